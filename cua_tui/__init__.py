@@ -1,0 +1,3 @@
+"""cua-tui: supervise computer-use agents from the terminal."""
+
+__version__ = "0.1.0"

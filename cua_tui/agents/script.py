@@ -1,0 +1,137 @@
+"""``--agent script:FILE``: replays recorded turns, for demos, labs and re-runs. No model, no key.
+
+File format (DESIGN.md): ``{"turns": [turn, ...], "final_text": "..."}``, each turn
+``{"actions": [OpenAI computer actions], "pending_safety_checks": [...]?, "text": "..."?}``; a turn may
+also name its ``call_id`` (to replay a transcript exactly). The outer shape is checked when the file is
+loaded; the actions are handed over exactly as written, so a script can carry malformed or hostile
+actions and exercise the parser and the policy like a real model's reply would.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..core.ports import Call, CallResult, Frame, SafetyCheck, Turn
+
+MAX_SCRIPT_BYTES = 20 * 1024 * 1024
+
+
+class ScriptError(ValueError):
+    """A script file that cannot be used (not JSON, wrong outer shape)."""
+
+
+@dataclass(frozen=True)
+class ScriptTurn:
+    actions: tuple[Any, ...]
+    safety_checks: tuple[SafetyCheck, ...] = ()
+    text: str = ""
+    call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Script:
+    turns: tuple[ScriptTurn, ...]
+    final_text: str = ""
+    source: str = "<script>"
+
+    @classmethod
+    def load(cls, path: str | Path) -> Script:
+        path = Path(path)
+        try:
+            if path.stat().st_size > MAX_SCRIPT_BYTES:
+                raise ScriptError(f"script {path}: larger than {MAX_SCRIPT_BYTES // (1024 * 1024)} MiB")
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ScriptError(f"script {path}: cannot read it ({exc.strerror or exc})") from None
+        except UnicodeDecodeError:
+            raise ScriptError(f"script {path}: not UTF-8 text") from None
+        return cls.parse(text, source=str(path))
+
+    @classmethod
+    def parse(cls, text: str, source: str = "<script>") -> Script:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ScriptError(
+                f"script {source}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+            ) from None
+        return cls.from_data(data, source)
+
+    @classmethod
+    def from_data(cls, data: Any, source: str = "<script>") -> Script:
+        def fail(message: str) -> ScriptError:
+            return ScriptError(f"script {source}: {message}")
+
+        if not isinstance(data, dict):
+            raise fail('the top level must be an object {"turns": [...], "final_text": "..."}')
+        unknown = set(data) - {"turns", "final_text", "task", "description"}
+        if unknown:
+            raise fail(f"unknown top-level key(s): {', '.join(sorted(unknown))}")
+        turns_raw = data.get("turns")
+        if not isinstance(turns_raw, list):
+            raise fail('"turns" must be a list')
+        final_text = data.get("final_text", "")
+        if not isinstance(final_text, str):
+            raise fail('"final_text" must be a string')
+        turns = []
+        for i, turn in enumerate(turns_raw):
+            where = f"turn {i + 1}"
+            if not isinstance(turn, dict):
+                raise fail(f'{where} must be an object with an "actions" list')
+            unknown = set(turn) - {"actions", "pending_safety_checks", "text", "call_id"}
+            if unknown:
+                raise fail(f"{where}: unknown key(s): {', '.join(sorted(unknown))}")
+            actions = turn.get("actions")
+            if not isinstance(actions, list) or not actions:
+                raise fail(f'{where}: "actions" must be a non-empty list')
+            text = turn.get("text", "")
+            if not isinstance(text, str):
+                raise fail(f'{where}: "text" must be a string')
+            call_id = turn.get("call_id")
+            if call_id is not None and not isinstance(call_id, str):
+                raise fail(f'{where}: "call_id" must be a string')
+            checks = []
+            raw_checks = turn.get("pending_safety_checks", [])
+            if not isinstance(raw_checks, list):
+                raise fail(f'{where}: "pending_safety_checks" must be a list')
+            for j, check in enumerate(raw_checks):
+                if not isinstance(check, dict) or not all(isinstance(check.get(k), str) for k in ("id", "code")):
+                    raise fail(f'{where}: safety check {j + 1} needs string "id" and "code"')
+                message = check.get("message", "")
+                checks.append(SafetyCheck(check["id"], check["code"], message if isinstance(message, str) else ""))
+            turns.append(ScriptTurn(tuple(actions), tuple(checks), text, call_id))
+        return cls(tuple(turns), final_text, source)
+
+
+class ScriptAgent:
+    """Hands out the script's turns one by one, then finishes with ``final_text``."""
+
+    name = "script"
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.model = None
+        self._next = 0
+        self.received: list[tuple[CallResult, ...]] = []  # what the agent heard back, for tests
+
+    def start(self, task: str, frame: Frame) -> Turn:
+        return self._turn()
+
+    def next_turn(self, results: tuple[CallResult, ...], frame: Frame) -> Turn:
+        self.received.append(results)
+        return self._turn()
+
+    def cancel(self) -> None:
+        pass
+
+    def _turn(self) -> Turn:
+        if self._next >= len(self.script.turns):
+            return Turn(text=self.script.final_text)
+        index = self._next
+        self._next += 1
+        turn = self.script.turns[index]
+        call = Call(turn.call_id or f"script_call_{index + 1}", "openai", turn.actions, turn.safety_checks)
+        return Turn((call,), text=turn.text, response_id=f"script_turn_{index + 1}")

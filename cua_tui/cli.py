@@ -1,0 +1,313 @@
+"""Command line: run, verify, runs, locate, policy.
+
+Exit codes: ``run`` 0 when the run ended passed (or finished where no verifier exists), 1 for any other
+end, 2 for bad usage or configuration. ``verify`` 0 intact, 1 tampered, 2 unusable input.
+Heavy and vendor imports happen inside the commands that need them, so ``--help`` starts fast.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from pathlib import Path
+
+import click
+
+from . import __version__
+
+EXIT_USAGE = 2
+
+
+class UsageFailure(click.ClickException):
+    """Bad usage or configuration: exit status 2, message on stderr."""
+
+    exit_code = EXIT_USAGE
+
+
+def _settings():
+    from .config import ConfigError, Settings
+
+    try:
+        return Settings.load()
+    except ConfigError as exc:
+        raise UsageFailure(str(exc)) from None
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, prog_name="cua-tui")
+def main() -> None:
+    """Supervise computer-use agents: every proposed action is classified by a policy, risky ones wait
+    for your decision (y approve, n reject, k kill switch), and every run leaves a hash-chained audit
+    log that `cua-tui verify` checks offline."""
+
+
+# ---------------------------------------------------------------------------------------------------
+# run
+# ---------------------------------------------------------------------------------------------------
+@main.command()
+@click.option("--task", default="", help="What the agent should do (sent to the model).")
+@click.option(
+    "--backend",
+    default="local",
+    show_default=True,
+    type=click.Choice(["local", "cwsandbox", "docker", "dry", "sim"]),
+    help="Desktop: local Xvfb+Chromium, CoreWeave sandbox, Docker, dry (executes nothing, validates "
+    "against a blank screen) or sim (in-process simulated form app).",
+)
+@click.option("--screen", default="1024x720", show_default=True, help="Screen size WIDTHxHEIGHT.")
+@click.option(
+    "--agent",
+    "agent_spec",
+    default="openai",
+    show_default=True,
+    help="openai, anthropic, or script:PATH (recorded turns; no model, no key).",
+)
+@click.option("--model", default=None, help="Model name for openai/anthropic agents.")
+@click.option("--base-url", default=None, help="API base URL for the model (any compatible server).")
+@click.option("--lab", default=None, help="Fixture application to start on the desktop.")
+@click.option("--url", default=None, help="Page to open on the desktop.")
+@click.option(
+    "--policy",
+    "policy_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Policy TOML file (default: the settings' policy, else the built-in policy).",
+)
+@click.option("--runs-dir", type=click.Path(path_type=Path), default=None, help="Where run directories go.")
+@click.option("--max-turns", type=click.IntRange(min=1), default=None, help="Override the policy's turn limit.")
+@click.option("--max-steps", type=click.IntRange(min=1), default=None, help="Override the policy's step limit.")
+@click.option(
+    "--deadline", type=click.IntRange(min=1), default=None, help="Override the policy's wall-clock limit, in seconds."
+)
+@click.option(
+    "--audit-key",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Key kept outside the run directory that signs the seal: HMAC secret file or Ed25519 PEM.",
+)
+@click.option("--headless", is_flag=True, help="No TUI: print events as lines and decide with --on-confirm.")
+@click.option(
+    "--on-confirm",
+    default="reject",
+    show_default=True,
+    help="Headless decisions: reject, approve, ask (y/n/k prompt) or approver:CMD (JSON on stdin, "
+    '{"decision": "approve|reject|kill"} on stdout; timeout or bad answer = reject).',
+)
+def run(
+    task: str,
+    backend: str,
+    screen: str,
+    agent_spec: str,
+    model: str | None,
+    base_url: str | None,
+    lab: str | None,
+    url: str | None,
+    policy_path: Path | None,
+    runs_dir: Path | None,
+    max_turns: int | None,
+    max_steps: int | None,
+    deadline: int | None,
+    audit_key: Path | None,
+    headless: bool,
+    on_confirm: str,
+) -> None:
+    """Run an agent on a sandboxed desktop under supervision.
+
+    Every action the agent proposes is parsed strictly, classified by the policy (allow, confirm, block),
+    and executed only if allowed or approved. The run directory (run.json, audit.jsonl, screens/,
+    transcript.jsonl, result.json) is written under --runs-dir. Exit status: 0 passed or finished, 1 any
+    other end (failed, killed, limit, error), 2 bad usage or configuration.
+    """
+    from .agents.script import ScriptError
+    from .approvers import headless_approver
+    from .core.audit import AuditKey, KeyError_
+    from .core.geometry import Size
+    from .core.policy import Policy, PolicyError
+    from .core.rundir import RunDir
+    from .core.supervisor import RunConfig, Supervisor
+    from .factory import UnavailableError, make_agent, make_desktop, versions
+    from .headless import printer
+
+    settings = _settings()
+    try:
+        size = Size.parse(screen)
+    except ValueError as exc:
+        raise UsageFailure(str(exc)) from None
+    try:
+        path = policy_path or settings.policy
+        policy = Policy.load(path) if path else Policy.default()
+        policy = policy.with_limits(max_turns=max_turns, max_steps=max_steps, deadline_seconds=deadline)
+    except PolicyError as exc:
+        raise UsageFailure(str(exc)) from None
+    try:
+        key = AuditKey.load(audit_key) if audit_key else None
+    except KeyError_ as exc:
+        raise UsageFailure(str(exc)) from None
+    if key is not None and not key.can_sign:
+        raise UsageFailure(f"audit key {audit_key}: a public key cannot sign; pass the private key or an HMAC secret")
+    if not headless:
+        raise UsageFailure("the TUI is not part of this build yet: add --headless")
+    if lab or url or model or base_url:
+        unused = [n for n, v in (("--lab", lab), ("--url", url), ("--model", model), ("--base-url", base_url)) if v]
+        raise UsageFailure(f"{', '.join(unused)}: not supported by {backend}/{agent_spec} in this build")
+    try:
+        approver = headless_approver(on_confirm)
+        agent, agent_label = make_agent(agent_spec)
+        desktop = make_desktop(backend, size)
+    except (ValueError, ScriptError, UnavailableError) as exc:
+        raise UsageFailure(str(exc)) from None
+    runs = runs_dir or settings.runs_dir
+    try:
+        rundir = RunDir.create(runs)
+    except OSError as exc:
+        raise UsageFailure(f"runs directory {runs}: {exc.strerror or exc}") from None
+    config = RunConfig(
+        task=task or "scripted run",
+        backend=backend,
+        agent=agent_label,
+        model=agent.model,
+        screen=size,
+        policy=policy,
+        audit_key=key,
+        versions=versions(),
+    )
+    supervisor = Supervisor(config, desktop, agent, approver, rundir, listeners=(printer(sys.stderr),))
+    click.echo(f"run {rundir.run_id} · {rundir.path}", err=True)
+    result = _run_with_interrupt(supervisor)
+    click.echo(f"status: {result.status} · {result.reason}", err=True)
+    click.echo(f"run directory: {result.path}", err=True)
+    sys.exit(result.exit_code)
+
+
+def _run_with_interrupt(supervisor):
+    """Run in a worker thread; Ctrl-C (SIGINT) or SIGTERM press the kill switch."""
+    box = {}
+    worker = threading.Thread(target=lambda: box.setdefault("result", supervisor.run()), name="cua-run", daemon=True)
+
+    def on_signal(signum, frame):
+        supervisor.kill(by="signal " + signal.Signals(signum).name)
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        worker.start()
+        while worker.is_alive():
+            worker.join(0.2)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return box["result"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# verify / runs / locate / policy
+# ---------------------------------------------------------------------------------------------------
+@main.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option(
+    "--key",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="The audit key the run was signed with (HMAC secret, or Ed25519 private/public PEM).",
+)
+def verify(run_dir: Path, key: Path | None) -> None:
+    """Check a run directory for tampering.
+
+    Recomputes the hash chain of audit.jsonl, checks the seal in result.json (event count and head hash,
+    so truncation shows), the seal's signature when --key is given (so a recomputed chain shows), and every
+    referenced screenshot. Exit status: 0 intact, 1 tampered (the first bad line and why), 2 unusable
+    input. A run without result.json (interrupted) verifies as a prefix and is reported unsealed.
+    """
+    from .core.audit import AuditKey, KeyError_, verify_run
+
+    try:
+        audit_key = AuditKey.load(key) if key else None
+    except KeyError_ as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    report = verify_run(run_dir, audit_key)
+    stream_err = report.code != 0
+    click.echo(report.summary, err=stream_err)
+    for note in report.notes:
+        click.echo(f"note: {note}", err=stream_err)
+    sys.exit(report.code)
+
+
+@main.command()
+@click.option("--runs-dir", type=click.Path(path_type=Path), default=None, help="Where run directories are.")
+@click.option("--no-check", is_flag=True, help="Skip checking each run's audit chain.")
+def runs(runs_dir: Path | None, no_check: bool) -> None:
+    """List runs: id, date, task, status, steps, verified (task) and audit (chain check)."""
+    import msgspec
+
+    from .core.audit import verify_run
+    from .core.text import visible
+
+    folder = runs_dir or _settings().runs_dir
+    if not folder.is_dir():
+        click.echo(f"no runs in {folder}")
+        return
+    rows = []
+    for path in sorted(p for p in folder.iterdir() if (p / "audit.jsonl").is_file()):
+        info, result = {}, {}
+        for name, target in (("run.json", info), ("result.json", result)):
+            try:
+                target.update(msgspec.json.decode((path / name).read_bytes()))
+            except (OSError, msgspec.DecodeError, TypeError, ValueError):
+                pass
+        audit = "-" if no_check else {0: "intact", 1: "TAMPERED", 2: "unusable"}[verify_run(path).code]
+        if not no_check and audit == "intact" and not result:
+            audit = "unsealed"
+        verified = result.get("verified")
+        rows.append(
+            (
+                path.name,
+                path.name[:8],
+                visible(str(info.get("task", "?")), limit=40),
+                str(result.get("status", "unfinished")),
+                str(result.get("counts", {}).get("steps", "-")),
+                "-" if verified is None else "yes" if verified else "no",
+                audit,
+            )
+        )
+    header = ("RUN", "DATE", "TASK", "STATUS", "STEPS", "VERIFIED", "AUDIT")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+@main.command()
+def locate() -> None:
+    """Print where settings, themes and runs live."""
+    settings = _settings()
+    click.echo(f"config file: {settings.config_file}")
+    click.echo(f"themes:      {settings.themes_dir}")
+    click.echo(f"runs:        {settings.runs_dir}")
+
+
+@main.command("policy")
+@click.option("--print", "print_default", is_flag=True, help="Print the built-in policy as TOML.")
+@click.option(
+    "--check",
+    "check_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Validate a policy file and summarise it.",
+)
+def policy_cmd(print_default: bool, check_path: Path | None) -> None:
+    """Show the built-in policy, or check a policy file (exit 2 with the line of the error)."""
+    from .core.policy import DEFAULT_POLICY_TOML, Policy, PolicyError
+
+    if print_default:
+        click.echo(DEFAULT_POLICY_TOML, nl=False)
+        return
+    try:
+        policy = Policy.load(check_path) if check_path else Policy.default()
+    except PolicyError as exc:
+        raise UsageFailure(str(exc)) from None
+    for line in policy.summary():
+        click.echo(line)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The pure core: actions, policy, events, the supervisor, the audit log. No UI or vendor imports."""

@@ -1,0 +1,411 @@
+"""Hash-chained JSONL audit log: writer, seal and signature, and an independent verifier.
+
+Line n+1's ``prev`` is the SHA-256 hex of the exact bytes of line n (without its newline); line 0's is
+64 zeros. Lines are flushed and fsynced as written. The seal in result.json fixes the event count and
+the head hash, so truncation is detected; a key kept outside the run directory signs the seal (HMAC-SHA256
+with a secret file, or Ed25519 with a PEM key), so a chain recomputed after an edit is detected too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+GENESIS = "0" * 64
+SEAL_CONTEXT = b"cua-tui seal v1"
+
+_encoder = msgspec.json.Encoder()
+
+
+class AuditClosed(RuntimeError):
+    """An append after the log was sealed."""
+
+
+class KeyError_(ValueError):
+    """An audit key that cannot be used (unreadable, wrong format)."""
+
+
+# ---------------------------------------------------------------------------------------------------
+# Keys
+# ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AuditKey:
+    """A signing or verifying key. HMAC: any file of >= 16 bytes that is not a PEM key. Ed25519: PEM."""
+
+    algorithm: str  # "hmac-sha256" | "ed25519"
+    secret: bytes = field(repr=False)
+    key_id: str = ""
+
+    @classmethod
+    def load(cls, path: str | Path) -> AuditKey:
+        path = Path(path)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise KeyError_(f"audit key {path}: cannot read it ({exc.strerror or exc})") from None
+        if b"-----BEGIN" in data:
+            return cls._load_pem(path, data)
+        if len(data.strip()) < 16:
+            raise KeyError_(f"audit key {path}: an HMAC key needs at least 16 bytes")
+        secret = data.strip()
+        return cls("hmac-sha256", secret, hashlib.sha256(b"key-id" + secret).hexdigest()[:16])
+
+    @classmethod
+    def _load_pem(cls, path: Path, data: bytes) -> AuditKey:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import ed25519
+
+        try:
+            if b"PRIVATE KEY" in data:
+                key = serialization.load_pem_private_key(data, password=None)
+                if not isinstance(key, ed25519.Ed25519PrivateKey):
+                    raise KeyError_(f"audit key {path}: only Ed25519 private keys are supported")
+                public = key.public_key()
+            else:
+                public = serialization.load_pem_public_key(data)
+                if not isinstance(public, ed25519.Ed25519PublicKey):
+                    raise KeyError_(f"audit key {path}: only Ed25519 public keys are supported")
+        except KeyError_:
+            raise
+        except (ValueError, TypeError) as exc:
+            raise KeyError_(f"audit key {path}: not a usable PEM key ({exc})") from None
+        raw_public = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        return cls("ed25519", data, hashlib.sha256(raw_public).hexdigest()[:16])
+
+    @property
+    def can_sign(self) -> bool:
+        return self.algorithm == "hmac-sha256" or b"PRIVATE KEY" in self.secret
+
+    def sign(self, message: bytes) -> str:
+        if self.algorithm == "hmac-sha256":
+            return hmac.new(self.secret, message, hashlib.sha256).hexdigest()
+        from cryptography.hazmat.primitives import serialization
+
+        key = serialization.load_pem_private_key(self.secret, password=None)
+        return key.sign(message).hex()  # type: ignore[union-attr, call-arg]
+
+    def check(self, message: bytes, signature: str) -> bool:
+        if self.algorithm == "hmac-sha256":
+            return hmac.compare_digest(self.sign(message), signature)
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives import serialization
+
+        if b"PRIVATE KEY" in self.secret:
+            public = serialization.load_pem_private_key(self.secret, password=None).public_key()  # type: ignore[union-attr]
+        else:
+            public = serialization.load_pem_public_key(self.secret)
+        try:
+            public.verify(bytes.fromhex(signature), message)  # type: ignore[union-attr, call-arg]
+        except (InvalidSignature, ValueError):
+            return False
+        return True
+
+
+def seal_message(run_id: str, events: int, head: str) -> bytes:
+    return b"\n".join([SEAL_CONTEXT, run_id.encode(), str(events).encode(), head.encode()])
+
+
+# ---------------------------------------------------------------------------------------------------
+# Writer
+# ---------------------------------------------------------------------------------------------------
+class AuditWriter:
+    """Appends chained records. Thread-safe; every line is flushed and (by default) fsynced."""
+
+    def __init__(self, path: str | Path, run_id: str, *, fsync: bool = True, clock: Any = time.time) -> None:
+        self.path = Path(path)
+        self.run_id = run_id
+        self.fsync = fsync
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._fh = open(self.path, "ab", buffering=0)  # noqa: SIM115 - kept open for the run's lifetime
+        self.seq = 0
+        self.head = GENESIS
+        self.closed = False
+
+    def append(self, kind: str, payload: dict[str, Any]) -> tuple[int, str]:
+        """Write one record; return (seq, sha256 of the line). Envelope keys in payload are refused."""
+        with self._lock:
+            if self.closed:
+                raise AuditClosed("the audit log is sealed")
+            record = {
+                "seq": self.seq,
+                "ts": round(self._clock(), 6),
+                "run": self.run_id,
+                "kind": kind,
+                "prev": self.head,
+            }
+            for key, value in payload.items():
+                if key in record:
+                    raise ValueError(f"payload key {key!r} collides with the audit envelope")
+                record[key] = value
+            line = _encoder.encode(record)
+            self._fh.write(line + b"\n")
+            if self.fsync:
+                os.fsync(self._fh.fileno())
+            digest = hashlib.sha256(line).hexdigest()
+            self.head = digest
+            self.seq += 1
+            return self.seq - 1, digest
+
+    def seal(self, key: AuditKey | None = None) -> dict[str, Any]:
+        """Close the log and return the seal for result.json."""
+        with self._lock:
+            if not self.closed:
+                self.closed = True
+                os.fsync(self._fh.fileno())
+                self._fh.close()
+            seal: dict[str, Any] = {"events": self.seq, "head": self.head}
+            if key is not None:
+                seal["signature"] = {
+                    "algorithm": key.algorithm,
+                    "key_id": key.key_id,
+                    "value": key.sign(seal_message(self.run_id, self.seq, self.head)),
+                }
+            return seal
+
+    def close(self) -> None:
+        with self._lock:
+            if not self.closed:
+                self.closed = True
+                self._fh.close()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Verifier
+# ---------------------------------------------------------------------------------------------------
+class _Envelope(msgspec.Struct):
+    seq: Any = None
+    run: Any = None
+    kind: Any = None
+    prev: Any = None
+    sha256: Any = None
+
+
+_env_decoder = msgspec.json.Decoder(_Envelope)
+
+
+@dataclass
+class VerifyReport:
+    """The outcome of ``verify_run``. ``code``: 0 intact, 1 tampered, 2 unusable input."""
+
+    code: int
+    summary: str
+    events: int = 0
+    head: str = GENESIS
+    sealed: bool = False
+    signed: bool = False
+    signature_checked: bool = False
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def intact(self) -> bool:
+        return self.code == 0
+
+
+class _Unusable(Exception):
+    pass
+
+
+def iter_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
+    """Yield (line number from 1, bytes without newline, complete?) for every line of the file."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    start = 0
+    number = 0
+    size = len(data)
+    while start < size:
+        end = data.find(b"\n", start)
+        number += 1
+        if end == -1:
+            yield number, data[start:], False
+            return
+        yield number, data[start:end], True
+        start = end + 1
+
+
+def verify_run(run_dir: str | Path, key: AuditKey | None = None, *, check_screens: bool = True) -> VerifyReport:
+    """Check a run directory's chain, seal, signature and screenshots. Never raises for bad input."""
+    try:
+        return _verify(Path(run_dir), key, check_screens)
+    except _Unusable as exc:
+        return VerifyReport(2, str(exc))
+
+
+def _verify(run_dir: Path, key: AuditKey | None, check_screens: bool) -> VerifyReport:
+    if not run_dir.is_dir():
+        raise _Unusable(f"{run_dir}: not a run directory")
+    audit = run_dir / "audit.jsonl"
+    if not audit.is_file():
+        raise _Unusable(f"{run_dir}: no audit.jsonl (not a cua-tui run directory)")
+    result_path = run_dir / "result.json"
+    seal = None
+    problems: list[str] = []
+    notes: list[str] = []
+    if result_path.exists():
+        try:
+            result = msgspec.json.decode(result_path.read_bytes())
+            seal = result.get("seal") if isinstance(result, dict) else None
+            if (
+                not isinstance(seal, dict)
+                or not isinstance(seal.get("events"), int)
+                or not isinstance(seal.get("head"), str)
+            ):
+                problems.append("result.json: the seal is missing or malformed")
+                seal = None
+        except (msgspec.DecodeError, OSError, UnicodeDecodeError):
+            problems.append("result.json: not valid JSON (edited or damaged)")
+
+    lines = list(iter_lines(audit))
+    run_id = None
+    expected_prev = GENESIS
+    hashes: dict[str, int] = {}  # sha256 of line -> line number, to name reordering
+    seqs: dict[int, int] = {}
+    screens: dict[str, int] = {}
+    count = 0
+    for number, line, complete in lines:
+        if not complete:
+            if seal is None and not problems:
+                notes.append(f"line {number}: incomplete last line (write interrupted); ignored")
+                break
+            problems.append(f"line {number}: incomplete line without a newline (truncated or edited)")
+            break
+        digest = hashlib.sha256(line).hexdigest()
+        try:
+            env = _env_decoder.decode(line)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            problems.append(f"line {number}: not a valid JSON record (edited)")
+            break
+        seq, prev = env.seq, env.prev
+        if type(seq) is not int or type(prev) is not str or type(env.kind) is not str:
+            problems.append(f"line {number}: missing seq, prev or kind (edited)")
+            break
+        if run_id is None:
+            run_id = env.run
+        elif env.run != run_id:
+            problems.append(f"line {number}: belongs to run {env.run!r}, not {run_id!r} (inserted)")
+            break
+        if prev != expected_prev or seq != count:
+            later, next_prev = _later_seqs(lines[number:])
+            problems.append(_explain(number, seq, prev, count, expected_prev, hashes, seqs, later, next_prev))
+            break
+        if env.kind == "screen" and isinstance(env.sha256, str):
+            screens.setdefault(env.sha256, number)
+        hashes[digest] = number
+        seqs[seq] = number
+        expected_prev = digest
+        count += 1
+    report = VerifyReport(0, "", events=count, head=expected_prev)
+
+    if not problems and seal is not None:
+        report.sealed = True
+        if count < seal["events"]:
+            problems.append(f"truncated: the seal records {seal['events']} events, the log has {count}")
+        elif count > seal["events"]:
+            problems.append(f"line {seal['events'] + 1}: appended after the run was sealed at {seal['events']} events")
+        elif expected_prev != seal["head"]:
+            problems.append(f"line {count}: edited (its hash does not match the sealed head)")
+    if not problems and seal is not None:
+        sig = seal.get("signature")
+        report.signed = isinstance(sig, dict)
+        if key is not None:
+            if not report.signed:
+                problems.append("the seal is not signed, but a key was given (signature removed?)")
+            elif sig.get("algorithm") != key.algorithm or not isinstance(sig.get("value"), str):
+                problems.append(f"the seal's signature is {sig.get('algorithm')!r}, the key is {key.algorithm}")
+            elif not key.check(seal_message(run_id or "", seal["events"], seal["head"]), sig["value"]):
+                problems.append("the seal's signature does not match: the chain was recomputed or the seal edited")
+            else:
+                report.signature_checked = True
+        elif report.signed:
+            notes.append("the seal is signed; pass --key to check the signature")
+    if not problems and check_screens:
+        for sha, number in screens.items():
+            png = run_dir / "screens" / f"{sha}.png"
+            if not png.is_file():
+                problems.append(f"line {number}: screenshot {sha[:12]}… is missing from screens/")
+                break
+            if hashlib.sha256(png.read_bytes()).hexdigest() != sha:
+                problems.append(f"line {number}: screenshot {sha[:12]}… was altered (its hash differs)")
+                break
+    report.problems, report.notes = problems, notes
+    if problems:
+        report.code = 1
+        report.summary = f"TAMPERED: {problems[0]}"
+    elif seal is None:
+        report.summary = (
+            f"intact prefix, UNSEALED: {count} events verified; the run has no result.json "
+            f"(interrupted), so truncation cannot be ruled out"
+        )
+    else:
+        signed = (
+            "signature verified"
+            if report.signature_checked
+            else "signed (signature not checked)"
+            if report.signed
+            else "unsigned"
+        )
+        report.summary = f"intact: {count} events, sealed, {signed}, head {expected_prev[:16]}…"
+    return report
+
+
+def _later_seqs(rest: list[tuple[int, bytes, bool]]) -> tuple[set[int], Any]:
+    """The seqs of the lines after a break, and the prev of the next line (to tell inserts apart)."""
+    out = set()
+    next_prev = None
+    for i, (_, line, _complete) in enumerate(rest):
+        try:
+            env = _env_decoder.decode(line)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue
+        if i == 0:
+            next_prev = env.prev
+        if type(env.seq) is int:
+            out.add(env.seq)
+    return out, next_prev
+
+
+def _explain(
+    number: int,
+    seq: int,
+    prev: str,
+    expected_seq: int,
+    expected_prev: str,
+    hashes: dict[str, int],
+    seqs: dict[int, int],
+    later: set[int],
+    next_prev: Any,
+) -> str:
+    """Name the first bad line and the likely tampering where a chain link does not hold."""
+    if next_prev == expected_prev and expected_seq in later:
+        return f"line {number}: inserted (the next line links past it to line {number - 1})"
+    if seq == expected_seq:
+        if prev in hashes:
+            return f"line {number}: its prev points to line {hashes[prev]}, not to the line before it (lines reordered)"
+        if number == 1:
+            return "line 1: edited (its prev is not the genesis hash), or lines were deleted from the start"
+        return f"line {number - 1}: edited (its hash no longer matches the prev recorded on line {number})"
+    if seq > expected_seq:
+        if prev == expected_prev:
+            return f"line {number}: edited (seq {seq} where {expected_seq} was expected)"
+        if expected_seq in later:
+            return f"line {number}: seq {seq} where {expected_seq} was expected (lines reordered)"
+        missing = seq - expected_seq
+        what = "line" if missing == 1 else "lines"
+        return f"line {number}: seq {seq} where {expected_seq} was expected ({missing} {what} deleted before it)"
+    if seq in seqs and prev == expected_prev:
+        return f"line {number}: edited (seq {seq} repeats line {seqs[seq]})"
+    if seq in seqs and ((prev in hashes and hashes[prev] == seqs[seq] - 1) or prev == expected_prev):
+        return f"line {number - 1}: inserted (line {number} repeats its seq {seq} and links past it)"
+    if seq in seqs:
+        return f"line {number}: seq {seq} repeats line {seqs[seq]} (lines reordered or inserted)"
+    return f"line {number}: seq {seq} where {expected_seq} was expected (lines reordered)"

@@ -1,0 +1,253 @@
+"""Frozen events: the single vocabulary of the UI, the audit log and replay.
+
+Every event serializes to an audit record with ``to_record()`` and comes back with ``from_record()``.
+Fields marked ``memory_only`` (screenshot bytes, the full Action with its typed text) travel to live
+listeners but never reach the audit log; replay rebuilds what it can from the record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from .actions import Action
+
+_MEMORY_ONLY = {"memory_only": True}
+
+
+def memory_only(default: Any = None) -> Any:
+    return field(default=default, metadata=_MEMORY_ONLY, repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    kind: ClassVar[str] = "event"
+
+    def to_record(self) -> dict[str, Any]:
+        rec: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            if f.metadata.get("memory_only"):
+                continue
+            rec[f.name] = getattr(self, f.name)
+        return rec
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Event:
+        names = {f.name for f in dataclasses.fields(cls) if not f.metadata.get("memory_only")}
+        return cls(**{k: v for k, v in record.items() if k in names})
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted(Event):
+    kind: ClassVar[str] = "run_started"
+    task: str
+    backend: str
+    agent: str
+    model: str | None
+    screen: str
+    policy: str
+    policy_sha256: str
+    limits: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Phase(Event):
+    """What the run is doing: starting, waiting_model, awaiting_decision, executing, verifying, stopping."""
+
+    kind: ClassVar[str] = "phase"
+    phase: str
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ScreenCaptured(Event):
+    kind: ClassVar[str] = "screen"
+    sha256: str
+    width: int
+    height: int
+    bytes: int
+    turn: int
+    step: int
+    purpose: str = "after_action"  # initial, after_action, stale_check, zoom
+    png: bytes | None = memory_only()
+
+
+@dataclass(frozen=True, slots=True)
+class ModelTurn(Event):
+    kind: ClassVar[str] = "model_turn"
+    turn: int
+    text: str
+    calls: int
+    actions: int
+    response_id: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+    total_tokens: int = 0
+    total_cost_usd: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SafetyChecksRaised(Event):
+    kind: ClassVar[str] = "safety_checks"
+    turn: int
+    call_id: str
+    checks: list[dict[str, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class ActionProposed(Event):
+    """A proposed action. ``action`` is the normalized action's record (typed text as length + hash);
+    ``error`` is set instead when the proposal could not be parsed."""
+
+    kind: ClassVar[str] = "proposal"
+    turn: int
+    index: int
+    call_id: str
+    action: dict[str, Any] | None
+    summary: str = ""
+    error: str = ""
+    error_code: str = ""
+    raw_kind: str = ""
+    parsed: Action | None = memory_only()
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyVerdict(Event):
+    kind: ClassVar[str] = "verdict"
+    turn: int
+    index: int
+    verdict: str  # allow | confirm | block
+    reason: str
+    rule: str
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionRequested(Event):
+    kind: ClassVar[str] = "decision_requested"
+    turn: int
+    index: int
+    call_id: str
+    subject: str  # action | safety_check
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionMade(Event):
+    kind: ClassVar[str] = "decision"
+    turn: int
+    index: int
+    decision: str  # approve | reject | kill
+    by: str  # human, policy, headless rule: ..., approver command, no approver (fail closed)
+    subject: str = "action"
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome(Event):
+    """Exactly one per proposed action: what happened to it and the exact text the model heard."""
+
+    kind: ClassVar[str] = "outcome"
+    turn: int
+    index: int
+    call_id: str
+    status: str  # executed | declined | refused | failed | not_executed | stale
+    message: str
+    step: int = 0
+    duration_ms: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Killed(Event):
+    kind: ClassVar[str] = "kill"
+    by: str
+    during: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorRaised(Event):
+    kind: ClassVar[str] = "error"
+    where: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Note(Event):
+    kind: ClassVar[str] = "note"
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Egress(Event):
+    """A network request from the sandbox seen by the egress proxy."""
+
+    kind: ClassVar[str] = "egress"
+    host: str
+    port: int
+    method: str
+    allowed: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class VerificationDone(Event):
+    kind: ClassVar[str] = "verification"
+    verifier: str
+    passed: bool
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Cleanup(Event):
+    kind: ClassVar[str] = "cleanup"
+    ok: bool
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnded(Event):
+    kind: ClassVar[str] = "run_ended"
+    status: str  # passed | failed | finished | killed | limit | error
+    reason: str
+    turns: int
+    steps: int
+    executed: int
+    verified: bool | None = None
+    final_text: str = ""
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.kind: cls
+    for cls in (
+        RunStarted,
+        Phase,
+        ScreenCaptured,
+        ModelTurn,
+        SafetyChecksRaised,
+        ActionProposed,
+        PolicyVerdict,
+        DecisionRequested,
+        DecisionMade,
+        Outcome,
+        Killed,
+        ErrorRaised,
+        Note,
+        Egress,
+        VerificationDone,
+        Cleanup,
+        RunEnded,
+    )
+}
+ENVELOPE = ("seq", "ts", "run", "kind", "prev")
+
+
+def event_from_record(record: dict[str, Any]) -> Event | None:
+    """Rebuild an event from an audit record (None for kinds this version does not know)."""
+    cls = EVENT_TYPES.get(record.get("kind", ""))
+    if cls is None:
+        return None
+    try:
+        return cls.from_record(record)
+    except TypeError:
+        return None

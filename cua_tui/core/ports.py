@@ -1,0 +1,228 @@
+"""Ports: the protocols every Desktop, Agent and Approver adapter implements, and the values they trade.
+
+They are shaped for remote backends too: ``Desktop.perform`` executes one action *and* returns the
+screenshot taken after it, so a remote sandbox spends one round trip per step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from .actions import Action
+from .geometry import Scaling, Size
+
+
+class DesktopError(RuntimeError):
+    """An action or capture failed. ``fatal`` means the desktop is gone (the run cannot go on)."""
+
+    def __init__(self, message: str, *, fatal: bool = False) -> None:
+        super().__init__(message)
+        self.fatal = fatal
+
+
+class AgentError(RuntimeError):
+    """The agent could not produce a turn (malformed reply, HTTP error after retries, ...)."""
+
+
+class LimitExceeded(AgentError):
+    """The agent stopped because a budget (tokens, cost) ran out."""
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """A screenshot: PNG bytes and their size. ``sha256`` names it in the audit log and screen store."""
+
+    png: bytes = field(repr=False)
+    width: int
+    height: int
+    sha256: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.sha256:
+            object.__setattr__(self, "sha256", hashlib.sha256(self.png).hexdigest())
+
+    @property
+    def size(self) -> Size:
+        return Size(self.width, self.height)
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    """What one executed action gives back: an optional output (text or image) and the screen after it."""
+
+    frame: Frame
+    output: str | None = None  # e.g. "X=10,Y=20" for cursor_position
+    image: Frame | None = None  # e.g. the zoomed region for zoom
+
+
+@dataclass(frozen=True, slots=True)
+class Verification:
+    """The independent verdict on the task (a lab's server-side proof, a command run in the sandbox)."""
+
+    passed: bool
+    detail: str
+    verifier: str
+
+
+@runtime_checkable
+class Desktop(Protocol):
+    """A sandboxed desktop. ``release_all`` and ``stop`` must be safe from any thread at any moment,
+    idempotent, and must make any input still in flight a no-op."""
+
+    name: str
+    size: Size
+
+    def start(self) -> None: ...
+    def screenshot(self) -> Frame: ...
+    def perform(self, action: Action) -> StepResult: ...
+    def capture_region(self, region: tuple[int, int, int, int]) -> Frame: ...
+    def release_all(self) -> None: ...
+    def stop(self) -> None: ...
+    def verify(self) -> Verification | None: ...
+
+
+# ---------------------------------------------------------------------------------------------------
+# Agent
+# ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class SafetyCheck:
+    id: str
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One tool call of a turn: a batch of raw actions exactly as the model sent them.
+
+    ``format`` says which parser reads them: "openai" (each raw is an action object) or "anthropic"
+    (each raw is ``{"name": member, "input": {...}, "toolset_name": "computer"}``).
+    """
+
+    call_id: str
+    format: Literal["openai", "anthropic"]
+    actions: tuple[Any, ...]
+    safety_checks: tuple[SafetyCheck, ...] = ()
+    scaling: Scaling | None = None  # model image -> display; None means identity
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """What the agent proposes next. No calls means the agent is done (``text`` is its final answer)."""
+
+    calls: tuple[Call, ...] = ()
+    text: str = ""
+    response_id: str = ""
+    usage: Usage | None = None
+
+    @property
+    def done(self) -> bool:
+        return not self.calls
+
+
+class OutcomeStatus(StrEnum):
+    EXECUTED = "executed"
+    DECLINED = "declined"
+    REFUSED = "refused"
+    FAILED = "failed"
+    NOT_EXECUTED = "not_executed"
+    STALE = "stale"
+
+
+@dataclass(frozen=True, slots=True)
+class ActionResult:
+    index: int  # position in the call's batch
+    status: OutcomeStatus
+    message: str  # the exact text returned to the model
+    image: Frame | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status is OutcomeStatus.EXECUTED
+
+
+@dataclass(frozen=True, slots=True)
+class CallResult:
+    call_id: str
+    results: tuple[ActionResult, ...]
+    acknowledged_safety_checks: tuple[SafetyCheck, ...] = ()
+
+
+class Agent(Protocol):
+    """Turns (task, screenshot, results of the last batch) into the next turn, whatever the vendor."""
+
+    name: str
+    model: str | None
+
+    def start(self, task: str, frame: Frame) -> Turn: ...
+    def next_turn(self, results: tuple[CallResult, ...], frame: Frame) -> Turn: ...
+    def cancel(self) -> None: ...
+
+
+# ---------------------------------------------------------------------------------------------------
+# Approver
+# ---------------------------------------------------------------------------------------------------
+class Answer(StrEnum):
+    APPROVE = "approve"
+    REJECT = "reject"
+    KILL = "kill"
+
+
+@dataclass(frozen=True, slots=True)
+class Ruling:
+    answer: Answer
+    by: str  # "human", "headless rule: reject", "approver command", "no approver (fail closed)", ...
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionRequest:
+    """What a reviewer decides on. ``action.text`` is the full typed text: shown, never stored."""
+
+    run_id: str
+    turn: int
+    index: int
+    call_id: str
+    kind: Literal["action", "safety_check"]
+    reason: str
+    action: Action | None = None
+    safety_checks: tuple[SafetyCheck, ...] = ()
+    frame: Frame | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The request as sent to an ``approver:CMD`` process (the reviewer sees the text in full)."""
+        data: dict[str, Any] = {
+            "run": self.run_id,
+            "turn": self.turn,
+            "index": self.index,
+            "call_id": self.call_id,
+            "kind": self.kind,
+            "reason": self.reason,
+        }
+        if self.action is not None:
+            data["action"] = self.action.to_record()
+            data["summary"] = self.action.describe()
+            if self.action.text:
+                data["action"]["text"] = self.action.text
+        if self.safety_checks:
+            data["safety_checks"] = [{"id": c.id, "code": c.code, "message": c.message} for c in self.safety_checks]
+        if self.frame is not None:
+            data["screenshot_sha256"] = self.frame.sha256
+        return data
+
+
+class Approver(Protocol):
+    """Answers a decision request. May block for minutes; must return promptly once ``cancel`` is set."""
+
+    def decide(self, request: DecisionRequest, cancel: threading.Event) -> Ruling: ...

@@ -1,0 +1,171 @@
+"""Run directory layout and the content-addressed screenshot store.
+
+```
+<runs-dir>/<run-id>/
+  run.json  sandbox-id.txt  audit.jsonl  screens/<sha256>.png  transcript.jsonl  result.json
+```
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+RUN_ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{6}$")
+_SHA_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+def new_run_id(now: float | None = None) -> str:
+    """Sortable, unique: ``YYYYMMDD-HHMMSS-<6 hex>`` (UTC)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now if now is not None else time.time()))
+    return f"{stamp}-{secrets.token_hex(3)}"
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON so that a reader never sees half a file: temp file, fsync, rename, fsync the folder."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    payload = msgspec.json.format(msgspec.json.encode(data), indent=2) + b"\n"
+    with open(tmp, "wb") as fh:
+        fh.write(payload)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class ScreenStore:
+    """``screens/<sha256>.png``: each distinct screenshot stored once, written atomically."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._known: set[str] = set()
+        self._lock = threading.Lock()
+
+    def put(self, sha256: str, png: bytes) -> bool:
+        """Store the PNG under its hash; return False when it was already there."""
+        with self._lock:
+            if sha256 in self._known:
+                return False
+            self._known.add(sha256)
+        path = self.folder / f"{sha256}.png"
+        if path.exists():
+            return False
+        tmp = self.folder / f".{sha256}.tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(png)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        return True
+
+    def path(self, sha256: str) -> Path:
+        if not _SHA_RE.match(sha256):
+            raise ValueError(f"not a SHA-256 hex digest: {sha256!r}")
+        return self.folder / f"{sha256}.png"
+
+    def get(self, sha256: str) -> bytes:
+        return self.path(sha256).read_bytes()
+
+
+@dataclass
+class RunDir:
+    """One run's folder. ``create`` makes it; ``open`` reads an existing one."""
+
+    path: Path
+    run_id: str
+
+    @property
+    def run_json(self) -> Path:
+        return self.path / "run.json"
+
+    @property
+    def audit(self) -> Path:
+        return self.path / "audit.jsonl"
+
+    @property
+    def transcript(self) -> Path:
+        return self.path / "transcript.jsonl"
+
+    @property
+    def result_json(self) -> Path:
+        return self.path / "result.json"
+
+    @property
+    def sandbox_id(self) -> Path:
+        return self.path / "sandbox-id.txt"
+
+    @property
+    def screens(self) -> ScreenStore:
+        return ScreenStore(self.path / "screens")
+
+    @classmethod
+    def create(cls, runs_dir: str | Path, run_id: str | None = None) -> RunDir:
+        runs = Path(runs_dir).expanduser()
+        runs.mkdir(parents=True, exist_ok=True)
+        for _ in range(20):
+            rid = run_id or new_run_id()
+            path = runs / rid
+            try:
+                path.mkdir(mode=0o700)
+            except FileExistsError:
+                if run_id:
+                    raise
+                continue
+            (path / "screens").mkdir(mode=0o700)
+            return cls(path, rid)
+        raise RuntimeError("could not allocate a fresh run directory")
+
+    @classmethod
+    def open(cls, path: str | Path) -> RunDir:
+        path = Path(path)
+        return cls(path, path.name)
+
+    def write_run_json(self, data: dict[str, Any]) -> None:
+        write_json_atomic(self.run_json, data)
+
+    def write_result(self, data: dict[str, Any]) -> None:
+        write_json_atomic(self.result_json, data)
+
+    def write_sandbox_id(self, sandbox_id: str) -> None:
+        tmp = self.sandbox_id.with_suffix(".tmp")
+        tmp.write_text(sandbox_id + "\n", encoding="utf-8")
+        os.replace(tmp, self.sandbox_id)
+
+    def read_json(self, name: str) -> Any:
+        return msgspec.json.decode((self.path / name).read_bytes())
+
+
+class TranscriptWriter:
+    """transcript.jsonl: model turns without images or secrets, one JSON object per line."""
+
+    def __init__(self, path: Path) -> None:
+        self._fh = open(path, "ab", buffering=0)  # noqa: SIM115 - kept open for the run
+        self._lock = threading.Lock()
+
+    def append(self, record: dict[str, Any]) -> None:
+        with self._lock:
+            if not self._fh.closed:
+                self._fh.write(msgspec.json.encode(record) + b"\n")
+
+    def close(self) -> None:
+        with self._lock:
+            self._fh.close()

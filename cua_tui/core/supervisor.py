@@ -1,0 +1,800 @@
+"""The run loop: batches in order, policy verdicts, confirmation points, the kill switch, the audit trail.
+
+Batch semantics (DESIGN.md, "The run loop"): actions run in order; the loop stops before an action that
+needs confirmation and asks the Approver; a rejection, a policy block, a failure or a stale screen halts
+the batch, and every later action of the turn is answered ``Not executed``. Every proposed action gets
+exactly one ``outcome`` event carrying the exact text returned to the model.
+
+Threads: ``run()`` drives the loop in the caller's thread. Every call into an adapter (agent, desktop,
+approver) runs on a helper thread, and the loop waits for it *or* for an abort, so ``kill()`` from any
+thread ends the run at once even while a model request or a desktop command hangs.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from . import events as ev
+from .actions import Action, ActionError, Kind, parse_anthropic, parse_openai
+from .audit import AuditClosed, AuditKey, AuditWriter
+from .geometry import Scaling, Size
+from .policy import Decision, Policy, Verdict
+from .ports import (
+    ActionResult,
+    Agent,
+    AgentError,
+    Answer,
+    Approver,
+    Call,
+    CallResult,
+    DecisionRequest,
+    Desktop,
+    DesktopError,
+    Frame,
+    LimitExceeded,
+    OutcomeStatus,
+    Ruling,
+    SafetyCheck,
+    Turn,
+)
+from .rundir import RunDir, TranscriptWriter
+from .stale import StaleGuard
+
+T = TypeVar("T")
+
+MSG_OK = "OK"
+MSG_DECLINED = "Declined by the user. Do not retry this action."
+MSG_REFUSED = "Refused by sandbox policy. Stop and report."
+MSG_NOT_EXECUTED = "Not executed: an earlier action in this turn did not run."
+MSG_STALE = "Not executed: the screen changed since the model's screenshot."
+
+Listener = Callable[[ev.Event], None]
+
+
+class Aborted(Exception):
+    """Raised inside the loop once the run was killed or hit a hard limit from another thread."""
+
+
+class _Halt(Exception):
+    pass
+
+
+@dataclass
+class RunConfig:
+    task: str
+    backend: str
+    agent: str
+    model: str | None
+    screen: Size
+    policy: Policy
+    audit_key: AuditKey | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # lab, url, ... for run.json
+    versions: dict[str, str] = field(default_factory=dict)
+    stop_timeout: float = 15.0  # how long kill waits for the desktop to stop before moving on
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run_id: str
+    path: Path
+    status: str
+    reason: str
+    verified: bool | None
+    turns: int
+    steps: int
+    executed: int
+    seal: dict[str, Any]
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.status in ("passed", "finished") else 1
+
+
+class _Caller:
+    """Runs adapter calls on a daemon thread so the loop can stop waiting when the run is aborted.
+
+    A call that hangs keeps its thread; later calls get a fresh one (the hung one is abandoned, and
+    ``Desktop.stop`` is expected to make whatever it still does a no-op).
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._queue: queue.SimpleQueue[Any] | None = None
+        self._busy = False
+
+    def _spawn(self) -> queue.SimpleQueue[Any]:
+        q: queue.SimpleQueue[Any] = queue.SimpleQueue()
+
+        def loop() -> None:
+            while True:
+                job = q.get()
+                if job is None:
+                    return
+                job()
+
+        threading.Thread(target=loop, name=self._name, daemon=True).start()
+        return q
+
+    def submit(self, job: Callable[[], None]) -> None:
+        if self._queue is None or self._busy:
+            self._queue = self._spawn()
+        self._busy = True
+        self._queue.put(job)
+
+    def done(self) -> None:
+        self._busy = False
+
+    def close(self) -> None:
+        if self._queue is not None and not self._busy:
+            self._queue.put(None)
+
+
+class Supervisor:
+    """Drives one run. Construct, optionally ``subscribe``, then call ``run()`` (blocking)."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        desktop: Desktop,
+        agent: Agent,
+        approver: Approver | None,
+        rundir: RunDir,
+        *,
+        listeners: tuple[Listener, ...] = (),
+        fsync: bool = True,
+        stale_guard: StaleGuard | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.policy = config.policy
+        self.desktop = desktop
+        self.agent = agent
+        self.approver = approver
+        self.rundir = rundir
+        self.run_id = rundir.run_id
+        self._listeners: list[Listener] = list(listeners)
+        self._stale = stale_guard or StaleGuard()
+        self._clock = clock
+        self.audit = AuditWriter(rundir.audit, self.run_id, fsync=fsync)
+        self.transcript = TranscriptWriter(rundir.transcript)
+        self._emit_lock = threading.RLock()
+        self._end_lock = threading.Lock()
+        self._ending: tuple[str, str] | None = None
+        self._aborted = threading.Event()
+        self._cancel = threading.Event()  # handed to approvers
+        self._finished = threading.Event()
+        self._waiters: set[threading.Event] = set()
+        self._waiters_lock = threading.Lock()
+        self._caller = _Caller(f"cua-io-{self.run_id}")
+        self._deadline_timer: threading.Timer | None = None
+        self._desktop_stopped = False
+        self._stop_lock = threading.Lock()
+        self.result: RunResult | None = None
+        # Counters
+        self.turn = 0
+        self.steps = 0
+        self.executed = 0
+        self.total_tokens = 0
+        self.total_cost: float | None = None
+        self.phase = "starting"
+        self._seen_call_ids: set[str] = set()
+        self._frame: Frame | None = None  # latest capture
+        self._observed: Frame | None = None  # the screenshot the model acted on
+        self._final_text = ""
+        self._started_at = 0.0
+        self._pending_end: tuple[str, str] | None = None
+
+    # ------------------------------------------------------------------------------------------------
+    # Public API
+    # ------------------------------------------------------------------------------------------------
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    @property
+    def finished(self) -> threading.Event:
+        return self._finished
+
+    @property
+    def latest_frame(self) -> Frame | None:
+        return self._frame
+
+    def kill(self, by: str = "human") -> None:
+        """The kill switch. Safe from any thread, at any moment, any number of times; returns at once."""
+        self._abort("killed", f"killed by {by}", by=by)
+
+    def wait(self, timeout: float | None = None) -> RunResult | None:
+        self._finished.wait(timeout)
+        return self.result
+
+    def run(self) -> RunResult:
+        """Drive the run to its end and return the result (also after a kill)."""
+        self._started_at = self._clock()
+        try:
+            self._run()
+        except Aborted:
+            pass
+        except AgentError as exc:
+            status = "limit" if isinstance(exc, LimitExceeded) else "error"
+            self._emit_safe(ev.ErrorRaised("agent", _one_line(str(exc))))
+            self._finish(status, f"agent: {_one_line(str(exc))}")
+        except DesktopError as exc:
+            self._emit_safe(ev.ErrorRaised("desktop", _one_line(str(exc))))
+            self._finish("error", f"desktop: {_one_line(str(exc))}")
+        except Exception as exc:  # a bug must still end the run cleanly, sealed and stopped
+            detail = "".join(traceback.format_exception_only(exc)).strip()
+            self._emit_safe(ev.ErrorRaised("supervisor", _one_line(detail)))
+            self._finish("error", f"internal error: {_one_line(detail)}")
+        self._finished.wait()
+        assert self.result is not None
+        return self.result
+
+    # ------------------------------------------------------------------------------------------------
+    # The loop
+    # ------------------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        cfg = self.config
+        policy = self.policy
+        self.rundir.write_run_json(
+            {
+                "run_id": self.run_id,
+                "task": cfg.task,
+                "backend": cfg.backend,
+                "agent": cfg.agent,
+                "model": cfg.model,
+                "screen": str(cfg.screen),
+                "policy": {"name": policy.name, "source": policy.source, "sha256": policy.sha256, "text": policy.text},
+                "limits": _limits(policy),
+                "versions": cfg.versions,
+                "started_at": time.time(),
+                "audit_key_id": cfg.audit_key.key_id if cfg.audit_key else None,
+                **cfg.extra,
+            }
+        )
+        self._emit(
+            ev.RunStarted(
+                cfg.task,
+                cfg.backend,
+                cfg.agent,
+                cfg.model,
+                str(cfg.screen),
+                policy.name,
+                policy.sha256,
+                _limits(policy),
+            )
+        )
+        deadline = policy.limits.deadline_seconds
+        self._deadline_timer = threading.Timer(deadline, self._abort, ("limit", f"deadline of {deadline} s reached"))
+        self._deadline_timer.daemon = True
+        self._deadline_timer.start()
+        self._set_phase("starting", f"starting the {cfg.backend} desktop")
+        self._call(self.desktop.start)
+        frame = self._capture(purpose="initial")
+        self._set_phase("waiting_model", "waiting for the model")
+        self._observed = frame
+        turn = self._call(self.agent.start, cfg.task, frame)
+        while True:
+            self._check_abort()
+            self.turn += 1
+            self._record_turn(turn)
+            if turn.done:
+                self._final_text = turn.text
+                break
+            results = self._execute_turn(turn)
+            self._check_abort()
+            if self._pending_end is not None:
+                self._finish(*self._pending_end)
+                return
+            if self.turn >= policy.limits.max_turns:
+                self._finish("limit", f"turn limit of {policy.limits.max_turns} reached")
+                return
+            frame = self._frame or self._capture()
+            self._set_phase("waiting_model", "waiting for the model")
+            self._observed = frame
+            turn = self._call(self.agent.next_turn, results, frame)
+        self._check_abort()
+        self._set_phase("verifying", "running the independent verifier")
+        verification = self._call(self.desktop.verify)
+        if verification is None:
+            self._finish("finished", "the agent finished; no independent verifier for this task")
+        else:
+            self._emit(ev.VerificationDone(verification.verifier, verification.passed, verification.detail))
+            status = "passed" if verification.passed else "failed"
+            self._finish(status, verification.detail, verified=verification.passed)
+
+    def _record_turn(self, turn: Turn) -> None:
+        usage = turn.usage
+        if usage is not None:
+            self.total_tokens += usage.input_tokens + usage.output_tokens
+            if usage.cost_usd is not None:
+                self.total_cost = (self.total_cost or 0.0) + usage.cost_usd
+        n_actions = sum(len(c.actions) for c in turn.calls)
+        self._emit(
+            ev.ModelTurn(
+                self.turn,
+                turn.text,
+                len(turn.calls),
+                n_actions,
+                turn.response_id,
+                usage.input_tokens if usage else 0,
+                usage.output_tokens if usage else 0,
+                usage.cost_usd if usage else None,
+                self.total_tokens,
+                self.total_cost,
+            )
+        )
+        lim = self.policy.limits
+        if lim.max_tokens and self.total_tokens > lim.max_tokens:
+            raise LimitExceeded(f"token budget of {lim.max_tokens} exceeded ({self.total_tokens} used)")
+        if lim.max_cost_usd and (self.total_cost or 0.0) > lim.max_cost_usd:
+            raise LimitExceeded(f"cost budget of ${lim.max_cost_usd:g} exceeded (${self.total_cost:.4f} used)")
+
+    def _execute_turn(self, turn: Turn) -> tuple[CallResult, ...]:
+        transcript_calls: list[dict[str, Any]] = []
+        results: list[CallResult] = []
+        halted = False
+        index = -1  # action index within the turn (across calls)
+        for call in turn.calls:
+            call_results: list[ActionResult] = []
+            acknowledged: tuple[SafetyCheck, ...] = ()
+            records: list[dict[str, Any]] = []
+            duplicate = call.call_id in self._seen_call_ids or not call.call_id
+            self._seen_call_ids.add(call.call_id)
+            scaling = call.scaling or Scaling.identity(self.desktop.size)
+            # Safety checks are decided before anything of their call runs.
+            safety_ok = True
+            if call.safety_checks and not halted and not duplicate:
+                self._emit(
+                    ev.SafetyChecksRaised(
+                        self.turn,
+                        call.call_id,
+                        [{"id": c.id, "code": c.code, "message": c.message} for c in call.safety_checks],
+                    )
+                )
+                reason = "; ".join(f"{c.code}: {c.message}" for c in call.safety_checks)
+                ruling = self._ask(
+                    DecisionRequest(
+                        self.run_id,
+                        self.turn,
+                        index + 1,
+                        call.call_id,
+                        "safety_check",
+                        f"the model raised safety checks: {reason}",
+                        safety_checks=call.safety_checks,
+                        frame=self._frame,
+                    )
+                )
+                if ruling.answer is Answer.APPROVE:
+                    acknowledged = call.safety_checks
+                else:
+                    safety_ok = False
+            for position, raw in enumerate(call.actions):
+                index += 1
+                action, error = self._parse(call, raw, scaling)
+                records.append(
+                    action.to_record()
+                    if action
+                    else {"error": error.reason if error else "", "raw_kind": _raw_kind(call, raw)}
+                )
+                self._emit(
+                    ev.ActionProposed(
+                        self.turn,
+                        index,
+                        call.call_id,
+                        action.to_record() if action else None,
+                        action.describe() if action else "",
+                        error.reason if error else "",
+                        error.code if error else "",
+                        _raw_kind(call, raw),
+                        parsed=action,
+                    )
+                )
+                if halted:
+                    call_results.append(
+                        self._outcome(call, index, position, OutcomeStatus.NOT_EXECUTED, MSG_NOT_EXECUTED)
+                    )
+                    continue
+                if duplicate:
+                    call_results.append(
+                        self._refuse(
+                            call,
+                            index,
+                            position,
+                            "duplicate_call_id",
+                            f"call id {call.call_id!r} was already used in this run",
+                        )
+                    )
+                    halted = True
+                    continue
+                if not safety_ok:
+                    self._emit(
+                        ev.DecisionMade(self.turn, index, "reject", "safety check rejected", subject="safety_check")
+                    )
+                    call_results.append(self._outcome(call, index, position, OutcomeStatus.DECLINED, MSG_DECLINED))
+                    halted = True
+                    continue
+                try:
+                    call_results.append(self._handle(call, index, position, action, error))
+                except _Halt as stop:
+                    call_results.append(stop.args[0])
+                    halted = True
+            results.append(CallResult(call.call_id, tuple(call_results), acknowledged))
+            transcript_calls.append(
+                {
+                    "call_id": call.call_id,
+                    "format": call.format,
+                    "actions": records,
+                    "safety_checks": [c.code for c in call.safety_checks],
+                    "acknowledged": [c.id for c in acknowledged],
+                }
+            )
+        self.transcript.append(
+            {
+                "turn": self.turn,
+                "response_id": turn.response_id,
+                "text": turn.text,
+                "calls": transcript_calls,
+                "results": [[r.status.value for r in cr.results] for cr in results],
+            }
+        )
+        return tuple(results)
+
+    def _parse(self, call: Call, raw: Any, scaling: Scaling) -> tuple[Action | None, ActionError | None]:
+        try:
+            if call.format == "openai":
+                return parse_openai(raw, scaling), None
+            if call.format == "anthropic" and isinstance(raw, dict):
+                return parse_anthropic(raw.get("name"), raw.get("input"), scaling, raw.get("toolset_name")), None
+            return None, ActionError("bad_schema", f"cannot read a {call.format!r} action")
+        except ActionError as exc:
+            return None, exc
+
+    def _handle(
+        self, call: Call, index: int, position: int, action: Action | None, error: ActionError | None
+    ) -> ActionResult:
+        """One action from verdict to outcome. Raises _Halt(result) when the batch must stop."""
+        self._check_abort()
+        self.steps += 1
+        lim = self.policy.limits
+        if action is None:
+            assert error is not None
+            raise _Halt(self._refuse(call, index, position, f"parse:{error.code}", f"malformed action: {error.reason}"))
+        if self.steps > lim.max_steps:
+            self._request_end("limit", f"step limit of {lim.max_steps} reached")
+            raise _Halt(
+                self._refuse(call, index, position, "limits.max_steps", f"step limit of {lim.max_steps} reached")
+            )
+        decision = self.policy.classify(action)
+        self._emit(ev.PolicyVerdict(self.turn, index, decision.verdict.value, decision.reason, decision.rule))
+        reviewed = False
+        if decision.verdict is Verdict.BLOCK:
+            self._emit(ev.DecisionMade(self.turn, index, "reject", "policy", note=decision.reason))
+            raise _Halt(self._outcome(call, index, position, OutcomeStatus.REFUSED, MSG_REFUSED))
+        if decision.verdict is Verdict.CONFIRM:
+            ruling = self._ask(
+                DecisionRequest(
+                    self.run_id,
+                    self.turn,
+                    index,
+                    call.call_id,
+                    "action",
+                    decision.reason,
+                    action=action,
+                    frame=self._frame,
+                )
+            )
+            if ruling.answer is not Answer.APPROVE:
+                raise _Halt(self._outcome(call, index, position, OutcomeStatus.DECLINED, MSG_DECLINED))
+            reviewed = True
+        else:
+            self._emit(ev.DecisionMade(self.turn, index, "approve", "policy", note=decision.reason))
+        if reviewed and action.target is not None and self._observed is not None:
+            fresh = self._capture(purpose="stale_check")
+            if self._stale.changed(self._observed, fresh, action.target):
+                raise _Halt(self._outcome(call, index, position, OutcomeStatus.STALE, MSG_STALE))
+        return self._execute(call, index, position, action, decision)
+
+    def _execute(self, call: Call, index: int, position: int, action: Action, decision: Decision) -> ActionResult:
+        self._set_phase("executing", action.describe())
+        started = self._clock()
+        try:
+            if action.kind is Kind.SCREENSHOT:
+                frame, output, image = self._capture_frame(), None, None
+            else:
+                step = self._call(self.desktop.perform, action)
+                frame, output, image = step.frame, step.output, step.image
+        except DesktopError as exc:
+            self._check_abort()
+            result = self._outcome(
+                call,
+                index,
+                position,
+                OutcomeStatus.FAILED,
+                f"Failed: {_one_line(str(exc))}",
+                duration=self._clock() - started,
+            )
+            if exc.fatal:
+                raise
+            raise _Halt(result) from None
+        self._check_abort()
+        self.executed += 1
+        self._record_frame(frame, "after_action")
+        if image is not None:
+            self._record_frame(image, "zoom", latest=False)
+        return self._outcome(
+            call,
+            index,
+            position,
+            OutcomeStatus.EXECUTED,
+            output or MSG_OK,
+            duration=self._clock() - started,
+            image=image,
+        )
+
+    # ------------------------------------------------------------------------------------------------
+    # Decisions
+    # ------------------------------------------------------------------------------------------------
+    def _ask(self, request: DecisionRequest) -> Ruling:
+        self._emit(ev.DecisionRequested(request.turn, request.index, request.call_id, request.kind, request.reason))
+        if self.approver is None:
+            ruling = Ruling(Answer.REJECT, "no approver (fail closed)")
+        else:
+            self._set_phase("awaiting_decision", request.reason)
+            try:
+                ruling = self._call(self.approver.decide, request, self._cancel)
+            except Aborted:
+                raise
+            except Exception as exc:  # a broken approver rejects: fail closed
+                ruling = Ruling(Answer.REJECT, "approver error (fail closed)", _one_line(str(exc)))
+            if not isinstance(ruling, Ruling):
+                ruling = Ruling(Answer.REJECT, "approver error (fail closed)", "no ruling returned")
+        self._check_abort()
+        self._emit(
+            ev.DecisionMade(
+                request.turn, request.index, ruling.answer.value, ruling.by, subject=request.kind, note=ruling.note
+            )
+        )
+        if ruling.answer is Answer.KILL:
+            self.kill(by=ruling.by)
+            raise Aborted()
+        return ruling
+
+    # ------------------------------------------------------------------------------------------------
+    # Outcomes, frames, phases
+    # ------------------------------------------------------------------------------------------------
+    def _refuse(self, call: Call, index: int, position: int, rule: str, reason: str) -> ActionResult:
+        self._emit(ev.PolicyVerdict(self.turn, index, Verdict.BLOCK.value, reason, rule))
+        self._emit(ev.DecisionMade(self.turn, index, "reject", "policy", note=reason))
+        return self._outcome(call, index, position, OutcomeStatus.REFUSED, MSG_REFUSED)
+
+    def _outcome(
+        self,
+        call: Call,
+        index: int,
+        position: int,
+        status: OutcomeStatus,
+        message: str,
+        *,
+        duration: float = 0.0,
+        image: Frame | None = None,
+    ) -> ActionResult:
+        self._emit(
+            ev.Outcome(self.turn, index, call.call_id, status.value, message, self.steps, round(duration * 1000, 3))
+        )
+        return ActionResult(position, status, message, image)
+
+    def _capture(self, purpose: str = "after_action") -> Frame:
+        frame = self._capture_frame()
+        self._record_frame(frame, purpose)
+        return frame
+
+    def _capture_frame(self) -> Frame:
+        return self._call(self.desktop.screenshot)
+
+    def _record_frame(self, frame: Frame, purpose: str, *, latest: bool = True) -> None:
+        self.rundir.screens.put(frame.sha256, frame.png)
+        if latest:
+            self._frame = frame
+        self._emit(
+            ev.ScreenCaptured(
+                frame.sha256, frame.width, frame.height, len(frame.png), self.turn, self.steps, purpose, png=frame.png
+            )
+        )
+
+    def _set_phase(self, phase: str, detail: str = "") -> None:
+        if phase != self.phase or phase == "executing":
+            self.phase = phase
+            self._emit(ev.Phase(phase, detail))
+
+    # ------------------------------------------------------------------------------------------------
+    # Calling adapters so that an abort always wins
+    # ------------------------------------------------------------------------------------------------
+    def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        self._check_abort()
+        done = threading.Event()
+        box: dict[str, Any] = {}
+
+        def job() -> None:
+            try:
+                box["value"] = fn(*args)
+            except BaseException as exc:
+                box["error"] = exc
+            finally:
+                self._caller.done()
+                done.set()
+
+        with self._waiters_lock:
+            self._waiters.add(done)
+        try:
+            self._caller.submit(job)
+            done.wait()
+        finally:
+            with self._waiters_lock:
+                self._waiters.discard(done)
+        self._check_abort()
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+
+    def _check_abort(self) -> None:
+        if self._aborted.is_set():
+            raise Aborted()
+
+    def _request_end(self, status: str, reason: str) -> None:
+        """End the run once the current batch has been answered (used by the step limit)."""
+        if self._pending_end is None:
+            self._pending_end = (status, reason)
+
+    # ------------------------------------------------------------------------------------------------
+    # Ending
+    # ------------------------------------------------------------------------------------------------
+    def _abort(self, status: str, reason: str, by: str = "") -> None:
+        with self._end_lock:
+            if self._ending is not None:
+                return
+            self._ending = (status, reason)
+        self._aborted.set()
+        self._cancel.set()
+        with self._waiters_lock:
+            for waiter in list(self._waiters):
+                waiter.set()
+        during = self.phase
+
+        def finish() -> None:
+            if status == "killed":
+                self._emit_safe(ev.Killed(by, during))
+            else:
+                self._emit_safe(ev.Note(f"run stopped: {reason}"))
+            try:
+                self.agent.cancel()
+            except Exception:  # the agent's own cleanup must not prevent the kill
+                pass
+            self._finalize(status, reason, None)
+
+        threading.Thread(target=finish, name=f"cua-kill-{self.run_id}", daemon=True).start()
+
+    def _finish(self, status: str, reason: str, verified: bool | None = None) -> None:
+        with self._end_lock:
+            if self._ending is not None:
+                return
+            self._ending = (status, reason)
+        self._aborted.set()  # nothing further may execute
+        self._cancel.set()
+        self._finalize(status, reason, verified)
+
+    def _stop_desktop(self) -> tuple[bool, str]:
+        """Release held input and stop the desktop, bounded in time even if the desktop hangs."""
+        with self._stop_lock:
+            if self._desktop_stopped:
+                return True, "already stopped"
+            self._desktop_stopped = True
+        outcome: dict[str, Any] = {}
+
+        def stop() -> None:
+            problems = []
+            for name in ("release_all", "stop"):
+                try:
+                    getattr(self.desktop, name)()
+                except Exception as exc:
+                    problems.append(f"{name}: {_one_line(str(exc))}")
+            outcome["problems"] = problems
+
+        worker = threading.Thread(target=stop, name=f"cua-stop-{self.run_id}", daemon=True)
+        worker.start()
+        worker.join(self.config.stop_timeout)
+        if worker.is_alive():
+            return False, f"the desktop did not stop within {self.config.stop_timeout:g} s"
+        problems = outcome.get("problems", [])
+        return not problems, "; ".join(problems) or "desktop stopped, input released"
+
+    def _finalize(self, status: str, reason: str, verified: bool | None) -> None:
+        try:
+            if self._deadline_timer is not None:
+                self._deadline_timer.cancel()
+            self._set_phase_safe("stopping")
+            ok, detail = self._stop_desktop()
+            self._emit_safe(ev.Cleanup(ok, detail))
+            self._emit_safe(
+                ev.RunEnded(status, reason, self.turn, self.steps, self.executed, verified, self._final_text)
+            )
+            with self._emit_lock:
+                seal = self.audit.seal(self.config.audit_key)
+            self.transcript.close()
+            self._caller.close()
+            self.rundir.write_result(
+                {
+                    "run_id": self.run_id,
+                    "status": status,
+                    "reason": reason,
+                    "verified": verified,
+                    "cleanup": {"ok": ok, "detail": detail},
+                    "counts": {
+                        "turns": self.turn,
+                        "steps": self.steps,
+                        "executed": self.executed,
+                        "events": seal["events"],
+                    },
+                    "tokens": self.total_tokens,
+                    "cost_usd": self.total_cost,
+                    "final_text": self._final_text,
+                    "ended_at": time.time(),
+                    "seal": seal,
+                }
+            )
+            self.result = RunResult(
+                self.run_id, self.rundir.path, status, reason, verified, self.turn, self.steps, self.executed, seal
+            )
+        finally:
+            self._finished.set()
+
+    # ------------------------------------------------------------------------------------------------
+    # Events
+    # ------------------------------------------------------------------------------------------------
+    def _emit(self, event: ev.Event) -> None:
+        """Append to the audit log first, then tell the listeners. Raises Aborted once sealed."""
+        with self._emit_lock:
+            try:
+                self.audit.append(event.kind, event.to_record())
+            except AuditClosed:
+                raise Aborted() from None
+            for listener in self._listeners:
+                try:
+                    listener(event)
+                except Exception:  # a broken listener (UI) must not break the run or its audit trail
+                    pass
+
+    def _emit_safe(self, event: ev.Event) -> None:
+        try:
+            self._emit(event)
+        except Aborted:
+            pass
+
+    def _set_phase_safe(self, phase: str) -> None:
+        try:
+            self._set_phase(phase)
+        except Aborted:
+            pass
+
+
+def _limits(policy: Policy) -> dict[str, Any]:
+    lim = policy.limits
+    return {name: getattr(lim, name) for name in lim.__dataclass_fields__}
+
+
+def _raw_kind(call: Call, raw: Any) -> str:
+    if isinstance(raw, dict):
+        value = raw.get("name") if call.format == "anthropic" else raw.get("type")
+        if isinstance(value, str):
+            return value[:40]
+    return ""
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

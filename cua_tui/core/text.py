@@ -1,0 +1,37 @@
+"""Showing untrusted text literally: control characters become visible symbols.
+
+Model messages, typed text and page titles may carry terminal escape sequences, carriage returns that
+overwrite a line, or bidirectional overrides that reorder what a reviewer reads. ``visible`` maps them all
+to printable stand-ins, so what is shown is exactly what is there.
+"""
+
+from __future__ import annotations
+
+_BIDI = {0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)}
+_ZERO_WIDTH = {0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF}
+
+
+def _build_table(keep_newlines: bool) -> dict[int, str]:
+    table: dict[int, str] = {c: chr(0x2400 + c) for c in range(0x20)}  # ␀ … ␟ (␛ for ESC)
+    table[0x7F] = "␡"
+    table[0x09] = "⇥"
+    table[0x0A] = "\n" if keep_newlines else "↵"
+    table[0x0D] = "␍"
+    for c in range(0x80, 0xA0):  # C1 controls, including the 8-bit CSI
+        table[c] = f"\\x{c:02x}"
+    for c in _BIDI | _ZERO_WIDTH:
+        table[c] = f"\\u{c:04x}"
+    return table
+
+
+_ONE_LINE = _build_table(False)
+_MULTI_LINE = _build_table(True)
+
+
+def visible(text: str, *, keep_newlines: bool = False, limit: int | None = None) -> str:
+    """``text`` with every control, bidi and zero-width character replaced by a visible stand-in."""
+    if not isinstance(text, str):
+        text = str(text)
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text.translate(_MULTI_LINE if keep_newlines else _ONE_LINE)

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# One entry point that installs what cua-tui needs on a fresh Debian machine (as root) and then runs
+# a job:   bash scripts/setup.sh demo | test | bench | env
+#   demo   the first-run experience (offline: no account, no API key)
+#   test   the whole test suite (what CI runs)
+#   bench  the benchmarks, side by side with their baselines
+#   env    only install (Debian packages when missing, Python >= 3.12, the locked dependencies)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+job="${1:-env}"
+shift || true
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+# --- Debian packages, installed only when missing ------------------------------------------------------
+DEB_BASE=(ca-certificates)
+DEB_TEST=(tmux)
+deb_install() {
+  local missing=()
+  for pkg in "$@"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+      log "missing Debian packages: ${missing[*]} (run as root, or install them yourself)"
+      return 1
+    fi
+    log "installing Debian packages: ${missing[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+}
+
+# --- A Python >= 3.12 -----------------------------------------------------------------------------------
+py_ok() { "$1" -c 'import sys, venv; sys.exit(0 if sys.version_info >= (3, 12) else 1)' >/dev/null 2>&1; }
+find_python() {
+  local c
+  for c in "${CUA_TUI_PYTHON:-}" python3.13 python3.12 \
+           "$HOME"/.pyenv/versions/3.13*/bin/python3.13 "$HOME"/.pyenv/versions/3.12*/bin/python3.12 \
+           /usr/local/bin/python3.13 /usr/local/bin/python3.12 /usr/bin/python3.13 /usr/bin/python3.12 python3; do
+    [ -n "$c" ] || continue
+    c="$(command -v "$c" 2>/dev/null || true)"
+    if [ -n "$c" ] && py_ok "$c"; then echo "$c"; return 0; fi
+  done
+  return 1
+}
+
+# --- uv, then the locked environment ------------------------------------------------------------------------
+UV_VERSION=0.13.9
+ensure_env() {
+  deb_install "${DEB_BASE[@]}"
+  local py
+  if ! py="$(find_python)"; then
+    deb_install python3 python3-venv python3-pip || true
+    py="$(find_python)" || true
+  fi
+  local uv=.cache/uv/bin/uv
+  if [ ! -x "$uv" ]; then
+    local boot
+    boot="${py:-$(command -v python3)}"
+    log "installing uv $UV_VERSION into .cache/uv (with $boot)"
+    "$boot" -m venv .cache/uv
+    .cache/uv/bin/pip install -q "uv==$UV_VERSION"
+  fi
+  if [ -z "${py:-}" ]; then
+    log "no Python >= 3.12 found; asking uv to install one"
+    "$uv" python install 3.12
+    py="$("$uv" python find 3.12)"
+  fi
+  log "python: $py ($("$py" -c 'import sys; print(sys.version.split()[0])'))"
+  "$uv" sync --frozen --quiet --python "$py"
+}
+
+case "$job" in
+  env)
+    ensure_env ;;
+  demo)
+    ensure_env
+    exec .venv/bin/python -m cua_tui.demo_sim "$@" ;;
+  test)
+    deb_install "${DEB_TEST[@]}"
+    ensure_env
+    set +e
+    .venv/bin/python -m pytest "$@"
+    rc=$?
+    set -e
+    # pytest's 5 means "no tests collected": that is a failure of the suite, never a pass.
+    exit "$rc" ;;
+  bench)
+    ensure_env
+    exec .venv/bin/python -m cua_tui.bench "$@" ;;
+  *)
+    log "unknown job '$job': use demo, test, bench or env"; exit 2 ;;
+esac

@@ -1,0 +1,72 @@
+"""Shared fixtures: run the real supervisor on the in-process sim desktop with a scripted agent."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cua_tui.agents.script import Script, ScriptAgent
+from cua_tui.core import events as ev
+from cua_tui.core.geometry import Size
+from cua_tui.core.policy import Policy
+from cua_tui.core.ports import Approver, Desktop
+from cua_tui.core.rundir import RunDir
+from cua_tui.core.supervisor import RunConfig, RunResult, Supervisor
+from cua_tui.desktops.sim import SimDesktop
+
+
+@dataclass
+class Run:
+    result: RunResult
+    supervisor: Supervisor
+    desktop: Any
+    agent: ScriptAgent
+    events: list[ev.Event] = field(default_factory=list)
+
+    @property
+    def path(self) -> Path:
+        return self.result.path
+
+    def audit(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in (self.path / "audit.jsonl").read_text().splitlines()]
+
+    def of(self, kind: type[ev.Event]) -> list[Any]:
+        return [e for e in self.events if isinstance(e, kind)]
+
+    def outcomes(self) -> list[tuple[int, int, str, str]]:
+        return [(e.turn, e.index, e.status, e.message) for e in self.of(ev.Outcome)]
+
+
+def make_supervisor(tmp_path: Path, turns: list[dict[str, Any]], *, desktop: Desktop | None = None,
+                    approver: Approver | None = None, policy: Policy | None = None, final_text: str = "done",
+                    **config: Any) -> tuple[Supervisor, list[ev.Event], ScriptAgent]:
+    desktop = desktop or SimDesktop()
+    agent = ScriptAgent(Script.from_data({"turns": turns, "final_text": final_text}))
+    rundir = RunDir.create(tmp_path / "runs")
+    cfg = RunConfig(task=config.pop("task", "test task"), backend=desktop.name, agent="script", model=None,
+                    screen=desktop.size, policy=policy or Policy.default(), **config)
+    events: list[ev.Event] = []
+    sup = Supervisor(cfg, desktop, agent, approver, rundir, listeners=(events.append,), fsync=False)
+    return sup, events, agent
+
+
+@pytest.fixture
+def run_script(tmp_path: Path) -> Callable[..., Run]:
+    """Run turns to the end on a SimDesktop (or the given desktop) and return everything observed."""
+
+    def runner(turns: list[dict[str, Any]], **kwargs: Any) -> Run:
+        sup, events, agent = make_supervisor(tmp_path, turns, **kwargs)
+        result = sup.run()
+        return Run(result, sup, sup.desktop, agent, events)
+
+    return runner
+
+
+@pytest.fixture
+def screen() -> Size:
+    return Size(1024, 720)
