@@ -29,6 +29,8 @@ class TerminalApprover:
     def __init__(self, stdin: TextIO | None = None, stdout: TextIO | None = None) -> None:
         self.stdin = stdin or sys.stdin
         self.stdout = stdout or sys.stderr
+        self._pending = b""  # bytes read past the last answer (piped input arrives in chunks)
+        self._eof = False
 
     def decide(self, request: DecisionRequest, cancel: threading.Event) -> Ruling:
         out = self.stdout
@@ -56,10 +58,21 @@ class TerminalApprover:
             fd = self.stdin.fileno()
         except (AttributeError, OSError, ValueError):
             return self.stdin.readline()
+        # Read the descriptor ourselves: a buffered ``readline`` would swallow the following lines of piped
+        # input into the file object's buffer, where ``select`` cannot see them (the next prompt would hang).
         while not cancel.is_set():
+            end = self._pending.find(b"\n")
+            if end >= 0 or (self._eof and self._pending):
+                cut = end + 1 if end >= 0 else len(self._pending)
+                line, self._pending = self._pending[:cut], self._pending[cut:]
+                return line.decode("utf-8", "replace")
+            if self._eof:
+                return ""
             ready, _, _ = select.select([fd], [], [], 0.1)
             if ready:
-                return self.stdin.readline()
+                chunk = os.read(fd, 4096)
+                self._pending += chunk
+                self._eof = not chunk
         return None
 
 

@@ -16,9 +16,19 @@ def main(argv: list[str] | None = None) -> None:
     script = resources.files("cua_tui") / "scripts" / "sim-form.json"
     on_confirm = "ask" if sys.stdin.isatty() else "approve"
     print(f"cua-tui demo (scripted agent, no model, no key) · decisions: {on_confirm}", file=sys.stderr)
-    args = ["run", "--headless", "--backend", "sim", "--agent", f"script:{script}",
-            "--task", "Type the phrase 'cua-tui verified' into the form and click Verify.",
-            "--on-confirm", on_confirm, *(argv if argv is not None else sys.argv[1:])]
+    args = [
+        "run",
+        "--headless",
+        "--backend",
+        "sim",
+        "--agent",
+        f"script:{script}",
+        "--task",
+        "Type the phrase 'cua-tui verified' into the form and click Verify.",
+        "--on-confirm",
+        on_confirm,
+        *(argv if argv is not None else sys.argv[1:]),
+    ]
     cli_main(args)
 
 

@@ -403,7 +403,8 @@ def _int(value: Any, name: str, lo: int, hi: int) -> int:
 
 
 def _number(value: Any, name: str, lo: float, hi: float) -> float:
-    if type(value) not in (int, float) or not math.isfinite(value):
+    # isfinite() only for floats: on an int too large for a float it would raise OverflowError.
+    if type(value) not in (int, float) or (type(value) is float and not math.isfinite(value)):
         raise ActionError("bad_type", f"{name} must be a finite number, not {_type_name(value)} {_clip(value)}")
     if not lo <= value <= hi:
         raise ActionError("out_of_range", f"{name}={value} is outside [{lo}, {hi}]")
@@ -617,6 +618,13 @@ def parse_anthropic(name: Any, raw: Any, scaling: Scaling, toolset_name: Any = "
         raise ActionError("malformed", f"could not read the action ({type(exc).__name__})") from None
 
 
+def _display_span(v0: int, v1: int, model_side: int, display_side: int) -> tuple[int, int]:
+    """Display pixels [start, end) covered by model pixels [v0, v1), as ``Scaling.to_model`` assigns them."""
+    start = min(-(-v0 * display_side // model_side), display_side - 1)
+    end = max(-(-v1 * display_side // model_side), start + 1)
+    return start, min(end, display_side)
+
+
 def _coordinate(value: Any, scaling: Scaling, name: str = "coordinate") -> Point:
     if type(value) is not list or len(value) != 2:
         raise ActionError("bad_type", f"{name} must be a list [x, y]")
@@ -691,7 +699,11 @@ def _parse_anthropic(name: Any, raw: Any, scaling: Scaling, toolset_name: Any) -
             )
             if x1 < x0 or y1 < y0:
                 raise ActionError("bad_field", "zoom region must run from its top-left to its bottom-right corner")
-            return Action(Kind.ZOOM, region=(x0, y0, x1 + 1, y1 + 1))
+            # Zoom is captured at display resolution: cover every display pixel of the model's region, not
+            # just the centres of its corner pixels (which would drop up to half a model pixel per side).
+            dx0, dx1 = _display_span(region[0], region[2], scaling.model.width, scaling.display.width)
+            dy0, dy1 = _display_span(region[1], region[3], scaling.model.height, scaling.display.height)
+            return Action(Kind.ZOOM, region=(dx0, dy0, dx1, dy1))
         case _:  # click family
             button, kind = _CLICKS[name]
             if pt is None:

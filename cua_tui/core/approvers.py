@@ -9,12 +9,17 @@ from .ports import Answer, DecisionRequest, Ruling
 
 
 class FixedApprover:
-    """Answers every request the same way (headless ``--on-confirm reject|approve``)."""
+    """Answers every request the same way (headless ``--on-confirm reject|approve``), except that a
+    blanket approve never acknowledges the model's safety checks."""
 
     def __init__(self, answer: Answer) -> None:
         self.answer = answer
 
     def decide(self, request: DecisionRequest, cancel: threading.Event) -> Ruling:
+        if request.kind == "safety_check" and self.answer is Answer.APPROVE:
+            # The model's safety checks are acknowledged only after a person (or the user's own approver
+            # program) has looked: a blanket rule must not acknowledge them on anyone's behalf.
+            return Ruling(Answer.REJECT, "headless rule: approve", "safety checks need a reviewer")
         return Ruling(self.answer, f"headless rule: {self.answer.value}")
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import re
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from typing import Any
 import msgspec
 
 GENESIS = "0" * 64
+_SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 SEAL_CONTEXT = b"cua-tui seal v1"
 
 _encoder = msgspec.json.Encoder()
@@ -95,7 +96,7 @@ class AuditKey:
 
     def check(self, message: bytes, signature: str) -> bool:
         if self.algorithm == "hmac-sha256":
-            return hmac.compare_digest(self.sign(message), signature)
+            return signature.isascii() and hmac.compare_digest(self.sign(message), signature)
         from cryptography.exceptions import InvalidSignature
         from cryptography.hazmat.primitives import serialization
 
@@ -216,21 +217,26 @@ class _Unusable(Exception):
     pass
 
 
-def iter_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
-    """Yield (line number from 1, bytes without newline, complete?) for every line of the file."""
-    with open(path, "rb") as fh:
-        data = fh.read()
-    start = 0
-    number = 0
-    size = len(data)
-    while start < size:
-        end = data.find(b"\n", start)
-        number += 1
-        if end == -1:
-            yield number, data[start:], False
-            return
-        yield number, data[start:end], True
-        start = end + 1
+def _split_lines(data: bytes) -> list[tuple[bytes, bool]]:
+    """(line without newline, complete?) for every line; a last line without newline is incomplete."""
+    parts = data.split(b"\n")
+    tail = parts.pop()  # b"" when the file ends with a newline
+    lines = [(part, True) for part in parts]
+    if tail:
+        lines.append((tail, False))
+    return lines
+
+
+def _index(lines: list[tuple[bytes, bool]]) -> tuple[dict[str, int], dict[int, int]]:
+    """For the lines before a break: hash -> line number and seq -> line number (to name the tampering)."""
+    hashes: dict[str, int] = {}
+    seqs: dict[int, int] = {}
+    for number, (line, _complete) in enumerate(lines, 1):
+        hashes[hashlib.sha256(line).hexdigest()] = number
+        seq = _env_decoder.decode(line).seq
+        if type(seq) is int:
+            seqs[seq] = number
+    return hashes, seqs
 
 
 def verify_run(run_dir: str | Path, key: AuditKey | None = None, *, check_screens: bool = True) -> VerifyReport:
@@ -265,43 +271,57 @@ def _verify(run_dir: Path, key: AuditKey | None, check_screens: bool) -> VerifyR
         except (msgspec.DecodeError, OSError, UnicodeDecodeError):
             problems.append("result.json: not valid JSON (edited or damaged)")
 
-    lines = list(iter_lines(audit))
+    lines = _split_lines(audit.read_bytes())
     run_id = None
     expected_prev = GENESIS
-    hashes: dict[str, int] = {}  # sha256 of line -> line number, to name reordering
-    seqs: dict[int, int] = {}
     screens: dict[str, int] = {}
     count = 0
-    for number, line, complete in lines:
+    sealed_events = seal["events"] if seal is not None else -1
+    sha256 = hashlib.sha256
+    decode = _env_decoder.decode
+    for number, (line, complete) in enumerate(lines, 1):
+        if count == sealed_events and expected_prev == seal["head"]:  # type: ignore[index]
+            # the sealed part is whole: anything after it, well-formed or not, was appended
+            problems.append(f"line {number}: appended after the run was sealed at {count} events")
+            break
         if not complete:
             if seal is None and not problems:
                 notes.append(f"line {number}: incomplete last line (write interrupted); ignored")
                 break
             problems.append(f"line {number}: incomplete line without a newline (truncated or edited)")
             break
-        digest = hashlib.sha256(line).hexdigest()
+        digest = sha256(line).hexdigest()
         try:
-            env = _env_decoder.decode(line)
+            env = decode(line)
         except (msgspec.DecodeError, msgspec.ValidationError):
             problems.append(f"line {number}: not a valid JSON record (edited)")
             break
         seq, prev = env.seq, env.prev
-        if type(seq) is not int or type(prev) is not str or type(env.kind) is not str:
-            problems.append(f"line {number}: missing seq, prev or kind (edited)")
+        if type(seq) is not int or type(prev) is not str or type(env.kind) is not str or type(env.run) is not str:
+            problems.append(f"line {number}: missing seq, run, prev or kind (edited)")
+            break
+        if prev != expected_prev or seq != count:
+            hashes, seqs = _index(lines[: number - 1])
+            later, next_prev, next_hash = _later_seqs(lines[number:])
+            if number == len(lines) and seal is not None:
+                next_prev = seal["head"]  # the seal links to the last line as a next line would
+            problems.append(
+                _explain(number, seq, prev, digest, count, expected_prev, hashes, seqs, later, next_prev, next_hash)
+            )
             break
         if run_id is None:
             run_id = env.run
         elif env.run != run_id:
-            problems.append(f"line {number}: belongs to run {env.run!r}, not {run_id!r} (inserted)")
+            _, next_prev, _ = _later_seqs(lines[number:])
+            how = "inserted" if next_prev == prev else "edited"
+            problems.append(f"line {number}: {how} (it belongs to run {env.run!r}, not {run_id!r})")
             break
-        if prev != expected_prev or seq != count:
-            later, next_prev = _later_seqs(lines[number:])
-            problems.append(_explain(number, seq, prev, count, expected_prev, hashes, seqs, later, next_prev))
-            break
-        if env.kind == "screen" and isinstance(env.sha256, str):
-            screens.setdefault(env.sha256, number)
-        hashes[digest] = number
-        seqs[seq] = number
+        if env.kind == "screen":
+            sha = env.sha256
+            if type(sha) is not str or not _SHA_RE.match(sha):
+                problems.append(f"line {number}: edited (a screen event without a valid sha256)")
+                break
+            screens.setdefault(sha, number)
         expected_prev = digest
         count += 1
     report = VerifyReport(0, "", events=count, head=expected_prev)
@@ -313,7 +333,7 @@ def _verify(run_dir: Path, key: AuditKey | None, check_screens: bool) -> VerifyR
         elif count > seal["events"]:
             problems.append(f"line {seal['events'] + 1}: appended after the run was sealed at {seal['events']} events")
         elif expected_prev != seal["head"]:
-            problems.append(f"line {count}: edited (its hash does not match the sealed head)")
+            problems.append(f"line {count}: edited, or the seal's head altered (the line's hash is not the head)")
     if not problems and seal is not None:
         sig = seal.get("signature")
         report.signed = isinstance(sig, dict)
@@ -358,11 +378,13 @@ def _verify(run_dir: Path, key: AuditKey | None, check_screens: bool) -> VerifyR
     return report
 
 
-def _later_seqs(rest: list[tuple[int, bytes, bool]]) -> tuple[set[int], Any]:
-    """The seqs of the lines after a break, and the prev of the next line (to tell inserts apart)."""
+def _later_seqs(rest: list[tuple[bytes, bool]]) -> tuple[set[int], Any, str | None]:
+    """The seqs of the lines after a break, and the prev and hash of the next line (to tell inserts,
+    swaps and edits apart)."""
     out = set()
     next_prev = None
-    for i, (_, line, _complete) in enumerate(rest):
+    next_hash = hashlib.sha256(rest[0][0]).hexdigest() if rest else None
+    for i, (line, _complete) in enumerate(rest):
         try:
             env = _env_decoder.decode(line)
         except (msgspec.DecodeError, msgspec.ValidationError):
@@ -371,28 +393,32 @@ def _later_seqs(rest: list[tuple[int, bytes, bool]]) -> tuple[set[int], Any]:
             next_prev = env.prev
         if type(env.seq) is int:
             out.add(env.seq)
-    return out, next_prev
+    return out, next_prev, next_hash
 
 
 def _explain(
     number: int,
     seq: int,
     prev: str,
+    digest: str,
     expected_seq: int,
     expected_prev: str,
     hashes: dict[str, int],
     seqs: dict[int, int],
     later: set[int],
     next_prev: Any,
+    next_hash: str | None,
 ) -> str:
     """Name the first bad line and the likely tampering where a chain link does not hold."""
-    if next_prev == expected_prev and expected_seq in later:
+    if next_prev == expected_prev and expected_seq in later and prev != next_hash:  # a swap also links past
         return f"line {number}: inserted (the next line links past it to line {number - 1})"
     if seq == expected_seq:
         if prev in hashes:
             return f"line {number}: its prev points to line {hashes[prev]}, not to the line before it (lines reordered)"
         if number == 1:
             return "line 1: edited (its prev is not the genesis hash), or lines were deleted from the start"
+        if next_prev is not None and next_prev != digest:  # the next link is broken too: this line changed
+            return f"line {number}: edited (its prev does not match line {number - 1})"
         return f"line {number - 1}: edited (its hash no longer matches the prev recorded on line {number})"
     if seq > expected_seq:
         if prev == expected_prev:
@@ -404,7 +430,8 @@ def _explain(
         return f"line {number}: seq {seq} where {expected_seq} was expected ({missing} {what} deleted before it)"
     if seq in seqs and prev == expected_prev:
         return f"line {number}: edited (seq {seq} repeats line {seqs[seq]})"
-    if seq in seqs and ((prev in hashes and hashes[prev] == seqs[seq] - 1) or prev == expected_prev):
+    links_to = 0 if prev == GENESIS else hashes.get(prev)
+    if seq in seqs and (links_to == seqs[seq] - 1 or prev == expected_prev):
         return f"line {number - 1}: inserted (line {number} repeats its seq {seq} and links past it)"
     if seq in seqs:
         return f"line {number}: seq {seq} repeats line {seqs[seq]} (lines reordered or inserted)"

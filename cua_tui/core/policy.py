@@ -317,7 +317,14 @@ class Policy:
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
-            raise PolicyError(f"policy file {source}: invalid TOML: {exc}") from None
+            message = str(exc)
+            where = re.search(r" \(at line (\d+), column (\d+)\)$", message)
+            if where:
+                message = message[: where.start()]
+                raise PolicyError(
+                    f"policy file {source}, line {where.group(1)}, column {where.group(2)}: invalid TOML: {message}"
+                ) from None
+            raise PolicyError(f"policy file {source}: invalid TOML: {message}") from None
         try:
             parsed = msgspec.convert(data, _PolicyFile, strict=True)
         except msgspec.ValidationError as exc:

@@ -190,6 +190,9 @@ class Supervisor:
         self._final_text = ""
         self._started_at = 0.0
         self._pending_end: tuple[str, str] | None = None
+        self._open: dict[int, str] = {}  # proposals of the current turn still owed an outcome -> call id
+        self._in_flight: int | None = None  # index of the action whose desktop call is running
+        self._final = False  # set once the run is ending: only the finalizer may still write events
 
     # ------------------------------------------------------------------------------------------------
     # Public API
@@ -336,52 +339,16 @@ class Supervisor:
             raise LimitExceeded(f"cost budget of ${lim.max_cost_usd:g} exceeded (${self.total_cost:.4f} used)")
 
     def _execute_turn(self, turn: Turn) -> tuple[CallResult, ...]:
-        transcript_calls: list[dict[str, Any]] = []
-        results: list[CallResult] = []
-        halted = False
-        index = -1  # action index within the turn (across calls)
+        # 1. Parse and propose every action of the turn first: the reviewer sees the whole batch, and each
+        #    proposal is on record (and owed exactly one outcome) before anything of the turn runs.
+        plan: list[tuple[Call, list[tuple[int, int, Any, Action | None, ActionError | None]]]] = []
+        index = 0
         for call in turn.calls:
-            call_results: list[ActionResult] = []
-            acknowledged: tuple[SafetyCheck, ...] = ()
-            records: list[dict[str, Any]] = []
-            duplicate = call.call_id in self._seen_call_ids or not call.call_id
-            self._seen_call_ids.add(call.call_id)
             scaling = call.scaling or Scaling.identity(self.desktop.size)
-            # Safety checks are decided before anything of their call runs.
-            safety_ok = True
-            if call.safety_checks and not halted and not duplicate:
-                self._emit(
-                    ev.SafetyChecksRaised(
-                        self.turn,
-                        call.call_id,
-                        [{"id": c.id, "code": c.code, "message": c.message} for c in call.safety_checks],
-                    )
-                )
-                reason = "; ".join(f"{c.code}: {c.message}" for c in call.safety_checks)
-                ruling = self._ask(
-                    DecisionRequest(
-                        self.run_id,
-                        self.turn,
-                        index + 1,
-                        call.call_id,
-                        "safety_check",
-                        f"the model raised safety checks: {reason}",
-                        safety_checks=call.safety_checks,
-                        frame=self._frame,
-                    )
-                )
-                if ruling.answer is Answer.APPROVE:
-                    acknowledged = call.safety_checks
-                else:
-                    safety_ok = False
+            items = []
             for position, raw in enumerate(call.actions):
-                index += 1
                 action, error = self._parse(call, raw, scaling)
-                records.append(
-                    action.to_record()
-                    if action
-                    else {"error": error.reason if error else "", "raw_kind": _raw_kind(call, raw)}
-                )
+                self._open[index] = call.call_id
                 self._emit(
                     ev.ActionProposed(
                         self.turn,
@@ -395,41 +362,54 @@ class Supervisor:
                         parsed=action,
                     )
                 )
+                items.append((index, position, raw, action, error))
+                index += 1
+            plan.append((call, items))
+        # 2. Run them in order; the first refusal, rejection, failure or stale screen halts the batch.
+        transcript_calls: list[dict[str, Any]] = []
+        results: list[CallResult] = []
+        halted = False
+        for call, items in plan:
+            call_results: list[ActionResult] = []
+            acknowledged: tuple[SafetyCheck, ...] = ()
+            duplicate = call.call_id in self._seen_call_ids or not call.call_id
+            self._seen_call_ids.add(call.call_id)
+            safety_ok = True
+            if call.safety_checks and items and not halted and not duplicate:
+                # Safety checks are decided before anything of their call runs.
+                acknowledged = self._decide_safety_checks(call, items[0][0])
+                safety_ok = bool(acknowledged)
+            for index, position, _raw, action, error in items:
                 if halted:
                     call_results.append(
                         self._outcome(call, index, position, OutcomeStatus.NOT_EXECUTED, MSG_NOT_EXECUTED)
                     )
                     continue
+                halted = True  # until the action proves otherwise
                 if duplicate:
-                    call_results.append(
-                        self._refuse(
-                            call,
-                            index,
-                            position,
-                            "duplicate_call_id",
-                            f"call id {call.call_id!r} was already used in this run",
-                        )
-                    )
-                    halted = True
+                    reason = f"call id {call.call_id!r} was already used in this run"
+                    call_results.append(self._refuse(call, index, position, "duplicate_call_id", reason))
                     continue
                 if not safety_ok:
                     self._emit(
                         ev.DecisionMade(self.turn, index, "reject", "safety check rejected", subject="safety_check")
                     )
                     call_results.append(self._outcome(call, index, position, OutcomeStatus.DECLINED, MSG_DECLINED))
-                    halted = True
                     continue
                 try:
                     call_results.append(self._handle(call, index, position, action, error))
+                    halted = False
                 except _Halt as stop:
                     call_results.append(stop.args[0])
-                    halted = True
             results.append(CallResult(call.call_id, tuple(call_results), acknowledged))
             transcript_calls.append(
                 {
                     "call_id": call.call_id,
                     "format": call.format,
-                    "actions": records,
+                    "actions": [
+                        a.to_record() if a else {"error": e.reason if e else "", "raw_kind": _raw_kind(call, raw)}
+                        for _, _, raw, a, e in items
+                    ],
                     "safety_checks": [c.code for c in call.safety_checks],
                     "acknowledged": [c.id for c in acknowledged],
                 }
@@ -444,6 +424,27 @@ class Supervisor:
             }
         )
         return tuple(results)
+
+    def _decide_safety_checks(self, call: Call, first_index: int) -> tuple[SafetyCheck, ...]:
+        """Put the call's safety checks to the reviewer; return them if acknowledged, else ()."""
+        checks = call.safety_checks
+        self._emit(
+            ev.SafetyChecksRaised(
+                self.turn, call.call_id, [{"id": c.id, "code": c.code, "message": c.message} for c in checks]
+            )
+        )
+        reason = "; ".join(f"{c.code}: {c.message}" for c in checks)
+        request = DecisionRequest(
+            self.run_id,
+            self.turn,
+            first_index,
+            call.call_id,
+            "safety_check",
+            f"the model raised safety checks: {reason}",
+            safety_checks=checks,
+            frame=self._frame,
+        )
+        return checks if self._ask(request).answer is Answer.APPROVE else ()
 
     def _parse(self, call: Call, raw: Any, scaling: Scaling) -> tuple[Action | None, ActionError | None]:
         try:
@@ -462,14 +463,14 @@ class Supervisor:
         self._check_abort()
         self.steps += 1
         lim = self.policy.limits
-        if action is None:
-            assert error is not None
-            raise _Halt(self._refuse(call, index, position, f"parse:{error.code}", f"malformed action: {error.reason}"))
-        if self.steps > lim.max_steps:
+        if self.steps > lim.max_steps:  # before parsing: a malformed proposal counts and must not skip the cap
             self._request_end("limit", f"step limit of {lim.max_steps} reached")
             raise _Halt(
                 self._refuse(call, index, position, "limits.max_steps", f"step limit of {lim.max_steps} reached")
             )
+        if action is None:
+            assert error is not None
+            raise _Halt(self._refuse(call, index, position, f"parse:{error.code}", f"malformed action: {error.reason}"))
         decision = self.policy.classify(action)
         self._emit(ev.PolicyVerdict(self.turn, index, decision.verdict.value, decision.reason, decision.rule))
         reviewed = False
@@ -495,7 +496,14 @@ class Supervisor:
         else:
             self._emit(ev.DecisionMade(self.turn, index, "approve", "policy", note=decision.reason))
         if reviewed and action.target is not None and self._observed is not None:
-            fresh = self._capture(purpose="stale_check")
+            try:
+                fresh = self._capture(purpose="stale_check")
+            except DesktopError as exc:  # the proposal still gets its one outcome before the run ends
+                self._check_abort()
+                failed = self._outcome(call, index, position, OutcomeStatus.FAILED, f"Failed: {_one_line(str(exc))}")
+                if exc.fatal:
+                    raise
+                raise _Halt(failed) from None
             if self._stale.changed(self._observed, fresh, action.target):
                 raise _Halt(self._outcome(call, index, position, OutcomeStatus.STALE, MSG_STALE))
         return self._execute(call, index, position, action, decision)
@@ -507,9 +515,12 @@ class Supervisor:
             if action.kind is Kind.SCREENSHOT:
                 frame, output, image = self._capture_frame(), None, None
             else:
+                self._in_flight = index
                 step = self._call(self.desktop.perform, action)
                 frame, output, image = step.frame, step.output, step.image
+                self._in_flight = None
         except DesktopError as exc:
+            self._in_flight = None
             self._check_abort()
             result = self._outcome(
                 call,
@@ -552,8 +563,7 @@ class Supervisor:
                 raise
             except Exception as exc:  # a broken approver rejects: fail closed
                 ruling = Ruling(Answer.REJECT, "approver error (fail closed)", _one_line(str(exc)))
-            if not isinstance(ruling, Ruling):
-                ruling = Ruling(Answer.REJECT, "approver error (fail closed)", "no ruling returned")
+            ruling = _valid_ruling(ruling)
         self._check_abort()
         self._emit(
             ev.DecisionMade(
@@ -584,9 +594,11 @@ class Supervisor:
         duration: float = 0.0,
         image: Frame | None = None,
     ) -> ActionResult:
-        self._emit(
-            ev.Outcome(self.turn, index, call.call_id, status.value, message, self.steps, round(duration * 1000, 3))
-        )
+        with self._emit_lock:
+            self._emit(
+                ev.Outcome(self.turn, index, call.call_id, status.value, message, self.steps, round(duration * 1000, 3))
+            )
+            self._open.pop(index, None)
         return ActionResult(position, status, message, image)
 
     def _capture(self, purpose: str = "after_action") -> Frame:
@@ -665,12 +677,12 @@ class Supervisor:
             for waiter in list(self._waiters):
                 waiter.set()
         during = self.phase
+        with self._emit_lock:  # from here on the run's own thread can no longer record anything
+            self._final = True
+            announce = ev.Killed(by, during) if status == "killed" else ev.Note(f"run stopped: {reason}")
+            self._emit_safe(announce, final=True)
 
         def finish() -> None:
-            if status == "killed":
-                self._emit_safe(ev.Killed(by, during))
-            else:
-                self._emit_safe(ev.Note(f"run stopped: {reason}"))
             try:
                 self.agent.cancel()
             except Exception:  # the agent's own cleanup must not prevent the kill
@@ -686,6 +698,8 @@ class Supervisor:
             self._ending = (status, reason)
         self._aborted.set()  # nothing further may execute
         self._cancel.set()
+        with self._emit_lock:
+            self._final = True
         self._finalize(status, reason, verified)
 
     def _stop_desktop(self) -> tuple[bool, str]:
@@ -717,11 +731,13 @@ class Supervisor:
         try:
             if self._deadline_timer is not None:
                 self._deadline_timer.cancel()
-            self._set_phase_safe("stopping")
+            self._emit_safe(ev.Phase("stopping", "stopping the desktop"), final=True)
             ok, detail = self._stop_desktop()
-            self._emit_safe(ev.Cleanup(ok, detail))
+            self._emit_safe(ev.Cleanup(ok, detail), final=True)
+            self._close_open_actions(reason)
             self._emit_safe(
-                ev.RunEnded(status, reason, self.turn, self.steps, self.executed, verified, self._final_text)
+                ev.RunEnded(status, reason, self.turn, self.steps, self.executed, verified, self._final_text),
+                final=True,
             )
             with self._emit_lock:
                 seal = self.audit.seal(self.config.audit_key)
@@ -756,9 +772,23 @@ class Supervisor:
     # ------------------------------------------------------------------------------------------------
     # Events
     # ------------------------------------------------------------------------------------------------
-    def _emit(self, event: ev.Event) -> None:
-        """Append to the audit log first, then tell the listeners. Raises Aborted once sealed."""
+    def _close_open_actions(self, reason: str) -> None:
+        """Give every proposal still owed an outcome its one outcome (the run ended before it ran)."""
         with self._emit_lock:
+            for index, call_id in sorted(self._open.items()):
+                if index == self._in_flight:
+                    status, message = "failed", f"Failed: interrupted before it completed ({reason})"
+                else:
+                    status, message = "not_executed", f"Not executed: the run ended ({reason})."
+                self._emit_safe(ev.Outcome(self.turn, index, call_id, status, message, self.steps), final=True)
+            self._open.clear()
+
+    def _emit(self, event: ev.Event, *, final: bool = False) -> None:
+        """Append to the audit log first, then tell the listeners. Raises Aborted once the run is ending
+        (except for the finalizer's own events) or sealed."""
+        with self._emit_lock:
+            if self._final and not final:
+                raise Aborted()
             try:
                 self.audit.append(event.kind, event.to_record())
             except AuditClosed:
@@ -769,17 +799,21 @@ class Supervisor:
                 except Exception:  # a broken listener (UI) must not break the run or its audit trail
                     pass
 
-    def _emit_safe(self, event: ev.Event) -> None:
+    def _emit_safe(self, event: ev.Event, *, final: bool = False) -> None:
         try:
-            self._emit(event)
+            self._emit(event, final=final)
         except Aborted:
             pass
 
-    def _set_phase_safe(self, phase: str) -> None:
-        try:
-            self._set_phase(phase)
-        except Aborted:
-            pass
+
+def _valid_ruling(ruling: Any) -> Ruling:
+    """An approver's answer as a Ruling; anything malformed is a reject (fail closed)."""
+    if isinstance(ruling, Ruling) and isinstance(ruling.answer, Answer):
+        return ruling
+    try:
+        return Ruling(Answer(ruling.answer), str(ruling.by), str(getattr(ruling, "note", "")))
+    except (AttributeError, ValueError, TypeError):
+        return Ruling(Answer.REJECT, "approver error (fail closed)", "malformed ruling")
 
 
 def _limits(policy: Policy) -> dict[str, Any]:

@@ -174,8 +174,7 @@ class SimDesktop:
         if self.before_action is not None:
             self.before_action(self, action)
         with self._lock:
-            if self.stopped:  # stopped while we waited: input in flight becomes a no-op
-                raise DesktopError("the desktop was stopped", fatal=True)
+            self._check()  # stopped (or gone) while we waited: input in flight becomes a no-op
             output, image = self._apply(action)
             self.executed.append(action)
             return StepResult(self._render(), output=output, image=image)

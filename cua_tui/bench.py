@@ -1,0 +1,737 @@
+"""The shipped benchmark: supervisor overhead per action and ``verify`` throughput, side by side with baselines.
+
+Run ``python -m cua_tui.bench`` (or ``python -m cua_tui.bench core``); ``--quick`` is a smoke run of a few
+seconds, ``--json PATH`` also writes the results as JSON. Everything happens in a temporary directory.
+
+What is measured (``time.perf_counter_ns``; medians and p90 over many samples):
+
+1. Supervisor overhead per action, the micro figure: ``parse_openai`` of a realistic mix (click, type,
+   keypress, scroll, move) + ``Policy.default().classify`` + the four events the supervisor emits for an
+   executed action (proposal, verdict, decision, outcome), each appended through a real ``AuditWriter``
+   and dispatched to one listener that appends to a list, exactly as ``Supervisor._emit`` does. With and
+   without an fsync per line. Target: a median under 1 ms per action without fsync.
+   Baseline: the seed executor's ``audit()`` (``json.dumps(sort_keys=True)`` + sha256 + ``open("a")`` per
+   line) writing the same four records per action, timed interleaved with our four ``AuditWriter.append``.
+2. The same actions end to end through the real ``Supervisor`` on the dry desktop (a cached blank frame;
+   the screenshot store dedupes it) with a scripted agent and an approver that approves: run time divided
+   by actions (nothing subtracted), and the distribution of outcome-to-outcome intervals.
+3. ``verify`` throughput: a 100,000-event run directory (realistic records, HMAC-signed seal in result.json,
+   a few screenshots referenced by ``screen`` events) checked by ``verify_run``; target 200,000 events/s.
+   Baseline: the obvious verifier (``json.loads`` per line + ``hashlib``, seal and screenshots checked).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import itertools
+import json
+import math
+import os
+import platform
+import random
+import shlex
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .agents.script import Script, ScriptAgent
+from .core import events as ev
+from .core.actions import parse_openai
+from .core.approvers import FixedApprover
+from .core.audit import GENESIS, AuditClosed, AuditKey, AuditWriter, verify_run
+from .core.geometry import Scaling, Size
+from .core.imaging import blank_frame
+from .core.policy import Policy, Verdict
+from .core.ports import Answer
+from .core.rundir import RunDir, ScreenStore, new_run_id, write_json_atomic
+from .core.supervisor import RunConfig, Supervisor
+from .desktops.dry import DryDesktop
+
+SCREEN = Size(1024, 720)
+TARGET_ACTION_US = 1000.0  # median supervisor overhead per action, without fsync
+TARGET_VERIFY_EPS = 200_000.0  # events verified per second
+ACTIONS_PER_TURN = 5
+SUITES = ("core", "supervisor", "verify")
+
+# Sample sizes: (full, quick).
+SIZES = {
+    "micro_nofsync": (20_000, 2_000),
+    "micro_fsync": (1_000, 60),
+    "audit_vs_seed": (10_000, 1_000),
+    "e2e_nofsync_actions": (2_000, 200),
+    "e2e_fsync_actions": (300, 30),
+    "e2e_runs": (3, 1),
+    "verify_events": (100_000, 10_000),
+    "verify_repeats": (5, 3),
+}
+WARMUP = 200
+
+pn = time.perf_counter_ns
+
+
+def log(message: str) -> None:
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Statistics
+# ---------------------------------------------------------------------------------------------------
+def summarize_ns(samples: list[int]) -> dict[str, float]:
+    """Median, p90 (nearest rank), mean, min and max of nanosecond samples, in microseconds."""
+    if not samples:
+        raise ValueError("no samples")
+    s = sorted(samples)
+    n = len(s)
+    p90 = s[min(n - 1, max(0, math.ceil(0.9 * n) - 1))]
+    return {
+        "n": n,
+        "median_us": statistics.median(s) / 1e3,
+        "p90_us": p90 / 1e3,
+        "mean_us": sum(s) / n / 1e3,
+        "min_us": s[0] / 1e3,
+        "max_us": s[-1] / 1e3,
+    }
+
+
+# ---------------------------------------------------------------------------------------------------
+# The action mix
+# ---------------------------------------------------------------------------------------------------
+_TEXTS = (
+    "cua-tui supervises computer-use agents",
+    "hello@example.com",
+    "Quarterly report, draft 3",
+    "open source terminal user interface",
+    "42",
+)
+_KEYS = (["ctrl", "a"], ["Tab"], ["Return"], ["ctrl", "l"], ["Escape"], ["PageDown"])
+
+
+def action_mix(count: int, seed: int = 1234) -> list[dict[str, Any]]:
+    """``count`` OpenAI computer actions cycling click, type, keypress, scroll, move (varied values)."""
+    rng = random.Random(seed)
+    out: list[dict[str, Any]] = []
+    for i in range(count):
+        x, y = rng.randrange(SCREEN.width), rng.randrange(SCREEN.height)
+        match i % ACTIONS_PER_TURN:
+            case 0:
+                out.append({"type": "click", "button": "left", "x": x, "y": y})
+            case 1:
+                out.append({"type": "type", "text": _TEXTS[(i // ACTIONS_PER_TURN) % len(_TEXTS)]})
+            case 2:
+                out.append({"type": "keypress", "keys": list(_KEYS[(i // ACTIONS_PER_TURN) % len(_KEYS)])})
+            case 3:
+                out.append({"type": "scroll", "x": x, "y": y, "scroll_x": 0, "scroll_y": rng.choice((-300, 300, 500))})
+            case _:
+                out.append({"type": "move", "x": x, "y": y})
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# The seed executor's audit() (seed 003, "Step 6"), verbatim apart from its module globals
+# ---------------------------------------------------------------------------------------------------
+class SeedAudit:
+    """Append-only log; each line carries the hash of the previous line (reopens the file per line)."""
+
+    def __init__(self, path: Path, run_id: str) -> None:
+        self.AUDIT = path
+        self.RUN_ID = run_id
+        self.prev_hash = "0" * 64
+
+    def audit(self, event: dict) -> None:
+        event.update({"run": self.RUN_ID, "ts": time.time(), "prev": self.prev_hash})
+        line = json.dumps(event, sort_keys=True)
+        self.prev_hash = hashlib.sha256(line.encode()).hexdigest()
+        with self.AUDIT.open("a") as fh:
+            fh.write(line + "\n")
+
+
+# ---------------------------------------------------------------------------------------------------
+# 1. Supervisor overhead per action, micro
+# ---------------------------------------------------------------------------------------------------
+class Emitter:
+    """``Supervisor._emit``: append to the audit log first, then tell the listeners."""
+
+    def __init__(self, writer: AuditWriter, listeners: tuple[Callable[[ev.Event], None], ...]) -> None:
+        self.audit = writer
+        self._listeners = list(listeners)
+        self._emit_lock = threading.RLock()
+
+    def emit(self, event: ev.Event) -> None:
+        with self._emit_lock:
+            try:
+                self.audit.append(event.kind, event.to_record())
+            except AuditClosed:
+                raise RuntimeError("the audit log is sealed") from None
+            for listener in self._listeners:
+                try:
+                    listener(event)
+                except Exception:
+                    pass
+
+
+def action_events(raw: dict[str, Any], policy: Policy, scaling: Scaling, turn: int, index: int, step: int) -> list:
+    """The four events the supervisor emits for one action approved and executed (unmeasured helper)."""
+    call_id = f"call_{turn:05d}"
+    action = parse_openai(raw, scaling)
+    decision = policy.classify(action)
+    if decision.verdict is Verdict.ALLOW:
+        decided = ev.DecisionMade(turn, index, "approve", "policy", note=decision.reason)
+    else:
+        decided = ev.DecisionMade(turn, index, "approve", "headless rule: approve", subject="action")
+    return [
+        ev.ActionProposed(turn, index, call_id, action.to_record(), action.describe(), "", "", raw["type"]),
+        ev.PolicyVerdict(turn, index, decision.verdict.value, decision.reason, decision.rule),
+        decided,
+        ev.Outcome(turn, index, call_id, "executed", "OK", step, 0.0),
+    ]
+
+
+def bench_micro(tmp: Path, raws: list[dict[str, Any]], n: int, *, fsync: bool) -> dict[str, Any]:
+    """parse + classify + 4 x (event, audit append, dispatch) per action, timed one action at a time."""
+    policy = Policy.default()
+    scaling = Scaling.identity(SCREEN)
+    writer = AuditWriter(tmp / f"micro-{'fsync' if fsync else 'nofsync'}.jsonl", new_run_id(), fsync=fsync)
+    sink: list[ev.Event] = []
+    emit = Emitter(writer, (sink.append,)).emit
+    total: list[int] = []
+    parse_ns: list[int] = []
+    classify_ns: list[int] = []
+    emit_ns: list[int] = []
+    warmup = min(WARMUP, n)
+    nraws = len(raws)
+    gc.collect()
+    for i in range(warmup + n):
+        raw = raws[i % nraws]
+        turn, index = i // ACTIONS_PER_TURN + 1, i % ACTIONS_PER_TURN
+        call_id = f"call_{turn:05d}"
+        t0 = pn()
+        action = parse_openai(raw, scaling)
+        t1 = pn()
+        decision = policy.classify(action)
+        t2 = pn()
+        emit(
+            ev.ActionProposed(
+                turn, index, call_id, action.to_record(), action.describe(), "", "", raw["type"], parsed=action
+            )
+        )
+        emit(ev.PolicyVerdict(turn, index, decision.verdict.value, decision.reason, decision.rule))
+        if decision.verdict is Verdict.ALLOW:
+            emit(ev.DecisionMade(turn, index, "approve", "policy", note=decision.reason))
+        else:  # confirm: the approver's ruling (headless approve); a block would not reach here in this mix
+            emit(ev.DecisionMade(turn, index, "approve", "headless rule: approve", subject="action"))
+        emit(ev.Outcome(turn, index, call_id, "executed", "OK", i + 1, 0.0))
+        t3 = pn()
+        if i >= warmup:
+            total.append(t3 - t0)
+            parse_ns.append(t1 - t0)
+            classify_ns.append(t2 - t1)
+            emit_ns.append(t3 - t2)
+    writer.close()
+    records = writer.seq
+    size = writer.path.stat().st_size
+    writer.path.unlink()
+    result = summarize_ns(total)
+    result.update(
+        {
+            "fsync": fsync,
+            "records_per_action": 4,
+            "avg_line_bytes": size / records,
+            "listener_events": len(sink),
+            "stages": {
+                "parse": summarize_ns(parse_ns),
+                "classify": summarize_ns(classify_ns),
+                "emit4": summarize_ns(emit_ns),
+            },
+        }
+    )
+    return result
+
+
+def bench_audit_vs_seed(tmp: Path, raws: list[dict[str, Any]], n: int) -> dict[str, Any]:
+    """The same 4 records per action: 4 x AuditWriter.append (no fsync) vs 4 x the seed's audit(), interleaved."""
+    policy = Policy.default()
+    scaling = Scaling.identity(SCREEN)
+    payloads = []
+    for i, raw in enumerate(raws):
+        turn, index = i // ACTIONS_PER_TURN + 1, i % ACTIONS_PER_TURN
+        payloads.append([(e.kind, e.to_record()) for e in action_events(raw, policy, scaling, turn, index, i + 1)])
+    writer = AuditWriter(tmp / "ours.jsonl", new_run_id(), fsync=False)
+    seed = SeedAudit(tmp / "seed.jsonl", writer.run_id)
+    ours_ns: list[int] = []
+    seed_ns: list[int] = []
+    warmup = min(WARMUP, n)
+    append, audit = writer.append, seed.audit
+    gc.collect()
+    for i in range(warmup + n):
+        records = payloads[i % len(payloads)]
+        t0 = pn()
+        for kind, record in records:
+            append(kind, record)
+        t1 = pn()
+        for kind, record in records:
+            audit({"kind": kind, **record})  # the seed builds a fresh dict per record too ({**rec, ...})
+        t2 = pn()
+        if i >= warmup:
+            ours_ns.append(t1 - t0)
+            seed_ns.append(t2 - t1)
+    writer.close()
+    ours_bytes = writer.path.stat().st_size / writer.seq
+    seed_bytes = seed.AUDIT.stat().st_size / writer.seq
+    writer.path.unlink()
+    seed.AUDIT.unlink()
+    ours = summarize_ns(ours_ns)
+    ours["avg_line_bytes"] = ours_bytes
+    theirs = summarize_ns(seed_ns)
+    theirs["avg_line_bytes"] = seed_bytes
+    return {"ours_audit4_nofsync": ours, "seed_audit4": theirs}
+
+
+# ---------------------------------------------------------------------------------------------------
+# 2. End to end through the Supervisor on the dry desktop
+# ---------------------------------------------------------------------------------------------------
+def _stamping_listener(sink: list[ev.Event], stamps: list[int]) -> Callable[[ev.Event], None]:
+    """One listener that appends every event to a list and notes when each outcome arrives."""
+    outcome = ev.Outcome
+
+    def listener(event: ev.Event) -> None:
+        sink.append(event)
+        if type(event) is outcome:
+            stamps.append(pn())
+
+    return listener
+
+
+def bench_e2e(tmp: Path, n_actions: int, runs: int, *, fsync: bool) -> dict[str, Any]:
+    raws = action_mix(n_actions, seed=99)
+    turns = [{"actions": raws[i : i + ACTIONS_PER_TURN]} for i in range(0, n_actions, ACTIONS_PER_TURN)]
+    policy = Policy.default().with_limits(max_turns=len(turns) + 2, max_steps=n_actions + 10, deadline_seconds=3600)
+    per_action_ns: list[int] = []
+    intervals: list[int] = []
+    records = 0
+    statuses: dict[str, int] = {}
+    intact = True
+    for _ in range(runs):
+        agent = ScriptAgent(Script.from_data({"turns": turns, "final_text": "done"}))
+        desktop = DryDesktop(SCREEN)
+        rundir = RunDir.create(tmp / "e2e")
+        cfg = RunConfig(task="benchmark", backend="dry", agent="script", model=None, screen=SCREEN, policy=policy)
+        sink: list[ev.Event] = []
+        stamps: list[int] = []
+        sup = Supervisor(
+            cfg,
+            desktop,
+            agent,
+            FixedApprover(Answer.APPROVE),
+            rundir,
+            listeners=(_stamping_listener(sink, stamps),),
+            fsync=fsync,
+        )
+        gc.collect()
+        t0 = pn()
+        result = sup.run()
+        t1 = pn()
+        if result.executed != n_actions or result.status != "finished":
+            raise RuntimeError(f"end-to-end run did not execute every action: {result.status} {result.reason}")
+        per_action_ns.append((t1 - t0) // n_actions)
+        intervals += [b - a for a, b in itertools.pairwise(stamps)]
+        records += result.seal["events"]
+        for e in sink:
+            if type(e) is ev.Outcome:
+                statuses[e.status] = statuses.get(e.status, 0) + 1
+        intact = intact and verify_run(rundir.path).intact
+        shutil.rmtree(rundir.path, ignore_errors=True)
+    out = summarize_ns(intervals)
+    out.update(
+        {
+            "fsync": fsync,
+            "actions_per_run": n_actions,
+            "runs": runs,
+            "per_action_run_us": statistics.median(per_action_ns) / 1e3,  # run time / actions (median of runs)
+            "per_action_run": summarize_ns(per_action_ns),
+            "records_per_action": records / (n_actions * runs),
+            "statuses": statuses,
+            "intact": intact,
+        }
+    )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# 3. verify throughput
+# ---------------------------------------------------------------------------------------------------
+_TURN_TEXTS = (
+    "I'll open the search page and look for the form.",
+    "The form is visible. I will fill in the name field, then submit it.",
+    "Scrolling down to find the submit button below the fold.",
+    "",
+)
+
+
+def make_run_dir(root: Path, n_events: int, key: AuditKey) -> dict[str, Any]:
+    """A run directory of exactly ``n_events`` realistic records, sealed and signed, with 6 screenshots."""
+    rundir = RunDir.create(root)
+    store = ScreenStore(rundir.path / "screens")
+    frames = [blank_frame(Size(320 + 16 * i, 200), (255, 255 - 30 * i, 255)) for i in range(6)]
+    for frame in frames:
+        store.put(frame.sha256, frame.png)
+    writer = AuditWriter(rundir.audit, rundir.run_id, fsync=False)
+    policy = Policy.default()
+    scaling = Scaling.identity(SCREEN)
+    raws = action_mix(500, seed=7)
+    last = n_events - 1  # room for run_ended
+
+    def emit(event: ev.Event) -> bool:
+        if writer.seq >= last:
+            return False
+        writer.append(event.kind, event.to_record())
+        return True
+
+    emit(
+        ev.RunStarted(
+            "fill in the contact form on the lab page and submit it",
+            "dry",
+            "script",
+            None,
+            str(SCREEN),
+            policy.name,
+            policy.sha256,
+            {"max_turns": 30, "max_steps": 200, "deadline_seconds": 1800},
+        )
+    )
+    turn = step = shot = 0
+    running = True
+    while running:
+        turn += 1
+        f = frames[shot % len(frames)]
+        running = emit(ev.Phase("waiting_model", "waiting for the model")) and emit(
+            ev.ModelTurn(turn, _TURN_TEXTS[turn % len(_TURN_TEXTS)], 1, ACTIONS_PER_TURN, f"resp_{turn:08x}", 2100, 140)
+        )
+        for index in range(ACTIONS_PER_TURN):
+            if not running:
+                break
+            raw = raws[(turn * ACTIONS_PER_TURN + index) % len(raws)]
+            step += 1
+            action = parse_openai(raw, scaling)
+            decision = policy.classify(action)
+            call_id = f"call_{turn:08x}"
+            seq = [
+                ev.ActionProposed(turn, index, call_id, action.to_record(), action.describe(), "", "", raw["type"]),
+                ev.PolicyVerdict(turn, index, decision.verdict.value, decision.reason, decision.rule),
+            ]
+            if decision.verdict is Verdict.CONFIRM:
+                seq += [
+                    ev.DecisionRequested(turn, index, call_id, "action", decision.reason),
+                    ev.Phase("awaiting_decision", decision.reason),
+                    ev.DecisionMade(turn, index, "approve", "human", subject="action"),
+                    ev.ScreenCaptured(f.sha256, f.width, f.height, len(f.png), turn, step, "stale_check"),
+                ]
+            else:
+                seq.append(ev.DecisionMade(turn, index, "approve", "policy", note=decision.reason))
+            shot += 1
+            f = frames[shot % len(frames)]
+            seq += [
+                ev.Phase("executing", action.describe()),
+                ev.Outcome(turn, index, call_id, "executed", "OK", step, 12.5 + index),
+                ev.ScreenCaptured(f.sha256, f.width, f.height, len(f.png), turn, step, "after_action"),
+            ]
+            for event in seq:
+                if not emit(event):
+                    running = False
+                    break
+    writer.append(
+        "run_ended", ev.RunEnded("finished", "the agent finished", turn, step, step, None, "done").to_record()
+    )
+    seal = writer.seal(key)
+    write_json_atomic(
+        rundir.result_json,
+        {"run_id": rundir.run_id, "status": "finished", "counts": {"events": seal["events"]}, "seal": seal},
+    )
+    size = rundir.audit.stat().st_size
+    return {"path": rundir.path, "events": seal["events"], "bytes": size, "avg_line_bytes": size / seal["events"]}
+
+
+def naive_verify(run_dir: Path) -> tuple[bool, int]:
+    """The obvious verifier: json.loads each line, recompute the chain with hashlib, check seal and screens."""
+    prev, count, screens = GENESIS, 0, set()
+    with open(run_dir / "audit.jsonl", "rb") as fh:
+        for raw in fh:
+            line = raw.rstrip(b"\n")
+            record = json.loads(line)
+            if record["prev"] != prev or record["seq"] != count:
+                return False, count
+            if record["kind"] == "screen":
+                screens.add(record["sha256"])
+            prev = hashlib.sha256(line).hexdigest()
+            count += 1
+    seal = json.loads((run_dir / "result.json").read_bytes())["seal"]
+    if seal["events"] != count or seal["head"] != prev:
+        return False, count
+    for sha in screens:
+        if hashlib.sha256((run_dir / "screens" / f"{sha}.png").read_bytes()).hexdigest() != sha:
+            return False, count
+    return True, count
+
+
+def bench_verify(tmp: Path, n_events: int, repeats: int) -> dict[str, Any]:
+    secret = tmp / "audit.key"
+    secret.write_bytes(hashlib.sha256(b"cua-tui bench key").hexdigest().encode())
+    key = AuditKey.load(secret)
+    t0 = pn()
+    run = make_run_dir(tmp / "verify-runs", n_events, key)
+    generate_s = (pn() - t0) / 1e9
+    ours_ns: list[int] = []
+    naive_ns: list[int] = []
+    for _ in range(repeats):
+        gc.collect()
+        t0 = pn()
+        report = verify_run(run["path"], key)
+        t1 = pn()
+        if report.code != 0 or report.events != run["events"] or not report.signature_checked:
+            raise RuntimeError(f"verify_run did not find the generated run intact: {report.summary}")
+        gc.collect()
+        t2 = pn()
+        ok, count = naive_verify(run["path"])
+        t3 = pn()
+        if not ok or count != run["events"]:
+            raise RuntimeError("the naive verifier did not find the generated run intact")
+        ours_ns.append(t1 - t0)
+        naive_ns.append(t3 - t2)
+    events = run["events"]
+
+    def stats(samples: list[int]) -> dict[str, Any]:
+        best, median = min(samples), statistics.median(samples)
+        return {
+            "runs": len(samples),
+            "best_s": best / 1e9,
+            "median_s": median / 1e9,
+            "best_eps": events / (best / 1e9),
+            "median_eps": events / (median / 1e9),
+        }
+
+    ours, naive = stats(ours_ns), stats(naive_ns)
+    shutil.rmtree(run["path"], ignore_errors=True)
+    return {
+        "events": events,
+        "bytes": run["bytes"],
+        "avg_line_bytes": run["avg_line_bytes"],
+        "generate_s": generate_s,
+        "target_eps": TARGET_VERIFY_EPS,
+        "ours": ours,
+        "naive": naive,
+        "ratio_target": ours["median_eps"] / TARGET_VERIFY_EPS,
+        "ratio_vs_naive": ours["median_eps"] / naive["median_eps"],
+    }
+
+
+# ---------------------------------------------------------------------------------------------------
+# Report
+# ---------------------------------------------------------------------------------------------------
+def _us(value: float) -> str:
+    return f"{value:,.1f} µs" if value < 10_000 else f"{value / 1000:,.2f} ms"
+
+
+def _ratio(value: float) -> str:
+    return f"{value:,.2f}x"
+
+
+def render(results: dict[str, Any]) -> str:
+    lines: list[str] = []
+    m = results["machine"]
+    lines.append(
+        f"cua-tui benchmark ({results['suite']}{', quick' if results['quick'] else ''}): Python {m['python']}, "
+        f"{m['platform']}, {m['cpus']} CPUs, temp dir {m['tmpdir']} ({m['tmp_fs']})"
+    )
+    lines.append("ratios: target/measured or baseline/ours for times, ours/target or ours/baseline for rates;")
+    lines.append("        above 1.00x means better than the target or the baseline")
+    header = f"{'measurement':<50} {'n':>7} {'median':>10} {'p90':>10} {'mean':>10}  {'compared with':<22} {'ratio':>8}"
+    rule = "-" * len(header)
+    sup = results.get("supervisor")
+    if sup:
+        lines += [
+            "",
+            "1. Supervisor overhead per action (parse + policy + 4 audit appends + dispatch)",
+            rule,
+            header,
+            rule,
+        ]
+
+        def row(name: str, s: dict[str, Any], versus: str = "", ratio: float | None = None) -> None:
+            lines.append(
+                f"{name:<50} {s['n']:>7} {_us(s['median_us']):>10} {_us(s['p90_us']):>10} {_us(s['mean_us']):>10}  "
+                f"{versus:<22} {_ratio(ratio) if ratio is not None else '':>8}"
+            )
+
+        mn, mf = sup["micro_nofsync"], sup["micro_fsync"]
+        target = f"target < {TARGET_ACTION_US:,.0f} µs"
+        row("micro, no fsync", mn, target, sup["ratio_target_nofsync"])
+        for stage, label in (("parse", "parse_openai"), ("classify", "Policy.classify"), ("emit4", "4 events")):
+            row(f"  of which {label}", mn["stages"][stage])
+        row("micro, fsync per line", mf, target + " (info)", sup["ratio_target_fsync"])
+        row("  of which 4 events (4 appends with fsync)", mf["stages"]["emit4"])
+        ours, seed = sup["ours_audit4_nofsync"], sup["seed_audit4"]
+        row("audit only: 4 x AuditWriter.append, no fsync", ours, "seed audit() x 4", sup["ratio_seed_audit"])
+        row("baseline: 4 x seed audit() (reopen per line)", seed)
+        row("micro, no fsync (whole action) vs seed audit only", mn, "seed audit() x 4", sup["ratio_seed_full"])
+        row("micro, fsync per line vs seed (no fsync)", mf, "seed audit() x 4", sup["ratio_seed_full_fsync"])
+        lines.append(rule)
+        lines.append("end to end through Supervisor.run on the dry desktop (scripted agent, approver approves):")
+        for label, key in (("no fsync", "e2e_nofsync"), ("fsync per line", "e2e_fsync")):
+            e = sup[key]
+            versus = target if not e["fsync"] else target + " (info)"
+            row(f"  e2e, {label}: outcome-to-outcome interval", e, versus, TARGET_ACTION_US / e["median_us"])
+            run_row = e["per_action_run"]
+            row(
+                f"  e2e, {label}: run time / actions (per run)",
+                run_row,
+                versus,
+                TARGET_ACTION_US / run_row["median_us"],
+            )
+            lines.append(
+                f"{'':<4}({e['runs']} run(s) of {e['actions_per_run']} actions; {e['records_per_action']:.2f} audit "
+                f"records per action; outcomes {e['statuses']}; log verified intact: {e['intact']})"
+            )
+        lines.append(rule)
+        lines.append(
+            f"audit line size: ours {ours['avg_line_bytes']:.0f} B, seed {seed['avg_line_bytes']:.0f} B (same records)"
+        )
+    ver = results.get("verify")
+    if ver:
+        vheader = f"{'verifier':<50} {'runs':>7} {'best':>14} {'median':>14}  {'compared with':<22} {'ratio':>8}"
+        vrule = "-" * len(vheader)
+        lines += [
+            "",
+            f"2. verify throughput: {ver['events']:,} events, {ver['bytes'] / 1e6:.1f} MB, "
+            f"{ver['avg_line_bytes']:.0f} B per line (generated in {ver['generate_s']:.1f} s)",
+            vrule,
+            vheader,
+            vrule,
+        ]
+        o, nv = ver["ours"], ver["naive"]
+
+        def vrow(name: str, s: dict[str, Any], versus: str = "", ratio: float | None = None) -> None:
+            lines.append(
+                f"{name:<50} {s['runs']:>7} {s['best_eps']:>10,.0f} ev/s {s['median_eps']:>10,.0f} ev/s  "
+                f"{versus:<22} {_ratio(ratio) if ratio is not None else '':>8}"
+            )
+
+        vrow(
+            "verify_run (chain, seal, HMAC signature, screens)",
+            o,
+            f"target {TARGET_VERIFY_EPS:,.0f} ev/s",
+            ver["ratio_target"],
+        )
+        vrow("verify_run vs the naive verifier", o, "naive json+hashlib", ver["ratio_vs_naive"])
+        vrow("baseline: naive (json.loads + hashlib per line)", nv)
+        lines.append(vrule)
+    lines += ["", f"total time {results['elapsed_s']:.1f} s; reproduce: {results['command']}"]
+    return "\n".join(lines)
+
+
+def _tmp_fs(path: str) -> str:
+    """The file system type of the temp dir (best effort, Linux)."""
+    try:
+        best, fs = "", "unknown"
+        real = os.path.realpath(path)
+        with open("/proc/mounts", encoding="utf-8") as fh:
+            for line in fh:
+                parts = line.split()
+                if (
+                    len(parts) >= 3
+                    and (real == parts[1] or real.startswith(parts[1].rstrip("/") + "/"))
+                    and len(parts[1]) > len(best)
+                ):
+                    best, fs = parts[1], parts[2]
+        return fs
+    except OSError:
+        return "unknown"
+
+
+def run(suite: str, quick: bool, verify_events: int | None = None) -> dict[str, Any]:
+    pick = 1 if quick else 0
+    size = {name: values[pick] for name, values in SIZES.items()}
+    if verify_events:
+        size["verify_events"] = verify_events
+    tmpdir = tempfile.gettempdir()
+    results: dict[str, Any] = {
+        "schema": 1,
+        "suite": suite,
+        "quick": quick,
+        "machine": {
+            "python": platform.python_version(),
+            "executable": sys.executable,
+            "platform": f"{platform.system()} {platform.machine()}",
+            "cpus": os.cpu_count() or 0,
+            "tmpdir": tmpdir,
+            "tmp_fs": _tmp_fs(tmpdir),
+        },
+        "targets": {"action_median_us_nofsync": TARGET_ACTION_US, "verify_eps": TARGET_VERIFY_EPS},
+    }
+    started = pn()
+    with tempfile.TemporaryDirectory(prefix="cua-tui-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        if suite in ("core", "supervisor"):
+            raws = action_mix(500)
+            log(f"supervisor micro, no fsync ({size['micro_nofsync']:,} actions)")
+            mn = bench_micro(tmp, raws, size["micro_nofsync"], fsync=False)
+            log(f"supervisor micro, fsync per line ({size['micro_fsync']:,} actions)")
+            mf = bench_micro(tmp, raws, size["micro_fsync"], fsync=True)
+            log(f"audit append vs the seed's audit() ({size['audit_vs_seed']:,} actions)")
+            versus = bench_audit_vs_seed(tmp, raws, size["audit_vs_seed"])
+            log(f"end to end via Supervisor, no fsync ({size['e2e_runs']} x {size['e2e_nofsync_actions']:,} actions)")
+            en = bench_e2e(tmp, size["e2e_nofsync_actions"], size["e2e_runs"], fsync=False)
+            log(f"end to end via Supervisor, fsync ({size['e2e_runs']} x {size['e2e_fsync_actions']:,} actions)")
+            ef = bench_e2e(tmp, size["e2e_fsync_actions"], size["e2e_runs"], fsync=True)
+            seed_median = versus["seed_audit4"]["median_us"]
+            results["supervisor"] = {
+                "micro_nofsync": mn,
+                "micro_fsync": mf,
+                **versus,
+                "e2e_nofsync": en,
+                "e2e_fsync": ef,
+                "target_us": TARGET_ACTION_US,
+                "ratio_target_nofsync": TARGET_ACTION_US / mn["median_us"],
+                "ratio_target_fsync": TARGET_ACTION_US / mf["median_us"],
+                "ratio_target_e2e_nofsync": TARGET_ACTION_US / en["median_us"],
+                "ratio_seed_audit": seed_median / versus["ours_audit4_nofsync"]["median_us"],
+                "ratio_seed_full": seed_median / mn["median_us"],
+                "ratio_seed_full_fsync": seed_median / mf["median_us"],
+            }
+        if suite in ("core", "verify"):
+            log(f"verify: generating {size['verify_events']:,} events, then {size['verify_repeats']} timed runs")
+            results["verify"] = bench_verify(tmp, size["verify_events"], size["verify_repeats"])
+    results["elapsed_s"] = (pn() - started) / 1e9
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m cua_tui.bench",
+        description="Benchmark cua-tui's supervisor overhead per action and verify throughput against baselines.",
+    )
+    parser.add_argument("suite", nargs="?", default="core", choices=SUITES, help="what to run (default: core = all)")
+    parser.add_argument("--quick", action="store_true", help="a fast smoke run: fewer samples, 10,000 events")
+    parser.add_argument("--json", metavar="PATH", type=Path, help="also write the results as JSON to PATH")
+    parser.add_argument("--events", type=int, metavar="N", help="events in the verify run (default 100,000)")
+    args = parser.parse_args(argv)
+    if args.events is not None and args.events < 10:
+        parser.error("--events must be at least 10")
+    results = run(args.suite, args.quick, args.events)
+    results["command"] = shlex.join([sys.executable, "-m", "cua_tui.bench", *(sys.argv[1:] if argv is None else argv)])
+    print(render(results))
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
+        log(f"results written to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,363 @@
+"""Approvers: the TUI handshake, the plain-terminal prompt and ``approver:CMD`` (DESIGN.md, command line).
+
+Each may block; each must give way to the kill switch (``cancel``) promptly. A missing, late, garbled or
+failing answer is a reject, never an approval.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shlex
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cua_tui.approvers import CommandApprover, TerminalApprover, describe_request, headless_approver
+from cua_tui.core.actions import Action, Kind
+from cua_tui.core.approvers import FixedApprover, HandshakeApprover
+from cua_tui.core.ports import Answer, DecisionRequest, Ruling, SafetyCheck
+
+pytestmark = pytest.mark.timeout(30)
+
+TYPED = "pay 100€ to\x1b[2J\x1b]0;pwned\x07 mallory\rOK"
+
+
+def request(index: int = 0, text: str = TYPED) -> DecisionRequest:
+    return DecisionRequest(
+        "run-1",
+        2,
+        index,
+        "call_7",
+        "action",
+        "typing counts as transmission: the text can leave the sandbox",
+        action=Action(Kind.TYPE, text=text),
+    )
+
+
+class Decision:
+    """``decide`` on a thread, with a deadline, so that a hang fails the test instead of blocking it."""
+
+    def __init__(self, approver: Any, req: DecisionRequest | None = None) -> None:
+        self.cancel = threading.Event()
+        self.ruling: Ruling | None = None
+        self.error: BaseException | None = None
+        self.returned_at = 0.0
+        self.thread = threading.Thread(target=self._run, args=(approver, req or request()), daemon=True)
+        self.thread.start()
+
+    def _run(self, approver: Any, req: DecisionRequest) -> None:
+        try:
+            self.ruling = approver.decide(req, self.cancel)
+        except BaseException as exc:  # pragma: no cover - reported by result()
+            self.error = exc
+        self.returned_at = time.monotonic()
+
+    def result(self, timeout: float = 5.0) -> Ruling:
+        self.thread.join(timeout)
+        if self.thread.is_alive():
+            self.cancel.set()
+            self.thread.join(2)
+            pytest.fail(f"decide() did not return within {timeout} s")
+        assert self.error is None, repr(self.error)
+        assert isinstance(self.ruling, Ruling)
+        return self.ruling
+
+
+# ---------------------------------------------------------------------------------------------------
+# HandshakeApprover (the TUI answers it from its own thread)
+# ---------------------------------------------------------------------------------------------------
+def test_handshake_answer_from_another_thread_approves() -> None:
+    seen: list[DecisionRequest] = []
+    asked = threading.Event()
+    approver = HandshakeApprover(on_request=lambda r: (seen.append(r), asked.set()))
+    req = request()
+    decision = Decision(approver, req)
+    assert asked.wait(5)
+    assert seen == [req] and approver.pending is req
+    answered = threading.Thread(target=lambda: seen.append(approver.answer(Answer.APPROVE, req)))  # type: ignore[arg-type]
+    answered.start()
+    answered.join(2)
+    ruling = decision.result()
+    assert ruling.answer is Answer.APPROVE and ruling.by == "human"
+    assert seen[-1] is True
+    assert approver.pending is None
+
+
+@pytest.mark.parametrize("answer", [Answer.REJECT, Answer.KILL])
+def test_handshake_passes_reject_and_kill_through(answer: Answer) -> None:
+    asked = threading.Event()
+    approver = HandshakeApprover(on_request=lambda r: asked.set())
+    decision = Decision(approver)
+    assert asked.wait(5)
+    assert approver.answer(answer)
+    assert decision.result().answer is answer
+
+
+def test_handshake_ignores_stale_answers() -> None:
+    asked = threading.Event()
+    approver = HandshakeApprover(on_request=lambda r: asked.set())
+    assert approver.answer(Answer.APPROVE) is False  # nothing pending: a stray key press
+    first, second = request(0), request(1)
+    decision = Decision(approver, first)
+    assert asked.wait(5)
+    assert approver.answer(Answer.REJECT, first)
+    assert decision.result().answer is Answer.REJECT
+    assert approver.answer(Answer.APPROVE, first) is False  # late answer after it was decided
+
+    asked.clear()
+    decision = Decision(approver, second)
+    assert asked.wait(5)
+    assert approver.answer(Answer.APPROVE, first) is False  # meant for the previous request
+    time.sleep(0.1)
+    assert decision.thread.is_alive() and approver.pending is second
+    assert approver.answer(Answer.REJECT, second) is True
+    assert approver.answer(Answer.APPROVE, second) is False  # only the first answer counts
+    assert decision.result().answer is Answer.REJECT
+
+
+def test_handshake_cancel_returns_kill_promptly() -> None:
+    asked = threading.Event()
+    approver = HandshakeApprover(on_request=lambda r: asked.set())
+    decision = Decision(approver)
+    assert asked.wait(5)
+    cancelled_at = time.monotonic()
+    decision.cancel.set()
+    ruling = decision.result(2)
+    assert decision.returned_at - cancelled_at < 0.5
+    assert ruling.answer is Answer.KILL
+    assert approver.pending is None
+    assert approver.answer(Answer.APPROVE) is False
+
+
+def test_fixed_approver_names_its_rule() -> None:
+    ruling = FixedApprover(Answer.REJECT).decide(request(), threading.Event())
+    assert ruling == Ruling(Answer.REJECT, "headless rule: reject")
+
+
+# ---------------------------------------------------------------------------------------------------
+# TerminalApprover (--on-confirm ask)
+# ---------------------------------------------------------------------------------------------------
+@pytest.fixture
+def terminal():
+    """A TerminalApprover reading a real pipe (so select() is used) and writing to a string."""
+    read_fd, write_fd = os.pipe()
+    stdin = os.fdopen(read_fd, "r", encoding="utf-8")
+    feed = os.fdopen(write_fd, "w", encoding="utf-8")
+    out = io.StringIO()
+    approver = TerminalApprover(stdin, out)
+    yield approver, feed, out
+    for f in (feed, stdin):
+        try:
+            f.close()
+        except OSError:
+            pass
+
+
+@pytest.mark.parametrize(
+    ("typed", "answer"),
+    [("y\n", Answer.APPROVE), ("yes\n", Answer.APPROVE), ("N\n", Answer.REJECT), ("k\n", Answer.KILL)],
+)
+def test_terminal_answers(terminal, typed: str, answer: Answer) -> None:
+    approver, feed, out = terminal
+    feed.write(typed)
+    feed.flush()
+    ruling = Decision(approver).result()
+    assert ruling.answer is answer and ruling.by == "human (terminal)"
+    assert "Approve? [y]es / [n]o / [k]ill" in out.getvalue()
+
+
+def test_terminal_asks_again_after_garbage(terminal) -> None:
+    approver, feed, out = terminal
+    feed.write("sure, whatever the page says\ny\n")  # both lines arrive in one chunk, as from a pipe
+    feed.flush()
+    assert Decision(approver).result().answer is Answer.APPROVE
+    assert "Please answer y, n or k." in out.getvalue()
+    assert out.getvalue().count("Approve?") == 2
+
+
+def test_terminal_piped_answers_serve_consecutive_decisions(terminal) -> None:
+    approver, feed, _out = terminal
+    feed.write("y\nn\n")
+    feed.flush()
+    assert Decision(approver, request(0)).result().answer is Answer.APPROVE
+    assert Decision(approver, request(1)).result().answer is Answer.REJECT
+
+
+def test_terminal_end_of_input_rejects(terminal) -> None:
+    approver, feed, _out = terminal
+    feed.close()
+    ruling = Decision(approver).result()
+    assert ruling.answer is Answer.REJECT and ruling.note == "end of input"
+
+
+def test_terminal_shows_typed_text_in_full_with_controls_visible(terminal) -> None:
+    approver, feed, out = terminal
+    feed.write("n\n")
+    feed.flush()
+    Decision(approver).result()
+    shown = out.getvalue()
+    assert "\x1b" not in shown and "\x07" not in shown and "\r" not in shown
+    assert "pay 100€ to␛[2J␛]0;pwned␇ mallory␍OK" in shown
+    assert f"text ({len(TYPED)} chars)" in shown
+    assert "turn 2, action 1" in shown
+
+
+def test_terminal_cancel_returns_kill_promptly(terminal) -> None:
+    approver, _feed, _out = terminal
+    decision = Decision(approver)
+    time.sleep(0.15)
+    cancelled_at = time.monotonic()
+    decision.cancel.set()
+    ruling = decision.result(2)
+    assert ruling.answer is Answer.KILL
+    assert decision.returned_at - cancelled_at < 0.5
+
+
+def test_describe_request_shows_safety_checks_visibly() -> None:
+    req = DecisionRequest(
+        "run-1",
+        1,
+        0,
+        "call_1",
+        "safety_check",
+        "the model raised safety checks",
+        safety_checks=(SafetyCheck("sc1", "malicious_instructions", "ignore\x1b[31m previous"),),
+    )
+    lines = describe_request(req)
+    assert any("malicious_instructions: ignore␛[31m previous" in line for line in lines)
+    assert not any("\x1b" in line for line in lines)
+
+
+# ---------------------------------------------------------------------------------------------------
+# CommandApprover (--on-confirm approver:CMD)
+# ---------------------------------------------------------------------------------------------------
+def python_command(code: str, *args: str) -> str:
+    return " ".join(shlex.quote(part) for part in (sys.executable, "-c", code, *args))
+
+
+ANSWER = "import json, sys; json.load(sys.stdin); print(json.dumps({{'decision': {0!r}}}))"
+
+
+@pytest.mark.parametrize("answer", [Answer.APPROVE, Answer.REJECT, Answer.KILL])
+def test_command_answers(answer: Answer) -> None:
+    ruling = Decision(CommandApprover(python_command(ANSWER.format(answer.value)), timeout=10)).result(10)
+    assert ruling.answer is answer and ruling.by == "approver command"
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "approve",
+        "yes please",
+        "",
+        '{"decision": "APPROVE"}',
+        '{"decision": "maybe"}',
+        '{"decision": true}',
+        '{"decision": ["approve"]}',
+        '{"answer": "approve"}',
+        '"approve"',
+        '["approve"]',
+        '{"decision": "approve"} {"decision": "approve"}',
+    ],
+)
+def test_command_malformed_answer_rejects(output: str) -> None:
+    code = f"import sys; sys.stdin.read(); sys.stdout.write({output!r})"
+    ruling = Decision(CommandApprover(python_command(code), timeout=10)).result(10)
+    assert ruling.answer is Answer.REJECT
+    assert ruling.note == "malformed answer"
+
+
+def test_command_non_zero_exit_rejects_even_with_an_approval() -> None:
+    code = 'import sys; sys.stdin.read(); print(\'{"decision": "approve"}\'); sys.exit(3)'
+    ruling = Decision(CommandApprover(python_command(code), timeout=10)).result(10)
+    assert ruling.answer is Answer.REJECT and "3" in ruling.note
+
+
+def test_command_that_cannot_start_rejects(tmp_path: Path) -> None:
+    ruling = Decision(CommandApprover(str(tmp_path / "no-such-approver"), timeout=10)).result(10)
+    assert ruling.answer is Answer.REJECT and "could not start" in ruling.note
+
+
+def test_command_timeout_rejects_promptly() -> None:
+    code = 'import time; time.sleep(10); print(\'{"decision": "approve"}\')'
+    started = time.monotonic()
+    ruling = Decision(CommandApprover(python_command(code), timeout=0.5)).result(8)
+    assert time.monotonic() - started < 4
+    assert ruling.answer is Answer.REJECT and "0.5 s" in ruling.note
+
+
+def test_command_receives_the_json_request_with_the_full_typed_text(tmp_path: Path) -> None:
+    seen = tmp_path / "request.json"
+    code = (
+        "import json, sys; data = sys.stdin.read(); open(sys.argv[1], 'w', encoding='utf-8').write(data); "
+        "print(json.dumps({'decision': 'approve'}))"
+    )
+    ruling = Decision(CommandApprover(python_command(code, str(seen)), timeout=10)).result(10)
+    assert ruling.answer is Answer.APPROVE
+    data = json.loads(seen.read_text(encoding="utf-8"))
+    assert data["run"] == "run-1" and data["turn"] == 2 and data["index"] == 0
+    assert data["call_id"] == "call_7" and data["kind"] == "action"
+    assert data["reason"].startswith("typing counts as transmission")
+    assert data["action"]["kind"] == "type"
+    assert data["action"]["text"] == TYPED  # the reviewer sees exactly what would be typed
+    assert data["action"]["text_len"] == len(TYPED)
+    assert data["summary"] == f"type {len(TYPED)} characters"
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_command_cancel_during_a_hang_kills_promptly_and_ends_the_child(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    code = (
+        "import os, sys, time; open(sys.argv[1] + '.tmp', 'w').write(str(os.getpid())); "
+        "os.replace(sys.argv[1] + '.tmp', sys.argv[1]); time.sleep(10)"
+    )
+    decision = Decision(CommandApprover(python_command(code, str(pid_file)), timeout=60))
+    deadline = time.monotonic() + 5
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert pid_file.exists(), "the approver command did not start"
+    pid = int(pid_file.read_text())
+    cancelled_at = time.monotonic()
+    decision.cancel.set()
+    ruling = decision.result(5)
+    assert decision.returned_at - cancelled_at < 2
+    assert ruling.answer is Answer.KILL and ruling.note == "cancelled"
+    deadline = time.monotonic() + 2
+    while not _gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _gone(pid), "the approver command is still running"
+
+
+# ---------------------------------------------------------------------------------------------------
+# headless_approver (--on-confirm)
+# ---------------------------------------------------------------------------------------------------
+def test_headless_approver_specs() -> None:
+    assert isinstance(headless_approver("reject"), FixedApprover)
+    assert headless_approver("reject").answer is Answer.REJECT
+    assert headless_approver("approve").answer is Answer.APPROVE
+    assert isinstance(headless_approver("ask"), TerminalApprover)
+    command = headless_approver("approver:my-approver --strict 'a b'")
+    assert isinstance(command, CommandApprover) and command.argv == ["my-approver", "--strict", "a b"]
+
+
+@pytest.mark.parametrize("spec", ["bogus", "", "Approve", "approver:", "approver:   "])
+def test_headless_approver_rejects_bad_specs(spec: str) -> None:
+    with pytest.raises(ValueError):
+        headless_approver(spec)

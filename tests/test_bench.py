@@ -1,0 +1,91 @@
+"""The shipped benchmark runs and reports sane numbers. Timing targets are reported, never asserted here."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+LATENCY = ("n", "median_us", "p90_us", "mean_us", "min_us", "max_us")
+RATE = ("runs", "best_s", "median_s", "best_eps", "median_eps")
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def _check_latency(stats: dict[str, Any], where: str) -> None:
+    for key in LATENCY:
+        assert _positive(stats.get(key)), f"{where}.{key} = {stats.get(key)!r}"
+    assert stats["min_us"] <= stats["median_us"] <= stats["p90_us"] <= stats["max_us"], where
+
+
+def test_quick_benchmark_writes_sane_json(tmp_path: Path) -> None:
+    out = tmp_path / "results" / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "cua_tui.bench", "--quick", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "verify_run" in proc.stdout and "seed audit()" in proc.stdout
+    data = json.loads(out.read_text(encoding="utf-8"))
+
+    assert data["quick"] is True and data["suite"] == "core"
+    assert _positive(data["elapsed_s"]) and data["command"]
+    assert data["targets"] == {"action_median_us_nofsync": 1000.0, "verify_eps": 200000.0}
+
+    sup = data["supervisor"]
+    for name in ("micro_nofsync", "micro_fsync"):
+        _check_latency(sup[name], name)
+        assert sup[name]["records_per_action"] == 4
+        assert sup[name]["listener_events"] > 0
+        for stage in ("parse", "classify", "emit4"):
+            _check_latency(sup[name]["stages"][stage], f"{name}.{stage}")
+    assert sup["micro_nofsync"]["fsync"] is False and sup["micro_fsync"]["fsync"] is True
+    for name in ("ours_audit4_nofsync", "seed_audit4"):
+        _check_latency(sup[name], name)
+        assert 100 < sup[name]["avg_line_bytes"] < 1000
+    for name in ("e2e_nofsync", "e2e_fsync"):
+        e2e = sup[name]
+        _check_latency(e2e, name)
+        _check_latency(e2e["per_action_run"], f"{name}.per_action_run")
+        assert e2e["intact"] is True
+        assert e2e["statuses"] == {"executed": e2e["actions_per_run"] * e2e["runs"]}
+        assert e2e["records_per_action"] >= 4  # proposal, verdict, decision, outcome at least
+    for name in (
+        "ratio_target_nofsync",
+        "ratio_target_fsync",
+        "ratio_target_e2e_nofsync",
+        "ratio_seed_audit",
+        "ratio_seed_full",
+        "ratio_seed_full_fsync",
+    ):
+        assert _positive(sup[name]), name
+
+    ver = data["verify"]
+    assert ver["events"] == 10_000
+    assert 200 <= ver["avg_line_bytes"] <= 400
+    assert ver["bytes"] == round(ver["avg_line_bytes"] * ver["events"])
+    for name in ("ours", "naive"):
+        for key in RATE:
+            assert _positive(ver[name][key]), f"verify.{name}.{key}"
+        assert ver[name]["best_s"] <= ver[name]["median_s"]
+        assert ver[name]["best_eps"] >= ver[name]["median_eps"]
+    for name in ("target_eps", "ratio_target", "ratio_vs_naive", "generate_s"):
+        assert _positive(ver[name]), name
+
+
+def test_bench_rejects_an_unknown_suite() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "cua_tui.bench", "nonsense"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 2
+    assert "invalid choice" in proc.stderr

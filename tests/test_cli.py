@@ -1,0 +1,260 @@
+"""The command line: --help everywhere, headless runs and their exit codes, clear usage errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cua_tui.cli import main
+
+FORM = {
+    "turns": [
+        {
+            "text": "filling",
+            "actions": [
+                {"type": "click", "x": 250, "y": 182},
+                {"type": "type", "text": "cua-tui verified"},
+                {"type": "click", "x": 550, "y": 182},
+            ],
+        },
+    ],
+    "final_text": "done",
+}
+
+
+def write(tmp_path: Path, data: object, name: str = "script.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(data) if not isinstance(data, str) else data)
+    return path
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize("command", [[], ["run"], ["verify"], ["runs"], ["locate"], ["policy"]])
+def test_every_command_explains_itself(command: list[str]) -> None:
+    code, out = invoke(*command, "--help")
+    assert code == 0
+    assert "Usage:" in out
+    assert len(out.splitlines()) > 4
+
+
+def test_run_help_documents_exit_codes_and_on_confirm() -> None:
+    _, out = invoke("run", "--help")
+    assert "0 passed or finished" in out
+    assert "approver:CMD" in out
+
+
+def test_headless_run_passes_with_approvals(tmp_path: Path) -> None:
+    script = write(tmp_path, FORM)
+    code, out = invoke(
+        "run",
+        "--headless",
+        "--backend",
+        "sim",
+        "--agent",
+        f"script:{script}",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--on-confirm",
+        "approve",
+        "--task",
+        "fill the form",
+    )
+    assert code == 0, out
+    assert "status: passed" in out
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["status"] == "passed" and result["verified"] is True
+    assert json.loads((run_dir / "run.json").read_text())["task"] == "fill the form"
+
+
+def test_headless_default_rejects_and_run_fails(tmp_path: Path) -> None:
+    script = write(tmp_path, FORM)
+    code, out = invoke(
+        "run", "--headless", "--backend", "sim", "--agent", f"script:{script}", "--runs-dir", str(tmp_path / "runs")
+    )
+    assert code == 1
+    assert "declined: Declined by the user. Do not retry this action." in out
+    assert "status: failed" in out
+
+
+def test_dry_backend_finishes_without_verifier(tmp_path: Path) -> None:
+    script = write(tmp_path, FORM)
+    code, out = invoke(
+        "run",
+        "--headless",
+        "--backend",
+        "dry",
+        "--screen",
+        "800x600",
+        "--agent",
+        f"script:{script}",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--on-confirm",
+        "approve",
+    )
+    assert code == 0, out
+    assert "status: finished" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--screen", "huge"], "is not WIDTHxHEIGHT"),
+        (["--policy", "{missing}"], "cannot read it"),
+        (["--agent", "script:{missing}"], "cannot read it"),
+        (["--agent", "script:{notjson}"], "not valid JSON (line 1"),
+        (["--agent", "script:{badshape}"], '"turns" must be a list'),
+        (["--on-confirm", "maybe"], "--on-confirm must be"),
+        (["--audit-key", "{missing}"], "audit key"),
+        (["--backend", "local"], "not part of this build yet"),
+        (["--agent", "openai"], "not part of this build yet"),
+    ],
+)
+def test_bad_usage_exits_2_with_a_clear_message(tmp_path: Path, args: list[str], message: str) -> None:
+    paths = {
+        "missing": str(tmp_path / "nope"),
+        "notjson": str(write(tmp_path, "{turns", "bad.json")),
+        "badshape": str(write(tmp_path, {"turns": {}}, "shape.json")),
+    }
+    script = write(tmp_path, FORM)
+    base = [
+        "run",
+        "--headless",
+        "--backend",
+        "sim",
+        "--agent",
+        f"script:{script}",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+    ]
+    code, out = invoke(*base, *[a.format(**paths) for a in args])
+    assert code == 2, out
+    assert message in out
+    assert "Traceback" not in out
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_broken_policy_names_the_line(tmp_path: Path) -> None:
+    policy = write(tmp_path, 'version = 1\n\n[limits]\nmax_turns = "ten"\n', "p.toml")
+    code, out = invoke("policy", "--check", str(policy))
+    assert code == 2
+    assert "line 4" in out and "max_turns" in out
+    script = write(tmp_path, FORM)
+    code, out = invoke(
+        "run",
+        "--headless",
+        "--backend",
+        "sim",
+        "--agent",
+        f"script:{script}",
+        "--policy",
+        str(policy),
+        "--runs-dir",
+        str(tmp_path / "runs"),
+    )
+    assert code == 2 and "line 4" in out
+
+
+def test_limit_flags_override_policy(tmp_path: Path) -> None:
+    script = write(tmp_path, FORM)
+    code, out = invoke(
+        "run",
+        "--headless",
+        "--backend",
+        "sim",
+        "--agent",
+        f"script:{script}",
+        "--max-steps",
+        "1",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--on-confirm",
+        "approve",
+    )
+    assert code == 1
+    assert "status: limit" in out and "step limit of 1" in out
+
+
+def test_policy_print_is_the_builtin_policy_and_parses(tmp_path: Path) -> None:
+    code, out = invoke("policy", "--print")
+    assert code == 0
+    policy = write(tmp_path, out, "default.toml")
+    code, summary = invoke("policy", "--check", str(policy))
+    assert code == 0 and "confirm: type" in summary
+
+
+def test_runs_lists_runs_with_status_and_audit(tmp_path: Path) -> None:
+    script = write(tmp_path, FORM)
+    runs = tmp_path / "runs"
+    invoke(
+        "run",
+        "--headless",
+        "--backend",
+        "sim",
+        "--agent",
+        f"script:{script}",
+        "--runs-dir",
+        str(runs),
+        "--on-confirm",
+        "approve",
+        "--task",
+        "evil \x1b[2J task",
+    )
+    code, out = invoke("runs", "--runs-dir", str(runs))
+    assert code == 0
+    header, row = out.splitlines()
+    assert header.split() == ["RUN", "DATE", "TASK", "STATUS", "STEPS", "VERIFIED", "AUDIT"]
+    assert "passed" in row and "intact" in row and "yes" in row
+    assert "\x1b" not in out and "␛[2J" in out
+
+
+def test_sigint_is_the_kill_switch(tmp_path: Path) -> None:
+    """A real process: SIGINT while the run waits for a decision ends it `killed`, sealed, exit 1."""
+    script = write(tmp_path, FORM)
+    approver = tmp_path / "slow.py"
+    approver.write_text("import time\ntime.sleep(30)\n")
+    runs = tmp_path / "runs"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cua_tui.cli",
+            "run",
+            "--headless",
+            "--backend",
+            "sim",
+            "--agent",
+            f"script:{script}",
+            "--runs-dir",
+            str(runs),
+            "--on-confirm",
+            f"approver:{sys.executable} {approver}",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "CONFIRM" in line:
+            break
+    proc.send_signal(2)
+    rest = proc.communicate(timeout=20)[1]
+    assert proc.returncode == 1
+    assert "KILL SWITCH" in rest and "status: killed" in rest
+    (run_dir,) = runs.iterdir()
+    assert json.loads((run_dir / "result.json").read_text())["status"] == "killed"
+    code, _ = invoke("verify", str(run_dir))
+    assert code == 0
