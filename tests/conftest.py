@@ -42,14 +42,28 @@ class Run:
         return [(e.turn, e.index, e.status, e.message) for e in self.of(ev.Outcome)]
 
 
-def make_supervisor(tmp_path: Path, turns: list[dict[str, Any]], *, desktop: Desktop | None = None,
-                    approver: Approver | None = None, policy: Policy | None = None, final_text: str = "done",
-                    **config: Any) -> tuple[Supervisor, list[ev.Event], ScriptAgent]:
+def make_supervisor(
+    tmp_path: Path,
+    turns: list[dict[str, Any]],
+    *,
+    desktop: Desktop | None = None,
+    approver: Approver | None = None,
+    policy: Policy | None = None,
+    final_text: str = "done",
+    **config: Any,
+) -> tuple[Supervisor, list[ev.Event], ScriptAgent]:
     desktop = desktop or SimDesktop()
     agent = ScriptAgent(Script.from_data({"turns": turns, "final_text": final_text}))
     rundir = RunDir.create(tmp_path / "runs")
-    cfg = RunConfig(task=config.pop("task", "test task"), backend=desktop.name, agent="script", model=None,
-                    screen=desktop.size, policy=policy or Policy.default(), **config)
+    cfg = RunConfig(
+        task=config.pop("task", "test task"),
+        backend=desktop.name,
+        agent="script",
+        model=None,
+        screen=desktop.size,
+        policy=policy or Policy.default(),
+        **config,
+    )
     events: list[ev.Event] = []
     sup = Supervisor(cfg, desktop, agent, approver, rundir, listeners=(events.append,), fsync=False)
     return sup, events, agent
