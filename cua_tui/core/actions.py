@@ -398,7 +398,7 @@ def _int(value: Any, name: str, lo: int, hi: int) -> int:
     if type(value) is not int:  # rejects bool (a subclass of int), float, str, None
         raise ActionError("bad_type", f"{name} must be an integer, not {_type_name(value)} {_clip(value)}")
     if not lo <= value <= hi:
-        raise ActionError("out_of_range", f"{name}={value} is outside [{lo}, {hi}]")
+        raise ActionError("out_of_range", f"{name}={_clip(str(value), 24)} is outside [{lo}, {hi}]")
     return value
 
 

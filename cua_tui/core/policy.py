@@ -255,26 +255,20 @@ class Policy:
         return Decision(Verdict.ALLOW, f"{kind.value} is allowed", f"actions.{kind}")
 
     def _classify_chord(self, chord: str) -> Decision | None:
+        """Block patterns win over confirm patterns; among matches the most specific one names the rule."""
         if chord in self._key_cache:
             return self._key_cache[chord]
         result = None
-        for pattern in self.block_keys:
-            if chord_matches(pattern, chord):
-                result = Decision(
-                    Verdict.BLOCK,
-                    KEY_REASONS.get(pattern, f"{pattern} is blocked by the policy"),
-                    f"keys.block:{pattern}",
-                )
+        for verdict, patterns, fallback in (
+            (Verdict.BLOCK, self.block_keys, "is blocked by the policy"),
+            (Verdict.CONFIRM, self.confirm_keys, "needs a decision under this policy"),
+        ):
+            matches = [p for p in patterns if chord_matches(p, chord)]
+            if matches:
+                pattern = max(matches, key=lambda p: (p == chord, p.count("+")))
+                reason = KEY_REASONS.get(pattern, f"{pattern} {fallback}")
+                result = Decision(verdict, reason, f"keys.{verdict.value}:{pattern}")
                 break
-        else:
-            for pattern in self.confirm_keys:
-                if chord_matches(pattern, chord):
-                    result = Decision(
-                        Verdict.CONFIRM,
-                        KEY_REASONS.get(pattern, f"{pattern} needs a decision under this policy"),
-                        f"keys.confirm:{pattern}",
-                    )
-                    break
         self._key_cache[chord] = result
         return result
 
@@ -448,13 +442,21 @@ def _pattern(text: str) -> str:
 
 
 def chord_matches(pattern: str, chord: str) -> bool:
-    """True when ``chord`` is ``pattern``, or ``pattern`` is a lone modifier that ``chord`` uses."""
+    """True when ``chord`` presses ``pattern``: the same key with at least the pattern's modifiers
+    (so shift+Return is still Return, ctrl+alt+shift+t still ctrl+alt+t), or, for a lone modifier
+    pattern ("super"), any chord that uses it. Letters match regardless of case."""
     if pattern == chord:
         return True
+    chord_parts = chord.split("+")
     if pattern in MODIFIERS:
-        return pattern in chord.split("+")
-    # Letters match regardless of case: ctrl+alt+T is ctrl+alt+t.
-    return pattern.lower() == chord.lower() and len(chord.rsplit("+", 1)[-1]) == 1
+        return pattern in chord_parts
+    *pattern_mods, pattern_key = pattern.split("+")
+    *chord_mods, chord_key = chord_parts
+    if len(pattern_key) == 1 and len(chord_key) == 1:
+        same_key = pattern_key.lower() == chord_key.lower()
+    else:
+        same_key = pattern_key == chord_key
+    return same_key and set(pattern_mods) <= set(chord_mods)
 
 
 def _chords_of(action: Action) -> list[str]:

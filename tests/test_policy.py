@@ -1,0 +1,733 @@
+"""Policy: TOML file or built-in default -> Decision(allow | confirm | block) (cua_tui.core.policy)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cua_tui.core.actions import MODIFIERS, Action, Kind, make_chord, parse_anthropic, parse_openai
+from cua_tui.core.geometry import Scaling, Size
+from cua_tui.core.policy import DEFAULT_POLICY_TOML, Decision, Limits, Policy, PolicyError, Verdict
+
+S = Scaling.identity(Size(1024, 720))
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+TYPING_REASON = "typing counts as transmission: the text can leave the sandbox"
+
+
+@pytest.fixture(scope="module")
+def default() -> Policy:
+    return Policy.default()
+
+
+def openai(raw: dict[str, Any]) -> Action:
+    return parse_openai(raw, S)
+
+
+def key(text: str) -> Action:
+    return parse_anthropic("key", {"text": text}, S)
+
+
+def click(x: int, y: int, **extra: Any) -> Action:
+    return openai({"type": "click", "x": x, "y": y, **extra})
+
+
+def error_of(text: str, source: str = "p.toml") -> str:
+    with pytest.raises(PolicyError) as info:
+        Policy.from_toml(textwrap.dedent(text), source=source)
+    return str(info.value)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Built-in default
+# ---------------------------------------------------------------------------------------------------
+def test_default_policy_identity(default: Policy) -> None:
+    assert default.name == "default"
+    assert default.source == "built-in"
+    assert default.text == DEFAULT_POLICY_TOML
+    assert default.limits == Limits()
+    assert default.confirm == frozenset({Kind.TYPE})
+    assert default.withheld == frozenset({Kind.MOUSE_DOWN, Kind.MOUSE_UP, Kind.HOLD_KEY})
+    assert default.regions == ()
+
+
+def test_typing_needs_confirmation(default: Policy) -> None:
+    for action in (openai({"type": "type", "text": "hello"}), parse_anthropic("type", {"text": "hi"}, S)):
+        assert default.classify(action) == Decision(Verdict.CONFIRM, TYPING_REASON, "actions.type")
+
+
+@pytest.mark.parametrize(
+    ("action", "reason", "rule"),
+    [
+        (key("Return"), "Return usually submits a form or sends a message", "keys.confirm:Return"),
+        (key("ENTER"), "Return usually submits a form or sends a message", "keys.confirm:Return"),
+        (openai({"type": "keypress", "keys": ["ENTER"]}), "Return usually submits a form or sends a message",
+         "keys.confirm:Return"),
+        (key("KP_Enter"), "Enter usually submits a form or sends a message", "keys.confirm:KP_Enter"),
+        (key("ctrl+Return"), "ctrl+Return usually sends a message", "keys.confirm:ctrl+Return"),
+        (openai({"type": "keypress", "keys": ["CTRL", "ENTER"]}), "ctrl+Return usually sends a message",
+         "keys.confirm:ctrl+Return"),
+        (parse_anthropic("key", {"text": "Return", "repeat": 3}, S), "Return usually submits a form or sends a message",
+         "keys.confirm:Return"),
+    ],
+)  # fmt: skip
+def test_submit_keys_need_confirmation(default: Policy, action: Action, reason: str, rule: str) -> None:
+    assert default.classify(action) == Decision(Verdict.CONFIRM, reason, rule)
+
+
+@pytest.mark.parametrize(
+    ("action", "reason", "rule"),
+    [
+        (key("ctrl+alt+Delete"), "a system key combination (log out / restart)", "keys.block:ctrl+alt+Delete"),
+        (openai({"type": "keypress", "keys": ["CTRL", "ALT", "DEL"]}), "a system key combination (log out / restart)",
+         "keys.block:ctrl+alt+Delete"),
+        (key("super"), "the super key opens the system menu or launcher", "keys.block:super"),
+        (key("super+l"), "the super key opens the system menu or launcher", "keys.block:super"),
+        (openai({"type": "keypress", "keys": ["META"]}), "the super key opens the system menu or launcher",
+         "keys.block:super"),
+        (openai({"type": "keypress", "keys": ["win", "r"]}), "the super key opens the system menu or launcher",
+         "keys.block:super"),
+        (key("ctrl+alt+t"), "opens a terminal outside the browser", "keys.block:ctrl+alt+t"),
+        (key("ctrl+alt+T"), "opens a terminal outside the browser", "keys.block:ctrl+alt+t"),
+        (openai({"type": "keypress", "keys": ["ALT", "CTRL", "T"]}), "opens a terminal outside the browser",
+         "keys.block:ctrl+alt+t"),
+        (key("alt+F2"), "opens a run-command dialog", "keys.block:alt+F2"),
+        (key("ALT+f2"), "opens a run-command dialog", "keys.block:alt+F2"),
+        (key("alt+F4"), "closes the window", "keys.block:alt+F4"),
+        (key("F12"), "opens the browser's developer tools", "keys.block:F12"),
+        (key("ctrl+shift+I"), "opens the browser's developer tools", "keys.block:ctrl+shift+i"),
+        (key("ctrl+alt+BackSpace"), "ctrl+alt+BackSpace is blocked by the policy", "keys.block:ctrl+alt+BackSpace"),
+        (key("ctrl+alt+F3"), "ctrl+alt+F3 is blocked by the policy", "keys.block:ctrl+alt+F3"),
+        (key("ctrl+shift+Escape"), "ctrl+shift+Escape is blocked by the policy", "keys.block:ctrl+shift+Escape"),
+    ],
+)  # fmt: skip
+def test_system_keys_are_blocked(default: Policy, action: Action, reason: str, rule: str) -> None:
+    assert default.classify(action) == Decision(Verdict.BLOCK, reason, rule)
+
+
+def test_super_held_during_a_pointer_action_is_blocked(default: Policy) -> None:
+    expected = Decision(Verdict.BLOCK, "the super key opens the system menu or launcher", "keys.block:super")
+    assert default.classify(click(10, 10, keys=["SUPER"])) == expected
+    assert default.classify(click(10, 10, keys=["shift", "cmd"])) == expected
+    assert default.classify(parse_anthropic("left_click", {"coordinate": [5, 5], "text": "super"}, S)) == expected
+    assert default.classify(openai({"type": "scroll", "x": 1, "y": 1, "scroll_y": 100, "keys": ["meta"]})) == expected
+    drag = openai({"type": "drag", "path": [{"x": 1, "y": 1}, {"x": 9, "y": 9}], "keys": ["win"]})
+    assert default.classify(drag) == expected
+    # Other held modifiers are fine.
+    assert default.classify(click(10, 10, keys=["SHIFT"])).verdict is Verdict.ALLOW
+    assert default.classify(click(10, 10, keys=["ctrl", "alt"])).verdict is Verdict.ALLOW
+
+
+@given(
+    st.sets(st.sampled_from([m for m in MODIFIERS if m != "super"])), st.sampled_from(["a", "t", "Return", "F2", None])
+)
+@settings(max_examples=150, deadline=None)
+def test_any_chord_with_super_is_blocked(mods: set[str], last: str | None) -> None:
+    chord = make_chord([*mods, "super", *([last] if last else [])])
+    decision = Policy.default().classify(Action(Kind.KEYPRESS, chord=chord))
+    assert decision.verdict is Verdict.BLOCK
+    # super, or a more specific blocked chord it contains (ctrl+alt+super+t is still ctrl+alt+t)
+    assert decision.rule.startswith("keys.block:") and ("super" in decision.rule or "alt+" in decision.rule)
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        ("left_mouse_down", {}),
+        ("left_mouse_up", {"coordinate": [5, 5]}),
+        ("hold_key", {"text": "shift", "duration": 1}),
+    ],
+)
+def test_withheld_kinds_are_blocked(default: Policy, name: str, raw: dict[str, Any]) -> None:
+    action = parse_anthropic(name, raw, S)
+    kind = action.kind.value
+    assert default.classify(action) == Decision(
+        Verdict.BLOCK, f"{kind} actions are withheld by the policy", f"actions.{kind}"
+    )
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        click(1, 1),
+        click(1023, 719, button="right"),
+        click(5, 5, button="wheel"),
+        openai({"type": "double_click", "x": 1, "y": 1}),
+        parse_anthropic("triple_click", {"coordinate": [1, 1]}, S),
+        openai({"type": "move", "x": 1, "y": 1}),
+        openai({"type": "drag", "path": [{"x": 1, "y": 1}, {"x": 100, "y": 100}]}),
+        openai({"type": "scroll", "x": 1, "y": 1, "scroll_y": 300}),
+        parse_anthropic("scroll", {"scroll_direction": "up", "scroll_amount": 15}, S),
+        openai({"type": "screenshot"}),
+        openai({"type": "wait"}),
+        parse_anthropic("wait", {"duration": 10}, S),
+        parse_anthropic("cursor_position", {}, S),
+        parse_anthropic("zoom", {"region": [0, 0, 100, 100]}, S),
+        key("ctrl+a"),
+        key("Tab"),
+        key("shift+t"),
+        key("ctrl+alt+shift+Left"),
+    ],
+    ids=lambda a: a.describe(),
+)
+def test_ordinary_actions_are_allowed(default: Policy, action: Action) -> None:
+    kind = action.kind.value
+    assert default.classify(action) == Decision(Verdict.ALLOW, f"{kind} is allowed", f"actions.{kind}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Caps
+# ---------------------------------------------------------------------------------------------------
+def test_text_length_cap(default: Policy) -> None:
+    assert default.classify(openai({"type": "type", "text": "x" * 500})).verdict is Verdict.CONFIRM
+    assert default.classify(openai({"type": "type", "text": "x" * 501})) == Decision(
+        Verdict.BLOCK, "typed text of 501 characters exceeds the cap of 500", "limits.max_text_length"
+    )
+
+
+def test_wait_cap(default: Policy) -> None:
+    assert default.classify(parse_anthropic("wait", {"duration": 10}, S)).verdict is Verdict.ALLOW
+    assert default.classify(parse_anthropic("wait", {"duration": 10.5}, S)) == Decision(
+        Verdict.BLOCK, "10.5 s exceeds the cap of 10 s", "limits.max_wait_seconds"
+    )
+    assert default.classify(parse_anthropic("wait", {"duration": 120}, S)).rule == "limits.max_wait_seconds"
+
+
+def test_hold_key_wait_cap_when_hold_key_is_allowed() -> None:
+    policy = Policy.from_toml('[actions]\nallow = ["hold_key"]\n')
+    assert policy.classify(parse_anthropic("hold_key", {"text": "shift", "duration": 2}, S)).verdict is Verdict.ALLOW
+    assert policy.classify(parse_anthropic("hold_key", {"text": "shift", "duration": 11}, S)) == Decision(
+        Verdict.BLOCK, "11 s exceeds the cap of 10 s", "limits.max_wait_seconds"
+    )
+
+
+def test_scroll_cap(default: Policy) -> None:
+    assert default.classify(
+        parse_anthropic("scroll", {"scroll_direction": "down", "scroll_amount": 15}, S)
+    ).verdict is (Verdict.ALLOW)
+    expected = Decision(Verdict.BLOCK, "scrolling 16 notches exceeds the cap of 15", "limits.max_scroll")
+    assert default.classify(parse_anthropic("scroll", {"scroll_direction": "up", "scroll_amount": 16}, S)) == expected
+    assert default.classify(parse_anthropic("scroll", {"scroll_direction": "left", "scroll_amount": 16}, S)) == expected
+    assert default.classify(openai({"type": "scroll", "x": 1, "y": 1, "scroll_y": 1600})) == expected
+    assert default.classify(openai({"type": "scroll", "x": 1, "y": 1, "scroll_x": -1600})) == expected
+
+
+def test_drag_points_cap(default: Policy) -> None:
+    def drag(n: int) -> Action:
+        return openai({"type": "drag", "path": [{"x": i, "y": i} for i in range(n)]})
+
+    assert default.classify(drag(64)).verdict is Verdict.ALLOW
+    assert default.classify(drag(65)) == Decision(
+        Verdict.BLOCK, "a drag of 65 points exceeds the cap of 64", "limits.max_drag_points"
+    )
+
+
+def test_caps_win_over_confirmation_and_allowance() -> None:
+    policy = Policy.from_toml('[actions]\nallow = ["type", "wait"]\n')
+    assert policy.classify(openai({"type": "type", "text": "ok"})).verdict is Verdict.ALLOW
+    assert policy.classify(openai({"type": "type", "text": "x" * 501})).verdict is Verdict.BLOCK
+
+
+def test_with_limits_overrides(default: Policy) -> None:
+    tight = default.with_limits(max_text_length=5, max_wait_seconds=1, max_scroll=2, max_drag_points=3, max_turns=4)
+    assert tight.limits == dataclasses.replace(
+        Limits(), max_text_length=5, max_wait_seconds=1, max_scroll=2, max_drag_points=3, max_turns=4
+    )
+    assert default.limits == Limits()  # the original is untouched
+    assert tight.classify(openai({"type": "type", "text": "hello"})).verdict is Verdict.CONFIRM
+    assert tight.classify(openai({"type": "type", "text": "hello!"})) == Decision(
+        Verdict.BLOCK, "typed text of 6 characters exceeds the cap of 5", "limits.max_text_length"
+    )
+    assert tight.classify(parse_anthropic("wait", {"duration": 1.5}, S)).rule == "limits.max_wait_seconds"
+    assert tight.classify(parse_anthropic("scroll", {"scroll_direction": "up", "scroll_amount": 3}, S)).rule == (
+        "limits.max_scroll"
+    )
+    path = [{"x": i, "y": i} for i in range(4)]
+    assert tight.classify(openai({"type": "drag", "path": path})).rule == "limits.max_drag_points"
+    # None means "not given on the command line": the policy's value stays.
+    same = default.with_limits(max_turns=None, max_steps=None)
+    assert same.limits == default.limits
+    # Everything else carries over.
+    for name in ("name", "source", "text", "allow", "confirm", "confirm_keys", "block_keys", "regions"):
+        assert getattr(tight, name) == getattr(default, name)
+    assert tight.sha256 == default.sha256
+    assert "limits: 4 turns, 200 steps, 1800 s, text <= 5, wait <= 1 s, scroll <= 2" in tight.summary()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Regions
+# ---------------------------------------------------------------------------------------------------
+REGIONS_TOML = """\
+version = 1
+name = "regions"
+
+[[regions]]
+name = "send"
+x = 40
+y = 400
+width = 160
+height = 44
+verdict = "confirm"
+reason = "the Send button transmits the report"
+
+[[regions]]
+name = "delete"
+x = 800
+y = 20
+width = 200
+height = 40
+verdict = "block"
+reason = "deleting records is out of scope"
+
+[[regions]]
+name = "buy"
+x = 500
+y = 500
+width = 10
+height = 10
+"""
+
+
+@pytest.fixture(scope="module")
+def regional(tmp_path_factory: pytest.TempPathFactory) -> Policy:
+    path = tmp_path_factory.mktemp("policy") / "regions.toml"
+    path.write_text(REGIONS_TOML)
+    policy = Policy.load(path)
+    assert policy.source == str(path)
+    assert policy.name == "regions"
+    assert policy.text == REGIONS_TOML
+    return policy
+
+
+SEND = Decision(Verdict.CONFIRM, "the Send button transmits the report", "regions.send")
+DELETE = Decision(Verdict.BLOCK, "deleting records is out of scope", "regions.delete")
+
+
+@pytest.mark.parametrize("point", [(40, 400), (199, 443), (120, 420)])
+def test_click_in_send_region_confirms(regional: Policy, point: tuple[int, int]) -> None:
+    assert regional.classify(click(*point)) == SEND
+    assert regional.classify(parse_anthropic("double_click", {"coordinate": list(point)}, S)) == SEND
+
+
+@pytest.mark.parametrize("point", [(800, 20), (999, 59), (900, 40)])
+def test_click_in_block_region_blocks(regional: Policy, point: tuple[int, int]) -> None:
+    assert regional.classify(click(*point)) == DELETE
+    assert regional.classify(click(*point, button="right")) == DELETE
+
+
+@pytest.mark.parametrize("point", [(39, 400), (200, 400), (40, 399), (40, 444), (1000, 20), (799, 59), (0, 0)])
+def test_click_outside_regions_is_allowed(regional: Policy, point: tuple[int, int]) -> None:
+    assert regional.classify(click(*point)) == Decision(Verdict.ALLOW, "click is allowed", "actions.click")
+
+
+def test_region_without_reason_gets_a_default_reason(regional: Policy) -> None:
+    assert regional.classify(click(505, 505)) == Decision(
+        Verdict.CONFIRM, "the click lands in the 'buy' region", "regions.buy"
+    )
+
+
+def test_drag_entering_a_region_is_caught(regional: Policy) -> None:
+    through_send = openai({"type": "drag", "path": [{"x": 10, "y": 10}, {"x": 100, "y": 420}, {"x": 300, "y": 600}]})
+    assert regional.classify(through_send) == SEND
+    onto_delete = parse_anthropic("left_click_drag", {"start_coordinate": [10, 10], "coordinate": [850, 30]}, S)
+    assert regional.classify(onto_delete) == DELETE
+    from_delete = parse_anthropic("left_click_drag", {"start_coordinate": [850, 30], "coordinate": [10, 10]}, S)
+    assert regional.classify(from_delete) == DELETE
+    # Through both: block wins over confirm, whatever the order.
+    both = openai({"type": "drag", "path": [{"x": 100, "y": 420}, {"x": 850, "y": 30}]})
+    assert regional.classify(both) == DELETE
+    clear = openai({"type": "drag", "path": [{"x": 10, "y": 10}, {"x": 300, "y": 300}]})
+    assert regional.classify(clear).verdict is Verdict.ALLOW
+
+
+def test_key_block_wins_over_region_confirm(regional: Policy) -> None:
+    decision = regional.classify(click(100, 420, keys=["super"]))
+    assert (decision.verdict, decision.rule) == (Verdict.BLOCK, "keys.block:super")
+    # A region's confirm still applies with harmless held modifiers.
+    assert regional.classify(click(100, 420, keys=["shift"])) == SEND
+
+
+def test_region_block_wins_over_typing_confirm_and_other_pointer_kinds(regional: Policy) -> None:
+    assert regional.classify(openai({"type": "scroll", "x": 850, "y": 30, "scroll_y": 100})) == DELETE
+    assert regional.classify(openai({"type": "move", "x": 100, "y": 420})) == SEND
+    # Typing has no target: the kind's own rule decides.
+    assert regional.classify(openai({"type": "type", "text": "hi"})) == Decision(
+        Verdict.CONFIRM, TYPING_REASON, "actions.type"
+    )
+
+
+def test_overlapping_regions_block_wins() -> None:
+    policy = Policy.from_toml(
+        textwrap.dedent("""\
+        [[regions]]
+        name = "a"
+        x = 0
+        y = 0
+        width = 100
+        height = 100
+
+        [[regions]]
+        name = "b"
+        x = 50
+        y = 50
+        width = 100
+        height = 100
+        verdict = "block"
+        """)
+    )
+    assert policy.classify(click(75, 75)).rule == "regions.b"
+    assert policy.classify(click(25, 25)).rule == "regions.a"
+    assert policy.classify(click(125, 125)).rule == "regions.b"
+
+
+def test_regions_apply_through_scaling(regional: Policy) -> None:
+    # The model sees half the display: its (60, 210) is display (120, 420), inside "send".
+    half = Scaling(Size(2048, 1440), Size(1024, 720))
+    assert regional.classify(parse_openai({"type": "click", "x": 60, "y": 210}, half)) == SEND
+
+
+# ---------------------------------------------------------------------------------------------------
+# Identity of a policy: hash, summary, defaults
+# ---------------------------------------------------------------------------------------------------
+def test_sha256_is_stable_and_content_addressed(default: Policy) -> None:
+    assert default.sha256 == hashlib.sha256(DEFAULT_POLICY_TOML.encode()).hexdigest()
+    assert Policy.default().sha256 == default.sha256
+    assert Policy.from_toml(REGIONS_TOML).sha256 == Policy.from_toml(REGIONS_TOML, source="other").sha256
+    assert Policy.from_toml(REGIONS_TOML + "# a comment\n").sha256 != Policy.from_toml(REGIONS_TOML).sha256
+    assert re.fullmatch(r"[0-9a-f]{64}", default.sha256)
+
+
+def test_summary(default: Policy, regional: Policy) -> None:
+    lines = default.summary()
+    assert lines[0] == "policy default (built-in)"
+    assert "confirm: type" in lines
+    assert "withheld: hold_key, mouse_down, mouse_up" in lines
+    assert "keys needing a decision: Return, KP_Enter, ctrl+Return" in lines
+    assert "limits: 30 turns, 200 steps, 1800 s, text <= 500, wait <= 10 s, scroll <= 15" in lines
+    blocked = next(line for line in lines if line.startswith("blocked keys: "))
+    assert "ctrl+alt+Delete" in blocked and "super" in blocked and "alt+F2" in blocked
+    regional_lines = regional.summary()
+    assert "region send: confirm at 40,400 160x44" in regional_lines
+    assert "region delete: block at 800,20 200x40" in regional_lines
+
+
+def test_every_key_is_optional() -> None:
+    empty = Policy.from_toml("")
+    default = Policy.default()
+    assert empty.limits == default.limits
+    assert empty.allow == default.allow and empty.confirm == default.confirm
+    assert empty.confirm_keys == default.confirm_keys and empty.block_keys == default.block_keys
+    assert empty.name == "custom"
+
+
+def test_custom_lists_replace_the_defaults() -> None:
+    policy = Policy.from_toml(
+        textwrap.dedent("""\
+        [actions]
+        allow = ["click", "screenshot"]
+        confirm = ["keypress"]
+
+        [keys]
+        confirm = []
+        block = ["ctrl+w"]
+
+        [network]
+        allow_domains = ["Example.COM", "*.example.org", "10.0.0.1"]
+        """)
+    )
+    assert policy.classify(click(1, 1)).verdict is Verdict.ALLOW
+    assert policy.classify(key("a")) == Decision(
+        Verdict.CONFIRM, "keypress actions need a decision under this policy", "actions.keypress"
+    )
+    assert policy.classify(key("CTRL+W")) == Decision(
+        Verdict.BLOCK, "ctrl+w is blocked by the policy", "keys.block:ctrl+w"
+    )
+    assert policy.classify(key("super")).verdict is Verdict.CONFIRM  # only the listed keys are blocked now
+    assert policy.classify(openai({"type": "type", "text": "x"})) == Decision(
+        Verdict.BLOCK, "type actions are withheld by the policy", "actions.type"
+    )
+    assert policy.classify(openai({"type": "wait"})).verdict is Verdict.BLOCK
+    assert policy.allow_domains == ("example.com", "*.example.org", "10.0.0.1")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Broken files: a clear PolicyError naming the line
+# ---------------------------------------------------------------------------------------------------
+def test_invalid_toml_names_the_line() -> None:
+    message = error_of("""\
+        version = 1
+        [limits
+        max_turns = 3
+        """)
+    assert message.startswith("policy file p.toml, line 2")
+    assert "invalid TOML" in message
+
+
+def test_wrong_type_names_the_line() -> None:
+    message = error_of("""\
+        version = 1
+        name = "x"
+        [limits]
+        max_turns = "ten"
+        """)
+    # The same text the README shows as its example of an error.
+    assert message == "policy file p.toml, line 4: limits.max_turns: Expected `int`, got `str`"
+    assert "line 4" in message
+
+
+def test_bool_is_not_an_int_in_a_policy() -> None:
+    message = error_of("""\
+        [limits]
+        max_steps = true
+        """)
+    assert message == "policy file p.toml, line 2: limits.max_steps: Expected `int`, got `bool`"
+
+
+def test_unknown_key_names_its_line() -> None:
+    assert (
+        error_of("""\
+        version = 1
+        [limits]
+        max_turns = 5
+        max_turnz = 5
+        """)
+        == "policy file p.toml, line 4: limits.max_turnz: unknown key 'max_turnz'"
+    )
+    assert (
+        error_of("""\
+        version = 1
+        nmae = "x"
+        """)
+        == "policy file p.toml, line 2: nmae: unknown key 'nmae'"
+    )
+    message = error_of("""\
+        [limits]
+        max_turns = 5
+
+        [limtis]
+        max_steps = 5
+        """)
+    assert message.startswith("policy file p.toml, line 4: ") and "limtis" in message
+
+
+def test_unknown_action_kind_names_its_line() -> None:
+    message = error_of("""\
+        [actions]
+        allow = ["click"]
+        confirm = ["type"]
+        block = ["shell"]
+        """)
+    assert message.startswith("policy file p.toml, line 4: actions.block: unknown action kind 'shell'; known: click,")
+
+
+def test_unknown_key_name_names_its_line() -> None:
+    message = error_of("""\
+        [keys]
+        confirm = ["Return"]
+        block = ["ctrl+alt+Delete", "ctrl+bogus"]
+        """)
+    assert message == "policy file p.toml, line 3: keys.block: 'ctrl+bogus': unknown key name 'bogus'"
+    message = error_of("""\
+        [keys]
+        confirm = ["a+b"]
+        """)
+    assert message.startswith("policy file p.toml, line 2: keys.confirm: 'a+b': ")
+
+
+def test_bad_region_verdict_names_the_line_in_the_right_block() -> None:
+    message = error_of("""\
+        [[regions]]
+        name = "a"
+        x = 0
+        y = 0
+        width = 10
+        height = 10
+        verdict = "confirm"
+
+        [[regions]]
+        name = "b"
+        x = 0
+        y = 0
+        width = 10
+        height = 10
+        verdict = "maybe"
+        """)
+    assert message == "policy file p.toml, line 15: regions.1.verdict: region 'b': verdict must be 'confirm' or 'block'"
+
+
+def test_bad_region_field_names_the_line_in_the_right_block() -> None:
+    message = error_of("""\
+        [[regions]]
+        name = "a"
+        x = 0
+        y = 0
+        width = 10
+        height = 10
+
+        [[regions]]  # the second one
+        name = "b"
+        x = "left"
+        y = 0
+        width = 10
+        height = 10
+        """)
+    assert message == "policy file p.toml, line 10: regions.1.x: Expected `int`, got `str`"
+    message = error_of("""\
+        [[regions]]
+        name = "a"
+        x = 0
+        y = 0
+        width = 10
+        height = 10
+
+        [[regions]]
+        name = "b"
+        x = 0
+        y = 0
+        width = 0
+        height = 10
+        """)
+    assert message.startswith("policy file p.toml, line 12: regions.1.width: region 'b': needs")
+
+
+def test_region_missing_a_field_names_its_block() -> None:
+    message = error_of("""\
+        [[regions]]
+        name = "a"
+        x = 0
+        y = 0
+        width = 10
+        height = 10
+
+        [[regions]]
+        name = "b"
+        x = 0
+        width = 10
+        height = 10
+        """)
+    assert message.startswith("policy file p.toml, line 8: ")
+    assert "`y`" in message
+
+
+@pytest.mark.parametrize("name", ["max_turns", "max_steps", "deadline_seconds", "max_text_length", "max_scroll",
+                                  "max_drag_points"])  # fmt: skip
+def test_limits_must_be_positive(name: str) -> None:
+    for value in (0, -1):
+        message = error_of(f"""\
+            version = 1
+            [limits]
+            {name} = {value}
+            """)
+        assert message == f"policy file p.toml, line 3: limits.{name}: {name} must be at least 1"
+
+
+def test_other_limit_bounds() -> None:
+    assert error_of("[limits]\nmax_wait_seconds = 121\n") == (
+        "policy file p.toml, line 2: limits.max_wait_seconds: must be between 0 and 120"
+    )
+    assert error_of("[limits]\nmax_wait_seconds = nan\n").startswith("policy file p.toml, line 2:")
+    assert error_of("[limits]\nmax_tokens = -1\n").startswith("policy file p.toml, line 1: limits: ")
+    assert error_of("version = 2\n") == "policy file p.toml, line 1: version: unsupported version 2 (expected 1)"
+
+
+def test_kind_listed_twice_is_rejected() -> None:
+    message = error_of("""\
+        version = 1
+
+        [actions]
+        allow = ["click", "type"]
+        confirm = ["type"]
+        """)
+    assert message == "policy file p.toml, line 3: actions: an action kind is listed twice: type"
+    message = error_of("""\
+        [actions]
+        allow = ["click"]
+        block = ["click"]
+        """)
+    assert message.endswith("an action kind is listed twice: click")
+
+
+def test_bad_domain_is_rejected() -> None:
+    message = error_of("""\
+        [network]
+        allow_domains = ["exa mple.com"]
+        """)
+    assert (
+        message == "policy file p.toml, line 2: network.allow_domains: 'exa mple.com' is not a host name or IP address"
+    )
+
+
+def test_unreadable_files_are_policy_errors(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.toml"
+    with pytest.raises(PolicyError) as info:
+        Policy.load(missing)
+    assert str(info.value) == f"policy file {missing}: cannot read it (No such file or directory)"
+    with pytest.raises(PolicyError, match="cannot read it"):
+        Policy.load(tmp_path)  # a directory
+    binary = tmp_path / "binary.toml"
+    binary.write_bytes(b'version = 1\nname = "\xff\xfe"\n')
+    with pytest.raises(PolicyError) as info:
+        Policy.load(binary)
+    assert str(info.value) == f"policy file {binary}: not UTF-8 text"
+
+
+def test_load_reports_the_path(tmp_path: Path) -> None:
+    path = tmp_path / "broken.toml"
+    path.write_text("[limits]\nmax_turns = 0\n")
+    with pytest.raises(PolicyError) as info:
+        Policy.load(str(path))
+    assert str(info.value) == f"policy file {path}, line 2: limits.max_turns: max_turns must be at least 1"
+
+
+# ---------------------------------------------------------------------------------------------------
+# The README's example policy
+# ---------------------------------------------------------------------------------------------------
+def readme_policy_example() -> str:
+    text = README.read_text(encoding="utf-8") if README.exists() else ""
+    if "```toml" not in text:
+        pytest.skip("README.md has no ```toml block yet")
+    heading = re.search(r"^#+ .*Policy file.*$", text, re.MULTILINE)
+    assert heading, "README.md has TOML examples but no heading containing 'Policy file'"
+    block = re.compile(r"^```toml\n(.*?)^```", re.MULTILINE | re.DOTALL).search(text, heading.end())
+    assert block, "no ```toml block after the README's 'Policy file' heading"
+    return block.group(1)
+
+
+def test_readme_example_policy_parses() -> None:
+    example = readme_policy_example()
+    policy = Policy.from_toml(example, source="README.md")
+    # The README promises a complete example: every section of the format appears.
+    for section in ("[limits]", "[actions]", "[keys]", "[[regions]]", "[network]"):
+        assert section in example, f"the README example has no {section} section"
+    # It behaves as written: each region gets its own verdict for a click at its centre.
+    assert policy.regions
+    for region in policy.regions:
+        decision = policy.classify(
+            Action(Kind.CLICK, point=(region.x + region.width // 2, region.y + region.height // 2))
+        )
+        assert (decision.verdict, decision.rule) == (region.verdict, f"regions.{region.name}")
+    assert policy.classify(Action(Kind.KEYPRESS, chord="ctrl+alt+Delete")).verdict is Verdict.BLOCK
+
+
+@pytest.mark.parametrize(
+    ("chord", "verdict", "rule"),
+    [
+        ("shift+Return", Verdict.CONFIRM, "keys.confirm:Return"),
+        ("alt+KP_Enter", Verdict.CONFIRM, "keys.confirm:KP_Enter"),
+        ("ctrl+shift+Return", Verdict.CONFIRM, "keys.confirm:ctrl+Return"),
+        ("ctrl+alt+shift+t", Verdict.BLOCK, "keys.block:ctrl+alt+t"),
+        ("shift+F12", Verdict.BLOCK, "keys.block:F12"),
+        ("ctrl+t", Verdict.ALLOW, "actions.keypress"),
+    ],
+)
+def test_extra_modifiers_do_not_escape_a_key_rule(chord: str, verdict: Verdict, rule: str) -> None:
+    decision = Policy.default().classify(Action(Kind.KEYPRESS, chord=chord))
+    assert (decision.verdict, decision.rule) == (verdict, rule)
