@@ -43,17 +43,119 @@ def main() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------
-# run
+# run / demo
 # ---------------------------------------------------------------------------------------------------
+def _lab_names() -> list[str]:
+    from .labs import LABS
+
+    return list(LABS)
+
+
+def _execute(
+    *,
+    task: str,
+    backend: str,
+    screen: str,
+    agent_spec: str | None,
+    script_data: dict | None,
+    agent_label: str | None,
+    lab_name: str | None,
+    url: str | None,
+    allow_domains: tuple[str, ...],
+    policy_path: Path | None,
+    runs_dir: Path | None,
+    limits: dict,
+    audit_key: Path | None,
+    on_confirm: str,
+) -> None:
+    """Build everything from the flags, run headless, exit with the run's status code."""
+    from .agents.script import Script, ScriptAgent, ScriptError
+    from .approvers import headless_approver
+    from .core.audit import AuditKey, KeyError_
+    from .core.geometry import Size
+    from .core.policy import Policy, PolicyError
+    from .core.rundir import RunDir
+    from .core.supervisor import RunConfig, Supervisor
+    from .factory import UnavailableError, make_agent, make_desktop, versions
+    from .headless import printer
+
+    settings = _settings()
+    try:
+        size = Size.parse(screen)
+    except ValueError as exc:
+        raise UsageFailure(str(exc)) from None
+    lab = None
+    if lab_name:
+        from .labs import get_lab
+
+        try:
+            lab = get_lab(lab_name)
+        except ValueError as exc:
+            raise UsageFailure(str(exc)) from None
+    try:
+        path = policy_path or settings.policy
+        policy = Policy.load(path) if path else Policy.default()
+        policy = policy.with_limits(**limits)
+        if lab is not None:
+            policy = policy.with_regions(lab.regions())
+    except PolicyError as exc:
+        raise UsageFailure(str(exc)) from None
+    try:
+        key = AuditKey.load(audit_key) if audit_key else None
+    except KeyError_ as exc:
+        raise UsageFailure(str(exc)) from None
+    if key is not None and not key.can_sign:
+        raise UsageFailure(f"audit key {audit_key}: a public key cannot sign; pass the private key or an HMAC secret")
+    try:
+        approver = headless_approver(on_confirm)
+        if script_data is not None:
+            agent = ScriptAgent(Script.from_data(script_data, source=agent_label or "<script>"))
+            label = agent_label or "script"
+        else:
+            assert agent_spec is not None
+            agent, label = make_agent(agent_spec)
+        desktop = make_desktop(backend, size, lab=lab, url=url, allow_domains=(*policy.allow_domains, *allow_domains))
+    except (ValueError, ScriptError, UnavailableError) as exc:
+        raise UsageFailure(str(exc)) from None
+    runs = runs_dir or settings.runs_dir
+    try:
+        rundir = RunDir.create(runs)
+    except OSError as exc:
+        raise UsageFailure(f"runs directory {runs}: {exc.strerror or exc}") from None
+    extra = {
+        "lab": lab_name,
+        "url": url,
+        "allow_domains": list(allow_domains),
+        "lab_regions": lab.regions() if lab is not None else [],
+    }
+    config = RunConfig(
+        task=task or (lab.task if lab is not None else "scripted run"),
+        backend=backend,
+        agent=label,
+        model=agent.model,
+        screen=size,
+        policy=policy,
+        audit_key=key,
+        extra=extra,
+        versions=versions(),
+    )
+    supervisor = Supervisor(config, desktop, agent, approver, rundir, listeners=(printer(sys.stderr),))
+    click.echo(f"run {rundir.run_id} · {rundir.path}", err=True)
+    result = _run_with_interrupt(supervisor)
+    click.echo(f"status: {result.status} · {result.reason}", err=True)
+    click.echo(f"run directory: {result.path}", err=True)
+    sys.exit(result.exit_code)
+
+
 @main.command()
-@click.option("--task", default="", help="What the agent should do (sent to the model).")
+@click.option("--task", default="", help="What the agent should do (sent to the model; a lab has its own).")
 @click.option(
     "--backend",
     default="local",
     show_default=True,
     type=click.Choice(["local", "cwsandbox", "docker", "dry", "sim"]),
-    help="Desktop: local Xvfb+Chromium, CoreWeave sandbox, Docker, dry (executes nothing, validates "
-    "against a blank screen) or sim (in-process simulated form app).",
+    help="Desktop: local Xvfb+Chromium (needs --lab or --url), CoreWeave sandbox, Docker, dry (executes "
+    "nothing, validates against a blank screen) or sim (in-process simulated form app).",
 )
 @click.option("--screen", default="1024x720", show_default=True, help="Screen size WIDTHxHEIGHT.")
 @click.option(
@@ -65,8 +167,19 @@ def main() -> None:
 )
 @click.option("--model", default=None, help="Model name for openai/anthropic agents.")
 @click.option("--base-url", default=None, help="API base URL for the model (any compatible server).")
-@click.option("--lab", default=None, help="Fixture application to start on the desktop.")
-@click.option("--url", default=None, help="Page to open on the desktop.")
+@click.option(
+    "--lab",
+    "lab_name",
+    default=None,
+    help="Fixture application with its own verifier (local desktop): form, search-export or injection.",
+)
+@click.option("--url", default=None, help="Page to open on the local desktop (its origin is allowed).")
+@click.option(
+    "--allow-domain",
+    "allow_domains",
+    multiple=True,
+    help="Also let the browser reach this host (repeatable; *.example.org for subdomains).",
+)
 @click.option(
     "--policy",
     "policy_path",
@@ -101,8 +214,9 @@ def run(
     agent_spec: str,
     model: str | None,
     base_url: str | None,
-    lab: str | None,
+    lab_name: str | None,
     url: str | None,
+    allow_domains: tuple[str, ...],
     policy_path: Path | None,
     runs_dir: Path | None,
     max_turns: int | None,
@@ -119,65 +233,89 @@ def run(
     transcript.jsonl, result.json) is written under --runs-dir. Exit status: 0 passed or finished, 1 any
     other end (failed, killed, limit, error), 2 bad usage or configuration.
     """
-    from .agents.script import ScriptError
-    from .approvers import headless_approver
-    from .core.audit import AuditKey, KeyError_
-    from .core.geometry import Size
-    from .core.policy import Policy, PolicyError
-    from .core.rundir import RunDir
-    from .core.supervisor import RunConfig, Supervisor
-    from .factory import UnavailableError, make_agent, make_desktop, versions
-    from .headless import printer
-
-    settings = _settings()
-    try:
-        size = Size.parse(screen)
-    except ValueError as exc:
-        raise UsageFailure(str(exc)) from None
-    try:
-        path = policy_path or settings.policy
-        policy = Policy.load(path) if path else Policy.default()
-        policy = policy.with_limits(max_turns=max_turns, max_steps=max_steps, deadline_seconds=deadline)
-    except PolicyError as exc:
-        raise UsageFailure(str(exc)) from None
-    try:
-        key = AuditKey.load(audit_key) if audit_key else None
-    except KeyError_ as exc:
-        raise UsageFailure(str(exc)) from None
-    if key is not None and not key.can_sign:
-        raise UsageFailure(f"audit key {audit_key}: a public key cannot sign; pass the private key or an HMAC secret")
     if not headless:
         raise UsageFailure("the TUI is not part of this build yet: add --headless")
-    if lab or url or model or base_url:
-        unused = [n for n, v in (("--lab", lab), ("--url", url), ("--model", model), ("--base-url", base_url)) if v]
-        raise UsageFailure(f"{', '.join(unused)}: not supported by {backend}/{agent_spec} in this build")
-    try:
-        approver = headless_approver(on_confirm)
-        agent, agent_label = make_agent(agent_spec)
-        desktop = make_desktop(backend, size)
-    except (ValueError, ScriptError, UnavailableError) as exc:
-        raise UsageFailure(str(exc)) from None
-    runs = runs_dir or settings.runs_dir
-    try:
-        rundir = RunDir.create(runs)
-    except OSError as exc:
-        raise UsageFailure(f"runs directory {runs}: {exc.strerror or exc}") from None
-    config = RunConfig(
-        task=task or "scripted run",
+    if model or base_url:
+        unused = [n for n, v in (("--model", model), ("--base-url", base_url)) if v]
+        raise UsageFailure(f"{', '.join(unused)}: not supported by the {agent_spec} agent in this build")
+    if lab_name and url:
+        raise UsageFailure("--lab and --url: choose one")
+    _execute(
+        task=task,
         backend=backend,
-        agent=agent_label,
-        model=agent.model,
-        screen=size,
-        policy=policy,
-        audit_key=key,
-        versions=versions(),
+        screen=screen,
+        agent_spec=agent_spec,
+        script_data=None,
+        agent_label=None,
+        lab_name=lab_name,
+        url=url,
+        allow_domains=allow_domains,
+        policy_path=policy_path,
+        runs_dir=runs_dir,
+        limits={"max_turns": max_turns, "max_steps": max_steps, "deadline_seconds": deadline},
+        audit_key=audit_key,
+        on_confirm=on_confirm,
     )
-    supervisor = Supervisor(config, desktop, agent, approver, rundir, listeners=(printer(sys.stderr),))
-    click.echo(f"run {rundir.run_id} · {rundir.path}", err=True)
-    result = _run_with_interrupt(supervisor)
-    click.echo(f"status: {result.status} · {result.reason}", err=True)
-    click.echo(f"run directory: {result.path}", err=True)
-    sys.exit(result.exit_code)
+
+
+@main.command()
+@click.option("--lab", "lab_name", default="form", show_default=True, help="Which lab: form, search-export, injection.")
+@click.option("--runs-dir", type=click.Path(path_type=Path), default=None, help="Where run directories go.")
+@click.option("--screen", default="1024x720", show_default=True, help="Screen size WIDTHxHEIGHT.")
+@click.option("--headless", is_flag=True, help="No TUI: print events as lines and decide with --on-confirm.")
+@click.option(
+    "--on-confirm",
+    default=None,
+    help="Headless decisions: ask (default on a terminal), reject (default otherwise), approve, or approver:CMD.",
+)
+@click.option("--script-variant", default=None, hidden=True, help="Another scripted variant of the lab (tests).")
+def demo(
+    lab_name: str,
+    runs_dir: Path | None,
+    screen: str,
+    headless: bool,
+    on_confirm: str | None,
+    script_variant: str | None,
+) -> None:
+    """Offline first run: the local desktop, a lab, and that lab's SCRIPTED agent (no model, no key).
+
+    The scripted turns solve the lab; they still stop at every confirmation point like any run, and the
+    lab's own server decides whether the run passed. Exit status as for `run`.
+    """
+    import json
+
+    from .labs import get_lab
+
+    try:
+        lab = get_lab(lab_name)
+    except ValueError as exc:
+        raise UsageFailure(str(exc)) from None
+    script_file = lab.script_file(script_variant)
+    if on_confirm is None:
+        on_confirm = "ask" if sys.stdin.isatty() else "reject"
+    if not headless:
+        click.echo("note: the TUI is not part of this build yet; running headless", err=True)
+    click.echo(
+        f"SCRIPTED DEMO · lab {lab_name} · agent: recorded turns from {script_file.name} "
+        f"(no model, no API key) · decisions: {on_confirm}",
+        err=True,
+    )
+    _execute(
+        task=lab.task,
+        backend="local",
+        screen=screen,
+        agent_spec=None,
+        script_data=json.loads(script_file.read_text()),
+        agent_label=f"script:{script_file} (scripted demo)",
+        lab_name=lab_name,
+        url=None,
+        allow_domains=(),
+        policy_path=None,
+        runs_dir=runs_dir,
+        limits={},
+        audit_key=None,
+        on_confirm=on_confirm,
+    )
 
 
 def _run_with_interrupt(supervisor):

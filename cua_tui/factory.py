@@ -5,20 +5,31 @@ from __future__ import annotations
 
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from .agents.script import Script, ScriptAgent
 from .core.geometry import Size
 from .core.ports import Agent, Desktop
 
 BACKENDS = ("local", "cwsandbox", "docker", "dry", "sim")
-AVAILABLE_BACKENDS = ("dry", "sim")
+AVAILABLE_BACKENDS = ("local", "dry", "sim")
 
 
 class UnavailableError(ValueError):
     """A backend or agent that this build cannot provide (yet, or on this machine)."""
 
 
-def make_desktop(name: str, size: Size) -> Desktop:
+def make_desktop(
+    name: str, size: Size, *, lab: Any = None, url: str | None = None, allow_domains: tuple[str, ...] = ()
+) -> Desktop:
+    if name == "local":
+        from .desktops.local import LocalDesktop
+
+        if lab is None and not url:
+            raise UnavailableError("the local desktop needs --lab NAME or --url URL")
+        return LocalDesktop(size, lab=lab, url=url, allow_domains=allow_domains)
+    if lab is not None or url:
+        raise UnavailableError(f"--lab and --url need the local desktop, not {name!r}")
     if name == "dry":
         from .desktops.dry import DryDesktop
 

@@ -14,7 +14,10 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 
 # --- Debian packages, installed only when missing ------------------------------------------------------
 DEB_BASE=(ca-certificates)
-DEB_TEST=(tmux)
+# The embedded local desktop: Xvfb, a window manager, Chromium, isolation (bubblewrap), the proxy relay.
+DEB_DESKTOP=(xvfb xauth x11-utils openbox chromium bubblewrap socat fonts-dejavu-core util-linux)
+# Tests also drive the real binaries in tmux, and the seeds' way (xdotool, scrot) for the benchmark.
+DEB_TEST=(tmux xdotool scrot iproute2 curl)
 deb_install() {
   local missing=()
   for pkg in "$@"; do
@@ -28,6 +31,14 @@ deb_install() {
     log "installing Debian packages: ${missing[*]}"
     DEBIAN_FRONTEND=noninteractive apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+}
+
+# --- The unprivileged user the browser runs as ---------------------------------------------------------------
+ensure_sandbox_user() {
+  if [ "$(id -u)" -eq 0 ] && ! id cua-sandbox >/dev/null 2>&1; then
+    log "creating the unprivileged user cua-sandbox (the browser runs as it)"
+    useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin cua-sandbox
   fi
 }
 
@@ -48,7 +59,8 @@ find_python() {
 # --- uv, then the locked environment ------------------------------------------------------------------------
 UV_VERSION=0.13.9
 ensure_env() {
-  deb_install "${DEB_BASE[@]}"
+  deb_install "${DEB_BASE[@]}" "${DEB_DESKTOP[@]}"
+  ensure_sandbox_user
   local py
   if ! py="$(find_python)"; then
     deb_install python3 python3-venv python3-pip || true
@@ -76,7 +88,7 @@ case "$job" in
     ensure_env ;;
   demo)
     ensure_env
-    exec .venv/bin/python -m cua_tui.demo_sim "$@" ;;
+    exec .venv/bin/cua-tui demo "$@" ;;
   test)
     deb_install "${DEB_TEST[@]}"
     ensure_env
@@ -87,6 +99,7 @@ case "$job" in
     # pytest's 5 means "no tests collected": that is a failure of the suite, never a pass.
     exit "$rc" ;;
   bench)
+    deb_install "${DEB_TEST[@]}"
     ensure_env
     exec .venv/bin/python -m cua_tui.bench "$@" ;;
   *)

@@ -117,7 +117,9 @@ def test_dry_backend_finishes_without_verifier(tmp_path: Path) -> None:
         (["--agent", "script:{badshape}"], '"turns" must be a list'),
         (["--on-confirm", "maybe"], "--on-confirm must be"),
         (["--audit-key", "{missing}"], "audit key"),
-        (["--backend", "local"], "not part of this build yet"),
+        (["--backend", "local"], "needs --lab NAME or --url URL"),
+        (["--backend", "cwsandbox"], "not part of this build yet"),
+        (["--backend", "local", "--lab", "nope"], "unknown lab"),
         (["--agent", "openai"], "not part of this build yet"),
     ],
 )

@@ -10,7 +10,9 @@ A broken file raises ``PolicyError`` whose message names the file and the line.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -415,19 +417,19 @@ class Policy:
         """A copy with some limits overridden (command-line flags)."""
         values = {f: getattr(self.limits, f) for f in Limits.__dataclass_fields__}
         values.update({k: v for k, v in changes.items() if v is not None})
-        return Policy(
-            self.name,
-            self.source,
-            self.text,
-            Limits(**values),
-            self.allow,
-            self.confirm,
-            self.confirm_keys,
-            self.block_keys,
-            self.regions,
-            self.allow_domains,
-            self.description,
+        return dataclasses.replace(self, limits=Limits(**values), _key_cache={})
+
+    def with_regions(self, regions: list[dict[str, Any]]) -> Policy:
+        """A copy with extra marked regions (a lab's risky buttons), validated like a file's."""
+        if not regions:
+            return self
+        # JSON strings and integers are valid TOML values: build the same text a file would hold.
+        text = "".join(
+            "[[regions]]\n" + "".join(f"{key} = {json.dumps(value)}\n" for key, value in region.items())
+            for region in regions
         )
+        extra = Policy.from_toml(text, source=f"{self.source} (regions)")
+        return dataclasses.replace(self, regions=self.regions + extra.regions, _key_cache={})
 
 
 _DOMAIN_RE = re.compile(

@@ -71,7 +71,10 @@ class Verification:
 @runtime_checkable
 class Desktop(Protocol):
     """A sandboxed desktop. ``release_all`` and ``stop`` must be safe from any thread at any moment,
-    idempotent, and must make any input still in flight a no-op."""
+    idempotent, and must make any input still in flight a no-op.
+
+    Optional: ``bind_events(sink)``, called before ``start``, for desktops that produce events of their
+    own (the local desktop's egress proxy); ``sink`` takes core events and records them in the run."""
 
     name: str
     size: Size

@@ -277,6 +277,9 @@ class Supervisor:
         self._deadline_timer.daemon = True
         self._deadline_timer.start()
         self._set_phase("starting", f"starting the {cfg.backend} desktop")
+        bind = getattr(self.desktop, "bind_events", None)
+        if callable(bind):  # desktops with their own events (egress proxy) record them in this run's log
+            bind(self._emit_safe)
         self._call(self.desktop.start)
         frame = self._capture(purpose="initial")
         self._set_phase("waiting_model", "waiting for the model")

@@ -1,0 +1,345 @@
+"""In-process X11 capture (mss, XShm) and input (XTEST through python-xlib), with settle detection.
+
+One ``X11Session`` per display. Input goes through one python-xlib connection guarded by a lock that is
+held per event, never across a whole action, so ``release_all`` and ``stop`` from another thread get in
+between two key strokes; once stopped, every further input call is a no-op.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import mss
+import mss.tools
+from Xlib import XK, X, display
+from Xlib.ext import xtest
+
+from ..core.actions import MODIFIERS, Action, Kind
+from ..core.geometry import Size
+from ..core.ports import DesktopError, Frame, StepResult
+
+XK.load_keysym_group("xf86")
+
+BUTTONS = {"left": 1, "middle": 2, "right": 3, "back": 8, "forward": 9}
+MODIFIER_KEYSYMS = {"ctrl": "Control_L", "alt": "Alt_L", "shift": "Shift_L", "super": "Super_L"}
+_ENV_LOCK = threading.Lock()
+
+
+@contextmanager
+def xauthority(path: str) -> Iterator[None]:
+    """python-xlib reads XAUTHORITY from the environment when it connects; point it at our cookie briefly."""
+    with _ENV_LOCK:
+        old = os.environ.get("XAUTHORITY")
+        os.environ["XAUTHORITY"] = path
+        try:
+            yield
+        finally:
+            if old is None:
+                os.environ.pop("XAUTHORITY", None)
+            else:
+                os.environ["XAUTHORITY"] = old
+
+
+def grant_local_user(display_name: str, cookie_file: str, user: str) -> None:
+    """Let ``user``'s processes connect without the cookie (server-interpreted localuser access)."""
+    with xauthority(cookie_file):
+        d = display.Display(display_name)
+    try:
+        d.change_hosts(X.HostInsert, 5, b"localuser\x00" + user.encode())  # 5: FamilyServerInterpreted
+        d.sync()
+    finally:
+        d.close()
+
+
+class X11Session:
+    """Capture and input on one X display."""
+
+    def __init__(self, display_name: str, size: Size, *, png_level: int = 1) -> None:
+        self.display_name = display_name
+        self.size = size
+        self.png_level = png_level
+        self._local = threading.local()  # mss instances are per thread
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self._pressed_keys: set[int] = set()
+        self._pressed_buttons: set[int] = set()
+        self._scratch: int | None = None
+        try:
+            self._d = display.Display(display_name)
+        except Exception as exc:
+            raise DesktopError(f"cannot connect to X display {display_name}: {exc}", fatal=True) from None
+        self._keymap = self._read_keymap()
+
+    # ------------------------------------------------------------------------------------------------
+    # Capture
+    # ------------------------------------------------------------------------------------------------
+    def _mss(self) -> mss.base.MSSBase:
+        grabber = getattr(self._local, "mss", None)
+        if grabber is None:
+            grabber = mss.MSS(display=self.display_name)
+            self._local.mss = grabber
+        return grabber
+
+    def grab_raw(self, region: tuple[int, int, int, int] | None = None) -> mss.screenshot.ScreenShot:
+        if self._stopped.is_set():
+            raise DesktopError("the desktop was stopped", fatal=True)
+        try:
+            grabber = self._mss()
+            if region is None:
+                return grabber.grab(grabber.monitors[1])
+            x0, y0, x1, y1 = region
+            return grabber.grab({"left": x0, "top": y0, "width": x1 - x0, "height": y1 - y0})
+        except DesktopError:
+            raise
+        except Exception as exc:
+            raise DesktopError(f"screen capture failed: {exc}", fatal=True) from None
+
+    def encode(self, shot: mss.screenshot.ScreenShot) -> Frame:
+        png = mss.tools.to_png(shot.rgb, shot.size, level=self.png_level)
+        assert png is not None
+        return Frame(png, shot.width, shot.height)
+
+    def screenshot(self) -> Frame:
+        return self.encode(self.grab_raw())
+
+    def settled_screenshot(self, *, quiet: float = 0.012, first_change: float = 0.035, limit: float = 0.4) -> Frame:
+        """A capture taken once the screen stopped changing after input.
+
+        Polls raw grabs (a few ms each): once a change has been seen, returns when the screen stayed the
+        same for ``quiet`` seconds; if nothing changes within ``first_change`` seconds, returns that frame.
+        ``limit`` caps the wait (a blinking caret or an animation never settles).
+        """
+        start = time.perf_counter()
+        before = self.grab_raw()
+        last, last_change, changed = before.raw, start, False
+        shot = before
+        while True:
+            self._stopped.wait(0.004)
+            shot = self.grab_raw()
+            now = time.perf_counter()
+            if shot.raw != last:
+                changed, last, last_change = True, shot.raw, now
+            elif changed and now - last_change >= quiet:
+                break
+            if not changed and now - start >= first_change:
+                break
+            if now - start >= limit:
+                break
+        return self.encode(shot)
+
+    # ------------------------------------------------------------------------------------------------
+    # Input
+    # ------------------------------------------------------------------------------------------------
+    def _read_keymap(self) -> dict[int, tuple[int, bool]]:
+        """keysym -> (keycode, needs shift) for the current keyboard mapping."""
+        d = self._d
+        first = d.display.info.min_keycode
+        count = d.display.info.max_keycode - first + 1
+        table: dict[int, tuple[int, bool]] = {}
+        for offset, syms in enumerate(d.get_keyboard_mapping(first, count)):
+            for index, sym in enumerate(syms[:2]):
+                if sym and sym not in table:
+                    table[sym] = (first + offset, index == 1)
+            if self._scratch is None and not any(syms):
+                self._scratch = first + offset
+        return table
+
+    def _event(self, kind: int, detail: int = 0, x: int | None = None, y: int | None = None) -> None:
+        with self._lock:
+            if self._stopped.is_set():
+                raise DesktopError("the desktop was stopped", fatal=True)
+            if x is not None and y is not None:
+                xtest.fake_input(self._d, kind, x=x, y=y)
+            else:
+                xtest.fake_input(self._d, kind, detail)
+            if kind == X.KeyPress:
+                self._pressed_keys.add(detail)
+            elif kind == X.KeyRelease:
+                self._pressed_keys.discard(detail)
+            elif kind == X.ButtonPress:
+                self._pressed_buttons.add(detail)
+            elif kind == X.ButtonRelease:
+                self._pressed_buttons.discard(detail)
+            self._d.sync()
+
+    def _keycode(self, keysym: int) -> tuple[int, bool]:
+        if keysym in self._keymap:
+            return self._keymap[keysym]
+        if self._scratch is None:
+            raise DesktopError(f"no free keycode to type keysym {keysym:#x}")
+        with self._lock:  # borrow a spare keycode for a character the keymap lacks (as xdotool does)
+            self._d.change_keyboard_mapping(self._scratch, [(keysym, keysym)])
+            self._d.sync()
+        time.sleep(0.01)  # clients must see the MappingNotify before the key event
+        return self._scratch, False
+
+    def _tap(self, keysym: int) -> None:
+        code, shift = self._keycode(keysym)
+        shift_code = self._keymap[XK.string_to_keysym("Shift_L")][0]
+        if shift:
+            self._event(X.KeyPress, shift_code)
+        self._event(X.KeyPress, code)
+        self._event(X.KeyRelease, code)
+        if shift:
+            self._event(X.KeyRelease, shift_code)
+
+    def move(self, x: int, y: int) -> None:
+        self._event(X.MotionNotify, x=x, y=y)
+
+    def button(self, number: int, press: bool) -> None:
+        self._event(X.ButtonPress if press else X.ButtonRelease, number)
+
+    def click(self, x: int, y: int, button: str = "left", count: int = 1) -> None:
+        self.move(x, y)
+        for _ in range(count):
+            self.button(BUTTONS[button], True)
+            self.button(BUTTONS[button], False)
+
+    def press_modifiers(self, mods: tuple[str, ...], press: bool) -> None:
+        order = mods if press else tuple(reversed(mods))
+        for mod in order:
+            code, _ = self._keycode(XK.string_to_keysym(MODIFIER_KEYSYMS[mod]))
+            self._event(X.KeyPress if press else X.KeyRelease, code)
+
+    def chord(self, chord: str, *, hold: float = 0.0) -> None:
+        *mods, key = chord.split("+")
+        if key in MODIFIERS:  # a lone modifier chord ("shift")
+            mods, key = [*mods, key], ""
+        self.press_modifiers(tuple(mods), True)
+        try:
+            if key:
+                code, _ = self._keycode(keysym_for_key(key))
+                self._event(X.KeyPress, code)
+                if hold:
+                    self._stopped.wait(hold)
+                self._event(X.KeyRelease, code)
+            elif hold:
+                self._stopped.wait(hold)
+        finally:
+            if not self._stopped.is_set():
+                self.press_modifiers(tuple(mods), False)
+
+    def type_text(self, text: str) -> None:
+        for char in text:
+            if char == "\n":
+                self._tap(XK.string_to_keysym("Return"))
+            elif char == "\t":
+                self._tap(XK.string_to_keysym("Tab"))
+            else:
+                self._tap(keysym_for_char(char))
+
+    def scroll(self, x: int, y: int, dx: int, dy: int) -> None:
+        self.move(x, y)
+        for count, (neg, pos) in ((dy, (4, 5)), (dx, (6, 7))):
+            number = pos if count > 0 else neg
+            for _ in range(abs(count)):
+                self.button(number, True)
+                self.button(number, False)
+
+    def pointer(self) -> tuple[int, int]:
+        with self._lock:
+            reply = self._d.screen().root.query_pointer()
+        return reply.root_x, reply.root_y
+
+    def release_all(self) -> None:
+        """Release every key and button we pressed, plus all modifiers. Safe from any thread."""
+        with self._lock:
+            try:
+                for code in list(self._pressed_keys):
+                    xtest.fake_input(self._d, X.KeyRelease, code)
+                for number in list(self._pressed_buttons):
+                    xtest.fake_input(self._d, X.ButtonRelease, number)
+                for mod in MODIFIER_KEYSYMS.values():
+                    entry = self._keymap.get(XK.string_to_keysym(mod))
+                    if entry:
+                        xtest.fake_input(self._d, X.KeyRelease, entry[0])
+                self._d.sync()
+            except Exception:  # the X server may already be gone: nothing is held then
+                pass
+            self._pressed_keys.clear()
+            self._pressed_buttons.clear()
+
+    def stop(self) -> None:
+        self.release_all()
+        self._stopped.set()
+        with self._lock:
+            try:
+                self._d.close()
+            except Exception:
+                pass
+
+    # ------------------------------------------------------------------------------------------------
+    # One action, then a settled screenshot
+    # ------------------------------------------------------------------------------------------------
+    def perform(self, action: Action) -> StepResult:
+        output: str | None = None
+        image: Frame | None = None
+        self.press_modifiers(action.hold, True)
+        try:
+            match action.kind:
+                case Kind.CLICK | Kind.DOUBLE_CLICK | Kind.TRIPLE_CLICK:
+                    assert action.point is not None
+                    count = {Kind.CLICK: 1, Kind.DOUBLE_CLICK: 2, Kind.TRIPLE_CLICK: 3}[action.kind]
+                    self.click(*action.point, button=action.button, count=count)
+                case Kind.MOVE:
+                    assert action.point is not None
+                    self.move(*action.point)
+                case Kind.DRAG:
+                    self.move(*action.path[0])
+                    self.button(BUTTONS["left"], True)
+                    for point in action.path[1:]:
+                        self._stopped.wait(0.008)  # pages need motion events spread in time to see a drag
+                        self.move(*point)
+                    self.button(BUTTONS["left"], False)
+                case Kind.SCROLL:
+                    x, y = action.point or self.pointer()
+                    self.scroll(x, y, action.scroll_x, action.scroll_y)
+                case Kind.KEYPRESS:
+                    for _ in range(action.repeat):
+                        self.chord(action.chord)
+                case Kind.HOLD_KEY:
+                    self.chord(action.chord, hold=action.duration_ms / 1000)
+                case Kind.TYPE:
+                    self.type_text(action.text)
+                case Kind.WAIT:
+                    self._stopped.wait(action.duration_ms / 1000)
+                case Kind.MOUSE_DOWN | Kind.MOUSE_UP:
+                    if action.point is not None:
+                        self.move(*action.point)
+                    self.button(BUTTONS[action.button], action.kind is Kind.MOUSE_DOWN)
+                case Kind.CURSOR_POSITION:
+                    x, y = self.pointer()
+                    output = f"X={x},Y={y}"
+                case Kind.ZOOM:
+                    assert action.region is not None
+                    image = self.encode(self.grab_raw(action.region))
+                case Kind.SCREENSHOT:
+                    pass
+        finally:
+            if action.hold and not self._stopped.is_set():
+                self.press_modifiers(action.hold, False)
+        if action.kind in (Kind.WAIT, Kind.SCREENSHOT, Kind.CURSOR_POSITION, Kind.ZOOM):
+            frame = self.screenshot()
+        else:
+            frame = self.settled_screenshot()
+        return StepResult(frame, output=output, image=image)
+
+
+def keysym_for_char(char: str) -> int:
+    code = ord(char)
+    if 0x20 <= code <= 0x7E or 0xA0 <= code <= 0xFF:
+        return code  # Latin-1 keysyms equal their code points
+    return 0x01000000 + code  # X11 Unicode keysym
+
+
+def keysym_for_key(key: str) -> int:
+    sym = XK.string_to_keysym(key)
+    if sym == X.NoSymbol and len(key) == 1:
+        sym = keysym_for_char(key)
+    if sym == X.NoSymbol:
+        raise DesktopError(f"no X keysym for key {key!r}")
+    return sym

@@ -1,0 +1,165 @@
+"""``search-export``: open the filters, search for "penguin", wait through the loading state, export.
+
+From the observe/act article (sections 5-7): a click is not a result. The search takes ~600 ms on the
+server, during which the page shows "Loading…" and the Search button is disabled; Export downloads
+``export.txt`` whose body is exactly ``Result for <query>\\n``. The verdict needs both the server's record of
+serving the export for "penguin" and a downloaded file with exactly those bytes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ..core.ports import Verification
+from .base import Box, EgressRecord, Lab, Request, Response, files_with_bytes, render_page
+
+QUERY = "penguin"
+SEARCH_DELAY = 0.6  # seconds the server takes to answer /search
+MAX_QUERY = 200
+
+# Geometry (page CSS pixels == screen pixels in kiosk mode).
+INSTRUCTIONS = Box(40, 96, 944, 24)
+FILTERS = Box(40, 136, 160, 48)
+PANEL = Box(40, 208, 944, 96)  # the filter panel, hidden until Filters is clicked
+QUERY_INPUT = Box(64, 232, 480, 48)
+SEARCH = Box(568, 232, 160, 48)
+STATUS = Box(40, 328, 944, 32)
+RESULT_ROW = Box(40, 368, 944, 48)
+EXPORT = Box(40, 440, 160, 48)
+
+
+def export_body(query: str) -> bytes:
+    return f"Result for {query}\n".encode()
+
+
+class SearchExportLab(Lab):
+    name = "search-export"
+    title = "Report search"
+    task = (
+        'In the browser, open the filters, search for "penguin", wait until the results have loaded, '
+        "then export them with the Export button."
+    )
+    description = "Open the filters, search for penguin through a loading state, export the results file."
+    controls: ClassVar[dict[str, Box]] = {
+        "filters": FILTERS,
+        "panel": PANEL,
+        "query": QUERY_INPUT,
+        "search": SEARCH,
+        "status": STATUS,
+        "result": RESULT_ROW,
+        "export": EXPORT,
+    }
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.searches: list[str] = []  # queries answered by /search
+        self.exports: list[str] = []  # queries whose export file the server served
+
+    def page(self) -> str:
+        hidden = "display:none;"
+        body = (
+            f'<div class="abs text" style="{INSTRUCTIONS.css()}">'
+            "Open the filters, search the reports and export the results.</div>\n"
+            f'<button class="abs btn" id="filters" aria-expanded="false" style="{FILTERS.css()}">Filters</button>\n'
+            f'<div class="abs card" id="panel" style="{hidden}{PANEL.css()}"></div>\n'
+            f'<input class="abs field" id="query" aria-label="Query" placeholder="Query" autocomplete="off" '
+            f'spellcheck="false" style="{hidden}{QUERY_INPUT.css()}">\n'
+            f'<button class="abs btn" id="search" style="{hidden}{SEARCH.css()}">Search</button>\n'
+            f'<div class="abs status" id="status" role="status" style="{STATUS.css()}">No search yet</div>\n'
+            f'<div class="abs card" id="result" style="display:none;{RESULT_ROW.css()}"></div>\n'
+            f'<button class="abs btn" id="export" disabled style="{EXPORT.css()}">Export</button>'
+        )
+        script = """\
+const $ = (id) => document.getElementById(id);
+let shown = null;  // the query whose results are on screen
+$('filters').addEventListener('click', () => {
+  for (const id of ['panel', 'query', 'search']) $(id).style.display = 'block';
+  $('filters').setAttribute('aria-expanded', 'true');
+});
+async function search() {
+  if ($('search').disabled) return;
+  const q = $('query').value;
+  shown = null;
+  $('search').disabled = true;
+  $('export').disabled = true;
+  $('result').style.display = 'none';
+  $('status').className = 'abs status';
+  $('status').textContent = 'Loading\\u2026';
+  try {
+    const response = await fetch('/search?q=' + encodeURIComponent(q));
+    const data = await response.json();
+    if (!response.ok) throw new Error(data.error || 'search failed');
+    if (data.results.length) {
+      shown = data.query;
+      $('result').textContent = data.results[0];
+      $('result').style.display = 'block';
+      $('status').textContent = data.results.length + ' result';
+      $('export').disabled = false;
+    } else {
+      $('status').textContent = 'No results';
+    }
+  } catch (e) {
+    $('status').className = 'abs status bad';
+    $('status').textContent = 'Search failed';
+  } finally {
+    $('search').disabled = false;
+  }
+}
+$('search').addEventListener('click', search);
+$('query').addEventListener('keydown', (e) => { if (e.key === 'Enter') search(); });
+$('export').addEventListener('click', () => {
+  if (shown !== null) window.location.href = '/export?q=' + encodeURIComponent(shown);
+});"""
+        return render_page(self.title, body, script)
+
+    def route(self, request: Request) -> Response | None:
+        if request.path == "/search":
+            query = (request.arg("q") or "").strip()
+            if len(query) > MAX_QUERY:
+                return Response.json({"error": "query too long"}, 400)
+            time.sleep(SEARCH_DELAY)
+            with self.lock:
+                self.searches.append(query)
+            results = [f"Result for {query}"] if query else []
+            return Response.json({"query": query, "results": results})
+        if request.path == "/export":
+            query = request.arg("q")
+            if query is None or len(query) > MAX_QUERY:
+                return Response.text("export needs ?q=\n", 400)
+            with self.lock:
+                self.exports.append(query)
+            return Response(
+                200,
+                export_body(query),
+                "text/plain; charset=utf-8",
+                {"Content-Disposition": 'attachment; filename="export.txt"'},
+            )
+        return None
+
+    def regions(self) -> list[dict[str, Any]]:
+        # Export only saves a file inside the sandbox, and typing the query is already confirmed by policy.
+        return []
+
+    def verify(self, downloads: Path | None = None, egress: Iterable[EgressRecord] = ()) -> Verification:
+        with self.lock:
+            served = QUERY in self.exports
+            searched = QUERY in self.searches
+        expected = export_body(QUERY)
+        files = files_with_bytes(downloads, expected)
+        if served and files:
+            return self._verification(
+                True, f"the server served the export for {QUERY!r} and {files[0].name} holds exactly its bytes"
+            )
+        missing = []
+        if not served:
+            missing.append(
+                f"the server never served the export for {QUERY!r}"
+                + ("" if searched else f" (no search for {QUERY!r} either)")
+            )
+        if not files:
+            where = "no downloads folder" if downloads is None else f"no file in {downloads}"
+            missing.append(f"{where} holds exactly {expected!r}")
+        return self._verification(False, "; ".join(missing))
