@@ -58,7 +58,14 @@ def line_for(event: ev.Event) -> str | None:
 
 
 def printer(stream: TextIO) -> Callable[[ev.Event], None]:
+    """Print events as lines; a refused egress host is printed once (browsers retry in the background)."""
+    refused: set[tuple[str, int]] = set()
+
     def listen(event: ev.Event) -> None:
+        if isinstance(event, ev.Egress) and not event.allowed:
+            if (event.host, event.port) in refused:
+                return
+            refused.add((event.host, event.port))
         line = line_for(event)
         if line is not None:
             stream.write(line + "\n")

@@ -540,26 +540,29 @@ class EgressProxy:
             raise self._start_error
 
     def stop(self) -> None:
-        """Close the listener and every open connection and tunnel, remove the socket. Idempotent; any thread."""
+        """Close the listener and every open connection and tunnel, remove the socket. Idempotent; any thread.
+
+        From any thread but the proxy's own (an ``on_event`` callback), it returns once everything is closed."""
         with self._lock:
-            if self._stopped:
-                return
+            first = not self._stopped
             self._stopped = True
             thread = self._thread
         if thread is None:
             return
         if threading.current_thread() is thread:  # from on_event: cannot wait for ourselves
-            asyncio.get_running_loop().create_task(self._shutdown())
+            if first:
+                asyncio.get_running_loop().create_task(self._shutdown())
             return
         self._ready.wait(timeout=30)  # stop() racing with start() from another thread
         loop = self._loop
         if loop is None or self._start_error is not None:
             return
-        try:
-            asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(timeout=10)
-        except Exception:  # the loop already ended, or shutdown hung: still clean up what we can
-            log.debug("egress proxy shutdown", exc_info=True)
-            self._remove_socket()
+        if first:
+            try:
+                asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(timeout=10)
+            except Exception:  # the loop already ended, or shutdown hung: still clean up what we can
+                log.debug("egress proxy shutdown", exc_info=True)
+                self._remove_socket()
         thread.join(timeout=10)
 
     def __enter__(self) -> EgressProxy:
@@ -721,7 +724,9 @@ class EgressProxy:
                 return
             ureader, uwriter = up
             uwriter.write(self._request_head(req, path, self._judged_authority(host, port)))
-            await self._relay(self._send_body(framing, reader, uwriter), self._relay_response(ureader, writer))
+            await self._relay(
+                self._send_body(framing, reader, uwriter), self._relay_response(ureader, writer), until_second=True
+            )
         except _BadRequest as exc:
             self._record(host, port, method, False, f"bad request: {exc}")
             await self._respond(reader, writer, 400, f"cua-tui egress proxy: bad request: {exc}")
@@ -833,15 +838,21 @@ class EgressProxy:
         raise error
 
     @staticmethod
-    async def _relay(first: Coroutine[object, object, None], second: Coroutine[object, object, None]) -> None:
-        """Run both directions; stop when both are done or either fails (a reset, a malformed body)."""
+    async def _relay(
+        first: Coroutine[object, object, None], second: Coroutine[object, object, None], *, until_second: bool = False
+    ) -> None:
+        """Run both directions until both are done, or ``second`` is done (``until_second``), or either fails."""
         tasks = [asyncio.ensure_future(first), asyncio.ensure_future(second)]
         try:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-            for task in done:
-                exc = None if task.cancelled() else task.exception()
-                if exc is not None and not isinstance(exc, OSError):
-                    log.debug("egress relay ended: %r", exc)
+            pending = set(tasks)
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                failed = [t for t in done if not t.cancelled() and t.exception() is not None]
+                for task in failed:
+                    if not isinstance(task.exception(), OSError):
+                        log.debug("egress relay ended: %r", task.exception())
+                if failed or (until_second and tasks[1].done()):
+                    break
         finally:
             for task in tasks:
                 task.cancel()

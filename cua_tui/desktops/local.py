@@ -54,7 +54,12 @@ def chromium_flags(size: Size, profile: Path, url: str) -> list[str]:
         "--disable-component-update",
         "--disable-sync",
         "--disable-quic",
-        "--disable-features=Translate,MediaRouter,OptimizationHints",
+        "--disable-features=Translate,MediaRouter,OptimizationHints,AutofillServerCommunication,"
+        "OptimizationGuideModelDownloading,CertificateTransparencyComponentUpdater",
+        "--disable-client-side-phishing-detection",
+        "--disable-domain-reliability",
+        "--no-pings",
+        "--disable-breakpad",
         "--disable-dev-shm-usage",
         "--password-store=basic",
         f"--user-data-dir={profile}",

@@ -260,3 +260,36 @@ def test_a_browser_crash_ends_the_run_and_still_cleans_up(tmp_path: Path) -> Non
     assert result.status in ("error", "failed")
     assert verify_run(result.path).code == 0
     assert_nothing_survives(run)
+
+
+def test_release_all_lets_go_of_held_keys_and_buttons(tmp_path: Path) -> None:
+    from Xlib import X, display
+
+    from cua_tui.core.actions import parse_anthropic
+    from cua_tui.core.geometry import Scaling
+
+    desktop = LocalDesktop(SIZE, lab=get_lab("form"))
+    desktop.start()
+    try:
+        scaling = Scaling.identity(SIZE)
+        desktop.perform(parse_anthropic("left_mouse_down", {"coordinate": [600, 600]}, scaling))
+        session = desktop._x11
+        assert session is not None
+        session.press_modifiers(("shift", "ctrl"), True)
+        observer = display.Display(desktop.display)
+        try:
+            pointer = observer.screen().root.query_pointer()
+            assert pointer.mask & X.Button1Mask and pointer.mask & X.ShiftMask and pointer.mask & X.ControlMask
+            desktop.release_all()
+            pointer = observer.screen().root.query_pointer()
+            assert not pointer.mask & (X.Button1Mask | X.ShiftMask | X.ControlMask)
+            assert not any(observer.query_keymap())
+        finally:
+            observer.close()
+    finally:
+        desktop.stop()
+    # once stopped, input is a no-op that reports the stop instead of reaching a display
+    from cua_tui.core.ports import DesktopError
+
+    with pytest.raises(DesktopError, match="stopped"):
+        desktop.perform(parse_anthropic("left_click", {"coordinate": [10, 10]}, Scaling.identity(SIZE)))
