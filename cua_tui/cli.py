@@ -67,8 +67,10 @@ def _execute(
     limits: dict,
     audit_key: Path | None,
     on_confirm: str,
+    headless: bool = True,
+    theme: str | None = None,
 ) -> None:
-    """Build everything from the flags, run headless, exit with the run's status code."""
+    """Build everything from the flags, run in the TUI (or headless), exit with the run's status code."""
     from .agents.script import Script, ScriptAgent, ScriptError
     from .approvers import headless_approver
     from .core.audit import AuditKey, KeyError_
@@ -107,7 +109,12 @@ def _execute(
     if key is not None and not key.can_sign:
         raise UsageFailure(f"audit key {audit_key}: a public key cannot sign; pass the private key or an HMAC secret")
     try:
-        approver = headless_approver(on_confirm)
+        if headless:
+            approver = headless_approver(on_confirm)
+        else:
+            from .core.approvers import HandshakeApprover
+
+            approver = HandshakeApprover(by="human (TUI)")
         if script_data is not None:
             agent = ScriptAgent(Script.from_data(script_data, source=agent_label or "<script>"))
             label = agent_label or "script"
@@ -139,6 +146,11 @@ def _execute(
         extra=extra,
         versions=versions(),
     )
+    if not headless:
+        result = _run_in_tui(Supervisor(config, desktop, agent, approver, rundir), approver, theme, settings)
+        click.echo(f"status: {result.status} · {result.reason}", err=True)
+        click.echo(f"run directory: {result.path}", err=True)
+        sys.exit(result.exit_code)
     supervisor = Supervisor(config, desktop, agent, approver, rundir, listeners=(printer(sys.stderr),))
     click.echo(f"run {rundir.run_id} · {rundir.path}", err=True)
     result = _run_with_interrupt(supervisor)
@@ -200,6 +212,7 @@ def _execute(
     help="Key kept outside the run directory that signs the seal: HMAC secret file or Ed25519 PEM.",
 )
 @click.option("--headless", is_flag=True, help="No TUI: print events as lines and decide with --on-confirm.")
+@click.option("--theme", default=None, help="TUI theme (built-in, themes/ or your config folder's themes/).")
 @click.option(
     "--on-confirm",
     default="reject",
@@ -225,16 +238,15 @@ def run(
     audit_key: Path | None,
     headless: bool,
     on_confirm: str,
+    theme: str | None,
 ) -> None:
-    """Run an agent on a sandboxed desktop under supervision.
+    """Run an agent on a sandboxed desktop under supervision, in the TUI (or --headless).
 
     Every action the agent proposes is parsed strictly, classified by the policy (allow, confirm, block),
     and executed only if allowed or approved. The run directory (run.json, audit.jsonl, screens/,
     transcript.jsonl, result.json) is written under --runs-dir. Exit status: 0 passed or finished, 1 any
     other end (failed, killed, limit, error), 2 bad usage or configuration.
     """
-    if not headless:
-        raise UsageFailure("the TUI is not part of this build yet: add --headless")
     if model or base_url:
         unused = [n for n, v in (("--model", model), ("--base-url", base_url)) if v]
         raise UsageFailure(f"{', '.join(unused)}: not supported by the {agent_spec} agent in this build")
@@ -255,6 +267,8 @@ def run(
         limits={"max_turns": max_turns, "max_steps": max_steps, "deadline_seconds": deadline},
         audit_key=audit_key,
         on_confirm=on_confirm,
+        headless=headless,
+        theme=theme,
     )
 
 
@@ -263,6 +277,7 @@ def run(
 @click.option("--runs-dir", type=click.Path(path_type=Path), default=None, help="Where run directories go.")
 @click.option("--screen", default="1024x720", show_default=True, help="Screen size WIDTHxHEIGHT.")
 @click.option("--headless", is_flag=True, help="No TUI: print events as lines and decide with --on-confirm.")
+@click.option("--theme", default=None, help="TUI theme (built-in, themes/ or your config folder's themes/).")
 @click.option(
     "--on-confirm",
     default=None,
@@ -274,6 +289,7 @@ def demo(
     runs_dir: Path | None,
     screen: str,
     headless: bool,
+    theme: str | None,
     on_confirm: str | None,
     script_variant: str | None,
 ) -> None:
@@ -293,8 +309,6 @@ def demo(
     script_file = lab.script_file(script_variant)
     if on_confirm is None:
         on_confirm = "ask" if sys.stdin.isatty() else "reject"
-    if not headless:
-        click.echo("note: the TUI is not part of this build yet; running headless", err=True)
     click.echo(
         f"SCRIPTED DEMO · lab {lab_name} · agent: recorded turns from {script_file.name} "
         f"(no model, no API key) · decisions: {on_confirm}",
@@ -315,7 +329,26 @@ def demo(
         limits={},
         audit_key=None,
         on_confirm=on_confirm,
+        headless=headless,
+        theme=theme,
     )
+
+
+def _run_in_tui(supervisor, approver, theme, settings):
+    """Open the supervision TUI on a live run. Leaving the TUI while the run is going presses the kill switch."""
+    import textual_image.renderable  # noqa: F401 - probes the terminal's graphics support before Textual starts
+
+    from .tui.app import SupervisorApp
+    from .tui.source import LiveRun
+
+    app = SupervisorApp(LiveRun(supervisor, approver), theme=theme or settings.theme, theme_dirs=(settings.themes_dir,))
+    app.run()
+    if supervisor.result is None:  # the user left (ctrl+q) before the end: that is a kill
+        supervisor.kill(by="human (left the TUI)")
+    result = supervisor.wait(60)
+    if result is None:
+        raise click.ClickException("the run did not end within 60 s after the TUI closed")
+    return result
 
 
 def _run_with_interrupt(supervisor):

@@ -1,0 +1,154 @@
+"""Screenshot rendering off the UI thread: decode, fit, mark the pending target, convert to half-block strips.
+
+A half-block cell ("▀") shows two vertical pixels: the foreground colour is the top pixel, the background
+the bottom one. Building the strips (thousands of styled segments) is the expensive part, so it happens in
+a worker; the UI thread only swaps the finished list of strips in.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+from PIL import Image, ImageDraw
+from rich.color import Color
+from rich.segment import Segment
+from rich.style import Style
+from textual.strip import Strip
+
+from ..core.actions import Action, Kind
+
+MARKER = (255, 0, 200)  # magenta: stands out on the pages the labs and most sites use
+MARKER_EDGE = (0, 0, 0)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What to mark: a point, a drag path, or a zoom region (display coordinates)."""
+
+    point: tuple[int, int] | None = None
+    path: tuple[tuple[int, int], ...] = ()
+    region: tuple[int, int, int, int] | None = None
+    kind: str = ""
+
+    @classmethod
+    def of(cls, action: Action | None) -> Target | None:
+        if action is None or action.target is None:
+            return None
+        return cls(point=action.target, path=action.path, region=action.region, kind=action.kind.value)
+
+    @property
+    def centre(self) -> tuple[int, int]:
+        assert self.point is not None
+        return self.point
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A frame ready for the UI thread."""
+
+    strips: list[Strip]
+    width: int  # cells
+    height: int  # cells
+    image: Image.Image  # the fitted, marked picture (for graphics protocols)
+    zoomed: bool = False
+
+
+def decode(png: bytes) -> Image.Image:
+    with Image.open(io.BytesIO(png)) as img:
+        return img.convert("RGB")
+
+
+def prepare(png: bytes, cells_w: int, cells_h: int, target: Target | None = None, *, zoom: bool = False) -> Rendered:
+    """The picture for a pane of ``cells_w`` x ``cells_h`` cells: fitted (or a 1:1 zoom around the target),
+    with the target marked, as half-block strips."""
+    cells_w, cells_h = max(cells_w, 2), max(cells_h, 2)
+    source = decode(png)
+    box_w, box_h = cells_w, cells_h * 2  # half-block pixels are about square
+    if zoom and target is not None and target.point is not None:
+        x, y = target.centre
+        left = min(max(0, x - box_w // 2), max(0, source.width - box_w))
+        top = min(max(0, y - box_h // 2), max(0, source.height - box_h))
+        picture = source.crop((left, top, left + box_w, top + box_h))
+        scale, offset = 1.0, (-left, -top)
+    else:
+        scale = min(box_w / source.width, box_h / source.height)
+        size = (max(1, round(source.width * scale)), max(1, round(source.height * scale)))
+        picture = source.resize(size, Image.Resampling.BILINEAR)
+        offset = (0, 0)
+    if target is not None:
+        _mark(picture, target, scale, offset, zoom)
+    return Rendered(halfblock(picture), cells_w, cells_h, picture, zoomed=zoom)
+
+
+def _mark(img: Image.Image, target: Target, scale: float, offset: tuple[int, int], zoom: bool) -> None:
+    draw = ImageDraw.Draw(img)
+
+    def at(p: tuple[int, int]) -> tuple[int, int]:
+        return round((p[0] + offset[0]) * scale), round((p[1] + offset[1]) * scale)
+
+    if target.region is not None and target.kind == "zoom":
+        x0, y0 = at(target.region[:2])
+        x1, y1 = at(target.region[2:])
+        draw.rectangle((x0, y0, x1, y1), outline=MARKER, width=1)
+        return
+    if len(target.path) > 1:
+        draw.line([at(p) for p in target.path], fill=MARKER, width=1)
+        end = at(target.path[-1])
+        draw.rectangle((end[0] - 1, end[1] - 1, end[0] + 1, end[1] + 1), outline=MARKER)
+    assert target.point is not None
+    x, y = at(target.point)
+    arm = 6 if zoom else 3
+    for colour, width in ((MARKER_EDGE, 3), (MARKER, 1)):
+        draw.line((x - arm, y, x + arm, y), fill=colour, width=width)
+        draw.line((x, y - arm, x, y + arm), fill=colour, width=width)
+    draw.ellipse((x - arm - 2, y - arm - 2, x + arm + 2, y + arm + 2), outline=MARKER, width=1)
+
+
+_STYLE_CACHE: dict[tuple[bytes, bytes], Style] = {}
+
+
+def halfblock(img: Image.Image) -> list[Strip]:
+    """Rows of "▀" cells: top pixel as foreground, bottom pixel as background; equal neighbours merged."""
+    width, height = img.size
+    if height % 2:
+        padded = Image.new("RGB", (width, height + 1))
+        padded.paste(img, (0, 0))
+        img, height = padded, height + 1
+    data = img.tobytes()
+    stride = width * 3
+    strips = []
+    cache = _STYLE_CACHE
+    if len(cache) > 200_000:
+        cache.clear()
+    for row in range(0, height, 2):
+        top = data[row * stride : (row + 1) * stride]
+        bottom = data[(row + 1) * stride : (row + 2) * stride]
+        segments: list[Segment] = []
+        run_style: Style | None = None
+        run = 0
+        for col in range(0, stride, 3):
+            key = (top[col : col + 3], bottom[col : col + 3])
+            style = cache.get(key)
+            if style is None:
+                t, b = key
+                style = Style(color=Color.from_rgb(t[0], t[1], t[2]), bgcolor=Color.from_rgb(b[0], b[1], b[2]))
+                cache[key] = style
+            if style is run_style:
+                run += 1
+            else:
+                if run:
+                    segments.append(Segment("▀" * run, run_style))
+                run_style, run = style, 1
+        if run:
+            segments.append(Segment("▀" * run, run_style))
+        strips.append(Strip(segments, width))
+    return strips
+
+
+def target_kind_label(action: Action | None) -> str:
+    if action is None:
+        return ""
+    return {Kind.DRAG: "drag path", Kind.SCROLL: "scroll point", Kind.ZOOM: "zoom region"}.get(
+        action.kind, "click point"
+    )

@@ -1,0 +1,43 @@
+"""The help screen: keys and a summary of the active policy."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from ..core.text import visible
+
+KEYS = [
+    ("y", "approve the pending action (only while a decision is pending)"),
+    ("n", "reject it: the batch halts, the model hears 'Declined by the user'"),
+    ("k", "kill switch: nothing more runs, input released, desktop stopped, run ends killed"),
+    ("z", "zoom on the pending action's target at full resolution"),
+    ("?", "this help"),
+    ("ctrl+p", "command palette (themes, ...)"),
+    ("q", "quit once the run has ended"),
+]
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "close")]
+
+    def __init__(self, policy_lines: list[str]) -> None:
+        super().__init__()
+        self.policy_lines = policy_lines
+
+    def compose(self) -> ComposeResult:
+        text = Text()
+        text.append("Keys\n", style="bold underline")
+        for key, what in KEYS:
+            text.append(f"  {key:<8}", style="bold")
+            text.append(what + "\n")
+        text.append("\nActive policy\n", style="bold underline")
+        for line in self.policy_lines:
+            text.append("  " + visible(line) + "\n")
+        text.append("\nPress escape to close.", style="dim")
+        with VerticalScroll(id="help-body"):
+            yield Static(text)

@@ -1,0 +1,46 @@
+"""Messages that carry core events into the App (posted from the run's thread; post_message is thread-safe)."""
+
+from __future__ import annotations
+
+from textual.message import Message
+
+from ..core import events as ev
+from ..core.ports import DecisionRequest
+from .frames import Rendered
+
+
+class RunEvent(Message):
+    """One core event, with the audit chain's position right after it was written."""
+
+    def __init__(self, event: ev.Event, seq: int, head: str) -> None:
+        super().__init__()
+        self.event = event
+        self.seq = seq
+        self.head = head
+
+
+class DecisionNeeded(Message):
+    """The run waits for the reviewer: y, n or k."""
+
+    def __init__(self, request: DecisionRequest) -> None:
+        super().__init__()
+        self.request = request
+
+
+class FrameRendered(Message):
+    """A screenshot converted off the UI thread; only the newest matters."""
+
+    def __init__(self, rendered: Rendered, serial: int) -> None:
+        super().__init__()
+        self.rendered = rendered
+        self.serial = serial
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, FrameRendered)
+
+
+class RunFinished(Message):
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__()
+        self.status = status
+        self.reason = reason

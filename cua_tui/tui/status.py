@@ -1,0 +1,72 @@
+"""The status bar: run, backend, agent and model, turn and step against limits, time, tokens, phase."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.widgets import Static
+
+from ..core.text import visible
+
+PHASES = {
+    "starting": "starting",
+    "waiting_model": "waiting for the model",
+    "awaiting_decision": "AWAITING YOUR DECISION",
+    "executing": "executing",
+    "verifying": "verifying",
+    "stopping": "stopping",
+}
+
+
+@dataclass
+class RunInfo:
+    run_id: str = ""
+    backend: str = ""
+    agent: str = ""
+    model: str | None = None
+    max_turns: int = 0
+    max_steps: int = 0
+    deadline: int = 0
+
+
+class StatusBar(Static):
+    def __init__(self, info: RunInfo, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.info = info
+        self.turn = 0
+        self.steps = 0
+        self.tokens = 0
+        self.cost: float | None = None
+        self.phase = "starting"
+        self.detail = ""
+        self.started = time.monotonic()
+        self.ended: float | None = None
+        self.final = ""
+
+    def on_mount(self) -> None:
+        self.set_interval(1.0, self.redraw)
+        self.redraw()
+
+    def redraw(self) -> None:
+        info = self.info
+        elapsed = (self.ended or time.monotonic()) - self.started
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append(f" run {info.run_id} ", style="bold")
+        text.append(f"· {visible(info.backend)} · {visible(info.agent, limit=40)}")
+        if info.model:
+            text.append(f" ({visible(info.model, limit=30)})")
+        text.append(f" · turn {self.turn}/{info.max_turns} · step {self.steps}/{info.max_steps}")
+        text.append(f" · {int(elapsed)}s/{info.deadline}s")
+        if self.tokens:
+            text.append(f" · {self.tokens} tok")
+        if self.cost is not None:
+            text.append(f" · ${self.cost:.4f}")
+        text.append(" · ")
+        if self.final:
+            text.append(f"finished: {self.final}", style="bold reverse")
+        else:
+            label = PHASES.get(self.phase, self.phase)
+            text.append(label, style="bold reverse" if self.phase == "awaiting_decision" else "bold")
+        self.update(text)

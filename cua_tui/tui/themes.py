@@ -1,0 +1,140 @@
+"""Themes: built-in Theme objects plus TOML theme files from the project's themes/ folder and the user's.
+
+Textual has no theme-file loader: each file is read, validated (msgspec, unknown keys refused, colours
+parsed) and turned into a ``Theme``. A broken file never stops the app: it is reported and skipped.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import msgspec
+from textual.color import Color, ColorParseError
+from textual.theme import Theme
+
+BUILTIN = [
+    Theme(
+        name="cua-dark",
+        primary="#4f9cf9",
+        secondary="#7e8aa2",
+        accent="#ff4fd8",
+        warning="#f2b233",
+        error="#ff5c5c",
+        success="#3ccf7a",
+        foreground="#e6e9ef",
+        background="#11151c",
+        surface="#181d26",
+        panel="#222a36",
+        dark=True,
+    ),
+    Theme(
+        name="cua-light",
+        primary="#1f5fbf",
+        secondary="#5b667a",
+        accent="#b0209a",
+        warning="#b36b00",
+        error="#c41e1e",
+        success="#1b7f45",
+        foreground="#1b1f27",
+        background="#f6f7f9",
+        surface="#ffffff",
+        panel="#e6e9ef",
+        dark=False,
+    ),
+    Theme(
+        name="cua-contrast",
+        primary="#ffffff",
+        secondary="#c0c0c0",
+        accent="#ff00ff",
+        warning="#ffff00",
+        error="#ff3030",
+        success="#00ff66",
+        foreground="#ffffff",
+        background="#000000",
+        surface="#000000",
+        panel="#202020",
+        dark=True,
+    ),
+]
+COLOURS = (
+    "primary",
+    "secondary",
+    "accent",
+    "warning",
+    "error",
+    "success",
+    "foreground",
+    "background",
+    "surface",
+    "panel",
+)
+
+
+class _ThemeFile(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    name: str
+    primary: str
+    dark: bool = True
+    secondary: str | None = None
+    accent: str | None = None
+    warning: str | None = None
+    error: str | None = None
+    success: str | None = None
+    foreground: str | None = None
+    background: str | None = None
+    surface: str | None = None
+    panel: str | None = None
+    variables: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+def project_themes_dir() -> Path:
+    """``themes/`` of a source checkout, or the copy packed into the wheel."""
+    here = Path(__file__).resolve().parent.parent
+    packed = here / "themes"
+    return packed if packed.is_dir() else here.parent / "themes"
+
+
+def load_theme_file(path: Path) -> Theme:
+    """One theme file; ValueError with the file name and what is wrong."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        spec = msgspec.convert(data, _ThemeFile, strict=True)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"theme file {path.name}: cannot read it ({exc})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"theme file {path.name}: invalid TOML: {exc}") from None
+    except msgspec.ValidationError as exc:
+        raise ValueError(f"theme file {path.name}: {exc}") from None
+    if not spec.name.strip() or len(spec.name) > 40:
+        raise ValueError(f"theme file {path.name}: name must be 1 to 40 characters")
+    for field in COLOURS:
+        value = getattr(spec, field)
+        if value is None:
+            continue
+        try:
+            Color.parse(value)
+        except ColorParseError:
+            raise ValueError(f"theme file {path.name}: {field} = {value!r} is not a colour") from None
+    return Theme(
+        name=spec.name.strip(),
+        dark=spec.dark,
+        variables=dict(spec.variables),
+        **{field: getattr(spec, field) for field in COLOURS if getattr(spec, field) is not None},
+    )
+
+
+def load_themes(*folders: Path) -> tuple[list[Theme], list[str]]:
+    """Built-in themes, then every ``*.toml`` of each folder (later wins); plus the problems found."""
+    themes: dict[str, Theme] = {theme.name: theme for theme in BUILTIN}
+    problems: list[str] = []
+    for folder in folders:
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.glob("*.toml")):
+            try:
+                theme = load_theme_file(path)
+            except ValueError as exc:
+                problems.append(str(exc))
+                continue
+            themes[theme.name] = theme
+    return list(themes.values()), problems
