@@ -336,12 +336,15 @@ def demo(
 
 def _run_in_tui(supervisor, approver, theme, settings):
     """Open the supervision TUI on a live run. Leaving the TUI while the run is going presses the kill switch."""
-    import textual_image.renderable  # noqa: F401 - probes the terminal's graphics support before Textual starts
-
-    from .tui.app import SupervisorApp
+    from .tui.app import SupervisorApp, graphics_widget
     from .tui.source import LiveRun
 
-    app = SupervisorApp(LiveRun(supervisor, approver), theme=theme or settings.theme, theme_dirs=(settings.themes_dir,))
+    app = SupervisorApp(
+        LiveRun(supervisor, approver),
+        theme=theme or settings.theme,
+        theme_dirs=(settings.themes_dir,),
+        graphics=graphics_widget(),
+    )
     app.run()
     if supervisor.result is None:  # the user left (ctrl+q) before the end: that is a kill
         supervisor.kill(by="human (left the TUI)")

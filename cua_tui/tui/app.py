@@ -14,6 +14,7 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.widget import Widget
 from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
@@ -46,8 +47,16 @@ class SupervisorApp(App[Any]):
         Binding("q", "quit_when_done", "quit", id="quit"),
     ]
 
-    def __init__(self, source: RunSource, *, theme: str = "cua-dark", theme_dirs: tuple[Path, ...] = ()) -> None:
+    def __init__(
+        self,
+        source: RunSource,
+        *,
+        theme: str = "cua-dark",
+        theme_dirs: tuple[Path, ...] = (),
+        graphics: type[Widget] | None = None,
+    ) -> None:
         super().__init__()
+        self.graphics = graphics
         self.source = source
         self.requested_theme = theme
         self.theme_dirs = (project_themes_dir(), *theme_dirs)
@@ -65,7 +74,7 @@ class SupervisorApp(App[Any]):
     # ------------------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         with Horizontal(id="main"):
-            yield DesktopView(id="desktop")
+            yield DesktopView(graphics=self.graphics, id="desktop")
             with Vertical(id="side"):
                 yield DecisionPanel(id="decision")
                 yield BatchPane(id="batch")
@@ -212,13 +221,16 @@ class SupervisorApp(App[Any]):
         view = self.query_one(DesktopView)
         self._serial += 1
         target = Target.of(self.pending.action) if self.pending is not None else None
-        self._convert(self._png, view.size.width, view.size.height, target, self.zoom, self._serial)
+        self._convert(self._png, view.size.width, view.size.height, target, self.zoom, self._serial, view.wants_strips)
 
     @work(thread=True, exclusive=False, exit_on_error=False, group="frame", description="convert screenshot")
-    def _convert(self, png: bytes, width: int, height: int, target: Target | None, zoom: bool, serial: int) -> None:
+    def _convert(
+        self, png: bytes, width: int, height: int, target: Target | None, zoom: bool, serial: int, strips: bool
+    ) -> None:
         if serial != self._serial:
             return  # a newer frame is on its way
-        self.post_message(FrameRendered(prepare(png, width, height, target, zoom=zoom), serial))
+        rendered = prepare(png, width, height, target, zoom=zoom, strips=strips)
+        self.post_message(FrameRendered(rendered, serial))
 
     def on_frame_rendered(self, message: FrameRendered) -> None:
         if message.serial < self._shown:
@@ -277,3 +289,16 @@ class SupervisorApp(App[Any]):
     def action_quit_when_done(self) -> None:
         if not self.running:
             self.exit(self.result)
+
+
+def graphics_widget() -> type[Widget] | None:
+    """The textual-image widget for the terminal's graphics protocol (Kitty TGP or Sixel), or None for the
+    fast half-block path. Importing textual_image.renderable probes the terminal: call before App.run."""
+    from textual_image import renderable
+    from textual_image.widget import SixelImage, TGPImage
+
+    if renderable.Image is renderable.TGPImage:
+        return TGPImage
+    if renderable.Image is renderable.SixelImage:
+        return SixelImage
+    return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.segment import Segment
 from rich.style import Style
+from textual.app import ComposeResult
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -11,18 +12,34 @@ from .frames import Rendered
 
 
 class DesktopView(Widget):
-    """Shows pre-rendered half-block strips; the App's worker produces them from screenshots."""
+    """Shows pre-rendered half-block strips; the App's worker produces them from screenshots.
+
+    Where the terminal speaks a graphics protocol (Kitty TGP or Sixel, as textual-image's probe found), a
+    textual-image widget of that kind shows the picture at full resolution instead; the worker hands it a
+    picture already fitted and marked, so only the protocol encoding is left to textual-image.
+    """
 
     can_focus = False
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, *, graphics: type[Widget] | None = None, id: str | None = None) -> None:
         super().__init__(id=id)
         self.rendered: Rendered | None = None
+        self.graphics = graphics
         self.placeholder = "waiting for the first screenshot…"
 
+    def compose(self) -> ComposeResult:
+        if self.graphics is not None:
+            yield self.graphics(id="desktop-image")
+
+    @property
+    def wants_strips(self) -> bool:
+        return self.graphics is None
+
     def show(self, rendered: Rendered) -> None:
-        """Swap in a finished frame (UI thread; cheap)."""
+        """Swap in a finished frame (UI thread; cheap for half-blocks)."""
         self.rendered = rendered
+        if self.graphics is not None:
+            self.query_one("#desktop-image").image = rendered.image  # type: ignore[attr-defined]
         self.refresh()
 
     def render_line(self, y: int) -> Strip:

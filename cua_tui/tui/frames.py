@@ -59,7 +59,9 @@ def decode(png: bytes) -> Image.Image:
         return img.convert("RGB")
 
 
-def prepare(png: bytes, cells_w: int, cells_h: int, target: Target | None = None, *, zoom: bool = False) -> Rendered:
+def prepare(
+    png: bytes, cells_w: int, cells_h: int, target: Target | None = None, *, zoom: bool = False, strips: bool = True
+) -> Rendered:
     """The picture for a pane of ``cells_w`` x ``cells_h`` cells: fitted (or a 1:1 zoom around the target),
     with the target marked, as half-block strips."""
     cells_w, cells_h = max(cells_w, 2), max(cells_h, 2)
@@ -78,7 +80,7 @@ def prepare(png: bytes, cells_w: int, cells_h: int, target: Target | None = None
         offset = (0, 0)
     if target is not None:
         _mark(picture, target, scale, offset, zoom)
-    return Rendered(halfblock(picture), cells_w, cells_h, picture, zoomed=zoom)
+    return Rendered(halfblock(picture) if strips else [], cells_w, cells_h, picture, zoomed=zoom)
 
 
 def _mark(img: Image.Image, target: Target, scale: float, offset: tuple[int, int], zoom: bool) -> None:

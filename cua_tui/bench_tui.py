@@ -1,0 +1,159 @@
+"""UI-thread cost of a new 1024x720 screenshot in a 100x40-cell pane: ours vs textual-image's half-cell widget.
+
+Both run in a headless Textual app of the same size. For each new frame the benchmark measures the CPU
+time the UI thread spends (``time.thread_time`` in the event loop's thread) from handing the frame to the
+widget until the screen has been refreshed. Ours hands over half-block strips built in a worker thread
+(that conversion is measured separately, as worker time); textual-image's ``HalfcellImage`` gets the PNG
+and does all its work on the UI thread.
+
+    python -m cua_tui.bench_tui [--frames N] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from PIL import Image, ImageDraw
+from textual.app import App, ComposeResult
+from textual.widget import Widget
+
+from .tui.desktop_view import DesktopView
+from .tui.frames import Target, prepare
+
+PANE = (100, 40)
+TARGET_MS = 10.0
+
+
+def frames(count: int) -> list[bytes]:
+    """Distinct 1024x720 screenshots (so no cache helps either side)."""
+    out = []
+    for i in range(count):
+        img = Image.new("RGB", (1024, 720), (240, 242, 246))
+        draw = ImageDraw.Draw(img)
+        for j in range(24):
+            y = (j * 29 + i * 7) % 700
+            x0 = 40 + (j * 37) % 500
+            draw.rectangle(
+                (x0, y, x0 + 60 + (j * 53 + i) % 400, y + 18),
+                fill=((j * 40 + i * 3) % 255, (j * 90) % 255, (i * 11 + 128) % 255),
+            )
+        draw.text((40, 20), f"frame {i}", fill=(0, 0, 0))
+        buf = io.BytesIO()
+        img.save(buf, format="PNG", compress_level=1)
+        out.append(buf.getvalue())
+    return out
+
+
+class _Harness(App[None]):
+    CSS = "Screen { layout: vertical; } #pane { width: %d; height: %d; }" % PANE
+
+    def __init__(self, widget: Widget) -> None:
+        super().__init__()
+        self.widget = widget
+
+    def compose(self) -> ComposeResult:
+        yield self.widget
+
+
+async def _measure(widget: Widget, apply, pngs: list[bytes]) -> list[float]:
+    app = _Harness(widget)
+    samples = []
+    async with app.run_test(size=(PANE[0] + 10, PANE[1] + 4)) as pilot:
+        await pilot.pause()
+        for png in pngs:
+            payload = apply.prepare(png) if hasattr(apply, "prepare") else png
+            start = time.thread_time()
+            apply(widget, payload)
+            await pilot.pause()  # the app processes the refresh and composes the screen
+            samples.append((time.thread_time() - start) * 1000)
+    return samples
+
+
+class _Ours:
+    def __init__(self) -> None:
+        self.worker_ms: list[float] = []
+
+    def prepare(self, png: bytes):  # runs in a worker in the app; timed separately here
+        start = time.perf_counter()
+        rendered = prepare(png, PANE[0], PANE[1], Target(point=(512, 360)))
+        self.worker_ms.append((time.perf_counter() - start) * 1000)
+        return rendered
+
+    def __call__(self, widget: Widget, rendered) -> None:
+        widget.show(rendered)  # type: ignore[attr-defined]
+
+
+def _theirs(widget: Widget, png: bytes) -> None:
+    widget.image = Image.open(io.BytesIO(png))  # type: ignore[attr-defined]
+
+
+def run(count: int) -> dict:
+    from textual_image.widget import HalfcellImage
+
+    pngs = frames(count + 3)
+    ours = _Ours()
+    ours_ms = asyncio.run(_measure(DesktopView(id="pane"), ours, pngs))[3:]
+    theirs_ms = asyncio.run(_measure(HalfcellImage(id="pane"), _theirs, pngs))[3:]
+
+    def stats(values: list[float]) -> dict:
+        ordered = sorted(values)
+        return {
+            "n": len(values),
+            "median_ms": statistics.median(values),
+            "p90_ms": ordered[int(0.9 * (len(ordered) - 1))],
+            "mean_ms": statistics.fmean(values),
+        }
+
+    return {
+        "pane_cells": list(PANE),
+        "frame": [1024, 720],
+        "ours_ui_thread": stats(ours_ms),
+        "ours_worker_conversion": stats(ours.worker_ms[3:]),
+        "textual_image_halfcell_ui_thread": stats(theirs_ms),
+        "target_ms": TARGET_MS,
+    }
+
+
+def report(result: dict) -> str:
+    ours, theirs, worker = (
+        result["ours_ui_thread"],
+        result["textual_image_halfcell_ui_thread"],
+        result["ours_worker_conversion"],
+    )
+    lines = [
+        "UI-thread time per new 1024x720 frame in a 100x40-cell pane (CPU time of the UI thread)",
+        f"{'renderer':<46}{'n':>5}{'median':>11}{'p90':>11}   compared with          ratio",
+        f"{'ours: half-block strips built in a worker':<46}{ours['n']:>5}{ours['median_ms']:>9.2f}ms"
+        f"{ours['p90_ms']:>9.2f}ms   target <= {TARGET_MS:g} ms        {TARGET_MS / ours['median_ms']:.2f}x",
+        f"{'':<46}{'':>5}{'':>11}{'':>11}   textual-image halfcell  {theirs['median_ms'] / ours['median_ms']:.2f}x",
+        f"{'textual-image HalfcellImage (all on UI thread)':<46}{theirs['n']:>5}{theirs['median_ms']:>9.2f}ms"
+        f"{theirs['p90_ms']:>9.2f}ms",
+        f"{'ours: worker-thread conversion (not UI)':<46}{worker['n']:>5}{worker['median_ms']:>9.2f}ms"
+        f"{worker['p90_ms']:>9.2f}ms",
+        "ratios above 1.00x mean better than the target or the baseline",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m cua_tui.bench_tui", description=__doc__.splitlines()[0])
+    parser.add_argument("--frames", type=int, default=30)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    result = run(args.frames)
+    print(report(result))
+    print(f"reproduce: {sys.executable} -m cua_tui.bench_tui --frames {args.frames}")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,25 @@
+"""The UI-thread benchmark runs and reports sane numbers (timings are reported, never asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def test_tui_benchmark_runs(tmp_path: Path) -> None:
+    out = tmp_path / "tui.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "cua_tui.bench_tui", "--frames", "4", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "UI-thread time per new 1024x720 frame" in proc.stdout
+    data = json.loads(out.read_text())
+    assert data["pane_cells"] == [100, 40]
+    for key in ("ours_ui_thread", "ours_worker_conversion", "textual_image_halfcell_ui_thread"):
+        assert data[key]["n"] >= 1
+        assert 0 < data[key]["median_ms"] <= data[key]["p90_ms"] + 1e-9
