@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import gc
 import hashlib
+import io
 import itertools
 import json
 import math
@@ -34,6 +35,7 @@ import random
 import shlex
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -50,7 +52,7 @@ from .core.audit import GENESIS, AuditClosed, AuditKey, AuditWriter, verify_run
 from .core.geometry import Scaling, Size
 from .core.imaging import blank_frame
 from .core.policy import Policy, Verdict
-from .core.ports import Answer
+from .core.ports import Answer, DesktopError
 from .core.rundir import RunDir, ScreenStore, new_run_id, write_json_atomic
 from .core.supervisor import RunConfig, Supervisor
 from .desktops.dry import DryDesktop
@@ -59,7 +61,7 @@ SCREEN = Size(1024, 720)
 TARGET_ACTION_US = 1000.0  # median supervisor overhead per action, without fsync
 TARGET_VERIFY_EPS = 200_000.0  # events verified per second
 ACTIONS_PER_TURN = 5
-SUITES = ("core", "supervisor", "verify")
+SUITES = ("core", "supervisor", "verify", "local", "all")
 
 # Sample sizes: (full, quick).
 SIZES = {
@@ -71,6 +73,8 @@ SIZES = {
     "e2e_runs": (3, 1),
     "verify_events": (100_000, 10_000),
     "verify_repeats": (5, 3),
+    "local_samples": (30, 8),
+    "local_checks": (5, 2),
 }
 WARMUP = 200
 
@@ -532,6 +536,221 @@ def bench_verify(tmp: Path, n_events: int, repeats: int) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------------
+# 4. The local desktop: the seeds' subprocesses vs ours, on one real Xvfb + openbox + Chromium
+# ---------------------------------------------------------------------------------------------------
+TARGET_LOCAL_SHOT_MS = 25.0  # median of desktop.screenshot() (PNG bytes in memory)
+TARGET_LOCAL_CLICK_X = 3.0  # click + fresh screenshot: times faster than xdotool click + scrot
+TARGET_LOCAL_TYPE_X = 5.0  # typing 20 characters + fresh screenshot: times faster than xdotool type + scrot
+LOCAL_TOOLS = ("xdotool", "scrot")  # the seeds' way; the desktop's own programs come from missing_programs()
+LOCAL_TEXT = "The quick brown fox!"  # 20 characters, shifted ones included
+SEED_TYPE_DELAY_MS = 25
+BLANK_POINT = (760, 600)  # nothing of the form lab's page there: a click blurs the field
+LOCAL_IDLE_S = 0.05  # pause after each untimed preparation step, so every timed step starts on a quiet screen
+FRESH_AFTER_S = 0.15  # a frame is "fresh" when it equals the screen this long after the step returned
+LOCAL_WARMUP = 1
+
+
+def local_missing() -> list[str]:
+    """Programs the ``local`` suite needs and this machine lacks."""
+    from .desktops.local import missing_programs
+
+    return [*missing_programs(), *(name for name in LOCAL_TOOLS if shutil.which(name) is None)]
+
+
+class SeedWay:
+    """The seeds' executor: one subprocess per step against the same display, the screenshot through a file."""
+
+    def __init__(self, display: str, cookie: Path | None, shot_path: Path) -> None:
+        self.env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "DISPLAY": display}
+        self.cookie = cookie
+        self.path = shot_path
+        self.auth = "server-interpreted localuser (no cookie)"
+
+    def _run(self, argv: list[str]) -> None:
+        subprocess.run(argv, env=self.env, check=True, stdin=subprocess.DEVNULL, capture_output=True)
+
+    def connect(self) -> None:
+        """Probe both tools; if the server refuses them without the cookie, give them the desktop's cookie."""
+        try:
+            self._run(["xdotool", "getmouselocation"])
+            self.screenshot()
+        except subprocess.CalledProcessError as exc:
+            if self.cookie is None or not self.cookie.exists():
+                raise RuntimeError(f"{exc.cmd[0]} cannot reach the display: {exc.stderr!r}") from None
+            self.env["XAUTHORITY"] = str(self.cookie)
+            self.auth = "the desktop's xauth cookie"
+            self._run(["xdotool", "getmouselocation"])
+            self.screenshot()
+
+    def screenshot(self) -> bytes:
+        self._run(["scrot", "-o", str(self.path)])
+        return self.path.read_bytes()
+
+    def click(self, x: int, y: int) -> bytes:
+        self._run(["xdotool", "mousemove", str(x), str(y), "click", "1"])
+        return self.screenshot()
+
+    def type(self, text: str) -> bytes:
+        self._run(["xdotool", "type", "--delay", str(SEED_TYPE_DELAY_MS), "--", text])
+        return self.screenshot()
+
+
+def _pixels(png: bytes) -> bytes:
+    from PIL import Image
+
+    with Image.open(io.BytesIO(png)) as image:
+        return image.convert("RGB").tobytes()
+
+
+def bench_local(tmp: Path, n: int, checks: int) -> dict[str, Any]:
+    """One LocalDesktop with the form lab; the seeds' way and ours timed sample by sample, alternately first."""
+    from .desktops.local import LocalDesktop
+    from .labs import get_lab
+    from .labs.form import INPUT, PHRASE, VERIFY
+
+    scaling = Scaling.identity(SCREEN)
+    fx, fy = INPUT.center
+    click_field = parse_openai({"type": "click", "button": "left", "x": fx, "y": fy}, scaling)
+    blur = parse_openai({"type": "click", "button": "left", "x": BLANK_POINT[0], "y": BLANK_POINT[1]}, scaling)
+    type_text = parse_openai({"type": "type", "text": LOCAL_TEXT}, scaling)
+    type_phrase = parse_openai({"type": "type", "text": PHRASE}, scaling)
+    click_verify = parse_openai(
+        {"type": "click", "button": "left", "x": VERIFY.center[0], "y": VERIFY.center[1]}, scaling
+    )
+    select_all = parse_openai({"type": "keypress", "keys": ["ctrl", "a"]}, scaling)
+    backspace = parse_openai({"type": "keypress", "keys": ["BackSpace"]}, scaling)
+    assert len(type_text.text) == 20
+
+    lab = get_lab("form")
+    desktop = LocalDesktop(SCREEN, lab=lab)
+    try:
+        t0 = pn()
+        desktop.start()
+        start_s = (pn() - t0) / 1e9
+        assert desktop.display is not None and desktop.workspace is not None
+        seed = SeedWay(desktop.display, desktop.workspace / "run" / "xauth", tmp / "seed-shot.png")
+        seed.connect()
+
+        def prep(*actions: Any) -> None:
+            """Untimed steps through our own session, then a short idle."""
+            for action in actions:
+                desktop.perform(action)
+            time.sleep(LOCAL_IDLE_S)
+
+        def fresh(png: bytes) -> bool:
+            """Does the frame equal the screen a little later (did the step's screenshot show its effect)?"""
+            time.sleep(FRESH_AFTER_S)
+            return _pixels(png) == _pixels(desktop.screenshot().png)
+
+        # Correctness first: typing at full speed (no delay) must arrive intact. The lab's server records
+        # a proof only for the exact phrase; count one new proof and no wrong attempt per round.
+        log(f"local: typing check, {checks} round(s) of {PHRASE!r} + Verify through desktop.perform")
+        intact = 0
+        for _ in range(checks):
+            prep(click_field, select_all, backspace)
+            with lab.lock:
+                proofs, wrong = len(lab.proofs), lab.wrong_attempts
+            desktop.perform(type_phrase)
+            desktop.perform(click_verify)
+            deadline = time.monotonic() + 5.0
+            while time.monotonic() < deadline:
+                with lab.lock:
+                    now_proofs, now_wrong = len(lab.proofs), lab.wrong_attempts
+                if (now_proofs, now_wrong) != (proofs, wrong):
+                    break
+                time.sleep(0.01)
+            intact += int(now_proofs == proofs + 1 and now_wrong == wrong)
+        verification = desktop.verify()
+        assert verification is not None
+        typing_check = {
+            "phrase": PHRASE,
+            "rounds": checks,
+            "intact": intact,
+            "verify_passed": verification.passed,
+            "verify_detail": verification.detail,
+        }
+
+        ways: dict[str, dict[str, Callable[[], bytes]]] = {
+            "seed": {
+                "click": lambda: seed.click(fx, fy),
+                "type": lambda: seed.type(LOCAL_TEXT),
+                "shot": seed.screenshot,
+            },
+            "ours": {
+                "click": lambda: desktop.perform(click_field).frame.png,
+                "type": lambda: desktop.perform(type_text).frame.png,
+                "shot": lambda: desktop.screenshot().png,
+            },
+        }
+        steps = ("shot", "click", "type")
+        times: dict[tuple[str, str], list[int]] = {(w, s): [] for w in ways for s in steps}
+        sizes: dict[tuple[str, str], list[int]] = {(w, s): [] for w in ways for s in steps}
+        fresh_count: dict[tuple[str, str], int] = {(w, s): 0 for w in ways for s in ("click", "type")}
+        log(f"local: {LOCAL_WARMUP} warm-up + {n} samples, the seeds' way and ours interleaved")
+        for i in range(LOCAL_WARMUP + n):
+            record = i >= LOCAL_WARMUP
+            for way in ("seed", "ours") if i % 2 == 0 else ("ours", "seed"):
+                do = ways[way]
+                # click: the field is blurred first (untimed), so the click visibly focuses it
+                prep(blur)
+                for step in ("click", "type"):  # typing goes into the field the click focused
+                    gc.collect()
+                    t1 = pn()
+                    png = do[step]()
+                    t2 = pn()
+                    if record:
+                        times[way, step].append(t2 - t1)
+                        sizes[way, step].append(len(png))
+                        fresh_count[way, step] += fresh(png)
+                    else:
+                        time.sleep(FRESH_AFTER_S)
+                prep(select_all, backspace)  # the field never overflows
+                gc.collect()
+                t1 = pn()
+                png = do["shot"]()
+                t2 = pn()
+                if record:
+                    times[way, "shot"].append(t2 - t1)
+                    sizes[way, "shot"].append(len(png))
+    finally:
+        desktop.stop()
+
+    out: dict[str, Any] = {
+        "display": desktop.display,
+        "screen": f"{SCREEN.width}x{SCREEN.height}",
+        "lab": "form",
+        "start_s": start_s,
+        "samples": n,
+        "warmup": LOCAL_WARMUP,
+        "text": LOCAL_TEXT,
+        "text_chars": len(LOCAL_TEXT),
+        "seed_type_delay_ms": SEED_TYPE_DELAY_MS,
+        "seed_auth": seed.auth,
+        "fresh_after_s": FRESH_AFTER_S,
+        "typing_check": typing_check,
+    }
+    for step in steps:
+        entry: dict[str, Any] = {}
+        for way in ways:
+            stats = summarize_ns(times[way, step])
+            stats["png_bytes"] = statistics.median(sizes[way, step])
+            if step != "shot":
+                stats["fresh"] = fresh_count[way, step]
+            entry[way] = stats
+        entry["speedup_vs_seed"] = entry["seed"]["median_us"] / entry["ours"]["median_us"]
+        out[step] = entry
+    shot, click, typed = out["shot"], out["click"], out["type"]
+    shot["target_ms"] = TARGET_LOCAL_SHOT_MS
+    shot["ratio_target"] = TARGET_LOCAL_SHOT_MS * 1000 / shot["ours"]["median_us"]
+    shot["met"] = shot["ratio_target"] >= 1
+    for entry, target in ((click, TARGET_LOCAL_CLICK_X), (typed, TARGET_LOCAL_TYPE_X)):
+        entry["target_speedup"] = target
+        entry["ratio_target"] = entry["speedup_vs_seed"] / target
+        entry["met"] = entry["speedup_vs_seed"] >= target
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
 # Report
 # ---------------------------------------------------------------------------------------------------
 def _us(value: float) -> str:
@@ -540,6 +759,78 @@ def _us(value: float) -> str:
 
 def _ratio(value: float) -> str:
     return f"{value:,.2f}x"
+
+
+def render_local(loc: dict[str, Any]) -> list[str]:
+    """Section 4: the seeds' subprocesses (a) and ours (b) on one local desktop, with the targets."""
+    header = (
+        f"{'measurement':<58} {'n':>4} {'median':>10} {'p90':>10} {'mean':>10} {'PNG':>7}  "
+        f"{'compared with':<24} {'ratio':>7}  {'target':<13}"
+    )
+    rule = "-" * len(header)
+    lines = [
+        f"4. Local desktop {loc['screen']} (Xvfb {loc['display']} + openbox + Chromium in bubblewrap, form lab; "
+        f"started in {loc['start_s']:.1f} s): (a) the seeds' subprocesses vs (b) ours, interleaved",
+        rule,
+        header,
+        rule,
+    ]
+
+    def row(name: str, s: dict[str, Any], versus: str = "", ratio: float | None = None, target: str = "") -> None:
+        lines.append(
+            f"{name:<58} {s['n']:>4} {_us(s['median_us']):>10} {_us(s['p90_us']):>10} {_us(s['mean_us']):>10} "
+            f"{s['png_bytes'] / 1000:>5.0f}kB  {versus:<24} {_ratio(ratio) if ratio is not None else '':>7}  "
+            f"{target:<13}"
+        )
+
+    def verdict(entry: dict[str, Any], goal: str) -> str:
+        return f"{goal} {'met' if entry['met'] else 'MISSED'}"
+
+    shot, click, typed = loc["shot"], loc["click"], loc["type"]
+    goal = f"<= {shot['target_ms']:g} ms"
+    row(
+        "screenshot (b) ours: desktop.screenshot(), PNG in memory",
+        shot["ours"],
+        goal,
+        shot["ratio_target"],
+        verdict(shot, goal),
+    )
+    row("screenshot (a) seeds: scrot -o FILE + read", shot["seed"])
+    row("  (a)/(b)", shot["ours"], "(a) scrot", shot["speedup_vs_seed"])
+    chars, delay = loc["text_chars"], loc["seed_type_delay_ms"]
+    for entry, ours_name, seed_name in (
+        (
+            click,
+            "click + screenshot (b) ours: desktop.perform(click)",
+            "click + screenshot (a) seeds: xdotool click 1 + scrot",
+        ),
+        (
+            typed,
+            f"type {chars} chars + screenshot (b) ours: perform(type)",
+            f"type {chars} chars + screenshot (a) seeds: --delay {delay} + scrot",
+        ),
+    ):
+        goal = f">= {entry['target_speedup']:g}x"
+        row(ours_name, entry["ours"], "(a) seeds", entry["speedup_vs_seed"], verdict(entry, goal))
+        row(seed_name, entry["seed"])
+    lines.append(rule)
+    n = loc["samples"]
+    lines.append(
+        f"fresh frames (equal to the screen {loc['fresh_after_s'] * 1000:.0f} ms after the step returned): "
+        f"click ours {click['ours']['fresh']}/{n}, seeds {click['seed']['fresh']}/{n}; "
+        f"typing ours {typed['ours']['fresh']}/{n}, seeds {typed['seed']['fresh']}/{n}"
+    )
+    tc = loc["typing_check"]
+    ok = tc["intact"] == tc["rounds"] and tc["verify_passed"]
+    lines.append(
+        f"typing check ({'passed' if ok else 'FAILED'}): {tc['intact']}/{tc['rounds']} x {tc['phrase']!r} typed "
+        f"with no delay arrived intact (Verify accepted); lab verify(): {tc['verify_detail']}"
+    )
+    lines.append(
+        f"(a) runs xdotool/scrot as subprocesses on DISPLAY={loc['display']} via {loc['seed_auth']}; "
+        f"typed text {loc['text']!r}; PNG = median size"
+    )
+    return lines
 
 
 def render(results: dict[str, Any]) -> str:
@@ -631,6 +922,9 @@ def render(results: dict[str, Any]) -> str:
         vrow("verify_run vs the naive verifier", o, "naive json+hashlib", ver["ratio_vs_naive"])
         vrow("baseline: naive (json.loads + hashlib per line)", nv)
         lines.append(vrule)
+    loc = results.get("local")
+    if loc:
+        lines += ["", *render_local(loc)]
     lines += ["", f"total time {results['elapsed_s']:.1f} s; reproduce: {results['command']}"]
     return "\n".join(lines)
 
@@ -677,7 +971,7 @@ def run(suite: str, quick: bool, verify_events: int | None = None) -> dict[str, 
     started = pn()
     with tempfile.TemporaryDirectory(prefix="cua-tui-bench-") as tmp_name:
         tmp = Path(tmp_name)
-        if suite in ("core", "supervisor"):
+        if suite in ("core", "supervisor", "all"):
             raws = action_mix(500)
             log(f"supervisor micro, no fsync ({size['micro_nofsync']:,} actions)")
             mn = bench_micro(tmp, raws, size["micro_nofsync"], fsync=False)
@@ -704,9 +998,19 @@ def run(suite: str, quick: bool, verify_events: int | None = None) -> dict[str, 
                 "ratio_seed_full": seed_median / mn["median_us"],
                 "ratio_seed_full_fsync": seed_median / mf["median_us"],
             }
-        if suite in ("core", "verify"):
+        if suite in ("core", "verify", "all"):
             log(f"verify: generating {size['verify_events']:,} events, then {size['verify_repeats']} timed runs")
             results["verify"] = bench_verify(tmp, size["verify_events"], size["verify_repeats"])
+        if suite in ("local", "all"):
+            log(f"local desktop: starting Xvfb + openbox + Chromium ({size['local_samples']} samples per measurement)")
+            results["local"] = bench_local(tmp, size["local_samples"], size["local_checks"])
+            results["targets"].update(
+                {
+                    "local_screenshot_median_ms": TARGET_LOCAL_SHOT_MS,
+                    "local_click_speedup": TARGET_LOCAL_CLICK_X,
+                    "local_type_speedup": TARGET_LOCAL_TYPE_X,
+                }
+            )
     results["elapsed_s"] = (pn() - started) / 1e9
     return results
 
@@ -716,20 +1020,44 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m cua_tui.bench",
         description="Benchmark cua-tui's supervisor overhead per action and verify throughput against baselines.",
     )
-    parser.add_argument("suite", nargs="?", default="core", choices=SUITES, help="what to run (default: core = all)")
+    parser.add_argument(
+        "suite",
+        nargs="?",
+        default="core",
+        choices=SUITES,
+        help="what to run: core (default: supervisor + verify), local (the real local desktop), all (core + local)",
+    )
     parser.add_argument("--quick", action="store_true", help="a fast smoke run: fewer samples, 10,000 events")
     parser.add_argument("--json", metavar="PATH", type=Path, help="also write the results as JSON to PATH")
     parser.add_argument("--events", type=int, metavar="N", help="events in the verify run (default 100,000)")
     args = parser.parse_args(argv)
     if args.events is not None and args.events < 10:
         parser.error("--events must be at least 10")
-    results = run(args.suite, args.quick, args.events)
+    if args.suite in ("local", "all"):
+        missing = local_missing()
+        if missing:
+            print(
+                f"the local suite needs {', '.join(missing)}, missing on this machine: run "
+                "`bash scripts/setup.sh bench local` as root to install them (Xvfb, openbox, Chromium, bubblewrap, "
+                "socat, xauth, and the seeds' xdotool and scrot)",
+                file=sys.stderr,
+            )
+            return 2
+    try:
+        results = run(args.suite, args.quick, args.events)
+    except DesktopError as exc:
+        print(f"the local desktop failed: {exc}", file=sys.stderr)
+        return 1
     results["command"] = shlex.join([sys.executable, "-m", "cua_tui.bench", *(sys.argv[1:] if argv is None else argv)])
     print(render(results))
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
         log(f"results written to {args.json}")
+    check = results.get("local", {}).get("typing_check")
+    if check and not (check["intact"] == check["rounds"] and check["verify_passed"]):
+        log("the typing check failed: typed text did not arrive intact")
+        return 1
     return 0
 
 

@@ -52,7 +52,7 @@ def frames(count: int) -> list[bytes]:
 
 
 class _Harness(App[None]):
-    CSS = "Screen { layout: vertical; } #pane { width: %d; height: %d; }" % PANE
+    CSS = f"Screen {{ layout: vertical; }} #pane {{ width: {PANE[0]}; height: {PANE[1]}; }}"
 
     def __init__(self, widget: Widget) -> None:
         super().__init__()

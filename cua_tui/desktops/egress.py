@@ -602,7 +602,7 @@ class EgressProxy:
             if not stat.S_ISSOCK(mode):
                 raise FileExistsError(f"{path} exists and is not a socket")
             path.unlink()  # a stale socket from an earlier run
-        server = await asyncio.start_unix_server(self._handle, path=str(path), limit=MAX_HEADER_BYTES)
+        server = await asyncio.start_unix_server(self._accept, path=str(path), limit=MAX_HEADER_BYTES)
         os.chmod(path, 0o666)
         st = path.lstat()
         self._socket_ino = (st.st_dev, st.st_ino)
@@ -617,7 +617,15 @@ class EgressProxy:
     async def _shutdown(self) -> None:
         self._closing = True
         if self._server is not None:
-            self._server.close()
+            # Stop accepting first and let connections already accepted reach _accept (which now aborts them):
+            # asyncio fails to build, and leaks without closing, a connection it accepts after Server.close().
+            loop = asyncio.get_running_loop()
+            for sock in self._server.sockets:
+                with contextlib.suppress(Exception):
+                    loop.remove_reader(sock.fileno())
+            for _ in range(5):
+                await asyncio.sleep(0)
+            self._server.close()  # connections still queued on the listening socket are reset by the kernel
         for writer in list(self._writers):
             _close(writer, abort=True)
         tasks = [t for t in self._tasks if t is not asyncio.current_task()]
@@ -651,15 +659,19 @@ class EgressProxy:
             _close(writer, abort=True)
         return writer
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
+    def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Called synchronously for each new connection, so that shutdown sees it even before its task runs."""
         self._track(writer)
+        if self._closing:
+            return
+        task = asyncio.get_running_loop().create_task(self._handle(reader, writer))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         upstream: list[asyncio.StreamWriter] = []
         try:
-            if not self._closing:
-                await self._serve(reader, writer, upstream)
+            await self._serve(reader, writer, upstream)
         except (asyncio.CancelledError, ConnectionError, OSError):
             pass
         except Exception:
@@ -668,7 +680,6 @@ class EgressProxy:
             for w in (*upstream, writer):
                 _close(w, abort=self._closing)
                 self._writers.discard(w)
-            self._tasks.discard(task)
 
     async def _respond(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, status: int, message: str
