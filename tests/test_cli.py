@@ -260,3 +260,14 @@ def test_sigint_is_the_kill_switch(tmp_path: Path) -> None:
     assert json.loads((run_dir / "result.json").read_text())["status"] == "killed"
     code, _ = invoke("verify", str(run_dir))
     assert code == 0
+
+
+def test_url_allow_entries() -> None:
+    from cua_tui.desktops.egress import AllowList
+    from cua_tui.desktops.local import url_allow_entry
+
+    assert url_allow_entry("http://localhost:8000/x") == ("http://127.0.0.1:8000/x", "127.0.0.1:8000")
+    assert url_allow_entry("https://example.com/") == ("https://example.com/", "example.com:443")
+    assert url_allow_entry("http://[::1]:8080/") == ("http://[::1]:8080/", "[::1]:8080")
+    allow = AllowList.parse([url_allow_entry("http://[::1]:8080/")[1]])
+    assert allow.allows("::1", 8080)[0] and not allow.allows("::1", 80)[0]

@@ -43,6 +43,7 @@ from pathlib import Path
 __all__ = ["MAX_HEADER_BYTES", "AllowList", "EgressProxy", "EgressRecord", "Judgement", "relay_command"]
 
 log = logging.getLogger(__name__)
+log.addHandler(logging.NullHandler())  # a library: say nothing on stderr (under the TUI) unless logging is set up
 
 MAX_HEADER_BYTES = 64 * 1024
 DEFAULT_PORTS = frozenset({80, 443})

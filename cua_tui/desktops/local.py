@@ -18,6 +18,7 @@ import contextlib
 import os
 import pwd
 import secrets
+import shlex
 import shutil
 import signal
 import subprocess
@@ -39,6 +40,25 @@ from .x11 import X11Session, grant_local_user
 SANDBOX_USERS = ("cua-sandbox", "nobody")
 INNER_PROXY_PORT = 3128
 REQUIRED = ("Xvfb", "openbox", "chromium", "bwrap", "socat", "xauth")
+
+
+def url_allow_entry(url: str) -> tuple[str, str]:
+    """The URL to open and the allow-list entry for its origin. ``localhost`` becomes 127.0.0.1: the proxy
+    refuses names that resolve to loopback or private addresses, but allows an explicit loopback IP."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise DesktopError(f"--url must be an http(s) URL, not {url!r}", fatal=True)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise DesktopError(f"--url has an invalid port: {url!r}", fatal=True) from None
+    host = parts.hostname
+    if host == "localhost":
+        host = "127.0.0.1"
+        netloc = f"127.0.0.1:{port}" if parts.port else "127.0.0.1"
+        url = parts._replace(netloc=netloc).geturl()
+    entry = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return url, entry
 
 
 def missing_programs() -> list[str]:
@@ -165,12 +185,8 @@ class LocalDesktop:
             allow = [self.lab.allow_entry, *self.allow_domains]
         else:
             assert self.url is not None
-            start_url = self.url
-            parts = urlsplit(self.url)
-            if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise DesktopError(f"--url must be an http(s) URL, not {self.url!r}", fatal=True)
-            port = parts.port or (443 if parts.scheme == "https" else 80)
-            allow = [f"{parts.hostname}:{port}", *self.allow_domains]
+            start_url, entry = url_allow_entry(self.url)
+            allow = [entry, *self.allow_domains]
         self._proxy = EgressProxy(run / "proxy.sock", AllowList.parse(allow), on_event=self._on_egress)
         self._proxy.start()
         os.chmod(run / "proxy.sock", 0o666)
@@ -187,7 +203,7 @@ class LocalDesktop:
         inner = run / "browser.sh"
         inner.write_text(
             "#!/bin/sh\n"
-            f"{' '.join(relay_command(str(run / 'proxy.sock'), INNER_PROXY_PORT))} 2>/dev/null &\n"
+            f"{shlex.join(relay_command(str(run / 'proxy.sock'), INNER_PROXY_PORT))} 2>/dev/null &\n"
             'exec chromium "$@"\n'
         )
         inner.chmod(0o755)
