@@ -7,6 +7,7 @@ happens in a thread worker; core events arrive as messages; screenshots are conv
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +55,12 @@ class SupervisorApp(App[Any]):
         theme: str = "cua-dark",
         theme_dirs: tuple[Path, ...] = (),
         graphics: type[Widget] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__()
         self.graphics = graphics
         self.source = source
+        self.clock = clock  # the status bar's elapsed time; fixtures pass a fixed one
         self.requested_theme = theme
         self.theme_dirs = (project_themes_dir(), *theme_dirs)
         self.pending: DecisionRequest | None = None
@@ -79,7 +82,7 @@ class SupervisorApp(App[Any]):
                 yield DecisionPanel(id="decision")
                 yield BatchPane(id="batch")
                 yield AuditPane(id="audit")
-        yield StatusBar(self.source.info, id="status")
+        yield StatusBar(self.source.info, clock=self.clock, id="status")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -93,7 +96,8 @@ class SupervisorApp(App[Any]):
             self.theme = "cua-dark"
             problems.append(f"unknown theme {self.requested_theme!r}; using cua-dark")
         for problem in problems:
-            self.notify(visible(problem), title="theme", severity="warning", timeout=10)
+            # markup=False: file names and parser messages quote the file's own text ("[/]" would crash)
+            self.notify(visible(problem), title="theme", severity="warning", timeout=10, markup=False)
         self.query_one("#desktop", DesktopView).border_title = "Desktop"
         self.query_one(DecisionPanel).show_request(None)
         self.source.attach(self._from_run, self._request_from_run)
@@ -112,6 +116,12 @@ class SupervisorApp(App[Any]):
     def _request_from_run(self, request: DecisionRequest) -> None:
         self.post_message(DecisionNeeded(request))
 
+    def on_unmount(self) -> None:
+        # Leaving the TUI while the run goes on is a kill: the run's thread must end, or the process could
+        # not exit (asyncio waits for the worker's thread) and the caller's own kill would never come.
+        if self.running:
+            self.source.kill(by="human (left the TUI)")
+
     def on_worker_state_changed(self, message: Worker.StateChanged) -> None:
         if message.worker.group != "run":
             return
@@ -120,7 +130,8 @@ class SupervisorApp(App[Any]):
             status = getattr(self.result, "status", "") if self.result is not None else ""
             self.post_message(RunFinished(status, getattr(self.result, "reason", "")))
         elif message.state is WorkerState.ERROR:
-            self.notify(visible(str(message.worker.error)), title="run failed", severity="error", timeout=30)
+            error = visible(str(message.worker.error))
+            self.notify(error, title="run failed", severity="error", timeout=30, markup=False)
             self.post_message(RunFinished("error", str(message.worker.error)))
 
     # ------------------------------------------------------------------------------------------------
@@ -174,7 +185,7 @@ class SupervisorApp(App[Any]):
                 status.redraw()
             case ev.RunEnded():
                 status.final = f"{event.status} · {visible(event.reason, limit=80)}"
-                status.ended = status.ended or time.monotonic()
+                status.ended = status.ended or self.clock()
                 status.redraw()
                 self.query_one(AuditPane).set_state("sealed")
                 self.running = False
@@ -200,7 +211,7 @@ class SupervisorApp(App[Any]):
         self._clear_pending()
         self.refresh_bindings()
         if message.status:
-            self.notify(f"run ended: {visible(message.status)} · press q to quit", timeout=30)
+            self.notify(f"run ended: {visible(message.status)} · press q to quit", timeout=30, markup=False)
 
     def _clear_pending(self) -> None:
         if self.pending is None:

@@ -39,7 +39,9 @@ class DecisionPanel(Static):
         text.append("n", style="bold reverse")
         text.append(" reject   ")
         text.append("k", style="bold reverse")
-        text.append(" kill switch   ")
-        text.append("z", style="bold reverse")
-        text.append(" zoom on target")
+        text.append(" kill switch")
+        if action is not None and action.target is not None:  # as the footer: z only where there is a target
+            text.append("   ")
+            text.append("z", style="bold reverse")
+            text.append(" zoom on target")
         self.update(text)

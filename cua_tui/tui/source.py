@@ -3,9 +3,12 @@ snapshots, screenshots). The App talks to both through the same small interface.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from textual.worker import NoActiveWorker, get_current_worker
 
 from ..core import events as ev
 from ..core.approvers import HandshakeApprover
@@ -24,7 +27,7 @@ class RunSource(Protocol):
         self, on_event: Callable[[ev.Event, int, str], None], on_request: Callable[[DecisionRequest], None]
     ) -> None: ...
     def run(self) -> RunResult | None: ...
-    def kill(self) -> None: ...
+    def kill(self, by: str = "human (TUI)") -> None: ...
     def answer(self, answer: Answer, request: DecisionRequest) -> bool: ...
     @property
     def live(self) -> bool: ...
@@ -60,8 +63,8 @@ class LiveRun:
     def run(self) -> RunResult:
         return self.supervisor.run()
 
-    def kill(self) -> None:
-        self.supervisor.kill(by="human (TUI)")
+    def kill(self, by: str = "human (TUI)") -> None:
+        self.supervisor.kill(by=by)
 
     def answer(self, answer: Answer, request: DecisionRequest) -> bool:
         return self.approver.answer(answer, request)
@@ -70,7 +73,11 @@ class LiveRun:
 @dataclass
 class RecordedRun:
     """Replays a fixed list of events (and optionally leaves a decision pending): for snapshots, screenshots
-    and tests. ``answers`` collects what the reviewer pressed."""
+    and tests. ``answers`` collects what the reviewer pressed.
+
+    A recording without a ``RunEnded`` event shows a run still going: ``run`` then holds on (as a live run
+    waiting for the model or for the reviewer would) until the kill switch or until the App cancels its
+    worker, so the App does not take the end of the replay for the end of the run."""
 
     info: RunInfo
     events: Sequence[ev.Event]
@@ -83,6 +90,7 @@ class RecordedRun:
     def __post_init__(self) -> None:
         self._on_event: Callable[[ev.Event, int, str], None] | None = None
         self._on_request: Callable[[DecisionRequest], None] | None = None
+        self._killed = threading.Event()
 
     def attach(
         self, on_event: Callable[[ev.Event, int, str], None], on_request: Callable[[DecisionRequest], None]
@@ -99,9 +107,18 @@ class RecordedRun:
             self._on_event(event, seq, head)
         if self.pending is not None:
             self._on_request(self.pending)
+        if any(isinstance(event, ev.RunEnded) for event in self.events):
+            return
+        try:
+            worker = get_current_worker()
+        except NoActiveWorker:
+            return  # not driven by an App: nothing could ever release us
+        while not self._killed.wait(0.05) and not worker.is_cancelled:
+            pass
 
-    def kill(self) -> None:
+    def kill(self, by: str = "human (TUI)") -> None:
         self.killed = True
+        self._killed.set()
 
     def answer(self, answer: Answer, request: DecisionRequest) -> bool:
         self.answers.append(answer)

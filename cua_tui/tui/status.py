@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -32,16 +33,19 @@ class RunInfo:
 
 
 class StatusBar(Static):
-    def __init__(self, info: RunInfo, *, id: str | None = None) -> None:
+    """One line about the run. ``clock`` (monotonic seconds) is injectable so pictures and snapshots are stable."""
+
+    def __init__(self, info: RunInfo, *, clock: Callable[[], float] = time.monotonic, id: str | None = None) -> None:
         super().__init__(id=id)
         self.info = info
+        self.clock = clock
         self.turn = 0
         self.steps = 0
         self.tokens = 0
         self.cost: float | None = None
         self.phase = "starting"
         self.detail = ""
-        self.started = time.monotonic()
+        self.started = clock()
         self.ended: float | None = None
         self.final = ""
 
@@ -51,7 +55,7 @@ class StatusBar(Static):
 
     def redraw(self) -> None:
         info = self.info
-        elapsed = (self.ended or time.monotonic()) - self.started
+        elapsed = (self.ended or self.clock()) - self.started
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(f" run {info.run_id} ", style="bold")
         text.append(f"· {visible(info.backend)} · {visible(info.agent, limit=40)}")

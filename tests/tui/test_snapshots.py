@@ -1,0 +1,46 @@
+"""SVG snapshots of the supervision TUI's main states (pytest-textual-snapshot), at a fixed 160x50 size.
+
+The scenes are recorded runs from ``cua_tui.tui.fixtures`` (fixed run id, frozen clock, screenshots drawn
+by the sim desktop), the same ones ``scripts/screenshots.py`` draws for the README. ``snap_compare`` runs
+the App in its own event loop, so these tests are synchronous. Update after a deliberate change with
+``pytest tests/tui/test_snapshots.py --snapshot-update`` and look at the pictures before committing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from cua_tui.tui.fixtures import SCENES, SIZE, settle
+
+pytestmark = pytest.mark.timeout(60)
+
+SnapCompare = Callable[..., bool]
+
+
+def snap_scene(snap_compare: SnapCompare, name: str, **kwargs: Any) -> bool:
+    scene = SCENES[name]
+    return snap_compare(scene.app(**kwargs), press=scene.press, terminal_size=SIZE, run_before=settle)
+
+
+def test_awaiting_a_decision_on_typed_text(snap_compare: SnapCompare) -> None:
+    """Decision panel with the full typed text, the pending row marked, status AWAITING YOUR DECISION,
+    footer with y / n / k."""
+    assert snap_scene(snap_compare, "awaiting-decision")
+
+
+def test_refused_action_and_not_executed_rows(snap_compare: SnapCompare) -> None:
+    """A blocked key chord: its row highlighted as BLOCK / REFUSED, the later row NOT EXECUTED."""
+    assert snap_scene(snap_compare, "refused")
+
+
+def test_finished_passed(snap_compare: SnapCompare) -> None:
+    """The run ended passed: status bar 'finished: passed', audit chain sealed, footer with q only."""
+    assert snap_scene(snap_compare, "finished")
+
+
+def test_help_screen(snap_compare: SnapCompare) -> None:
+    """? over a pending decision: the keys and the active policy's summary."""
+    assert snap_scene(snap_compare, "help")
