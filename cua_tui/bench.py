@@ -1,7 +1,10 @@
-"""The shipped benchmark: supervisor overhead per action and ``verify`` throughput, side by side with baselines.
+"""The shipped benchmark: supervisor overhead per action, ``verify`` throughput and the local desktop's
+capture and input, side by side with baselines.
 
-Run ``python -m cua_tui.bench`` (or ``python -m cua_tui.bench core``); ``--quick`` is a smoke run of a few
-seconds, ``--json PATH`` also writes the results as JSON. Everything happens in a temporary directory.
+Run ``python -m cua_tui.bench`` (or ``python -m cua_tui.bench core``: sections 1-3),
+``python -m cua_tui.bench local`` (section 4, needs the desktop's programs plus xdotool and scrot) or
+``python -m cua_tui.bench all`` (both); ``--quick`` is a smoke run of a few seconds, ``--json PATH`` also
+writes the results as JSON. Everything happens in a temporary directory.
 
 What is measured (``time.perf_counter_ns``; medians and p90 over many samples):
 
@@ -18,6 +21,16 @@ What is measured (``time.perf_counter_ns``; medians and p90 over many samples):
 3. ``verify`` throughput: a 100,000-event run directory (realistic records, HMAC-signed seal in result.json,
    a few screenshots referenced by ``screen`` events) checked by ``verify_run``; target 200,000 events/s.
    Baseline: the obvious verifier (``json.loads`` per line + ``hashlib``, seal and screenshots checked).
+4. The local desktop (``local``): one ``LocalDesktop`` at 1024x720 with the form lab; the seeds' way, one
+   subprocess per step on the same display (``scrot -o FILE`` + reading the file; ``xdotool mousemove X Y
+   click 1`` then scrot; ``xdotool type --delay 25`` of 20 characters then scrot), against ours
+   (``desktop.screenshot()``; ``desktop.perform(click)`` and ``desktop.perform(type)``, which return the
+   settled screenshot after the input), timed sample by sample, alternately first. The field is clicked
+   after an untimed click elsewhere (so the click visibly focuses it) and cleared between samples
+   (ctrl+a, BackSpace, untimed). Targets: screenshot median at most 25 ms; click + screenshot at least 3x
+   and typing + screenshot at least 5x faster than the seeds' way. Also reported: PNG sizes, how many
+   step screenshots equal the screen 150 ms later ("fresh"), and a correctness check first: the phrase
+   typed with no delay, then Verify, must be accepted by the lab's server.
 """
 
 from __future__ import annotations
@@ -557,6 +570,10 @@ def local_missing() -> list[str]:
     return [*missing_programs(), *(name for name in LOCAL_TOOLS if shutil.which(name) is None)]
 
 
+class LocalBenchError(RuntimeError):
+    """The local suite cannot measure (the seeds' tools cannot reach the display)."""
+
+
 class SeedWay:
     """The seeds' executor: one subprocess per step against the same display, the screenshot through a file."""
 
@@ -576,7 +593,7 @@ class SeedWay:
             self.screenshot()
         except subprocess.CalledProcessError as exc:
             if self.cookie is None or not self.cookie.exists():
-                raise RuntimeError(f"{exc.cmd[0]} cannot reach the display: {exc.stderr!r}") from None
+                raise LocalBenchError(f"{exc.cmd[0]} cannot reach the display: {exc.stderr!r}") from None
             self.env["XAUTHORITY"] = str(self.cookie)
             self.auth = "the desktop's xauth cookie"
             self._run(["xdotool", "getmouselocation"])
@@ -595,11 +612,13 @@ class SeedWay:
         return self.screenshot()
 
 
-def _pixels(png: bytes) -> bytes:
-    from PIL import Image
+def _changed_box(png_a: bytes, png_b: bytes) -> list[int] | None:
+    """The bounding box [x0, y0, x1, y1] of the pixels that differ between two screenshots, None if equal."""
+    from PIL import Image, ImageChops
 
-    with Image.open(io.BytesIO(png)) as image:
-        return image.convert("RGB").tobytes()
+    with Image.open(io.BytesIO(png_a)) as a, Image.open(io.BytesIO(png_b)) as b:
+        box = ImageChops.difference(a.convert("RGB"), b.convert("RGB")).getbbox()
+    return list(box) if box else None
 
 
 def bench_local(tmp: Path, n: int, checks: int) -> dict[str, Any]:
@@ -637,10 +656,10 @@ def bench_local(tmp: Path, n: int, checks: int) -> dict[str, Any]:
                 desktop.perform(action)
             time.sleep(LOCAL_IDLE_S)
 
-        def fresh(png: bytes) -> bool:
-            """Does the frame equal the screen a little later (did the step's screenshot show its effect)?"""
+        def stale_box(png: bytes) -> list[int] | None:
+            """Where the frame differs from the screen a little later (None: the step's screenshot was fresh)."""
             time.sleep(FRESH_AFTER_S)
-            return _pixels(png) == _pixels(desktop.screenshot().png)
+            return _changed_box(png, desktop.screenshot().png)
 
         # Correctness first: typing at full speed (no delay) must arrive intact. The lab's server records
         # a proof only for the exact phrase; count one new proof and no wrong attempt per round.
@@ -652,6 +671,7 @@ def bench_local(tmp: Path, n: int, checks: int) -> dict[str, Any]:
                 proofs, wrong = len(lab.proofs), lab.wrong_attempts
             desktop.perform(type_phrase)
             desktop.perform(click_verify)
+            now_proofs, now_wrong = proofs, wrong
             deadline = time.monotonic() + 5.0
             while time.monotonic() < deadline:
                 with lab.lock:
@@ -674,18 +694,19 @@ def bench_local(tmp: Path, n: int, checks: int) -> dict[str, Any]:
             "seed": {
                 "click": lambda: seed.click(fx, fy),
                 "type": lambda: seed.type(LOCAL_TEXT),
-                "shot": seed.screenshot,
+                "screenshot": seed.screenshot,
             },
             "ours": {
                 "click": lambda: desktop.perform(click_field).frame.png,
                 "type": lambda: desktop.perform(type_text).frame.png,
-                "shot": lambda: desktop.screenshot().png,
+                "screenshot": lambda: desktop.screenshot().png,
             },
         }
-        steps = ("shot", "click", "type")
+        steps = ("screenshot", "click", "type")
         times: dict[tuple[str, str], list[int]] = {(w, s): [] for w in ways for s in steps}
         sizes: dict[tuple[str, str], list[int]] = {(w, s): [] for w in ways for s in steps}
         fresh_count: dict[tuple[str, str], int] = {(w, s): 0 for w in ways for s in ("click", "type")}
+        stale: list[dict[str, Any]] = []
         log(f"local: {LOCAL_WARMUP} warm-up + {n} samples, the seeds' way and ours interleaved")
         for i in range(LOCAL_WARMUP + n):
             record = i >= LOCAL_WARMUP
@@ -701,17 +722,21 @@ def bench_local(tmp: Path, n: int, checks: int) -> dict[str, Any]:
                     if record:
                         times[way, step].append(t2 - t1)
                         sizes[way, step].append(len(png))
-                        fresh_count[way, step] += fresh(png)
+                        box = stale_box(png)
+                        if box is None:
+                            fresh_count[way, step] += 1
+                        else:
+                            stale.append({"way": way, "step": step, "sample": i - LOCAL_WARMUP, "box": box})
                     else:
                         time.sleep(FRESH_AFTER_S)
                 prep(select_all, backspace)  # the field never overflows
                 gc.collect()
                 t1 = pn()
-                png = do["shot"]()
+                png = do["screenshot"]()
                 t2 = pn()
                 if record:
-                    times[way, "shot"].append(t2 - t1)
-                    sizes[way, "shot"].append(len(png))
+                    times[way, "screenshot"].append(t2 - t1)
+                    sizes[way, "screenshot"].append(len(png))
     finally:
         desktop.stop()
 
@@ -727,6 +752,7 @@ def bench_local(tmp: Path, n: int, checks: int) -> dict[str, Any]:
         "seed_type_delay_ms": SEED_TYPE_DELAY_MS,
         "seed_auth": seed.auth,
         "fresh_after_s": FRESH_AFTER_S,
+        "stale": stale,
         "typing_check": typing_check,
     }
     for step in steps:
@@ -734,12 +760,12 @@ def bench_local(tmp: Path, n: int, checks: int) -> dict[str, Any]:
         for way in ways:
             stats = summarize_ns(times[way, step])
             stats["png_bytes"] = statistics.median(sizes[way, step])
-            if step != "shot":
+            if step != "screenshot":
                 stats["fresh"] = fresh_count[way, step]
             entry[way] = stats
         entry["speedup_vs_seed"] = entry["seed"]["median_us"] / entry["ours"]["median_us"]
         out[step] = entry
-    shot, click, typed = out["shot"], out["click"], out["type"]
+    shot, click, typed = out["screenshot"], out["click"], out["type"]
     shot["target_ms"] = TARGET_LOCAL_SHOT_MS
     shot["ratio_target"] = TARGET_LOCAL_SHOT_MS * 1000 / shot["ours"]["median_us"]
     shot["met"] = shot["ratio_target"] >= 1
@@ -769,7 +795,7 @@ def render_local(loc: dict[str, Any]) -> list[str]:
     )
     rule = "-" * len(header)
     lines = [
-        f"4. Local desktop {loc['screen']} (Xvfb {loc['display']} + openbox + Chromium in bubblewrap, form lab; "
+        f"3. Local desktop {loc['screen']} (Xvfb {loc['display']} + openbox + Chromium in bubblewrap, form lab; "
         f"started in {loc['start_s']:.1f} s): (a) the seeds' subprocesses vs (b) ours, interleaved",
         rule,
         header,
@@ -786,7 +812,7 @@ def render_local(loc: dict[str, Any]) -> list[str]:
     def verdict(entry: dict[str, Any], goal: str) -> str:
         return f"{goal} {'met' if entry['met'] else 'MISSED'}"
 
-    shot, click, typed = loc["shot"], loc["click"], loc["type"]
+    shot, click, typed = loc["screenshot"], loc["click"], loc["type"]
     goal = f"<= {shot['target_ms']:g} ms"
     row(
         "screenshot (b) ours: desktop.screenshot(), PNG in memory",
@@ -796,7 +822,7 @@ def render_local(loc: dict[str, Any]) -> list[str]:
         verdict(shot, goal),
     )
     row("screenshot (a) seeds: scrot -o FILE + read", shot["seed"])
-    row("  (a)/(b)", shot["ours"], "(a) scrot", shot["speedup_vs_seed"])
+    row("screenshot (b) ours vs (a) seeds", shot["ours"], "(a) scrot", shot["speedup_vs_seed"])
     chars, delay = loc["text_chars"], loc["seed_type_delay_ms"]
     for entry, ours_name, seed_name in (
         (
@@ -819,6 +845,7 @@ def render_local(loc: dict[str, Any]) -> list[str]:
         f"fresh frames (equal to the screen {loc['fresh_after_s'] * 1000:.0f} ms after the step returned): "
         f"click ours {click['ours']['fresh']}/{n}, seeds {click['seed']['fresh']}/{n}; "
         f"typing ours {typed['ours']['fresh']}/{n}, seeds {typed['seed']['fresh']}/{n}"
+        + ("; where the others differed: local.stale in the JSON" if loc["stale"] else "")
     )
     tc = loc["typing_check"]
     ok = tc["intact"] == tc["rounds"] and tc["verify_passed"]
@@ -1018,7 +1045,8 @@ def run(suite: str, quick: bool, verify_events: int | None = None) -> dict[str, 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m cua_tui.bench",
-        description="Benchmark cua-tui's supervisor overhead per action and verify throughput against baselines.",
+        description="Benchmark cua-tui's supervisor overhead per action, verify throughput and the local desktop's "
+        "capture and input against baselines.",
     )
     parser.add_argument(
         "suite",
@@ -1027,7 +1055,9 @@ def main(argv: list[str] | None = None) -> int:
         choices=SUITES,
         help="what to run: core (default: supervisor + verify), local (the real local desktop), all (core + local)",
     )
-    parser.add_argument("--quick", action="store_true", help="a fast smoke run: fewer samples, 10,000 events")
+    parser.add_argument(
+        "--quick", action="store_true", help="a fast smoke run: fewer samples, 10,000 events, 8 local samples"
+    )
     parser.add_argument("--json", metavar="PATH", type=Path, help="also write the results as JSON to PATH")
     parser.add_argument("--events", type=int, metavar="N", help="events in the verify run (default 100,000)")
     args = parser.parse_args(argv)
@@ -1037,16 +1067,16 @@ def main(argv: list[str] | None = None) -> int:
         missing = local_missing()
         if missing:
             print(
-                f"the local suite needs {', '.join(missing)}, missing on this machine: run "
-                "`bash scripts/setup.sh bench local` as root to install them (Xvfb, openbox, Chromium, bubblewrap, "
-                "socat, xauth, and the seeds' xdotool and scrot)",
+                f"the local suite cannot run: {', '.join(missing)} not found on this machine. Run "
+                "`bash scripts/setup.sh bench local` as root: it installs the local desktop's programs (Xvfb, "
+                "openbox, Chromium, bubblewrap, socat, xauth) and the seeds' xdotool and scrot.",
                 file=sys.stderr,
             )
             return 2
     try:
         results = run(args.suite, args.quick, args.events)
-    except DesktopError as exc:
-        print(f"the local desktop failed: {exc}", file=sys.stderr)
+    except (DesktopError, LocalBenchError) as exc:
+        print(f"the local suite failed: {exc}", file=sys.stderr)
         return 1
     results["command"] = shlex.join([sys.executable, "-m", "cua_tui.bench", *(sys.argv[1:] if argv is None else argv)])
     print(render(results))

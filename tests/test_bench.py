@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 LATENCY = ("n", "median_us", "p90_us", "mean_us", "min_us", "max_us")
@@ -89,3 +91,55 @@ def test_bench_rejects_an_unknown_suite() -> None:
     )
     assert proc.returncode == 2
     assert "invalid choice" in proc.stderr
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(240)
+def test_quick_local_benchmark_writes_sane_json(tmp_path: Path) -> None:
+    """The seeds' subprocesses vs ours on one real local desktop (Xvfb + Chromium, installed by the suite)."""
+    out = tmp_path / "results" / "local.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "cua_tui.bench", "local", "--quick", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "xdotool click 1 + scrot" in proc.stdout and "desktop.perform(click)" in proc.stdout
+    assert "reproduce:" in proc.stdout
+    data = json.loads(out.read_text(encoding="utf-8"))
+
+    assert data["quick"] is True and data["suite"] == "local"
+    assert _positive(data["elapsed_s"]) and data["command"]
+    assert "supervisor" not in data and "verify" not in data
+    assert data["targets"]["local_screenshot_median_ms"] == 25.0
+    assert data["targets"]["local_click_speedup"] == 3.0
+    assert data["targets"]["local_type_speedup"] == 5.0
+
+    loc = data["local"]
+    n = loc["samples"]
+    assert n == 8 and loc["warmup"] >= 1
+    assert loc["screen"] == "1024x720" and loc["lab"] == "form"
+    assert str(loc["display"]).startswith(":")
+    assert loc["text_chars"] == len(loc["text"]) == 20
+    assert loc["seed_type_delay_ms"] == 25
+    assert _positive(loc["start_s"]) and _positive(loc["fresh_after_s"])
+    for step in ("screenshot", "click", "type"):
+        entry = loc[step]
+        for way in ("ours", "seed"):
+            _check_latency(entry[way], f"local.{step}.{way}")
+            assert entry[way]["n"] == n
+            assert _positive(entry[way]["png_bytes"]), f"local.{step}.{way}.png_bytes"
+            if step != "screenshot":
+                assert isinstance(entry[way]["fresh"], int) and 0 <= entry[way]["fresh"] <= n
+        for key in ("speedup_vs_seed", "ratio_target"):
+            assert _positive(entry[key]), f"local.{step}.{key}"
+        assert isinstance(entry["met"], bool)
+    assert loc["screenshot"]["target_ms"] == 25.0
+    assert loc["click"]["target_speedup"] == 3.0 and loc["type"]["target_speedup"] == 5.0
+    assert isinstance(loc["stale"], list)
+    check = loc["typing_check"]
+    assert check["phrase"] == "cua-tui verified"
+    assert check["rounds"] >= 1 and check["intact"] == check["rounds"]
+    assert check["verify_passed"] is True

@@ -42,6 +42,26 @@ INNER_PROXY_PORT = 3128
 REQUIRED = ("Xvfb", "openbox", "chromium", "bwrap", "socat", "xauth")
 
 
+WORKSPACE_PREFIX = "cua-tui-desktop-"
+
+
+def sweep_stale_workspaces(root: Path | None = None) -> list[Path]:
+    """Delete workspaces left by controllers that died without cleaning up (their owner is gone).
+
+    Their processes already died with their owner (parent-death signal); this removes the profile,
+    cookie and downloads they left on disk."""
+    removed = []
+    for folder in Path(root or tempfile.gettempdir()).glob(WORKSPACE_PREFIX + "*"):
+        try:
+            owner = int((folder / "owner.pid").read_text())
+        except (OSError, ValueError):
+            continue
+        if owner != os.getpid() and not Path(f"/proc/{owner}").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
 def url_allow_entry(url: str) -> tuple[str, str]:
     """The URL to open and the allow-list entry for its origin. ``localhost`` becomes 127.0.0.1: the proxy
     refuses names that resolve to loopback or private addresses, but allows an explicit loopback IP."""
@@ -165,8 +185,10 @@ class LocalDesktop:
 
     def _start(self) -> None:
         user = self._user
-        ws = Path(tempfile.mkdtemp(prefix="cua-tui-desktop-"))
+        sweep_stale_workspaces()
+        ws = Path(tempfile.mkdtemp(prefix=WORKSPACE_PREFIX))
         self._workspace = ws
+        (ws / "owner.pid").write_text(str(os.getpid()))
         os.chmod(ws, 0o711)
         home, run = ws / "home", ws / "run"
         for folder in (home, home / "Downloads", home / "profile" / "Default", run):
@@ -267,6 +289,7 @@ class LocalDesktop:
             read_end, write_end = os.pipe()
             proc = _spawn(
                 [
+                    *_as_user(None),
                     "Xvfb",
                     name,
                     "-screen",
@@ -381,10 +404,13 @@ def _sandbox_user() -> pwd.struct_passwd:
     raise DesktopError("no unprivileged user to run the browser (create 'cua-sandbox')", fatal=True)
 
 
-def _as_user(user: pwd.struct_passwd) -> list[str]:
-    if os.getuid() != 0:
-        return []
-    return ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", "--inh-caps=-all", "--"]
+def _as_user(user: pwd.struct_passwd | None) -> list[str]:
+    """setpriv prefix: die with this process (SIGKILL when it exits, even if it is killed itself, so no
+    desktop process outlives a crashed controller) and, as root, drop to the unprivileged ``user``."""
+    argv = ["setpriv", "--pdeathsig", "KILL"]
+    if user is not None and os.getuid() == 0:
+        argv += [f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", "--inh-caps=-all"]
+    return [*argv, "--"]
 
 
 def _chown_tree(path: Path, user: pwd.struct_passwd) -> None:

@@ -293,3 +293,37 @@ def test_release_all_lets_go_of_held_keys_and_buttons(tmp_path: Path) -> None:
 
     with pytest.raises(DesktopError, match="stopped"):
         desktop.perform(parse_anthropic("left_click", {"coordinate": [10, 10]}, Scaling.identity(SIZE)))
+
+
+def test_a_controller_killed_outright_leaves_no_desktop_behind(tmp_path: Path) -> None:
+    """SIGKILL on the controller (no chance to clean up): every desktop process dies with it."""
+    import signal
+    import sys
+
+    code = (
+        "import sys, time\n"
+        "from cua_tui.core.geometry import Size\n"
+        "from cua_tui.desktops.local import LocalDesktop\n"
+        "from cua_tui.labs import get_lab\n"
+        "d = LocalDesktop(Size(1024, 720), lab=get_lab('form'))\n"
+        "d.start()\n"
+        "print(' '.join(str(p) for p in d.processes().values()), d.workspace, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    *pids, _workspace = proc.stdout.readline().split()
+    assert len(pids) == 3 and all(_alive(int(p)) for p in pids)
+    family = [pid for pid in _all_pids() if any(int(p) in _ancestors(pid) or pid == int(p) for p in pids)]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(p) for p in family):
+        time.sleep(0.1)
+    assert not [p for p in family if _alive(p)], [_cmdline(p) for p in family if _alive(p)]
+    # what it left on disk is swept by the next desktop's start
+    from cua_tui.desktops.local import sweep_stale_workspaces
+
+    assert Path(_workspace).exists()
+    assert Path(_workspace) in sweep_stale_workspaces()
+    assert not Path(_workspace).exists()
