@@ -74,7 +74,7 @@ SCREEN = Size(1024, 720)
 TARGET_ACTION_US = 1000.0  # median supervisor overhead per action, without fsync
 TARGET_VERIFY_EPS = 200_000.0  # events verified per second
 ACTIONS_PER_TURN = 5
-SUITES = ("core", "supervisor", "verify", "local", "all")
+SUITES = ("core", "supervisor", "verify", "local", "tui", "all")
 
 # Sample sizes: (full, quick).
 SIZES = {
@@ -952,6 +952,10 @@ def render(results: dict[str, Any]) -> str:
     loc = results.get("local")
     if loc:
         lines += ["", *render_local(loc)]
+    if results.get("tui"):
+        from . import bench_tui
+
+        lines += ["", bench_tui.report(results["tui"])]
     lines += ["", f"total time {results['elapsed_s']:.1f} s; reproduce: {results['command']}"]
     return "\n".join(lines)
 
@@ -1038,6 +1042,11 @@ def run(suite: str, quick: bool, verify_events: int | None = None) -> dict[str, 
                     "local_type_speedup": TARGET_LOCAL_TYPE_X,
                 }
             )
+    if suite in ("tui", "all"):
+        from . import bench_tui
+
+        log("tui: UI-thread time per new frame, ours vs textual-image's half-cell widget")
+        results["tui"] = bench_tui.run(8 if quick else 30)
     results["elapsed_s"] = (pn() - started) / 1e9
     return results
 
@@ -1053,7 +1062,8 @@ def main(argv: list[str] | None = None) -> int:
         nargs="?",
         default="core",
         choices=SUITES,
-        help="what to run: core (default: supervisor + verify), local (the real local desktop), all (core + local)",
+        help="what to run: core (default: supervisor + verify), local (the real local desktop vs the seeds' "
+        "tools), tui (UI-thread time per screenshot frame), all (core + local + tui)",
     )
     parser.add_argument(
         "--quick", action="store_true", help="a fast smoke run: fewer samples, 10,000 events, 8 local samples"

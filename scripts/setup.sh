@@ -101,7 +101,7 @@ case "$job" in
   bench)
     deb_install "${DEB_TEST[@]}"
     ensure_env
-    exec .venv/bin/python -m cua_tui.bench "$@" ;;
+    exec .venv/bin/python -m cua_tui.bench "${@:-all}" ;;
   *)
     log "unknown job '$job': use demo, test, bench or env"; exit 2 ;;
 esac
