@@ -60,6 +60,8 @@ def _execute(
     script_data: dict | None,
     agent_label: str | None,
     lab_name: str | None,
+    model: str | None = None,
+    base_url: str | None = None,
     url: str | None,
     allow_domains: tuple[str, ...],
     policy_path: Path | None,
@@ -78,7 +80,7 @@ def _execute(
     from .core.policy import Policy, PolicyError
     from .core.rundir import RunDir
     from .core.supervisor import RunConfig, Supervisor
-    from .factory import UnavailableError, make_agent, make_desktop, versions
+    from .factory import UnavailableError, make_agent, make_desktop, public_url, versions
     from .headless import printer
 
     settings = _settings()
@@ -120,7 +122,7 @@ def _execute(
             label = agent_label or "script"
         else:
             assert agent_spec is not None
-            agent, label = make_agent(agent_spec)
+            agent, label = make_agent(agent_spec, model=model, base_url=base_url, policy=policy, settings=settings)
         desktop = make_desktop(backend, size, lab=lab, url=url, allow_domains=(*policy.allow_domains, *allow_domains))
     except (ValueError, ScriptError, UnavailableError) as exc:
         raise UsageFailure(str(exc)) from None
@@ -130,6 +132,7 @@ def _execute(
     except OSError as exc:
         raise UsageFailure(f"runs directory {runs}: {exc.strerror or exc}") from None
     extra = {
+        "model_base_url": public_url(getattr(agent, "base_url", None)),
         "lab": lab_name,
         "url": url,
         "allow_domains": list(allow_domains),
@@ -177,8 +180,18 @@ def _execute(
     show_default=True,
     help="openai, anthropic, or script:PATH (recorded turns; no model, no key).",
 )
-@click.option("--model", default=None, help="Model name for openai/anthropic agents.")
-@click.option("--base-url", default=None, help="API base URL for the model (any compatible server).")
+@click.option(
+    "--model",
+    default=None,
+    help="Model name for the openai/anthropic agents (default: gpt-5.6-sol for openai, claude-sonnet-5 for "
+    "anthropic). Keys come from OPENAI_API_KEY / ANTHROPIC_API_KEY or the settings file.",
+)
+@click.option(
+    "--base-url",
+    default=None,
+    help="API base URL for the model, any compatible server (default: OPENAI_BASE_URL / ANTHROPIC_BASE_URL, "
+    "else the vendor's).",
+)
 @click.option(
     "--lab",
     "lab_name",
@@ -247,9 +260,9 @@ def run(
     transcript.jsonl, result.json) is written under --runs-dir. Exit status: 0 passed or finished, 1 any
     other end (failed, killed, limit, error), 2 bad usage or configuration.
     """
-    if model or base_url:
+    if (model or base_url) and agent_spec not in ("openai", "anthropic"):
         unused = [n for n, v in (("--model", model), ("--base-url", base_url)) if v]
-        raise UsageFailure(f"{', '.join(unused)}: not supported by the {agent_spec} agent in this build")
+        raise UsageFailure(f"{', '.join(unused)}: only for the openai and anthropic agents, not {agent_spec}")
     if lab_name and url:
         raise UsageFailure("--lab and --url: choose one")
     _execute(
@@ -260,6 +273,8 @@ def run(
         script_data=None,
         agent_label=None,
         lab_name=lab_name,
+        model=model,
+        base_url=base_url,
         url=url,
         allow_domains=allow_domains,
         policy_path=policy_path,
@@ -355,14 +370,14 @@ def _run_in_tui(supervisor, approver, theme, settings):
 
 
 def _run_with_interrupt(supervisor):
-    """Run in a worker thread; Ctrl-C (SIGINT) or SIGTERM press the kill switch."""
+    """Run in a worker thread; Ctrl-C (SIGINT), SIGTERM or SIGHUP (the terminal went away) press the kill switch."""
     box = {}
     worker = threading.Thread(target=lambda: box.setdefault("result", supervisor.run()), name="cua-run", daemon=True)
 
     def on_signal(signum, frame):
         supervisor.kill(by="signal " + signal.Signals(signum).name)
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         worker.start()
         while worker.is_alive():

@@ -2,13 +2,17 @@
 
 Order (later wins): built-in defaults, ``config.toml`` in the user config folder (or ``CUA_TUI_CONFIG``),
 environment variables ``CUA_TUI_RUNS_DIR`` / ``CUA_TUI_THEME``, then command-line flags.
+
+Model API keys: ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY`` from the environment, else ``openai_api_key`` /
+``anthropic_api_key`` from the file. They stay in this process: never in a repr, a message or a run.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
@@ -25,6 +29,11 @@ class _File(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     runs_dir: str | None = None
     theme: str | None = None
     policy: str | None = None
+    openai_api_key: str | None = None
+    anthropic_api_key: str | None = None
+    model_timeout: float | None = None  # seconds per model request
+    model_retries: int | None = None  # retries on 429, 5xx and connection errors
+    model_prices: dict[str, list[float]] | None = None  # model -> [input, output] USD per million tokens
 
 
 @dataclass(frozen=True)
@@ -37,6 +46,18 @@ class Settings:
     themes_dir: Path
     theme: str = "cua-dark"
     policy: Path | None = None
+    openai_api_key: str | None = field(default=None, repr=False)
+    anthropic_api_key: str | None = field(default=None, repr=False)
+    model_timeout: float = 120.0
+    model_retries: int = 2
+    model_prices: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def api_key(self, vendor: str, env: dict[str, str] | None = None) -> str | None:
+        """The API key for ``openai`` or ``anthropic``: the environment first, then the settings file."""
+        env = dict(os.environ if env is None else env)
+        name = "OPENAI_API_KEY" if vendor == "openai" else "ANTHROPIC_API_KEY"
+        stored = self.openai_api_key if vendor == "openai" else self.anthropic_api_key
+        return (env.get(name) or "").strip() or stored or None
 
     @classmethod
     def load(cls, env: dict[str, str] | None = None) -> Settings:
@@ -51,6 +72,17 @@ class Settings:
             except (tomllib.TOMLDecodeError, msgspec.ValidationError, OSError, UnicodeDecodeError) as exc:
                 raise ConfigError(f"settings file {config_file}: {exc}") from None
         runs_dir = Path(env.get("CUA_TUI_RUNS_DIR") or data.runs_dir or user_data_path(APP) / "runs").expanduser()
+        if data.model_timeout is not None and not (math.isfinite(data.model_timeout) and data.model_timeout > 0):
+            raise ConfigError(f"settings file {config_file}: model_timeout must be a positive number of seconds")
+        if data.model_retries is not None and not 0 <= data.model_retries <= 10:
+            raise ConfigError(f"settings file {config_file}: model_retries must be between 0 and 10")
+        prices: dict[str, tuple[float, float]] = {}
+        for model, pair in (data.model_prices or {}).items():
+            if len(pair) != 2 or not all(math.isfinite(p) and p >= 0 for p in pair):
+                raise ConfigError(
+                    f"settings file {config_file}: model_prices.{model} must be [input, output] USD per million tokens"
+                )
+            prices[model] = (float(pair[0]), float(pair[1]))
         return cls(
             config_dir=config_dir,
             config_file=config_file,
@@ -58,4 +90,9 @@ class Settings:
             themes_dir=config_dir / "themes",
             theme=env.get("CUA_TUI_THEME") or data.theme or "cua-dark",
             policy=Path(data.policy).expanduser() if data.policy else None,
+            openai_api_key=(data.openai_api_key or "").strip() or None,
+            anthropic_api_key=(data.anthropic_api_key or "").strip() or None,
+            model_timeout=data.model_timeout if data.model_timeout is not None else 120.0,
+            model_retries=data.model_retries if data.model_retries is not None else 2,
+            model_prices=prices,
         )

@@ -3,13 +3,19 @@ script alike. Vendor packages are imported here lazily, only for the backend or 
 
 from __future__ import annotations
 
+import os
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .agents.common import price_for, public_url
 from .agents.script import Script, ScriptAgent
 from .core.geometry import Size
+from .core.policy import Policy
 from .core.ports import Agent, Desktop
+
+if TYPE_CHECKING:
+    from .config import Settings
 
 BACKENDS = ("local", "cwsandbox", "docker", "dry", "sim")
 AVAILABLE_BACKENDS = ("local", "dry", "sim")
@@ -45,19 +51,78 @@ def make_desktop(
     raise UnavailableError(f"unknown desktop backend {name!r}; choose one of {', '.join(BACKENDS)}")
 
 
-def make_agent(spec: str) -> tuple[Agent, str]:
-    """Build the agent named by ``--agent``; return it with a label for run.json."""
+DEFAULT_MODELS = {"openai": "gpt-5.6-sol", "anthropic": "claude-sonnet-5"}
+KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+BASE_URL_VARIABLES = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
+
+
+def make_agent(
+    spec: str,
+    *,
+    model: str | None = None,
+    base_url: str | None = None,
+    policy: Policy | None = None,
+    settings: Settings | None = None,
+    env: dict[str, str] | None = None,
+) -> tuple[Agent, str]:
+    """Build the agent named by ``--agent``; return it with a label for run.json.
+
+    Model agents take their key from the environment or the settings file (a missing key is an
+    UnavailableError naming the variable), their base URL from ``base_url`` or the vendor's variable, and
+    the policy's withheld kinds (the Anthropic toolset disables those members)."""
     if spec.startswith("script:"):
+        if model or base_url:
+            raise UnavailableError("--model and --base-url apply to the openai and anthropic agents only")
         path = Path(spec.removeprefix("script:")).expanduser()
         return ScriptAgent(Script.load(path)), f"script:{path}"
-    if spec in ("openai", "anthropic"):
-        raise UnavailableError(f"the {spec!r} agent is not part of this build yet; use --agent script:FILE")
-    raise UnavailableError(f"unknown agent {spec!r}; use openai, anthropic or script:FILE")
+    if spec not in DEFAULT_MODELS:
+        raise UnavailableError(f"unknown agent {spec!r}; use openai, anthropic or script:FILE")
+    from .config import Settings
+
+    env = dict(os.environ if env is None else env)
+    settings = settings or Settings.load(env)
+    policy = policy or Policy.default()
+    model = model or DEFAULT_MODELS[spec]
+    key = settings.api_key(spec, env)
+    if not key:
+        raise UnavailableError(
+            f"the {spec} agent needs an API key: set {KEY_VARIABLES[spec]} in the environment "
+            f"(or {spec}_api_key in {settings.config_file})"
+        )
+    base_url = base_url or env.get(BASE_URL_VARIABLES[spec]) or None
+    if base_url and not base_url.startswith(("http://", "https://")):
+        raise UnavailableError(f"--base-url must be an http:// or https:// URL, not {public_url(base_url)!r}")
+    if policy.limits.max_cost_usd and price_for(model, settings.model_prices) is None:
+        raise UnavailableError(
+            f"the policy caps the cost at ${policy.limits.max_cost_usd:g}, but no price is known for model "
+            f"{model!r}: cap max_tokens instead, or add the model under [model_prices] in {settings.config_file}"
+        )
+    common = {
+        "base_url": base_url,
+        "timeout": settings.model_timeout,
+        "max_retries": settings.model_retries,
+        "prices": settings.model_prices,
+    }
+    agent: Agent
+    try:
+        if spec == "openai":
+            from .agents.openai_agent import OpenAIAgent
+
+            agent = OpenAIAgent(key, model, **common)
+        else:
+            from .agents.anthropic_agent import AnthropicAgent
+
+            agent = AnthropicAgent(key, model, withheld=policy.withheld, **common)
+    except ImportError as exc:
+        raise UnavailableError(
+            f"the {spec} agent needs the {exc.name or spec!r} package, which is not installed"
+        ) from None
+    return agent, spec
 
 
 def versions() -> dict[str, str]:
     out = {}
-    for name in ("cua-tui", "textual", "textual-image", "openai", "cwsandbox", "pillow"):
+    for name in ("cua-tui", "textual", "textual-image", "openai", "anthropic", "cwsandbox", "pillow"):
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

@@ -120,10 +120,17 @@ def test_dry_backend_finishes_without_verifier(tmp_path: Path) -> None:
         (["--backend", "local"], "needs --lab NAME or --url URL"),
         (["--backend", "cwsandbox"], "not part of this build yet"),
         (["--backend", "local", "--lab", "nope"], "unknown lab"),
-        (["--agent", "openai"], "not part of this build yet"),
+        (["--agent", "openai"], "needs an API key: set OPENAI_API_KEY"),
+        (["--agent", "anthropic"], "needs an API key: set ANTHROPIC_API_KEY"),
+        (["--agent", "nonsense"], "unknown agent 'nonsense'"),
     ],
 )
-def test_bad_usage_exits_2_with_a_clear_message(tmp_path: Path, args: list[str], message: str) -> None:
+def test_bad_usage_exits_2_with_a_clear_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], message: str
+) -> None:
+    for variable in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):  # a key must not make a bad-usage case run
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("CUA_TUI_CONFIG", str(tmp_path / "no-settings.toml"))
     paths = {
         "missing": str(tmp_path / "nope"),
         "notjson": str(write(tmp_path, "{turns", "bad.json")),

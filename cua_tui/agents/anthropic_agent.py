@@ -1,0 +1,268 @@
+"""``--agent anthropic``: the Messages API with the ``computer_toolset_20260801`` toolset, through the
+official ``anthropic`` SDK (imported lazily, when the agent is built).
+
+Wire format (REFERENCE.md, the SDK's ``ComputerToolset20260801Param``): one ``tools`` entry
+``{"type": "computer_toolset_20260801", "configs": {member: {"enabled": false}}}`` where every member whose
+action kind the policy withholds is disabled (the supervisor still refuses it if the model calls it anyway).
+Each ``tool_use`` block becomes its own Call carrying ``{"name", "input", "toolset_name"}`` exactly as
+received; the parser dispatches on the pair (toolset_name, name), so a block of any other tool or toolset
+is refused, and still answered. The reply holds one ``tool_result`` per ``tool_use``, in order, with
+``toolset_name`` echoed, ``is_error`` and the supervisor's exact text on anything that did not run; a
+zoom's image goes in its own result; the screen after the batch is attached to the last result (or
+follows the results as an image block when the last one is an error). ``cursor_position`` is answered
+in the model's screenshot coordinates.
+
+The conversation is kept here (the Messages API is stateless). Screenshots are scaled to the model's
+limits (the API rejects oversized ones) and only the most recent few stay in the history: above 20 images
+a request gets a stricter per-image limit.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..core.actions import ANTHROPIC_MEMBERS, ANTHROPIC_TO_KIND, Kind
+from ..core.geometry import OutOfRange, Scaling
+from ..core.ports import ActionResult, AgentError, Call, CallResult, Frame, Turn, Usage
+from .common import (
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT,
+    INSTRUCTIONS,
+    Cancellable,
+    Redactor,
+    b64,
+    decode_json,
+    describe_sdk_error,
+    estimate_cost,
+    fit_png,
+    image_limits,
+    one_line,
+    overall_deadline,
+    price_for,
+)
+from .common import count as _count
+
+DEFAULT_MODEL = "claude-sonnet-5"
+ENV_KEY = "ANTHROPIC_API_KEY"
+ENV_BASE_URL = "ANTHROPIC_BASE_URL"
+TOOLSET_TYPE = "computer_toolset_20260801"
+TOOLSET_NAME = "computer"
+DEFAULT_MAX_TOKENS = 8192
+DEFAULT_KEEP_IMAGES = 8
+OMITTED_IMAGE = "[an earlier screenshot was removed from the conversation to save space]"
+NO_RESULT = "Not executed: no result was recorded for this call."
+
+_CURSOR = re.compile(r"^X=(\d+),Y=(\d+)$")
+
+
+def toolset(withheld: frozenset[Kind] | set[Kind] = frozenset()) -> dict[str, Any]:
+    """The ``tools[]`` entry, members of withheld kinds disabled."""
+    entry: dict[str, Any] = {"type": TOOLSET_TYPE}
+    disabled = {m: {"enabled": False} for m in ANTHROPIC_MEMBERS if ANTHROPIC_TO_KIND[m] in withheld}
+    if disabled:
+        entry["configs"] = disabled
+    return entry
+
+
+class AnthropicAgent:
+    """One run's conversation with a Claude model. Not reusable across runs."""
+
+    name = "anthropic"
+
+    def __init__(
+        self,
+        api_key: str,
+        model: str = DEFAULT_MODEL,
+        *,
+        base_url: str | None = None,
+        withheld: frozenset[Kind] | set[Kind] = frozenset(),
+        timeout: float = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_RETRIES,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        keep_images: int = DEFAULT_KEEP_IMAGES,
+        instructions: str = INSTRUCTIONS,
+        prices: dict[str, tuple[float, float]] | None = None,
+    ) -> None:
+        import anthropic  # lazy: only when this agent is chosen
+
+        if not api_key:
+            raise ValueError(f"the anthropic agent needs an API key ({ENV_KEY})")
+        self._sdk = anthropic
+        self.model = model
+        self.base_url = base_url
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.max_tokens = max_tokens
+        self.keep_images = max(1, keep_images)
+        self.instructions = instructions
+        self.tool = toolset(frozenset(withheld))
+        self.limits = image_limits("anthropic", model)
+        self.price = price_for(model, prices)
+        self._redact = Redactor([api_key])
+        self._client = anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries)
+        self.base_url = str(self._client.base_url)  # the effective one (argument, ANTHROPIC_BASE_URL or default)
+        self._calls = Cancellable(overall_deadline(timeout, max_retries), on_cancel=self._client.close)
+        self.messages: list[dict[str, Any]] = []
+        self._pending: list[dict[str, Any]] = []  # the tool_use blocks of the last reply, each owed a result
+        self._scaling: Scaling | None = None
+        self.turns = 0
+        self.notes: list[str] = []
+
+    # ------------------------------------------------------------------------------------------------
+    # Agent protocol
+    # ------------------------------------------------------------------------------------------------
+    def start(self, task: str, frame: Frame) -> Turn:
+        png, scaling = fit_png(frame, self.limits)
+        self.messages.append({"role": "user", "content": [_image(png), {"type": "text", "text": task}]})
+        return self._request(scaling)
+
+    def next_turn(self, results: tuple[CallResult, ...], frame: Frame) -> Turn:
+        png, scaling = fit_png(frame, self.limits)
+        by_id: dict[str, CallResult] = {}
+        for result in results:
+            by_id.setdefault(result.call_id, result)
+        blocks: list[dict[str, Any]] = []
+        for block in self._pending:
+            result = by_id.get(block["id"])
+            action = result.results[0] if result is not None and result.results else None
+            blocks.append(self._tool_result(block, action))
+        if blocks and not blocks[-1].get("is_error"):
+            blocks[-1]["content"].append(_image(png))
+        else:  # an error result carries text only: the screen follows the results
+            blocks.append(_image(png))
+        self.messages.append({"role": "user", "content": blocks})
+        return self._request(scaling)
+
+    def cancel(self) -> None:
+        self._calls.cancel()
+
+    # ------------------------------------------------------------------------------------------------
+    def _tool_result(self, block: dict[str, Any], action: ActionResult | None) -> dict[str, Any]:
+        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": block["id"]}
+        if isinstance(block.get("toolset_name"), str):
+            result["toolset_name"] = block["toolset_name"]
+        if action is None or not action.ok:
+            result["is_error"] = True
+            result["content"] = [{"type": "text", "text": (action.message if action else "") or NO_RESULT}]
+            return result
+        text = action.message
+        if block.get("name") == "cursor_position":
+            text = self._cursor_in_model_space(text)
+        content: list[dict[str, Any]] = [{"type": "text", "text": text or "OK"}]
+        if action.image is not None:  # zoom: captured at display resolution, sent within the model's limits
+            content.append(_image(fit_png(action.image, self.limits)[0]))
+        result["content"] = content
+        return result
+
+    def _cursor_in_model_space(self, text: str) -> str:
+        match = _CURSOR.match(text)
+        if not match or self._scaling is None or self._scaling.is_identity:
+            return text
+        try:
+            x, y = self._scaling.to_model(int(match.group(1)), int(match.group(2)))
+        except OutOfRange:
+            return text
+        return f"X={x},Y={y}"
+
+    def _request(self, scaling: Scaling) -> Turn:
+        self._prune_images()
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "system": self.instructions,
+            "tools": [self.tool],
+            "messages": self.messages,
+        }
+        try:
+            raw = self._calls.run(lambda: self._client.messages.with_raw_response.create(**kwargs))
+            data = decode_json(raw.http_response.content)
+            return self._read(data, scaling)
+        except AgentError as exc:
+            raise AgentError(self._redact(str(exc))) from None
+        except Exception as exc:
+            message = describe_sdk_error(
+                exc, self._sdk, timeout=self.timeout, retries=self.max_retries, base_url=self.base_url
+            )
+            raise AgentError(self._redact(message)) from None
+
+    def _read(self, data: dict[str, Any], scaling: Scaling) -> Turn:
+        if data.get("type") == "error":
+            error = data.get("error")
+            detail = error.get("message") if isinstance(error, dict) else None
+            raise AgentError(f"the model API answered an error: {one_line(str(detail or 'no detail'), 200)}")
+        content = data.get("content")
+        if not isinstance(content, list):
+            raise AgentError("malformed reply from the model API: 'content' is not a list")
+        calls: list[Call] = []
+        texts: list[str] = []
+        unknown: list[str] = []
+        pending: list[dict[str, Any]] = []
+        kept: list[dict[str, Any]] = []
+        for block in content:
+            if not isinstance(block, dict):
+                unknown.append(type(block).__name__)
+                continue
+            kept.append(block)
+            kind = block.get("type")
+            if kind == "tool_use":
+                tool_id = block.get("id")
+                if not isinstance(tool_id, str) or not tool_id:
+                    raise AgentError("malformed reply from the model API: a tool_use block has no id")
+                raw = {
+                    "name": block.get("name"),
+                    "input": block.get("input"),
+                    "toolset_name": block.get("toolset_name"),
+                }
+                calls.append(Call(tool_id, "anthropic", (raw,), (), scaling))
+                pending.append(block)
+            elif kind == "text":
+                if isinstance(block.get("text"), str):
+                    texts.append(block["text"])
+            elif kind in ("thinking", "redacted_thinking"):
+                continue  # kept in the history, as the API requires, never shown
+            else:
+                unknown.append(kind if isinstance(kind, str) else "?")
+        self.turns += 1
+        if unknown:
+            names = ", ".join(sorted({one_line(u, 40) for u in unknown}))
+            self.notes.append(f"turn {self.turns}: ignored {len(unknown)} content block(s) of unknown type: {names}")
+        stop = data.get("stop_reason")
+        if stop == "refusal":
+            texts.append("(the model refused to continue)")
+        elif stop == "max_tokens" and not calls:
+            self.notes.append(f"turn {self.turns}: the reply was cut at max_tokens={self.max_tokens}")
+        usage_raw = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        tokens_in = sum(
+            _count(usage_raw.get(k)) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+        )
+        tokens_out = _count(usage_raw.get("output_tokens"))
+        usage = Usage(tokens_in, tokens_out, estimate_cost(self.price, tokens_in, tokens_out))
+        self.messages.append({"role": "assistant", "content": kept})
+        self._pending = pending
+        self._scaling = scaling
+        response_id = data.get("id") if isinstance(data.get("id"), str) else ""
+        text = self._redact("\n".join(t for t in texts if t))
+        return Turn(tuple(calls), text=text, response_id=response_id, usage=usage)
+
+    def _prune_images(self) -> None:
+        """Keep only the ``keep_images`` most recent images in the history (oldest replaced by a note)."""
+        seen = 0
+        for message in reversed(self.messages):
+            content = message.get("content")
+            if not isinstance(content, list) or message.get("role") != "user":
+                continue
+            for holder in reversed(content):
+                nested = holder.get("content") if holder.get("type") == "tool_result" else None
+                targets = nested if isinstance(nested, list) else [holder]
+                for block in reversed(targets):
+                    if block.get("type") != "image":
+                        continue
+                    seen += 1
+                    if seen > self.keep_images:
+                        block.clear()
+                        block.update({"type": "text", "text": OMITTED_IMAGE})
+
+
+def _image(png: bytes) -> dict[str, Any]:
+    return {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": b64(png)}}

@@ -1,0 +1,235 @@
+"""``--agent openai`` (the default): the OpenAI Responses API with the ``computer`` tool, through the
+official ``openai`` SDK (imported lazily, when the agent is built).
+
+Wire format (REFERENCE.md): ``tools=[{"type": "computer"}]``; every ``computer_call`` output item carries a
+batch of ``actions`` (older replies: a single ``action``) and ``pending_safety_checks``; each call is
+answered by one ``computer_call_output`` with the screenshot as a PNG data URL and ``detail: original``,
+and with ``acknowledged_safety_checks`` only for checks a person approved; turns are chained with
+``previous_response_id``. The actions are handed to the supervisor as plain dicts exactly as they arrived
+(the reply JSON itself, not the SDK's lenient models, which would turn ``"x": true`` into 1): the
+supervisor's strict parser decides what is acceptable.
+
+A computer_call_output carries only a screenshot, so when an action of a call did not simply run (declined,
+refused, failed, not executed, stale) the supervisor's exact messages follow as one user message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.geometry import Scaling
+from ..core.ports import AgentError, Call, CallResult, Frame, SafetyCheck, Turn, Usage
+from .common import (
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT,
+    INSTRUCTIONS,
+    Cancellable,
+    Redactor,
+    data_url,
+    decode_json,
+    describe_sdk_error,
+    estimate_cost,
+    fit_png,
+    image_limits,
+    one_line,
+    overall_deadline,
+    price_for,
+)
+from .common import count as _count
+
+DEFAULT_MODEL = "gpt-5.6-sol"
+ENV_KEY = "OPENAI_API_KEY"
+ENV_BASE_URL = "OPENAI_BASE_URL"
+
+
+class OpenAIAgent:
+    """One run's conversation with a Responses model. Not reusable across runs."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        api_key: str,
+        model: str = DEFAULT_MODEL,
+        *,
+        base_url: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_RETRIES,
+        instructions: str = INSTRUCTIONS,
+        prices: dict[str, tuple[float, float]] | None = None,
+    ) -> None:
+        import openai  # lazy: only when this agent is chosen
+
+        if not api_key:
+            raise ValueError(f"the openai agent needs an API key ({ENV_KEY})")
+        self._sdk = openai
+        self.model = model
+        self.base_url = base_url
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.instructions = instructions
+        self.limits = image_limits("openai", model)
+        self.price = price_for(model, prices)
+        self._redact = Redactor([api_key])
+        self._client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries)
+        self.base_url = str(self._client.base_url)  # the effective one (argument, OPENAI_BASE_URL or default)
+        self._calls = Cancellable(overall_deadline(timeout, max_retries), on_cancel=self._client.close)
+        self._previous_id: str | None = None
+        self._pending: list[str] = []  # call ids of the last reply, each owed one computer_call_output
+        self.turns = 0
+        self.notes: list[str] = []  # what was ignored in replies (unknown output items), for the curious
+
+    # ------------------------------------------------------------------------------------------------
+    # Agent protocol
+    # ------------------------------------------------------------------------------------------------
+    def start(self, task: str, frame: Frame) -> Turn:
+        png, scaling = fit_png(frame, self.limits)
+        content = [
+            {"type": "input_text", "text": task},
+            {"type": "input_image", "image_url": data_url(png), "detail": "original"},
+        ]
+        return self._request([{"role": "user", "content": content}], scaling)
+
+    def next_turn(self, results: tuple[CallResult, ...], frame: Frame) -> Turn:
+        png, scaling = fit_png(frame, self.limits)
+        url = data_url(png)
+        by_id: dict[str, CallResult] = {}
+        for result in results:
+            by_id.setdefault(result.call_id, result)
+        items: list[dict[str, Any]] = []
+        for call_id in self._pending:
+            item: dict[str, Any] = {
+                "type": "computer_call_output",
+                "call_id": call_id,
+                "output": {"type": "computer_screenshot", "image_url": url, "detail": "original"},
+            }
+            result = by_id.get(call_id)
+            if result is not None and result.acknowledged_safety_checks:
+                item["acknowledged_safety_checks"] = [
+                    {"id": c.id, "code": c.code, "message": c.message} for c in result.acknowledged_safety_checks
+                ]
+            items.append(item)
+        report = _report(self._pending, by_id)
+        if report:
+            items.append({"role": "user", "content": [{"type": "input_text", "text": report}]})
+        return self._request(items, scaling)
+
+    def cancel(self) -> None:
+        self._calls.cancel()
+
+    # ------------------------------------------------------------------------------------------------
+    def _request(self, items: list[dict[str, Any]], scaling: Scaling) -> Turn:
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "tools": [{"type": "computer"}],
+            "input": items,
+            "instructions": self.instructions,  # not carried over by previous_response_id: sent every time
+            "truncation": "auto",
+        }
+        if self._previous_id is not None:
+            kwargs["previous_response_id"] = self._previous_id
+        try:
+            raw = self._calls.run(lambda: self._client.responses.with_raw_response.create(**kwargs))
+            data = decode_json(raw.http_response.content)
+            return self._read(data, scaling)
+        except AgentError as exc:
+            raise AgentError(self._redact(str(exc))) from None
+        except Exception as exc:
+            message = describe_sdk_error(
+                exc, self._sdk, timeout=self.timeout, retries=self.max_retries, base_url=self.base_url
+            )
+            raise AgentError(self._redact(message)) from None
+
+    def _read(self, data: dict[str, Any], scaling: Scaling) -> Turn:
+        status = data.get("status")
+        if status in ("failed", "cancelled"):
+            error = data.get("error")
+            detail = error.get("message") if isinstance(error, dict) else None
+            raise AgentError(f"the model response {status}: {one_line(str(detail or 'no detail'), 200)}")
+        response_id = data.get("id")
+        if not isinstance(response_id, str) or not response_id:
+            raise AgentError("malformed reply from the model API: no response id")
+        output = data.get("output")
+        if not isinstance(output, list):
+            raise AgentError("malformed reply from the model API: 'output' is not a list")
+        calls: list[Call] = []
+        texts: list[str] = []
+        unknown: list[str] = []
+        for item in output:
+            kind = item.get("type") if isinstance(item, dict) else None
+            if kind == "computer_call":
+                calls.append(_call(item, scaling))
+            elif kind == "message":
+                texts.extend(_message_text(item))
+            elif kind == "reasoning":
+                continue
+            else:
+                unknown.append(kind if isinstance(kind, str) else type(item).__name__)
+        self.turns += 1
+        if unknown:
+            names = ", ".join(sorted({one_line(u, 40) for u in unknown}))
+            self.notes.append(f"turn {self.turns}: ignored {len(unknown)} output item(s) of unknown type: {names}")
+        usage_raw = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        tokens_in, tokens_out = _count(usage_raw.get("input_tokens")), _count(usage_raw.get("output_tokens"))
+        usage = Usage(tokens_in, tokens_out, estimate_cost(self.price, tokens_in, tokens_out))
+        self._previous_id = response_id
+        self._pending = list(dict.fromkeys(c.call_id for c in calls))
+        text = self._redact("\n".join(t for t in texts if t))
+        return Turn(tuple(calls), text=text, response_id=response_id, usage=usage)
+
+
+def _call(item: dict[str, Any], scaling: Scaling) -> Call:
+    call_id = item.get("call_id")
+    if not isinstance(call_id, str) or not call_id:
+        raise AgentError("malformed reply from the model API: a computer_call has no call_id")
+    if "actions" in item and item["actions"] is not None:
+        batch = item["actions"]
+        actions = tuple(batch) if isinstance(batch, list) else (batch,)  # not a list: the parser refuses it
+    elif "action" in item:
+        actions = (item["action"],)
+    else:
+        actions = ()
+    checks = []
+    raw_checks = item.get("pending_safety_checks") or []
+    for check in raw_checks if isinstance(raw_checks, list) else [raw_checks]:
+        if isinstance(check, dict):
+            checks.append(SafetyCheck(_text(check.get("id")), _text(check.get("code")), _text(check.get("message"))))
+        else:  # unreadable, yet a check: it still needs a person's decision (fail closed)
+            checks.append(SafetyCheck("", "malformed", one_line(repr(check), 120)))
+    return Call(call_id, "openai", actions, tuple(checks), scaling)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _message_text(item: dict[str, Any]) -> list[str]:
+    content = item.get("content")
+    if isinstance(content, str):
+        return [content]
+    texts = []
+    for part in content if isinstance(content, list) else []:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "output_text" and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif part.get("type") == "refusal" and isinstance(part.get("refusal"), str):
+            texts.append(f"(refusal) {part['refusal']}")
+    return texts
+
+
+def _report(pending: list[str], by_id: dict[str, CallResult]) -> str:
+    """The supervisor's exact words for every call where something did not simply run (else "")."""
+    lines = []
+    for call_id in pending:
+        result = by_id.get(call_id)
+        if result is None:
+            lines.append(f"Call {call_id}: Not executed: no result was recorded for this call.")
+            continue
+        if all(r.ok and r.message == "OK" for r in result.results):
+            continue
+        lines.append(f"Call {call_id}:")
+        lines.extend(f"  action {r.index + 1}: {r.message}" for r in result.results)
+    if not lines:
+        return ""
+    return "What happened to your last computer actions:\n" + "\n".join(lines)
