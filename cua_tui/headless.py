@@ -22,6 +22,8 @@ def line_for(event: ev.Event) -> str | None:
         case ev.ModelTurn():
             text = f" · says: {visible(event.text, limit=200)}" if event.text else ""
             tokens = f" · {event.input_tokens}+{event.output_tokens} tokens" if event.input_tokens else ""
+            if event.total_cost_usd is not None:
+                tokens += f" · ${event.total_cost_usd:.4f} so far (estimate)"
             return f"turn {event.turn}: {event.actions} action(s){tokens}{text}"
         case ev.SafetyChecksRaised():
             codes = ", ".join(visible(c.get("code", "")) for c in event.checks)
