@@ -240,7 +240,13 @@ class SupervisorApp(App[Any]):
     ) -> None:
         if serial != self._serial:
             return  # a newer frame is on its way
-        rendered = prepare(png, width, height, target, zoom=zoom, strips=strips)
+        cell_pixels = None
+        if not strips:
+            from textual_image._terminal import get_cell_size  # cached probe result
+
+            size = get_cell_size()
+            cell_pixels = (size.width, size.height)
+        rendered = prepare(png, width, height, target, zoom=zoom, strips=strips, cell_pixels=cell_pixels)
         self.post_message(FrameRendered(rendered, serial))
 
     def on_frame_rendered(self, message: FrameRendered) -> None:

@@ -60,19 +60,40 @@ def decode(png: bytes) -> Image.Image:
 
 
 def prepare(
-    png: bytes, cells_w: int, cells_h: int, target: Target | None = None, *, zoom: bool = False, strips: bool = True
+    png: bytes,
+    cells_w: int,
+    cells_h: int,
+    target: Target | None = None,
+    *,
+    zoom: bool = False,
+    strips: bool = True,
+    cell_pixels: tuple[int, int] | None = None,
 ) -> Rendered:
     """The picture for a pane of ``cells_w`` x ``cells_h`` cells: fitted (or a 1:1 zoom around the target),
-    with the target marked, as half-block strips."""
+    with the target marked, as half-block strips.
+
+    For a graphics protocol (``strips=False``) pass the terminal's ``cell_pixels``: the picture is then
+    fitted to the pane's real pixel size (never enlarged), so the terminal shows it at full resolution."""
     cells_w, cells_h = max(cells_w, 2), max(cells_h, 2)
     source = decode(png)
-    box_w, box_h = cells_w, cells_h * 2  # half-block pixels are about square
+    if cell_pixels is not None and not strips:
+        box_w, box_h = cells_w * cell_pixels[0], cells_h * cell_pixels[1]
+        if not zoom:
+            box_w, box_h = min(box_w, source.width), min(box_h, source.height)
+    else:
+        box_w, box_h = cells_w, cells_h * 2  # half-block pixels are about square
     if zoom and target is not None and target.point is not None:
+        # Half-blocks: 1:1 pixels around the target. Graphics protocols already show every pixel, so
+        # their zoom magnifies twice instead.
+        magnify = 2 if (cell_pixels is not None and not strips) else 1
+        crop_w, crop_h = box_w // magnify, box_h // magnify
         x, y = target.centre
-        left = min(max(0, x - box_w // 2), max(0, source.width - box_w))
-        top = min(max(0, y - box_h // 2), max(0, source.height - box_h))
-        picture = source.crop((left, top, left + box_w, top + box_h))
-        scale, offset = 1.0, (-left, -top)
+        left = min(max(0, x - crop_w // 2), max(0, source.width - crop_w))
+        top = min(max(0, y - crop_h // 2), max(0, source.height - crop_h))
+        picture = source.crop((left, top, left + crop_w, top + crop_h))
+        if magnify != 1:
+            picture = picture.resize((picture.width * magnify, picture.height * magnify), Image.Resampling.NEAREST)
+        scale, offset = float(magnify), (-left, -top)
     else:
         scale = min(box_w / source.width, box_h / source.height)
         size = (max(1, round(source.width * scale)), max(1, round(source.height * scale)))

@@ -542,3 +542,19 @@ def test_load_theme_file_and_load_themes(tmp_path: Path) -> None:
     assert [p.split(":")[0] for p in problems] == ["theme file bad.toml"]
     by_name = {t.name: t for t in themes}
     assert by_name["test-night"].primary == "#ff0000"  # the later folder wins
+
+
+def test_graphics_protocol_pictures_keep_the_terminal_resolution() -> None:
+    """For Kitty/Sixel the picture is fitted to the pane's real pixels, not to half-block cells."""
+    from cua_tui.desktops.sim import SimDesktop
+    from cua_tui.tui.frames import Target, prepare
+
+    png = SimDesktop().screenshot().png
+    fitted = prepare(png, 110, 40, Target(point=(120, 422)), strips=False, cell_pixels=(10, 20))
+    assert fitted.strips == []
+    assert fitted.image.size == (1024, 720)  # a 1100x800-pixel pane shows the 1024x720 screen at full size
+    assert fitted.image.getpixel((120, 422)) == (255, 0, 200)  # the marker, at full-resolution coordinates
+    small = prepare(png, 50, 20, None, strips=False, cell_pixels=(10, 20))
+    assert small.image.size == (500, 352)  # fitted to 500x400 pixels, aspect kept
+    halfblock = prepare(png, 100, 40, None)
+    assert halfblock.image.size == (100, 70) and len(halfblock.strips) == 35
