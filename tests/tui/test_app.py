@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from conftest import make_supervisor
+from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
 from PIL import Image
 from rich.text import Text
 from textual.geometry import Region
@@ -96,11 +97,18 @@ class Live:
 def live(tmp_path: Path, turns: list[dict[str, Any]], **kwargs: Any) -> Live:
     approver = HandshakeApprover(by=HUMAN)  # as cli._execute builds it for the TUI
     supervisor, events, _agent = make_supervisor(tmp_path, turns, approver=approver, **kwargs)
+    track(supervisor)
     return Live(SupervisorApp(LiveRun(supervisor, approver)), supervisor, events)
 
 
-async def until(pilot: Pilot[Any], condition: Callable[[], bool], what: str, timeout: float = 10.0) -> float:
-    """Let the app run until ``condition`` holds; return how long that took."""
+# Deadlines for things that happen "soon": generous, because a loaded machine (a full suite next to other
+# work, a busy disk: every run fsyncs run.json, screenshots and its sealed log) is many times slower than an
+# idle one. Waits poll, so a fast machine never waits longer than it takes.
+SOON = 30.0
+
+
+async def until(pilot: Pilot[Any], condition: Callable[[], bool], what: str, timeout: float = SOON) -> float:
+    """Let the app run until ``condition`` holds (polling); return how long that took."""
     started = time.monotonic()
     while not condition():
         if time.monotonic() - started > timeout:
@@ -114,7 +122,7 @@ async def until_decision(pilot: Pilot[Any], app: SupervisorApp, index: int) -> N
     await pilot.pause()
 
 
-async def until_ended(pilot: Pilot[Any], app: SupervisorApp, timeout: float = 10.0) -> float:
+async def until_ended(pilot: Pilot[Any], app: SupervisorApp, timeout: float = SOON) -> float:
     took = await until(pilot, lambda: not app.running and bool(app.final_status), "the end of the run", timeout)
     await pilot.pause()
     return took
@@ -268,12 +276,15 @@ async def test_k_ends_the_run_while_a_desktop_command_hangs(tmp_path: Path) -> N
 
             pressed = time.monotonic()
             await pilot.press("k")
-            await until_ended(pilot, app, timeout=5.0)
+            # The run is over once its end is on screen (desktop stopped, every action closed); sealing the
+            # log afterwards is disk-bound (fsync) and gets the generous deadline of until_ended.
+            status = app.query_one(StatusBar)
+            await until(pilot, lambda: not app.running and "finished: killed" in plain(status), "the kill")
             took = time.monotonic() - pressed
             assert took < 2.0, f"the kill took {took:.2f} s"
+            await until_ended(pilot, app)
             assert app.final_status == "killed"
             assert not returned.is_set(), "the desktop command was expected to still hang"
-            assert "finished: killed" in plain(app.query_one(StatusBar))
             assert "quit_when_done" in footer_actions(app) and "kill" not in footer_actions(app)
             assert row(app, 0).state == "failed"  # interrupted in flight
             assert row(app, 1).state == "not_executed" and row(app, 2).state == "not_executed"
@@ -281,7 +292,7 @@ async def test_k_ends_the_run_while_a_desktop_command_hangs(tmp_path: Path) -> N
     finally:
         release.set()
         desktop.unhang.set()
-    assert returned.wait(5)
+    assert returned.wait(SOON)
     assert desktop.app.clicks == [] and desktop.app.values == {}  # the click in flight became a no-op
 
 
@@ -293,7 +304,7 @@ async def test_leaving_the_tui_during_a_run_kills_it(tmp_path: Path) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await until_decision(pilot, app, 1)
         await pilot.press("ctrl+q")
-    assert run.supervisor.wait(5) is not None
+    assert run.supervisor.wait(SOON) is not None, "the run outlived the TUI"
     assert run.result_json()["status"] == "killed"
     assert [r["by"] for r in run.audit() if r["kind"] == "kill"] == ["human (left the TUI)"]
     assert run.desktop.app.values == {}

@@ -9,6 +9,7 @@ the App in its own event loop, so these tests are synchronous. Update after a de
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pytest
@@ -22,7 +23,9 @@ SnapCompare = Callable[..., bool]
 
 def snap_scene(snap_compare: SnapCompare, name: str, **kwargs: Any) -> bool:
     scene = SCENES[name]
-    return snap_compare(scene.app(**kwargs), press=scene.press, terminal_size=SIZE, run_before=settle)
+    # A generous deadline for the recording to settle: a loaded machine converts screenshots slowly.
+    ready = partial(settle, timeout=45.0)
+    return snap_compare(scene.app(**kwargs), press=scene.press, terminal_size=SIZE, run_before=ready)
 
 
 def test_awaiting_a_decision_on_typed_text(snap_compare: SnapCompare) -> None:
