@@ -36,8 +36,9 @@ from cua_tui.tui.batch import ActionRow, BatchPane
 from cua_tui.tui.decision import DecisionPanel
 from cua_tui.tui.desktop_view import DesktopView
 from cua_tui.tui.fixtures import SCENES
-from cua_tui.tui.frames import MARKER
+from cua_tui.tui.frames import MARKER, prepare
 from cua_tui.tui.help import HelpScreen
+from cua_tui.tui.messages import FrameRendered
 from cua_tui.tui.source import LiveRun
 from cua_tui.tui.status import StatusBar
 from cua_tui.tui.themes import BUILTIN, load_theme_file, load_themes, project_themes_dir
@@ -399,6 +400,24 @@ async def test_the_pending_click_is_marked_and_z_zooms_on_it(tmp_path: Path) -> 
         await until_ended(pilot, app)
         await until(pilot, lambda: view.rendered is not None and not marker_pixels(view.rendered.image), "no marker")
     assert run.desktop.app.sent == [""]  # the approved click reached the Send button
+
+
+async def test_frames_finished_out_of_order_still_leave_the_newest_on_screen() -> None:
+    """Screenshots are converted in parallel workers, so an older frame can be posted after a newer one.
+    The newest must stay on screen: coalescing used to let the late, older frame supersede the newer one
+    queued just before it, and the pane kept a stale picture (no target marker) until the next frame."""
+    app = SCENES["finished"].app()
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: not app.running and app._shown > 0, "the recorded end on screen")
+        await pilot.pause()
+        png = SimDesktop().screenshot().png
+        newer, older = prepare(png, 40, 20), prepare(png, 30, 10)
+        serial = app._shown
+        app.post_message(FrameRendered(newer, serial + 2))  # both queued before either is handled
+        app.post_message(FrameRendered(older, serial + 1))
+        await pilot.pause()
+        assert app._shown == serial + 2
+        assert app.query_one(DesktopView).rendered is newer
 
 
 # ---------------------------------------------------------------------------------------------------
