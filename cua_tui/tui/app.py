@@ -6,6 +6,7 @@ happens in a thread worker; core events arrive as messages; screenshots are conv
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +18,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Footer
-from textual.worker import Worker, WorkerState
+from textual.worker import Worker, WorkerState, get_current_worker
 
 from ..core import events as ev
 from ..core.ports import Answer, DecisionRequest
@@ -108,7 +109,23 @@ class SupervisorApp(App[Any]):
     # ------------------------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, exit_on_error=False, group="run", description="supervised run")
     def drive(self) -> Any:
-        return self.source.run()
+        # Textual marks this worker cancelled whenever the App's message loop ends, even if on_unmount is
+        # skipped; a watcher turns that into the kill switch, so a live run never outlives its TUI (its
+        # non-daemon worker thread would otherwise hold the process open until the run's deadline).
+        worker = get_current_worker()
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.wait(0.2):
+                if worker.is_cancelled and self.source.live:
+                    self.source.kill(by="human (left the TUI)")
+                    return
+
+        threading.Thread(target=watch, name="cua-tui-watch", daemon=True).start()
+        try:
+            return self.source.run()
+        finally:
+            done.set()
 
     def _from_run(self, event: ev.Event, seq: int, head: str) -> None:
         self.post_message(RunEvent(event, seq, head))
