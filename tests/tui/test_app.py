@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,11 +18,9 @@ import pytest
 from conftest import make_supervisor
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
 from PIL import Image
-from rich.text import Text
-from textual.geometry import Region
+from pilot_helpers import SOON, drawn, footer_actions, plain, until, until_ended
 from textual.pilot import Pilot
-from textual.widget import Widget
-from textual.widgets import Footer, RichLog, Static
+from textual.widgets import RichLog, Static
 
 from cua_tui.core import events as ev
 from cua_tui.core.actions import Kind
@@ -102,49 +99,9 @@ def live(tmp_path: Path, turns: list[dict[str, Any]], **kwargs: Any) -> Live:
     return Live(SupervisorApp(LiveRun(supervisor, approver)), supervisor, events)
 
 
-# Deadlines for things that happen "soon": generous, because a loaded machine (a full suite next to other
-# work, a busy disk: every run fsyncs run.json, screenshots and its sealed log) is many times slower than an
-# idle one. Waits poll, so a fast machine never waits longer than it takes.
-SOON = 30.0
-
-
-async def until(pilot: Pilot[Any], condition: Callable[[], bool], what: str, timeout: float = SOON) -> float:
-    """Let the app run until ``condition`` holds (polling); return how long that took."""
-    started = time.monotonic()
-    while not condition():
-        if time.monotonic() - started > timeout:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await pilot.pause(0.02)
-    return time.monotonic() - started
-
-
 async def until_decision(pilot: Pilot[Any], app: SupervisorApp, index: int) -> None:
     await until(pilot, lambda: app.pending is not None and app.pending.index == index, f"decision on #{index + 1}")
     await pilot.pause()
-
-
-async def until_ended(pilot: Pilot[Any], app: SupervisorApp, timeout: float = SOON) -> float:
-    took = await until(pilot, lambda: not app.running and bool(app.final_status), "the end of the run", timeout)
-    await pilot.pause()
-    return took
-
-
-def plain(widget: Static) -> str:
-    """The text a Static was given (its Rich Text is built by the app, never parsed as markup)."""
-    content = widget.content
-    return content.plain if isinstance(content, Text) else str(content)
-
-
-def drawn(widget: Widget) -> str:
-    """What the widget actually draws on the terminal, line by line."""
-    width, height = widget.size
-    lines = widget.render_lines(Region(0, 0, width, height))
-    return "\n".join("".join(segment.text for segment in line) for line in lines)
-
-
-def footer_actions(app: SupervisorApp) -> set[str]:
-    """Actions the footer shows as applicable now."""
-    return {key.action for key in app.query_one(Footer).query("FooterKey") if not key.has_class("-disabled")}
 
 
 def row(app: SupervisorApp, index: int) -> ActionRow:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,11 +31,9 @@ from model_server import (
     text_block,
     tool_use,
 )
-from rich.text import Text
-from textual.geometry import Region
+from pilot_helpers import drawn, footer_actions, plain, until, until_ended
 from textual.pilot import Pilot
-from textual.widget import Widget
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from cua_tui.agents.anthropic_agent import AnthropicAgent
 from cua_tui.agents.openai_agent import OpenAIAgent
@@ -111,44 +109,12 @@ def live(tmp_path: Path, agent: OpenAIAgent | AnthropicAgent) -> Live:
     return Live(SupervisorApp(LiveRun(supervisor, approver)), supervisor, desktop)
 
 
-# Deadlines for things that happen "soon": generous for loaded machines (busy CPUs, a busy disk), and polled,
-# so an idle machine never waits longer than it takes.
-SOON = 30.0
-
-
-async def until(pilot: Pilot[Any], condition: Callable[[], bool], what: str, timeout: float = SOON) -> float:
-    """Let the app run until ``condition`` holds (polling); return how long that took."""
-    started = time.monotonic()
-    while not condition():
-        if time.monotonic() - started > timeout:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await pilot.pause(0.02)
-    return time.monotonic() - started
-
-
 async def until_decision(pilot: Pilot[Any], app: SupervisorApp, index: int, kind: str = "action") -> None:
     def pending() -> bool:
         return app.pending is not None and app.pending.index == index and app.pending.kind == kind
 
     await until(pilot, pending, f"a {kind} decision on #{index + 1}")
     await pilot.pause()
-
-
-async def until_ended(pilot: Pilot[Any], app: SupervisorApp, timeout: float = SOON) -> float:
-    took = await until(pilot, lambda: not app.running and bool(app.final_status), "the end of the run", timeout)
-    await pilot.pause()
-    return took
-
-
-def plain(widget: Static) -> str:
-    content = widget.content
-    return content.plain if isinstance(content, Text) else str(content)
-
-
-def drawn(widget: Widget) -> str:
-    width, height = widget.size
-    lines = widget.render_lines(Region(0, 0, width, height))
-    return "\n".join("".join(segment.text for segment in line) for line in lines)
 
 
 def status_text(app: SupervisorApp) -> str:
@@ -162,10 +128,6 @@ def model_texts(app: SupervisorApp) -> list[str]:
 def states(app: SupervisorApp) -> list[str]:
     rows = app.query_one(BatchPane).rows
     return [rows[i].state for i in sorted(rows)]
-
-
-def footer_actions(app: SupervisorApp) -> set[str]:
-    return {key.action for key in app.query_one(Footer).query("FooterKey") if not key.has_class("-disabled")}
 
 
 # ---------------------------------------------------------------------------------------------------
