@@ -104,12 +104,18 @@ def _execute(
             policy = policy.with_regions(lab.regions())
     except PolicyError as exc:
         raise UsageFailure(str(exc)) from None
+    runs = (runs_dir or settings.runs_dir).expanduser()
     try:
-        key = AuditKey.load(audit_key) if audit_key else None
+        key = AuditKey.load(audit_key, for_signing=True) if audit_key else None
     except KeyError_ as exc:
         raise UsageFailure(str(exc)) from None
     if key is not None and not key.can_sign:
         raise UsageFailure(f"audit key {audit_key}: a public key cannot sign; pass the private key or an HMAC secret")
+    if audit_key is not None and audit_key.resolve().is_relative_to(runs.resolve()):
+        raise UsageFailure(
+            f"audit key {audit_key}: inside the runs directory {runs}, where run directories are shared and read; "
+            "keep the key elsewhere (e.g. the config folder, `cua-tui locate`)"
+        )
     try:
         if headless:
             approver = headless_approver(on_confirm)
@@ -126,7 +132,6 @@ def _execute(
         desktop = make_desktop(backend, size, lab=lab, url=url, allow_domains=(*policy.allow_domains, *allow_domains))
     except (ValueError, ScriptError, UnavailableError) as exc:
         raise UsageFailure(str(exc)) from None
-    runs = runs_dir or settings.runs_dir
     try:
         rundir = RunDir.create(runs)
     except OSError as exc:

@@ -58,6 +58,8 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (home / "ed.pub.pem").write_bytes(
         private.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     )
+    for secret in ("hmac.key", "ed.pem"):  # signing keys must be private to their owner
+        (home / secret).chmod(0o600)
     return home
 
 

@@ -8,10 +8,13 @@ with a secret file, or Ed25519 with a PEM key), so a chain recomputed after an e
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import hmac
 import os
 import re
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
@@ -20,11 +23,11 @@ from typing import Any
 
 import msgspec
 
+from .text import encodable
+
 GENESIS = "0" * 64
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 SEAL_CONTEXT = b"cua-tui seal v1"
-
-_encoder = msgspec.json.Encoder()
 
 
 class AuditClosed(RuntimeError):
@@ -47,18 +50,25 @@ class AuditKey:
     key_id: str = ""
 
     @classmethod
-    def load(cls, path: str | Path) -> AuditKey:
+    def load(cls, path: str | Path, *, for_signing: bool = False) -> AuditKey:
+        """Read a key file (a regular file of at most 64 KiB). ``for_signing``: the file holds the secret
+        that makes seals trustworthy, so it must be private to this user (no group or other access,
+        owned by us): a sandbox user, another run or another user could otherwise read it and forge."""
         path = Path(path)
         try:
-            data = path.read_bytes()
+            data = _read_key_file(path)
         except OSError as exc:
             raise KeyError_(f"audit key {path}: cannot read it ({exc.strerror or exc})") from None
         if b"-----BEGIN" in data:
-            return cls._load_pem(path, data)
-        if len(data.strip()) < 16:
+            key = cls._load_pem(path, data)
+        elif len(data.strip()) < 16:
             raise KeyError_(f"audit key {path}: an HMAC key needs at least 16 bytes")
-        secret = data.strip()
-        return cls("hmac-sha256", secret, hashlib.sha256(b"key-id" + secret).hexdigest()[:16])
+        else:
+            secret = data.strip()
+            key = cls("hmac-sha256", secret, hashlib.sha256(b"key-id" + secret).hexdigest()[:16])
+        if for_signing and key.can_sign:  # a public key may be readable by anyone; a secret may not
+            _check_private(path)
+        return key
 
     @classmethod
     def _load_pem(cls, path: Path, data: bytes) -> AuditKey:
@@ -89,10 +99,16 @@ class AuditKey:
     def sign(self, message: bytes) -> str:
         if self.algorithm == "hmac-sha256":
             return hmac.new(self.secret, message, hashlib.sha256).hexdigest()
-        from cryptography.hazmat.primitives import serialization
+        return self._private().sign(message).hex()
 
-        key = serialization.load_pem_private_key(self.secret, password=None)
-        return key.sign(message).hex()  # type: ignore[union-attr, call-arg]
+    def _private(self) -> Any:
+        # Loaded once: a signed run signs a checkpoint every CHECKPOINT_EVERY events.
+        cached = _PRIVATE_KEYS.get(self.secret)
+        if cached is None:
+            from cryptography.hazmat.primitives import serialization
+
+            cached = _PRIVATE_KEYS[self.secret] = serialization.load_pem_private_key(self.secret, password=None)
+        return cached
 
     def check(self, message: bytes, signature: str) -> bool:
         if self.algorithm == "hmac-sha256":
@@ -111,66 +127,139 @@ class AuditKey:
         return True
 
 
+_PRIVATE_KEYS: dict[bytes, Any] = {}
+MAX_KEY_BYTES = 64 * 1024
+
+
+def _read_key_file(path: Path) -> bytes:
+    """A bounded read of a regular file: a FIFO, a device or a huge file is refused, never waited on."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        if info.st_size > MAX_KEY_BYTES:
+            raise OSError(errno.EFBIG, f"larger than {MAX_KEY_BYTES // 1024} KiB: not a key")
+        return os.read(fd, MAX_KEY_BYTES + 1)[:MAX_KEY_BYTES]
+    finally:
+        os.close(fd)
+
+
+def _check_private(path: Path) -> None:
+    info = path.stat()
+    if info.st_mode & 0o077:
+        raise KeyError_(
+            f"audit key {path}: readable by other users (mode {stat.S_IMODE(info.st_mode):o}); "
+            f"run `chmod 600 {path}` and keep it outside the runs directory"
+        )
+    if info.st_uid != os.getuid():
+        raise KeyError_(f"audit key {path}: owned by uid {info.st_uid}, not by you (uid {os.getuid()})")
+
+
 def seal_message(run_id: str, events: int, head: str) -> bytes:
     return b"\n".join([SEAL_CONTEXT, run_id.encode(), str(events).encode(), head.encode()])
+
+
+CHECKPOINT_CONTEXT = b"cua-tui checkpoint v1"
+CHECKPOINT_EVERY = 256  # a signed run signs its chain every 256 events, so a crash loses at most that much
+
+
+def checkpoint_message(run_id: str, events: int, head: str) -> bytes:
+    return b"\n".join([CHECKPOINT_CONTEXT, run_id.encode(), str(events).encode(), head.encode()])
 
 
 # ---------------------------------------------------------------------------------------------------
 # Writer
 # ---------------------------------------------------------------------------------------------------
-class AuditWriter:
-    """Appends chained records. Thread-safe; every line is flushed and (by default) fsynced."""
+class AuditWriteError(OSError):
+    """A record could not be written (disk full, I/O error). The file is cut back to its last whole line,
+    so what is on disk stays a valid chain; the caller must stop executing (fail closed)."""
 
-    def __init__(self, path: str | Path, run_id: str, *, fsync: bool = True, clock: Any = time.time) -> None:
+
+class AuditWriter:
+    """Appends chained records. Thread-safe; every line is flushed and (by default) fsynced.
+
+    With a signing ``key``, a ``checkpoint`` record signing the chain so far is appended every
+    ``CHECKPOINT_EVERY`` events, so a run whose controller dies keeps a signed prefix.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        run_id: str,
+        *,
+        fsync: bool = True,
+        clock: Any = time.time,
+        key: AuditKey | None = None,
+        checkpoint_every: int = CHECKPOINT_EVERY,
+    ) -> None:
         self.path = Path(path)
         self.run_id = run_id
         self.fsync = fsync
+        self.key = key
+        self.checkpoint_every = checkpoint_every
         self._clock = clock
         self._lock = threading.Lock()
         self._fh = open(self.path, "ab", buffering=0)  # noqa: SIM115 - kept open for the run's lifetime
+        self._size = self._fh.tell()
         self.seq = 0
         self.head = GENESIS
         self.closed = False
 
     def append(self, kind: str, payload: dict[str, Any]) -> tuple[int, str]:
-        """Write one record; return (seq, sha256 of the line). Envelope keys in payload are refused."""
+        """Write one record; return (seq, sha256 of the line). Envelope keys in payload are refused.
+
+        Raises AuditWriteError when the line cannot be written whole."""
         with self._lock:
             if self.closed:
                 raise AuditClosed("the audit log is sealed")
-            record = {
-                "seq": self.seq,
-                "ts": round(self._clock(), 6),
-                "run": self.run_id,
-                "kind": kind,
-                "prev": self.head,
-            }
-            for key, value in payload.items():
-                if key in record:
-                    raise ValueError(f"payload key {key!r} collides with the audit envelope")
-                record[key] = value
-            line = _encoder.encode(record)
-            self._fh.write(line + b"\n")
+            seq, digest = self._write(kind, payload)
+            if self.key is not None and self.checkpoint_every and self.seq % self.checkpoint_every == 0:
+                self._write(
+                    "checkpoint",
+                    {
+                        "events": self.seq,
+                        "head": self.head,
+                        "signature": _signature(self.key, checkpoint_message(self.run_id, self.seq, self.head)),
+                    },
+                )
+            return seq, digest
+
+    def _write(self, kind: str, payload: dict[str, Any]) -> tuple[int, str]:
+        record = {"seq": self.seq, "ts": round(self._clock(), 6), "run": self.run_id, "kind": kind, "prev": self.head}
+        for key, value in payload.items():
+            if key in record:
+                raise ValueError(f"payload key {key!r} collides with the audit envelope")
+            record[key] = value
+        line = encode_record(record)
+        try:
+            write_all(self._fh, line + b"\n")
             if self.fsync:
                 os.fsync(self._fh.fileno())
-            digest = hashlib.sha256(line).hexdigest()
-            self.head = digest
-            self.seq += 1
-            return self.seq - 1, digest
+        except OSError as exc:
+            # Cut a partly written line off, so the file on disk stays a whole chain that verifies.
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fh.fileno(), self._size)
+            raise AuditWriteError(exc.errno, f"could not write audit.jsonl: {exc.strerror or exc}") from None
+        self._size += len(line) + 1
+        digest = hashlib.sha256(line).hexdigest()
+        self.head = digest
+        self.seq += 1
+        return self.seq - 1, digest
 
     def seal(self, key: AuditKey | None = None) -> dict[str, Any]:
-        """Close the log and return the seal for result.json."""
+        """Close the log and return the seal for result.json (the seal covers the lines written whole)."""
+        key = key or self.key
         with self._lock:
             if not self.closed:
                 self.closed = True
-                os.fsync(self._fh.fileno())
-                self._fh.close()
+                try:
+                    os.fsync(self._fh.fileno())
+                finally:
+                    self._fh.close()
             seal: dict[str, Any] = {"events": self.seq, "head": self.head}
             if key is not None:
-                seal["signature"] = {
-                    "algorithm": key.algorithm,
-                    "key_id": key.key_id,
-                    "value": key.sign(seal_message(self.run_id, self.seq, self.head)),
-                }
+                seal["signature"] = _signature(key, seal_message(self.run_id, self.seq, self.head))
             return seal
 
     def close(self) -> None:
@@ -178,6 +267,42 @@ class AuditWriter:
             if not self.closed:
                 self.closed = True
                 self._fh.close()
+
+
+def write_all(fh: Any, data: bytes) -> None:
+    """An unbuffered write may be short (a nearly full disk): write the rest, or fail."""
+    view = memoryview(data)
+    while view:
+        written = fh.write(view)
+        if not written:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        view = view[written:]
+
+
+def _signature(key: AuditKey, message: bytes) -> dict[str, str]:
+    return {"algorithm": key.algorithm, "key_id": key.key_id, "value": key.sign(message)}
+
+
+_encoder = msgspec.json.Encoder()
+
+
+def encode_record(record: dict[str, Any]) -> bytes:
+    """JSON bytes of a record. Text that UTF-8 cannot carry (lone surrogates from a hostile model reply or
+    script) is made encodable rather than failing the run: the log records what it can, literally."""
+    try:
+        return _encoder.encode(record)
+    except UnicodeEncodeError:
+        return _encoder.encode(_encodable(record))
+
+
+def _encodable(value: Any) -> Any:
+    if isinstance(value, str):
+        return encodable(value)
+    if isinstance(value, dict):
+        return {_encodable(k): _encodable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_encodable(v) for v in value]
+    return value
 
 
 # ---------------------------------------------------------------------------------------------------

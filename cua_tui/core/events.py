@@ -49,6 +49,9 @@ class RunStarted(Event):
     policy: str
     policy_sha256: str
     limits: dict[str, Any]
+    # {"algorithm", "key_id"} when the run is signed: then a run without a valid signed seal fails
+    # ``verify --key``, so deleting result.json and cutting the log short is no longer a clean prefix.
+    signed: dict[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +148,30 @@ class DecisionMade(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class Executing(Event):
+    """The intent to execute, written (and fsynced) right before the action is handed to the desktop.
+
+    No action runs without it on disk first; an ``executing`` record without its ``outcome`` (a crash in
+    between) reads as "outcome unknown (interrupted)"."""
+
+    kind: ClassVar[str] = "executing"
+    turn: int
+    index: int
+    call_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRefused(Event):
+    """A whole turn refused before any of it was proposed (too many actions in one turn): one record,
+    not one per action, so a hostile reply cannot flood the audit log."""
+
+    kind: ClassVar[str] = "turn_refused"
+    turn: int
+    actions: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Outcome(Event):
     """Exactly one per proposed action: what happened to it and the exact text the model heard."""
 
@@ -229,6 +256,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
         PolicyVerdict,
         DecisionRequested,
         DecisionMade,
+        Executing,
+        TurnRefused,
         Outcome,
         Killed,
         ErrorRaised,

@@ -19,6 +19,8 @@ from typing import Any
 
 import msgspec
 
+from .audit import encode_record, write_all
+
 RUN_ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{6}$")
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 
@@ -70,11 +72,17 @@ class ScreenStore:
         if path.exists():
             return False
         tmp = self.folder / f".{sha256}.tmp"
-        with open(tmp, "wb") as fh:
-            fh.write(png)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(png)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except OSError:
+            with self._lock:
+                self._known.discard(sha256)
+            tmp.unlink(missing_ok=True)
+            raise
         return True
 
     def path(self, sha256: str) -> Path:
@@ -150,6 +158,30 @@ class RunDir:
         tmp.write_text(sandbox_id + "\n", encoding="utf-8")
         os.replace(tmp, self.sandbox_id)
 
+    @property
+    def _reserve(self) -> Path:
+        return self.path / ".reserve"
+
+    def reserve_space(self, nbytes: int) -> None:
+        """Set aside ``nbytes`` of disk (allocated, not written) that ``release_reserve`` gives back when a
+        write fails, so the end of the run can still be recorded on a full file system."""
+        try:
+            fd = os.open(self._reserve, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        except OSError:
+            return
+        try:
+            os.posix_fallocate(fd, 0, nbytes)
+        except OSError:
+            pass  # no room even now, or a file system without fallocate: run without a reserve
+        finally:
+            os.close(fd)
+
+    def release_reserve(self) -> None:
+        try:
+            self._reserve.unlink(missing_ok=True)
+        except OSError:
+            pass
+
     def read_json(self, name: str) -> Any:
         return msgspec.json.decode((self.path / name).read_bytes())
 
@@ -162,9 +194,10 @@ class TranscriptWriter:
         self._lock = threading.Lock()
 
     def append(self, record: dict[str, Any]) -> None:
+        """Append one line; raises OSError when it cannot be written (the caller stops the run)."""
         with self._lock:
             if not self._fh.closed:
-                self._fh.write(msgspec.json.encode(record) + b"\n")
+                write_all(self._fh, encode_record(record) + b"\n")
 
     def close(self) -> None:
         with self._lock:

@@ -12,6 +12,7 @@ thread ends the run at once even while a model request or a desktop command hang
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -23,7 +24,7 @@ from typing import Any, TypeVar
 
 from . import events as ev
 from .actions import Action, ActionError, Kind, parse_anthropic, parse_openai
-from .audit import AuditClosed, AuditKey, AuditWriter
+from .audit import AuditClosed, AuditKey, AuditWriteError, AuditWriter
 from .geometry import Scaling, Size
 from .policy import Decision, Policy, Verdict
 from .ports import (
@@ -54,6 +55,11 @@ MSG_DECLINED = "Declined by the user. Do not retry this action."
 MSG_REFUSED = "Refused by sandbox policy. Stop and report."
 MSG_NOT_EXECUTED = "Not executed: an earlier action in this turn did not run."
 MSG_STALE = "Not executed: the screen changed since the model's screenshot."
+# A reply with more actions than this in one turn is refused whole, with one record (not one per action):
+# no computer-use model batches anywhere near this many, and a flood must not flood the audit log.
+MAX_ACTIONS_PER_TURN = 100
+# Room kept free in the run directory so that the end of a run can still be recorded on a full disk.
+RESERVE_BYTES = 512 * 1024
 
 Listener = Callable[[ev.Event], None]
 
@@ -64,6 +70,10 @@ class Aborted(Exception):
 
 class _Halt(Exception):
     pass
+
+
+class StorageFailure(Exception):
+    """A record of the run could not be written: nothing further may execute (fail closed)."""
 
 
 @dataclass
@@ -162,8 +172,9 @@ class Supervisor:
         self._listeners: list[Listener] = list(listeners)
         self._stale = stale_guard or StaleGuard()
         self._clock = clock
-        self.audit = AuditWriter(rundir.audit, self.run_id, fsync=fsync)
+        self.audit = AuditWriter(rundir.audit, self.run_id, fsync=fsync, key=config.audit_key)
         self.transcript = TranscriptWriter(rundir.transcript)
+        rundir.reserve_space(RESERVE_BYTES)
         self._emit_lock = threading.RLock()
         self._end_lock = threading.Lock()
         self._ending: tuple[str, str] | None = None
@@ -192,6 +203,8 @@ class Supervisor:
         self._pending_end: tuple[str, str] | None = None
         self._open: dict[int, str] = {}  # proposals of the current turn still owed an outcome -> call id
         self._in_flight: int | None = None  # index of the action whose desktop call is running
+        self._performed: dict[int, str] = {}  # actions that ran but whose outcome is not yet recorded
+        self._lost: str | None = None  # set when a record of the ending could not be written
         self._final = False  # set once the run is ending: only the finalizer may still write events
 
     # ------------------------------------------------------------------------------------------------
@@ -223,6 +236,8 @@ class Supervisor:
             self._run()
         except Aborted:
             pass
+        except StorageFailure:
+            pass  # already ending: see _storage_failed
         except AgentError as exc:
             status = "limit" if isinstance(exc, LimitExceeded) else "error"
             self._emit_safe(ev.ErrorRaised("agent", _one_line(str(exc))))
@@ -244,7 +259,9 @@ class Supervisor:
     def _run(self) -> None:
         cfg = self.config
         policy = self.policy
-        self.rundir.write_run_json(
+        self._write_record(
+            "run.json",
+            self.rundir.write_run_json,
             {
                 "run_id": self.run_id,
                 "task": cfg.task,
@@ -258,7 +275,7 @@ class Supervisor:
                 "started_at": time.time(),
                 "audit_key_id": cfg.audit_key.key_id if cfg.audit_key else None,
                 **cfg.extra,
-            }
+            },
         )
         self._emit(
             ev.RunStarted(
@@ -270,6 +287,7 @@ class Supervisor:
                 policy.name,
                 policy.sha256,
                 _limits(policy),
+                {"algorithm": cfg.audit_key.algorithm, "key_id": cfg.audit_key.key_id} if cfg.audit_key else None,
             )
         )
         deadline = policy.limits.deadline_seconds
@@ -342,6 +360,10 @@ class Supervisor:
             raise LimitExceeded(f"cost budget of ${lim.max_cost_usd:g} exceeded (${self.total_cost:.4f} used)")
 
     def _execute_turn(self, turn: Turn) -> tuple[CallResult, ...]:
+        self._performed.clear()
+        n_actions = sum(len(call.actions) for call in turn.calls)
+        if n_actions > MAX_ACTIONS_PER_TURN:
+            return self._refuse_turn(turn, n_actions)
         # 1. Parse and propose every action of the turn first: the reviewer sees the whole batch, and each
         #    proposal is on record (and owed exactly one outcome) before anything of the turn runs.
         plan: list[tuple[Call, list[tuple[int, int, Any, Action | None, ActionError | None]]]] = []
@@ -417,7 +439,7 @@ class Supervisor:
                     "acknowledged": [c.id for c in acknowledged],
                 }
             )
-        self.transcript.append(
+        self._append_transcript(
             {
                 "turn": self.turn,
                 "response_id": turn.response_id,
@@ -427,6 +449,36 @@ class Supervisor:
             }
         )
         return tuple(results)
+
+    def _refuse_turn(self, turn: Turn, n_actions: int) -> tuple[CallResult, ...]:
+        """Refuse a whole turn with one record: nothing of it is proposed, logged action by action or run."""
+        reason = f"{n_actions} actions in one turn exceed the cap of {MAX_ACTIONS_PER_TURN}"
+        self._emit(ev.TurnRefused(self.turn, n_actions, reason))
+        message = f"Refused by sandbox policy: {reason}; nothing of this turn ran. Stop and report."
+        results = tuple(
+            CallResult(
+                call.call_id,
+                tuple(ActionResult(position, OutcomeStatus.REFUSED, message) for position in range(len(call.actions))),
+                (),
+            )
+            for call in turn.calls
+        )
+        self._append_transcript(
+            {"turn": self.turn, "response_id": turn.response_id, "text": turn.text, "refused": reason}
+        )
+        return results
+
+    def _append_transcript(self, record: dict[str, Any]) -> None:
+        try:
+            self.transcript.append(record)
+        except OSError as exc:
+            self._storage_failed("transcript.jsonl", exc)
+
+    def _write_record(self, name: str, write: Callable[[dict[str, Any]], None], data: dict[str, Any]) -> None:
+        try:
+            write(data)
+        except OSError as exc:
+            self._storage_failed(name, exc)
 
     def _decide_safety_checks(self, call: Call, first_index: int) -> tuple[SafetyCheck, ...]:
         """Put the call's safety checks to the reviewer; return them if acknowledged, else ()."""
@@ -515,6 +567,8 @@ class Supervisor:
         self._set_phase("executing", action.describe())
         started = self._clock()
         try:
+            # The intent is on disk before the desktop gets the action: nothing runs unrecorded.
+            self._emit(ev.Executing(self.turn, index, call.call_id))
             if action.kind is Kind.SCREENSHOT:
                 frame, output, image = self._capture_frame(), None, None
             else:
@@ -536,8 +590,9 @@ class Supervisor:
             if exc.fatal:
                 raise
             raise _Halt(result) from None
-        self._check_abort()
         self.executed += 1
+        self._performed[index] = output or MSG_OK  # it ran: an ending from here on records it as executed
+        self._check_abort()
         self._record_frame(frame, "after_action")
         if image is not None:
             self._record_frame(image, "zoom", latest=False)
@@ -602,6 +657,7 @@ class Supervisor:
                 ev.Outcome(self.turn, index, call.call_id, status.value, message, self.steps, round(duration * 1000, 3))
             )
             self._open.pop(index, None)
+            self._performed.pop(index, None)
         return ActionResult(position, status, message, image)
 
     def _capture(self, purpose: str = "after_action") -> Frame:
@@ -613,7 +669,10 @@ class Supervisor:
         return self._call(self.desktop.screenshot)
 
     def _record_frame(self, frame: Frame, purpose: str, *, latest: bool = True) -> None:
-        self.rundir.screens.put(frame.sha256, frame.png)
+        try:
+            self.rundir.screens.put(frame.sha256, frame.png)
+        except OSError as exc:
+            self._storage_failed(f"screens/{frame.sha256[:12]}….png", exc)
         if latest:
             self._frame = frame
         self._emit(
@@ -669,7 +728,7 @@ class Supervisor:
     # ------------------------------------------------------------------------------------------------
     # Ending
     # ------------------------------------------------------------------------------------------------
-    def _abort(self, status: str, reason: str, by: str = "") -> None:
+    def _abort(self, status: str, reason: str, by: str = "", announce: ev.Event | None = None) -> None:
         with self._end_lock:
             if self._ending is not None:
                 return
@@ -682,7 +741,8 @@ class Supervisor:
         during = self.phase
         with self._emit_lock:  # from here on the run's own thread can no longer record anything
             self._final = True
-            announce = ev.Killed(by, during) if status == "killed" else ev.Note(f"run stopped: {reason}")
+            if announce is None:
+                announce = ev.Killed(by, during) if status == "killed" else ev.Note(f"run stopped: {reason}")
             self._emit_safe(announce, final=True)
 
         def finish() -> None:
@@ -731,6 +791,7 @@ class Supervisor:
         return not problems, "; ".join(problems) or "desktop stopped, input released"
 
     def _finalize(self, status: str, reason: str, verified: bool | None) -> None:
+        seal: dict[str, Any] = {}
         try:
             if self._deadline_timer is not None:
                 self._deadline_timer.cancel()
@@ -743,11 +804,21 @@ class Supervisor:
                 final=True,
             )
             with self._emit_lock:
-                seal = self.audit.seal(self.config.audit_key)
-            self.transcript.close()
+                if self._lost is None:
+                    try:
+                        seal = self.audit.seal(self.config.audit_key)
+                    except OSError as exc:
+                        self._lost = f"could not write audit.jsonl: {exc.strerror or exc}"
+                if self._lost is not None:
+                    # The end of the run is not on disk whole: leave the log unsealed (verify reports an
+                    # interrupted prefix) rather than seal a record that misses its ending.
+                    self.audit.close()
+                    status, reason = "error", _storage_reason(reason, self._lost)
+            with contextlib.suppress(OSError):
+                self.transcript.close()
             self._caller.close()
-            self.rundir.write_result(
-                {
+            if seal:
+                record = {
                     "run_id": self.run_id,
                     "status": status,
                     "reason": reason,
@@ -765,11 +836,16 @@ class Supervisor:
                     "ended_at": time.time(),
                     "seal": seal,
                 }
-            )
+                try:
+                    self.rundir.write_result(record)
+                except OSError as exc:
+                    status = "error"
+                    reason = _storage_reason(reason, f"could not write result.json: {exc.strerror or exc}")
+            self.rundir.release_reserve()
+        finally:
             self.result = RunResult(
                 self.run_id, self.rundir.path, status, reason, verified, self.turn, self.steps, self.executed, seal
             )
-        finally:
             self._finished.set()
 
     # ------------------------------------------------------------------------------------------------
@@ -779,7 +855,9 @@ class Supervisor:
         """Give every proposal still owed an outcome its one outcome (the run ended before it ran)."""
         with self._emit_lock:
             for index, call_id in sorted(self._open.items()):
-                if index == self._in_flight:
+                if index in self._performed:  # it ran; the run ended before its outcome was recorded
+                    status, message = "executed", self._performed[index]
+                elif index == self._in_flight:
                     status, message = "failed", f"Failed: interrupted before it completed ({reason})"
                 else:
                     status, message = "not_executed", f"Not executed: the run ended ({reason})."
@@ -796,6 +874,11 @@ class Supervisor:
                 self.audit.append(event.kind, event.to_record())
             except AuditClosed:
                 raise Aborted() from None
+            except AuditWriteError as exc:
+                if final:
+                    self._lost = self._lost or str(exc)
+                    raise StorageFailure(str(exc)) from None
+                self._storage_failed("audit.jsonl", exc)
             for listener in self._listeners:
                 try:
                     listener(event)
@@ -805,8 +888,18 @@ class Supervisor:
     def _emit_safe(self, event: ev.Event, *, final: bool = False) -> None:
         try:
             self._emit(event, final=final)
-        except Aborted:
+        except (Aborted, StorageFailure):
             pass
+
+    def _storage_failed(self, what: str, exc: OSError) -> None:
+        """A record could not be written: stop at once (nothing further executes) and end the run ``error``,
+        recording what already ran wherever the log can still be written. Raises StorageFailure."""
+        reason = f"could not write {what}: {exc.strerror or exc}"
+        if isinstance(exc, AuditWriteError):
+            reason = str(exc)
+        self.rundir.release_reserve()  # room for the ending to be recorded
+        self._abort("error", f"storage: {reason}", announce=ev.ErrorRaised("storage", reason))
+        raise StorageFailure(reason)
 
 
 def _valid_ruling(ruling: Any) -> Ruling:
@@ -830,6 +923,13 @@ def _raw_kind(call: Call, raw: Any) -> str:
         if isinstance(value, str):
             return value[:40]
     return ""
+
+
+def _storage_reason(reason: str, failure: str) -> str:
+    """The reason of a run whose ending could not be recorded whole: the failed write comes first."""
+    if reason.startswith("storage:"):
+        return reason
+    return f"storage: {failure} (while ending: {reason})"
 
 
 def _one_line(text: str, limit: int = 300) -> str:

@@ -35,3 +35,13 @@ def visible(text: str, *, keep_newlines: bool = False, limit: int | None = None)
     if limit is not None and len(text) > limit:
         text = text[: limit - 1] + "…"
     return text.translate(_MULTI_LINE if keep_newlines else _ONE_LINE)
+
+
+def encodable(text: str) -> str:
+    """``text`` with lone surrogates (which UTF-8 cannot carry, e.g. from a JSON ``"\\ud800"`` escape)
+    replaced by U+FFFD; valid surrogate pairs are joined. Everything else is kept as it is."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
