@@ -154,12 +154,17 @@ def _execute(
         extra=extra,
         versions=versions(),
     )
+    try:
+        supervisor = Supervisor(
+            config, desktop, agent, approver, rundir, listeners=() if not headless else (printer(sys.stderr),)
+        )
+    except OSError as exc:
+        raise click.ClickException(f"run directory {rundir.path}: cannot write it ({exc.strerror or exc})") from None
     if not headless:
-        result = _run_in_tui(Supervisor(config, desktop, agent, approver, rundir), approver, theme, settings)
+        result = _run_in_tui(supervisor, approver, theme, settings)
         click.echo(f"status: {result.status} · {result.reason}", err=True)
         click.echo(f"run directory: {result.path}", err=True)
         sys.exit(result.exit_code)
-    supervisor = Supervisor(config, desktop, agent, approver, rundir, listeners=(printer(sys.stderr),))
     click.echo(f"run {rundir.run_id} · {rundir.path}", err=True)
     result = _run_with_interrupt(supervisor)
     click.echo(f"status: {result.status} · {result.reason}", err=True)
@@ -390,6 +395,8 @@ def _run_with_interrupt(supervisor):
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if "result" not in box:  # run() ends every run itself; this is the last line of defence
+        raise click.ClickException("the run ended without a result (see audit.jsonl in its run directory)")
     return box["result"]
 
 
