@@ -28,6 +28,8 @@ def line_for(event: ev.Event) -> str | None:
         case ev.SafetyChecksRaised():
             codes = ", ".join(visible(c.get("code", "")) for c in event.checks)
             return f"  safety checks raised: {codes}"
+        case ev.TurnRefused():
+            return f"  turn {event.turn} REFUSED whole: {visible(event.reason)}"
         case ev.ActionProposed() if event.error:
             return f"  #{event.index + 1} malformed {visible(event.raw_kind) or 'action'}: {visible(event.error)}"
         case ev.PolicyVerdict() if event.verdict != "allow":

@@ -62,6 +62,8 @@ def audit_line(event: ev.Event) -> str:
             return f"decision requested #{event.index + 1} ({event.subject})"
         case ev.DecisionMade():
             return f"decision #{event.index + 1} {event.decision} by {event.by}"
+        case ev.Executing():
+            return f"executing #{event.index + 1}"
         case ev.Outcome():
             return f"outcome #{event.index + 1} {event.status}: {event.message}"
         case ev.Cleanup():
