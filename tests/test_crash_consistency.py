@@ -180,3 +180,87 @@ def test_sigkill_at_100_random_moments_leaves_only_intact_prefixes(fast_dir: Pat
             assert any("outcome unknown (interrupted)" in note for note in outcome["report"].notes), outcome
     # The kills really landed inside runs (not all before or after them).
     assert seen["unsealed"] >= KILLS // 2, seen
+
+
+# ---------------------------------------------------------------------------------------------------
+# A few on the real local desktop: no desktop process outlives its controller
+# ---------------------------------------------------------------------------------------------------
+def descendants(root: int) -> set[int]:
+    """Every live process below ``root`` (by parent pid), seen in the host's /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = set(), [root]
+    while todo:
+        for pid in children.get(todo.pop(), []):
+            if pid not in found:
+                found.add(pid)
+                todo.append(pid)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def local_child(runs: Path, ready: int) -> None:
+    from cua_tui.core import events as ev
+    from cua_tui.desktops.local import LocalDesktop
+    from cua_tui.labs import get_lab
+
+    lab = get_lab("form")
+    desktop = LocalDesktop(Size(1024, 720), lab=lab)
+    agent = ScriptAgent(Script.from_data(lab.script(None)))
+    policy = Policy.default().with_regions(lab.regions())
+    config = RunConfig(task=lab.task, backend="local", agent="script", model=None, screen=desktop.size, policy=policy)
+
+    def started(event: ev.Event) -> None:
+        if isinstance(event, ev.Phase) and event.phase == "waiting_model":
+            os.write(ready, b"1")  # the desktop is up: the kill lands in the middle of the run
+
+    supervisor = Supervisor(
+        config, desktop, agent, FixedApprover(Answer.APPROVE), RunDir.create(runs), listeners=(started,)
+    )
+    supervisor.run()
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("moment", [0.0, 0.7, 1.6])
+def test_sigkill_of_a_local_run_leaves_no_desktop_process_and_an_intact_prefix(tmp_path: Path, moment: float) -> None:
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.close(read_end)
+        try:
+            local_child(tmp_path / "runs", write_end)
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    try:
+        assert os.read(read_end, 1) == b"1", "the local desktop did not start"
+        time.sleep(moment)
+        tree = descendants(pid)
+        assert tree, "the desktop's processes are children of the controller"
+        os.kill(pid, signal.SIGKILL)
+    finally:
+        os.close(read_end)
+        os.waitpid(pid, 0)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(alive(p) for p in tree):
+        time.sleep(0.1)
+    survivors = {p: Path(f"/proc/{p}/cmdline").read_bytes()[:80] for p in tree if alive(p)}
+    assert not survivors, f"desktop processes outlived their controller: {survivors}"
+    (folder,) = (tmp_path / "runs").iterdir()
+    report = verify_run(folder)
+    assert report.code == 0 and not report.sealed, report.summary
