@@ -378,3 +378,27 @@ def test_run_refuses_an_audit_key_inside_the_runs_directory(tmp_path: Path) -> N
     )
     assert outcome.exit_code == 2
     assert "inside the runs directory" in outcome.output
+
+
+# ---------------------------------------------------------------------------------------------------
+# The isolation a desktop obtained is on record
+# ---------------------------------------------------------------------------------------------------
+class IsolatedSim(SimDesktop):
+    isolation = {"namespaces": ["net", "pid"], "uid": 2100000007, "uid_per_run": True}
+
+
+def test_the_isolation_a_desktop_obtained_goes_to_run_json_and_the_log(run_script) -> None:
+    run = run_script([{"actions": [click(PHRASE_FIELD)]}], desktop=IsolatedSim())
+    info = json.loads((run.path / "run.json").read_text())
+    assert info["isolation"] == IsolatedSim.isolation
+    assert info["started_at_iso"].endswith("+00:00") and info["started_at"] > 0
+    ready = [r for r in records(run.path) if r["kind"] == "desktop_ready"]
+    assert len(ready) == 1 and ready[0]["isolation"] == IsolatedSim.isolation
+    kinds = [r["kind"] for r in records(run.path)]
+    assert kinds.index("desktop_ready") < kinds.index("screen")  # before the first screenshot
+
+
+def test_a_desktop_without_isolation_info_records_none(run_script) -> None:
+    run = run_script([{"actions": [click(PHRASE_FIELD)]}])
+    assert "isolation" not in json.loads((run.path / "run.json").read_text())
+    assert not any(r["kind"] == "desktop_ready" for r in records(run.path))

@@ -55,6 +55,15 @@ class RunStarted(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class DesktopReady(Event):
+    """The desktop started; ``isolation`` is what its sandbox actually obtained (namespaces, uid, ...)."""
+
+    kind: ClassVar[str] = "desktop_ready"
+    backend: str
+    isolation: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class Phase(Event):
     """What the run is doing: starting, waiting_model, awaiting_decision, executing, verifying, stopping."""
 
@@ -248,6 +257,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
     cls.kind: cls
     for cls in (
         RunStarted,
+        DesktopReady,
         Phase,
         ScreenCaptured,
         ModelTurn,

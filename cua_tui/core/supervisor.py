@@ -19,6 +19,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -259,24 +260,23 @@ class Supervisor:
     def _run(self) -> None:
         cfg = self.config
         policy = self.policy
-        self._write_record(
-            "run.json",
-            self.rundir.write_run_json,
-            {
-                "run_id": self.run_id,
-                "task": cfg.task,
-                "backend": cfg.backend,
-                "agent": cfg.agent,
-                "model": cfg.model,
-                "screen": str(cfg.screen),
-                "policy": {"name": policy.name, "source": policy.source, "sha256": policy.sha256, "text": policy.text},
-                "limits": _limits(policy),
-                "versions": cfg.versions,
-                "started_at": time.time(),
-                "audit_key_id": cfg.audit_key.key_id if cfg.audit_key else None,
-                **cfg.extra,
-            },
-        )
+        started = time.time()
+        run_info = {
+            "run_id": self.run_id,
+            "task": cfg.task,
+            "backend": cfg.backend,
+            "agent": cfg.agent,
+            "model": cfg.model,
+            "screen": str(cfg.screen),
+            "policy": {"name": policy.name, "source": policy.source, "sha256": policy.sha256, "text": policy.text},
+            "limits": _limits(policy),
+            "versions": cfg.versions,
+            "started_at": started,
+            "started_at_iso": datetime.fromtimestamp(started, UTC).isoformat(timespec="milliseconds"),
+            "audit_key_id": cfg.audit_key.key_id if cfg.audit_key else None,
+            **cfg.extra,
+        }
+        self._write_record("run.json", self.rundir.write_run_json, run_info)
         self._emit(
             ev.RunStarted(
                 cfg.task,
@@ -299,6 +299,10 @@ class Supervisor:
         if callable(bind):  # desktops with their own events (egress proxy) record them in this run's log
             bind(self._emit_safe)
         self._call(self.desktop.start)
+        isolation = getattr(self.desktop, "isolation", None)
+        if isinstance(isolation, dict) and isolation:  # what the sandbox actually obtained, on record
+            self._write_record("run.json", self.rundir.write_run_json, {**run_info, "isolation": isolation})
+            self._emit(ev.DesktopReady(cfg.backend, isolation))
         frame = self._capture(purpose="initial")
         self._set_phase("waiting_model", "waiting for the model")
         self._observed = frame
