@@ -167,6 +167,7 @@ class Executing(Event):
     turn: int
     index: int
     call_id: str
+    summary: str = ""  # the action, as the status line shows it
 
 
 @dataclass(frozen=True, slots=True)

@@ -572,7 +572,7 @@ class Supervisor:
         started = self._clock()
         try:
             # The intent is on disk before the desktop gets the action: nothing runs unrecorded.
-            self._emit(ev.Executing(self.turn, index, call.call_id))
+            self._emit(ev.Executing(self.turn, index, call.call_id, action.describe()))
             if action.kind is Kind.SCREENSHOT:
                 frame, output, image = self._capture_frame(), None, None
             else:
@@ -686,7 +686,9 @@ class Supervisor:
         )
 
     def _set_phase(self, phase: str, detail: str = "") -> None:
-        if phase != self.phase or phase == "executing":
+        # Each action's own ``executing`` record (the intent) says which action runs: the phase record is
+        # written only when the phase changes.
+        if phase != self.phase:
             self.phase = phase
             self._emit(ev.Phase(phase, detail))
 

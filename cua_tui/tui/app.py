@@ -163,6 +163,9 @@ class SupervisorApp(App[Any]):
             case ev.Phase():
                 status.phase, status.detail = event.phase, event.detail
                 status.redraw()
+            case ev.Executing():
+                status.phase, status.detail = "executing", event.summary
+                status.redraw()
             case ev.ScreenCaptured() if event.png is not None:
                 self._png = event.png
                 self.render_frame()
