@@ -1,0 +1,112 @@
+"""Reading untrusted JSON (script files, model replies): a one-line ``JSONError`` or a value, never a
+RecursionError, a traceback, or a number nobody can use.
+
+Python's ``json`` accepts more than JSON: ``NaN`` and ``Infinity`` literals, ``1e999`` (which becomes inf),
+and integers of any length up to the interpreter's conversion limit (past it, a ValueError that is not a
+JSONDecodeError). Its decoder recurses once per level of nesting and gives up with RecursionError somewhere
+past a thousand levels, and everything downstream that walks the value (repr, the audit encoder, the
+SDKs' request builders) recurses too. So nesting is capped well below any recursion limit, numbers must be
+finite, and every refusal says what and where.
+
+Lone surrogates (``"\\ud800"``) are valid JSON and pass through as they are: the text they sit in reaches
+whoever records or shows it, which makes it encodable (``core.text``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+import sys
+from typing import Any
+
+MAX_DEPTH = 64  # containers inside containers; real replies and scripts nest fewer than 10 deep
+
+
+class JSONError(ValueError):
+    """Text that is not acceptable JSON. ``str()`` is one line and names the place when it is known."""
+
+
+def loads(text: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
+    """The value of ``text`` (UTF-8 if bytes), or JSONError."""
+    if isinstance(text, bytes | bytearray):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise JSONError(f"not UTF-8 (byte {exc.start})") from None
+    try:
+        value = json.loads(text, parse_constant=_constant, parse_float=_float, parse_int=_int)
+    except json.JSONDecodeError as exc:
+        raise JSONError(f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except RecursionError:  # the decoder's own limit, far above max_depth: locate the first level too deep
+        raise JSONError(_too_deep(max_depth, text)) from None
+    except _Refused as exc:
+        raise JSONError(str(exc)) from None
+    if depth_exceeds(value, max_depth):
+        raise JSONError(_too_deep(max_depth, text))
+    return value
+
+
+def depth_exceeds(value: Any, max_depth: int) -> bool:
+    """Whether containers (lists, dicts) nest more than ``max_depth`` deep in ``value``, found without
+    recursion (so it is safe on any value, however deep)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth > max_depth:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list | tuple))
+    return False
+
+
+class _Refused(ValueError):
+    pass
+
+
+def _constant(name: str) -> Any:
+    raise _Refused(f"not valid JSON ({name} is not a JSON number)")
+
+
+def _float(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):
+        raise _Refused(f"not valid JSON (the number {literal[:24]} is too large for a double)")
+    return value
+
+
+def _int(literal: str) -> int:
+    limit = sys.get_int_max_str_digits() or 4300
+    if len(literal) > limit:  # int() would refuse it with advice about sys.set_int_max_str_digits
+        raise _Refused(f"not valid JSON (an integer of {len(literal)} digits; at most {limit} are accepted)")
+    return int(literal)
+
+
+# One token per match, strings whole (so brackets inside them do not count). A string always matches up to
+# its closing quote or the end of the text (even unterminated), so the scan stays linear on any input.
+_TOKENS = re.compile(r'"(?:[^"\\]++|\\.|\\\Z)*+(?:"|\Z)|[\[\]{}]', re.DOTALL)
+
+
+_LOCATE_TOKENS = 2_000_000  # past this many tokens (~0.5 s) the place is not worth finding
+
+
+def _too_deep(max_depth: int, text: str) -> str:
+    depth = 0
+    for match in itertools.islice(_TOKENS.finditer(text), _LOCATE_TOKENS):
+        token = match.group()
+        if token == "[" or token == "{":
+            depth += 1
+            if depth > max_depth:
+                pos = match.start()
+                line = text.count("\n", 0, pos) + 1
+                column = pos - (text.rfind("\n", 0, pos) + 1) + 1
+                return f"nesting deeper than {max_depth} (line {line}, column {column})"
+        elif token == "]" or token == "}":
+            depth -= 1
+    return f"nesting deeper than {max_depth}"
