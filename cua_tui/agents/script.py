@@ -76,7 +76,7 @@ class Script:
         try:
             data = strictjson.loads(text)
         except strictjson.JSONError as exc:
-            raise ScriptError(f"script {source}: {exc}") from None
+            raise ScriptError(f"script {source}: {f'not valid JSON ({exc})' if exc.syntax else exc}") from None
         return cls.from_data(data, source)
 
     @classmethod
@@ -99,6 +99,7 @@ class Script:
             if lone_surrogate(value) >= 0:
                 raise fail(f"{what} holds a lone surrogate (not encodable text)")
             return value
+
         unknown = set(data) - {"turns", "final_text", "task", "description"}
         if unknown:
             raise fail(f"unknown top-level key(s): {', '.join(sorted(unknown))}")

@@ -25,7 +25,13 @@ MAX_DEPTH = 64  # containers inside containers; real replies and scripts nest fe
 
 
 class JSONError(ValueError):
-    """Text that is not acceptable JSON. ``str()`` is one line and names the place when it is known."""
+    """Text that is not acceptable JSON. ``str()`` is one line and names the place when it is known;
+    ``syntax`` is true when the text is not JSON at all (callers word that their own way), false when it is
+    JSON this reader refuses (nesting too deep)."""
+
+    def __init__(self, message: str, *, syntax: bool) -> None:
+        super().__init__(message)
+        self.syntax = syntax
 
 
 def loads(text: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
@@ -34,17 +40,17 @@ def loads(text: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
         try:
             text = bytes(text).decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise JSONError(f"not UTF-8 (byte {exc.start})") from None
+            raise JSONError(f"not UTF-8 at byte {exc.start}", syntax=True) from None
     try:
         value = json.loads(text, parse_constant=_constant, parse_float=_float, parse_int=_int)
     except json.JSONDecodeError as exc:
-        raise JSONError(f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+        raise JSONError(f"line {exc.lineno}, column {exc.colno}: {exc.msg}", syntax=True) from None
     except RecursionError:  # the decoder's own limit, far above max_depth: locate the first level too deep
-        raise JSONError(_too_deep(max_depth, text)) from None
+        raise JSONError(_too_deep(max_depth, text), syntax=False) from None
     except _Refused as exc:
-        raise JSONError(str(exc)) from None
+        raise JSONError(str(exc), syntax=True) from None
     if depth_exceeds(value, max_depth):
-        raise JSONError(_too_deep(max_depth, text))
+        raise JSONError(_too_deep(max_depth, text), syntax=False)
     return value
 
 
@@ -71,20 +77,20 @@ class _Refused(ValueError):
 
 
 def _constant(name: str) -> Any:
-    raise _Refused(f"not valid JSON ({name} is not a JSON number)")
+    raise _Refused(f"{name} is not a JSON number")
 
 
 def _float(literal: str) -> float:
     value = float(literal)
     if not math.isfinite(value):
-        raise _Refused(f"not valid JSON (the number {literal[:24]} is too large for a double)")
+        raise _Refused(f"the number {literal[:24]} is too large for a double")
     return value
 
 
 def _int(literal: str) -> int:
     limit = sys.get_int_max_str_digits() or 4300
     if len(literal) > limit:  # int() would refuse it with advice about sys.set_int_max_str_digits
-        raise _Refused(f"not valid JSON (an integer of {len(literal)} digits; at most {limit} are accepted)")
+        raise _Refused(f"an integer of {len(literal)} digits, more than {limit}")
     return int(literal)
 
 
