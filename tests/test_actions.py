@@ -1173,9 +1173,7 @@ def test_minimal_tables_classify_every_field_of_every_kind() -> None:
         assert isinstance(parse_anthropic(name, base, S), Action)
 
 
-@pytest.mark.parametrize(
-    ("kind", "field"), [(k, f) for k, (_, optional) in OPENAI_MINIMAL.items() for f in optional]
-)
+@pytest.mark.parametrize(("kind", "field"), [(k, f) for k, (_, optional) in OPENAI_MINIMAL.items() for f in optional])
 def test_openai_null_optional_field_means_absent(kind: str, field: str) -> None:
     base = OPENAI_MINIMAL[kind][0]
     assert parse_openai({**base, field: None}, S) == parse_openai(base, S)
