@@ -291,3 +291,14 @@ def test_agent_error_messages_are_encodable(tmp_path: Path, server: ModelServer)
         start(server, "openai", reply).start("task", frame())
     str(info.value).encode("utf-8")
     assert "bad \\ud800 thing" in str(info.value)
+
+
+@pytest.mark.parametrize("sdk_name", ["openai", "anthropic"])
+def test_a_recursion_error_below_our_cap_is_still_a_malformed_reply(sdk_name: str) -> None:
+    import importlib
+
+    from cua_tui.agents.common import describe_sdk_error
+
+    sdk = importlib.import_module(sdk_name)
+    message = describe_sdk_error(RecursionError("deep"), sdk, timeout=5, retries=1, base_url=None)
+    assert message == "malformed reply from the model API: nested too deeply to read"
