@@ -166,17 +166,23 @@ def test_anthropic_history_with_lone_surrogates_is_sent_back_encodable(server: M
     agent = start(
         server,
         "anthropic",
-        anthropic_message(text_block(f"I see {LONE}"), tool_use("toolu_1", "type", text=f"x{LONE}")),
+        anthropic_message(
+            text_block(f"I see {LONE}"),
+            tool_use("toolu_1", "type", text=f"x{LONE}"),
+            tool_use("toolu_2", "wait", toolset_name=f"computer{LONE}", duration=1),
+        ),
         anthropic_message(text_block("done"), stop_reason="end_turn"),
     )
     turn = agent.start("task", frame())
     assert turn.text == f"I see {LONE}"
     assert turn.calls[0].actions[0]["input"] == {"text": f"x{LONE}"}  # as sent, for the parser
+    assert turn.calls[1].actions[0]["toolset_name"] == f"computer{LONE}"
     agent.next_turn((), frame())
-    history = server.bodies(ANTHROPIC_PATH)[1]["messages"][1]
+    history, results = server.bodies(ANTHROPIC_PATH)[1]["messages"][1:]
     assert history["role"] == "assistant"
     assert history["content"][0]["text"] == "I see \\ud800"
     assert history["content"][1]["input"] == {"text": "x\\ud800"}
+    assert [r.get("toolset_name") for r in results["content"][:2]] == ["computer", "computer\\ud800"]
 
 
 @pytest.mark.parametrize("vendor", ["openai", "anthropic"])

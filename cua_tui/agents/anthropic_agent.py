@@ -200,7 +200,7 @@ class AnthropicAgent:
         calls: list[Call] = []
         texts: list[str] = []
         unknown: list[str] = []
-        pending: list[dict[str, Any]] = []
+        pending: list[int] = []  # positions in kept of the tool_use blocks
         kept: list[dict[str, Any]] = []
         for block in content:
             if not isinstance(block, dict):
@@ -216,7 +216,7 @@ class AnthropicAgent:
                     "toolset_name": block.get("toolset_name"),
                 }
                 calls.append(Call(tool_id, "anthropic", (raw,), (), scaling))
-                pending.append(block)
+                pending.append(len(kept) - 1)
             elif kind == "text":
                 if isinstance(block.get("text"), str):
                     texts.append(block["text"])
@@ -239,10 +239,11 @@ class AnthropicAgent:
         )
         tokens_out = _count(usage_raw.get("output_tokens"))
         usage = Usage(tokens_in, tokens_out, estimate_cost(self.price, tokens_in, tokens_out))
-        # Sent back as history: made encodable (the SDK cannot send a lone surrogate); the calls above
-        # carry the blocks as received, for the parser.
-        self.messages.append({"role": "assistant", "content": encodable_tree(kept)})
-        self._pending = pending
+        # Sent back as history, and echoed in the results (toolset_name): made encodable, since the SDK
+        # cannot send a lone surrogate. The calls above carry the blocks as received, for the parser.
+        history = encodable_tree(kept)
+        self.messages.append({"role": "assistant", "content": history})
+        self._pending = [history[i] for i in pending]
         self._scaling = scaling
         response_id = data.get("id") if isinstance(data.get("id"), str) else ""
         text = self._redact("\n".join(t for t in texts if t))
