@@ -42,33 +42,35 @@ def loads(text: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
         except UnicodeDecodeError as exc:
             raise JSONError(f"not UTF-8 at byte {exc.start}", syntax=True) from None
     try:
-        value = json.loads(text, parse_constant=_constant, parse_float=_float, parse_int=_int)
+        value = json.loads(text, parse_constant=_constant, parse_float=_float)
     except json.JSONDecodeError as exc:
         raise JSONError(f"line {exc.lineno}, column {exc.colno}: {exc.msg}", syntax=True) from None
     except RecursionError:  # the decoder's own limit, far above max_depth: locate the first level too deep
         raise JSONError(_too_deep(max_depth, text), syntax=False) from None
     except _Refused as exc:
         raise JSONError(str(exc), syntax=True) from None
+    except ValueError:  # int() past the interpreter's digit limit, with advice meant for programmers
+        limit = sys.get_int_max_str_digits()
+        raise JSONError(f"an integer of more than {limit} digits", syntax=True) from None
     if depth_exceeds(value, max_depth):
         raise JSONError(_too_deep(max_depth, text), syntax=False)
     return value
 
 
 def depth_exceeds(value: Any, max_depth: int) -> bool:
-    """Whether containers (lists, dicts) nest more than ``max_depth`` deep in ``value``, found without
-    recursion (so it is safe on any value, however deep)."""
+    """Whether containers (lists, tuples, dicts) nest more than ``max_depth`` deep in ``value``, found
+    without recursion (so it is safe on any value, however deep)."""
+    containers = (dict, list, tuple)
+    if type(value) not in containers:
+        return False
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list | tuple):
-            children = item
-        else:
-            continue
         if depth > max_depth:
             return True
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list | tuple))
+        for child in item.values() if type(item) is dict else item:
+            if type(child) in containers:
+                stack.append((child, depth + 1))
     return False
 
 
@@ -85,13 +87,6 @@ def _float(literal: str) -> float:
     if not math.isfinite(value):
         raise _Refused(f"the number {literal[:24]} is too large for a double")
     return value
-
-
-def _int(literal: str) -> int:
-    limit = sys.get_int_max_str_digits() or 4300
-    if len(literal) > limit:  # int() would refuse it with advice about sys.set_int_max_str_digits
-        raise _Refused(f"an integer of {len(literal)} digits, more than {limit}")
-    return int(literal)
 
 
 # One token per match, strings whole (so brackets inside them do not count). A string always matches up to
