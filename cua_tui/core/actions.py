@@ -489,30 +489,33 @@ def _optional(raw: dict[str, Any], name: str, default: Any) -> Any:
     return default if value is None else value
 
 
+_CONTAINERS = (dict, list, tuple)
+
+
 def _bounded(raw: dict[str, Any], what: str) -> None:
     """Refuse a raw action nested deeper than MAX_NESTING or holding more than MAX_VALUES values, walking
     it without recursion, before anything else looks inside (a repr, a reason, the parser itself)."""
     budget = MAX_VALUES - len(raw)
-    if budget < 0:
-        raise ActionError("bad_schema", f"{what} is too large (more than {MAX_VALUES} values)")
-    for key, value in raw.items():
+    for key, value in raw.items() if budget >= 0 else ():
+        if type(value) not in _CONTAINERS:
+            continue
         stack: list[tuple[Any, int]] = [(value, 2)]
         while stack:
             item, depth = stack.pop()
-            if isinstance(item, dict):
-                children: Any = item.values()
-            elif isinstance(item, list | tuple):
-                children = item
-            else:
-                continue
             if depth > MAX_NESTING:
                 raise ActionError(
                     "bad_schema", f"{what}: field {_clip(key, 24)!r} nests deeper than {MAX_NESTING} levels"
                 )
-            budget -= len(children)
+            budget -= len(item)
             if budget < 0:
-                raise ActionError("bad_schema", f"{what} is too large (more than {MAX_VALUES} values)")
-            stack.extend((child, depth + 1) for child in children)
+                break
+            for child in item.values() if type(item) is dict else item:
+                if type(child) in _CONTAINERS:
+                    stack.append((child, depth + 1))
+        if budget < 0:
+            break
+    if budget < 0:
+        raise ActionError("bad_schema", f"{what} is too large (more than {MAX_VALUES} values)")
 
 
 def _notches_from_pixels(px: int) -> int:
