@@ -1107,3 +1107,264 @@ def test_anthropic_durations_become_whole_milliseconds() -> None:
     for seconds, ms in ((1e-9, 0), (0.001, 1), (0.0104, 10), (2.5, 2500), (119.9999, 120_000)):
         action = parse_anthropic("wait", {"duration": seconds}, S)
         assert type(action.duration_ms) is int and action.duration_ms == ms
+
+
+# ---------------------------------------------------------------------------------------------------
+# Hostile shapes (issue 8): nesting and size, null optional fields, the plus key, unencodable text
+# ---------------------------------------------------------------------------------------------------
+def _deep(levels: int, leaf: Any = 1) -> Any:
+    value = leaf
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+# The smallest valid input of every kind, with the fields the vendor's schema marks optional
+# (REFERENCE.md; openai/types/responses/response_computer_tool_call.py). Every field the parser takes is
+# in one or the other, so a new field cannot escape the null-means-absent rule unclassified.
+OPENAI_MINIMAL: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
+    "click": ({"type": "click", "button": "left", "x": 1, "y": 2}, ("keys",)),
+    "double_click": ({"type": "double_click", "x": 1, "y": 2}, ("keys",)),
+    "drag": ({"type": "drag", "path": [{"x": 1, "y": 2}, {"x": 3, "y": 4}]}, ("keys",)),
+    "move": ({"type": "move", "x": 1, "y": 2}, ("keys",)),
+    "scroll": ({"type": "scroll", "x": 1, "y": 2, "scroll_x": 0, "scroll_y": 100}, ("keys",)),
+    "keypress": ({"type": "keypress", "keys": ["a"]}, ()),
+    "type": ({"type": "type", "text": "a"}, ()),
+    "wait": ({"type": "wait"}, ()),
+    "screenshot": ({"type": "screenshot"}, ()),
+}
+# Required by OpenAI's schema, yet defaulted by the parser when missing: null there stays a refusal.
+OPENAI_DEFAULTED_REQUIRED = {"click": ("button",), "scroll": ("scroll_x", "scroll_y")}
+ANTHROPIC_MINIMAL: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
+    "key": ({"text": "a"}, ("repeat",)),
+    "hold_key": ({"text": "a", "duration": 1}, ()),
+    "type": ({"text": "a"}, ()),
+    "cursor_position": ({}, ()),
+    "mouse_move": ({"coordinate": [1, 2]}, ("text",)),
+    "left_mouse_down": ({}, ("coordinate",)),
+    "left_mouse_up": ({}, ("coordinate",)),
+    **{m: ({"coordinate": [1, 2]}, ("text",)) for m in ("left_click", "right_click", "middle_click")},
+    **{m: ({"coordinate": [1, 2]}, ("text",)) for m in ("double_click", "triple_click")},
+    "left_click_drag": ({"start_coordinate": [1, 2], "coordinate": [3, 4]}, ("text",)),
+    "scroll": ({"scroll_direction": "down", "scroll_amount": 1}, ("coordinate", "text")),
+    "wait": ({"duration": 1}, ()),
+    "screenshot": ({}, ()),
+    "zoom": ({"region": [0, 0, 10, 10]}, ()),
+}
+
+
+def _outcome(call: Any, *args: Any) -> Any:
+    try:
+        return call(*args)
+    except ActionError as err:
+        return (err.code, err.reason)
+
+
+def test_minimal_tables_classify_every_field_of_every_kind() -> None:
+    from cua_tui.core.actions import _ANTHROPIC_FIELDS, _OPENAI_FIELDS
+
+    assert sorted(OPENAI_MINIMAL) == sorted(_OPENAI_FIELDS)
+    for kind, (base, optional) in OPENAI_MINIMAL.items():
+        assert set(base) | set(optional) == _OPENAI_FIELDS[kind], kind
+        assert isinstance(parse_openai(base, S), Action)
+    assert sorted(ANTHROPIC_MINIMAL) == sorted(ANTHROPIC_MEMBERS)
+    for name, (base, optional) in ANTHROPIC_MINIMAL.items():
+        assert set(base) | set(optional) == _ANTHROPIC_FIELDS[name], name
+        assert isinstance(parse_anthropic(name, base, S), Action)
+
+
+@pytest.mark.parametrize(("kind", "field"), [(k, f) for k, (_, optional) in OPENAI_MINIMAL.items() for f in optional])
+def test_openai_null_optional_field_means_absent(kind: str, field: str) -> None:
+    base = OPENAI_MINIMAL[kind][0]
+    assert parse_openai({**base, field: None}, S) == parse_openai(base, S)
+
+
+@pytest.mark.parametrize(
+    ("name", "field"), [(n, f) for n, (_, optional) in ANTHROPIC_MINIMAL.items() for f in optional]
+)
+def test_anthropic_null_optional_field_means_absent(name: str, field: str) -> None:
+    base = ANTHROPIC_MINIMAL[name][0]
+    assert _outcome(parse_anthropic, name, {**base, field: None}, S) == _outcome(parse_anthropic, name, base, S)
+
+
+def test_anthropic_key_with_null_repeat_is_one_press() -> None:
+    action = parse_anthropic("key", {"text": "Return", "repeat": None}, S)
+    assert action == Action(Kind.KEYPRESS, chord="Return", repeat=1)
+
+
+def test_null_in_a_required_field_is_refused_in_every_kind() -> None:
+    for kind, (base, _) in OPENAI_MINIMAL.items():
+        for field in set(base) - {"type"}:
+            err = openai_error({**base, field: None})
+            if field in OPENAI_DEFAULTED_REQUIRED.get(kind, ()):
+                assert err.code in ("bad_field", "bad_type"), (kind, field)
+            else:
+                assert (err.code, err.reason) == ("missing_field", f"{kind} action needs {field!r}"), (kind, field)
+    for name, (base, _) in ANTHROPIC_MINIMAL.items():
+        for field in base:
+            err = anthropic_error(name, {**base, field: None})
+            assert err.code == "missing_field" and f"needs {field!r}" in err.reason, (name, field)
+
+
+@pytest.mark.parametrize(
+    ("text", "chord"),
+    [
+        ("ctrl++", "ctrl+plus"),
+        ("CTRL++", "ctrl+plus"),
+        ("shift++", "shift+plus"),
+        ("ctrl+alt++", "ctrl+alt+plus"),
+        ("ctrl+plus", "ctrl+plus"),
+        (" ctrl++ ", "ctrl+plus"),
+        ("+", "plus"),
+    ],
+)
+def test_the_plus_key_in_chord_text(text: str, chord: str) -> None:
+    assert parse_chord_text(text) == chord
+    assert parse_anthropic("key", {"text": text}, S).chord == chord
+    assert parse_anthropic("hold_key", {"text": text, "duration": 1}, S).chord == chord
+
+
+@pytest.mark.parametrize(
+    ("keys", "chord"),
+    [
+        (["CTRL", "+"], "ctrl+plus"),
+        (["shift", "+"], "shift+plus"),
+        (["ctrl++"], "ctrl+plus"),
+        (["CTRL+ALT++"], "ctrl+alt+plus"),
+        (["ctrl+plus"], "ctrl+plus"),
+        (["+"], "plus"),
+    ],
+)
+def test_the_plus_key_in_openai_keypress(keys: list[str], chord: str) -> None:
+    assert parse_openai({"type": "keypress", "keys": keys}, S).chord == chord
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("ctrl+", "key name '' is empty or too long"),
+        ("+ctrl", "key text '+ctrl' has an empty key name between '+' signs"),
+        ("ctrl++a", "key text 'ctrl++a' has an empty key name between '+' signs"),
+        ("++", "key text '++' has an empty key name between '+' signs"),
+        ("ctrl+++", "key text 'ctrl+++' has an empty key name between '+' signs"),
+        ("ctrl+ +", "one key combination per action (no spaces)"),
+        ("a++", "a key combination has one non-modifier key, got a, plus"),
+        ("ctrl++shift", "key text 'ctrl++shift' has an empty key name between '+' signs"),
+    ],
+)
+def test_bad_chords_are_refused_with_accurate_reasons(text: str, reason: str) -> None:
+    for err in (refused(parse_chord_text, text), anthropic_error("key", {"text": text})):
+        assert err.code == "bad_key"
+        assert err.reason.startswith(reason), err.reason
+    if " " not in text:
+        err = openai_error({"type": "keypress", "keys": [text]})
+        assert err.code == "bad_key" and err.reason.startswith(reason), err.reason
+
+
+def test_held_modifier_text_with_a_dangling_plus_is_refused_not_trimmed() -> None:
+    for text in ("shift+", "+shift", "shift++"):
+        err = anthropic_error("left_click", {"coordinate": [1, 1], "text": text})
+        assert err.code == "bad_key", text
+
+
+@given(st.sets(st.sampled_from(MODIFIERS), min_size=1), st.sampled_from(["CTRL", "ctrl", "Ctrl"]))
+def test_plus_written_last_or_by_name_is_the_same_chord(mods: set[str], _case: str) -> None:
+    prefix = "+".join(sorted(mods))
+    assert parse_chord_text(prefix + "++") == parse_chord_text(prefix + "+plus") == make_chord([*mods, "+"])
+
+
+def _openai_fields() -> list[tuple[dict[str, Any], str]]:
+    return [(base, f) for base, optional in OPENAI_MINIMAL.values() for f in (set(base) | set(optional)) - {"type"}]
+
+
+def _anthropic_fields() -> list[tuple[str, dict[str, Any], str]]:
+    return [(n, base, f) for n, (base, optional) in ANTHROPIC_MINIMAL.items() for f in set(base) | set(optional)]
+
+
+@pytest.mark.parametrize("levels", [9, 200_000])
+def test_deep_nesting_in_any_field_is_refused_as_bad_schema(levels: int) -> None:
+    deep = _deep(levels)
+    for base, field in _openai_fields():
+        err = openai_error({**base, field: deep})
+        assert err.code == "bad_schema", (base["type"], field, err.reason)
+        assert err.reason == f"{base['type']} action: field {field!r} nests deeper than 8 levels"
+    for name, base, field in _anthropic_fields():
+        err = anthropic_error(name, {**base, field: deep})
+        assert (err.code, err.reason) == ("bad_schema", f"{name} action: field {field!r} nests deeper than 8 levels")
+    # An unknown field is no way around it, nor is a dict in place of a list.
+    err = openai_error({"type": "click", "x": 1, "y": 1, "approved": {"a": deep}})
+    assert err.code == "bad_schema"
+
+
+def test_nesting_up_to_the_bound_gets_the_fields_own_refusal() -> None:
+    err = openai_error({"type": "click", "x": _deep(7), "y": 1})  # the action is level 1, x's lists 2-8
+    assert err.code == "bad_type" and err.reason.startswith("point.x must be an integer, not list [[[")
+    assert len(err.reason) < 100
+
+
+def test_oversized_fields_are_refused_in_bounded_time() -> None:
+    import time
+
+    huge = list(range(1_000_000))
+    started = time.monotonic()
+    for base, field in _openai_fields():
+        err = openai_error({**base, field: huge})
+        assert (err.code, err.reason) == ("bad_schema", f"{base['type']} action is too large (more than 4096 values)")
+    for name, base, field in _anthropic_fields():
+        assert anthropic_error(name, {**base, field: huge}).code == "bad_schema"
+    err = openai_error({"type": "click", "x": 1, "y": 1, **{f"k{i}": 0 for i in range(5000)}})
+    assert err.code == "bad_schema"
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("value", [10**5000, -(10**5000), 2**100_000], ids=["1e5000", "-1e5000", "2^100000"])
+def test_integers_too_long_to_print_are_out_of_range_not_malformed(value: int) -> None:
+    err = openai_error({"type": "click", "x": value, "y": 1})
+    assert err.code == "out_of_range" and "-bit integer>" in err.reason and len(err.reason) < 100
+    err = anthropic_error("wait", {"duration": value})
+    assert err.code == "out_of_range" and len(err.reason) < 100
+    err = anthropic_error("key", {"text": "a", "repeat": value})
+    assert err.code == "out_of_range"
+
+
+LONE = json.loads('"\\ud800"')
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"type": LONE},
+        {"type": "click", "x": 1, "y": 1, LONE: 1},
+        {"type": "click", "x": LONE, "y": 1},
+        {"type": "click", "button": LONE, "x": 1, "y": 1},
+        {"type": "keypress", "keys": [LONE]},
+        {"type": "keypress", "keys": ["ctrl+" + LONE]},
+        {"type": "move", "x": 1, "y": 1, "keys": [LONE]},
+        {"type": "drag", "path": [{"x": 1, "y": 1}, {LONE: 2}]},
+    ],
+)
+def test_reasons_quoting_lone_surrogates_are_encodable(raw: dict[str, Any]) -> None:
+    err = openai_error(raw)
+    err.reason.encode("utf-8")
+    str(err).encode("utf-8")
+    assert "\\ud800" in err.reason
+
+
+@given(st.text(alphabet=st.characters(codec=None, categories=["Cs", "Lu", "P"]), max_size=30), st.data())
+@settings(max_examples=200, deadline=None)
+def test_every_reason_is_encodable_property(text: str, data: st.DataObject) -> None:
+    name = data.draw(st.sampled_from(ANTHROPIC_MEMBERS))
+    base, optional = ANTHROPIC_MINIMAL[name]
+    field = data.draw(st.sampled_from(sorted({*base, *optional, text or "x"})))
+    for call in (
+        lambda: parse_anthropic(name, {**base, field: text}, S),
+        lambda: parse_anthropic(text, base, S),
+        lambda: parse_anthropic(name, base, S, text),
+        lambda: parse_openai({"type": text}, S),
+        lambda: parse_openai({"type": "keypress", "keys": [text]}, S),
+    ):
+        try:
+            call()
+        except ActionError as err:
+            err.reason.encode("utf-8")
+            _check_error(err)

@@ -210,11 +210,11 @@ def test_lone_surrogates_in_model_text_are_recorded_literally_not_an_internal_er
     )
     assert run.result.status == "failed" and "form server" in run.result.reason  # the verifier's verdict, no error
     turn = next(r for r in records(run.path) if r["kind"] == "model_turn")
-    assert turn["text"] == "look \ufffd here \ufffd"
+    assert turn["text"] == "look \\ud800 here \\udfff"  # the lone surrogates, shown as their escapes
     ended = next(r for r in records(run.path) if r["kind"] == "run_ended")
-    assert ended["final_text"] == "done \U0001f600 \ufffd"
+    assert ended["final_text"] == "done \\ud83d\\ude00 \\ud800"
     transcript = (run.path / "transcript.jsonl").read_text(encoding="utf-8")
-    assert "look \ufffd here" in transcript
+    assert json.loads(transcript.splitlines()[0])["text"] == "look \\ud800 here \\udfff"
     assert verify_run(run.path).code == 0
 
 

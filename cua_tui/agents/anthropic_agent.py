@@ -25,6 +25,7 @@ from typing import Any
 from ..core.actions import ANTHROPIC_MEMBERS, ANTHROPIC_TO_KIND, Kind
 from ..core.geometry import OutOfRange, Scaling
 from ..core.ports import ActionResult, AgentError, Call, CallResult, Frame, Turn, Usage
+from ..core.text import encodable
 from .common import (
     DEFAULT_RETRIES,
     DEFAULT_TIMEOUT,
@@ -34,12 +35,14 @@ from .common import (
     b64,
     decode_json,
     describe_sdk_error,
+    encodable_tree,
     estimate_cost,
     fit_png,
     image_limits,
     one_line,
     overall_deadline,
     price_for,
+    reply_id,
 )
 from .common import count as _count
 
@@ -144,9 +147,9 @@ class AnthropicAgent:
             result["toolset_name"] = block["toolset_name"]
         if action is None or not action.ok:
             result["is_error"] = True
-            result["content"] = [{"type": "text", "text": (action.message if action else "") or NO_RESULT}]
+            result["content"] = [{"type": "text", "text": encodable(action.message if action else "") or NO_RESULT}]
             return result
-        text = action.message
+        text = encodable(action.message)
         if block.get("name") == "cursor_position":
             text = self._cursor_in_model_space(text)
         content: list[dict[str, Any]] = [{"type": "text", "text": text or "OK"}]
@@ -197,7 +200,7 @@ class AnthropicAgent:
         calls: list[Call] = []
         texts: list[str] = []
         unknown: list[str] = []
-        pending: list[dict[str, Any]] = []
+        pending: list[int] = []  # positions in kept of the tool_use blocks
         kept: list[dict[str, Any]] = []
         for block in content:
             if not isinstance(block, dict):
@@ -206,16 +209,14 @@ class AnthropicAgent:
             kept.append(block)
             kind = block.get("type")
             if kind == "tool_use":
-                tool_id = block.get("id")
-                if not isinstance(tool_id, str) or not tool_id:
-                    raise AgentError("malformed reply from the model API: a tool_use block has no id")
+                tool_id = reply_id(block.get("id"), "a tool_use block", "id")
                 raw = {
                     "name": block.get("name"),
                     "input": block.get("input"),
                     "toolset_name": block.get("toolset_name"),
                 }
                 calls.append(Call(tool_id, "anthropic", (raw,), (), scaling))
-                pending.append(block)
+                pending.append(len(kept) - 1)
             elif kind == "text":
                 if isinstance(block.get("text"), str):
                     texts.append(block["text"])
@@ -238,8 +239,11 @@ class AnthropicAgent:
         )
         tokens_out = _count(usage_raw.get("output_tokens"))
         usage = Usage(tokens_in, tokens_out, estimate_cost(self.price, tokens_in, tokens_out))
-        self.messages.append({"role": "assistant", "content": kept})
-        self._pending = pending
+        # Sent back as history, and echoed in the results (toolset_name): made encodable, since the SDK
+        # cannot send a lone surrogate. The calls above carry the blocks as received, for the parser.
+        history = encodable_tree(kept)
+        self.messages.append({"role": "assistant", "content": history})
+        self._pending = [history[i] for i in pending]
         self._scaling = scaling
         response_id = data.get("id") if isinstance(data.get("id"), str) else ""
         text = self._redact("\n".join(t for t in texts if t))

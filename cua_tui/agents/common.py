@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 import math
 import re
 import threading
@@ -20,8 +19,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 from PIL import Image
 
+from ..core import strictjson
 from ..core.geometry import Scaling, Size
 from ..core.ports import AgentError, Frame
+from ..core.text import encodable, lone_surrogate
 
 T = TypeVar("T")
 
@@ -172,8 +173,9 @@ class Redactor:
 
 
 def one_line(text: str, limit: int = 300) -> str:
+    """One line of at most ``limit`` characters, encodable (it may quote the reply, and is recorded)."""
     text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return encodable(text if len(text) <= limit else text[: limit - 1] + "…")
 
 
 def public_url(url: str | None) -> str | None:
@@ -191,14 +193,39 @@ def public_url(url: str | None) -> str | None:
 
 
 def decode_json(content: bytes) -> dict[str, Any]:
-    """The reply body as a JSON object, or AgentError naming what is wrong (never a traceback)."""
+    """The reply body as a JSON object, or AgentError naming what is wrong (never a traceback). Nesting is
+    capped (strictjson.MAX_DEPTH) before anything walks the reply: the parser, repr, and the SDK that sends
+    an Anthropic reply back as history all recurse."""
     try:
-        data = json.loads(content)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise AgentError(f"malformed reply from the model API: not JSON ({one_line(str(exc), 120)})") from None
+        data = strictjson.loads(content)
+    except strictjson.JSONError as exc:
+        detail = f"not JSON ({one_line(str(exc), 120)})" if exc.syntax else one_line(str(exc), 120)
+        raise AgentError(f"malformed reply from the model API: {detail}") from None
     if not isinstance(data, dict):
         raise AgentError(f"malformed reply from the model API: a JSON {type(data).__name__}, not an object")
     return data
+
+
+def reply_id(value: Any, owner: str, name: str) -> str:
+    """An id from a reply that must be echoed back (a call id, a tool_use id): a non-empty string the
+    SDK can encode, or AgentError. A lone surrogate ("\\ud800") is valid JSON but no request can carry it."""
+    if not isinstance(value, str) or not value:
+        raise AgentError(f"malformed reply from the model API: {owner} has no {name}")
+    if lone_surrogate(value) >= 0:
+        raise AgentError(f"malformed reply from the model API: the {name} of {owner} is not encodable text")
+    return value
+
+
+def encodable_tree(value: Any) -> Any:
+    """``value`` (a decoded reply, nested at most strictjson.MAX_DEPTH) with every string made encodable,
+    for sending it back (as Anthropic history): the SDK encodes requests as strict UTF-8."""
+    if isinstance(value, str):
+        return encodable(value)
+    if isinstance(value, list):
+        return [encodable_tree(v) for v in value]
+    if isinstance(value, dict):
+        return {encodable(k): encodable_tree(v) for k, v in value.items()}
+    return value
 
 
 def describe_sdk_error(exc: BaseException, sdk: Any, *, timeout: float, retries: int, base_url: str | None) -> str:
@@ -222,6 +249,8 @@ def describe_sdk_error(exc: BaseException, sdk: Any, *, timeout: float, retries:
         return f"the model API answered {what}{retried}: {one_line(_error_detail(exc), 200)}"
     if isinstance(exc, sdk.APIResponseValidationError):
         return f"malformed reply from the model API: {one_line(str(exc), 200)}"
+    if isinstance(exc, RecursionError):  # decode_json caps nesting; this is the net below it
+        return "malformed reply from the model API: nested too deeply to read"
     if isinstance(exc, (ValueError, UnicodeDecodeError)):  # e.g. a JSON body the SDK could not decode
         return f"malformed reply from the model API: {one_line(str(exc), 160)}"
     return f"model request failed: {type(exc).__name__}: {one_line(str(exc), 200)}"

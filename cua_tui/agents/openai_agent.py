@@ -10,7 +10,10 @@ and with ``acknowledged_safety_checks`` only for checks a person approved; turns
 supervisor's strict parser decides what is acceptable.
 
 A computer_call_output carries only a screenshot, so when an action of a call did not simply run (declined,
-refused, failed, not executed, stale) the supervisor's exact messages follow as one user message.
+refused, failed, not executed, stale) the supervisor's exact messages follow as one user message, a run of
+actions with the same message as one line ("actions 3-100000: ..."), so that a huge batch refused whole
+gets a short answer. Every call id of the last reply is answered, whatever the supervisor returned: a call
+without results (or with fewer results than actions) is reported as not executed.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 
 from ..core.geometry import Scaling
 from ..core.ports import AgentError, Call, CallResult, Frame, SafetyCheck, Turn, Usage
+from ..core.text import encodable
 from .common import (
     DEFAULT_RETRIES,
     DEFAULT_TIMEOUT,
@@ -34,6 +38,7 @@ from .common import (
     one_line,
     overall_deadline,
     price_for,
+    reply_id,
 )
 from .common import count as _count
 
@@ -75,7 +80,7 @@ class OpenAIAgent:
         self.base_url = str(self._client.base_url)  # the effective one (argument, OPENAI_BASE_URL or default)
         self._calls = Cancellable(overall_deadline(timeout, max_retries), on_cancel=self._client.close)
         self._previous_id: str | None = None
-        self._pending: list[str] = []  # call ids of the last reply, each owed one computer_call_output
+        self._pending: dict[str, int] = {}  # call id -> its number of actions: each owed one computer_call_output
         self.turns = 0
         self.notes: list[str] = []  # what was ignored in replies (unknown output items), for the curious
 
@@ -105,8 +110,10 @@ class OpenAIAgent:
             }
             result = by_id.get(call_id)
             if result is not None and result.acknowledged_safety_checks:
+                # Echoed as received, made encodable: the SDK cannot send a lone surrogate.
                 item["acknowledged_safety_checks"] = [
-                    {"id": c.id, "code": c.code, "message": c.message} for c in result.acknowledged_safety_checks
+                    {"id": encodable(c.id), "code": encodable(c.code), "message": encodable(c.message)}
+                    for c in result.acknowledged_safety_checks
                 ]
             items.append(item)
         report = _report(self._pending, by_id)
@@ -173,15 +180,15 @@ class OpenAIAgent:
         tokens_in, tokens_out = _count(usage_raw.get("input_tokens")), _count(usage_raw.get("output_tokens"))
         usage = Usage(tokens_in, tokens_out, estimate_cost(self.price, tokens_in, tokens_out))
         self._previous_id = response_id
-        self._pending = list(dict.fromkeys(c.call_id for c in calls))
+        self._pending = {}
+        for call in calls:
+            self._pending.setdefault(call.call_id, len(call.actions))
         text = self._redact("\n".join(t for t in texts if t))
         return Turn(tuple(calls), text=text, response_id=response_id, usage=usage)
 
 
 def _call(item: dict[str, Any], scaling: Scaling) -> Call:
-    call_id = item.get("call_id")
-    if not isinstance(call_id, str) or not call_id:
-        raise AgentError("malformed reply from the model API: a computer_call has no call_id")
+    call_id = reply_id(item.get("call_id"), "a computer_call", "call_id")
     if "actions" in item and item["actions"] is not None:
         batch = item["actions"]
         actions = tuple(batch) if isinstance(batch, list) else (batch,)  # not a list: the parser refuses it
@@ -218,18 +225,31 @@ def _message_text(item: dict[str, Any]) -> list[str]:
     return texts
 
 
-def _report(pending: list[str], by_id: dict[str, CallResult]) -> str:
+NO_RESULT = "Not executed: no result was recorded for this call."
+NO_ACTION_RESULT = "Not executed: no result was recorded for this action."
+
+
+def _report(pending: dict[str, int], by_id: dict[str, CallResult]) -> str:
     """The supervisor's exact words for every call where something did not simply run (else "")."""
     lines = []
-    for call_id in pending:
+    for call_id, n_actions in pending.items():
         result = by_id.get(call_id)
-        if result is None:
-            lines.append(f"Call {call_id}: Not executed: no result was recorded for this call.")
+        if result is None or (not result.results and n_actions):
+            lines.append(f"Call {call_id}: {NO_RESULT}")
             continue
-        if all(r.ok and r.message == "OK" for r in result.results):
+        messages = [NO_ACTION_RESULT] * max(n_actions, len(result.results))
+        for position, r in enumerate(result.results):
+            messages[r.index if 0 <= r.index < len(messages) else position] = r.message
+        if all(r.ok for r in result.results) and all(m == "OK" for m in messages):
             continue
         lines.append(f"Call {call_id}:")
-        lines.extend(f"  action {r.index + 1}: {r.message}" for r in result.results)
+        start = 0
+        for end in range(1, len(messages) + 1):
+            if end < len(messages) and messages[end] == messages[start]:
+                continue
+            span = f"action {start + 1}" if end - start == 1 else f"actions {start + 1}-{end}"
+            lines.append(f"  {span}: {messages[start]}")
+            start = end
     if not lines:
         return ""
-    return "What happened to your last computer actions:\n" + "\n".join(lines)
+    return encodable("What happened to your last computer actions:\n" + "\n".join(lines))

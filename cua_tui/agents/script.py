@@ -5,16 +5,25 @@ File format (DESIGN.md): ``{"turns": [turn, ...], "final_text": "..."}``, each t
 also name its ``call_id`` (to replay a transcript exactly). The outer shape is checked when the file is
 loaded; the actions are handed over exactly as written, so a script can carry malformed or hostile
 actions and exercise the parser and the policy like a real model's reply would.
+
+The file itself is read as hostile input too: a regular file of bounded size (never a FIFO or a device),
+strict JSON (no NaN or Infinity, finite numbers, nesting capped at ``strictjson.MAX_DEPTH``); an optional
+key set to null counts as absent. Text (``text``, ``final_text``) may hold anything JSON can, lone
+surrogates included, as a model's reply may: it reaches the supervisor as it is. Identifiers (call and
+safety-check ids, codes) must be encodable text, since they are echoed and recorded verbatim.
 """
 
 from __future__ import annotations
 
-import json
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..core import strictjson
 from ..core.ports import Call, CallResult, Frame, SafetyCheck, Turn
+from ..core.text import lone_surrogate
 
 MAX_SCRIPT_BYTES = 20 * 1024 * 1024
 
@@ -40,12 +49,24 @@ class Script:
     @classmethod
     def load(cls, path: str | Path) -> Script:
         path = Path(path)
+        limit = f"larger than {MAX_SCRIPT_BYTES // (1024 * 1024)} MiB"
         try:
-            if path.stat().st_size > MAX_SCRIPT_BYTES:
-                raise ScriptError(f"script {path}: larger than {MAX_SCRIPT_BYTES // (1024 * 1024)} MiB")
-            text = path.read_text(encoding="utf-8")
+            # Non-blocking, so that a FIFO cannot hang the open; then only a regular file is read, and never
+            # more than the cap (a link to /dev/zero reports size 0 and never ends).
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            with os.fdopen(fd, "rb") as fh:
+                info = os.fstat(fh.fileno())
+                if not stat.S_ISREG(info.st_mode):
+                    raise ScriptError(f"script {path}: not a regular file")
+                if info.st_size > MAX_SCRIPT_BYTES:
+                    raise ScriptError(f"script {path}: {limit}")
+                data = fh.read(MAX_SCRIPT_BYTES + 1)
         except OSError as exc:
             raise ScriptError(f"script {path}: cannot read it ({exc.strerror or exc})") from None
+        if len(data) > MAX_SCRIPT_BYTES:
+            raise ScriptError(f"script {path}: {limit}")
+        try:
+            text = data.decode("utf-8")
         except UnicodeDecodeError:
             raise ScriptError(f"script {path}: not UTF-8 text") from None
         return cls.parse(text, source=str(path))
@@ -53,11 +74,9 @@ class Script:
     @classmethod
     def parse(cls, text: str, source: str = "<script>") -> Script:
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ScriptError(
-                f"script {source}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
-            ) from None
+            data = strictjson.loads(text)
+        except strictjson.JSONError as exc:
+            raise ScriptError(f"script {source}: {f'not valid JSON ({exc})' if exc.syntax else exc}") from None
         return cls.from_data(data, source)
 
     @classmethod
@@ -67,13 +86,27 @@ class Script:
 
         if not isinstance(data, dict):
             raise fail('the top level must be an object {"turns": [...], "final_text": "..."}')
+        if strictjson.depth_exceeds(data, strictjson.MAX_DEPTH):  # data built in Python, not read by parse()
+            raise fail(f"nesting deeper than {strictjson.MAX_DEPTH}")
+
+        def optional(holder: dict[str, Any], key: str, default: Any) -> Any:
+            value = holder.get(key)
+            return default if value is None else value
+
+        def identifier(value: Any, what: str) -> str:
+            if not isinstance(value, str):
+                raise fail(f"{what} must be a string")
+            if lone_surrogate(value) >= 0:
+                raise fail(f"{what} holds a lone surrogate (not encodable text)")
+            return value
+
         unknown = set(data) - {"turns", "final_text", "task", "description"}
         if unknown:
             raise fail(f"unknown top-level key(s): {', '.join(sorted(unknown))}")
         turns_raw = data.get("turns")
         if not isinstance(turns_raw, list):
             raise fail('"turns" must be a list')
-        final_text = data.get("final_text", "")
+        final_text = optional(data, "final_text", "")
         if not isinstance(final_text, str):
             raise fail('"final_text" must be a string')
         turns = []
@@ -87,21 +120,27 @@ class Script:
             actions = turn.get("actions")
             if not isinstance(actions, list) or not actions:
                 raise fail(f'{where}: "actions" must be a non-empty list')
-            text = turn.get("text", "")
+            text = optional(turn, "text", "")
             if not isinstance(text, str):
                 raise fail(f'{where}: "text" must be a string')
             call_id = turn.get("call_id")
-            if call_id is not None and not isinstance(call_id, str):
-                raise fail(f'{where}: "call_id" must be a string')
+            if call_id is not None:
+                call_id = identifier(call_id, f'{where}: "call_id"')
             checks = []
-            raw_checks = turn.get("pending_safety_checks", [])
+            raw_checks = optional(turn, "pending_safety_checks", [])
             if not isinstance(raw_checks, list):
                 raise fail(f'{where}: "pending_safety_checks" must be a list')
             for j, check in enumerate(raw_checks):
                 if not isinstance(check, dict) or not all(isinstance(check.get(k), str) for k in ("id", "code")):
                     raise fail(f'{where}: safety check {j + 1} needs string "id" and "code"')
-                message = check.get("message", "")
-                checks.append(SafetyCheck(check["id"], check["code"], message if isinstance(message, str) else ""))
+                unknown = set(check) - {"id", "code", "message"}
+                if unknown:
+                    raise fail(f"{where}: safety check {j + 1}: unknown key(s): {', '.join(sorted(unknown))}")
+                message = optional(check, "message", "")
+                if not isinstance(message, str):
+                    raise fail(f'{where}: safety check {j + 1}: "message" must be a string')
+                ids = (identifier(check[k], f'{where}: safety check {j + 1}: "{k}"') for k in ("id", "code"))
+                checks.append(SafetyCheck(*ids, message))
             turns.append(ScriptTurn(tuple(actions), tuple(checks), text, call_id))
         return cls(tuple(turns), final_text, source)
 

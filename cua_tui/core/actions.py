@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import math
+import reprlib
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from .geometry import OutOfRange, Scaling
+from .text import encodable
 
 # Hard bounds of the parser. The policy has its own, usually lower, caps; these exist so that nothing
 # unbounded ever reaches the policy, the audit log or the desktop.
@@ -28,6 +30,8 @@ MAX_SCROLL_PIXELS = 10_000
 MAX_WAIT_MS = 120_000
 MAX_KEYS_PER_CHORD = 6
 MAX_REPEAT = 100
+MAX_NESTING = 8  # lists and objects inside a raw action; the deepest real one (a drag path point) is 3
+MAX_VALUES = 4096  # values in a raw action, all levels; a drag path at its bound has under 800
 PIXELS_PER_NOTCH = 100  # OpenAI scrolls in pixels; the desktop scrolls in wheel notches.
 DEFAULT_WAIT_MS = 1000
 
@@ -36,6 +40,7 @@ class ActionError(ValueError):
     """A proposed action that cannot be accepted. ``code`` is stable, ``reason`` is for people."""
 
     def __init__(self, code: str, reason: str) -> None:
+        reason = encodable(reason)  # it quotes untrusted input and is recorded in the audit log
         super().__init__(reason)
         self.code = code
         self.reason = reason
@@ -243,17 +248,35 @@ def make_chord(tokens: list[str]) -> str:
     return "+".join([*ordered, *keys])
 
 
+def chord_tokens(text: str) -> list[str]:
+    """The keys of a chord written with "+" between them. The "+" key itself may stand alone ("+") or
+    last ("ctrl++", the same as "ctrl+plus"); anywhere else an empty name between "+" signs is refused."""
+    if text == "+":
+        return ["+"]
+    head, tail = (text[:-2], ["+"]) if text.endswith("++") else (text, [])
+    parts = head.split("+")
+    for i, part in enumerate(parts):
+        if part:
+            continue
+        if i == len(parts) - 1 and not tail and len(parts) > 1:
+            normalize_key(part)  # "ctrl+": the key after the last "+" is missing
+        raise ActionError(
+            "bad_key",
+            f"key text {_clip(text)!r} has an empty key name between '+' signs"
+            " (the plus key goes last, as in 'ctrl++', or by name, as in 'ctrl+plus')",
+        )
+    return parts + tail
+
+
 def parse_chord_text(text: Any) -> str:
-    """Anthropic's xdotool-style key text ("ctrl+shift+t", "Return") to a canonical chord."""
+    """Anthropic's xdotool-style key text ("ctrl+shift+t", "Return", "ctrl++") to a canonical chord."""
     if type(text) is not str or not text.strip():
         raise ActionError("bad_key", "key text must be a non-empty string")
     if len(text) > 80:
         raise ActionError("bad_key", "key text is too long")
-    if text.strip() == "+":
-        return "plus"
     if " " in text.strip():
         raise ActionError("bad_key", "one key combination per action (no spaces)")
-    return make_chord(text.strip().split("+"))
+    return make_chord(chord_tokens(text.strip()))
 
 
 def _held(value: Any, *, field_name: str) -> tuple[str, ...]:
@@ -261,7 +284,7 @@ def _held(value: Any, *, field_name: str) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str):
-        tokens = [t for t in value.split("+") if t] if value else []
+        tokens = chord_tokens(value) if value else []
     elif type(value) is list:
         tokens = value
     else:
@@ -389,8 +412,25 @@ def _type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
+class _ShortRepr(reprlib.Repr):
+    """repr() in bounded time and space, whatever the value (deep, long, or an integer too long to print)."""
+
+    def __init__(self) -> None:
+        super().__init__(maxlevel=3, maxlist=4, maxdict=4, maxstring=48, maxother=48)
+        self.maxlong = 48
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 512:  # str() of a long int costs quadratic time, and fails past 4300 digits
+            return f"<{x.bit_length()}-bit integer>"
+        return super().repr_int(x, level)
+
+
+_short_repr = _ShortRepr().repr
+
+
 def _clip(value: Any, limit: int = 40) -> str:
-    text = value if isinstance(value, str) else repr(value)
+    """Untrusted input quoted in a reason: short, and bounded in cost whatever the value."""
+    text = value[: limit + 1] if isinstance(value, str) else _short_repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -398,7 +438,7 @@ def _int(value: Any, name: str, lo: int, hi: int) -> int:
     if type(value) is not int:  # rejects bool (a subclass of int), float, str, None
         raise ActionError("bad_type", f"{name} must be an integer, not {_type_name(value)} {_clip(value)}")
     if not lo <= value <= hi:
-        raise ActionError("out_of_range", f"{name}={_clip(str(value), 24)} is outside [{lo}, {hi}]")
+        raise ActionError("out_of_range", f"{name}={_clip(value, 24)} is outside [{lo}, {hi}]")
     return value
 
 
@@ -407,7 +447,7 @@ def _number(value: Any, name: str, lo: float, hi: float) -> float:
     if type(value) not in (int, float) or (type(value) is float and not math.isfinite(value)):
         raise ActionError("bad_type", f"{name} must be a finite number, not {_type_name(value)} {_clip(value)}")
     if not lo <= value <= hi:
-        raise ActionError("out_of_range", f"{name}={value} is outside [{lo}, {hi}]")
+        raise ActionError("out_of_range", f"{name}={_clip(value, 24)} is outside [{lo}, {hi}]")
     return float(value)
 
 
@@ -438,9 +478,44 @@ def _fields(raw: dict[str, Any], allowed: set[str], what: str) -> None:
 
 
 def _require(raw: dict[str, Any], name: str, what: str) -> Any:
-    if name not in raw or raw[name] is None:
+    if raw.get(name) is None:
         raise ActionError("missing_field", f"{what} needs {name!r}")
     return raw[name]
+
+
+def _optional(raw: dict[str, Any], name: str, default: Any) -> Any:
+    """A field the vendor's schema marks optional: null means absent, as it does in the vendors' SDKs."""
+    value = raw.get(name)
+    return default if value is None else value
+
+
+_CONTAINERS = (dict, list, tuple)
+
+
+def _bounded(raw: dict[str, Any], what: str) -> None:
+    """Refuse a raw action nested deeper than MAX_NESTING or holding more than MAX_VALUES values, walking
+    it without recursion, before anything else looks inside (a repr, a reason, the parser itself)."""
+    budget = MAX_VALUES - len(raw)
+    for key, value in raw.items() if budget >= 0 else ():
+        if type(value) not in _CONTAINERS:
+            continue
+        stack: list[tuple[Any, int]] = [(value, 2)]
+        while stack:
+            item, depth = stack.pop()
+            if depth > MAX_NESTING:
+                raise ActionError(
+                    "bad_schema", f"{what}: field {_clip(key, 24)!r} nests deeper than {MAX_NESTING} levels"
+                )
+            budget -= len(item)
+            if budget < 0:
+                break
+            for child in item.values() if type(item) is dict else item:
+                if type(child) in _CONTAINERS:
+                    stack.append((child, depth + 1))
+        if budget < 0:
+            break
+    if budget < 0:
+        raise ActionError("bad_schema", f"{what} is too large (more than {MAX_VALUES} values)")
 
 
 def _notches_from_pixels(px: int) -> int:
@@ -493,6 +568,7 @@ def _parse_openai(raw: Any, scaling: Scaling) -> Action:
     if kind not in _OPENAI_FIELDS:
         raise ActionError("unknown_kind", f"unknown action kind {_clip(kind)!r}")
     what = f"{kind} action"
+    _bounded(raw, what)
     _fields(raw, _OPENAI_FIELDS[kind], what)
     hold = _held(raw.get("keys"), field_name="keys") if kind not in ("keypress", "type") else ()
     match kind:
@@ -537,7 +613,7 @@ def _parse_openai(raw: Any, scaling: Scaling) -> Action:
             if type(keys) is not list:
                 raise ActionError("bad_type", "keypress keys must be a list of key names")
             # OpenAI sends one chord per keypress; a single "ctrl+a" string element is accepted too.
-            tokens = keys[0].split("+") if len(keys) == 1 and type(keys[0]) is str and len(keys[0]) > 1 else keys
+            tokens = chord_tokens(keys[0]) if len(keys) == 1 and type(keys[0]) is str and len(keys[0]) > 1 else keys
             return Action(Kind.KEYPRESS, chord=make_chord(tokens))
         case "type":
             return Action(Kind.TYPE, text=_text(_require(raw, "text", what)))
@@ -641,17 +717,18 @@ def _parse_anthropic(name: Any, raw: Any, scaling: Scaling, toolset_name: Any) -
     if type(raw) is not dict:
         raise ActionError("bad_schema", f"tool input must be a JSON object, not {_type_name(raw)}")
     what = f"{name} action"
+    _bounded(raw, what)
     _fields(raw, _ANTHROPIC_FIELDS[name], what)
-    coord = raw.get("coordinate")
+    coord = _optional(raw, "coordinate", None)
     pt = _coordinate(coord, scaling) if coord is not None else None
     hold = (
-        _held(raw.get("text"), field_name="text")
+        _held(_optional(raw, "text", None), field_name="text")
         if name in (*_CLICKS, "mouse_move", "left_click_drag", "scroll")
         else ()
     )
     match name:
         case "key":
-            repeat = _int(raw.get("repeat", 1), "repeat", 1, MAX_REPEAT)
+            repeat = _int(_optional(raw, "repeat", 1), "repeat", 1, MAX_REPEAT)
             return Action(Kind.KEYPRESS, chord=parse_chord_text(_require(raw, "text", what)), repeat=repeat)
         case "hold_key":
             seconds = _number(_require(raw, "duration", what), "duration", 0, MAX_WAIT_MS / 1000)

@@ -3,12 +3,20 @@
 Model messages, typed text and page titles may carry terminal escape sequences, carriage returns that
 overwrite a line, or bidirectional overrides that reorder what a reviewer reads. ``visible`` maps them all
 to printable stand-ins, so what is shown is exactly what is there.
+
+JSON can also carry lone surrogates (``"\\ud800"``): valid JSON, a valid Python ``str``, yet not encodable
+as UTF-8, so printing or recording such text raises UnicodeEncodeError. ``visible`` shows them as escapes;
+``encodable`` makes any text safe to encode where it is recorded.
 """
 
 from __future__ import annotations
 
+import re
+
 _BIDI = {0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)}
 _ZERO_WIDTH = {0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF}
+_SURROGATES = set(range(0xD800, 0xE000))
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _build_table(keep_newlines: bool) -> dict[int, str]:
@@ -19,7 +27,7 @@ def _build_table(keep_newlines: bool) -> dict[int, str]:
     table[0x0D] = "␍"
     for c in range(0x80, 0xA0):  # C1 controls, including the 8-bit CSI
         table[c] = f"\\x{c:02x}"
-    for c in _BIDI | _ZERO_WIDTH:
+    for c in _BIDI | _ZERO_WIDTH | _SURROGATES:
         table[c] = f"\\u{c:04x}"
     return table
 
@@ -37,11 +45,17 @@ def visible(text: str, *, keep_newlines: bool = False, limit: int | None = None)
     return text.translate(_MULTI_LINE if keep_newlines else _ONE_LINE)
 
 
+def lone_surrogate(text: str) -> int:
+    """Index of the first lone surrogate in ``text`` (a code point UTF-8 cannot encode), or -1."""
+    if text.isascii():
+        return -1
+    match = _LONE_SURROGATE.search(text)
+    return match.start() if match else -1
+
+
 def encodable(text: str) -> str:
-    """``text`` with lone surrogates (which UTF-8 cannot carry, e.g. from a JSON ``"\\ud800"`` escape)
-    replaced by U+FFFD; valid surrogate pairs are joined. Everything else is kept as it is."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return text
+    """``text`` with every lone surrogate replaced by its visible escape (``\\ud800``), so that it encodes
+    as UTF-8; any other text comes back unchanged (the same object)."""
+    if lone_surrogate(text) < 0:
+        return text
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
