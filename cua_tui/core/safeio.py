@@ -87,18 +87,20 @@ class RunFolder:
         self.path = path
 
     @classmethod
-    def open(cls, path: str | Path) -> RunFolder:
-        """Open a run directory named by the user. Its last component must be a real directory, not a link."""
+    def open(cls, path: str | Path, *, follow_link: bool = False) -> RunFolder:
+        """Open a directory named by the user. A run directory's last component must be a real directory,
+        not a link (a link planted among runs could stand in for another run); ``follow_link`` is for the
+        user's own runs folder, which may well be a link to another disk."""
         path = Path(path)
         name = str(path)
         try:
-            st = os.lstat(path)
+            st = os.stat(path) if follow_link else os.lstat(path)
         except OSError as exc:
             raise _os_error(name, exc) from None
         if not stat.S_ISDIR(st.st_mode):
             raise RunFileError(name, "not_regular", f"{_kind(st.st_mode)}, not a directory")
         try:
-            fd = os.open(path, _DIR_FLAGS)
+            fd = os.open(path, (_DIR_FLAGS & ~os.O_NOFOLLOW) if follow_link else _DIR_FLAGS)
         except OSError as exc:
             raise _os_error(name, exc) from None
         return cls._checked(fd, st, name, path)
