@@ -439,13 +439,13 @@ def runs(runs_dir: Path | None, no_check: bool) -> None:
     from .core.safeio import RunFileError, RunFolder
     from .core.text import visible
 
-    def read(run: RunFolder, name: str) -> dict:
-        """A run's JSON file through safeio; {} when it is absent, hostile or not an object."""
+    def read(run: RunFolder, name: str) -> dict | None:
+        """A run's JSON file through safeio: {} when absent, None when hostile or not an object."""
         try:
             data = run.read_json(name)
-        except RunFileError:
-            return {}
-        return data if isinstance(data, dict) else {}
+        except RunFileError as exc:
+            return {} if exc.reason == "missing" else None
+        return data if isinstance(data, dict) else None
 
     def audit_cell(run: RunFolder) -> str:
         if no_check:
@@ -458,14 +458,16 @@ def runs(runs_dir: Path | None, no_check: bool) -> None:
         unknown = len(report.unknown_outcomes)
         return f"unsealed, {unknown} unknown" if unknown else "unsealed"
 
-    def row(name: str, info: dict, result: dict, audit: str) -> tuple[str, ...]:
+    def row(name: str, info: dict | None, result: dict | None, audit: str) -> tuple[str, ...]:
+        status = "?" if result is None else str(result.get("status", "unfinished"))
+        info, result = info or {}, result or {}
         counts = result.get("counts")
         verified = result.get("verified")
         cells = (
             name,
             name[:8],
             str(info.get("task", "?")),
-            str(result.get("status", "unfinished")),
+            status,
             str(counts.get("steps", "-") if isinstance(counts, dict) else "-"),
             "-" if verified is None else "yes" if verified is True else "no",
             audit,
@@ -483,21 +485,21 @@ def runs(runs_dir: Path | None, no_check: bool) -> None:
     with top:
         for name, mode in top.entries():
             if stat.S_ISLNK(mode) and RUN_ID_RE.match(name):  # a run's name, but a link: never followed
-                rows.append(row(name, {}, {}, "-" if no_check else "unusable"))
+                rows.append(row(name, None, None, "-" if no_check else "unusable"))
                 continue
             if not stat.S_ISDIR(mode):
                 continue
             try:
                 run = top.subdir(name)
             except RunFileError:
-                rows.append(row(name, {}, {}, "-" if no_check else "unusable"))
+                rows.append(row(name, None, None, "-" if no_check else "unusable"))
                 continue
             with run:
                 try:
                     if run.kind("audit.jsonl") is None:
                         continue
                 except RunFileError:
-                    rows.append(row(name, {}, {}, "-" if no_check else "unusable"))
+                    rows.append(row(name, None, None, "-" if no_check else "unusable"))
                     continue
                 rows.append(row(name, read(run, "run.json"), read(run, "result.json"), audit_cell(run)))
     header = ("RUN", "DATE", "TASK", "STATUS", "STEPS", "VERIFIED", "AUDIT")

@@ -12,6 +12,7 @@ import hashlib
 import hmac
 import os
 import re
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
@@ -29,7 +30,9 @@ from .safeio import (
     LineReader,
     RunFileError,
     RunFolder,
+    kind_of,
 )
+from .text import visible
 
 GENESIS = "0" * 64
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -306,6 +309,8 @@ def _verify(folder: RunFolder, key: AuditKey | None, check_screens: bool) -> Ver
         _check_seal_signature(seal, walk, key, report, problems, notes)
     if not problems and seal is not None:
         _check_actions_sealed(walk, problems)
+    if not problems:
+        _check_entries(folder, problems)
     if not problems and check_screens:
         _check_screens(folder, walk.screens, problems)
     report.problems, report.notes = problems, notes
@@ -456,7 +461,8 @@ def _walk(
         elif kind in _ACTION_KINDS:
             turn, index = env.turn, env.index
             if type(turn) is not int or type(index) is not int:
-                problems.append(f"line {number}: edited (a {kind} record without an integer turn and index)")
+                article = "an" if kind[0] in "aeiou" else "a"
+                problems.append(f"line {number}: edited ({article} {kind} record without an integer turn and index)")
                 break
             slot = (turn, index)
             if kind == "proposal":
@@ -524,10 +530,10 @@ def _check_checkpoint(
     number: int,
 ) -> str | None:
     """A checkpoint fixes the count and head before it, signed like the seal; None when it holds."""
-    if env.events != count or type(env.events) is not int or env.head != expected_prev:
-        return f"line {number}: edited (a checkpoint that does not match the chain before it)"
     if walk.signer is None:
         return f"line {number}: edited (a signed checkpoint in a run that run_started records as unsigned)"
+    if env.events != count or type(env.events) is not int or env.head != expected_prev:
+        return f"line {number}: edited (a checkpoint that does not match the chain before it)"
     sig = env.signature
     if (
         not isinstance(sig, dict)
@@ -634,6 +640,19 @@ def _unvouched(walk: _Walk, key: AuditKey, count: int) -> str:
     return f"NOT VERIFIED: signed run without a seal (interrupted, or cut short and result.json deleted); {covered}"
 
 
+_RUN_FILES = frozenset(("run.json", "result.json", "transcript.jsonl", "sandbox-id.txt"))
+
+
+def _check_entries(folder: RunFolder, problems: list[str]) -> None:
+    """cua-tui writes only regular files and screens/ into a run directory: a link, FIFO, device or socket
+    (where a replay or an export could be led outside the run) is an edit."""
+    for name, mode in folder.scan():
+        if stat.S_ISREG(mode) or name == "audit.jsonl" or (stat.S_ISDIR(mode) and name not in _RUN_FILES):
+            continue
+        problems.append(f"{visible(name, limit=80)}: {kind_of(mode)} (run directories hold only regular files)")
+        return
+
+
 def _check_screens(folder: RunFolder, screens: dict[str, int], problems: list[str]) -> None:
     if not screens:
         return
@@ -678,6 +697,9 @@ class _Context:
     next_hash: str | None = None
 
 
+_CONTEXT_AFTER = 100_000  # lines after a broken link searched for the seq it lacks
+
+
 def _context(reader: LineReader, number: int, seq: int, prev: str, expected_seq: int) -> _Context:
     ctx = _Context()
     decode = _env_decoder.decode
@@ -693,9 +715,11 @@ def _context(reader: LineReader, number: int, seq: int, prev: str, expected_seq:
             continue
         if n == number:
             continue
+        ctx.has_next = True
+        if status == LINE_TOO_LONG or n > number + _CONTEXT_AFTER:
+            break  # a reordering is told from a deletion nearby; a huge tail is not read to its end
         if n == number + 1:
-            ctx.has_next = True
-            ctx.next_hash = hashlib.sha256(line).hexdigest() if status != LINE_TOO_LONG else None
+            ctx.next_hash = hashlib.sha256(line).hexdigest()
         try:
             env = decode(line)
         except _BAD_RECORD:

@@ -53,7 +53,7 @@ class RunFileError(Exception):
         self.detail = detail
 
 
-def _kind(mode: int) -> str:
+def kind_of(mode: int) -> str:
     if stat.S_ISLNK(mode):
         return "a symbolic link"
     if stat.S_ISDIR(mode):
@@ -98,7 +98,7 @@ class RunFolder:
         except OSError as exc:
             raise _os_error(name, exc) from None
         if not stat.S_ISDIR(st.st_mode):
-            raise RunFileError(name, "not_regular", f"{_kind(st.st_mode)}, not a directory")
+            raise RunFileError(name, "not_regular", f"{kind_of(st.st_mode)}, not a directory")
         try:
             fd = os.open(path, (_DIR_FLAGS & ~os.O_NOFOLLOW) if follow_link else _DIR_FLAGS)
         except OSError as exc:
@@ -117,7 +117,7 @@ class RunFolder:
         """A directory inside this one (``screens``, or a run inside a runs directory)."""
         st = self._lstat(name)
         if not stat.S_ISDIR(st.st_mode):
-            raise RunFileError(name, "not_regular", f"{_kind(st.st_mode)}, not a directory")
+            raise RunFileError(name, "not_regular", f"{kind_of(st.st_mode)}, not a directory")
         try:
             fd = os.open(name, _DIR_FLAGS, dir_fd=self.fd)
         except OSError as exc:
@@ -126,20 +126,25 @@ class RunFolder:
 
     def entries(self) -> list[tuple[str, int]]:
         """(name, lstat mode) of every entry, sorted by name; links are reported, never followed."""
-        out = []
-        with os.scandir(self.fd) as it:
-            for entry in it:
-                try:
-                    out.append((entry.name, entry.stat(follow_symlinks=False).st_mode))
-                except OSError:
-                    continue  # vanished while listing
-        return sorted(out)
+        return sorted(self.scan())
+
+    def scan(self) -> Iterator[tuple[str, int]]:
+        """(name, lstat mode) of each entry, in directory order, one at a time."""
+        try:
+            with os.scandir(self.fd) as it:
+                for entry in it:
+                    try:
+                        yield entry.name, entry.stat(follow_symlinks=False).st_mode
+                    except OSError:
+                        continue  # vanished while listing
+        except OSError as exc:
+            raise _os_error(str(self.path), exc) from None
 
     def kind(self, name: str) -> str | None:
         """What ``name`` is (``a regular file``, ``a directory``, ``a symbolic link``...), or None if absent."""
         _check_name(name)
         try:
-            return _kind(os.stat(name, dir_fd=self.fd, follow_symlinks=False).st_mode)
+            return kind_of(os.stat(name, dir_fd=self.fd, follow_symlinks=False).st_mode)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -156,7 +161,7 @@ class RunFolder:
         """(descriptor, size) of a regular file of at most ``cap`` bytes. The caller closes the descriptor."""
         st = self._lstat(name)
         if not stat.S_ISREG(st.st_mode):  # refused before open: opening a FIFO or a device can block or act
-            raise RunFileError(name, "not_regular", f"{_kind(st.st_mode)}, not a regular file")
+            raise RunFileError(name, "not_regular", f"{kind_of(st.st_mode)}, not a regular file")
         if st.st_size > cap:
             raise RunFileError(name, "too_large", f"larger than {_size(cap)} ({st.st_size:,} bytes)")
         try:
