@@ -218,6 +218,12 @@ class _Envelope(msgspec.Struct):
     sha256: Any = None  # screen
     turn: Any = None  # proposal, executing, outcome
     index: Any = None
+
+
+class _Rare(msgspec.Struct):
+    """Fields of the rare records (line 1, checkpoints), decoded apart: each field of the envelope costs
+    time on every line."""
+
     signed: Any = msgspec.UNSET  # run_started: absent in logs written before runs recorded it
     events: Any = None  # checkpoint
     head: Any = None
@@ -225,6 +231,7 @@ class _Envelope(msgspec.Struct):
 
 
 _env_decoder = msgspec.json.Decoder(_Envelope)
+_rare_decoder = msgspec.json.Decoder(_Rare)
 _BAD_RECORD = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 
 
@@ -400,95 +407,108 @@ def _walk(
     check = _checker(key) if key is not None else None
     sha256 = hashlib.sha256
     decode = _env_decoder.decode
-    for number, (line, status) in enumerate(reader, 1):
-        if count == sealed_events and expected_prev == sealed_head:
-            # the sealed part is whole: anything after it, well-formed or not, was appended
-            problems.append(f"line {number}: appended after the run was sealed at {count} events")
-            break
-        if status:
-            if status == LINE_INCOMPLETE:
-                if seal is None and not problems:
-                    notes.append(f"line {number}: incomplete last line (write interrupted); ignored")
+    number = 0
+    for lines, marks in reader.blocks():
+        base = number
+        for line in lines:
+            number += 1
+            if count == sealed_events and expected_prev == sealed_head:
+                # the sealed part is whole: anything after it, well-formed or not, was appended
+                problems.append(f"line {number}: appended after the run was sealed at {count} events")
+                break
+            if marks is not None and (status := marks.get(number - base - 1)):
+                if status == LINE_INCOMPLETE:
+                    if seal is None and not problems:
+                        notes.append(f"line {number}: incomplete last line (write interrupted); ignored")
+                        break
+                    problems.append(f"line {number}: incomplete line without a newline (truncated or edited)")
+                elif status == LINE_BAD_UTF8:
+                    problems.append(f"line {number}: not a valid JSON record (invalid UTF-8; edited)")
+                else:
+                    raise _Unusable(
+                        f"{run_dir}: audit.jsonl line {number} is longer than {LINE_CAP >> 20} MiB: "
+                        f"not an audit record; not checked"
+                    )
+                break
+            digest = sha256(line).hexdigest()
+            try:
+                env = decode(line)
+            except _BAD_RECORD:
+                problems.append(f"line {number}: not a valid JSON record (edited)")
+                break
+            seq, prev, kind = env.seq, env.prev, env.kind
+            if type(seq) is not int or type(prev) is not str or type(kind) is not str or type(env.run) is not str:
+                problems.append(f"line {number}: missing seq, run, prev or kind (edited)")
+                break
+            if prev != expected_prev or seq != count:
+                ctx = _context(reader, number, seq, prev, count)
+                if not ctx.has_next and seal is not None:
+                    ctx.next_prev = seal["head"]  # the seal links to the last line as a next line would
+                problems.append(_explain(number, seq, prev, digest, count, expected_prev, ctx))
+                break
+            if run_id is None:
+                run_id = env.run
+                signed = _rare_decoder.decode(line).signed if kind == "run_started" else msgspec.UNSET
+                if not _read_signed(signed, walk, number, problems):
                     break
-                problems.append(f"line {number}: incomplete line without a newline (truncated or edited)")
-            elif status == LINE_BAD_UTF8:
-                problems.append(f"line {number}: not a valid JSON record (invalid UTF-8; edited)")
-            else:
-                raise _Unusable(
-                    f"{run_dir}: audit.jsonl line {number} is longer than {LINE_CAP >> 20} MiB: "
-                    f"not an audit record; not checked"
-                )
-            break
-        digest = sha256(line).hexdigest()
-        try:
-            env = decode(line)
-        except _BAD_RECORD:
-            problems.append(f"line {number}: not a valid JSON record (edited)")
-            break
-        seq, prev, kind = env.seq, env.prev, env.kind
-        if type(seq) is not int or type(prev) is not str or type(kind) is not str or type(env.run) is not str:
-            problems.append(f"line {number}: missing seq, run, prev or kind (edited)")
-            break
-        if prev != expected_prev or seq != count:
-            ctx = _context(reader, number, seq, prev, count)
-            if not ctx.has_next and seal is not None:
-                ctx.next_prev = seal["head"]  # the seal links to the last line as a next line would
-            problems.append(_explain(number, seq, prev, digest, count, expected_prev, ctx))
-            break
-        if run_id is None:
-            run_id = env.run
-            if kind == "run_started" and not _read_signed(env.signed, walk, number, problems):
-                break
-            if key is not None and walk.signer is not None and walk.signer != (key.algorithm, key.key_id):
-                problems.append(
-                    f"the signatures are not by this key: run_started names {walk.signer[0]} key {walk.signer[1]}, "
-                    f"the key given is {key.algorithm} key {key.key_id} (wrong --key, or the log was re-signed)"
-                )
-                break
-        elif env.run != run_id:
-            how = "inserted" if _context(reader, number, seq, prev, count).next_prev == prev else "edited"
-            problems.append(f"line {number}: {how} (it belongs to run {env.run!r}, not {run_id!r})")
-            break
-        if kind == "screen":
-            sha = env.sha256
-            if type(sha) is not str or not _SHA_RE.match(sha):
-                problems.append(f"line {number}: edited (a screen event without a valid sha256)")
-                break
-            if sha not in screens:
-                if len(screens) >= _MAX_TRACKED:
-                    raise _Unusable(f"{run_dir}: more than {_MAX_TRACKED:,} distinct screenshots: not checked")
-                screens[sha] = number
-        elif kind in _ACTION_KINDS:
-            turn, index = env.turn, env.index
-            if type(turn) is not int or type(index) is not int:
-                article = "an" if kind[0] in "aeiou" else "a"
-                problems.append(f"line {number}: edited ({article} {kind} record without an integer turn and index)")
-                break
-            slot = (turn, index)
-            if kind == "proposal":
-                if slot in pending:
-                    problems.append(f"line {number}: edited (a second proposal for {_action(slot)} before its outcome)")
+                if key is not None and walk.signer is not None and walk.signer != (key.algorithm, key.key_id):
+                    problems.append(
+                        f"the signatures are not by this key: run_started names {walk.signer[0]} key {walk.signer[1]}, "
+                        f"the key given is {key.algorithm} key {key.key_id} (wrong --key, or the log was re-signed)"
+                    )
                     break
-                if len(pending) >= _MAX_TRACKED:
-                    raise _Unusable(f"{run_dir}: more than {_MAX_TRACKED:,} actions await an outcome: not checked")
-                pending[slot] = number
-            elif kind == "executing":
-                if slot not in pending or slot in executing:
-                    problems.append(f"line {number}: edited (executing {_action(slot)}, which awaits no execution)")
-                    break
-                executing[slot] = number
-            else:
-                if pending.pop(slot, None) is None:
-                    problems.append(f"line {number}: edited (an outcome for {_action(slot)}, which awaits none)")
-                    break
-                executing.pop(slot, None)
-        elif kind == "checkpoint":
-            problem = _check_checkpoint(env, walk, count, expected_prev, run_id, check, number)
-            if problem:
-                problems.append(problem)
+            elif env.run != run_id:
+                how = "inserted" if _context(reader, number, seq, prev, count).next_prev == prev else "edited"
+                problems.append(f"line {number}: {how} (it belongs to run {env.run!r}, not {run_id!r})")
                 break
-        expected_prev = digest
-        count += 1
+            if kind == "screen":
+                sha = env.sha256
+                if type(sha) is not str or not _SHA_RE.match(sha):
+                    problems.append(f"line {number}: edited (a screen event without a valid sha256)")
+                    break
+                if sha not in screens:
+                    if len(screens) >= _MAX_TRACKED:
+                        raise _Unusable(f"{run_dir}: more than {_MAX_TRACKED:,} distinct screenshots: not checked")
+                    screens[sha] = number
+            elif kind in _ACTION_KINDS:
+                turn, index = env.turn, env.index
+                if type(turn) is not int or type(index) is not int:
+                    article = "an" if kind[0] in "aeiou" else "a"
+                    problems.append(
+                        f"line {number}: edited ({article} {kind} record without an integer turn and index)"
+                    )
+                    break
+                slot = (turn, index)
+                if kind == "proposal":
+                    if slot in pending:
+                        problems.append(
+                            f"line {number}: edited (a second proposal for {_action(slot)} before its outcome)"
+                        )
+                        break
+                    if len(pending) >= _MAX_TRACKED:
+                        raise _Unusable(f"{run_dir}: more than {_MAX_TRACKED:,} actions await an outcome: not checked")
+                    pending[slot] = number
+                elif kind == "executing":
+                    if slot not in pending or slot in executing:
+                        problems.append(f"line {number}: edited (executing {_action(slot)}, which awaits no execution)")
+                        break
+                    executing[slot] = number
+                else:
+                    if pending.pop(slot, None) is None:
+                        problems.append(f"line {number}: edited (an outcome for {_action(slot)}, which awaits none)")
+                        break
+                    executing.pop(slot, None)
+            elif kind == "checkpoint":
+                rare = _rare_decoder.decode(line)
+                problem = _check_checkpoint(rare, walk, count, expected_prev, run_id, check, number)
+                if problem:
+                    problems.append(problem)
+                    break
+            expected_prev = digest
+            count += 1
+        else:
+            continue
+        break  # a problem: the inner loop broke out
     walk.count, walk.head, walk.run_id = count, expected_prev, run_id
     return walk
 
@@ -521,7 +541,7 @@ def _read_signed(signed: Any, walk: _Walk, number: int, problems: list[str]) -> 
 
 
 def _check_checkpoint(
-    env: _Envelope,
+    env: _Rare,
     walk: _Walk,
     count: int,
     expected_prev: str,

@@ -241,7 +241,19 @@ class LineReader:
         self.max_line = max_line
 
     def __iter__(self) -> Iterator[tuple[bytes, int]]:
+        for lines, marks in self.blocks():
+            if marks is None:
+                for line in lines:
+                    yield line, LINE_OK
+            else:
+                for index, line in enumerate(lines):
+                    yield line, marks.get(index, LINE_OK)
+
+    def blocks(self) -> Iterator[tuple[list[bytes], dict[int, int] | None]]:
+        """The same lines a block at a time, for loops that count every microsecond: ``(lines, marks)``,
+        ``marks`` mapping the index of each line whose status is not ``LINE_OK`` to it (None if there is none)."""
         fd, cap = self.fd, self.max_line
+        too_long: tuple[list[bytes], dict[int, int]] = ([b""], {0: LINE_TOO_LONG})
         offset = 0
         carry = b""
         skipping = False  # inside an over-long line, until its newline
@@ -250,7 +262,7 @@ class LineReader:
             offset += len(chunk)
             if not chunk:
                 if carry and not skipping:
-                    yield carry, (LINE_INCOMPLETE if len(carry) <= cap else LINE_TOO_LONG)
+                    yield ([carry], {0: LINE_INCOMPLETE}) if len(carry) <= cap else too_long
                 return
             if skipping:
                 cut = chunk.find(b"\n")
@@ -262,18 +274,16 @@ class LineReader:
             end = data.rfind(b"\n") + 1
             if end == 0:
                 if len(data) > cap:
-                    yield b"", LINE_TOO_LONG
+                    yield too_long
                     carry, skipping = b"", True
                 else:
                     carry = data
                 continue
             body, carry = data[:end], data[end:]
+            yield _block_lines(body, cap)
             if len(carry) > cap:
-                carry, skipping = b"", True  # reported when its newline comes, or at the end
-                yield from _block_lines(body, cap)
-                yield b"", LINE_TOO_LONG
-                continue
-            yield from _block_lines(body, cap)
+                yield too_long  # the rest of it is skipped up to its newline
+                carry, skipping = b"", True
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -287,11 +297,11 @@ class LineReader:
         self.close()
 
 
-def _block_lines(body: bytes, cap: int) -> Iterator[tuple[bytes, int]]:
-    """The complete lines of ``body`` (which ends with a newline) with their status."""
+def _block_lines(body: bytes, cap: int) -> tuple[list[bytes], dict[int, int] | None]:
+    """The complete lines of ``body`` (which ends with a newline) and the marks of the bad ones."""
     lines = body.split(b"\n")
     lines.pop()
-    bad: set[int] = set()
+    marks: dict[int, int] = {}
     start = 0
     while True:  # one C-speed pass; after a bad byte, go on from the next line
         try:
@@ -299,23 +309,16 @@ def _block_lines(body: bytes, cap: int) -> Iterator[tuple[bytes, int]]:
             break
         except UnicodeDecodeError as exc:
             at = start + exc.start
-            index = body.count(b"\n", 0, at)
-            bad.add(index)
+            marks[body.count(b"\n", 0, at)] = LINE_BAD_UTF8
             start = body.find(b"\n", at) + 1
             if start == 0 or start >= len(body):
                 break
-    long_lines = len(body) > cap
-    if not bad and not long_lines:
-        for line in lines:
-            yield line, LINE_OK
-        return
-    for index, line in enumerate(lines):
-        if long_lines and len(line) > cap:
-            yield b"", LINE_TOO_LONG
-        elif index in bad:
-            yield line, LINE_BAD_UTF8
-        else:
-            yield line, LINE_OK
+    if len(body) > cap:
+        for index, line in enumerate(lines):
+            if len(line) > cap:
+                lines[index] = b""
+                marks[index] = LINE_TOO_LONG
+    return lines, marks or None
 
 
 def _pread(fd: int, name: str, offset: int) -> bytes:
