@@ -405,7 +405,10 @@ def verify(run_dir: Path, key: Path | None) -> None:
     Recomputes the hash chain of audit.jsonl, checks the seal in result.json (event count and head hash,
     so truncation shows), the seal's signature when --key is given (so a recomputed chain shows), and every
     referenced screenshot. Exit status: 0 intact, 1 tampered (the first bad line and why), 2 unusable
-    input. A run without result.json (interrupted) verifies as a prefix and is reported unsealed.
+    input. A run without result.json (interrupted) verifies as a prefix and is reported unsealed, with
+    the actions whose outcome is unknown; with --key it exits 1 (nothing signed vouches for its end) and
+    says up to which signed checkpoint it is covered. Links, FIFOs and devices in a run directory are
+    refused, never followed; files and lines are read with size caps.
     """
     from .core.audit import AuditKey, KeyError_, verify_run
     from .core.text import visible

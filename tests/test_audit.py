@@ -909,7 +909,9 @@ def test_forged_checkpoint_signature_is_tampering_at_its_line(
         recs[512]["signature"]["value"] = "0" * 64
 
     rechain(signed_log, forge)
-    tampered(verify_run(signed_log, hmac_key[1]), "line 513: the checkpoint's signature does not match")
+    report = verify_run(signed_log, hmac_key[1])
+    tampered(report, "line 513: the checkpoint's signature does not match")
+    assert report.notes == ["signed up to checkpoint at event 256 of 512"]  # the prefix before it still holds
     cut(signed_log, 600)  # and unsealed: still that line, not "not verified"
     tampered(verify_run(signed_log, hmac_key[1]), "line 513: the checkpoint's signature does not match")
 

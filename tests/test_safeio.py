@@ -49,16 +49,19 @@ MAX_RSS_KB = 200 * 1024  # an intact verify of a small run stays near 60 MB
 MAX_CPU_SECONDS = 1.0  # the command's own work (CPU time: the wall clock of a shared 2-core machine says little)
 MAX_WALL_SECONDS = 10.0  # and a generous bound on waiting; a hang ends at the timeout
 
+# Peak memory is VmHWM of this process image: getrusage's ru_maxrss survives exec, so a child forked
+# from a big pytest process would report the parent's size.
 DRIVER = """
-import resource, sys, time
+import sys, time
 from cua_tui.cli import main
 wall, cpu = time.perf_counter(), time.process_time()
 try:
     main(sys.argv[2:])
 finally:
+    with open("/proc/self/status") as status:
+        peak = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
     with open(sys.argv[1], "w") as fh:
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        fh.write(f"{time.perf_counter() - wall} {time.process_time() - cpu} {usage.ru_maxrss}")
+        fh.write(f"{time.perf_counter() - wall} {time.process_time() - cpu} {peak}")
 """
 
 

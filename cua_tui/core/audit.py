@@ -324,6 +324,8 @@ def _verify(folder: RunFolder, key: AuditKey | None, check_screens: bool) -> Ver
     if problems:
         report.code = 1
         report.summary = f"TAMPERED: {problems[0]}"
+        if walk.checkpoint is not None:  # checked before the walk stopped: that prefix is still vouched for
+            notes.append(f"signed up to checkpoint at event {walk.checkpoint} of {count}")
         return report
     if seal is None:
         _report_interrupted(walk, report)
