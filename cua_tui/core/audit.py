@@ -384,7 +384,6 @@ class _Walk:
     run_signed: bool | None = None  # run_started's "signed": None when the log predates it
     signer: tuple[str, str] | None = None  # (algorithm, key_id) from run_started
     checkpoint: int | None = None  # last checkpoint whose signature was checked
-    checkpoints: int = 0
     screens: dict[str, int] = field(default_factory=dict)  # sha -> first line referencing it
     pending: dict[tuple[int, int], int] = field(default_factory=dict)  # proposed, no outcome: -> line
     executing: dict[tuple[int, int], int] = field(default_factory=dict)  # handed to the desktop: -> line
@@ -563,7 +562,6 @@ def _check_checkpoint(
         or not isinstance(sig.get("value"), str)
     ):
         return f"line {number}: edited (a checkpoint without a signature by the run's key)"
-    walk.checkpoints += 1
     if check is not None:
         if not check(checkpoint_message(run_id or "", count, expected_prev), sig["value"]):
             return f"line {number}: the checkpoint's signature does not match: the chain was recomputed or edited"
@@ -607,8 +605,6 @@ def _check_seal_signature(
             problems.append("the seal's signature does not match: the chain was recomputed or the seal edited")
         else:
             report.signature_checked = True
-            if walk.checkpoints:
-                report.checkpoint = walk.checkpoint
         return
     if walk.run_signed and not report.signed:
         problems.append("the seal is not signed, but run_started says the run is signed (signature removed?)")
