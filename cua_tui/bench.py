@@ -459,10 +459,13 @@ def make_run_dir(root: Path, n_events: int, key: AuditKey) -> dict[str, Any]:
                 ev.Outcome(turn, index, call_id, "executed", "OK", step, 12.5 + index),
                 ev.ScreenCaptured(f.sha256, f.width, f.height, len(f.png), turn, step, "after_action"),
             ]
+            if writer.seq + len(seq) > last:  # an action's records go in whole: each proposal has its outcome
+                running = False
+                break
             for event in seq:
-                if not emit(event):
-                    running = False
-                    break
+                emit(event)
+    while emit(ev.Phase("waiting_model", "waiting for the model")):
+        pass  # exactly n_events records
     writer.append(
         "run_ended", ev.RunEnded("finished", "the agent finished", turn, step, step, None, "done").to_record()
     )

@@ -417,9 +417,13 @@ def verify(run_dir: Path, key: Path | None) -> None:
     Recomputes the hash chain of audit.jsonl, checks the seal in result.json (event count and head hash,
     so truncation shows), the seal's signature when --key is given (so a recomputed chain shows), and every
     referenced screenshot. Exit status: 0 intact, 1 tampered (the first bad line and why), 2 unusable
-    input. A run without result.json (interrupted) verifies as a prefix and is reported unsealed.
+    input. A run without result.json (interrupted) verifies as a prefix and is reported unsealed, with
+    the actions whose outcome is unknown; with --key it exits 1 (nothing signed vouches for its end) and
+    says up to which signed checkpoint it is covered. Links, FIFOs and devices in a run directory are
+    refused, never followed; files and lines are read with size caps.
     """
     from .core.audit import AuditKey, KeyError_, verify_run
+    from .core.text import visible
 
     try:
         audit_key = AuditKey.load(key) if key else None
@@ -428,9 +432,10 @@ def verify(run_dir: Path, key: Path | None) -> None:
         sys.exit(2)
     report = verify_run(run_dir, audit_key)
     stream_err = report.code != 0
-    click.echo(report.summary, err=stream_err)
+    # the summary quotes the run directory's own text (run ids, paths): shown literally, never as escapes
+    click.echo(visible(report.summary), err=stream_err)
     for note in report.notes:
-        click.echo(f"note: {note}", err=stream_err)
+        click.echo(f"note: {visible(note)}", err=stream_err)
     sys.exit(report.code)
 
 
@@ -438,43 +443,84 @@ def verify(run_dir: Path, key: Path | None) -> None:
 @click.option("--runs-dir", type=click.Path(path_type=Path), default=None, help="Where run directories are.")
 @click.option("--no-check", is_flag=True, help="Skip checking each run's audit chain.")
 def runs(runs_dir: Path | None, no_check: bool) -> None:
-    """List runs: id, date, task, status, steps, verified (task) and audit (chain check)."""
-    import msgspec
+    """List runs: id, date, task, status, steps, verified (task) and audit (chain check).
+
+    AUDIT is intact, unsealed (interrupted; with the number of actions whose outcome is unknown),
+    TAMPERED or unusable (`cua-tui verify RUN` says why)."""
+    import stat
 
     from .core.audit import verify_run
+    from .core.rundir import RUN_ID_RE
+    from .core.safeio import RunFileError, RunFolder
     from .core.text import visible
 
+    def read(run: RunFolder, name: str) -> dict | None:
+        """A run's JSON file through safeio: {} when absent, None when hostile or not an object."""
+        try:
+            data = run.read_json(name)
+        except RunFileError as exc:
+            return {} if exc.reason == "missing" else None
+        return data if isinstance(data, dict) else None
+
+    def audit_cell(run: RunFolder) -> str:
+        if no_check:
+            return "-"
+        report = verify_run(run)
+        if report.code:
+            return "TAMPERED" if report.code == 1 else "unusable"
+        if report.sealed:
+            return "intact"
+        unknown = len(report.unknown_outcomes)
+        return f"unsealed, {unknown} unknown" if unknown else "unsealed"
+
+    def row(name: str, info: dict | None, result: dict | None, audit: str) -> tuple[str, ...]:
+        status = "?" if result is None else str(result.get("status", "unfinished"))
+        info, result = info or {}, result or {}
+        counts = result.get("counts")
+        verified = result.get("verified")
+        cells = (
+            name,
+            name[:8],
+            str(info.get("task", "?")),
+            status,
+            str(counts.get("steps", "-") if isinstance(counts, dict) else "-"),
+            "-" if verified is None else "yes" if verified is True else "no",
+            audit,
+        )
+        # a run directory is untrusted: its name and files are shown literally, never as escapes
+        return tuple(visible(cell, limit=limit) for cell, limit in zip(cells, (40, 8, 40, 20, 8, 8, 40), strict=True))
+
     folder = runs_dir or _settings().runs_dir
-    if not folder.is_dir():
-        click.echo(f"no runs in {folder}")
+    try:
+        top = RunFolder.open(folder, follow_link=True)
+    except RunFileError:
+        click.echo(f"no runs in {visible(str(folder))}")
         return
     rows = []
-    for path in sorted(p for p in folder.iterdir() if (p / "audit.jsonl").is_file()):
-        info, result = {}, {}
-        for name, target in (("run.json", info), ("result.json", result)):
+    with top:
+        for name, mode in top.entries():
+            if stat.S_ISLNK(mode) and RUN_ID_RE.match(name):  # a run's name, but a link: never followed
+                rows.append(row(name, None, None, "-" if no_check else "unusable"))
+                continue
+            if not stat.S_ISDIR(mode):
+                continue
             try:
-                target.update(msgspec.json.decode((path / name).read_bytes()))
-            except (OSError, msgspec.DecodeError, TypeError, ValueError):
-                pass
-        audit = "-" if no_check else {0: "intact", 1: "TAMPERED", 2: "unusable"}[verify_run(path).code]
-        if not no_check and audit == "intact" and not result:
-            audit = "unsealed"
-        verified = result.get("verified")
-        rows.append(
-            (
-                path.name,
-                path.name[:8],
-                visible(str(info.get("task", "?")), limit=40),
-                str(result.get("status", "unfinished")),
-                str(result.get("counts", {}).get("steps", "-")),
-                "-" if verified is None else "yes" if verified else "no",
-                audit,
-            )
-        )
+                run = top.subdir(name)
+            except RunFileError:
+                rows.append(row(name, None, None, "-" if no_check else "unusable"))
+                continue
+            with run:
+                try:
+                    if run.kind("audit.jsonl") is None:
+                        continue
+                except RunFileError:
+                    rows.append(row(name, None, None, "-" if no_check else "unusable"))
+                    continue
+                rows.append(row(name, read(run, "run.json"), read(run, "result.json"), audit_cell(run)))
     header = ("RUN", "DATE", "TASK", "STATUS", "STEPS", "VERIFIED", "AUDIT")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
-        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    for cells in [header, *rows]:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(cells, widths, strict=True)).rstrip())
 
 
 @main.command()

@@ -16,6 +16,7 @@ import pytest
 from conftest import make_supervisor
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+from runlogs import ABSENT, UNSIGNED, action_records, interrupted_turn, write_run
 
 from cua_tui.core import audit as audit_mod
 from cua_tui.core.approvers import FixedApprover
@@ -25,6 +26,7 @@ from cua_tui.core.audit import (
     AuditKey,
     AuditWriter,
     KeyError_,
+    checkpoint_message,
     seal_message,
     verify_run,
 )
@@ -836,3 +838,297 @@ def test_a_screen_event_whose_hash_is_not_a_hash_is_tampering(tmp_path: Path) ->
     report = verify_run(run)
     assert report.code == 1
     assert "line 2: edited (a screen event without a valid sha256)" in report.summary
+
+
+# ---------------------------------------------------------------------------------------------------
+# 6. Signed runs cannot be silently truncated: run_started names the key, checkpoints sign the prefix
+# ---------------------------------------------------------------------------------------------------
+def cut(run_dir: Path, keep: int) -> None:
+    """What an attacker (or a crash) leaves: the first ``keep`` lines, no result.json."""
+    write_lines(run_dir, read_lines(run_dir)[:keep])
+    (run_dir / "result.json").unlink(missing_ok=True)
+
+
+def not_verified(report: Any, *fragments: str) -> None:
+    assert report.code == 1, report.summary
+    assert report.summary.startswith("NOT VERIFIED: "), report.summary
+    for fragment in fragments:
+        assert fragment in report.summary, f"{fragment!r} not in {report.summary!r}"
+
+
+@pytest.fixture
+def signed_log(tmp_path: Path, hmac_key: tuple[Path, AuditKey]) -> Path:
+    """A sealed, signed run of about 920 events: checkpoints at events 256, 512 and 768."""
+    return write_run(tmp_path / "20261201-000000-5167ed", hmac_key[1], action_records(70))
+
+
+def test_checkpoint_message_is_the_documented_bytes() -> None:
+    assert checkpoint_message("r-1", 256, "ab" * 32) == b"cua-tui checkpoint v1\nr-1\n256\n" + b"ab" * 32
+    assert checkpoint_message("r", 1, "h") != seal_message("r", 1, "h")  # one can never stand for the other
+
+
+def test_signed_run_with_checkpoints_verifies(signed_log: Path, hmac_key: tuple[Path, AuditKey]) -> None:
+    recs = records(signed_log)
+    checkpoints = [r for r in recs if r["kind"] == "checkpoint"]
+    assert [c["events"] for c in checkpoints] == [256, 512, 768] == [c["seq"] for c in checkpoints]
+    report = verify_run(signed_log, hmac_key[1])
+    assert report.code == 0, report.summary
+    assert "signature verified" in report.summary and report.checkpoint == 768 and report.run_signed
+    unkeyed = verify_run(signed_log)
+    assert unkeyed.code == 0 and "signed (signature not checked)" in unkeyed.summary
+
+
+def test_ed25519_checkpoints_verify_with_the_public_key(tmp_path: Path, ed_keys: tuple[Path, Path]) -> None:
+    run = write_run(tmp_path / "r", AuditKey.load(ed_keys[0]), action_records(30))
+    cut(run, 300)
+    not_verified(verify_run(run, AuditKey.load(ed_keys[1])), "signed up to checkpoint at event 256 of 300")
+
+
+@pytest.mark.parametrize(
+    "keep,covered",
+    [(600, "signed up to checkpoint at event 512 of 600"), (513, "at event 512 of 513"), (100, "no signed checkpoint")],
+)
+def test_signed_run_cut_short_and_unsealed_fails_with_the_key(
+    signed_log: Path, hmac_key: tuple[Path, AuditKey], keep: int, covered: str
+) -> None:
+    """The attack: delete result.json, cut audit.jsonl. Without the key it is an unsealed prefix (as an
+    interrupted run is), with a note; with the key it fails, saying how much a signature still covers."""
+    cut(signed_log, keep)
+    plain = verify_run(signed_log)
+    assert plain.code == 0 and "UNSEALED" in plain.summary
+    assert "signed run without a seal: truncation cannot be ruled out; check with --key" in plain.notes
+    report = verify_run(signed_log, hmac_key[1])
+    not_verified(report, "signed run without a seal", covered)
+    assert report.checkpoint == (None if keep < 257 else 512 if keep > 512 else 256)
+
+
+def test_forged_checkpoint_signature_is_tampering_at_its_line(
+    signed_log: Path, hmac_key: tuple[Path, AuditKey]
+) -> None:
+    def forge(recs: list[dict[str, Any]]) -> None:
+        recs[512]["signature"]["value"] = "0" * 64
+
+    rechain(signed_log, forge)
+    report = verify_run(signed_log, hmac_key[1])
+    tampered(report, "line 513: the checkpoint's signature does not match")
+    assert report.notes == ["signed up to checkpoint at event 256 of 512"]  # the prefix before it still holds
+    cut(signed_log, 600)  # and unsealed: still that line, not "not verified"
+    tampered(verify_run(signed_log, hmac_key[1]), "line 513: the checkpoint's signature does not match")
+
+
+@pytest.mark.parametrize("field", ["events", "head", "signature", "key_id"])
+def test_checkpoint_edited_and_rechained_is_tampering_without_a_key(signed_log: Path, field: str) -> None:
+    def edit(recs: list[dict[str, Any]]) -> None:
+        cp = recs[256]
+        if field == "events":
+            cp["events"] = 255
+        elif field == "head":
+            cp["head"] = "0" * 64
+        elif field == "signature":
+            del cp["signature"]
+        else:
+            cp["signature"]["key_id"] = "0" * 16
+
+    rechain(signed_log, edit)
+    expected = "does not match the chain" if field in ("events", "head") else "without a signature by the run's key"
+    tampered(verify_run(signed_log), "line 257: edited (", expected)
+
+
+def test_checkpoint_in_a_run_recorded_unsigned_is_tampering(tmp_path: Path, hmac_key: tuple[Path, AuditKey]) -> None:
+    run = write_run(tmp_path / "r", hmac_key[1], action_records(30))
+    rechain(run, lambda recs: recs[0].update(signed=None))
+    tampered(verify_run(run), "line 257: edited (a signed checkpoint in a run that run_started records as unsigned)")
+
+
+def test_a_key_other_than_run_started_names_is_a_clear_error(
+    signed_log: Path, tmp_path: Path, ed_keys: tuple[Path, Path]
+) -> None:
+    other = tmp_path / "other.key"
+    other.write_bytes(b"another secret, long enough for HMAC")
+    report = verify_run(signed_log, AuditKey.load(other))
+    tampered(
+        report, "the signatures are not by this key", f"the key given is hmac-sha256 key {AuditKey.load(other).key_id}"
+    )
+    tampered(verify_run(signed_log, AuditKey.load(ed_keys[1])), "signature", "ed25519", "wrong --key")
+    cut(signed_log, 600)  # unsealed too: the key question comes first
+    tampered(verify_run(signed_log, AuditKey.load(other)), "the signatures are not by this key")
+
+
+def test_seal_signature_removed_from_a_signed_run_is_flagged_loudly_without_a_key(
+    signed_log: Path, hmac_key: tuple[Path, AuditKey]
+) -> None:
+    """Without the key nothing proves it (a forger could rewrite run_started too): a loud warning, and
+    `verify --key` fails the run."""
+    result = read_result(signed_log)
+    del result["seal"]["signature"]
+    write_result(signed_log, result)
+    report = verify_run(signed_log)
+    assert report.code == 0
+    assert any(n.startswith("WARNING: the seal is not signed, but run_started says") for n in report.notes)
+    tampered(verify_run(signed_log, hmac_key[1]), "not signed")
+
+
+def test_seal_signed_in_a_run_recorded_unsigned_is_tampering(tmp_path: Path, hmac_key: tuple[Path, AuditKey]) -> None:
+    run = write_run(tmp_path / "r", hmac_key[1], action_records(3), signed=UNSIGNED)
+    result = read_result(run)
+    result["seal"]["signature"] = {"algorithm": "hmac-sha256", "key_id": hmac_key[1].key_id, "value": "0" * 64}
+    write_result(run, result)
+    tampered(verify_run(run), "the seal is signed, but run_started says the run is unsigned")
+
+
+def test_seal_signed_by_another_key_than_run_started_names(signed_log: Path) -> None:
+    result = read_result(signed_log)
+    result["seal"]["signature"]["key_id"] = "0" * 16
+    write_result(signed_log, result)
+    tampered(verify_run(signed_log), "the seal's signature names another key than run_started")
+
+
+@pytest.mark.parametrize("signed", [UNSIGNED, ABSENT])
+def test_unsigned_interrupted_run_is_a_prefix_but_no_key_vouches_for_it(
+    tmp_path: Path, hmac_key: tuple[Path, AuditKey], signed: str
+) -> None:
+    run = write_run(tmp_path / "r", None, action_records(3), signed=signed, seal=False)
+    report = verify_run(run)
+    assert report.code == 0 and "UNSEALED" in report.summary
+    assert not any("--key" in note for note in report.notes)
+    assert report.run_signed is (False if signed == UNSIGNED else None)
+    not_verified(verify_run(run, hmac_key[1]), "no seal and is not signed")
+
+
+def test_unsigned_sealed_run_with_a_key_is_tampering(tmp_path: Path, hmac_key: tuple[Path, AuditKey]) -> None:
+    run = write_run(tmp_path / "r", None, action_records(3), signed=UNSIGNED)
+    assert verify_run(run).code == 0
+    tampered(verify_run(run, hmac_key[1]), "the seal is not signed, but a key was given")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{"algorithm": "rsa", "key_id": "0" * 16}, {"algorithm": "hmac-sha256", "key_id": "xyz"}, "yes", 1, []],
+    ids=["algorithm", "key-id", "string", "number", "list"],
+)
+def test_malformed_signed_field_is_tampering(tmp_path: Path, value: Any) -> None:
+    run = write_run(tmp_path / "r", None, action_records(1), signed=UNSIGNED)
+    rechain(run, lambda recs: recs[0].update(signed=value))
+    tampered(verify_run(run), "line 1: edited (run_started's signed field is malformed)")
+
+
+def test_checkpoints_cost_little(tmp_path: Path, ed_keys: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """An Ed25519 key is parsed once, not at every checkpoint (a 100,000-event run has 390 of them)."""
+    key = AuditKey.load(ed_keys[0])
+    run = write_run(tmp_path / "r", key, action_records(120), every=16)
+    assert len([r for r in records(run) if r["kind"] == "checkpoint"]) > 50
+    loads: list[int] = []
+    real = serialization.load_pem_private_key
+    monkeypatch.setattr(serialization, "load_pem_private_key", lambda *a, **k: loads.append(1) or real(*a, **k))
+    report = verify_run(run, key)
+    assert report.code == 0 and report.signature_checked, report.summary
+    assert len(loads) <= 2  # once for the checkpoints, at most once more for the seal
+
+
+# ---------------------------------------------------------------------------------------------------
+# 7. Crash consistency: the intent to execute, and exactly one outcome per proposal
+# ---------------------------------------------------------------------------------------------------
+def test_interrupted_run_names_unknown_and_unexecuted_actions(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "r", None, interrupted_turn(), signed=UNSIGNED, seal=False)
+    report = verify_run(run)
+    assert report.code == 0 and "UNSEALED" in report.summary
+    assert report.unknown_outcomes == [(2, 1)]
+    assert report.not_executed == [(2, 2)]
+    assert "turn 2, action 2: outcome unknown (interrupted)" in report.notes
+    assert "turn 2, action 3: not executed (interrupted)" in report.notes
+
+
+def test_interrupted_write_of_the_outcome_leaves_it_unknown(tmp_path: Path) -> None:
+    recs = interrupted_turn()
+    recs.append(("outcome", {"turn": 2, "index": 1, "status": "executed", "message": "OK"}))
+    run = write_run(tmp_path / "r", None, recs, signed=UNSIGNED, seal=False)
+    data = (run / "audit.jsonl").read_bytes()
+    (run / "audit.jsonl").write_bytes(data[:-25])  # the outcome's line lost its end
+    report = verify_run(run)
+    assert report.code == 0 and report.unknown_outcomes == [(2, 1)]
+
+
+def test_log_without_intent_records_cannot_tell_unexecuted_from_unknown(tmp_path: Path) -> None:
+    """Logs written before intent records existed (no "signed" in run_started): every open action is unknown."""
+    recs = [r for r in interrupted_turn() if r[0] != "executing"]
+    run = write_run(tmp_path / "r", None, recs, signed=ABSENT, seal=False)
+    report = verify_run(run)
+    assert report.code == 0 and report.unknown_outcomes == [(2, 1), (2, 2)] and report.not_executed == []
+
+
+def test_many_open_actions_give_bounded_notes(tmp_path: Path) -> None:
+    recs = [("proposal", {"turn": 1, "index": i, "call_id": "c", "action": None}) for i in range(50)]
+    report = verify_run(write_run(tmp_path / "r", None, recs, signed=UNSIGNED, seal=False))
+    assert len(report.not_executed) == 50 and len(report.notes) == 21
+    assert report.notes[-1] == "... and 30 more actions without an outcome"
+
+
+def _sealed_with(tmp_path: Path, recs: list[tuple[str, dict[str, Any]]]) -> Path:
+    return write_run(tmp_path / "r", None, recs, signed=UNSIGNED)
+
+
+def test_sealed_run_with_an_action_handed_over_but_no_outcome_is_tampering(tmp_path: Path) -> None:
+    run = _sealed_with(tmp_path, interrupted_turn())
+    number = line_of(run, lambda r: r["kind"] == "executing" and r["turn"] == 2 and r["index"] == 1)
+    tampered(verify_run(run), f"line {number}: turn 2, action 2 was handed to the desktop, but the sealed log")
+
+
+def test_sealed_run_with_a_proposal_without_outcome_is_tampering(tmp_path: Path) -> None:
+    recs = [r for r in action_records(2) if not (r[0] == "outcome" and r[1]["turn"] == 2 and r[1]["index"] == 2)]
+    recs = [r for r in recs if not (r[0] == "executing" and r[1]["turn"] == 2 and r[1]["index"] == 2)]
+    run = _sealed_with(tmp_path, recs)
+    number = line_of(run, lambda r: r["kind"] == "proposal" and r["turn"] == 2 and r["index"] == 2)
+    tampered(verify_run(run), f"line {number}: turn 2, action 3 was proposed, but the sealed log has no outcome")
+
+
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (
+            ("outcome", {"turn": 1, "index": 0, "status": "executed", "message": "OK"}),
+            "an outcome for turn 1, action 1",
+        ),
+        (
+            ("outcome", {"turn": 9, "index": 0, "status": "executed", "message": "OK"}),
+            "an outcome for turn 9, action 1",
+        ),
+        (("executing", {"turn": 9, "index": 0, "call_id": "c"}), "executing turn 9, action 1"),
+        (("executing", {"turn": 1, "index": 0, "call_id": "c"}), "executing turn 1, action 1"),
+        (("proposal", {"turn": "1", "index": 0, "call_id": "c"}), "a proposal record without an integer turn"),
+        (("outcome", {"turn": 1, "status": "executed"}), "an outcome record without an integer turn"),
+    ],
+    ids=[
+        "second-outcome",
+        "outcome-without-proposal",
+        "executing-without-proposal",
+        "executing-after-outcome",
+        "string-turn",
+        "no-index",
+    ],
+)
+def test_outcome_accounting_broken_is_tampering_sealed_or_not(
+    tmp_path: Path, extra: tuple[str, dict[str, Any]], message: str
+) -> None:
+    for seal in (True, False):
+        run = write_run(tmp_path / f"r{seal}", None, [*action_records(1), extra], signed=UNSIGNED, seal=seal)
+        number = len(action_records(1)) + 2
+        tampered(verify_run(run), f"line {number}: edited ({message}")
+
+
+def test_second_proposal_before_its_outcome_is_tampering(tmp_path: Path) -> None:
+    recs = action_records(1)
+    recs.insert(2, ("proposal", {"turn": 1, "index": 0, "call_id": "c1", "action": None}))
+    tampered(verify_run(_sealed_with(tmp_path, recs)), "line 4: edited (a second proposal for turn 1, action 1")
+
+
+def test_real_interrupted_run_shows_its_open_actions(run_copy: Path) -> None:
+    """A real run whose last outcome was lost (the controller died before writing it)."""
+    lines = read_lines(run_copy)
+    last = max(i for i, line in enumerate(lines) if json.loads(line)["kind"] == "outcome")
+    rec = json.loads(lines[last])
+    write_lines(run_copy, lines[:last])
+    (run_copy / "result.json").unlink()
+    report = verify_run(run_copy)
+    assert report.code == 0, report.summary
+    assert (rec["turn"], rec["index"]) in report.unknown_outcomes + report.not_executed
+    assert any(f"turn {rec['turn']}, action {rec['index'] + 1}: " in note for note in report.notes)

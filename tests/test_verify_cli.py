@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner, Result
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
+from runlogs import UNSIGNED, action_records, interrupted_turn, write_run
 
 from cua_tui.cli import main
 from cua_tui.core.audit import GENESIS, AuditKey
@@ -278,3 +279,42 @@ def test_installed_entry_point_exit_codes(run_copy: Path, home: Path, tmp_path: 
     assert "TAMPERED: line" in bad.stderr and "missing" in bad.stderr
     unusable = subprocess.run([BIN, "verify", tmp_path / "nope"], capture_output=True, text=True)
     assert unusable.returncode == 2
+
+
+# ---------------------------------------------------------------------------------------------------
+# signed runs cut short, interrupted runs (issue 8, points 3 and 10)
+# ---------------------------------------------------------------------------------------------------
+def test_verify_signed_run_cut_short_fails_only_with_the_key(home: Path, tmp_path: Path) -> None:
+    key = AuditKey.load(home / "hmac.key")
+    run = write_run(tmp_path / "20261201-000000-c0ffee", key, action_records(50))
+    lines = (run / "audit.jsonl").read_bytes().splitlines(keepends=True)
+    (run / "audit.jsonl").write_bytes(b"".join(lines[:400]))
+    (run / "result.json").unlink()
+    plain = invoke(["verify", run], home)
+    assert plain.exit_code == 0, plain.output
+    assert plain.stdout.startswith("intact prefix, UNSEALED: 400 events")
+    assert "note: signed run without a seal: truncation cannot be ruled out; check with --key" in plain.stdout
+    keyed = invoke(["verify", run, "--key", home / "hmac.key"], home)
+    assert keyed.exit_code == 1
+    assert keyed.stdout == ""
+    assert keyed.stderr.startswith("NOT VERIFIED: signed run without a seal")
+    assert "signed up to checkpoint at event 256 of 400" in keyed.stderr.splitlines()[0]
+
+
+def test_verify_interrupted_run_lists_actions_without_outcome(home: Path, tmp_path: Path) -> None:
+    run = write_run(tmp_path / "r", None, interrupted_turn(), signed=UNSIGNED, seal=False)
+    result = invoke(["verify", run], home)
+    assert result.exit_code == 0, result.output
+    assert "note: turn 2, action 2: outcome unknown (interrupted)" in result.stdout
+    assert "note: turn 2, action 3: not executed (interrupted)" in result.stdout
+
+
+def test_verify_output_shows_hostile_text_literally(home: Path, tmp_path: Path) -> None:
+    """A run directory's name (completed by the shell from a hostile runs folder) carrying an OSC 52
+    clipboard write reaches the message; it is printed as visible symbols, never as an escape."""
+    run = tmp_path / "20261201-000000-abcdef\x1b]52;c;SGk=\x07"
+    run.mkdir()
+    result = invoke(["verify", run], home)
+    assert result.exit_code == 2
+    assert "\x1b" not in result.stderr and "\x07" not in result.stderr
+    assert "␛]52;c;SGk=␇: no audit.jsonl" in result.stderr

@@ -183,7 +183,10 @@ class RunDir:
             pass
 
     def read_json(self, name: str) -> Any:
-        return msgspec.json.decode((self.path / name).read_bytes())
+        """A JSON file of the run, read through safeio (regular file, no link, capped, strict)."""
+        from .safeio import read_json
+
+        return read_json(self.path, name)
 
 
 class TranscriptWriter:
