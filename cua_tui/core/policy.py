@@ -337,6 +337,12 @@ class Policy:
                 raise PolicyError(
                     f"policy file {source}, line {where.group(1)}, column {where.group(2)}: invalid TOML: {message}"
                 ) from None
+            if message.endswith(_AT_END):
+                last = text.count("\n") + (0 if text.endswith("\n") else 1)
+                message = message.removesuffix(_AT_END)
+                raise PolicyError(
+                    f"policy file {source}, line {max(last, 1)}: invalid TOML at the end of the file: {message}"
+                ) from None
             raise PolicyError(f"policy file {source}: invalid TOML: {message}") from None
         except RecursionError:
             # tomllib descends one Python call per level of nesting: a deep enough file exhausts the stack.
@@ -562,6 +568,7 @@ def _too_deep(source: str, text: str) -> str:
 # Error location: msgspec reports "... - at `$.limits.max_turns`"; find that key's line in the text.
 # ---------------------------------------------------------------------------------------------------
 _TOML_WHERE_RE = re.compile(r" \(at line (\d+), column (\d+)\)$")
+_AT_END = " (at end of document)"
 # MAX_NESTING parts of a key, each followed by a dot, where a key may start (a line, "[", "{", ","). Linear:
 # the quantifiers are possessive, an attempt starts only there, and a quoted part ends at the first quote
 # that could start another attempt, so what two attempts scan overlaps by one key at most.
