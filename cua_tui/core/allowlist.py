@@ -44,7 +44,7 @@ _BRACKETED = re.compile(r"(\[[^\[\]]*\])(?::(.*))?", re.DOTALL)
 
 
 class HostError(ValueError):
-    """A host that is neither a canonical host name nor an IP literal; the message says why."""
+    """A host that is neither a canonical host name nor an IP literal; the message says why (not which)."""
 
 
 class AllowListError(ValueError):
@@ -67,38 +67,37 @@ def canonical_host(text: str) -> tuple[str, bool]:
     if "@" in text:
         raise HostError("user information (user@host) is not allowed in a host")
     if not text.isascii():
-        raise HostError(f"non-ASCII host {text!r}: use its punycode (xn--) form")
+        raise HostError("non-ASCII: use its punycode (xn--) form")
     host = text.lower()
     if host.startswith("[") or host.endswith("]") or ":" in host:
         if host.startswith("[") != host.endswith("]"):
-            raise HostError(f"malformed IPv6 address {text!r}: unbalanced brackets")
+            raise HostError("malformed IPv6 address: unbalanced brackets")
         inner = host[1:-1] if host.startswith("[") else host
         try:
             ip6 = ipaddress.IPv6Address(inner)
         except ValueError:
-            raise HostError(f"not a valid IPv6 address: {text!r}") from None
+            raise HostError("not a valid IPv6 address") from None
         if ip6.scope_id:
-            raise HostError(f"IPv6 scope ids are not allowed: {text!r}")
+            raise HostError("IPv6 scope ids are not allowed")
         return ip6.compressed, True
     if host.endswith("."):
         host = host[:-1]
     if not host or len(host) > MAX_HOST_LENGTH:
-        raise HostError(f"not a valid host name (empty, or over {MAX_HOST_LENGTH} characters): {text!r}")
+        raise HostError(f"not a valid host name (empty, or over {MAX_HOST_LENGTH} characters)")
     if not set(host) <= _HOST_CHARS:
-        raise HostError(f"not a valid host name (only a-z, 0-9, '.' and '-' are allowed): {text!r}")
+        raise HostError("not a valid host name (only a-z, 0-9, '.' and '-' are allowed)")
     labels = host.split(".")
     if any(not label or len(label) > 63 for label in labels):
-        raise HostError(f"not a valid host name (empty or over-long label): {text!r}")
+        raise HostError("not a valid host name (an empty label, or one over 63 characters)")
     if any(label.startswith("-") or label.endswith("-") for label in labels):
-        raise HostError(f"not a valid host name (a label starts or ends with '-'): {text!r}")
+        raise HostError("not a valid host name (a label starts or ends with '-')")
     if _NUMERIC_LABEL.fullmatch(labels[-1]):
         # A URL parser reads such a host as an IPv4 address in some notation; accept only the canonical one.
         try:
             ip4 = ipaddress.IPv4Address(host)
         except ValueError:
             raise HostError(
-                f"neither a host name nor a canonical IPv4 address (write four decimal numbers, "
-                f"like 127.0.0.1): {text!r}"
+                "neither a host name nor a canonical IPv4 address (write four decimal numbers, like 127.0.0.1)"
             ) from None
         return str(ip4), True
     return host, False
@@ -226,7 +225,7 @@ class AllowList:
         try:
             canon, is_ip = canonical_host(host)
         except HostError as exc:
-            return Judgement(False, str(exc), None, False)
+            return Judgement(False, f"invalid host {host!r}: {exc}", None, False)
         matching = [e for e in self._entries if e.is_ip == is_ip and e.matches(canon)]
         for entry in matching:
             if port in entry.ports:
