@@ -57,7 +57,7 @@ class PolicyError(ValueError):
 
 
 MAX_POLICY_BYTES = 1024 * 1024  # a real policy is a few kilobytes; this bounds what a hostile file costs
-MAX_NESTING = 32  # arrays and inline tables inside one another; the schema needs two
+MAX_NESTING = 32  # the longest key path (tables, dotted keys, arrays, inline tables); the schema needs 3
 MAX_LIMIT = 10**9  # any cap in [limits]: 31 years of seconds, a billion steps or dollars
 
 
