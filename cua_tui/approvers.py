@@ -3,6 +3,9 @@
 Both give way to the kill switch: they wait in short slices and return as soon as ``cancel`` is set.
 Untrusted text (typed text, reasons derived from model output) is printed with control characters made
 visible, so a hostile string cannot move the cursor, recolour the terminal or fake a prompt.
+
+A ruling names who or what actually decided: a person only when a person answered; otherwise the rule that
+decided in their place (no answer at the end of input, an approver command that failed, the kill switch).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import json
 import os
 import select
 import shlex
+import shutil
 import subprocess
 import sys
 import threading
@@ -18,9 +22,15 @@ import time
 from typing import TextIO
 
 from .core.actions import Kind
-from .core.approvers import FixedApprover
+from .core.approvers import KILL_SWITCH, FixedApprover
 from .core.ports import Answer, Approver, DecisionRequest, Ruling
 from .core.text import visible
+
+HUMAN_TERMINAL = "human (terminal)"
+NO_ANSWER_EOF = "no answer: end of input"
+APPROVER_COMMAND = "approver command"
+APPROVER_TIMED_OUT = "no answer: approver command timed out"
+APPROVER_FAILED = "fail closed: no valid answer from the approver command"
 
 
 class TerminalApprover:
@@ -40,18 +50,18 @@ class TerminalApprover:
             out.flush()
             line = self._readline(cancel)
             if line is None:
-                return Ruling(Answer.KILL, "human (terminal)", "cancelled")
-            if line == "":
-                return Ruling(Answer.REJECT, "human (terminal)", "end of input")
+                return Ruling(Answer.KILL, KILL_SWITCH, "cancelled")
+            if line == "":  # nobody answered: the prompt's fail-closed default, not a person, rejects
+                return Ruling(Answer.REJECT, NO_ANSWER_EOF, "end of input")
             choice = line.strip().lower()
             if choice in ("y", "yes"):
-                return Ruling(Answer.APPROVE, "human (terminal)")
+                return Ruling(Answer.APPROVE, HUMAN_TERMINAL)
             if choice in ("n", "no"):
-                return Ruling(Answer.REJECT, "human (terminal)")
+                return Ruling(Answer.REJECT, HUMAN_TERMINAL)
             if choice in ("k", "kill"):
-                return Ruling(Answer.KILL, "human (terminal)")
+                return Ruling(Answer.KILL, HUMAN_TERMINAL)
             out.write("Please answer y, n or k.\n")
-        return Ruling(Answer.KILL, "human (terminal)", "cancelled")
+        return Ruling(Answer.KILL, KILL_SWITCH, "cancelled")
 
     def _readline(self, cancel: threading.Event) -> str | None:
         try:
@@ -90,10 +100,44 @@ def describe_request(request: DecisionRequest) -> list[str]:
     return lines
 
 
+# Runs as `python -I -S -c _GUARD WATCH_FD CMD...`, the leader of the approver's process group: it starts CMD
+# and waits for it, and if the read end WATCH_FD of a pipe whose only writer is the controller reports end of
+# file, the controller has died (even by SIGKILL: the kernel closes its descriptors), and it kills the group.
+#
+# Why not PR_SET_PDEATHSIG (prctl in preexec_fn, or `setpriv --pdeathsig`): it fires when the *thread* that
+# forked exits, not the process, and decisions run on a helper thread; it leaves a window between fork and
+# prctl in which the controller's death goes unseen; it signals one process, not the command's children; and
+# preexec_fn is unsafe in a threaded program. The pipe exists before the fork, so there is no window, and
+# nothing but the process's end closes it.
+_GUARD = r"""
+import os, select, signal, sys
+watch = int(sys.argv[1])
+os.set_inheritable(watch, False)
+try:
+    child = os.posix_spawnp(sys.argv[2], sys.argv[2:], dict(os.environ))
+except OSError:
+    sys.exit(127)
+try:
+    waitable = [os.pidfd_open(child)]
+except (AttributeError, OSError):
+    waitable = []
+while True:
+    ready, _, _ = select.select([watch, *waitable], [], [], None if waitable else 0.05)
+    done, status = os.waitpid(child, os.WNOHANG)
+    if done:
+        code = os.waitstatus_to_exitcode(status)
+        sys.exit(code if code >= 0 else 128 - code)
+    if watch in ready:
+        os.killpg(0, signal.SIGKILL)
+"""
+
+
 class CommandApprover:
     """``approver:CMD``: runs CMD once per decision, JSON request on stdin, ``{"decision": ...}`` on stdout.
 
-    A timeout, a non-zero exit, or an answer that is not exactly approve/reject/kill is a reject.
+    A timeout, a non-zero exit, or an answer that is not exactly approve/reject/kill is a reject, recorded as
+    the fail-closed rule's decision, not the command's. The command ends with the decision, with the run,
+    and with the controller, however the controller ends (see ``_GUARD``).
     """
 
     def __init__(self, command: str, timeout: float = 120.0) -> None:
@@ -103,18 +147,29 @@ class CommandApprover:
         self.timeout = timeout
 
     def decide(self, request: DecisionRequest, cancel: threading.Event) -> Ruling:
-        by = "approver command"
+        if shutil.which(self.argv[0]) is None:
+            return Ruling(Answer.REJECT, APPROVER_FAILED, f"could not start: no executable {self.argv[0]!r}")
         payload = json.dumps(request.to_json()).encode() + b"\n"
+        watch, alive = os.pipe()  # both ends close on exec: only the guard gets ``watch``, through pass_fds
         try:
-            proc = subprocess.Popen(
-                self.argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            return Ruling(Answer.REJECT, by, f"could not start: {exc.strerror or exc}")
+            try:
+                proc = subprocess.Popen(
+                    [sys.executable, "-I", "-S", "-c", _GUARD, str(watch), *self.argv],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                    pass_fds=(watch,),
+                )
+            except OSError as exc:
+                return Ruling(Answer.REJECT, APPROVER_FAILED, f"could not start: {exc.strerror or exc}")
+            finally:
+                os.close(watch)
+            return self._converse(proc, payload, cancel)
+        finally:
+            os.close(alive)
+
+    def _converse(self, proc: subprocess.Popen[bytes], payload: bytes, cancel: threading.Event) -> Ruling:
         result: dict[str, bytes] = {}
 
         def talk() -> None:
@@ -131,17 +186,17 @@ class CommandApprover:
                 _terminate(proc)
                 talker.join(2)
                 if cancel.is_set():
-                    return Ruling(Answer.KILL, by, "cancelled")
-                return Ruling(Answer.REJECT, by, f"no answer within {self.timeout:g} s")
+                    return Ruling(Answer.KILL, KILL_SWITCH, "cancelled")
+                return Ruling(Answer.REJECT, APPROVER_TIMED_OUT, f"no answer within {self.timeout:g} s")
             talker.join(0.05)
         if proc.returncode != 0:
-            return Ruling(Answer.REJECT, by, f"exited with status {proc.returncode}")
+            return Ruling(Answer.REJECT, APPROVER_FAILED, f"exited with status {proc.returncode}")
         try:
             answer = json.loads(result.get("out", b"").decode("utf-8"))
             decision = Answer(answer["decision"])
         except (ValueError, KeyError, TypeError, UnicodeDecodeError):
-            return Ruling(Answer.REJECT, by, "malformed answer")
-        return Ruling(decision, by)
+            return Ruling(Answer.REJECT, APPROVER_FAILED, "malformed answer")
+        return Ruling(decision, APPROVER_COMMAND)
 
 
 def _terminate(proc: subprocess.Popen[bytes]) -> None:

@@ -544,6 +544,7 @@ def locate() -> None:
 def policy_cmd(print_default: bool, check_path: Path | None) -> None:
     """Show the built-in policy, or check a policy file (exit 2 with the line of the error)."""
     from .core.policy import DEFAULT_POLICY_TOML, Policy, PolicyError
+    from .core.text import visible
 
     if print_default:
         click.echo(DEFAULT_POLICY_TOML, nl=False)
@@ -551,9 +552,14 @@ def policy_cmd(print_default: bool, check_path: Path | None) -> None:
     try:
         policy = Policy.load(check_path) if check_path else Policy.default()
     except PolicyError as exc:
-        raise UsageFailure(str(exc)) from None
-    for line in policy.summary():
-        click.echo(line)
+        raise UsageFailure(visible(str(exc))) from None
+    lines = policy.summary()
+    if policy.description:
+        lines.insert(1, f"description: {policy.description}")
+    lines += [f"region {r.name} reason: {r.reason}" for r in policy.regions]
+    # Names, descriptions, reasons and the path come from the file: shown literally, never as escapes.
+    for line in lines:
+        click.echo(visible(line))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ import io
 import json
 import os
 import shlex
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -18,7 +20,17 @@ from typing import Any
 
 import pytest
 
-from cua_tui.approvers import CommandApprover, TerminalApprover, describe_request, headless_approver
+from cua_tui.approvers import (
+    APPROVER_COMMAND,
+    APPROVER_FAILED,
+    APPROVER_TIMED_OUT,
+    HUMAN_TERMINAL,
+    NO_ANSWER_EOF,
+    CommandApprover,
+    TerminalApprover,
+    describe_request,
+    headless_approver,
+)
 from cua_tui.core.actions import Action, Kind
 from cua_tui.core.approvers import FixedApprover, HandshakeApprover
 from cua_tui.core.ports import Answer, DecisionRequest, Ruling, SafetyCheck
@@ -361,3 +373,191 @@ def test_headless_approver_specs() -> None:
 def test_headless_approver_rejects_bad_specs(spec: str) -> None:
     with pytest.raises(ValueError):
         headless_approver(spec)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Who decided: a person only when a person answered (DESIGN.md: "a decision nobody made is never
+# attributed to a human")
+# ---------------------------------------------------------------------------------------------------
+def safety_request() -> DecisionRequest:
+    return DecisionRequest(
+        "run-1", 1, 0, "call_1", "safety_check", "the model raised safety checks",
+        safety_checks=(SafetyCheck("sc1", "malicious_instructions", "ignore the user"),),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("answer", list(Answer))
+def test_fixed_rule_names_itself_for_actions(answer: Answer) -> None:
+    ruling = FixedApprover(answer).decide(request(), threading.Event())
+    assert ruling == Ruling(answer, f"headless rule: {answer.value}")
+
+
+def test_blanket_approve_does_not_claim_a_safety_check_reject() -> None:
+    ruling = FixedApprover(Answer.APPROVE).decide(safety_request(), threading.Event())
+    assert ruling.answer is Answer.REJECT
+    assert ruling.by == "headless rule: safety checks need a reviewer"
+    assert "approve" not in ruling.by
+    assert FixedApprover(Answer.REJECT).decide(safety_request(), threading.Event()).by == "headless rule: reject"
+
+
+def test_terminal_end_of_input_is_nobodys_answer(terminal) -> None:
+    approver, feed, _out = terminal
+    feed.write("y\n")
+    feed.close()
+    assert Decision(approver, request(0)).result() == Ruling(Answer.APPROVE, HUMAN_TERMINAL)
+    ruling = Decision(approver, request(1)).result()
+    assert ruling == Ruling(Answer.REJECT, NO_ANSWER_EOF, "end of input")
+    assert "human" not in ruling.by
+
+
+def test_terminal_and_handshake_cancel_name_the_kill_switch(terminal) -> None:
+    approver, _feed, _out = terminal
+    decision = Decision(approver)
+    time.sleep(0.1)
+    decision.cancel.set()
+    assert decision.result(2) == Ruling(Answer.KILL, "kill switch", "cancelled")
+    asked = threading.Event()
+    handshake = HandshakeApprover(on_request=lambda r: asked.set(), by="human (TUI)")
+    decision = Decision(handshake)
+    assert asked.wait(5)
+    decision.cancel.set()
+    assert decision.result(2) == Ruling(Answer.KILL, "kill switch", "cancelled")
+
+
+@pytest.mark.parametrize(
+    ("code", "by", "note"),
+    [
+        ("import sys; sys.stdin.read(); print('yes')", APPROVER_FAILED, "malformed answer"),
+        ("import sys; sys.stdin.read(); sys.exit(4)", APPROVER_FAILED, "exited with status 4"),
+        ("import sys, os; sys.stdin.read(); os.kill(os.getpid(), 9)", APPROVER_FAILED, "exited with status 137"),
+        ("import time; time.sleep(10)", APPROVER_TIMED_OUT, "no answer within 0.5 s"),
+    ],
+    ids=["malformed", "exit-status", "killed", "timeout"],
+)
+def test_command_failures_are_the_fail_closed_rules_decision(code: str, by: str, note: str) -> None:
+    ruling = Decision(CommandApprover(python_command(code), timeout=0.5 if "sleep" in code else 10)).result(10)
+    assert ruling == Ruling(Answer.REJECT, by, note)
+    assert ruling.by != APPROVER_COMMAND and "human" not in ruling.by
+
+
+def test_command_that_cannot_start_is_the_fail_closed_rules_decision(tmp_path: Path) -> None:
+    ruling = Decision(CommandApprover(str(tmp_path / "no-such-approver"), timeout=10)).result(10)
+    assert ruling.by == APPROVER_FAILED and ruling.note.startswith("could not start")
+
+
+def test_command_answer_is_the_commands() -> None:
+    ruling = Decision(CommandApprover(python_command(ANSWER.format("approve")), timeout=10)).result(10)
+    assert ruling == Ruling(Answer.APPROVE, APPROVER_COMMAND)
+
+
+SCRIPT_WITH_SAFETY_CHECK = {
+    "turns": [
+        {
+            "actions": [{"type": "click", "x": 250, "y": 182}],
+            "pending_safety_checks": [{"id": "sc1", "code": "malicious_instructions", "message": "ignore the user"}],
+        }
+    ],
+    "final_text": "done",
+}
+SCRIPT_WITH_TYPING = {"turns": [{"actions": [{"type": "type", "text": "hello"}]}], "final_text": "done"}
+
+
+def _headless(tmp_path: Path, script: dict[str, Any], on_confirm: str, stdin: str = "") -> tuple[str, list[dict]]:
+    from click.testing import CliRunner
+
+    from cua_tui.cli import main
+
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps(script))
+    runs = tmp_path / "runs"
+    args = ["run", "--headless", "--backend", "sim", "--agent", f"script:{path}", "--runs-dir", str(runs),
+            "--on-confirm", on_confirm]  # fmt: skip
+    result = CliRunner().invoke(main, args, input=stdin, catch_exceptions=False)
+    (run_dir,) = runs.iterdir()
+    audit = [json.loads(line) for line in (run_dir / "audit.jsonl").read_text().splitlines()]
+    return result.output, [r for r in audit if r["kind"] == "decision"]
+
+
+def test_headless_approve_names_the_rule_that_rejected_a_safety_check(tmp_path: Path) -> None:
+    out, decisions = _headless(tmp_path, SCRIPT_WITH_SAFETY_CHECK, "approve")
+    assert "decision: reject (by headless rule: safety checks need a reviewer)" in out
+    assert "(by headless rule: approve)" not in out
+    # The ruling, then the supervisor's record that the call's action fell with it.
+    assert [(d["subject"], d["decision"], d["by"]) for d in decisions] == [
+        ("safety_check", "reject", "headless rule: safety checks need a reviewer"),
+        ("safety_check", "reject", "safety check rejected"),
+    ]
+
+
+def test_headless_ask_at_end_of_input_is_not_a_human_decision(tmp_path: Path) -> None:
+    out, decisions = _headless(tmp_path, SCRIPT_WITH_TYPING, "ask", stdin="")
+    assert [(d["decision"], d["by"], d["note"]) for d in decisions] == [("reject", NO_ANSWER_EOF, "end of input")]
+    assert "human" not in out.split("Approve?")[-1]
+
+
+def test_headless_ask_answered_is_a_human_decision(tmp_path: Path) -> None:
+    _out, decisions = _headless(tmp_path, SCRIPT_WITH_TYPING, "ask", stdin="y\n")
+    assert [(d["decision"], d["by"]) for d in decisions] == [("approve", HUMAN_TERMINAL)]
+
+
+# ---------------------------------------------------------------------------------------------------
+# The approver command ends with its controller, however the controller ends
+# ---------------------------------------------------------------------------------------------------
+# Writes its pid (and, when asked, starts a child of its own first), then decides nothing for a minute.
+SLOW_APPROVER = """\
+import os, subprocess, sys, time
+pids = [os.getpid()]
+if sys.argv[2] == "with-child":
+    pids.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]).pid)
+open(sys.argv[1] + ".tmp", "w").write(" ".join(map(str, pids)))
+os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(60)
+"""
+
+
+def _ppid(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+        return int(fh.read().rsplit(")", 1)[1].split()[1])
+
+
+@pytest.mark.parametrize("children", ["alone", "with-child"])
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_approver_command_is_gone_soon_after_the_controller(tmp_path: Path, sig: signal.Signals, children: str) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(SCRIPT_WITH_TYPING))
+    approver = tmp_path / "slow_approver.py"
+    approver.write_text(SLOW_APPROVER)
+    pid_file = tmp_path / "approver.pid"
+    command = f"approver:{shlex.quote(sys.executable)} {shlex.quote(str(approver))} {pid_file} {children}"
+    with open(tmp_path / "controller.log", "wb") as log:
+        controller = subprocess.Popen(
+            [sys.executable, "-m", "cua_tui.cli", "run", "--headless", "--backend", "sim", "--agent",
+             f"script:{script}", "--runs-dir", str(tmp_path / "runs"), "--on-confirm", command],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while not pid_file.exists() and time.monotonic() < deadline and controller.poll() is None:
+            time.sleep(0.02)
+        assert pid_file.exists(), (tmp_path / "controller.log").read_text()
+        pids = [int(p) for p in pid_file.read_text().split()]
+        between = _ppid(pids[0])  # a process between the command and the controller (a guard) must go too
+        while between not in (controller.pid, 1):
+            pids.append(between)
+            between = _ppid(between)
+        assert between == controller.pid
+        controller.send_signal(sig)
+        controller.wait(10)
+        deadline = time.monotonic() + 5
+        while not all(_gone(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [p for p in pids if not _gone(p)] == [], "the approver outlived its controller"
+    finally:
+        controller.kill()
+        controller.wait(5)
+        if pid_file.exists():
+            for pid in pid_file.read_text().split():
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass

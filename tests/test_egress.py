@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from allowlist_cases import BAD, GOOD
 
 from cua_tui.desktops.egress import AllowList, EgressProxy, EgressRecord, relay_command
 
@@ -118,6 +119,25 @@ def test_invalid_entries_are_rejected_naming_the_entry(entry: str) -> None:
     with pytest.raises(ValueError) as info:
         AllowList.parse(["example.com", entry])
     assert repr(entry) in str(info.value)
+
+
+@pytest.mark.parametrize("entry", BAD, ids=repr)
+def test_the_proxy_refuses_every_entry_the_policy_refuses(entry: str) -> None:
+    """The same table tests `policy --check` (tests/test_policy_cli.py): the two agree entry by entry."""
+    with pytest.raises(ValueError) as info:
+        AllowList.parse(["example.com", entry])
+    assert repr(entry) in str(info.value)
+
+
+@pytest.mark.parametrize(("entry", "normalized"), GOOD.items(), ids=repr)
+def test_the_proxy_accepts_every_entry_the_policy_accepts(entry: str, normalized: str) -> None:
+    allow = AllowList.parse([entry])
+    assert allow.entries == (normalized,)
+    host = normalized.removeprefix("*.").rsplit(":", 1)[0] if not normalized.endswith("]") else normalized
+    port = int(normalized.rsplit(":", 1)[1]) if ":" in normalized.rsplit("]", 1)[-1] else 443
+    if normalized.startswith("*."):
+        host = "sub." + host
+    assert allow.allows(host.strip("[]"), port)[0], (host, port)
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
+import os
 import re
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -731,3 +734,218 @@ def test_readme_example_policy_parses() -> None:
 def test_extra_modifiers_do_not_escape_a_key_rule(chord: str, verdict: Verdict, rule: str) -> None:
     decision = Policy.default().classify(Action(Kind.KEYPRESS, chord=chord))
     assert (decision.verdict, decision.rule) == (verdict, rule)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Hostile files: bounded, strict, and every error names its line in linear time
+# ---------------------------------------------------------------------------------------------------
+ERROR_AFTER = "[limits]\nmax_turns = 0\n"  # the error every long-line case below must still locate
+
+
+def _long_line_cases(n: int) -> dict[str, tuple[str, int]]:
+    """Valid TOML holding one line of about ``n`` characters, and how many lines it takes."""
+    return {
+        # What made the old line-finding pattern backtrack cubically: a header-like line of spaces.
+        "header-like line in a string": ('description = """\n[' + " " * (n - 3) + ']x\n"""\n', 3),
+        "brackets and quotes in a string": ('description = "' + "[ ] = . , \\\" ' # " * (n // 18) + '"\n', 1),
+        "literal string": ("description = '" + '[ "a" ] = {' * (n // 12) + "'\n", 1),
+        "comment": ("# " + "[ a . b = " * (n // 10) + "\n", 1),
+        "spaces around a key": ("  " + " " * n + "name = 'x'\n", 1),
+        "dotted table header with spaces": ("[ network" + " " * n + "]\n", 1),
+    }
+
+
+@pytest.mark.parametrize("n", [4_000, 30_000, 1_000_000])
+@pytest.mark.parametrize("case", list(_long_line_cases(10)))
+def test_a_long_line_costs_linear_time_and_the_error_names_its_line(case: str, n: int) -> None:
+    prefix, lines = _long_line_cases(n)[case]
+    started = time.perf_counter()
+    message = error_of(prefix + ERROR_AFTER)
+    elapsed = time.perf_counter() - started
+    assert message == f"policy file p.toml, line {lines + 2}: limits.max_turns: max_turns must be at least 1"
+    assert elapsed < 1.0, f"{elapsed:.2f} s for a {n}-character line"
+
+
+@pytest.mark.parametrize("n", [4_000, 30_000])
+def test_a_long_list_still_locates_the_bad_element(n: int) -> None:
+    kinds = ", ".join(['"click"'] * (n // 9))
+    started = time.perf_counter()
+    message = error_of(f'[actions]\nallow = [{kinds},\n  "shell"]\n')
+    assert time.perf_counter() - started < 1.0
+    assert message.startswith("policy file p.toml, line 3: actions.allow: unknown action kind 'shell'")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x = [\n",
+        "[a.b\n",
+        'description = "never closed\n',
+        'description = """never closed\n\n',
+        "name = 'x'\nregions = [{ name = 'a', x = 1,",
+    ],
+)
+def test_invalid_toml_always_names_a_line(text: str) -> None:
+    assert re.match(r"policy file p\.toml, line \d+", error_of(text))
+
+
+def test_bad_entry_in_a_long_list_names_its_own_line() -> None:
+    message = error_of("""\
+        [network]
+        allow_domains = [
+            "example.com",
+            "*.example.org",
+            "127.1",
+            "10.0.0.1",
+        ]
+        """)
+    assert message.startswith("policy file p.toml, line 5: network.allow_domains: '127.1' is not a host name")
+
+
+def test_keys_and_kinds_name_the_line_of_the_bad_element() -> None:
+    message = error_of('[keys]\nblock = [\n  "ctrl+alt+t",\n  "ctrl+bogus",\n]\n')
+    assert message == "policy file p.toml, line 4: keys.block: 'ctrl+bogus': unknown key name 'bogus'"
+    message = error_of('[actions]\nallow = [\n  "click",\n  "shell",\n]\n')
+    assert message.startswith("policy file p.toml, line 4: actions.allow: unknown action kind 'shell'")
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "path"),
+    [
+        ("limits = { max_turnz = 3 }\n", 1, "limits.max_turnz"),
+        ("version = 1\nlimits.max_turns = 0\n", 2, "limits.max_turns"),
+        ('regions = [\n  { name = "a", x = 0, y = 0, width = 1, height = 1 },\n  { name = "b", x = "l" },\n]\n', 3,
+         "regions.1.x"),
+        ('[[regions]]\nname = "a"\nx = 0\ny = 0\nwidth = 1\nheight = 1\n[regions.extra]\nz = 1\n', 7,
+         "regions.0.extra"),
+        ("'limits' . \"max_turns\" = 0\n", 1, "limits.max_turns"),
+    ],
+)  # fmt: skip
+def test_inline_tables_dotted_and_quoted_keys_name_their_line(text: str, line: int, path: str) -> None:
+    message = error_of(text)
+    assert message.startswith(f"policy file p.toml, line {line}: {path}: "), message
+
+
+FLOAT_LIMITS = [f.name for f in dataclasses.fields(Limits) if f.type in ("float", float)]
+INT_LIMITS = [f.name for f in dataclasses.fields(Limits) if f.type in ("int", int)]
+
+
+@pytest.mark.parametrize("value", ["nan", "+nan", "-nan", "inf", "+inf", "-inf"])
+@pytest.mark.parametrize("name", FLOAT_LIMITS)
+def test_float_limits_must_be_finite(name: str, value: str) -> None:
+    assert FLOAT_LIMITS == ["max_wait_seconds", "max_cost_usd"]
+    message = error_of(f"version = 1\n[limits]\n{name} = {value}\n")
+    assert message == f"policy file p.toml, line 3: limits.{name}: {name} must be a finite number"
+
+
+@pytest.mark.parametrize("name", INT_LIMITS)
+def test_int_limits_are_bounded(name: str) -> None:
+    for value in (10**9 + 1, 2**63 - 1, 10**30):
+        message = error_of(f"[limits]\n{name} = {value}\n")
+        assert message == f"policy file p.toml, line 2: limits.{name}: {name} must be at most 1000000000"
+    assert getattr(Policy.from_toml(f"[limits]\n{name} = 1000000000\n").limits, name) == 10**9
+
+
+def test_a_cost_cap_is_a_real_number() -> None:
+    policy = Policy.from_toml("[limits]\nmax_cost_usd = 0.5\n")
+    assert policy.limits.max_cost_usd == 0.5 and math.isfinite(policy.limits.max_cost_usd)
+
+
+DEEP = 100_000
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        (f"version = 1\n\nname = {'[' * DEEP}{']' * DEEP}\n", 3),
+        (f"version = 1\nname = {'[' * DEEP}\n", 2),  # never closed
+        (f"version = 1\n\n\nname = {'{ a = ' * DEEP}1{' }' * DEEP}\n", 4),
+        (f"version = 1\nname = [{'{ a = [' * (DEEP // 2)}\n", 2),
+        (f"version = 1\n{'a.' * DEEP}b = 1\n", 2),  # dotted keys: quadratic in tomllib, refused first
+        (f"version = 1\n[{'a.' * DEEP}b]\n", 2),
+        (f"version = 1\n[[{'a . ' * DEEP}b]]\n", 2),
+        (f"version = 1\nx = {{ {'a.' * DEEP}b = 1 }}\n", 2),
+        (f"version = 1\nname = {'[' * 40}{']' * 40}\n", 2),  # parses, but deeper than the cap
+        (f"version = 1\n{'a.' * 40}b = 1\n", 2),
+    ],
+    ids=["array", "unclosed", "inline", "mixed", "dotted", "header", "array-of-tables", "inline-dotted", "40-arrays",
+         "40-keys"],
+)  # fmt: skip
+def test_deep_nesting_is_a_clear_error_naming_its_line(text: str, line: int) -> None:
+    started = time.perf_counter()
+    message = error_of(text)
+    assert time.perf_counter() - started < 1.0
+    assert message == (
+        f"policy file p.toml, line {line}: nested more than 32 levels deep (arrays, tables or dotted keys)"
+    )
+
+
+def test_nesting_within_the_cap_is_checked_as_usual() -> None:
+    assert "Expected `str`, got `array`" in error_of(f"name = {'[' * 30}1{']' * 30}\n")
+    assert "unknown key 'a'" in error_of(f"{'a.' * 30}b = 1\n")
+    assert "unknown key 'x'" in error_of(f"x = '{'a.' * 40}a'\n")  # dots in a string are not a key
+
+
+def test_a_policy_larger_than_the_cap_is_refused(tmp_path: Path) -> None:
+    big = tmp_path / "big.toml"
+    big.write_text("# " + "x" * (1024 * 1024) + "\n")
+    with pytest.raises(PolicyError) as info:
+        Policy.load(big)
+    assert str(info.value) == f"policy file {big}: too large (a policy file is at most 1048576 bytes)"
+    with pytest.raises(PolicyError, match="too large"):
+        Policy.from_toml("#" * (1024 * 1024 + 1))
+
+
+@pytest.mark.timeout(10)
+def test_only_regular_files_are_read(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)  # opening it for reading would wait for a writer forever
+    zero = tmp_path / "zero.toml"
+    zero.symlink_to("/dev/zero")  # reading it would never end
+    for path in (fifo, zero, Path("/dev/zero"), Path("/dev/null"), tmp_path):
+        started = time.perf_counter()
+        with pytest.raises(PolicyError) as info:
+            Policy.load(path)
+        assert time.perf_counter() - started < 1.0
+        assert str(info.value) == f"policy file {path}: cannot read it (not a regular file)"
+    regular = tmp_path / "link.toml"
+    (tmp_path / "real.toml").write_text("version = 1\nname = 'linked'\n")
+    regular.symlink_to(tmp_path / "real.toml")  # a link to a regular file is a regular file
+    assert Policy.load(regular).name == "linked"
+
+
+def test_error_messages_show_file_text_literally(tmp_path: Path) -> None:
+    message = error_of('[[regions]]\nname = "\\u001b]52;c;aGk=\\u0007\\u009b2J"\nx = 0\ny = 0\nwidth = 1\nheight = 1\n'
+                       'verdict = "maybe"\n')  # fmt: skip
+    assert not any(c in message for c in "\x1b\x07\x9b")
+    weird = tmp_path / "p\x1b[2J.toml"
+    weird.write_text("[limits]\nmax_turns = 0\n")
+    with pytest.raises(PolicyError) as info:
+        Policy.load(weird)
+    assert "\x1b" not in str(info.value) and "p␛[2J.toml" in str(info.value)
+
+
+TOMLISH = st.text(alphabet="ab[]{}=.,'\"\\#\n \t0123456789-_+:xe", max_size=80)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(TOMLISH, st.text(max_size=60)))
+def test_any_text_is_a_policy_or_a_policy_error_naming_a_line(text: str) -> None:
+    try:
+        Policy.from_toml(text, source="p.toml")
+    except PolicyError as exc:
+        assert re.match(r"policy file p\.toml, line \d+", str(exc)), str(exc)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.sampled_from(["limits", "max_turns", "regions", "x", "name", "a"]), min_size=1, max_size=4),
+    st.integers(min_value=0, max_value=6),
+    st.sampled_from(["", "  ", "\t"]),
+)
+def test_an_unknown_key_is_located_wherever_it_is_written(parts: list[str], blank: int, indent: str) -> None:
+    text = "version = 1\n" + "\n" * blank + indent + ".".join(parts) + "_zz = 1\n"
+    try:
+        Policy.from_toml(text, source="p.toml")
+    except PolicyError as exc:
+        assert str(exc).startswith(f"policy file p.toml, line {blank + 2}: "), str(exc)

@@ -7,6 +7,9 @@ from collections.abc import Callable
 
 from .ports import Answer, DecisionRequest, Ruling
 
+SAFETY_CHECKS_RULE = "headless rule: safety checks need a reviewer"
+KILL_SWITCH = "kill switch"
+
 
 class FixedApprover:
     """Answers every request the same way (headless ``--on-confirm reject|approve``), except that a
@@ -18,8 +21,9 @@ class FixedApprover:
     def decide(self, request: DecisionRequest, cancel: threading.Event) -> Ruling:
         if request.kind == "safety_check" and self.answer is Answer.APPROVE:
             # The model's safety checks are acknowledged only after a person (or the user's own approver
-            # program) has looked: a blanket rule must not acknowledge them on anyone's behalf.
-            return Ruling(Answer.REJECT, "headless rule: approve", "safety checks need a reviewer")
+            # program) has looked: a blanket rule must not acknowledge them on anyone's behalf. The reject
+            # is that rule's, so it is named, not the "approve" rule that was asked.
+            return Ruling(Answer.REJECT, SAFETY_CHECKS_RULE, "a blanket approve never acknowledges safety checks")
         return Ruling(self.answer, f"headless rule: {self.answer.value}")
 
 
@@ -56,8 +60,8 @@ class HandshakeApprover:
         finally:
             with self._cond:
                 self._pending = None
-        if answer is None:  # cancelled: the kill switch won
-            return Ruling(Answer.KILL, self.by, "cancelled")
+        if answer is None:  # cancelled: the kill switch won, nobody answered
+            return Ruling(Answer.KILL, KILL_SWITCH, "cancelled")
         return Ruling(answer, self.by)
 
     def answer(self, answer: Answer, request: DecisionRequest | None = None) -> bool:

@@ -13,8 +13,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
+import os
 import re
+import stat
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -23,6 +27,8 @@ from typing import Any
 import msgspec
 
 from .actions import MODIFIERS, Action, ActionError, Kind, parse_chord_text
+from .allowlist import AllowListError, parse_entry
+from .text import visible
 
 
 class Verdict(StrEnum):
@@ -41,7 +47,18 @@ class Decision:
 
 
 class PolicyError(ValueError):
-    """A policy file that cannot be used. The message names the file and, where known, the line."""
+    """A policy file that cannot be used. The message names the file and, where known, the line.
+
+    The message quotes the file (its path, names, entries): it is made visible here, once, so that no
+    caller can print a terminal escape from a hostile file."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(visible(message))
+
+
+MAX_POLICY_BYTES = 1024 * 1024  # a real policy is a few kilobytes; this bounds what a hostile file costs
+MAX_NESTING = 32  # the longest key path (tables, dotted keys, arrays, inline tables); the schema needs 3
+MAX_LIMIT = 10**9  # any cap in [limits]: 31 years of seconds, a billion steps or dollars
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -300,27 +317,38 @@ class Policy:
     @classmethod
     def load(cls, path: str | Path) -> Policy:
         path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise PolicyError(f"policy file {path}: cannot read it ({exc.strerror or exc})") from None
-        except UnicodeDecodeError:
-            raise PolicyError(f"policy file {path}: not UTF-8 text") from None
-        return cls.from_toml(text, source=str(path))
+        return cls.from_toml(_read_policy_file(path), source=str(path))
 
     @classmethod
     def from_toml(cls, text: str, source: str = "<policy>") -> Policy:
+        if len(text) > MAX_POLICY_BYTES:
+            raise PolicyError(f"policy file {source}: too large (over {MAX_POLICY_BYTES} characters)")
+        # tomllib takes quadratic time on a key of many dotted parts ("a.a.a...a = 1"): refuse those first.
+        # A quick pattern finds candidates (it also sees dots inside strings); the scanner decides.
+        if _MANY_PARTS_RE.search(text) and _Layout(text).too_deep_line() is not None:
+            raise PolicyError(_too_deep(source, text))
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             message = str(exc)
-            where = re.search(r" \(at line (\d+), column (\d+)\)$", message)
+            where = _TOML_WHERE_RE.search(message)
             if where:
                 message = message[: where.start()]
                 raise PolicyError(
                     f"policy file {source}, line {where.group(1)}, column {where.group(2)}: invalid TOML: {message}"
                 ) from None
+            if message.endswith(_AT_END):
+                last = text.count("\n") + (0 if text.endswith("\n") else 1)
+                message = message.removesuffix(_AT_END)
+                raise PolicyError(
+                    f"policy file {source}, line {max(last, 1)}: invalid TOML at the end of the file: {message}"
+                ) from None
             raise PolicyError(f"policy file {source}: invalid TOML: {message}") from None
+        except RecursionError:
+            # tomllib descends one Python call per level of nesting: a deep enough file exhausts the stack.
+            raise PolicyError(_too_deep(source, text)) from None
+        if _depth(data) > MAX_NESTING:
+            raise PolicyError(_too_deep(source, text))
         try:
             parsed = msgspec.convert(data, _PolicyFile, strict=True)
         except msgspec.ValidationError as exc:
@@ -328,6 +356,13 @@ class Policy:
         if parsed.version != 1:
             raise PolicyError(_at(source, text, ("version",), f"unsupported version {parsed.version} (expected 1)"))
         lim = parsed.limits
+        for name in lim.__struct_fields__:
+            value = getattr(lim, name)
+            if isinstance(value, float) and not math.isfinite(value):
+                # nan compares false with everything: a cap of nan would never fire.
+                raise PolicyError(_at(source, text, ("limits", name), f"{name} must be a finite number"))
+            if value > MAX_LIMIT:  # beyond what a timer or a counter can use (a wait overflows past ~2**33 s)
+                raise PolicyError(_at(source, text, ("limits", name), f"{name} must be at most {MAX_LIMIT}"))
         for name in ("max_turns", "max_steps", "deadline_seconds", "max_text_length", "max_scroll", "max_drag_points"):
             if getattr(lim, name) < 1:
                 raise PolicyError(_at(source, text, ("limits", name), f"{name} must be at least 1"))
@@ -338,7 +373,7 @@ class Policy:
 
         def kinds(section: str, names: list[str]) -> frozenset[Kind]:
             out = set()
-            for name in names:
+            for i, name in enumerate(names):
                 try:
                     out.add(Kind(name))
                 except ValueError:
@@ -348,6 +383,7 @@ class Policy:
                             text,
                             ("actions", section),
                             f"unknown action kind {name!r}; known: " + ", ".join(k.value for k in Kind),
+                            item=i,
                         )
                     ) from None
             return frozenset(out)
@@ -365,11 +401,11 @@ class Policy:
 
         def patterns(section: str, names: list[str]) -> tuple[str, ...]:
             out = []
-            for name in names:
+            for i, name in enumerate(names):
                 try:
                     out.append(_pattern(name))
                 except ActionError as exc:
-                    raise PolicyError(_at(source, text, ("keys", section), f"{name!r}: {exc.reason}")) from None
+                    raise PolicyError(_at(source, text, ("keys", section), f"{name!r}: {exc.reason}", item=i)) from None
             return tuple(out)
 
         regions = []
@@ -394,11 +430,14 @@ class Policy:
                 )
             reason = reg.reason or f"the click lands in the '{reg.name}' region"
             regions.append(Region(reg.name, reg.x, reg.y, reg.width, reg.height, Verdict(reg.verdict), reason))
-        for domain in parsed.network.allow_domains:
-            if not _DOMAIN_RE.match(domain):
+        domains: dict[str, None] = {}  # the proxy's own grammar: what passes here is what a run accepts
+        for i, domain in enumerate(parsed.network.allow_domains):
+            try:
+                domains.setdefault(parse_entry(domain).text)
+            except AllowListError as exc:
                 raise PolicyError(
-                    _at(source, text, ("network", "allow_domains"), f"{domain!r} is not a host name or IP address")
-                )
+                    _at(source, text, ("network", "allow_domains"), f"{domain!r} {exc.problem}", item=i)
+                ) from None
         return cls(
             name=parsed.name if source != "built-in" else "default",
             source=source,
@@ -409,7 +448,7 @@ class Policy:
             confirm_keys=patterns("confirm", keys.confirm),
             block_keys=patterns("block", keys.block),
             regions=tuple(regions),
-            allow_domains=tuple(d.lower() for d in parsed.network.allow_domains),
+            allow_domains=tuple(domains),
             description=parsed.description,
         )
 
@@ -430,12 +469,6 @@ class Policy:
         )
         extra = Policy.from_toml(text, source=f"{self.source} (regions)")
         return dataclasses.replace(self, regions=self.regions + extra.regions, _key_cache={})
-
-
-_DOMAIN_RE = re.compile(
-    r"^(\*\.)?[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*$"  # host, *.host
-    r"|^\[?[0-9a-fA-F:.]+\]?$"  # IPv4 / IPv6
-)
 
 
 def _pattern(text: str) -> str:
@@ -470,70 +503,304 @@ def _chords_of(action: Action) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------------
+# Reading a file: bounded, regular files only
+# ---------------------------------------------------------------------------------------------------
+def _read_policy_file(path: Path) -> str:
+    def fail(why: str) -> PolicyError:
+        return PolicyError(f"policy file {path}: {why}")
+
+    too_large = f"too large (a policy file is at most {MAX_POLICY_BYTES} bytes)"
+    try:
+        # Refuse a FIFO or a device before opening it (opening may block or have effects), and again on the
+        # open descriptor, in case the name was swapped in between. O_NONBLOCK: a FIFO's open never waits.
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise fail("cannot read it (not a regular file)")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError as exc:
+        raise fail(f"cannot read it ({exc.strerror or exc})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise fail("cannot read it (not a regular file)")
+        if info.st_size > MAX_POLICY_BYTES:
+            raise fail(too_large)
+        data = bytearray()
+        while len(data) <= MAX_POLICY_BYTES:  # the file may grow while it is read: never past the cap
+            chunk = os.read(fd, MAX_POLICY_BYTES + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    except OSError as exc:
+        raise fail(f"cannot read it ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_POLICY_BYTES:
+        raise fail(too_large)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise fail("not UTF-8 text") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # as the text-mode read it replaces did
+
+
+def _depth(data: Any) -> int:
+    """The longest key path in parsed TOML (``a.b = [[1]]`` is 4 deep: a, b, 0, 0), without recursion."""
+    deepest = 0
+    todo: list[tuple[Any, int]] = [(data, 0)]  # containers only, with the length of their path
+    while todo:
+        node, depth = todo.pop()
+        children = list(node.values()) if isinstance(node, dict) else node
+        if children:
+            deepest = max(deepest, depth + 1)
+            if deepest > MAX_NESTING:
+                break
+            todo.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return deepest
+
+
+def _too_deep(source: str, text: str) -> str:
+    line = _Layout(text).too_deep_line()
+    where = f", line {line}" if line else ""
+    return f"policy file {source}{where}: nested more than {MAX_NESTING} levels deep (arrays, tables or dotted keys)"
+
+
+# ---------------------------------------------------------------------------------------------------
 # Error location: msgspec reports "... - at `$.limits.max_turns`"; find that key's line in the text.
 # ---------------------------------------------------------------------------------------------------
-_PATH_RE = re.compile(r" - at `\$((?:\.[A-Za-z0-9_-]+|\[\d+\])*)`$")
+_TOML_WHERE_RE = re.compile(r" \(at line (\d+), column (\d+)\)$")
+_AT_END = " (at end of document)"
+# MAX_NESTING parts of a key, each followed by a dot, where a key may start (a line, "[", "{", ","). Linear:
+# the quantifiers are possessive, an attempt starts only there, and a quoted part ends at the first quote
+# that could start another attempt, so what two attempts scan overlaps by one key at most.
+_MANY_PARTS_RE = re.compile(
+    r"(?:^|[\[{,])[ \t]*+(?:(?:[A-Za-z0-9_-]++|\"(?:[^\"\\\n]|\\.)*+\"|'[^'\n]*+')[ \t]*+\.[ \t]*+)"
+    + f"{{{MAX_NESTING}}}",
+    re.MULTILINE,
+)
+_PATH_RE = re.compile(r" - at `\$((?:\.[A-Za-z0-9_-]+|\[\d+\])*)`")
+_PATH_PART_RE = re.compile(r"\.([A-Za-z0-9_-]+)|\[(\d+)\]")
+_UNKNOWN_FIELD = "Object contains unknown field `"
 
 
 def _locate_error(source: str, text: str, message: str) -> str:
-    match = _PATH_RE.search(message)
     path: tuple[Any, ...] = ()
+    cut = message.rfind(" - at `$")  # the last one: a field name may contain the marker too
+    match = _PATH_RE.fullmatch(message, cut) if cut >= 0 else None
     if match:
-        message = message[: match.start()]
-        path = tuple(int(p[1:-1]) if p.startswith("[") else p for p in re.findall(r"\.[^.\[]+|\[\d+\]", match.group(1)))
-        path = tuple(p[1:] if isinstance(p, str) else p for p in path)
-    if message.startswith("Object contains unknown field"):
-        unknown = re.search(r"`([^`]+)`", message)
-        if unknown:
-            path = (*path, unknown.group(1))
-            message = f"unknown key {unknown.group(1)!r}"
+        message = message[:cut]
+        path = tuple(name if name else int(index) for name, index in _PATH_PART_RE.findall(match.group(1)))
+    if message.startswith(_UNKNOWN_FIELD) and message.endswith("`"):
+        name = message[len(_UNKNOWN_FIELD) : -1]
+        path = (*path, name)
+        message = f"unknown key {name!r}"
     return _at(source, text, path, message)
 
 
-def _at(source: str, text: str, path: tuple[Any, ...], message: str) -> str:
-    line = _find_line(text, path)
+def _at(source: str, text: str, path: tuple[Any, ...], message: str, item: int | None = None) -> str:
+    """The error message for ``path`` (``item``: the index of the offending element of a list there)."""
+    line = _Layout(text).line_of(path if item is None else (*path, item))
     where = f"line {line}" if line else "at top level"
     dotted = ".".join(str(p) for p in path)
     return f"policy file {source}, {where}: {dotted + ': ' if dotted else ''}{message}"
 
 
-_HEADER_RE = re.compile(r"^\s*(\[\[?)\s*([A-Za-z0-9_.\- \"']+?)\s*\]\]?\s*(#.*)?$")
-_KEY_RE = re.compile(r"^\s*([A-Za-z0-9_.\-\"']+?)\s*=")
+# A hand-written scanner instead of regular expressions over whole lines: a pattern such as "a run of spaces,
+# then key characters or spaces, then spaces" backtracks cubically on a long hostile line, and tomllib keeps
+# no positions. Every step consumes input and a multi-line string that never closes ends the scan, so the
+# cost is linear in the size of the text, whatever it holds.
+_WS_RE = re.compile(r"[ \t\r]+")
+_BARE_RE = re.compile(r"[^\s\[\]{},=\"'#.]+")
+_BASIC_RE = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+_LITERAL_RE = re.compile(r"'[^'\n]*'")
+_ML_BASIC_RE = re.compile(r'"""(?:[^"\\]|\\.|"(?!""))*"""(?:""?)?', re.DOTALL)
+_ML_LITERAL_RE = re.compile(r"'''(?:[^']|'(?!''))*'''(?:''?)?", re.DOTALL)
+_PUNCT = frozenset("[]{},=.")
+_STARTS_VALUE = frozenset({"key", "string", "[", "{"})
 
 
-def _find_line(text: str, path: tuple[Any, ...]) -> int | None:
-    """1-based line of ``path`` (e.g. ("regions", 0, "verdict")) in the TOML text, or of its deepest
-    enclosing table or key found; None when nothing matches (best effort, for error messages)."""
-    if not path:
+class _Layout:
+    """Where each key path of a TOML text starts (1-based line): keys, table headers, list elements.
+
+    Paths are those msgspec reports: ``("regions", 1, "verdict")`` is the key ``verdict`` of the second
+    ``[[regions]]`` table, ``("keys", "block", 2)`` the third element of ``block = [...]`` in ``[keys]``."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def line_of(self, path: tuple[Any, ...]) -> int | None:
+        """The line of ``path``, or else of the longest prefix of it found; None for the empty path."""
+        best, best_len = None, 0
+        for found, line in self._scan():
+            if found == path:
+                return line
+            if best_len < len(found) <= len(path) and found == path[: len(found)]:
+                best, best_len = line, len(found)
+        return best
+
+    def too_deep_line(self) -> int | None:
+        """The line where a path first grows longer than MAX_NESTING (the scan stops there)."""
+        for found, line in self._scan():
+            if len(found) > MAX_NESTING:
+                return line
         return None
-    current: tuple[Any, ...] = ()
-    counters: dict[tuple[str, ...], int] = {}
-    best, best_len = None, 0
-    for number, line in enumerate(text.splitlines(), 1):
-        header = _HEADER_RE.match(line)
-        if header:
-            names = tuple(part.strip().strip("\"'") for part in header.group(2).split("."))
-            if header.group(1) == "[[":
-                counters[names] = counters.get(names, -1) + 1
-                current = (*names, counters[names])
+
+    def _tokens(self) -> Iterator[tuple[str, str, int]]:
+        """(kind, text, line): kind is "nl", "key" (a bare word or a one-line string, which may be a key),
+        "string" (a multi-line string) or a punctuation character. Spaces and comments are skipped."""
+        text, pos, line, end = self.text, 0, 1, len(self.text)
+        while pos < end:
+            c = text[pos]
+            m: re.Match[str] | None
+            if c == "\n":
+                yield "nl", c, line
+                line, pos = line + 1, pos + 1
+            elif c in " \t\r":
+                m = _WS_RE.match(text, pos)
+                pos = m.end() if m else pos + 1
+            elif c == "#" or (c in "\"'" and not text.startswith(c * 3, pos)):
+                m = None if c == "#" else (_BASIC_RE if c == '"' else _LITERAL_RE).match(text, pos)
+                if m is None:  # a comment, or a string not closed on its line: skip to the end of the line
+                    stop = text.find("\n", pos)
+                    pos = end if stop < 0 else stop
+                else:
+                    yield "key", m.group(), line
+                    pos = m.end()
+            elif c in "\"'":
+                m = (_ML_BASIC_RE if c == '"' else _ML_LITERAL_RE).match(text, pos)
+                if m is None:
+                    return  # never closed: the rest of the text is inside it
+                yield "string", m.group(), line
+                line += m.group().count("\n")
+                pos = m.end()
+            elif c in _PUNCT:
+                yield c, c, line
+                pos += 1
             else:
-                current = names
-            here = current
-        else:
-            key = _KEY_RE.match(line)
-            if not key:
-                continue
-            here = (*current, *(part.strip().strip("\"'") for part in key.group(1).split(".")))
-        common = 0
-        for a, b in zip(here, path, strict=False):
-            if a != b:
-                break
-            common += 1
-        if common == len(path) and len(here) == len(path):
-            return number
-        if common == len(here) and common > best_len:
-            best, best_len = number, common
-    return best
+                m = _BARE_RE.match(text, pos)
+                if m is None:  # a stray character (a form feed, a vertical tab): skip it
+                    pos += 1
+                else:
+                    yield "key", m.group(), line
+                    pos = m.end()
+
+    def _scan(self) -> Iterator[tuple[tuple[Any, ...], int]]:
+        """(path, line) for every key, header and list element, in order; stops after the first path longer
+        than MAX_NESTING (nothing deeper can be valid)."""
+        table: tuple[Any, ...] = ()
+        arrays_of_tables: dict[tuple[Any, ...], int] = {}
+        # The values being read, innermost last: ["array", path, index, waiting for an element]
+        # or ["inline", path, state (key, keyparts, value, after), key parts].
+        stack: list[list[Any]] = []
+        # At statement level: start (of a line), header, key, value (after "="), rest (of the line).
+        state, parts, new_element = "start", [], False
+        value_path: tuple[Any, ...] = ()
+        for kind, token, line in self._tokens():
+            opened: tuple[Any, ...] | None = None  # the path of a value that starts with this token
+            if not stack:
+                if kind == "nl":
+                    state = "start"
+                elif state == "start":
+                    if kind == "[":
+                        state, parts, new_element = "header", [], False
+                    elif kind == "key":
+                        state, parts = "key", [_key_name(token)]
+                    else:
+                        state = "rest"
+                elif state == "header":
+                    if kind == "[" and not parts:
+                        new_element = True  # "[[name]]": a new element of an array of tables
+                    elif kind == "key":
+                        parts.append(_key_name(token))
+                        if len(parts) > MAX_NESTING:
+                            yield tuple(parts), line
+                            return
+                    elif kind == "]":
+                        table = _resolve(parts, arrays_of_tables, new_element)
+                        yield table, line
+                        if len(table) > MAX_NESTING:
+                            return
+                        state = "rest"  # the second "]" of "[[name]]" is ignored there
+                elif state == "key":
+                    if kind == "key":
+                        parts.append(_key_name(token))
+                        if len(table) + len(parts) > MAX_NESTING:
+                            yield (*table, *parts), line
+                            return
+                    elif kind == "=":
+                        for n in range(1, len(parts)):
+                            yield (*table, *parts[:n]), line
+                        value_path, state = (*table, *parts), "value"
+                        opened = value_path
+                    elif kind != ".":
+                        state = "rest"
+                elif state == "value":
+                    if kind in ("[", "{"):
+                        stack.append(_frame(kind, value_path))
+                    state = "rest"
+            elif stack[-1][0] == "array":
+                top = stack[-1]
+                if kind == ",":
+                    top[2], top[3] = top[2] + 1, True
+                elif kind == "]":
+                    stack.pop()
+                elif kind in _STARTS_VALUE and top[3]:
+                    top[3] = False
+                    opened = (*top[1], top[2])
+                    if kind in ("[", "{"):
+                        stack.append(_frame(kind, opened))
+            else:
+                top = stack[-1]
+                if kind == "}":
+                    stack.pop()
+                elif top[2] == "key" and kind == "key":
+                    top[2], top[3] = "keyparts", [_key_name(token)]
+                elif top[2] == "keyparts" and kind == "key":
+                    top[3].append(_key_name(token))
+                    if len(top[1]) + len(top[3]) > MAX_NESTING:
+                        yield (*top[1], *top[3]), line
+                        return
+                elif top[2] == "keyparts" and kind == "=":
+                    for n in range(1, len(top[3])):
+                        yield (*top[1], *top[3][:n]), line
+                    top[2] = "value"
+                    opened = (*top[1], *top[3])
+                elif top[2] == "value" and kind in _STARTS_VALUE:
+                    top[2] = "after"
+                    if kind in ("[", "{"):
+                        stack.append(_frame(kind, (*top[1], *top[3])))
+                elif top[2] == "after" and kind == ",":
+                    top[2] = "key"
+            if opened is not None:
+                yield opened, line
+                if len(opened) > MAX_NESTING:
+                    return
+
+
+def _frame(opener: str, path: tuple[Any, ...]) -> list[Any]:
+    return ["array", path, 0, True] if opener == "[" else ["inline", path, "key", []]
+
+
+def _key_name(token: str) -> str:
+    if token.startswith('"'):
+        try:
+            return str(json.loads(token))  # TOML's basic-string escapes are JSON's, bar \U and \e
+        except ValueError:
+            return token[1:-1]
+    if token.startswith("'"):
+        return token[1:-1]
+    return token
+
+
+def _resolve(names: list[str], arrays_of_tables: dict[tuple[Any, ...], int], new_element: bool) -> tuple[Any, ...]:
+    """The path of a table header: each array of tables on the way adds the index of its current element."""
+    path: tuple[Any, ...] = ()
+    for i, name in enumerate(names):
+        path = (*path, name)
+        if new_element and i == len(names) - 1:
+            arrays_of_tables[path] = arrays_of_tables.get(path, -1) + 1
+        if path in arrays_of_tables:
+            path = (*path, arrays_of_tables[path])
+    return path
 
 
 DEFAULT_POLICY_TOML = """\

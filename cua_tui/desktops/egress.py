@@ -15,6 +15,7 @@ Rules, following the sandboxing guide (seeds/003, "Layer 3" and the Squid config
 * ``*.example.org`` allows subdomains of example.org (not example.org itself, not ``evilexample.org``);
 * names are compared as lowercase ASCII (punycode); anything outside ``[a-z0-9.-]`` is refused, and an address
   that looks numeric must be a canonical IPv4 or IPv6 literal (``2130706433``, ``127.1``, ``0x7f.0.0.1`` are refused);
+  the grammar of entries and hosts is :mod:`cua_tui.core.allowlist`, the same one the policy file is checked with;
 * a refused host is never resolved; an allowed name must resolve to public addresses (a name that resolves to
   loopback, private, link-local or metadata addresses is refused) unless ``allow_private_resolution`` is set;
   IP literals on the list are connected to as written;
@@ -36,9 +37,11 @@ import socket
 import stat
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..core.allowlist import AllowList, Judgement, parse_port, show_host
 
 __all__ = ["MAX_HEADER_BYTES", "AllowList", "EgressProxy", "EgressRecord", "Judgement", "relay_command"]
 
@@ -46,14 +49,10 @@ log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())  # a library: say nothing on stderr (under the TUI) unless logging is set up
 
 MAX_HEADER_BYTES = 64 * 1024
-DEFAULT_PORTS = frozenset({80, 443})
 _COPY_CHUNK = 64 * 1024
 _RECORD_HOST_MAX = 300
 _RECORD_METHOD_MAX = 40
 
-_HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")
-_NUMERIC_LABEL = re.compile(r"0x[0-9a-f]*|[0-9]+")
-_PORT_TEXT = re.compile(r"[0-9]{1,5}")
 _TOKEN = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
 _STATUS_LINE = re.compile(rb"HTTP/1\.[01] ([0-9]{3})(?: .*)?")
@@ -74,179 +73,6 @@ class EgressRecord:
     allowed: bool
     reason: str
     ts: float
-
-
-# ------------------------------------------------------------------------------------------------ allow-list
-
-
-class _HostError(ValueError):
-    pass
-
-
-def _canonical_host(text: str) -> tuple[str, bool]:
-    """The canonical form of a host (lowercase name without trailing dot, or a compressed IP) and whether it is
-    an IP literal. Raises _HostError with a reason a person understands."""
-    if not text:
-        raise _HostError("empty host")
-    if "@" in text:
-        raise _HostError("user information (user@host) is not allowed in a host")
-    if not text.isascii():
-        raise _HostError(f"non-ASCII host {text!r}: use its punycode (xn--) form")
-    host = text.lower()
-    if host.startswith("[") or host.endswith("]") or ":" in host:
-        if host.startswith("[") != host.endswith("]"):
-            raise _HostError(f"malformed IPv6 address {text!r}")
-        inner = host[1:-1] if host.startswith("[") else host
-        try:
-            ip6 = ipaddress.IPv6Address(inner)
-        except ValueError:
-            raise _HostError(f"not a valid IPv6 address: {text!r}") from None
-        if ip6.scope_id:
-            raise _HostError(f"IPv6 scope ids are not allowed: {text!r}")
-        return ip6.compressed, True
-    if host.endswith("."):
-        host = host[:-1]
-    if not host or len(host) > 253:
-        raise _HostError(f"not a valid host name: {text!r}")
-    if not set(host) <= _HOST_CHARS:
-        raise _HostError(f"not a valid host name (only a-z, 0-9, '.' and '-' are allowed): {text!r}")
-    labels = host.split(".")
-    if any(not label or len(label) > 63 for label in labels):
-        raise _HostError(f"not a valid host name (empty or over-long label): {text!r}")
-    if _NUMERIC_LABEL.fullmatch(labels[-1]):
-        # A URL parser reads such a host as an IPv4 address in some notation; accept only the canonical one.
-        try:
-            ip4 = ipaddress.IPv4Address(host)
-        except ValueError:
-            raise _HostError(f"neither a host name nor a canonical IPv4 address: {text!r}") from None
-        return str(ip4), True
-    return host, False
-
-
-def _show_host(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
-
-
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    text: str  # normalized, shown in reasons
-    host: str  # canonical host, or the base domain of a wildcard
-    wildcard: bool
-    is_ip: bool
-    ports: frozenset[int]
-
-    def matches(self, host: str) -> bool:
-        return host.endswith("." + self.host) if self.wildcard else host == self.host
-
-
-def _parse_entry(raw: object) -> _Entry:
-    if not isinstance(raw, str):
-        raise ValueError(f"invalid allow-list entry {raw!r}: not a string")
-
-    def bad(why: str) -> ValueError:
-        return ValueError(f"invalid allow-list entry {raw!r}: {why}")
-
-    text = raw.strip()
-    if not text:
-        raise bad("empty")
-    if "://" in text or any(c in text for c in "/?#\\"):
-        raise bad("write a host name or host:port, not a URL")
-    if "@" in text:
-        raise bad("user information (user@host) is not allowed")
-    if any(c.isspace() or not c.isprintable() for c in text):
-        raise bad("contains whitespace or control characters")
-    port_text: str | None
-    if text.startswith("["):
-        m = re.fullmatch(r"(\[[^\[\]]*\])(?::(.*))?", text)
-        if not m:
-            raise bad("malformed bracketed IPv6 address")
-        host, port_text = m[1], m[2]
-    elif text.count(":") == 1:
-        host, port_text = text.split(":")
-    else:  # a plain host, or a bare IPv6 literal (which cannot carry a port)
-        host, port_text = text, None
-    ports = DEFAULT_PORTS
-    if port_text is not None:
-        if not _PORT_TEXT.fullmatch(port_text) or not 1 <= int(port_text) <= 65535:
-            raise bad("the port must be a number from 1 to 65535")
-        ports = frozenset({int(port_text)})
-    wildcard = host.startswith("*.")
-    base = host[2:] if wildcard else host
-    if "*" in base:
-        raise bad("'*' is only allowed as a leading '*.' meaning 'any subdomain of'")
-    try:
-        canon, is_ip = _canonical_host(base)
-    except _HostError as exc:
-        raise bad(str(exc)) from None
-    if wildcard and is_ip:
-        raise bad("a wildcard needs a domain name, not an IP address")
-    shown = ("*." if wildcard else "") + _show_host(canon) + (f":{port_text.lstrip('0')}" if port_text else "")
-    return _Entry(shown, canon, wildcard, is_ip, ports)
-
-
-@dataclass(frozen=True, slots=True)
-class Judgement:
-    """The full answer of :meth:`AllowList.judge`: ``host`` is canonical, or None when the host is invalid."""
-
-    allowed: bool
-    reason: str
-    host: str | None
-    is_ip: bool
-
-
-class AllowList:
-    """Host (and port) patterns a request may reach. Build it with :meth:`parse`."""
-
-    __slots__ = ("_entries",)
-
-    def __init__(self, entries: Iterable[_Entry] = ()) -> None:
-        self._entries: tuple[_Entry, ...] = tuple(entries)
-
-    @classmethod
-    def parse(cls, entries: Iterable[str]) -> AllowList:
-        """Parse entries: ``example.com``, ``*.example.org``, ``127.0.0.1:8123``, ``[::1]:8080``, ``::1``.
-
-        Raises ValueError naming the first invalid entry."""
-        if isinstance(entries, str | bytes):
-            raise TypeError("AllowList.parse takes a list of entries, not a single string")
-        parsed: dict[str, _Entry] = {}
-        for raw in entries:
-            entry = _parse_entry(raw)
-            parsed.setdefault(entry.text, entry)
-        return cls(parsed.values())
-
-    @property
-    def entries(self) -> tuple[str, ...]:
-        """The normalized entries, in the order given."""
-        return tuple(e.text for e in self._entries)
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def __repr__(self) -> str:
-        return f"AllowList({list(self.entries)!r})"
-
-    def allows(self, host: str, port: int) -> tuple[bool, str]:
-        """Whether a request to host:port may go out, and why (a reason a person understands)."""
-        j = self.judge(host, port)
-        return j.allowed, j.reason
-
-    def judge(self, host: str, port: int) -> Judgement:
-        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-            return Judgement(False, f"invalid port {port!r}", None, False)
-        try:
-            canon, is_ip = _canonical_host(host)
-        except _HostError as exc:
-            return Judgement(False, str(exc), None, False)
-        matching = [e for e in self._entries if e.is_ip == is_ip and e.matches(canon)]
-        for entry in matching:
-            if port in entry.ports:
-                return Judgement(True, f"allowed: {entry.text}", canon, is_ip)
-        if matching:
-            ports = ", ".join(str(p) for p in sorted(set().union(*(e.ports for e in matching))))
-            reason = f"port {port} is not on the allow-list for {_show_host(canon)} (allowed ports: {ports})"
-            return Judgement(False, reason, canon, is_ip)
-        return Judgement(False, "not on the allow-list", canon, is_ip)
 
 
 # ------------------------------------------------------------------------------------------------ the relay
@@ -366,9 +192,10 @@ def _split_hostport(authority: str, default_port: int | None) -> tuple[str, int]
         if default_port is None:
             raise _BadRequest("missing port in the CONNECT target")
         return host, default_port
-    if not _PORT_TEXT.fullmatch(port_text) or not 1 <= int(port_text) <= 65535:
+    port = parse_port(port_text)
+    if port is None:
         raise _BadRequest("invalid port in the request target")
-    return host, int(port_text)
+    return host, port
 
 
 def _parse_authority(authority: str, default_port: int | None) -> tuple[str, int]:
@@ -768,7 +595,7 @@ class EgressProxy:
 
     def _judged_authority(self, host: str, port: int) -> str:
         canon = self.allow.judge(host, port).host or host
-        return _show_host(canon) + ("" if port == 80 else f":{port}")
+        return show_host(canon) + ("" if port == 80 else f":{port}")
 
     @staticmethod
     def _request_head(req: _Request, path: str, authority: str) -> bytes:
@@ -799,7 +626,7 @@ class EgressProxy:
     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
         """Judge host:port, connect if allowed, record the decision, answer 403/502 if it goes no further."""
         j = self.allow.judge(host, port)
-        shown = f"{_show_host(j.host or host)}:{port}"
+        shown = f"{show_host(j.host or host)}:{port}"
         if not j.allowed or j.host is None:
             self._record(j.host or host, port, method, False, j.reason)
             await self._respond(reader, writer, 403, f"cua-tui egress proxy refused {shown}: {j.reason}")
