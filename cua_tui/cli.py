@@ -88,6 +88,12 @@ def _execute(
         size = Size.parse(screen)
     except ValueError as exc:
         raise UsageFailure(str(exc)) from None
+    from .core.allowlist import AllowList, AllowListError
+
+    try:  # the same grammar as the policy file's allow_domains and the proxy: refused here, not at start
+        AllowList.parse(allow_domains)
+    except AllowListError as exc:
+        raise UsageFailure(f"--allow-domain: {exc}") from None
     lab = None
     if lab_name:
         from .labs import get_lab
@@ -223,10 +229,13 @@ def _execute(
     help="Policy TOML file (default: the settings' policy, else the built-in policy).",
 )
 @click.option("--runs-dir", type=click.Path(path_type=Path), default=None, help="Where run directories go.")
-@click.option("--max-turns", type=click.IntRange(min=1), default=None, help="Override the policy's turn limit.")
-@click.option("--max-steps", type=click.IntRange(min=1), default=None, help="Override the policy's step limit.")
+@click.option("--max-turns", type=click.IntRange(1, 10**9), default=None, help="Override the policy's turn limit.")
+@click.option("--max-steps", type=click.IntRange(1, 10**9), default=None, help="Override the policy's step limit.")
 @click.option(
-    "--deadline", type=click.IntRange(min=1), default=None, help="Override the policy's wall-clock limit, in seconds."
+    "--deadline",
+    type=click.IntRange(1, 10**9),
+    default=None,
+    help="Override the policy's wall-clock limit, in seconds.",
 )
 @click.option(
     "--audit-key",

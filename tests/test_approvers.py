@@ -482,11 +482,12 @@ def test_headless_approve_names_the_rule_that_rejected_a_safety_check(tmp_path: 
     out, decisions = _headless(tmp_path, SCRIPT_WITH_SAFETY_CHECK, "approve")
     assert "decision: reject (by headless rule: safety checks need a reviewer)" in out
     assert "(by headless rule: approve)" not in out
-    # The ruling, then the supervisor's record that the call's action fell with it.
+    # The ruling, then the supervisor's record that the call's action fell with it, by the same decider.
     assert [(d["subject"], d["decision"], d["by"]) for d in decisions] == [
         ("safety_check", "reject", "headless rule: safety checks need a reviewer"),
-        ("safety_check", "reject", "safety check rejected"),
+        ("safety_check", "reject", "headless rule: safety checks need a reviewer"),
     ]
+    assert decisions[1]["note"] == "safety check rejected"
 
 
 def test_headless_ask_at_end_of_input_is_not_a_human_decision(tmp_path: Path) -> None:

@@ -123,6 +123,10 @@ def test_dry_backend_finishes_without_verifier(tmp_path: Path) -> None:
         (["--agent", "openai"], "needs an API key: set OPENAI_API_KEY"),
         (["--agent", "anthropic"], "needs an API key: set ANTHROPIC_API_KEY"),
         (["--agent", "nonsense"], "unknown agent 'nonsense'"),
+        (["--allow-domain", "127.1"], "--allow-domain: allow-list entry '127.1'"),
+        (["--allow-domain", "*.1"], "--allow-domain: allow-list entry '*.1'"),
+        (["--allow-domain", "[::1"], "--allow-domain: allow-list entry '[::1'"),
+        (["--max-steps", str(10**10)], "--max-steps"),
     ],
 )
 def test_bad_usage_exits_2_with_a_clear_message(

@@ -403,10 +403,10 @@ class Supervisor:
             acknowledged: tuple[SafetyCheck, ...] = ()
             duplicate = call.call_id in self._seen_call_ids or not call.call_id
             self._seen_call_ids.add(call.call_id)
-            safety_ok = True
+            safety_ok, safety_by = True, ""
             if call.safety_checks and items and not halted and not duplicate:
                 # Safety checks are decided before anything of their call runs.
-                acknowledged = self._decide_safety_checks(call, items[0][0])
+                acknowledged, safety_by = self._decide_safety_checks(call, items[0][0])
                 safety_ok = bool(acknowledged)
             for index, position, _raw, action, error in items:
                 if halted:
@@ -420,8 +420,10 @@ class Supervisor:
                     call_results.append(self._refuse(call, index, position, "duplicate_call_id", reason))
                     continue
                 if not safety_ok:
-                    self._emit(
-                        ev.DecisionMade(self.turn, index, "reject", "safety check rejected", subject="safety_check")
+                    self._emit(  # who rejected the call's safety checks decided this action's fate too
+                        ev.DecisionMade(
+                            self.turn, index, "reject", safety_by, subject="safety_check", note="safety check rejected"
+                        )
                     )
                     call_results.append(self._outcome(call, index, position, OutcomeStatus.DECLINED, MSG_DECLINED))
                     continue
@@ -484,8 +486,8 @@ class Supervisor:
         except OSError as exc:
             self._storage_failed(name, exc)
 
-    def _decide_safety_checks(self, call: Call, first_index: int) -> tuple[SafetyCheck, ...]:
-        """Put the call's safety checks to the reviewer; return them if acknowledged, else ()."""
+    def _decide_safety_checks(self, call: Call, first_index: int) -> tuple[tuple[SafetyCheck, ...], str]:
+        """Put the call's safety checks to the reviewer; return them if acknowledged (else ()) and who decided."""
         checks = call.safety_checks
         self._emit(
             ev.SafetyChecksRaised(
@@ -503,7 +505,8 @@ class Supervisor:
             safety_checks=checks,
             frame=self._frame,
         )
-        return checks if self._ask(request).answer is Answer.APPROVE else ()
+        ruling = self._ask(request)
+        return (checks if ruling.answer is Answer.APPROVE else ()), ruling.by
 
     def _parse(self, call: Call, raw: Any, scaling: Scaling) -> tuple[Action | None, ActionError | None]:
         try:
