@@ -221,7 +221,10 @@ def local_child(runs: Path, ready: int) -> None:
 
     lab = get_lab("form")
     desktop = LocalDesktop(Size(1024, 720), lab=lab)
-    agent = ScriptAgent(Script.from_data(lab.script(None)))
+    script = lab.script(None)
+    # A first turn of moves and waits (3 s) keeps the desktop busy, so that each kill lands mid-run.
+    busy = {"actions": [{"type": "move", "x": 100 + 40 * n, "y": 300} for n in range(4)] + [{"type": "wait"}] * 3}
+    agent = ScriptAgent(Script.from_data({**script, "turns": [busy, *script["turns"]]}))
     policy = Policy.default().with_regions(lab.regions())
     config = RunConfig(task=lab.task, backend="local", agent="script", model=None, screen=desktop.size, policy=policy)
 
@@ -249,9 +252,11 @@ def test_sigkill_of_a_local_run_leaves_no_desktop_process_and_an_intact_prefix(t
     os.close(write_end)
     try:
         assert os.read(read_end, 1) == b"1", "the local desktop did not start"
-        time.sleep(moment)
         tree = descendants(pid)
         assert tree, "the desktop's processes are children of the controller"
+        time.sleep(moment)
+        tree |= descendants(pid)
+        assert os.waitpid(pid, os.WNOHANG) == (0, 0), "the run ended before the kill: not a crash"
         os.kill(pid, signal.SIGKILL)
     finally:
         os.close(read_end)
