@@ -35,11 +35,19 @@ from ..core.actions import Action
 from ..core.geometry import Size
 from ..core.ports import DesktopError, Frame, StepResult, Verification
 from .egress import AllowList, EgressProxy, EgressRecord, relay_command
+from .isolation import NAMESPACES, UidLease, etc_files, filesystem_args, lease_uid, openbox_env, openbox_files
 from .x11 import X11Session, grant_local_user
 
-SANDBOX_USERS = ("cua-sandbox", "nobody")
 INNER_PROXY_PORT = 3128
 REQUIRED = ("Xvfb", "openbox", "chromium", "bwrap", "socat", "xauth")
+
+# First paint. Chromium maps its window a few hundred ms before the page shows; a page is on screen once
+# the frame differs from the blank root window and is not one flat colour, then it gets this long to
+# finish painting. A page that really is one flat colour counts once it has held still for a while.
+FIRST_PAINT_POLL = 0.05
+FIRST_PAINT_QUIET = 0.3  # painted, then unchanged this long: settled
+FIRST_PAINT_LIMIT = 2.0  # an animated page never settles: it counts as painted this long after it showed
+FLAT_PAGE_WAIT = 1.5  # a flat-coloured frame unchanged this long is the page itself
 
 
 WORKSPACE_PREFIX = "cua-tui-desktop-"
@@ -79,6 +87,37 @@ def url_allow_entry(url: str) -> tuple[str, str]:
         url = parts._replace(netloc=netloc).geturl()
     entry = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     return url, entry
+
+
+class FirstPaint:
+    """Decides, one grab at a time, when the browser has painted its page.
+
+    Every pixel counts: a frame has content when it differs anywhere from the blank root window and is not
+    a single flat colour (a mostly white page with a few words is content; Chromium's empty window is not).
+    """
+
+    def __init__(self, blank: bytes) -> None:
+        self.blank = blank
+        self._last: bytes | None = None
+        self._since = 0.0  # when the frame last changed
+        self._content_at: float | None = None  # when content first showed
+
+    def ready(self, raw: bytes, size: tuple[int, int], now: float) -> bool:
+        if raw != self._last:
+            self._last, self._since = raw, now
+            if self._content_at is None and raw != self.blank and not is_flat(raw, size):
+                self._content_at = now
+        if self._content_at is not None:
+            return now - self._since >= FIRST_PAINT_QUIET or now - self._content_at >= FIRST_PAINT_LIMIT
+        return raw != self.blank and now - self._since >= FLAT_PAGE_WAIT
+
+
+def is_flat(raw: bytes, size: tuple[int, int]) -> bool:
+    """Whether a BGRX frame is one colour, judged on every pixel (Pillow's extrema, in C)."""
+    from PIL import Image
+
+    image = Image.frombuffer("RGB", size, raw, "raw", "BGRX", 0, 1)
+    return all(low == high for low, high in image.getextrema())
 
 
 def missing_programs() -> list[str]:
@@ -140,7 +179,8 @@ class LocalDesktop:
         self._display: str | None = None
         self._stopped = False
         self._stop_lock = threading.Lock()
-        self._user = _sandbox_user()
+        self._lease: UidLease | None = None
+        self._openbox: int | None = None
 
     # ------------------------------------------------------------------------------------------------
     @property
@@ -156,7 +196,34 @@ class LocalDesktop:
         return self._display
 
     def processes(self) -> dict[str, int]:
-        return {name: proc.pid for name, proc in self._procs.items()}
+        """Host pids: Xvfb, the sandbox (bwrap, whose namespaces hold everything else) and openbox in it."""
+        pids = {name: proc.pid for name, proc in self._procs.items()}
+        browser = self._procs.get("browser")
+        if self._openbox is None and browser is not None:
+            self._openbox = _descendant(browser.pid, "openbox")
+        if self._openbox is not None:
+            pids["openbox"] = self._openbox
+        return pids
+
+    @property
+    def isolation(self) -> dict[str, Any]:
+        """What isolation this run obtained (for run.json and the audit log)."""
+        lease = self._lease
+        uid = lease.uid if lease is not None else None
+        per_run = bool(lease and lease.per_run)
+        info: dict[str, Any] = {
+            "namespaces": list(NAMESPACES),
+            "uid": uid,
+            "uid_per_run": per_run,
+            "filesystem": "minimal read-only binds (/usr, libraries, fonts, the browser) + own workspace",
+            "window_manager": "inside sandbox, read-only configuration",
+            "relay": "inside sandbox",
+            "x_socket": "this run's display only",
+            "egress": "allow-list proxy only",
+        }
+        if not per_run:
+            info["note"] = "not root: the sandbox runs as the controller's own uid; a uid per run needs root"
+        return info
 
     def bind_events(self, sink: Callable[[ev.Event], None]) -> None:
         """Where egress events go (the supervisor's audit log)."""
@@ -184,22 +251,33 @@ class LocalDesktop:
             raise DesktopError(f"could not start the local desktop: {exc}", fatal=True) from None
 
     def _start(self) -> None:
-        user = self._user
+        lease = self._lease = lease_uid()
+        uid = lease.uid
         sweep_stale_workspaces()
         ws = Path(tempfile.mkdtemp(prefix=WORKSPACE_PREFIX))
         self._workspace = ws
         (ws / "owner.pid").write_text(str(os.getpid()))
-        os.chmod(ws, 0o711)
+        os.chmod(ws, 0o711)  # the sandbox user binds its two folders from here; nobody else lists it
         home, run = ws / "home", ws / "run"
-        for folder in (home, home / "Downloads", home / "profile" / "Default", run):
+        config = run / "openbox"
+        for folder in (home, home / "Downloads", home / "profile" / "Default", run, config):
             folder.mkdir(parents=True, exist_ok=True)
         (home / "profile" / "Default" / "Preferences").write_text(
             '{"download": {"default_directory": "%s", "prompt_for_download": false}, '
             '"profile": {"exit_type": "Normal"}}' % (home / "Downloads")
         )
-        _chown_tree(home, user)
+        _chown_tree(home, uid)
         os.chmod(home, 0o700)
+        # run/ stays the controller's: the sandbox sees it read-only (its init script, openbox's
+        # configuration, its /etc files), and only the cookie and the proxy socket are the sandbox user's.
         os.chmod(run, 0o755)
+        for name, text in openbox_files(str(config)).items():
+            (config / name).parent.mkdir(exist_ok=True)
+            (config / name).write_text(text)
+        etc = run / "etc"
+        etc.mkdir()
+        for name, text in etc_files(uid, str(home)).items():
+            (etc / name).write_text(text)
 
         if self.lab is not None:
             self.lab.start()
@@ -211,9 +289,12 @@ class LocalDesktop:
             allow = [entry, *self.allow_domains]
         self._proxy = EgressProxy(run / "proxy.sock", AllowList.parse(allow), on_event=self._on_egress)
         self._proxy.start()
-        os.chmod(run / "proxy.sock", 0o666)
+        _own(run / "proxy.sock", uid, 0o600)
 
-        display_name, cookie_file = self._start_xvfb(run, user)
+        display_name, cookie_file = self._start_xvfb(run, uid)
+        self._x11 = X11Session(display_name, self.size)
+        blank = self._x11.grab_raw().raw  # the empty root window, before any client draws
+
         env = {
             "DISPLAY": display_name,
             "XAUTHORITY": str(cookie_file),
@@ -221,25 +302,32 @@ class LocalDesktop:
             "PATH": "/usr/bin:/bin",
             "LANG": "C.UTF-8",
         }
-        self._procs["openbox"] = _spawn([*_as_user(user), "openbox", "--sm-disable"], env=env, log=run / "openbox.log")
-        inner = run / "browser.sh"
-        inner.write_text(
+        init = run / "init.sh"
+        openbox = [
+            "env",
+            *(f"{k}={v}" for k, v in openbox_env(str(config)).items()),
+            "openbox",
+            "--config-file",
+            str(config / "openbox" / "rc.xml"),
+            "--sm-disable",
+        ]
+        init.write_text(
             "#!/bin/sh\n"
+            "# Everything the desktop runs, inside the sandbox: the proxy relay, the window manager, the browser.\n"
             f"{shlex.join(relay_command(str(run / 'proxy.sock'), INNER_PROXY_PORT))} 2>/dev/null &\n"
+            f"{shlex.join(openbox)} &\n"
             'exec chromium "$@"\n'
         )
-        inner.chmod(0o755)
+        init.chmod(0o755)
+        number = display_name.lstrip(":")
+        x_socket = f"/tmp/.X11-unix/X{number}"
         bwrap = [
             "bwrap",
-            "--unshare-net",
-            "--unshare-pid",
-            "--unshare-ipc",
-            "--unshare-uts",
+            *(f"--unshare-{ns}" for ns in ("user", "pid", "net", "ipc", "uts", "cgroup")),
             "--die-with-parent",
             "--new-session",
-            "--ro-bind",
-            "/",
-            "/",
+            *filesystem_args(),
+            *(arg for name in etc_files(uid, str(home)) for arg in ("--ro-bind", str(etc / name), f"/etc/{name}")),
             "--dev",
             "/dev",
             "--proc",
@@ -248,31 +336,30 @@ class LocalDesktop:
             "/tmp",
             "--tmpfs",
             "/dev/shm",
-            "--tmpfs",
-            "/run",
+            "--ro-bind",
+            x_socket,
+            x_socket,
             "--bind",
             str(home),
             str(home),
             "--ro-bind",
             str(run),
             str(run),
-            "--ro-bind",
-            "/tmp/.X11-unix",
-            "/tmp/.X11-unix",
+            "--remount-ro",
+            "/",
             "--chdir",
             str(home),
             "--",
-            str(inner),
+            str(init),
         ]
         self._procs["browser"] = _spawn(
-            [*_as_user(user), *bwrap, *chromium_flags(self.size, home / "profile", start_url)],
+            [*_as_user(uid), *bwrap, *chromium_flags(self.size, home / "profile", start_url)],
             env=env,
             log=run / "browser.log",
         )
-        self._x11 = X11Session(display_name, self.size)
-        self._wait_for_page()
+        self._wait_for_page(blank)
 
-    def _start_xvfb(self, run: Path, user: pwd.struct_passwd) -> tuple[str, Path]:
+    def _start_xvfb(self, run: Path, uid: int) -> tuple[str, Path]:
         cookie_file = run / "xauth"
         for number in range(90, 400):
             if Path(f"/tmp/.X{number}-lock").exists() or Path(f"/tmp/.X11-unix/X{number}").exists():
@@ -284,8 +371,7 @@ class LocalDesktop:
                 check=True,
                 capture_output=True,
             )
-            os.chown(cookie_file, user.pw_uid, user.pw_gid)
-            os.chmod(cookie_file, 0o600)
+            _own(cookie_file, uid, 0o600)
             read_end, write_end = os.pipe()
             proc = _spawn(
                 [
@@ -319,9 +405,10 @@ class LocalDesktop:
             _kill_group(proc)
         raise DesktopError("no free X display number between :90 and :399", fatal=True)
 
-    def _wait_for_page(self) -> None:
-        """Wait until the browser shows something other than a blank screen."""
+    def _wait_for_page(self, blank: bytes) -> None:
+        """Wait until the browser painted its page and the screen settled (see ``FirstPaint``)."""
         assert self._x11 is not None
+        watch = FirstPaint(blank)
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if self._procs["browser"].poll() is not None:
@@ -329,10 +416,9 @@ class LocalDesktop:
                     f"the browser exited at start (status {self._procs['browser'].returncode})", fatal=True
                 )
             shot = self._x11.grab_raw()
-            if len(set(shot.raw[:: 4 * 997])) > 2:  # more than a blank background
-                time.sleep(0.3)  # let the first paint finish
+            if watch.ready(shot.raw, shot.size, time.monotonic()):
                 return
-            time.sleep(0.1)
+            time.sleep(FIRST_PAINT_POLL)
         raise DesktopError(f"the browser showed nothing within {self.start_timeout:g} s", fatal=True)
 
     def _on_egress(self, record: EgressRecord) -> None:
@@ -375,7 +461,7 @@ class LocalDesktop:
             self._stopped = True
         if self._x11 is not None:
             self._x11.stop()
-        for name in ("browser", "openbox", "xvfb"):
+        for name in ("browser", "xvfb"):
             proc = self._procs.get(name)
             if proc is not None:
                 _kill_group(proc)
@@ -390,36 +476,33 @@ class LocalDesktop:
                 leftover.unlink(missing_ok=True)
         if self._workspace is not None:
             shutil.rmtree(self._workspace, ignore_errors=True)
+        if self._lease is not None:
+            self._lease.release()  # only now: nothing of the run is left that could use the uid
 
 
 # ---------------------------------------------------------------------------------------------------
-def _sandbox_user() -> pwd.struct_passwd:
-    if os.getuid() != 0:
-        return pwd.getpwuid(os.getuid())
-    for name in SANDBOX_USERS:
-        try:
-            return pwd.getpwnam(name)
-        except KeyError:
-            continue
-    raise DesktopError("no unprivileged user to run the browser (create 'cua-sandbox')", fatal=True)
-
-
-def _as_user(user: pwd.struct_passwd | None) -> list[str]:
+def _as_user(uid: int | None) -> list[str]:
     """setpriv prefix: die with this process (SIGKILL when it exits, even if it is killed itself, so no
-    desktop process outlives a crashed controller) and, as root, drop to the unprivileged ``user``."""
+    desktop process outlives a crashed controller) and, as root, drop to the unprivileged ``uid``."""
     argv = ["setpriv", "--pdeathsig", "KILL"]
-    if user is not None and os.getuid() == 0:
-        argv += [f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", "--inh-caps=-all"]
+    if uid is not None and os.getuid() == 0:
+        argv += [f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all"]
     return [*argv, "--"]
 
 
-def _chown_tree(path: Path, user: pwd.struct_passwd) -> None:
+def _chown_tree(path: Path, uid: int) -> None:
     if os.getuid() != 0:
         return
     for root, dirs, files in os.walk(path):
-        os.chown(root, user.pw_uid, user.pw_gid)
+        os.chown(root, uid, uid)
         for name in dirs + files:
-            os.chown(os.path.join(root, name), user.pw_uid, user.pw_gid)
+            os.chown(os.path.join(root, name), uid, uid, follow_symlinks=False)
+
+
+def _own(path: Path, uid: int, mode: int) -> None:
+    if os.getuid() == 0:
+        os.chown(path, uid, uid)
+    os.chmod(path, mode)
 
 
 def _spawn(
@@ -445,6 +528,30 @@ def _kill_group(proc: subprocess.Popen[bytes], grace: float = 2.0) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+def _descendant(pid: int, comm: str) -> int | None:
+    """The first process named ``comm`` below ``pid`` (its host pid), if any."""
+    children: dict[int, list[int]] = {}
+    names: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                head, rest = fh.read().rsplit(")", 1)
+        except OSError:
+            continue
+        child = int(entry)
+        names[child] = head.split("(", 1)[1]
+        children.setdefault(int(rest.split()[1]), []).append(child)
+    todo = list(children.get(pid, []))
+    while todo:
+        current = todo.pop(0)
+        if names.get(current) == comm:
+            return current
+        todo += children.get(current, [])
+    return None
 
 
 def _read_line(fd: int, timeout: float) -> str:
