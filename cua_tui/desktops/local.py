@@ -1,26 +1,40 @@
 """``--backend local`` (the default): a real Xvfb display, openbox and Chromium on this machine, isolated.
 
-- Xvfb on its own display number, ``-nolisten tcp``, with an xauth cookie: only the sandboxed browser
-  (which gets the cookie) and this controller (server-interpreted localuser access) can connect.
-- Chromium runs as an unprivileged user with its own sandbox, nested in bubblewrap with a new network
-  namespace (only ``lo``), a fresh home and profile in a private workspace, and the PID namespace dying
-  with its parent. Its only way out is the egress proxy of ``egress.py``, reached through a Unix socket
-  bind-mounted in and relayed inside to a loopback port; by default only the lab's origin is allowed.
-  Every allowed and refused request becomes an ``egress`` audit event.
-- Capture and input run in-process (``x11.py``): mss with XShm and XTEST through python-xlib.
-- ``stop`` kills every process group it started (also after a browser crash) and deletes the workspace:
-  no process, profile, cookie or download survives a run.
+- One sandbox per run (bubblewrap) holds everything the desktop runs: its init script starts Xvfb, then
+  the proxy relay (socat), openbox and Chromium. They share new user, mount, PID, network (only ``lo``),
+  IPC, UTS and cgroup namespaces that die with the controller; nothing of the desktop runs on the host
+  outside them (bwrap's outer process only waits for them).
+- Each run has its own uid from a reserved range (``isolation.py``), no passwd entry: its workspace home,
+  X cookie, proxy socket and X socket folder belong to that uid (0700/0600), so concurrent runs cannot
+  read each other's. Without root there is no range to take from: the sandbox then runs as the caller's
+  uid, and ``isolation`` says so.
+- The sandbox sees only the host files the desktop needs, read-only (``/usr`` without ``/usr/local``, the
+  library links, fonts and their cache, a few ``/etc`` entries, synthesized ``passwd``/``group``), its own
+  workspace home (read-write) and its run folder (read-only). Its root is read-only; ``/tmp`` is its own.
+- openbox reads only a root-owned, read-only configuration (``--config-file``, which ``--reconfigure``
+  and ``--restart`` keep) with no Execute action, its home and XDG folders pointing there too; and were it
+  made to run something anyway, that would run inside the same sandbox.
+- Xvfb ``-nolisten tcp`` with an xauth cookie. Its socket is reached from the host through a link to the
+  workspace; this controller, which the sandbox's user namespace shows as the overflow user ``nobody``,
+  is let in as that local user after one connection with the cookie.
+- The only way out is the egress proxy of ``egress.py``, reached through a Unix socket bind-mounted in and
+  relayed inside to a loopback port; by default only the lab's origin is allowed. Every allowed and
+  refused request becomes an ``egress`` audit event.
+- Capture and input run in-process (``x11.py``): mss with XShm (a memfd passed over the socket) and XTEST
+  through python-xlib. The start waits for the first paint judged on every pixel (``FirstPaint``).
+- ``stop`` kills the sandbox (also after a browser crash), deletes the workspace and frees the uid and
+  the display number: no process, profile, cookie or download survives a run.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import pwd
 import secrets
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -48,6 +62,7 @@ FIRST_PAINT_POLL = 0.05
 FIRST_PAINT_QUIET = 0.3  # painted, then unchanged this long: settled
 FIRST_PAINT_LIMIT = 2.0  # an animated page never settles: it counts as painted this long after it showed
 FLAT_PAGE_WAIT = 1.5  # a flat-coloured frame unchanged this long is the page itself
+ROOT_COLOUR = (0, 0, 0)
 
 
 WORKSPACE_PREFIX = "cua-tui-desktop-"
@@ -57,7 +72,7 @@ def sweep_stale_workspaces(root: Path | None = None) -> list[Path]:
     """Delete workspaces left by controllers that died without cleaning up (their owner is gone).
 
     Their processes already died with their owner (parent-death signal); this removes the profile,
-    cookie and downloads they left on disk."""
+    cookie and downloads they left on disk, and frees the display numbers they claimed."""
     removed = []
     for folder in Path(root or tempfile.gettempdir()).glob(WORKSPACE_PREFIX + "*"):
         try:
@@ -67,6 +82,12 @@ def sweep_stale_workspaces(root: Path | None = None) -> list[Path]:
         if owner != os.getpid() and not Path(f"/proc/{owner}").exists():
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder)
+    if removed:  # the display numbers they claimed: the link to their X socket and its lock file
+        for link in Path("/tmp/.X11-unix").glob("X*"):
+            with contextlib.suppress(OSError):
+                if link.is_symlink() and any(Path(os.readlink(link)).is_relative_to(f) for f in removed):
+                    link.unlink()
+                    Path(f"/tmp/.{link.name}-lock").unlink(missing_ok=True)
     return removed
 
 
@@ -92,32 +113,39 @@ def url_allow_entry(url: str) -> tuple[str, str]:
 class FirstPaint:
     """Decides, one grab at a time, when the browser has painted its page.
 
-    Every pixel counts: a frame has content when it differs anywhere from the blank root window and is not
-    a single flat colour (a mostly white page with a few words is content; Chromium's empty window is not).
+    Every pixel counts (Pillow's extrema over the whole frame, in C): a frame has content when it is not a
+    single flat colour, so a mostly white page with a few words is content. The root window is black
+    (``Xvfb -br``, and nothing else draws on it); Chromium's empty window is a flat colour too.
     """
 
-    def __init__(self, blank: bytes) -> None:
-        self.blank = blank
+    def __init__(self, background: tuple[int, int, int] = ROOT_COLOUR) -> None:
+        self.background = background
         self._last: bytes | None = None
+        self._flat: tuple[int, ...] | None = background  # the colour of the last frame if flat
         self._since = 0.0  # when the frame last changed
         self._content_at: float | None = None  # when content first showed
 
     def ready(self, raw: bytes, size: tuple[int, int], now: float) -> bool:
         if raw != self._last:
             self._last, self._since = raw, now
-            if self._content_at is None and raw != self.blank and not is_flat(raw, size):
+            self._flat = flat_colour(raw, size)
+            if self._content_at is None and self._flat is None:
                 self._content_at = now
         if self._content_at is not None:
             return now - self._since >= FIRST_PAINT_QUIET or now - self._content_at >= FIRST_PAINT_LIMIT
-        return raw != self.blank and now - self._since >= FLAT_PAGE_WAIT
+        return self._flat != self.background and now - self._since >= FLAT_PAGE_WAIT
+
+
+def flat_colour(raw: bytes, size: tuple[int, int]) -> tuple[int, ...] | None:
+    """The colour of a BGRX frame that is one colour throughout, judged on every pixel; None otherwise."""
+    from PIL import Image
+
+    extrema = Image.frombuffer("RGB", size, raw, "raw", "BGRX", 0, 1).getextrema()
+    return tuple(low for low, _ in extrema) if all(low == high for low, high in extrema) else None
 
 
 def is_flat(raw: bytes, size: tuple[int, int]) -> bool:
-    """Whether a BGRX frame is one colour, judged on every pixel (Pillow's extrema, in C)."""
-    from PIL import Image
-
-    image = Image.frombuffer("RGB", size, raw, "raw", "BGRX", 0, 1)
-    return all(low == high for low, high in image.getextrema())
+    return flat_colour(raw, size) is not None
 
 
 def missing_programs() -> list[str]:
@@ -180,7 +208,7 @@ class LocalDesktop:
         self._stopped = False
         self._stop_lock = threading.Lock()
         self._lease: UidLease | None = None
-        self._openbox: int | None = None
+        self._inside: dict[str, int] = {}  # host pids of Xvfb and openbox, inside the sandbox
 
     # ------------------------------------------------------------------------------------------------
     @property
@@ -196,14 +224,16 @@ class LocalDesktop:
         return self._display
 
     def processes(self) -> dict[str, int]:
-        """Host pids: Xvfb, the sandbox (bwrap, whose namespaces hold everything else) and openbox in it."""
+        """Host pids: the sandbox (bwrap, whose namespaces hold everything else), and Xvfb and openbox in it."""
         pids = {name: proc.pid for name, proc in self._procs.items()}
         browser = self._procs.get("browser")
-        if self._openbox is None and browser is not None:
-            self._openbox = _descendant(browser.pid, "openbox")
-        if self._openbox is not None:
-            pids["openbox"] = self._openbox
-        return pids
+        if browser is not None:
+            for name, comm in (("xvfb", "Xvfb"), ("openbox", "openbox")):
+                if name not in self._inside:
+                    found = _descendant(browser.pid, comm)
+                    if found is not None:
+                        self._inside[name] = found
+        return {**pids, **self._inside}
 
     @property
     def isolation(self) -> dict[str, Any]:
@@ -216,6 +246,7 @@ class LocalDesktop:
             "uid": uid,
             "uid_per_run": per_run,
             "filesystem": "minimal read-only binds (/usr, libraries, fonts, the browser) + own workspace",
+            "x_server": "inside sandbox",
             "window_manager": "inside sandbox, read-only configuration",
             "relay": "inside sandbox",
             "x_socket": "this run's display only",
@@ -291,9 +322,22 @@ class LocalDesktop:
         self._proxy.start()
         _own(run / "proxy.sock", uid, 0o600)
 
-        display_name, cookie_file = self._start_xvfb(run, uid)
-        self._x11 = X11Session(display_name, self.size)
-        blank = self._x11.grab_raw().raw  # the empty root window, before any client draws
+        # The X server's socket folder, bound at /tmp/.X11-unix inside, where the X server makes it
+        # world-writable: the folder above it is the sandbox user's, 0700, so on the host only that user
+        # and root reach the socket.
+        x_dir = ws / "x11" / "sockets"
+        x_dir.mkdir(parents=True)
+        _own(x_dir.parent, uid, 0o700)
+        _own(x_dir, uid, 0o700)
+        number = self._claim_display(x_dir)
+        display_name = self._display = f":{number}"
+        cookie_file = run / "xauth"
+        subprocess.run(
+            ["xauth", "-q", "-f", str(cookie_file), "add", display_name, ".", secrets.token_hex(16)],
+            check=True,
+            capture_output=True,
+        )
+        _own(cookie_file, uid, 0o600)
 
         env = {
             "DISPLAY": display_name,
@@ -302,7 +346,19 @@ class LocalDesktop:
             "PATH": "/usr/bin:/bin",
             "LANG": "C.UTF-8",
         }
-        init = run / "init.sh"
+        xvfb = [
+            "Xvfb",
+            display_name,
+            "-screen",
+            "0",
+            f"{self.size.width}x{self.size.height}x24",
+            "-br",  # a black root window: what FirstPaint takes for "nothing shown yet"
+            "-nolisten",
+            "tcp",
+            "-noreset",
+            "-auth",
+            str(cookie_file),
+        ]
         openbox = [
             "env",
             *(f"{k}={v}" for k, v in openbox_env(str(config)).items()),
@@ -311,16 +367,20 @@ class LocalDesktop:
             str(config / "openbox" / "rc.xml"),
             "--sm-disable",
         ]
+        init = run / "init.sh"
         init.write_text(
             "#!/bin/sh\n"
-            "# Everything the desktop runs, inside the sandbox: the proxy relay, the window manager, the browser.\n"
+            "# Everything the desktop runs, inside the sandbox: the X server, the proxy relay, the window\n"
+            "# manager and the browser. The X server first; the others once it accepts connections.\n"
+            # -displayfd: the X server writes its number once it accepts connections
+            "mkfifo /tmp/x-ready\n"
+            f"{shlex.join(xvfb)} -displayfd 3 3>/tmp/x-ready &\n"
+            'read -r shown < /tmp/x-ready || { echo "the X server did not start" >&2; exit 1; }\n'
             f"{shlex.join(relay_command(str(run / 'proxy.sock'), INNER_PROXY_PORT))} 2>/dev/null &\n"
             f"{shlex.join(openbox)} &\n"
             'exec chromium "$@"\n'
         )
         init.chmod(0o755)
-        number = display_name.lstrip(":")
-        x_socket = f"/tmp/.X11-unix/X{number}"
         bwrap = [
             "bwrap",
             *(f"--unshare-{ns}" for ns in ("user", "pid", "net", "ipc", "uts", "cgroup")),
@@ -336,9 +396,9 @@ class LocalDesktop:
             "/tmp",
             "--tmpfs",
             "/dev/shm",
-            "--ro-bind",
-            x_socket,
-            x_socket,
+            "--bind",
+            str(x_dir),
+            "/tmp/.X11-unix",
             "--bind",
             str(home),
             str(home),
@@ -357,58 +417,62 @@ class LocalDesktop:
             env=env,
             log=run / "browser.log",
         )
-        self._wait_for_page(blank)
+        self._wait_for_x(x_dir / f"X{number}")
+        # The controller is not mapped in the sandbox's user namespace: the X server sees it as the overflow
+        # user "nobody". It connects once with the cookie and lets "nobody" in: on the host only root gets
+        # through the socket folder (0700, the sandbox user's), and inside only the sandbox user exists.
+        grant_local_user(display_name, str(cookie_file), "nobody")
+        self._x11 = X11Session(display_name, self.size)
+        self._wait_for_page()
 
-    def _start_xvfb(self, run: Path, uid: int) -> tuple[str, Path]:
-        cookie_file = run / "xauth"
+    def _claim_display(self, socket_dir: Path) -> int:
+        """A display number of our own: its lock file (as X servers take them) and the host's path to the
+        socket, a link into the workspace where the sandboxed X server creates it."""
+        x11_unix = Path("/tmp/.X11-unix")
+        if not x11_unix.is_dir():
+            x11_unix.mkdir(mode=0o1777, exist_ok=True)
+            os.chmod(x11_unix, 0o1777)
         for number in range(90, 400):
-            if Path(f"/tmp/.X{number}-lock").exists() or Path(f"/tmp/.X11-unix/X{number}").exists():
+            lock, link = Path(f"/tmp/.X{number}-lock"), x11_unix / f"X{number}"
+            if link.is_symlink() or link.exists():
                 continue
-            name = f":{number}"
-            cookie_file.unlink(missing_ok=True)
-            subprocess.run(
-                ["xauth", "-q", "-f", str(cookie_file), "add", name, ".", secrets.token_hex(16)],
-                check=True,
-                capture_output=True,
-            )
-            _own(cookie_file, uid, 0o600)
-            read_end, write_end = os.pipe()
-            proc = _spawn(
-                [
-                    *_as_user(None),
-                    "Xvfb",
-                    name,
-                    "-screen",
-                    "0",
-                    f"{self.size.width}x{self.size.height}x24",
-                    "-nolisten",
-                    "tcp",
-                    "-noreset",
-                    "-auth",
-                    str(cookie_file),
-                    "-displayfd",
-                    str(write_end),
-                ],
-                env={"PATH": "/usr/bin:/bin"},
-                log=run / "xvfb.log",
-                pass_fds=(write_end,),
-            )
-            os.close(write_end)
-            ready = _read_line(read_end, timeout=10)
-            os.close(read_end)
-            if ready.strip() == str(number):
-                self._procs["xvfb"] = proc
-                self._display = name
-                # Root can read the cookie file to connect once and grant itself local-user access.
-                grant_local_user(name, str(cookie_file), pwd.getpwuid(os.getuid()).pw_name)
-                return name, cookie_file
-            _kill_group(proc)
+            try:
+                fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
+            except FileExistsError:
+                continue
+            with os.fdopen(fd, "w") as out:
+                out.write(f"{os.getpid():10d}\n")
+            try:
+                os.symlink(socket_dir / f"X{number}", link)
+            except FileExistsError:
+                lock.unlink(missing_ok=True)
+                continue
+            self._display = f":{number}"  # from now on stop() removes both
+            return number
         raise DesktopError("no free X display number between :90 and :399", fatal=True)
 
-    def _wait_for_page(self, blank: bytes) -> None:
+    def _wait_for_x(self, socket_path: Path, timeout: float = 10.0) -> None:
+        """Until the sandboxed X server accepts connections on its socket."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with socket.socket(socket.AF_UNIX) as probe:
+                try:
+                    probe.connect(str(socket_path))
+                    return
+                except (FileNotFoundError, ConnectionRefusedError):
+                    pass
+            if self._procs["browser"].poll() is not None:
+                raise DesktopError(
+                    f"the sandbox exited at start (status {self._procs['browser'].returncode})", fatal=True
+                )
+            if time.monotonic() > deadline:
+                raise DesktopError(f"the X server did not start within {timeout:g} s", fatal=True)
+            time.sleep(0.005)
+
+    def _wait_for_page(self) -> None:
         """Wait until the browser painted its page and the screen settled (see ``FirstPaint``)."""
         assert self._x11 is not None
-        watch = FirstPaint(blank)
+        watch = FirstPaint()
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if self._procs["browser"].poll() is not None:
@@ -461,10 +525,9 @@ class LocalDesktop:
             self._stopped = True
         if self._x11 is not None:
             self._x11.stop()
-        for name in ("browser", "xvfb"):
-            proc = self._procs.get(name)
-            if proc is not None:
-                _kill_group(proc)
+        proc = self._procs.get("browser")
+        if proc is not None:
+            _kill_group(proc)  # the sandbox: everything of the desktop dies with its namespace
         if self._proxy is not None:
             self._proxy.stop()
         if self.lab is not None:
@@ -552,19 +615,3 @@ def _descendant(pid: int, comm: str) -> int | None:
             return current
         todo += children.get(current, [])
     return None
-
-
-def _read_line(fd: int, timeout: float) -> str:
-    import select
-
-    data = b""
-    deadline = time.monotonic() + timeout
-    while b"\n" not in data and time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-        if not ready:
-            break
-        chunk = os.read(fd, 64)
-        if not chunk:
-            break
-        data += chunk
-    return data.decode(errors="replace")

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
-import shlex
 import os
 import secrets
+import shlex
 import shutil
 import socket
 import subprocess
@@ -164,7 +164,9 @@ def _hostile_rc(command: str, menu: str) -> str:
 def _hostile_menu(command: str) -> str:
     return f"""<?xml version="1.0" encoding="UTF-8"?>
 <openbox_menu xmlns="http://openbox.org/3.4/menu">
-  <menu id="root-menu" label="x"><item label="x"><action name="Execute"><command>{command}</command></action></item></menu>
+  <menu id="root-menu" label="x">
+    <item label="x"><action name="Execute"><command>{command}</command></action></item>
+  </menu>
 </openbox_menu>
 """
 
@@ -259,7 +261,8 @@ def test_a_hijacked_window_manager_config_runs_nothing_and_nothing_reaches_the_h
 
 
 def test_everything_started_for_the_desktop_runs_inside_one_sandbox() -> None:
-    """The relay, openbox and Chromium share the sandbox's namespaces and uid; only Xvfb is the host's."""
+    """The X server, the relay, openbox and Chromium share the sandbox's namespaces and uid; on the host
+    there is only bwrap's outer process (which holds the sandbox, as the sandbox's uid)."""
     with running(LocalDesktop(SIZE, lab=get_lab("form"))) as desktop:
         uid = desktop.isolation["uid"]
         init = sandbox_init(desktop)
@@ -276,7 +279,12 @@ def test_everything_started_for_the_desktop_runs_inside_one_sandbox() -> None:
                             family.append(pid)
                             break
         names = {Path(f"/proc/{pid}/comm").read_text().strip() for pid in family}
-        assert {"socat", "openbox", "chromium"} <= names, names
+        assert {"Xvfb", "socat", "openbox", "chromium"} <= names, names
+        pids = desktop.processes()
+        assert set(pids) == {"browser", "xvfb", "openbox"}
+        assert pids["xvfb"] in family and pids["openbox"] in family
+        outer = Path(f"/proc/{pids['browser']}/status").read_text()
+        assert next(line for line in outer.splitlines() if line.startswith("Uid:")).split()[1:] == [str(uid)] * 4
         for pid in family:
             status = Path(f"/proc/{pid}/status").read_text()
             uids = next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1:]
@@ -429,6 +437,36 @@ def test_without_root_the_sandbox_runs_as_the_callers_uid_and_says_so(
     assert info["uid"] == 4242 and info["uid_per_run"] is False and "not root" in info["note"]
 
 
+def test_a_killed_controllers_display_claim_is_swept() -> None:
+    """SIGKILL leaves the display's lock file and host link behind; the next start's sweep frees them."""
+    import signal
+    import sys
+
+    from cua_tui.desktops.local import sweep_stale_workspaces
+
+    code = (
+        "import time\n"
+        "from cua_tui.core.geometry import Size\n"
+        "from cua_tui.desktops.local import LocalDesktop\n"
+        "from cua_tui.labs import get_lab\n"
+        "d = LocalDesktop(Size(1024, 720), lab=get_lab('form'))\n"
+        "d.start()\n"
+        "print(d.display, d.workspace, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    display, workspace = proc.stdout.readline().split()
+    number = display.lstrip(":")
+    link, lock = Path(f"/tmp/.X11-unix/X{number}"), Path(f"/tmp/.X{number}-lock")
+    assert link.is_symlink() and lock.exists()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    assert link.is_symlink() and lock.exists()  # nobody cleaned up
+    assert Path(workspace) in sweep_stale_workspaces()
+    assert not link.is_symlink() and not lock.exists()
+
+
 # ----------------------------------------------------------------------------- point 8: first paint
 SPARSE_PAGE = b"""<!doctype html><html><head><title>sparse</title></head>
 <body style="margin:0;background:#ffffff">
@@ -484,16 +522,18 @@ def test_first_paint_looks_at_every_pixel() -> None:
     blank = frame((0, 0, 0))
     white = frame((255, 255, 255))
     words = frame((255, 255, 255), [(50, 40), (51, 40)])
-    watch = FirstPaint(blank)
+    watch = FirstPaint()  # the root window is black (Xvfb -br)
     assert not watch.ready(blank, size, 0.0)
     assert not watch.ready(white, size, 1.0)  # the browser's empty window
     assert not watch.ready(words, size, 1.2)  # content: it gets its quiet period
     assert watch.ready(words, size, 1.6)
     # a page that is one flat colour counts once it held still long enough
-    flat = FirstPaint(blank)
+    flat = FirstPaint()
     assert not flat.ready(white, size, 0.0)
     assert not flat.ready(white, size, FLAT_PAGE_WAIT / 2)
     assert flat.ready(white, size, FLAT_PAGE_WAIT + 0.01)
-    # the blank screen itself never counts
-    empty = FirstPaint(blank)
+    # the black root window itself never counts, nor does another root colour given as the background
+    grey = frame((90, 90, 90))
+    assert not FirstPaint((90, 90, 90)).ready(grey, size, 100.0)
+    empty = FirstPaint()
     assert not empty.ready(blank, size, 0.0) and not empty.ready(blank, size, 100.0)
