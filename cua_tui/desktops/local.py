@@ -35,6 +35,7 @@ import shlex
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import tempfile
 import threading
@@ -252,7 +253,9 @@ class LocalDesktop:
             "x_socket": "this run's display only",
             "egress": "allow-list proxy only",
         }
-        if not per_run:
+        if lease is None:
+            info["note"] = "not started"
+        elif not per_run:
             info["note"] = "not root: the sandbox runs as the controller's own uid; a uid per run needs root"
         return info
 
@@ -429,9 +432,13 @@ class LocalDesktop:
         """A display number of our own: its lock file (as X servers take them) and the host's path to the
         socket, a link into the workspace where the sandboxed X server creates it."""
         x11_unix = Path("/tmp/.X11-unix")
-        if not x11_unix.is_dir():
+        if not x11_unix.exists() and not x11_unix.is_symlink():
             x11_unix.mkdir(mode=0o1777, exist_ok=True)
             os.chmod(x11_unix, 0o1777)
+        info = os.lstat(x11_unix)
+        # whoever owns it could swap our link for one to an X server of theirs
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid not in (0, os.getuid()) or not info.st_mode & stat.S_ISVTX:
+            raise DesktopError(f"{x11_unix} must be a sticky directory owned by root", fatal=True)
         for number in range(90, 400):
             lock, link = Path(f"/tmp/.X{number}-lock"), x11_unix / f"X{number}"
             if link.is_symlink() or link.exists():
