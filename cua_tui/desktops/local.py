@@ -304,14 +304,15 @@ class LocalDesktop:
         os.chmod(home, 0o700)
         # run/ stays the controller's: the sandbox sees it read-only (its init script, openbox's
         # configuration, its /etc files), and only the cookie and the proxy socket are the sandbox user's.
+        # Modes are explicit: whatever this process's umask, the sandbox user reads them and cannot write.
         os.chmod(run, 0o755)
+        os.chmod(config, 0o755)
         for name, text in openbox_files(str(config)).items():
-            (config / name).parent.mkdir(exist_ok=True)
-            (config / name).write_text(text)
+            _write_readonly(config / name, text)
         etc = run / "etc"
-        etc.mkdir()
+        etc.mkdir(mode=0o755)
         for name, text in etc_files(uid, str(home)).items():
-            (etc / name).write_text(text)
+            _write_readonly(etc / name, text)
 
         if self.lab is not None:
             self.lab.start()
@@ -383,7 +384,7 @@ class LocalDesktop:
             f"{shlex.join(openbox)} &\n"
             'exec chromium "$@"\n'
         )
-        init.chmod(0o755)
+        os.chmod(init, 0o755)
         bwrap = [
             "bwrap",
             *(f"--unshare-{ns}" for ns in ("user", "pid", "net", "ipc", "uts", "cgroup")),
@@ -567,6 +568,14 @@ def _chown_tree(path: Path, uid: int) -> None:
         os.chown(root, uid, uid)
         for name in dirs + files:
             os.chown(os.path.join(root, name), uid, uid, follow_symlinks=False)
+
+
+def _write_readonly(path: Path, text: str) -> None:
+    """A root-owned file everyone may read (its folders too), whatever the umask."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o755)
+    path.write_text(text)
+    os.chmod(path, 0o644)
 
 
 def _own(path: Path, uid: int, mode: int) -> None:
