@@ -56,13 +56,15 @@ from .x11 import X11Session, grant_local_user
 INNER_PROXY_PORT = 3128
 REQUIRED = ("Xvfb", "openbox", "chromium", "bwrap", "socat", "xauth")
 
-# First paint. Chromium maps its window a few hundred ms before the page shows; a page is on screen once
-# the frame differs from the blank root window and is not one flat colour, then it gets this long to
-# finish painting. A page that really is one flat colour counts once it has held still for a while.
+# First paint. Chromium shows its empty window (one flat colour) before the page, for over a second on a
+# loaded machine. A page is on screen once the frame holds more than two colours (the black root and an
+# empty window are two at most; text, even a few words, is drawn with many shades), then it gets a quiet
+# period to finish painting. A page that really is one or two flat colours counts only once its document
+# went through the proxy and the frame then held still for a long while.
 FIRST_PAINT_POLL = 0.05
 FIRST_PAINT_QUIET = 0.3  # painted, then unchanged this long: settled
 FIRST_PAINT_LIMIT = 2.0  # an animated page never settles: it counts as painted this long after it showed
-FLAT_PAGE_WAIT = 1.5  # a flat-coloured frame unchanged this long is the page itself
+FLAT_PAGE_WAIT = 3.0  # a frame of at most two colours, unchanged this long after the page was fetched
 ROOT_COLOUR = (0, 0, 0)
 
 
@@ -112,41 +114,42 @@ def url_allow_entry(url: str) -> tuple[str, str]:
 
 
 class FirstPaint:
-    """Decides, one grab at a time, when the browser has painted its page.
+    """Decides, one grab at a time, when the browser has painted its page (see "First paint" above).
 
-    Every pixel counts (Pillow's extrema over the whole frame, in C): a frame has content when it is not a
-    single flat colour, so a mostly white page with a few words is content. The root window is black
-    (``Xvfb -br``, and nothing else draws on it); Chromium's empty window is a flat colour too.
+    Every pixel counts: Pillow counts the frame's colours over the whole frame, in C, and stops at three.
     """
 
     def __init__(self, background: tuple[int, int, int] = ROOT_COLOUR) -> None:
         self.background = background
         self._last: bytes | None = None
-        self._flat: tuple[int, ...] | None = background  # the colour of the last frame if flat
+        self._colours: set[tuple[int, ...]] | None = {background}  # the last frame's, if two at most
         self._since = 0.0  # when the frame last changed
         self._content_at: float | None = None  # when content first showed
 
-    def ready(self, raw: bytes, size: tuple[int, int], now: float) -> bool:
+    def ready(self, raw: bytes, size: tuple[int, int], now: float, *, fetched: bool = True) -> bool:
+        """``fetched``: the page's document has been served (only a page of one or two colours needs it)."""
         if raw != self._last:
             self._last, self._since = raw, now
-            self._flat = flat_colour(raw, size)
-            if self._content_at is None and self._flat is None:
+            self._colours = few_colours(raw, size)
+            if self._content_at is None and self._colours is None:
                 self._content_at = now
         if self._content_at is not None:
             return now - self._since >= FIRST_PAINT_QUIET or now - self._content_at >= FIRST_PAINT_LIMIT
-        return self._flat != self.background and now - self._since >= FLAT_PAGE_WAIT
+        shown = self._colours is not None and self._colours != {self.background}
+        return fetched and shown and now - self._since >= FLAT_PAGE_WAIT
 
 
-def flat_colour(raw: bytes, size: tuple[int, int]) -> tuple[int, ...] | None:
-    """The colour of a BGRX frame that is one colour throughout, judged on every pixel; None otherwise."""
+def few_colours(raw: bytes, size: tuple[int, int]) -> set[tuple[int, ...]] | None:
+    """The colours of a BGRX frame if it has two at most, judged on every pixel; None if it has more."""
     from PIL import Image
 
-    extrema = Image.frombuffer("RGB", size, raw, "raw", "BGRX", 0, 1).getextrema()
-    return tuple(low for low, _ in extrema) if all(low == high for low, high in extrema) else None
+    found = Image.frombuffer("RGB", size, raw, "raw", "BGRX", 0, 1).getcolors(2)
+    return None if found is None else {colour for _count, colour in found}
 
 
 def is_flat(raw: bytes, size: tuple[int, int]) -> bool:
-    return flat_colour(raw, size) is not None
+    colours = few_colours(raw, size)
+    return colours is not None and len(colours) == 1
 
 
 def missing_programs() -> list[str]:
@@ -370,6 +373,8 @@ class LocalDesktop:
             "--config-file",
             str(config / "openbox" / "rc.xml"),
             "--sm-disable",
+            "--startup",  # run once it manages the screen (again after a restart: harmless)
+            "touch /tmp/wm-ready",
         ]
         init = run / "init.sh"
         init.write_text(
@@ -382,6 +387,10 @@ class LocalDesktop:
             'read -r shown < /tmp/x-ready || { echo "the X server did not start" >&2; exit 1; }\n'
             f"{shlex.join(relay_command(str(run / 'proxy.sock'), INNER_PROXY_PORT))} 2>/dev/null &\n"
             f"{shlex.join(openbox)} &\n"
+            # the browser's window must not be mapped while openbox is still starting: it would be
+            # adopted (reparented) under the first input, and that input lost
+            "n=0\n"
+            'while [ ! -e /tmp/wm-ready ] && [ "$n" -lt 1000 ]; do n=$((n + 1)); sleep 0.01; done\n'
             'exec chromium "$@"\n'
         )
         os.chmod(init, 0o755)
@@ -488,7 +497,8 @@ class LocalDesktop:
                     f"the browser exited at start (status {self._procs['browser'].returncode})", fatal=True
                 )
             shot = self._x11.grab_raw()
-            if watch.ready(shot.raw, shot.size, time.monotonic()):
+            fetched = any(record.allowed for record in self.egress())
+            if watch.ready(shot.raw, shot.size, time.monotonic(), fetched=fetched):
                 return
             time.sleep(FIRST_PAINT_POLL)
         raise DesktopError(f"the browser showed nothing within {self.start_timeout:g} s", fatal=True)

@@ -29,7 +29,7 @@ from PIL import Image
 from cua_tui.core.actions import parse_openai
 from cua_tui.core.geometry import Scaling, Size
 from cua_tui.desktops import isolation
-from cua_tui.desktops.local import FLAT_PAGE_WAIT, FirstPaint, LocalDesktop, is_flat
+from cua_tui.desktops.local import FIRST_PAINT_QUIET, FLAT_PAGE_WAIT, FirstPaint, LocalDesktop, is_flat
 from cua_tui.labs import get_lab
 
 pytestmark = pytest.mark.e2e
@@ -513,27 +513,42 @@ def test_first_paint_looks_at_every_pixel() -> None:
     """No X needed: frames as Pillow makes them."""
     size = (64, 48)
 
-    def frame(colour: tuple[int, int, int], dots: list[tuple[int, int]] = ()) -> bytes:
+    def frame(colour: tuple[int, int, int], dots: tuple[tuple[int, int, int], ...] = ()) -> bytes:
         image = Image.new("RGB", size, colour)
-        for dot in dots:
-            image.putpixel(dot, (40, 40, 40))
+        for x, shade in enumerate(dots):  # a few pixels in one corner, in shades, as antialiased text is
+            image.putpixel((50 + x, 40), shade)
         return image.tobytes("raw", "BGRX")
 
-    blank = frame((0, 0, 0))
-    white = frame((255, 255, 255))
-    words = frame((255, 255, 255), [(50, 40), (51, 40)])
+    root = frame((0, 0, 0))
+    window = frame((246, 245, 244))  # Chromium's empty window, before the page
+    half = Image.new("RGB", size, (0, 0, 0))
+    half.paste((246, 245, 244), (0, 0, 64, 20))  # the same window, half drawn over the root
+    words = frame((255, 255, 255), ((40, 40, 40), (120, 120, 120)))
     watch = FirstPaint()  # the root window is black (Xvfb -br)
-    assert not watch.ready(blank, size, 0.0)
-    assert not watch.ready(white, size, 1.0)  # the browser's empty window
-    assert not watch.ready(words, size, 1.2)  # content: it gets its quiet period
-    assert watch.ready(words, size, 1.6)
-    # a page that is one flat colour counts once it held still long enough
+    assert not watch.ready(root, size, 0.0)
+    assert not watch.ready(half.tobytes("raw", "BGRX"), size, 0.5)
+    assert not watch.ready(window, size, 1.0)
+    assert not watch.ready(window, size, 1.0 + FLAT_PAGE_WAIT, fetched=False)  # still only the empty window
+    assert not watch.ready(words, size, 5.0)  # content: it gets its quiet period
+    assert watch.ready(words, size, 5.4)
+    # a page of one flat colour counts once it was fetched and held still long enough
     flat = FirstPaint()
+    white = frame((255, 255, 255))
     assert not flat.ready(white, size, 0.0)
     assert not flat.ready(white, size, FLAT_PAGE_WAIT / 2)
-    assert flat.ready(white, size, FLAT_PAGE_WAIT + 0.01)
-    # the black root window itself never counts, nor does another root colour given as the background
+    assert not flat.ready(white, size, FLAT_PAGE_WAIT + 0.01, fetched=False)
+    assert flat.ready(white, size, FLAT_PAGE_WAIT + 0.01, fetched=True)
+    # the root window itself never counts (nor another root colour given as the background)
+    empty = FirstPaint()
+    assert not empty.ready(root, size, 0.0) and not empty.ready(root, size, 100.0)
     grey = frame((90, 90, 90))
     assert not FirstPaint((90, 90, 90)).ready(grey, size, 100.0)
-    empty = FirstPaint()
-    assert not empty.ready(blank, size, 0.0) and not empty.ready(blank, size, 100.0)
+    # every pixel is looked at: one shaded pixel anywhere is enough to make a frame content
+    for x in (0, 31, 63):
+        for y in (0, 23, 47):
+            image = Image.new("RGB", size, (255, 255, 255))
+            image.putpixel((x, y), (10, 10, 10))
+            image.putpixel(((x + 1) % 64, y), (90, 90, 90))
+            dots = FirstPaint()
+            assert not dots.ready(image.tobytes("raw", "BGRX"), size, 0.0)
+            assert dots.ready(image.tobytes("raw", "BGRX"), size, FIRST_PAINT_QUIET)
