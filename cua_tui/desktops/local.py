@@ -50,7 +50,16 @@ from ..core.actions import Action
 from ..core.geometry import Size
 from ..core.ports import DesktopError, Frame, StepResult, Verification
 from .egress import AllowList, EgressProxy, EgressRecord, relay_command
-from .isolation import NAMESPACES, UidLease, etc_files, filesystem_args, lease_uid, openbox_env, openbox_files
+from .isolation import (
+    NAMESPACES,
+    SANDBOX_NAME,
+    UidLease,
+    etc_files,
+    filesystem_args,
+    lease_uid,
+    openbox_env,
+    openbox_files,
+)
 from .x11 import X11Session, grant_local_user
 
 INNER_PROXY_PORT = 3128
@@ -431,10 +440,12 @@ class LocalDesktop:
             log=run / "browser.log",
         )
         self._wait_for_x(x_dir / f"X{number}")
-        # The controller is not mapped in the sandbox's user namespace: the X server sees it as the overflow
-        # user "nobody". It connects once with the cookie and lets "nobody" in: on the host only root gets
-        # through the socket folder (0700, the sandbox user's), and inside only the sandbox user exists.
-        grant_local_user(display_name, str(cookie_file), "nobody")
+        # As root, the controller is not mapped in the sandbox's user namespace: the X server sees it as
+        # the overflow user "nobody". It connects once with the cookie and lets "nobody" in: on the host
+        # only root gets through the socket folder (0700, the sandbox user's), and inside only the sandbox
+        # user exists. Without root the controller shares the sandbox's uid, which the X server knows by
+        # the sandbox's name for it.
+        grant_local_user(display_name, str(cookie_file), "nobody" if lease.per_run else SANDBOX_NAME)
         self._x11 = X11Session(display_name, self.size)
         self._wait_for_page()
 
