@@ -14,7 +14,8 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 
 # --- Debian packages, installed only when missing ------------------------------------------------------
 DEB_BASE=(ca-certificates)
-# The embedded local desktop: Xvfb, a window manager, Chromium, isolation (bubblewrap), the proxy relay.
+# The embedded local desktop: Xvfb, a window manager, Chromium, isolation (bubblewrap; setpriv from util-linux
+# drops to the run's own uid, leased per run: no user account is needed), the proxy relay.
 DEB_DESKTOP=(xvfb xauth x11-utils openbox chromium bubblewrap socat fonts-dejavu-core util-linux)
 # Tests also drive the real binaries in tmux, and the seeds' way (xdotool, scrot) for the benchmark.
 DEB_TEST=(tmux xdotool scrot iproute2 curl)
@@ -31,14 +32,6 @@ deb_install() {
     log "installing Debian packages: ${missing[*]}"
     DEBIAN_FRONTEND=noninteractive apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  fi
-}
-
-# --- The unprivileged user the browser runs as ---------------------------------------------------------------
-ensure_sandbox_user() {
-  if [ "$(id -u)" -eq 0 ] && ! id cua-sandbox >/dev/null 2>&1; then
-    log "creating the unprivileged user cua-sandbox (the browser runs as it)"
-    useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin cua-sandbox
   fi
 }
 
@@ -60,7 +53,6 @@ find_python() {
 UV_VERSION=0.13.9
 ensure_env() {
   deb_install "${DEB_BASE[@]}" "${DEB_DESKTOP[@]}"
-  ensure_sandbox_user
   local py
   if ! py="$(find_python)"; then
     deb_install python3 python3-venv python3-pip || true

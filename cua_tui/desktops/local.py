@@ -1,26 +1,41 @@
 """``--backend local`` (the default): a real Xvfb display, openbox and Chromium on this machine, isolated.
 
-- Xvfb on its own display number, ``-nolisten tcp``, with an xauth cookie: only the sandboxed browser
-  (which gets the cookie) and this controller (server-interpreted localuser access) can connect.
-- Chromium runs as an unprivileged user with its own sandbox, nested in bubblewrap with a new network
-  namespace (only ``lo``), a fresh home and profile in a private workspace, and the PID namespace dying
-  with its parent. Its only way out is the egress proxy of ``egress.py``, reached through a Unix socket
-  bind-mounted in and relayed inside to a loopback port; by default only the lab's origin is allowed.
-  Every allowed and refused request becomes an ``egress`` audit event.
-- Capture and input run in-process (``x11.py``): mss with XShm and XTEST through python-xlib.
-- ``stop`` kills every process group it started (also after a browser crash) and deletes the workspace:
-  no process, profile, cookie or download survives a run.
+- One sandbox per run (bubblewrap) holds everything the desktop runs: its init script starts Xvfb, then
+  the proxy relay (socat), openbox and Chromium. They share new user, mount, PID, network (only ``lo``),
+  IPC, UTS and cgroup namespaces that die with the controller; nothing of the desktop runs on the host
+  outside them (bwrap's outer process only waits for them).
+- Each run has its own uid from a reserved range (``isolation.py``), no passwd entry: its workspace home,
+  X cookie, proxy socket and X socket folder belong to that uid (0700/0600), so concurrent runs cannot
+  read each other's. Without root there is no range to take from: the sandbox then runs as the caller's
+  uid, and ``isolation`` says so.
+- The sandbox sees only the host files the desktop needs, read-only (``/usr`` without ``/usr/local``, the
+  library links, fonts and their cache, a few ``/etc`` entries, synthesized ``passwd``/``group``), its own
+  workspace home (read-write) and its run folder (read-only). Its root is read-only; ``/tmp`` is its own.
+- openbox reads only a root-owned, read-only configuration (``--config-file``, which ``--reconfigure``
+  and ``--restart`` keep) with no Execute action, its home and XDG folders pointing there too; and were it
+  made to run something anyway, that would run inside the same sandbox.
+- Xvfb ``-nolisten tcp`` with an xauth cookie. Its socket is reached from the host through a link to the
+  workspace; this controller, which the sandbox's user namespace shows as the overflow user ``nobody``,
+  is let in as that local user after one connection with the cookie.
+- The only way out is the egress proxy of ``egress.py``, reached through a Unix socket bind-mounted in and
+  relayed inside to a loopback port; by default only the lab's origin is allowed. Every allowed and
+  refused request becomes an ``egress`` audit event.
+- Capture and input run in-process (``x11.py``): mss with XShm (a memfd passed over the socket) and XTEST
+  through python-xlib. The start waits for the first paint judged on every pixel (``FirstPaint``).
+- ``stop`` kills the sandbox (also after a browser crash), deletes the workspace and frees the uid and
+  the display number: no process, profile, cookie or download survives a run.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import pwd
 import secrets
 import shlex
 import shutil
 import signal
+import socket
+import stat
 import subprocess
 import tempfile
 import threading
@@ -35,11 +50,31 @@ from ..core.actions import Action
 from ..core.geometry import Size
 from ..core.ports import DesktopError, Frame, StepResult, Verification
 from .egress import AllowList, EgressProxy, EgressRecord, relay_command
+from .isolation import (
+    NAMESPACES,
+    SANDBOX_NAME,
+    UidLease,
+    etc_files,
+    filesystem_args,
+    lease_uid,
+    openbox_env,
+    openbox_files,
+)
 from .x11 import X11Session, grant_local_user
 
-SANDBOX_USERS = ("cua-sandbox", "nobody")
 INNER_PROXY_PORT = 3128
 REQUIRED = ("Xvfb", "openbox", "chromium", "bwrap", "socat", "xauth")
+
+# First paint. Chromium shows its empty window (one flat colour) before the page, for over a second on a
+# loaded machine. A page is on screen once the frame holds more than two colours (the black root and an
+# empty window are two at most; text, even a few words, is drawn with many shades), then it gets a quiet
+# period to finish painting. A page that really is one or two flat colours counts only once its document
+# went through the proxy and the frame then held still for a long while.
+FIRST_PAINT_POLL = 0.05
+FIRST_PAINT_QUIET = 0.3  # painted, then unchanged this long: settled
+FIRST_PAINT_LIMIT = 2.0  # an animated page never settles: it counts as painted this long after it showed
+FLAT_PAGE_WAIT = 3.0  # a frame of at most two colours, unchanged this long after the page was fetched
+ROOT_COLOUR = (0, 0, 0)
 
 
 WORKSPACE_PREFIX = "cua-tui-desktop-"
@@ -49,7 +84,7 @@ def sweep_stale_workspaces(root: Path | None = None) -> list[Path]:
     """Delete workspaces left by controllers that died without cleaning up (their owner is gone).
 
     Their processes already died with their owner (parent-death signal); this removes the profile,
-    cookie and downloads they left on disk."""
+    cookie and downloads they left on disk, and frees the display numbers they claimed."""
     removed = []
     for folder in Path(root or tempfile.gettempdir()).glob(WORKSPACE_PREFIX + "*"):
         try:
@@ -59,6 +94,12 @@ def sweep_stale_workspaces(root: Path | None = None) -> list[Path]:
         if owner != os.getpid() and not Path(f"/proc/{owner}").exists():
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder)
+    if removed:  # the display numbers they claimed: the link to their X socket and its lock file
+        for link in Path("/tmp/.X11-unix").glob("X*"):
+            with contextlib.suppress(OSError):
+                if link.is_symlink() and any(Path(os.readlink(link)).is_relative_to(f) for f in removed):
+                    link.unlink()
+                    Path(f"/tmp/.{link.name}-lock").unlink(missing_ok=True)
     return removed
 
 
@@ -79,6 +120,45 @@ def url_allow_entry(url: str) -> tuple[str, str]:
         url = parts._replace(netloc=netloc).geturl()
     entry = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     return url, entry
+
+
+class FirstPaint:
+    """Decides, one grab at a time, when the browser has painted its page (see "First paint" above).
+
+    Every pixel counts: Pillow counts the frame's colours over the whole frame, in C, and stops at three.
+    """
+
+    def __init__(self, background: tuple[int, int, int] = ROOT_COLOUR) -> None:
+        self.background = background
+        self._last: bytes | None = None
+        self._colours: set[tuple[int, ...]] | None = {background}  # the last frame's, if two at most
+        self._since = 0.0  # when the frame last changed
+        self._content_at: float | None = None  # when content first showed
+
+    def ready(self, raw: bytes, size: tuple[int, int], now: float, *, fetched: bool = True) -> bool:
+        """``fetched``: the page's document has been served (only a page of one or two colours needs it)."""
+        if raw != self._last:
+            self._last, self._since = raw, now
+            self._colours = few_colours(raw, size)
+            if self._content_at is None and self._colours is None:
+                self._content_at = now
+        if self._content_at is not None:
+            return now - self._since >= FIRST_PAINT_QUIET or now - self._content_at >= FIRST_PAINT_LIMIT
+        shown = self._colours is not None and self._colours != {self.background}
+        return fetched and shown and now - self._since >= FLAT_PAGE_WAIT
+
+
+def few_colours(raw: bytes, size: tuple[int, int]) -> set[tuple[int, ...]] | None:
+    """The colours of a BGRX frame if it has two at most, judged on every pixel; None if it has more."""
+    from PIL import Image
+
+    found = Image.frombuffer("RGB", size, raw, "raw", "BGRX", 0, 1).getcolors(2)
+    return None if found is None else {colour for _count, colour in found}
+
+
+def is_flat(raw: bytes, size: tuple[int, int]) -> bool:
+    colours = few_colours(raw, size)
+    return colours is not None and len(colours) == 1
 
 
 def missing_programs() -> list[str]:
@@ -140,7 +220,8 @@ class LocalDesktop:
         self._display: str | None = None
         self._stopped = False
         self._stop_lock = threading.Lock()
-        self._user = _sandbox_user()
+        self._lease: UidLease | None = None
+        self._inside: dict[str, int] = {}  # host pids of Xvfb and openbox, inside the sandbox
 
     # ------------------------------------------------------------------------------------------------
     @property
@@ -156,7 +237,39 @@ class LocalDesktop:
         return self._display
 
     def processes(self) -> dict[str, int]:
-        return {name: proc.pid for name, proc in self._procs.items()}
+        """Host pids: the sandbox (bwrap, whose namespaces hold everything else), and Xvfb and openbox in it."""
+        pids = {name: proc.pid for name, proc in self._procs.items()}
+        browser = self._procs.get("browser")
+        if browser is not None:
+            for name, comm in (("xvfb", "Xvfb"), ("openbox", "openbox")):
+                if name not in self._inside:
+                    found = _descendant(browser.pid, comm)
+                    if found is not None:
+                        self._inside[name] = found
+        return {**pids, **self._inside}
+
+    @property
+    def isolation(self) -> dict[str, Any]:
+        """What isolation this run obtained (for run.json and the audit log)."""
+        lease = self._lease
+        uid = lease.uid if lease is not None else None
+        per_run = bool(lease and lease.per_run)
+        info: dict[str, Any] = {
+            "namespaces": list(NAMESPACES),
+            "uid": uid,
+            "uid_per_run": per_run,
+            "filesystem": "minimal read-only binds (/usr, libraries, fonts, the browser) + own workspace",
+            "x_server": "inside sandbox",
+            "window_manager": "inside sandbox, read-only configuration",
+            "relay": "inside sandbox",
+            "x_socket": "this run's display only",
+            "egress": "allow-list proxy only",
+        }
+        if lease is None:
+            info["note"] = "not started"
+        elif not per_run:
+            info["note"] = "not root: the sandbox runs as the controller's own uid; a uid per run needs root"
+        return info
 
     def bind_events(self, sink: Callable[[ev.Event], None]) -> None:
         """Where egress events go (the supervisor's audit log)."""
@@ -184,22 +297,34 @@ class LocalDesktop:
             raise DesktopError(f"could not start the local desktop: {exc}", fatal=True) from None
 
     def _start(self) -> None:
-        user = self._user
+        lease = self._lease = lease_uid()
+        uid = lease.uid
         sweep_stale_workspaces()
         ws = Path(tempfile.mkdtemp(prefix=WORKSPACE_PREFIX))
         self._workspace = ws
         (ws / "owner.pid").write_text(str(os.getpid()))
-        os.chmod(ws, 0o711)
+        os.chmod(ws, 0o711)  # the sandbox user binds its two folders from here; nobody else lists it
         home, run = ws / "home", ws / "run"
-        for folder in (home, home / "Downloads", home / "profile" / "Default", run):
+        config = run / "openbox"
+        for folder in (home, home / "Downloads", home / "profile" / "Default", run, config):
             folder.mkdir(parents=True, exist_ok=True)
         (home / "profile" / "Default" / "Preferences").write_text(
             '{"download": {"default_directory": "%s", "prompt_for_download": false}, '
             '"profile": {"exit_type": "Normal"}}' % (home / "Downloads")
         )
-        _chown_tree(home, user)
+        _chown_tree(home, uid)
         os.chmod(home, 0o700)
+        # run/ stays the controller's: the sandbox sees it read-only (its init script, openbox's
+        # configuration, its /etc files), and only the cookie and the proxy socket are the sandbox user's.
+        # Modes are explicit: whatever this process's umask, the sandbox user reads them and cannot write.
         os.chmod(run, 0o755)
+        os.chmod(config, 0o755)
+        for name, text in openbox_files(str(config)).items():
+            _write_readonly(config / name, text)
+        etc = run / "etc"
+        etc.mkdir(mode=0o755)
+        for name, text in etc_files(uid, str(home)).items():
+            _write_readonly(etc / name, text)
 
         if self.lab is not None:
             self.lab.start()
@@ -211,9 +336,25 @@ class LocalDesktop:
             allow = [entry, *self.allow_domains]
         self._proxy = EgressProxy(run / "proxy.sock", AllowList.parse(allow), on_event=self._on_egress)
         self._proxy.start()
-        os.chmod(run / "proxy.sock", 0o666)
+        _own(run / "proxy.sock", uid, 0o600)
 
-        display_name, cookie_file = self._start_xvfb(run, user)
+        # The X server's socket folder, bound at /tmp/.X11-unix inside, where the X server makes it
+        # world-writable: the folder above it is the sandbox user's, 0700, so on the host only that user
+        # and root reach the socket.
+        x_dir = ws / "x11" / "sockets"
+        x_dir.mkdir(parents=True)
+        _own(x_dir.parent, uid, 0o700)
+        _own(x_dir, uid, 0o700)
+        number = self._claim_display(x_dir)
+        display_name = self._display = f":{number}"
+        cookie_file = run / "xauth"
+        subprocess.run(
+            ["xauth", "-q", "-f", str(cookie_file), "add", display_name, ".", secrets.token_hex(16)],
+            check=True,
+            capture_output=True,
+        )
+        _own(cookie_file, uid, 0o600)
+
         env = {
             "DISPLAY": display_name,
             "XAUTHORITY": str(cookie_file),
@@ -221,25 +362,54 @@ class LocalDesktop:
             "PATH": "/usr/bin:/bin",
             "LANG": "C.UTF-8",
         }
-        self._procs["openbox"] = _spawn([*_as_user(user), "openbox", "--sm-disable"], env=env, log=run / "openbox.log")
-        inner = run / "browser.sh"
-        inner.write_text(
+        xvfb = [
+            "Xvfb",
+            display_name,
+            "-screen",
+            "0",
+            f"{self.size.width}x{self.size.height}x24",
+            "-br",  # a black root window: what FirstPaint takes for "nothing shown yet"
+            "-nolisten",
+            "tcp",
+            "-noreset",
+            "-auth",
+            str(cookie_file),
+        ]
+        openbox = [
+            "env",
+            *(f"{k}={v}" for k, v in openbox_env(str(config)).items()),
+            "openbox",
+            "--config-file",
+            str(config / "openbox" / "rc.xml"),
+            "--sm-disable",
+            "--startup",  # run once it manages the screen (again after a restart: harmless)
+            "touch /tmp/wm-ready",
+        ]
+        init = run / "init.sh"
+        init.write_text(
             "#!/bin/sh\n"
+            "# Everything the desktop runs, inside the sandbox: the X server, the proxy relay, the window\n"
+            "# manager and the browser. The X server first; the others once it accepts connections.\n"
+            # -displayfd: the X server writes its number once it accepts connections
+            "mkfifo /tmp/x-ready\n"
+            f"{shlex.join(xvfb)} -displayfd 3 3>/tmp/x-ready &\n"
+            'read -r shown < /tmp/x-ready || { echo "the X server did not start" >&2; exit 1; }\n'
             f"{shlex.join(relay_command(str(run / 'proxy.sock'), INNER_PROXY_PORT))} 2>/dev/null &\n"
+            f"{shlex.join(openbox)} &\n"
+            # the browser's window must not be mapped while openbox is still starting: it would be
+            # adopted (reparented) under the first input, and that input lost
+            "n=0\n"
+            'while [ ! -e /tmp/wm-ready ] && [ "$n" -lt 1000 ]; do n=$((n + 1)); sleep 0.01; done\n'
             'exec chromium "$@"\n'
         )
-        inner.chmod(0o755)
+        os.chmod(init, 0o755)
         bwrap = [
             "bwrap",
-            "--unshare-net",
-            "--unshare-pid",
-            "--unshare-ipc",
-            "--unshare-uts",
+            *(f"--unshare-{ns}" for ns in ("user", "pid", "net", "ipc", "uts", "cgroup")),
             "--die-with-parent",
             "--new-session",
-            "--ro-bind",
-            "/",
-            "/",
+            *filesystem_args(),
+            *(arg for name in etc_files(uid, str(home)) for arg in ("--ro-bind", str(etc / name), f"/etc/{name}")),
             "--dev",
             "/dev",
             "--proc",
@@ -248,80 +418,89 @@ class LocalDesktop:
             "/tmp",
             "--tmpfs",
             "/dev/shm",
-            "--tmpfs",
-            "/run",
+            "--bind",
+            str(x_dir),
+            "/tmp/.X11-unix",
             "--bind",
             str(home),
             str(home),
             "--ro-bind",
             str(run),
             str(run),
-            "--ro-bind",
-            "/tmp/.X11-unix",
-            "/tmp/.X11-unix",
+            "--remount-ro",
+            "/",
             "--chdir",
             str(home),
             "--",
-            str(inner),
+            str(init),
         ]
         self._procs["browser"] = _spawn(
-            [*_as_user(user), *bwrap, *chromium_flags(self.size, home / "profile", start_url)],
+            [*_as_user(uid), *bwrap, *chromium_flags(self.size, home / "profile", start_url)],
             env=env,
             log=run / "browser.log",
         )
+        self._wait_for_x(x_dir / f"X{number}")
+        # As root, the controller is not mapped in the sandbox's user namespace: the X server sees it as
+        # the overflow user "nobody". It connects once with the cookie and lets "nobody" in: on the host
+        # only root gets through the socket folder (0700, the sandbox user's), and inside only the sandbox
+        # user exists. Without root the controller shares the sandbox's uid, which the X server knows by
+        # the sandbox's name for it.
+        grant_local_user(display_name, str(cookie_file), "nobody" if lease.per_run else SANDBOX_NAME)
         self._x11 = X11Session(display_name, self.size)
         self._wait_for_page()
 
-    def _start_xvfb(self, run: Path, user: pwd.struct_passwd) -> tuple[str, Path]:
-        cookie_file = run / "xauth"
+    def _claim_display(self, socket_dir: Path) -> int:
+        """A display number of our own: its lock file (as X servers take them) and the host's path to the
+        socket, a link into the workspace where the sandboxed X server creates it."""
+        x11_unix = Path("/tmp/.X11-unix")
+        if not x11_unix.exists() and not x11_unix.is_symlink():
+            x11_unix.mkdir(mode=0o1777, exist_ok=True)
+            os.chmod(x11_unix, 0o1777)
+        info = os.lstat(x11_unix)
+        # whoever owns it could swap our link for one to an X server of theirs
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid not in (0, os.getuid()) or not info.st_mode & stat.S_ISVTX:
+            raise DesktopError(f"{x11_unix} must be a sticky directory owned by root", fatal=True)
         for number in range(90, 400):
-            if Path(f"/tmp/.X{number}-lock").exists() or Path(f"/tmp/.X11-unix/X{number}").exists():
+            lock, link = Path(f"/tmp/.X{number}-lock"), x11_unix / f"X{number}"
+            if link.is_symlink() or link.exists():
                 continue
-            name = f":{number}"
-            cookie_file.unlink(missing_ok=True)
-            subprocess.run(
-                ["xauth", "-q", "-f", str(cookie_file), "add", name, ".", secrets.token_hex(16)],
-                check=True,
-                capture_output=True,
-            )
-            os.chown(cookie_file, user.pw_uid, user.pw_gid)
-            os.chmod(cookie_file, 0o600)
-            read_end, write_end = os.pipe()
-            proc = _spawn(
-                [
-                    *_as_user(None),
-                    "Xvfb",
-                    name,
-                    "-screen",
-                    "0",
-                    f"{self.size.width}x{self.size.height}x24",
-                    "-nolisten",
-                    "tcp",
-                    "-noreset",
-                    "-auth",
-                    str(cookie_file),
-                    "-displayfd",
-                    str(write_end),
-                ],
-                env={"PATH": "/usr/bin:/bin"},
-                log=run / "xvfb.log",
-                pass_fds=(write_end,),
-            )
-            os.close(write_end)
-            ready = _read_line(read_end, timeout=10)
-            os.close(read_end)
-            if ready.strip() == str(number):
-                self._procs["xvfb"] = proc
-                self._display = name
-                # Root can read the cookie file to connect once and grant itself local-user access.
-                grant_local_user(name, str(cookie_file), pwd.getpwuid(os.getuid()).pw_name)
-                return name, cookie_file
-            _kill_group(proc)
+            try:
+                fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
+            except FileExistsError:
+                continue
+            with os.fdopen(fd, "w") as out:
+                out.write(f"{os.getpid():10d}\n")
+            try:
+                os.symlink(socket_dir / f"X{number}", link)
+            except FileExistsError:
+                lock.unlink(missing_ok=True)
+                continue
+            self._display = f":{number}"  # from now on stop() removes both
+            return number
         raise DesktopError("no free X display number between :90 and :399", fatal=True)
 
+    def _wait_for_x(self, socket_path: Path, timeout: float = 10.0) -> None:
+        """Until the sandboxed X server accepts connections on its socket."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with socket.socket(socket.AF_UNIX) as probe:
+                try:
+                    probe.connect(str(socket_path))
+                    return
+                except (FileNotFoundError, ConnectionRefusedError):
+                    pass
+            if self._procs["browser"].poll() is not None:
+                raise DesktopError(
+                    f"the sandbox exited at start (status {self._procs['browser'].returncode})", fatal=True
+                )
+            if time.monotonic() > deadline:
+                raise DesktopError(f"the X server did not start within {timeout:g} s", fatal=True)
+            time.sleep(0.005)
+
     def _wait_for_page(self) -> None:
-        """Wait until the browser shows something other than a blank screen."""
+        """Wait until the browser painted its page and the screen settled (see ``FirstPaint``)."""
         assert self._x11 is not None
+        watch = FirstPaint()
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if self._procs["browser"].poll() is not None:
@@ -329,10 +508,10 @@ class LocalDesktop:
                     f"the browser exited at start (status {self._procs['browser'].returncode})", fatal=True
                 )
             shot = self._x11.grab_raw()
-            if len(set(shot.raw[:: 4 * 997])) > 2:  # more than a blank background
-                time.sleep(0.3)  # let the first paint finish
+            fetched = any(record.allowed for record in self.egress())
+            if watch.ready(shot.raw, shot.size, time.monotonic(), fetched=fetched):
                 return
-            time.sleep(0.1)
+            time.sleep(FIRST_PAINT_POLL)
         raise DesktopError(f"the browser showed nothing within {self.start_timeout:g} s", fatal=True)
 
     def _on_egress(self, record: EgressRecord) -> None:
@@ -375,10 +554,9 @@ class LocalDesktop:
             self._stopped = True
         if self._x11 is not None:
             self._x11.stop()
-        for name in ("browser", "openbox", "xvfb"):
-            proc = self._procs.get(name)
-            if proc is not None:
-                _kill_group(proc)
+        proc = self._procs.get("browser")
+        if proc is not None:
+            _kill_group(proc)  # the sandbox: everything of the desktop dies with its namespace
         if self._proxy is not None:
             self._proxy.stop()
         if self.lab is not None:
@@ -390,36 +568,41 @@ class LocalDesktop:
                 leftover.unlink(missing_ok=True)
         if self._workspace is not None:
             shutil.rmtree(self._workspace, ignore_errors=True)
+        if self._lease is not None:
+            self._lease.release()  # only now: nothing of the run is left that could use the uid
 
 
 # ---------------------------------------------------------------------------------------------------
-def _sandbox_user() -> pwd.struct_passwd:
-    if os.getuid() != 0:
-        return pwd.getpwuid(os.getuid())
-    for name in SANDBOX_USERS:
-        try:
-            return pwd.getpwnam(name)
-        except KeyError:
-            continue
-    raise DesktopError("no unprivileged user to run the browser (create 'cua-sandbox')", fatal=True)
-
-
-def _as_user(user: pwd.struct_passwd | None) -> list[str]:
+def _as_user(uid: int | None) -> list[str]:
     """setpriv prefix: die with this process (SIGKILL when it exits, even if it is killed itself, so no
-    desktop process outlives a crashed controller) and, as root, drop to the unprivileged ``user``."""
+    desktop process outlives a crashed controller) and, as root, drop to the unprivileged ``uid``."""
     argv = ["setpriv", "--pdeathsig", "KILL"]
-    if user is not None and os.getuid() == 0:
-        argv += [f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", "--inh-caps=-all"]
+    if uid is not None and os.getuid() == 0:
+        argv += [f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all"]
     return [*argv, "--"]
 
 
-def _chown_tree(path: Path, user: pwd.struct_passwd) -> None:
+def _chown_tree(path: Path, uid: int) -> None:
     if os.getuid() != 0:
         return
     for root, dirs, files in os.walk(path):
-        os.chown(root, user.pw_uid, user.pw_gid)
+        os.chown(root, uid, uid)
         for name in dirs + files:
-            os.chown(os.path.join(root, name), user.pw_uid, user.pw_gid)
+            os.chown(os.path.join(root, name), uid, uid, follow_symlinks=False)
+
+
+def _write_readonly(path: Path, text: str) -> None:
+    """A root-owned file everyone may read (its folders too), whatever the umask."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o755)
+    path.write_text(text)
+    os.chmod(path, 0o644)
+
+
+def _own(path: Path, uid: int, mode: int) -> None:
+    if os.getuid() == 0:
+        os.chown(path, uid, uid)
+    os.chmod(path, mode)
 
 
 def _spawn(
@@ -447,17 +630,25 @@ def _kill_group(proc: subprocess.Popen[bytes], grace: float = 2.0) -> None:
             continue
 
 
-def _read_line(fd: int, timeout: float) -> str:
-    import select
-
-    data = b""
-    deadline = time.monotonic() + timeout
-    while b"\n" not in data and time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-        if not ready:
-            break
-        chunk = os.read(fd, 64)
-        if not chunk:
-            break
-        data += chunk
-    return data.decode(errors="replace")
+def _descendant(pid: int, comm: str) -> int | None:
+    """The first process named ``comm`` below ``pid`` (its host pid), if any."""
+    children: dict[int, list[int]] = {}
+    names: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                head, rest = fh.read().rsplit(")", 1)
+        except OSError:
+            continue
+        child = int(entry)
+        names[child] = head.split("(", 1)[1]
+        children.setdefault(int(rest.split()[1]), []).append(child)
+    todo = list(children.get(pid, []))
+    while todo:
+        current = todo.pop(0)
+        if names.get(current) == comm:
+            return current
+        todo += children.get(current, [])
+    return None
