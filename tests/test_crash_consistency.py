@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from cua_tui.agents.script import Script, ScriptAgent
+from cua_tui.core import events as ev
 from cua_tui.core.actions import Action
 from cua_tui.core.approvers import FixedApprover
 from cua_tui.core.audit import verify_run
@@ -29,7 +30,9 @@ from cua_tui.core.ports import Answer, StepResult
 from cua_tui.core.rundir import RunDir
 from cua_tui.core.supervisor import RunConfig, Supervisor
 from cua_tui.desktops.dry import DryDesktop
+from cua_tui.desktops.local import LocalDesktop
 from cua_tui.desktops.sim import PHRASE, SimDesktop
+from cua_tui.labs import get_lab
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -215,10 +218,7 @@ def alive(pid: int) -> bool:
 
 
 def local_child(runs: Path, ready: int) -> None:
-    from cua_tui.core import events as ev
-    from cua_tui.desktops.local import LocalDesktop
-    from cua_tui.labs import get_lab
-
+    """Everything it needs is imported before the fork: a forked child must not take the import lock."""
     lab = get_lab("form")
     desktop = LocalDesktop(Size(1024, 720), lab=lab)
     script = lab.script(None)
