@@ -317,67 +317,28 @@ def test_a_key_path_that_is_not_a_small_regular_file_is_refused_at_once(tmp_path
     assert time.monotonic() - started < 1
 
 
-def test_run_refuses_a_world_readable_audit_key_with_a_usage_error(tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
-    from cua_tui.cli import main
-
-    key = tmp_path / "audit.key"
-    key.write_bytes(b"k" * 32)
-    key.chmod(0o644)
-    script = tmp_path / "s.json"
-    script.write_text('{"turns": []}')
-    outcome = CliRunner().invoke(
-        main,
-        [
-            "run",
-            "--backend",
-            "dry",
-            "--agent",
-            f"script:{script}",
-            "--task",
-            "t",
-            "--headless",
-            "--audit-key",
-            str(key),
-            "--runs-dir",
-            str(tmp_path / "runs"),
-        ],
-    )
-    assert outcome.exit_code == 2
-    assert "readable by other users" in outcome.output
-    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
-
-
-def test_run_refuses_an_audit_key_inside_the_runs_directory(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("where", "mode", "message"),
+    [("outside", 0o644, "readable by other users"), ("runs", 0o600, "inside the runs directory")],
+)
+def test_run_refuses_an_audit_key_others_could_read(tmp_path: Path, where: str, mode: int, message: str) -> None:
     from click.testing import CliRunner
 
     from cua_tui.cli import main
 
     runs = tmp_path / "runs"
     runs.mkdir()
-    key = private_key(runs / "audit.key", b"k" * 32)
+    key = (runs if where == "runs" else tmp_path) / "audit.key"
+    key.write_bytes(b"k" * 32)
+    key.chmod(mode)
     script = tmp_path / "s.json"
     script.write_text('{"turns": []}')
-    outcome = CliRunner().invoke(
-        main,
-        [
-            "run",
-            "--backend",
-            "dry",
-            "--agent",
-            f"script:{script}",
-            "--task",
-            "t",
-            "--headless",
-            "--audit-key",
-            str(key),
-            "--runs-dir",
-            str(runs),
-        ],
-    )
+    args = ["run", "--backend", "dry", "--agent", f"script:{script}", "--task", "t", "--headless",
+            "--audit-key", str(key), "--runs-dir", str(runs)]  # fmt: skip
+    outcome = CliRunner().invoke(main, args)
     assert outcome.exit_code == 2
-    assert "inside the runs directory" in outcome.output
+    assert message in outcome.output
+    assert [p.name for p in runs.iterdir()] == (["audit.key"] if where == "runs" else [])  # no run was made
 
 
 # ---------------------------------------------------------------------------------------------------
