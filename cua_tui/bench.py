@@ -314,11 +314,12 @@ def bench_audit_vs_seed(tmp: Path, raws: list[dict[str, Any]], n: int) -> dict[s
 # ---------------------------------------------------------------------------------------------------
 # 2. End to end through the Supervisor on the dry desktop
 # ---------------------------------------------------------------------------------------------------
-def _stamping_listener(sink: list[ev.Event], stamps: list[int]) -> Callable[[ev.Event], None]:
+def _stamping_listener(sink: list[ev.Event], stamps: list[int]) -> Callable[[ev.Stamped], None]:
     """One listener that appends every event to a list and notes when each outcome arrives."""
     outcome = ev.Outcome
 
-    def listener(event: ev.Event) -> None:
+    def listener(stamped: ev.Stamped) -> None:
+        event = stamped.event
         sink.append(event)
         if type(event) is outcome:
             stamps.append(pn())

@@ -1,5 +1,6 @@
-"""One factory builds desktops, agents and approvers by name, for the CLI, the tests and the screenshot
-script alike. Vendor packages are imported here lazily, only for the backend or agent chosen."""
+"""Desktops and agents by name, for the one builder (build.py), which makes every run.
+
+Vendor packages are imported here lazily, only for the backend or agent chosen."""
 
 from __future__ import annotations
 

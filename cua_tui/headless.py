@@ -61,11 +61,13 @@ def line_for(event: ev.Event) -> str | None:
     return None
 
 
-def printer(stream: TextIO) -> Callable[[ev.Event], None]:
-    """Print events as lines; a refused egress host is printed once (browsers retry in the background)."""
+def printer(stream: TextIO) -> Callable[[ev.Stamped], None]:
+    """A run's listener that prints its events as lines; a refused egress host is printed once (browsers
+    retry in the background)."""
     refused: set[tuple[str, int]] = set()
 
-    def listen(event: ev.Event) -> None:
+    def listen(stamped: ev.Stamped) -> None:
+        event = stamped.event
         if isinstance(event, ev.Egress) and not event.allowed:
             if (event.host, event.port) in refused:
                 return

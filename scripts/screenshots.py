@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cua_tui.tui.fixtures import SCENES, save
+from cua_tui.scenes import SCENES, save
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -65,7 +65,7 @@ def make_supervisor(
         **config,
     )
     events: list[ev.Event] = []
-    sup = Supervisor(cfg, desktop, agent, approver, rundir, listeners=(events.append,), fsync=False)
+    sup = Supervisor(cfg, desktop, agent, approver, rundir, listeners=(lambda s: events.append(s.event),), fsync=False)
     return sup, events, agent
 
 

@@ -85,13 +85,12 @@ class Decision:
 # HandshakeApprover (the TUI answers it from its own thread)
 # ---------------------------------------------------------------------------------------------------
 def test_handshake_answer_from_another_thread_approves() -> None:
-    seen: list[DecisionRequest] = []
-    asked = threading.Event()
-    approver = HandshakeApprover(on_request=lambda r: (seen.append(r), asked.set()))
+    seen: list[object] = []
+    approver = HandshakeApprover()
     req = request()
     decision = Decision(approver, req)
-    assert asked.wait(5)
-    assert seen == [req] and approver.pending is req
+    assert approver.wait_for_request(5) is req
+    assert approver.pending is req
     answered = threading.Thread(target=lambda: seen.append(approver.answer(Answer.APPROVE, req)))  # type: ignore[arg-type]
     answered.start()
     answered.join(2)
@@ -103,28 +102,25 @@ def test_handshake_answer_from_another_thread_approves() -> None:
 
 @pytest.mark.parametrize("answer", [Answer.REJECT, Answer.KILL])
 def test_handshake_passes_reject_and_kill_through(answer: Answer) -> None:
-    asked = threading.Event()
-    approver = HandshakeApprover(on_request=lambda r: asked.set())
+    approver = HandshakeApprover()
     decision = Decision(approver)
-    assert asked.wait(5)
+    assert approver.wait_for_request(5) is not None
     assert approver.answer(answer)
     assert decision.result().answer is answer
 
 
 def test_handshake_ignores_stale_answers() -> None:
-    asked = threading.Event()
-    approver = HandshakeApprover(on_request=lambda r: asked.set())
+    approver = HandshakeApprover()
     assert approver.answer(Answer.APPROVE) is False  # nothing pending: a stray key press
     first, second = request(0), request(1)
     decision = Decision(approver, first)
-    assert asked.wait(5)
+    assert approver.wait_for_request(5) is not None
     assert approver.answer(Answer.REJECT, first)
     assert decision.result().answer is Answer.REJECT
     assert approver.answer(Answer.APPROVE, first) is False  # late answer after it was decided
 
-    asked.clear()
     decision = Decision(approver, second)
-    assert asked.wait(5)
+    assert approver.wait_for_request(5) is not None
     assert approver.answer(Answer.APPROVE, first) is False  # meant for the previous request
     time.sleep(0.1)
     assert decision.thread.is_alive() and approver.pending is second
@@ -133,11 +129,28 @@ def test_handshake_ignores_stale_answers() -> None:
     assert decision.result().answer is Answer.REJECT
 
 
+def test_handshake_takes_an_answer_given_before_the_request_is_asked() -> None:
+    """The UI shows a request from its event, written before the run's thread reaches ``decide``: a key
+    pressed in between counts for exactly that request, and for no other."""
+    approver = HandshakeApprover()
+    early, other = request(0), request(1)
+    assert approver.answer(Answer.APPROVE, early) is True
+    decision = Decision(approver, other)  # another request is asked first: the early answer is not its
+    assert approver.wait_for_request(5) is other
+    time.sleep(0.1)
+    assert decision.thread.is_alive()
+    assert approver.answer(Answer.REJECT, other)
+    assert decision.result().answer is Answer.REJECT
+    assert approver.answer(Answer.APPROVE, early) is True
+    decision = Decision(approver, early)
+    assert decision.result(2).answer is Answer.APPROVE
+    assert approver.answer(Answer.APPROVE, early) is False  # decided: a second press is refused
+
+
 def test_handshake_cancel_returns_kill_promptly() -> None:
-    asked = threading.Event()
-    approver = HandshakeApprover(on_request=lambda r: asked.set())
+    approver = HandshakeApprover()
     decision = Decision(approver)
-    assert asked.wait(5)
+    assert approver.wait_for_request(5) is not None
     cancelled_at = time.monotonic()
     decision.cancel.set()
     ruling = decision.result(2)
@@ -416,10 +429,9 @@ def test_terminal_and_handshake_cancel_name_the_kill_switch(terminal) -> None:
     time.sleep(0.1)
     decision.cancel.set()
     assert decision.result(2) == Ruling(Answer.KILL, "kill switch", "cancelled")
-    asked = threading.Event()
-    handshake = HandshakeApprover(on_request=lambda r: asked.set(), by="human (TUI)")
+    handshake = HandshakeApprover(by="human (TUI)")
     decision = Decision(handshake)
-    assert asked.wait(5)
+    assert handshake.wait_for_request(5) is not None
     decision.cancel.set()
     assert decision.result(2) == Ruling(Answer.KILL, "kill switch", "cancelled")
 

@@ -228,7 +228,8 @@ def local_child(runs: Path, ready: int) -> None:
     policy = Policy.default().with_regions(lab.regions())
     config = RunConfig(task=lab.task, backend="local", agent="script", model=None, screen=desktop.size, policy=policy)
 
-    def started(event: ev.Event) -> None:
+    def started(stamped: ev.Stamped) -> None:
+        event = stamped.event
         if isinstance(event, ev.Phase) and event.phase == "waiting_model":
             os.write(ready, b"1")  # the desktop is up: the kill lands in the middle of the run
 

@@ -118,7 +118,9 @@ def supervise(
         policy=policy or Policy.default(),
     )
     events: list[ev.Event] = []
-    sup = Supervisor(cfg, desktop, agent, approver, RunDir.create(tmp_path / "runs"), listeners=(events.append,))
+    sup = Supervisor(
+        cfg, desktop, agent, approver, RunDir.create(tmp_path / "runs"), listeners=(lambda s: events.append(s.event),)
+    )
     if background:
         return sup, events
     started = time.monotonic()

@@ -811,13 +811,12 @@ def assert_killed(result, desktop: SimDesktop, *, by: str = "human") -> None:
 
 
 def test_kill_while_the_approver_waits(tmp_path: Path) -> None:
-    asked = threading.Event()
-    approver = HandshakeApprover(on_request=lambda request: asked.set())
+    approver = HandshakeApprover()
     sup, _events, _ = make_supervisor(
         tmp_path, [{"actions": [click(PHRASE_FIELD), typing(PHRASE), click(VERIFY)]}], approver=approver
     )
     run = Background(sup)
-    wait_for(asked, "the decision request")
+    assert approver.wait_for_request(5) is not None, "timed out waiting for the decision request"
     killed_at = time.monotonic()
     sup.kill()
     result = run.join(5)
@@ -883,11 +882,10 @@ def test_kill_while_the_agent_request_hangs(tmp_path: Path) -> None:
 
 
 def test_pressing_kill_twice_and_after_the_end_is_harmless(tmp_path: Path) -> None:
-    asked = threading.Event()
-    approver = HandshakeApprover(on_request=lambda request: asked.set())
+    approver = HandshakeApprover()
     sup, _events, _ = make_supervisor(tmp_path, [{"actions": [typing(PHRASE)]}], approver=approver)
     run = Background(sup)
-    wait_for(asked, "the decision request")
+    assert approver.wait_for_request(5) is not None, "timed out waiting for the decision request"
     presses = [threading.Thread(target=sup.kill) for _ in range(3)]
     for t in presses:
         t.start()

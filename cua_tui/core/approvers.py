@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 
 from .ports import Answer, DecisionRequest, Ruling
 
@@ -30,43 +29,61 @@ class FixedApprover:
 class HandshakeApprover:
     """A cancellable handshake between the run's thread and another thread (the TUI).
 
-    ``decide`` hands the request to ``on_request`` (called in the run's thread; it must not block, e.g.
-    it posts a message to the UI) and waits until ``answer`` is called from elsewhere, or ``cancel`` is
-    set. An answer for a request that is no longer pending is ignored, so a late key press cannot approve
-    the next action by accident.
+    ``decide`` holds the request as pending and waits until ``answer`` is called from elsewhere, or
+    ``cancel`` is set. The UI learns of the request from its ``decision_requested`` event (which carries
+    it), not from the approver: the event stream is the one channel from the run to the UI, and
+    ``answer`` the one way back. An answer for a request that is no longer pending is ignored, so a late
+    key press cannot approve the next action by accident.
     """
 
-    def __init__(self, on_request: Callable[[DecisionRequest], None] | None = None, by: str = "human") -> None:
-        self.on_request = on_request
+    def __init__(self, by: str = "human") -> None:
         self.by = by
         self._cond = threading.Condition()
         self._pending: DecisionRequest | None = None
         self._answer: Answer | None = None
+        self._last: DecisionRequest | None = None  # the request decided last
+        # An answer to a request whose event the UI has shown before the run's thread reached ``decide``
+        # (the event is written first): kept for exactly that request object, taken when it is asked.
+        self._early: tuple[DecisionRequest, Answer] | None = None
 
     @property
     def pending(self) -> DecisionRequest | None:
         return self._pending
 
+    def wait_for_request(self, timeout: float) -> DecisionRequest | None:
+        """The pending request, waiting up to ``timeout`` seconds for one (tests, scripted front ends)."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._pending is not None, timeout)
+            return self._pending
+
     def decide(self, request: DecisionRequest, cancel: threading.Event) -> Ruling:
         with self._cond:
             self._pending, self._answer = request, None
+            if self._early is not None and self._early[0] is request:
+                self._answer = self._early[1]
+            self._early = None
+            self._cond.notify_all()
         try:
-            if self.on_request is not None:
-                self.on_request(request)
             with self._cond:
                 while self._answer is None and not cancel.is_set():
                     self._cond.wait(0.05)
                 answer = self._answer
         finally:
             with self._cond:
-                self._pending = None
+                self._pending, self._last = None, request
         if answer is None:  # cancelled: the kill switch won, nobody answered
             return Ruling(Answer.KILL, KILL_SWITCH, "cancelled")
         return Ruling(answer, self.by)
 
     def answer(self, answer: Answer, request: DecisionRequest | None = None) -> bool:
-        """Answer the pending request (only if it is still ``request`` when given). True if taken."""
+        """Answer the pending request (only if it is still ``request`` when given). True if taken.
+
+        A ``request`` not yet asked (its event is out, ``decide`` not yet called) is answered as soon as
+        it is asked; one already decided, or another than the one pending, is refused."""
         with self._cond:
+            if self._pending is None and request is not None and request is not self._last:
+                self._early = (request, answer)
+                return True
             if self._pending is None or (request is not None and request is not self._pending):
                 return False
             if self._answer is not None:

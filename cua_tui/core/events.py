@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .actions import Action
+
+if TYPE_CHECKING:
+    from .ports import DecisionRequest
 
 _MEMORY_ONLY = {"memory_only": True}
 
@@ -143,6 +146,9 @@ class DecisionRequested(Event):
     call_id: str
     subject: str  # action | safety_check
     reason: str
+    # The request itself travels with its event (live runs only: it holds the parsed action with its
+    # typed text), so a UI learns what is pending from the event stream alone, through no second channel.
+    request: DecisionRequest | None = memory_only()
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +258,17 @@ class RunEnded(Event):
     executed: int
     verified: bool | None = None
     final_text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Stamped:
+    """An event as written: its place in the audit chain (``seq``, and ``head``, the SHA-256 of its own
+    line). Listeners, the UI and replay all receive events in this envelope, so the chain position
+    reaches them with the event and through no back channel."""
+
+    seq: int
+    head: str
+    event: Event
 
 
 EVENT_TYPES: dict[str, type[Event]] = {

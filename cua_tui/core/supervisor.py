@@ -62,7 +62,7 @@ MAX_ACTIONS_PER_TURN = 100
 # Room kept free in the run directory so that the end of a run can still be recorded on a full disk.
 RESERVE_BYTES = 512 * 1024
 
-Listener = Callable[[ev.Event], None]
+Listener = Callable[[ev.Stamped], None]  # told each event right after it was written, with its chain place
 
 
 class Aborted(Exception):
@@ -162,6 +162,7 @@ class Supervisor:
         fsync: bool = True,
         stale_guard: StaleGuard | None = None,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
         self.policy = config.policy
@@ -172,8 +173,9 @@ class Supervisor:
         self.run_id = rundir.run_id
         self._listeners: list[Listener] = list(listeners)
         self._stale = stale_guard or StaleGuard()
-        self._clock = clock
-        self.audit = AuditWriter(rundir.audit, self.run_id, fsync=fsync, key=config.audit_key)
+        self._clock = clock  # durations, the deadline
+        self._wall_clock = wall_clock  # timestamps on record (run.json, audit lines, result.json)
+        self.audit = AuditWriter(rundir.audit, self.run_id, fsync=fsync, key=config.audit_key, clock=wall_clock)
         self.transcript = TranscriptWriter(rundir.transcript)
         rundir.reserve_space(RESERVE_BYTES)
         self._emit_lock = threading.RLock()
@@ -260,7 +262,7 @@ class Supervisor:
     def _run(self) -> None:
         cfg = self.config
         policy = self.policy
-        started = time.time()
+        started = self._wall_clock()
         run_info = {
             "run_id": self.run_id,
             "task": cfg.task,
@@ -617,7 +619,11 @@ class Supervisor:
     # Decisions
     # ------------------------------------------------------------------------------------------------
     def _ask(self, request: DecisionRequest) -> Ruling:
-        self._emit(ev.DecisionRequested(request.turn, request.index, request.call_id, request.kind, request.reason))
+        self._emit(
+            ev.DecisionRequested(
+                request.turn, request.index, request.call_id, request.kind, request.reason, request=request
+            )
+        )
         if self.approver is None:
             ruling = Ruling(Answer.REJECT, "no approver (fail closed)")
         else:
@@ -842,7 +848,7 @@ class Supervisor:
                     "tokens": self.total_tokens,
                     "cost_usd": self.total_cost,
                     "final_text": self._final_text,
-                    "ended_at": time.time(),
+                    "ended_at": self._wall_clock(),
                     "seal": seal,
                 }
                 try:
@@ -880,7 +886,7 @@ class Supervisor:
             if self._final and not final:
                 raise Aborted()
             try:
-                self.audit.append(event.kind, event.to_record())
+                seq, head = self.audit.append(event.kind, event.to_record())
             except AuditClosed:
                 raise Aborted() from None
             except AuditWriteError as exc:
@@ -888,9 +894,10 @@ class Supervisor:
                     self._lost = self._lost or str(exc)
                     raise StorageFailure(str(exc)) from None
                 self._storage_failed("audit.jsonl", exc)
+            stamped = ev.Stamped(seq, head, event)
             for listener in self._listeners:
                 try:
-                    listener(event)
+                    listener(stamped)
                 except Exception:  # a broken listener (UI) must not break the run or its audit trail
                     pass
 

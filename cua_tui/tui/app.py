@@ -29,7 +29,8 @@ from .decision import DecisionPanel
 from .desktop_view import DesktopView
 from .frames import Target, prepare
 from .help import HelpScreen
-from .messages import DecisionNeeded, FrameRendered, RunEvent, RunFinished
+from .messages import FrameRendered, RunEvent, RunFinished
+from .run_view import RunView
 from .source import RunSource
 from .status import StatusBar
 from .themes import load_themes, project_themes_dir
@@ -64,7 +65,8 @@ class SupervisorApp(App[Any]):
         self.clock = clock  # the status bar's elapsed time; fixtures pass a fixed one
         self.requested_theme = theme
         self.theme_dirs = (project_themes_dir(), *theme_dirs)
-        self.pending: DecisionRequest | None = None
+        self.view = RunView()  # the run's state, from its event stream alone
+        self._answered: DecisionRequest | None = None
         self.running = True
         self.result: Any = None
         self.final_status = ""
@@ -72,8 +74,6 @@ class SupervisorApp(App[Any]):
         self._png: bytes | None = None
         self._serial = 0
         self._shown = 0
-        self._batch_size = 0
-        self._actions: dict[int, Any] = {}  # index -> parsed Action of the current turn
 
     # ------------------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -101,7 +101,7 @@ class SupervisorApp(App[Any]):
             self.notify(visible(problem), title="theme", severity="warning", timeout=10, markup=False)
         self.query_one("#desktop", DesktopView).border_title = "Desktop"
         self.query_one(DecisionPanel).show_request(None)
-        self.source.attach(self._from_run, self._request_from_run)
+        self.source.attach(self._from_run)
         self.drive()
 
     # ------------------------------------------------------------------------------------------------
@@ -127,11 +127,8 @@ class SupervisorApp(App[Any]):
         finally:
             done.set()
 
-    def _from_run(self, event: ev.Event, seq: int, head: str) -> None:
-        self.post_message(RunEvent(event, seq, head))
-
-    def _request_from_run(self, request: DecisionRequest) -> None:
-        self.post_message(DecisionNeeded(request))
+    def _from_run(self, stamped: ev.Stamped) -> None:
+        self.post_message(RunEvent(stamped))
 
     def on_unmount(self) -> None:
         # Leaving the TUI while the run goes on is a kill: the run's thread must end, or the process could
@@ -154,94 +151,74 @@ class SupervisorApp(App[Any]):
     # ------------------------------------------------------------------------------------------------
     # Events
     # ------------------------------------------------------------------------------------------------
+    @property
+    def pending(self) -> DecisionRequest | None:
+        """The request awaiting the reviewer: the run's own (from the event stream, through the RunView),
+        unless this reviewer has already answered it and the stream has not yet said so."""
+        request = self.view.pending
+        if request is None or request is self._answered or not self.running:
+            return None
+        return request
+
     def on_run_event(self, message: RunEvent) -> None:
-        event = message.event
-        self.query_one(AuditPane).record(event, message.seq, message.head)
+        stamped = message.stamped
+        event = stamped.event
+        view = self.view
+        was_pending = self.pending
+        view.apply(stamped)
+        self.query_one(AuditPane).record(event, stamped.seq, stamped.head)
         status = self.query_one(StatusBar)
         batch = self.query_one(BatchPane)
         match event:
-            case ev.Phase():
-                status.phase, status.detail = event.phase, event.detail
-                status.redraw()
-            case ev.Executing():
-                status.phase, status.detail = "executing", event.summary
-                status.redraw()
-            case ev.ScreenCaptured() if event.png is not None:
-                self._png = event.png
-                self.render_frame()
             case ev.ModelTurn():
-                status.turn = event.turn
-                status.tokens = event.total_tokens
-                status.cost = event.total_cost_usd
-                status.redraw()
                 if event.actions:
                     batch.start_turn(event.turn, event.text)
-                    self._actions.clear()
-                    self._batch_size = event.actions
                 else:  # the agent is done: keep the last batch in view, add its final words
                     batch.final_text(event.text)
             case ev.ActionProposed():
-                kind = (event.action or {}).get("kind", "") if event.action else (event.raw_kind or "?")
-                params = event.summary or event.error
-                row = batch.add(event.index, kind, params, error=event.error)
-                self._actions[event.index] = event.parsed
-                if event.error:
-                    row.set_verdict("block", f"malformed: {event.error}")
-            case ev.PolicyVerdict():
+                action = view.actions[event.index]
+                row = batch.add(event.index, action.kind, action.params, error=action.error)
+                if action.error:
+                    row.set_verdict(action.verdict, action.reason)
+            case ev.PolicyVerdict() | ev.DecisionMade() | ev.Outcome():
                 row = batch.rows.get(event.index)
-                if row is not None:
-                    row.set_verdict(event.verdict, event.reason)
-            case ev.DecisionMade():
-                row = batch.rows.get(event.index)
-                if row is not None and event.subject == "action" and event.by != "policy":
-                    row.set_state("approved" if event.decision == "approve" else row.state, event.by)
-                if self.pending is not None and event.index == self.pending.index:
-                    self._clear_pending()
-            case ev.Outcome():
-                row = batch.rows.get(event.index)
-                if row is not None:
-                    row.set_state(event.status)
-                status.steps = event.step
-                status.redraw()
+                action = view.actions.get(event.index)
+                if row is not None and action is not None:
+                    if isinstance(event, ev.PolicyVerdict):
+                        row.set_verdict(action.verdict, action.reason)
+                    else:
+                        row.set_state(action.state, action.decided_by)
             case ev.RunEnded():
                 status.final = f"{event.status} · {visible(event.reason, limit=80)}"
                 status.ended = status.ended or self.clock()
-                status.redraw()
                 self.query_one(AuditPane).set_state("sealed")
                 self.running = False
-                self._clear_pending()
-                self.refresh_bindings()
             case ev.Killed():
                 self.notify("kill switch: run stopped", severity="error")
-
-    def on_decision_needed(self, message: DecisionNeeded) -> None:
-        if not self.running:
-            return
-        self.pending = message.request
-        self.query_one(DecisionPanel).show_request(message.request, self._batch_size)
-        self.query_one(BatchPane).mark_pending(message.request.index)
-        self.zoom = False
-        self.render_frame()
-        self.refresh_bindings()
-        self.bell()
+        status.show(view)
+        if isinstance(event, ev.ScreenCaptured) and event.png is not None:
+            self._png = event.png
+            self.render_frame()
+        if self.pending is not was_pending:
+            self._show_pending()
 
     def on_run_finished(self, message: RunFinished) -> None:
         self.running = False
         self.final_status = message.status
-        self._clear_pending()
-        self.refresh_bindings()
+        self._show_pending()
         if message.status:
             self.notify(f"run ended: {visible(message.status)} · press q to quit", timeout=30, markup=False)
 
-    def _clear_pending(self) -> None:
-        if self.pending is None:
-            return
-        self.pending = None
+    def _show_pending(self) -> None:
+        """Show what ``pending`` says (the one place that reads it for the panes)."""
+        request = self.pending
         self.zoom = False
-        self.query_one(DecisionPanel).show_request(None)
-        self.query_one(BatchPane).mark_pending(None)
+        self.query_one(DecisionPanel).show_request(request, self.view.batch_size)
+        self.query_one(BatchPane).mark_pending(request.index if request is not None else None)
         self.render_frame()
         self.refresh_bindings()
+        if request is not None:
+            self.bell()
 
     # ------------------------------------------------------------------------------------------------
     # Frames
@@ -299,7 +276,8 @@ class SupervisorApp(App[Any]):
         if request is None:
             return
         if self.source.answer(answer, request):
-            self._clear_pending()
+            self._answered = request  # answered: hidden until the stream records the decision
+            self._show_pending()
 
     def action_approve(self) -> None:
         self._answer(Answer.APPROVE)
@@ -311,9 +289,10 @@ class SupervisorApp(App[Any]):
         if not self.running:
             return
         self.source.kill()  # returns at once; the run's own thread ends it and seals the log
-        self._clear_pending()
-        self.query_one(StatusBar).phase = "stopping"
-        self.query_one(StatusBar).redraw()
+        if self.pending is not None:
+            self._answered = self.pending  # nobody may answer it any more
+            self._show_pending()
+        self.query_one(StatusBar).stopping()
 
     def action_zoom(self) -> None:
         self.zoom = not self.zoom

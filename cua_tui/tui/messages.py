@@ -5,26 +5,15 @@ from __future__ import annotations
 from textual.message import Message
 
 from ..core import events as ev
-from ..core.ports import DecisionRequest
 from .frames import Rendered
 
 
 class RunEvent(Message):
-    """One core event, with the audit chain's position right after it was written."""
+    """One core event as written, with its place in the audit chain."""
 
-    def __init__(self, event: ev.Event, seq: int, head: str) -> None:
+    def __init__(self, stamped: ev.Stamped) -> None:
         super().__init__()
-        self.event = event
-        self.seq = seq
-        self.head = head
-
-
-class DecisionNeeded(Message):
-    """The run waits for the reviewer: y, n or k."""
-
-    def __init__(self, request: DecisionRequest) -> None:
-        super().__init__()
-        self.request = request
+        self.stamped = stamped
 
 
 class FrameRendered(Message):

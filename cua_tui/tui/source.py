@@ -13,24 +13,32 @@ from textual.worker import NoActiveWorker, get_current_worker
 from ..core import events as ev
 from ..core.approvers import HandshakeApprover
 from ..core.ports import Answer, DecisionRequest
-from ..core.supervisor import RunResult, Supervisor
+from ..core.supervisor import RunConfig, RunResult, Supervisor
 from .status import RunInfo
 
 Post = Callable[[Any], None]
 
 
 class RunSource(Protocol):
+    """What the App needs of a run: its events (the one channel from the run), and the few commands
+    that go the other way (answer the pending request, the kill switch)."""
+
     info: RunInfo
     policy_lines: list[str]
 
-    def attach(
-        self, on_event: Callable[[ev.Event, int, str], None], on_request: Callable[[DecisionRequest], None]
-    ) -> None: ...
+    def attach(self, on_event: Callable[[ev.Stamped], None]) -> None: ...
     def run(self) -> RunResult | None: ...
     def kill(self, by: str = "human (TUI)") -> None: ...
     def answer(self, answer: Answer, request: DecisionRequest) -> bool: ...
     @property
     def live(self) -> bool: ...
+
+
+def run_info(config: RunConfig, run_id: str) -> RunInfo:
+    lim = config.policy.limits
+    return RunInfo(
+        run_id, config.backend, config.agent, config.model, lim.max_turns, lim.max_steps, lim.deadline_seconds
+    )
 
 
 class LiveRun:
@@ -41,24 +49,12 @@ class LiveRun:
     def __init__(self, supervisor: Supervisor, approver: HandshakeApprover) -> None:
         self.supervisor = supervisor
         self.approver = approver
-        cfg = supervisor.config
-        lim = cfg.policy.limits
-        self.info = RunInfo(
-            supervisor.run_id, cfg.backend, cfg.agent, cfg.model, lim.max_turns, lim.max_steps, lim.deadline_seconds
-        )
-        self.policy_lines = cfg.policy.summary()
+        self.info = run_info(supervisor.config, supervisor.run_id)
+        self.policy_lines = supervisor.config.policy.summary()
 
-    def attach(
-        self, on_event: Callable[[ev.Event, int, str], None], on_request: Callable[[DecisionRequest], None]
-    ) -> None:
-        audit = self.supervisor.audit
-
-        def listener(event: ev.Event) -> None:
-            # Called right after the record was appended, under the supervisor's emit lock.
-            on_event(event, audit.seq - 1, audit.head)
-
-        self.supervisor.subscribe(listener)
-        self.approver.on_request = on_request
+    def attach(self, on_event: Callable[[ev.Stamped], None]) -> None:
+        # Called right after each record was appended, under the supervisor's emit lock, with its chain place.
+        self.supervisor.subscribe(on_event)
 
     def run(self) -> RunResult:
         return self.supervisor.run()
@@ -72,42 +68,37 @@ class LiveRun:
 
 @dataclass
 class RecordedRun:
-    """Replays a fixed list of events (and optionally leaves a decision pending): for snapshots, screenshots
-    and tests. ``answers`` collects what the reviewer pressed.
+    """Feeds the App a fixed list of events as they were written (a real run's stream, recorded): for
+    snapshots, screenshots and tests. ``answers`` collects what the reviewer pressed.
 
-    A recording without a ``RunEnded`` event shows a run still going: ``run`` then holds on (as a live run
-    waiting for the model or for the reviewer would) until the kill switch or until the App cancels its
-    worker, so the App does not take the end of the replay for the end of the run."""
+    A recording without a ``RunEnded`` event shows a run still going (its last ``decision_requested``
+    still pending, say): ``run`` then holds on, as a live run waiting for the model or for the reviewer
+    would, until the kill switch or until the App cancels its worker, so the App does not take the end
+    of the recording for the end of the run."""
 
     info: RunInfo
-    events: Sequence[ev.Event]
-    pending: DecisionRequest | None = None
+    events: Sequence[ev.Stamped]
     policy_lines: list[str] = field(default_factory=list)
     answers: list[Answer] = field(default_factory=list)
     killed: bool = False
     live = False
 
     def __post_init__(self) -> None:
-        self._on_event: Callable[[ev.Event, int, str], None] | None = None
-        self._on_request: Callable[[DecisionRequest], None] | None = None
+        self._on_event: Callable[[ev.Stamped], None] | None = None
         self._killed = threading.Event()
 
-    def attach(
-        self, on_event: Callable[[ev.Event, int, str], None], on_request: Callable[[DecisionRequest], None]
-    ) -> None:
-        self._on_event, self._on_request = on_event, on_request
+    @property
+    def ends(self) -> bool:
+        return any(isinstance(s.event, ev.RunEnded) for s in self.events)
+
+    def attach(self, on_event: Callable[[ev.Stamped], None]) -> None:
+        self._on_event = on_event
 
     def run(self) -> None:
-        import hashlib
-
-        head = "0" * 64
-        assert self._on_event is not None and self._on_request is not None
-        for seq, event in enumerate(self.events):
-            head = hashlib.sha256(f"{seq}:{event.kind}:{head}".encode()).hexdigest()
-            self._on_event(event, seq, head)
-        if self.pending is not None:
-            self._on_request(self.pending)
-        if any(isinstance(event, ev.RunEnded) for event in self.events):
+        assert self._on_event is not None
+        for stamped in self.events:
+            self._on_event(stamped)
+        if self.ends:
             return
         try:
             worker = get_current_worker()

@@ -10,6 +10,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ..core.text import visible
+from .run_view import RunView
 
 PHASES = {
     "starting": "starting",
@@ -51,6 +52,17 @@ class StatusBar(Static):
 
     def on_mount(self) -> None:
         self.set_interval(1.0, self.redraw)
+        self.redraw()
+
+    def show(self, view: RunView) -> None:
+        """Take the run's counters and phase from its RunView."""
+        self.turn, self.steps, self.tokens, self.cost = view.turn, view.steps, view.tokens, view.cost
+        self.phase, self.detail = view.phase, view.detail
+        self.redraw()
+
+    def stopping(self) -> None:
+        """The kill switch was pressed: say so at once, before the run's own events tell."""
+        self.phase = "stopping"
         self.redraw()
 
     def redraw(self) -> None:

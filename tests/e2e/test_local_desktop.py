@@ -55,13 +55,20 @@ class LabRun:
         approver = FixedApprover(answer) if answer is not None else None
         self.events: list[ev.Event] = []
         self.supervisor = Supervisor(
-            config, self.desktop, self.agent, approver, self.rundir, listeners=(self.events.append,), fsync=False
+            config,
+            self.desktop,
+            self.agent,
+            approver,
+            self.rundir,
+            listeners=(lambda s: self.events.append(s.event),),
+            fsync=False,
         )
         self.pids: dict[str, int] = {}
         self.workspace: Path | None = None
         self.supervisor.subscribe(self._watch)
 
-    def _watch(self, event: ev.Event) -> None:
+    def _watch(self, stamped: ev.Stamped) -> None:
+        event = stamped.event
         if isinstance(event, ev.ScreenCaptured) and event.purpose == "initial":
             self.pids = self.desktop.processes()
             self.workspace = self.desktop.workspace
@@ -233,7 +240,7 @@ def _ancestors(pid: int) -> list[int]:
 def test_a_killed_run_leaves_nothing_behind(tmp_path: Path) -> None:
     run = LabRun(tmp_path, "search-export", Answer.APPROVE)
     first_outcome = threading.Event()
-    run.supervisor.subscribe(lambda e: first_outcome.set() if isinstance(e, ev.Outcome) else None)
+    run.supervisor.subscribe(lambda s: first_outcome.set() if isinstance(s.event, ev.Outcome) else None)
     box: dict = {}
     worker = threading.Thread(target=lambda: box.setdefault("result", run.run()), daemon=True)
     worker.start()
@@ -248,7 +255,8 @@ def test_a_killed_run_leaves_nothing_behind(tmp_path: Path) -> None:
 def test_a_browser_crash_ends_the_run_and_still_cleans_up(tmp_path: Path) -> None:
     run = LabRun(tmp_path, "form", Answer.APPROVE)
 
-    def crash(event: ev.Event) -> None:
+    def crash(stamped: ev.Stamped) -> None:
+        event = stamped.event
         if isinstance(event, ev.ModelTurn) and event.turn == 1:
             browser = run.desktop.processes()["browser"]
             for pid in _all_pids():

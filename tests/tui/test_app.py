@@ -15,24 +15,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_supervisor
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
 from PIL import Image
 from pilot_helpers import SOON, drawn, footer_actions, plain, until, until_ended
 from textual.pilot import Pilot
 from textual.widgets import RichLog, Static
 
+from cua_tui.build import HANDSHAKE, RunOptions, build_run
 from cua_tui.core import events as ev
 from cua_tui.core.actions import Kind
-from cua_tui.core.approvers import HandshakeApprover
-from cua_tui.core.policy import Policy
 from cua_tui.core.supervisor import MSG_DECLINED, Supervisor
 from cua_tui.desktops.sim import PHRASE, SimDesktop
+from cua_tui.scenes import SCENES
 from cua_tui.tui.app import SupervisorApp
 from cua_tui.tui.batch import ActionRow, BatchPane
 from cua_tui.tui.decision import DecisionPanel
 from cua_tui.tui.desktop_view import DesktopView
-from cua_tui.tui.fixtures import SCENES
 from cua_tui.tui.frames import MARKER, prepare
 from cua_tui.tui.help import HelpScreen
 from cua_tui.tui.messages import FrameRendered
@@ -92,11 +90,35 @@ class Live:
         return {e.index: e.status for e in self.events if isinstance(e, ev.Outcome)}
 
 
-def live(tmp_path: Path, turns: list[dict[str, Any]], **kwargs: Any) -> Live:
-    approver = HandshakeApprover(by=HUMAN)  # as cli._execute builds it for the TUI
-    supervisor, events, _agent = make_supervisor(tmp_path, turns, approver=approver, **kwargs)
-    track(supervisor)
-    return Live(SupervisorApp(LiveRun(supervisor, approver)), supervisor, events)
+def live(
+    tmp_path: Path,
+    turns: list[dict[str, Any]],
+    *,
+    desktop: SimDesktop | None = None,
+    regions: tuple[dict[str, Any], ...] = (),
+    final_text: str = "done",
+) -> Live:
+    """A run made by the one builder exactly as ``cua-tui run`` makes it for the TUI (decisions through
+    the handshake), on the sim desktop with a script agent."""
+    events: list[ev.Event] = []
+    run = build_run(
+        RunOptions(
+            task="test task",
+            backend="sim",
+            agent=None,
+            script={"turns": turns, "final_text": final_text},
+            regions=regions,
+            runs_dir=tmp_path / "runs",
+            decisions=HANDSHAKE,
+            listeners=(lambda s: events.append(s.event),),
+            fsync=False,
+            desktop=desktop or SimDesktop(),
+        )
+    )
+    handshake = run.handshake
+    assert handshake is not None and handshake.by == HUMAN
+    track(run.supervisor)
+    return Live(SupervisorApp(LiveRun(run.supervisor, handshake)), run.supervisor, events)
 
 
 async def until_decision(pilot: Pilot[Any], app: SupervisorApp, index: int) -> None:
@@ -319,8 +341,7 @@ async def test_keys_on_a_finished_run() -> None:
 # The marker and zoom
 # ---------------------------------------------------------------------------------------------------
 async def test_the_pending_click_is_marked_and_z_zooms_on_it(tmp_path: Path) -> None:
-    policy = Policy.default().with_regions([SEND_CONFIRM])
-    run = live(tmp_path, [{"text": "sending", "actions": [click(SEND)]}], policy=policy)
+    run = live(tmp_path, [{"text": "sending", "actions": [click(SEND)]}], regions=(SEND_CONFIRM,))
     app = run.app
     async with app.run_test(size=SIZE) as pilot:
         await until_decision(pilot, app, 0)
@@ -411,8 +432,7 @@ async def test_untrusted_text_is_shown_literally(tmp_path: Path) -> None:
 # Help
 # ---------------------------------------------------------------------------------------------------
 async def test_help_lists_the_keys_and_the_policy_and_k_still_kills(tmp_path: Path) -> None:
-    policy = Policy.default().with_regions([SEND_CONFIRM])
-    run = live(tmp_path, [FORM_TURN], policy=policy)
+    run = live(tmp_path, [FORM_TURN], regions=(SEND_CONFIRM,))
     app = run.app
     async with app.run_test(size=SIZE) as pilot:
         await until_decision(pilot, app, 1)
@@ -421,7 +441,7 @@ async def test_help_lists_the_keys_and_the_policy_and_k_still_kills(tmp_path: Pa
         text = plain(app.screen.query_one(Static))
         for key in ("y", "n", "k", "z", "q"):
             assert f"\n  {key} " in text, key
-        for line in policy.summary():
+        for line in run.supervisor.policy.summary():
             assert line in text, line
         assert "region send: confirm at 40,400 160x44" in text
         await pilot.press("escape")

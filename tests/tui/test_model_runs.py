@@ -37,10 +37,9 @@ from textual.widgets import Static
 
 from cua_tui.agents.anthropic_agent import AnthropicAgent
 from cua_tui.agents.openai_agent import OpenAIAgent
-from cua_tui.core.approvers import HandshakeApprover
+from cua_tui.build import HANDSHAKE, RunOptions, build_run
 from cua_tui.core.policy import Policy
-from cua_tui.core.rundir import RunDir
-from cua_tui.core.supervisor import MSG_DECLINED, MSG_NOT_EXECUTED, RunConfig, Supervisor
+from cua_tui.core.supervisor import MSG_DECLINED, MSG_NOT_EXECUTED, Supervisor
 from cua_tui.desktops.sim import PHRASE, SimDesktop
 from cua_tui.tui.app import SupervisorApp
 from cua_tui.tui.batch import BatchPane
@@ -101,12 +100,22 @@ class Live:
 def live(tmp_path: Path, agent: OpenAIAgent | AnthropicAgent) -> Live:
     """A live run of ``agent`` on the sim desktop, wired as the command line wires it for the TUI."""
     desktop = SimDesktop()
-    config = RunConfig(
-        task=TASK, backend="sim", agent=agent.name, model=agent.model, screen=desktop.size, policy=Policy.default()
+    run = build_run(
+        RunOptions(
+            task=TASK,
+            backend="sim",
+            agent_impl=agent,
+            agent_label=agent.name,
+            runs_dir=tmp_path / "runs",
+            decisions=HANDSHAKE,
+            fsync=False,
+            desktop=desktop,
+        )
     )
-    approver = HandshakeApprover(by=HUMAN)
-    supervisor = track(Supervisor(config, desktop, agent, approver, RunDir.create(tmp_path / "runs"), fsync=False))
-    return Live(SupervisorApp(LiveRun(supervisor, approver)), supervisor, desktop)
+    handshake = run.handshake
+    assert handshake is not None and handshake.by == HUMAN
+    supervisor = track(run.supervisor)
+    return Live(SupervisorApp(LiveRun(supervisor, handshake)), supervisor, desktop)
 
 
 async def until_decision(pilot: Pilot[Any], app: SupervisorApp, index: int, kind: str = "action") -> None:

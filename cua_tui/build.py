@@ -1,0 +1,272 @@
+"""The one builder: RunOptions -> a ready Run (policy, audit key, approver, run directory, desktop, agent).
+
+The command line, the tests, the screenshot scenes and the benchmarks all make their runs here, so a run
+built for a picture or a test is the run a user gets. Every check of the options happens here, before
+anything is created; a problem is a BuildError naming the option (the command line turns it into exit 2).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .core import events as ev
+from .core.approvers import HandshakeApprover
+from .core.ports import Agent, Approver, Desktop
+from .core.supervisor import Listener, RunConfig, RunResult, Supervisor
+
+HANDSHAKE = "tui"  # ``RunOptions.decisions`` for a front end that answers through the handshake (the TUI)
+TUI_REVIEWER = "human (TUI)"
+
+
+class BuildError(ValueError):
+    """Options that cannot make a run. ``exit_code`` 2 is bad usage or configuration; 1 a run directory
+    that could not be written."""
+
+    def __init__(self, message: str, exit_code: int = 2) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Everything a run is made of, as the command line's flags name it.
+
+    ``script`` gives recorded turns directly (the demo, the scenes); ``desktop`` and ``agent_impl`` give
+    ready-made adapters (tests that need a special desktop or agent); both bypass the lookup by name and
+    nothing else: policy, approver, audit and run directory are built as for any run."""
+
+    task: str = ""
+    backend: str = "local"
+    screen: str = "1024x720"
+    agent: str | None = "openai"  # openai | anthropic | script:PATH
+    script: dict[str, Any] | None = None
+    agent_label: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    lab: str | None = None
+    url: str | None = None
+    allow_domains: tuple[str, ...] = ()
+    policy_path: Path | None = None
+    regions: tuple[dict[str, Any], ...] = ()  # more confirmation regions on top of the policy's
+    max_turns: int | None = None
+    max_steps: int | None = None
+    deadline: int | None = None
+    runs_dir: Path | None = None
+    run_id: str | None = None
+    audit_key: Path | None = None
+    decisions: str = "reject"  # reject | approve | ask | approver:CMD | tui (the handshake)
+    listeners: tuple[Listener, ...] = ()
+    fsync: bool = True
+    desktop: Desktop | None = None
+    agent_impl: Agent | None = None
+    clock: Callable[[], float] = time.monotonic
+    wall_clock: Callable[[], float] = time.time
+    settings: Any = None  # config.Settings; loaded when not given
+    extra: dict[str, Any] = field(default_factory=dict)  # more for run.json
+
+
+@dataclass
+class Run:
+    """A run ready to start: ``supervisor.run()`` drives it; ``handshake`` is the approver a TUI answers."""
+
+    supervisor: Supervisor
+    approver: Approver
+    options: RunOptions
+
+    @property
+    def run_id(self) -> str:
+        return self.supervisor.run_id
+
+    @property
+    def path(self) -> Path:
+        return self.supervisor.rundir.path
+
+    @property
+    def handshake(self) -> HandshakeApprover | None:
+        return self.approver if isinstance(self.approver, HandshakeApprover) else None
+
+    def run(self) -> RunResult:
+        return self.supervisor.run()
+
+    def subscribe(self, listener: Listener) -> None:
+        self.supervisor.subscribe(listener)
+
+
+def build_run(options: RunOptions) -> Run:
+    """Check the options and make the run. Raises BuildError; creates the run directory last."""
+    from .config import ConfigError, Settings
+    from .core.geometry import Size
+
+    try:
+        settings = options.settings or Settings.load()
+    except ConfigError as exc:
+        raise BuildError(str(exc)) from None
+    try:
+        size = Size.parse(options.screen)
+    except ValueError as exc:
+        raise BuildError(str(exc)) from None
+    _check_allow_domains(options.allow_domains)
+    lab = _lab(options.lab)
+    policy = _policy(options, settings, lab)
+    runs = (options.runs_dir or settings.runs_dir).expanduser()
+    key = _audit_key(options.audit_key, runs)
+    approver = _approver(options.decisions)
+    agent, label = _agent(options, policy, settings)
+    desktop = options.desktop or _desktop(options, size, lab, policy)
+    rundir = _rundir(runs, options.run_id)
+    from .factory import public_url, versions
+
+    extra = {
+        "model_base_url": public_url(getattr(agent, "base_url", None)),
+        "lab": options.lab,
+        "url": options.url,
+        "allow_domains": list(options.allow_domains),
+        "lab_regions": lab.regions() if lab is not None else [],
+        **options.extra,
+    }
+    config = RunConfig(
+        task=options.task or (lab.task if lab is not None else "scripted run"),
+        backend=options.backend,
+        agent=label,
+        model=agent.model,
+        screen=size,
+        policy=policy,
+        audit_key=key,
+        extra=extra,
+        versions=versions(),
+    )
+    try:
+        supervisor = Supervisor(
+            config,
+            desktop,
+            agent,
+            approver,
+            rundir,
+            listeners=options.listeners,
+            fsync=options.fsync,
+            clock=options.clock,
+            wall_clock=options.wall_clock,
+        )
+    except OSError as exc:
+        raise BuildError(f"run directory {rundir.path}: cannot write it ({exc.strerror or exc})", 1) from None
+    return Run(supervisor, approver, options)
+
+
+def _check_allow_domains(entries: tuple[str, ...]) -> None:
+    from .core.allowlist import AllowList, AllowListError
+
+    try:  # the same grammar as the policy file's allow_domains and the proxy: refused here, not at start
+        AllowList.parse(entries)
+    except AllowListError as exc:
+        raise BuildError(f"--allow-domain: {exc}") from None
+
+
+def _lab(name: str | None) -> Any:
+    if not name:
+        return None
+    from .labs import get_lab
+
+    try:
+        return get_lab(name)
+    except ValueError as exc:
+        raise BuildError(str(exc)) from None
+
+
+def _policy(options: RunOptions, settings: Any, lab: Any) -> Any:
+    from .core.policy import Policy, PolicyError
+
+    try:
+        path = options.policy_path or settings.policy
+        policy = Policy.load(path) if path else Policy.default()
+        policy = policy.with_limits(
+            max_turns=options.max_turns, max_steps=options.max_steps, deadline_seconds=options.deadline
+        )
+        if lab is not None or options.regions:
+            policy = policy.with_regions([*(lab.regions() if lab is not None else []), *options.regions])
+    except PolicyError as exc:
+        raise BuildError(str(exc)) from None
+    return policy
+
+
+def _audit_key(path: Path | None, runs: Path) -> Any:
+    if path is None:
+        return None
+    from .core.audit import AuditKey, KeyError_
+
+    try:
+        key = AuditKey.load(path, for_signing=True)
+    except KeyError_ as exc:
+        raise BuildError(str(exc)) from None
+    if not key.can_sign:
+        raise BuildError(f"audit key {path}: a public key cannot sign; pass the private key or an HMAC secret")
+    if path.resolve().is_relative_to(runs.resolve()):
+        raise BuildError(
+            f"audit key {path}: inside the runs directory {runs}, where run directories are shared and read; "
+            "keep the key elsewhere (e.g. the config folder, `cua-tui locate`)"
+        )
+    return key
+
+
+def _approver(decisions: str) -> Approver:
+    if decisions == HANDSHAKE:
+        return HandshakeApprover(by=TUI_REVIEWER)
+    from .approvers import headless_approver
+
+    try:
+        return headless_approver(decisions)
+    except ValueError as exc:
+        raise BuildError(str(exc)) from None
+
+
+def _agent(options: RunOptions, policy: Any, settings: Any) -> tuple[Agent, str]:
+    from .agents.script import Script, ScriptAgent, ScriptError
+    from .factory import UnavailableError, make_agent
+
+    try:
+        if options.agent_impl is not None:
+            return options.agent_impl, options.agent_label or options.agent or "agent"
+        if options.script is not None:
+            label = options.agent_label or "script"
+            return ScriptAgent(Script.from_data(options.script, source=label)), label
+        if options.agent is None:
+            raise BuildError("no agent: give --agent, a script or an agent")
+        return make_agent(
+            options.agent, model=options.model, base_url=options.base_url, policy=policy, settings=settings
+        )
+    except (ValueError, ScriptError, UnavailableError) as exc:
+        if isinstance(exc, BuildError):
+            raise
+        raise BuildError(str(exc)) from None
+
+
+def _desktop(options: RunOptions, size: Any, lab: Any, policy: Any) -> Desktop:
+    from .factory import UnavailableError, make_desktop
+
+    try:
+        return make_desktop(
+            options.backend,
+            size,
+            lab=lab,
+            url=options.url,
+            allow_domains=(*policy.allow_domains, *options.allow_domains),
+        )
+    except (ValueError, UnavailableError) as exc:
+        raise BuildError(str(exc)) from None
+
+
+def _rundir(runs: Path, run_id: str | None) -> Any:
+    from .core.rundir import RunDir
+
+    try:
+        return RunDir.create(runs, run_id=run_id)
+    except OSError as exc:
+        raise BuildError(f"runs directory {runs}: {exc.strerror or exc}") from None
+
+
+def recorder(sink: list[ev.Stamped]) -> Listener:
+    """A listener that keeps every event as written (scenes, tests)."""
+    return sink.append

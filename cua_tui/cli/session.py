@@ -1,0 +1,93 @@
+"""Carry a built run to its end, in the TUI or headless, and exit with its status code."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from typing import Any
+
+import click
+
+from ..build import BuildError, Run, RunOptions, build_run
+from .base import UsageFailure, settings
+
+
+def build(options: RunOptions) -> Run:
+    """``build_run`` with its errors as the command line's: exit 2 for usage, 1 for a run directory."""
+    try:
+        return build_run(options)
+    except BuildError as exc:
+        if exc.exit_code == UsageFailure.exit_code:
+            raise UsageFailure(str(exc)) from None
+        raise click.ClickException(str(exc)) from None
+
+
+def execute(options: RunOptions, *, headless: bool, theme: str | None) -> None:
+    """Build the run from the options, drive it in the TUI (or headless), exit with the run's status."""
+    from dataclasses import replace
+
+    options = replace(options, settings=options.settings or settings())
+    if headless:
+        from ..headless import printer
+
+        options = _with_listener(options, printer(sys.stderr))
+    run = build(options)
+    if headless:
+        click.echo(f"run {run.run_id} · {run.path}", err=True)
+        result = _run_with_interrupt(run)
+    else:
+        result = _run_in_tui(run, theme, options.settings)
+    click.echo(f"status: {result.status} · {result.reason}", err=True)
+    click.echo(f"run directory: {result.path}", err=True)
+    sys.exit(result.exit_code)
+
+
+def _with_listener(options: RunOptions, listener: Any) -> RunOptions:
+    from dataclasses import replace
+
+    return replace(options, listeners=(*options.listeners, listener))
+
+
+def _run_in_tui(run: Run, theme: str | None, settings: Any) -> Any:
+    """Open the supervision TUI on a live run. Leaving the TUI while the run is going presses the kill switch."""
+    from ..tui.app import SupervisorApp, graphics_widget
+    from ..tui.source import LiveRun
+
+    supervisor, handshake = run.supervisor, run.handshake
+    assert handshake is not None, "a TUI run decides through the handshake"
+    app = SupervisorApp(
+        LiveRun(supervisor, handshake),
+        theme=theme or settings.theme,
+        theme_dirs=(settings.themes_dir,),
+        graphics=graphics_widget(),
+    )
+    app.run()
+    if supervisor.result is None:  # the user left (ctrl+q) before the end: that is a kill
+        supervisor.kill(by="human (left the TUI)")
+    result = supervisor.wait(60)
+    if result is None:
+        raise click.ClickException("the run did not end within 60 s after the TUI closed")
+    return result
+
+
+def _run_with_interrupt(run: Run) -> Any:
+    """Run in a worker thread; Ctrl-C (SIGINT), SIGTERM or SIGHUP (the terminal went away) press the kill switch."""
+    supervisor = run.supervisor
+    box = {}
+    worker = threading.Thread(target=lambda: box.setdefault("result", supervisor.run()), name="cua-run", daemon=True)
+
+    def on_signal(signum: int, frame: Any) -> None:
+        supervisor.kill(by="signal " + signal.Signals(signum).name)
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        worker.start()
+        while worker.is_alive():
+            worker.join(0.2)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if "result" not in box:  # run() ends every run itself; this is the last line of defence
+        raise click.ClickException("the run ended without a result (see audit.jsonl in its run directory)")
+    return box["result"]

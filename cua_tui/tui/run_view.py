@@ -1,0 +1,119 @@
+"""RunView: the state of a run at event N, derived from the event stream alone.
+
+One reducer serves every front end that shows a run: the live TUI (events from the supervisor), and the
+front ends to come that read a run directory back (replay, ``--follow``) or watch many runs (the fleet).
+Nothing else decides what is pending, which turn is shown or how far the chain has got: each widget
+renders what this state says. It holds no Textual objects, so it is tested as plain data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..core import events as ev
+from ..core.actions import Action
+from ..core.ports import DecisionRequest
+
+ZERO_HEAD = "0" * 64
+
+
+@dataclass
+class ActionView:
+    """One proposed action of the shown turn, as far as the stream has told."""
+
+    index: int
+    kind: str
+    params: str
+    error: str = ""
+    parsed: Action | None = None
+    verdict: str = ""
+    reason: str = ""
+    state: str = "waiting"
+    decided_by: str = ""
+
+
+@dataclass
+class RunView:
+    """The state of one run after the events applied so far. ``apply`` is the only way it changes."""
+
+    seq: int = -1  # the last event's place in the chain
+    head: str = ZERO_HEAD  # the SHA-256 of its line
+    turn: int = 0
+    steps: int = 0
+    tokens: int = 0
+    cost: float | None = None
+    phase: str = "starting"
+    detail: str = ""
+    batch_turn: int = 0  # the turn whose actions are shown
+    batch_text: str = ""
+    batch_size: int = 0
+    actions: dict[int, ActionView] = field(default_factory=dict)
+    final_text: str | None = None
+    pending: DecisionRequest | None = None  # the request the run waits on, from its decision_requested event
+    screen: ev.ScreenCaptured | None = None  # the newest screenshot with pixels
+    ended: ev.RunEnded | None = None
+    killed: bool = False
+
+    @property
+    def events(self) -> int:
+        return self.seq + 1
+
+    @property
+    def running(self) -> bool:
+        return self.ended is None
+
+    def apply(self, stamped: ev.Stamped) -> None:
+        """Fold one event (as written, with its chain place) into the state."""
+        self.seq, self.head = stamped.seq, stamped.head
+        event = stamped.event
+        match event:
+            case ev.Phase():
+                self.phase, self.detail = event.phase, event.detail
+            case ev.Executing():
+                self.phase, self.detail = "executing", event.summary
+            case ev.ScreenCaptured() if event.png is not None:
+                self.screen = event
+            case ev.ModelTurn():
+                self._model_turn(event)
+            case ev.ActionProposed():
+                kind = (event.action or {}).get("kind", "") if event.action else (event.raw_kind or "?")
+                view = ActionView(event.index, kind, event.summary or event.error, event.error, event.parsed)
+                if event.error:
+                    view.verdict, view.reason = "block", f"malformed: {event.error}"
+                self.actions[event.index] = view
+            case ev.PolicyVerdict():
+                if (row := self.actions.get(event.index)) is not None:
+                    row.verdict, row.reason = event.verdict, event.reason
+            case ev.DecisionRequested():
+                if self.ended is None and not self.killed:
+                    self.pending = event.request
+            case ev.DecisionMade():
+                self._decision(event)
+            case ev.Outcome():
+                if (row := self.actions.get(event.index)) is not None:
+                    row.state = event.status
+                self.steps = event.step
+            case ev.Killed():
+                self.killed, self.pending = True, None
+            case ev.RunEnded():
+                self.ended, self.pending = event, None
+
+    def _model_turn(self, event: ev.ModelTurn) -> None:
+        self.turn = event.turn
+        self.tokens = event.total_tokens
+        self.cost = event.total_cost_usd
+        if event.actions:
+            self.batch_turn, self.batch_text, self.batch_size = event.turn, event.text, event.actions
+            self.actions = {}
+            self.final_text = None
+        else:  # the agent is done: the last batch stays in view with its final words
+            self.final_text = event.text
+
+    def _decision(self, event: ev.DecisionMade) -> None:
+        row = self.actions.get(event.index)
+        if row is not None and event.subject == "action" and event.by != "policy":
+            if event.decision == "approve":
+                row.state = "approved"
+            row.decided_by = event.by
+        if self.pending is not None and event.index == self.pending.index and event.turn == self.pending.turn:
+            self.pending = None
