@@ -1,4 +1,6 @@
-"""The core stays free of UI and vendor imports (DESIGN.md, "Layers")."""
+"""The layers of DESIGN.md, checked by machines: the core stays free of UI and vendor imports, every
+import-linter contract in pyproject.toml holds (so a future ``tui -> desktops`` import fails the suite),
+and the core type-checks under ``mypy --strict``."""
 
 from __future__ import annotations
 
@@ -11,7 +13,10 @@ CORE = Path(__file__).resolve().parents[1] / "cua_tui" / "core"
 
 
 def test_core_imports_no_ui_or_vendor_package() -> None:
-    modules = sorted(p.stem for p in CORE.glob("*.py") if p.stem != "__init__")
+    modules = sorted(
+        ".".join(p.relative_to(CORE).with_suffix("").parts).removesuffix(".__init__") for p in CORE.rglob("*.py")
+    )
+    modules = [m for m in modules if m != "__init__"]
     code = (
         "import sys\n"
         + "".join(f"import cua_tui.core.{m}\n" for m in modules)
@@ -25,9 +30,30 @@ def test_core_imports_no_ui_or_vendor_package() -> None:
 
 def test_core_sources_do_not_import_ui_or_vendor_packages() -> None:
     offenders = []
-    for path in CORE.glob("*.py"):
+    for path in CORE.rglob("*.py"):
         for number, line in enumerate(path.read_text().splitlines(), 1):
             words = line.split()
             if len(words) >= 2 and words[0] in ("import", "from") and words[1].split(".")[0] in FORBIDDEN:
                 offenders.append(f"{path.name}:{number}: {line.strip()}")
     assert not offenders
+
+
+ROOT = CORE.parents[1]
+
+
+def test_every_import_linter_contract_holds() -> None:
+    """The whole architecture (pyproject.toml [tool.importlinter]): layers, the pure core, the TUI on the
+    core alone. ``lint-imports`` exits non-zero and names the import when a contract breaks."""
+    lint = Path(sys.executable).with_name("lint-imports")
+    out = subprocess.run([str(lint)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-1000:]
+    assert "broken" not in out.stdout.lower().split("contracts:")[-1]
+    assert "0 broken" in out.stdout
+
+
+def test_the_core_type_checks_strictly() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-incremental"], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+    assert out.returncode == 0, out.stdout[-4000:]
+    assert "Success" in out.stdout
