@@ -57,3 +57,16 @@ def test_the_core_type_checks_strictly() -> None:
     )
     assert out.returncode == 0, out.stdout[-4000:]
     assert "Success" in out.stdout
+
+
+def test_the_command_line_starts_without_the_heavy_modules() -> None:
+    """``cua-tui --help`` must start fast: importing the command line loads no UI, no SDK and not even the
+    run machinery (each command imports what it needs when it runs)."""
+    code = (
+        "import sys, cua_tui.cli\n"
+        "heavy = ('textual', 'rich', 'openai', 'anthropic', 'cwsandbox', 'PIL', 'cua_tui.build',"
+        " 'cua_tui.core.supervisor', 'cua_tui.core.audit', 'cua_tui.tui')\n"
+        "print(','.join(sorted(m for m in sys.modules if m.startswith(heavy))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", f"importing cua_tui.cli pulled in: {out.stdout.strip()}"

@@ -7,9 +7,7 @@ from pathlib import Path
 
 import click
 
-from ..build import HANDSHAKE, RunOptions
 from .base import UsageFailure
-from .session import execute
 
 
 @click.command("demo")
@@ -54,6 +52,10 @@ def command(
         f"(no model, no API key) · decisions: {on_confirm}",
         err=True,
     )
+    # Imported here, not at the top: the builder pulls in the core, and --help should start fast.
+    from ..build import HANDSHAKE, RunOptions
+    from .session import execute
+
     execute(
         RunOptions(
             task=lab.task,

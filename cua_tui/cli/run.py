@@ -6,9 +6,7 @@ from pathlib import Path
 
 import click
 
-from ..build import HANDSHAKE, RunOptions
 from .base import UsageFailure
-from .session import execute
 
 
 @click.command("run")
@@ -117,6 +115,10 @@ def command(
         raise UsageFailure(f"{', '.join(unused)}: only for the openai and anthropic agents, not {agent_spec}")
     if lab_name and url:
         raise UsageFailure("--lab and --url: choose one")
+    # Imported here, not at the top: the builder pulls in the core, and --help should start fast.
+    from ..build import HANDSHAKE, RunOptions
+    from .session import execute
+
     execute(
         RunOptions(
             task=task,

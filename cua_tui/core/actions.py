@@ -585,20 +585,7 @@ def _parse_openai(raw: Any, scaling: Scaling) -> Action:
             pt = _point(_require(raw, "x", what), _require(raw, "y", what), scaling)
             return Action(Kind.MOVE, point=pt, hold=hold)
         case "drag":
-            path = _require(raw, "path", what)
-            if type(path) is not list:
-                raise ActionError("bad_type", "drag path must be a list of points")
-            if not 2 <= len(path) <= MAX_PATH_POINTS:
-                raise ActionError("out_of_range", f"drag path needs 2 to {MAX_PATH_POINTS} points, got {len(path)}")
-            points = []
-            for i, p in enumerate(path):
-                if type(p) is not dict:
-                    raise ActionError("bad_type", f"drag path point {i} must be an object with x and y")
-                _fields(p, {"x", "y"}, f"drag path point {i}")
-                points.append(
-                    _point(_require(p, "x", "drag point"), _require(p, "y", "drag point"), scaling, f"path[{i}]")
-                )
-            return Action(Kind.DRAG, path=tuple(points), hold=hold)
+            return Action(Kind.DRAG, path=_openai_path(_require(raw, "path", what), scaling), hold=hold)
         case "scroll":
             pt = _point(_require(raw, "x", what), _require(raw, "y", what), scaling)
             sx = _int(raw.get("scroll_x", 0), "scroll_x", -MAX_SCROLL_PIXELS, MAX_SCROLL_PIXELS)
@@ -621,6 +608,21 @@ def _parse_openai(raw: Any, scaling: Scaling) -> Action:
             return Action(Kind.WAIT, duration_ms=DEFAULT_WAIT_MS)
         case _:
             return Action(Kind.SCREENSHOT)
+
+
+def _openai_path(path: Any, scaling: Scaling) -> tuple[Point, ...]:
+    """A drag's ``path``: 2 to MAX_PATH_POINTS objects with exactly x and y, each on the screen."""
+    if type(path) is not list:
+        raise ActionError("bad_type", "drag path must be a list of points")
+    if not 2 <= len(path) <= MAX_PATH_POINTS:
+        raise ActionError("out_of_range", f"drag path needs 2 to {MAX_PATH_POINTS} points, got {len(path)}")
+    points = []
+    for i, p in enumerate(path):
+        if type(p) is not dict:
+            raise ActionError("bad_type", f"drag path point {i} must be an object with x and y")
+        _fields(p, {"x", "y"}, f"drag path point {i}")
+        points.append(_point(_require(p, "x", "drag point"), _require(p, "y", "drag point"), scaling, f"path[{i}]"))
+    return tuple(points)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -748,14 +750,7 @@ def _parse_anthropic(name: Any, raw: Any, scaling: Scaling, toolset_name: Any) -
             end = _coordinate(_require(raw, "coordinate", what), scaling)
             return Action(Kind.DRAG, path=(start, end), hold=hold)
         case "scroll":
-            direction = _require(raw, "scroll_direction", what)
-            if direction not in ("up", "down", "left", "right"):
-                raise ActionError(
-                    "bad_field", f"scroll_direction must be up, down, left or right, not {_clip(direction)!r}"
-                )
-            amount = _int(_require(raw, "scroll_amount", what), "scroll_amount", 1, MAX_SCROLL_NOTCHES)
-            sx = amount if direction == "right" else -amount if direction == "left" else 0
-            sy = amount if direction == "down" else -amount if direction == "up" else 0
+            sx, sy = _anthropic_scroll(raw, what)
             return Action(Kind.SCROLL, point=pt, scroll_x=sx, scroll_y=sy, hold=hold)
         case "wait":
             seconds = _number(_require(raw, "duration", what), "duration", 0, MAX_WAIT_MS / 1000)
@@ -763,24 +758,7 @@ def _parse_anthropic(name: Any, raw: Any, scaling: Scaling, toolset_name: Any) -
         case "screenshot":
             return Action(Kind.SCREENSHOT)
         case "zoom":
-            region = _require(raw, "region", what)
-            if type(region) is not list or len(region) != 4:
-                raise ActionError("bad_type", "zoom region must be a list [x0, y0, x1, y1]")
-            x0, y0 = _point(region[0], region[1], scaling, "region start")
-            # The end corner is exclusive: map the last included pixel, then step past it.
-            x1, y1 = _point(
-                _int(region[2], "region.x1", 1, 2**31) - 1,
-                _int(region[3], "region.y1", 1, 2**31) - 1,
-                scaling,
-                "region end",
-            )
-            if x1 < x0 or y1 < y0:
-                raise ActionError("bad_field", "zoom region must run from its top-left to its bottom-right corner")
-            # Zoom is captured at display resolution: cover every display pixel of the model's region, not
-            # just the centres of its corner pixels (which would drop up to half a model pixel per side).
-            dx0, dx1 = _display_span(region[0], region[2], scaling.model.width, scaling.display.width)
-            dy0, dy1 = _display_span(region[1], region[3], scaling.model.height, scaling.display.height)
-            return Action(Kind.ZOOM, region=(dx0, dy0, dx1, dy1))
+            return Action(Kind.ZOOM, region=_anthropic_zoom(_require(raw, "region", what), scaling))
         case _:  # click family
             button, kind = _CLICKS[name]
             if pt is None:
@@ -789,3 +767,35 @@ def _parse_anthropic(name: Any, raw: Any, scaling: Scaling, toolset_name: Any) -
                     f"{what} needs 'coordinate' (clicking wherever the pointer happens to be is not accepted)",
                 )
             return Action(kind, point=pt, button=button, hold=hold)
+
+
+def _anthropic_scroll(raw: dict[str, Any], what: str) -> tuple[int, int]:
+    """``scroll_direction`` and ``scroll_amount`` as (notches right, notches down)."""
+    direction = _require(raw, "scroll_direction", what)
+    if direction not in ("up", "down", "left", "right"):
+        raise ActionError("bad_field", f"scroll_direction must be up, down, left or right, not {_clip(direction)!r}")
+    amount = _int(_require(raw, "scroll_amount", what), "scroll_amount", 1, MAX_SCROLL_NOTCHES)
+    sx = amount if direction == "right" else -amount if direction == "left" else 0
+    sy = amount if direction == "down" else -amount if direction == "up" else 0
+    return sx, sy
+
+
+def _anthropic_zoom(region: Any, scaling: Scaling) -> tuple[int, int, int, int]:
+    """A zoom ``region`` [x0, y0, x1, y1] (end exclusive) in model pixels, as the display pixels it covers."""
+    if type(region) is not list or len(region) != 4:
+        raise ActionError("bad_type", "zoom region must be a list [x0, y0, x1, y1]")
+    x0, y0 = _point(region[0], region[1], scaling, "region start")
+    # The end corner is exclusive: map the last included pixel, then step past it.
+    x1, y1 = _point(
+        _int(region[2], "region.x1", 1, 2**31) - 1,
+        _int(region[3], "region.y1", 1, 2**31) - 1,
+        scaling,
+        "region end",
+    )
+    if x1 < x0 or y1 < y0:
+        raise ActionError("bad_field", "zoom region must run from its top-left to its bottom-right corner")
+    # Zoom is captured at display resolution: cover every display pixel of the model's region, not just the
+    # centres of its corner pixels (which would drop up to half a model pixel per side).
+    dx0, dx1 = _display_span(region[0], region[2], scaling.model.width, scaling.display.width)
+    dy0, dy1 = _display_span(region[1], region[3], scaling.model.height, scaling.display.height)
+    return dx0, dy0, dx1, dy1

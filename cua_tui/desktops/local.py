@@ -302,42 +302,8 @@ class LocalDesktop:
         sweep_stale_workspaces()
         ws = Path(tempfile.mkdtemp(prefix=WORKSPACE_PREFIX))
         self._workspace = ws
-        (ws / "owner.pid").write_text(str(os.getpid()))
-        os.chmod(ws, 0o711)  # the sandbox user binds its two folders from here; nobody else lists it
-        home, run = ws / "home", ws / "run"
-        config = run / "openbox"
-        for folder in (home, home / "Downloads", home / "profile" / "Default", run, config):
-            folder.mkdir(parents=True, exist_ok=True)
-        (home / "profile" / "Default" / "Preferences").write_text(
-            '{"download": {"default_directory": "%s", "prompt_for_download": false}, '
-            '"profile": {"exit_type": "Normal"}}' % (home / "Downloads")
-        )
-        _chown_tree(home, uid)
-        os.chmod(home, 0o700)
-        # run/ stays the controller's: the sandbox sees it read-only (its init script, openbox's
-        # configuration, its /etc files), and only the cookie and the proxy socket are the sandbox user's.
-        # Modes are explicit: whatever this process's umask, the sandbox user reads them and cannot write.
-        os.chmod(run, 0o755)
-        os.chmod(config, 0o755)
-        for name, text in openbox_files(str(config)).items():
-            _write_readonly(config / name, text)
-        etc = run / "etc"
-        etc.mkdir(mode=0o755)
-        for name, text in etc_files(uid, str(home)).items():
-            _write_readonly(etc / name, text)
-
-        if self.lab is not None:
-            self.lab.start()
-            start_url = self.lab.start_url
-            allow = [self.lab.allow_entry, *self.allow_domains]
-        else:
-            assert self.url is not None
-            start_url, entry = url_allow_entry(self.url)
-            allow = [entry, *self.allow_domains]
-        self._proxy = EgressProxy(run / "proxy.sock", AllowList.parse(allow), on_event=self._on_egress)
-        self._proxy.start()
-        _own(run / "proxy.sock", uid, 0o600)
-
+        home, run, config, etc = _lay_out_workspace(ws, uid)
+        start_url = self._start_proxy(run, uid)
         # The X server's socket folder, bound at /tmp/.X11-unix inside, where the X server makes it
         # world-writable: the folder above it is the sandbox user's, 0700, so on the host only that user
         # and root reach the socket.
@@ -354,7 +320,6 @@ class LocalDesktop:
             capture_output=True,
         )
         _own(cookie_file, uid, 0o600)
-
         env = {
             "DISPLAY": display_name,
             "XAUTHORITY": str(cookie_file),
@@ -362,78 +327,8 @@ class LocalDesktop:
             "PATH": "/usr/bin:/bin",
             "LANG": "C.UTF-8",
         }
-        xvfb = [
-            "Xvfb",
-            display_name,
-            "-screen",
-            "0",
-            f"{self.size.width}x{self.size.height}x24",
-            "-br",  # a black root window: what FirstPaint takes for "nothing shown yet"
-            "-nolisten",
-            "tcp",
-            "-noreset",
-            "-auth",
-            str(cookie_file),
-        ]
-        openbox = [
-            "env",
-            *(f"{k}={v}" for k, v in openbox_env(str(config)).items()),
-            "openbox",
-            "--config-file",
-            str(config / "openbox" / "rc.xml"),
-            "--sm-disable",
-            "--startup",  # run once it manages the screen (again after a restart: harmless)
-            "touch /tmp/wm-ready",
-        ]
-        init = run / "init.sh"
-        init.write_text(
-            "#!/bin/sh\n"
-            "# Everything the desktop runs, inside the sandbox: the X server, the proxy relay, the window\n"
-            "# manager and the browser. The X server first; the others once it accepts connections.\n"
-            # -displayfd: the X server writes its number once it accepts connections
-            "mkfifo /tmp/x-ready\n"
-            f"{shlex.join(xvfb)} -displayfd 3 3>/tmp/x-ready &\n"
-            'read -r shown < /tmp/x-ready || { echo "the X server did not start" >&2; exit 1; }\n'
-            f"{shlex.join(relay_command(str(run / 'proxy.sock'), INNER_PROXY_PORT))} 2>/dev/null &\n"
-            f"{shlex.join(openbox)} &\n"
-            # the browser's window must not be mapped while openbox is still starting: it would be
-            # adopted (reparented) under the first input, and that input lost
-            "n=0\n"
-            'while [ ! -e /tmp/wm-ready ] && [ "$n" -lt 1000 ]; do n=$((n + 1)); sleep 0.01; done\n'
-            'exec chromium "$@"\n'
-        )
-        os.chmod(init, 0o755)
-        bwrap = [
-            "bwrap",
-            *(f"--unshare-{ns}" for ns in ("user", "pid", "net", "ipc", "uts", "cgroup")),
-            "--die-with-parent",
-            "--new-session",
-            *filesystem_args(),
-            *(arg for name in etc_files(uid, str(home)) for arg in ("--ro-bind", str(etc / name), f"/etc/{name}")),
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--tmpfs",
-            "/tmp",
-            "--tmpfs",
-            "/dev/shm",
-            "--bind",
-            str(x_dir),
-            "/tmp/.X11-unix",
-            "--bind",
-            str(home),
-            str(home),
-            "--ro-bind",
-            str(run),
-            str(run),
-            "--remount-ro",
-            "/",
-            "--chdir",
-            str(home),
-            "--",
-            str(init),
-        ]
+        init = _write_init(run, config, self.size, display_name, cookie_file)
+        bwrap = _bwrap_command(uid, home, run, etc, x_dir, init)
         self._procs["browser"] = _spawn(
             [*_as_user(uid), *bwrap, *chromium_flags(self.size, home / "profile", start_url)],
             env=env,
@@ -448,6 +343,21 @@ class LocalDesktop:
         grant_local_user(display_name, str(cookie_file), "nobody" if lease.per_run else SANDBOX_NAME)
         self._x11 = X11Session(display_name, self.size)
         self._wait_for_page()
+
+    def _start_proxy(self, run: Path, uid: int) -> str:
+        """Start the lab (if any) and the allow-list proxy on its socket in ``run``; return the start URL."""
+        if self.lab is not None:
+            self.lab.start()
+            start_url = self.lab.start_url
+            allow = [self.lab.allow_entry, *self.allow_domains]
+        else:
+            assert self.url is not None
+            start_url, entry = url_allow_entry(self.url)
+            allow = [entry, *self.allow_domains]
+        self._proxy = EgressProxy(run / "proxy.sock", AllowList.parse(allow), on_event=self._on_egress)
+        self._proxy.start()
+        _own(run / "proxy.sock", uid, 0o600)
+        return start_url
 
     def _claim_display(self, socket_dir: Path) -> int:
         """A display number of our own: its lock file (as X servers take them) and the host's path to the
@@ -603,6 +513,118 @@ def _own(path: Path, uid: int, mode: int) -> None:
     if os.getuid() == 0:
         os.chown(path, uid, uid)
     os.chmod(path, mode)
+
+
+def _lay_out_workspace(ws: Path, uid: int) -> tuple[Path, Path, Path, Path]:
+    """The run's workspace: ``home`` (the sandbox user's, writable inside) and ``run`` (the controller's,
+    read-only inside: openbox's configuration and the sandbox's /etc files). Returns home, run, the
+    openbox configuration folder and the /etc folder."""
+    (ws / "owner.pid").write_text(str(os.getpid()))
+    os.chmod(ws, 0o711)  # the sandbox user binds its two folders from here; nobody else lists it
+    home, run = ws / "home", ws / "run"
+    config = run / "openbox"
+    for folder in (home, home / "Downloads", home / "profile" / "Default", run, config):
+        folder.mkdir(parents=True, exist_ok=True)
+    (home / "profile" / "Default" / "Preferences").write_text(
+        '{"download": {"default_directory": "%s", "prompt_for_download": false}, '
+        '"profile": {"exit_type": "Normal"}}' % (home / "Downloads")
+    )
+    _chown_tree(home, uid)
+    os.chmod(home, 0o700)
+    # run/ stays the controller's: the sandbox sees it read-only (its init script, openbox's
+    # configuration, its /etc files), and only the cookie and the proxy socket are the sandbox user's.
+    # Modes are explicit: whatever this process's umask, the sandbox user reads them and cannot write.
+    os.chmod(run, 0o755)
+    os.chmod(config, 0o755)
+    for name, text in openbox_files(str(config)).items():
+        _write_readonly(config / name, text)
+    etc = run / "etc"
+    etc.mkdir(mode=0o755)
+    for name, text in etc_files(uid, str(home)).items():
+        _write_readonly(etc / name, text)
+    return home, run, config, etc
+
+
+def _write_init(run: Path, config: Path, size: Size, display_name: str, cookie_file: Path) -> Path:
+    """The sandbox's init script: the X server, the proxy relay, the window manager and the browser."""
+    xvfb = [
+        "Xvfb",
+        display_name,
+        "-screen",
+        "0",
+        f"{size.width}x{size.height}x24",
+        "-br",  # a black root window: what FirstPaint takes for "nothing shown yet"
+        "-nolisten",
+        "tcp",
+        "-noreset",
+        "-auth",
+        str(cookie_file),
+    ]
+    openbox = [
+        "env",
+        *(f"{k}={v}" for k, v in openbox_env(str(config)).items()),
+        "openbox",
+        "--config-file",
+        str(config / "openbox" / "rc.xml"),
+        "--sm-disable",
+        "--startup",  # run once it manages the screen (again after a restart: harmless)
+        "touch /tmp/wm-ready",
+    ]
+    init = run / "init.sh"
+    init.write_text(
+        "#!/bin/sh\n"
+        "# Everything the desktop runs, inside the sandbox: the X server, the proxy relay, the window\n"
+        "# manager and the browser. The X server first; the others once it accepts connections.\n"
+        # -displayfd: the X server writes its number once it accepts connections
+        "mkfifo /tmp/x-ready\n"
+        f"{shlex.join(xvfb)} -displayfd 3 3>/tmp/x-ready &\n"
+        'read -r shown < /tmp/x-ready || { echo "the X server did not start" >&2; exit 1; }\n'
+        f"{shlex.join(relay_command(str(run / 'proxy.sock'), INNER_PROXY_PORT))} 2>/dev/null &\n"
+        f"{shlex.join(openbox)} &\n"
+        # the browser's window must not be mapped while openbox is still starting: it would be
+        # adopted (reparented) under the first input, and that input lost
+        "n=0\n"
+        'while [ ! -e /tmp/wm-ready ] && [ "$n" -lt 1000 ]; do n=$((n + 1)); sleep 0.01; done\n'
+        'exec chromium "$@"\n'
+    )
+    os.chmod(init, 0o755)
+    return init
+
+
+def _bwrap_command(uid: int, home: Path, run: Path, etc: Path, x_dir: Path, init: Path) -> list[str]:
+    """bubblewrap with every namespace of its own and only what the desktop needs of the host, running
+    ``init`` inside."""
+    return [
+        "bwrap",
+        *(f"--unshare-{ns}" for ns in ("user", "pid", "net", "ipc", "uts", "cgroup")),
+        "--die-with-parent",
+        "--new-session",
+        *filesystem_args(),
+        *(arg for name in etc_files(uid, str(home)) for arg in ("--ro-bind", str(etc / name), f"/etc/{name}")),
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+        "--tmpfs",
+        "/dev/shm",
+        "--bind",
+        str(x_dir),
+        "/tmp/.X11-unix",
+        "--bind",
+        str(home),
+        str(home),
+        "--ro-bind",
+        str(run),
+        str(run),
+        "--remount-ro",
+        "/",
+        "--chdir",
+        str(home),
+        "--",
+        str(init),
+    ]
 
 
 def _spawn(
