@@ -1,0 +1,118 @@
+"""A run directory's audit log read back as the events a live run emitted, in the same envelope.
+
+Replay and ``--follow`` are one more source of the event stream: each line of ``audit.jsonl`` becomes
+``Stamped(seq, head, event)``, ``head`` being the SHA-256 of the line's exact bytes (what the next line's
+``prev`` names), so the same reducer (the TUI's RunView) and the same widgets serve a live run and a run
+read back. Reads go through ``safeio`` (regular files only, no link followed, each line capped and fully
+decoded); the log is read incrementally from where the last read stopped, so following a run that another
+process is still writing costs only its new lines.
+
+This module does not judge the chain (``verify`` does): a line that cannot be read becomes a ``note``
+event saying so, and the reader goes on, so a damaged run still opens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from . import events as ev
+from .safeio import LINE_CAP, RunFileError, RunFolder, decode_json
+
+AUDIT = "audit.jsonl"
+_BLOCK = 1 << 20
+_ENVELOPE = frozenset(ev.ENVELOPE)
+
+
+def event_of(record: dict[str, Any]) -> ev.Event:
+    """The event a record was written from; a kind this version does not know (or a record whose fields
+    do not fit its kind) becomes a ``note`` naming it, never an error."""
+    kind = record.get("kind")
+    cls = ev.EVENT_TYPES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        return ev.Note(f"{kind if isinstance(kind, str) else '?'} record")
+    names = {f.name for f in dataclasses.fields(cls) if not f.metadata.get("memory_only")}
+    try:
+        return cls(**{k: v for k, v in record.items() if k in names and k not in _ENVELOPE})
+    except TypeError:
+        return ev.Note(f"{kind} record with fields this version cannot read")
+
+
+class RunLog:
+    """``audit.jsonl`` of one run directory, read line by line from where the last ``poll`` stopped.
+
+    ``poll()`` returns the events of the complete lines written since; a last line without its newline is
+    kept back until it is complete (a writer in the middle of a line)."""
+
+    def __init__(self, folder: RunFolder, *, max_line: int = LINE_CAP) -> None:
+        self.folder = folder
+        self.max_line = max_line
+        self._fd, _size = folder.open_file(AUDIT, 1 << 62)  # streamed: only each line is capped
+        self._offset = 0
+        self._carry = b""
+        self._skipping = False
+        self.lines = 0  # lines read so far (the next line's number, from 0)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> RunLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[ev.Stamped]:
+        """Every event written so far."""
+        yield from self.poll()
+
+    def poll(self) -> list[ev.Stamped]:
+        """The events of the lines completed since the last call (none when nothing new was written)."""
+        out: list[ev.Stamped] = []
+        while True:
+            try:
+                chunk = os.pread(self._fd, _BLOCK, self._offset)
+            except OSError as exc:
+                raise RunFileError(AUDIT, "unreadable", f"cannot read it ({exc.strerror or exc})") from None
+            if not chunk:
+                return out
+            self._offset += len(chunk)
+            self._take(chunk, out)
+
+    def _take(self, chunk: bytes, out: list[ev.Stamped]) -> None:
+        if self._skipping:  # inside an over-long line: drop it up to its newline
+            cut = chunk.find(b"\n")
+            if cut < 0:
+                return
+            chunk, self._skipping = chunk[cut + 1 :], False
+        data = self._carry + chunk if self._carry else chunk
+        end = data.rfind(b"\n") + 1
+        body, self._carry = data[:end], data[end:]
+        for line in body.split(b"\n")[:-1] if body else ():
+            out.append(self._line(line))
+        if len(self._carry) > self.max_line:
+            out.append(self._unreadable("longer than the line cap"))
+            self._carry, self._skipping = b"", True
+
+    def _line(self, line: bytes) -> ev.Stamped:
+        if len(line) > self.max_line:
+            return self._unreadable("longer than the line cap")
+        try:
+            record = decode_json(AUDIT, line)
+        except RunFileError as exc:
+            return self._unreadable(exc.detail)
+        seq = self.lines
+        self.lines += 1
+        if not isinstance(record, dict):
+            return ev.Stamped(seq, hashlib.sha256(line).hexdigest(), ev.Note(f"line {seq + 1}: not an object"))
+        return ev.Stamped(seq, hashlib.sha256(line).hexdigest(), event_of(record))
+
+    def _unreadable(self, why: str) -> ev.Stamped:
+        seq = self.lines
+        self.lines += 1
+        return ev.Stamped(seq, "", ev.Note(f"line {seq + 1}: unreadable ({why})"))
