@@ -103,3 +103,27 @@ def test_unknown_kinds_and_foreign_fields_are_notes_not_errors() -> None:
         {"kind": "outcome", "turn": 1, "index": 0, "call_id": "c", "status": "executed", "message": "OK"}
     )
     assert isinstance(outcome, ev.Outcome) and outcome.message == "OK"
+
+
+def test_the_timeline_groups_a_real_run_into_its_steps(tmp_path: Path) -> None:
+    from cua_tui.core import timeline
+
+    path, live = real_run(tmp_path)
+    line = timeline.build(live)
+    assert [(s.turn, s.index, s.kind) for s in line.steps] == [(1, 0, "click"), (1, 1, "type"), (1, 2, "click")]
+    first, typed, verify = line.steps
+    assert first.verdict is not None and first.verdict.verdict == "allow"
+    assert [d.by for d in first.decisions] == ["policy"] and timeline.DECISION not in first.flags
+    assert typed.verdict is not None and typed.verdict.verdict == "confirm"
+    assert [d.by for d in typed.decisions] == ["headless rule: approve"] and timeline.DECISION in typed.flags
+    assert all(s.outcome is not None and s.outcome.status == "executed" for s in line.steps)
+    assert first.observed == first.before == line.first_screen
+    assert typed.before == first.after and verify.before == typed.after  # each action's before is the last after
+    assert first.after != typed.after
+    assert line.ended is not None and line.ended.status in ("passed", "failed")
+    assert line.turns() == [0]
+    with RunFolder.open(path) as folder, RunLog(folder) as log:
+        again = timeline.build(list(log))
+    assert [(s.first_seq, s.last_seq, s.before, s.after) for s in again.steps] == [
+        (s.first_seq, s.last_seq, s.before, s.after) for s in line.steps
+    ]

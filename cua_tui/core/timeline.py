@@ -1,0 +1,137 @@
+"""A run's timeline: its event stream grouped into the steps a reviewer walks through.
+
+One step per proposed action (turn, index): the proposal, the policy's verdict and rule, every decision and
+who made it, the outcome with the exact text the model heard and how long it took, and the screens before
+(the one the model acted on) and after it. Replay and export both read runs through this one grouping, so
+they tell the same story; it is built in one pass over the events and keeps no pixels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import events as ev
+
+# What a reviewer jumps to (replay's keys, export's marks): the step's "flags".
+DECISION = "decision"  # a person, an approver command or a headless rule decided
+REFUSAL = "refusal"  # refused by the policy, declined, stale, malformed
+ERROR = "error"  # failed, or an error record during the step
+EGRESS = "egress"  # the sandbox tried to reach a host the proxy refused
+
+
+@dataclass
+class Step:
+    """One proposed action and everything the run recorded about it."""
+
+    number: int  # 0, 1, ... over the whole run
+    turn: int
+    index: int
+    first_seq: int  # the proposal's place in the chain
+    last_seq: int  # the last event that belongs to the step (its outcome, or what came before the next)
+    proposal: ev.ActionProposed
+    verdict: ev.PolicyVerdict | None = None
+    requests: list[ev.DecisionRequested] = field(default_factory=list)
+    decisions: list[ev.DecisionMade] = field(default_factory=list)
+    outcome: ev.Outcome | None = None
+    observed: str | None = None  # sha256 of the screen the model acted on (its turn's screenshot)
+    before: str | None = None  # the screen right before the action ran (the observed one if it never ran)
+    after: str | None = None  # the screen taken after it ran
+    refused_egress: list[ev.Egress] = field(default_factory=list)
+    errors: list[ev.ErrorRaised] = field(default_factory=list)
+    model_text: str = ""
+
+    @property
+    def flags(self) -> frozenset[str]:
+        flags = set()
+        if any(d.by != "policy" for d in self.decisions):
+            flags.add(DECISION)
+        status = self.outcome.status if self.outcome is not None else ""
+        if self.proposal.error or status in ("refused", "declined", "stale"):
+            flags.add(REFUSAL)
+        if status == "failed" or self.errors:
+            flags.add(ERROR)
+        if self.refused_egress:
+            flags.add(EGRESS)
+        return frozenset(flags)
+
+    @property
+    def kind(self) -> str:
+        action = self.proposal.action
+        return str(action.get("kind", "")) if action else (self.proposal.raw_kind or "?")
+
+
+@dataclass
+class Timeline:
+    steps: list[Step]
+    events: int  # how many events the run recorded
+    ended: ev.RunEnded | None
+    started: ev.RunStarted | None
+    first_screen: str | None  # the initial screenshot
+
+    def turns(self) -> list[int]:
+        """The number of the first step of each turn."""
+        firsts: list[int] = []
+        last_turn = None
+        for step in self.steps:
+            if step.turn != last_turn:
+                firsts.append(step.number)
+                last_turn = step.turn
+        return firsts
+
+
+def build(events: list[ev.Stamped]) -> Timeline:
+    """Group a run's events into steps (one pass; events are in chain order)."""
+    steps: list[Step] = []
+    by_key: dict[tuple[int, int], Step] = {}
+    observed: str | None = None  # the screen the model acted on this turn
+    latest: str | None = None  # the newest screen
+    first_screen: str | None = None
+    current: Step | None = None  # the step the latest events belong to
+    ended: ev.RunEnded | None = None
+    started: ev.RunStarted | None = None
+    text = ""
+    for stamped in events:
+        event = stamped.event
+        match event:
+            case ev.RunStarted():
+                started = event
+            case ev.ScreenCaptured():
+                if event.purpose in ("initial", "after_action"):
+                    first_screen = first_screen or event.sha256
+                    latest = event.sha256
+                    if current is not None and event.purpose == "after_action":
+                        current.after = event.sha256
+            case ev.ModelTurn():
+                observed, text = latest, event.text
+            case ev.ActionProposed():
+                current = Step(len(steps), event.turn, event.index, stamped.seq, stamped.seq, event)
+                current.observed = current.before = observed
+                current.model_text = text
+                steps.append(current)
+                by_key[(event.turn, event.index)] = current
+            case ev.PolicyVerdict() | ev.DecisionRequested() | ev.DecisionMade() | ev.Executing() | ev.Outcome():
+                step = by_key.get((event.turn, event.index))
+                if step is not None:
+                    if isinstance(event, ev.Executing):
+                        step.before = latest
+                    _attach(step, event)
+                    step.last_seq = max(step.last_seq, stamped.seq)
+                    current = step
+            case ev.Egress() if not event.allowed and current is not None:
+                current.refused_egress.append(event)
+            case ev.ErrorRaised() if current is not None and current.outcome is None:
+                current.errors.append(event)
+            case ev.RunEnded():
+                ended = event
+    return Timeline(steps, len(events), ended, started, first_screen)
+
+
+def _attach(step: Step, event: ev.Event) -> None:
+    if isinstance(event, ev.PolicyVerdict):
+        step.verdict = event
+    elif isinstance(event, ev.DecisionRequested):
+        step.requests.append(event)
+    elif isinstance(event, ev.DecisionMade):
+        step.decisions.append(event)
+    elif isinstance(event, ev.Outcome):
+        step.outcome = event
