@@ -19,7 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 from .geometry import OutOfRange, Scaling
-from .text import encodable
+from .text import encodable, truncate
 
 # Hard bounds of the parser. The policy has its own, usually lower, caps; these exist so that nothing
 # unbounded ever reaches the policy, the audit log or the desktop.
@@ -430,8 +430,8 @@ _short_repr = _ShortRepr().repr
 
 def _clip(value: Any, limit: int = 40) -> str:
     """Untrusted input quoted in a reason: short, and bounded in cost whatever the value."""
-    text = value[: limit + 1] if isinstance(value, str) else _short_repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    # Sliced first: a huge string is never copied whole.
+    return truncate(value[: limit + 1] if isinstance(value, str) else _short_repr(value), limit)
 
 
 def _int(value: Any, name: str, lo: int, hi: int) -> int:

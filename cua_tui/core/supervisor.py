@@ -48,6 +48,7 @@ from .ports import (
 )
 from .rundir import RunDir, TranscriptWriter
 from .stale import StaleGuard
+from .text import one_line
 
 T = TypeVar("T")
 
@@ -241,15 +242,15 @@ class Supervisor:
             pass  # already ending: see _storage_failed
         except AgentError as exc:
             status = "limit" if isinstance(exc, LimitExceeded) else "error"
-            self._emit_safe(ev.ErrorRaised("agent", _one_line(str(exc))))
-            self._finish(status, f"agent: {_one_line(str(exc))}")
+            self._emit_safe(ev.ErrorRaised("agent", one_line(str(exc))))
+            self._finish(status, f"agent: {one_line(str(exc))}")
         except DesktopError as exc:
-            self._emit_safe(ev.ErrorRaised("desktop", _one_line(str(exc))))
-            self._finish("error", f"desktop: {_one_line(str(exc))}")
+            self._emit_safe(ev.ErrorRaised("desktop", one_line(str(exc))))
+            self._finish("error", f"desktop: {one_line(str(exc))}")
         except Exception as exc:  # a bug must still end the run cleanly, sealed and stopped
             detail = "".join(traceback.format_exception_only(exc)).strip()
-            self._emit_safe(ev.ErrorRaised("supervisor", _one_line(detail)))
-            self._finish("error", f"internal error: {_one_line(detail)}")
+            self._emit_safe(ev.ErrorRaised("supervisor", one_line(detail)))
+            self._finish("error", f"internal error: {one_line(detail)}")
         self._finished.wait()
         assert self.result is not None
         return self.result
@@ -562,7 +563,7 @@ class Supervisor:
                 fresh = self._capture(purpose="stale_check")
             except DesktopError as exc:  # the proposal still gets its one outcome before the run ends
                 self._check_abort()
-                failed = self._outcome(call, index, position, OutcomeStatus.FAILED, f"Failed: {_one_line(str(exc))}")
+                failed = self._outcome(call, index, position, OutcomeStatus.FAILED, f"Failed: {one_line(str(exc))}")
                 if exc.fatal:
                     raise
                 raise _Halt(failed) from None
@@ -591,7 +592,7 @@ class Supervisor:
                 index,
                 position,
                 OutcomeStatus.FAILED,
-                f"Failed: {_one_line(str(exc))}",
+                f"Failed: {one_line(str(exc))}",
                 duration=self._clock() - started,
             )
             if exc.fatal:
@@ -627,7 +628,7 @@ class Supervisor:
             except Aborted:
                 raise
             except Exception as exc:  # a broken approver rejects: fail closed
-                ruling = Ruling(Answer.REJECT, "approver error (fail closed)", _one_line(str(exc)))
+                ruling = Ruling(Answer.REJECT, "approver error (fail closed)", one_line(str(exc)))
             ruling = _valid_ruling(ruling)
         self._check_abort()
         self._emit(
@@ -788,7 +789,7 @@ class Supervisor:
                 try:
                     getattr(self.desktop, name)()
                 except Exception as exc:
-                    problems.append(f"{name}: {_one_line(str(exc))}")
+                    problems.append(f"{name}: {one_line(str(exc))}")
             outcome["problems"] = problems
 
         worker = threading.Thread(target=stop, name=f"cua-stop-{self.run_id}", daemon=True)
@@ -939,8 +940,3 @@ def _storage_reason(reason: str, failure: str) -> str:
     if reason.startswith("storage:"):
         return reason
     return f"storage: {failure} (while ending: {reason})"
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
