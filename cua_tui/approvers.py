@@ -18,13 +18,14 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 from typing import TextIO
 
 from .core.actions import Kind
 from .core.approvers import KILL_SWITCH, FixedApprover
 from .core.ports import Answer, Approver, DecisionRequest, Ruling
 from .core.text import visible
+from .core.threads import Job, spawn
+from .procs import kill_group
 
 HUMAN_TERMINAL = "human (terminal)"
 NO_ANSWER_EOF = "no answer: end of input"
@@ -170,44 +171,23 @@ class CommandApprover:
             os.close(alive)
 
     def _converse(self, proc: subprocess.Popen[bytes], payload: bytes, cancel: threading.Event) -> Ruling:
-        result: dict[str, bytes] = {}
-
-        def talk() -> None:
-            try:
-                result["out"], _ = proc.communicate(payload)
-            except (OSError, ValueError):
-                result["out"] = b""
-
-        talker = threading.Thread(target=talk, daemon=True)
-        talker.start()
-        deadline = time.monotonic() + self.timeout
-        while talker.is_alive():
-            if cancel.is_set() or time.monotonic() > deadline:
-                _terminate(proc)
-                talker.join(2)
-                if cancel.is_set():
-                    return Ruling(Answer.KILL, KILL_SWITCH, "cancelled")
-                return Ruling(Answer.REJECT, APPROVER_TIMED_OUT, f"no answer within {self.timeout:g} s")
-            talker.join(0.05)
+        talk = Job(proc.communicate, payload)
+        spawn(talk, "cua-approver-command")
+        if not talk.wait(cancel, self.timeout):
+            kill_group(proc, grace=1.0)
+            talk.done.wait(2)
+            if cancel.is_set():
+                return Ruling(Answer.KILL, KILL_SWITCH, "cancelled")
+            return Ruling(Answer.REJECT, APPROVER_TIMED_OUT, f"no answer within {self.timeout:g} s")
         if proc.returncode != 0:
             return Ruling(Answer.REJECT, APPROVER_FAILED, f"exited with status {proc.returncode}")
         try:
-            answer = json.loads(result.get("out", b"").decode("utf-8"))
+            out, _ = talk.result()
+            answer = json.loads(out.decode("utf-8"))
             decision = Answer(answer["decision"])
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        except Exception:  # a broken pipe, no output, not JSON, not one of the three answers
             return Ruling(Answer.REJECT, APPROVER_FAILED, "malformed answer")
         return Ruling(decision, APPROVER_COMMAND)
-
-
-def _terminate(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, 15)
-        proc.wait(1)
-    except (ProcessLookupError, subprocess.TimeoutExpired, PermissionError):
-        try:
-            os.killpg(proc.pid, 9)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def headless_approver(spec: str) -> Approver:

@@ -11,7 +11,6 @@ import io
 import math
 import re
 import threading
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -23,6 +22,7 @@ from ..core import strictjson
 from ..core.geometry import Scaling, Size
 from ..core.ports import AgentError, Frame
 from ..core.text import encodable, lone_surrogate
+from ..core.threads import Job, spawn
 
 T = TypeVar("T")
 
@@ -312,26 +312,11 @@ class Cancellable:
     def run(self, fn: Callable[[], T]) -> T:
         if self._cancelled.is_set():
             raise AgentError("the model request was cancelled")
-        box: dict[str, Any] = {}
-        done = threading.Event()
-
-        def job() -> None:
-            try:
-                box["value"] = fn()
-            except BaseException as exc:
-                box["error"] = exc
-            finally:
-                done.set()
-
-        threading.Thread(target=job, name="cua-model-request", daemon=True).start()
-        deadline = time.monotonic() + self.overall_deadline
-        while not done.wait(0.05):
-            if self._cancelled.is_set():
-                raise AgentError("the model request was cancelled")
-            if time.monotonic() > deadline:
-                raise AgentError(f"no reply from the model API within {math.ceil(self.overall_deadline)} s")
+        job = Job(fn)
+        spawn(job, "cua-model-request")
+        finished = job.wait(self._cancelled, self.overall_deadline)
         if self._cancelled.is_set():
             raise AgentError("the model request was cancelled")
-        if "error" in box:
-            raise box["error"]
-        return box["value"]
+        if not finished:
+            raise AgentError(f"no reply from the model API within {math.ceil(self.overall_deadline)} s")
+        return job.result()

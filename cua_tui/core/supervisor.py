@@ -13,7 +13,6 @@ thread ends the run at once even while a model request or a desktop command hang
 from __future__ import annotations
 
 import contextlib
-import queue
 import threading
 import time
 import traceback
@@ -49,6 +48,7 @@ from .ports import (
 from .rundir import RunDir, TranscriptWriter
 from .stale import StaleGuard
 from .text import one_line
+from .threads import Job, Worker, spawn
 
 T = TypeVar("T")
 
@@ -109,45 +109,6 @@ class RunResult:
         return 0 if self.status in ("passed", "finished") else 1
 
 
-class _Caller:
-    """Runs adapter calls on a daemon thread so the loop can stop waiting when the run is aborted.
-
-    A call that hangs keeps its thread; later calls get a fresh one (the hung one is abandoned, and
-    ``Desktop.stop`` is expected to make whatever it still does a no-op).
-    """
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-        self._queue: queue.SimpleQueue[Any] | None = None
-        self._busy = False
-
-    def _spawn(self) -> queue.SimpleQueue[Any]:
-        q: queue.SimpleQueue[Any] = queue.SimpleQueue()
-
-        def loop() -> None:
-            while True:
-                job = q.get()
-                if job is None:
-                    return
-                job()
-
-        threading.Thread(target=loop, name=self._name, daemon=True).start()
-        return q
-
-    def submit(self, job: Callable[[], None]) -> None:
-        if self._queue is None or self._busy:
-            self._queue = self._spawn()
-        self._busy = True
-        self._queue.put(job)
-
-    def done(self) -> None:
-        self._busy = False
-
-    def close(self) -> None:
-        if self._queue is not None and not self._busy:
-            self._queue.put(None)
-
-
 class Supervisor:
     """Drives one run. Construct, optionally ``subscribe``, then call ``run()`` (blocking)."""
 
@@ -185,7 +146,7 @@ class Supervisor:
         self._finished = threading.Event()
         self._waiters: set[threading.Event] = set()
         self._waiters_lock = threading.Lock()
-        self._caller = _Caller(f"cua-io-{self.run_id}")
+        self._caller = Worker(f"cua-io-{self.run_id}")
         self._deadline_timer: threading.Timer | None = None
         self._desktop_stopped = False
         self._stop_lock = threading.Lock()
@@ -701,30 +662,17 @@ class Supervisor:
     # ------------------------------------------------------------------------------------------------
     def _call(self, fn: Callable[..., T], *args: Any) -> T:
         self._check_abort()
-        done = threading.Event()
-        box: dict[str, Any] = {}
-
-        def job() -> None:
-            try:
-                box["value"] = fn(*args)
-            except BaseException as exc:
-                box["error"] = exc
-            finally:
-                self._caller.done()
-                done.set()
-
-        with self._waiters_lock:
-            self._waiters.add(done)
+        job = Job(fn, *args)
+        with self._waiters_lock:  # an abort sets every waiter's event: the wait below ends at once
+            self._waiters.add(job.done)
         try:
             self._caller.submit(job)
-            done.wait()
+            job.done.wait()
         finally:
             with self._waiters_lock:
-                self._waiters.discard(done)
+                self._waiters.discard(job.done)
         self._check_abort()
-        if "error" in box:
-            raise box["error"]
-        return box["value"]
+        return job.result()
 
     def _check_abort(self) -> None:
         if self._aborted.is_set():
@@ -781,23 +729,21 @@ class Supervisor:
             if self._desktop_stopped:
                 return True, "already stopped"
             self._desktop_stopped = True
-        outcome: dict[str, Any] = {}
 
-        def stop() -> None:
+        def stop() -> list[str]:
             problems = []
             for name in ("release_all", "stop"):
                 try:
                     getattr(self.desktop, name)()
                 except Exception as exc:
                     problems.append(f"{name}: {one_line(str(exc))}")
-            outcome["problems"] = problems
+            return problems
 
-        worker = threading.Thread(target=stop, name=f"cua-stop-{self.run_id}", daemon=True)
-        worker.start()
-        worker.join(self.config.stop_timeout)
-        if worker.is_alive():
+        job = Job(stop)
+        spawn(job, f"cua-stop-{self.run_id}")
+        if not job.wait(timeout=self.config.stop_timeout):
             return False, f"the desktop did not stop within {self.config.stop_timeout:g} s"
-        problems = outcome.get("problems", [])
+        problems = job.result()
         return not problems, "; ".join(problems) or "desktop stopped, input released"
 
     def _finalize(self, status: str, reason: str, verified: bool | None) -> None:
