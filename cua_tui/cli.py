@@ -15,6 +15,8 @@ from pathlib import Path
 import click
 
 from . import __version__
+from .agents.vendors import DEFAULT_MODELS
+from .desktops import BACKENDS
 
 EXIT_USAGE = 2
 
@@ -184,7 +186,7 @@ def _execute(
     "--backend",
     default="local",
     show_default=True,
-    type=click.Choice(["local", "cwsandbox", "docker", "dry", "sim"]),
+    type=click.Choice(BACKENDS),
     help="Desktop: local Xvfb+Chromium (needs --lab or --url), CoreWeave sandbox, Docker, dry (executes "
     "nothing, validates against a blank screen) or sim (in-process simulated form app).",
 )
@@ -199,8 +201,9 @@ def _execute(
 @click.option(
     "--model",
     default=None,
-    help="Model name for the openai/anthropic agents (default: gpt-5.6-sol for openai, claude-sonnet-5 for "
-    "anthropic). Keys come from OPENAI_API_KEY / ANTHROPIC_API_KEY or the settings file.",
+    help=f"Model name for the openai/anthropic agents (default: {DEFAULT_MODELS['openai']} for openai, "
+    f"{DEFAULT_MODELS['anthropic']} for anthropic). Keys come from OPENAI_API_KEY / ANTHROPIC_API_KEY or the "
+    "settings file.",
 )
 @click.option(
     "--base-url",

@@ -64,7 +64,11 @@ MAX_LIMIT = 10**9  # any cap in [limits]: 31 years of seconds, a billion steps o
 # ---------------------------------------------------------------------------------------------------
 # File schema (validated with msgspec; unknown keys are errors, so a typo never silently weakens policy)
 # ---------------------------------------------------------------------------------------------------
-class _Limits(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The caps of a run. These defaults are the one source of the built-in policy's ``[limits]`` and of a
+    file's missing keys (a test pins DEFAULT_POLICY_TOML to them)."""
+
     max_turns: int = 30
     max_steps: int = 200
     deadline_seconds: int = 1800
@@ -72,8 +76,23 @@ class _Limits(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     max_wait_seconds: float = 10.0
     max_scroll: int = 15
     max_drag_points: int = 64
-    max_tokens: int = 0
-    max_cost_usd: float = 0.0
+    max_tokens: int = 0  # 0: no cap
+    max_cost_usd: float = 0.0  # 0: no cap
+
+
+_DEFAULT_LIMITS = Limits()
+
+
+class _Limits(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    max_turns: int = _DEFAULT_LIMITS.max_turns
+    max_steps: int = _DEFAULT_LIMITS.max_steps
+    deadline_seconds: int = _DEFAULT_LIMITS.deadline_seconds
+    max_text_length: int = _DEFAULT_LIMITS.max_text_length
+    max_wait_seconds: float = _DEFAULT_LIMITS.max_wait_seconds
+    max_scroll: int = _DEFAULT_LIMITS.max_scroll
+    max_drag_points: int = _DEFAULT_LIMITS.max_drag_points
+    max_tokens: int = _DEFAULT_LIMITS.max_tokens
+    max_cost_usd: float = _DEFAULT_LIMITS.max_cost_usd
 
 
 class _Actions(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -179,19 +198,6 @@ class Region:
     def contains(self, point: tuple[int, int]) -> bool:
         px, py = point
         return self.x <= px < self.x + self.width and self.y <= py < self.y + self.height
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    max_turns: int = 30
-    max_steps: int = 200
-    deadline_seconds: int = 1800
-    max_text_length: int = 500
-    max_wait_seconds: float = 10.0
-    max_scroll: int = 15
-    max_drag_points: int = 64
-    max_tokens: int = 0  # 0: no cap
-    max_cost_usd: float = 0.0  # 0: no cap
 
 
 @dataclass(frozen=True)
