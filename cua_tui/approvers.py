@@ -20,10 +20,9 @@ import sys
 import threading
 from typing import TextIO
 
-from .core.actions import Kind
 from .core.approvers import KILL_SWITCH, FixedApprover
+from .core.describe import request_lines
 from .core.ports import Answer, Approver, DecisionRequest, Ruling
-from .core.text import visible
 from .core.threads import Job, spawn
 from .procs import kill_group
 
@@ -45,7 +44,7 @@ class TerminalApprover:
 
     def decide(self, request: DecisionRequest, cancel: threading.Event) -> Ruling:
         out = self.stdout
-        out.write("\n" + "\n".join(describe_request(request)) + "\n")
+        out.write("\n" + "\n".join(request_lines(request)) + "\n")
         while not cancel.is_set():
             out.write("Approve? [y]es / [n]o / [k]ill: ")
             out.flush()
@@ -85,20 +84,6 @@ class TerminalApprover:
                 self._pending += chunk
                 self._eof = not chunk
         return None
-
-
-def describe_request(request: DecisionRequest) -> list[str]:
-    """Lines that show a reviewer exactly what is being decided (typed text in full, made visible)."""
-    lines = [f"== Decision needed: turn {request.turn}, action {request.index + 1} =="]
-    if request.kind == "safety_check":
-        lines.append("The model raised safety checks; approving acknowledges them:")
-        lines += [f"  - {visible(c.code)}: {visible(c.message)}" for c in request.safety_checks]
-    if request.action is not None:
-        lines.append(f"  action: {visible(request.action.describe())}")
-        if request.action.kind is Kind.TYPE:
-            lines.append(f"  text ({len(request.action.text)} chars): {visible(request.action.text)}")
-    lines.append(f"  why: {visible(request.reason)}")
-    return lines
 
 
 # Runs as `python -I -S -c _GUARD WATCH_FD CMD...`, the leader of the approver's process group: it starts CMD
