@@ -66,7 +66,6 @@ class Kind(StrEnum):
     ZOOM = "zoom"
 
 
-POINTER_KINDS = frozenset({Kind.CLICK, Kind.DOUBLE_CLICK, Kind.TRIPLE_CLICK, Kind.MOVE, Kind.SCROLL})
 BUTTONS = ("left", "right", "middle", "back", "forward")
 
 # ---------------------------------------------------------------------------------------------------

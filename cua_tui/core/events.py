@@ -322,14 +322,3 @@ EVENT_TYPES: dict[str, type[Event]] = {
     )
 }
 ENVELOPE = ("seq", "ts", "run", "kind", "prev")
-
-
-def event_from_record(record: dict[str, Any]) -> Event | None:
-    """Rebuild an event from an audit record (None for kinds this version does not know)."""
-    cls = EVENT_TYPES.get(record.get("kind", ""))
-    if cls is None:
-        return None
-    try:
-        return cls.from_record(record)
-    except TypeError:
-        return None

@@ -163,7 +163,6 @@ class Supervisor:
         self._frame: Frame | None = None  # latest capture
         self._observed: Frame | None = None  # the screenshot the model acted on
         self._final_text = ""
-        self._started_at = 0.0
         self._pending_end: tuple[RunStatus, str] | None = None
         self._open: dict[int, str] = {}  # proposals of the current turn still owed an outcome -> call id
         self._in_flight: int | None = None  # index of the action whose desktop call is running
@@ -181,10 +180,6 @@ class Supervisor:
     def finished(self) -> threading.Event:
         return self._finished
 
-    @property
-    def latest_frame(self) -> Frame | None:
-        return self._frame
-
     def kill(self, by: str = "human") -> None:
         """The kill switch. Safe from any thread, at any moment, any number of times; returns at once."""
         self._abort(RunStatus.KILLED, f"killed by {by}", by=by)
@@ -195,7 +190,6 @@ class Supervisor:
 
     def run(self) -> RunResult:
         """Drive the run to its end and return the result (also after a kill)."""
-        self._started_at = self._clock()
         try:
             self._run()
         except Aborted:
