@@ -559,6 +559,8 @@ def parse_openai(raw: Any, scaling: Scaling) -> Action:
 
 
 def _parse_openai(raw: Any, scaling: Scaling) -> Action:
+    """One OpenAI action, strictly. Long because it is one dispatch over the vendor's action kinds: the whole
+    grammar reads in one place, each kind next to the checks that keep it honest."""
     if type(raw) is not dict:
         raise ActionError("bad_schema", f"an action must be a JSON object, not {_type_name(raw)}")
     kind = raw.get("type")
@@ -707,6 +709,8 @@ def _coordinate(value: Any, scaling: Scaling, name: str = "coordinate") -> Point
 
 
 def _parse_anthropic(name: Any, raw: Any, scaling: Scaling, toolset_name: Any) -> Action:
+    """One Anthropic toolset call, strictly. Long because it is one dispatch over the toolset's members: the
+    whole grammar reads in one place, each member next to the checks that keep it honest."""
     if toolset_name != "computer":
         raise ActionError("unknown_kind", f"unknown toolset {_clip(toolset_name)!r}")
     if type(name) is not str or name not in _ANTHROPIC_FIELDS:
