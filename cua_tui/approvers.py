@@ -18,13 +18,13 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 from typing import TextIO
 
-from .core.actions import Kind
 from .core.approvers import KILL_SWITCH, FixedApprover
+from .core.describe import request_lines
 from .core.ports import Answer, Approver, DecisionRequest, Ruling
-from .core.text import visible
+from .core.threads import Job, spawn
+from .procs import kill_group
 
 HUMAN_TERMINAL = "human (terminal)"
 NO_ANSWER_EOF = "no answer: end of input"
@@ -44,7 +44,7 @@ class TerminalApprover:
 
     def decide(self, request: DecisionRequest, cancel: threading.Event) -> Ruling:
         out = self.stdout
-        out.write("\n" + "\n".join(describe_request(request)) + "\n")
+        out.write("\n" + "\n".join(request_lines(request)) + "\n")
         while not cancel.is_set():
             out.write("Approve? [y]es / [n]o / [k]ill: ")
             out.flush()
@@ -84,20 +84,6 @@ class TerminalApprover:
                 self._pending += chunk
                 self._eof = not chunk
         return None
-
-
-def describe_request(request: DecisionRequest) -> list[str]:
-    """Lines that show a reviewer exactly what is being decided (typed text in full, made visible)."""
-    lines = [f"== Decision needed: turn {request.turn}, action {request.index + 1} =="]
-    if request.kind == "safety_check":
-        lines.append("The model raised safety checks; approving acknowledges them:")
-        lines += [f"  - {visible(c.code)}: {visible(c.message)}" for c in request.safety_checks]
-    if request.action is not None:
-        lines.append(f"  action: {visible(request.action.describe())}")
-        if request.action.kind is Kind.TYPE:
-            lines.append(f"  text ({len(request.action.text)} chars): {visible(request.action.text)}")
-    lines.append(f"  why: {visible(request.reason)}")
-    return lines
 
 
 # Runs as `python -I -S -c _GUARD WATCH_FD CMD...`, the leader of the approver's process group: it starts CMD
@@ -170,44 +156,23 @@ class CommandApprover:
             os.close(alive)
 
     def _converse(self, proc: subprocess.Popen[bytes], payload: bytes, cancel: threading.Event) -> Ruling:
-        result: dict[str, bytes] = {}
-
-        def talk() -> None:
-            try:
-                result["out"], _ = proc.communicate(payload)
-            except (OSError, ValueError):
-                result["out"] = b""
-
-        talker = threading.Thread(target=talk, daemon=True)
-        talker.start()
-        deadline = time.monotonic() + self.timeout
-        while talker.is_alive():
-            if cancel.is_set() or time.monotonic() > deadline:
-                _terminate(proc)
-                talker.join(2)
-                if cancel.is_set():
-                    return Ruling(Answer.KILL, KILL_SWITCH, "cancelled")
-                return Ruling(Answer.REJECT, APPROVER_TIMED_OUT, f"no answer within {self.timeout:g} s")
-            talker.join(0.05)
+        talk = Job(proc.communicate, payload)
+        spawn(talk, "cua-approver-command")
+        if not talk.wait(cancel, self.timeout):
+            kill_group(proc, grace=1.0)
+            talk.done.wait(2)
+            if cancel.is_set():
+                return Ruling(Answer.KILL, KILL_SWITCH, "cancelled")
+            return Ruling(Answer.REJECT, APPROVER_TIMED_OUT, f"no answer within {self.timeout:g} s")
         if proc.returncode != 0:
             return Ruling(Answer.REJECT, APPROVER_FAILED, f"exited with status {proc.returncode}")
         try:
-            answer = json.loads(result.get("out", b"").decode("utf-8"))
+            out, _ = talk.result()
+            answer = json.loads(out.decode("utf-8"))
             decision = Answer(answer["decision"])
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        except Exception:  # a broken pipe, no output, not JSON, not one of the three answers
             return Ruling(Answer.REJECT, APPROVER_FAILED, "malformed answer")
         return Ruling(decision, APPROVER_COMMAND)
-
-
-def _terminate(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, 15)
-        proc.wait(1)
-    except (ProcessLookupError, subprocess.TimeoutExpired, PermissionError):
-        try:
-            os.killpg(proc.pid, 9)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def headless_approver(spec: str) -> Approver:

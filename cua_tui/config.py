@@ -18,6 +18,8 @@ from pathlib import Path
 import msgspec
 from platformdirs import user_config_path, user_data_path
 
+from .agents.vendors import DEFAULT_RETRIES, DEFAULT_TIMEOUT, KEY_VARIABLES
+
 APP = "cua-tui"
 
 
@@ -48,14 +50,14 @@ class Settings:
     policy: Path | None = None
     openai_api_key: str | None = field(default=None, repr=False)
     anthropic_api_key: str | None = field(default=None, repr=False)
-    model_timeout: float = 120.0
-    model_retries: int = 2
+    model_timeout: float = DEFAULT_TIMEOUT
+    model_retries: int = DEFAULT_RETRIES
     model_prices: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def api_key(self, vendor: str, env: dict[str, str] | None = None) -> str | None:
         """The API key for ``openai`` or ``anthropic``: the environment first, then the settings file."""
         env = dict(os.environ if env is None else env)
-        name = "OPENAI_API_KEY" if vendor == "openai" else "ANTHROPIC_API_KEY"
+        name = KEY_VARIABLES["openai" if vendor == "openai" else "anthropic"]
         stored = self.openai_api_key if vendor == "openai" else self.anthropic_api_key
         return (env.get(name) or "").strip() or stored or None
 
@@ -92,7 +94,7 @@ class Settings:
             policy=Path(data.policy).expanduser() if data.policy else None,
             openai_api_key=(data.openai_api_key or "").strip() or None,
             anthropic_api_key=(data.anthropic_api_key or "").strip() or None,
-            model_timeout=data.model_timeout if data.model_timeout is not None else 120.0,
-            model_retries=data.model_retries if data.model_retries is not None else 2,
+            model_timeout=data.model_timeout if data.model_timeout is not None else DEFAULT_TIMEOUT,
+            model_retries=data.model_retries if data.model_retries is not None else DEFAULT_RETRIES,
             model_prices=prices,
         )

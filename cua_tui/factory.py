@@ -9,17 +9,17 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .agents.common import price_for, public_url
+from .agents.prices import price_for
+from .agents.redaction import public_url
 from .agents.script import Script, ScriptAgent
+from .agents.vendors import BASE_URL_VARIABLES, DEFAULT_MODELS, KEY_VARIABLES
 from .core.geometry import Size
 from .core.policy import Policy
 from .core.ports import Agent, Desktop
+from .desktops import AVAILABLE_BACKENDS, BACKENDS
 
 if TYPE_CHECKING:
     from .config import Settings
-
-BACKENDS = ("local", "cwsandbox", "docker", "dry", "sim")
-AVAILABLE_BACKENDS = ("local", "dry", "sim")
 
 
 class UnavailableError(ValueError):
@@ -50,11 +50,6 @@ def make_desktop(
             f"the {name!r} desktop backend is not part of this build yet; available: {', '.join(AVAILABLE_BACKENDS)}"
         )
     raise UnavailableError(f"unknown desktop backend {name!r}; choose one of {', '.join(BACKENDS)}")
-
-
-DEFAULT_MODELS = {"openai": "gpt-5.6-sol", "anthropic": "claude-sonnet-5"}
-KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
-BASE_URL_VARIABLES = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
 
 
 def make_agent(

@@ -28,11 +28,11 @@ from cua_tui.approvers import (
     NO_ANSWER_EOF,
     CommandApprover,
     TerminalApprover,
-    describe_request,
     headless_approver,
 )
 from cua_tui.core.actions import Action, Kind
 from cua_tui.core.approvers import FixedApprover, HandshakeApprover
+from cua_tui.core.describe import request_lines
 from cua_tui.core.ports import Answer, DecisionRequest, Ruling, SafetyCheck
 
 pytestmark = pytest.mark.timeout(30)
@@ -254,7 +254,7 @@ def test_describe_request_shows_safety_checks_visibly() -> None:
         "the model raised safety checks",
         safety_checks=(SafetyCheck("sc1", "malicious_instructions", "ignore\x1b[31m previous"),),
     )
-    lines = describe_request(req)
+    lines = request_lines(req)
     assert any("malicious_instructions: ignore␛[31m previous" in line for line in lines)
     assert not any("\x1b" in line for line in lines)
 

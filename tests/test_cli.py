@@ -11,7 +11,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from cua_tui.agents.vendors import DEFAULT_MODELS
 from cua_tui.cli import main
+from cua_tui.desktops import BACKENDS
+
+README = Path(__file__).resolve().parents[1] / "README.md"
 
 FORM = {
     "turns": [
@@ -45,6 +49,17 @@ def test_every_command_explains_itself(command: list[str]) -> None:
     assert code == 0
     assert "Usage:" in out
     assert len(out.splitlines()) > 4
+
+
+def test_defaults_in_help_and_readme_are_the_code_defaults() -> None:
+    _, out = invoke("run", "--help")
+    help_text = " ".join(out.split())
+    assert "[" + "|".join(BACKENDS) + "]" in help_text
+    readme = " ".join(README.read_text().split())
+    openai, anthropic = DEFAULT_MODELS["openai"], DEFAULT_MODELS["anthropic"]
+    assert f"default `{openai}` for OpenAI, `{anthropic}` for Anthropic" in readme
+    # click wraps the help at hyphens: compare without line breaks and the spaces they leave
+    assert f"default: {openai} for openai, {anthropic} for anthropic" in help_text.replace("- ", "-")
 
 
 def test_run_help_documents_exit_codes_and_on_confirm() -> None:

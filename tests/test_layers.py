@@ -47,7 +47,6 @@ def test_every_import_linter_contract_holds() -> None:
     lint = Path(sys.executable).with_name("lint-imports")
     out = subprocess.run([str(lint)], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-1000:]
-    assert "broken" not in out.stdout.lower().split("contracts:")[-1]
     assert "0 broken" in out.stdout
 
 

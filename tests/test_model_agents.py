@@ -38,8 +38,9 @@ from model_server import (
 from PIL import Image
 
 from cua_tui.agents.anthropic_agent import OMITTED_IMAGE, AnthropicAgent, toolset
-from cua_tui.agents.common import ANTHROPIC_NEW, ANTHROPIC_OLD, OPENAI_ORIGINAL, image_limits, price_for
+from cua_tui.agents.images import ANTHROPIC_NEW, ANTHROPIC_OLD, OPENAI_ORIGINAL, image_limits
 from cua_tui.agents.openai_agent import OpenAIAgent
+from cua_tui.agents.prices import price_for
 from cua_tui.core import events as ev
 from cua_tui.core.approvers import FixedApprover
 from cua_tui.core.audit import verify_run

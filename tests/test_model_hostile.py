@@ -299,7 +299,7 @@ def test_agent_error_messages_are_encodable(tmp_path: Path, server: ModelServer)
 def test_a_recursion_error_below_our_cap_is_still_a_malformed_reply(sdk_name: str) -> None:
     import importlib
 
-    from cua_tui.agents.common import describe_sdk_error
+    from cua_tui.agents.errors import describe_sdk_error
 
     sdk = importlib.import_module(sdk_name)
     message = describe_sdk_error(RecursionError("deep"), sdk, timeout=5, retries=1, base_url=None)

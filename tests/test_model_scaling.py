@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from cua_tui.agents.common import (
+from cua_tui.agents.images import (
     ANTHROPIC_NEW,
     ANTHROPIC_OLD,
     OPENAI_ORIGINAL,

@@ -9,6 +9,7 @@ import os
 import re
 import textwrap
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cua_tui.core import policy as policy_module
 from cua_tui.core.actions import MODIFIERS, Action, Kind, make_chord, parse_anthropic, parse_openai
 from cua_tui.core.geometry import Scaling, Size
-from cua_tui.core.policy import DEFAULT_POLICY_TOML, Decision, Limits, Policy, PolicyError, Verdict
+from cua_tui.core.policy import (
+    DEFAULT_ALLOWED,
+    DEFAULT_BLOCK_KEYS,
+    DEFAULT_CONFIRM_KEYS,
+    DEFAULT_CONFIRMED,
+    DEFAULT_POLICY_TOML,
+    Decision,
+    Limits,
+    Policy,
+    PolicyError,
+    Verdict,
+)
 
 S = Scaling.identity(Size(1024, 720))
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -60,6 +73,25 @@ def test_default_policy_identity(default: Policy) -> None:
     assert default.confirm == frozenset({Kind.TYPE})
     assert default.withheld == frozenset({Kind.MOUSE_DOWN, Kind.MOUSE_UP, Kind.HOLD_KEY})
     assert default.regions == ()
+
+
+def test_built_in_policy_text_and_code_defaults_agree(default: Policy) -> None:
+    # The defaults live in code (Limits, DEFAULT_*); the built-in TOML spells them out for people to copy.
+    data = tomllib.loads(DEFAULT_POLICY_TOML)
+    assert data["limits"] == dataclasses.asdict(Limits())
+    assert data["actions"]["allow"] == [k.value for k in DEFAULT_ALLOWED]
+    assert data["actions"]["confirm"] == [k.value for k in DEFAULT_CONFIRMED]
+    assert data["keys"] == {"confirm": list(DEFAULT_CONFIRM_KEYS), "block": list(DEFAULT_BLOCK_KEYS)}
+    # A file that leaves the sections out gets the same rules, and the schema knows the same limits.
+    bare = Policy.from_toml("version = 1\n")
+    assert (bare.limits, bare.allow, bare.confirm, bare.confirm_keys, bare.block_keys) == (
+        default.limits,
+        default.allow,
+        default.confirm,
+        default.confirm_keys,
+        default.block_keys,
+    )
+    assert policy_module._Limits.__struct_fields__ == tuple(f.name for f in dataclasses.fields(Limits))
 
 
 def test_typing_needs_confirmation(default: Policy) -> None:

@@ -25,32 +25,19 @@ from typing import Any
 from ..core.actions import ANTHROPIC_MEMBERS, ANTHROPIC_TO_KIND, Kind
 from ..core.geometry import OutOfRange, Scaling
 from ..core.ports import ActionResult, AgentError, Call, CallResult, Frame, Turn, Usage
-from ..core.text import encodable
-from .common import (
-    DEFAULT_RETRIES,
-    DEFAULT_TIMEOUT,
-    INSTRUCTIONS,
-    Cancellable,
-    Redactor,
-    b64,
-    decode_json,
-    describe_sdk_error,
-    encodable_tree,
-    estimate_cost,
-    fit_png,
-    image_limits,
-    one_line,
-    overall_deadline,
-    price_for,
-    reply_id,
-)
-from .common import count as _count
+from ..core.text import encodable, one_line
+from .cancel import Cancellable, overall_deadline
+from .errors import describe_sdk_error
+from .images import b64, fit_png, image_limits
+from .prices import count as _count
+from .prices import estimate_cost, price_for
+from .redaction import Redactor
+from .replies import decode_json, encodable_tree, reply_id
+from .vendors import DEFAULT_MODELS, DEFAULT_RETRIES, DEFAULT_TIMEOUT, INSTRUCTIONS, KEY_VARIABLES
 
-DEFAULT_MODEL = "claude-sonnet-5"
-ENV_KEY = "ANTHROPIC_API_KEY"
-ENV_BASE_URL = "ANTHROPIC_BASE_URL"
+DEFAULT_MODEL = DEFAULT_MODELS["anthropic"]
+ENV_KEY = KEY_VARIABLES["anthropic"]
 TOOLSET_TYPE = "computer_toolset_20260801"
-TOOLSET_NAME = "computer"
 DEFAULT_MAX_TOKENS = 8192
 DEFAULT_KEEP_IMAGES = 8
 OMITTED_IMAGE = "[an earlier screenshot was removed from the conversation to save space]"

@@ -22,29 +22,18 @@ from typing import Any
 
 from ..core.geometry import Scaling
 from ..core.ports import AgentError, Call, CallResult, Frame, SafetyCheck, Turn, Usage
-from ..core.text import encodable
-from .common import (
-    DEFAULT_RETRIES,
-    DEFAULT_TIMEOUT,
-    INSTRUCTIONS,
-    Cancellable,
-    Redactor,
-    data_url,
-    decode_json,
-    describe_sdk_error,
-    estimate_cost,
-    fit_png,
-    image_limits,
-    one_line,
-    overall_deadline,
-    price_for,
-    reply_id,
-)
-from .common import count as _count
+from ..core.text import encodable, one_line
+from .cancel import Cancellable, overall_deadline
+from .errors import describe_sdk_error
+from .images import data_url, fit_png, image_limits
+from .prices import count as _count
+from .prices import estimate_cost, price_for
+from .redaction import Redactor
+from .replies import decode_json, reply_id
+from .vendors import DEFAULT_MODELS, DEFAULT_RETRIES, DEFAULT_TIMEOUT, INSTRUCTIONS, KEY_VARIABLES
 
-DEFAULT_MODEL = "gpt-5.6-sol"
-ENV_KEY = "OPENAI_API_KEY"
-ENV_BASE_URL = "OPENAI_BASE_URL"
+DEFAULT_MODEL = DEFAULT_MODELS["openai"]
+ENV_KEY = KEY_VARIABLES["openai"]
 
 
 class OpenAIAgent:

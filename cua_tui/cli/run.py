@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from ..agents.vendors import DEFAULT_MODELS
+from ..desktops import BACKENDS
 from .base import UsageFailure
 
 
@@ -15,7 +17,7 @@ from .base import UsageFailure
     "--backend",
     default="local",
     show_default=True,
-    type=click.Choice(["local", "cwsandbox", "docker", "dry", "sim"]),
+    type=click.Choice(BACKENDS),
     help="Desktop: local Xvfb+Chromium (needs --lab or --url), CoreWeave sandbox, Docker, dry (executes "
     "nothing, validates against a blank screen) or sim (in-process simulated form app).",
 )
@@ -30,8 +32,9 @@ from .base import UsageFailure
 @click.option(
     "--model",
     default=None,
-    help="Model name for the openai/anthropic agents (default: gpt-5.6-sol for openai, claude-sonnet-5 for "
-    "anthropic). Keys come from OPENAI_API_KEY / ANTHROPIC_API_KEY or the settings file.",
+    help=f"Model name for the openai/anthropic agents (default: {DEFAULT_MODELS['openai']} for openai, "
+    f"{DEFAULT_MODELS['anthropic']} for anthropic). Keys come from OPENAI_API_KEY / ANTHROPIC_API_KEY or the "
+    "settings file.",
 )
 @click.option(
     "--base-url",

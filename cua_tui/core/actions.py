@@ -19,7 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 from .geometry import OutOfRange, Scaling
-from .text import encodable
+from .text import encodable, truncate
 
 # Hard bounds of the parser. The policy has its own, usually lower, caps; these exist so that nothing
 # unbounded ever reaches the policy, the audit log or the desktop.
@@ -66,7 +66,6 @@ class Kind(StrEnum):
     ZOOM = "zoom"
 
 
-POINTER_KINDS = frozenset({Kind.CLICK, Kind.DOUBLE_CLICK, Kind.TRIPLE_CLICK, Kind.MOVE, Kind.SCROLL})
 BUTTONS = ("left", "right", "middle", "back", "forward")
 
 # ---------------------------------------------------------------------------------------------------
@@ -430,8 +429,8 @@ _short_repr = _ShortRepr().repr
 
 def _clip(value: Any, limit: int = 40) -> str:
     """Untrusted input quoted in a reason: short, and bounded in cost whatever the value."""
-    text = value[: limit + 1] if isinstance(value, str) else _short_repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    # Sliced first: a huge string is never copied whole.
+    return truncate(value[: limit + 1] if isinstance(value, str) else _short_repr(value), limit)
 
 
 def _int(value: Any, name: str, lo: int, hi: int) -> int:
@@ -560,6 +559,8 @@ def parse_openai(raw: Any, scaling: Scaling) -> Action:
 
 
 def _parse_openai(raw: Any, scaling: Scaling) -> Action:
+    """One OpenAI action, strictly. Long because it is one dispatch over the vendor's action kinds: the whole
+    grammar reads in one place, each kind next to the checks that keep it honest."""
     if type(raw) is not dict:
         raise ActionError("bad_schema", f"an action must be a JSON object, not {_type_name(raw)}")
     kind = raw.get("type")
@@ -710,6 +711,8 @@ def _coordinate(value: Any, scaling: Scaling, name: str = "coordinate") -> Point
 
 
 def _parse_anthropic(name: Any, raw: Any, scaling: Scaling, toolset_name: Any) -> Action:
+    """One Anthropic toolset call, strictly. Long because it is one dispatch over the toolset's members: the
+    whole grammar reads in one place, each member next to the checks that keep it honest."""
     if toolset_name != "computer":
         raise ActionError("unknown_kind", f"unknown toolset {_clip(toolset_name)!r}")
     if type(name) is not str or name not in _ANTHROPIC_FIELDS:

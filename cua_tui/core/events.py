@@ -8,13 +8,14 @@ listeners but never reach the audit log; replay rebuilds what it can from the re
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from enum import StrEnum
+from typing import Any, ClassVar
 
 from .actions import Action
-
-if TYPE_CHECKING:
-    from .ports import DecisionRequest
+from .policy import Verdict
+from .ports import Answer, DecisionRequest, OutcomeStatus
 
 _MEMORY_ONLY = {"memory_only": True}
 
@@ -37,8 +38,46 @@ class Event:
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Event:
+        """The event an audit record describes. Enum fields come back as their enum; a value this version
+        does not know is left as recorded (a record is evidence, not input to validate here)."""
         names = {f.name for f in dataclasses.fields(cls) if not f.metadata.get("memory_only")}
-        return cls(**{k: v for k, v in record.items() if k in names})
+        values = {k: v for k, v in record.items() if k in names}
+        for name, enum in _enum_fields(cls).items():
+            if name in values:
+                try:
+                    values[name] = enum(values[name])
+                except ValueError:
+                    pass
+        return cls(**values)
+
+
+@functools.cache
+def _enum_fields(cls: type[Event]) -> dict[str, type[StrEnum]]:
+    # Annotations are strings (postponed evaluation); an enum field's is the bare name of its enum.
+    found = {f.name: globals().get(f.type) if isinstance(f.type, str) else f.type for f in dataclasses.fields(cls)}
+    return {name: t for name, t in found.items() if isinstance(t, type) and issubclass(t, StrEnum)}
+
+
+class RunStatus(StrEnum):
+    """How a run ended (DESIGN.md, "Run directory contract")."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    FINISHED = "finished"  # the agent finished and no verifier exists for the task
+    KILLED = "killed"
+    LIMIT = "limit"
+    ERROR = "error"
+
+
+class RunPhase(StrEnum):
+    """What a run is doing."""
+
+    STARTING = "starting"
+    WAITING_MODEL = "waiting_model"
+    AWAITING_DECISION = "awaiting_decision"
+    EXECUTING = "executing"
+    VERIFYING = "verifying"
+    STOPPING = "stopping"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,10 +107,10 @@ class DesktopReady(Event):
 
 @dataclass(frozen=True, slots=True)
 class Phase(Event):
-    """What the run is doing: starting, waiting_model, awaiting_decision, executing, verifying, stopping."""
+    """What the run is doing (a RunPhase), recorded when it changes."""
 
     kind: ClassVar[str] = "phase"
-    phase: str
+    phase: RunPhase
     detail: str = ""
 
 
@@ -133,7 +172,7 @@ class PolicyVerdict(Event):
     kind: ClassVar[str] = "verdict"
     turn: int
     index: int
-    verdict: str  # allow | confirm | block
+    verdict: Verdict
     reason: str
     rule: str
 
@@ -156,7 +195,7 @@ class DecisionMade(Event):
     kind: ClassVar[str] = "decision"
     turn: int
     index: int
-    decision: str  # approve | reject | kill
+    decision: Answer
     by: str  # human, policy, headless rule: ..., approver command, no approver (fail closed)
     subject: str = "action"
     note: str = ""
@@ -195,7 +234,7 @@ class Outcome(Event):
     turn: int
     index: int
     call_id: str
-    status: str  # executed | declined | refused | failed | not_executed | stale
+    status: OutcomeStatus
     message: str
     step: int = 0
     duration_ms: float = 0.0
@@ -251,7 +290,7 @@ class Cleanup(Event):
 @dataclass(frozen=True, slots=True)
 class RunEnded(Event):
     kind: ClassVar[str] = "run_ended"
-    status: str  # passed | failed | finished | killed | limit | error
+    status: RunStatus
     reason: str
     turns: int
     steps: int
@@ -297,14 +336,3 @@ EVENT_TYPES: dict[str, type[Event]] = {
     )
 }
 ENVELOPE = ("seq", "ts", "run", "kind", "prev")
-
-
-def event_from_record(record: dict[str, Any]) -> Event | None:
-    """Rebuild an event from an audit record (None for kinds this version does not know)."""
-    cls = EVENT_TYPES.get(record.get("kind", ""))
-    if cls is None:
-        return None
-    try:
-        return cls.from_record(record)
-    except TypeError:
-        return None

@@ -64,7 +64,11 @@ MAX_LIMIT = 10**9  # any cap in [limits]: 31 years of seconds, a billion steps o
 # ---------------------------------------------------------------------------------------------------
 # File schema (validated with msgspec; unknown keys are errors, so a typo never silently weakens policy)
 # ---------------------------------------------------------------------------------------------------
-class _Limits(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The caps of a run. These defaults are the one source of the built-in policy's ``[limits]`` and of a
+    file's missing keys (a test pins DEFAULT_POLICY_TOML to them)."""
+
     max_turns: int = 30
     max_steps: int = 200
     deadline_seconds: int = 1800
@@ -72,8 +76,23 @@ class _Limits(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     max_wait_seconds: float = 10.0
     max_scroll: int = 15
     max_drag_points: int = 64
-    max_tokens: int = 0
-    max_cost_usd: float = 0.0
+    max_tokens: int = 0  # 0: no cap
+    max_cost_usd: float = 0.0  # 0: no cap
+
+
+_DEFAULT_LIMITS = Limits()
+
+
+class _Limits(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    max_turns: int = _DEFAULT_LIMITS.max_turns
+    max_steps: int = _DEFAULT_LIMITS.max_steps
+    deadline_seconds: int = _DEFAULT_LIMITS.deadline_seconds
+    max_text_length: int = _DEFAULT_LIMITS.max_text_length
+    max_wait_seconds: float = _DEFAULT_LIMITS.max_wait_seconds
+    max_scroll: int = _DEFAULT_LIMITS.max_scroll
+    max_drag_points: int = _DEFAULT_LIMITS.max_drag_points
+    max_tokens: int = _DEFAULT_LIMITS.max_tokens
+    max_cost_usd: float = _DEFAULT_LIMITS.max_cost_usd
 
 
 class _Actions(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -179,19 +198,6 @@ class Region:
     def contains(self, point: tuple[int, int]) -> bool:
         px, py = point
         return self.x <= px < self.x + self.width and self.y <= py < self.y + self.height
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    max_turns: int = 30
-    max_steps: int = 200
-    deadline_seconds: int = 1800
-    max_text_length: int = 500
-    max_wait_seconds: float = 10.0
-    max_scroll: int = 15
-    max_drag_points: int = 64
-    max_tokens: int = 0  # 0: no cap
-    max_cost_usd: float = 0.0  # 0: no cap
 
 
 @dataclass(frozen=True)
@@ -321,123 +327,24 @@ class Policy:
 
     @classmethod
     def from_toml(cls, text: str, source: str = "<policy>") -> Policy:
-        if len(text) > MAX_POLICY_BYTES:
-            raise PolicyError(f"policy file {source}: too large (over {MAX_POLICY_BYTES} characters)")
-        # tomllib takes quadratic time on a key of many dotted parts ("a.a.a...a = 1"): refuse those first.
-        # A quick pattern finds candidates (it also sees dots inside strings); the scanner decides.
-        if _MANY_PARTS_RE.search(text) and _Layout(text).too_deep_line() is not None:
-            raise PolicyError(_too_deep(source, text))
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            message = str(exc)
-            where = _TOML_WHERE_RE.search(message)
-            if where:
-                message = message[: where.start()]
-                raise PolicyError(
-                    f"policy file {source}, line {where.group(1)}, column {where.group(2)}: invalid TOML: {message}"
-                ) from None
-            if message.endswith(_AT_END):
-                last = text.count("\n") + (0 if text.endswith("\n") else 1)
-                message = message.removesuffix(_AT_END)
-                raise PolicyError(
-                    f"policy file {source}, line {max(last, 1)}: invalid TOML at the end of the file: {message}"
-                ) from None
-            raise PolicyError(f"policy file {source}: invalid TOML: {message}") from None
-        except RecursionError:
-            # tomllib descends one Python call per level of nesting: a deep enough file exhausts the stack.
-            raise PolicyError(_too_deep(source, text)) from None
-        if _depth(data) > MAX_NESTING:
-            raise PolicyError(_too_deep(source, text))
-        try:
-            parsed = msgspec.convert(data, _PolicyFile, strict=True)
-        except msgspec.ValidationError as exc:
-            raise PolicyError(_locate_error(source, text, str(exc))) from None
-        if parsed.version != 1:
-            raise PolicyError(_at(source, text, ("version",), f"unsupported version {parsed.version} (expected 1)"))
-        lim = parsed.limits
-        for name in lim.__struct_fields__:
-            value = getattr(lim, name)
-            if isinstance(value, float) and not math.isfinite(value):
-                # nan compares false with everything: a cap of nan would never fire.
-                raise PolicyError(_at(source, text, ("limits", name), f"{name} must be a finite number"))
-            if value > MAX_LIMIT:  # beyond what a timer or a counter can use (a wait overflows past ~2**33 s)
-                raise PolicyError(_at(source, text, ("limits", name), f"{name} must be at most {MAX_LIMIT}"))
-        for name in ("max_turns", "max_steps", "deadline_seconds", "max_text_length", "max_scroll", "max_drag_points"):
-            if getattr(lim, name) < 1:
-                raise PolicyError(_at(source, text, ("limits", name), f"{name} must be at least 1"))
-        if not 0 <= lim.max_wait_seconds <= 120:
-            raise PolicyError(_at(source, text, ("limits", "max_wait_seconds"), "must be between 0 and 120"))
-        if lim.max_tokens < 0 or lim.max_cost_usd < 0:
-            raise PolicyError(_at(source, text, ("limits",), "max_tokens and max_cost_usd must be >= 0"))
-
-        def kinds(section: str, names: list[str]) -> frozenset[Kind]:
-            out = set()
-            for i, name in enumerate(names):
-                try:
-                    out.add(Kind(name))
-                except ValueError:
-                    raise PolicyError(
-                        _at(
-                            source,
-                            text,
-                            ("actions", section),
-                            f"unknown action kind {name!r}; known: " + ", ".join(k.value for k in Kind),
-                            item=i,
-                        )
-                    ) from None
-            return frozenset(out)
-
+        parsed = _read_policy_text(text, source)
+        _check_limits(parsed.limits, source, text)
         acts = parsed.actions or _Actions(
             allow=[k.value for k in DEFAULT_ALLOWED], confirm=[k.value for k in DEFAULT_CONFIRMED]
         )
-        allow, confirm, block = kinds("allow", acts.allow), kinds("confirm", acts.confirm), kinds("block", acts.block)
+        allow, confirm, block = (
+            _kinds(source, text, section, names)
+            for section, names in (("allow", acts.allow), ("confirm", acts.confirm), ("block", acts.block))
+        )
         both = (allow & confirm) | (allow & block) | (confirm & block)
         if both:
             raise PolicyError(
                 _at(source, text, ("actions",), "an action kind is listed twice: " + ", ".join(sorted(both)))
             )
         keys = parsed.keys or _Keys(confirm=list(DEFAULT_CONFIRM_KEYS), block=list(DEFAULT_BLOCK_KEYS))
-
-        def patterns(section: str, names: list[str]) -> tuple[str, ...]:
-            out = []
-            for i, name in enumerate(names):
-                try:
-                    out.append(_pattern(name))
-                except ActionError as exc:
-                    raise PolicyError(_at(source, text, ("keys", section), f"{name!r}: {exc.reason}", item=i)) from None
-            return tuple(out)
-
-        regions = []
-        for i, reg in enumerate(parsed.regions):
-            if reg.verdict not in ("confirm", "block"):
-                raise PolicyError(
-                    _at(
-                        source,
-                        text,
-                        ("regions", i, "verdict"),
-                        f"region {reg.name!r}: verdict must be 'confirm' or 'block'",
-                    )
-                )
-            if reg.width < 1 or reg.height < 1 or reg.x < 0 or reg.y < 0:
-                raise PolicyError(
-                    _at(
-                        source,
-                        text,
-                        ("regions", i, "width"),
-                        f"region {reg.name!r}: needs x, y >= 0 and width, height >= 1",
-                    )
-                )
-            reason = reg.reason or f"the click lands in the '{reg.name}' region"
-            regions.append(Region(reg.name, reg.x, reg.y, reg.width, reg.height, Verdict(reg.verdict), reason))
-        domains: dict[str, None] = {}  # the proxy's own grammar: what passes here is what a run accepts
-        for i, domain in enumerate(parsed.network.allow_domains):
-            try:
-                domains.setdefault(parse_entry(domain).text)
-            except AllowListError as exc:
-                raise PolicyError(
-                    _at(source, text, ("network", "allow_domains"), f"{domain!r} {exc.problem}", item=i)
-                ) from None
+        regions = _regions(source, text, parsed.regions)  # checked before the keys: errors come in that order
+        domains = _domains(source, text, parsed.network.allow_domains)
+        lim = parsed.limits
         return cls(
             name=parsed.name if source != "built-in" else "default",
             source=source,
@@ -445,10 +352,10 @@ class Policy:
             limits=Limits(**{f: getattr(lim, f) for f in lim.__struct_fields__}),
             allow=allow | confirm,
             confirm=confirm,
-            confirm_keys=patterns("confirm", keys.confirm),
-            block_keys=patterns("block", keys.block),
-            regions=tuple(regions),
-            allow_domains=tuple(domains),
+            confirm_keys=_patterns(source, text, "confirm", keys.confirm),
+            block_keys=_patterns(source, text, "block", keys.block),
+            regions=regions,
+            allow_domains=domains,
             description=parsed.description,
         )
 
@@ -469,6 +376,113 @@ class Policy:
         )
         extra = Policy.from_toml(text, source=f"{self.source} (regions)")
         return dataclasses.replace(self, regions=self.regions + extra.regions, _key_cache={})
+
+
+# ---------------------------------------------------------------------------------------------------
+# Reading and validating a policy file, section by section (each error names the file and the line)
+# ---------------------------------------------------------------------------------------------------
+def _read_policy_text(text: str, source: str) -> _PolicyFile:
+    """The TOML text checked against the schema (sizes and nesting bounded first)."""
+    if len(text) > MAX_POLICY_BYTES:
+        raise PolicyError(f"policy file {source}: too large (over {MAX_POLICY_BYTES} characters)")
+    # tomllib takes quadratic time on a key of many dotted parts ("a.a.a...a = 1"): refuse those first.
+    # A quick pattern finds candidates (it also sees dots inside strings); the scanner decides.
+    if _MANY_PARTS_RE.search(text) and _Layout(text).too_deep_line() is not None:
+        raise PolicyError(_too_deep(source, text))
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PolicyError(_toml_error(source, text, str(exc))) from None
+    except RecursionError:
+        # tomllib descends one Python call per level of nesting: a deep enough file exhausts the stack.
+        raise PolicyError(_too_deep(source, text)) from None
+    if _depth(data) > MAX_NESTING:
+        raise PolicyError(_too_deep(source, text))
+    try:
+        parsed = msgspec.convert(data, _PolicyFile, strict=True)
+    except msgspec.ValidationError as exc:
+        raise PolicyError(_locate_error(source, text, str(exc))) from None
+    if parsed.version != 1:
+        raise PolicyError(_at(source, text, ("version",), f"unsupported version {parsed.version} (expected 1)"))
+    return parsed
+
+
+def _toml_error(source: str, text: str, message: str) -> str:
+    where = _TOML_WHERE_RE.search(message)
+    if where:
+        message = message[: where.start()]
+        return f"policy file {source}, line {where.group(1)}, column {where.group(2)}: invalid TOML: {message}"
+    if message.endswith(_AT_END):
+        last = text.count("\n") + (0 if text.endswith("\n") else 1)
+        message = message.removesuffix(_AT_END)
+        return f"policy file {source}, line {max(last, 1)}: invalid TOML at the end of the file: {message}"
+    return f"policy file {source}: invalid TOML: {message}"
+
+
+def _check_limits(lim: _Limits, source: str, text: str) -> None:
+    for name in lim.__struct_fields__:
+        value = getattr(lim, name)
+        if isinstance(value, float) and not math.isfinite(value):
+            # nan compares false with everything: a cap of nan would never fire.
+            raise PolicyError(_at(source, text, ("limits", name), f"{name} must be a finite number"))
+        if value > MAX_LIMIT:  # beyond what a timer or a counter can use (a wait overflows past ~2**33 s)
+            raise PolicyError(_at(source, text, ("limits", name), f"{name} must be at most {MAX_LIMIT}"))
+    for name in ("max_turns", "max_steps", "deadline_seconds", "max_text_length", "max_scroll", "max_drag_points"):
+        if getattr(lim, name) < 1:
+            raise PolicyError(_at(source, text, ("limits", name), f"{name} must be at least 1"))
+    if not 0 <= lim.max_wait_seconds <= 120:
+        raise PolicyError(_at(source, text, ("limits", "max_wait_seconds"), "must be between 0 and 120"))
+    if lim.max_tokens < 0 or lim.max_cost_usd < 0:
+        raise PolicyError(_at(source, text, ("limits",), "max_tokens and max_cost_usd must be >= 0"))
+
+
+def _kinds(source: str, text: str, section: str, names: list[str]) -> frozenset[Kind]:
+    out = set()
+    for i, name in enumerate(names):
+        try:
+            out.add(Kind(name))
+        except ValueError:
+            known = ", ".join(k.value for k in Kind)
+            raise PolicyError(
+                _at(source, text, ("actions", section), f"unknown action kind {name!r}; known: {known}", item=i)
+            ) from None
+    return frozenset(out)
+
+
+def _patterns(source: str, text: str, section: str, names: list[str]) -> tuple[str, ...]:
+    out = []
+    for i, name in enumerate(names):
+        try:
+            out.append(_pattern(name))
+        except ActionError as exc:
+            raise PolicyError(_at(source, text, ("keys", section), f"{name!r}: {exc.reason}", item=i)) from None
+    return tuple(out)
+
+
+def _regions(source: str, text: str, regions: list[_Region]) -> tuple[Region, ...]:
+    out = []
+    for i, reg in enumerate(regions):
+        if reg.verdict not in ("confirm", "block"):
+            problem = f"region {reg.name!r}: verdict must be 'confirm' or 'block'"
+            raise PolicyError(_at(source, text, ("regions", i, "verdict"), problem))
+        if reg.width < 1 or reg.height < 1 or reg.x < 0 or reg.y < 0:
+            problem = f"region {reg.name!r}: needs x, y >= 0 and width, height >= 1"
+            raise PolicyError(_at(source, text, ("regions", i, "width"), problem))
+        reason = reg.reason or f"the click lands in the '{reg.name}' region"
+        out.append(Region(reg.name, reg.x, reg.y, reg.width, reg.height, Verdict(reg.verdict), reason))
+    return tuple(out)
+
+
+def _domains(source: str, text: str, names: list[str]) -> tuple[str, ...]:
+    domains: dict[str, None] = {}  # the proxy's own grammar: what passes here is what a run accepts
+    for i, domain in enumerate(names):
+        try:
+            domains.setdefault(parse_entry(domain).text)
+        except AllowListError as exc:
+            raise PolicyError(
+                _at(source, text, ("network", "allow_domains"), f"{domain!r} {exc.problem}", item=i)
+            ) from None
+    return tuple(domains)
 
 
 def _pattern(text: str) -> str:
@@ -685,7 +699,8 @@ class _Layout:
 
     def _scan(self) -> Iterator[tuple[tuple[Any, ...], int]]:
         """(path, line) for every key, header and list element, in order; stops after the first path longer
-        than MAX_NESTING (nothing deeper can be valid)."""
+        than MAX_NESTING (nothing deeper can be valid). One loop, long on purpose: the scanner is a state
+        machine, and its states are easier to check against each other when they sit side by side."""
         table: tuple[Any, ...] = ()
         arrays_of_tables: dict[tuple[Any, ...], int] = {}
         # The values being read, innermost last: ["array", path, index, waiting for an element]

@@ -13,7 +13,6 @@ thread ends the run at once even while a model request or a desktop command hang
 from __future__ import annotations
 
 import contextlib
-import queue
 import threading
 import time
 import traceback
@@ -26,6 +25,7 @@ from typing import Any, TypeVar
 from . import events as ev
 from .actions import Action, ActionError, Kind, parse_anthropic, parse_openai
 from .audit import AuditClosed, AuditKey, AuditWriteError, AuditWriter
+from .events import RunPhase, RunStatus
 from .geometry import Scaling, Size
 from .policy import Decision, Policy, Verdict
 from .ports import (
@@ -48,6 +48,8 @@ from .ports import (
 )
 from .rundir import RunDir, TranscriptWriter
 from .stale import StaleGuard
+from .text import one_line
+from .threads import Job, Worker, spawn
 
 T = TypeVar("T")
 
@@ -95,7 +97,7 @@ class RunConfig:
 class RunResult:
     run_id: str
     path: Path
-    status: str
+    status: RunStatus
     reason: str
     verified: bool | None
     turns: int
@@ -105,46 +107,7 @@ class RunResult:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.status in ("passed", "finished") else 1
-
-
-class _Caller:
-    """Runs adapter calls on a daemon thread so the loop can stop waiting when the run is aborted.
-
-    A call that hangs keeps its thread; later calls get a fresh one (the hung one is abandoned, and
-    ``Desktop.stop`` is expected to make whatever it still does a no-op).
-    """
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-        self._queue: queue.SimpleQueue[Any] | None = None
-        self._busy = False
-
-    def _spawn(self) -> queue.SimpleQueue[Any]:
-        q: queue.SimpleQueue[Any] = queue.SimpleQueue()
-
-        def loop() -> None:
-            while True:
-                job = q.get()
-                if job is None:
-                    return
-                job()
-
-        threading.Thread(target=loop, name=self._name, daemon=True).start()
-        return q
-
-    def submit(self, job: Callable[[], None]) -> None:
-        if self._queue is None or self._busy:
-            self._queue = self._spawn()
-        self._busy = True
-        self._queue.put(job)
-
-    def done(self) -> None:
-        self._busy = False
-
-    def close(self) -> None:
-        if self._queue is not None and not self._busy:
-            self._queue.put(None)
+        return 0 if self.status in (RunStatus.PASSED, RunStatus.FINISHED) else 1
 
 
 class Supervisor:
@@ -180,13 +143,13 @@ class Supervisor:
         rundir.reserve_space(RESERVE_BYTES)
         self._emit_lock = threading.RLock()
         self._end_lock = threading.Lock()
-        self._ending: tuple[str, str] | None = None
+        self._ending: tuple[RunStatus, str] | None = None
         self._aborted = threading.Event()
         self._cancel = threading.Event()  # handed to approvers
         self._finished = threading.Event()
         self._waiters: set[threading.Event] = set()
         self._waiters_lock = threading.Lock()
-        self._caller = _Caller(f"cua-io-{self.run_id}")
+        self._caller = Worker(f"cua-io-{self.run_id}")
         self._deadline_timer: threading.Timer | None = None
         self._desktop_stopped = False
         self._stop_lock = threading.Lock()
@@ -197,13 +160,12 @@ class Supervisor:
         self.executed = 0
         self.total_tokens = 0
         self.total_cost: float | None = None
-        self.phase = "starting"
+        self.phase = RunPhase.STARTING
         self._seen_call_ids: set[str] = set()
         self._frame: Frame | None = None  # latest capture
         self._observed: Frame | None = None  # the screenshot the model acted on
         self._final_text = ""
-        self._started_at = 0.0
-        self._pending_end: tuple[str, str] | None = None
+        self._pending_end: tuple[RunStatus, str] | None = None
         self._open: dict[int, str] = {}  # proposals of the current turn still owed an outcome -> call id
         self._in_flight: int | None = None  # index of the action whose desktop call is running
         self._performed: dict[int, str] = {}  # actions that ran but whose outcome is not yet recorded
@@ -220,13 +182,9 @@ class Supervisor:
     def finished(self) -> threading.Event:
         return self._finished
 
-    @property
-    def latest_frame(self) -> Frame | None:
-        return self._frame
-
     def kill(self, by: str = "human") -> None:
         """The kill switch. Safe from any thread, at any moment, any number of times; returns at once."""
-        self._abort("killed", f"killed by {by}", by=by)
+        self._abort(RunStatus.KILLED, f"killed by {by}", by=by)
 
     def wait(self, timeout: float | None = None) -> RunResult | None:
         self._finished.wait(timeout)
@@ -234,7 +192,6 @@ class Supervisor:
 
     def run(self) -> RunResult:
         """Drive the run to its end and return the result (also after a kill)."""
-        self._started_at = self._clock()
         try:
             self._run()
         except Aborted:
@@ -242,16 +199,16 @@ class Supervisor:
         except StorageFailure:
             pass  # already ending: see _storage_failed
         except AgentError as exc:
-            status = "limit" if isinstance(exc, LimitExceeded) else "error"
-            self._emit_safe(ev.ErrorRaised("agent", _one_line(str(exc))))
-            self._finish(status, f"agent: {_one_line(str(exc))}")
+            status = RunStatus.LIMIT if isinstance(exc, LimitExceeded) else RunStatus.ERROR
+            self._emit_safe(ev.ErrorRaised("agent", one_line(str(exc))))
+            self._finish(status, f"agent: {one_line(str(exc))}")
         except DesktopError as exc:
-            self._emit_safe(ev.ErrorRaised("desktop", _one_line(str(exc))))
-            self._finish("error", f"desktop: {_one_line(str(exc))}")
+            self._emit_safe(ev.ErrorRaised("desktop", one_line(str(exc))))
+            self._finish(RunStatus.ERROR, f"desktop: {one_line(str(exc))}")
         except Exception as exc:  # a bug must still end the run cleanly, sealed and stopped
             detail = "".join(traceback.format_exception_only(exc)).strip()
-            self._emit_safe(ev.ErrorRaised("supervisor", _one_line(detail)))
-            self._finish("error", f"internal error: {_one_line(detail)}")
+            self._emit_safe(ev.ErrorRaised("supervisor", one_line(detail)))
+            self._finish(RunStatus.ERROR, f"internal error: {one_line(detail)}")
         self._finished.wait()
         assert self.result is not None
         return self.result
@@ -293,10 +250,12 @@ class Supervisor:
             )
         )
         deadline = policy.limits.deadline_seconds
-        self._deadline_timer = threading.Timer(deadline, self._abort, ("limit", f"deadline of {deadline} s reached"))
+        self._deadline_timer = threading.Timer(
+            deadline, self._abort, (RunStatus.LIMIT, f"deadline of {deadline} s reached")
+        )
         self._deadline_timer.daemon = True
         self._deadline_timer.start()
-        self._set_phase("starting", f"starting the {cfg.backend} desktop")
+        self._set_phase(RunPhase.STARTING, f"starting the {cfg.backend} desktop")
         bind = getattr(self.desktop, "bind_events", None)
         if callable(bind):  # desktops with their own events (egress proxy) record them in this run's log
             bind(self._emit_safe)
@@ -306,7 +265,7 @@ class Supervisor:
             self._write_record("run.json", self.rundir.write_run_json, {**run_info, "isolation": isolation})
             self._emit(ev.DesktopReady(cfg.backend, isolation))
         frame = self._capture(purpose="initial")
-        self._set_phase("waiting_model", "waiting for the model")
+        self._set_phase(RunPhase.WAITING_MODEL, "waiting for the model")
         self._observed = frame
         turn = self._call(self.agent.start, cfg.task, frame)
         while True:
@@ -322,20 +281,20 @@ class Supervisor:
                 self._finish(*self._pending_end)
                 return
             if self.turn >= policy.limits.max_turns:
-                self._finish("limit", f"turn limit of {policy.limits.max_turns} reached")
+                self._finish(RunStatus.LIMIT, f"turn limit of {policy.limits.max_turns} reached")
                 return
             frame = self._frame or self._capture()
-            self._set_phase("waiting_model", "waiting for the model")
+            self._set_phase(RunPhase.WAITING_MODEL, "waiting for the model")
             self._observed = frame
             turn = self._call(self.agent.next_turn, results, frame)
         self._check_abort()
-        self._set_phase("verifying", "running the independent verifier")
+        self._set_phase(RunPhase.VERIFYING, "running the independent verifier")
         verification = self._call(self.desktop.verify)
         if verification is None:
-            self._finish("finished", "the agent finished; no independent verifier for this task")
+            self._finish(RunStatus.FINISHED, "the agent finished; no independent verifier for this task")
         else:
             self._emit(ev.VerificationDone(verification.verifier, verification.passed, verification.detail))
-            status = "passed" if verification.passed else "failed"
+            status = RunStatus.PASSED if verification.passed else RunStatus.FAILED
             self._finish(status, verification.detail, verified=verification.passed)
 
     def _record_turn(self, turn: Turn) -> None:
@@ -424,7 +383,12 @@ class Supervisor:
                 if not safety_ok:
                     self._emit(  # who rejected the call's safety checks decided this action's fate too
                         ev.DecisionMade(
-                            self.turn, index, "reject", safety_by, subject="safety_check", note="safety check rejected"
+                            self.turn,
+                            index,
+                            Answer.REJECT,
+                            safety_by,
+                            subject="safety_check",
+                            note="safety check rejected",
                         )
                     )
                     call_results.append(self._outcome(call, index, position, OutcomeStatus.DECLINED, MSG_DECLINED))
@@ -528,7 +492,7 @@ class Supervisor:
         self.steps += 1
         lim = self.policy.limits
         if self.steps > lim.max_steps:  # before parsing: a malformed proposal counts and must not skip the cap
-            self._request_end("limit", f"step limit of {lim.max_steps} reached")
+            self._request_end(RunStatus.LIMIT, f"step limit of {lim.max_steps} reached")
             raise _Halt(
                 self._refuse(call, index, position, "limits.max_steps", f"step limit of {lim.max_steps} reached")
             )
@@ -536,10 +500,10 @@ class Supervisor:
             assert error is not None
             raise _Halt(self._refuse(call, index, position, f"parse:{error.code}", f"malformed action: {error.reason}"))
         decision = self.policy.classify(action)
-        self._emit(ev.PolicyVerdict(self.turn, index, decision.verdict.value, decision.reason, decision.rule))
+        self._emit(ev.PolicyVerdict(self.turn, index, decision.verdict, decision.reason, decision.rule))
         reviewed = False
         if decision.verdict is Verdict.BLOCK:
-            self._emit(ev.DecisionMade(self.turn, index, "reject", "policy", note=decision.reason))
+            self._emit(ev.DecisionMade(self.turn, index, Answer.REJECT, "policy", note=decision.reason))
             raise _Halt(self._outcome(call, index, position, OutcomeStatus.REFUSED, MSG_REFUSED))
         if decision.verdict is Verdict.CONFIRM:
             ruling = self._ask(
@@ -558,13 +522,13 @@ class Supervisor:
                 raise _Halt(self._outcome(call, index, position, OutcomeStatus.DECLINED, MSG_DECLINED))
             reviewed = True
         else:
-            self._emit(ev.DecisionMade(self.turn, index, "approve", "policy", note=decision.reason))
+            self._emit(ev.DecisionMade(self.turn, index, Answer.APPROVE, "policy", note=decision.reason))
         if reviewed and action.target is not None and self._observed is not None:
             try:
                 fresh = self._capture(purpose="stale_check")
             except DesktopError as exc:  # the proposal still gets its one outcome before the run ends
                 self._check_abort()
-                failed = self._outcome(call, index, position, OutcomeStatus.FAILED, f"Failed: {_one_line(str(exc))}")
+                failed = self._outcome(call, index, position, OutcomeStatus.FAILED, f"Failed: {one_line(str(exc))}")
                 if exc.fatal:
                     raise
                 raise _Halt(failed) from None
@@ -573,7 +537,7 @@ class Supervisor:
         return self._execute(call, index, position, action, decision)
 
     def _execute(self, call: Call, index: int, position: int, action: Action, decision: Decision) -> ActionResult:
-        self._set_phase("executing", action.describe())
+        self._set_phase(RunPhase.EXECUTING, action.describe())
         started = self._clock()
         try:
             # The intent is on disk before the desktop gets the action: nothing runs unrecorded.
@@ -593,7 +557,7 @@ class Supervisor:
                 index,
                 position,
                 OutcomeStatus.FAILED,
-                f"Failed: {_one_line(str(exc))}",
+                f"Failed: {one_line(str(exc))}",
                 duration=self._clock() - started,
             )
             if exc.fatal:
@@ -627,18 +591,18 @@ class Supervisor:
         if self.approver is None:
             ruling = Ruling(Answer.REJECT, "no approver (fail closed)")
         else:
-            self._set_phase("awaiting_decision", request.reason)
+            self._set_phase(RunPhase.AWAITING_DECISION, request.reason)
             try:
                 ruling = self._call(self.approver.decide, request, self._cancel)
             except Aborted:
                 raise
             except Exception as exc:  # a broken approver rejects: fail closed
-                ruling = Ruling(Answer.REJECT, "approver error (fail closed)", _one_line(str(exc)))
+                ruling = Ruling(Answer.REJECT, "approver error (fail closed)", one_line(str(exc)))
             ruling = _valid_ruling(ruling)
         self._check_abort()
         self._emit(
             ev.DecisionMade(
-                request.turn, request.index, ruling.answer.value, ruling.by, subject=request.kind, note=ruling.note
+                request.turn, request.index, ruling.answer, ruling.by, subject=request.kind, note=ruling.note
             )
         )
         if ruling.answer is Answer.KILL:
@@ -650,8 +614,8 @@ class Supervisor:
     # Outcomes, frames, phases
     # ------------------------------------------------------------------------------------------------
     def _refuse(self, call: Call, index: int, position: int, rule: str, reason: str) -> ActionResult:
-        self._emit(ev.PolicyVerdict(self.turn, index, Verdict.BLOCK.value, reason, rule))
-        self._emit(ev.DecisionMade(self.turn, index, "reject", "policy", note=reason))
+        self._emit(ev.PolicyVerdict(self.turn, index, Verdict.BLOCK, reason, rule))
+        self._emit(ev.DecisionMade(self.turn, index, Answer.REJECT, "policy", note=reason))
         return self._outcome(call, index, position, OutcomeStatus.REFUSED, MSG_REFUSED)
 
     def _outcome(
@@ -667,7 +631,7 @@ class Supervisor:
     ) -> ActionResult:
         with self._emit_lock:
             self._emit(
-                ev.Outcome(self.turn, index, call.call_id, status.value, message, self.steps, round(duration * 1000, 3))
+                ev.Outcome(self.turn, index, call.call_id, status, message, self.steps, round(duration * 1000, 3))
             )
             self._open.pop(index, None)
             self._performed.pop(index, None)
@@ -694,7 +658,7 @@ class Supervisor:
             )
         )
 
-    def _set_phase(self, phase: str, detail: str = "") -> None:
+    def _set_phase(self, phase: RunPhase, detail: str = "") -> None:
         # Each action's own ``executing`` record (the intent) says which action runs: the phase record is
         # written only when the phase changes.
         if phase != self.phase:
@@ -706,36 +670,23 @@ class Supervisor:
     # ------------------------------------------------------------------------------------------------
     def _call(self, fn: Callable[..., T], *args: Any) -> T:
         self._check_abort()
-        done = threading.Event()
-        box: dict[str, Any] = {}
-
-        def job() -> None:
-            try:
-                box["value"] = fn(*args)
-            except BaseException as exc:
-                box["error"] = exc
-            finally:
-                self._caller.done()
-                done.set()
-
-        with self._waiters_lock:
-            self._waiters.add(done)
+        job = Job(fn, *args)
+        with self._waiters_lock:  # an abort sets every waiter's event: the wait below ends at once
+            self._waiters.add(job.done)
         try:
             self._caller.submit(job)
-            done.wait()
+            job.done.wait()
         finally:
             with self._waiters_lock:
-                self._waiters.discard(done)
+                self._waiters.discard(job.done)
         self._check_abort()
-        if "error" in box:
-            raise box["error"]
-        return box["value"]
+        return job.result()
 
     def _check_abort(self) -> None:
         if self._aborted.is_set():
             raise Aborted()
 
-    def _request_end(self, status: str, reason: str) -> None:
+    def _request_end(self, status: RunStatus, reason: str) -> None:
         """End the run once the current batch has been answered (used by the step limit)."""
         if self._pending_end is None:
             self._pending_end = (status, reason)
@@ -743,7 +694,7 @@ class Supervisor:
     # ------------------------------------------------------------------------------------------------
     # Ending
     # ------------------------------------------------------------------------------------------------
-    def _abort(self, status: str, reason: str, by: str = "", announce: ev.Event | None = None) -> None:
+    def _abort(self, status: RunStatus, reason: str, by: str = "", announce: ev.Event | None = None) -> None:
         with self._end_lock:
             if self._ending is not None:
                 return
@@ -757,7 +708,7 @@ class Supervisor:
         with self._emit_lock:  # from here on the run's own thread can no longer record anything
             self._final = True
             if announce is None:
-                announce = ev.Killed(by, during) if status == "killed" else ev.Note(f"run stopped: {reason}")
+                announce = ev.Killed(by, during) if status is RunStatus.KILLED else ev.Note(f"run stopped: {reason}")
             self._emit_safe(announce, final=True)
 
         def finish() -> None:
@@ -769,7 +720,7 @@ class Supervisor:
 
         threading.Thread(target=finish, name=f"cua-kill-{self.run_id}", daemon=True).start()
 
-    def _finish(self, status: str, reason: str, verified: bool | None = None) -> None:
+    def _finish(self, status: RunStatus, reason: str, verified: bool | None = None) -> None:
         with self._end_lock:
             if self._ending is not None:
                 return
@@ -786,31 +737,29 @@ class Supervisor:
             if self._desktop_stopped:
                 return True, "already stopped"
             self._desktop_stopped = True
-        outcome: dict[str, Any] = {}
 
-        def stop() -> None:
+        def stop() -> list[str]:
             problems = []
             for name in ("release_all", "stop"):
                 try:
                     getattr(self.desktop, name)()
                 except Exception as exc:
-                    problems.append(f"{name}: {_one_line(str(exc))}")
-            outcome["problems"] = problems
+                    problems.append(f"{name}: {one_line(str(exc))}")
+            return problems
 
-        worker = threading.Thread(target=stop, name=f"cua-stop-{self.run_id}", daemon=True)
-        worker.start()
-        worker.join(self.config.stop_timeout)
-        if worker.is_alive():
+        job = Job(stop)
+        spawn(job, f"cua-stop-{self.run_id}")
+        if not job.wait(timeout=self.config.stop_timeout):
             return False, f"the desktop did not stop within {self.config.stop_timeout:g} s"
-        problems = outcome.get("problems", [])
+        problems = job.result()
         return not problems, "; ".join(problems) or "desktop stopped, input released"
 
-    def _finalize(self, status: str, reason: str, verified: bool | None) -> None:
+    def _finalize(self, status: RunStatus, reason: str, verified: bool | None) -> None:
         seal: dict[str, Any] = {}
         try:
             if self._deadline_timer is not None:
                 self._deadline_timer.cancel()
-            self._emit_safe(ev.Phase("stopping", "stopping the desktop"), final=True)
+            self._emit_safe(ev.Phase(RunPhase.STOPPING, "stopping the desktop"), final=True)
             ok, detail = self._stop_desktop()
             self._emit_safe(ev.Cleanup(ok, detail), final=True)
             self._close_open_actions(reason)
@@ -828,7 +777,7 @@ class Supervisor:
                     # The end of the run is not on disk whole: leave the log unsealed (verify reports an
                     # interrupted prefix) rather than seal a record that misses its ending.
                     self.audit.close()
-                    status, reason = "error", _storage_reason(reason, self._lost)
+                    status, reason = RunStatus.ERROR, _storage_reason(reason, self._lost)
             with contextlib.suppress(OSError):
                 self.transcript.close()
             self._caller.close()
@@ -854,7 +803,7 @@ class Supervisor:
                 try:
                     self.rundir.write_result(record)
                 except OSError as exc:
-                    status = "error"
+                    status = RunStatus.ERROR
                     reason = _storage_reason(reason, f"could not write result.json: {exc.strerror or exc}")
             self.rundir.release_reserve()
         finally:
@@ -871,11 +820,11 @@ class Supervisor:
         with self._emit_lock:
             for index, call_id in sorted(self._open.items()):
                 if index in self._performed:  # it ran; the run ended before its outcome was recorded
-                    status, message = "executed", self._performed[index]
+                    status, message = OutcomeStatus.EXECUTED, self._performed[index]
                 elif index == self._in_flight:
-                    status, message = "failed", f"Failed: interrupted before it completed ({reason})"
+                    status, message = OutcomeStatus.FAILED, f"Failed: interrupted before it completed ({reason})"
                 else:
-                    status, message = "not_executed", f"Not executed: the run ended ({reason})."
+                    status, message = OutcomeStatus.NOT_EXECUTED, f"Not executed: the run ended ({reason})."
                 self._emit_safe(ev.Outcome(self.turn, index, call_id, status, message, self.steps), final=True)
             self._open.clear()
 
@@ -914,7 +863,7 @@ class Supervisor:
         if isinstance(exc, AuditWriteError):
             reason = str(exc)
         self.rundir.release_reserve()  # room for the ending to be recorded
-        self._abort("error", f"storage: {reason}", announce=ev.ErrorRaised("storage", reason))
+        self._abort(RunStatus.ERROR, f"storage: {reason}", announce=ev.ErrorRaised("storage", reason))
         raise StorageFailure(reason)
 
 
@@ -946,8 +895,3 @@ def _storage_reason(reason: str, failure: str) -> str:
     if reason.startswith("storage:"):
         return reason
     return f"storage: {failure} (while ending: {reason})"
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -40,9 +40,20 @@ def visible(text: str, *, keep_newlines: bool = False, limit: int | None = None)
     """``text`` with every control, bidi and zero-width character replaced by a visible stand-in."""
     if not isinstance(text, str):
         text = str(text)
-    if limit is not None and len(text) > limit:
-        text = text[: limit - 1] + "…"
+    if limit is not None:
+        text = truncate(text, limit)
     return text.translate(_MULTI_LINE if keep_newlines else _ONE_LINE)
+
+
+def truncate(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, the last one an ellipsis when anything was cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """``text`` (an error message, a reply) as one line of at most ``limit`` characters: runs of white space
+    become one space. Encodable too, as it may quote a model's reply and is recorded."""
+    return encodable(truncate(" ".join(str(text).split()), limit))
 
 
 def lone_surrogate(text: str) -> int:

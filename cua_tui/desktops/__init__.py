@@ -1,1 +1,8 @@
 """Desktop adapters, chosen by name. Vendor packages are imported only by the adapter that needs them."""
+
+from __future__ import annotations
+
+# Every backend the command line names (``--backend``), and those this build can run; the rest are
+# announced as not part of this build yet. Here, importing nothing, so that ``--help`` starts fast.
+BACKENDS = ("local", "cwsandbox", "docker", "dry", "sim")
+AVAILABLE_BACKENDS = ("local", "dry", "sim")

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.allowlist import AllowList, Judgement, parse_port, show_host
+from ..core.text import truncate
 
 __all__ = ["MAX_HEADER_BYTES", "AllowList", "EgressProxy", "EgressRecord", "Judgement", "relay_command"]
 
@@ -231,10 +232,6 @@ def _is_public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
     return ip.is_global and not ip.is_multicast
-
-
-def _truncate(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _close(writer: asyncio.StreamWriter | None, abort: bool = False) -> None:
@@ -471,7 +468,7 @@ class EgressProxy:
 
     def _record(self, host: str, port: int, method: str, allowed: bool, reason: str) -> None:
         rec = EgressRecord(
-            _truncate(host, _RECORD_HOST_MAX), port, _truncate(method, _RECORD_METHOD_MAX), allowed, reason, time.time()
+            truncate(host, _RECORD_HOST_MAX), port, truncate(method, _RECORD_METHOD_MAX), allowed, reason, time.time()
         )
         with self._lock:
             self._records.append(rec)

@@ -33,7 +33,6 @@ import os
 import secrets
 import shlex
 import shutil
-import signal
 import socket
 import stat
 import subprocess
@@ -49,6 +48,7 @@ from ..core import events as ev
 from ..core.actions import Action
 from ..core.geometry import Size
 from ..core.ports import DesktopError, Frame, StepResult, Verification
+from ..procs import kill_group
 from .egress import AllowList, EgressProxy, EgressRecord, relay_command
 from .isolation import (
     NAMESPACES,
@@ -466,7 +466,7 @@ class LocalDesktop:
             self._x11.stop()
         proc = self._procs.get("browser")
         if proc is not None:
-            _kill_group(proc)  # the sandbox: everything of the desktop dies with its namespace
+            kill_group(proc)  # the sandbox: everything of the desktop dies with its namespace
         if self._proxy is not None:
             self._proxy.stop()
         if self.lab is not None:
@@ -634,22 +634,6 @@ def _spawn(
         return subprocess.Popen(
             argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, pass_fds=pass_fds
         )
-
-
-def _kill_group(proc: subprocess.Popen[bytes], grace: float = 2.0) -> None:
-    """SIGTERM the process group, then SIGKILL what is left after ``grace`` seconds."""
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            proc.wait(wait)
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)  # stragglers in the group
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def _descendant(pid: int, comm: str) -> int | None:

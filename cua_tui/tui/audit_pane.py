@@ -8,8 +8,8 @@ from textual.containers import Vertical
 from textual.widgets import RichLog, Static
 
 from ..core import events as ev
+from ..core.describe import audit_line
 from ..core.text import visible
-from ..headless import line_for
 
 
 class AuditPane(Vertical):
@@ -44,30 +44,3 @@ class AuditPane(Vertical):
         text.append("chain ", style="bold")
         text.append(f"{self.state} · {self.events} events · head {self.head[:16]}…")
         self.query_one("#chain", Static).update(text)
-
-
-def audit_line(event: ev.Event) -> str:
-    """A compact one-line form of every audit event (untrusted parts are made visible by the caller)."""
-    match event:
-        case ev.ScreenCaptured():
-            return f"screen {event.sha256[:12]} {event.width}x{event.height} ({event.purpose})"
-        case ev.Phase():
-            return f"phase {event.phase}" + (f": {event.detail}" if event.detail else "")
-        case ev.ActionProposed():
-            what = event.summary or f"malformed {event.raw_kind or 'action'}: {event.error}"
-            return f"proposal #{event.index + 1} {what}"
-        case ev.PolicyVerdict():
-            return f"verdict #{event.index + 1} {event.verdict}: {event.reason}"
-        case ev.DecisionRequested():
-            return f"decision requested #{event.index + 1} ({event.subject})"
-        case ev.DecisionMade():
-            return f"decision #{event.index + 1} {event.decision} by {event.by}"
-        case ev.Executing():
-            return f"executing #{event.index + 1}"
-        case ev.Outcome():
-            return f"outcome #{event.index + 1} {event.status}: {event.message}"
-        case ev.Cleanup():
-            return f"cleanup {'ok' if event.ok else 'PROBLEM'}: {event.detail}"
-        case ev.Egress():
-            return f"egress {'allowed' if event.allowed else 'REFUSED'} {event.method} {event.host}:{event.port}"
-    return (line_for(event) or event.kind).strip()

@@ -16,7 +16,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual.strip import Strip
 
-from ..core.actions import Action, Kind
+from ..core.actions import Action
 
 MARKER = (255, 0, 200)  # magenta: stands out on the pages the labs and most sites use
 MARKER_EDGE = (0, 0, 0)
@@ -167,11 +167,3 @@ def halfblock(img: Image.Image) -> list[Strip]:
             segments.append(Segment("▀" * run, run_style))
         strips.append(Strip(segments, width))
     return strips
-
-
-def target_kind_label(action: Action | None) -> str:
-    if action is None:
-        return ""
-    return {Kind.DRAG: "drag path", Kind.SCROLL: "scroll point", Kind.ZOOM: "zoom region"}.get(
-        action.kind, "click point"
-    )

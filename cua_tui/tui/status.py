@@ -9,17 +9,9 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.widgets import Static
 
+from ..core.describe import PHASE_LABELS
 from ..core.text import visible
 from .run_view import RunView
-
-PHASES = {
-    "starting": "starting",
-    "waiting_model": "waiting for the model",
-    "awaiting_decision": "AWAITING YOUR DECISION",
-    "executing": "executing",
-    "verifying": "verifying",
-    "stopping": "stopping",
-}
 
 
 @dataclass
@@ -83,6 +75,6 @@ class StatusBar(Static):
         if self.final:
             text.append(f"finished: {self.final}", style="bold reverse")
         else:
-            label = PHASES.get(self.phase, self.phase)
+            label = PHASE_LABELS.get(self.phase, self.phase)
             text.append(label, style="bold reverse" if self.phase == "awaiting_decision" else "bold")
         self.update(text)

@@ -1,0 +1,152 @@
+"""The one wording of events, actions and decision requests, for headless output, the TUI and exports.
+
+Everything here returns plain text: a front end adds its own styles, and always treats the text
+literally (never as markup). Untrusted parts (model text, reasons, typed text, hosts) are made visible
+with ``visible`` here, except in ``audit_line``, whose caller makes the whole line visible with its own
+length limit.
+"""
+
+from __future__ import annotations
+
+from . import events as ev
+from .actions import Kind
+from .ports import DecisionRequest
+from .text import visible
+
+PHASE_LABELS = {
+    ev.RunPhase.STARTING: "starting",
+    ev.RunPhase.WAITING_MODEL: "waiting for the model",
+    ev.RunPhase.AWAITING_DECISION: "AWAITING YOUR DECISION",
+    ev.RunPhase.EXECUTING: "executing",
+    ev.RunPhase.VERIFYING: "verifying",
+    ev.RunPhase.STOPPING: "stopping",
+}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Events
+# ---------------------------------------------------------------------------------------------------
+def event_line(event: ev.Event) -> str | None:
+    """The line a person reads for ``event`` in a log of the run (headless output), or None for events
+    only the audit log needs (screens, phases, allowed verdicts, policy decisions, ...)."""
+    match event:
+        case ev.RunStarted():
+            return (
+                f"run started · backend {event.backend} · agent {visible(event.agent)} · policy "
+                f"{visible(event.policy)} · screen {event.screen}"
+            )
+        case ev.ModelTurn():
+            return _model_turn_line(event)
+        case ev.SafetyChecksRaised():
+            codes = ", ".join(visible(c.get("code", "")) for c in event.checks)
+            return f"  safety checks raised: {codes}"
+        case ev.TurnRefused():
+            return f"  turn {event.turn} REFUSED whole: {visible(event.reason)}"
+        case ev.ActionProposed() if event.error:
+            return f"  #{event.index + 1} malformed {visible(event.raw_kind) or 'action'}: {visible(event.error)}"
+        case ev.PolicyVerdict() if event.verdict != "allow":
+            return f"  #{event.index + 1} {event.verdict.upper()}: {visible(event.reason)}"
+        case ev.DecisionMade() if event.by != "policy":
+            return f"  #{event.index + 1} decision: {event.decision} (by {visible(event.by)})"
+        case ev.Outcome():
+            return f"  #{event.index + 1} {event.status}: {visible(event.message, limit=200)}"
+        case ev.Killed():
+            return f"KILL SWITCH pressed by {visible(event.by)} while {event.during}"
+        case ev.ErrorRaised():
+            return f"error in {event.where}: {visible(event.message)}"
+        case ev.Note():
+            return visible(event.message)
+        case ev.Egress() if not event.allowed:
+            return f"  egress refused: {visible(event.method)} {visible(event.host)}:{event.port}"
+        case ev.VerificationDone():
+            return (
+                f"verification by {visible(event.verifier)}: {'PASSED' if event.passed else 'FAILED'} · "
+                f"{visible(event.detail)}"
+            )
+        case ev.Cleanup() if not event.ok:
+            return f"cleanup problem: {visible(event.detail)}"
+        case ev.RunEnded():
+            return (
+                f"run ended: {event.status} · {visible(event.reason)} · {event.turns} turn(s), "
+                f"{event.steps} step(s), {event.executed} executed"
+            )
+    return None
+
+
+def _model_turn_line(event: ev.ModelTurn) -> str:
+    text = f" · says: {visible(event.text, limit=200)}" if event.text else ""
+    tokens = f" · {event.input_tokens}+{event.output_tokens} tokens" if event.input_tokens else ""
+    if event.total_cost_usd is not None:
+        tokens += f" · ${event.total_cost_usd:.4f} so far (estimate)"
+    return f"turn {event.turn}: {event.actions} action(s){tokens}{text}"
+
+
+def audit_line(event: ev.Event) -> str:
+    """A compact one-line form of every audit event. Not yet made visible: the caller does that once, for
+    the whole line, with its own limit."""
+    match event:
+        case ev.ScreenCaptured():
+            return f"screen {event.sha256[:12]} {event.width}x{event.height} ({event.purpose})"
+        case ev.Phase():
+            return f"phase {event.phase}" + (f": {event.detail}" if event.detail else "")
+        case ev.ActionProposed():
+            what = event.summary or f"malformed {event.raw_kind or 'action'}: {event.error}"
+            return f"proposal #{event.index + 1} {what}"
+        case ev.PolicyVerdict():
+            return f"verdict #{event.index + 1} {event.verdict}: {event.reason}"
+        case ev.DecisionRequested():
+            return f"decision requested #{event.index + 1} ({event.subject})"
+        case ev.DecisionMade():
+            return f"decision #{event.index + 1} {event.decision} by {event.by}"
+        case ev.Executing():
+            return f"executing #{event.index + 1}"
+        case ev.Outcome():
+            return f"outcome #{event.index + 1} {event.status}: {event.message}"
+        case ev.Cleanup():
+            return f"cleanup {'ok' if event.ok else 'PROBLEM'}: {event.detail}"
+        case ev.Egress():
+            return f"egress {'allowed' if event.allowed else 'REFUSED'} {event.method} {event.host}:{event.port}"
+    return (event_line(event) or event.kind).strip()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Decision requests
+# ---------------------------------------------------------------------------------------------------
+def request_lines(request: DecisionRequest) -> list[str]:
+    """Lines that show a reviewer on a plain terminal exactly what is being decided (typed text in full)."""
+    lines = [f"== Decision needed: turn {request.turn}, action {request.index + 1} =="]
+    if request.kind == "safety_check":
+        lines.append("The model raised safety checks; approving acknowledges them:")
+        lines += [f"  - {visible(c.code)}: {visible(c.message)}" for c in request.safety_checks]
+    if request.action is not None:
+        lines.append(f"  action: {visible(request.action.describe())}")
+        if request.action.kind is Kind.TYPE:
+            lines.append(f"  text ({len(request.action.text)} chars): {visible(request.action.text)}")
+    lines.append(f"  why: {visible(request.reason)}")
+    return lines
+
+
+# Roles of the parts of a decision panel; a front end gives each its style.
+TITLE, LABEL, TYPED, KEY = "title", "label", "typed", "key"
+
+
+def request_panel(request: DecisionRequest, batch_size: int = 0) -> list[tuple[str, str]]:
+    """The decision panel as (text, role) parts, role "" for plain text: what is decided (typed text in
+    full, shown and never stored), why, and the keys that answer (z only where there is a target)."""
+    of = f" of {batch_size}" if batch_size else ""
+    parts = [(f" DECISION NEEDED · turn {request.turn} · action {request.index + 1}{of} \n", TITLE)]
+    if request.kind == "safety_check":
+        parts.append(("The model raised safety checks; approving acknowledges them to the model:\n", LABEL))
+        for check in request.safety_checks:
+            parts.append((f"  • {visible(check.code)}: {visible(check.message, limit=300)}\n", ""))
+    action = request.action
+    if action is not None:
+        parts += [("action  ", LABEL), (visible(action.describe()) + "\n", "")]
+        if action.kind is Kind.TYPE:
+            parts.append((f"text    ({len(action.text)} chars, shown here only, never stored)\n", LABEL))
+            parts.append(("  " + visible(action.text) + "\n", TYPED))
+    parts += [("why     ", LABEL), (visible(request.reason, limit=400) + "\n", "")]
+    parts += [("y", KEY), (" approve   ", ""), ("n", KEY), (" reject   ", ""), ("k", KEY), (" kill switch", "")]
+    if action is not None and action.target is not None:
+        parts += [("   ", ""), ("z", KEY), (" zoom on target", "")]
+    return parts
