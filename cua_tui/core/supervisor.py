@@ -67,6 +67,10 @@ RESERVE_BYTES = 512 * 1024
 Listener = Callable[[ev.Stamped], None]  # told each event right after it was written, with its chain place
 
 
+# One planned action of a turn: (index in the turn, position in its call, the raw action, parsed, error).
+_Planned = tuple[int, int, Any, "Action | None", "ActionError | None"]
+
+
 class Aborted(Exception):
     """Raised inside the loop once the run was killed or hit a hard limit from another thread."""
 
@@ -217,6 +221,37 @@ class Supervisor:
     # The loop
     # ------------------------------------------------------------------------------------------------
     def _run(self) -> None:
+        run_info = self._record_start()
+        self._start_desktop(run_info)
+        frame = self._capture(purpose="initial")
+        self._set_phase(RunPhase.WAITING_MODEL, "waiting for the model")
+        self._observed = frame
+        turn = self._call(self.agent.start, self.config.task, frame)
+        limits = self.policy.limits
+        while True:
+            self._check_abort()
+            self.turn += 1
+            self._record_turn(turn)
+            if turn.done:
+                self._final_text = turn.text
+                break
+            results = self._execute_turn(turn)
+            self._check_abort()
+            if self._pending_end is not None:
+                self._finish(*self._pending_end)
+                return
+            if self.turn >= limits.max_turns:
+                self._finish(RunStatus.LIMIT, f"turn limit of {limits.max_turns} reached")
+                return
+            frame = self._frame or self._capture()
+            self._set_phase(RunPhase.WAITING_MODEL, "waiting for the model")
+            self._observed = frame
+            turn = self._call(self.agent.next_turn, results, frame)
+        self._check_abort()
+        self._verify()
+
+    def _record_start(self) -> dict[str, Any]:
+        """run.json, the ``run_started`` record and the deadline: before anything else happens."""
         cfg = self.config
         policy = self.policy
         started = self._wall_clock()
@@ -255,7 +290,12 @@ class Supervisor:
         )
         self._deadline_timer.daemon = True
         self._deadline_timer.start()
-        self._set_phase(RunPhase.STARTING, f"starting the {cfg.backend} desktop")
+        return run_info
+
+    def _start_desktop(self, run_info: dict[str, Any]) -> None:
+        """Start the desktop; what its sandbox obtained goes to run.json and the log."""
+        backend = self.config.backend
+        self._set_phase(RunPhase.STARTING, f"starting the {backend} desktop")
         bind = getattr(self.desktop, "bind_events", None)
         if callable(bind):  # desktops with their own events (egress proxy) record them in this run's log
             bind(self._emit_safe)
@@ -263,31 +303,10 @@ class Supervisor:
         isolation = getattr(self.desktop, "isolation", None)
         if isinstance(isolation, dict) and isolation:  # what the sandbox actually obtained, on record
             self._write_record("run.json", self.rundir.write_run_json, {**run_info, "isolation": isolation})
-            self._emit(ev.DesktopReady(cfg.backend, isolation))
-        frame = self._capture(purpose="initial")
-        self._set_phase(RunPhase.WAITING_MODEL, "waiting for the model")
-        self._observed = frame
-        turn = self._call(self.agent.start, cfg.task, frame)
-        while True:
-            self._check_abort()
-            self.turn += 1
-            self._record_turn(turn)
-            if turn.done:
-                self._final_text = turn.text
-                break
-            results = self._execute_turn(turn)
-            self._check_abort()
-            if self._pending_end is not None:
-                self._finish(*self._pending_end)
-                return
-            if self.turn >= policy.limits.max_turns:
-                self._finish(RunStatus.LIMIT, f"turn limit of {policy.limits.max_turns} reached")
-                return
-            frame = self._frame or self._capture()
-            self._set_phase(RunPhase.WAITING_MODEL, "waiting for the model")
-            self._observed = frame
-            turn = self._call(self.agent.next_turn, results, frame)
-        self._check_abort()
+            self._emit(ev.DesktopReady(backend, isolation))
+
+    def _verify(self) -> None:
+        """The independent verdict (never the model's claim), then the end of the run."""
         self._set_phase(RunPhase.VERIFYING, "running the independent verifier")
         verification = self._call(self.desktop.verify)
         if verification is None:
@@ -329,13 +348,45 @@ class Supervisor:
         n_actions = sum(len(call.actions) for call in turn.calls)
         if n_actions > MAX_ACTIONS_PER_TURN:
             return self._refuse_turn(turn, n_actions)
-        # 1. Parse and propose every action of the turn first: the reviewer sees the whole batch, and each
-        #    proposal is on record (and owed exactly one outcome) before anything of the turn runs.
-        plan: list[tuple[Call, list[tuple[int, int, Any, Action | None, ActionError | None]]]] = []
+        plan = self._propose(turn)
+        # Run them in order; the first refusal, rejection, failure or stale screen halts the batch.
+        transcript_calls: list[dict[str, Any]] = []
+        results: list[CallResult] = []
+        halted = False
+        for call, items in plan:
+            result, halted = self._run_call(call, items, halted)
+            results.append(result)
+            transcript_calls.append(
+                {
+                    "call_id": call.call_id,
+                    "format": call.format,
+                    "actions": [
+                        a.to_record() if a else {"error": e.reason if e else "", "raw_kind": _raw_kind(call, raw)}
+                        for _, _, raw, a, e in items
+                    ],
+                    "safety_checks": [c.code for c in call.safety_checks],
+                    "acknowledged": [c.id for c in result.acknowledged_safety_checks],
+                }
+            )
+        self._append_transcript(
+            {
+                "turn": self.turn,
+                "response_id": turn.response_id,
+                "text": turn.text,
+                "calls": transcript_calls,
+                "results": [[r.status.value for r in cr.results] for cr in results],
+            }
+        )
+        return tuple(results)
+
+    def _propose(self, turn: Turn) -> list[tuple[Call, list[_Planned]]]:
+        """Parse and propose every action of the turn first: the reviewer sees the whole batch, and each
+        proposal is on record (and owed exactly one outcome) before anything of the turn runs."""
+        plan: list[tuple[Call, list[_Planned]]] = []
         index = 0
         for call in turn.calls:
             scaling = call.scaling or Scaling.identity(self.desktop.size)
-            items = []
+            items: list[_Planned] = []
             for position, raw in enumerate(call.actions):
                 action, error = self._parse(call, raw, scaling)
                 self._open[index] = call.call_id
@@ -355,72 +406,43 @@ class Supervisor:
                 items.append((index, position, raw, action, error))
                 index += 1
             plan.append((call, items))
-        # 2. Run them in order; the first refusal, rejection, failure or stale screen halts the batch.
-        transcript_calls: list[dict[str, Any]] = []
-        results: list[CallResult] = []
-        halted = False
-        for call, items in plan:
-            call_results: list[ActionResult] = []
-            acknowledged: tuple[SafetyCheck, ...] = ()
-            duplicate = call.call_id in self._seen_call_ids or not call.call_id
-            self._seen_call_ids.add(call.call_id)
-            safety_ok, safety_by = True, ""
-            if call.safety_checks and items and not halted and not duplicate:
-                # Safety checks are decided before anything of their call runs.
-                acknowledged, safety_by = self._decide_safety_checks(call, items[0][0])
-                safety_ok = bool(acknowledged)
-            for index, position, _raw, action, error in items:
-                if halted:
-                    call_results.append(
-                        self._outcome(call, index, position, OutcomeStatus.NOT_EXECUTED, MSG_NOT_EXECUTED)
+        return plan
+
+    def _run_call(self, call: Call, items: list[_Planned], halted: bool) -> tuple[CallResult, bool]:
+        """One call's actions in order (its safety checks decided first); returns its result and whether
+        the batch is halted after it."""
+        call_results: list[ActionResult] = []
+        acknowledged: tuple[SafetyCheck, ...] = ()
+        duplicate = call.call_id in self._seen_call_ids or not call.call_id
+        self._seen_call_ids.add(call.call_id)
+        safety_ok, safety_by = True, ""
+        if call.safety_checks and items and not halted and not duplicate:
+            # Safety checks are decided before anything of their call runs.
+            acknowledged, safety_by = self._decide_safety_checks(call, items[0][0])
+            safety_ok = bool(acknowledged)
+        for index, position, _raw, action, error in items:
+            if halted:
+                call_results.append(self._outcome(call, index, position, OutcomeStatus.NOT_EXECUTED, MSG_NOT_EXECUTED))
+                continue
+            halted = True  # until the action proves otherwise
+            if duplicate:
+                reason = f"call id {call.call_id!r} was already used in this run"
+                call_results.append(self._refuse(call, index, position, "duplicate_call_id", reason))
+                continue
+            if not safety_ok:
+                self._emit(  # who rejected the call's safety checks decided this action's fate too
+                    ev.DecisionMade(
+                        self.turn, index, Answer.REJECT, safety_by, subject="safety_check", note="safety check rejected"
                     )
-                    continue
-                halted = True  # until the action proves otherwise
-                if duplicate:
-                    reason = f"call id {call.call_id!r} was already used in this run"
-                    call_results.append(self._refuse(call, index, position, "duplicate_call_id", reason))
-                    continue
-                if not safety_ok:
-                    self._emit(  # who rejected the call's safety checks decided this action's fate too
-                        ev.DecisionMade(
-                            self.turn,
-                            index,
-                            Answer.REJECT,
-                            safety_by,
-                            subject="safety_check",
-                            note="safety check rejected",
-                        )
-                    )
-                    call_results.append(self._outcome(call, index, position, OutcomeStatus.DECLINED, MSG_DECLINED))
-                    continue
-                try:
-                    call_results.append(self._handle(call, index, position, action, error))
-                    halted = False
-                except _Halt as stop:
-                    call_results.append(stop.args[0])
-            results.append(CallResult(call.call_id, tuple(call_results), acknowledged))
-            transcript_calls.append(
-                {
-                    "call_id": call.call_id,
-                    "format": call.format,
-                    "actions": [
-                        a.to_record() if a else {"error": e.reason if e else "", "raw_kind": _raw_kind(call, raw)}
-                        for _, _, raw, a, e in items
-                    ],
-                    "safety_checks": [c.code for c in call.safety_checks],
-                    "acknowledged": [c.id for c in acknowledged],
-                }
-            )
-        self._append_transcript(
-            {
-                "turn": self.turn,
-                "response_id": turn.response_id,
-                "text": turn.text,
-                "calls": transcript_calls,
-                "results": [[r.status.value for r in cr.results] for cr in results],
-            }
-        )
-        return tuple(results)
+                )
+                call_results.append(self._outcome(call, index, position, OutcomeStatus.DECLINED, MSG_DECLINED))
+                continue
+            try:
+                call_results.append(self._handle(call, index, position, action, error))
+                halted = False
+            except _Halt as stop:
+                call_results.append(stop.args[0])
+        return CallResult(call.call_id, tuple(call_results), acknowledged), halted
 
     def _refuse_turn(self, turn: Turn, n_actions: int) -> tuple[CallResult, ...]:
         """Refuse a whole turn with one record: nothing of it is proposed, logged action by action or run."""
