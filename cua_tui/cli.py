@@ -75,7 +75,7 @@ def _execute(
     """Build everything from the flags, run in the TUI (or headless), exit with the run's status code."""
     from .agents.script import Script, ScriptAgent, ScriptError
     from .approvers import headless_approver
-    from .core.audit import AuditKey, KeyError_
+    from .core.audit import AuditKey, AuditKeyError
     from .core.geometry import Size
     from .core.policy import Policy, PolicyError
     from .core.rundir import RunDir
@@ -113,7 +113,7 @@ def _execute(
     runs = (runs_dir or settings.runs_dir).expanduser()
     try:
         key = AuditKey.load(audit_key, for_signing=True) if audit_key else None
-    except KeyError_ as exc:
+    except AuditKeyError as exc:
         raise UsageFailure(str(exc)) from None
     if key is not None and not key.can_sign:
         raise UsageFailure(f"audit key {audit_key}: a public key cannot sign; pass the private key or an HMAC secret")
@@ -431,16 +431,16 @@ def verify(run_dir: Path, key: Path | None) -> None:
     says up to which signed checkpoint it is covered. Links, FIFOs and devices in a run directory are
     refused, never followed; files and lines are read with size caps.
     """
-    from .core.audit import AuditKey, KeyError_, verify_run
+    from .core.audit import AuditKey, AuditKeyError, VerifyExit, verify_run
     from .core.text import visible
 
     try:
         audit_key = AuditKey.load(key) if key else None
-    except KeyError_ as exc:
+    except AuditKeyError as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
+        sys.exit(VerifyExit.UNUSABLE)
     report = verify_run(run_dir, audit_key)
-    stream_err = report.code != 0
+    stream_err = report.code != VerifyExit.INTACT
     # the summary quotes the run directory's own text (run ids, paths): shown literally, never as escapes
     click.echo(visible(report.summary), err=stream_err)
     for note in report.notes:
@@ -458,7 +458,7 @@ def runs(runs_dir: Path | None, no_check: bool) -> None:
     TAMPERED or unusable (`cua-tui verify RUN` says why)."""
     import stat
 
-    from .core.audit import verify_run
+    from .core.audit import VerifyExit, verify_run
     from .core.rundir import RUN_ID_RE
     from .core.safeio import RunFileError, RunFolder
     from .core.text import visible
@@ -475,8 +475,8 @@ def runs(runs_dir: Path | None, no_check: bool) -> None:
         if no_check:
             return "-"
         report = verify_run(run)
-        if report.code:
-            return "TAMPERED" if report.code == 1 else "unusable"
+        if report.code != VerifyExit.INTACT:
+            return "TAMPERED" if report.code == VerifyExit.TAMPERED else "unusable"
         if report.sealed:
             return "intact"
         unknown = len(report.unknown_outcomes)

@@ -11,7 +11,10 @@ CORE = Path(__file__).resolve().parents[1] / "cua_tui" / "core"
 
 
 def test_core_imports_no_ui_or_vendor_package() -> None:
-    modules = sorted(p.stem for p in CORE.glob("*.py") if p.stem != "__init__")
+    # every module, those of subpackages (core/audit/) too, as a dotted name under cua_tui.core
+    modules = sorted(
+        ".".join(p.relative_to(CORE).with_suffix("").parts) for p in CORE.rglob("*.py") if p.stem != "__init__"
+    )
     code = (
         "import sys\n"
         + "".join(f"import cua_tui.core.{m}\n" for m in modules)
@@ -25,9 +28,9 @@ def test_core_imports_no_ui_or_vendor_package() -> None:
 
 def test_core_sources_do_not_import_ui_or_vendor_packages() -> None:
     offenders = []
-    for path in CORE.glob("*.py"):
+    for path in CORE.rglob("*.py"):
         for number, line in enumerate(path.read_text().splitlines(), 1):
             words = line.split()
             if len(words) >= 2 and words[0] in ("import", "from") and words[1].split(".")[0] in FORBIDDEN:
-                offenders.append(f"{path.name}:{number}: {line.strip()}")
+                offenders.append(f"{path.relative_to(CORE)}:{number}: {line.strip()}")
     assert not offenders
