@@ -101,6 +101,7 @@ def _machine() -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Parse the arguments, run the suite, print the report (and write the JSON); the exit status."""
     parser = argparse.ArgumentParser(
         prog="python -m cua_tui.bench",
         description="Benchmark cua-tui's supervisor overhead per action, verify throughput and the local desktop's "

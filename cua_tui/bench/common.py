@@ -33,6 +33,7 @@ pn = time.perf_counter_ns
 
 
 def log(message: str) -> None:
+    """Progress on stderr, so stdout holds the report alone."""
     print(f"[bench] {message}", file=sys.stderr, flush=True)
 
 

@@ -68,14 +68,17 @@ class SeedWay:
             self.screenshot()
 
     def screenshot(self) -> bytes:
+        """``scrot -o FILE``, then the file read back."""
         self._run(["scrot", "-o", str(self.path)])
         return self.path.read_bytes()
 
     def click(self, x: int, y: int) -> bytes:
+        """``xdotool mousemove X Y click 1``, then a screenshot."""
         self._run(["xdotool", "mousemove", str(x), str(y), "click", "1"])
         return self.screenshot()
 
     def type(self, text: str) -> bytes:
+        """``xdotool type --delay 25``, then a screenshot."""
         self._run(["xdotool", "type", "--delay", str(SEED_TYPE_DELAY_MS), "--", text])
         return self.screenshot()
 
@@ -142,6 +145,7 @@ class _Actions:
 
     @classmethod
     def parse(cls) -> _Actions:
+        """Parse every action through ``parse_openai``, as a model's would be."""
         from ..labs.form import INPUT, PHRASE, VERIFY
 
         scaling = Scaling.identity(SCREEN)
@@ -226,6 +230,7 @@ class _Samples:
     stale: list[dict[str, Any]] = field(default_factory=list)
 
     def add(self, way: str, step: str, elapsed_ns: int, png: bytes) -> None:
+        """One timed step and the size of the PNG it returned."""
         self.times[way, step].append(elapsed_ns)
         self.sizes[way, step].append(len(png))
 

@@ -62,6 +62,7 @@ class Emitter:
         self._emit_lock = threading.RLock()
 
     def emit(self, event: ev.Event) -> None:
+        """Append the event's record, then dispatch it to every listener (a failing one is ignored)."""
         with self._emit_lock:
             try:
                 self.audit.append(event.kind, event.to_record())
@@ -207,6 +208,7 @@ def _stamping_listener(sink: list[ev.Event], stamps: list[int]) -> Callable[[ev.
 
 
 def bench_e2e(tmp: Path, n_actions: int, runs: int, *, fsync: bool) -> dict[str, Any]:
+    """``runs`` real Supervisor runs of ``n_actions`` scripted actions on the dry desktop, every one approved."""
     raws = action_mix(n_actions, seed=99)
     turns = [{"actions": raws[i : i + ACTIONS_PER_TURN]} for i in range(0, n_actions, ACTIONS_PER_TURN)]
     policy = Policy.default().with_limits(max_turns=len(turns) + 2, max_steps=n_actions + 10, deadline_seconds=3600)

@@ -97,6 +97,7 @@ def _theirs(widget: Widget, png: bytes) -> None:
 
 
 def run(count: int) -> dict:
+    """Measure ``count`` frames (after 3 untimed ones) with both renderers; the results as JSON data."""
     from textual_image.widget import HalfcellImage
 
     pngs = frames(count + 3)
@@ -124,6 +125,7 @@ def run(count: int) -> dict:
 
 
 def report(result: dict) -> str:
+    """The section of the text report for ``run``'s results."""
     ours, theirs, worker = (
         result["ours_ui_thread"],
         result["textual_image_halfcell_ui_thread"],
@@ -145,6 +147,7 @@ def report(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m cua_tui.bench.tui``: measure, print the report, write the JSON when asked."""
     parser = argparse.ArgumentParser(prog="python -m cua_tui.bench.tui", description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=30)
     parser.add_argument("--json", type=Path, default=None)

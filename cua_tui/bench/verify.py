@@ -165,6 +165,7 @@ def naive_verify(run_dir: Path) -> tuple[bool, int]:
 
 
 def bench_verify(tmp: Path, n_events: int, repeats: int) -> dict[str, Any]:
+    """``verify_run`` and the naive verifier, ``repeats`` times each, on one generated run of ``n_events``."""
     secret = tmp / "audit.key"
     secret.write_bytes(hashlib.sha256(b"cua-tui bench key").hexdigest().encode())
     key = AuditKey.load(secret)
