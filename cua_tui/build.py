@@ -195,11 +195,11 @@ def _policy(options: RunOptions, settings: Any, lab: Any) -> Any:
 def _audit_key(path: Path | None, runs: Path) -> Any:
     if path is None:
         return None
-    from .core.audit import AuditKey, KeyError_
+    from .core.audit import AuditKey, AuditKeyError
 
     try:
         key = AuditKey.load(path, for_signing=True)
-    except KeyError_ as exc:
+    except AuditKeyError as exc:
         raise BuildError(str(exc)) from None
     if not key.can_sign:
         raise BuildError(f"audit key {path}: a public key cannot sign; pass the private key or an HMAC secret")

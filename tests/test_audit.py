@@ -18,18 +18,18 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from runlogs import ABSENT, UNSIGNED, action_records, interrupted_turn, write_run
 
-from cua_tui.core import audit as audit_mod
 from cua_tui.core.approvers import FixedApprover
 from cua_tui.core.audit import (
     GENESIS,
     AuditClosed,
     AuditKey,
+    AuditKeyError,
     AuditWriter,
-    KeyError_,
     checkpoint_message,
     seal_message,
     verify_run,
 )
+from cua_tui.core.audit import writer as audit_writer
 from cua_tui.core.events import ENVELOPE
 from cua_tui.core.ports import Answer
 from cua_tui.core.rundir import write_json_atomic
@@ -213,8 +213,8 @@ def test_payload_key_colliding_with_envelope_is_refused(tmp_path: Path, key: str
 
 def test_every_line_is_fsynced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    real_fsync = audit_mod.os.fsync
-    monkeypatch.setattr(audit_mod.os, "fsync", lambda fd: calls.append(fd) or real_fsync(fd))
+    real_fsync = audit_writer.os.fsync
+    monkeypatch.setattr(audit_writer.os, "fsync", lambda fd: calls.append(fd) or real_fsync(fd))
     writer = AuditWriter(tmp_path / "audit.jsonl", "run-1")
     for i in range(3):
         writer.append("note", {"message": str(i)})
@@ -794,17 +794,17 @@ def test_audit_log_that_is_a_directory_is_unusable(tmp_path: Path) -> None:
 
 
 def test_key_loading_errors(tmp_path: Path) -> None:
-    with pytest.raises(KeyError_, match="cannot read"):
+    with pytest.raises(AuditKeyError, match="cannot read"):
         AuditKey.load(tmp_path / "missing.key")
-    with pytest.raises(KeyError_, match="cannot read"):
+    with pytest.raises(AuditKeyError, match="cannot read"):
         AuditKey.load(tmp_path)  # a directory
     short = tmp_path / "short.key"
     short.write_bytes(b"too short\n")
-    with pytest.raises(KeyError_, match="16 bytes"):
+    with pytest.raises(AuditKeyError, match="16 bytes"):
         AuditKey.load(short)
     garbage = tmp_path / "garbage.pem"
     garbage.write_bytes(b"-----BEGIN PUBLIC KEY-----\nnot base64 at all\n-----END PUBLIC KEY-----\n")
-    with pytest.raises(KeyError_, match="not a usable PEM"):
+    with pytest.raises(AuditKeyError, match="not a usable PEM"):
         AuditKey.load(garbage)
     ec_key = ec.generate_private_key(ec.SECP256R1())
     ec_path = tmp_path / "ec.pem"
@@ -813,7 +813,7 @@ def test_key_loading_errors(tmp_path: Path) -> None:
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
         )
     )
-    with pytest.raises(KeyError_, match="Ed25519"):
+    with pytest.raises(AuditKeyError, match="Ed25519"):
         AuditKey.load(ec_path)
 
 

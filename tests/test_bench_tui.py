@@ -11,7 +11,7 @@ from pathlib import Path
 def test_tui_benchmark_runs(tmp_path: Path) -> None:
     out = tmp_path / "tui.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "cua_tui.bench_tui", "--frames", "4", "--json", str(out)],
+        [sys.executable, "-m", "cua_tui.bench.tui", "--frames", "4", "--json", str(out)],
         capture_output=True,
         text=True,
         timeout=240,

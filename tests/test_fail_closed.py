@@ -23,9 +23,9 @@ from cua_tui.core.approvers import FixedApprover
 from cua_tui.core.audit import (
     CHECKPOINT_EVERY,
     AuditKey,
+    AuditKeyError,
     AuditWriteError,
     AuditWriter,
-    KeyError_,
     checkpoint_message,
     verify_run,
 )
@@ -286,7 +286,7 @@ def test_a_signing_key_readable_by_others_is_refused(tmp_path: Path, mode: int) 
     path = tmp_path / "audit.key"
     path.write_bytes(b"k" * 32)
     path.chmod(mode)
-    with pytest.raises(KeyError_, match=r"readable by other users.*chmod 600"):
+    with pytest.raises(AuditKeyError, match=r"readable by other users.*chmod 600"):
         AuditKey.load(path, for_signing=True)
     assert AuditKey.load(path).algorithm == "hmac-sha256"  # verifying with it is still possible
 
@@ -296,7 +296,7 @@ def test_a_signing_key_owned_by_someone_else_is_refused(tmp_path: Path) -> None:
         pytest.skip("needs root to give the file away")
     path = private_key(tmp_path / "audit.key", b"k" * 32)
     os.chown(path, 65534, 65534)
-    with pytest.raises(KeyError_, match="owned by uid 65534"):
+    with pytest.raises(AuditKeyError, match="owned by uid 65534"):
         AuditKey.load(path, for_signing=True)
 
 
@@ -312,7 +312,7 @@ def test_a_key_path_that_is_not_a_small_regular_file_is_refused_at_once(tmp_path
     else:
         path.write_bytes(b"k" * (1 << 20))
     started = time.monotonic()
-    with pytest.raises(KeyError_, match="cannot read it"):
+    with pytest.raises(AuditKeyError, match="cannot read it"):
         AuditKey.load(path)
     assert time.monotonic() - started < 1
 

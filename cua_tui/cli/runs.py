@@ -26,11 +26,11 @@ def _read_json(run: RunFolder, name: str) -> dict[str, Any] | None:
 
 
 def _audit_cell(run: RunFolder) -> str:
-    from ..core.audit import verify_run
+    from ..core.audit import VerifyExit, verify_run
 
     report = verify_run(run)
-    if report.code:
-        return "TAMPERED" if report.code == 1 else "unusable"
+    if report.code != VerifyExit.INTACT:
+        return "TAMPERED" if report.code == VerifyExit.TAMPERED else "unusable"
     if report.sealed:
         return "intact"
     unknown = len(report.unknown_outcomes)

@@ -27,16 +27,16 @@ def command(run_dir: Path, key: Path | None) -> None:
     says up to which signed checkpoint it is covered. Links, FIFOs and devices in a run directory are
     refused, never followed; files and lines are read with size caps.
     """
-    from ..core.audit import AuditKey, KeyError_, verify_run
+    from ..core.audit import AuditKey, AuditKeyError, VerifyExit, verify_run
     from ..core.text import visible
 
     try:
         audit_key = AuditKey.load(key) if key else None
-    except KeyError_ as exc:
+    except AuditKeyError as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
+        sys.exit(VerifyExit.UNUSABLE)
     report = verify_run(run_dir, audit_key)
-    stream_err = report.code != 0
+    stream_err = report.code != VerifyExit.INTACT
     # the summary quotes the run directory's own text (run ids, paths): shown literally, never as escapes
     click.echo(visible(report.summary), err=stream_err)
     for note in report.notes:

@@ -1,5 +1,5 @@
 """The one allow-list grammar: what the policy file's ``[network] allow_domains`` accepts is exactly what the
-egress proxy enforces (DESIGN.md, "Policy file"; the proxy is in ``desktops/egress.py``).
+egress proxy enforces (DESIGN.md, "Policy file"; the proxy is in ``desktops/egress/``).
 
 An entry is a host, optionally with a port:
 

@@ -7,8 +7,8 @@ listeners but never reach the audit log; replay rebuilds what it can from the re
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
-import functools
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar
@@ -51,11 +51,17 @@ class Event:
         return cls(**values)
 
 
-@functools.cache
-def _enum_fields(cls: type[Event]) -> dict[str, type[StrEnum]]:
-    # Annotations are strings (postponed evaluation); an enum field's is the bare name of its enum.
-    found = {f.name: globals().get(f.type) if isinstance(f.type, str) else f.type for f in dataclasses.fields(cls)}
-    return {name: t for name, t in found.items() if isinstance(t, type) and issubclass(t, StrEnum)}
+_ENUM_FIELDS: dict[type, dict[str, type[StrEnum]]] = {}
+
+
+def _enum_fields(cls: type) -> dict[str, type[StrEnum]]:
+    """The fields of an event class whose type is an enum (worked out once per class)."""
+    cached = _ENUM_FIELDS.get(cls)
+    if cached is None:
+        # Annotations are strings (postponed evaluation); an enum field's is the bare name of its enum.
+        found = {f.name: globals().get(f.type) if isinstance(f.type, str) else f.type for f in dataclasses.fields(cls)}
+        cached = _ENUM_FIELDS[cls] = {n: t for n, t in found.items() if isinstance(t, type) and issubclass(t, StrEnum)}
+    return cached
 
 
 class RunStatus(StrEnum):
@@ -124,7 +130,7 @@ class ScreenCaptured(Event):
     turn: int
     step: int
     purpose: str = "after_action"  # initial, after_action, stale_check, zoom
-    png: bytes | None = memory_only()
+    png: builtins.bytes | None = memory_only()  # "bytes" alone would name the field above
 
 
 @dataclass(frozen=True, slots=True)

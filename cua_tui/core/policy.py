@@ -707,7 +707,8 @@ class _Layout:
         # or ["inline", path, state (key, keyparts, value, after), key parts].
         stack: list[list[Any]] = []
         # At statement level: start (of a line), header, key, value (after "="), rest (of the line).
-        state, parts, new_element = "start", [], False
+        parts: list[Any] = []
+        state, new_element = "start", False
         value_path: tuple[Any, ...] = ()
         for kind, token, line in self._tokens():
             opened: tuple[Any, ...] | None = None  # the path of a value that starts with this token

@@ -17,7 +17,7 @@
 - Xvfb ``-nolisten tcp`` with an xauth cookie. Its socket is reached from the host through a link to the
   workspace; this controller, which the sandbox's user namespace shows as the overflow user ``nobody``,
   is let in as that local user after one connection with the cookie.
-- The only way out is the egress proxy of ``egress.py``, reached through a Unix socket bind-mounted in and
+- The only way out is the egress proxy of ``egress/``, reached through a Unix socket bind-mounted in and
   relayed inside to a loopback port; by default only the lab's origin is allowed. Every allowed and
   refused request becomes an ``egress`` audit event.
 - Capture and input run in-process (``x11.py``): mss with XShm (a memfd passed over the socket) and XTEST

@@ -6,7 +6,9 @@ widget until the screen has been refreshed. Ours hands over half-block strips bu
 (that conversion is measured separately, as worker time); textual-image's ``HalfcellImage`` gets the PNG
 and does all its work on the UI thread.
 
-    python -m cua_tui.bench_tui [--frames N] [--json PATH]
+    python -m cua_tui.bench.tui [--frames N] [--json PATH]
+
+The ``tui`` suite of ``python -m cua_tui.bench`` runs the same measurement and adds it to the report.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from PIL import Image, ImageDraw
 from textual.app import App, ComposeResult
 from textual.widget import Widget
 
-from .tui.desktop_view import DesktopView
-from .tui.frames import Target, prepare
+from ..tui.desktop_view import DesktopView
+from ..tui.frames import Target, prepare
 
 PANE = (100, 40)
 TARGET_MS = 10.0
@@ -95,6 +97,7 @@ def _theirs(widget: Widget, png: bytes) -> None:
 
 
 def run(count: int) -> dict:
+    """Measure ``count`` frames (after 3 untimed ones) with both renderers; the results as JSON data."""
     from textual_image.widget import HalfcellImage
 
     pngs = frames(count + 3)
@@ -122,6 +125,7 @@ def run(count: int) -> dict:
 
 
 def report(result: dict) -> str:
+    """The section of the text report for ``run``'s results."""
     ours, theirs, worker = (
         result["ours_ui_thread"],
         result["textual_image_halfcell_ui_thread"],
@@ -143,13 +147,14 @@ def report(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cua_tui.bench_tui", description=__doc__.splitlines()[0])
+    """``python -m cua_tui.bench.tui``: measure, print the report, write the JSON when asked."""
+    parser = argparse.ArgumentParser(prog="python -m cua_tui.bench.tui", description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=30)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     result = run(args.frames)
     print(report(result))
-    print(f"reproduce: {sys.executable} -m cua_tui.bench_tui --frames {args.frames}")
+    print(f"reproduce: {sys.executable} -m cua_tui.bench.tui --frames {args.frames}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
     return 0

@@ -1,0 +1,84 @@
+"""What every suite shares: the screen size, sample sizes, timing and statistics, the action mix."""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import sys
+import time
+from typing import Any
+
+from ..core.geometry import Size
+
+SCREEN = Size(1024, 720)
+ACTIONS_PER_TURN = 5
+
+# Sample sizes: (full, quick).
+SIZES = {
+    "micro_nofsync": (20_000, 2_000),
+    "micro_fsync": (1_000, 60),
+    "audit_vs_seed": (10_000, 1_000),
+    "e2e_nofsync_actions": (2_000, 200),
+    "e2e_fsync_actions": (300, 30),
+    "e2e_runs": (3, 1),
+    "verify_events": (100_000, 10_000),
+    "verify_repeats": (5, 3),
+    "local_samples": (30, 8),
+    "local_checks": (5, 2),
+}
+WARMUP = 200
+
+pn = time.perf_counter_ns
+
+
+def log(message: str) -> None:
+    """Progress on stderr, so stdout holds the report alone."""
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+def summarize_ns(samples: list[int]) -> dict[str, float]:
+    """Median, p90 (nearest rank), mean, min and max of nanosecond samples, in microseconds."""
+    if not samples:
+        raise ValueError("no samples")
+    s = sorted(samples)
+    n = len(s)
+    p90 = s[min(n - 1, max(0, math.ceil(0.9 * n) - 1))]
+    return {
+        "n": n,
+        "median_us": statistics.median(s) / 1e3,
+        "p90_us": p90 / 1e3,
+        "mean_us": sum(s) / n / 1e3,
+        "min_us": s[0] / 1e3,
+        "max_us": s[-1] / 1e3,
+    }
+
+
+_TEXTS = (
+    "cua-tui supervises computer-use agents",
+    "hello@example.com",
+    "Quarterly report, draft 3",
+    "open source terminal user interface",
+    "42",
+)
+_KEYS = (["ctrl", "a"], ["Tab"], ["Return"], ["ctrl", "l"], ["Escape"], ["PageDown"])
+
+
+def action_mix(count: int, seed: int = 1234) -> list[dict[str, Any]]:
+    """``count`` OpenAI computer actions cycling click, type, keypress, scroll, move (varied values)."""
+    rng = random.Random(seed)
+    out: list[dict[str, Any]] = []
+    for i in range(count):
+        x, y = rng.randrange(SCREEN.width), rng.randrange(SCREEN.height)
+        match i % ACTIONS_PER_TURN:
+            case 0:
+                out.append({"type": "click", "button": "left", "x": x, "y": y})
+            case 1:
+                out.append({"type": "type", "text": _TEXTS[(i // ACTIONS_PER_TURN) % len(_TEXTS)]})
+            case 2:
+                out.append({"type": "keypress", "keys": list(_KEYS[(i // ACTIONS_PER_TURN) % len(_KEYS)])})
+            case 3:
+                out.append({"type": "scroll", "x": x, "y": y, "scroll_x": 0, "scroll_y": rng.choice((-300, 300, 500))})
+            case _:
+                out.append({"type": "move", "x": x, "y": y})
+    return out

@@ -1,0 +1,65 @@
+"""The chain's line format, shared by the writer and the verifier.
+
+One JSON object per line with at least ``seq``, ``ts``, ``run``, ``kind`` and ``prev``; line n+1's ``prev``
+is the SHA-256 hex of the exact bytes of line n (without its newline), line 0's is :data:`GENESIS`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgspec
+
+from ..text import encodable
+
+GENESIS = "0" * 64
+SHA_RE = re.compile(r"^[0-9a-f]{64}$")
+
+_encoder = msgspec.json.Encoder()
+
+
+def encode_record(record: dict[str, Any]) -> bytes:
+    """JSON bytes of a record. Text that UTF-8 cannot carry (lone surrogates from a hostile model reply or
+    script) is made encodable rather than failing the run: the log records what it can, literally."""
+    try:
+        return _encoder.encode(record)
+    except UnicodeEncodeError:
+        return _encoder.encode(_encodable(record))
+
+
+def _encodable(value: Any) -> Any:
+    if isinstance(value, str):
+        return encodable(value)
+    if isinstance(value, dict):
+        return {_encodable(k): _encodable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_encodable(v) for v in value]
+    return value
+
+
+class Envelope(msgspec.Struct):
+    """The fields the verifier reads from every line; each one costs time on every line, so only these."""
+
+    seq: Any = None
+    run: Any = None
+    kind: Any = None
+    prev: Any = None
+    sha256: Any = None  # screen
+    turn: Any = None  # proposal, executing, outcome
+    index: Any = None
+
+
+class Rare(msgspec.Struct):
+    """Fields of the rare records (line 1, checkpoints), decoded apart: each field of the envelope costs
+    time on every line."""
+
+    signed: Any = msgspec.UNSET  # run_started: absent in logs written before runs recorded it
+    events: Any = None  # checkpoint
+    head: Any = None
+    signature: Any = None
+
+
+decode_envelope = msgspec.json.Decoder(Envelope).decode
+decode_rare = msgspec.json.Decoder(Rare).decode
+BAD_RECORD = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
