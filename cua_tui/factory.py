@@ -93,27 +93,29 @@ def make_agent(
             f"the policy caps the cost at ${policy.limits.max_cost_usd:g}, but no price is known for model "
             f"{model!r}: cap max_tokens instead, or add the model under [model_prices] in {settings.config_file}"
         )
-    common = {
+    options = {
         "base_url": base_url,
         "timeout": settings.model_timeout,
         "max_retries": settings.model_retries,
         "prices": settings.model_prices,
     }
-    agent: Agent
+    return _vendor_agent(spec, key, model, policy, options), spec
+
+
+def _vendor_agent(spec: str, key: str, model: str, policy: Policy, options: dict[str, Any]) -> Agent:
+    """The SDK-backed agent, its SDK imported only now (a missing package is an UnavailableError)."""
     try:
         if spec == "openai":
             from .agents.openai_agent import OpenAIAgent
 
-            agent = OpenAIAgent(key, model, **common)
-        else:
-            from .agents.anthropic_agent import AnthropicAgent
+            return OpenAIAgent(key, model, **options)
+        from .agents.anthropic_agent import AnthropicAgent
 
-            agent = AnthropicAgent(key, model, withheld=policy.withheld, **common)
+        return AnthropicAgent(key, model, withheld=policy.withheld, **options)
     except ImportError as exc:
         raise UnavailableError(
             f"the {spec} agent needs the {exc.name or spec!r} package, which is not installed"
         ) from None
-    return agent, spec
 
 
 def versions() -> dict[str, str]:

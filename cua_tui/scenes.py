@@ -22,6 +22,7 @@ from textual.pilot import Pilot
 
 from .build import HANDSHAKE, RunOptions, build_run
 from .core import events as ev
+from .core.approvers import HandshakeApprover
 from .core.ports import Answer
 from .desktops.sim import PHRASE, SimApp, SimDesktop
 from .tui.app import SupervisorApp
@@ -135,12 +136,7 @@ def record(
         assert handshake is not None
         worker = threading.Thread(target=run.run, name="cua-scene", daemon=True)
         worker.start()
-        for answer in answers:
-            request = handshake.wait_for_request(30)
-            assert request is not None, "the scene's run asked for no decision"
-            handshake.answer(answer, request)
-            while handshake.pending is request:
-                time.sleep(0.005)
+        _review(handshake, answers)
         if until is not None:
             assert reached.wait(30), "the scene's run never reached its moment"
             run.supervisor.kill(by="scene recorded")
@@ -152,6 +148,16 @@ def record(
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return source
+
+
+def _review(handshake: HandshakeApprover, answers: Sequence[Answer]) -> None:
+    """The reviewer of a scene: answers the run's requests in order, each once it is asked."""
+    for answer in answers:
+        request = handshake.wait_for_request(30)
+        assert request is not None, "the scene's run asked for no decision"
+        handshake.answer(answer, request)
+        while handshake.pending is request:
+            time.sleep(0.005)
 
 
 def _asked(index: int) -> Until:

@@ -81,68 +81,80 @@ class Script:
 
     @classmethod
     def from_data(cls, data: Any, source: str = "<script>") -> Script:
-        def fail(message: str) -> ScriptError:
-            return ScriptError(f"script {source}: {message}")
-
+        """Check a script's shape strictly (its actions are left to the supervisor's parser, as a model's
+        would be); every problem is a ScriptError naming the turn and the key."""
+        read = _Reader(source)
         if not isinstance(data, dict):
-            raise fail('the top level must be an object {"turns": [...], "final_text": "..."}')
+            raise read.fail('the top level must be an object {"turns": [...], "final_text": "..."}')
         if strictjson.depth_exceeds(data, strictjson.MAX_DEPTH):  # data built in Python, not read by parse()
-            raise fail(f"nesting deeper than {strictjson.MAX_DEPTH}")
-
-        def optional(holder: dict[str, Any], key: str, default: Any) -> Any:
-            value = holder.get(key)
-            return default if value is None else value
-
-        def identifier(value: Any, what: str) -> str:
-            if not isinstance(value, str):
-                raise fail(f"{what} must be a string")
-            if lone_surrogate(value) >= 0:
-                raise fail(f"{what} holds a lone surrogate (not encodable text)")
-            return value
-
+            raise read.fail(f"nesting deeper than {strictjson.MAX_DEPTH}")
         unknown = set(data) - {"turns", "final_text", "task", "description"}
         if unknown:
-            raise fail(f"unknown top-level key(s): {', '.join(sorted(unknown))}")
+            raise read.fail(f"unknown top-level key(s): {', '.join(sorted(unknown))}")
         turns_raw = data.get("turns")
         if not isinstance(turns_raw, list):
-            raise fail('"turns" must be a list')
-        final_text = optional(data, "final_text", "")
+            raise read.fail('"turns" must be a list')
+        final_text = _optional(data, "final_text", "")
         if not isinstance(final_text, str):
-            raise fail('"final_text" must be a string')
-        turns = []
-        for i, turn in enumerate(turns_raw):
-            where = f"turn {i + 1}"
-            if not isinstance(turn, dict):
-                raise fail(f'{where} must be an object with an "actions" list')
-            unknown = set(turn) - {"actions", "pending_safety_checks", "text", "call_id"}
-            if unknown:
-                raise fail(f"{where}: unknown key(s): {', '.join(sorted(unknown))}")
-            actions = turn.get("actions")
-            if not isinstance(actions, list) or not actions:
-                raise fail(f'{where}: "actions" must be a non-empty list')
-            text = optional(turn, "text", "")
-            if not isinstance(text, str):
-                raise fail(f'{where}: "text" must be a string')
-            call_id = turn.get("call_id")
-            if call_id is not None:
-                call_id = identifier(call_id, f'{where}: "call_id"')
-            checks = []
-            raw_checks = optional(turn, "pending_safety_checks", [])
-            if not isinstance(raw_checks, list):
-                raise fail(f'{where}: "pending_safety_checks" must be a list')
-            for j, check in enumerate(raw_checks):
-                if not isinstance(check, dict) or not all(isinstance(check.get(k), str) for k in ("id", "code")):
-                    raise fail(f'{where}: safety check {j + 1} needs string "id" and "code"')
-                unknown = set(check) - {"id", "code", "message"}
-                if unknown:
-                    raise fail(f"{where}: safety check {j + 1}: unknown key(s): {', '.join(sorted(unknown))}")
-                message = optional(check, "message", "")
-                if not isinstance(message, str):
-                    raise fail(f'{where}: safety check {j + 1}: "message" must be a string')
-                ids = (identifier(check[k], f'{where}: safety check {j + 1}: "{k}"') for k in ("id", "code"))
-                checks.append(SafetyCheck(*ids, message))
-            turns.append(ScriptTurn(tuple(actions), tuple(checks), text, call_id))
-        return cls(tuple(turns), final_text, source)
+            raise read.fail('"final_text" must be a string')
+        return cls(tuple(read.turn(i, turn) for i, turn in enumerate(turns_raw)), final_text, source)
+
+
+def _optional(holder: dict[str, Any], key: str, default: Any) -> Any:
+    """A null optional field means absent, as everywhere else."""
+    value = holder.get(key)
+    return default if value is None else value
+
+
+class _Reader:
+    """The checks of one script's parts, each error naming the script."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, message: str) -> ScriptError:
+        return ScriptError(f"script {self.source}: {message}")
+
+    def identifier(self, value: Any, what: str) -> str:
+        if not isinstance(value, str):
+            raise self.fail(f"{what} must be a string")
+        if lone_surrogate(value) >= 0:
+            raise self.fail(f"{what} holds a lone surrogate (not encodable text)")
+        return value
+
+    def turn(self, i: int, turn: Any) -> ScriptTurn:
+        where = f"turn {i + 1}"
+        if not isinstance(turn, dict):
+            raise self.fail(f'{where} must be an object with an "actions" list')
+        unknown = set(turn) - {"actions", "pending_safety_checks", "text", "call_id"}
+        if unknown:
+            raise self.fail(f"{where}: unknown key(s): {', '.join(sorted(unknown))}")
+        actions = turn.get("actions")
+        if not isinstance(actions, list) or not actions:
+            raise self.fail(f'{where}: "actions" must be a non-empty list')
+        text = _optional(turn, "text", "")
+        if not isinstance(text, str):
+            raise self.fail(f'{where}: "text" must be a string')
+        call_id = turn.get("call_id")
+        if call_id is not None:
+            call_id = self.identifier(call_id, f'{where}: "call_id"')
+        raw_checks = _optional(turn, "pending_safety_checks", [])
+        if not isinstance(raw_checks, list):
+            raise self.fail(f'{where}: "pending_safety_checks" must be a list')
+        checks = tuple(self.check(f"{where}: safety check {j + 1}", check) for j, check in enumerate(raw_checks))
+        return ScriptTurn(tuple(actions), checks, text, call_id)
+
+    def check(self, where: str, check: Any) -> SafetyCheck:
+        if not isinstance(check, dict) or not all(isinstance(check.get(k), str) for k in ("id", "code")):
+            raise self.fail(f'{where} needs string "id" and "code"')
+        unknown = set(check) - {"id", "code", "message"}
+        if unknown:
+            raise self.fail(f"{where}: unknown key(s): {', '.join(sorted(unknown))}")
+        message = _optional(check, "message", "")
+        if not isinstance(message, str):
+            raise self.fail(f'{where}: "message" must be a string')
+        ids = (self.identifier(check[k], f'{where}: "{k}"') for k in ("id", "code"))
+        return SafetyCheck(*ids, message)
 
 
 class ScriptAgent:

@@ -15,17 +15,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..agents.script import Script, ScriptAgent
+from ..build import RunOptions, build_run
+from ..config import Settings
 from ..core import events as ev
 from ..core.actions import parse_openai
-from ..core.approvers import FixedApprover
 from ..core.audit import AuditClosed, AuditWriter, verify_run
 from ..core.geometry import Scaling
 from ..core.policy import Policy, Verdict
-from ..core.ports import Answer
-from ..core.rundir import RunDir, new_run_id
-from ..core.supervisor import RunConfig, Supervisor
-from ..desktops.dry import DryDesktop
+from ..core.rundir import new_run_id
 from .common import ACTIONS_PER_TURN, SCREEN, WARMUP, action_mix, log, pn, summarize_ns
 
 TARGET_ACTION_US = 1000.0  # median supervisor overhead per action, without fsync
@@ -212,28 +209,34 @@ def bench_e2e(tmp: Path, n_actions: int, runs: int, *, fsync: bool) -> dict[str,
     """``runs`` real Supervisor runs of ``n_actions`` scripted actions on the dry desktop, every one approved."""
     raws = action_mix(n_actions, seed=99)
     turns = [{"actions": raws[i : i + ACTIONS_PER_TURN]} for i in range(0, n_actions, ACTIONS_PER_TURN)]
-    policy = Policy.default().with_limits(max_turns=len(turns) + 2, max_steps=n_actions + 10, deadline_seconds=3600)
     per_action_ns: list[int] = []
     intervals: list[int] = []
     records = 0
     statuses: dict[str, int] = {}
     intact = True
+    settings = Settings.load({"CUA_TUI_CONFIG": str(tmp / "no-config.toml")})  # built-in policy, whatever the user's
     for _ in range(runs):
-        agent = ScriptAgent(Script.from_data({"turns": turns, "final_text": "done"}))
-        desktop = DryDesktop(SCREEN)
-        rundir = RunDir.create(tmp / "e2e")
-        cfg = RunConfig(task="benchmark", backend="dry", agent="script", model=None, screen=SCREEN, policy=policy)
         sink: list[ev.Event] = []
         stamps: list[int] = []
-        sup = Supervisor(
-            cfg,
-            desktop,
-            agent,
-            FixedApprover(Answer.APPROVE),
-            rundir,
-            listeners=(_stamping_listener(sink, stamps),),
-            fsync=fsync,
+        run = build_run(  # made as the command line makes a run: the one builder
+            RunOptions(
+                task="benchmark",
+                backend="dry",
+                screen=str(SCREEN),
+                agent=None,
+                script={"turns": turns, "final_text": "done"},
+                agent_label="script",
+                max_turns=len(turns) + 2,
+                max_steps=n_actions + 10,
+                deadline=3600,
+                runs_dir=tmp / "e2e",
+                decisions="approve",
+                listeners=(_stamping_listener(sink, stamps),),
+                fsync=fsync,
+                settings=settings,
+            )
         )
+        sup, rundir = run.supervisor, run.supervisor.rundir
         gc.collect()
         t0 = pn()
         result = sup.run()
@@ -245,7 +248,7 @@ def bench_e2e(tmp: Path, n_actions: int, runs: int, *, fsync: bool) -> dict[str,
         records += result.seal["events"]
         for e in sink:
             if type(e) is ev.Outcome:
-                statuses[e.status] = statuses.get(e.status, 0) + 1
+                statuses[str(e.status)] = statuses.get(str(e.status), 0) + 1
         intact = intact and verify_run(rundir.path).intact
         shutil.rmtree(rundir.path, ignore_errors=True)
     out = summarize_ns(intervals)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from textual.worker import NoActiveWorker, get_current_worker
 
@@ -15,8 +15,6 @@ from ..core.approvers import HandshakeApprover
 from ..core.ports import Answer, DecisionRequest
 from ..core.supervisor import RunConfig, RunResult, Supervisor
 from .status import RunInfo
-
-Post = Callable[[Any], None]
 
 
 class RunSource(Protocol):
