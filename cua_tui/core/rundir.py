@@ -25,6 +25,36 @@ RUN_ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{6}$")
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
+class RunNotFound(LookupError):
+    """A RUN argument that names no run directory; ``str()`` says why in one line."""
+
+
+def resolve_run(arg: str | Path, runs_dir: Path) -> Path:
+    """A RUN argument as commands take it: a run directory's path, or a run id as ``runs`` prints it
+    (also a unique beginning of one) looked up in ``runs_dir``. Nothing is opened here: what the path
+    holds is for the bounded reader (safeio) to judge."""
+    path = Path(arg)
+    if os.path.lexists(path):
+        return path
+    name = str(arg)
+    if RUN_ID_RE.match(name):
+        candidate = runs_dir / name
+        if os.path.lexists(candidate):
+            return candidate
+        raise RunNotFound(f"no run {name} in {runs_dir}")
+    if os.sep in name or not re.fullmatch(r"[0-9a-f-]{4,22}", name):
+        raise RunNotFound(f"{name}: no such run directory")
+    try:
+        matches = sorted(e for e in os.listdir(runs_dir) if RUN_ID_RE.match(e) and e.startswith(name))
+    except OSError:
+        raise RunNotFound(f"{name}: no such run directory, and no runs in {runs_dir}") from None
+    if len(matches) == 1:
+        return runs_dir / matches[0]
+    if not matches:
+        raise RunNotFound(f"{name}: no such run directory, and no run id in {runs_dir} starts so")
+    raise RunNotFound(f"{name}: {len(matches)} runs in {runs_dir} start so ({', '.join(matches[:3])}, ...)")
+
+
 def new_run_id(now: float | None = None) -> str:
     """Sortable, unique: ``YYYYMMDD-HHMMSS-<6 hex>`` (UTC)."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now if now is not None else time.time()))
