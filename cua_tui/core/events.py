@@ -130,6 +130,9 @@ class ScreenCaptured(Event):
     turn: int
     step: int
     purpose: str = "after_action"  # initial, after_action, stale_check, zoom
+    # The action (index in its turn) the screen belongs to: after it ran, or checked before it (stale_check,
+    # zoom); None for a turn's screenshot. Runs recorded before this field existed read as None.
+    index: int | None = None
     png: builtins.bytes | None = memory_only()  # "bytes" alone would name the field above
 
 

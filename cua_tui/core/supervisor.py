@@ -547,7 +547,7 @@ class Supervisor:
             self._emit(ev.DecisionMade(self.turn, index, Answer.APPROVE, "policy", note=decision.reason))
         if reviewed and action.target is not None and self._observed is not None:
             try:
-                fresh = self._capture(purpose="stale_check")
+                fresh = self._capture(purpose="stale_check", index=index)
             except DesktopError as exc:  # the proposal still gets its one outcome before the run ends
                 self._check_abort()
                 failed = self._outcome(call, index, position, OutcomeStatus.FAILED, f"Failed: {one_line(str(exc))}")
@@ -588,9 +588,9 @@ class Supervisor:
         self.executed += 1
         self._performed[index] = output or MSG_OK  # it ran: an ending from here on records it as executed
         self._check_abort()
-        self._record_frame(frame, "after_action")
+        self._record_frame(frame, "after_action", index=index)
         if image is not None:
-            self._record_frame(image, "zoom", latest=False)
+            self._record_frame(image, "zoom", latest=False, index=index)
         return self._outcome(
             call,
             index,
@@ -659,15 +659,15 @@ class Supervisor:
             self._performed.pop(index, None)
         return ActionResult(position, status, message, image)
 
-    def _capture(self, purpose: str = "after_action") -> Frame:
+    def _capture(self, purpose: str = "after_action", index: int | None = None) -> Frame:
         frame = self._capture_frame()
-        self._record_frame(frame, purpose)
+        self._record_frame(frame, purpose, index=index)
         return frame
 
     def _capture_frame(self) -> Frame:
         return self._call(self.desktop.screenshot)
 
-    def _record_frame(self, frame: Frame, purpose: str, *, latest: bool = True) -> None:
+    def _record_frame(self, frame: Frame, purpose: str, *, latest: bool = True, index: int | None = None) -> None:
         try:
             self.rundir.screens.put(frame.sha256, frame.png)
         except OSError as exc:
@@ -676,7 +676,15 @@ class Supervisor:
             self._frame = frame
         self._emit(
             ev.ScreenCaptured(
-                frame.sha256, frame.width, frame.height, len(frame.png), self.turn, self.steps, purpose, png=frame.png
+                frame.sha256,
+                frame.width,
+                frame.height,
+                len(frame.png),
+                self.turn,
+                self.steps,
+                purpose,
+                index,
+                png=frame.png,
             )
         )
 
