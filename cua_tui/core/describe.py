@@ -12,6 +12,7 @@ from . import events as ev
 from .actions import Kind
 from .ports import DecisionRequest
 from .text import visible
+from .timeline import Step
 
 PHASE_LABELS = {
     ev.RunPhase.STARTING: "starting",
@@ -149,4 +150,59 @@ def request_panel(request: DecisionRequest, batch_size: int = 0) -> list[tuple[s
     parts += [("y", KEY), (" approve   ", ""), ("n", KEY), (" reject   ", ""), ("k", KEY), (" kill switch", "")]
     if action is not None and action.target is not None:
         parts += [("   ", ""), ("z", KEY), (" zoom on target", "")]
+    return parts
+
+
+# ---------------------------------------------------------------------------------------------------
+# A step of a recorded run (replay, export)
+# ---------------------------------------------------------------------------------------------------
+WARN = "warn"  # a role for what a reviewer must not miss (untrusted steps, refusals)
+
+
+def step_action(step: Step) -> str:
+    """The action as a person reads it; typed text only as its length and hash (it is never stored)."""
+    proposal = step.proposal
+    if proposal.error:
+        return f"malformed {visible(proposal.raw_kind or 'action')}: {visible(proposal.error, limit=300)}"
+    text = visible(proposal.summary or step.kind, limit=300)
+    record = proposal.action or {}
+    if "text_sha256" in record:
+        text += f" (sha256 {visible(str(record['text_sha256']))[:16]}…, the text itself is never stored)"
+    return text
+
+
+def step_panel(step: Step, total: int, *, showing: str = "after", untrusted: bool = False) -> list[tuple[str, str]]:
+    """A recorded step as (text, role) parts: the action, the policy's verdict and rule, every decision
+    and who made it, the outcome with the exact text the model heard and how long it took."""
+    parts = [(f" STEP {step.number + 1} of {total} · turn {step.turn} · action {step.index + 1} \n", TITLE)]
+    if untrusted:
+        parts.append((" UNTRUSTED: recorded after the chain's first bad line \n", WARN))
+    parts += [("action   ", LABEL), (step_action(step) + "\n", "")]
+    verdict = step.verdict
+    if verdict is not None:
+        line = f"{str(verdict.verdict).upper()} · rule {visible(verdict.rule)} · {visible(verdict.reason, limit=300)}"
+        parts += [("verdict  ", LABEL), (line + "\n", WARN if verdict.verdict == "block" else "")]
+    for decision in step.decisions:
+        line = f"{decision.decision} by {visible(decision.by, limit=80)}"
+        if decision.subject != "action":
+            line += f" ({visible(decision.subject)})"
+        if decision.note:
+            line += f" · {visible(decision.note, limit=200)}"
+        parts += [("decision ", LABEL), (line + "\n", "")]
+    outcome = step.outcome
+    if outcome is None:
+        parts += [("outcome  ", LABEL), ("unknown (the run ended before it was recorded)\n", WARN)]
+    else:
+        status = str(outcome.status).upper().replace("_", " ")
+        line = f"{status} · {outcome.duration_ms:.1f} ms · the model heard: {visible(outcome.message, limit=300)}"
+        parts += [("outcome  ", LABEL), (line + "\n", "" if outcome.status == "executed" else WARN)]
+    for egress in step.refused_egress[:5]:
+        line = f"refused {visible(egress.method)} {visible(egress.host, limit=80)}:{egress.port}"
+        parts += [("egress   ", LABEL), (line + (f" · {visible(egress.reason)}" if egress.reason else "") + "\n", WARN)]
+    if len(step.refused_egress) > 5:
+        parts.append((f"         … and {len(step.refused_egress) - 5} more refused requests\n", WARN))
+    for error in step.errors:
+        parts += [("error    ", LABEL), (f"{visible(error.where)}: {visible(error.message, limit=300)}\n", WARN)]
+    screen = "after it ran" if showing == "after" else "before it ran"
+    parts += [("screen   ", LABEL), (f"{screen} (b flips)\n", "")]
     return parts

@@ -17,10 +17,11 @@ import dataclasses
 import hashlib
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from . import events as ev
-from .safeio import LINE_CAP, RunFileError, RunFolder, decode_json
+from .safeio import LINE_CAP, SCREEN_CAP, RunFileError, RunFolder, decode_json
 
 AUDIT = "audit.jsonl"
 _BLOCK = 1 << 20
@@ -116,3 +117,84 @@ class RunLog:
         seq = self.lines
         self.lines += 1
         return ev.Stamped(seq, "", ev.Note(f"line {seq + 1}: unreadable ({why})"))
+
+
+SCREENS = "screens"
+SCREEN_CACHE = 12  # decoded-on-demand screenshots kept in memory (a few MB): replay of any length stays small
+
+
+class RunReader:
+    """A run directory opened for reading back: its events (``poll`` for more while it is written), its
+    run.json, and its screenshots fetched on demand through a small cache. Every read is bounded
+    (safeio); a screenshot that cannot be read safely is None, with why in ``screen_problem``."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.folder = RunFolder.open(path)
+        try:
+            self.info = self._json("run.json")
+            self.log = RunLog(self.folder)
+        except BaseException:
+            self.folder.close()
+            raise
+        self.events: list[ev.Stamped] = []
+        self._screens: dict[str, bytes | None] = {}
+        self.screen_problem: dict[str, str] = {}
+
+    def _json(self, name: str) -> dict[str, Any]:
+        try:
+            data = self.folder.read_json(name)
+        except RunFileError as exc:
+            if exc.reason == "missing":
+                return {}
+            raise
+        return data if isinstance(data, dict) else {}
+
+    def result(self) -> dict[str, Any]:
+        """result.json as it stands ({} while the run goes on); unreadable is {} too (verify says why)."""
+        try:
+            return self._json("result.json")
+        except RunFileError:
+            return {}
+
+    def poll(self) -> list[ev.Stamped]:
+        """The events written since the last call (all of them the first time)."""
+        new = self.log.poll()
+        self.events.extend(new)
+        return new
+
+    def screen(self, sha256: str) -> bytes | None:
+        """The PNG bytes of a screenshot by its hash, or None (missing, a link, too large, a bad name)."""
+        if sha256 in self._screens:
+            data = self._screens.pop(sha256)
+            self._screens[sha256] = data  # most recently used last
+            return data
+        data = self._read_screen(sha256)
+        self._screens[sha256] = data
+        while len(self._screens) > SCREEN_CACHE:
+            self._screens.pop(next(iter(self._screens)))
+        return data
+
+    def _read_screen(self, sha256: str) -> bytes | None:
+        if not (len(sha256) == 64 and all(c in "0123456789abcdef" for c in sha256)):
+            self.screen_problem[sha256] = "not a screenshot name (refused: references stay inside the run)"
+            return None
+        try:
+            with self.folder.subdir(SCREENS) as screens:
+                data = screens.read_bytes(f"{sha256}.png", SCREEN_CAP)
+        except RunFileError as exc:
+            self.screen_problem[sha256] = str(exc)
+            return None
+        if hashlib.sha256(data).hexdigest() != sha256:
+            self.screen_problem[sha256] = "its bytes do not match its name (altered)"
+            return None
+        return data
+
+    def close(self) -> None:
+        self.log.close()
+        self.folder.close()
+
+    def __enter__(self) -> RunReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

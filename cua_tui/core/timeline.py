@@ -81,49 +81,73 @@ class Timeline:
 
 def build(events: list[ev.Stamped]) -> Timeline:
     """Group a run's events into steps (one pass; events are in chain order)."""
-    steps: list[Step] = []
-    by_key: dict[tuple[int, int], Step] = {}
-    observed: str | None = None  # the screen the model acted on this turn
-    latest: str | None = None  # the newest screen
-    first_screen: str | None = None
-    current: Step | None = None  # the step the latest events belong to
-    ended: ev.RunEnded | None = None
-    started: ev.RunStarted | None = None
-    text = ""
-    for stamped in events:
-        event = stamped.event
+    builder = Builder()
+    builder.feed(events)
+    return builder.timeline
+
+
+class Builder:
+    """Builds a timeline event by event, so that following a run still being written costs only its new
+    events (``feed`` them as they come; ``timeline`` is always up to date)."""
+
+    def __init__(self) -> None:
+        self.timeline = Timeline([], 0, None, None, None)
+        self._by_key: dict[tuple[int, int], Step] = {}
+        self._observed: str | None = None  # the screen the model acted on this turn
+        self._latest: str | None = None  # the newest screen
+        self._current: Step | None = None  # the step the latest events belong to
+        self._text = ""
+
+    def feed(self, events: list[ev.Stamped]) -> list[Step]:
+        """Take more events; return the steps they added or changed."""
+        touched: dict[int, Step] = {}
+        line = self.timeline
+        for stamped in events:
+            line.events += 1
+            step = self._take(stamped)
+            if step is not None:
+                touched[step.number] = step
+        return list(touched.values())
+
+    def _take(self, stamped: ev.Stamped) -> Step | None:
+        event, line = stamped.event, self.timeline
         match event:
             case ev.RunStarted():
-                started = event
+                line.started = event
             case ev.ScreenCaptured():
                 if event.purpose in ("initial", "after_action"):
-                    first_screen = first_screen or event.sha256
-                    latest = event.sha256
-                    if current is not None and event.purpose == "after_action":
-                        current.after = event.sha256
+                    line.first_screen = line.first_screen or event.sha256
+                    self._latest = event.sha256
+                    if self._current is not None and event.purpose == "after_action":
+                        self._current.after = event.sha256
+                        return self._current
             case ev.ModelTurn():
-                observed, text = latest, event.text
+                self._observed, self._text = self._latest, event.text
             case ev.ActionProposed():
-                current = Step(len(steps), event.turn, event.index, stamped.seq, stamped.seq, event)
-                current.observed = current.before = observed
-                current.model_text = text
-                steps.append(current)
-                by_key[(event.turn, event.index)] = current
+                step = Step(len(line.steps), event.turn, event.index, stamped.seq, stamped.seq, event)
+                step.observed = step.before = self._observed
+                step.model_text = self._text
+                line.steps.append(step)
+                self._by_key[(event.turn, event.index)] = self._current = step
+                return step
             case ev.PolicyVerdict() | ev.DecisionRequested() | ev.DecisionMade() | ev.Executing() | ev.Outcome():
-                step = by_key.get((event.turn, event.index))
-                if step is not None:
+                owner = self._by_key.get((event.turn, event.index))
+                if owner is not None:
                     if isinstance(event, ev.Executing):
-                        step.before = latest
-                    _attach(step, event)
-                    step.last_seq = max(step.last_seq, stamped.seq)
-                    current = step
-            case ev.Egress() if not event.allowed and current is not None:
-                current.refused_egress.append(event)
-            case ev.ErrorRaised() if current is not None and current.outcome is None:
-                current.errors.append(event)
+                        owner.before = self._latest
+                    _attach(owner, event)
+                    owner.last_seq = max(owner.last_seq, stamped.seq)
+                    self._current = owner
+                return owner
+            case ev.Egress() if not event.allowed and self._current is not None:
+                self._current.refused_egress.append(event)
+                return self._current
+            case ev.ErrorRaised() if self._current is not None and self._current.outcome is None:
+                self._current.errors.append(event)
+                return self._current
             case ev.RunEnded():
-                ended = event
-    return Timeline(steps, len(events), ended, started, first_screen)
+                line.ended = event
+        return None
 
 
 def _attach(step: Step, event: ev.Event) -> None:

@@ -35,6 +35,12 @@ class AuditPane(Vertical):
         self.query_one(RichLog).write(Text(f"{seq:>4} {visible(line, limit=300)}"))
         self._show_chain()
 
+    def show_tail(self, events: list[ev.Stamped]) -> None:
+        """Show these events (a run read back, up to the selected one) in place of what was shown."""
+        self.query_one(RichLog).clear()
+        for stamped in events:
+            self.record(stamped.event, stamped.seq, stamped.head)
+
     def set_state(self, state: str) -> None:
         self.state = state
         self._show_chain()

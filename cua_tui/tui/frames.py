@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
+from typing import Any
 
 from PIL import Image, ImageDraw
 from rich.color import Color
@@ -18,6 +19,7 @@ from textual.strip import Strip
 
 from ..core.actions import Action
 
+MAX_MARKED_PATH = 64  # points of a drag path drawn (a recorded path can be as long as the parser allows)
 MARKER = (255, 0, 200)  # magenta: stands out on the pages the labs and most sites use
 MARKER_EDGE = (0, 0, 0)
 
@@ -36,6 +38,35 @@ class Target:
         if action is None or action.target is None:
             return None
         return cls(point=action.target, path=action.path, region=action.region, kind=action.kind.value)
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any] | None) -> Target | None:
+        """The target of an action as its audit record describes it (replay); None when it has none or
+        the record's numbers are not plain integers (a hostile run directory)."""
+        if not record:
+            return None
+
+        def point(value: Any) -> tuple[int, int] | None:
+            if isinstance(value, list) and len(value) == 2 and all(type(v) is int for v in value):
+                return (value[0], value[1])
+            return None
+
+        raw_path = record.get("path")
+        points = (point(p) for p in (raw_path[:MAX_MARKED_PATH] if isinstance(raw_path, list) else []))
+        path = tuple(p for p in points if p is not None)
+        region = record.get("region")
+        box = (
+            tuple(region)
+            if isinstance(region, list) and len(region) == 4 and all(type(v) is int for v in region)
+            else None
+        )
+        x, y = record.get("x"), record.get("y")
+        centre = (x, y) if type(x) is int and type(y) is int else (path[0] if path else None)
+        if centre is None and box is not None:
+            centre = ((box[0] + box[2]) // 2, (box[1] + box[3]) // 2)
+        if centre is None:
+            return None
+        return cls(point=centre, path=path, region=box, kind=str(record.get("kind", "")))
 
     @property
     def centre(self) -> tuple[int, int]:

@@ -25,14 +25,15 @@ KEYS = [
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,question_mark,q", "dismiss", "close")]
 
-    def __init__(self, policy_lines: list[str]) -> None:
+    def __init__(self, policy_lines: list[str], keys: list[tuple[str, str]] = KEYS) -> None:
         super().__init__()
         self.policy_lines = policy_lines
+        self.keys = keys
 
     def compose(self) -> ComposeResult:
         text = Text()
         text.append("Keys\n", style="bold underline")
-        for key, what in KEYS:
+        for key, what in self.keys:
             text.append(f"  {key:<8}", style="bold")
             text.append(what + "\n")
         text.append("\nActive policy\n", style="bold underline")

@@ -1,0 +1,71 @@
+"""``cua-tui replay``: a recorded run in the TUI's panes, offline and read-only (``--follow`` for one still
+being written)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .base import settings
+
+
+def chain_state(path: Path, *, follow: bool = False) -> Any:
+    """What ``verify`` says of the run, for the banner; steps after a bad line are marked untrusted."""
+    from ..core.audit import VerifyExit, verify_run
+    from ..tui.replay import ChainState
+
+    report = verify_run(path)
+    if report.code == VerifyExit.INTACT:
+        if report.sealed:
+            how = "signed" if report.signed else "not signed"
+            return ChainState("intact", f"chain intact and sealed ({how}) · head {report.head[:16]}…")
+        unknown = len(report.unknown_outcomes)
+        state = "live, unsealed so far" if follow else "unsealed (interrupted)"
+        extra = f" · {unknown} action(s) with outcome unknown" if unknown else ""
+        return ChainState("unsealed", f"chain intact, {state}{extra} · head {report.head[:16]}…")
+    finding = report.finding
+    bad = finding.line - 1 if finding is not None and finding.line is not None else 0
+    state = "tampered" if report.code == VerifyExit.TAMPERED else "unusable"
+    return ChainState(state, f"{report.summary} (steps from there on are untrusted)", bad)
+
+
+@click.command("replay")
+@click.argument("run")
+@click.option("--follow", is_flag=True, help="Follow a run still being written (by another process).")
+@click.option("--theme", default=None, help="TUI theme (built-in, themes/ or your config folder's themes/).")
+def command(run: str, follow: bool, theme: str | None) -> None:
+    """Replay RUN (a run directory, or a run id as `cua-tui runs` prints it) in the TUI's panes, offline
+    and read-only: step through its actions with the arrow keys, jump to decisions (d), refusals (r),
+    errors (e) and refused egress (g), flip before/after screens (b), zoom (z); ? lists the keys.
+
+    A banner shows the chain's state as `cua-tui verify` finds it; a tampered run still opens, with the
+    steps after the first bad line marked untrusted. Exit status: 0, or 2 when RUN cannot be read."""
+    from ..core.rundir import RunNotFound, resolve_run
+    from ..core.runlog import RunReader
+    from ..core.safeio import RunFileError
+    from ..core.text import visible
+
+    where = settings()
+    try:
+        path = resolve_run(run, where.runs_dir)
+        reader = RunReader(path)
+    except (RunNotFound, RunFileError) as exc:
+        click.echo(f"error: {visible(str(exc), limit=300)}", err=True)
+        sys.exit(2)
+    with reader:
+        from ..tui.app import graphics_widget
+        from ..tui.replay import ReplayApp
+
+        app = ReplayApp(
+            reader,
+            chain_state(path, follow=follow),
+            follow=follow,
+            theme=theme or where.theme,
+            theme_dirs=(where.themes_dir,),
+            graphics=graphics_widget(),
+            reverify=lambda: chain_state(path, follow=follow),
+        )
+        app.run()

@@ -1,0 +1,405 @@
+"""Replay: a recorded run in the same panes as a live one, read-only, fed by the same events.
+
+The events come back from the run directory (core/runlog) and go through the same reducer (RunView) and
+the same widgets as a live run: desktop pane, batch pane, audit pane, status bar; the decision panel's
+place shows the selected step (core/timeline, worded by core/describe). Keys walk the run: steps, turns,
+the previous/next decision, refusal, error or refused egress, start and end; ``b`` flips between the
+screen before and after the selected action (its target marked), ``z`` zooms. Nothing answers or kills:
+y, n and k do not exist here. With ``follow`` the App polls the run directory and shows new events
+within a poll interval, following the newest step until the run ends.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widget import Widget
+from textual.widgets import Footer, Static
+
+from ..core import describe
+from ..core import timeline as tl
+from ..core.events import Stamped
+from ..core.imaging import ImageRefused, png_size
+from ..core.runlog import RunReader
+from ..core.text import visible
+from .audit_pane import AuditPane
+from .batch import BatchPane
+from .decision import STYLES
+from .desktop_view import DesktopView
+from .frames import Target, prepare
+from .help import HelpScreen
+from .messages import FrameRendered
+from .run_view import RunView
+from .status import RunInfo, StatusBar
+from .themes import load_themes, project_themes_dir
+
+SNAPSHOT_EVERY = 512  # a RunView copy every so many events: any step is folded from at most that many
+AUDIT_TAIL = 60  # audit lines shown up to the selected step
+POLL_S = 0.1  # --follow: how often the run directory is read for new lines
+
+KEYS = [
+    ("← →", "previous / next step (one proposed action)"),
+    ("↑ ↓", "previous / next turn"),
+    ("home end", "first / last step"),
+    ("d D", "next / previous decision made by a person, an approver or a headless rule"),
+    ("r R", "next / previous refusal (policy, declined, stale, malformed)"),
+    ("e E", "next / previous error or failure"),
+    ("g G", "next / previous refused egress"),
+    ("b", "flip between the screen before and after the selected action"),
+    ("z", "zoom on the action's target"),
+    ("?", "this help"),
+    ("q", "quit"),
+]
+
+
+@dataclass(frozen=True)
+class ChainState:
+    """What ``verify`` said of the run, for the banner: ``state`` is intact, unsealed, tampered or
+    unusable; steps whose events come at or after ``bad_seq`` are untrusted."""
+
+    state: str
+    text: str
+    bad_seq: int | None = None
+
+
+class ReplayApp(App[None]):
+    """A recorded run, read-only. ``reader`` is open on its directory; ``chain`` is verify's verdict."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "cua-tui replay"
+    BINDINGS = [
+        Binding("right", "step(1)", "next", id="next", priority=True),
+        Binding("left", "step(-1)", "previous", id="previous", priority=True),
+        Binding("down", "turn(1)", "next turn", id="next_turn", priority=True),
+        Binding("up", "turn(-1)", "previous turn", id="previous_turn", priority=True),
+        Binding("home", "jump_to(0)", "start", show=False, priority=True),
+        Binding("end", "jump_to(-1)", "end", show=False, priority=True),
+        Binding("d", "find('decision', 1)", "decision", id="next_decision"),
+        Binding("D", "find('decision', -1)", show=False),
+        Binding("r", "find('refusal', 1)", "refusal", id="next_refusal"),
+        Binding("R", "find('refusal', -1)", show=False),
+        Binding("e", "find('error', 1)", "error", id="next_error"),
+        Binding("E", "find('error', -1)", show=False),
+        Binding("g", "find('egress', 1)", "egress", id="next_egress"),
+        Binding("G", "find('egress', -1)", show=False),
+        Binding("b", "flip", "before/after", id="flip"),
+        Binding("z", "zoom", "zoom", id="zoom"),
+        Binding("question_mark", "help", "help", id="help"),
+        Binding("q", "quit", "quit", id="quit"),
+    ]
+
+    def __init__(
+        self,
+        reader: RunReader,
+        chain: ChainState,
+        *,
+        follow: bool = False,
+        theme: str = "cua-dark",
+        theme_dirs: tuple[Any, ...] = (),
+        graphics: type[Widget] | None = None,
+        reverify: Callable[[], ChainState] | None = None,
+    ) -> None:
+        super().__init__()
+        self.reader = reader
+        self.chain = chain
+        self.follow = follow
+        self.reverify = reverify
+        self.graphics = graphics
+        self.requested_theme = theme
+        self.theme_dirs = (project_themes_dir(), *theme_dirs)
+        self.builder = tl.Builder()
+        self.selected = 0
+        self.showing = "after"
+        self.zoom = False
+        self._snapshots: list[RunView] = [RunView()]  # the state before event k * SNAPSHOT_EVERY
+        self._folded = RunView()
+        self._folded_to = 0  # events applied to _folded
+        self._shown_turn: int | None = None
+        self._serial = 0
+        self._shown = 0
+        self.redraw_started = 0.0  # when the last move began (for the benchmark)
+        self.ended_seen = False
+        self.sealed_seen = False
+
+    # ------------------------------------------------------------------------------------------------
+    @property
+    def steps(self) -> list[tl.Step]:
+        return self.builder.timeline.steps
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="banner")
+        with Horizontal(id="main"):
+            yield DesktopView(graphics=self.graphics, id="desktop")
+            with Vertical(id="side"):
+                yield Static(id="step")
+                yield BatchPane(id="batch")
+                yield AuditPane(id="audit")
+        yield StatusBar(self._info(), clock=self._clock, id="status")
+        yield Footer()
+
+    def _info(self) -> RunInfo:
+        info = self.reader.info
+        limits = info.get("limits") if isinstance(info.get("limits"), dict) else {}
+
+        def number(value: Any) -> int:
+            return value if type(value) is int else 0
+
+        return RunInfo(
+            visible(str(info.get("run_id", "?")), limit=40),
+            visible(str(info.get("backend", "?")), limit=20),
+            visible(str(info.get("agent", "?")), limit=60),
+            visible(str(info["model"]), limit=40) if isinstance(info.get("model"), str) else None,
+            number(limits.get("max_turns")),
+            number(limits.get("max_steps")),
+            number(limits.get("deadline_seconds")),
+        )
+
+    def _clock(self) -> float:
+        return 0.0  # a recorded run: no clock runs
+
+    def on_mount(self) -> None:
+        themes, _problems = load_themes(*self.theme_dirs)
+        for theme in themes:
+            self.register_theme(theme)
+        self.theme = self.requested_theme if self.requested_theme in self.available_themes else "cua-dark"
+        self.query_one("#desktop", DesktopView).border_title = "Recorded screen"
+        self.query_one(BatchPane).border_title = "Turn"
+        self._take(self.reader.poll())
+        self._show_banner()
+        self.select(len(self.steps) - 1 if self.follow else 0)
+        if self.follow:
+            self.set_interval(POLL_S, self._poll)
+
+    # ------------------------------------------------------------------------------------------------
+    # Events in
+    # ------------------------------------------------------------------------------------------------
+    def _take(self, events: list[Stamped]) -> None:
+        self.builder.feed(events)
+        all_events = self.reader.events
+        while len(self._snapshots) * SNAPSHOT_EVERY <= len(all_events):
+            self._fold_to(len(self._snapshots) * SNAPSHOT_EVERY)
+            self._snapshots.append(copy.deepcopy(self._folded))
+
+    def _poll(self) -> None:
+        if self.ended_seen and not self.sealed_seen and self.reader.result():
+            # The seal (result.json) is written after the last event: verify once more when it is there.
+            self.sealed_seen = True
+            if self.reverify is not None:
+                self.chain = self.reverify()
+            self._show_banner()
+        new = self.reader.poll()
+        if not new:
+            return
+        at_end = self.selected >= len(self.steps) - 1
+        self._take(new)
+        ended = self.builder.timeline.ended
+        if ended is not None and not self.ended_seen:
+            self.ended_seen = True
+            self.notify(f"the run ended: {visible(str(ended.status))} · {visible(ended.reason, limit=80)}")
+        self._show_banner()
+        if at_end and self.steps:
+            self.select(len(self.steps) - 1)
+        else:
+            self._show_status_and_audit()
+
+    def _fold_to(self, n: int) -> RunView:
+        """The RunView after the first ``n`` events (from the nearest snapshot at or before ``n``)."""
+        events = self.reader.events
+        n = max(0, min(n, len(events)))
+        base = min(n // SNAPSHOT_EVERY, len(self._snapshots) - 1)
+        if n < self._folded_to or self._folded_to < base * SNAPSHOT_EVERY:  # going back, or far ahead
+            self._folded = copy.deepcopy(self._snapshots[base])
+            self._folded_to = base * SNAPSHOT_EVERY
+        for stamped in events[self._folded_to : n]:
+            self._folded.apply(stamped)
+        self._folded_to = n
+        return self._folded
+
+    # ------------------------------------------------------------------------------------------------
+    # Showing a step
+    # ------------------------------------------------------------------------------------------------
+    def select(self, number: int) -> None:
+        self.redraw_started = time.perf_counter()
+        steps = self.steps
+        if not steps:
+            self._show_empty()
+            return
+        self.selected = max(0, min(number, len(steps) - 1))
+        step = steps[self.selected]
+        view = self._fold_to(step.last_seq + 1)
+        self._show_batch(step, view)
+        self._show_step(step)
+        self._show_status_and_audit(view, step.last_seq + 1)
+        self.render_frame()
+
+    def _untrusted(self, step: tl.Step) -> bool:
+        bad = self.chain.bad_seq
+        return bad is not None and step.last_seq >= bad
+
+    def _show_step(self, step: tl.Step) -> None:
+        text = Text()
+        for part, role in describe.step_panel(
+            step, len(self.steps), showing=self.showing, untrusted=self._untrusted(step)
+        ):
+            text.append(part, style=STYLES.get(role, "bold reverse" if role == describe.WARN else None))
+        self.query_one("#step", Static).update(text)
+
+    def _show_batch(self, step: tl.Step, view: RunView) -> None:
+        batch = self.query_one(BatchPane)
+        if self._shown_turn != step.turn:
+            self._shown_turn = step.turn
+            batch.start_turn(step.turn, step.model_text)
+            for action in view.actions.values():
+                batch.add(action.index, action.kind, action.params, error=action.error)
+        for index, row in batch.rows.items():
+            action = view.actions.get(index)
+            if action is not None:
+                if action.verdict:
+                    row.set_verdict(action.verdict, action.reason)
+                row.set_state(action.state, action.decided_by)
+        batch.mark_pending(step.index)
+
+    def _show_status_and_audit(self, view: RunView | None = None, upto: int | None = None) -> None:
+        events = self.reader.events
+        if upto is None:
+            upto = (self.steps[self.selected].last_seq + 1) if self.steps else len(events)
+        view = view or self._fold_to(upto)
+        status = self.query_one(StatusBar)
+        status.final = f"{view.ended.status} · {visible(view.ended.reason, limit=80)}" if view.ended else ""
+        status.show(view)
+        audit = self.query_one(AuditPane)
+        audit.show_tail(events[max(0, upto - AUDIT_TAIL) : upto])
+        audit.set_state(self.chain.state)
+
+    def _show_banner(self) -> None:
+        text = Text()
+        state = self.chain.state
+        style = {"intact": "bold reverse green", "unsealed": "bold reverse yellow"}.get(state, "bold reverse red")
+        text.append(f" {state.upper()} ", style=style)
+        text.append(" " + visible(self.chain.text, limit=200))
+        line = self.builder.timeline
+        text.append(f" · {len(line.steps)} steps · {line.events} events")
+        if self.follow:
+            text.append(" · following" if line.ended is None else " · the run has ended")
+        self.query_one("#banner", Static).update(text)
+
+    def _show_empty(self) -> None:
+        self.query_one("#step", Static).update(Text("no action was proposed in this run"))
+        self._show_status_and_audit(upto=len(self.reader.events))
+        sha = self.builder.timeline.first_screen
+        if sha is not None:
+            self._render(sha, None)
+
+    # ------------------------------------------------------------------------------------------------
+    # Frames
+    # ------------------------------------------------------------------------------------------------
+    def render_frame(self) -> None:
+        if not self.steps:
+            return
+        step = self.steps[self.selected]
+        sha = step.after if self.showing == "after" and step.after else step.before or step.observed
+        self._render(sha, Target.from_record(step.proposal.action))
+
+    def _render(self, sha: str | None, target: Target | None) -> None:
+        view = self.query_one(DesktopView)
+        self._serial += 1
+        if sha is None:
+            view.placeholder = "no screenshot recorded for this step"
+            view.rendered = None
+            view.refresh()
+            return
+        self._convert(sha, view.size.width, view.size.height, target, self.zoom, self._serial, view.wants_strips)
+
+    @work(thread=True, exclusive=False, exit_on_error=False, group="frame", description="convert screenshot")
+    def _convert(
+        self, sha: str, width: int, height: int, target: Target | None, zoom: bool, serial: int, strips: bool
+    ) -> None:
+        if serial != self._serial:
+            return  # a newer frame is on its way
+        png = self.reader.screen(sha)
+        problem = self.reader.screen_problem.get(sha, "")
+        if png is not None:
+            try:
+                png_size(png)  # refused before decoding: a header claiming 40,000 x 40,000 never gets that far
+            except ImageRefused as exc:
+                png, problem = None, str(exc)
+        if png is None:
+            self.call_from_thread(self._no_frame, serial, problem or "missing")
+            return
+        cell_pixels = None
+        if not strips:
+            from textual_image._terminal import get_cell_size  # cached probe result
+
+            size = get_cell_size()
+            cell_pixels = (size.width, size.height)
+        rendered = prepare(png, width, height, target, zoom=zoom, strips=strips, cell_pixels=cell_pixels)
+        self.post_message(FrameRendered(rendered, serial))
+
+    def _no_frame(self, serial: int, problem: str) -> None:
+        if serial < self._shown:
+            return
+        self._shown = serial
+        view = self.query_one(DesktopView)
+        view.placeholder = visible(f"screenshot not shown: {problem}", limit=200)
+        view.rendered = None
+        view.refresh()
+
+    def on_frame_rendered(self, message: FrameRendered) -> None:
+        if message.serial < self._shown:
+            return
+        self._shown = message.serial
+        self.query_one(DesktopView).show(message.rendered)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self.render_frame)
+
+    # ------------------------------------------------------------------------------------------------
+    # Keys
+    # ------------------------------------------------------------------------------------------------
+    def action_step(self, delta: int) -> None:
+        self.select(self.selected + delta)
+
+    def action_turn(self, delta: int) -> None:
+        firsts = self.builder.timeline.turns()
+        if not firsts:
+            return
+        current = max((i for i, first in enumerate(firsts) if first <= self.selected), default=0)
+        target = max(0, min(len(firsts) - 1, current + delta))
+        self.select(firsts[target])
+
+    def action_jump_to(self, number: int) -> None:
+        self.select(len(self.steps) - 1 if number < 0 else number)
+
+    def action_find(self, flag: str, direction: int) -> None:
+        steps = self.steps
+        order = range(self.selected + 1, len(steps)) if direction > 0 else range(self.selected - 1, -1, -1)
+        for number in order:
+            if flag in steps[number].flags:
+                self.select(number)
+                return
+        self.notify(f"no {'later' if direction > 0 else 'earlier'} {flag}", timeout=3)
+
+    def action_flip(self) -> None:
+        self.showing = "before" if self.showing == "after" else "after"
+        if self.steps:
+            self._show_step(self.steps[self.selected])
+        self.render_frame()
+
+    def action_zoom(self) -> None:
+        self.zoom = not self.zoom
+        self.render_frame()
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            policy = self.reader.info.get("policy")
+            lines = [f"policy {visible(str(policy.get('name', '?')))}"] if isinstance(policy, dict) else []
+            self.push_screen(HelpScreen(lines, KEYS))
