@@ -143,3 +143,23 @@ def test_quick_local_benchmark_writes_sane_json(tmp_path: Path) -> None:
     assert check["phrase"] == "cua-tui verified"
     assert check["rounds"] >= 1 and check["intact"] == check["rounds"]
     assert check["verify_passed"] is True
+
+
+def test_quick_replay_benchmark_writes_sane_json(tmp_path: Path) -> None:
+    """The replay suite opens real sim runs in the real ReplayApp: first screen, one step, peak heap."""
+    out = tmp_path / "replay.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "cua_tui.bench", "replay", "--quick", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=170,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "move one step: panes and frame redrawn" in proc.stdout
+    replay = json.loads(out.read_text(encoding="utf-8"))["replay"]
+    assert replay["short_steps"] == 100 and replay["long_steps"] == 300
+    for key in ("first_screen_s", "step_ms_median", "step_ms_p90", "long_peak_heap_mb", "long_first_screen_s"):
+        assert _positive(replay[key]), key
+    assert replay["step_samples"] >= 40
+    assert 0 < replay["long_cached_screens"] <= 12  # screens are fetched lazily and only a few are kept

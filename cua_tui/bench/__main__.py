@@ -1,4 +1,4 @@
-"""``python -m cua_tui.bench [core|supervisor|verify|local|tui|all] [--quick] [--json PATH] [--events N]``."""
+"""``python -m cua_tui.bench [core|supervisor|verify|local|tui|replay|all] [--quick] [--json PATH] [--events N]``."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from .report import render
 from .supervisor import TARGET_ACTION_US, run_supervisor
 from .verify import TARGET_VERIFY_EPS, bench_verify
 
-SUITES = ("core", "supervisor", "verify", "local", "tui", "all")
+SUITES = ("core", "supervisor", "verify", "local", "tui", "replay", "all")
 
 
 def _tmp_fs(path: str) -> str:
@@ -79,6 +79,10 @@ def run(suite: str, quick: bool, verify_events: int | None = None) -> dict[str, 
                     "local_type_speedup": TARGET_LOCAL_TYPE_X,
                 }
             )
+        if suite in ("replay", "all"):
+            from .replay import run as run_replay  # imports Textual: only for the suites that measure it
+
+            results["replay"] = run_replay(tmp, quick)
     if suite in ("tui", "all"):
         from .tui import run as run_tui  # imports Textual: only for the suites that measure it
 
@@ -113,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         default="core",
         choices=SUITES,
         help="what to run: core (default: supervisor + verify), local (the real local desktop vs the seeds' "
-        "tools), tui (UI-thread time per screenshot frame), all (core + local + tui)",
+        "tools), tui (UI-thread time per screenshot frame), replay (opening and stepping through recorded runs), "
+        "all (core + local + tui + replay)",
     )
     parser.add_argument(
         "--quick", action="store_true", help="a fast smoke run: fewer samples, 10,000 events, 8 local samples"

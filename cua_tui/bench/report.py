@@ -43,6 +43,10 @@ def render(results: dict[str, Any]) -> str:
         from .tui import report as tui_report  # imports Textual: only when the tui suite ran
 
         lines += ["", tui_report(results["tui"])]
+    if results.get("replay"):
+        from .replay import report as replay_report
+
+        lines += ["", *replay_report(results["replay"])]
     lines += ["", f"total time {results['elapsed_s']:.1f} s; reproduce: {results['command']}"]
     return "\n".join(lines)
 

@@ -4,32 +4,10 @@ being written)."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-from typing import Any
 
 import click
 
 from .base import settings
-
-
-def chain_state(path: Path, *, follow: bool = False) -> Any:
-    """What ``verify`` says of the run, for the banner; steps after a bad line are marked untrusted."""
-    from ..core.audit import VerifyExit, verify_run
-    from ..tui.replay import ChainState
-
-    report = verify_run(path)
-    if report.code == VerifyExit.INTACT:
-        if report.sealed:
-            how = "signed" if report.signed else "not signed"
-            return ChainState("intact", f"chain intact and sealed ({how}) · head {report.head[:16]}…")
-        unknown = len(report.unknown_outcomes)
-        state = "live, unsealed so far" if follow else "unsealed (interrupted)"
-        extra = f" · {unknown} action(s) with outcome unknown" if unknown else ""
-        return ChainState("unsealed", f"chain intact, {state}{extra} · head {report.head[:16]}…")
-    finding = report.finding
-    bad = finding.line - 1 if finding is not None and finding.line is not None else 0
-    state = "tampered" if report.code == VerifyExit.TAMPERED else "unusable"
-    return ChainState(state, f"{report.summary} (steps from there on are untrusted)", bad)
 
 
 @click.command("replay")
@@ -57,7 +35,7 @@ def command(run: str, follow: bool, theme: str | None) -> None:
         sys.exit(2)
     with reader:
         from ..tui.app import graphics_widget
-        from ..tui.replay import ReplayApp
+        from ..tui.replay import ReplayApp, chain_state
 
         app = ReplayApp(
             reader,

@@ -29,17 +29,28 @@ class AuditPane(Vertical):
     def on_mount(self) -> None:
         self._show_chain()
 
-    def record(self, event: ev.Event, seq: int, head: str) -> None:
+    def record(self, event: ev.Event, seq: int, head: str, *, chain: bool = True) -> None:
         self.events, self.head = seq + 1, head
         line = audit_line(event)
         self.query_one(RichLog).write(Text(f"{seq:>4} {visible(line, limit=300)}"))
-        self._show_chain()
+        if chain:
+            self._show_chain()
 
-    def show_tail(self, events: list[ev.Stamped]) -> None:
-        """Show these events (a run read back, up to the selected one) in place of what was shown."""
-        self.query_one(RichLog).clear()
-        for stamped in events:
-            self.record(stamped.event, stamped.seq, stamped.head)
+    def show_tail(self, events: list[ev.Stamped], upto: int, tail: int) -> None:
+        """Show the events of a run read back up to event ``upto`` (the last ``tail`` of them). Moving on
+        by a few events only appends those (replay steps forward one action at a time)."""
+        log = self.query_one(RichLog)
+        if upto < self.events or upto - self.events > tail:
+            log.clear()
+            start = max(0, upto - tail)
+        else:
+            start = self.events
+        for stamped in events[start:upto]:
+            self.record(stamped.event, stamped.seq, stamped.head, chain=False)
+        self.events = upto
+        if upto and upto <= len(events):
+            self.head = events[upto - 1].head
+        self._show_chain()
 
     def set_state(self, state: str) -> None:
         self.state = state

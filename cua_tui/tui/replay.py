@@ -12,9 +12,12 @@ within a poll interval, following the newest step until the run ends.
 from __future__ import annotations
 
 import copy
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rich.text import Text
@@ -35,15 +38,16 @@ from .audit_pane import AuditPane
 from .batch import BatchPane
 from .decision import STYLES
 from .desktop_view import DesktopView
-from .frames import Target, prepare
+from .frames import Rendered, Target, prepare
 from .help import HelpScreen
 from .messages import FrameRendered
 from .run_view import RunView
 from .status import RunInfo, StatusBar
 from .themes import load_themes, project_themes_dir
 
+FRAME_CACHE = 8  # rendered frames kept (the selected step's and its neighbours', prefetched)
 SNAPSHOT_EVERY = 512  # a RunView copy every so many events: any step is folded from at most that many
-AUDIT_TAIL = 60  # audit lines shown up to the selected step
+AUDIT_TAIL = 40  # audit lines shown up to the selected step (the pane shows about 20)
 POLL_S = 0.1  # --follow: how often the run directory is read for new lines
 
 KEYS = [
@@ -69,6 +73,25 @@ class ChainState:
     state: str
     text: str
     bad_seq: int | None = None
+
+
+def chain_state(path: Path, *, follow: bool = False) -> ChainState:
+    """What ``verify`` says of the run, for the banner; steps after a bad line are marked untrusted."""
+    from ..core.audit import VerifyExit, verify_run
+
+    report = verify_run(path)
+    if report.code == VerifyExit.INTACT:
+        if report.sealed:
+            how = "signed" if report.signed else "not signed"
+            return ChainState("intact", f"chain intact and sealed ({how}) · head {report.head[:16]}…")
+        unknown = len(report.unknown_outcomes)
+        state = "live, unsealed so far" if follow else "unsealed (interrupted)"
+        extra = f" · {unknown} action(s) with outcome unknown" if unknown else ""
+        return ChainState("unsealed", f"chain intact, {state}{extra} · head {report.head[:16]}…")
+    finding = report.finding
+    bad = finding.line - 1 if finding is not None and finding.line is not None else 0
+    state = "tampered" if report.code == VerifyExit.TAMPERED else "unusable"
+    return ChainState(state, f"{report.summary} (steps from there on are untrusted)", bad)
 
 
 class ReplayApp(App[None]):
@@ -126,7 +149,11 @@ class ReplayApp(App[None]):
         self._shown_turn: int | None = None
         self._serial = 0
         self._shown = 0
-        self.redraw_started = 0.0  # when the last move began (for the benchmark)
+        self._rendered: OrderedDict[tuple[Any, ...], Rendered] = OrderedDict()
+        self._cache_lock = threading.Lock()
+        self._reader_lock = threading.Lock()  # the reader's screen cache is shared by the frame workers
+        self.redraw_started = 0.0  # when the last move began
+        self.redraw_ms: list[float] = []  # from a move's start until its frame was on screen (the benchmark)
         self.ended_seen = False
         self.sealed_seen = False
 
@@ -262,9 +289,11 @@ class ReplayApp(App[None]):
                 batch.add(action.index, action.kind, action.params, error=action.error)
         for index, row in batch.rows.items():
             action = view.actions.get(index)
-            if action is not None:
-                if action.verdict:
-                    row.set_verdict(action.verdict, action.reason)
+            if action is None:
+                continue
+            if action.verdict and (row.verdict, row.reason) != (action.verdict, action.reason):
+                row.set_verdict(action.verdict, action.reason)
+            if (row.state, row.decided_by) != (action.state, action.decided_by or row.decided_by):
                 row.set_state(action.state, action.decided_by)
         batch.mark_pending(step.index)
 
@@ -277,8 +306,8 @@ class ReplayApp(App[None]):
         status.final = f"{view.ended.status} · {visible(view.ended.reason, limit=80)}" if view.ended else ""
         status.show(view)
         audit = self.query_one(AuditPane)
-        audit.show_tail(events[max(0, upto - AUDIT_TAIL) : upto])
-        audit.set_state(self.chain.state)
+        audit.state = self.chain.state
+        audit.show_tail(events, upto, AUDIT_TAIL)
 
     def _show_banner(self) -> None:
         text = Text()
@@ -317,24 +346,45 @@ class ReplayApp(App[None]):
             view.rendered = None
             view.refresh()
             return
-        self._convert(sha, view.size.width, view.size.height, target, self.zoom, self._serial, view.wants_strips)
+        key = (sha, view.size.width, view.size.height, target, self.zoom, view.wants_strips)
+        with self._cache_lock:
+            cached = self._rendered.get(key)
+        if cached is not None:
+            self.on_frame_rendered(FrameRendered(cached, self._serial))
+        else:
+            self._convert(key, self._serial)
+        self._prefetch(self.selected, key[1:])
 
-    @work(thread=True, exclusive=False, exit_on_error=False, group="frame", description="convert screenshot")
-    def _convert(
-        self, sha: str, width: int, height: int, target: Target | None, zoom: bool, serial: int, strips: bool
-    ) -> None:
-        if serial != self._serial:
-            return  # a newer frame is on its way
-        png = self.reader.screen(sha)
-        problem = self.reader.screen_problem.get(sha, "")
+    @work(thread=True, exclusive=True, exit_on_error=False, group="prefetch", description="prefetch frames")
+    def _prefetch(self, selected: int, shape: tuple[Any, ...]) -> None:
+        """Convert the neighbours' frames ahead (the next step first), so that stepping shows them at once."""
+        steps = self.steps
+        for number in (selected + 1, selected - 1, selected + 2):
+            if not 0 <= number < len(steps) or self.selected != selected:
+                continue
+            step = steps[number]
+            sha = step.after if self.showing == "after" and step.after else step.before or step.observed
+            if sha is not None:
+                self._frame_for((sha, *shape[:2], Target.from_record(step.proposal.action), *shape[3:]))
+
+    def _frame_for(self, key: tuple[Any, ...]) -> Rendered | str:
+        """The rendered frame for ``key`` (from the cache, or converted and cached), or why there is none."""
+        with self._cache_lock:
+            cached = self._rendered.get(key)
+            if cached is not None:
+                self._rendered.move_to_end(key)
+                return cached
+        sha, width, height, target, zoom, strips = key
+        with self._reader_lock:
+            png = self.reader.screen(sha)
+            problem = self.reader.screen_problem.get(sha, "")
         if png is not None:
             try:
                 png_size(png)  # refused before decoding: a header claiming 40,000 x 40,000 never gets that far
             except ImageRefused as exc:
                 png, problem = None, str(exc)
         if png is None:
-            self.call_from_thread(self._no_frame, serial, problem or "missing")
-            return
+            return problem or "missing"
         cell_pixels = None
         if not strips:
             from textual_image._terminal import get_cell_size  # cached probe result
@@ -342,7 +392,21 @@ class ReplayApp(App[None]):
             size = get_cell_size()
             cell_pixels = (size.width, size.height)
         rendered = prepare(png, width, height, target, zoom=zoom, strips=strips, cell_pixels=cell_pixels)
-        self.post_message(FrameRendered(rendered, serial))
+        with self._cache_lock:
+            self._rendered[key] = rendered
+            while len(self._rendered) > FRAME_CACHE:
+                self._rendered.popitem(last=False)
+        return rendered
+
+    @work(thread=True, exclusive=False, exit_on_error=False, group="frame", description="convert screenshot")
+    def _convert(self, key: tuple[Any, ...], serial: int) -> None:
+        if serial != self._serial:
+            return  # a newer frame is on its way
+        frame = self._frame_for(key)
+        if isinstance(frame, str):
+            self.call_from_thread(self._no_frame, serial, frame)
+        else:
+            self.post_message(FrameRendered(frame, serial))
 
     def _no_frame(self, serial: int, problem: str) -> None:
         if serial < self._shown:
@@ -358,6 +422,11 @@ class ReplayApp(App[None]):
             return
         self._shown = message.serial
         self.query_one(DesktopView).show(message.rendered)
+        if message.serial == self._serial:
+            self.call_after_refresh(self._redrawn)
+
+    def _redrawn(self) -> None:
+        self.redraw_ms.append((time.perf_counter() - self.redraw_started) * 1000)
 
     def on_resize(self) -> None:
         self.call_after_refresh(self.render_frame)

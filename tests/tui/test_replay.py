@@ -17,11 +17,10 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 
 from cua_tui.build import RunOptions, build_run
-from cua_tui.cli.replay import chain_state
 from cua_tui.core.runlog import RunReader
 from cua_tui.tui.batch import BatchPane
 from cua_tui.tui.desktop_view import DesktopView
-from cua_tui.tui.replay import ReplayApp
+from cua_tui.tui.replay import ReplayApp, chain_state
 
 pytestmark = pytest.mark.timeout(90)
 

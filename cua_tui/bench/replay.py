@@ -1,0 +1,155 @@
+"""Replay speed and memory: opening a long run, moving one step, and the memory a 10,000-step run costs.
+
+Runs are generated with the sim desktop through the one builder (a scripted agent whose clicks and scrolls
+change the screen), then opened in the real ReplayApp, headless, at 160x48:
+
+- first screen: from creating the App (the run directory opened, its events read, the chain verified)
+  until the first step's frame is on screen; target under 1 s for a 1,000-step run;
+- one step: from the key's handler until the next step's panes are updated and its frame painted (the
+  App's own time, without the test driver's); target under 50 ms;
+- memory: the Python heap's peak (tracemalloc) while a 10,000-step run is opened and walked, against the
+  size of its run directory: screens are decoded lazily and only a few are kept, so it stays bounded.
+
+    python -m cua_tui.bench replay [--quick]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import random
+import statistics
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+from .common import log
+
+SIZE = (160, 48)
+FIRST_SCREEN_TARGET_S = 1.0
+STEP_TARGET_MS = 50.0
+
+
+def make_run(folder: Path, steps: int) -> Path:
+    """A passed-through sim run of ``steps`` actions that change the screen (clicks and scrolls)."""
+    from ..build import RunOptions, build_run
+    from ..config import Settings
+
+    actions: list[dict[str, Any]] = []
+    for i in range(steps):
+        if i % 2:
+            actions.append({"type": "scroll", "x": 500, "y": 400, "scroll_x": 0, "scroll_y": 100 if i % 4 else -100})
+        else:
+            actions.append({"type": "click", "button": "left", "x": 60 + (i * 37) % 880, "y": 60 + (i * 53) % 600})
+    turns = [{"text": f"turn {n + 1}", "actions": actions[i : i + 5]} for n, i in enumerate(range(0, steps, 5))]
+    run = build_run(
+        RunOptions(
+            task="replay benchmark",
+            backend="sim",
+            agent=None,
+            script={"turns": turns, "final_text": "done"},
+            runs_dir=folder,
+            decisions="approve",
+            fsync=False,
+            max_turns=len(turns) + 2,
+            max_steps=steps + 10,
+            deadline=24 * 3600,
+            settings=Settings.load({"CUA_TUI_CONFIG": str(folder / "no-config.toml")}),
+        )
+    )
+    result = run.run()
+    if result.steps != steps:
+        raise RuntimeError(f"the generated run has {result.steps} steps, not {steps}: {result.reason}")
+    return run.path
+
+
+def _app(path: Path) -> Any:
+    from ..core.runlog import RunReader
+    from ..tui.replay import ReplayApp, chain_state
+
+    return ReplayApp(RunReader(path), chain_state(path))
+
+
+async def _until(pilot: Any, condition: Any, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the replay did not show the step")
+        await pilot.pause(0.001)
+
+
+def _frame_shown(app: Any) -> bool:
+    return app._serial > 0 and app._shown == app._serial
+
+
+async def _open_and_walk(path: Path, moves: int, seed: int = 7) -> dict[str, Any]:
+    started = time.perf_counter()
+    app = _app(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: _frame_shown(app))
+        first = time.perf_counter() - started
+        step_ms: list[float] = []
+        rng = random.Random(seed)
+        for i in range(moves):
+            key = "right" if i % 10 else rng.choice(["end", "home", "d", "up", "down"])
+            serial, redraws = app._serial, len(app.redraw_ms)
+            await pilot.press(key)
+            await _until(pilot, lambda serial=serial, n=redraws: app._serial > serial and len(app.redraw_ms) > n)
+            if key == "right":  # from the key's handler until the new frame was painted (the App's own time)
+                step_ms.append(app.redraw_ms[-1])
+        steps = len(app.steps)
+        cached = len(app.reader._screens)
+    app.reader.close()
+    return {"first_screen_s": first, "step_ms": step_ms, "steps": steps, "cached_screens": cached}
+
+
+def run(tmp: Path, quick: bool) -> dict[str, Any]:
+    """The suite: a 1,000-step run (first screen, steps) and a 10,000-step one (memory); smaller with quick."""
+    short, long_ = (100, 300) if quick else (1000, 10000)
+    log(f"replay: generating a {short:,}-step sim run")
+    path = make_run(tmp / "replay-short", short)
+    opens = [asyncio.run(_open_and_walk(path, 0 if i else 60)) for i in range(3)]
+    walk = opens[0]
+    log(f"replay: generating a {long_:,}-step sim run")
+    long_path = make_run(tmp / "replay-long", long_)
+    disk = sum(p.stat().st_size for p in long_path.rglob("*") if p.is_file())
+    gc.collect()
+    tracemalloc.start()
+    big = asyncio.run(_open_and_walk(long_path, 40))
+    _current, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    firsts = [o["first_screen_s"] for o in opens]
+    steps = sorted(walk["step_ms"])
+    return {
+        "short_steps": short,
+        "first_screen_s": statistics.median(firsts),
+        "first_screen_samples": firsts,
+        "step_ms_median": statistics.median(steps),
+        "step_ms_p90": steps[int(len(steps) * 0.9) - 1] if len(steps) >= 10 else max(steps),
+        "step_samples": len(steps),
+        "long_steps": long_,
+        "long_first_screen_s": big["first_screen_s"],
+        "long_peak_heap_mb": peak / 2**20,
+        "long_run_dir_mb": disk / 2**20,
+        "long_cached_screens": big["cached_screens"],
+    }
+
+
+def report(r: dict[str, Any]) -> list[str]:
+    """The suite's lines for the benchmark report, with the ratio to each target."""
+    first, step = r["first_screen_s"], r["step_ms_median"]
+    return [
+        f"Replay ({r['short_steps']:,}-step and {r['long_steps']:,}-step sim runs, 160x48, headless)",
+        "-" * 100,
+        f"{'measurement':<58}{'median':>12}{'target':>14}{'ratio':>10}",
+        f"{'open a ' + format(r['short_steps'], ',') + '-step run: first screen shown':<58}"
+        f"{first * 1000:>10.0f}ms{'< 1,000 ms':>14}{FIRST_SCREEN_TARGET_S / first:>9.2f}x",
+        f"{'move one step: panes and frame redrawn':<58}{step:>10.1f}ms{'< 50 ms':>14}{STEP_TARGET_MS / step:>9.2f}x",
+        f"{'  (p90 of ' + str(r['step_samples']) + ' steps)':<58}{r['step_ms_p90']:>10.1f}ms",
+        f"{'open a ' + format(r['long_steps'], ',') + '-step run: first screen (under tracemalloc)':<58}"
+        f"{r['long_first_screen_s'] * 1000:>10.0f}ms",
+        f"{'  peak Python heap while opened and walked':<58}{r['long_peak_heap_mb']:>10.1f}MB"
+        f"  (run directory {r['long_run_dir_mb']:.1f} MB; {r['long_cached_screens']} screens cached)",
+        "-" * 100,
+    ]
