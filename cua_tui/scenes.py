@@ -9,6 +9,7 @@ App. Everything is deterministic: a fixed run id, fixed clocks, the sim desktop'
 
 from __future__ import annotations
 
+import atexit
 import shutil
 import tempfile
 import threading
@@ -18,12 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from textual.app import App
 from textual.pilot import Pilot
 
 from .build import HANDSHAKE, RunOptions, build_run
 from .core import events as ev
 from .core.approvers import HandshakeApprover
 from .core.ports import Answer
+from .core.runlog import RunReader
 from .desktops.sim import PHRASE, SimApp, SimDesktop
 from .tui.app import SupervisorApp
 from .tui.decision import DecisionPanel
@@ -198,6 +201,44 @@ def finished() -> RecordedRun:
     return record([FORM_TURN, LOOK_TURN], answers=(Answer.APPROVE, Answer.APPROVE))
 
 
+def recorded_dir(turns: Sequence[dict[str, Any]], answers: Sequence[Answer] = ()) -> Path:
+    """A real run of ``turns`` left on disk (a folder removed when the process exits), for replay."""
+    folder = Path(tempfile.mkdtemp(prefix="cua-scene-replay-"))
+    atexit.register(shutil.rmtree, folder, True)
+    run = build_run(
+        RunOptions(
+            task=TASK,
+            backend="sim",
+            agent=None,
+            script={"turns": list(turns), "final_text": FORM_FINAL},
+            agent_label=AGENT,
+            regions=(VERIFY_REGION,),
+            runs_dir=folder,
+            run_id=RUN_ID,
+            decisions=HANDSHAKE,
+            fsync=False,
+            clock=lambda: 0.0,
+            wall_clock=lambda: WALL,
+        )
+    )
+    handshake = run.handshake
+    assert handshake is not None
+    worker = threading.Thread(target=run.run, name="cua-scene", daemon=True)
+    worker.start()
+    _review(handshake, answers)
+    worker.join(30)
+    return run.path
+
+
+def replay_app(**kwargs: Any) -> App[Any]:
+    """The replay of a real run (the form filled, a refused chord), opened on the refused chord's step."""
+    from .tui.replay import ReplayApp, chain_state
+
+    path = recorded_dir([FORM_TURN, INJECTED_TURN, LOOK_TURN], (Answer.APPROVE, Answer.APPROVE))
+    kwargs.pop("clock", None)
+    return ReplayApp(RunReader(path), chain_state(path), start=4, **kwargs)
+
+
 def make_app(source: RecordedRun, **kwargs: Any) -> SupervisorApp:
     """The App exactly as the command line builds it, with the frozen clock."""
     kwargs.setdefault("clock", FrozenClock())
@@ -210,11 +251,15 @@ def make_app(source: RecordedRun, **kwargs: Any) -> SupervisorApp:
 @dataclass(frozen=True)
 class Scene:
     name: str
-    source: Callable[[], RecordedRun]
+    source: Callable[[], RecordedRun] | None = None  # a live run's recorded stream, in the SupervisorApp
     press: tuple[str, ...] = ()
     description: str = ""
+    make: Callable[..., App[Any]] | None = None  # another App (the replay of a run directory)
 
-    def app(self, **kwargs: Any) -> SupervisorApp:
+    def app(self, **kwargs: Any) -> App[Any]:
+        if self.make is not None:
+            return self.make(**kwargs)
+        assert self.source is not None
         return make_app(self.source(), **kwargs)
 
 
@@ -225,6 +270,11 @@ SCENES = {
         Scene("refused", refused, description="a blocked key chord refused; the rest of the batch not executed"),
         Scene("finished", finished, description="the run finished and the form server says passed"),
         Scene("help", awaiting_decision, press=("question_mark",), description="the help screen over a decision"),
+        Scene(
+            "replay",
+            description="replay of a recorded run: the refused chord's step, its verdict and what the model heard",
+            make=replay_app,
+        ),
     )
 }
 
@@ -233,7 +283,14 @@ async def settle(pilot: Pilot[Any], timeout: float = 10.0) -> None:
     """Wait until the recording is on screen and stays so: every event shown, the pending decision (if any)
     displayed, and the newest screenshot converted for the pane."""
     app = pilot.app
-    assert isinstance(app, SupervisorApp)
+    if not isinstance(app, SupervisorApp):  # a replay: its first step's frame on screen
+        deadline = time.monotonic() + timeout
+        while not (app._serial > 0 and app._shown == app._serial):  # type: ignore[attr-defined]
+            if time.monotonic() > deadline:
+                raise TimeoutError("the replay did not settle on screen")
+            await pilot.pause(0.02)
+        await pilot.pause()
+        return
     source = app.source
     assert isinstance(source, RecordedRun)
     last_seq = source.events[-1].seq if source.events else -1
@@ -261,6 +318,7 @@ def save(scene: Scene, folder: Path, **kwargs: Any) -> Path:
         await settle(pilot)
         if scene.press:
             await pilot.press(*scene.press)
+            await settle(pilot)
         await pilot.wait_for_scheduled_animations()
         await pilot.pause()
         app.save_screenshot(filename=path.name, path=str(folder))

@@ -130,6 +130,7 @@ class ReplayApp(App[None]):
         theme_dirs: tuple[Any, ...] = (),
         graphics: type[Widget] | None = None,
         reverify: Callable[[], ChainState] | None = None,
+        start: int = 0,
     ) -> None:
         super().__init__()
         self.reader = reader
@@ -140,7 +141,7 @@ class ReplayApp(App[None]):
         self.requested_theme = theme
         self.theme_dirs = (project_themes_dir(), *theme_dirs)
         self.builder = tl.Builder()
-        self.selected = 0
+        self.selected = start  # the step shown first (the newest when following)
         self.showing = "after"
         self.zoom = False
         self._snapshots: list[RunView] = [RunView()]  # the state before event k * SNAPSHOT_EVERY
@@ -202,7 +203,7 @@ class ReplayApp(App[None]):
         self.query_one(BatchPane).border_title = "Turn"
         self._take(self.reader.poll())
         self._show_banner()
-        self.select(len(self.steps) - 1 if self.follow else 0)
+        self.select(len(self.steps) - 1 if self.follow else self.selected)
         if self.follow:
             self.set_interval(POLL_S, self._poll)
 

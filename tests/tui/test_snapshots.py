@@ -47,3 +47,9 @@ def test_finished_passed(snap_compare: SnapCompare) -> None:
 def test_help_screen(snap_compare: SnapCompare) -> None:
     """? over a pending decision: the keys and the active policy's summary."""
     assert snap_scene(snap_compare, "help")
+
+
+def test_replay_of_a_refused_step(snap_compare: SnapCompare) -> None:
+    """Replay of a real run's directory: the chain banner, the refused chord's step (verdict, rule, what the
+    model heard), its turn's batch with the step marked, the audit tail up to it."""
+    assert snap_scene(snap_compare, "replay")
