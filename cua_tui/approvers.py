@@ -55,11 +55,11 @@ class TerminalApprover:
                 return Ruling(Answer.REJECT, NO_ANSWER_EOF, "end of input")
             choice = line.strip().lower()
             if choice in ("y", "yes"):
-                return Ruling(Answer.APPROVE, HUMAN_TERMINAL)
+                return Ruling(Answer.APPROVE, HUMAN_TERMINAL, human=True)
             if choice in ("n", "no"):
-                return Ruling(Answer.REJECT, HUMAN_TERMINAL)
+                return Ruling(Answer.REJECT, HUMAN_TERMINAL, human=True)
             if choice in ("k", "kill"):
-                return Ruling(Answer.KILL, HUMAN_TERMINAL)
+                return Ruling(Answer.KILL, HUMAN_TERMINAL, human=True)
             out.write("Please answer y, n or k.\n")
         return Ruling(Answer.KILL, KILL_SWITCH, "cancelled")
 

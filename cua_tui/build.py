@@ -7,6 +7,7 @@ anything is created; a problem is a BuildError naming the option (the command li
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -59,6 +60,7 @@ class RunOptions:
     run_id: str | None = None
     audit_key: Path | None = None
     decisions: str = "reject"  # reject | approve | ask | approver:CMD | tui (the handshake)
+    operator: str | None = None  # who reviews; default user@host
     listeners: tuple[Listener, ...] = ()
     fsync: bool = True
     desktop: Desktop | None = None
@@ -138,6 +140,7 @@ def build_run(options: RunOptions) -> Run:
         audit_key=key,
         extra=extra,
         versions=versions(),
+        operator=options.operator or default_operator(),
     )
     try:
         supervisor = Supervisor(
@@ -154,6 +157,18 @@ def build_run(options: RunOptions) -> Run:
     except OSError as exc:
         raise BuildError(f"run directory {rundir.path}: cannot write it ({exc.strerror or exc})", 1) from None
     return Run(supervisor, approver, options)
+
+
+def default_operator() -> str:
+    """``user@host``: who is recorded with each decision a person makes, unless ``--operator`` says."""
+    import getpass
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry for this uid (a container)
+        user = f"uid{os.getuid()}"
+    return f"{user}@{socket.gethostname()}"
 
 
 def _check_allow_domains(entries: tuple[str, ...]) -> None:

@@ -37,6 +37,7 @@ SIZE = (160, 50)  # terminal cells of every picture and snapshot
 RUN_ID = "20250301-101500-4f2a9c"
 AGENT = "script:form.json (scripted demo)"
 ELAPSED = 12.0  # seconds the status bar shows
+OPERATOR = "analyst@workstation"  # not this machine's user and host: pictures must not depend on them
 WALL = 1740823700.0  # the wall clock of every scene's records (2025-03-01 10:15 UTC)
 
 TASK = "Complete the verification form: type the phrase shown on the page into the field and click Verify."
@@ -128,6 +129,7 @@ def record(
                 runs_dir=folder,
                 run_id=RUN_ID,
                 decisions=HANDSHAKE,
+                operator=OPERATOR,
                 listeners=(listen,),
                 fsync=False,
                 desktop=SimDesktop(app=app),
@@ -216,6 +218,7 @@ def recorded_dir(turns: Sequence[dict[str, Any]], answers: Sequence[Answer] = ()
             runs_dir=folder,
             run_id=RUN_ID,
             decisions=HANDSHAKE,
+            operator=OPERATOR,
             fsync=False,
             clock=lambda: 0.0,
             wall_clock=lambda: WALL,

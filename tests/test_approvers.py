@@ -417,10 +417,10 @@ def test_terminal_end_of_input_is_nobodys_answer(terminal) -> None:
     approver, feed, _out = terminal
     feed.write("y\n")
     feed.close()
-    assert Decision(approver, request(0)).result() == Ruling(Answer.APPROVE, HUMAN_TERMINAL)
+    assert Decision(approver, request(0)).result() == Ruling(Answer.APPROVE, HUMAN_TERMINAL, human=True)
     ruling = Decision(approver, request(1)).result()
     assert ruling == Ruling(Answer.REJECT, NO_ANSWER_EOF, "end of input")
-    assert "human" not in ruling.by
+    assert "human" not in ruling.by and not ruling.human
 
 
 def test_terminal_and_handshake_cancel_name_the_kill_switch(terminal) -> None:

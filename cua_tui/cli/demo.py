@@ -17,6 +17,11 @@ from .base import UsageFailure
 @click.option("--headless", is_flag=True, help="No TUI: print events as lines and decide with --on-confirm.")
 @click.option("--theme", default=None, help="TUI theme (built-in, themes/ or your config folder's themes/).")
 @click.option(
+    "--operator",
+    default=None,
+    help="Who reviews, recorded with every decision a person makes (default: user@host).",
+)
+@click.option(
     "--on-confirm",
     default=None,
     help="Headless decisions: ask (default on a terminal), reject (default otherwise), approve, or approver:CMD.",
@@ -28,6 +33,7 @@ def command(
     screen: str,
     headless: bool,
     theme: str | None,
+    operator: str | None,
     on_confirm: str | None,
     script_variant: str | None,
 ) -> None:
@@ -67,6 +73,7 @@ def command(
             lab=lab_name,
             runs_dir=runs_dir,
             decisions=on_confirm if headless else HANDSHAKE,
+            operator=operator,
         ),
         headless=headless,
         theme=theme,

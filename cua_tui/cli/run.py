@@ -80,6 +80,11 @@ from .base import UsageFailure
 @click.option("--headless", is_flag=True, help="No TUI: print events as lines and decide with --on-confirm.")
 @click.option("--theme", default=None, help="TUI theme (built-in, themes/ or your config folder's themes/).")
 @click.option(
+    "--operator",
+    default=None,
+    help="Who reviews, recorded with every decision a person makes (default: user@host).",
+)
+@click.option(
     "--on-confirm",
     default="reject",
     show_default=True,
@@ -105,6 +110,7 @@ def command(
     headless: bool,
     on_confirm: str,
     theme: str | None,
+    operator: str | None,
 ) -> None:
     """Run an agent on a sandboxed desktop under supervision, in the TUI (or --headless).
 
@@ -140,6 +146,7 @@ def command(
             deadline=deadline,
             audit_key=audit_key,
             decisions=on_confirm if headless else HANDSHAKE,
+            operator=operator,
         ),
         headless=headless,
         theme=theme,

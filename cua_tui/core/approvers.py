@@ -41,10 +41,11 @@ class HandshakeApprover:
         self._cond = threading.Condition()
         self._pending: DecisionRequest | None = None
         self._answer: Answer | None = None
+        self._extra: tuple[str, bool] = ("", False)  # the answer's reason and grant
         self._last: DecisionRequest | None = None  # the request decided last
         # An answer to a request whose event the UI has shown before the run's thread reached ``decide``
         # (the event is written first): kept for exactly that request object, taken when it is asked.
-        self._early: tuple[DecisionRequest, Answer] | None = None
+        self._early: tuple[DecisionRequest, Answer, str, bool] | None = None
 
     @property
     def pending(self) -> DecisionRequest | None:
@@ -58,9 +59,9 @@ class HandshakeApprover:
 
     def decide(self, request: DecisionRequest, cancel: threading.Event) -> Ruling:
         with self._cond:
-            self._pending, self._answer = request, None
+            self._pending, self._answer, self._extra = request, None, ("", False)
             if self._early is not None and self._early[0] is request:
-                self._answer = self._early[1]
+                self._answer, self._extra = self._early[1], self._early[2:]
             self._early = None
             self._cond.notify_all()
         try:
@@ -73,21 +74,25 @@ class HandshakeApprover:
                 self._pending, self._last = None, request
         if answer is None:  # cancelled: the kill switch won, nobody answered
             return Ruling(Answer.KILL, KILL_SWITCH, "cancelled")
-        return Ruling(answer, self.by)
+        note, grant = self._extra
+        return Ruling(answer, self.by, note, human=True, grant=grant and answer is Answer.APPROVE)
 
-    def answer(self, answer: Answer, request: DecisionRequest | None = None) -> bool:
+    def answer(
+        self, answer: Answer, request: DecisionRequest | None = None, *, note: str = "", grant: bool = False
+    ) -> bool:
         """Answer the pending request (only if it is still ``request`` when given). True if taken.
 
-        A ``request`` not yet asked (its event is out, ``decide`` not yet called) is answered as soon as
-        it is asked; one already decided, or another than the one pending, is refused."""
+        ``note`` is the reviewer's reason; ``grant`` extends an approval to the request's scope. A
+        ``request`` not yet asked (its event is out, ``decide`` not yet called) is answered as soon as it
+        is asked; one already decided, or another than the one pending, is refused."""
         with self._cond:
             if self._pending is None and request is not None and request is not self._last:
-                self._early = (request, answer)
+                self._early = (request, answer, note, grant)
                 return True
             if self._pending is None or (request is not None and request is not self._pending):
                 return False
             if self._answer is not None:
                 return False
-            self._answer = answer
+            self._answer, self._extra = answer, (note, grant)
             self._cond.notify_all()
             return True

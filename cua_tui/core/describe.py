@@ -148,6 +148,8 @@ def request_panel(request: DecisionRequest, batch_size: int = 0) -> list[tuple[s
             parts.append(("  " + visible(action.text) + "\n", TYPED))
     parts += [("why     ", LABEL), (visible(request.reason, limit=400) + "\n", "")]
     parts += [("y", KEY), (" approve   ", ""), ("n", KEY), (" reject   ", ""), ("k", KEY), (" kill switch", "")]
+    if request.scope is not None:  # shown before it can be pressed: what exactly a grant would cover
+        parts += [("\n", ""), ("a", KEY), (f" approve this and all {request.scope.label} for the rest of the run", "")]
     if action is not None and action.target is not None:
         parts += [("   ", ""), ("z", KEY), (" zoom on target", "")]
     return parts

@@ -205,9 +205,32 @@ class DecisionMade(Event):
     turn: int
     index: int
     decision: Answer
-    by: str  # human, policy, headless rule: ..., approver command, no approver (fail closed)
+    by: str  # human, policy, headless rule: ..., approver command, grant #N, no approver (fail closed)
     subject: str = "action"
     note: str = ""
+    operator: str = ""  # who, when a person decided (user@host or --operator); never set otherwise
+
+
+@dataclass(frozen=True, slots=True)
+class GrantAdded(Event):
+    """A scoped approval (``a``): the action ``(turn, index)`` and every later one of the scope are approved
+    for the rest of the run, until revoked. ``by`` is the operator who granted it."""
+
+    kind: ClassVar[str] = "grant"
+    grant: int
+    scope: str  # chord | typing | region
+    key: str
+    label: str
+    by: str
+    turn: int
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class GrantRevoked(Event):
+    kind: ClassVar[str] = "grant_revoked"
+    grant: int
+    by: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,6 +355,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
         PolicyVerdict,
         DecisionRequested,
         DecisionMade,
+        GrantAdded,
+        GrantRevoked,
         Executing,
         TurnRefused,
         Outcome,

@@ -14,6 +14,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from .actions import Action
 from .geometry import Scaling, Size
+from .grants import Scope
 
 
 class DesktopError(RuntimeError):
@@ -186,7 +187,9 @@ class Answer(StrEnum):
 class Ruling:
     answer: Answer
     by: str  # "human", "headless rule: reject", "approver command", "no approver (fail closed)", ...
-    note: str = ""
+    note: str = ""  # a reviewer's reason (a rejection's goes to the model too)
+    human: bool = False  # a person decided (then the operator is recorded with the decision)
+    grant: bool = False  # approve this and every later action of the request's scope (``a``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +205,7 @@ class DecisionRequest:
     action: Action | None = None
     safety_checks: tuple[SafetyCheck, ...] = ()
     frame: Frame | None = None
+    scope: Scope | None = None  # what ``a`` would approve for the rest of the run (None: not offered)
 
     def to_json(self) -> dict[str, Any]:
         """The request as sent to an ``approver:CMD`` process (the reviewer sees the text in full)."""

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from . import events as ev
+from . import grants
 from .actions import Action, ActionError, Kind, parse_anthropic, parse_openai
 from .audit import AuditClosed, AuditKey, AuditWriteError, AuditWriter
 from .events import RunPhase, RunStatus
@@ -95,6 +96,7 @@ class RunConfig:
     extra: dict[str, Any] = field(default_factory=dict)  # lab, url, ... for run.json
     versions: dict[str, str] = field(default_factory=dict)
     stop_timeout: float = 15.0  # how long kill waits for the desktop to stop before moving on
+    operator: str = ""  # who reviews (user@host or --operator): recorded with every decision a person makes
 
 
 @dataclass(frozen=True)
@@ -175,6 +177,8 @@ class Supervisor:
         self._performed: dict[int, str] = {}  # actions that ran but whose outcome is not yet recorded
         self._lost: str | None = None  # set when a record of the ending could not be written
         self._final = False  # set once the run is ending: only the finalizer may still write events
+        self._grants = grants.Grants()  # scoped approvals (``a``) in force
+        self._last_click: tuple[int, int] | None = None  # where the last executed click landed (the focused field)
 
     # ------------------------------------------------------------------------------------------------
     # Public API
@@ -528,20 +532,7 @@ class Supervisor:
             self._emit(ev.DecisionMade(self.turn, index, Answer.REJECT, "policy", note=decision.reason))
             raise _Halt(self._outcome(call, index, position, OutcomeStatus.REFUSED, MSG_REFUSED))
         if decision.verdict is Verdict.CONFIRM:
-            ruling = self._ask(
-                DecisionRequest(
-                    self.run_id,
-                    self.turn,
-                    index,
-                    call.call_id,
-                    "action",
-                    decision.reason,
-                    action=action,
-                    frame=self._frame,
-                )
-            )
-            if ruling.answer is not Answer.APPROVE:
-                raise _Halt(self._outcome(call, index, position, OutcomeStatus.DECLINED, MSG_DECLINED))
+            self._review(call, index, position, action, decision)
             reviewed = True
         else:
             self._emit(ev.DecisionMade(self.turn, index, Answer.APPROVE, "policy", note=decision.reason))
@@ -557,6 +548,49 @@ class Supervisor:
             if self._stale.changed(self._observed, fresh, action.target):
                 raise _Halt(self._outcome(call, index, position, OutcomeStatus.STALE, MSG_STALE))
         return self._execute(call, index, position, action, decision)
+
+    def _review(self, call: Call, index: int, position: int, action: Action, decision: Decision) -> None:
+        """A confirmation point: an active grant whose scope covers the action approves it (named as such,
+        never as a person); otherwise the reviewer decides, and may grant the action's scope (``a``) or give
+        a reason with a rejection, which the model hears after the fixed text. Raises _Halt when declined."""
+        grant = self._grants.match(action, decision, self._last_click)
+        if grant is not None:
+            self._emit(
+                ev.DecisionMade(
+                    self.turn, index, Answer.APPROVE, f"grant #{grant.id} (given by {grant.by})", note=grant.scope.label
+                )
+            )
+            return
+        scope = grants.scope_for(action, decision, self._last_click)
+        request = DecisionRequest(
+            self.run_id,
+            self.turn,
+            index,
+            call.call_id,
+            "action",
+            decision.reason,
+            action=action,
+            frame=self._frame,
+            scope=scope,
+        )
+        ruling = self._ask(request)
+        if ruling.answer is not Answer.APPROVE:
+            message = MSG_DECLINED
+            if ruling.human and ruling.note:
+                message = f"{MSG_DECLINED} The reviewer said: {one_line(ruling.note, 300)}"
+            raise _Halt(self._outcome(call, index, position, OutcomeStatus.DECLINED, message))
+        if ruling.grant and scope is not None:
+            with self._emit_lock:
+                given = self._grants.add(scope, self.config.operator or ruling.by, self.turn, index)
+                self._emit(ev.GrantAdded(given.id, scope.kind, scope.key, scope.label, given.by, self.turn, index))
+
+    def revoke_grant(self, grant_id: int, by: str = "") -> bool:
+        """End a grant (from any thread): later actions of its scope are asked again. False if not active."""
+        with self._emit_lock:
+            if self._grants.revoke(grant_id) is None:
+                return False
+            self._emit_safe(ev.GrantRevoked(grant_id, by or self.config.operator or "reviewer"))
+            return True
 
     def _execute(self, call: Call, index: int, position: int, action: Action, decision: Decision) -> ActionResult:
         self._set_phase(RunPhase.EXECUTING, action.describe())
@@ -587,6 +621,8 @@ class Supervisor:
             raise _Halt(result) from None
         self.executed += 1
         self._performed[index] = output or MSG_OK  # it ran: an ending from here on records it as executed
+        if action.kind in grants.CLICKS and action.point is not None:
+            self._last_click = action.point  # typing goes where the last click landed
         self._check_abort()
         self._record_frame(frame, "after_action", index=index)
         if image is not None:
@@ -624,7 +660,13 @@ class Supervisor:
         self._check_abort()
         self._emit(
             ev.DecisionMade(
-                request.turn, request.index, ruling.answer, ruling.by, subject=request.kind, note=ruling.note
+                request.turn,
+                request.index,
+                ruling.answer,
+                ruling.by,
+                subject=request.kind,
+                note=ruling.note,
+                operator=self.config.operator if ruling.human else "",
             )
         )
         if ruling.answer is Answer.KILL:

@@ -26,6 +26,7 @@ from ..core.text import visible
 from .audit_pane import AuditPane
 from .batch import BatchPane
 from .decision import DecisionPanel
+from .decisions import GrantsScreen, RejectReason
 from .desktop_view import DesktopView
 from .frames import Target, prepare
 from .help import HelpScreen
@@ -43,8 +44,11 @@ class SupervisorApp(App[Any]):
     TITLE = "cua-tui"
     BINDINGS = [
         Binding("y", "approve", "approve", id="approve"),
+        Binding("a", "approve_scope", "approve scope", id="approve_scope"),
         Binding("n", "reject", "reject", id="reject"),
         Binding("k", "kill", "KILL SWITCH", id="kill", priority=True),
+        Binding("ctrl+k", "kill('always')", "kill", id="kill_always", priority=True, show=False),
+        Binding("g", "grants", "grants", id="grants"),
         Binding("z", "zoom", "zoom", id="zoom"),
         Binding("question_mark", "help", "help", id="help"),
         Binding("q", "quit_when_done", "quit", id="quit"),
@@ -260,9 +264,14 @@ class SupervisorApp(App[Any]):
     # ------------------------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("approve", "reject"):
-            return self.pending is not None
+            return self.pending is not None and not isinstance(self.screen, RejectReason)
+        if action == "approve_scope":
+            return self.pending is not None and self.pending.scope is not None
         if action == "kill":
-            return self.running
+            # While a reason is typed, k is a letter of it: ctrl+k (always bound) is the kill switch there.
+            return self.running and (parameters == ("always",) or not isinstance(self.screen, RejectReason))
+        if action == "grants":
+            return self.running and bool(self.view.grants)
         if action == "zoom":
             return (
                 self.pending is not None and self.pending.action is not None and self.pending.action.target is not None
@@ -271,11 +280,11 @@ class SupervisorApp(App[Any]):
             return not self.running
         return True
 
-    def _answer(self, answer: Answer) -> None:
+    def _answer(self, answer: Answer, *, note: str = "", grant: bool = False) -> None:
         request = self.pending
         if request is None:
             return
-        if self.source.answer(answer, request):
+        if self.source.answer(answer, request, note=note, grant=grant):
             self._answered = request  # answered: hidden until the stream records the decision
             self._show_pending()
 
@@ -283,11 +292,36 @@ class SupervisorApp(App[Any]):
         self._answer(Answer.APPROVE)
 
     def action_reject(self) -> None:
-        self._answer(Answer.REJECT)
+        """``n``: ask for an optional reason first (Enter sends it, Esc skips), then reject."""
+        request = self.pending
+        if request is None:
+            return
 
-    def action_kill(self) -> None:
+        def done(reason: str | None) -> None:
+            if self.pending is request:  # still the same decision (not killed or timed out meanwhile)
+                self._answer(Answer.REJECT, note=reason or "")
+
+        self.push_screen(RejectReason(), done)
+
+    def action_approve_scope(self) -> None:
+        """``a``: approve this action and every later one of its scope (shown in the panel) for the run."""
+        if self.pending is not None and self.pending.scope is not None:
+            self._answer(Answer.APPROVE, grant=True)
+
+    def action_grants(self) -> None:
+        """The scoped approvals in force; the one selected is revoked."""
+
+        def done(grant_id: int | None) -> None:
+            if grant_id is not None and self.source.revoke(grant_id):
+                self.notify(f"grant #{grant_id} revoked: its actions are asked again", markup=False)
+
+        self.push_screen(GrantsScreen(list(self.view.grants.values())), done)
+
+    def action_kill(self, how: str = "") -> None:
         if not self.running:
             return
+        if isinstance(self.screen, RejectReason):
+            self.pop_screen()
         self.source.kill()  # returns at once; the run's own thread ends it and seals the log
         if self.pending is not None:
             self._answered = self.pending  # nobody may answer it any more
@@ -300,7 +334,12 @@ class SupervisorApp(App[Any]):
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen(self.source.policy_lines))
+            grants = [f"grant #{g.grant}: {g.label} (given by {g.by})" for g in self.view.grants.values()]
+            lines = [
+                *self.source.policy_lines,
+                *(["", "Scoped approvals in force (g revokes):", *grants] if grants else []),
+            ]
+            self.push_screen(HelpScreen(lines))
 
     def action_quit_when_done(self) -> None:
         if not self.running:

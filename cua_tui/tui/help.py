@@ -13,8 +13,10 @@ from ..core.text import visible
 
 KEYS = [
     ("y", "approve the pending action (only while a decision is pending)"),
-    ("n", "reject it: the batch halts, the model hears 'Declined by the user'"),
-    ("k", "kill switch: nothing more runs, input released, desktop stopped, run ends killed"),
+    ("a", "approve it and every later action of its scope (shown in the panel) for the rest of the run"),
+    ("n", "reject it, with an optional reason the model hears: the batch halts"),
+    ("k", "kill switch: nothing more runs, input released, desktop stopped, run ends killed (ctrl+k too)"),
+    ("g", "the scoped approvals in force; Enter revokes the selected one"),
     ("z", "zoom on the pending action's target at full resolution"),
     ("?", "this help"),
     ("ctrl+p", "command palette (themes, ...)"),

@@ -53,6 +53,7 @@ class RunView:
     screen: ev.ScreenCaptured | None = None  # the newest screenshot with pixels
     ended: ev.RunEnded | None = None
     killed: bool = False
+    grants: dict[int, ev.GrantAdded] = field(default_factory=dict)  # scoped approvals in force
 
     @property
     def events(self) -> int:
@@ -93,6 +94,10 @@ class RunView:
                 if (row := self.actions.get(event.index)) is not None:
                     row.state = event.status
                 self.steps = event.step
+            case ev.GrantAdded():
+                self.grants[event.grant] = event
+            case ev.GrantRevoked():
+                self.grants.pop(event.grant, None)
             case ev.Killed():
                 self.killed, self.pending = True, None
             case ev.RunEnded():

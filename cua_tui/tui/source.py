@@ -27,7 +27,8 @@ class RunSource(Protocol):
     def attach(self, on_event: Callable[[ev.Stamped], None]) -> None: ...
     def run(self) -> RunResult | None: ...
     def kill(self, by: str = "human (TUI)") -> None: ...
-    def answer(self, answer: Answer, request: DecisionRequest) -> bool: ...
+    def answer(self, answer: Answer, request: DecisionRequest, *, note: str = "", grant: bool = False) -> bool: ...
+    def revoke(self, grant_id: int) -> bool: ...
     @property
     def live(self) -> bool: ...
 
@@ -60,8 +61,11 @@ class LiveRun:
     def kill(self, by: str = "human (TUI)") -> None:
         self.supervisor.kill(by=by)
 
-    def answer(self, answer: Answer, request: DecisionRequest) -> bool:
-        return self.approver.answer(answer, request)
+    def answer(self, answer: Answer, request: DecisionRequest, *, note: str = "", grant: bool = False) -> bool:
+        return self.approver.answer(answer, request, note=note, grant=grant)
+
+    def revoke(self, grant_id: int) -> bool:
+        return self.supervisor.revoke_grant(grant_id)
 
 
 @dataclass
@@ -109,6 +113,9 @@ class RecordedRun:
         self.killed = True
         self._killed.set()
 
-    def answer(self, answer: Answer, request: DecisionRequest) -> bool:
+    def answer(self, answer: Answer, request: DecisionRequest, *, note: str = "", grant: bool = False) -> bool:
         self.answers.append(answer)
         return True
+
+    def revoke(self, grant_id: int) -> bool:
+        return False  # a recording has no grants to revoke

@@ -194,7 +194,7 @@ async def test_n_declines_halts_the_batch_and_nothing_is_typed(tmp_path: Path) -
     app = run.app
     async with app.run_test(size=SIZE) as pilot:
         await until_decision(pilot, app, 1)
-        await pilot.press("n")
+        await pilot.press("n", "escape")  # reject, without a reason
         await until(pilot, lambda: row(app, 1).state == "declined", "row 2 declined")
         await until(pilot, lambda: row(app, 2).state == "not_executed", "row 3 not executed")
         assert row(app, 1).has_class("state-declined") and row(app, 2).has_class("state-not_executed")
@@ -421,7 +421,7 @@ async def test_untrusted_text_is_shown_literally(tmp_path: Path) -> None:
         logged = "\n".join(line.text for line in log.lines)
         assert f"says: model says {MARKUP} ␛[2J end" in logged and "\x1b" not in logged
 
-        await pilot.press("n")
+        await pilot.press("n", "escape")  # reject, without a reason
         await until_ended(pilot, app)
         final = app.query_one(".final-text", Static)
         assert f"final {MARKUP}␛[2J[/]" in plain(final) and "\x1b" not in drawn(final)

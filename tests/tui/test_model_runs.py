@@ -245,7 +245,7 @@ async def test_n_declines_and_the_server_receives_the_declined_message(
     app = run.app
     async with app.run_test(size=SIZE) as pilot:
         await until_decision(pilot, app, 1)
-        await pilot.press("n")
+        await pilot.press("n", "escape")  # reject, without a reason
         await until_ended(pilot, app)
         assert app.final_status == "failed"  # the verifier found no proof
         assert states(app) == ["executed", "declined", "not_executed"]
@@ -292,7 +292,7 @@ async def test_safety_checks_are_shown_and_acknowledged_only_on_y(
         assert run.desktop.executed == []  # decided before anything of the call runs
         assert len(server.bodies(OPENAI_PATH)) == 1
 
-        await pilot.press(key)
+        await pilot.press(*((key, "escape") if key == "n" else (key,)))  # n asks for a reason: none given
         if key == "y":
             await until_decision(pilot, app, 1)  # then the typing itself
             assert PHRASE in drawn(panel)

@@ -1,0 +1,77 @@
+"""Screens of the richer decisions: a rejection's reason, and the list of scoped approvals in force."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, OptionList, Static
+from textual.widgets.option_list import Option
+
+from ..core import events as ev
+from ..core.text import visible
+
+REASON_MAX = 300  # characters: a one-line reason, as the model hears it after the fixed decline text
+
+
+class RejectReason(ModalScreen[str | None]):
+    """After ``n``: an optional one-line reason. Enter sends it (empty: none), Esc rejects without one.
+
+    While it is open, ``k`` types into the reason; the kill switch is ``ctrl+k`` (always bound)."""
+
+    BINDINGS = [Binding("escape", "skip", "reject without a reason")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="reason-box"):
+            yield Static(
+                Text.assemble(
+                    ("Reject", "bold"),
+                    " · a reason for the model (optional, one line): Enter rejects with it, Esc without.\n",
+                    ("ctrl+k", "bold reverse"),
+                    " is the kill switch while you type.",
+                )
+            )
+            yield Input(placeholder="why (the model hears it after: Declined by the user…)", max_length=REASON_MAX)
+
+    def on_input_submitted(self, message: Input.Submitted) -> None:
+        self.dismiss(" ".join(message.value.split()))
+
+    def action_skip(self) -> None:
+        self.dismiss(None)
+
+
+class GrantsScreen(ModalScreen[int | None]):
+    """The scoped approvals in force; Enter revokes the selected one, Esc closes."""
+
+    BINDINGS = [Binding("escape,g", "close", "close")]
+
+    def __init__(self, grants: list[ev.GrantAdded]) -> None:
+        super().__init__()
+        self.grants = grants
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="grants-box"):
+            if not self.grants:
+                yield Static("No scoped approvals in force. (a approves an action and its scope at a decision.)")
+                return
+            yield Static(Text("Scoped approvals in force · Enter revokes the selected one · Esc closes", "bold"))
+            yield OptionList(
+                *(
+                    Option(
+                        Text(
+                            f"#{g.grant}  {visible(g.label, limit=100)}  · given by {visible(g.by, limit=60)}"
+                            f" at turn {g.turn}, action {g.index + 1}"
+                        ),
+                        id=str(g.grant),
+                    )
+                    for g in self.grants
+                )
+            )
+
+    def on_option_list_option_selected(self, message: OptionList.OptionSelected) -> None:
+        self.dismiss(int(message.option.id or 0) or None)
+
+    def action_close(self) -> None:
+        self.dismiss(None)

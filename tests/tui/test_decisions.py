@@ -1,0 +1,114 @@
+"""The richer decisions in the TUI (issue 11, point 4): ``a`` approves an action and its scope (shown in the
+panel before it can be pressed), ``n`` asks for an optional reason that reaches the model, ``g`` lists the
+grants in force and revokes one. Live runs made by the one builder, decisions through the handshake."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
+from pilot_helpers import plain, until, until_ended
+from textual.widgets import Input
+
+from cua_tui.build import HANDSHAKE, RunOptions, build_run
+from cua_tui.core import events as ev
+from cua_tui.core.supervisor import MSG_DECLINED
+from cua_tui.desktops.sim import SimDesktop
+from cua_tui.tui.app import SupervisorApp
+from cua_tui.tui.decision import DecisionPanel
+from cua_tui.tui.decisions import GrantsScreen, RejectReason
+from cua_tui.tui.source import LiveRun
+
+pytestmark = pytest.mark.timeout(60)
+
+SIZE = (160, 50)
+FIELD = (250, 182)
+OTHER = (250, 400)
+OPERATOR = "alice@desk-7"
+
+
+def click(point: tuple[int, int]) -> dict[str, Any]:
+    return {"type": "click", "button": "left", "x": point[0], "y": point[1]}
+
+
+def live(tmp_path: Path, turns: list[dict[str, Any]]) -> tuple[SupervisorApp, list[ev.Event], Any]:
+    events: list[ev.Event] = []
+    run = build_run(
+        RunOptions(
+            backend="sim",
+            agent=None,
+            script={"turns": turns, "final_text": "done"},
+            runs_dir=tmp_path / "runs",
+            decisions=HANDSHAKE,
+            operator=OPERATOR,
+            listeners=(lambda s: events.append(s.event),),
+            fsync=False,
+            desktop=SimDesktop(),
+        )
+    )
+    assert run.handshake is not None
+    track(run.supervisor)
+    return SupervisorApp(LiveRun(run.supervisor, run.handshake)), events, run
+
+
+async def until_asked(pilot: Any, app: SupervisorApp, turn: int) -> None:
+    await until(pilot, lambda: app.pending is not None and app.pending.turn == turn, f"a decision in turn {turn}")
+    await pilot.pause()
+
+
+async def test_a_approves_the_scope_shown_and_a_matching_action_is_not_asked_again(tmp_path: Path) -> None:
+    turns = [
+        {"actions": [click(FIELD), {"type": "type", "text": "first"}]},
+        {"actions": [click(FIELD), {"type": "type", "text": "second"}]},
+        {"actions": [click(OTHER), {"type": "type", "text": "third"}]},
+    ]
+    app, events, _run = live(tmp_path, turns)
+    async with app.run_test(size=SIZE) as pilot:
+        await until_asked(pilot, app, 1)
+        text = plain(app.query_one(DecisionPanel))
+        assert "approve this and all typing into the field clicked at (250, 182) for the rest of the run" in text
+        await pilot.press("a")
+        await until_asked(pilot, app, 3)  # turn 2's typing went by the grant; turn 3's is another field
+        assert [e.index for e in events if isinstance(e, ev.DecisionRequested)] == [1, 1]
+        assert app.check_action("grants", ()) is True
+        await pilot.press("g")
+        assert isinstance(app.screen, GrantsScreen)
+        await pilot.press("enter")  # revoke the selected (only) grant
+        await until(pilot, lambda: not app.view.grants, "the grant revoked")
+        await pilot.press("y")
+        await until_ended(pilot, app)
+    grant = next(e for e in events if isinstance(e, ev.GrantAdded))
+    assert (grant.scope, grant.by) == ("typing", OPERATOR)
+    assert any(isinstance(e, ev.GrantRevoked) and e.grant == grant.grant for e in events)
+    by = [e.by for e in events if isinstance(e, ev.DecisionMade) and e.by != "policy"]
+    assert by == ["human (TUI)", f"grant #1 (given by {OPERATOR})", "human (TUI)"]
+
+
+async def test_n_with_a_reason_reaches_the_model(tmp_path: Path) -> None:
+    turns = [{"actions": [click(FIELD), {"type": "type", "text": "secret"}]}]
+    app, events, run = live(tmp_path, turns)
+    async with app.run_test(size=SIZE) as pilot:
+        await until_asked(pilot, app, 1)
+        await pilot.press("n")
+        assert isinstance(app.screen, RejectReason)
+        await pilot.press(*"use the search box, k is a letter here")  # k types, it does not kill
+        assert app.screen.query_one(Input).value.endswith("k is a letter here")
+        assert app.running
+        await pilot.press("enter")
+        await until_ended(pilot, app)
+    message = f"{MSG_DECLINED} The reviewer said: use the search box, k is a letter here"
+    assert [e.message for e in events if isinstance(e, ev.Outcome)][1] == message
+    assert run.supervisor.agent.received[0][0].results[1].message == message
+    decision = next(e for e in events if isinstance(e, ev.DecisionMade) and e.by == "human (TUI)")
+    assert decision.operator == OPERATOR and decision.note.startswith("use the search box")
+
+
+async def test_ctrl_k_kills_while_a_reason_is_typed(tmp_path: Path) -> None:
+    app, _events, run = live(tmp_path, [{"actions": [click(FIELD), {"type": "type", "text": "secret"}]}])
+    async with app.run_test(size=SIZE) as pilot:
+        await until_asked(pilot, app, 1)
+        await pilot.press("n", "x", "ctrl+k")
+        await until_ended(pilot, app)
+    assert run.supervisor.result is not None and run.supervisor.result.status == "killed"
