@@ -318,3 +318,38 @@ def test_verify_output_shows_hostile_text_literally(home: Path, tmp_path: Path) 
     assert result.exit_code == 2
     assert "\x1b" not in result.stderr and "\x07" not in result.stderr
     assert "␛]52;c;SGk=␇: no audit.jsonl" in result.stderr
+
+
+# ---------------------------------------------------------------------------------------------------
+# verify RUN-ID (issue 10): a run id as `runs` lists it, or its unique beginning, in the runs directory
+# ---------------------------------------------------------------------------------------------------
+def test_verify_by_run_id_and_unique_prefix(home: Path, tmp_path: Path) -> None:
+    runs = home / "default-runs"
+    for name in ("20261201-100000-aaaaaa", "20261201-100000-bbbbbb", "20261202-090000-cccccc"):
+        write_run(runs / name, None, action_records(1), signed=UNSIGNED)
+    for arg in ("20261201-100000-aaaaaa", "20261202", "20261201-100000-b"):
+        result = invoke(["verify", arg], home)
+        assert result.exit_code == 0 and result.stdout.startswith("intact: "), (arg, result.output)
+    with_key = invoke(["verify", "20261202", "--key", home / "hmac.key"], home)
+    assert with_key.exit_code == 1 and "not signed" in with_key.stderr  # the key applies to the run found
+
+
+@pytest.mark.parametrize(
+    ("arg", "says"),
+    [
+        ("20261203-000000-dddddd", "no run 20261203-000000-dddddd in "),
+        ("20261201-1000", "2 runs in "),
+        ("20991231", "no run id in "),
+        ("not-a-run", "no such run directory"),
+        ("\x1b]52;c;SGk=\x07", "␛]52;c;SGk=␇"),
+    ],
+)
+def test_verify_an_unknown_run_id_is_one_line_exit_2(home: Path, arg: str, says: str) -> None:
+    runs = home / "default-runs"
+    for name in ("20261201-100000-aaaaaa", "20261201-100000-bbbbbb"):
+        if not (runs / name).exists():
+            write_run(runs / name, None, action_records(1), signed=UNSIGNED)
+    result = invoke(["verify", arg], home)
+    assert result.exit_code == 2 and result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error: ") and says in line and "\x1b" not in line

@@ -1,19 +1,199 @@
-"""``cua-tui runs``: the runs in the runs directory, each with its chain checked."""
+"""``cua-tui runs``: the runs in the runs directory, newest first, each with its chain checked.
+
+Every run directory is untrusted (it may come from another machine): it is read through core/safeio
+(regular files only, no link followed, sizes capped), its chain through core/audit's verifier (one walk,
+which also counts the steps and decisions), and every cell it supplies is shown literally.
+"""
 
 from __future__ import annotations
 
+import calendar
+import json
+import math
+import re
+import shutil
 import stat
+import sys
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from .base import settings
+from .base import UsageFailure, settings
 
 if TYPE_CHECKING:
+    from ..core.audit import VerifyReport
     from ..core.safeio import RunFolder
 
+STATUSES = ("passed", "failed", "finished", "killed", "limit", "error", "unfinished")
+JSON_KEYS = (
+    "id",
+    "path",
+    "started_at",
+    "started_at_iso",
+    "ended_at",
+    "ended_at_iso",
+    "duration_seconds",
+    "task",
+    "backend",
+    "agent",
+    "model",
+    "status",
+    "reason",
+    "steps",
+    "decisions",
+    "verified",
+    "unknown_outcomes",
+    "verify_summary",
+)
+HEADER = (
+    "RUN",
+    "STARTED",
+    "DURATION",
+    "TASK",
+    "BACKEND",
+    "AGENT",
+    "STATUS",
+    "REASON",
+    "STEPS",
+    "DECISIONS",
+    "VERIFIED",
+)
+# widest a cell may be; TASK and REASON shrink further to fit a terminal, down to SHRINK_FLOOR
+LIMITS = (40, 16, 9, 40, 12, 32, 16, 48, 6, 9, 24)
+SHRINKABLE = (3, 7)
+SHRINK_FLOOR = 12
+_RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_LAST_EPOCH = 253402300799  # 9999-12-31: any later "start time" is not one
 
+
+@dataclass
+class RunEntry:
+    """What ``runs`` knows of one run directory; every text field comes from the directory (untrusted)."""
+
+    id: str
+    path: str
+    started_at: float | None = None
+    ended_at: float | None = None
+    task: str | None = None
+    backend: str | None = None
+    agent: str | None = None
+    model: str | None = None
+    status: str = "?"
+    reason: str | None = None
+    steps: int | None = None
+    decisions: int | None = None
+    verified: str | None = None  # intact, unsealed, tampered, unusable; None when not checked
+    unknown_outcomes: int = 0
+    verify_summary: str | None = None
+
+    @property
+    def duration(self) -> float | None:
+        if self.started_at is None or self.ended_at is None or self.ended_at < self.started_at:
+            return None
+        return self.ended_at - self.started_at
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``--json`` object (keys: ``JSON_KEYS``, documented in the README)."""
+        return {
+            "id": self.id,
+            "path": self.path,
+            "started_at": self.started_at,
+            "started_at_iso": _iso(self.started_at),
+            "ended_at": self.ended_at,
+            "ended_at_iso": _iso(self.ended_at),
+            "duration_seconds": None if self.duration is None else round(self.duration, 3),
+            "task": self.task,
+            "backend": self.backend,
+            "agent": self.agent,
+            "model": self.model,
+            "status": self.status,
+            "reason": self.reason,
+            "steps": self.steps,
+            "decisions": self.decisions,
+            "verified": self.verified,
+            "unknown_outcomes": self.unknown_outcomes,
+            "verify_summary": self.verify_summary,
+        }
+
+    def cells(self) -> tuple[str, ...]:
+        """The table row, before it is made literal and cut to width."""
+        agent = "/".join(part for part in (self.agent, self.model) if part) or "-"
+        verified = {"tampered": "TAMPERED", None: "-"}.get(self.verified, self.verified or "-")
+        if self.verified == "unsealed" and self.unknown_outcomes:
+            verified = f"unsealed, {self.unknown_outcomes} unknown"
+        return (
+            self.id,
+            _local(self.started_at),
+            _duration(self.duration),
+            self.task if self.task is not None else "?",
+            self.backend or "-",
+            agent,
+            self.status,
+            self.reason or "",
+            "-" if self.steps is None else str(self.steps),
+            "-" if self.decisions is None else str(self.decisions),
+            verified,
+        )
+
+
+# ---------------------------------------------------------------------------------------------------
+# Values from a run directory: anything that is not the expected type is absent
+# ---------------------------------------------------------------------------------------------------
+def _epoch(value: Any) -> float | None:
+    if type(value) not in (int, float) or not math.isfinite(value) or not 0 < value <= _LAST_EPOCH:
+        return None
+    return float(value)
+
+
+def _count(value: Any) -> int | None:
+    return value if type(value) is int and value >= 0 else None
+
+
+def _text(value: Any) -> str | None:
+    """A text field as text: a string as it is, anything else (a hostile number, list, object) as written."""
+    if value is None:
+        return None
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=True)[:200]
+
+
+def _id_time(name: str) -> float | None:
+    """The start time a run id spells (``YYYYMMDD-HHMMSS-xxxxxx``, UTC), when run.json cannot say."""
+    try:
+        return float(calendar.timegm(time.strptime(name[:15], "%Y%m%d-%H%M%S")))
+    except ValueError:
+        return None
+
+
+def _iso(epoch: float | None) -> str | None:
+    """ISO 8601 in UTC, as run.json and result.json write it."""
+    return None if epoch is None else datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds")
+
+
+def _local(epoch: float | None) -> str:
+    return "?" if epoch is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(epoch))
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    if s < 60:
+        return f"{seconds:.1f}s" if seconds < 10 else f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60:02d}m"
+    return f"{s // 86400}d {s % 86400 // 3600:02d}h"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------------------------------
 def _read_json(run: RunFolder, name: str) -> dict[str, Any] | None:
     """A run's JSON file through safeio: {} when absent, None when hostile or not an object."""
     from ..core.safeio import RunFileError
@@ -25,88 +205,186 @@ def _read_json(run: RunFolder, name: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _audit_cell(run: RunFolder) -> str:
-    from ..core.audit import VerifyExit, verify_run
+def _apply_verify(entry: RunEntry, report: VerifyReport) -> None:
+    from ..core.audit import VerifyExit
 
-    report = verify_run(run)
-    if report.code != VerifyExit.INTACT:
-        return "TAMPERED" if report.code == VerifyExit.TAMPERED else "unusable"
-    if report.sealed:
-        return "intact"
-    unknown = len(report.unknown_outcomes)
-    return f"unsealed, {unknown} unknown" if unknown else "unsealed"
-
-
-def _row(name: str, info: dict[str, Any] | None, result: dict[str, Any] | None, audit: str) -> tuple[str, ...]:
-    from ..core.text import visible
-
-    status = "?" if result is None else str(result.get("status", "unfinished"))
-    info, result = info or {}, result or {}
-    counts = result.get("counts")
-    verified = result.get("verified")
-    cells = (
-        name,
-        name[:8],
-        str(info.get("task", "?")),
-        status,
-        str(counts.get("steps", "-") if isinstance(counts, dict) else "-"),
-        "-" if verified is None else "yes" if verified is True else "no",
-        audit,
-    )
-    # a run directory is untrusted: its name and files are shown literally, never as escapes
-    return tuple(visible(cell, limit=limit) for cell, limit in zip(cells, (40, 8, 40, 20, 8, 8, 40), strict=True))
+    if report.code == VerifyExit.TAMPERED:
+        entry.verified = "tampered"
+    elif report.code == VerifyExit.UNUSABLE:
+        entry.verified = "unusable"
+    else:
+        entry.verified = "intact" if report.sealed else "unsealed"
+        entry.unknown_outcomes = len(report.unknown_outcomes)
+        entry.decisions = report.decisions  # counted over the whole chain: only then is it the run's
+        if entry.steps is None:
+            entry.steps = report.proposals
+    entry.verify_summary = report.summary
 
 
-def _rows(top: RunFolder, check: bool) -> list[tuple[str, ...]]:
-    """One row per run directory under ``top``; a hostile entry is a row of its own, never followed."""
+def _read_run(run: RunFolder, name: str, check: bool) -> RunEntry:
+    """One run directory (open): run.json and result.json, then the verifier's one walk of its log."""
+    entry = RunEntry(name, str(run.path), started_at=_id_time(name))
+    info, result = _read_json(run, "run.json"), _read_json(run, "result.json")
+    if info is not None:
+        entry.started_at = _epoch(info.get("started_at")) or entry.started_at
+        entry.task, entry.backend = _text(info.get("task")), _text(info.get("backend"))
+        entry.agent, entry.model = _text(info.get("agent")), _text(info.get("model"))
+    if result is not None:  # {}: no result.json (still running, or interrupted); None: unreadable, "?"
+        entry.status = (_text(result.get("status")) or "?") if result else "unfinished"
+        entry.reason = _text(result.get("reason"))
+        entry.ended_at = _epoch(result.get("ended_at"))
+        counts = result.get("counts")
+        entry.steps = _count(counts.get("steps")) if isinstance(counts, dict) else None
+    if check:
+        from ..core.audit import verify_run
+
+        _apply_verify(entry, verify_run(run))
+    return entry
+
+
+def _unusable(name: str, path: Path, why: str, check: bool) -> RunEntry:
+    """A run's name on something that cannot be read as a run directory: a row saying so, never followed."""
+    entry = RunEntry(name, str(path), started_at=_id_time(name))
+    if check:
+        entry.verified, entry.verify_summary = "unusable", f"{path}: not a run directory ({why})"
+    return entry
+
+
+def read_runs(top: RunFolder, check: bool) -> list[RunEntry]:
+    """One entry per run directory under ``top``: a directory holding audit.jsonl, or anything named like
+    a run id (a link, a FIFO, an emptied directory: a row saying it is unusable, never followed)."""
     from ..core.rundir import RUN_ID_RE
-    from ..core.safeio import RunFileError
+    from ..core.safeio import RunFileError, kind_of
 
-    unusable = "unusable" if check else "-"
-    rows = []
+    entries = []
     for name, mode in top.entries():
-        if stat.S_ISLNK(mode) and RUN_ID_RE.match(name):  # a run's name, but a link: never followed
-            rows.append(_row(name, None, None, unusable))
-            continue
+        named_as_run = bool(RUN_ID_RE.match(name))
         if not stat.S_ISDIR(mode):
+            if named_as_run:
+                entries.append(_unusable(name, top.path / name, kind_of(mode), check))
             continue
         try:
             run = top.subdir(name)
-        except RunFileError:
-            rows.append(_row(name, None, None, unusable))
+        except RunFileError as exc:
+            if named_as_run:
+                entries.append(_unusable(name, top.path / name, exc.detail, check))
             continue
         with run:
             try:
-                if run.kind("audit.jsonl") is None:
-                    continue
-            except RunFileError:
-                rows.append(_row(name, None, None, unusable))
+                has_log = run.kind("audit.jsonl") is not None
+            except RunFileError as exc:
+                entries.append(_unusable(name, run.path, exc.detail, check))
                 continue
-            audit = _audit_cell(run) if check else "-"
-            rows.append(_row(name, _read_json(run, "run.json"), _read_json(run, "result.json"), audit))
-    return rows
+            if has_log or named_as_run:
+                entries.append(_read_run(run, name, check))
+    return entries
+
+
+# ---------------------------------------------------------------------------------------------------
+# Filters
+# ---------------------------------------------------------------------------------------------------
+def parse_since(text: str, now: float | None = None) -> float:
+    """``--since``: a relative age (``90s``, ``30m``, ``2h``, ``3d``, ``1w``) or an ISO 8601 date or date
+    and time (``2026-12-01``, ``2026-12-01T14:00``, ``2026-12-01 14:00+01:00``; local time when no offset
+    is given). Returns epoch seconds; ValueError with a one-line reason otherwise."""
+    text = text.strip()
+    relative = _RELATIVE.match(text.lower())
+    if relative:
+        return (time.time() if now is None else now) - float(relative.group(1)) * _UNITS[relative.group(2)]
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(
+            f"--since {text!r}: expected an age such as 30m, 2h, 3d or 1w, or an ISO date/time such as "
+            f"2026-12-01 or 2026-12-01T14:00"
+        ) from None
+    return when.timestamp() if when.tzinfo else when.astimezone().timestamp()
+
+
+def _keep(entry: RunEntry, statuses: tuple[str, ...], since: float | None) -> bool:
+    if statuses and entry.status not in statuses:
+        return False
+    return since is None or (entry.started_at is not None and entry.started_at >= since)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Output
+# ---------------------------------------------------------------------------------------------------
+def table(entries: list[RunEntry], width: int | None = None) -> list[str]:
+    """The header and one line per run; every cell made literal (core/text.visible) and cut to its limit;
+    with ``width`` (a terminal's), TASK and REASON shrink so that a line fits when it can."""
+    from ..core.text import truncate, visible
+
+    raw = [entry.cells() for entry in entries]
+    limits = list(LIMITS)
+
+    def render(limits: list[int]) -> list[tuple[str, ...]]:
+        return [HEADER, *(tuple(truncate(visible(c), n) for c, n in zip(r, limits, strict=True)) for r in raw)]
+
+    rows = render(limits)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
+    excess = sum(widths) + 2 * (len(widths) - 1) - width if width else 0
+    while excess > 0 and any(widths[i] > SHRINK_FLOOR for i in SHRINKABLE):
+        widest = max(SHRINKABLE, key=lambda i: widths[i])
+        cut = min(excess, widths[widest] - SHRINK_FLOOR)
+        widths[widest] -= cut
+        limits[widest] = widths[widest]
+        excess -= cut
+    if limits != list(LIMITS):
+        rows = render(limits)
+        widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(cells, widths, strict=True)).rstrip() for cells in rows]
 
 
 @click.command("runs")
 @click.option("--runs-dir", type=click.Path(path_type=Path), default=None, help="Where run directories are.")
-@click.option("--no-check", is_flag=True, help="Skip checking each run's audit chain.")
-def command(runs_dir: Path | None, no_check: bool) -> None:
-    """List runs: id, date, task, status, steps, verified (task) and audit (chain check).
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    type=click.Choice(STATUSES, case_sensitive=False),
+    help="Only runs that ended so (repeat for several); unfinished: no result.json (running or interrupted).",
+)
+@click.option(
+    "--since", default=None, metavar="WHEN", help="Only runs started since WHEN: 30m, 2h, 3d, 1w or an ISO date/time."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array (keys documented in the README).")
+@click.option("--no-check", is_flag=True, help="Skip checking each run's audit chain (VERIFIED and DECISIONS show -).")
+def command(runs_dir: Path | None, statuses: tuple[str, ...], since: str | None, as_json: bool, no_check: bool) -> None:
+    """List runs, newest first: id, start (local time), duration, task, backend, agent/model, status and
+    its reason, steps, decisions (not made by the policy) and whether the audit log verifies.
 
-    AUDIT is intact, unsealed (interrupted; with the number of actions whose outcome is unknown),
+    VERIFIED is intact, unsealed (interrupted; with the number of actions whose outcome is unknown),
     TAMPERED or unusable (`cua-tui verify RUN` says why)."""
     from ..core.safeio import RunFileError, RunFolder
     from ..core.text import visible
 
+    try:
+        since_at = parse_since(since) if since is not None else None
+    except ValueError as exc:
+        raise UsageFailure(str(exc)) from None
     folder = runs_dir or settings().runs_dir
     try:
         top = RunFolder.open(folder, follow_link=True)
     except RunFileError:
-        click.echo(f"no runs in {visible(str(folder))}")
+        entries: list[RunEntry] = []
+        if not as_json:
+            click.echo(f"no runs in {visible(str(folder))}")
+            return
+    else:
+        with top:
+            entries = read_runs(top, check=not no_check)
+    wanted = tuple(s.lower() for s in statuses)
+    entries = [e for e in entries if _keep(e, wanted, since_at)]
+    entries.sort(key=lambda e: (e.started_at or 0.0, e.id), reverse=True)
+    if not entries and not as_json:
+        filtered = bool(wanted) or since_at is not None
+        click.echo(f"no runs in {visible(str(folder))}" + (" match the filters" if filtered else ""))
         return
-    with top:
-        rows = _rows(top, check=not no_check)
-    header = ("RUN", "DATE", "TASK", "STATUS", "STEPS", "VERIFIED", "AUDIT")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    for cells in [header, *rows]:
-        click.echo("  ".join(cell.ljust(w) for cell, w in zip(cells, widths, strict=True)).rstrip())
+    if as_json:
+        # ensure_ascii: every character beyond ASCII (C1 controls such as U+009B included) leaves escaped
+        click.echo(json.dumps([e.as_json() for e in entries], ensure_ascii=True, indent=2))
+        return
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    for line in table(entries, width):
+        click.echo(line)

@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import click
 
+from .base import settings
+
 
 @click.command("verify")
-@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.argument("run", metavar="RUN")
 @click.option(
     "--key",
     type=click.Path(path_type=Path),
     default=None,
     help="The audit key the run was signed with (HMAC secret, or Ed25519 private/public PEM).",
 )
-def command(run_dir: Path, key: Path | None) -> None:
-    """Check a run directory for tampering.
+def command(run: str, key: Path | None) -> None:
+    """Check a run directory for tampering. RUN is its path, or a run id as `cua-tui runs` lists it (or a
+    unique beginning of one) in the runs directory.
 
     Recomputes the hash chain of audit.jsonl, checks the seal in result.json (event count and head hash,
     so truncation shows), the seal's signature when --key is given (so a recomputed chain shows), and every
@@ -28,8 +32,17 @@ def command(run_dir: Path, key: Path | None) -> None:
     refused, never followed; files and lines are read with size caps.
     """
     from ..core.audit import AuditKey, AuditKeyError, VerifyExit, verify_run
+    from ..core.rundir import RunNotFound, resolve_run
     from ..core.text import visible
 
+    try:
+        # a path (one that exists, or that names folders) is checked as it stands, without reading the
+        # settings; anything else is a run id, or the beginning of one, in the runs directory
+        is_path = os.sep in run or os.path.lexists(run)
+        run_dir = Path(run) if is_path else resolve_run(run, settings().runs_dir)
+    except RunNotFound as exc:
+        click.echo(f"error: {visible(str(exc))}", err=True)
+        sys.exit(VerifyExit.UNUSABLE)
     try:
         audit_key = AuditKey.load(key) if key else None
     except AuditKeyError as exc:

@@ -194,16 +194,24 @@ class RunFolder:
 
     def sha256(self, name: str, cap: int = SCREEN_CAP) -> str:
         """SHA-256 hex of a regular file of at most ``cap`` bytes, read in blocks."""
+        return self.digest(name, cap)[0]
+
+    def digest(self, name: str, cap: int = SCREEN_CAP, head: int = 64) -> tuple[str, bytes]:
+        """SHA-256 hex of a regular file of at most ``cap`` bytes, read in blocks, and its first ``head``
+        bytes (a PNG's header, checked without a second read)."""
         fd, _size_now = self.open_file(name, cap)
         try:
             digest = hashlib.sha256()
             total = 0
+            first = b""
             while chunk := _read(fd, name, _BLOCK):
+                if total < head:
+                    first += chunk[: head - total]
                 total += len(chunk)
                 if total > cap:
                     raise RunFileError(name, "too_large", f"larger than {_size(cap)} (it grew while being read)")
                 digest.update(chunk)
-            return digest.hexdigest()
+            return digest.hexdigest(), first
         finally:
             os.close(fd)
 

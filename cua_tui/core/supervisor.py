@@ -270,7 +270,7 @@ class Supervisor:
             "limits": _limits(policy),
             "versions": cfg.versions,
             "started_at": started,
-            "started_at_iso": datetime.fromtimestamp(started, UTC).isoformat(timespec="milliseconds"),
+            "started_at_iso": _iso(started),
             "audit_key_id": cfg.audit_key.key_id if cfg.audit_key else None,
             **cfg.extra,
         }
@@ -854,6 +854,7 @@ class Supervisor:
                 self.transcript.close()
             self._caller.close()
             if seal:
+                ended = self._wall_clock()
                 record = {
                     "run_id": self.run_id,
                     "status": status,
@@ -869,7 +870,8 @@ class Supervisor:
                     "tokens": self.total_tokens,
                     "cost_usd": self.total_cost,
                     "final_text": self._final_text,
-                    "ended_at": self._wall_clock(),
+                    "ended_at": ended,
+                    "ended_at_iso": _iso(ended),
                     "seal": seal,
                 }
                 try:
@@ -947,6 +949,11 @@ def _valid_ruling(ruling: Any) -> Ruling:
         return Ruling(Answer(ruling.answer), str(ruling.by), str(getattr(ruling, "note", "")))
     except (AttributeError, ValueError, TypeError):
         return Ruling(Answer.REJECT, "approver error (fail closed)", "malformed ruling")
+
+
+def _iso(epoch: float) -> str:
+    """A timestamp on record as ISO 8601 in UTC, beside its epoch seconds (run.json, result.json)."""
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds")
 
 
 def _limits(policy: Policy) -> dict[str, Any]:

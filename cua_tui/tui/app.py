@@ -21,6 +21,7 @@ from textual.widgets import Footer
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from ..core import events as ev
+from ..core.imaging import ImageRefused
 from ..core.ports import Answer, DecisionRequest
 from ..core.text import visible
 from .audit_pane import AuditPane
@@ -30,7 +31,7 @@ from .decisions import GrantsScreen, RejectReason
 from .desktop_view import DesktopView
 from .frames import Target, prepare
 from .help import HelpScreen
-from .messages import FrameRendered, RunEvent, RunFinished
+from .messages import FrameRefused, FrameRendered, RunEvent, RunFinished
 from .run_view import RunView
 from .source import RunSource
 from .status import StatusBar
@@ -78,6 +79,7 @@ class SupervisorApp(App[Any]):
         self._png: bytes | None = None
         self._serial = 0
         self._shown = 0
+        self._refused: str | None = None  # why the frames shown last were refused (notified once)
 
     # ------------------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -247,14 +249,29 @@ class SupervisorApp(App[Any]):
 
             size = get_cell_size()
             cell_pixels = (size.width, size.height)
-        rendered = prepare(png, width, height, target, zoom=zoom, strips=strips, cell_pixels=cell_pixels)
+        try:
+            rendered = prepare(png, width, height, target, zoom=zoom, strips=strips, cell_pixels=cell_pixels)
+        except ImageRefused as exc:  # judged from its header (a bomb is never decoded): said, not crashed on
+            self.post_message(FrameRefused(str(exc), serial))
+            return
         self.post_message(FrameRendered(rendered, serial))
 
     def on_frame_rendered(self, message: FrameRendered) -> None:
         if message.serial < self._shown:
             return
         self._shown = message.serial
+        self._refused = None
         self.query_one(DesktopView).show(message.rendered)
+
+    def on_frame_refused(self, message: FrameRefused) -> None:
+        if message.serial < self._shown:
+            return
+        self._shown = message.serial
+        reason = visible(message.reason, limit=200)
+        self.query_one(DesktopView).refuse(reason)
+        if reason != self._refused:  # once for a run of refused frames, not once per frame
+            self._refused = reason
+            self.notify(f"screenshot not shown: {reason}", title="desktop", severity="warning", markup=False)
 
     def on_resize(self) -> None:
         self.call_after_refresh(self.render_frame)

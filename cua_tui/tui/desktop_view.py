@@ -42,6 +42,15 @@ class DesktopView(Widget):
             self.query_one("#desktop-image").image = rendered.image  # type: ignore[attr-defined]
         self.refresh()
 
+    def refuse(self, reason: str) -> None:
+        """A screenshot that cannot be shown: the pane says so instead of keeping an older picture, which
+        a reviewer could take for the screen the pending action is about."""
+        self.rendered = None
+        self.placeholder = f"screenshot not shown: {reason}"
+        if self.graphics is not None:
+            self.query_one("#desktop-image").image = None  # type: ignore[attr-defined]
+        self.refresh()
+
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         rendered = self.rendered

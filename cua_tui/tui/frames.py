@@ -7,7 +7,6 @@ a worker; the UI thread only swaps the finished list of strips in.
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +17,7 @@ from rich.style import Style
 from textual.strip import Strip
 
 from ..core.actions import Action
+from ..core.imaging import decode_png
 
 MAX_MARKED_PATH = 64  # points of a drag path drawn (a recorded path can be as long as the parser allows)
 MARKER = (255, 0, 200)  # magenta: stands out on the pages the labs and most sites use
@@ -86,8 +86,9 @@ class Rendered:
 
 
 def decode(png: bytes) -> Image.Image:
-    with Image.open(io.BytesIO(png)) as img:
-        return img.convert("RGB")
+    """A screenshot as RGB. It comes from the desktop (a remote sandbox is untrusted) or a run directory:
+    its header is checked before decoding, so a decompression bomb raises ImageRefused, never decodes."""
+    return decode_png(png)
 
 
 def prepare(
@@ -104,7 +105,8 @@ def prepare(
     with the target marked, as half-block strips.
 
     For a graphics protocol (``strips=False``) pass the terminal's ``cell_pixels``: the picture is then
-    fitted to the pane's real pixel size (never enlarged), so the terminal shows it at full resolution."""
+    fitted to the pane's real pixel size (never enlarged), so the terminal shows it at full resolution.
+    Raises core.imaging.ImageRefused for what is not a PNG a screen could produce."""
     cells_w, cells_h = max(cells_w, 2), max(cells_h, 2)
     source = decode(png)
     if cell_pixels is not None and not strips:

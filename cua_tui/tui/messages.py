@@ -31,6 +31,16 @@ class FrameRendered(Message):
         return isinstance(message, FrameRendered) and message.serial >= self.serial
 
 
+class FrameRefused(Message):
+    """A screenshot the frame worker refused to decode (not a PNG, or a header claiming more pixels than a
+    screen has: a decompression bomb); ``reason`` is one line."""
+
+    def __init__(self, reason: str, serial: int) -> None:
+        super().__init__()
+        self.reason = reason
+        self.serial = serial
+
+
 class RunFinished(Message):
     def __init__(self, status: str, reason: str) -> None:
         super().__init__()

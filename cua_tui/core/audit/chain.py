@@ -48,6 +48,9 @@ class Envelope(msgspec.Struct):
     sha256: Any = None  # screen
     turn: Any = None  # proposal, executing, outcome
     index: Any = None
+    by: Any = None  # decision: who decided (counted by `cua-tui runs`)
+    width: Any = None  # screen: the size recorded, checked against the PNG's header
+    height: Any = None
 
 
 class Rare(msgspec.Struct):

@@ -30,6 +30,7 @@ class FindingKind(enum.Enum):
     NOT_REGULAR_FILE = "not_regular_file"  # a link, FIFO, device or socket in the run directory
     SCREENSHOT_MISSING = "screenshot_missing"
     SCREENSHOT_ALTERED = "screenshot_altered"
+    SCREENSHOT_INVALID = "screenshot_invalid"  # not a PNG of the recorded size (a bomb, a renamed file)
     SIGNATURE_MISSING = "signature_missing"  # a key was given, the seal is not signed
     SIGNATURE_MISMATCH = "signature_mismatch"  # the seal's or a checkpoint's signature does not hold
     WRONG_KEY = "wrong_key"  # the key given is not the one the run names

@@ -29,7 +29,9 @@ class VerifyReport:
     lists the (turn, index) of actions whose intent to execute is on record but whose outcome is not, and
     ``not_executed`` those proposed but never handed to the desktop. ``checkpoint``: the event count
     covered by the last signed checkpoint whose signature was checked. ``run_signed``: what run_started
-    records (None when the log predates that)."""
+    records (None when the log predates that). ``proposals`` and ``decisions`` count, over the lines
+    walked (all of them unless a finding stopped the walk), the proposed actions and the decisions made
+    by someone other than the policy (a person, a headless rule, an approver command)."""
 
     findings: list[Finding] = field(default_factory=list)
     events: int = 0
@@ -42,6 +44,8 @@ class VerifyReport:
     checkpoint: int | None = None
     unknown_outcomes: list[tuple[int, int]] = field(default_factory=list)
     not_executed: list[tuple[int, int]] = field(default_factory=list)
+    proposals: int = 0
+    decisions: int = 0
 
     @property
     def finding(self) -> Finding | None:
@@ -117,13 +121,14 @@ def _verify(folder: RunFolder, key: AuditKey | None, check_screens: bool) -> Ver
         walk = walk_chain(reader, seal, key, findings, notes, run_dir)
     report = VerifyReport(findings, events=walk.count, head=walk.head, notes=notes, run_signed=walk.run_signed)
     report.checkpoint = walk.checkpoint
+    report.proposals, report.decisions = walk.proposals, walk.decisions
     if not findings and seal is not None:
         report.sealed = True
         _check_sealed_run(seal, walk, key, report)
     if not findings:
         _check_entries(folder, findings)
     if not findings and check_screens:
-        _check_screens(folder, walk.screens, findings)
+        _check_screens(folder, walk, findings)
     if findings:
         if walk.checkpoint is not None:  # checked before the walk stopped: that prefix is still vouched for
             notes.append(f"signed up to checkpoint at event {walk.checkpoint} of {walk.count}")
@@ -299,8 +304,11 @@ def _check_entries(folder: RunFolder, findings: list[Finding]) -> None:
         return
 
 
-def _check_screens(folder: RunFolder, screens: dict[str, int], findings: list[Finding]) -> None:
-    """Every screenshot a screen event references is in screens/, a regular file with that hash."""
+def _check_screens(folder: RunFolder, walk: Walk, findings: list[Finding]) -> None:
+    """Every screenshot a screen event references is in screens/, a regular file with that hash, and a PNG
+    of the size recorded (its header read, never decoded: a bomb whose hash was written into a recomputed
+    chain is refused here, before a replay or an export would decode it)."""
+    screens = walk.screens
     if not screens:
         return
     try:
@@ -319,7 +327,7 @@ def _check_screens(folder: RunFolder, screens: dict[str, int], findings: list[Fi
     with store:
         for sha, number in screens.items():
             try:
-                actual = store.sha256(f"{sha}.png", SCREEN_CAP)
+                actual, head = store.digest(f"{sha}.png", SCREEN_CAP)
             except RunFileError as exc:
                 if exc.reason == "missing":
                     findings.append(_screen_missing(sha, number))
@@ -339,6 +347,25 @@ def _check_screens(folder: RunFolder, screens: dict[str, int], findings: list[Fi
                     )
                 )
                 return
+            problem = _not_the_screenshot(head, walk.sizes.get(sha))
+            if problem:
+                findings.append(Finding(FindingKind.SCREENSHOT_INVALID, f"screenshot {sha[:12]}… {problem}", number))
+                return
+
+
+def _not_the_screenshot(head: bytes, recorded: tuple[Any, Any] | None) -> str | None:
+    """Why a screenshot's header is not that of the PNG its record describes; None when it is."""
+    from ..imaging import ImageRefused, png_size  # imaging loads Pillow: only once a screenshot is read
+
+    try:
+        size = png_size(head)
+    except ImageRefused as exc:
+        return f"is refused: {exc}"
+    if recorded is not None and tuple(recorded) != size:
+        return f"is {size[0]} x {size[1]} pixels, not {visible(str(recorded[0]), limit=12)} x " + (
+            f"{visible(str(recorded[1]), limit=12)} as recorded"
+        )
+    return None
 
 
 def _screen_missing(sha: str, number: int) -> Finding:

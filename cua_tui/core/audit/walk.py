@@ -34,6 +34,9 @@ class Walk:
     signer: tuple[str, str] | None = None  # (algorithm, key_id) from run_started
     checkpoint: int | None = None  # last checkpoint whose signature was checked
     screens: dict[str, int] = field(default_factory=dict)  # sha -> first line referencing it
+    sizes: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # sha -> (width, height) first recorded
+    proposals: int = 0  # proposed actions (the run's steps)
+    decisions: int = 0  # decisions by someone other than the policy (a person, a headless rule, a command)
     pending: dict[tuple[int, int], int] = field(default_factory=dict)  # proposed, no outcome: -> line
     executing: dict[tuple[int, int], int] = field(default_factory=dict)  # handed to the desktop: -> line
 
@@ -57,7 +60,8 @@ def walk_chain(
     call or attribute lookup on that path costs throughput (the verify benchmark). Everything that happens
     only once or on a bad line is a helper; what stays inline is what every line needs."""
     walk = Walk()
-    screens, pending, executing = walk.screens, walk.pending, walk.executing
+    screens, sizes, pending, executing = walk.screens, walk.sizes, walk.pending, walk.executing
+    proposals = decisions = 0
     run_id = None
     expected_prev = GENESIS
     count = 0
@@ -110,6 +114,7 @@ def walk_chain(
                     if len(screens) >= MAX_TRACKED:
                         raise UnusableInput(f"{run_dir}: more than {MAX_TRACKED:,} distinct screenshots: not checked")
                     screens[sha] = number
+                    sizes[sha] = (env.width, env.height)
             elif kind in _ACTION_KINDS:
                 turn, index = env.turn, env.index
                 if type(turn) is not int or type(index) is not int:
@@ -126,6 +131,7 @@ def walk_chain(
                             f"{run_dir}: more than {MAX_TRACKED:,} actions await an outcome: not checked"
                         )
                     pending[slot] = number
+                    proposals += 1
                 elif kind == "executing":
                     if slot not in pending or slot in executing:
                         found(edited(number, f"executing {action_name(slot)}, which awaits no execution"))
@@ -136,6 +142,9 @@ def walk_chain(
                         found(edited(number, f"an outcome for {action_name(slot)}, which awaits none"))
                         break
                     executing.pop(slot, None)
+            elif kind == "decision":
+                if env.by != "policy":
+                    decisions += 1
             elif kind == "checkpoint":
                 problem = check_checkpoint(decode_rare(line), walk, count, expected_prev, run_id, check, number)
                 if problem:
@@ -147,6 +156,7 @@ def walk_chain(
             continue
         break  # a finding: the inner loop broke out
     walk.count, walk.head, walk.run_id = count, expected_prev, run_id
+    walk.proposals, walk.decisions = proposals, decisions
     return walk
 
 
