@@ -100,7 +100,9 @@ def command(
             if out is not None:
                 _write(opened, fmt, out)
         if opened.tampered:
-            click.echo(f"TAMPERED: {visible(opened.report.summary)}; exported anyway, the verdict at the top", err=True)
+            summary = visible(opened.report.summary)
+            summary = summary if summary.startswith("TAMPERED") else f"TAMPERED: {summary}"
+            click.echo(f"{summary}; exported anyway, with this verdict at the top", err=True)
             sys.exit(EXIT_TAMPERED)
     sys.exit(EXIT_WRITTEN)
 
