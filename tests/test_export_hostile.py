@@ -84,3 +84,48 @@ def test_a_bomb_whose_name_is_its_hash_is_refused_from_its_header(good_run: Path
     with open_run(run) as opened:
         screen = opened.screen(sha)
     assert screen.png is None and "40000 x 40000" in screen.refused
+
+
+WEIRD = [None, [], {}, "x", -1, 10**30, 1.5, True, [[1, 2]], {"a": 1}, "<b>"]
+RECORDS: list[tuple[str, dict[str, object]]] = [
+    (
+        "screen",
+        {"sha256": "a" * 64, "width": 1024, "height": 720, "bytes": 1, "turn": 0, "step": 0, "purpose": "initial"},
+    ),
+    ("model_turn", {"turn": 1, "text": "t", "calls": 1, "actions": 1}),
+    ("safety_checks", {"turn": 1, "call_id": "c", "checks": [{"id": "i", "code": "c", "message": "m"}]}),
+    ("proposal", {"turn": 1, "index": 0, "call_id": "c", "action": {"kind": "click", "x": 1, "y": 2}, "summary": "s"}),
+    ("verdict", {"turn": 1, "index": 0, "verdict": "allow", "reason": "r", "rule": "x"}),
+    ("decision", {"turn": 1, "index": 0, "decision": "approve", "by": "human", "note": "n"}),
+    ("egress", {"host": "h", "port": 1, "method": "GET", "allowed": False, "reason": "r"}),
+    ("outcome", {"turn": 1, "index": 0, "call_id": "c", "status": "executed", "message": "OK", "duration_ms": 1.0}),
+    ("turn_refused", {"turn": 2, "actions": 5, "reason": "r"}),
+    ("kill", {"by": "b", "during": "d"}),
+    ("verification", {"verifier": "v", "passed": True, "detail": "d"}),
+]
+
+
+def test_records_of_any_shape_never_crash_an_export(tmp_path: Path) -> None:
+    """A chain recomputed over fields of the wrong type (what a forger without the key can write): every
+    export either renders it or says in one line that it cannot."""
+    import random
+
+    from runlogs import UNSIGNED, write_run
+
+    from cua_tui.export import RunUnusable, animation
+    from cua_tui.export import script as script_export
+
+    rng = random.Random(1)
+    for i in range(80):
+        records = [(kind, dict(fields)) for kind, fields in RECORDS]
+        for _ in range(4):
+            _kind, fields = rng.choice(records)
+            fields[rng.choice(list(fields))] = rng.choice(WEIRD)
+        folder = write_run(tmp_path / str(i), None, records, signed=UNSIGNED)
+        try:
+            with open_run(folder) as run:
+                html_export.render(run)
+                animation.render(run, "gif")
+                script_export.encode(script_export.build(run).data)
+        except RunUnusable as exc:
+            assert "\n" not in str(exc)

@@ -148,4 +148,10 @@ def _write(run: Any, fmt: str, out: Path) -> None:
         raise UsageFailure(f"{out}: {exc}") from None
     except OSError as exc:
         raise UsageFailure(f"{out}: cannot write it ({exc.strerror or exc})") from None
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
+        # Last line of defence: the exporters read every field defensively (a test throws records of every
+        # shape at them), but a record shaped in a way nobody foresaw still gets one line, not a traceback.
+        raise UsageFailure(
+            f"{out}: a record of an unexpected shape stopped the export ({type(exc).__name__})"
+        ) from None
     click.echo(f"wrote {out} ({what})", err=True)

@@ -79,7 +79,9 @@ class _Painter:
         self.cache: dict[str | None, tuple[Image.Image | None, str, tuple[int, int]]] = {}
         self.font = ImageFont.load_default(size=14)
 
-    def _screen(self, sha: str | None) -> tuple[Image.Image | None, str, tuple[int, int]]:
+    def _screen(self, sha: Any) -> tuple[Image.Image | None, str, tuple[int, int]]:
+        if not isinstance(sha, str):  # an edited record may name a screen by anything JSON holds
+            sha = None
         if sha not in self.cache:
             if sha is None:
                 self.cache[sha] = (None, "no screen recorded", (0, 0))

@@ -26,7 +26,7 @@ from ..core import events as ev
 from ..core.text import visible
 from ..core.timeline import Step
 from .marks import Marker, marker_of
-from .source import Run
+from .source import Run, key
 
 MAX_STEPS = 2_000  # steps drawn in full; a longer run lists the rest as a count
 MAX_EMBEDDED = 48 * (1 << 20)  # screenshot bytes embedded (base64 makes the file about 4/3 of it)
@@ -200,10 +200,10 @@ def _summary(page: _Page) -> None:
     run, info, line = page.run, page.run.info, page.run.timeline
     started, ended = line.started, line.ended
     rows: list[tuple[str, str]] = [("task", f'<span class="pre">{e(run.task, 4000, lines=True)}</span>')]
-    for key in ("backend", "agent", "model", "screen", "started_at_iso", "lab", "url"):
-        value = info.get(key, getattr(started, key, None) if started is not None else None)
+    for name in ("backend", "agent", "model", "screen", "started_at_iso", "lab", "url"):
+        value = info.get(name, getattr(started, name, None) if started is not None else None)
         if value not in (None, "", []):
-            rows.append((key.replace("_iso", "").replace("_", " "), e(value, 300)))
+            rows.append((name.replace("_iso", "").replace("_", " "), e(value, 300)))
     policy = info.get("policy")
     if isinstance(policy, dict):
         rows.append(
@@ -246,15 +246,15 @@ def _steps(page: _Page) -> None:
             f'<td class="o-{e(outcome, 20)}">{e(outcome, 20)}</td><td>{flags}</td></tr>'
         )
     page.add("</table>\n")
-    refused = {s.turn: s for s in page.run.events(ev.TurnRefused)}
+    refused = {key(s.turn): s for s in page.run.events(ev.TurnRefused)}
     checks: dict[Any, list[ev.SafetyChecksRaised]] = {}
     for raised in page.run.events(ev.SafetyChecksRaised):
-        checks.setdefault(raised.turn, []).append(raised)
+        checks.setdefault(key(raised.turn), []).append(raised)
     last_turn: Any = None
     for step in steps[:MAX_STEPS]:
         if step.turn != last_turn:
             last_turn = step.turn
-            _turn_heading(page, step, checks.get(step.turn, []))
+            _turn_heading(page, step, checks.get(key(step.turn), []))
         _step(page, step)
     if len(steps) > MAX_STEPS:
         page.add(f"<p><strong>{len(steps) - MAX_STEPS} more step(s) not drawn</strong> (at most {MAX_STEPS}).</p>")

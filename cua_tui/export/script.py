@@ -24,7 +24,7 @@ from typing import Any
 
 from ..core import events as ev
 from ..core.actions import ActionError, chord_tokens
-from .source import Run
+from .source import Run, key
 
 PLACEHOLDER = "not_replayable"
 _BUTTONS = {"left": "left", "right": "right", "middle": "wheel", "back": "back", "forward": "forward"}
@@ -101,11 +101,11 @@ def build(run: Run) -> ScriptExport:
         event = item.event
         match event:
             case ev.ModelTurn():
-                turn = turns.setdefault(event.turn, {"actions": []})
+                turn = turns.setdefault(key(event.turn), {"actions": []})
                 if isinstance(event.text, str) and event.text:
                     turn["text"] = event.text
             case ev.SafetyChecksRaised() if isinstance(event.checks, list):
-                turn = turns.setdefault(event.turn, {"actions": []})
+                turn = turns.setdefault(key(event.turn), {"actions": []})
                 checks = [c for c in event.checks if isinstance(c, dict)]
                 turn.setdefault("pending_safety_checks", []).extend(
                     {k: c[k] for k in ("id", "code", "message") if isinstance(c.get(k), str)}
@@ -113,9 +113,9 @@ def build(run: Run) -> ScriptExport:
                     if isinstance(c.get("id"), str) and isinstance(c.get("code"), str)
                 )
             case ev.ActionProposed():
-                _proposal(turns.setdefault(event.turn, {"actions": []}), event, export)
+                _proposal(turns.setdefault(key(event.turn), {"actions": []}), event, export)
             case ev.TurnRefused():
-                turn = turns.setdefault(event.turn, {"actions": []})
+                turn = turns.setdefault(key(event.turn), {"actions": []})
                 count = min(event.actions if _int(event.actions) else 0, _MAX_REFUSED_TURN)
                 turn["actions"] = [{"type": PLACEHOLDER, "reason": "turn refused whole"}] * max(count, 1)
                 export.lossy.append(f"turn {event.turn}: refused whole, its actions were not recorded")

@@ -74,9 +74,11 @@ class Run:
         """The events of one kind, in chain order."""
         return [s.event for s in self.stamped if isinstance(s.event, kind)]
 
-    def screen(self, sha256: str) -> Screen:
+    def screen(self, sha256: Any) -> Screen:
         """The screenshot ``sha256`` (read once, then cached), checked: a regular file of at most the screen
         cap, a PNG whose header gives the size the screen event recorded, with that very hash."""
+        if not isinstance(sha256, str):  # an edited record: anything JSON can hold
+            return Screen(visible(str(sha256), limit=64), 0, 0, refused="not a SHA-256 name")
         cached = self._screens.get(sha256)
         if cached is None:
             cached = self._screens[sha256] = self._read_screen(sha256)
@@ -153,8 +155,8 @@ def _read(folder: RunFolder, path: Path, key: AuditKey | None) -> Run:
     sizes: dict[str, tuple[int, int]] = {}
     for item in stamped:
         event = item.event
-        if isinstance(event, ev.ScreenCaptured) and isinstance(event.sha256, str):
-            sizes.setdefault(event.sha256, (_int(event.width), _int(event.height)))
+        if isinstance(event, ev.ScreenCaptured) and isinstance(event.sha256, str) and event.sha256 not in sizes:
+            sizes[event.sha256] = (_int(event.width), _int(event.height))
         elif isinstance(event, ev.Note) and event.message.startswith("line "):
             notes.append(f"audit.jsonl {event.message}")
     run_id = info.get("run_id") if isinstance(info.get("run_id"), str) else path.name
@@ -175,6 +177,11 @@ def _run_json(folder: RunFolder, notes: list[str]) -> dict[str, Any]:
         notes.append("run.json: not a JSON object")
         return {}
     return info
+
+
+def key(value: Any) -> int | str:
+    """A record's field as a dictionary key (turn numbers): an edited log may hold a list or an object."""
+    return value if type(value) in (int, str) else repr(value)[:40]
 
 
 def _int(value: Any) -> int:
