@@ -39,13 +39,18 @@ class CountingProxy:
     def __init__(self) -> None:
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
+        self.sock.settimeout(0.2)  # close() does not wake a blocked accept(): poll, so the thread ends
         self.requests: list[str] = []
-        threading.Thread(target=self._serve, daemon=True).start()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
 
     def _serve(self) -> None:
-        while True:
+        while not self._stop.is_set():
             try:
                 conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
             except OSError:
                 return
             with conn:
@@ -59,6 +64,8 @@ class CountingProxy:
         return [r for r in self.requests if not any(host in r for host in CHROMIUM_OWN)]
 
     def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
         self.sock.close()
 
 
