@@ -45,6 +45,7 @@ class RunOptions:
     screen: str = "1024x720"
     agent: str | None = "openai"  # openai | anthropic | script:PATH
     script: dict[str, Any] | None = None
+    texts: Path | None = None  # typed texts for a script's placeholders (JSON: sha256 -> text), ``run --texts``
     agent_label: str | None = None
     model: str | None = None
     base_url: str | None = None
@@ -238,19 +239,23 @@ def _approver(decisions: str) -> Approver:
 
 
 def _agent(options: RunOptions, policy: Any, settings: Any) -> tuple[Agent, str]:
-    from .agents.script import Script, ScriptAgent, ScriptError
+    from .agents.script import Script, ScriptAgent, ScriptError, load_texts
     from .factory import UnavailableError, make_agent
 
     try:
+        scripted = options.script is not None or (options.agent or "").startswith("script:")
+        if options.texts is not None and (options.agent_impl is not None or not scripted):
+            raise BuildError("--texts: only for a script agent (--agent script:PATH)")
+        texts = load_texts(options.texts) if options.texts is not None else None
         if options.agent_impl is not None:
             return options.agent_impl, options.agent_label or options.agent or "agent"
         if options.script is not None:
             label = options.agent_label or "script"
-            return ScriptAgent(Script.from_data(options.script, source=label)), label
+            return ScriptAgent(Script.from_data(options.script, source=label, texts=texts)), label
         if options.agent is None:
             raise BuildError("no agent: give --agent, a script or an agent")
         return make_agent(
-            options.agent, model=options.model, base_url=options.base_url, policy=policy, settings=settings
+            options.agent, model=options.model, base_url=options.base_url, policy=policy, settings=settings, texts=texts
         )
     except (ValueError, ScriptError, UnavailableError) as exc:
         if isinstance(exc, BuildError):

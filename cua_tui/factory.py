@@ -60,17 +60,19 @@ def make_agent(
     policy: Policy | None = None,
     settings: Settings | None = None,
     env: dict[str, str] | None = None,
+    texts: dict[str, str] | None = None,
 ) -> tuple[Agent, str]:
     """Build the agent named by ``--agent``; return it with a label for run.json.
 
     Model agents take their key from the environment or the settings file (a missing key is an
     UnavailableError naming the variable), their base URL from ``base_url`` or the vendor's variable, and
-    the policy's withheld kinds (the Anthropic toolset disables those members)."""
+    the policy's withheld kinds (the Anthropic toolset disables those members). ``texts`` fills a script's
+    typed-text placeholders (``run --texts``)."""
     if spec.startswith("script:"):
         if model or base_url:
             raise UnavailableError("--model and --base-url apply to the openai and anthropic agents only")
         path = Path(spec.removeprefix("script:")).expanduser()
-        return ScriptAgent(Script.load(path)), f"script:{path}"
+        return ScriptAgent(Script.load(path, texts)), f"script:{path}"
     if spec not in DEFAULT_MODELS:
         raise UnavailableError(f"unknown agent {spec!r}; use openai, anthropic or script:FILE")
     from .config import Settings

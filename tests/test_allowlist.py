@@ -69,7 +69,9 @@ def test_policy_check_accepts_exactly_what_the_proxy_accepts(entry: str) -> None
 @given(st.text(alphabet="0123456789abcdefx.", min_size=1, max_size=20))
 def test_a_numeric_last_label_is_a_canonical_dotted_quad_or_nothing(host: str) -> None:
     labels = host.rstrip(".").split(".")
-    numeric = labels[-1].isdigit() or labels[-1].startswith("0x")
+    last = labels[-1]
+    # as URL parsers read it: decimal digits, or 0x then hex digits ("0xx" is a name, not a number)
+    numeric = last.isdigit() or (last.startswith("0x") and all(c in "0123456789abcdef" for c in last[2:]))
     try:
         canon, is_ip = canonical_host(host)
     except ValueError:

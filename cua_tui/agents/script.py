@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from ..core import strictjson
+from ..core.actions import text_sha256
 from ..core.ports import Call, CallResult, Frame, SafetyCheck, Turn
-from ..core.text import lone_surrogate
+from ..core.text import lone_surrogate, visible
 
 MAX_SCRIPT_BYTES = 20 * 1024 * 1024
 
@@ -47,43 +48,21 @@ class Script:
     source: str = "<script>"
 
     @classmethod
-    def load(cls, path: str | Path) -> Script:
-        path = Path(path)
-        limit = f"larger than {MAX_SCRIPT_BYTES // (1024 * 1024)} MiB"
-        try:
-            # Non-blocking, so that a FIFO cannot hang the open; then only a regular file is read, and never
-            # more than the cap (a link to /dev/zero reports size 0 and never ends).
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-            with os.fdopen(fd, "rb") as fh:
-                info = os.fstat(fh.fileno())
-                if not stat.S_ISREG(info.st_mode):
-                    raise ScriptError(f"script {path}: not a regular file")
-                if info.st_size > MAX_SCRIPT_BYTES:
-                    raise ScriptError(f"script {path}: {limit}")
-                data = fh.read(MAX_SCRIPT_BYTES + 1)
-        except OSError as exc:
-            raise ScriptError(f"script {path}: cannot read it ({exc.strerror or exc})") from None
-        if len(data) > MAX_SCRIPT_BYTES:
-            raise ScriptError(f"script {path}: {limit}")
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ScriptError(f"script {path}: not UTF-8 text") from None
-        return cls.parse(text, source=str(path))
+    def load(cls, path: str | Path, texts: dict[str, str] | None = None) -> Script:
+        """A script file; ``texts`` fills its typed-text placeholders (see ``load_texts``)."""
+        return cls.parse(_read_text(Path(path), "script"), source=str(path), texts=texts)
 
     @classmethod
-    def parse(cls, text: str, source: str = "<script>") -> Script:
-        try:
-            data = strictjson.loads(text)
-        except strictjson.JSONError as exc:
-            raise ScriptError(f"script {source}: {f'not valid JSON ({exc})' if exc.syntax else exc}") from None
-        return cls.from_data(data, source)
+    def parse(cls, text: str, source: str = "<script>", texts: dict[str, str] | None = None) -> Script:
+        return cls.from_data(_json(text, f"script {source}"), source, texts)
 
     @classmethod
-    def from_data(cls, data: Any, source: str = "<script>") -> Script:
+    def from_data(cls, data: Any, source: str = "<script>", texts: dict[str, str] | None = None) -> Script:
         """Check a script's shape strictly (its actions are left to the supervisor's parser, as a model's
-        would be); every problem is a ScriptError naming the turn and the key."""
-        read = _Reader(source)
+        would be); every problem is a ScriptError naming the turn and the key. A typed-text placeholder
+        (``{"type": "type", "text_sha256", "text_len"}``, as ``export --script`` writes) is filled from
+        ``texts``; one that ``texts`` lacks is a ScriptError, so nothing runs without it."""
+        read = _Reader(source, texts)
         if not isinstance(data, dict):
             raise read.fail('the top level must be an object {"turns": [...], "final_text": "..."}')
         if strictjson.depth_exceeds(data, strictjson.MAX_DEPTH):  # data built in Python, not read by parse()
@@ -106,11 +85,57 @@ def _optional(holder: dict[str, Any], key: str, default: Any) -> Any:
     return default if value is None else value
 
 
+def _read_text(path: Path, what: str) -> str:
+    """A small UTF-8 file named by the user, read as hostile input: non-blocking open (a FIFO cannot hang
+    it), a regular file only, never more than the cap (a link to /dev/zero reports size 0 and never ends)."""
+    limit = f"larger than {MAX_SCRIPT_BYTES // (1024 * 1024)} MiB"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as fh:
+            info = os.fstat(fh.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise ScriptError(f"{what} {path}: not a regular file")
+            if info.st_size > MAX_SCRIPT_BYTES:
+                raise ScriptError(f"{what} {path}: {limit}")
+            data = fh.read(MAX_SCRIPT_BYTES + 1)
+    except OSError as exc:
+        raise ScriptError(f"{what} {path}: cannot read it ({exc.strerror or exc})") from None
+    if len(data) > MAX_SCRIPT_BYTES:
+        raise ScriptError(f"{what} {path}: {limit}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ScriptError(f"{what} {path}: not UTF-8 text") from None
+
+
+def _json(text: str, what: str) -> Any:
+    try:
+        return strictjson.loads(text)
+    except strictjson.JSONError as exc:
+        raise ScriptError(f"{what}: {f'not valid JSON ({exc})' if exc.syntax else exc}") from None
+
+
+def load_texts(path: str | Path) -> dict[str, str]:
+    """``run --texts FILE``: a JSON object mapping the SHA-256 of each typed text (as the audit log and an
+    exported script name it) to the text. Read like a script file; every text must have its hash."""
+    where = f"texts {path}"
+    data = _json(_read_text(Path(path), "texts"), where)
+    if not isinstance(data, dict):
+        raise ScriptError(f'{where}: must be a JSON object {{"<sha256>": "text", ...}}')
+    for sha, text in data.items():
+        if not isinstance(text, str):
+            raise ScriptError(f"{where}: the value for {visible(sha, limit=20)!r} is not a string")
+        if text_sha256(text) != sha:
+            raise ScriptError(f"{where}: the text given for {visible(sha, limit=20)!r} does not have that SHA-256")
+    return data
+
+
 class _Reader:
     """The checks of one script's parts, each error naming the script."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, texts: dict[str, str] | None = None) -> None:
         self.source = source
+        self.texts = texts
 
     def fail(self, message: str) -> ScriptError:
         return ScriptError(f"script {self.source}: {message}")
@@ -142,7 +167,25 @@ class _Reader:
         if not isinstance(raw_checks, list):
             raise self.fail(f'{where}: "pending_safety_checks" must be a list')
         checks = tuple(self.check(f"{where}: safety check {j + 1}", check) for j, check in enumerate(raw_checks))
-        return ScriptTurn(tuple(actions), checks, text, call_id)
+        filled = tuple(self.typed(f"{where}, action {j + 1}", action) for j, action in enumerate(actions))
+        return ScriptTurn(filled, checks, text, call_id)
+
+    def typed(self, where: str, action: Any) -> Any:
+        """A typed-text placeholder with its text from ``texts``; any other action as it stands."""
+        if not (isinstance(action, dict) and action.get("type") == "type" and "text_sha256" in action):
+            return action
+        sha, length = action.get("text_sha256"), action.get("text_len")
+        if set(action) != {"type", "text_sha256", "text_len"} or not isinstance(sha, str) or type(length) is not int:
+            raise self.fail(f'{where}: a typed-text placeholder has only "text_sha256" and "text_len"')
+        what = f"{where} types a text that is not stored ({length} characters, sha256 {visible(sha[:16])}…)"
+        if self.texts is None:
+            raise self.fail(f"{what}: give the texts with --texts FILE")
+        text = self.texts.get(sha)
+        if text is None:
+            raise self.fail(f"{what}: not in the --texts file")
+        if len(text) != length:
+            raise self.fail(f"{where}: the --texts file's text has {len(text)} characters, the script says {length}")
+        return {"type": "type", "text": text}
 
     def check(self, where: str, check: Any) -> SafetyCheck:
         if not isinstance(check, dict) or not all(isinstance(check.get(k), str) for k in ("id", "code")):

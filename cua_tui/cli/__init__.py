@@ -1,16 +1,17 @@
-"""Command line: one thin module per command (demo, run, replay, verify, runs, locate, policy).
+"""Command line: one thin module per command (demo, run, replay, verify, export, runs, locate, policy).
 
 Exit codes: ``run`` 0 when the run ended passed (or finished where no verifier exists), 1 for any other
-end, 2 for bad usage or configuration. ``verify`` 0 intact, 1 tampered, 2 unusable input.
+end, 2 for bad usage or configuration. ``verify`` 0 intact, 1 tampered, 2 unusable input. ``export`` 0
+written, 1 written but the run is tampered, 2 bad usage or an unusable run directory.
 Heavy and vendor imports happen inside the commands that need them, so ``--help`` starts fast.
 """
 
 from __future__ import annotations
 
-from . import demo, locate, policy, replay, run, runs, verify
+from . import demo, export, locate, policy, replay, run, runs, verify
 from .base import main
 
-for _module in (demo, run, replay, verify, runs, locate, policy):
+for _module in (demo, run, replay, verify, export, runs, locate, policy):
     main.add_command(_module.command)
 
 __all__ = ["main"]

@@ -50,6 +50,13 @@ from .base import UsageFailure
 )
 @click.option("--url", default=None, help="Page to open on the local desktop (its origin is allowed).")
 @click.option(
+    "--texts",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="With --agent script:PATH: a JSON file mapping SHA-256 to typed text, filling the placeholders of a "
+    "script from `export --script` (each text checked against its hash; a missing one is refused before the run).",
+)
+@click.option(
     "--allow-domain",
     "allow_domains",
     multiple=True,
@@ -100,6 +107,7 @@ def command(
     base_url: str | None,
     lab_name: str | None,
     url: str | None,
+    texts: Path | None,
     allow_domains: tuple[str, ...],
     policy_path: Path | None,
     runs_dir: Path | None,
@@ -138,6 +146,7 @@ def command(
             base_url=base_url,
             lab=lab_name,
             url=url,
+            texts=texts,
             allow_domains=allow_domains,
             policy_path=policy_path,
             runs_dir=runs_dir,

@@ -305,6 +305,11 @@ def _held(value: Any, *, field_name: str) -> tuple[str, ...]:
 Point = tuple[int, int]
 
 
+def text_sha256(text: str) -> str:
+    """The SHA-256 hex by which typed text is recorded (lone surrogates hashed as they are, not dropped)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 @dataclass(frozen=True, slots=True)
 class Action:
     """One normalized action, in display coordinates. Immutable; safe to share between threads.
@@ -340,7 +345,7 @@ class Action:
 
     @property
     def text_sha256(self) -> str:
-        return hashlib.sha256(self.text.encode("utf-8", "surrogatepass")).hexdigest()
+        return text_sha256(self.text)
 
     def to_record(self) -> dict[str, Any]:
         """A JSON-ready description with typed text replaced by its length and SHA-256."""

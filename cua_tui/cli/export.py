@@ -1,0 +1,157 @@
+"""``cua-tui export``: a run directory as an HTML report, an animated film strip or a replayable script."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .base import UsageFailure, settings
+
+EXIT_WRITTEN, EXIT_TAMPERED = 0, 1
+
+
+@click.command("export")
+@click.argument("run")
+@click.option(
+    "--html",
+    "html_out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="One self-contained HTML file: verdict and chain head, the timeline, frames with their targets "
+    "marked, verdicts, decisions and who made them, outcomes, refused egress. No script; opens offline.",
+)
+@click.option(
+    "--gif",
+    "gif_out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="An animated film strip of the run, markers drawn (at most 100 frames, 800 px wide, 16 MiB).",
+)
+@click.option(
+    "--webp",
+    "webp_out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="The same film strip as an animated WebP.",
+)
+@click.option(
+    "--script",
+    "script_out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="A script file for `run --agent script:FILE` that replays the run's actions; typed texts are "
+    "placeholders (their length and SHA-256) that `run --texts FILE` fills.",
+)
+@click.option(
+    "--key",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="The audit key the run was signed with, to check the seal's signature (as `verify --key`).",
+)
+@click.option("--runs-dir", type=click.Path(path_type=Path), default=None, help="Where to look up a run id.")
+def command(
+    run: str,
+    html_out: Path | None,
+    gif_out: Path | None,
+    webp_out: Path | None,
+    script_out: Path | None,
+    key: Path | None,
+    runs_dir: Path | None,
+) -> None:
+    """Export the run RUN (a run directory, a run id or a unique beginning of one).
+
+    Give one or more of --html, --gif, --webp, --script. The run is verified first and read only through
+    the bounded reader (no link followed, sizes capped, screenshots checked from their header before any
+    decoding); each file is written whole or not at all. Caps: the audit log at most 64 MiB; the HTML
+    embeds each distinct screenshot once, at most 48 MiB of them, and draws at most 2,000 steps; the film
+    strip has at most 100 frames (steps sampled evenly), 800 px wide, 16 MiB.
+
+    Exit status: 0 written; 1 the run is TAMPERED (still written, with the verdict at the top of the
+    HTML, so a reviewer sees what the altered log claims; said on stderr too); 2 bad usage or an unusable
+    run directory (nothing written).
+    """
+    outputs = {"html": html_out, "gif": gif_out, "webp": webp_out, "script": script_out}
+    if not any(outputs.values()):
+        raise UsageFailure("nothing to export: give --html, --gif, --webp or --script")
+    # Imported here, not at the top: the exporters pull in the core and Pillow, and --help should start fast.
+    from ..core.audit import AuditKey, AuditKeyError
+    from ..core.rundir import RunNotFound, resolve_run
+    from ..core.text import visible
+    from ..export import RunUnusable, open_run
+
+    try:
+        path = resolve_run(run, (runs_dir or settings().runs_dir).expanduser())
+    except RunNotFound as exc:
+        raise UsageFailure(visible(str(exc))) from None
+    _check_outputs(path, [p for p in outputs.values() if p is not None])
+    try:
+        audit_key = AuditKey.load(key) if key else None
+    except AuditKeyError as exc:
+        raise UsageFailure(str(exc)) from None
+    try:
+        opened = open_run(path, audit_key)
+    except RunUnusable as exc:
+        raise UsageFailure(str(exc)) from None
+    with opened:
+        for fmt, out in outputs.items():
+            if out is not None:
+                _write(opened, fmt, out)
+        if opened.tampered:
+            summary = visible(opened.report.summary)
+            summary = summary if summary.startswith("TAMPERED") else f"TAMPERED: {summary}"
+            click.echo(f"{summary}; exported anyway, with this verdict at the top", err=True)
+            sys.exit(EXIT_TAMPERED)
+    sys.exit(EXIT_WRITTEN)
+
+
+def _check_outputs(run_path: Path, outs: list[Path]) -> None:
+    """Each output goes to an existing folder outside the run directory (an export never adds to a run)."""
+    run_real = run_path.resolve()
+    for out in outs:
+        parent = out.resolve().parent
+        if parent == run_real or parent.is_relative_to(run_real):
+            raise UsageFailure(f"{out}: inside the run directory; write exports elsewhere")
+        if not parent.is_dir():
+            raise UsageFailure(f"{out}: no folder {parent}")
+
+
+def _write(run: Any, fmt: str, out: Path) -> None:
+    from ..core.text import visible
+    from ..export import animation, html, script, write_atomic
+
+    try:
+        if fmt == "html":
+            data = html.render(run).encode("utf-8")
+            what = f"{len(run.timeline.steps)} step(s)"
+        elif fmt == "script":
+            exported = script.build(run)
+            data = script.encode(exported.data)
+            what = f"{len(exported.data['turns'])} turn(s)"
+            for line in exported.lossy[:10]:
+                click.echo(f"warning: {visible(line)}", err=True)
+            if len(exported.lossy) > 10:
+                click.echo(f"warning: ... and {len(exported.lossy) - 10} more", err=True)
+            if exported.typed:
+                click.echo(
+                    f"note: {exported.typed} typed text(s) are placeholders; re-run with --texts FILE "
+                    '(a JSON object {"<sha256>": "text"})',
+                    err=True,
+                )
+        else:
+            data = animation.render(run, fmt)
+            what = f"{fmt.upper()}, {len(data):,} bytes"
+        write_atomic(out, data)
+    except animation.AnimationError as exc:
+        raise UsageFailure(f"{out}: {exc}") from None
+    except OSError as exc:
+        raise UsageFailure(f"{out}: cannot write it ({exc.strerror or exc})") from None
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
+        # Last line of defence: the exporters read every field defensively (a test throws records of every
+        # shape at them), but a record shaped in a way nobody foresaw still gets one line, not a traceback.
+        raise UsageFailure(
+            f"{out}: a record of an unexpected shape stopped the export ({type(exc).__name__})"
+        ) from None
+    click.echo(f"wrote {out} ({what})", err=True)

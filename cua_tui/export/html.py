@@ -1,0 +1,353 @@
+"""A run as one self-contained HTML file: what a reviewer needs, readable offline in any browser.
+
+The file holds the task, the verify verdict and the chain head (at the top), the timeline of steps (the
+proposal, the policy's verdict and rule, every decision and who made it, the outcome with the exact message
+the model heard and how long it took, refused egress, errors) and the screens before and after each step
+with the action's target drawn in SVG over them. Typed text is never in a run directory, so it appears as
+its length and SHA-256 only.
+
+Self-contained and inert: each distinct screenshot is embedded once, as a CSS class with a ``data:`` URL
+that every frame showing it names; there is no script, and a strict Content-Security-Policy
+(``default-src 'none'; img-src data:; style-src 'sha256-…'``: the one stylesheet, by hash, no inline
+styles) keeps the browser from loading anything else. Every string from the run directory is made
+visible (``core.text.visible``: controls, escapes and bidi overrides shown, never acted on) and then
+HTML-escaped.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+from collections.abc import Iterable
+from typing import Any
+
+from ..core import events as ev
+from ..core.text import visible
+from ..core.timeline import Step
+from .marks import Marker, marker_of
+from .source import Run, key
+
+MAX_STEPS = 2_000  # steps drawn in full; a longer run lists the rest as a count
+MAX_EMBEDDED = 48 * (1 << 20)  # screenshot bytes embedded (base64 makes the file about 4/3 of it)
+TEXT_LIMIT = 2_000  # characters of one message, reason or model text
+FRAME_BORDER = "#5a2d82"  # every frame's border (the Chromium test finds frames by it)
+
+
+def e(value: Any, limit: int = TEXT_LIMIT, *, lines: bool = False) -> str:
+    """Untrusted text for HTML: made visible, cut to ``limit``, then escaped (quotes too)."""
+    return html.escape(visible(value if isinstance(value, str) else str(value), limit=limit, keep_newlines=lines))
+
+
+_BASE_CSS = """
+:root{color-scheme:light;--fg:#1b1f24;--muted:#57606a;--line:#d0d7de;--ok:#1a7f37;--warn:#9a6700;--bad:#cf222e}
+body{font:14px/1.45 system-ui,sans-serif;color:var(--fg);background:#fff;margin:0 auto;max-width:1040px;padding:16px}
+h1{font-size:22px;margin:0 0 8px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid var(--line)}
+h3{font-size:15px;margin:0 0 6px}code,.mono{font-family:ui-monospace,monospace;font-size:12.5px;overflow-wrap:anywhere}
+.verdict{border:2px solid;padding:10px 14px;border-radius:6px;margin:10px 0}
+.verdict.intact{border-color:var(--ok)}.verdict.tampered{border-color:var(--bad);background:#ffebe9}
+.verdict.unsealed{border-color:var(--warn);background:#fff8c5}
+.verdict strong{font-size:16px}.note{color:var(--muted)}
+dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:6px 0}dt{color:var(--muted)}dd{margin:0}
+.pre{white-space:pre-wrap;overflow-wrap:anywhere}
+table{border-collapse:collapse;width:100%;font-size:13px}td,th{border-bottom:1px solid var(--line);padding:3px 6px;
+text-align:left;vertical-align:top}
+.step{border:1px solid var(--line);border-radius:6px;padding:10px 12px;margin:12px 0}
+.step.flag-refusal,.step.flag-error{border-left:5px solid var(--bad)}
+.step.flag-decision{border-left:5px solid var(--warn)}
+.v-allow{color:var(--ok)}.v-confirm{color:var(--warn);font-weight:600}.v-block{color:var(--bad);font-weight:600}
+.o-executed{color:var(--ok)}
+.o-declined,.o-refused,.o-failed,.o-stale,.o-not_executed{color:var(--bad);font-weight:600}
+.badge{display:inline-block;border:1px solid var(--line);border-radius:10px;padding:0 7px;margin-left:4px;
+font-size:12px}
+.frames{display:flex;flex-wrap:wrap;gap:12px;margin-top:8px}
+.frame{margin:0;width:480px;max-width:100%}.frame figcaption{color:var(--muted);font-size:12px}
+.shot{position:relative;width:100%;box-sizing:border-box;border:2px solid FRAME_BORDER;background-size:100% 100%;
+background-repeat:no-repeat}
+.shot svg{position:absolute;left:0;top:0;width:100%;height:100%}
+.shot.missing{aspect-ratio:4/3;background:#f6f8fa;color:var(--bad);padding:12px;font-size:12px}
+.mk{fill:none;stroke-width:4;vector-effect:non-scaling-stroke}.mk-allow{stroke:#d100d1}.mk-confirm{stroke:#e8a600}
+.mk-block{stroke:#e00000}.mk-dot{stroke:none}.mk-dot.mk-allow{fill:#d100d1}.mk-dot.mk-confirm{fill:#e8a600}
+.mk-dot.mk-block{fill:#e00000}.after .mk{stroke-dasharray:6 4}
+""".replace("FRAME_BORDER", FRAME_BORDER)
+
+
+class _Page:
+    """The document being written, and the screens it embeds (each once)."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.classes: dict[str, str] = {}  # sha256 -> the CSS rule of its picture
+        self.embedded = 0
+        self.out: list[str] = []
+
+    def add(self, *parts: str) -> None:
+        self.out.extend(parts)
+
+    def shot_class(self, sha: str) -> tuple[str, str, int, int]:
+        """(CSS class, why there is no picture, width, height) for a screen, embedding it on first use."""
+        screen = self.run.screen(sha)
+        name = f"s-{sha[:20]}"
+        if sha in self.classes:
+            return name, "", screen.width, screen.height
+        if screen.png is None:
+            return "", screen.refused, screen.width, screen.height
+        if self.embedded + len(screen.png) > MAX_EMBEDDED:
+            return "", f"not embedded: the file's {MAX_EMBEDDED >> 20} MiB of screenshots are used up", 0, 0
+        self.embedded += len(screen.png)
+        data = base64.b64encode(screen.png).decode("ascii")
+        self.classes[sha] = (
+            f".{name}{{aspect-ratio:{screen.width}/{screen.height};"
+            f'background-image:url("data:image/png;base64,{data}")}}'
+        )
+        return name, "", screen.width, screen.height
+
+    def frame(self, sha: str | None, caption: str, marker_action: Any = None, verdict: str = "allow") -> str:
+        """A figure with the screen ``sha`` and, when given, the action's target drawn over it."""
+        if not isinstance(sha, str):
+            return f'<figure class="frame"><div class="shot missing">no screen recorded</div>{caption}</figure>'
+        css, refused, width, height = self.shot_class(sha)
+        label = e(f"{caption} · screen {sha[:12]}", 200)
+        if not css:
+            why = e(refused or "missing", 300)
+            return (
+                f'<figure class="frame"><div class="shot missing">screen {e(sha[:12], 20)}…: {why}</div>'
+                f"<figcaption>{label}</figcaption></figure>"
+            )
+        svg = ""
+        if marker_action is not None and width and height:
+            svg = _svg(marker_of(marker_action, width, height), width, height, verdict)
+        after = " after" if caption.startswith("after") else ""
+        return (
+            f'<figure class="frame{after}"><div class="shot {css}" role="img" aria-label="{label}">{svg}</div>'
+            f"<figcaption>{label}</figcaption></figure>"
+        )
+
+
+def _svg(marker: Marker, width: int, height: int, verdict: str) -> str:
+    if marker.empty:
+        return ""
+    cls = f"mk mk-{verdict}"
+    size = max(6, min(width, height) // 40)
+    parts = []
+    if marker.region is not None:
+        x0, y0, x1, y1 = marker.region
+        parts.append(f'<rect class="{cls}" x="{x0}" y="{y0}" width="{x1 - x0}" height="{y1 - y0}"/>')
+    elif len(marker.points) > 1:
+        points = " ".join(f"{x},{y}" for x, y in marker.points)
+        (sx, sy), (ex, ey) = marker.points[0], marker.points[-1]
+        parts.append(f'<polyline class="{cls}" points="{points}"/>')
+        parts.append(f'<circle class="{cls}" cx="{sx}" cy="{sy}" r="{size}"/>')
+        parts.append(f'<circle class="mk-dot mk-{verdict}" cx="{ex}" cy="{ey}" r="{size // 2 + 1}"/>')
+    else:
+        (x, y) = marker.points[0]
+        parts.append(f'<circle class="{cls}" cx="{x}" cy="{y}" r="{size * 2}"/>')
+        parts.append(f'<circle class="mk-dot mk-{verdict}" cx="{x}" cy="{y}" r="{max(3, size // 3)}"/>')
+        dx, dy = marker.scroll
+        if dx or dy:  # the wheel's direction, as an arrow from the point
+            tx, ty = (
+                x + (size * 5 if dx > 0 else -size * 5 if dx < 0 else 0),
+                y + (size * 5 if dy > 0 else -size * 5 if dy < 0 else 0),
+            )
+            parts.append(f'<line class="{cls}" x1="{x}" y1="{y}" x2="{tx}" y2="{ty}"/>')
+    return f'<svg viewBox="0 0 {width} {height}" preserveAspectRatio="none" aria-hidden="true">{"".join(parts)}</svg>'
+
+
+def render(run: Run) -> str:
+    """The whole HTML document for ``run``."""
+    page = _Page(run)
+    _header(page)
+    _summary(page)
+    _steps(page)
+    _others(page)
+    style = _BASE_CSS + "\n".join(page.classes.values()) + "\n"
+    digest = base64.b64encode(hashlib.sha256(style.encode("utf-8")).digest()).decode("ascii")
+    csp = f"default-src 'none'; img-src data:; style-src 'sha256-{digest}'; base-uri 'none'; form-action 'none'"
+    head = (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{csp}">\n'
+        '<meta name="referrer" content="no-referrer">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>cua-tui run {e(run.run_id, 80)}</title>\n<style>{style}</style></head>\n<body>\n"
+    )
+    return head + "".join(page.out) + "\n</body></html>\n"
+
+
+def _header(page: _Page) -> None:
+    run, report = page.run, page.run.report
+    state = "tampered" if run.tampered else "unsealed" if not report.sealed else "intact"
+    title = {"tampered": "TAMPERED", "unsealed": "UNSEALED", "intact": "Audit log intact"}[state]
+    page.add(f"<h1>cua-tui run {e(run.run_id, 80)}</h1>\n")
+    page.add(f'<section class="verdict {state}" id="verdict"><strong>{title}</strong> · {e(report.summary, 500)}')
+    page.add("<dl>", f"<dt>chain head</dt><dd><code>{e(report.head, 64)}</code></dd>")
+    page.add(f"<dt>events</dt><dd>{report.events}</dd>")
+    page.add(f"<dt>sealed</dt><dd>{'yes' if report.sealed else 'no'}</dd>")
+    signed = "signature verified" if report.signature_checked else "signed, not checked" if report.signed else "no"
+    page.add(f"<dt>signed</dt><dd>{signed}</dd></dl>")
+    for finding in report.findings[:20]:
+        where = f"line {finding.line}: " if finding.line else ""
+        page.add(f'<p class="mono">{e(finding.kind.value, 40)} · {where}{e(finding.detail, 500)}</p>')
+    if run.tampered:
+        page.add(
+            "<p><strong>What follows is what the altered log says, not a trustworthy record of the run.</strong></p>"
+        )
+    for note in [*report.notes[:20], *run.notes[:20]]:
+        page.add(f'<p class="note">note: {e(note, 500)}</p>')
+    page.add("</section>\n")
+
+
+def _summary(page: _Page) -> None:
+    run, info, line = page.run, page.run.info, page.run.timeline
+    started, ended = line.started, line.ended
+    rows: list[tuple[str, str]] = [("task", f'<span class="pre">{e(run.task, 4000, lines=True)}</span>')]
+    for name in ("backend", "agent", "model", "screen", "started_at_iso", "lab", "url"):
+        value = info.get(name, getattr(started, name, None) if started is not None else None)
+        if value not in (None, "", []):
+            rows.append((name.replace("_iso", "").replace("_", " "), e(value, 300)))
+    policy = info.get("policy")
+    if isinstance(policy, dict):
+        rows.append(
+            ("policy", f"{e(policy.get('name', ''), 100)} · sha256 <code>{e(policy.get('sha256', ''), 64)}</code>")
+        )
+    elif started is not None:
+        rows.append(("policy", f"{e(started.policy, 100)} · sha256 <code>{e(started.policy_sha256, 64)}</code>"))
+    if ended is not None:
+        rows.append(("status", f"<strong>{e(ended.status, 40)}</strong> · {e(ended.reason, 500)}"))
+        rows.append(("counts", e(f"{ended.turns} turn(s), {ended.steps} step(s), {ended.executed} executed", 200)))
+        if ended.final_text:
+            rows.append(("final text", f'<span class="pre">{e(ended.final_text, lines=True)}</span>'))
+    else:
+        rows.append(("status", "<strong>no end recorded</strong> (interrupted, or the log was cut)"))
+    for done in run.events(ev.VerificationDone):
+        verdict = "PASSED" if done.passed is True else "FAILED"
+        rows.append(("verification", f"{e(done.verifier, 200)}: <strong>{verdict}</strong> · {e(done.detail, 500)}"))
+    for kill in run.events(ev.Killed):
+        rows.append(("kill switch", f"pressed by {e(kill.by, 200)} while {e(kill.during, 200)}"))
+    page.add("<h2>Run</h2><dl>", *(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows), "</dl>\n")
+    if line.first_screen:
+        page.add('<div class="frames">', page.frame(line.first_screen, "initial screen"), "</div>\n")
+
+
+def _verdict_of(step: Step) -> str:
+    value = str(step.verdict.verdict) if step.verdict is not None else ""
+    return value if value in ("allow", "confirm", "block") else "block" if step.proposal.error else "allow"
+
+
+def _steps(page: _Page) -> None:
+    steps = page.run.timeline.steps
+    page.add(f"<h2>Timeline</h2><p>{len(steps)} step(s).</p>")
+    page.add("<table><tr><th>step</th><th>turn</th><th>action</th><th>verdict</th><th>outcome</th><th></th></tr>")
+    for step in steps[:MAX_STEPS]:
+        outcome = step.outcome.status if step.outcome is not None else "no outcome"
+        flags = "".join(f'<span class="badge">{f}</span>' for f in sorted(step.flags))
+        page.add(
+            f'<tr><td><a href="#step-{step.number + 1}">{step.number + 1}</a></td><td>{e(step.turn, 12)}</td>'
+            f'<td>{e(_action_text(step), 200)}</td><td class="v-{_verdict_of(step)}">{e(_verdict_of(step), 12)}</td>'
+            f'<td class="o-{e(outcome, 20)}">{e(outcome, 20)}</td><td>{flags}</td></tr>'
+        )
+    page.add("</table>\n")
+    refused = {key(s.turn): s for s in page.run.events(ev.TurnRefused)}
+    checks: dict[Any, list[ev.SafetyChecksRaised]] = {}
+    for raised in page.run.events(ev.SafetyChecksRaised):
+        checks.setdefault(key(raised.turn), []).append(raised)
+    last_turn: Any = None
+    for step in steps[:MAX_STEPS]:
+        if step.turn != last_turn:
+            last_turn = step.turn
+            _turn_heading(page, step, checks.get(key(step.turn), []))
+        _step(page, step)
+    if len(steps) > MAX_STEPS:
+        page.add(f"<p><strong>{len(steps) - MAX_STEPS} more step(s) not drawn</strong> (at most {MAX_STEPS}).</p>")
+    for turn in refused.values():
+        page.add(
+            f"<h3>Turn {e(turn.turn, 12)} refused whole</h3><p>{e(turn.actions, 12)} action(s): {e(turn.reason)}</p>"
+        )
+
+
+def _turn_heading(page: _Page, step: Step, checks: Iterable[ev.SafetyChecksRaised]) -> None:
+    page.add(f'<h2 id="turn-{e(step.turn, 12)}">Turn {e(step.turn, 12)}</h2>')
+    if step.model_text:
+        page.add(f'<p>The model said: <span class="pre">{e(step.model_text, 4000, lines=True)}</span></p>')
+    for raised in checks:
+        items = raised.checks if isinstance(raised.checks, list) else []
+        for check in items[:20]:
+            check = check if isinstance(check, dict) else {}
+            page.add(
+                f"<p>Safety check raised by the model: <code>{e(check.get('code', ''), 100)}</code> "
+                f"{e(check.get('message', ''), 500)}</p>"
+            )
+
+
+def _action_text(step: Step) -> str:
+    proposal = step.proposal
+    if proposal.error:
+        return f"malformed {proposal.raw_kind or 'action'}: {proposal.error}"
+    return proposal.summary if isinstance(proposal.summary, str) and proposal.summary else step.kind
+
+
+def _step(page: _Page, step: Step) -> None:
+    """One step: what was proposed, judged, decided and done, and the screens before and after it."""
+    verdict = _verdict_of(step)
+    flags = " ".join(f"flag-{f}" for f in sorted(step.flags))
+    number = step.number + 1
+    page.add(f'<section class="step {flags}" id="step-{number}">')
+    page.add(
+        f"<h3>Step {number} · turn {e(step.turn, 12)} · action {e(_index(step), 12)} — {e(_action_text(step), 300)}"
+    )
+    page.add("".join(f'<span class="badge">{f}</span>' for f in sorted(step.flags)), "</h3><dl>")
+    action = step.proposal.action if isinstance(step.proposal.action, dict) else {}
+    if action.get("kind") == "type":
+        page.add(
+            f"<dt>typed text</dt><dd>{e(action.get('text_len', '?'), 12)} characters, never stored; SHA-256 "
+            f"<code>{e(action.get('text_sha256', ''), 64)}</code></dd>"
+        )
+    if step.verdict is not None:
+        rule = f" (rule <code>{e(step.verdict.rule, 200)}</code>)" if step.verdict.rule else ""
+        page.add(f'<dt>verdict</dt><dd class="v-{verdict}">{e(verdict, 12)}: {e(step.verdict.reason)}{rule}</dd>')
+    for request in step.requests:
+        page.add(f"<dt>asked</dt><dd>{e(request.subject, 40)}: {e(request.reason)}</dd>")
+    for decision in step.decisions:
+        note = f" · {e(decision.note)}" if decision.note and decision.by != "policy" else ""
+        page.add(
+            f"<dt>decision</dt><dd><strong>{e(decision.decision, 20)}</strong> by {e(decision.by, 200)}{note}</dd>"
+        )
+    if step.outcome is not None:
+        outcome = step.outcome
+        duration = f" · {outcome.duration_ms:.1f} ms" if type(outcome.duration_ms) in (int, float) else ""
+        page.add(
+            f'<dt>outcome</dt><dd><span class="o-{e(outcome.status, 20)}">{e(outcome.status, 20)}</span>{duration}'
+            f'</dd><dt>the model heard</dt><dd><code class="pre">{e(outcome.message, lines=True)}</code></dd>'
+        )
+    else:
+        page.add("<dt>outcome</dt><dd><strong>none recorded</strong></dd>")
+    for egress in step.refused_egress:
+        page.add(f"<dt>egress refused</dt><dd>{_egress(egress)}</dd>")
+    for error in step.errors:
+        page.add(f"<dt>error</dt><dd>{e(error.where, 100)}: {e(error.message)}</dd>")
+    page.add("</dl>")
+    marker = step.proposal.action
+    before = page.frame(step.before, f"before step {number}", marker, verdict)
+    after = page.frame(step.after, f"after step {number}", marker, verdict) if step.after else ""
+    page.add('<div class="frames">', before, after, "</div></section>\n")
+
+
+def _index(step: Step) -> str:
+    return str(step.index + 1) if type(step.index) is int else str(step.index)
+
+
+def _egress(egress: ev.Egress) -> str:
+    reason = f" · {e(egress.reason, 300)}" if egress.reason else ""
+    return f"<code>{e(egress.method, 20)} {e(egress.host, 300)}:{e(egress.port, 12)}</code>{reason}"
+
+
+def _others(page: _Page) -> None:
+    """What belongs to no step: every refused egress request, errors, notes."""
+    refused = [g for g in page.run.events(ev.Egress) if g.allowed is not True]
+    if refused:
+        page.add(f"<h2>Refused egress</h2><p>{len(refused)} request(s) from the sandbox refused by the proxy.</p><ul>")
+        page.add(*(f"<li>{_egress(g)}</li>" for g in refused[:500]), "</ul>\n")
+    errors = page.run.events(ev.ErrorRaised)
+    if errors:
+        page.add("<h2>Errors</h2><ul>")
+        page.add(*(f"<li>{e(x.where, 100)}: {e(x.message)}</li>" for x in errors[:200]), "</ul>\n")
+    page.add(f'<p class="note">Exported by cua-tui from {e(page.run.path.name, 200)}.</p>')

@@ -1,0 +1,131 @@
+"""Damaged and hostile run directories through every export: a one-line answer and the documented exit code
+(1 tampered but written, 2 nothing to export), never a traceback, a hang or a read outside the run.
+
+The damaged directories come from ``export_runs.DAMAGED`` (switch to tests/hostile_runs.py's corpus there).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from export_runs import DAMAGED, bomb_png, sim_run
+
+from cua_tui.export import html as html_export
+from cua_tui.export import open_run
+
+FORMATS = ("--html", "--gif", "--webp", "--script")
+SUFFIX = {"--html": "html", "--gif": "gif", "--webp": "webp", "--script": "json"}
+
+
+@pytest.fixture(scope="module")
+def good_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return sim_run(tmp_path_factory.mktemp("good") / "runs")
+
+
+def damaged(good_run: Path, tmp_path: Path, name: str) -> Path:
+    copy = tmp_path / good_run.name
+    shutil.copytree(good_run, copy)
+    DAMAGED[name][0](copy)
+    return copy
+
+
+@pytest.mark.parametrize("name", sorted(DAMAGED))
+def test_damaged_run_gets_one_line_and_its_exit_code(good_run: Path, tmp_path: Path, name: str) -> None:
+    run = damaged(good_run, tmp_path, name)
+    expected = DAMAGED[name][1]
+    outs = tmp_path / "out"
+    outs.mkdir()
+    args = [arg for flag in FORMATS for arg in (flag, str(outs / f"x.{SUFFIX[flag]}"))]
+    # A real process with a timeout: a FIFO that got opened would hang it, and the test would say so.
+    proc = subprocess.run(
+        [sys.executable, "-m", "cua_tui.cli", "export", str(run), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "CUA_TUI_CONFIG": str(tmp_path / "none.toml"), "CUA_TUI_RUNS_DIR": str(tmp_path / "runs")},
+        check=False,
+    )
+    assert proc.returncode == expected, proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    problem = [line for line in proc.stderr.splitlines() if line.startswith(("Error:", "TAMPERED"))]
+    assert len(problem) == 1, proc.stderr
+    written = sorted(p.name for p in outs.iterdir())
+    assert written == (sorted(f"x.{s}" for s in SUFFIX.values()) if expected == 1 else [])
+
+
+def test_a_refused_screen_is_named_never_decoded_never_followed(good_run: Path, tmp_path: Path) -> None:
+    run = damaged(good_run, tmp_path, "symlinked screen")
+    with open_run(run) as opened:
+        page = html_export.render(opened)
+    assert "root:x:0:0" not in page  # /etc/passwd was not read through the link
+    assert "a symbolic link" in page
+    bomb = tmp_path / "bomb"
+    shutil.copytree(good_run, bomb)
+    target = sorted((bomb / "screens").iterdir())[0]
+    target.write_bytes(bomb_png())
+    with open_run(bomb) as opened:
+        screen = opened.screen(target.name[:-4])
+    assert screen.png is None and "altered" in screen.refused  # its hash no longer matches its name
+
+
+def test_a_bomb_whose_name_is_its_hash_is_refused_from_its_header(good_run: Path, tmp_path: Path) -> None:
+    import hashlib
+
+    run = tmp_path / "r"
+    shutil.copytree(good_run, run)
+    data = bomb_png()
+    sha = hashlib.sha256(data).hexdigest()
+    (run / "screens" / f"{sha}.png").write_bytes(data)
+    with open_run(run) as opened:
+        screen = opened.screen(sha)
+    assert screen.png is None and "40000 x 40000" in screen.refused
+
+
+WEIRD = [None, [], {}, "x", -1, 10**30, 1.5, True, [[1, 2]], {"a": 1}, "<b>"]
+RECORDS: list[tuple[str, dict[str, object]]] = [
+    (
+        "screen",
+        {"sha256": "a" * 64, "width": 1024, "height": 720, "bytes": 1, "turn": 0, "step": 0, "purpose": "initial"},
+    ),
+    ("model_turn", {"turn": 1, "text": "t", "calls": 1, "actions": 1}),
+    ("safety_checks", {"turn": 1, "call_id": "c", "checks": [{"id": "i", "code": "c", "message": "m"}]}),
+    ("proposal", {"turn": 1, "index": 0, "call_id": "c", "action": {"kind": "click", "x": 1, "y": 2}, "summary": "s"}),
+    ("verdict", {"turn": 1, "index": 0, "verdict": "allow", "reason": "r", "rule": "x"}),
+    ("decision", {"turn": 1, "index": 0, "decision": "approve", "by": "human", "note": "n"}),
+    ("egress", {"host": "h", "port": 1, "method": "GET", "allowed": False, "reason": "r"}),
+    ("outcome", {"turn": 1, "index": 0, "call_id": "c", "status": "executed", "message": "OK", "duration_ms": 1.0}),
+    ("turn_refused", {"turn": 2, "actions": 5, "reason": "r"}),
+    ("kill", {"by": "b", "during": "d"}),
+    ("verification", {"verifier": "v", "passed": True, "detail": "d"}),
+]
+
+
+def test_records_of_any_shape_never_crash_an_export(tmp_path: Path) -> None:
+    """A chain recomputed over fields of the wrong type (what a forger without the key can write): every
+    export either renders it or says in one line that it cannot."""
+    import random
+
+    from runlogs import UNSIGNED, write_run
+
+    from cua_tui.export import RunUnusable, animation
+    from cua_tui.export import script as script_export
+
+    rng = random.Random(1)
+    for i in range(80):
+        records = [(kind, dict(fields)) for kind, fields in RECORDS]
+        for _ in range(4):
+            _kind, fields = rng.choice(records)
+            fields[rng.choice(list(fields))] = rng.choice(WEIRD)
+        folder = write_run(tmp_path / str(i), None, records, signed=UNSIGNED)
+        try:
+            with open_run(folder) as run:
+                html_export.render(run)
+                animation.render(run, "gif")
+                script_export.encode(script_export.build(run).data)
+        except RunUnusable as exc:
+            assert "\n" not in str(exc)
