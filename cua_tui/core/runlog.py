@@ -28,17 +28,57 @@ _BLOCK = 1 << 20
 _ENVELOPE = frozenset(ev.ENVELOPE)
 
 
+# The JSON types each annotation of an event field admits (a record is untrusted: a field of another type
+# would reach code that trusts it, e.g. a list where a turn number belongs).
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,),
+    "float": (int, float),
+    "bool": (bool,),
+    "str": (str,),
+    "dict": (dict,),
+    "list": (list,),
+}
+
+
+def _admits(annotation: str) -> tuple[type, ...]:
+    allowed: list[type] = []
+    for part in annotation.split("|"):
+        name = part.strip().split("[", 1)[0]
+        if name == "None":
+            allowed.append(type(None))
+        else:
+            allowed.extend(_JSON_TYPES.get(name, (str,)))  # the enums are strings on record
+    return tuple(allowed)
+
+
+_FIELDS: dict[type, dict[str, tuple[type, ...]]] = {}
+
+
+def _fields_of(cls: type[ev.Event]) -> dict[str, tuple[type, ...]]:
+    spec = _FIELDS.get(cls)
+    if spec is None:
+        spec = _FIELDS[cls] = {
+            f.name: _admits(str(f.type)) for f in dataclasses.fields(cls) if not f.metadata.get("memory_only")
+        }
+    return spec
+
+
 def event_of(record: dict[str, Any]) -> ev.Event:
-    """The event a record was written from; a kind this version does not know (or a record whose fields
-    do not fit its kind) becomes a ``note`` naming it, never an error."""
+    """The event a record was written from; a kind this version does not know, or a record whose fields
+    are missing or of the wrong JSON type, becomes a ``note`` naming it, never an error."""
     kind = record.get("kind")
     cls = ev.EVENT_TYPES.get(kind) if isinstance(kind, str) else None
     if cls is None:
         return ev.Note(f"{kind if isinstance(kind, str) else '?'} record")
-    names = {f.name for f in dataclasses.fields(cls) if not f.metadata.get("memory_only")}
+    spec = _fields_of(cls)
+    values = {k: v for k, v in record.items() if k in spec and k not in _ENVELOPE}
+    for name, value in values.items():
+        allowed = spec[name]
+        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+            return ev.Note(f"{kind} record whose {name} is not what it should be")
     try:
-        return cls(**{k: v for k, v in record.items() if k in names and k not in _ENVELOPE})
-    except TypeError:
+        return cls.from_record(values)
+    except (TypeError, ValueError):
         return ev.Note(f"{kind} record with fields this version cannot read")
 
 
@@ -48,10 +88,10 @@ class RunLog:
     ``poll()`` returns the events of the complete lines written since; a last line without its newline is
     kept back until it is complete (a writer in the middle of a line)."""
 
-    def __init__(self, folder: RunFolder, *, max_line: int = LINE_CAP) -> None:
+    def __init__(self, folder: RunFolder, *, max_line: int = LINE_CAP, cap: int = 1 << 62) -> None:
         self.folder = folder
         self.max_line = max_line
-        self._fd, _size = folder.open_file(AUDIT, 1 << 62)  # streamed: only each line is capped
+        self._fd, _size = folder.open_file(AUDIT, cap)  # streamed: each line is capped, and the file at ``cap``
         self._offset = 0
         self._carry = b""
         self._skipping = False
@@ -120,6 +160,7 @@ class RunLog:
 
 
 SCREENS = "screens"
+AUDIT_CAP = 256 << 20  # a 10,000-step run's log is about 3 MB: a larger one is not a run to open
 SCREEN_CACHE = 12  # decoded-on-demand screenshots kept in memory (a few MB): replay of any length stays small
 
 
@@ -132,7 +173,7 @@ class RunReader:
         self.folder = RunFolder.open(path)
         try:
             self.info = self._json("run.json")
-            self.log = RunLog(self.folder)
+            self.log = RunLog(self.folder, cap=AUDIT_CAP)
         except BaseException:
             self.folder.close()
             raise
