@@ -129,3 +129,40 @@ def test_records_of_any_shape_never_crash_an_export(tmp_path: Path) -> None:
                 script_export.encode(script_export.build(run).data)
         except RunUnusable as exc:
             assert "\n" not in str(exc)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The shared corpus (tests/hostile_runs.py): the same list verify, runs and replay are tested against
+# ---------------------------------------------------------------------------------------------------
+from hostile_runs import ALL, Case, pristine_run  # noqa: E402  (the shared corpus, below the local cases)
+
+
+@pytest.fixture(scope="module")
+def corpus_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return pristine_run(tmp_path_factory.mktemp("corpus"))
+
+
+@pytest.mark.parametrize("case", ALL, ids=str)
+def test_export_answers_every_case_of_the_shared_corpus(case: Case, corpus_run: Path, tmp_path: Path) -> None:
+    run = case.build(corpus_run, tmp_path / "runs", tmp_path / "outside")
+    outs = tmp_path / "out"
+    outs.mkdir()
+    args = [arg for flag in ("--html", "--script") for arg in (flag, str(outs / f"x.{SUFFIX[flag]}"))]
+    proc = subprocess.run(
+        [sys.executable, "-m", "cua_tui.cli", "export", str(run), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "CUA_TUI_CONFIG": str(tmp_path / "none.toml"), "CUA_TUI_RUNS_DIR": str(tmp_path / "runs")},
+        check=False,
+    )
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    written = sorted(p.name for p in outs.iterdir())
+    if proc.returncode == 2:  # nothing to export: one line, nothing written
+        assert written == [] and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    else:  # written whole; a run verify does not call intact is exported as what it is, said once
+        assert written == ["x.html", "x.json"]
+        assert proc.returncode == (0 if case.exit == 0 else 1), (proc.returncode, case.exit, proc.stderr)
+        if case.exit:
+            assert "TAMPERED" in (outs / "x.html").read_text() or "UNUSABLE" in (outs / "x.html").read_text().upper()
+    assert "root:x:0:0" not in "".join(p.read_text(errors="replace") for p in outs.iterdir())  # nothing outside
