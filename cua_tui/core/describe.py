@@ -11,7 +11,7 @@ from __future__ import annotations
 from . import events as ev
 from .actions import Kind
 from .ports import DecisionRequest
-from .text import visible
+from .text import one_line, visible
 from .timeline import Step
 
 PHASE_LABELS = {
@@ -131,11 +131,13 @@ def request_lines(request: DecisionRequest) -> list[str]:
 TITLE, LABEL, TYPED, KEY = "title", "label", "typed", "key"
 
 
-def request_panel(request: DecisionRequest, batch_size: int = 0) -> list[tuple[str, str]]:
+def request_panel(request: DecisionRequest, batch_size: int = 0, task: str = "") -> list[tuple[str, str]]:
     """The decision panel as (text, role) parts, role "" for plain text: what is decided (typed text in
     full, shown and never stored), why, and the keys that answer (z only where there is a target)."""
     of = f" of {batch_size}" if batch_size else ""
     parts = [(f" DECISION NEEDED · turn {request.turn} · action {request.index + 1}{of} \n", TITLE)]
+    if task:  # the goal, repeated where the decision is made
+        parts += [("task    ", LABEL), (visible(one_line(task, 110)) + "\n", "")]
     if request.kind == "safety_check":
         parts.append(("The model raised safety checks; approving acknowledges them to the model:\n", LABEL))
         for check in request.safety_checks:

@@ -30,6 +30,7 @@ from .decision import DecisionPanel
 from .decisions import GrantsScreen, RejectReason
 from .desktop_view import DesktopView
 from .frames import Target, prepare
+from .goal import GoalBar
 from .help import HelpScreen
 from .messages import FrameRefused, FrameRendered, RunEvent, RunFinished
 from .run_view import RunView
@@ -83,6 +84,7 @@ class SupervisorApp(App[Any]):
 
     # ------------------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
+        yield GoalBar(self.source.info, id="goal")
         with Horizontal(id="main"):
             yield DesktopView(graphics=self.graphics, id="desktop")
             with Vertical(id="side"):
@@ -219,7 +221,7 @@ class SupervisorApp(App[Any]):
         """Show what ``pending`` says (the one place that reads it for the panes)."""
         request = self.pending
         self.zoom = False
-        self.query_one(DecisionPanel).show_request(request, self.view.batch_size)
+        self.query_one(DecisionPanel).show_request(request, self.view.batch_size, self.source.info.task)
         self.query_one(BatchPane).mark_pending(request.index if request is not None else None)
         self.render_frame()
         self.refresh_bindings()

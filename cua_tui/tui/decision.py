@@ -20,12 +20,12 @@ STYLES = {
 class DecisionPanel(Static):
     """Hidden unless a decision is pending. Typed text is shown in full with control characters visible."""
 
-    def show_request(self, request: DecisionRequest | None, batch_size: int = 0) -> None:
+    def show_request(self, request: DecisionRequest | None, batch_size: int = 0, task: str = "") -> None:
         self.display = request is not None
         if request is None:
             self.update("")
             return
         text = Text()
-        for part, role in describe.request_panel(request, batch_size):
+        for part, role in describe.request_panel(request, batch_size, task):
             text.append(part, style=STYLES.get(role))
         self.update(text)

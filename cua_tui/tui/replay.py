@@ -39,6 +39,7 @@ from .batch import BatchPane
 from .decision import STYLES
 from .desktop_view import DesktopView
 from .frames import Rendered, Target, prepare
+from .goal import GoalBar
 from .help import HelpScreen
 from .messages import FrameRendered
 from .run_view import RunView
@@ -165,6 +166,7 @@ class ReplayApp(App[None]):
 
     def compose(self) -> ComposeResult:
         yield Static(id="banner")
+        yield GoalBar(self._info(), id="goal")
         with Horizontal(id="main"):
             yield DesktopView(graphics=self.graphics, id="desktop")
             with Vertical(id="side"):
@@ -181,6 +183,13 @@ class ReplayApp(App[None]):
         def number(value: Any) -> int:
             return value if type(value) is int else 0
 
+        def text(key: str) -> str:
+            value = info.get(key)
+            return value if isinstance(value, str) else ""
+
+        policy = info.get("policy") if isinstance(info.get("policy"), dict) else {}
+        allowed = info.get("allow_domains") if isinstance(info.get("allow_domains"), list) else []
+        sha = policy.get("sha256") if isinstance(policy.get("sha256"), str) else ""
         return RunInfo(
             visible(str(info.get("run_id", "?")), limit=40),
             visible(str(info.get("backend", "?")), limit=20),
@@ -189,6 +198,10 @@ class ReplayApp(App[None]):
             number(limits.get("max_turns")),
             number(limits.get("max_steps")),
             number(limits.get("deadline_seconds")),
+            task=text("task"),
+            target=f"lab {text('lab')}" if text("lab") else text("url") or f"the {text('backend') or '?'} desktop",
+            allowed=tuple(str(a) for a in allowed[:20]),
+            policy=f"{policy.get('name', '?')} ({sha[:12]})",
         )
 
     def _clock(self) -> float:

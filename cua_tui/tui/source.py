@@ -35,8 +35,22 @@ class RunSource(Protocol):
 
 def run_info(config: RunConfig, run_id: str) -> RunInfo:
     lim = config.policy.limits
+    extra = config.extra
+    lab, url = extra.get("lab"), extra.get("url")
+    target = f"lab {lab}" if lab else str(url) if url else f"the {config.backend} desktop"
+    allowed = (*config.policy.allow_domains, *(extra.get("allow_domains") or ()))
     return RunInfo(
-        run_id, config.backend, config.agent, config.model, lim.max_turns, lim.max_steps, lim.deadline_seconds
+        run_id,
+        config.backend,
+        config.agent,
+        config.model,
+        lim.max_turns,
+        lim.max_steps,
+        lim.deadline_seconds,
+        task=config.task,
+        target=target,
+        allowed=tuple(str(a) for a in allowed),
+        policy=f"{config.policy.name} ({config.policy.sha256[:12]})",
     )
 
 

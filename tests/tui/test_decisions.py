@@ -112,3 +112,38 @@ async def test_ctrl_k_kills_while_a_reason_is_typed(tmp_path: Path) -> None:
         await pilot.press("n", "x", "ctrl+k")
         await until_ended(pilot, app)
     assert run.supervisor.result is not None and run.supervisor.result.status == "killed"
+
+
+async def test_the_goal_is_in_view_in_every_state_and_repeated_at_the_decision(tmp_path: Path) -> None:
+    """Issue 11, point 1: the task, where the agent works, what it may reach and the policy, shown literally."""
+    from cua_tui.tui.goal import GoalBar
+
+    task = "Fill the form [b]now[/b] \x1b[2J please"
+    events: list[ev.Event] = []
+    run = build_run(
+        RunOptions(
+            task=task,
+            backend="sim",
+            agent=None,
+            script={"turns": [{"actions": [click(FIELD), {"type": "type", "text": "x"}]}], "final_text": "done"},
+            runs_dir=tmp_path / "runs",
+            decisions=HANDSHAKE,
+            allow_domains=("docs.example.org",),
+            listeners=(lambda s: events.append(s.event),),
+            fsync=False,
+            desktop=SimDesktop(),
+        )
+    )
+    assert run.handshake is not None
+    track(run.supervisor)
+    app = SupervisorApp(LiveRun(run.supervisor, run.handshake))
+    async with app.run_test(size=(80, 24)) as pilot:
+        goal = app.query_one(GoalBar)
+        await until_asked(pilot, app, 1)
+        shown = plain(goal)
+        assert "Fill the form [b]now[/b] ␛[2J please" in shown and "\x1b" not in shown
+        assert "docs.example.org" in shown and "policy default (" in shown and "the sim desktop" in shown
+        assert "task    Fill the form [b]now[/b]" in plain(app.query_one(DecisionPanel))
+        await pilot.press("y")
+        await until_ended(pilot, app)
+        assert "TASK" in plain(goal) and goal.region.height == 2  # still there at the end, two lines
