@@ -113,6 +113,7 @@ def build_run(options: RunOptions) -> Run:
     except ValueError as exc:
         raise BuildError(str(exc)) from None
     _check_allow_domains(options.allow_domains)
+    _check_url(options.url)
     lab = _lab(options.lab)
     policy = _policy(options, settings, lab)
     runs = (options.runs_dir or settings.runs_dir).expanduser()
@@ -170,6 +171,22 @@ def default_operator() -> str:
     except (KeyError, OSError):  # no passwd entry for this uid (a container)
         user = f"uid{os.getuid()}"
     return f"{user}@{socket.gethostname()}"
+
+
+def _check_url(url: str | None) -> None:
+    """``--url`` must be an http or https URL with a host: anything else is refused before anything starts."""
+    if url is None:
+        return
+    from urllib.parse import urlsplit
+
+    from .core.text import visible
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise BuildError(f"--url must be an http:// or https:// URL with a host, not {visible(url, limit=100)!r}")
 
 
 def _check_allow_domains(entries: tuple[str, ...]) -> None:

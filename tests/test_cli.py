@@ -298,3 +298,23 @@ def test_url_allow_entries() -> None:
     assert url_allow_entry("http://[::1]:8080/") == ("http://[::1]:8080/", "[::1]:8080")
     allow = AllowList.parse([url_allow_entry("http://[::1]:8080/")[1]])
     assert allow.allows("::1", 8080)[0] and not allow.allows("::1", 80)[0]
+
+
+@pytest.mark.parametrize(
+    "url", ["file:///etc/passwd", "javascript:alert(1)", "ftp://example.org/", "http://", "chrome://settings"]
+)
+def test_a_url_that_is_not_http_is_refused_before_anything_starts(tmp_path: Path, url: str) -> None:
+    runs = tmp_path / "runs"
+    result = CliRunner().invoke(main, ["run", "--headless", "--url", url, "--runs-dir", str(runs)])
+    assert result.exit_code == 2
+    assert "--url must be an http:// or https:// URL" in result.output
+    assert not runs.exists() or not any(runs.iterdir())  # no run directory was made
+
+
+def test_an_unknown_theme_is_refused_with_the_themes_listed(tmp_path: Path) -> None:
+    script = write(tmp_path, FORM)
+    args = ["run", "--backend", "sim", "--agent", f"script:{script}", "--theme", "no-such-theme"]
+    result = CliRunner().invoke(main, [*args, "--runs-dir", str(tmp_path / "runs")])
+    assert result.exit_code == 2
+    assert "no such theme" in result.output and "cua-dark" in result.output and "cua-contrast" in result.output
+    assert not (tmp_path / "runs").exists()

@@ -27,6 +27,9 @@ def command(run: str, follow: bool, theme: str | None) -> None:
     from ..core.text import visible
 
     where = settings()
+    from .session import check_theme
+
+    check_theme(theme, where)
     try:
         path = resolve_run(run, where.runs_dir)
         reader = RunReader(path)

@@ -28,6 +28,8 @@ def execute(options: RunOptions, *, headless: bool, theme: str | None) -> None:
     from dataclasses import replace
 
     options = replace(options, settings=options.settings or settings())
+    if not headless:
+        check_theme(theme, options.settings)
     if headless:
         from ..headless import printer
 
@@ -41,6 +43,17 @@ def execute(options: RunOptions, *, headless: bool, theme: str | None) -> None:
     click.echo(f"status: {result.status} · {result.reason}", err=True)
     click.echo(f"run directory: {result.path}", err=True)
     sys.exit(result.exit_code)
+
+
+def check_theme(theme: str | None, where: Any) -> None:
+    """An unknown ``--theme`` is bad usage (exit 2, the themes listed), before anything starts."""
+    if theme is None:
+        return
+    from ..tui.themes import theme_names
+
+    names = theme_names(where.themes_dir)
+    if theme not in names:
+        raise UsageFailure(f"--theme {theme!r}: no such theme; choose one of {', '.join(names)}")
 
 
 def _with_listener(options: RunOptions, listener: Any) -> RunOptions:

@@ -138,3 +138,11 @@ def load_themes(*folders: Path) -> tuple[list[Theme], list[str]]:
                 continue
             themes[theme.name] = theme
     return list(themes.values()), problems
+
+
+def theme_names(*folders: Path) -> list[str]:
+    """Every theme a ``--theme`` may name: cua-tui's, the theme files in ``folders`` and Textual's own."""
+    from textual.theme import BUILTIN_THEMES
+
+    themes, _problems = load_themes(project_themes_dir(), *folders)
+    return sorted({t.name for t in themes} | set(BUILTIN_THEMES))
