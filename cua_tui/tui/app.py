@@ -38,6 +38,8 @@ from .source import RunSource
 from .status import StatusBar
 from .themes import load_themes, project_themes_dir
 
+LEAVE_WINDOW_S = 3.0  # a second q within this many seconds leaves a run that goes on (and kills it)
+
 
 class SupervisorApp(App[Any]):
     """One screen: desktop pane | decision + batch + audit panes, status bar, footer."""
@@ -54,6 +56,7 @@ class SupervisorApp(App[Any]):
         Binding("z", "zoom", "zoom", id="zoom"),
         Binding("question_mark", "help", "help", id="help"),
         Binding("q", "quit_when_done", "quit", id="quit"),
+        Binding("q", "leave", "leave", id="leave", show=False),  # during a run: says what leaving means
     ]
 
     def __init__(
@@ -73,6 +76,7 @@ class SupervisorApp(App[Any]):
         self.theme_dirs = (project_themes_dir(), *theme_dirs)
         self.view = RunView()  # the run's state, from its event stream alone
         self._answered: DecisionRequest | None = None
+        self._leave_asked = -LEAVE_WINDOW_S  # when q was last pressed during the run
         self.running = True
         self.result: Any = None
         self.final_status = ""
@@ -295,6 +299,8 @@ class SupervisorApp(App[Any]):
             return (
                 self.pending is not None and self.pending.action is not None and self.pending.action.target is not None
             )
+        if action == "leave":
+            return self.running
         if action == "quit_when_done":
             return not self.running
         return True
@@ -359,6 +365,24 @@ class SupervisorApp(App[Any]):
                 *(["", "Scoped approvals in force (g revokes):", *grants] if grants else []),
             ]
             self.push_screen(HelpScreen(lines))
+
+    def action_leave(self) -> None:
+        """``q`` while the run goes on: leaving kills the run, so the first press only says so; a second
+        within a few seconds leaves (the run is killed and sealed on the way out)."""
+        now = time.monotonic()
+        if now - self._leave_asked < LEAVE_WINDOW_S:
+            self.source.kill(by="human (left the TUI)")
+            self.exit(self.result)
+            return
+        self._leave_asked = now
+        self.notify(
+            f"The run is still going: k is the kill switch. Press q again within {LEAVE_WINDOW_S:g} s to leave "
+            "the TUI, which kills the run (it is sealed as killed).",
+            title="leave?",
+            severity="warning",
+            timeout=LEAVE_WINDOW_S,
+            markup=False,
+        )
 
     def action_quit_when_done(self) -> None:
         if not self.running:

@@ -306,13 +306,15 @@ async def test_y_and_n_do_nothing_without_a_pending_decision_and_q_waits_for_the
             assert app.check_action(action, ()) is False, action
         assert app.check_action("kill", ()) is True
         bindings = app.screen.active_bindings
-        assert "y" not in bindings and "n" not in bindings and "q" not in bindings and "z" not in bindings
+        assert "y" not in bindings and "n" not in bindings and "z" not in bindings
+        assert bindings["q"].binding.action == "leave"  # q says what leaving a run that goes on means
         assert bindings["k"].enabled
         assert footer_actions(app) == {"kill", "help", "command_palette"}
         states = [row(app, i).state for i in range(3)]
         await pilot.press("y", "n", "z", "q")
         await pilot.pause()
         assert app.is_running and app.running  # q did not quit a run that goes on
+        assert any("k is the kill switch" in str(n.message) for n in app._notifications)
         assert source.answers == [] and not source.killed  # type: ignore[attr-defined]
         assert [row(app, i).state for i in range(3)] == states
         await pilot.press("k")
@@ -565,3 +567,19 @@ def test_graphics_protocol_pictures_keep_the_terminal_resolution() -> None:
     assert small.image.size == (500, 352)  # fitted to 500x400 pixels, aspect kept
     halfblock = prepare(png, 100, 40, None)
     assert halfblock.image.size == (100, 70) and len(halfblock.strips) == 35
+
+
+async def test_a_second_q_within_seconds_leaves_and_kills_the_run() -> None:
+    """Issue 11, point 7: leaving is unambiguous. The first q says that k kills the run and what a second q
+    does; the second leaves, and the run is killed on the way out."""
+    app = SCENES["refused"].app()
+    source = app.source
+    async with app.run_test(size=SIZE) as pilot:
+        rows = app.query_one(BatchPane).rows
+        await until(pilot, lambda: 2 in rows and rows[2].state == "not_executed", "the recording on screen")
+        await pilot.press("q")
+        await pilot.pause()
+        assert app.is_running and not source.killed  # type: ignore[attr-defined]
+        await pilot.press("q")
+        await until(pilot, lambda: not app.is_running, "the app to exit")
+    assert source.killed  # type: ignore[attr-defined]
