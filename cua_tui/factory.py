@@ -68,11 +68,21 @@ def _cwsandbox_desktop(
     size: Size, lab: Any, url: str | None, allow_domains: tuple[str, ...], settings: Settings | None, bootstrap: bool
 ) -> Desktop:
     """The CoreWeave sandbox desktop, its endpoint and key from cwsandbox's variables or the settings file."""
-    from .config import Settings
-    from .desktops.cwsandbox import CWSandboxDesktop, SandboxSettings
+    from .desktops.cwsandbox import CWSandboxDesktop
 
     if lab is None and not url:
         raise UnavailableError("the cwsandbox desktop needs --lab NAME or --url URL")
+    options = sandbox_settings(settings, bootstrap=bootstrap)
+    return CWSandboxDesktop(
+        size, options, lab=lab.name if lab is not None else None, url=url, allow_domains=allow_domains
+    )
+
+
+def sandbox_settings(settings: Settings | None = None, *, bootstrap: bool = False) -> Any:
+    """CoreWeave's endpoint, key and sandbox options (a ``desktops.cwsandbox.SandboxSettings``)."""
+    from .config import Settings
+    from .desktops.cwsandbox import SandboxSettings
+
     settings = settings or Settings.load()
     base_url, key = settings.sandbox_endpoint()
     if not key:
@@ -86,9 +96,7 @@ def _cwsandbox_desktop(
     options = SandboxSettings(base_url=base_url, api_key=key, bootstrap=bootstrap, **extra)  # type: ignore[arg-type]
     if bootstrap:
         options = dataclasses.replace(options, start_timeout=max(options.start_timeout, 900.0))
-    return CWSandboxDesktop(
-        size, options, lab=lab.name if lab is not None else None, url=url, allow_domains=allow_domains
-    )
+    return options
 
 
 def make_agent(

@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -77,6 +78,14 @@ class SandboxSettings:
         auth = AuthHeaders(headers=headers, strategy="api_key" if headers else "none")
         defaults = SandboxDefaults(base_url=self.base_url, auth=auth) if self.base_url else SandboxDefaults(auth=auth)
         return {"defaults": defaults}
+
+    def auth_options(self) -> dict[str, Any]:
+        """The same, for the calls that take them one by one (``Sandbox.list``, ``Sandbox.delete``)."""
+        from cwsandbox import AuthHeaders
+
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        auth = AuthHeaders(headers=headers, strategy="api_key" if headers else "none")
+        return {"auth": auth, **({"base_url": self.base_url} if self.base_url else {})}
 
     def public(self) -> dict[str, Any]:
         """What run.json records of these settings (no credentials)."""
@@ -246,7 +255,7 @@ class CWSandboxDesktop:
     def _find_lost(self, cwsandbox: Any) -> None:
         """The create failed, perhaps after the service made the sandbox: look for it by the run's tag."""
         try:
-            found = cwsandbox.Sandbox.list(tags=[run_tag(self.run_id)], **self.settings.client_options()).result(
+            found = cwsandbox.Sandbox.list(tags=[run_tag(self.run_id)], **self.settings.auth_options()).result(
                 timeout=30
             )
         except Exception:
@@ -289,7 +298,7 @@ class CWSandboxDesktop:
         except DesktopError:
             raise
         except Exception as exc:
-            raise self._error(f"the sandbox's {request.get('op')} request", exc) from None
+            raise self._error(f"the sandbox's {request.get('op')} request", exc, argv) from None
         finally:
             self._process = None
         self._check_stopping()
@@ -340,11 +349,19 @@ class CWSandboxDesktop:
             raise DesktopError(f"the sandbox's screenshot was refused: {exc}", fatal=True) from None
         return Frame(png, width, height)
 
-    def _error(self, what: str, exc: BaseException) -> DesktopError:
-        """One line naming the cwsandbox error, with no credential in it."""
+    def _error(self, what: str, exc: BaseException, argv: list[str] | None = None) -> DesktopError:
+        """One line naming the cwsandbox error, with no credential in it, nor the exec's command (the
+        client quotes it, and a step's request carries the text to type, which is never recorded)."""
         if self._stopping.is_set():
             return DesktopError("the desktop was stopped", fatal=True)
-        message = one_line(f"cwsandbox: {what} failed: {type(exc).__name__}: {exc}")
+        detail = str(exc)
+        if argv:
+            for form in (repr(argv), shlex.join(argv), " ".join(argv)):
+                detail = detail.replace(form, "<the helper's command>")
+            for item in sorted(argv[3:], key=len, reverse=True):
+                for form in (shlex.quote(item), repr(item), item):
+                    detail = detail.replace(form, "…")
+        message = one_line(f"cwsandbox: {what} failed: {type(exc).__name__}: {detail}")
         if self.settings.api_key:
             message = message.replace(self.settings.api_key, "[redacted]")
         return DesktopError(truncate(message, 300), fatal=True)
@@ -427,6 +444,28 @@ class CWSandboxDesktop:
             if self.settings.api_key:
                 message = message.replace(self.settings.api_key, "[redacted]")
             raise DesktopError(truncate(message, 300)) from None
+
+
+def list_sandboxes(settings: SandboxSettings, tags: list[str] | None = None) -> list[dict[str, str]]:
+    """This user's sandboxes tagged ``cua-tui`` (the API key says whose): id, state and run id."""
+    import cwsandbox
+
+    cwsandbox.disable_signal_handlers()
+    found = cwsandbox.Sandbox.list(tags=tags or [TAG], **settings.auth_options()).result(timeout=60)
+    out = []
+    for sandbox in found:
+        tags_of = list(getattr(sandbox, "tags", None) or [])
+        run = next((t.removeprefix(RUN_TAG_PREFIX) for t in tags_of if t.startswith(RUN_TAG_PREFIX)), "")
+        out.append({"id": str(sandbox.sandbox_id), "state": str(getattr(sandbox, "status", "")), "run": run})
+    return out
+
+
+def stop_sandbox(settings: SandboxSettings, sandbox_id: str) -> None:
+    """Stop and delete a sandbox by id; one already gone counts as stopped (running it twice is harmless)."""
+    import cwsandbox
+
+    cwsandbox.disable_signal_handlers()
+    cwsandbox.Sandbox.delete(sandbox_id, missing_ok=True, **settings.auth_options()).result(timeout=90)
 
 
 def _plain(value: Any, depth: int = 0) -> Any:

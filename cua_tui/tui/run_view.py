@@ -9,6 +9,7 @@ renders what this state says. It holds no Textual objects, so it is tested as pl
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..core import events as ev
 from ..core.actions import Action
@@ -53,6 +54,7 @@ class RunView:
     screen: ev.ScreenCaptured | None = None  # the newest screenshot with pixels
     ended: ev.RunEnded | None = None
     killed: bool = False
+    isolation: dict[str, Any] | None = None  # what the desktop's sandbox obtained (desktop_ready)
 
     @property
     def events(self) -> int:
@@ -69,6 +71,8 @@ class RunView:
         match event:
             case ev.Phase():
                 self.phase, self.detail = event.phase, event.detail
+            case ev.DesktopReady():
+                self.isolation = event.isolation
             case ev.Executing():
                 self.phase, self.detail = "executing", event.summary
             case ev.ScreenCaptured() if event.png is not None:

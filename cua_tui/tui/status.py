@@ -5,11 +5,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from rich.text import Text
 from textual.widgets import Static
 
-from ..core.describe import PHASE_LABELS
+from ..core.describe import PHASE_LABELS, isolation_label
 from ..core.text import visible
 from .run_view import RunView
 
@@ -41,6 +42,7 @@ class StatusBar(Static):
         self.started = clock()
         self.ended: float | None = None
         self.final = ""
+        self.isolation: dict[str, Any] | None = None
 
     def on_mount(self) -> None:
         self.set_interval(1.0, self.redraw)
@@ -50,6 +52,7 @@ class StatusBar(Static):
         """Take the run's counters and phase from its RunView."""
         self.turn, self.steps, self.tokens, self.cost = view.turn, view.steps, view.tokens, view.cost
         self.phase, self.detail = view.phase, view.detail
+        self.isolation = view.isolation
         self.redraw()
 
     def stopping(self) -> None:
@@ -67,6 +70,10 @@ class StatusBar(Static):
             text.append(f" ({visible(info.model, limit=30)})")
         text.append(f" · turn {self.turn}/{info.max_turns} · step {self.steps}/{info.max_steps}")
         text.append(f" · {int(elapsed)}s/{info.deadline}s")
+        if self.isolation is not None:  # what the sandbox obtained; a missing bubblewrap stands out
+            weak = self.isolation.get("bubblewrap") is False
+            text.append(" · ")
+            text.append(isolation_label(self.isolation), style="bold reverse" if weak else "")
         if self.tokens:
             text.append(f" · {self.tokens} tok")
         if self.cost is not None:
