@@ -104,7 +104,8 @@ sys.path.insert(0, {str(pyz)!r})
 import cua_tui.desktops.helper, cua_tui.desktops.local, cua_tui.labs, cua_tui.desktops.helper_call
 ours = [m for m in sys.modules if m.startswith("cua_tui")]
 assert all(sys.modules[m].__file__.startswith({str(pyz)!r}) for m in ours), ours
-third = {{m.split(".")[0] for m in sys.modules}} - set(sys.stdlib_module_names) - {{"cua_tui", "PIL", "mss", "Xlib", "six"}}
+allowed = {{"cua_tui", "PIL", "mss", "Xlib", "six"}}
+third = {{m.split(".")[0] for m in sys.modules}} - set(sys.stdlib_module_names) - allowed
 assert not {{m for m in third if not m.startswith("_")}}, third
 print("ok")
 """

@@ -45,9 +45,10 @@ REPLY_CAP = 24 * 1024 * 1024  # a 1920x1200 PNG at low compression is well under
 BOOTSTRAP = (
     "set -eu; export DEBIAN_FRONTEND=noninteractive; apt-get update -qq; "
     "apt-get install -y -qq --no-install-recommends xvfb openbox chromium bubblewrap socat xauth util-linux "
-    "fonts-dejavu-core python3 python3-pil python3-xlib python3-mss >/dev/null; "
+    "fonts-dejavu-core ca-certificates python3 python3-pil python3-xlib python3-pip >/dev/null; "
+    "pip install -q --break-system-packages mss==10.2.0; "
 )
-BOOTSTRAP_HOSTS = ("deb.debian.org",)
+BOOTSTRAP_HOSTS = ("deb.debian.org", "pypi.org", "files.pythonhosted.org")  # the packages, and mss from PyPI
 
 
 def run_tag(run_id: str) -> str:
@@ -278,9 +279,9 @@ class CWSandboxDesktop:
     def _network_note(self) -> str:
         if self.url:
             return f"egress to {urlsplit(self.url).hostname} only" + (
-                " (and the Debian mirror)" if self.settings.bootstrap else ""
+                " (and the package mirrors)" if self.settings.bootstrap else ""
             )
-        return "egress to the Debian mirror only (bootstrap)" if self.settings.bootstrap else "egress denied"
+        return "egress to the package mirrors only (bootstrap)" if self.settings.bootstrap else "egress denied"
 
     # ------------------------------------------------------------------------------------------------
     # One exec per request

@@ -70,10 +70,6 @@ class StatusBar(Static):
             text.append(f" ({visible(info.model, limit=30)})")
         text.append(f" · turn {self.turn}/{info.max_turns} · step {self.steps}/{info.max_steps}")
         text.append(f" · {int(elapsed)}s/{info.deadline}s")
-        if self.isolation is not None:  # what the sandbox obtained; a missing bubblewrap stands out
-            weak = self.isolation.get("bubblewrap") is False
-            text.append(" · ")
-            text.append(isolation_label(self.isolation), style="bold reverse" if weak else "")
         if self.tokens:
             text.append(f" · {self.tokens} tok")
         if self.cost is not None:
@@ -84,4 +80,8 @@ class StatusBar(Static):
         else:
             label = PHASE_LABELS.get(self.phase, self.phase)
             text.append(label, style="bold reverse" if self.phase == "awaiting_decision" else "bold")
+        if self.isolation is not None:  # last, so the phase is never cut off; a missing bubblewrap stands out
+            weak = self.isolation.get("bubblewrap") is False
+            text.append(" · ")
+            text.append(isolation_label(self.isolation), style="bold reverse" if weak else "")
         self.update(text)
