@@ -249,6 +249,8 @@ class SandboxService(pb_grpc.SandboxServiceServicer):
             for path in sb.files:
                 with contextlib.suppress(OSError):
                     path.unlink()
+                with contextlib.suppress(OSError):
+                    path.parent.rmdir()  # the run's own folder (/opt/cua-tui/<run id>), now empty
             sb.state = STATE.STATE_TERMINATED
 
     def ConnectSandbox(self, request: Any, context: grpc.ServicerContext) -> Any:

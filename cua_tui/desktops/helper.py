@@ -307,6 +307,8 @@ def serve(spec: dict[str, Any], get_lab: Callable[[str], Any]) -> int:
             listener.close()
         resident.stop()
         path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            path.parent.rmdir()
     return 0
 
 
