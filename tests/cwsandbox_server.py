@@ -132,7 +132,7 @@ class SandboxService(pb_grpc.SandboxServiceServicer):
         """The sandbox disappears (evicted, lost): its processes end and the service forgets it."""
         with self._lock:
             sb = self.sandboxes.pop(sandbox_id)
-        _kill_tree(sb.proc, grace=0.5)
+        self._terminate(sb)
 
     def close(self) -> None:
         for sb in list(self.sandboxes.values()):
