@@ -69,6 +69,7 @@ class RunOptions:
     clock: Callable[[], float] = time.monotonic
     wall_clock: Callable[[], float] = time.time
     settings: Any = None  # config.Settings; loaded when not given
+    bootstrap: bool = False  # cwsandbox: install the desktop's packages at start (no prebuilt image)
     extra: dict[str, Any] = field(default_factory=dict)  # more for run.json
 
 
@@ -120,8 +121,11 @@ def build_run(options: RunOptions) -> Run:
     key = _audit_key(options.audit_key, runs)
     approver = _approver(options.decisions)
     agent, label = _agent(options, policy, settings)
-    desktop = options.desktop or _desktop(options, size, lab, policy)
+    desktop = options.desktop or _desktop(options, size, lab, policy, settings)
     rundir = _rundir(runs, options.run_id)
+    bind_run = getattr(desktop, "bind_run", None)
+    if callable(bind_run):  # remote desktops tag their sandbox with the run id, write sandbox-id.txt in it
+        bind_run(rundir)
     from .factory import public_url, versions
 
     extra = {
@@ -130,6 +134,7 @@ def build_run(options: RunOptions) -> Run:
         "url": options.url,
         "allow_domains": list(options.allow_domains),
         "lab_regions": lab.regions() if lab is not None else [],
+        **({"sandbox": desktop.record()} if callable(getattr(desktop, "record", None)) else {}),
         **options.extra,
     }
     config = RunConfig(
@@ -280,7 +285,7 @@ def _agent(options: RunOptions, policy: Any, settings: Any) -> tuple[Agent, str]
         raise BuildError(str(exc)) from None
 
 
-def _desktop(options: RunOptions, size: Any, lab: Any, policy: Any) -> Desktop:
+def _desktop(options: RunOptions, size: Any, lab: Any, policy: Any, settings: Any) -> Desktop:
     from .factory import UnavailableError, make_desktop
 
     try:
@@ -290,6 +295,8 @@ def _desktop(options: RunOptions, size: Any, lab: Any, policy: Any) -> Desktop:
             lab=lab,
             url=options.url,
             allow_domains=(*policy.allow_domains, *options.allow_domains),
+            settings=settings,
+            bootstrap=options.bootstrap,
         )
     except (ValueError, UnavailableError) as exc:
         raise BuildError(str(exc)) from None

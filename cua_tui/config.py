@@ -5,6 +5,11 @@ environment variables ``CUA_TUI_RUNS_DIR`` / ``CUA_TUI_THEME``, then command-lin
 
 Model API keys: ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY`` from the environment, else ``openai_api_key`` /
 ``anthropic_api_key`` from the file. They stay in this process: never in a repr, a message or a run.
+
+CoreWeave sandboxes (``--backend cwsandbox``): ``CWSANDBOX_BASE_URL`` / ``CWSANDBOX_API_KEY`` (the client's
+own variables), else ``cwsandbox_base_url`` / ``cwsandbox_api_key`` from the file; the image, resources,
+lifetime and placement from ``cwsandbox_image``, ``cwsandbox_cpu``, ``cwsandbox_memory``,
+``cwsandbox_max_lifetime`` (seconds) and ``cwsandbox_placement``.
 """
 
 from __future__ import annotations
@@ -36,6 +41,13 @@ class _File(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     model_timeout: float | None = None  # seconds per model request
     model_retries: int | None = None  # retries on 429, 5xx and connection errors
     model_prices: dict[str, list[float]] | None = None  # model -> [input, output] USD per million tokens
+    cwsandbox_base_url: str | None = None
+    cwsandbox_api_key: str | None = None
+    cwsandbox_image: str | None = None
+    cwsandbox_cpu: str | None = None
+    cwsandbox_memory: str | None = None
+    cwsandbox_max_lifetime: int | None = None
+    cwsandbox_placement: str | None = None
 
 
 @dataclass(frozen=True)
@@ -53,6 +65,15 @@ class Settings:
     model_timeout: float = DEFAULT_TIMEOUT
     model_retries: int = DEFAULT_RETRIES
     model_prices: dict[str, tuple[float, float]] = field(default_factory=dict)
+    cwsandbox: dict[str, str | int] = field(default_factory=dict)  # the cwsandbox_* settings, without the key
+    cwsandbox_api_key: str | None = field(default=None, repr=False)
+
+    def sandbox_endpoint(self, env: dict[str, str] | None = None) -> tuple[str | None, str | None]:
+        """CoreWeave's endpoint and API key: the client's own variables first, then the settings file."""
+        env = dict(os.environ if env is None else env)
+        url = (env.get("CWSANDBOX_BASE_URL") or "").strip() or str(self.cwsandbox.get("base_url") or "") or None
+        key = (env.get("CWSANDBOX_API_KEY") or "").strip() or self.cwsandbox_api_key or None
+        return url, key
 
     def api_key(self, vendor: str, env: dict[str, str] | None = None) -> str | None:
         """The API key for ``openai`` or ``anthropic``: the environment first, then the settings file."""
@@ -97,4 +118,21 @@ class Settings:
             model_timeout=data.model_timeout if data.model_timeout is not None else DEFAULT_TIMEOUT,
             model_retries=data.model_retries if data.model_retries is not None else DEFAULT_RETRIES,
             model_prices=prices,
+            cwsandbox=_sandbox_settings(data, config_file),
+            cwsandbox_api_key=(data.cwsandbox_api_key or "").strip() or None,
         )
+
+
+def _sandbox_settings(data: _File, config_file: Path) -> dict[str, str | int]:
+    out: dict[str, str | int] = {}
+    for name in ("base_url", "image", "cpu", "memory", "placement"):
+        value = getattr(data, f"cwsandbox_{name}")
+        if value is not None:
+            out[name] = value.strip()
+    if data.cwsandbox_max_lifetime is not None:
+        if not 60 <= data.cwsandbox_max_lifetime <= 86400:
+            raise ConfigError(f"settings file {config_file}: cwsandbox_max_lifetime must be 60 to 86400 seconds")
+        out["max_lifetime_seconds"] = data.cwsandbox_max_lifetime
+    if out.get("placement") not in (None, "serverless", "cks"):
+        raise ConfigError(f"settings file {config_file}: cwsandbox_placement must be serverless or cks")
+    return out

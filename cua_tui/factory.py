@@ -4,6 +4,7 @@ Vendor packages are imported here lazily, only for the backend or agent chosen."
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from importlib import metadata
 from pathlib import Path
@@ -27,8 +28,19 @@ class UnavailableError(ValueError):
 
 
 def make_desktop(
-    name: str, size: Size, *, lab: Any = None, url: str | None = None, allow_domains: tuple[str, ...] = ()
+    name: str,
+    size: Size,
+    *,
+    lab: Any = None,
+    url: str | None = None,
+    allow_domains: tuple[str, ...] = (),
+    settings: Settings | None = None,
+    bootstrap: bool = False,
 ) -> Desktop:
+    if bootstrap and name != "cwsandbox":
+        raise UnavailableError("--bootstrap applies to the cwsandbox backend only")
+    if name == "cwsandbox":
+        return _cwsandbox_desktop(size, lab, url, allow_domains, settings, bootstrap)
     if name == "local":
         from .desktops.local import LocalDesktop
 
@@ -50,6 +62,41 @@ def make_desktop(
             f"the {name!r} desktop backend is not part of this build yet; available: {', '.join(AVAILABLE_BACKENDS)}"
         )
     raise UnavailableError(f"unknown desktop backend {name!r}; choose one of {', '.join(BACKENDS)}")
+
+
+def _cwsandbox_desktop(
+    size: Size, lab: Any, url: str | None, allow_domains: tuple[str, ...], settings: Settings | None, bootstrap: bool
+) -> Desktop:
+    """The CoreWeave sandbox desktop, its endpoint and key from cwsandbox's variables or the settings file."""
+    from .desktops.cwsandbox import CWSandboxDesktop
+
+    if lab is None and not url:
+        raise UnavailableError("the cwsandbox desktop needs --lab NAME or --url URL")
+    options = sandbox_settings(settings, bootstrap=bootstrap)
+    return CWSandboxDesktop(
+        size, options, lab=lab.name if lab is not None else None, url=url, allow_domains=allow_domains
+    )
+
+
+def sandbox_settings(settings: Settings | None = None, *, bootstrap: bool = False) -> Any:
+    """CoreWeave's endpoint, key and sandbox options (a ``desktops.cwsandbox.SandboxSettings``)."""
+    from .config import Settings
+    from .desktops.cwsandbox import SandboxSettings
+
+    settings = settings or Settings.load()
+    base_url, key = settings.sandbox_endpoint()
+    if not key:
+        raise UnavailableError(
+            "the cwsandbox backend needs an API key: set CWSANDBOX_API_KEY in the environment "
+            f"(or cwsandbox_api_key in {settings.config_file})"
+        )
+    if base_url and not base_url.startswith(("http://", "https://")):
+        raise UnavailableError(f"CWSANDBOX_BASE_URL must be an http:// or https:// URL, not {public_url(base_url)!r}")
+    extra = {k: v for k, v in settings.cwsandbox.items() if k != "base_url"}
+    options = SandboxSettings(base_url=base_url, api_key=key, bootstrap=bootstrap, **extra)  # type: ignore[arg-type]
+    if bootstrap:
+        options = dataclasses.replace(options, start_timeout=max(options.start_timeout, 900.0))
+    return options
 
 
 def make_agent(

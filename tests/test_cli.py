@@ -133,7 +133,10 @@ def test_dry_backend_finishes_without_verifier(tmp_path: Path) -> None:
         (["--on-confirm", "maybe"], "--on-confirm must be"),
         (["--audit-key", "{missing}"], "audit key"),
         (["--backend", "local"], "needs --lab NAME or --url URL"),
-        (["--backend", "cwsandbox"], "not part of this build yet"),
+        (["--backend", "cwsandbox"], "needs --lab NAME or --url URL"),
+        (["--backend", "cwsandbox", "--lab", "form"], "needs an API key: set CWSANDBOX_API_KEY"),
+        (["--backend", "dry", "--bootstrap"], "--bootstrap: only for --backend cwsandbox"),
+        (["--backend", "docker"], "not part of this build yet"),
         (["--backend", "local", "--lab", "nope"], "unknown lab"),
         (["--agent", "openai"], "needs an API key: set OPENAI_API_KEY"),
         (["--agent", "anthropic"], "needs an API key: set ANTHROPIC_API_KEY"),
@@ -147,7 +150,11 @@ def test_dry_backend_finishes_without_verifier(tmp_path: Path) -> None:
 def test_bad_usage_exits_2_with_a_clear_message(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], message: str
 ) -> None:
-    for variable in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):  # a key must not make a bad-usage case run
+    for variable in (
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "CWSANDBOX_API_KEY",
+    ):  # a key must not make a bad-usage case run
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.setenv("CUA_TUI_CONFIG", str(tmp_path / "no-settings.toml"))
     paths = {

@@ -84,6 +84,11 @@ from .base import UsageFailure
     default=None,
     help="Key kept outside the run directory that signs the seal: HMAC secret file or Ed25519 PEM.",
 )
+@click.option(
+    "--bootstrap",
+    is_flag=True,
+    help="cwsandbox: install the desktop's packages when the sandbox starts (no prebuilt image; minutes slower).",
+)
 @click.option("--headless", is_flag=True, help="No TUI: print events as lines and decide with --on-confirm.")
 @click.option("--theme", default=None, help="TUI theme (built-in, themes/ or your config folder's themes/).")
 @click.option(
@@ -115,6 +120,7 @@ def command(
     max_steps: int | None,
     deadline: int | None,
     audit_key: Path | None,
+    bootstrap: bool,
     headless: bool,
     on_confirm: str,
     theme: str | None,
@@ -132,6 +138,14 @@ def command(
         raise UsageFailure(f"{', '.join(unused)}: only for the openai and anthropic agents, not {agent_spec}")
     if lab_name and url:
         raise UsageFailure("--lab and --url: choose one")
+    if bootstrap:
+        if backend != "cwsandbox":
+            raise UsageFailure("--bootstrap: only for --backend cwsandbox")
+        click.echo(
+            "--bootstrap: the sandbox installs its packages at start, as the tutorial does: minutes slower "
+            "than the prebuilt image (docker/cwsandbox/Dockerfile)",
+            err=True,
+        )
     # Imported here, not at the top: the builder pulls in the core, and --help should start fast.
     from ..build import HANDSHAKE, RunOptions
     from .session import execute
@@ -156,6 +170,7 @@ def command(
             audit_key=audit_key,
             decisions=on_confirm if headless else HANDSHAKE,
             operator=operator,
+            bootstrap=bootstrap,
         ),
         headless=headless,
         theme=theme,

@@ -8,6 +8,8 @@ length limit.
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import events as ev
 from .actions import Kind
 from .ports import DecisionRequest
@@ -36,6 +38,10 @@ def event_line(event: ev.Event) -> str | None:
                 f"run started · backend {event.backend} · agent {visible(event.agent)} · policy "
                 f"{visible(event.policy)} · screen {event.screen}"
             )
+        case ev.SandboxCreated():
+            return f"sandbox created · {visible(event.backend)} · id {visible(event.sandbox_id)}"
+        case ev.DesktopReady():
+            return f"desktop ready · {event.backend} · isolation: {isolation_label(event.isolation)}"
         case ev.ModelTurn():
             return _model_turn_line(event)
         case ev.SafetyChecksRaised():
@@ -72,6 +78,17 @@ def event_line(event: ev.Event) -> str | None:
                 f"{event.steps} step(s), {event.executed} executed"
             )
     return None
+
+
+def isolation_label(isolation: dict[str, Any]) -> str:
+    """A few words on what the desktop's sandbox obtained (the status bar, headless output)."""
+    if isolation.get("bubblewrap") is False:
+        return "NO bubblewrap (the remote sandbox is the only boundary)"
+    namespaces = isolation.get("namespaces")
+    if isinstance(namespaces, list) and namespaces:
+        uid = "uid per run" if isolation.get("uid_per_run") else "shared uid"
+        return f"bubblewrap ({len(namespaces)} namespaces, {uid})"
+    return visible(str(isolation.get("note", "as recorded")), limit=60)
 
 
 def _model_turn_line(event: ev.ModelTurn) -> str:

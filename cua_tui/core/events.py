@@ -112,6 +112,17 @@ class DesktopReady(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class SandboxCreated(Event):
+    """A remote sandbox exists for this run (recorded, with sandbox-id.txt, before anything is set up in
+    it, so that it can be found and stopped whatever happens next)."""
+
+    kind: ClassVar[str] = "sandbox_created"
+    backend: str
+    sandbox_id: str
+    tags: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
 class Phase(Event):
     """What the run is doing (a RunPhase), recorded when it changes."""
 
@@ -346,6 +357,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
     cls.kind: cls
     for cls in (
         RunStarted,
+        SandboxCreated,
         DesktopReady,
         Phase,
         ScreenCaptured,

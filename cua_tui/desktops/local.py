@@ -22,6 +22,9 @@
   refused request becomes an ``egress`` audit event.
 - Capture and input run in-process (``x11.py``): mss with XShm (a memfd passed over the socket) and XTEST
   through python-xlib. The start waits for the first paint judged on every pixel (``FirstPaint``).
+- Without bubblewrap (``bubblewrap=False``: a remote sandbox where it cannot make namespaces, see
+  ``helper.py``) the same init script runs as the run's uid without namespaces: the remote sandbox is then
+  the boundary, the proxy is only the browser's, and ``isolation`` says so.
 - ``stop`` kills the sandbox (also after a browser crash), deletes the workspace and frees the uid and
   the display number: no process, profile, cookie or download survives a run.
 """
@@ -41,10 +44,9 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from ..core import events as ev
 from ..core.actions import Action
 from ..core.geometry import Size
 from ..core.ports import DesktopError, Frame, StepResult, Verification
@@ -61,6 +63,9 @@ from .isolation import (
     openbox_files,
 )
 from .x11 import X11Session, grant_local_user
+
+if TYPE_CHECKING:  # the events (and the policy they name) are not shipped into a remote sandbox's helper
+    from ..core import events as ev
 
 INNER_PROXY_PORT = 3128
 REQUIRED = ("Xvfb", "openbox", "chromium", "bwrap", "socat", "xauth")
@@ -204,6 +209,7 @@ class LocalDesktop:
         lab: Any = None,
         allow_domains: tuple[str, ...] = (),
         start_timeout: float = 30.0,
+        bubblewrap: bool = True,
     ) -> None:
         if lab is None and not url:
             raise ValueError("the local desktop needs --lab NAME or --url URL")
@@ -212,6 +218,7 @@ class LocalDesktop:
         self.url = url
         self.allow_domains = tuple(allow_domains)
         self.start_timeout = start_timeout
+        self.bubblewrap = bubblewrap
         self._sink: Callable[[ev.Event], None] | None = None
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._workspace: Path | None = None
@@ -254,6 +261,8 @@ class LocalDesktop:
         lease = self._lease
         uid = lease.uid if lease is not None else None
         per_run = bool(lease and lease.per_run)
+        if not self.bubblewrap:
+            return self._isolation_without_bubblewrap(uid, per_run)
         info: dict[str, Any] = {
             "namespaces": list(NAMESPACES),
             "uid": uid,
@@ -271,6 +280,20 @@ class LocalDesktop:
             info["note"] = "not root: the sandbox runs as the controller's own uid; a uid per run needs root"
         return info
 
+    def _isolation_without_bubblewrap(self, uid: int | None, per_run: bool) -> dict[str, Any]:
+        return {
+            "namespaces": [],
+            "uid": uid,
+            "uid_per_run": per_run,
+            "filesystem": "the sandbox's own (no bubblewrap)",
+            "x_server": "as the run's uid, no namespaces",
+            "window_manager": "read-only configuration, no namespaces",
+            "relay": "as the run's uid, no namespaces",
+            "x_socket": "this run's display, cookie required",
+            "egress": "the browser's allow-list proxy; the network has no namespace of its own",
+            "note": "no bubblewrap: the processes of the desktop share the sandbox's namespaces",
+        }
+
     def bind_events(self, sink: Callable[[ev.Event], None]) -> None:
         """Where egress events go (the supervisor's audit log)."""
         self._sink = sink
@@ -280,7 +303,7 @@ class LocalDesktop:
 
     # ------------------------------------------------------------------------------------------------
     def start(self) -> None:
-        missing = missing_programs()
+        missing = [name for name in missing_programs() if self.bubblewrap or name != "bwrap"]
         if missing:
             raise DesktopError(
                 f"the local desktop needs {', '.join(missing)}: run `bash scripts/setup.sh env` as "
@@ -311,7 +334,7 @@ class LocalDesktop:
         x_dir.mkdir(parents=True)
         _own(x_dir.parent, uid, 0o700)
         _own(x_dir, uid, 0o700)
-        number = self._claim_display(x_dir)
+        number = self._claim_display(x_dir if self.bubblewrap else None)
         display_name = self._display = f":{number}"
         cookie_file = run / "xauth"
         subprocess.run(
@@ -327,22 +350,40 @@ class LocalDesktop:
             "PATH": "/usr/bin:/bin",
             "LANG": "C.UTF-8",
         }
-        init = _write_init(run, config, self.size, display_name, cookie_file)
-        bwrap = _bwrap_command(uid, home, run, etc, x_dir, init)
+        if self.bubblewrap:
+            init = _write_init(run, config, self.size, display_name, cookie_file)
+            command = _bwrap_command(uid, home, run, etc, x_dir, init)
+            x_socket = x_dir / f"X{number}"
+        else:  # the init script's scratch files in the run's own folder, /tmp being shared
+            scratch = home / ".init"
+            scratch.mkdir(mode=0o700)
+            _own(scratch, uid, 0o700)
+            command = [str(_write_init(run, config, self.size, display_name, cookie_file, scratch=str(scratch)))]
+            x_socket = Path(f"/tmp/.X11-unix/X{number}")
+            env["PATH"] = os.environ.get("PATH", "/usr/bin:/bin")
         self._procs["browser"] = _spawn(
-            [*_as_user(uid), *bwrap, *chromium_flags(self.size, home / "profile", start_url)],
+            [*_as_user(uid), *command, *chromium_flags(self.size, home / "profile", start_url)],
             env=env,
             log=run / "browser.log",
+            cwd=None if self.bubblewrap else home,
         )
-        self._wait_for_x(x_dir / f"X{number}")
+        self._wait_for_x(x_socket)
         # As root, the controller is not mapped in the sandbox's user namespace: the X server sees it as
         # the overflow user "nobody". It connects once with the cookie and lets "nobody" in: on the host
         # only root gets through the socket folder (0700, the sandbox user's), and inside only the sandbox
         # user exists. Without root the controller shares the sandbox's uid, which the X server knows by
         # the sandbox's name for it.
-        grant_local_user(display_name, str(cookie_file), "nobody" if lease.per_run else SANDBOX_NAME)
+        grant_local_user(display_name, str(cookie_file), self._controller_name(lease.per_run))
         self._x11 = X11Session(display_name, self.size)
         self._wait_for_page()
+
+    def _controller_name(self, per_run: bool) -> str:
+        """The name the X server knows this controller by (see ``_start``)."""
+        if not self.bubblewrap:  # no user namespace: the controller is who it is
+            import pwd
+
+            return pwd.getpwuid(os.getuid()).pw_name
+        return "nobody" if per_run else SANDBOX_NAME
 
     def _start_proxy(self, run: Path, uid: int) -> str:
         """Start the lab (if any) and the allow-list proxy on its socket in ``run``; return the start URL."""
@@ -359,9 +400,10 @@ class LocalDesktop:
         _own(run / "proxy.sock", uid, 0o600)
         return start_url
 
-    def _claim_display(self, socket_dir: Path) -> int:
+    def _claim_display(self, socket_dir: Path | None) -> int:
         """A display number of our own: its lock file (as X servers take them) and the host's path to the
-        socket, a link into the workspace where the sandboxed X server creates it."""
+        socket, a link into the workspace where the sandboxed X server creates it (without bubblewrap,
+        ``socket_dir`` None, the X server makes its socket there itself)."""
         x11_unix = Path("/tmp/.X11-unix")
         if not x11_unix.exists() and not x11_unix.is_symlink():
             x11_unix.mkdir(mode=0o1777, exist_ok=True)
@@ -380,6 +422,9 @@ class LocalDesktop:
                 continue
             with os.fdopen(fd, "w") as out:
                 out.write(f"{os.getpid():10d}\n")
+            if socket_dir is None:
+                self._display = f":{number}"
+                return number
             try:
                 os.symlink(socket_dir / f"X{number}", link)
             except FileExistsError:
@@ -426,6 +471,8 @@ class LocalDesktop:
 
     def _on_egress(self, record: EgressRecord) -> None:
         if self._sink is not None:
+            from ..core import events as ev
+
             self._sink(ev.Egress(record.host, record.port, record.method, record.allowed, record.reason))
 
     # ------------------------------------------------------------------------------------------------
@@ -545,8 +592,11 @@ def _lay_out_workspace(ws: Path, uid: int) -> tuple[Path, Path, Path, Path]:
     return home, run, config, etc
 
 
-def _write_init(run: Path, config: Path, size: Size, display_name: str, cookie_file: Path) -> Path:
-    """The sandbox's init script: the X server, the proxy relay, the window manager and the browser."""
+def _write_init(
+    run: Path, config: Path, size: Size, display_name: str, cookie_file: Path, *, scratch: str = "/tmp"
+) -> Path:
+    """The sandbox's init script: the X server, the proxy relay, the window manager and the browser.
+    ``scratch``: where it keeps its two marker files (the sandbox's own /tmp in bubblewrap)."""
     xvfb = [
         "Xvfb",
         display_name,
@@ -568,7 +618,7 @@ def _write_init(run: Path, config: Path, size: Size, display_name: str, cookie_f
         str(config / "openbox" / "rc.xml"),
         "--sm-disable",
         "--startup",  # run once it manages the screen (again after a restart: harmless)
-        "touch /tmp/wm-ready",
+        f"touch {scratch}/wm-ready",
     ]
     init = run / "init.sh"
     init.write_text(
@@ -576,15 +626,15 @@ def _write_init(run: Path, config: Path, size: Size, display_name: str, cookie_f
         "# Everything the desktop runs, inside the sandbox: the X server, the proxy relay, the window\n"
         "# manager and the browser. The X server first; the others once it accepts connections.\n"
         # -displayfd: the X server writes its number once it accepts connections
-        "mkfifo /tmp/x-ready\n"
-        f"{shlex.join(xvfb)} -displayfd 3 3>/tmp/x-ready &\n"
-        'read -r shown < /tmp/x-ready || { echo "the X server did not start" >&2; exit 1; }\n'
+        f"mkfifo {scratch}/x-ready\n"
+        f"{shlex.join(xvfb)} -displayfd 3 3>{scratch}/x-ready &\n"
+        f'read -r shown < {scratch}/x-ready || {{ echo "the X server did not start" >&2; exit 1; }}\n'
         f"{shlex.join(relay_command(str(run / 'proxy.sock'), INNER_PROXY_PORT))} 2>/dev/null &\n"
         f"{shlex.join(openbox)} &\n"
         # the browser's window must not be mapped while openbox is still starting: it would be
         # adopted (reparented) under the first input, and that input lost
         "n=0\n"
-        'while [ ! -e /tmp/wm-ready ] && [ "$n" -lt 1000 ]; do n=$((n + 1)); sleep 0.01; done\n'
+        f'while [ ! -e {scratch}/wm-ready ] && [ "$n" -lt 1000 ]; do n=$((n + 1)); sleep 0.01; done\n'
         'exec chromium "$@"\n'
     )
     os.chmod(init, 0o755)
@@ -628,11 +678,18 @@ def _bwrap_command(uid: int, home: Path, run: Path, etc: Path, x_dir: Path, init
 
 
 def _spawn(
-    argv: list[str], *, env: dict[str, str], log: Path, pass_fds: tuple[int, ...] = ()
+    argv: list[str], *, env: dict[str, str], log: Path, pass_fds: tuple[int, ...] = (), cwd: Path | None = None
 ) -> subprocess.Popen[bytes]:
     with open(log, "ab") as out:
         return subprocess.Popen(
-            argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, pass_fds=pass_fds
+            argv,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+            pass_fds=pass_fds,
+            cwd=cwd,
         )
 
 

@@ -9,6 +9,7 @@ renders what this state says. It holds no Textual objects, so it is tested as pl
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..core import events as ev
 from ..core.actions import Action
@@ -54,6 +55,7 @@ class RunView:
     ended: ev.RunEnded | None = None
     killed: bool = False
     grants: dict[int, ev.GrantAdded] = field(default_factory=dict)  # scoped approvals in force
+    isolation: dict[str, Any] | None = None  # what the desktop's sandbox obtained (desktop_ready)
 
     @property
     def events(self) -> int:
@@ -70,6 +72,8 @@ class RunView:
         match event:
             case ev.Phase():
                 self.phase, self.detail = event.phase, event.detail
+            case ev.DesktopReady():
+                self.isolation = event.isolation
             case ev.Executing():
                 self.phase, self.detail = "executing", event.summary
             case ev.ScreenCaptured() if event.png is not None:

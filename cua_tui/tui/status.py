@@ -5,11 +5,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from rich.text import Text
 from textual.widgets import Static
 
-from ..core.describe import PHASE_LABELS
+from ..core.describe import PHASE_LABELS, isolation_label
 from ..core.text import visible
 from .run_view import RunView
 
@@ -46,6 +47,7 @@ class StatusBar(Static):
         self.started = clock()
         self.ended: float | None = None
         self.final = ""
+        self.isolation: dict[str, Any] | None = None
 
     def on_mount(self) -> None:
         self.set_interval(1.0, self.redraw)
@@ -55,6 +57,7 @@ class StatusBar(Static):
         """Take the run's counters and phase from its RunView."""
         self.turn, self.steps, self.tokens, self.cost = view.turn, view.steps, view.tokens, view.cost
         self.phase, self.detail = view.phase, view.detail
+        self.isolation = view.isolation
         self.redraw()
 
     def stopping(self) -> None:
@@ -82,4 +85,8 @@ class StatusBar(Static):
         else:
             label = PHASE_LABELS.get(self.phase, self.phase)
             text.append(label, style="bold reverse" if self.phase == "awaiting_decision" else "bold")
+        if self.isolation is not None:  # last, so the phase is never cut off; a missing bubblewrap stands out
+            weak = self.isolation.get("bubblewrap") is False
+            text.append(" · ")
+            text.append(isolation_label(self.isolation), style="bold reverse" if weak else "")
         self.update(text)

@@ -1,0 +1,321 @@
+"""The in-sandbox helper: the project's own local desktop, resident inside a remote sandbox.
+
+It is shipped into the sandbox as a zipapp (``helper_zip.py``) and started as the sandbox's command with
+the ``python3`` found on its PATH. It imports only what the zipapp ships (the standard library, the core's
+plain modules, the local desktop, the labs and the egress proxy) and what the sandbox image provides
+(Pillow, mss, python-xlib): no vendor SDK and no key ever comes in.
+
+- ``serve SPEC_JSON``: starts the local desktop (``LocalDesktop``: Xvfb, openbox, Chromium as an
+  unprivileged uid, the lab or URL, the allow-list proxy) in bubblewrap when bubblewrap works here, else
+  without it (the sandbox itself is then the only boundary, and ``isolation`` says so), and answers
+  requests on a Unix socket only root can reach.
+- ``call SOCKET REQUEST_JSON WAIT`` (``helper_call.py``): what one exec runs. It hands the request to the
+  resident helper and copies its reply to stdout: a small header and the PNG bytes, so each step (the
+  action and the screenshot after it) costs the controller exactly one exec.
+
+Replies (``encode_reply``/``parse_reply``): ``CUA1 <n>\\n`` then ``n`` bytes of JSON header, then the blobs
+the header lists (name, bytes, and width/height for images). Every reply carries the egress records the
+proxy made since the previous reply, so they enter the audit log with the step that caused them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from ..core.actions import Action, Kind
+from ..core.geometry import Size
+from ..core.ports import DesktopError, Frame, StepResult
+
+MAGIC = b"CUA1"
+MAX_HEADER_BYTES = 256 * 1024  # egress records of a busy step fit; anything longer is refused
+MAX_EGRESS_PER_REPLY = 500  # the rest come with the next reply
+READY_WAIT = 60.0  # seconds the ``ready`` request waits for the desktop inside
+
+
+class ReplyError(ValueError):
+    """A reply from the sandbox that does not have the expected shape (it is untrusted input)."""
+
+
+# ---------------------------------------------------------------------------------------------------
+# Wire format (shared by the helper and the controller)
+# ---------------------------------------------------------------------------------------------------
+def action_to_wire(action: Action) -> dict[str, Any]:
+    """Every field of the action, typed text included: it travels to the sandbox, never to a record."""
+    data: dict[str, Any] = {}
+    for f in fields(action):
+        value = getattr(action, f.name)
+        if isinstance(value, tuple):
+            value = [list(v) if isinstance(v, tuple) else v for v in value]
+        data[f.name] = value
+    data["kind"] = action.kind.value
+    return data
+
+
+def action_from_wire(data: dict[str, Any]) -> Action:
+    names = {f.name for f in fields(Action)}
+    values = {k: v for k, v in data.items() if k in names}
+    values["kind"] = Kind(values["kind"])
+    for name in ("point", "region"):
+        if values.get(name) is not None:
+            values[name] = tuple(values[name])
+    for name in ("path", "hold"):
+        values[name] = tuple(tuple(v) if isinstance(v, list) else v for v in values.get(name, ()))
+    return Action(**values)
+
+
+def encode_reply(header: dict[str, Any], blobs: dict[str, tuple[bytes, int, int]] | None = None) -> bytes:
+    """``blobs``: name -> (bytes, width, height). The header lists them in order."""
+    listed = [{"name": n, "bytes": len(b), "width": w, "height": h} for n, (b, w, h) in (blobs or {}).items()]
+    head = json.dumps({**header, "blobs": listed}, separators=(",", ":")).encode()
+    return MAGIC + b" " + str(len(head)).encode() + b"\n" + head + b"".join(b for b, _w, _h in (blobs or {}).values())
+
+
+def parse_reply(data: bytes, *, cap: int) -> tuple[dict[str, Any], dict[str, tuple[bytes, int, int]]]:
+    """The header and the blobs of a reply, every length checked against the bytes received and ``cap``."""
+    if len(data) > cap:
+        raise ReplyError(f"the reply is {len(data)} bytes, over the {cap}-byte cap")
+    first, sep, _rest = data[:32].partition(b"\n")
+    parts = first.split(b" ")
+    if not sep or len(parts) != 2 or parts[0] != MAGIC or not parts[1].isdigit():
+        raise ReplyError("the reply does not start with the helper's header")
+    size = int(parts[1])
+    start = len(first) + 1
+    if size > MAX_HEADER_BYTES or start + size > len(data):
+        raise ReplyError("the reply's header length is out of bounds")
+    try:
+        header = json.loads(data[start : start + size])
+    except (UnicodeDecodeError, ValueError):
+        raise ReplyError("the reply's header is not JSON") from None
+    if not isinstance(header, dict) or not isinstance(header.get("blobs"), list):
+        raise ReplyError("the reply's header is not an object with a list of blobs")
+    offset, blobs = start + size, {}
+    for blob in header["blobs"]:
+        if not isinstance(blob, dict) or not all(
+            isinstance(blob.get(k), int) and not isinstance(blob.get(k), bool) and blob[k] >= 0
+            for k in ("bytes", "width", "height")
+        ):
+            raise ReplyError("the reply lists a blob without its byte count and size")
+        name, length = blob.get("name"), blob["bytes"]
+        if not isinstance(name, str) or name in blobs or offset + length > len(data):
+            raise ReplyError("the reply lists more bytes than it carries")
+        blobs[name] = (data[offset : offset + length], blob["width"], blob["height"])
+        offset += length
+    if offset != len(data):
+        raise ReplyError(f"the reply carries {len(data) - offset} bytes more than its header lists")
+    return header, blobs
+
+
+# ---------------------------------------------------------------------------------------------------
+# Inside the sandbox
+# ---------------------------------------------------------------------------------------------------
+def probe_bubblewrap(timeout: float = 10.0) -> tuple[bool, str]:
+    """Whether bubblewrap can make the namespaces the local desktop uses, here and now."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return False, "bubblewrap is not installed in the sandbox"
+    argv = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-net", "--die-with-parent"]
+    argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "true"]
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"bubblewrap could not run: {exc}"
+    if done.returncode != 0:
+        reason = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        return False, f"bubblewrap cannot make namespaces here: {reason[-1] if reason else done.returncode}"
+    return True, "bubblewrap works"
+
+
+class Resident:
+    """The local desktop inside the sandbox and the requests it answers, one reply per request."""
+
+    def __init__(self, spec: dict[str, Any], get_lab: Callable[[str], Any]) -> None:
+        from .local import LocalDesktop
+
+        self.size = Size.parse(spec["screen"])
+        wanted = spec.get("bubblewrap", "auto")
+        works, why = probe_bubblewrap() if wanted != "off" else (False, "bubblewrap turned off for this run")
+        self.bubblewrap_note = why
+        lab = get_lab(spec["lab"]) if spec.get("lab") else None
+        self.desktop = LocalDesktop(
+            self.size,
+            lab=lab,
+            url=spec.get("url"),
+            allow_domains=tuple(spec.get("allow_domains", ())),
+            bubblewrap=works,
+            start_timeout=float(spec.get("start_timeout", 30.0)),
+        )
+        self._started = threading.Event()
+        self._start_error: str | None = None
+        self._lock = threading.Lock()  # one desktop operation at a time (release and stop excepted)
+        self._egress_sent = 0
+        self._egress_lock = threading.Lock()
+
+    def start(self) -> None:
+        try:
+            self.desktop.start()
+        except DesktopError as exc:
+            self._start_error = str(exc)
+        except Exception as exc:  # the reason reaches the controller as the reply to ``ready``
+            self._start_error = f"could not start the desktop: {exc}"
+        finally:
+            self._started.set()
+
+    def isolation(self) -> dict[str, Any]:
+        info = dict(self.desktop.isolation)
+        info["bubblewrap"] = self.desktop.bubblewrap
+        if not self.desktop.bubblewrap:
+            info["bubblewrap_note"] = self.bubblewrap_note
+        return info
+
+    def _egress(self) -> list[dict[str, Any]]:
+        with self._egress_lock:
+            records = self.desktop.egress()[self._egress_sent : self._egress_sent + MAX_EGRESS_PER_REPLY]
+            self._egress_sent += len(records)
+        return [
+            {"host": r.host, "port": r.port, "method": r.method, "allowed": r.allowed, "reason": r.reason}
+            for r in records
+        ]
+
+    def handle(self, request: dict[str, Any]) -> bytes:
+        op = request.get("op")
+        try:
+            header, blobs = self._dispatch(op, request)
+        except DesktopError as exc:
+            header, blobs = {"ok": False, "error": str(exc), "fatal": exc.fatal}, {}
+        except Exception as exc:  # a bug inside must reach the controller as a failure, not a silence
+            header, blobs = {"ok": False, "error": f"helper error: {type(exc).__name__}: {exc}", "fatal": True}, {}
+        return encode_reply({**header, "egress": self._egress()}, blobs)
+
+    def _dispatch(self, op: Any, request: dict[str, Any]) -> tuple[dict[str, Any], dict[str, tuple[bytes, int, int]]]:
+        if op == "release":
+            self.desktop.release_all()
+            return {"ok": True}, {}
+        if op == "ready" and not self._started.wait(float(request.get("wait", READY_WAIT))):
+            return {"ok": False, "error": "the desktop inside the sandbox is still starting", "fatal": True}, {}
+        if self._start_error is not None:
+            raise DesktopError(self._start_error, fatal=True)
+        if not self._started.is_set():
+            raise DesktopError("the desktop inside the sandbox has not started yet", fatal=True)
+        with self._lock:
+            if op == "ready":
+                return {"ok": True, "isolation": self.isolation()}, _frame_blob("screen", self.desktop.screenshot())
+            if op == "screenshot":
+                return {"ok": True}, _frame_blob("screen", self.desktop.screenshot())
+            if op == "region":
+                x0, y0, x1, y1 = (int(v) for v in request["region"])
+                return {"ok": True}, _frame_blob("screen", self.desktop.capture_region((x0, y0, x1, y1)))
+            if op == "perform":
+                return _step_reply(self.desktop.perform(action_from_wire(request["action"])))
+            if op == "verify":
+                verdict = self.desktop.verify()
+                data = None if verdict is None else {k: getattr(verdict, k) for k in ("passed", "detail", "verifier")}
+                return {"ok": True, "verification": data}, {}
+        raise DesktopError(f"unknown request {op!r}")
+
+    def stop(self) -> None:
+        self.desktop.stop()
+
+
+def _frame_blob(name: str, frame: Frame) -> dict[str, tuple[bytes, int, int]]:
+    return {name: (frame.png, frame.width, frame.height)}
+
+
+def _step_reply(step: StepResult) -> tuple[dict[str, Any], dict[str, tuple[bytes, int, int]]]:
+    blobs = _frame_blob("screen", step.frame)
+    if step.image is not None:
+        blobs.update(_frame_blob("image", step.image))
+    return {"ok": True, "output": step.output}, blobs
+
+
+def _read_request(conn: socket.socket) -> dict[str, Any] | None:
+    data = b""
+    while len(data) < 1_048_576 and not data.endswith(b"\n"):
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    try:
+        request = json.loads(data)
+    except ValueError:
+        return None
+    return request if isinstance(request, dict) else None
+
+
+def serve(spec: dict[str, Any], get_lab: Callable[[str], Any]) -> int:
+    """Start the desktop and answer requests until the sandbox is stopped (SIGTERM).
+
+    The desktop is started and driven from the main thread only: the processes it starts die with the
+    thread that started them (parent-death signal), and the screen grabber is per thread. Connections are
+    read on their own threads and queued to it, except ``release``, which must get in at any moment."""
+    path = Path(spec["socket"])
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o700)  # the sandbox's unprivileged users (the browser's) cannot reach it
+    path.unlink(missing_ok=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    os.chmod(path, 0o600)
+    listener.listen(16)
+    resident = Resident(spec, get_lab)
+    jobs: queue.Queue[tuple[dict[str, Any], socket.socket] | None] = queue.Queue()
+
+    def stop(*_args: Any) -> None:
+        jobs.put(None)
+
+    def answer(conn: socket.socket) -> None:
+        request = _read_request(conn)
+        if request is None:
+            with conn, contextlib.suppress(OSError):
+                conn.sendall(encode_reply({"ok": False, "error": "malformed request", "fatal": False, "egress": []}))
+        elif request.get("op") == "release":
+            with conn, contextlib.suppress(OSError):
+                conn.sendall(resident.handle(request))
+        else:
+            jobs.put((request, conn))
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=answer, args=(conn,), daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    threading.Thread(target=accept, name="helper-accept", daemon=True).start()
+    try:
+        resident.start()
+        while (job := jobs.get()) is not None:
+            request, conn = job
+            with conn, contextlib.suppress(OSError):
+                conn.sendall(resident.handle(request))
+    finally:
+        with contextlib.suppress(OSError):
+            listener.close()
+        resident.stop()
+        path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            path.parent.rmdir()
+    return 0
+
+
+def main(argv: list[str], get_lab: Callable[[str], Any]) -> int:
+    """``serve SPEC_JSON``. ``get_lab`` comes from the zipapp's entry point, which puts the labs and the
+    desktop together (the desktops do not import the labs)."""
+    if len(argv) != 2 or argv[0] != "serve":
+        print("usage: helper.pyz serve SPEC_JSON | call SOCKET REQUEST_JSON WAIT", file=sys.stderr)
+        return 2
+    return serve(json.loads(argv[1]), get_lab)

@@ -1,0 +1,373 @@
+"""A local CoreWeave Sandboxes service for the tests and the benchmark: the real cwsandbox client talks to it.
+
+Built on the package's own generated stubs (``SandboxServiceServicer``), it implements the RPCs the client
+uses: CreateSandbox, GetSandbox (polled until RUNNING), ListSandboxes (by tag), DeleteSandbox, StreamExec
+(init, ready, output frames, exit frame), ReadFile, WriteFile; ConnectSandbox is answered UNIMPLEMENTED,
+which makes the client use the gateway, as it does against a service without direct connect.
+
+A sandbox is the container's command run as a local process group (its mounted files written at their
+paths first, its environment variables set, ``PATH`` the server's), and an exec is a local process with
+the sandbox's environment. Stopping a sandbox ends its group and every process descended from it, as a
+container runtime does. Every request is counted (``requests``); ``inject`` makes faults.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent import futures
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+from cwsandbox._proto import sandbox_pb2 as pb
+from cwsandbox._proto import sandbox_pb2_grpc as pb_grpc
+
+STATE = pb.State
+STDOUT = pb.ExecStreamOutput.Stream.STREAM_STDOUT
+STDERR = pb.ExecStreamOutput.Stream.STREAM_STDERR
+
+
+@dataclass
+class Fault:
+    """What to do to the next request of ``rpc`` (after ``skip`` such requests go through).
+
+    ``kind``: ``abort`` (answer ``code``), ``hang`` (never answer until cancelled), ``no_exit`` (an exec
+    that runs but whose stream ends without its exit frame), ``lost_reply`` (create the sandbox, then
+    answer ``code`` as if the reply were lost), ``delay`` (wait ``seconds``, then go on)."""
+
+    rpc: str
+    kind: str
+    code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE
+    seconds: float = 0.0
+    skip: int = 0
+    op: str | None = None  # StreamExec only: the helper request it applies to ("perform", ...)
+
+
+@dataclass
+class LocalSandbox:
+    sandbox_id: str
+    spec: Any
+    proc: subprocess.Popen[bytes]
+    env: dict[str, str]
+    files: list[Path]
+    state: int = STATE.STATE_RUNNING
+    created: float = field(default_factory=time.time)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (now)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo += children.get(current, [])
+    return found
+
+
+def _kill_tree(proc: subprocess.Popen[bytes], grace: float = 3.0) -> None:
+    """SIGTERM the sandbox's command (its group), then SIGKILL it and everything descended from it."""
+    tree = descendants(proc.pid)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        pass
+    for pid in [proc.pid, *tree, *descendants(proc.pid)]:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(5)
+
+
+class SandboxService(pb_grpc.SandboxServiceServicer):
+    """The service. ``path`` is the PATH sandboxes and execs get (where their ``python3`` is found)."""
+
+    def __init__(self, root: Path, path: str) -> None:
+        self.root = root
+        self.path = path
+        self.sandboxes: dict[str, LocalSandbox] = {}
+        self.requests: list[tuple[str, str, str]] = []  # (rpc, sandbox id, helper op for execs)
+        self.metadata: list[dict[str, str]] = []  # the gRPC metadata of every request (auth checks)
+        self.creates: list[Any] = []  # every CreateSandboxRequest as received
+        self.faults: list[Fault] = []
+        self.exec_argv: list[list[str]] = []
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------------------------------ tools
+    def inject(self, fault: Fault) -> None:
+        with self._lock:
+            self.faults.append(fault)
+
+    def count(self, rpc: str | None = None, op: str | None = None) -> int:
+        with self._lock:
+            return sum(1 for r, _s, o in self.requests if (rpc is None or r == rpc) and (op is None or o == op))
+
+    def live(self) -> list[LocalSandbox]:
+        with self._lock:
+            return [sb for sb in self.sandboxes.values() if sb.state == STATE.STATE_RUNNING]
+
+    def vanish(self, sandbox_id: str) -> None:
+        """The sandbox disappears (evicted, lost): its processes end and the service forgets it."""
+        with self._lock:
+            sb = self.sandboxes.pop(sandbox_id)
+        self._terminate(sb)
+
+    def close(self) -> None:
+        for sb in list(self.sandboxes.values()):
+            self._terminate(sb)
+
+    def _record(self, rpc: str, context: grpc.ServicerContext, sandbox_id: str = "", op: str = "") -> None:
+        with self._lock:
+            self.requests.append((rpc, sandbox_id, op))
+            self.metadata.append({k: v for k, v in context.invocation_metadata()})
+
+    def _fault(self, rpc: str, op: str = "") -> Fault | None:
+        with self._lock:
+            for fault in self.faults:
+                if fault.rpc == rpc and (fault.op is None or fault.op == op):
+                    if fault.skip:
+                        fault.skip -= 1
+                        return None
+                    self.faults.remove(fault)
+                    return fault
+        return None
+
+    def _apply(self, fault: Fault | None, context: grpc.ServicerContext) -> None:
+        if fault is None:
+            return
+        if fault.kind == "abort":
+            context.abort(fault.code, f"injected {fault.code.name}")
+        if fault.kind == "hang":
+            while context.is_active():
+                time.sleep(0.05)
+            context.abort(grpc.StatusCode.CANCELLED, "cancelled")
+        if fault.kind == "delay":
+            time.sleep(fault.seconds)
+
+    def _get(self, sandbox_id: str, context: grpc.ServicerContext) -> LocalSandbox:
+        with self._lock:
+            sb = self.sandboxes.get(sandbox_id)
+        if sb is None:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"sandbox {sandbox_id} not found")
+        assert sb is not None
+        if sb.state == STATE.STATE_RUNNING and sb.proc.poll() is not None:
+            sb.state = STATE.STATE_COMPLETED if sb.proc.returncode == 0 else STATE.STATE_FAILED
+        return sb
+
+    def _message(self, sb: LocalSandbox) -> Any:
+        return pb.Sandbox(sandbox_id=sb.sandbox_id, spec=sb.spec, status=pb.SandboxStatus(state=sb.state))
+
+    # ------------------------------------------------------------------------------------------- RPCs
+    def CreateSandbox(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._record("CreateSandbox", context)
+        with self._lock:
+            self.creates.append(request)
+        fault = self._fault("CreateSandbox")
+        if fault is not None and fault.kind != "lost_reply":
+            self._apply(fault, context)
+        spec = request.sandbox.spec
+        container = spec.containers[0]
+        sandbox_id = "sb-" + secrets.token_hex(6)
+        files = []
+        for mount in container.files:
+            target = Path(mount.path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(mount.content)
+            os.chmod(target, 0o444)  # mounted files are read-only
+            files.append(target)
+        env = {"PATH": self.path, "HOME": "/root", "LANG": "C.UTF-8", **dict(container.environment_variables)}
+        log = open(self.root / f"{sandbox_id}.log", "ab")  # noqa: SIM115 (kept open by the process)
+        argv = [container.command, *container.args] if container.command else ["sleep", "infinity"]
+        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        log.close()
+        sb = LocalSandbox(sandbox_id, spec, proc, env, files)
+        with self._lock:
+            self.sandboxes[sandbox_id] = sb
+        if fault is not None:  # lost_reply: the sandbox exists, the client never hears of it
+            context.abort(fault.code, "injected: the reply was lost")
+        return self._message(sb)
+
+    def GetSandbox(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._record("GetSandbox", context, request.sandbox_id)
+        self._apply(self._fault("GetSandbox"), context)
+        return self._message(self._get(request.sandbox_id, context))
+
+    def ListSandboxes(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._record("ListSandboxes", context)
+        self._apply(self._fault("ListSandboxes"), context)
+        wanted = set(request.tags)
+        with self._lock:
+            found = list(self.sandboxes.values())
+        out = []
+        for sb in found:
+            if wanted and not wanted <= set(sb.spec.tags):
+                continue
+            if not request.show_terminated and sb.state != STATE.STATE_RUNNING:
+                continue
+            out.append(self._message(sb))
+        return pb.ListSandboxesResponse(sandboxes=out)
+
+    def DeleteSandbox(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._record("DeleteSandbox", context, request.sandbox_id)
+        self._apply(self._fault("DeleteSandbox"), context)
+        with self._lock:
+            sb = self.sandboxes.get(request.sandbox_id)
+        if sb is None:
+            if request.allow_missing:
+                return pb.DeleteSandboxResponse()
+            context.abort(grpc.StatusCode.NOT_FOUND, f"sandbox {request.sandbox_id} not found")
+        assert sb is not None
+        self._terminate(sb)
+        return pb.DeleteSandboxResponse(sandbox=self._message(sb))
+
+    def _terminate(self, sb: LocalSandbox) -> None:
+        if sb.state != STATE.STATE_TERMINATED:
+            sb.state = STATE.STATE_TERMINATING
+            _kill_tree(sb.proc)
+            for path in sb.files:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                with contextlib.suppress(OSError):
+                    path.parent.rmdir()  # the run's own folder (/opt/cua-tui/<run id>), now empty
+            sb.state = STATE.STATE_TERMINATED
+
+    def ConnectSandbox(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._record("ConnectSandbox", context, request.sandbox_id)
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, "direct connect is not offered")
+
+    def ReadFile(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._record("ReadFile", context, request.sandbox_id)
+        self._apply(self._fault("ReadFile"), context)
+        self._get(request.sandbox_id, context)
+        try:
+            return pb.ReadFileResponse(content=Path(request.path).read_bytes())
+        except OSError as exc:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"{request.path}: {exc.strerror}")
+
+    def WriteFile(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._record("WriteFile", context, request.sandbox_id)
+        self._get(request.sandbox_id, context)
+        Path(request.path).write_bytes(request.content)
+        return pb.WriteFileResponse()
+
+    def StreamExec(self, request_iterator: Any, context: grpc.ServicerContext) -> Any:
+        first = next(request_iterator)
+        init = first.init
+        argv = list(init.command)
+        op = _helper_op(argv)
+        self._record("StreamExec", context, init.sandbox_id, op)
+        with self._lock:
+            self.exec_argv.append(argv)
+        fault = self._fault("StreamExec", op)
+        if fault is not None and fault.kind != "no_exit":
+            self._apply(fault, context)
+        sb = self._get(init.sandbox_id, context)
+        if sb.state != STATE.STATE_RUNNING:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"sandbox {sb.sandbox_id} is not running")
+        yield pb.ExecStreamResponse(ready=pb.ExecStreamReady())
+        yield from self._run_exec(argv, {**sb.env, **dict(init.env)}, context, exit_frame=fault is None)
+
+    def _run_exec(
+        self, argv: list[str], env: dict[str, str], context: grpc.ServicerContext, *, exit_frame: bool
+    ) -> Any:
+        try:
+            proc = subprocess.Popen(
+                argv,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            yield pb.ExecStreamResponse(output=pb.ExecStreamOutput(stream=STDERR, data=str(exc).encode()))
+            yield pb.ExecStreamResponse(exit=pb.ExecStreamExit(exit_code=127))
+            return
+        frames: queue.Queue[tuple[int, bytes] | None] = queue.Queue()
+
+        def pump(pipe: Any, stream: int) -> None:
+            while chunk := pipe.read1(1 << 16):
+                frames.put((stream, chunk))
+            frames.put(None)
+
+        context.add_callback(lambda: _kill_tree(proc, grace=0))  # the client cancelled or went away
+        for pipe, stream in ((proc.stdout, STDOUT), (proc.stderr, STDERR)):
+            threading.Thread(target=pump, args=(pipe, stream), daemon=True).start()
+        open_pipes = 2
+        while open_pipes:
+            item = frames.get()
+            if item is None:
+                open_pipes -= 1
+                continue
+            yield pb.ExecStreamResponse(output=pb.ExecStreamOutput(stream=item[0], data=item[1]))
+        code = proc.wait()
+        if exit_frame:
+            yield pb.ExecStreamResponse(exit=pb.ExecStreamExit(exit_code=code))
+
+
+def _helper_op(argv: list[str]) -> str:
+    """The helper request an exec carries (``... call SOCKET REQUEST WAIT``), for counting."""
+    if "call" in argv:
+        at = argv.index("call")
+        with contextlib.suppress(IndexError, ValueError, AttributeError):
+            return str(json.loads(argv[at + 2]).get("op", ""))
+    return ""
+
+
+class LocalService:
+    """The service on 127.0.0.1 (an ephemeral port), with a ``python3`` on its PATH that has the desktop's
+    packages (the test machine's). ``bwrap_fails``: a ``bwrap`` that cannot make namespaces comes first
+    on PATH, as in a sandbox without user namespaces."""
+
+    def __init__(self, root: Path, *, bwrap_fails: bool = False, workers: int = 64) -> None:
+        root.mkdir(parents=True, exist_ok=True)
+        bindir = root / "bin"
+        bindir.mkdir(exist_ok=True)
+        python3 = bindir / "python3"
+        python3.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+        python3.chmod(0o755)
+        if bwrap_fails:
+            fake = bindir / "bwrap"
+            fake.write_text('#!/bin/sh\necho "bwrap: No permissions to create a new namespace" >&2\nexit 1\n')
+            fake.chmod(0o755)
+        self.service = SandboxService(root, f"{bindir}:/usr/local/bin:/usr/bin:/bin")
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
+        pb_grpc.add_SandboxServiceServicer_to_server(self.service, self.server)
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.service.close()
+        self.server.stop(grace=1).wait()
+
+    def __enter__(self) -> LocalService:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
