@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -163,3 +164,22 @@ def test_quick_replay_benchmark_writes_sane_json(tmp_path: Path) -> None:
         assert _positive(replay[key]), key
     assert replay["step_samples"] >= 40
     assert 0 < replay["long_cached_screens"] <= 12  # screens are fetched lazily and only a few are kept
+
+
+@pytest.mark.e2e
+def test_quick_cwsandbox_benchmark_counts_one_request_per_step_against_four(tmp_path: Path) -> None:
+    """The cwsandbox suite runs both ways through the real client and the local service, interleaved."""
+    out = tmp_path / "cw.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "cua_tui.bench", "cwsandbox", "--quick", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=170,
+        env={**os.environ, "GRPC_VERBOSITY": "ERROR"},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    cw = json.loads(out.read_text(encoding="utf-8"))["cwsandbox"]
+    assert cw["ours_requests"] == 1.0 and cw["tutorial_requests"] == 4.0
+    assert cw["requests_ratio"] == 4.0 and _positive(cw["latency_ratio"])
+    assert _positive(cw["ours_ms"]) and _positive(cw["tutorial_ms"]) and cw["ours_png_kb"] > 5

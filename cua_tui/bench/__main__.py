@@ -1,4 +1,4 @@
-"""``python -m cua_tui.bench [core|supervisor|verify|local|tui|replay|all] [--quick] [--json PATH] [--events N]``."""
+"""``python -m cua_tui.bench [core|supervisor|verify|local|tui|replay|cwsandbox|all] [--quick] [--json PATH]``."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from .report import render
 from .supervisor import TARGET_ACTION_US, run_supervisor
 from .verify import TARGET_VERIFY_EPS, bench_verify
 
-SUITES = ("core", "supervisor", "verify", "local", "tui", "replay", "all")
+SUITES = ("core", "supervisor", "verify", "local", "tui", "replay", "cwsandbox", "all")
 
 
 def _tmp_fs(path: str) -> str:
@@ -79,6 +79,10 @@ def run(suite: str, quick: bool, verify_events: int | None = None) -> dict[str, 
                     "local_type_speedup": TARGET_LOCAL_TYPE_X,
                 }
             )
+        if suite in ("cwsandbox", "all"):
+            from .cwsandbox import run as run_cwsandbox  # imports the vendor SDK: only for this suite
+
+            results["cwsandbox"] = run_cwsandbox(tmp, 8 if quick else 30)
         if suite in ("replay", "all"):
             from .replay import run as run_replay  # imports Textual: only for the suites that measure it
 
@@ -118,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         choices=SUITES,
         help="what to run: core (default: supervisor + verify), local (the real local desktop vs the seeds' "
         "tools), tui (UI-thread time per screenshot frame), replay (opening and stepping through recorded runs), "
-        "all (core + local + tui + replay)",
+        "cwsandbox (requests and latency per step in a CoreWeave sandbox, ours vs the tutorial's, against a "
+        "local service), all (every suite)",
     )
     parser.add_argument(
         "--quick", action="store_true", help="a fast smoke run: fewer samples, 10,000 events, 8 local samples"
@@ -141,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         results = run(args.suite, args.quick, args.events)
     except (DesktopError, LocalBenchError) as exc:
-        print(f"the local suite failed: {exc}", file=sys.stderr)
+        print(f"the {args.suite} benchmark failed: {exc}", file=sys.stderr)
         return 1
     results["command"] = shlex.join([sys.executable, "-m", "cua_tui.bench", *(sys.argv[1:] if argv is None else argv)])
     print(render(results))

@@ -43,6 +43,10 @@ def render(results: dict[str, Any]) -> str:
         from .tui import report as tui_report  # imports Textual: only when the tui suite ran
 
         lines += ["", tui_report(results["tui"])]
+    if results.get("cwsandbox"):
+        from .cwsandbox import report as cwsandbox_report
+
+        lines += ["", *cwsandbox_report(results["cwsandbox"])]
     if results.get("replay"):
         from .replay import report as replay_report
 

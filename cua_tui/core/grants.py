@@ -19,18 +19,10 @@ from dataclasses import dataclass, field
 
 from .actions import Action, Kind
 from .policy import Decision, Verdict
+from .ports import Scope
 
 FIELD_RADIUS = 8  # pixels: a click this close to the field's point is a click into the same field
 CLICKS = (Kind.CLICK, Kind.DOUBLE_CLICK, Kind.TRIPLE_CLICK)
-
-
-@dataclass(frozen=True, slots=True)
-class Scope:
-    """What a grant covers: ``kind`` chord | typing | region, its ``key``, and a label for people."""
-
-    kind: str
-    key: str
-    label: str
 
 
 def scope_for(action: Action, decision: Decision, last_click: tuple[int, int] | None) -> Scope | None:

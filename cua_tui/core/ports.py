@@ -14,7 +14,6 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from .actions import Action
 from .geometry import Scaling, Size
-from .grants import Scope
 
 
 class DesktopError(RuntimeError):
@@ -190,6 +189,16 @@ class Ruling:
     note: str = ""  # a reviewer's reason (a rejection's goes to the model too)
     human: bool = False  # a person decided (then the operator is recorded with the decision)
     grant: bool = False  # approve this and every later action of the request's scope (``a``)
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """What a scoped approval covers (core/grants.py): ``kind`` chord | typing | region, its ``key``, and a
+    label for people. Here, not in grants, so the ports import nothing beyond actions and geometry."""
+
+    kind: str
+    key: str
+    label: str
 
 
 @dataclass(frozen=True, slots=True)

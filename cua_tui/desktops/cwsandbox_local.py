@@ -1,4 +1,8 @@
-"""A local CoreWeave Sandboxes service for the tests and the benchmark: the real cwsandbox client talks to it.
+"""A local CoreWeave Sandboxes service, for the tests and the benchmark: the real cwsandbox client talks to it.
+
+It ships with the package so that ``python -m cua_tui.bench cwsandbox`` (and anyone trying the backend
+offline) has a service to talk to; nothing else imports it, and it runs commands as local processes: it
+is a test double of the service, never a sandbox.
 
 Built on the package's own generated stubs (``SandboxServiceServicer``), it implements the RPCs the client
 uses: CreateSandbox, GetSandbox (polled until RUNNING), ListSandboxes (by tag), DeleteSandbox, StreamExec

@@ -1,0 +1,132 @@
+"""CoreWeave sandboxes: requests and latency per step, ours against the tutorial's way, in one run.
+
+Both sides use the real cwsandbox client against the same local service (desktops/cwsandbox_local.py,
+built on the package's own gRPC stubs), interleaved sample by sample:
+
+- ours: ``CWSandboxDesktop.perform(click)``: the resident helper in the sandbox clicks on the form lab's
+  page (Xvfb + openbox + Chromium) and answers with a header and the PNG after it, in one exec;
+- the tutorial's: four requests per step, as in the CoreWeave tutorial (seeds/): ``xdotool mousemove X Y
+  click 1`` (exec), ``scrot`` to a file (exec), ``read_file`` (a file request), ``rm`` (exec), on an X
+  display in its own sandbox. Its screen is an empty X root, whose PNG is far smaller than a page's: that
+  favours the tutorial's side.
+
+Requests are counted by the service, latency from the caller's side. ``python -m cua_tui.bench cwsandbox``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from .common import log
+
+KEY = "bench-key"  # a credential for the local service (it checks nothing; the client sends it as any)
+
+
+def _tutorial_sandbox(settings: Any, display: int) -> Any:
+    """A sandbox running a bare X server, as the tutorial's container does."""
+    import cwsandbox
+
+    sandbox = cwsandbox.Sandbox.run(
+        "sh",
+        "-c",
+        f"exec Xvfb :{display} -screen 0 1024x720x24 -nolisten tcp",
+        environment_variables={"DISPLAY": f":{display}"},
+        tags=["cua-tui-bench"],
+        **settings.client_options(),
+    )
+    sandbox.wait(timeout=60)
+    deadline = time.monotonic() + 30
+    while sandbox.exec(["xdpyinfo"], timeout_seconds=10).result().returncode != 0:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the tutorial's X server did not start")
+        time.sleep(0.2)
+    return sandbox
+
+
+def _tutorial_step(sandbox: Any, x: int, y: int, shot: str) -> bytes:
+    sandbox.exec(["xdotool", "mousemove", str(x), str(y), "click", "1"], timeout_seconds=10).result()
+    sandbox.exec(["scrot", "-o", shot], timeout_seconds=10).result()
+    png: bytes = sandbox.read_file(shot).result()
+    sandbox.exec(["rm", "-f", shot], timeout_seconds=10).result()
+    return png
+
+
+def run(tmp: Path, samples: int) -> dict[str, Any]:
+    """``samples`` clicks on each side, interleaved; requests and milliseconds per step."""
+    import cwsandbox
+
+    from ..core.actions import Action, Kind
+    from ..core.geometry import Size
+    from ..core.rundir import RunDir
+    from ..desktops.cwsandbox import CWSandboxDesktop, SandboxSettings
+    from ..desktops.cwsandbox_local import LocalService
+
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    cwsandbox.disable_signal_handlers()
+    with LocalService(tmp / "cw-service") as service:
+        settings = SandboxSettings(base_url=service.base_url, api_key=KEY)
+        ours = CWSandboxDesktop(Size(1024, 720), settings, lab="form")
+        ours.bind_run(RunDir.create(tmp / "cw-runs"))
+        ours.bind_events(lambda event: None)
+        log("cwsandbox: starting our desktop in a sandbox of the local service (zipapp helper, form lab)")
+        ours.start()
+        theirs = _tutorial_sandbox(settings, 170 + random.randrange(60))
+        shot = str(tmp / "cw-service" / "tutorial-shot.png")
+        times: dict[str, list[float]] = {"ours": [], "tutorial": []}
+        requests: dict[str, list[int]] = {"ours": [], "tutorial": []}
+        sizes: dict[str, list[int]] = {"ours": [], "tutorial": []}
+        log(f"cwsandbox: {samples} clicks each, ours and the tutorial's interleaved")
+        try:
+            for i in range(samples + 1):  # the first pair warms up
+                x, y = 60 + (i * 71) % 900, 520 + (i * 13) % 150  # below the form: nothing it clicks acts
+                before = service.service.count()
+                t0 = time.perf_counter()
+                result = ours.perform(Action(Kind.CLICK, point=(x, y)))
+                t1 = time.perf_counter()
+                middle = service.service.count()
+                png = _tutorial_step(theirs, x, y, shot)
+                t2 = time.perf_counter()
+                after = service.service.count()
+                if i:
+                    times["ours"].append((t1 - t0) * 1000)
+                    times["tutorial"].append((t2 - t1) * 1000)
+                    requests["ours"].append(middle - before)
+                    requests["tutorial"].append(after - middle)
+                    sizes["ours"].append(len(result.frame.png))
+                    sizes["tutorial"].append(len(png))
+        finally:
+            ours.stop()
+            theirs.stop(missing_ok=True).result()
+    med = {side: statistics.median(values) for side, values in times.items()}
+    return {
+        "samples": samples,
+        "ours_ms": med["ours"],
+        "tutorial_ms": med["tutorial"],
+        "ours_requests": statistics.mean(requests["ours"]),
+        "tutorial_requests": statistics.mean(requests["tutorial"]),
+        "ours_png_kb": statistics.median(sizes["ours"]) / 1024,
+        "tutorial_png_kb": statistics.median(sizes["tutorial"]) / 1024,
+        "latency_ratio": med["tutorial"] / med["ours"],
+        "requests_ratio": statistics.mean(requests["tutorial"]) / statistics.mean(requests["ours"]),
+    }
+
+
+def report(r: dict[str, Any]) -> list[str]:
+    """The suite's lines for the benchmark report."""
+    return [
+        f"CoreWeave sandboxes: one click + the screenshot after it, {r['samples']} samples each, interleaved "
+        "(real cwsandbox client, local service)",
+        "-" * 110,
+        f"{'way':<58}{'requests/step':>15}{'median':>12}{'PNG':>10}{'ratio':>12}",
+        f"{'ours: one exec, the resident helper answers header + PNG':<58}{r['ours_requests']:>15.2f}"
+        f"{r['ours_ms']:>10.1f}ms{r['ours_png_kb']:>8.0f}kB",
+        f"{'the tutorial: xdotool exec, scrot exec, read_file, rm exec':<58}{r['tutorial_requests']:>15.2f}"
+        f"{r['tutorial_ms']:>10.1f}ms{r['tutorial_png_kb']:>8.0f}kB",
+        f"{'ratio (tutorial / ours)':<58}{r['requests_ratio']:>14.2f}x{'':>12}{'':>10}{r['latency_ratio']:>11.2f}x",
+        "-" * 110,
+    ]
