@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+# gRPC (the cwsandbox client, the local CoreWeave service) installs fork handlers when it loads; a process
+# forked afterwards (the crash tests' children, a subprocess with a preexec_fn) then prints epoll errors on
+# its stderr, which tests of one-line answers read. Nothing forked here uses gRPC.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 from cua_tui.agents.script import Script, ScriptAgent
 from cua_tui.core import events as ev

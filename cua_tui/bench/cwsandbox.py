@@ -58,6 +58,7 @@ def _tutorial_step(sandbox: Any, x: int, y: int, shot: str) -> bytes:
 
 def run(tmp: Path, samples: int) -> dict[str, Any]:
     """``samples`` clicks on each side, interleaved; requests and milliseconds per step."""
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")  # read when gRPC loads (see desktops/cwsandbox)
     import cwsandbox
 
     from ..core.actions import Action, Kind

@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import threading
 from collections.abc import Callable
@@ -187,6 +188,9 @@ class CWSandboxDesktop:
         if not self.run_id:
             raise DesktopError("the cwsandbox desktop was not bound to a run", fatal=True)
         try:
+            # gRPC's fork handlers would print errors in every process the controller forks later (an
+            # approver command); nothing forked uses gRPC. Read when gRPC loads: set before the import.
+            os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
             import cwsandbox  # the vendor SDK: imported only by this backend, only when it starts
         except ImportError:
             raise DesktopError("the cwsandbox backend needs the 'cwsandbox' package", fatal=True) from None
