@@ -94,6 +94,29 @@ class FrozenClock:
 Until = Callable[[list[ev.Stamped]], bool]
 
 
+def scene_options(
+    turns: Sequence[dict[str, Any]], folder: Path, final_text: str = FORM_FINAL, **more: Any
+) -> RunOptions:
+    """A scene's run, as the command line would make it, with the fixed id, operator and clocks that keep
+    its pictures the same on every machine."""
+    return RunOptions(
+        task=TASK,
+        backend="sim",
+        agent=None,
+        script={"turns": list(turns), "final_text": final_text},
+        agent_label=AGENT,
+        regions=(VERIFY_REGION,),
+        runs_dir=folder,
+        run_id=RUN_ID,
+        decisions=HANDSHAKE,
+        operator=OPERATOR,
+        fsync=False,
+        clock=lambda: 0.0,
+        wall_clock=lambda: WALL,
+        **more,
+    )
+
+
 def record(
     turns: Sequence[dict[str, Any]],
     *,
@@ -118,25 +141,7 @@ def record(
 
     app = SimApp() if page_text is None else SimApp(page_text=page_text)
     try:
-        run = build_run(
-            RunOptions(
-                task=TASK,
-                backend="sim",
-                agent=None,
-                script={"turns": list(turns), "final_text": final_text},
-                agent_label=AGENT,
-                regions=(VERIFY_REGION,),
-                runs_dir=folder,
-                run_id=RUN_ID,
-                decisions=HANDSHAKE,
-                operator=OPERATOR,
-                listeners=(listen,),
-                fsync=False,
-                desktop=SimDesktop(app=app),
-                clock=lambda: 0.0,
-                wall_clock=lambda: WALL,
-            )
-        )
+        run = build_run(scene_options(turns, folder, final_text, listeners=(listen,), desktop=SimDesktop(app=app)))
         handshake = run.handshake
         assert handshake is not None
         worker = threading.Thread(target=run.run, name="cua-scene", daemon=True)
@@ -207,23 +212,7 @@ def recorded_dir(turns: Sequence[dict[str, Any]], answers: Sequence[Answer] = ()
     """A real run of ``turns`` left on disk (a folder removed when the process exits), for replay."""
     folder = Path(tempfile.mkdtemp(prefix="cua-scene-replay-"))
     atexit.register(shutil.rmtree, folder, True)
-    run = build_run(
-        RunOptions(
-            task=TASK,
-            backend="sim",
-            agent=None,
-            script={"turns": list(turns), "final_text": FORM_FINAL},
-            agent_label=AGENT,
-            regions=(VERIFY_REGION,),
-            runs_dir=folder,
-            run_id=RUN_ID,
-            decisions=HANDSHAKE,
-            operator=OPERATOR,
-            fsync=False,
-            clock=lambda: 0.0,
-            wall_clock=lambda: WALL,
-        )
-    )
+    run = build_run(scene_options(turns, folder))
     handshake = run.handshake
     assert handshake is not None
     worker = threading.Thread(target=run.run, name="cua-scene", daemon=True)
