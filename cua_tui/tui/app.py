@@ -279,8 +279,10 @@ class SupervisorApp(App[Any]):
             self._refused = reason
             self.notify(f"screenshot not shown: {reason}", title="desktop", severity="warning", markup=False)
 
-    def on_resize(self) -> None:
-        self.call_after_refresh(self.render_frame)
+    def on_desktop_view_resized(self, message: DesktopView.Resized) -> None:
+        self.render_frame()
+        if self.pending is not None:  # the pending row back in view at the new size
+            self.query_one(BatchPane).mark_pending(self.pending.index)
 
     # ------------------------------------------------------------------------------------------------
     # Keys

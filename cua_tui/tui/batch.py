@@ -102,4 +102,5 @@ class BatchPane(VerticalScroll):
                 row.set_class(pending, "pending")
                 row.redraw()
         if index is not None and index in self.rows:
-            self.scroll_to_widget(self.rows[index], animate=False)
+            # after the next refresh: rows mounted just now have no place in the layout yet
+            self.call_after_refresh(self.scroll_to_widget, self.rows[index], animate=False, top=True)

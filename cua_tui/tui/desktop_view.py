@@ -5,10 +5,14 @@ from __future__ import annotations
 from rich.segment import Segment
 from rich.style import Style
 from textual.app import ComposeResult
+from textual.message import Message
 from textual.strip import Strip
+from textual.timer import Timer
 from textual.widget import Widget
 
 from .frames import Rendered
+
+RESIZE_SETTLE = 0.05  # seconds without a resize event before the picture is redrawn for the new size
 
 
 class DesktopView(Widget):
@@ -26,6 +30,7 @@ class DesktopView(Widget):
         self.rendered: Rendered | None = None
         self.graphics = graphics
         self.placeholder = "waiting for the first screenshot…"
+        self._settle: Timer | None = None
 
     def compose(self) -> ComposeResult:
         if self.graphics is not None:
@@ -34,6 +39,16 @@ class DesktopView(Widget):
     @property
     def wants_strips(self) -> bool:
         return self.graphics is None
+
+    class Resized(Message):
+        """The pane settled at a new size (no resize event for ``RESIZE_SETTLE`` s): redraw the picture."""
+
+    def on_resize(self) -> None:
+        # A drag of the terminal's corner sends a burst of resize events: redraw once it settles, so the
+        # picture is re-rendered for the new size, never left cropped at the old one.
+        if self._settle is not None:
+            self._settle.stop()
+        self._settle = self.set_timer(RESIZE_SETTLE, lambda: self.post_message(self.Resized()))
 
     def show(self, rendered: Rendered) -> None:
         """Swap in a finished frame (UI thread; cheap for half-blocks)."""

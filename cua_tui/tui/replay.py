@@ -442,8 +442,8 @@ class ReplayApp(App[None]):
     def _redrawn(self) -> None:
         self.redraw_ms.append((time.perf_counter() - self.redraw_started) * 1000)
 
-    def on_resize(self) -> None:
-        self.call_after_refresh(self.render_frame)
+    def on_desktop_view_resized(self, message: DesktopView.Resized) -> None:
+        self.render_frame()
 
     # ------------------------------------------------------------------------------------------------
     # Keys

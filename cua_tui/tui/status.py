@@ -66,27 +66,64 @@ class StatusBar(Static):
         self.redraw()
 
     def redraw(self) -> None:
+        """One line; where it does not fit, the least important fields go first (the phase, the turn and
+        step and a missing bubblewrap stay to the last)."""
+        fields = self._fields()
+        width = self.size.width or 10_000
+        keep = sorted(range(len(fields)), key=lambda i: fields[i][0])  # most important first
+        chosen: set[int] = set()
+        used = -3  # each field but the first comes after a " · "
+        for i in keep:  # strictly by importance: once one does not fit, none less important is shown
+            cost = len(fields[i][1]) + 3
+            if used + cost > width and chosen:
+                break
+            chosen.add(i)
+            used += cost
+        room = width - used - 3
+        left = [i for i in keep if i not in chosen]
+        if left and room >= 12:  # the most important field left out gets what room is left, cut short
+            part = fields[left[0]][1].copy()
+            part.truncate(room, overflow="ellipsis")
+            fields[left[0]] = (fields[left[0]][0], part)
+            chosen.add(left[0])
+        text = Text(no_wrap=True, overflow="ellipsis")
+        for i, (_rank, part) in enumerate(fields):
+            if i in chosen:
+                if len(text):
+                    text.append(" · ")
+                text.append_text(part)
+        self.update(text)
+
+    def _fields(self) -> list[tuple[int, Text]]:
+        """(rank, text) of each field in the order shown; rank 0 is the most important."""
         info = self.info
         elapsed = (self.ended or self.clock()) - self.started
-        text = Text(no_wrap=True, overflow="ellipsis")
-        text.append(f" run {info.run_id} ", style="bold")
-        text.append(f"· {visible(info.backend)} · {visible(info.agent, limit=40)}")
-        if info.model:
-            text.append(f" ({visible(info.model, limit=30)})")
-        text.append(f" · turn {self.turn}/{info.max_turns} · step {self.steps}/{info.max_steps}")
-        text.append(f" · {int(elapsed)}s/{info.deadline}s")
+        fields: list[tuple[int, Text]] = [
+            (4, Text(f" run {info.run_id}", style="bold")),
+            (6, Text(visible(info.backend))),
+        ]
+        agent = visible(info.agent, limit=40) + (f" ({visible(info.model, limit=30)})" if info.model else "")
+        fields.append((8, Text(agent)))
+        fields.append((1, Text(f"turn {self.turn}/{info.max_turns} · step {self.steps}/{info.max_steps}")))
+        fields.append((3, Text(f"{int(elapsed)}s/{info.deadline}s")))
         if self.tokens:
-            text.append(f" · {self.tokens} tok")
+            fields.append((4, Text(f"{self.tokens} tok")))
         if self.cost is not None:
-            text.append(f" · ${self.cost:.4f}")
-        text.append(" · ")
-        if self.final:
-            text.append(f"finished: {self.final}", style="bold reverse")
+            fields.append((4, Text(f"${self.cost:.4f}")))
+        if self.final:  # "status · reason": the status stays to the last; the reason outlives the names
+            status, _sep, reason = self.final.partition(" · ")
+            fields.append((0, Text(f"finished: {status}", style="bold reverse")))
+            if reason:
+                fields.append((5, Text(reason, style="bold")))  # why it ended: outlives the names
         else:
             label = PHASE_LABELS.get(self.phase, self.phase)
-            text.append(label, style="bold reverse" if self.phase == "awaiting_decision" else "bold")
-        if self.isolation is not None:  # last, so the phase is never cut off; a missing bubblewrap stands out
+            fields.append((0, Text(label, style="bold reverse" if self.phase == "awaiting_decision" else "bold")))
+        if self.isolation is not None:  # a missing bubblewrap stands out and stays; the full label is less vital
             weak = self.isolation.get("bubblewrap") is False
-            text.append(" · ")
-            text.append(isolation_label(self.isolation), style="bold reverse" if weak else "")
-        self.update(text)
+            fields.append(
+                (2 if weak else 9, Text(isolation_label(self.isolation), style="bold reverse" if weak else ""))
+            )
+        return fields
+
+    def on_resize(self) -> None:
+        self.redraw()

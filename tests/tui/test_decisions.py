@@ -147,3 +147,43 @@ async def test_the_goal_is_in_view_in_every_state_and_repeated_at_the_decision(t
         await pilot.press("y")
         await until_ended(pilot, app)
         assert "TASK" in plain(goal) and goal.region.height == 2  # still there at the end, two lines
+
+
+async def test_a_resize_redraws_the_picture_and_the_decision_stays_in_view(tmp_path: Path) -> None:
+    """Issue 11, point 3: from 160x48 to 80x24 and back, the picture is re-rendered for the pane's new size
+    (never left cropped), and at 80x24 the pending row and AWAITING YOUR DECISION stay visible."""
+    import time
+
+    from cua_tui.tui.batch import BatchPane
+    from cua_tui.tui.desktop_view import DesktopView
+    from cua_tui.tui.status import StatusBar
+
+    turns = [{"actions": [click(FIELD), {"type": "type", "text": "x"}, click((550, 182)), click((560, 182))]}]
+    app, _events, _run = live(tmp_path, turns)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await until_asked(pilot, app, 1)
+        view = app.query_one(DesktopView)
+
+        def fitted() -> bool:
+            rendered = view.rendered
+            return (
+                rendered is not None
+                and rendered.width == view.size.width
+                and rendered.height == view.size.height
+                and len(rendered.strips) <= view.size.height
+                and app._shown == app._serial
+            )
+
+        await until(pilot, fitted, "the picture at 160x48")
+        for size in ((80, 24), (160, 48)):
+            started = time.monotonic()
+            await pilot.resize_terminal(*size)
+            await until(pilot, fitted, f"the picture redrawn for {size}")
+            assert time.monotonic() - started < 2.0  # 50 ms of settling plus one conversion, on a loaded machine
+            if size == (80, 24):
+                assert "AWAITING YOUR DECISION" in plain(app.query_one(StatusBar))
+                batch = app.query_one(BatchPane)
+                row = batch.rows[1]
+                assert row.has_class("pending")
+                await pilot.pause()
+                assert batch.scrollable_content_region.overlaps(row.region)  # scrolled back into view
