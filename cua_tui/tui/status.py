@@ -99,8 +99,8 @@ class StatusBar(Static):
         info = self.info
         elapsed = (self.ended or self.clock()) - self.started
         fields: list[tuple[int, Text]] = [
-            (4, Text(f" run {info.run_id}", style="bold")),
-            (6, Text(visible(info.backend))),
+            (2, Text(f" run {info.run_id}", style="bold")),  # which run: kept nearly to the last
+            (4, Text(visible(info.backend))),
         ]
         agent = visible(info.agent, limit=40) + (f" ({visible(info.model, limit=30)})" if info.model else "")
         fields.append((8, Text(agent)))
