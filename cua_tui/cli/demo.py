@@ -7,20 +7,16 @@ from pathlib import Path
 
 import click
 
-from .base import UsageFailure
+from .base import UsageFailure, headless_option, operator_option, theme_option
 
 
 @click.command("demo")
 @click.option("--lab", "lab_name", default="form", show_default=True, help="Which lab: form, search-export, injection.")
 @click.option("--runs-dir", type=click.Path(path_type=Path), default=None, help="Where run directories go.")
 @click.option("--screen", default="1024x720", show_default=True, help="Screen size WIDTHxHEIGHT.")
-@click.option("--headless", is_flag=True, help="No TUI: print events as lines and decide with --on-confirm.")
-@click.option("--theme", default=None, help="TUI theme (built-in, themes/ or your config folder's themes/).")
-@click.option(
-    "--operator",
-    default=None,
-    help="Who reviews, recorded with every decision a person makes (default: user@host).",
-)
+@headless_option
+@theme_option
+@operator_option
 @click.option(
     "--on-confirm",
     default=None,

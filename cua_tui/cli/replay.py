@@ -7,13 +7,13 @@ import sys
 
 import click
 
-from .base import settings
+from .base import settings, theme_option
 
 
 @click.command("replay")
 @click.argument("run")
 @click.option("--follow", is_flag=True, help="Follow a run still being written (by another process).")
-@click.option("--theme", default=None, help="TUI theme (built-in, themes/ or your config folder's themes/).")
+@theme_option
 def command(run: str, follow: bool, theme: str | None) -> None:
     """Replay RUN (a run directory, or a run id as `cua-tui runs` prints it) in the TUI's panes, offline
     and read-only: step through its actions with the arrow keys, jump to decisions (d), refusals (r),

@@ -8,7 +8,7 @@ import click
 
 from ..agents.vendors import DEFAULT_MODELS
 from ..desktops import BACKENDS
-from .base import UsageFailure
+from .base import UsageFailure, headless_option, operator_option, theme_option
 
 
 @click.command("run")
@@ -89,13 +89,9 @@ from .base import UsageFailure
     is_flag=True,
     help="cwsandbox: install the desktop's packages when the sandbox starts (no prebuilt image; minutes slower).",
 )
-@click.option("--headless", is_flag=True, help="No TUI: print events as lines and decide with --on-confirm.")
-@click.option("--theme", default=None, help="TUI theme (built-in, themes/ or your config folder's themes/).")
-@click.option(
-    "--operator",
-    default=None,
-    help="Who reviews, recorded with every decision a person makes (default: user@host).",
-)
+@headless_option
+@theme_option
+@operator_option
 @click.option(
     "--on-confirm",
     default="reject",
