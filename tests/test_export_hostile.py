@@ -27,6 +27,23 @@ def good_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return sim_run(tmp_path_factory.mktemp("good") / "runs")
 
 
+def export(run: Path, tmp_path: Path, flags: tuple[str, ...]) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """``cua-tui export RUN`` in a real process with a timeout (a FIFO that got opened would hang it, and the
+    test would say so), each format to ``out/x.<suffix>``."""
+    outs = tmp_path / "out"
+    outs.mkdir()
+    args = [arg for flag in flags for arg in (flag, str(outs / f"x.{SUFFIX[flag]}"))]
+    proc = subprocess.run(
+        [sys.executable, "-m", "cua_tui.cli", "export", str(run), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "CUA_TUI_CONFIG": str(tmp_path / "none.toml"), "CUA_TUI_RUNS_DIR": str(tmp_path / "runs")},
+        check=False,
+    )
+    return outs, proc
+
+
 def damaged(good_run: Path, tmp_path: Path, name: str) -> Path:
     copy = tmp_path / good_run.name
     shutil.copytree(good_run, copy)
@@ -38,18 +55,7 @@ def damaged(good_run: Path, tmp_path: Path, name: str) -> Path:
 def test_damaged_run_gets_one_line_and_its_exit_code(good_run: Path, tmp_path: Path, name: str) -> None:
     run = damaged(good_run, tmp_path, name)
     expected = DAMAGED[name][1]
-    outs = tmp_path / "out"
-    outs.mkdir()
-    args = [arg for flag in FORMATS for arg in (flag, str(outs / f"x.{SUFFIX[flag]}"))]
-    # A real process with a timeout: a FIFO that got opened would hang it, and the test would say so.
-    proc = subprocess.run(
-        [sys.executable, "-m", "cua_tui.cli", "export", str(run), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "CUA_TUI_CONFIG": str(tmp_path / "none.toml"), "CUA_TUI_RUNS_DIR": str(tmp_path / "runs")},
-        check=False,
-    )
+    outs, proc = export(run, tmp_path, FORMATS)
     assert proc.returncode == expected, proc.stderr
     assert "Traceback" not in proc.stderr and proc.stdout == ""
     problem = [line for line in proc.stderr.splitlines() if line.startswith(("Error:", "TAMPERED"))]
@@ -145,17 +151,7 @@ def corpus_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("case", ALL, ids=str)
 def test_export_answers_every_case_of_the_shared_corpus(case: Case, corpus_run: Path, tmp_path: Path) -> None:
     run = case.build(corpus_run, tmp_path / "runs", tmp_path / "outside")
-    outs = tmp_path / "out"
-    outs.mkdir()
-    args = [arg for flag in ("--html", "--script") for arg in (flag, str(outs / f"x.{SUFFIX[flag]}"))]
-    proc = subprocess.run(
-        [sys.executable, "-m", "cua_tui.cli", "export", str(run), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "CUA_TUI_CONFIG": str(tmp_path / "none.toml"), "CUA_TUI_RUNS_DIR": str(tmp_path / "runs")},
-        check=False,
-    )
+    outs, proc = export(run, tmp_path, ("--html", "--script"))
     assert "Traceback" not in proc.stderr and proc.stdout == ""
     written = sorted(p.name for p in outs.iterdir())
     if proc.returncode == 2:  # nothing to export: one line, nothing written
