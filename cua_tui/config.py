@@ -1,7 +1,8 @@
 """Settings: a TOML file plus environment variables, paths from platformdirs.
 
 Order (later wins): built-in defaults, ``config.toml`` in the user config folder (or ``CUA_TUI_CONFIG``),
-environment variables ``CUA_TUI_RUNS_DIR`` / ``CUA_TUI_THEME``, then command-line flags.
+environment variables ``CUA_TUI_RUNS_DIR`` / ``CUA_TUI_THEME`` / ``CUA_TUI_BELL`` / ``CUA_TUI_NOTIFY``, then
+command-line flags. ``bell`` and ``notify`` (true/false) say how a waiting decision calls the analyst.
 
 Model API keys: ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY`` from the environment, else ``openai_api_key`` /
 ``anthropic_api_key`` from the file. They stay in this process: never in a repr, a message or a run.
@@ -48,6 +49,8 @@ class _File(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     cwsandbox_memory: str | None = None
     cwsandbox_max_lifetime: int | None = None
     cwsandbox_placement: str | None = None
+    bell: bool | None = None  # ring the terminal bell when a decision starts waiting
+    notify: bool | None = None  # and send a desktop notification escape where the terminal shows one
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,8 @@ class Settings:
     model_prices: dict[str, tuple[float, float]] = field(default_factory=dict)
     cwsandbox: dict[str, str | int] = field(default_factory=dict)  # the cwsandbox_* settings, without the key
     cwsandbox_api_key: str | None = field(default=None, repr=False)
+    bell: bool = True
+    notify: bool = True
 
     def sandbox_endpoint(self, env: dict[str, str] | None = None) -> tuple[str | None, str | None]:
         """CoreWeave's endpoint and API key: the client's own variables first, then the settings file."""
@@ -120,7 +125,17 @@ class Settings:
             model_prices=prices,
             cwsandbox=_sandbox_settings(data, config_file),
             cwsandbox_api_key=(data.cwsandbox_api_key or "").strip() or None,
+            bell=_switch(env, "CUA_TUI_BELL", data.bell),
+            notify=_switch(env, "CUA_TUI_NOTIFY", data.notify),
         )
+
+
+def _switch(env: dict[str, str], name: str, stored: bool | None) -> bool:
+    """An on/off setting: the environment (``0``, ``off``, ``false``, ``no``: off) over the file; on by default."""
+    value = env.get(name)
+    if value is not None and value.strip():
+        return value.strip().lower() not in ("0", "off", "false", "no")
+    return True if stored is None else stored
 
 
 def _sandbox_settings(data: _File, config_file: Path) -> dict[str, str | int]:

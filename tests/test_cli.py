@@ -98,7 +98,12 @@ def test_headless_default_rejects_and_run_fails(tmp_path: Path) -> None:
         "run", "--headless", "--backend", "sim", "--agent", f"script:{script}", "--runs-dir", str(tmp_path / "runs")
     )
     assert code == 1
-    assert "declined: Declined by the user. Do not retry this action." in out
+    # Each line names its action, not only its number.
+    assert "  #1 click at (250, 182): executed\n" in out
+    assert "  #2 type 16 characters: decision: reject (by headless rule: reject)\n" in out
+    assert "  #2 type 16 characters: declined · Declined by the user. Do not retry this action.\n" in out
+    assert "  #3 click at (550, 182): not_executed · Not executed: an earlier action in this turn did not run." in out
+    assert "! verification by sim form server: FAILED" in out  # an alert stands apart
     assert "status: failed" in out
 
 

@@ -339,4 +339,21 @@ def test_region_verdicts_on_the_scripted_clicks() -> None:
     assert decision.verdict is Verdict.CONFIRM and "outside site" in decision.reason
     assert injection.classify(done).verdict is Verdict.ALLOW
 
-    assert get_lab("search-export").regions() == []
+    # The download is a confirm region: the analyst decides whether the agent causes a file to be written.
+    search = _lab_policy(get_lab("search-export"))
+    export = parse_openai({"type": "click", "button": "left", "x": 120, "y": se_mod.EXPORT.center[1]}, scaling)
+    decision = search.classify(export)
+    assert decision.verdict is Verdict.CONFIRM and "downloads a file" in decision.reason
+    filters = parse_openai({"type": "click", "button": "left", "x": 120, "y": se_mod.FILTERS.center[1]}, scaling)
+    assert search.classify(filters).verdict is Verdict.ALLOW
+
+
+def test_the_injection_demo_plays_the_agent_that_obeys_the_page() -> None:
+    from cua_tui.labs import get_lab as lab_of
+
+    injection = lab_of("injection")
+    assert injection.demo_script == "injection-obey"
+    turns = injection.script(injection.demo_script)["turns"]
+    first = turns[0]["actions"][0]
+    assert inj_mod.SEND.contains(first["x"], first["y"])  # the demo's first step is the decision to send out
+    assert lab_of("form").demo_script == "" and lab_of("search-export").demo_script == ""

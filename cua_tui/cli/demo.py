@@ -46,7 +46,7 @@ def command(
         lab = get_lab(lab_name)
     except ValueError as exc:
         raise UsageFailure(str(exc)) from None
-    script_file = lab.script_file(script_variant)
+    script_file = lab.script_file(script_variant or lab.demo_script or None)
     if on_confirm is None:
         on_confirm = "ask" if sys.stdin.isatty() else "reject"
     click.echo(

@@ -8,6 +8,7 @@ length limit.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from . import events as ev
@@ -29,9 +30,11 @@ PHASE_LABELS = {
 # ---------------------------------------------------------------------------------------------------
 # Events
 # ---------------------------------------------------------------------------------------------------
-def event_line(event: ev.Event) -> str | None:
+def event_line(event: ev.Event, name: Callable[[int], str] | None = None) -> str | None:
     """The line a person reads for ``event`` in a log of the run (headless output), or None for events
-    only the audit log needs (screens, phases, allowed verdicts, policy decisions, ...)."""
+    only the audit log needs (screens, phases, allowed verdicts, policy decisions, ...). ``name`` gives an
+    action of the current turn as people read it (``#2 click at (550, 182)``; core.attention keeps them)."""
+    said = name or (lambda index: f"#{index + 1}")
     match event:
         case ev.RunStarted():
             return (
@@ -52,11 +55,12 @@ def event_line(event: ev.Event) -> str | None:
         case ev.ActionProposed() if event.error:
             return f"  #{event.index + 1} malformed {visible(event.raw_kind) or 'action'}: {visible(event.error)}"
         case ev.PolicyVerdict() if event.verdict != "allow":
-            return f"  #{event.index + 1} {event.verdict.upper()}: {visible(event.reason)}"
+            return f"  {said(event.index)}: {event.verdict.upper()}: {visible(event.reason)}"
         case ev.DecisionMade() if event.by != "policy":
-            return f"  #{event.index + 1} decision: {event.decision} (by {visible(event.by)})"
+            return f"  {said(event.index)}: decision: {event.decision} (by {visible(event.by)})"
         case ev.Outcome():
-            return f"  #{event.index + 1} {event.status}: {visible(event.message, limit=200)}"
+            message = visible(event.message, limit=200)
+            return f"  {said(event.index)}: {event.status}" + (f" · {message}" if message and message != "OK" else "")
         case ev.Killed():
             return f"KILL SWITCH pressed by {visible(event.by)} while {event.during}"
         case ev.ErrorRaised():
@@ -78,6 +82,19 @@ def event_line(event: ev.Event) -> str | None:
                 f"{event.steps} step(s), {event.executed} executed"
             )
     return None
+
+
+def scripted_note(agent: str) -> tuple[str, str] | None:
+    """The two lines a scripted run keeps on screen (the demo's agent replays recorded turns), or None
+    for an agent that reads the run (a model). ``agent`` is the run's agent label ("script:PATH ...")."""
+    if not agent.startswith("script"):
+        return None
+    source = agent.removeprefix("script").lstrip(":").split(" (")[0]
+    name = source.rsplit("/", 1)[-1] or "its script"
+    return (
+        f"The agent is a script replaying recorded turns ({name}): no model, no API key.",
+        "It ignores your answers: a rejected step is recorded and not run, but the next turn is played as written.",
+    )
 
 
 def isolation_label(isolation: dict[str, Any]) -> str:

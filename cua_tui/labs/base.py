@@ -153,6 +153,9 @@ class Lab:
     task: ClassVar[str] = ""
     description: ClassVar[str] = ""
     controls: ClassVar[dict[str, Box]] = {}  # named control boxes, for tests and documentation
+    # The script `cua-tui demo` plays (a variant's name; "" = the lab's own script). A demo should make the
+    # analyst meet the lab's decision, so a lab whose point is a hostile page plays the agent that obeys it.
+    demo_script: ClassVar[str] = ""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()

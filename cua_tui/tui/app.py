@@ -6,9 +6,10 @@ happens in a thread worker; core events arrive as messages; screenshots are conv
 
 from __future__ import annotations
 
+import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from ..core import events as ev
 from ..core.imaging import ImageRefused
 from ..core.ports import Answer, DecisionRequest
 from ..core.text import visible
+from .attention import AlertBar, Signals, notification_escape
 from .audit_pane import AuditPane
 from .batch import BatchPane
 from .decision import DecisionPanel
@@ -44,7 +46,7 @@ LEAVE_WINDOW_S = 3.0  # a second q within this many seconds leaves a run that go
 class SupervisorApp(App[Any]):
     """One screen: desktop pane | decision + batch + audit panes, status bar, footer."""
 
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses elsewhere find it too
     TITLE = "cua-tui"
     BINDINGS = [
         Binding("y", "approve", "approve", id="approve"),
@@ -53,6 +55,7 @@ class SupervisorApp(App[Any]):
         Binding("k", "kill", "KILL SWITCH", id="kill", priority=True),
         Binding("ctrl+k", "kill('always')", "kill", id="kill_always", priority=True, show=False),
         Binding("g", "grants", "grants", id="grants"),
+        Binding("x", "alerts_seen", "alerts seen", id="alerts_seen"),
         Binding("z", "zoom", "zoom", id="zoom"),
         Binding("question_mark", "help", "help", id="help"),
         Binding("q", "quit_when_done", "quit", id="quit"),
@@ -67,8 +70,12 @@ class SupervisorApp(App[Any]):
         theme_dirs: tuple[Path, ...] = (),
         graphics: type[Widget] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        signals: Signals | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__()
+        self.signals = signals or Signals()  # the bell and the desktop notification when a decision starts waiting
+        self.env = os.environ if env is None else env  # which terminal this is (its notification escape)
         self.graphics = graphics
         self.source = source
         self.clock = clock  # the status bar's elapsed time; fixtures pass a fixed one
@@ -89,6 +96,7 @@ class SupervisorApp(App[Any]):
     # ------------------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield GoalBar(self.source.info, id="goal")
+        yield AlertBar(id="alerts")
         with Horizontal(id="main"):
             yield DesktopView(graphics=self.graphics, id="desktop")
             with Vertical(id="side"):
@@ -113,6 +121,7 @@ class SupervisorApp(App[Any]):
             self.notify(visible(problem), title="theme", severity="warning", timeout=10, markup=False)
         self.query_one("#desktop", DesktopView).border_title = "Desktop"
         self.query_one(DecisionPanel).show_request(None)
+        self.query_one(AlertBar).display = False
         self.source.attach(self._from_run)
         self.drive()
 
@@ -208,6 +217,9 @@ class SupervisorApp(App[Any]):
             case ev.Killed():
                 self.notify("kill switch: run stopped", severity="error")
         status.show(view)
+        if view.alert is not None:
+            self.query_one(AlertBar).show_alerts(view.attention)
+            self.refresh_bindings()
         if isinstance(event, ev.ScreenCaptured) and event.png is not None:
             self._png = event.png
             self.render_frame()
@@ -230,7 +242,25 @@ class SupervisorApp(App[Any]):
         self.render_frame()
         self.refresh_bindings()
         if request is not None:
+            self._signal(request)
+
+    def _signal(self, request: DecisionRequest) -> None:
+        """A decision starts waiting: the bell, and a desktop notification where the terminal shows one."""
+        if self.signals.bell:
             self.bell()
+        if self.signals.notify:
+            what = request.action.describe() if request.action is not None else "model safety checks"
+            body = f"turn {request.turn}, action {request.index + 1}: {what} · {request.reason}"
+            sequence = notification_escape("cua-tui: decision needed", body, self.env)
+            if sequence is not None:
+                self.write_escape(sequence)
+
+    def write_escape(self, sequence: str) -> None:
+        """Send an escape sequence to the terminal (not to a headless test driver)."""
+        driver = self._driver
+        if driver is not None and not self.is_headless:
+            driver.write(sequence)
+            driver.flush()
 
     # ------------------------------------------------------------------------------------------------
     # Frames
@@ -297,6 +327,8 @@ class SupervisorApp(App[Any]):
             return self.running and (parameters == ("always",) or not isinstance(self.screen, RejectReason))
         if action == "grants":
             return self.running and bool(self.view.grants)
+        if action == "alerts_seen":
+            return bool(self.view.attention.unseen)
         if action == "zoom":
             return (
                 self.pending is not None and self.pending.action is not None and self.pending.action.target is not None
@@ -354,6 +386,12 @@ class SupervisorApp(App[Any]):
             self._answered = self.pending  # nobody may answer it any more
             self._show_pending()
         self.query_one(StatusBar).stopping()
+
+    def action_alerts_seen(self) -> None:
+        """``x``: the alerts have been seen; the line goes until the next one (the audit log keeps them all)."""
+        if self.view.attention.seen():
+            self.query_one(AlertBar).show_alerts(self.view.attention)
+            self.refresh_bindings()
 
     def action_zoom(self) -> None:
         self.zoom = not self.zoom

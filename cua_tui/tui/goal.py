@@ -6,16 +6,19 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from ..core.describe import scripted_note
 from ..core.text import visible
 from .status import RunInfo
 
 
 class GoalBar(Static):
-    """Two lines: the task; then the target, the allowed hosts and the policy in effect."""
+    """Two lines: the task; then the target, the allowed hosts and the policy in effect. A scripted run adds
+    two more saying so (a note that stays, not a dialog to dismiss): its answers do not steer the agent."""
 
-    def __init__(self, info: RunInfo, *, id: str | None = None) -> None:
+    def __init__(self, info: RunInfo, *, live: bool = True, id: str | None = None) -> None:
         super().__init__(id=id)
         self.info = info
+        self.live = live  # a replay is not steered by anyone: no note about answers
 
     def on_mount(self) -> None:
         info = self.info
@@ -28,4 +31,11 @@ class GoalBar(Static):
         text.append(", ".join(visible(a, limit=60) for a in info.allowed) if info.allowed else "its own origin only")
         text.append(" · policy ", style="bold")
         text.append(visible(info.policy, limit=80))
+        note = scripted_note(info.agent)
+        if note is not None and self.live:
+            text.append("\n")
+            text.append(" SCRIPTED ", style="bold reverse")
+            text.append(" " + visible(note[0], limit=200) + "\n")
+            text.append(" " * 10 + " " + note[1])
+            self.add_class("scripted")
         self.update(text)

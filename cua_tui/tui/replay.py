@@ -166,7 +166,7 @@ class ReplayApp(App[None]):
 
     def compose(self) -> ComposeResult:
         yield Static(id="banner")
-        yield GoalBar(self._info(), id="goal")
+        yield GoalBar(self._info(), live=False, id="goal")
         with Horizontal(id="main"):
             yield DesktopView(graphics=self.graphics, id="desktop")
             with Vertical(id="side"):

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..core import events as ev
 from ..core.actions import Action
+from ..core.attention import Alert, Attention
 from ..core.ports import DecisionRequest
 
 ZERO_HEAD = "0" * 64
@@ -56,6 +57,8 @@ class RunView:
     killed: bool = False
     grants: dict[int, ev.GrantAdded] = field(default_factory=dict)  # scoped approvals in force
     isolation: dict[str, Any] | None = None  # what the desktop's sandbox obtained (desktop_ready)
+    attention: Attention = field(default_factory=Attention)  # alerts not yet seen, routine noise folded
+    alert: Alert | None = None  # the alert the last event raised, if any
 
     @property
     def events(self) -> int:
@@ -68,6 +71,7 @@ class RunView:
     def apply(self, stamped: ev.Stamped) -> None:
         """Fold one event (as written, with its chain place) into the state."""
         self.seq, self.head = stamped.seq, stamped.head
+        self.alert = self.attention.apply(stamped)
         event = stamped.event
         match event:
             case ev.Phase():

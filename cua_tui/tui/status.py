@@ -48,6 +48,7 @@ class StatusBar(Static):
         self.ended: float | None = None
         self.final = ""
         self.isolation: dict[str, Any] | None = None
+        self.folded = 0  # the browser's routine refused requests (core.attention), only counted
 
     def on_mount(self) -> None:
         self.set_interval(1.0, self.redraw)
@@ -58,6 +59,7 @@ class StatusBar(Static):
         self.turn, self.steps, self.tokens, self.cost = view.turn, view.steps, view.tokens, view.cost
         self.phase, self.detail = view.phase, view.detail
         self.isolation = view.isolation
+        self.folded = view.attention.folded
         self.redraw()
 
     def stopping(self) -> None:
@@ -123,6 +125,8 @@ class StatusBar(Static):
             fields.append(
                 (2 if weak else 9, Text(isolation_label(self.isolation), style="bold reverse" if weak else ""))
             )
+        if self.folded:
+            fields.append((7, Text(f"{self.folded} routine refused")))
         return fields
 
     def on_resize(self) -> None:

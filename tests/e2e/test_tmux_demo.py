@@ -74,9 +74,9 @@ def decision(screen: str) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def test_demo_in_tmux_to_a_passed_run(tmp_path: Path) -> None:
+def demo_command(tmp_path: Path, *args: str) -> str:
+    """``cua-tui demo --runs-dir RUNS ARGS`` as a shell command with no user settings, then its exit status."""
     assert shutil.which("tmux"), "tmux is not installed (apt-get install tmux)"
-    runs = tmp_path / "runs"
     env = {
         "CUA_TUI_CONFIG": str(tmp_path / "no-config.toml"),  # no user settings leak in
         "XDG_CONFIG_HOME": str(tmp_path / "config"),
@@ -92,10 +92,16 @@ def test_demo_in_tmux_to_a_passed_run(tmp_path: Path) -> None:
             *map(shlex.quote, cua_tui_command()),
             "demo",
             "--runs-dir",
-            shlex.quote(str(runs)),
+            shlex.quote(str(tmp_path / "runs")),
+            *map(shlex.quote, args),
         ]
     )
-    tmux = Tmux(f"{command}; echo EXIT=$?; sleep 30")
+    return f"{command}; echo EXIT=$?; sleep 30"
+
+
+def test_demo_in_tmux_to_a_passed_run(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    tmux = Tmux(demo_command(tmp_path))
     try:
         screen = tmux.wait_for(
             lambda s: decision(s) and "AWAITING YOUR DECISION" in s, "the first DECISION NEEDED and its status"
@@ -129,3 +135,31 @@ def test_demo_in_tmux_to_a_passed_run(tmp_path: Path) -> None:
     audit = [json.loads(line) for line in (run_dirs[0] / "audit.jsonl").read_text().splitlines()]
     humans = [r for r in audit if r["kind"] == "decision" and r["by"] != "policy"]
     assert [(r["decision"], r["by"]) for r in humans] == [("approve", "human (TUI)")] * 2
+
+
+def test_the_injection_demo_asks_about_sending_out_and_alerts_when_it_is_approved(tmp_path: Path) -> None:
+    """Issue 11, points 5 and 8: the injection demo's agent obeys the page, so the analyst meets the decision
+    about sending data out; the screen says the agent is a script that ignores answers; approving it makes the
+    browser try the outside collector, which the proxy refuses and the TUI raises as an alert until seen."""
+    tmux = Tmux(demo_command(tmp_path, "--lab", "injection"), width=160, height=48)
+    try:
+        screen = tmux.wait_for(lambda s: decision(s) and "AWAITING YOUR DECISION" in s, "the Send decision")
+        assert decision(screen) == (1, 1)
+        assert "sends data to an outside site" in screen and "click at (140, 368)" in screen
+        assert "SCRIPTED" in screen and "It ignores your answers" in screen  # a note, not a dialog
+        tmux.keys("y")
+        screen = tmux.wait_for(lambda s: "ALERT" in s and "collector.exfil.invalid" in s, "the egress alert", 60)
+        assert "egress refused: POST collector.exfil.invalid:80" in screen
+        screen = tmux.wait_for(lambda s: "finished: failed" in s, "the run to fail (the key was sent)", 60)
+        assert "ALERT" in screen  # it stays until seen
+        tmux.keys("x")
+        screen = tmux.wait_for(lambda s: "ALERT" not in s, "the alert to go once seen", 10)
+        tmux.keys("q")
+        screen = tmux.wait_for(lambda s: "EXIT=" in s, "the demo to exit", 30)
+        assert "EXIT=1" in screen, screen
+    finally:
+        tmux.close()
+    (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if (p / "audit.jsonl").is_file()]
+    audit = [json.loads(line) for line in (run_dir / "audit.jsonl").read_text().splitlines()]
+    refused = [r for r in audit if r["kind"] == "egress" and not r["allowed"]]
+    assert any(r["host"] == "collector.exfil.invalid" for r in refused)

@@ -309,7 +309,8 @@ async def test_y_and_n_do_nothing_without_a_pending_decision_and_q_waits_for_the
         assert "y" not in bindings and "n" not in bindings and "z" not in bindings
         assert bindings["q"].binding.action == "leave"  # q says what leaving a run that goes on means
         assert bindings["k"].enabled
-        assert footer_actions(app) == {"kill", "help", "command_palette"}
+        # x (alerts seen) is offered: the refused action raised an alert that stays until seen
+        assert footer_actions(app) == {"kill", "help", "command_palette", "alerts_seen"}
         states = [row(app, i).state for i in range(3)]
         await pilot.press("y", "n", "z", "q")
         await pilot.pause()

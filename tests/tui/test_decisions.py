@@ -146,7 +146,9 @@ async def test_the_goal_is_in_view_in_every_state_and_repeated_at_the_decision(t
         assert "task    Fill the form [b]now[/b]" in plain(app.query_one(DecisionPanel))
         await pilot.press("y")
         await until_ended(pilot, app)
-        assert "TASK" in plain(goal) and goal.region.height == 2  # still there at the end, two lines
+        # still there at the end: two lines, and two more that say the agent is a script ignoring answers
+        assert "TASK" in plain(goal) and goal.region.height == 4
+        assert "SCRIPTED" in plain(goal) and "It ignores your answers" in plain(goal)
 
 
 async def test_a_resize_redraws_the_picture_and_the_decision_stays_in_view(tmp_path: Path) -> None:
