@@ -23,3 +23,19 @@ def test_tui_benchmark_runs(tmp_path: Path) -> None:
     for key in ("ours_ui_thread", "ours_worker_conversion", "textual_image_halfcell_ui_thread"):
         assert data[key]["n"] >= 1
         assert 0 < data[key]["median_ms"] <= data[key]["p90_ms"] + 1e-9
+
+
+def test_resize_benchmark_runs(tmp_path: Path) -> None:
+    out = tmp_path / "resize.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "cua_tui.bench.resize", "--resizes", "4", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Resize to redrawn picture" in proc.stdout and "target <= 150 ms" in proc.stdout
+    data = json.loads(out.read_text())
+    assert data["resizes"] == 4 and data["target_ms"] == 150.0
+    # at least the 50 ms settle: a figure below it would mean the measurement did not wait for the redraw
+    assert 50 <= data["median_ms"] <= data["max_ms"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -135,3 +136,28 @@ def test_hostile_text_is_answered_in_linear_time(text: str) -> None:
     started = time.monotonic()
     refused(text)
     assert time.monotonic() - started < 3.0
+
+
+# ---------------------------------------------------------------------------------------------------
+# Failure reasons people read (issue 11, point 10): no Python repr, no path that is already gone
+# ---------------------------------------------------------------------------------------------------
+def test_failure_reasons_carry_no_repr_and_no_temporary_path(tmp_path: Path) -> None:
+    import errno
+    import tempfile
+
+    from cua_tui.core.text import failure
+
+    gone = Path(tempfile.mkdtemp(prefix="cua-ws-")) / "profile" / "Local State"
+    disk_full = OSError(errno.ENOSPC, "No space left on device", str(gone))
+    assert failure(disk_full) == "No space left on device (Local State)"
+    assert failure(FileNotFoundError(errno.ENOENT, "No such file or directory", "/tmp/cua-x/a.png")) == (
+        "No such file or directory (a.png)"
+    )
+    assert failure(KeyError("frame")) == "no frame"
+    assert failure(ValueError(f"could not read {Path('/tmp/cua-ws-1/x.json')!r}")) == "could not read a temporary file"
+    assert failure(RuntimeError("wrapped: ValueError('bad value')")) == "wrapped: bad value"
+    assert failure(RuntimeError()) == "RuntimeError"
+    text = failure(ValueError("x" * 1000 + "\n\x1b[2J"))
+    assert len(text) <= 200 and "\n" not in text
+    for reason in (failure(disk_full), failure(KeyError("frame"))):
+        assert "(" not in reason.split(" (")[0] and "Error(" not in reason and "/tmp/" not in reason

@@ -92,6 +92,10 @@ def run(suite: str, quick: bool, verify_events: int | None = None) -> dict[str, 
 
         log("tui: UI-thread time per new frame, ours vs textual-image's half-cell widget")
         results["tui"] = run_tui(8 if quick else 30)
+        from .resize import run as run_resize
+
+        log("tui: resize to redrawn picture, at a decision")
+        results["resize"] = run_resize(6 if quick else 20)
     results["elapsed_s"] = (pn() - started) / 1e9
     return results
 

@@ -47,6 +47,10 @@ def render(results: dict[str, Any]) -> str:
         from .cwsandbox import report as cwsandbox_report
 
         lines += ["", *cwsandbox_report(results["cwsandbox"])]
+    if results.get("resize"):
+        from .resize import report as resize_report
+
+        lines += ["", resize_report(results["resize"])]
     if results.get("replay"):
         from .replay import report as replay_report
 

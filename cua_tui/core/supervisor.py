@@ -49,7 +49,7 @@ from .ports import (
 )
 from .rundir import RunDir, TranscriptWriter
 from .stale import StaleGuard
-from .text import one_line
+from .text import failure, one_line
 from .threads import Job, Worker, spawn
 
 T = TypeVar("T")
@@ -655,7 +655,7 @@ class Supervisor:
             except Aborted:
                 raise
             except Exception as exc:  # a broken approver rejects: fail closed
-                ruling = Ruling(Answer.REJECT, "approver error (fail closed)", one_line(str(exc)))
+                ruling = Ruling(Answer.REJECT, "approver error (fail closed)", failure(exc))
             ruling = _valid_ruling(ruling)
         self._check_abort()
         self._emit(
@@ -816,7 +816,7 @@ class Supervisor:
                 try:
                     getattr(self.desktop, name)()
                 except Exception as exc:
-                    problems.append(f"{name}: {one_line(str(exc))}")
+                    problems.append(f"{name}: {failure(exc)}")
             return problems
 
         job = Job(stop)

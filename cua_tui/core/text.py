@@ -50,6 +50,30 @@ def truncate(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+# A path under a temporary directory: gone (the run's workspace is removed when it stops) by the time a person
+# reads the message that names it.
+_TEMP_PATH = re.compile(r"(?:/tmp|/var/tmp|/dev/shm|/run/user/\d+)/[^\s'\"():,;]*")
+_REPR = re.compile(r"\b([A-Z][A-Za-z]*Path|[A-Za-z_.]+Error|[A-Za-z_.]+Exception)\(('[^']*'|\"[^\"]*\")\)")
+
+
+def failure(exc: BaseException, limit: int = 200) -> str:
+    """An exception as the reason a person reads: its message in one line, never a Python repr
+    (``PosixPath('…')``, ``ValueError('…')``) and never a path under a temporary directory (replaced by
+    "a temporary file"). A system error says what went wrong and the file's base name."""
+    if isinstance(exc, OSError) and exc.strerror:
+        text = exc.strerror
+        if exc.filename is not None:
+            name = str(exc.filename).rstrip("/").rsplit("/", 1)[-1]
+            text += f" ({name})" if name else ""
+    else:
+        text = str(exc) or type(exc).__name__
+        if isinstance(exc, KeyError) and exc.args:  # str() of a KeyError is the key's repr
+            text = f"no {exc.args[0]!s}"
+    text = _REPR.sub(lambda m: m.group(2)[1:-1], text)
+    text = _TEMP_PATH.sub("a temporary file", text)
+    return one_line(text, limit)
+
+
 def one_line(text: str, limit: int = 300) -> str:
     """``text`` (an error message, a reply) as one line of at most ``limit`` characters: runs of white space
     become one space. Encodable too, as it may quote a model's reply and is recorded."""

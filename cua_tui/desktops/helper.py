@@ -38,6 +38,7 @@ from typing import Any
 from ..core.actions import Action, Kind
 from ..core.geometry import Size
 from ..core.ports import DesktopError, Frame, StepResult
+from ..core.text import failure
 
 MAGIC = b"CUA1"
 MAX_HEADER_BYTES = 256 * 1024  # egress records of a busy step fit; anything longer is refused
@@ -196,7 +197,7 @@ class Resident:
         except DesktopError as exc:
             header, blobs = {"ok": False, "error": str(exc), "fatal": exc.fatal}, {}
         except Exception as exc:  # a bug inside must reach the controller as a failure, not a silence
-            header, blobs = {"ok": False, "error": f"helper error: {type(exc).__name__}: {exc}", "fatal": True}, {}
+            header, blobs = {"ok": False, "error": f"helper error: {failure(exc)}", "fatal": True}, {}
         return encode_reply({**header, "egress": self._egress()}, blobs)
 
     def _dispatch(self, op: Any, request: dict[str, Any]) -> tuple[dict[str, Any], dict[str, tuple[bytes, int, int]]]:

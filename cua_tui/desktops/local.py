@@ -50,6 +50,7 @@ from urllib.parse import urlsplit
 from ..core.actions import Action
 from ..core.geometry import Size
 from ..core.ports import DesktopError, Frame, StepResult, Verification
+from ..core.text import failure
 from ..procs import kill_group
 from .egress import AllowList, EgressProxy, EgressRecord, relay_command
 from .isolation import (
@@ -317,7 +318,7 @@ class LocalDesktop:
             raise
         except Exception as exc:
             self.stop()
-            raise DesktopError(f"could not start the local desktop: {exc}", fatal=True) from None
+            raise DesktopError(f"could not start the local desktop: {failure(exc)}", fatal=True) from None
 
     def _start(self) -> None:
         lease = self._lease = lease_uid()

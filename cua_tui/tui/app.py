@@ -24,7 +24,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 from ..core import events as ev
 from ..core.imaging import ImageRefused
 from ..core.ports import Answer, DecisionRequest
-from ..core.text import visible
+from ..core.text import failure, visible
 from .attention import AlertBar, Signals, notification_escape
 from .audit_pane import AuditPane
 from .batch import BatchPane
@@ -165,9 +165,9 @@ class SupervisorApp(App[Any]):
             status = getattr(self.result, "status", "") if self.result is not None else ""
             self.post_message(RunFinished(status, getattr(self.result, "reason", "")))
         elif message.state is WorkerState.ERROR:
-            error = visible(str(message.worker.error))
+            error = visible(failure(message.worker.error))
             self.notify(error, title="run failed", severity="error", timeout=30, markup=False)
-            self.post_message(RunFinished("error", str(message.worker.error)))
+            self.post_message(RunFinished("error", error))
 
     # ------------------------------------------------------------------------------------------------
     # Events
