@@ -1,0 +1,171 @@
+"""The richer decisions through the real binary in a real terminal (issue 11): tmux drives `cua-tui run`.
+
+- a resize from 160x48 to 80x24 and back at a decision: the pending row and AWAITING YOUR DECISION stay
+  visible and the picture is redrawn for the new pane size (the half-block rows change width);
+- ``a`` approves a scope: a second matching action is approved without asking, a non-matching one asked;
+- ``n`` with a reason: the reason reaches the model's next request (the real OpenAI SDK in the binary,
+  talking to the scripted model server on 127.0.0.1).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+from model_server import OPENAI_PATH, ModelServer, computer_call, message, openai_response
+from test_tmux_demo import Tmux, cua_tui_command, decision
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+
+FIELD = {"type": "click", "button": "left", "x": 250, "y": 182}
+OTHER = {"type": "click", "button": "left", "x": 250, "y": 400}
+
+
+def run_command(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    settings = {
+        "CUA_TUI_CONFIG": str(tmp_path / "no-config.toml"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        **(env or {}),
+    }
+    command = " ".join(
+        [
+            "env",
+            "-u",
+            "COLUMNS",
+            "-u",
+            "LINES",
+            *(f"{key}={shlex.quote(value)}" for key, value in settings.items()),
+            *map(shlex.quote, cua_tui_command()),
+            "run",
+            "--backend",
+            "sim",
+            "--runs-dir",
+            shlex.quote(str(tmp_path / "runs")),
+            "--operator",
+            "alice@desk-7",
+            *map(shlex.quote, args),
+        ]
+    )
+    return f"{command}; echo EXIT=$?; sleep 30"
+
+
+def script(tmp_path: Path, turns: list[dict[str, Any]]) -> Path:
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps({"turns": turns, "final_text": "done"}))
+    return path
+
+
+def audit(tmp_path: Path) -> list[dict[str, Any]]:
+    (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if (p / "audit.jsonl").is_file()]
+    return [json.loads(line) for line in (run_dir / "audit.jsonl").read_text().splitlines()]
+
+
+def picture_width(screen: str) -> int:
+    """The widest run of half-block cells on a line: the desktop picture's width in cells."""
+    return max((len(m) for m in re.findall("▀+", screen)), default=0)
+
+
+def awaiting(screen: str) -> bool:
+    return bool(decision(screen)) and "AWAITING YOUR DECISION" in screen
+
+
+def test_a_resize_at_a_decision_keeps_it_in_view_and_redraws_the_picture(tmp_path: Path) -> None:
+    turns = [{"actions": [FIELD, {"type": "type", "text": "typed"}, OTHER, OTHER, OTHER]}]
+    tmux = Tmux(run_command(tmp_path, "--agent", f"script:{script(tmp_path, turns)}"), width=160, height=48)
+    try:
+        screen = tmux.wait_for(awaiting, "the decision at 160x48")
+        wide = picture_width(screen)
+        assert wide > 60, screen
+        tmux.tmux("resize-window", "-t", tmux.session, "-x", "80", "-y", "24")
+        screen = tmux.wait_for(
+            lambda s: len(s.splitlines()) <= 24 and 0 < picture_width(s) < wide and awaiting(s),
+            "the picture redrawn narrower at 80x24, the decision in view",
+            15,
+        )
+        assert "▶" in screen  # the pending row's marker is on screen
+        assert all(len(line) <= 80 for line in screen.splitlines())
+        narrow = picture_width(screen)
+        tmux.tmux("resize-window", "-t", tmux.session, "-x", "160", "-y", "48")
+        screen = tmux.wait_for(
+            lambda s: picture_width(s) > narrow and awaiting(s), "the picture redrawn wide again", 15
+        )
+        assert abs(picture_width(screen) - wide) <= 1 and "▶" in screen
+        tmux.keys("y")
+        tmux.wait_for(lambda s: "finished:" in s, "the end of the run", 30)
+        tmux.keys("q")
+        tmux.wait_for(lambda s: "EXIT=" in s, "the exit", 30)
+    finally:
+        tmux.close()
+
+
+def test_a_grants_a_scope_a_matching_action_is_not_asked_a_different_one_is(tmp_path: Path) -> None:
+    turns = [
+        {"actions": [FIELD, {"type": "type", "text": "first"}]},
+        {"actions": [FIELD, {"type": "type", "text": "second"}]},
+        {"actions": [OTHER, {"type": "type", "text": "third"}]},
+    ]
+    tmux = Tmux(run_command(tmp_path, "--agent", f"script:{script(tmp_path, turns)}"), width=160, height=48)
+    try:
+        screen = tmux.wait_for(awaiting, "the first typing decision")
+        assert decision(screen) == (1, 2)
+        assert "a approve this and all typing into the field clicked at" in screen  # the scope, shown first
+        tmux.keys("a")
+        screen = tmux.wait_for(lambda s: awaiting(s) and decision(s) != (1, 2), "the next decision")
+        assert decision(screen) == (3, 2), "the matching typing of turn 2 was asked again"
+        tmux.keys("y")
+        tmux.wait_for(lambda s: "finished:" in s, "the end of the run", 30)
+        tmux.keys("q")
+        tmux.wait_for(lambda s: "EXIT=" in s, "the exit", 30)
+    finally:
+        tmux.close()
+    records = audit(tmp_path)
+    grants = [r for r in records if r["kind"] == "grant"]
+    assert len(grants) == 1 and grants[0]["by"] == "alice@desk-7"
+    typed = [(r["turn"], r["by"]) for r in records if r["kind"] == "decision" and r["index"] == 1]
+    assert typed == [(1, "human (TUI)"), (2, "grant #1 (given by alice@desk-7)"), (3, "human (TUI)")]
+
+
+def test_a_reason_given_with_n_reaches_the_models_next_request(tmp_path: Path) -> None:
+    with ModelServer() as server:
+        server.script(
+            OPENAI_PATH,
+            openai_response(computer_call("call_1", FIELD, {"type": "type", "text": "secret words"})),
+            openai_response(message("understood")),
+        )
+        command = run_command(
+            tmp_path,
+            "--agent",
+            "openai",
+            "--model",
+            "gpt-5.6-sol",
+            "--base-url",
+            server.openai_base_url,
+            "--task",
+            "fill the form",
+            env={"OPENAI_API_KEY": "sk-test-not-a-real-key"},
+        )
+        tmux = Tmux(command, width=160, height=48)
+        try:
+            screen = tmux.wait_for(awaiting, "the typing decision")
+            assert decision(screen) == (1, 2) and "secret words" in screen
+            tmux.keys("n")
+            tmux.wait_for(lambda s: "why" in s, "the reason prompt", 10)
+            tmux.keys("-l", "use the search box instead")
+            tmux.keys("Enter")
+            tmux.wait_for(lambda s: "finished:" in s, "the end of the run", 30)
+            tmux.keys("q")
+            tmux.wait_for(lambda s: "EXIT=" in s, "the exit", 30)
+        finally:
+            tmux.close()
+        bodies = server.bodies(OPENAI_PATH)
+    assert len(bodies) == 2
+    said = json.dumps(bodies[1]["input"])
+    assert "Declined by the user. Do not retry this action." in said
+    assert "The reviewer said: use the search box instead" in said
+    decisions = [r for r in audit(tmp_path) if r["kind"] == "decision" and r["by"] != "policy"]
+    assert decisions[0]["decision"] == "reject" and decisions[0]["note"] == "use the search box instead"
+    assert decisions[0]["operator"] == "alice@desk-7"
