@@ -139,7 +139,7 @@ def command(
             raise UsageFailure("--bootstrap: only for --backend cwsandbox")
         click.echo(
             "--bootstrap: the sandbox installs its packages at start, as the tutorial does: minutes slower "
-            "than the prebuilt image (docker/cwsandbox/Dockerfile)",
+            "than the prebuilt image (docker/desktop/Dockerfile)",
             err=True,
         )
     # Imported here, not at the top: the builder pulls in the core, and --help should start fast.

@@ -39,7 +39,7 @@ from .helper_zip import helper_sha256, helper_zipapp
 
 TAG = "cua-tui"
 RUN_TAG_PREFIX = "cua-tui-run-"
-DEFAULT_IMAGE = "ghcr.io/cua-tui/cua-tui-desktop:0.1"  # built from docker/cwsandbox/Dockerfile
+DEFAULT_IMAGE = "ghcr.io/cua-tui/cua-tui-desktop:0.1"  # built from docker/desktop/Dockerfile
 HELPER_DIR = "/opt/cua-tui"
 SOCKET_DIR = "/run/cua-tui"
 REPLY_CAP = 24 * 1024 * 1024  # a 1920x1200 PNG at low compression is well under this
