@@ -218,9 +218,12 @@ def test_sixel_picture_in_xterm_matches_the_runs_screenshot(tmp_path: Path) -> N
     probe = (
         "import json, sys\n"
         "from cua_tui.tui.app import graphics_widget\n"
+        "from textual_image import renderable\n"
         "from textual_image._terminal import get_cell_size\n"
+        "from textual_image.widget import SixelImage\n"
         "widget, cell = graphics_widget(), get_cell_size()\n"
-        "json.dump({'widget': widget and widget.__module__ + '.' + widget.__qualname__,"
+        "json.dump({'renderable': renderable.Image.__module__, 'widget': widget and widget.__qualname__,"
+        " 'sixel_widget': bool(widget and issubclass(widget, SixelImage)),"
         " 'cell': [cell.width, cell.height]}, open(sys.argv[1], 'w'))\n"
     )
     script = (
@@ -263,7 +266,8 @@ def test_sixel_picture_in_xterm_matches_the_runs_screenshot(tmp_path: Path) -> N
         )
         # 1. The probe picked Sixel and the real cell size.
         found = json.loads(wait_for(lambda: probe_out.exists() and probe_out.read_text(), "the probe", 20))
-        assert found["widget"] == "textual_image.widget.sixel.Image", found
+        assert found["renderable"] == "textual_image.renderable.sixel", found  # the probe's own pick
+        assert found["sixel_widget"] and found["widget"] == "sixel_widget.<locals>.PreencodedSixelImage", found
         wx, wy, ww, wh = wait_for(lambda: _window(display), "the xterm window", 10)
         cell = (ww // COLS, wh // ROWS)
         assert tuple(found["cell"]) == cell, (found, (ww, wh))
