@@ -11,9 +11,10 @@ The similarity measure: normalised cross-correlation (NCC) of band-pass greyscal
 Gaussians, sigma 1 minus sigma 4, amplified 4x and so clipped at +-32 grey levels: text strokes and edges
 count, flat areas do not, and a page's strong bars do not outweigh its words), between the pane and the
 run's PNG scaled to the pane, with the marker's neighbourhood left out. The threshold is ``MATCH`` (0.7):
-the real pane scores about 0.9 here; the same picture as half-blocks (8x17-pixel cells, two pixels a cell)
-about 0.07, a blank pane 0, a different page (the same page mirrored) about 0.36; the real half-block path
-drawn by this xterm scored 0.59 at the best box the search could find. The three synthetic negatives are
+the real pane scores about 0.99 here (the worker's picture, through Sixel's 256-colour palette; 0.9 when
+textual-image still scaled it a second time); the same picture as half-blocks (8x17-pixel cells, two
+pixels a cell) about 0.1, a blank pane 0, a different page (the same page mirrored) about 0.36; the real
+half-block path drawn by this xterm scored 0.59 at the best box the search could find. The three synthetic negatives are
 scored inside the test, so a measure that could not tell them apart fails it. Besides the picture: the
 marker's magenta is on the target, and around the field the pane is closer to the screen after typing
 than to the one before (the pane shows the screen of that decision, not an older one).
