@@ -17,8 +17,9 @@ DEB_BASE=(ca-certificates)
 # The embedded local desktop: Xvfb, a window manager, Chromium, isolation (bubblewrap; setpriv from util-linux
 # drops to the run's own uid, leased per run: no user account is needed), the proxy relay.
 DEB_DESKTOP=(xvfb xauth x11-utils openbox chromium bubblewrap socat fonts-dejavu-core util-linux)
-# Tests also drive the real binaries in tmux, and the seeds' way (xdotool, scrot) for the benchmark.
-DEB_TEST=(tmux xdotool scrot iproute2 curl)
+# Tests also drive the real binaries in tmux, and the seeds' way (xdotool, scrot) for the benchmark; xterm
+# (its VT340 mode speaks Sixel) is the real graphics terminal the Sixel path is tested in, under Xvfb.
+DEB_TEST=(tmux xdotool scrot iproute2 curl xterm)
 deb_install() {
   local missing=()
   for pkg in "$@"; do

@@ -20,7 +20,10 @@ def test_tui_benchmark_runs(tmp_path: Path) -> None:
     assert "UI-thread time per new 1024x720 frame" in proc.stdout
     data = json.loads(out.read_text())
     assert data["pane_cells"] == [100, 40]
-    for key in ("ours_ui_thread", "ours_worker_conversion", "textual_image_halfcell_ui_thread"):
+    assert "Sixel path" in proc.stdout
+    keys = ("ours_ui_thread", "ours_worker_conversion", "textual_image_halfcell_ui_thread")
+    sixel = ("sixel_ui_thread", "sixel_worker_conversion", "sixel_encoded_on_ui_thread")
+    for key in (*keys, *sixel):
         assert data[key]["n"] >= 1
         assert 0 < data[key]["median_ms"] <= data[key]["p90_ms"] + 1e-9
 

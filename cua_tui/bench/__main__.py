@@ -90,7 +90,7 @@ def run(suite: str, quick: bool, verify_events: int | None = None) -> dict[str, 
     if suite in ("tui", "all"):
         from .tui import run as run_tui  # imports Textual: only for the suites that measure it
 
-        log("tui: UI-thread time per new frame, ours vs textual-image's half-cell widget")
+        log("tui: UI-thread time per new frame, ours vs textual-image's half-cell widget, and the Sixel path")
         results["tui"] = run_tui(8 if quick else 30)
         from .resize import run as run_resize
 

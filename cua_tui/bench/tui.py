@@ -1,10 +1,14 @@
-"""UI-thread cost of a new 1024x720 screenshot in a 100x40-cell pane: ours vs textual-image's half-cell widget.
+"""UI-thread cost of a new 1024x720 screenshot in a 100x40-cell pane: ours vs textual-image's half-cell widget,
+and the Sixel path (textual-image's SixelImage as it comes, and the pane's widget given pre-encoded data).
 
 Both run in a headless Textual app of the same size. For each new frame the benchmark measures the CPU
 time the UI thread spends (``time.thread_time`` in the event loop's thread) from handing the frame to the
 widget until the screen has been refreshed. Ours hands over half-block strips built in a worker thread
 (that conversion is measured separately, as worker time); textual-image's ``HalfcellImage`` gets the PNG
-and does all its work on the UI thread.
+and does all its work on the UI thread. The Sixel path is measured the same way, with the cell size pinned
+(no terminal answers the probe here): the worker fits and marks the picture for the pane's pixels; with
+textual-image's ``SixelImage`` the encoding then happens in its ``render_lines``, on the UI thread; with
+the pane's own widget (``desktop_view.sixel_widget``) the worker encodes too, and the UI thread only writes.
 
     python -m cua_tui.bench.tui [--frames N] [--json PATH]
 
@@ -53,6 +57,19 @@ def frames(count: int) -> list[bytes]:
     return out
 
 
+CELL_PIXELS = (8, 17)  # xterm's cell with DejaVu Sans Mono 10 (as the Sixel test in xterm measures it)
+
+
+def pin_cell_size() -> None:
+    """textual-image learns the cell size from its terminal probe, which a benchmark without a terminal
+    cannot answer: pin the probe's result (before textual_image.widget is imported, which probes)."""
+    from textual_image import _terminal
+
+    if not hasattr(_terminal.probe_terminal, "_result"):
+        caps = _terminal.TerminalCapabilities(_terminal.CellSize(*CELL_PIXELS), sixel=True, tgp=False)
+        _terminal.probe_terminal._result = caps  # type: ignore[attr-defined]
+
+
 class _Harness(App[None]):
     CSS = f"Screen {{ layout: vertical; }} #pane {{ width: {PANE[0]}; height: {PANE[1]}; }}"
 
@@ -92,18 +109,47 @@ class _Ours:
         widget.show(rendered)  # type: ignore[attr-defined]
 
 
+class _OursGraphics:
+    """The graphics path: the worker fits and marks the picture for the pane's pixels (and, where the
+    widget takes it, encodes the Sixel data); the UI thread hands it to the textual-image widget."""
+
+    def __init__(self, encode: bool) -> None:
+        self.encode = encode
+        self.worker_ms: list[float] = []
+
+    def prepare(self, png: bytes):
+        start = time.perf_counter()
+        rendered = prepare(
+            png, PANE[0], PANE[1], Target(point=(512, 360)), strips=False, cell_pixels=CELL_PIXELS, sixel=self.encode
+        )
+        self.worker_ms.append((time.perf_counter() - start) * 1000)
+        return rendered
+
+    def __call__(self, widget: Widget, rendered) -> None:
+        widget.show(rendered)  # type: ignore[attr-defined]
+
+
 def _theirs(widget: Widget, png: bytes) -> None:
     widget.image = Image.open(io.BytesIO(png))  # type: ignore[attr-defined]
 
 
 def run(count: int) -> dict:
     """Measure ``count`` frames (after 3 untimed ones) with both renderers; the results as JSON data."""
-    from textual_image.widget import HalfcellImage
+    pin_cell_size()
+    from textual_image.widget import HalfcellImage, SixelImage
+
+    from ..tui.desktop_view import sixel_widget
 
     pngs = frames(count + 3)
     ours = _Ours()
     ours_ms = asyncio.run(_measure(DesktopView(id="pane"), ours, pngs))[3:]
     theirs_ms = asyncio.run(_measure(HalfcellImage(id="pane"), _theirs, pngs))[3:]
+    # Sixel: textual-image's own widget (it encodes in render_lines, on the UI thread), then the pane's
+    # widget, which is handed the Sixel data the worker encoded.
+    plain = _OursGraphics(encode=False)
+    plain_ms = asyncio.run(_measure(DesktopView(graphics=SixelImage, id="pane"), plain, pngs))[3:]
+    pre = _OursGraphics(encode=True)
+    pre_ms = asyncio.run(_measure(DesktopView(graphics=sixel_widget(), id="pane"), pre, pngs))[3:]
 
     def stats(values: list[float]) -> dict:
         ordered = sorted(values)
@@ -120,6 +166,11 @@ def run(count: int) -> dict:
         "ours_ui_thread": stats(ours_ms),
         "ours_worker_conversion": stats(ours.worker_ms[3:]),
         "textual_image_halfcell_ui_thread": stats(theirs_ms),
+        "sixel_cell_pixels": list(CELL_PIXELS),
+        "sixel_encoded_on_ui_thread": stats(plain_ms),
+        "sixel_encoded_on_ui_thread_worker": stats(plain.worker_ms[3:]),
+        "sixel_ui_thread": stats(pre_ms),
+        "sixel_worker_conversion": stats(pre.worker_ms[3:]),
         "target_ms": TARGET_MS,
     }
 
@@ -141,8 +192,22 @@ def report(result: dict) -> str:
         f"{theirs['p90_ms']:>9.2f}ms",
         f"{'ours: worker-thread conversion (not UI)':<46}{worker['n']:>5}{worker['median_ms']:>9.2f}ms"
         f"{worker['p90_ms']:>9.2f}ms",
-        "ratios above 1.00x mean better than the target or the baseline",
     ]
+    if "sixel_ui_thread" in result:
+        cw, ch = result["sixel_cell_pixels"]
+        sixel, plain = result["sixel_ui_thread"], result["sixel_encoded_on_ui_thread"]
+        sixel_worker = result["sixel_worker_conversion"]
+        lines += [
+            f"Sixel path, same pane at {cw}x{ch}-pixel cells ({PANE[0] * cw}x{PANE[1] * ch} px):",
+            f"{'ours: Sixel encoded in a worker':<46}{sixel['n']:>5}{sixel['median_ms']:>9.2f}ms"
+            f"{sixel['p90_ms']:>9.2f}ms   target <= {TARGET_MS:g} ms        {TARGET_MS / sixel['median_ms']:.2f}x",
+            f"{'':<73}   encoded on the UI thread {plain['median_ms'] / sixel['median_ms']:.2f}x",
+            f"{'textual-image SixelImage (encodes on UI thread)':<46}{plain['n']:>5}{plain['median_ms']:>9.2f}ms"
+            f"{plain['p90_ms']:>9.2f}ms   target <= {TARGET_MS:g} ms        {TARGET_MS / plain['median_ms']:.2f}x",
+            f"{'ours: worker fit + Sixel encoding (not UI)':<46}{sixel_worker['n']:>5}"
+            f"{sixel_worker['median_ms']:>9.2f}ms{sixel_worker['p90_ms']:>9.2f}ms",
+        ]
+    lines.append("ratios above 1.00x mean better than the target or the baseline")
     return "\n".join(lines)
 
 

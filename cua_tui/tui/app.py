@@ -271,11 +271,22 @@ class SupervisorApp(App[Any]):
         view = self.query_one(DesktopView)
         self._serial += 1
         target = Target.of(self.pending.action) if self.pending is not None else None
-        self._convert(self._png, view.size.width, view.size.height, target, self.zoom, self._serial, view.wants_strips)
+        self._convert(
+            self._png, view.size.width, view.size.height, target, self.zoom, self._serial, view.wants_strips,
+            view.wants_sixel,
+        )  # fmt: skip
 
     @work(thread=True, exclusive=False, exit_on_error=False, group="frame", description="convert screenshot")
     def _convert(
-        self, png: bytes, width: int, height: int, target: Target | None, zoom: bool, serial: int, strips: bool
+        self,
+        png: bytes,
+        width: int,
+        height: int,
+        target: Target | None,
+        zoom: bool,
+        serial: int,
+        strips: bool,
+        sixel: bool = False,
     ) -> None:
         if serial != self._serial:
             return  # a newer frame is on its way
@@ -286,7 +297,9 @@ class SupervisorApp(App[Any]):
             size = get_cell_size()
             cell_pixels = (size.width, size.height)
         try:
-            rendered = prepare(png, width, height, target, zoom=zoom, strips=strips, cell_pixels=cell_pixels)
+            rendered = prepare(
+                png, width, height, target, zoom=zoom, strips=strips, cell_pixels=cell_pixels, sixel=sixel
+            )
         except ImageRefused as exc:  # judged from its header (a bomb is never decoded): said, not crashed on
             self.post_message(FrameRefused(str(exc), serial))
             return
@@ -433,10 +446,12 @@ def graphics_widget() -> type[Widget] | None:
     """The textual-image widget for the terminal's graphics protocol (Kitty TGP or Sixel), or None for the
     fast half-block path. Importing textual_image.renderable probes the terminal: call before App.run."""
     from textual_image import renderable
-    from textual_image.widget import SixelImage, TGPImage
+    from textual_image.widget import TGPImage
+
+    from .desktop_view import sixel_widget
 
     if renderable.Image is renderable.TGPImage:
         return TGPImage
     if renderable.Image is renderable.SixelImage:
-        return SixelImage
+        return sixel_widget()  # textual-image's SixelImage, given the data the worker encoded
     return None

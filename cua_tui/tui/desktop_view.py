@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from rich.segment import Segment
 from rich.style import Style
 from textual.app import ComposeResult
@@ -40,6 +42,11 @@ class DesktopView(Widget):
     def wants_strips(self) -> bool:
         return self.graphics is None
 
+    @property
+    def wants_sixel(self) -> bool:
+        """The graphics widget takes Sixel data encoded in the worker (``sixel_widget``)."""
+        return bool(getattr(self.graphics, "takes_encoded_sixel", False))
+
     class Resized(Message):
         """The pane settled at a new size (no resize event for ``RESIZE_SETTLE`` s): redraw the picture."""
 
@@ -54,7 +61,10 @@ class DesktopView(Widget):
         """Swap in a finished frame (UI thread; cheap for half-blocks)."""
         self.rendered = rendered
         if self.graphics is not None:
-            self.query_one("#desktop-image").image = rendered.image  # type: ignore[attr-defined]
+            image = self.query_one("#desktop-image")
+            if self.wants_sixel:
+                image.encoded = (rendered.image, rendered.sixel)  # type: ignore[attr-defined]
+            image.image = rendered.image  # type: ignore[attr-defined]
         self.refresh()
 
     def refuse(self, reason: str) -> None:
@@ -83,3 +93,43 @@ class DesktopView(Widget):
                 strip = Strip.join([Strip.blank(left, self.rich_style), strip])
             return strip.crop_extend(0, width, self.rich_style)
         return Strip.blank(width, self.rich_style)
+
+
+@functools.cache
+def sixel_widget() -> type[Widget]:
+    """textual-image's Sixel widget, given the Sixel data the worker encoded (``frames.prepare(sixel=True)``).
+
+    textual-image's ``SixelImage`` scales, crops and encodes the picture in ``render_lines``, on the UI
+    thread (about 340 ms a frame for a 1024x720 picture without numpy). This one fills the pane, takes the
+    picture as the worker fitted it (no second scaling), and, when asked to encode the worker's picture for
+    the whole pane, returns the data encoded in the worker; anything else (a partial crop) it encodes itself.
+    """
+    from PIL import Image as PILImage
+    from textual_image._terminal import get_cell_size
+    from textual_image.widget.sixel import Image as SixelImage
+    from textual_image.widget.sixel import _ImageSixelImpl, _NoopRenderable
+
+    class _Impl(_ImageSixelImpl):
+        encoded: tuple[PILImage.Image, str | None] | None = None
+
+        def _scale_image(self, image_data, terminal_sizes):  # type: ignore[no-untyped-def]
+            return image_data  # frames.prepare fitted it to the pane's pixels already
+
+        def _image_to_sixels(self, image, sixel_options=None, background=None):  # type: ignore[no-untyped-def]
+            encoded, cells = self.encoded, get_cell_size()
+            whole = (self.content_size.width * cells.width, self.content_size.height * cells.height)
+            if encoded is not None and encoded[1] is not None and encoded[0] is self.image and image.size == whole:
+                return encoded[1]
+            return super()._image_to_sixels(image, sixel_options, background)
+
+    class PreencodedSixelImage(SixelImage, Renderable=_NoopRenderable):
+        DEFAULT_CSS = "PreencodedSixelImage { width: 100%; height: 100%; }"
+        takes_encoded_sixel = True
+        encoded: tuple[PILImage.Image, str | None] | None = None
+
+        def compose(self) -> ComposeResult:
+            impl = _Impl(self.image, self._sixel_options)
+            impl.encoded = self.encoded
+            yield impl
+
+    return PreencodedSixelImage

@@ -83,6 +83,9 @@ class Rendered:
     height: int  # cells
     image: Image.Image  # the fitted, marked picture (for graphics protocols)
     zoomed: bool = False
+    # Sixel data for the whole pane (the picture padded to its cells' pixels), encoded in the worker so
+    # the UI thread only writes it (textual-image would encode in render_lines, on the UI thread)
+    sixel: str | None = None
 
 
 def decode(png: bytes) -> Image.Image:
@@ -100,12 +103,14 @@ def prepare(
     zoom: bool = False,
     strips: bool = True,
     cell_pixels: tuple[int, int] | None = None,
+    sixel: bool = False,
 ) -> Rendered:
     """The picture for a pane of ``cells_w`` x ``cells_h`` cells: fitted (or a 1:1 zoom around the target),
     with the target marked, as half-block strips.
 
     For a graphics protocol (``strips=False``) pass the terminal's ``cell_pixels``: the picture is then
-    fitted to the pane's real pixel size (never enlarged), so the terminal shows it at full resolution.
+    fitted to the pane's real pixel size (never enlarged), so the terminal shows it at full resolution;
+    with ``sixel`` it is also encoded as Sixel data for the whole pane (``Rendered.sixel``).
     Raises core.imaging.ImageRefused for what is not a PNG a screen could produce."""
     cells_w, cells_h = max(cells_w, 2), max(cells_h, 2)
     source = decode(png)
@@ -134,7 +139,13 @@ def prepare(
         offset = (0, 0)
     if target is not None:
         _mark(picture, target, scale, offset, zoom)
-    return Rendered(halfblock(picture) if strips else [], cells_w, cells_h, picture, zoomed=zoom)
+    encoded = None
+    if sixel and cell_pixels is not None and not strips:
+        from textual_image._sixel import image_to_sixels
+
+        # as textual-image crops the picture to the widget's cells (padding beyond it), then encodes
+        encoded = image_to_sixels(picture.crop((0, 0, cells_w * cell_pixels[0], cells_h * cell_pixels[1])))
+    return Rendered(halfblock(picture) if strips else [], cells_w, cells_h, picture, zoomed=zoom, sixel=encoded)
 
 
 def _mark(img: Image.Image, target: Target, scale: float, offset: tuple[int, int], zoom: bool) -> None:

@@ -405,7 +405,9 @@ class ReplayApp(App[None]):
 
             size = get_cell_size()
             cell_pixels = (size.width, size.height)
-        rendered = prepare(png, width, height, target, zoom=zoom, strips=strips, cell_pixels=cell_pixels)
+        # the Sixel data too, here off the UI thread, for the pane's Sixel widget (desktop_view.sixel_widget)
+        sixel = not strips and bool(getattr(self.graphics, "takes_encoded_sixel", False))
+        rendered = prepare(png, width, height, target, zoom=zoom, strips=strips, cell_pixels=cell_pixels, sixel=sixel)
         with self._cache_lock:
             self._rendered[key] = rendered
             while len(self._rendered) > FRAME_CACHE:
