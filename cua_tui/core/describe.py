@@ -92,8 +92,8 @@ def scripted_note(agent: str) -> tuple[str, str] | None:
     source = agent.removeprefix("script").lstrip(":").split(" (")[0]
     name = source.rsplit("/", 1)[-1] or "its script"
     return (
-        f"The agent is a script replaying recorded turns ({name}): no model, no API key.",
-        "It ignores your answers: a rejected step is recorded and not run, but the next turn is played as written.",
+        f"The agent replays recorded turns ({name}): no model, no API key.",
+        "It ignores your answers: a rejected step is skipped; the rest plays.",
     )
 
 
