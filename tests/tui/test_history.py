@@ -26,6 +26,7 @@ from textual.widgets import Input
 from cua_tui.build import HANDSHAKE, RunOptions, build_run
 from cua_tui.core.supervisor import Supervisor
 from cua_tui.desktops.sim import PHRASE, SimDesktop
+from cua_tui.scenes import SCENES
 from cua_tui.tui.app import SupervisorApp
 from cua_tui.tui.audit_list import AuditList
 from cua_tui.tui.audit_pane import AuditPane
@@ -414,3 +415,21 @@ async def test_copy_run_directory_and_show_policy_from_the_palette(tmp_path: Pat
         await pilot.press("escape")
         await pilot.press("k")
         await until_ended(pilot, app)
+
+
+async def test_palette_entries_follow_the_actions_the_app_has() -> None:
+    """A recording has no run directory (nothing to copy or verify); the screen-text and screenshot entries
+    appear once the App has those actions (built in parallel), and choosing one runs it."""
+    app = SCENES["awaiting-decision"].app()
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.pending is not None, "the recorded decision")
+        titles = await palette_titles(pilot, app)
+        assert "Approve" in titles and "Screen text" not in titles and "Open screenshot" not in titles
+        assert "Copy run directory" not in titles and "Verify now" not in titles and "Copy run id" in titles
+        await pilot.press("escape")
+        ran: list[str] = []
+        app.action_screen_text = lambda: ran.append("screen_text")  # type: ignore[attr-defined]
+        titles = await palette_titles(pilot, app, "screen text")
+        assert titles[0] == "Screen text" and "Open screenshot" not in titles
+        await pilot.press("enter")
+        await until(pilot, lambda: ran == ["screen_text"], "the entry to run the App's action")
