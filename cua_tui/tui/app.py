@@ -28,6 +28,7 @@ from ..core.text import failure, visible
 from .attention import AlertBar, Signals, notification_escape
 from .audit_pane import AuditPane
 from .batch import BatchPane
+from .commands import CuaCommands, HistoryActions
 from .decision import DecisionPanel
 from .decisions import GrantsScreen, RejectReason
 from .desktop_view import DesktopView
@@ -43,11 +44,12 @@ from .themes import load_themes, project_themes_dir
 LEAVE_WINDOW_S = 3.0  # a second q within this many seconds leaves a run that goes on (and kills it)
 
 
-class SupervisorApp(App[Any]):
+class SupervisorApp(HistoryActions, App[Any]):
     """One screen: desktop pane | decision + batch + audit panes, status bar, footer."""
 
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses elsewhere find it too
     TITLE = "cua-tui"
+    COMMANDS = App.COMMANDS | {CuaCommands}  # cua-tui's own commands in the palette (ctrl+p)
     BINDINGS = [
         Binding("y", "approve", "approve", id="approve"),
         Binding("a", "approve_scope", "approve scope", id="approve_scope"),
@@ -60,6 +62,7 @@ class SupervisorApp(App[Any]):
         Binding("question_mark", "help", "help", id="help"),
         Binding("q", "quit_when_done", "quit", id="quit"),
         Binding("q", "leave", "leave", id="leave", show=False),  # during a run: says what leaving means
+        Binding("slash", "search", "search", id="search", show=False),  # the audit log, by text and kind
     ]
 
     def __init__(
@@ -101,7 +104,7 @@ class SupervisorApp(App[Any]):
             yield DesktopView(graphics=self.graphics, id="desktop")
             with Vertical(id="side"):
                 yield DecisionPanel(id="decision")
-                yield BatchPane(id="batch")
+                yield BatchPane(id="batch", history=True)
                 yield AuditPane(id="audit")
         yield StatusBar(self.source.info, clock=self.clock, id="status")
         yield Footer()
@@ -350,6 +353,8 @@ class SupervisorApp(App[Any]):
             return self.running
         if action == "quit_when_done":
             return not self.running
+        if (possible := self.check_history_action(action)) is not None:
+            return possible
         return True
 
     def _answer(self, answer: Answer, *, note: str = "", grant: bool = False) -> None:

@@ -1,12 +1,22 @@
-"""The batch pane: the current turn's actions, one row each, risk and state as CSS classes."""
+"""The batch pane: the current turn's actions, one row each, risk and state as CSS classes; in a live run
+the earlier turns above it, one compact section each (scroll back). A click on a row or a section opens
+its detail."""
 
 from __future__ import annotations
 
+from collections import deque
+
 from rich.text import Text
+from textual import events
 from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import Static
 
 from ..core.text import visible
+from .detail import RowSnapshot
+
+EARLIER_TURNS = 50  # earlier turns kept as sections; older ones are counted in one line
 
 STATES = ("waiting", "approved", "executed", "declined", "refused", "failed", "not_executed", "stale")
 
@@ -14,8 +24,16 @@ STATES = ("waiting", "approved", "executed", "declined", "refused", "failed", "n
 class ActionRow(Static):
     """index · kind · parameters · verdict and reason · state. Classes: risk-*, state-*, pending."""
 
-    def __init__(self, index: int, kind: str, params: str, *, error: str = "") -> None:
+    class Selected(Message):
+        """A click on the row: show its detail."""
+
+        def __init__(self, row: RowSnapshot) -> None:
+            super().__init__()
+            self.row = row
+
+    def __init__(self, index: int, kind: str, params: str, *, error: str = "", turn: int = 0) -> None:
         super().__init__(classes="action-row state-waiting")
+        self.turn = turn
         self.index = index
         self.kind = kind
         self.params = params
@@ -42,6 +60,15 @@ class ActionRow(Static):
             self.decided_by = by
         self.redraw()
 
+    def snapshot(self) -> RowSnapshot:
+        return RowSnapshot(
+            self.turn, self.index, self.kind, self.params, self.verdict, self.reason, self.state, self.decided_by
+        )
+
+    def on_click(self, event: events.Click) -> None:
+        event.stop()
+        self.post_message(self.Selected(self.snapshot()))
+
     def redraw(self) -> None:
         text = Text(no_wrap=False, overflow="fold")
         marker = "▶ " if self.has_class("pending") else "  "
@@ -62,27 +89,114 @@ class ActionRow(Static):
         self.update(text)
 
 
+class TurnSummary(Static):
+    """An earlier turn, compact: a header ("Turn 3 · 4 actions · model: ...") and one line per action."""
+
+    class Selected(Message):
+        """A click on the section: show the turn in full."""
+
+        def __init__(self, summary: TurnSummary) -> None:
+            super().__init__()
+            self.summary = summary
+
+    def __init__(self, turn: int, text: str, rows: list[RowSnapshot], final: str | None = None) -> None:
+        super().__init__(classes="turn-summary")
+        self.turn = turn
+        self.text = text
+        self.rows = rows
+        self.final = final
+
+    def on_mount(self) -> None:
+        text = Text(no_wrap=True, overflow="ellipsis")
+        count = len(self.rows)
+        text.append(f"Turn {self.turn} · {count} action{'s' if count != 1 else ''}", style="bold")
+        if self.text:
+            text.append(f" · model: {visible(self.text, limit=120)}")
+        for row in self.rows:
+            text.append(f"\n  {row.index + 1:>2} {visible(row.kind, limit=16):<14}")
+            text.append(f"{visible(row.params, limit=60):<22}")
+            verdict = f" · {row.verdict.upper()}" if row.verdict not in ("", "allow", "…") else ""
+            text.append(f"{verdict} → {row.state.replace('_', ' ').upper()}", style="bold")
+        if self.final is not None:
+            text.append(f"\n  final: {visible(self.final, limit=120) or '(no text)'}")
+        self.update(text)
+
+    def on_click(self, event: events.Click) -> None:
+        event.stop()
+        self.post_message(self.Selected(self))
+
+
 class BatchPane(VerticalScroll):
-    """Rows of the current turn; cleared when a new turn starts."""
+    """Rows of the current turn. With ``history`` (a live run) each earlier turn stays above it as a
+    compact section (at most ``keep`` of them, older ones counted in one line), and the view follows the
+    current turn unless the reviewer scrolled back; without it (replay shows one turn at a time) a new
+    turn clears the pane."""
 
     can_focus = False
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, *, history: bool = False, keep: int = EARLIER_TURNS, id: str | None = None) -> None:
         super().__init__(id=id)
+        self.history = history
+        self.keep = keep
         self.turn = 0
+        self.text = ""
         self.rows: dict[int, ActionRow] = {}
+        self.earlier: deque[TurnSummary] = deque()
+        self.dropped = 0  # earlier turns beyond ``keep``, no longer shown
+        self.following = True  # the view follows the current turn (until the reviewer scrolls back)
+        self._current: list[Widget] = []  # the current turn's widgets: its words, its rows, its end
+        self._final: str | None = None
+        self._elided: Static | None = None
+        self.pending: int | None = None
         self.border_title = "Pending batch"
 
+    def _put(self, widget: Widget) -> None:
+        self._current.append(widget)
+        self.mount(widget)
+        if self.history and self.following:
+            self.call_after_refresh(self._follow)
+
     def start_turn(self, turn: int, text: str) -> None:
-        self.turn = turn
+        if self.history and self.rows:
+            self._keep_turn()
         self.rows.clear()
-        self.remove_children()
+        if self.history:
+            for widget in self._current:
+                widget.remove()
+        else:
+            self.remove_children()
+        self._current = []
+        self._final = None
+        self.following = True
+        self.turn, self.text = turn, text
         self.border_title = f"Turn {turn} batch"
         if text:
-            self.mount(Static(Text(f"model: {visible(text, limit=400)}"), classes="model-text"))
+            self._put(Static(Text(f"model: {visible(text, limit=400)}"), classes="model-text"))
+
+    def _keep_turn(self) -> None:
+        """The turn shown so far becomes one compact section above the next one."""
+        rows = [self.rows[i].snapshot() for i in sorted(self.rows)]
+        summary = TurnSummary(self.turn, self.text, rows, self._final)
+        self.earlier.append(summary)
+        self.mount(summary, before=self._current[0] if self._current else None)
+        while len(self.earlier) > self.keep:
+            self.earlier.popleft().remove()
+            self.dropped += 1
+        if self.dropped:
+            line = Text(
+                f"{self.dropped} earlier turn{'s' if self.dropped != 1 else ''} not shown here "
+                "(the audit log has them all: cua-tui replay)",
+                style="italic",
+            )
+            if self._elided is None:
+                self._elided = Static(line, classes="turn-summary turn-elided")
+                self.mount(self._elided, before=0)
+            else:
+                self._elided.update(line)
 
     def final_text(self, text: str) -> None:
-        self.mount(
+        self._final = text
+        self._put(
             Static(
                 Text(f"final: {visible(text, limit=400)}" if text else "final: (no text)"),
                 classes="model-text final-text",
@@ -90,12 +204,34 @@ class BatchPane(VerticalScroll):
         )
 
     def add(self, index: int, kind: str, params: str, error: str = "") -> ActionRow:
-        row = ActionRow(index, kind, params, error=error)
+        row = ActionRow(index, kind, params, error=error, turn=self.turn)
         self.rows[index] = row
-        self.mount(row)
+        self._put(row)
         return row
 
+    def _follow(self) -> None:
+        """Bring the current turn into view: as much of it as fits, from its start."""
+        if not self._current or not self.following:
+            return
+        if self.pending is not None and self.pending in self.rows:  # the decision comes first
+            self.scroll_to_widget(self.rows[self.pending], animate=False, top=True)
+            return
+        top = self._current[0].virtual_region.y
+        self.scroll_to(y=min(self.max_scroll_y, top), animate=False, immediate=True)
+
+    def _on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        self.following = False  # the reviewer reads back: new rows do not pull the view away
+        super()._on_mouse_scroll_up(event)
+
+    def _on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        super()._on_mouse_scroll_down(event)
+        if self.scroll_offset.y >= self.max_scroll_y:
+            self.following = True
+
     def mark_pending(self, index: int | None) -> None:
+        self.pending = index
+        if index is not None:
+            self.following = True  # a decision brings the view back to the current turn
         for i, row in self.rows.items():
             pending = i == index
             if row.has_class("pending") != pending:

@@ -18,8 +18,11 @@ KEYS = [
     ("k", "kill switch: nothing more runs, input released, desktop stopped, run ends killed (ctrl+k too)"),
     ("g", "the scoped approvals in force; Enter revokes the selected one"),
     ("z", "zoom on the pending action's target at full resolution"),
+    ("/", "search the audit log: words, kind:NAME (Enter keeps the filter, Esc clears it)"),
+    ("enter", "in the audit log (up/down or a click selects): the event in full; c copies its hash"),
+    ("click", "a batch row or an earlier turn: its detail; the wheel scrolls the panes"),
     ("?", "this help"),
-    ("ctrl+p", "command palette (themes, ...)"),
+    ("ctrl+p", "command palette: approve, reject, kill, zoom, copy, verify now, show policy, themes, ..."),
     ("q", "quit once the run has ended"),
 ]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from textual.worker import NoActiveWorker, get_current_worker
@@ -81,6 +82,11 @@ class LiveRun:
     def revoke(self, grant_id: int) -> bool:
         return self.supervisor.revoke_grant(grant_id)
 
+    @property
+    def run_dir(self) -> Path:
+        """The run directory being written (copied and verified from the TUI)."""
+        return self.supervisor.rundir.path
+
 
 @dataclass
 class RecordedRun:
@@ -97,6 +103,7 @@ class RecordedRun:
     policy_lines: list[str] = field(default_factory=list)
     answers: list[Answer] = field(default_factory=list)
     killed: bool = False
+    run_dir: Path | None = None  # a recording has none unless it names the directory it came from
     live = False
 
     def __post_init__(self) -> None:

@@ -19,7 +19,7 @@ from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse
 from PIL import Image
 from pilot_helpers import SOON, drawn, footer_actions, plain, until, until_ended
 from textual.pilot import Pilot
-from textual.widgets import RichLog, Static
+from textual.widgets import Static
 
 from cua_tui.build import HANDSHAKE, RunOptions, build_run
 from cua_tui.core import events as ev
@@ -28,6 +28,7 @@ from cua_tui.core.supervisor import MSG_DECLINED, Supervisor
 from cua_tui.desktops.sim import PHRASE, SimDesktop
 from cua_tui.scenes import SCENES
 from cua_tui.tui.app import SupervisorApp
+from cua_tui.tui.audit_list import AuditList
 from cua_tui.tui.batch import ActionRow, BatchPane
 from cua_tui.tui.decision import DecisionPanel
 from cua_tui.tui.desktop_view import DesktopView
@@ -420,8 +421,8 @@ async def test_untrusted_text_is_shown_literally(tmp_path: Path) -> None:
             assert expected in plain(widget)
             assert expected in drawn(widget)
             assert "\x1b" not in plain(widget) and "\x1b" not in drawn(widget)
-        log = app.query_one("#audit-log", RichLog)
-        logged = "\n".join(line.text for line in log.lines)
+        log = app.query_one("#audit-log", AuditList)
+        logged = "\n".join(entry.line for entry in log.entries)
         assert f"says: model says {MARKUP} ␛[2J end" in logged and "\x1b" not in logged
 
         await pilot.press("n", "escape")  # reject, without a reason

@@ -1,0 +1,155 @@
+"""cua-tui's own commands: the command palette's entries (ctrl+p), and the App's actions for history and
+detail (search the audit log, open a batch row or an earlier turn, copy ids and hashes, verify the audit
+log now, show the policy).
+
+Every palette entry is an action of the App, named as a key binding names it; it is listed only when the
+App has that action and ``check_action`` allows it now (the same rule as its key), and it is checked
+again when chosen, as the run may have moved on meanwhile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from textual import work
+from textual.actions import parse
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from ..core.text import visible
+from .audit_pane import AuditPane
+from .batch import ActionRow, TurnSummary
+from .detail import action_detail, copy, text_screen, turn_detail
+
+if TYPE_CHECKING:
+    from ..core.audit import VerifyReport
+
+# (title, what it does, the action as a key binding names it)
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("Approve", "approve the pending action (y)", "approve"),
+    ("Approve scope", "approve it and every later action of its scope for the run (a)", "approve_scope"),
+    ("Reject", "reject the pending action, with an optional reason (n)", "reject"),
+    ("Kill switch", "stop the run now: nothing more runs, it ends killed (k, ctrl+k)", "kill('always')"),
+    ("Zoom", "zoom on the pending action's target (z)", "zoom"),
+    ("Screen text", "the words on the latest screenshot (t)", "screen_text"),
+    ("Open screenshot", "the latest screenshot at full resolution (o)", "open_screenshot"),
+    ("Copy run directory", "put the run directory's path on the clipboard", "copy_run_dir"),
+    ("Copy run id", "put the run id on the clipboard", "copy_run_id"),
+    ("Copy chain head", "put the audit chain's head hash on the clipboard", "copy_head"),
+    ("Verify now", "check the audit log as written so far, as cua-tui verify does", "verify_now"),
+    ("Show policy", "the policy in effect", "show_policy"),
+    ("Grants", "the scoped approvals in force; Enter revokes one (g)", "grants"),
+    ("Search audit log", "filter the audit events by text and kind:NAME (/)", "search"),
+    ("Help", "the keys and the active policy (?)", "help"),
+)
+
+
+class CuaCommands(Provider):
+    """The palette's cua-tui entries, those possible now."""
+
+    def _possible(self) -> Iterator[tuple[str, str, str]]:
+        app = self.app
+        for title, help_text, action in COMMANDS:
+            _, name, params = parse(action)
+            if callable(getattr(app, f"action_{name}", None)) and app.check_action(name, params):
+                yield title, help_text, action
+
+    async def _run(self, action: str) -> None:
+        app = self.app
+        _, name, params = parse(action)
+        if app.check_action(name, params):
+            await app.run_action(action)
+        else:
+            app.notify(f"{name.replace('_', ' ')}: not possible any more", severity="warning", markup=False)
+
+    async def discover(self) -> Hits:
+        for title, help_text, action in self._possible():
+            yield DiscoveryHit(title, partial(self._run, action), help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for title, help_text, action in self._possible():
+            score = matcher.match(f"{title} {help_text}")
+            if score > 0:
+                yield Hit(score, matcher.highlight(title), partial(self._run, action), text=title, help=help_text)
+
+
+class HistoryActions:
+    """The SupervisorApp's actions for history and detail (a mixin: the App's own file stays small).
+    It expects the App's ``source`` (a RunSource), ``view`` (the RunView) and ``running``."""
+
+    source: Any
+    view: Any
+    running: bool
+
+    def check_history_action(self, action: str) -> bool | None:
+        """Whether one of these actions is possible now; None for an action that is not one of them."""
+        if action in ("copy_run_dir", "verify_now"):
+            return self.run_dir is not None
+        if action == "copy_run_id":
+            return bool(self.source.info.run_id)
+        if action in ("copy_head", "search", "show_policy"):
+            return True
+        return None
+
+    @property
+    def run_dir(self) -> Path | None:
+        """The run directory being written (a live run), or None (a recording)."""
+        path = getattr(self.source, "run_dir", None)
+        return Path(path) if path is not None else None
+
+    def action_search(self) -> None:
+        app: Any = self
+        app.query_one(AuditPane).action_search()
+
+    def action_copy_run_dir(self) -> None:
+        if self.run_dir is not None:
+            copy(self, "run directory", str(self.run_dir))  # type: ignore[arg-type]
+
+    def action_copy_run_id(self) -> None:
+        copy(self, "run id", self.source.info.run_id)  # type: ignore[arg-type]
+
+    def action_copy_head(self) -> None:
+        copy(self, "chain head", self.view.head)  # type: ignore[arg-type]
+
+    def action_show_policy(self) -> None:
+        app: Any = self
+        app.push_screen(text_screen("Active policy", self.source.policy_lines or ["(no policy lines)"]))
+
+    def action_verify_now(self) -> None:
+        if self.run_dir is not None:
+            app: Any = self
+            app.notify("verifying the audit log…", title="verify", markup=False, timeout=3)
+            self._verify(self.run_dir)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="verify", description="verify the audit log")
+    def _verify(self, run_dir: Path) -> None:
+        from ..core.audit import verify_run  # the same check as `cua-tui verify`, off the UI thread
+
+        report = verify_run(run_dir)
+        app: Any = self
+        app.call_from_thread(self._verified, report)
+
+    def _verified(self, report: VerifyReport) -> None:
+        app: Any = self
+        lines = [visible(report.summary, limit=300), *(f"note: {visible(n, limit=200)}" for n in report.notes[:3])]
+        app.notify(
+            "\n".join(lines),
+            title="verify: intact" if report.intact else "verify: NOT INTACT",
+            severity="information" if report.intact else "error",
+            timeout=15 if report.intact else 60,
+            markup=False,
+        )
+
+    # A click on a batch row, or on an earlier turn: its detail, with its audit events still held.
+    def on_action_row_selected(self, message: ActionRow.Selected) -> None:
+        app: Any = self
+        app.push_screen(action_detail(message.row, app.query_one(AuditPane).entries()))
+
+    def on_turn_summary_selected(self, message: TurnSummary.Selected) -> None:
+        app: Any = self
+        summary = message.summary
+        entries = app.query_one(AuditPane).entries()
+        app.push_screen(turn_detail(summary.turn, summary.text, summary.rows, entries))
