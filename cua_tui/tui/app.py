@@ -16,6 +16,7 @@ from typing import Any
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.command import CommandPalette
 from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Footer
@@ -334,10 +335,14 @@ class SupervisorApp(HistoryActions, App[Any]):
     # Keys
     # ------------------------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("approve", "reject"):
-            return self.pending is not None and not isinstance(self.screen, RejectReason)
-        if action == "approve_scope":
-            return self.pending is not None and self.pending.scope is not None
+        if action in ("approve", "reject", "approve_scope"):
+            # Only where the decision is in view: never from under a dialog (help, an event's detail, the
+            # policy, a reason being typed) that hides what a y would approve.
+            # (The command palette lists them over the decision: it hides nothing the choice depends on.)
+            covered = any(not isinstance(screen, CommandPalette) for screen in self.screen_stack[1:])
+            if self.pending is None or covered:
+                return False
+            return action != "approve_scope" or self.pending.scope is not None
         if action == "kill":
             # While a reason is typed, k is a letter of it: ctrl+k (always bound) is the kill switch there.
             return self.running and (parameters == ("always",) or not isinstance(self.screen, RejectReason))

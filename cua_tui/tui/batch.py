@@ -133,11 +133,12 @@ class BatchPane(VerticalScroll):
     turn clears the pane."""
 
     can_focus = False
+    KEEP = EARLIER_TURNS  # earlier turns kept as sections, unless ``keep`` says otherwise
 
-    def __init__(self, *, history: bool = False, keep: int = EARLIER_TURNS, id: str | None = None) -> None:
+    def __init__(self, *, history: bool = False, keep: int | None = None, id: str | None = None) -> None:
         super().__init__(id=id)
         self.history = history
-        self.keep = keep
+        self.keep = self.KEEP if keep is None else keep
         self.turn = 0
         self.text = ""
         self.rows: dict[int, ActionRow] = {}

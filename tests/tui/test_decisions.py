@@ -189,3 +189,25 @@ async def test_a_resize_redraws_the_picture_and_the_decision_stays_in_view(tmp_p
                 assert row.has_class("pending")
                 await pilot.pause()
                 assert batch.scrollable_content_region.overlaps(row.region)  # scrolled back into view
+
+
+async def test_y_does_nothing_under_a_dialog_that_hides_the_decision(tmp_path: Path) -> None:
+    """A y (or n, or a) pressed while help, an event's detail or the policy covers the decision panel must not
+    decide what the analyst cannot see; once the dialog is closed, it does."""
+    app, events, _run = live(tmp_path, [{"actions": [click(FIELD), {"type": "type", "text": "x"}]}])
+    async with app.run_test(size=SIZE) as pilot:
+        await until_asked(pilot, app, 1)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert app.screen is not app.screen_stack[0]  # the help screen covers the decision
+        await pilot.press("y", "a", "n")
+        await pilot.pause(0.2)
+        assert app.pending is not None and not [
+            e for e in events if isinstance(e, ev.DecisionMade) and e.by != "policy"
+        ]
+        await pilot.press("escape")
+        await pilot.pause()
+        await pilot.press("y")
+        await until_ended(pilot, app)
+    humans = [e for e in events if isinstance(e, ev.DecisionMade) and e.by != "policy"]
+    assert [(h.decision, h.by) for h in humans] == [("approve", "human (TUI)")]

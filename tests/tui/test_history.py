@@ -161,12 +161,14 @@ async def test_earlier_turns_stay_in_the_batch_pane_after_a_new_turn(tmp_path: P
         assert [s.turn for s in batch.query(TurnSummary)] == [1, 2]  # the last turn stays in full
 
 
-async def test_the_pending_row_is_in_view_at_80x24_after_many_turns(tmp_path: Path) -> None:
+async def test_the_pending_row_is_in_view_at_80x24_after_many_turns(tmp_path: Path, monkeypatch: Any) -> None:
+    # A small bound, to see it hold: set before the app exists, as the run's turns arrive from its start.
+    monkeypatch.setattr(BatchPane, "KEEP", 5)
     run = live(tmp_path, [*clicks(12), TYPE_TURN])
     app = run.app
     async with app.run_test(size=SMALL) as pilot:
         batch = app.query_one(BatchPane)
-        batch.keep = 5  # a small bound, to see it hold
+        assert batch.keep == 5
         await until_decision(pilot, app, 13, 1)
         await until(pilot, lambda: batch.scroll_offset.y > 0, "the batch scrolled to the pending row")
         await pilot.pause(0.1)
