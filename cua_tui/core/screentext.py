@@ -107,6 +107,12 @@ class ScreenText:
                 parts.append(" ".join(words))
         return " / ".join(parts)
 
+    def label_line(self, point: Point, *, radius: float = AROUND_RADIUS) -> Line | None:
+        """The line that names what is at ``point`` (a button's label, a field's placeholder or label):
+        the nearest by ``row_distance`` within ``radius`` pixels, or None."""
+        best = min(self.lines, key=lambda line: row_distance(line.box, point), default=None)
+        return best if best is not None and row_distance(best.box, point) <= radius else None
+
 
 def box_distance(box: Box, point: Point) -> float:
     """Euclidean pixels from ``point`` to the nearest pixel of ``box`` (0 inside)."""

@@ -6,6 +6,7 @@ happens in a thread worker; core events arrive as messages; screenshots are conv
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -261,6 +262,9 @@ class SupervisorApp(App[Any]):
         view = self.query_one(DesktopView)
         self._serial += 1
         target = self._focus_target()
+        text = self.reading.result(self._sha)[0] if target is not None and self._sha is not None else None
+        if target is not None and text is not None and (line := text.label_line(target.centre)) is not None:
+            target = dataclasses.replace(target, label=line.box)  # the zoom keeps the label in view
         self._convert(self._png, view.size.width, view.size.height, target, self.zoom, self._serial, view.wants_strips)
 
     @work(thread=True, exclusive=False, exit_on_error=False, group="frame", description="convert screenshot")
@@ -309,12 +313,18 @@ class SupervisorApp(App[Any]):
     # ------------------------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("approve", "reject"):
-            return self.pending is not None and not isinstance(self.screen, RejectReason)
+            return self.pending is not None and not isinstance(self.screen, RejectReason | ScreenTextScreen)
         if action == "approve_scope":
-            return self.pending is not None and self.pending.scope is not None
+            return (
+                self.pending is not None
+                and self.pending.scope is not None
+                and not isinstance(self.screen, RejectReason | ScreenTextScreen)
+            )
         if action == "kill":
             # While a reason is typed, k is a letter of it: ctrl+k (always bound) is the kill switch there.
-            return self.running and (parameters == ("always",) or not isinstance(self.screen, RejectReason))
+            # So is it in the screen-text view's search box.
+            typing = isinstance(self.screen, RejectReason | ScreenTextScreen)
+            return self.running and (parameters == ("always",) or not typing)
         if action == "grants":
             return self.running and bool(self.view.grants)
         if action == "zoom":
@@ -367,7 +377,7 @@ class SupervisorApp(App[Any]):
     def action_kill(self, how: str = "") -> None:
         if not self.running:
             return
-        if isinstance(self.screen, RejectReason):
+        if isinstance(self.screen, RejectReason | ScreenTextScreen):
             self.pop_screen()
         self.source.kill()  # returns at once; the run's own thread ends it and seals the log
         if self.pending is not None:
@@ -422,9 +432,12 @@ class SupervisorApp(App[Any]):
             self.reading.request(shown)
 
     def on_screen_text_read(self, message: ScreenTextRead) -> None:
-        screen_text_arrived(self, message)
-        if message.digest == self._sha and self._field() is not None:
+        screen_text_arrived(self, self.reading, message)
+        if message.digest == self._sha and self._field() is not None and self.pending is not None:
             self.query_one(DecisionPanel).set_destination(self._destination(), field=True)
+            self.query_one(BatchPane).mark_pending(self.pending.index)  # the panel grew: the row back in view
+        if message.digest == self._sha and self.pending is not None and message.text is not None:
+            self.render_frame()  # framed with the target's label in view
 
     def action_screen_text(self) -> None:
         """``t``: the screen as text, nearest the pending target first, searchable."""

@@ -39,6 +39,7 @@ class Target:
     path: tuple[tuple[int, int], ...] = ()
     region: tuple[int, int, int, int] | None = None
     kind: str = ""
+    label: tuple[int, int, int, int] | None = None  # the words naming it (OCR): a zoom shows them too if it can
 
     @classmethod
     def of(cls, action: Action | None) -> Target | None:
@@ -154,8 +155,17 @@ def _zoom(
     magnify = 2 if graphics else max(1, min(box_w // NEIGHBOURHOOD[0], box_h // NEIGHBOURHOOD[1]))
     crop_w, crop_h = min(box_w // magnify, source.width), min(box_h // magnify, source.height)
     x, y = target.centre
-    left = min(max(0, x - crop_w // 2), max(0, source.width - crop_w))
-    top = min(max(0, y - crop_h // 2), max(0, source.height - crop_h))
+    cx, cy = x, y
+    if target.label is not None:
+        # The target's label in the frame too where both fit (per axis); where they do not, the target
+        # stays centred: it is what is being decided.
+        lx0, ly0, lx1, ly1 = target.label
+        if max(x, lx1) - min(x, lx0) <= crop_w - 8:
+            cx = (max(x, lx1) + min(x, lx0)) // 2
+        if max(y, ly1) - min(y, ly0) <= crop_h - 8:
+            cy = (max(y, ly1) + min(y, ly0)) // 2
+    left = min(max(0, cx - crop_w // 2), max(0, source.width - crop_w))
+    top = min(max(0, cy - crop_h // 2), max(0, source.height - crop_h))
     framed = (left, top, left + crop_w, top + crop_h)
     picture = source.crop(framed)
     if magnify != 1:

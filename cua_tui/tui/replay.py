@@ -363,7 +363,22 @@ class ReplayApp(App[None]):
             return
         step = self.steps[self.selected]
         sha = step.after if self.showing == "after" and step.after else step.before or step.observed
-        self._render(sha, Target.from_record(step.proposal.action))
+        self._render(sha, self._target(step))
+
+    def _target(self, step: tl.Step) -> Target | None:
+        """The step's target; for typing, the field the last executed click focused (as in a live run)."""
+        target = Target.from_record(step.proposal.action)
+        if target is not None or (step.proposal.action or {}).get("kind") != "type":
+            return target
+        for earlier in reversed(self.steps[: step.number]):
+            record = earlier.proposal.action or {}
+            if record.get("kind") == "keypress" and "Tab" in str(record.get("keys", "")):
+                return None  # the focus moved on: which field is unknown
+            executed = earlier.outcome is not None and earlier.outcome.status == "executed"
+            if executed and record.get("kind") in ("click", "double_click", "triple_click"):
+                found = Target.from_record(record)
+                return Target(point=found.point, kind="type") if found is not None else None
+        return None
 
     def _render(self, sha: str | None, target: Target | None) -> None:
         view = self.query_one(DesktopView)
@@ -392,7 +407,7 @@ class ReplayApp(App[None]):
             step = steps[number]
             sha = step.after if self.showing == "after" and step.after else step.before or step.observed
             if sha is not None:
-                self._frame_for((sha, *shape[:2], Target.from_record(step.proposal.action), *shape[3:]))
+                self._frame_for((sha, *shape[:2], self._target(step), *shape[3:]))
 
     def _frame_for(self, key: tuple[Any, ...]) -> Rendered | str:
         """The rendered frame for ``key`` (from the cache, or converted and cached), or why there is none."""
@@ -502,7 +517,7 @@ class ReplayApp(App[None]):
         sha = step.after if self.showing == "after" and step.after else step.before or step.observed
         if sha is None:
             return None
-        target = Target.from_record(step.proposal.action)
+        target = self._target(step)
 
         def load() -> bytes | None:
             with self._reader_lock:
@@ -510,7 +525,9 @@ class ReplayApp(App[None]):
 
         point = target.point if target is not None else None
         run_id = self._info().run_id
-        return ShownScreen(sha, load, point, "the action's target" if point else "", run_id)
+        field = target is not None and target.kind == "type"
+        label = "the field (last click point)" if field else "the action's target"
+        return ShownScreen(sha, load, point, label if point else "", run_id)
 
     def action_screen_text(self) -> None:
         shown = self._shown_screen()
@@ -522,7 +539,7 @@ class ReplayApp(App[None]):
             self.push_screen(ScreenTextScreen(shown, self.reading))
 
     def on_screen_text_read(self, message: ScreenTextRead) -> None:
-        screen_text_arrived(self, message)
+        screen_text_arrived(self, self.reading, message)
 
     def action_open_screenshot(self) -> None:
         shown = self._shown_screen()

@@ -62,7 +62,8 @@ class ScreenTextRead(Message):
 
 class ScreenReading:
     """The App's OCR: one worker at a time (a request made meanwhile waits, only the newest), results by
-    screen hash (the engine's LRU), problems remembered so a screen is read at most once."""
+    screen hash (the engine's LRU), problems remembered so a screen is read at most once. ``busy`` holds
+    until the App has handled the result (so a test or a screenshot can wait for the panes to show it)."""
 
     def __init__(self, app: App[Any], reader: ScreenReader | None = None) -> None:
         self.app = app
@@ -127,10 +128,15 @@ class ScreenReading:
             self.problems[shown.digest] = message.problem
             while len(self.problems) > PROBLEMS_KEPT:
                 self.problems.pop(next(iter(self.problems)))
+        self.app.post_message(message)  # still busy until the App has taken it (``taken``)
+
+    def taken(self, message: ScreenTextRead) -> None:
+        """The App handled ``message``: read the screen that waited meanwhile, if any (UI thread)."""
         with self._lock:
+            if self._busy != message.digest:
+                return
             upcoming, self._next = self._next, None
             self._busy = upcoming.digest if upcoming is not None and not self.unavailable else None
-        self.app.post_message(message)
         if self._busy is not None and upcoming is not None:
             self._start(upcoming)
 
@@ -204,7 +210,11 @@ class ScreenTextScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="screen-text-box"):
             yield Static(id="screen-text-title")
-            yield Input(placeholder="search the page text (Esc closes)", id="screen-text-search", max_length=200)
+            yield Input(
+                placeholder="search the page text · Esc closes · ctrl+k is the kill switch while this is open",
+                id="screen-text-search",
+                max_length=200,
+            )
             with VerticalScroll(id="screen-text-scroll"):
                 yield Static(id="screen-text-body")
 
@@ -234,8 +244,10 @@ class ScreenTextScreen(ModalScreen[None]):
         self.dismiss(result)
 
 
-def screen_text_arrived(app: App[Any], message: ScreenTextRead) -> None:
-    """Refresh an open screen-text view of that screen (the App's handler calls this)."""
+def screen_text_arrived(app: App[Any], reading: ScreenReading, message: ScreenTextRead) -> None:
+    """The App's handler of ScreenTextRead calls this first: the reading goes on with the next screen, and
+    an open screen-text view of that screen is refreshed."""
+    reading.taken(message)
     screen = app.screen
     if isinstance(screen, ScreenTextScreen) and screen.shown.digest == message.digest:
         screen.refresh_text()
@@ -282,7 +294,7 @@ def open_viewer(path: Path) -> str:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            start_new_session=True,  # the viewer outlives neither a Ctrl-C nor our terminal's signals
+            start_new_session=True,  # its own session: our terminal's Ctrl-C and hang-up are not its business
         )
     except OSError as exc:
         return f"xdg-open could not start ({exc.strerror})"

@@ -268,3 +268,22 @@ async def test_t_in_replay_reads_the_shown_screenshot() -> None:
         assert "Verification form" in body(app) and "Phrase: cua-tui verified" in body(app)
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, ScreenTextScreen), "the view closed")
+
+
+async def test_keys_typed_in_the_search_never_answer_or_kill(tmp_path: Path) -> None:
+    """y, n, a and k are letters of a search: only ctrl+k is the kill switch while the view is open."""
+    app, _ = live(tmp_path, [{"actions": [click(SEND)]}], regions=(SEND_CONFIRM,))
+    async with app.run_test(size=SIZE) as pilot:
+        await until_decision(pilot, app, 0)
+        request = app.pending
+        await pilot.press("t")
+        await until(pilot, lambda: isinstance(app.screen, ScreenTextScreen), "the screen-text view")
+        await pilot.press(*"kayn")
+        await pilot.pause()
+        assert app.screen.query_one(Input).value == "kayn"
+        assert app.running and app.pending is request  # nothing answered, nothing killed
+        for action in ("approve", "reject", "approve_scope", "kill"):
+            assert app.check_action(action, ()) is False, action
+        await pilot.press("ctrl+k")
+        await until(pilot, lambda: not app.running, "the kill switch")
+        assert not isinstance(app.screen, ScreenTextScreen)
