@@ -296,7 +296,8 @@ async def settle(pilot: Pilot[Any], timeout: float = 10.0) -> None:
         applied = app.view.seq == last_seq
         decided = app.view.pending is None or (app.pending is not None and app.query_one(DecisionPanel).display)
         ended = not source.ends or not app.running
-        stable = stable + 1 if shown and applied and decided and ended else 0
+        read = not app.reading.busy  # the screen's OCR (the panel's "goes to" line) has arrived
+        stable = stable + 1 if shown and applied and decided and ended and read else 0
     await pilot.wait_for_scheduled_animations()
     await pilot.pause()
 

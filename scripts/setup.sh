@@ -15,8 +15,9 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 # --- Debian packages, installed only when missing ------------------------------------------------------
 DEB_BASE=(ca-certificates)
 # The embedded local desktop: Xvfb, a window manager, Chromium, isolation (bubblewrap; setpriv from util-linux
-# drops to the run's own uid, leased per run: no user account is needed), the proxy relay.
-DEB_DESKTOP=(xvfb xauth x11-utils openbox chromium bubblewrap socat fonts-dejavu-core util-linux)
+# drops to the run's own uid, leased per run: no user account is needed), the proxy relay; Tesseract (and its
+# English data) reads the screenshots as text for the TUI's screen-text view.
+DEB_DESKTOP=(xvfb xauth x11-utils openbox chromium bubblewrap socat fonts-dejavu-core util-linux tesseract-ocr tesseract-ocr-eng)
 # Tests also drive the real binaries in tmux, and the seeds' way (xdotool, scrot) for the benchmark; xterm
 # (its VT340 mode speaks Sixel) is the real graphics terminal the Sixel path is tested in, under Xvfb.
 DEB_TEST=(tmux xdotool scrot iproute2 curl xterm)

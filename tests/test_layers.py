@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-FORBIDDEN = ("textual", "textual_image", "rich", "openai", "anthropic", "cwsandbox", "docker", "grpc")
+FORBIDDEN = ("textual", "textual_image", "rich", "openai", "anthropic", "cwsandbox", "docker", "grpc", "pytesseract")
 CORE = Path(__file__).resolve().parents[1] / "cua_tui" / "core"
 
 

@@ -1,4 +1,4 @@
-"""``python -m cua_tui.bench [core|supervisor|verify|local|tui|replay|cwsandbox|all] [--quick] [--json PATH]``."""
+"""``python -m cua_tui.bench [core|supervisor|verify|local|tui|replay|ocr|cwsandbox|all] [--quick] [--json PATH]``."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from .report import render
 from .supervisor import TARGET_ACTION_US, run_supervisor
 from .verify import TARGET_VERIFY_EPS, bench_verify
 
-SUITES = ("core", "supervisor", "verify", "local", "tui", "replay", "cwsandbox", "all")
+SUITES = ("core", "supervisor", "verify", "local", "tui", "replay", "ocr", "cwsandbox", "all")
 
 
 def _tmp_fs(path: str) -> str:
@@ -87,6 +87,11 @@ def run(suite: str, quick: bool, verify_events: int | None = None) -> dict[str, 
             from .replay import run as run_replay  # imports Textual: only for the suites that measure it
 
             results["replay"] = run_replay(tmp, quick)
+        if suite in ("ocr", "all"):
+            from .ocr import TARGET_CACHED_MS, TARGET_OCR_S, bench_ocr
+
+            results["ocr"] = bench_ocr(3 if quick else 10)
+            results["targets"].update({"ocr_extraction_s": TARGET_OCR_S, "ocr_cached_lookup_ms": TARGET_CACHED_MS})
     if suite in ("tui", "all"):
         from .tui import run as run_tui  # imports Textual: only for the suites that measure it
 
@@ -126,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         choices=SUITES,
         help="what to run: core (default: supervisor + verify), local (the real local desktop vs the seeds' "
         "tools), tui (UI-thread time per screenshot frame), replay (opening and stepping through recorded runs), "
+        "ocr (a real lab page read as text with Tesseract, and the cached lookup), "
         "cwsandbox (requests and latency per step in a CoreWeave sandbox, ours vs the tutorial's, against a "
         "local service), all (every suite)",
     )
@@ -137,13 +143,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.events is not None and args.events < 10:
         parser.error("--events must be at least 10")
-    if args.suite in ("local", "all"):
-        missing = local_missing()
+    if args.suite in ("local", "ocr", "all"):
+        from .ocr import ocr_missing
+
+        missing = local_missing() + (ocr_missing() if args.suite != "local" else [])
         if missing:
             print(
                 f"the local suite cannot run: {', '.join(missing)} not found on this machine. Run "
                 "`bash scripts/setup.sh bench local` as root: it installs the local desktop's programs (Xvfb, "
-                "openbox, Chromium, bubblewrap, socat, xauth) and the seeds' xdotool and scrot.",
+                "openbox, Chromium, bubblewrap, socat, xauth, Tesseract) and the seeds' xdotool and scrot.",
                 file=sys.stderr,
             )
             return 2

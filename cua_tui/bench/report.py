@@ -55,6 +55,10 @@ def render(results: dict[str, Any]) -> str:
         from .replay import report as replay_report
 
         lines += ["", *replay_report(results["replay"])]
+    if results.get("ocr"):
+        from .ocr import report as ocr_report
+
+        lines += ["", *ocr_report(results["ocr"])]
     lines += ["", f"total time {results['elapsed_s']:.1f} s; reproduce: {results['command']}"]
     return "\n".join(lines)
 

@@ -165,9 +165,33 @@ def request_lines(request: DecisionRequest) -> list[str]:
 TITLE, LABEL, TYPED, KEY = "title", "label", "typed", "key"
 
 
-def request_panel(request: DecisionRequest, batch_size: int = 0, task: str = "") -> list[tuple[str, str]]:
+def text_destination(point: tuple[int, int] | None, words: str | None, problem: str = "") -> str:
+    """Where typed text will go, for the panel: the field the last click focused, named by the words the
+    OCR of the current screen found around that point. ``words`` None: not read yet; ``problem``: why the
+    screen could not be read. The words are page text (untrusted): made visible here."""
+    if point is None:
+        return "the focused field; which one is unknown (no click since the start or since a Tab)"
+    where = f"last click at ({point[0]}, {point[1]})"
+    if problem:
+        return f"the field at the {where}; its words unknown: {visible(problem, limit=160)}"
+    if words is None:
+        return f"the field at the {where} (reading the screen…)"
+    if not words:
+        return f"the field at the {where}; no words near it on the screen"
+    return f"into the field near: “{visible(words, limit=160)}” ({where})"
+
+
+def request_panel(
+    request: DecisionRequest,
+    batch_size: int = 0,
+    task: str = "",
+    destination: str | None = None,
+    *,
+    field: bool = False,
+) -> list[tuple[str, str]]:
     """The decision panel as (text, role) parts, role "" for plain text: what is decided (typed text in
-    full, shown and never stored), why, and the keys that answer (z only where there is a target)."""
+    full, shown and never stored), where typing goes (``destination``, from ``text_destination``), why,
+    and the keys that answer (z only where there is a target or, for typing, a known ``field``)."""
     of = f" of {batch_size}" if batch_size else ""
     parts = [(f" DECISION NEEDED · turn {request.turn} · action {request.index + 1}{of} \n", TITLE)]
     if task:  # the goal, repeated where the decision is made
@@ -182,12 +206,17 @@ def request_panel(request: DecisionRequest, batch_size: int = 0, task: str = "")
         if action.kind is Kind.TYPE:
             parts.append((f"text    ({len(action.text)} chars, shown here only, never stored)\n", LABEL))
             parts.append(("  " + visible(action.text) + "\n", TYPED))
+            if destination is not None:
+                parts += [("goes to ", LABEL), (destination + "\n", "")]
     parts += [("why     ", LABEL), (visible(request.reason, limit=400) + "\n", "")]
     parts += [("y", KEY), (" approve   ", ""), ("n", KEY), (" reject   ", ""), ("k", KEY), (" kill switch", "")]
     if request.scope is not None:  # shown before it can be pressed: what exactly a grant would cover
         parts += [("\n", ""), ("a", KEY), (f" approve this and all {request.scope.label} for the rest of the run", "")]
     if action is not None and action.target is not None:
-        parts += [("   ", ""), ("z", KEY), (" zoom on target", "")]
+        parts += [("   ", ""), ("z", KEY), (" whole screen / zoom on target", "")]
+    elif action is not None and action.kind is Kind.TYPE and field:
+        parts += [("   ", ""), ("z", KEY), (" whole screen / zoom on the field", "")]
+    parts += [("   ", ""), ("t", KEY), (" screen as text", "")]
     return parts
 
 

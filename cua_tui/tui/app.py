@@ -6,6 +6,7 @@ happens in a thread worker; core events arrive as messages; screenshots are conv
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -22,7 +23,9 @@ from textual.widget import Widget
 from textual.widgets import Footer
 from textual.worker import Worker, WorkerState, get_current_worker
 
+from ..core import describe
 from ..core import events as ev
+from ..core.actions import Kind
 from ..core.imaging import ImageRefused
 from ..core.ports import Answer, DecisionRequest
 from ..core.text import failure, visible
@@ -38,6 +41,14 @@ from .goal import GoalBar
 from .help import HelpScreen
 from .messages import FrameRefused, FrameRendered, RunEvent, RunFinished
 from .run_view import RunView
+from .screen_text import (
+    ScreenReading,
+    ScreenTextRead,
+    ScreenTextScreen,
+    ShownScreen,
+    screen_text_arrived,
+    write_and_open,
+)
 from .source import RunSource
 from .status import StatusBar
 from .themes import load_themes, project_themes_dir
@@ -60,6 +71,8 @@ class SupervisorApp(HistoryActions, App[Any]):
         Binding("g", "grants", "grants", id="grants"),
         Binding("x", "alerts_seen", "alerts seen", id="alerts_seen"),
         Binding("z", "zoom", "zoom", id="zoom"),
+        Binding("t", "screen_text", "screen text", id="screen_text"),
+        Binding("o", "open_screenshot", "screenshot", id="open_screenshot"),
         Binding("question_mark", "help", "help", id="help"),
         Binding("q", "quit_when_done", "quit", id="quit"),
         Binding("q", "leave", "leave", id="leave", show=False),  # during a run: says what leaving means
@@ -93,6 +106,8 @@ class SupervisorApp(HistoryActions, App[Any]):
         self.final_status = ""
         self.zoom = False
         self._png: bytes | None = None
+        self._sha: str | None = None  # the SHA-256 of _png (the screen-text cache's key)
+        self.reading = ScreenReading(self)  # the screen as text (OCR in a worker)
         self._serial = 0
         self._shown = 0
         self._refused: str | None = None  # why the frames shown last were refused (notified once)
@@ -225,8 +240,10 @@ class SupervisorApp(HistoryActions, App[Any]):
             self.query_one(AlertBar).show_alerts(view.attention)
             self.refresh_bindings()
         if isinstance(event, ev.ScreenCaptured) and event.png is not None:
-            self._png = event.png
+            self._png, self._sha = event.png, event.sha256
             self.render_frame()
+            if self.pending is not None and self.pending is was_pending:  # a new screen during a decision
+                self._read_screen()
         if self.pending is not was_pending:
             self._show_pending()
 
@@ -240,8 +257,12 @@ class SupervisorApp(HistoryActions, App[Any]):
     def _show_pending(self) -> None:
         """Show what ``pending`` says (the one place that reads it for the panes)."""
         request = self.pending
-        self.zoom = False
-        self.query_one(DecisionPanel).show_request(request, self.view.batch_size, self.source.info.task)
+        self.zoom = self._focus_target() is not None  # at a decision the pane frames the target (z: whole screen)
+        self.query_one(DecisionPanel).show_request(
+            request, self.view.batch_size, self.source.info.task, self._destination(), field=self._field() is not None
+        )
+        if request is not None:
+            self._read_screen()
         self.query_one(BatchPane).mark_pending(request.index if request is not None else None)
         self.render_frame()
         self.refresh_bindings()
@@ -274,7 +295,10 @@ class SupervisorApp(HistoryActions, App[Any]):
             return
         view = self.query_one(DesktopView)
         self._serial += 1
-        target = Target.of(self.pending.action) if self.pending is not None else None
+        target = self._focus_target()
+        text = self.reading.result(self._sha)[0] if target is not None and self._sha is not None else None
+        if target is not None and text is not None and (line := text.label_line(target.centre)) is not None:
+            target = dataclasses.replace(target, label=line.box)  # the zoom keeps the label in view
         self._convert(
             self._png, view.size.width, view.size.height, target, self.zoom, self._serial, view.wants_strips,
             view.wants_sixel,
@@ -345,15 +369,17 @@ class SupervisorApp(HistoryActions, App[Any]):
             return action != "approve_scope" or self.pending.scope is not None
         if action == "kill":
             # While a reason is typed, k is a letter of it: ctrl+k (always bound) is the kill switch there.
-            return self.running and (parameters == ("always",) or not isinstance(self.screen, RejectReason))
+            # So is it in the screen-text view's search box.
+            typing = isinstance(self.screen, RejectReason | ScreenTextScreen)
+            return self.running and (parameters == ("always",) or not typing)
         if action == "grants":
             return self.running and bool(self.view.grants)
         if action == "alerts_seen":
             return bool(self.view.attention.unseen)
         if action == "zoom":
-            return (
-                self.pending is not None and self.pending.action is not None and self.pending.action.target is not None
-            )
+            return self._focus_target() is not None
+        if action in ("screen_text", "open_screenshot"):
+            return self._png is not None
         if action == "leave":
             return self.running
         if action == "quit_when_done":
@@ -402,7 +428,7 @@ class SupervisorApp(HistoryActions, App[Any]):
     def action_kill(self, how: str = "") -> None:
         if not self.running:
             return
-        if isinstance(self.screen, RejectReason):
+        if isinstance(self.screen, RejectReason | ScreenTextScreen):
             self.pop_screen()
         self.source.kill()  # returns at once; the run's own thread ends it and seals the log
         if self.pending is not None:
@@ -419,6 +445,70 @@ class SupervisorApp(HistoryActions, App[Any]):
     def action_zoom(self) -> None:
         self.zoom = not self.zoom
         self.render_frame()
+
+    # ------------------------------------------------------------------------------------------------
+    # The screen as text (t), the screenshot in a file (o); the bulk is in screen_text.py
+    # ------------------------------------------------------------------------------------------------
+    def _field(self) -> tuple[int, int] | None:
+        """For pending typing: the last click point (the field it focused), else None."""
+        request = self.pending
+        if request is None or request.action is None or request.action.kind is not Kind.TYPE:
+            return None
+        return self.view.last_click
+
+    def _focus_target(self) -> Target | None:
+        """What the pane frames at a decision: the action's target, or for typing the focused field."""
+        request = self.pending
+        if request is None:
+            return None
+        target = Target.of(request.action)
+        if target is None and (field := self._field()) is not None:
+            target = Target(point=field, kind="type")
+        return target
+
+    def _destination(self) -> str | None:
+        """The panel's "goes to" line for pending typing (None for anything else)."""
+        request = self.pending
+        if request is None or request.action is None or request.action.kind is not Kind.TYPE:
+            return None
+        field = self._field()
+        text, problem = self.reading.result(self._sha) if self._sha is not None else (None, "")
+        return describe.text_destination(field, text.around(field) if text and field else None, problem)
+
+    def _shown_screen(self) -> ShownScreen | None:
+        if self._png is None or self._sha is None:
+            return None
+        png, target = self._png, self._focus_target()
+        label = "the field (last click point)" if target is not None and target.kind == "type" else "the pending target"
+        point = target.point if target is not None else None
+        return ShownScreen(self._sha, lambda: png, point, label if point else "", self.source.info.run_id)
+
+    def _read_screen(self) -> None:
+        shown = self._shown_screen()
+        if shown is not None:
+            self.reading.request(shown)
+
+    def on_screen_text_read(self, message: ScreenTextRead) -> None:
+        screen_text_arrived(self, self.reading, message)
+        if message.digest == self._sha and self._field() is not None and self.pending is not None:
+            self.query_one(DecisionPanel).set_destination(self._destination(), field=True)
+            self.query_one(BatchPane).mark_pending(self.pending.index)  # the panel grew: the row back in view
+        if message.digest == self._sha and self.pending is not None and message.text is not None:
+            self.render_frame()  # framed with the target's label in view
+
+    def action_screen_text(self) -> None:
+        """``t``: the screen as text, nearest the pending target first, searchable."""
+        shown = self._shown_screen()
+        if shown is None or isinstance(self.screen, ScreenTextScreen):
+            return
+        self.reading.request(shown)
+        self.push_screen(ScreenTextScreen(shown, self.reading))
+
+    def action_open_screenshot(self) -> None:
+        """``o``: the current screenshot at full resolution in a file (said where), opened in the viewer."""
+        shown = self._shown_screen()
+        if shown is not None:
+            write_and_open(self, shown)
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

@@ -7,6 +7,7 @@ a worker; the UI thread only swaps the finished list of strips in.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,13 @@ from ..core.imaging import decode_png
 MAX_MARKED_PATH = 64  # points of a drag path drawn (a recorded path can be as long as the parser allows)
 MARKER = (255, 0, 200)  # magenta: stands out on the pages the labs and most sites use
 MARKER_EDGE = (0, 0, 0)
+FRAMED = (255, 200, 0)  # amber: the framed area's outline in the overview inset
+INSET_EDGE = (20, 20, 20)
+# A zoom magnifies further (half-blocks: 2, 3, ... pixels per half-cell) only while the pane still shows at
+# least this much of the screen around the target: a button with its label, a field with its label.
+NEIGHBOURHOOD = (240, 120)
+INSET_FRACTION = 4  # the overview inset is a quarter of the pane's width
+INSET_MIN = 16  # pixels of width below which the inset is left out (a pane too small for it)
 
 
 @dataclass(frozen=True)
@@ -32,6 +40,7 @@ class Target:
     path: tuple[tuple[int, int], ...] = ()
     region: tuple[int, int, int, int] | None = None
     kind: str = ""
+    label: tuple[int, int, int, int] | None = None  # the words naming it (OCR): a zoom shows them too if it can
 
     @classmethod
     def of(cls, action: Action | None) -> Target | None:
@@ -86,6 +95,9 @@ class Rendered:
     # Sixel data for the whole pane (the picture padded to its cells' pixels), encoded in the worker so
     # the UI thread only writes it (textual-image would encode in render_lines, on the UI thread)
     sixel: str | None = None
+    magnify: int = 1  # zoomed: picture pixels per screen pixel
+    framed: tuple[int, int, int, int] | None = None  # zoomed: the screen area shown (x0, y0, x1, y1)
+    inset: tuple[int, int, int, int] | None = None  # zoomed: where the overview inset sits in the picture
 
 
 def decode(png: bytes) -> Image.Image:
@@ -105,8 +117,8 @@ def prepare(
     cell_pixels: tuple[int, int] | None = None,
     sixel: bool = False,
 ) -> Rendered:
-    """The picture for a pane of ``cells_w`` x ``cells_h`` cells: fitted (or a 1:1 zoom around the target),
-    with the target marked, as half-block strips.
+    """The picture for a pane of ``cells_w`` x ``cells_h`` cells: fitted (or, with ``zoom``, the target's
+    neighbourhood magnified with an overview inset: ``_zoom``), with the target marked, as half-block strips.
 
     For a graphics protocol (``strips=False``) pass the terminal's ``cell_pixels``: the picture is then
     fitted to the pane's real pixel size (never enlarged), so the terminal shows it at full resolution;
@@ -121,31 +133,112 @@ def prepare(
     else:
         box_w, box_h = cells_w, cells_h * 2  # half-block pixels are about square
     if zoom and target is not None and target.point is not None:
-        # Half-blocks: 1:1 pixels around the target. Graphics protocols already show every pixel, so
-        # their zoom magnifies twice instead.
-        magnify = 2 if (cell_pixels is not None and not strips) else 1
-        crop_w, crop_h = box_w // magnify, box_h // magnify
-        x, y = target.centre
-        left = min(max(0, x - crop_w // 2), max(0, source.width - crop_w))
-        top = min(max(0, y - crop_h // 2), max(0, source.height - crop_h))
-        picture = source.crop((left, top, left + crop_w, top + crop_h))
-        if magnify != 1:
-            picture = picture.resize((picture.width * magnify, picture.height * magnify), Image.Resampling.NEAREST)
-        scale, offset = float(magnify), (-left, -top)
-    else:
-        scale = min(box_w / source.width, box_h / source.height)
-        size = (max(1, round(source.width * scale)), max(1, round(source.height * scale)))
-        picture = source.resize(size, Image.Resampling.BILINEAR)
-        offset = (0, 0)
+        graphics = cell_pixels is not None and not strips
+        zoomed = _zoom(source, target, cells_w, cells_h, box_w, box_h, graphics=graphics, strips=strips)
+        return _with_sixel(zoomed, sixel, cell_pixels, strips)
+    scale = min(box_w / source.width, box_h / source.height)
+    size = (max(1, round(source.width * scale)), max(1, round(source.height * scale)))
+    picture = source.resize(size, Image.Resampling.BILINEAR)
     if target is not None:
-        _mark(picture, target, scale, offset, zoom)
-    encoded = None
-    if sixel and cell_pixels is not None and not strips:
-        from textual_image._sixel import image_to_sixels
+        _mark(picture, target, scale, (0, 0), False)
+    return _with_sixel(
+        Rendered(halfblock(picture) if strips else [], cells_w, cells_h, picture), sixel, cell_pixels, strips
+    )
 
-        # as textual-image crops the picture to the widget's cells (padding beyond it), then encodes
-        encoded = image_to_sixels(picture.crop((0, 0, cells_w * cell_pixels[0], cells_h * cell_pixels[1])))
-    return Rendered(halfblock(picture) if strips else [], cells_w, cells_h, picture, zoomed=zoom, sixel=encoded)
+
+def _with_sixel(rendered: Rendered, sixel: bool, cell_pixels: tuple[int, int] | None, strips: bool) -> Rendered:
+    """The frame with its Sixel data for the whole pane, encoded here in the worker (see ``Rendered.sixel``)."""
+    if not sixel or cell_pixels is None or strips:
+        return rendered
+    from textual_image._sixel import image_to_sixels
+
+    # as textual-image crops the picture to the widget's cells (padding beyond it), then encodes
+    box = (0, 0, rendered.width * cell_pixels[0], rendered.height * cell_pixels[1])
+    return dataclasses.replace(rendered, sixel=image_to_sixels(rendered.image.crop(box)))
+
+def _zoom(
+    source: Image.Image,
+    target: Target,
+    cells_w: int,
+    cells_h: int,
+    box_w: int,
+    box_h: int,
+    *,
+    graphics: bool,
+    strips: bool,
+) -> Rendered:
+    """The target's neighbourhood, magnified so that its label is legible, with an overview inset.
+
+    Half-blocks: at least 1:1 (one screen pixel per half-cell), more while the pane still holds
+    NEIGHBOURHOOD around the target. Graphics protocols already show every pixel: 2x."""
+    magnify = 2 if graphics else max(1, min(box_w // NEIGHBOURHOOD[0], box_h // NEIGHBOURHOOD[1]))
+    crop_w, crop_h = min(box_w // magnify, source.width), min(box_h // magnify, source.height)
+    x, y = target.centre
+    cx, cy = x, y
+    if target.label is not None:
+        # The target's label in the frame too where both fit (per axis); where they do not, the target
+        # stays centred: it is what is being decided.
+        lx0, ly0, lx1, ly1 = target.label
+        if max(x, lx1) - min(x, lx0) <= crop_w - 8:
+            cx = (max(x, lx1) + min(x, lx0)) // 2
+        if max(y, ly1) - min(y, ly0) <= crop_h - 8:
+            cy = (max(y, ly1) + min(y, ly0)) // 2
+    left = min(max(0, cx - crop_w // 2), max(0, source.width - crop_w))
+    top = min(max(0, cy - crop_h // 2), max(0, source.height - crop_h))
+    framed = (left, top, left + crop_w, top + crop_h)
+    picture = source.crop(framed)
+    if magnify != 1:
+        picture = picture.resize((picture.width * magnify, picture.height * magnify), Image.Resampling.NEAREST)
+    _mark(picture, target, float(magnify), (-left, -top), True)
+    marked = ((x - left) * magnify, (y - top) * magnify)
+    inset = _inset(picture, source, framed, marked)
+    return Rendered(
+        halfblock(picture) if strips else [],
+        cells_w,
+        cells_h,
+        picture,
+        zoomed=True,
+        magnify=magnify,
+        framed=framed,
+        inset=inset,
+    )
+
+
+def _inset(
+    picture: Image.Image, source: Image.Image, framed: tuple[int, int, int, int], marked: tuple[int, int]
+) -> tuple[int, int, int, int] | None:
+    """Paste a thumbnail of the whole screen, the framed area outlined, into the corner of ``picture``
+    farthest from the marked target; where it went (None: the picture is too small for one)."""
+    width = picture.width // INSET_FRACTION
+    height = round(width * source.height / source.width)
+    if width < INSET_MIN or height * 2 > picture.height:
+        return None
+    thumb = source.resize((width, height), Image.Resampling.BILINEAR)
+    draw = ImageDraw.Draw(thumb)
+    sx, sy = width / source.width, height / source.height
+    x0, y0, x1, y1 = framed
+    if (x1 - x0) * sx < 4 or (y1 - y0) * sy < 4:  # too small to outline: a block where it is
+        cx, cy = round((x0 + x1) / 2 * sx), round((y0 + y1) / 2 * sy)
+        draw.rectangle((cx - 1, cy - 1, cx + 1, cy + 1), fill=FRAMED)
+    draw.rectangle(
+        (
+            round(x0 * sx),
+            round(y0 * sy),
+            max(round(x0 * sx) + 1, round(x1 * sx) - 1),
+            max(round(y0 * sy) + 1, round(y1 * sy) - 1),
+        ),
+        outline=FRAMED,
+        width=1,
+    )
+    framed_thumb = Image.new("RGB", (width + 2, height + 2), INSET_EDGE)
+    framed_thumb.paste(thumb, (1, 1))
+    # The corner away from the target, so the inset never hides what is being decided.
+    right = marked[0] < picture.width / 2
+    bottom = marked[1] < picture.height / 2
+    px = picture.width - framed_thumb.width if right else 0
+    py = picture.height - framed_thumb.height if bottom else 0
+    picture.paste(framed_thumb, (px, py))
+    return (px, py, px + framed_thumb.width, py + framed_thumb.height)
 
 
 def _mark(img: Image.Image, target: Target, scale: float, offset: tuple[int, int], zoom: bool) -> None:
@@ -165,7 +258,16 @@ def _mark(img: Image.Image, target: Target, scale: float, offset: tuple[int, int
         draw.rectangle((end[0] - 1, end[1] - 1, end[0] + 1, end[1] + 1), outline=MARKER)
     assert target.point is not None
     x, y = at(target.point)
-    arm = 6 if zoom else 3
+    if zoom:
+        # Magnified, the label under the target is what the reviewer reads: a ring with ticks outside it
+        # and one centre pixel, instead of a cross drawn over the letters.
+        ring = 7
+        draw.ellipse((x - ring, y - ring, x + ring, y + ring), outline=MARKER, width=1)
+        for dx, dy in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+            draw.line((x + dx * (ring + 1), y + dy * (ring + 1), x + dx * (ring + 3), y + dy * (ring + 3)), fill=MARKER)
+        draw.point((x, y), fill=MARKER)
+        return
+    arm = 3
     for colour, width in ((MARKER_EDGE, 3), (MARKER, 1)):
         draw.line((x - arm, y, x + arm, y), fill=colour, width=width)
         draw.line((x, y - arm, x, y + arm), fill=colour, width=width)

@@ -43,6 +43,14 @@ from .goal import GoalBar
 from .help import HelpScreen
 from .messages import FrameRendered
 from .run_view import RunView
+from .screen_text import (
+    ScreenReading,
+    ScreenTextRead,
+    ScreenTextScreen,
+    ShownScreen,
+    screen_text_arrived,
+    write_and_open,
+)
 from .status import RunInfo, StatusBar
 from .themes import load_themes, project_themes_dir
 
@@ -61,6 +69,8 @@ KEYS = [
     ("g G", "next / previous refused egress"),
     ("b", "flip between the screen before and after the selected action"),
     ("z", "zoom on the action's target"),
+    ("t", "the shown screen as text (OCR): nearest the action's target first, then the whole page; searchable"),
+    ("o", "write the shown screenshot to a file (says where) and open it in the system viewer"),
     ("?", "this help"),
     ("q", "quit"),
 ]
@@ -117,6 +127,8 @@ class ReplayApp(App[None]):
         Binding("G", "find('egress', -1)", show=False),
         Binding("b", "flip", "before/after", id="flip"),
         Binding("z", "zoom", "zoom", id="zoom"),
+        Binding("t", "screen_text", "screen text", id="screen_text"),
+        Binding("o", "open_screenshot", "screenshot", id="open_screenshot"),
         Binding("question_mark", "help", "help", id="help"),
         Binding("q", "quit", "quit", id="quit"),
     ]
@@ -158,6 +170,7 @@ class ReplayApp(App[None]):
         self.redraw_ms: list[float] = []  # from a move's start until its frame was on screen (the benchmark)
         self.ended_seen = False
         self.sealed_seen = False
+        self.reading = ScreenReading(self)  # the shown screen as text (t)
 
     # ------------------------------------------------------------------------------------------------
     @property
@@ -350,7 +363,22 @@ class ReplayApp(App[None]):
             return
         step = self.steps[self.selected]
         sha = step.after if self.showing == "after" and step.after else step.before or step.observed
-        self._render(sha, Target.from_record(step.proposal.action))
+        self._render(sha, self._target(step))
+
+    def _target(self, step: tl.Step) -> Target | None:
+        """The step's target; for typing, the field the last executed click focused (as in a live run)."""
+        target = Target.from_record(step.proposal.action)
+        if target is not None or (step.proposal.action or {}).get("kind") != "type":
+            return target
+        for earlier in reversed(self.steps[: step.number]):
+            record = earlier.proposal.action or {}
+            if record.get("kind") == "keypress" and "Tab" in str(record.get("keys", "")):
+                return None  # the focus moved on: which field is unknown
+            executed = earlier.outcome is not None and earlier.outcome.status == "executed"
+            if executed and record.get("kind") in ("click", "double_click", "triple_click"):
+                found = Target.from_record(record)
+                return Target(point=found.point, kind="type") if found is not None else None
+        return None
 
     def _render(self, sha: str | None, target: Target | None) -> None:
         view = self.query_one(DesktopView)
@@ -379,7 +407,7 @@ class ReplayApp(App[None]):
             step = steps[number]
             sha = step.after if self.showing == "after" and step.after else step.before or step.observed
             if sha is not None:
-                self._frame_for((sha, *shape[:2], Target.from_record(step.proposal.action), *shape[3:]))
+                self._frame_for((sha, *shape[:2], self._target(step), *shape[3:]))
 
     def _frame_for(self, key: tuple[Any, ...]) -> Rendered | str:
         """The rendered frame for ``key`` (from the cache, or converted and cached), or why there is none."""
@@ -482,6 +510,45 @@ class ReplayApp(App[None]):
     def action_zoom(self) -> None:
         self.zoom = not self.zoom
         self.render_frame()
+
+    def _shown_screen(self) -> ShownScreen | None:
+        """The screenshot the pane shows (the selected step's, before or after), its action's target."""
+        if not self.steps:
+            return None
+        step = self.steps[self.selected]
+        sha = step.after if self.showing == "after" and step.after else step.before or step.observed
+        if sha is None:
+            return None
+        target = self._target(step)
+
+        def load() -> bytes | None:
+            with self._reader_lock:
+                return self.reader.screen(sha)
+
+        point = target.point if target is not None else None
+        run_id = self._info().run_id
+        field = target is not None and target.kind == "type"
+        label = "the field (last click point)" if field else "the action's target"
+        return ShownScreen(sha, load, point, label if point else "", run_id)
+
+    def action_screen_text(self) -> None:
+        shown = self._shown_screen()
+        if shown is None:
+            self.notify("no screenshot recorded for this step", timeout=3)
+            return
+        if not isinstance(self.screen, ScreenTextScreen):
+            self.reading.request(shown)
+            self.push_screen(ScreenTextScreen(shown, self.reading))
+
+    def on_screen_text_read(self, message: ScreenTextRead) -> None:
+        screen_text_arrived(self, self.reading, message)
+
+    def action_open_screenshot(self) -> None:
+        shown = self._shown_screen()
+        if shown is None:
+            self.notify("no screenshot recorded for this step", timeout=3)
+            return
+        write_and_open(self, shown)
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

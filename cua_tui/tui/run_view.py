@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import events as ev
-from ..core.actions import Action
+from ..core.actions import Action, Kind
 from ..core.attention import Alert, Attention
 from ..core.ports import DecisionRequest
 
@@ -59,6 +59,7 @@ class RunView:
     isolation: dict[str, Any] | None = None  # what the desktop's sandbox obtained (desktop_ready)
     attention: Attention = field(default_factory=Attention)  # alerts not yet seen, routine noise folded
     alert: Alert | None = None  # the alert the last event raised, if any
+    last_click: tuple[int, int] | None = None  # where the last executed click landed: the focused field, for typing
 
     @property
     def events(self) -> int:
@@ -101,6 +102,8 @@ class RunView:
             case ev.Outcome():
                 if (row := self.actions.get(event.index)) is not None:
                     row.state = event.status
+                    if event.status == "executed" and row.parsed is not None:
+                        self._focus(row.parsed)
                 self.steps = event.step
             case ev.GrantAdded():
                 self.grants[event.grant] = event
@@ -121,6 +124,12 @@ class RunView:
             self.final_text = None
         else:  # the agent is done: the last batch stays in view with its final words
             self.final_text = event.text
+
+    def _focus(self, action: Action) -> None:
+        if action.kind in (Kind.CLICK, Kind.DOUBLE_CLICK, Kind.TRIPLE_CLICK) and action.point is not None:
+            self.last_click = action.point
+        elif action.kind is Kind.KEYPRESS and "Tab" in action.chord:  # the focus moved on: which field is unknown
+            self.last_click = None
 
     def _decision(self, event: ev.DecisionMade) -> None:
         row = self.actions.get(event.index)

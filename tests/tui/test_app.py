@@ -163,7 +163,7 @@ async def test_y_approves_the_typed_text_and_the_run_passes(tmp_path: Path) -> N
         assert not row(app, 0).has_class("pending") and not row(app, 2).has_class("pending")
         assert app.query_one(StatusBar).phase == "awaiting_decision"
         assert {"approve", "reject", "kill"} <= footer_actions(app)
-        assert "zoom" not in footer_actions(app)  # typing has no target on screen
+        assert "zoom" in footer_actions(app)  # typing: z frames the field the click focused
 
         await pilot.press("y")
         await until_ended(pilot, app)
@@ -311,7 +311,9 @@ async def test_y_and_n_do_nothing_without_a_pending_decision_and_q_waits_for_the
         assert bindings["q"].binding.action == "leave"  # q says what leaving a run that goes on means
         assert bindings["k"].enabled
         # x (alerts seen) is offered: the refused action raised an alert that stays until seen
-        assert footer_actions(app) == {"kill", "help", "command_palette", "alerts_seen"}
+        assert footer_actions(app) == {
+            "kill", "help", "command_palette", "screen_text", "open_screenshot", "alerts_seen"
+        }  # fmt: skip
         states = [row(app, i).state for i in range(3)]
         await pilot.press("y", "n", "z", "q")
         await pilot.pause()
@@ -333,7 +335,7 @@ async def test_keys_on_a_finished_run() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: not app.running, "the recorded end")
         await pilot.pause()
-        assert footer_actions(app) == {"help", "quit_when_done", "command_palette"}
+        assert footer_actions(app) == {"help", "quit_when_done", "command_palette", "screen_text", "open_screenshot"}
         assert app.check_action("kill", ()) is False
         await pilot.press("y", "n", "k")
         assert app.source.answers == [] and not app.source.killed  # type: ignore[attr-defined]
@@ -354,6 +356,9 @@ async def test_the_pending_click_is_marked_and_z_zooms_on_it(tmp_path: Path) -> 
         def marked() -> bool:
             return view.rendered is not None and not view.rendered.zoomed and bool(marker_pixels(view.rendered.image))
 
+        # At a decision the pane frames the target (zoomed); z shows the whole screen, and z again the zoom.
+        await until(pilot, lambda: view.rendered is not None and view.rendered.zoomed, "the framed target")
+        await pilot.press("z")
         await until(pilot, marked, "a marked frame")
         assert row(app, 0).has_class("risk-confirm") and row(app, 0).has_class("pending")
         assert view.rendered is not None

@@ -1,0 +1,123 @@
+"""The OCR adapter (cua_tui.ocr) with Tesseract for real, on real screenshots of the labs taken from the local
+desktop (Xvfb + Chromium): the words, their boxes and confidence, the cache, and every bound (pixel cap,
+timeout, not a PNG, the engine or its data missing)."""
+
+from __future__ import annotations
+
+import io
+import os
+import time
+
+import pytest
+from PIL import Image
+
+from cua_tui.core.geometry import Size
+from cua_tui.core.imaging import encode_png
+from cua_tui.desktops.local import LocalDesktop
+from cua_tui.labs import get_lab
+from cua_tui.labs.base import Box
+from cua_tui.ocr import INSTALL, OcrFailed, OcrUnavailable, ScreenReader, sha256
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+
+
+@pytest.fixture(scope="module")
+def shots() -> dict[str, bytes]:
+    """One real 1024x720 screenshot of each lab's first page."""
+    out = {}
+    for name in ("injection", "form"):
+        desktop = LocalDesktop(Size(1024, 720), lab=get_lab(name))
+        try:
+            desktop.start()
+            time.sleep(0.5)  # the page's fonts settle
+            out[name] = desktop.screenshot().png
+        finally:
+            desktop.stop()
+    return out
+
+
+def inside(box: tuple[int, int, int, int], area: Box) -> bool:
+    x0, y0, x1, y1 = box
+    return area.x <= x0 and area.y <= y0 and x1 <= area.x + area.width and y1 <= area.y + area.height
+
+
+def test_the_injection_notice_is_read_word_for_word_with_boxes(shots: dict[str, bytes]) -> None:
+    from cua_tui.labs.injection import NOTICE, NOTICE_BOX, ORDER_NUMBER, SEND
+
+    text = ScreenReader().read(shots["injection"])
+    assert (text.width, text.height) == (1024, 720)
+    lines = [line.text for line in text.lines]
+    first, second = NOTICE.split(" https://")
+    assert first in lines and "https://" + second in lines, lines
+    notice = [line for line in text.lines if line.text in (first, "https://" + second)]
+    for line in notice:
+        assert inside(line.box, NOTICE_BOX), (line.text, line.box)
+        confidence = [w.conf for w in line.words]
+        assert all(0 < c <= 100 for c in confidence) and sum(c > 90 for c in confidence) > len(confidence) / 2
+    send = next(line for line in text.lines if line.text == "Send now")
+    assert inside(send.box, SEND)
+    assert text.nearest_lines(SEND.center, 1) == [send]
+    assert any(ORDER_NUMBER in line for line in lines)
+
+
+def test_a_field_is_named_by_its_placeholder(shots: dict[str, bytes]) -> None:
+    from cua_tui.labs.form import INPUT
+
+    text = ScreenReader().read(shots["form"])
+    assert text.around(INPUT.center) == "Enter the phrase"
+
+
+def test_the_cache_is_by_screen_hash_and_bounded(shots: dict[str, bytes]) -> None:
+    reader = ScreenReader(cache_size=1)
+    injection, form = shots["injection"], shots["form"]
+    started = time.perf_counter()
+    first = reader.read(injection)
+    engine_s = time.perf_counter() - started
+    started = time.perf_counter()
+    assert reader.read(injection) is first  # cached: the same object
+    assert time.perf_counter() - started < engine_s / 10
+    assert reader.cached(sha256(injection)) is first
+    reader.read(form)  # evicts the injection page (one screen kept)
+    assert reader.cached(sha256(injection)) is None and reader.cached(sha256(form)) is not None
+    again = reader.read(injection)
+    assert again is not first and [w.text for w in again.words] == [w.text for w in first.words]
+
+
+def test_one_openmp_thread_for_the_engine() -> None:
+    # Tesseract's OpenMP threads spin on a 2-CPU machine (1.2 s instead of 0.2 s): the adapter limits them.
+    assert os.environ.get("OMP_THREAD_LIMIT")
+
+
+def test_bounds_and_failures_are_one_line_errors(shots: dict[str, bytes], tmp_path) -> None:
+    png = shots["injection"]
+    with pytest.raises(OcrFailed, match="claims 1024 x 720 pixels"):
+        ScreenReader(max_pixels=1000 * 700).read(png)  # the pixel cap, judged from the header
+    with pytest.raises(OcrFailed, match="not a PNG"):
+        ScreenReader().read(b"GIF89a" + b"\0" * 100)
+    with pytest.raises(OcrFailed, match=r"took longer than 0\.01 s"):
+        ScreenReader(timeout=0.01).read(png)
+    with pytest.raises(OcrUnavailable) as missing:
+        ScreenReader(command=str(tmp_path / "tesseract")).read(png)
+    assert str(missing.value) == f"Tesseract is not installed: {INSTALL}"
+    with pytest.raises(OcrUnavailable, match="no English data"):
+        ScreenReader(language="zz-no-such-language").read(png)
+    # A failure is not cached: the same screen reads fine afterwards.
+    reader = ScreenReader(timeout=0.01)
+    with pytest.raises(OcrFailed):
+        reader.read(png)
+    reader.timeout = 30
+    assert reader.read(png).words
+
+
+def test_a_blank_screen_has_no_words() -> None:
+    blank = encode_png(Image.new("RGB", (1024, 720), (255, 255, 255))).png
+    text = ScreenReader().read(blank)
+    assert text.words == () and text.lines == ()
+
+
+def test_a_png_with_alpha_or_palette_is_read_as_rgb(shots: dict[str, bytes]) -> None:
+    with Image.open(io.BytesIO(shots["injection"])) as img:
+        buf = io.BytesIO()
+        img.convert("P").save(buf, format="PNG")
+    text = ScreenReader().read(buf.getvalue())
+    assert any("SYSTEM NOTICE" in line.text for line in text.lines)
