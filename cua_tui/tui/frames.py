@@ -156,6 +156,7 @@ def _with_sixel(rendered: Rendered, sixel: bool, cell_pixels: tuple[int, int] | 
     box = (0, 0, rendered.width * cell_pixels[0], rendered.height * cell_pixels[1])
     return dataclasses.replace(rendered, sixel=image_to_sixels(rendered.image.crop(box)))
 
+
 def _zoom(
     source: Image.Image,
     target: Target,
