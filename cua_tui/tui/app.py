@@ -541,6 +541,14 @@ class SupervisorApp(HistoryActions, App[Any]):
         if not self.running:
             self.exit(self.result)
 
+    async def action_quit(self) -> None:
+        """Textual's ctrl+q and the palette's Quit: during a run, the same as q (say that leaving kills the
+        run; a second press within a few seconds leaves); once it has ended, quit."""
+        if self.running:
+            self.action_leave()
+        else:
+            self.exit(self.result)
+
 
 def graphics_widget() -> type[Widget] | None:
     """The textual-image widget for the terminal's graphics protocol (Kitty TGP or Sixel), or None for the

@@ -278,13 +278,19 @@ async def test_k_ends_the_run_while_a_desktop_command_hangs(tmp_path: Path) -> N
 
 
 async def test_leaving_the_tui_during_a_run_kills_it(tmp_path: Path) -> None:
-    """ctrl+q while the run waits: the run ends killed at once (otherwise its thread would keep the process,
-    and the command line's own kill after ``app.run()`` would never come)."""
+    """ctrl+q while the run waits: like q, the first says that leaving kills the run, the second leaves, and
+    the run ends killed at once (otherwise its thread would keep the process, and the command line's own kill
+    after ``app.run()`` would never come)."""
     run = live(tmp_path, [FORM_TURN])
     app = run.app
     async with app.run_test(size=SIZE) as pilot:
         await until_decision(pilot, app, 1)
         await pilot.press("ctrl+q")
+        await pilot.pause()
+        assert app.is_running and run.supervisor.result is None
+        assert any("kills the run" in str(n.message) for n in app._notifications)
+        await pilot.press("ctrl+q")
+        await until(pilot, lambda: not app.is_running, "the app to exit")
     assert run.supervisor.wait(SOON) is not None, "the run outlived the TUI"
     assert run.result_json()["status"] == "killed"
     assert [r["by"] for r in run.audit() if r["kind"] == "kill"] == ["human (left the TUI)"]
