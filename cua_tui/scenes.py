@@ -263,6 +263,12 @@ SCENES = {
         Scene("finished", finished, description="the run finished and the form server says passed"),
         Scene("help", awaiting_decision, press=("question_mark",), description="the help screen over a decision"),
         Scene(
+            "screen-text",
+            awaiting_decision,
+            press=("t",),
+            description="the screen as text (OCR) at a decision: the words nearest the target first",
+        ),
+        Scene(
             "replay",
             description="replay of a recorded run: the refused chord's step, its verdict and what the model heard",
             make=replay_app,

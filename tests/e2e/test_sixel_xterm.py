@@ -4,8 +4,8 @@ xterm runs on an X display of its own (Xvfb picks a free number with ``-displayf
 desktop's X server does). In the same xterm, first the probe the CLI uses (``graphics_widget()``, i.e.
 textual-image's terminal probe) must pick ``SixelImage`` and learn the real cell size, then the demo runs
 on the local backend (form lab, scripted turns) to its second decision, the Verify click, whose target is
-marked. A screenshot of the xterm window must then show, in the desktop pane, the screenshot the run
-directory holds for that moment.
+marked. After ``z`` (the whole screen instead of the framed target), a screenshot of the xterm window must
+show, in the desktop pane, the screenshot the run directory holds for that moment.
 
 The similarity measure: normalised cross-correlation (NCC) of band-pass greyscale images (a difference of
 Gaussians, sigma 1 minus sigma 4, amplified 4x and so clipped at +-32 grey levels: text strokes and edges
@@ -299,8 +299,11 @@ def test_sixel_picture_in_xterm_matches_the_runs_screenshot(tmp_path: Path) -> N
         changed = ImageChops.difference(earlier, png).getbbox()  # the phrase typed into the field
         assert changed is not None
 
-        # 3. Screenshots of the xterm window until the pane shows that picture (Sixel draws in a moment),
-        # with the marker on the target: the TUI shows the decision (the audit file is written first).
+        # 3. At a decision the pane frames the target (magnified, with an overview inset); z shows the whole
+        # screen, which is what is compared here. Then screenshots of the xterm window until the pane shows
+        # that picture (Sixel draws in a moment), with the marker on the target.
+        time.sleep(0.5)
+        subprocess.run(["xdotool", "key", "z"], env=env, check=True, timeout=10)
         last: dict[str, Any] = {}
 
         def judged() -> dict[str, Any] | None:
