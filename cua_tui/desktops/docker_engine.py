@@ -137,14 +137,17 @@ class Engine:
             raise EngineError(f"docker {args[0]}: {first_line(err) or f'status {code}'}")
         return out.decode("utf-8", "replace")
 
-    def problem(self, image: str) -> str | None:
-        """Why the backend cannot run here, in one line (with how to set it up), or None."""
+    def problem(self, image: str | None = None) -> str | None:
+        """Why the backend cannot run here (no engine, or not the ``image``), in one line with how to set
+        it up; None when it can."""
         if shutil.which(self.docker) is None:
             return f"the docker backend needs a Docker engine, and there is no `{self.docker}` command: {SETUP}"
         try:
             self.run("version", "--format", "{{.Server.Version}}", timeout=15)
         except EngineError as exc:
             return f"the docker backend needs a running Docker engine, and it does not answer ({exc}): {SETUP}"
+        if image is None:
+            return None
         try:
             self.run("image", "inspect", "--format", "{{.Id}}", image, timeout=15)
         except EngineError:
@@ -179,18 +182,16 @@ class Engine:
     def remove(self, ident: str) -> bool:
         """Remove a container (killing it) or a network by id or name; False if there was none (harmless)."""
         code, _out, err = run_bounded([self.docker, "rm", "--force", "--volumes", ident], timeout=self.timeout)
-        if code == 0:
+        if b"No such container" in err:  # (--force says so and exits 0): a network, or gone already
+            code, _out, err = run_bounded([self.docker, "network", "rm", ident], timeout=self.timeout)
+            if code == 0:
+                return True
+            if b"No such network" in err or b"not found" in err:
+                return False
+            raise EngineError(f"docker network rm: {first_line(err)}")
+        if code == 0 or b"already in progress" in err:  # the engine removes it already (--rm, after its end)
             return True
-        if b"already in progress" in err:  # the engine removes it already (--rm, after its end)
-            return True
-        if b"No such container" not in err:
-            raise EngineError(f"docker rm: {first_line(err)}")
-        code, _out, err = run_bounded([self.docker, "network", "rm", ident], timeout=self.timeout)
-        if code == 0:
-            return True
-        if b"No such network" in err or b"not found" in err:
-            return False
-        raise EngineError(f"docker network rm: {first_line(err)}")
+        raise EngineError(f"docker rm: {first_line(err)}")
 
     def remove_run(self, run_id: str) -> list[str]:
         """Remove every container and network of a run (by its label): their ids."""
