@@ -23,7 +23,6 @@ import json
 import os
 import shlex
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -119,25 +118,13 @@ class CWSandboxDesktop(HelperDesktop):
         self.lab = lab
         self.url = url
         self.allow_domains = tuple(allow_domains)
-        self.run_id = ""
-        self._rundir: Any = None
-        self._sink: Callable[[ev.Event], None] | None = None
         self._sandbox: Any = None
         self._sandbox_id: str | None = None
         self._process: Any = None  # the exec in flight
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
         self._stopped = False
 
     # ------------------------------------------------------------------------------------------------
-    def bind_run(self, rundir: Any) -> None:
-        """The run directory (sandbox-id.txt goes there) and its id (the sandbox's tag)."""
-        self._rundir = rundir
-        self.run_id = rundir.run_id
-
-    def bind_events(self, sink: Callable[[ev.Event], None]) -> None:
-        self._sink = sink
-
     @property
     def sandbox_id(self) -> str | None:
         return self._sandbox_id
@@ -333,10 +320,6 @@ class CWSandboxDesktop(HelperDesktop):
         if self.settings.api_key:
             message = message.replace(self.settings.api_key, "[redacted]")
         return DesktopError(truncate(message, 300), fatal=True)
-
-    def _check_stopping(self) -> None:
-        if self._stopping.is_set():
-            raise DesktopError("the desktop was stopped", fatal=True)
 
     # ------------------------------------------------------------------------------------------------
     # Desktop

@@ -55,7 +55,6 @@ import shutil
 import subprocess
 import tempfile
 import threading
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -237,9 +236,6 @@ class DockerDesktop(HelperDesktop):
         self.lab = lab
         self.url = url
         self.allow_domains = tuple(allow_domains)
-        self.run_id = ""
-        self._rundir: Any = None
-        self._sink: Callable[[ev.Event], None] | None = None
         self._workspace: Path | None = None
         self._proxy: EgressProxy | None = None
         self._container: str | None = None
@@ -248,19 +244,10 @@ class DockerDesktop(HelperDesktop):
         self._process: subprocess.Popen[bytes] | None = None  # the docker command in flight
         self._lock = threading.Lock()  # the container's id, the process in flight, removal
         self._requests = threading.Lock()  # one request at a time
-        self._stopping = threading.Event()
         self._removed = False
         self._stopped = False
 
     # ------------------------------------------------------------------------------------------------
-    def bind_run(self, rundir: Any) -> None:
-        """The run directory (sandbox-id.txt goes there) and its id (the container's label and name)."""
-        self._rundir = rundir
-        self.run_id = rundir.run_id
-
-    def bind_events(self, sink: Callable[[ev.Event], None]) -> None:
-        self._sink = sink
-
     @property
     def sandbox_id(self) -> str | None:
         return self._container
@@ -413,10 +400,6 @@ class DockerDesktop(HelperDesktop):
     def _track(self, proc: subprocess.Popen[bytes] | None) -> None:
         with self._lock:
             self._process = proc
-
-    def _check_stopping(self) -> None:
-        if self._stopping.is_set():
-            raise DesktopError("the desktop was stopped", fatal=True)
 
     # ------------------------------------------------------------------------------------------------
     # One request per step

@@ -10,7 +10,9 @@ before anything decodes it.
 
 from __future__ import annotations
 
-from typing import Any
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ..core.actions import Action
 from ..core.geometry import Size
@@ -19,13 +21,17 @@ from ..core.ports import DesktopError, Frame, StepResult, Verification
 from ..core.text import one_line, truncate
 from .helper import ReplyError, action_to_wire, parse_reply
 
+if TYPE_CHECKING:
+    from ..core import events as ev
+
 REPLY_CAP = 24 * 1024 * 1024  # a 1920x1200 PNG at low compression is well under this
 
 Blobs = dict[str, tuple[bytes, int, int]]
 
 
 class HelperDesktop:
-    """A desktop driven through the in-sandbox helper, one request per step."""
+    """A desktop driven through the in-sandbox helper, one request per step, bound to its run (the
+    sandbox carries the run id; sandbox-id.txt goes in its directory) before it starts."""
 
     name = "remote"
 
@@ -34,6 +40,22 @@ class HelperDesktop:
         self.step_timeout = step_timeout
         self._first: Frame | None = None  # the ``ready`` reply's screen: the run's first screenshot
         self._isolation: dict[str, Any] = {}
+        self.run_id = ""
+        self._rundir: Any = None
+        self._sink: Callable[[ev.Event], None] | None = None
+        self._stopping = threading.Event()
+
+    def bind_run(self, rundir: Any) -> None:
+        """The run directory (sandbox-id.txt goes there) and its id (the sandbox's tag or label)."""
+        self._rundir = rundir
+        self.run_id = rundir.run_id
+
+    def bind_events(self, sink: Callable[[ev.Event], None]) -> None:
+        self._sink = sink
+
+    def _check_stopping(self) -> None:
+        if self._stopping.is_set():
+            raise DesktopError("the desktop was stopped", fatal=True)
 
     # ------------------------------------------------------------------------------------------------
     def _request(self, request: dict[str, Any], *, timeout: float) -> tuple[dict[str, Any], Blobs]:

@@ -32,6 +32,9 @@ from cua_tui.desktops.docker import DEFAULT_IMAGE, DockerDesktop, DockerSettings
 from cua_tui.desktops.docker_engine import Engine
 from cua_tui.labs import get_lab
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from recorder import Recorder
+
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "cua_tui.cli"]
@@ -86,17 +89,6 @@ def _no_leftovers_before(request: pytest.FixtureRequest) -> Iterator[None]:
         assert ours() <= before, "a test left a container or network labelled cua-tui"
     else:
         yield
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list[ev.Event] = []
-
-    def __call__(self, stamped: ev.Stamped) -> None:
-        self.events.append(stamped.event)
-
-    def of(self, kind: type[ev.Event]) -> list[Any]:
-        return [e for e in self.events if isinstance(e, kind)]
 
 
 def lab_run(tmp_path: Path, lab: str, decisions: str, **options: Any) -> tuple[Any, Recorder]:
@@ -438,3 +430,22 @@ def test_without_an_engine_or_its_image_one_line_and_exit_2(tmp_path: Path, env:
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0] and "bash scripts/setup.sh docker" in lines[0], lines
     assert not (tmp_path / "runs").exists()  # nothing started
+
+
+def test_the_docker_benchmark_reports_both_ways_against_local(engine: Engine, tmp_path: Path) -> None:
+    """``python -m cua_tui.bench docker --quick``: start and step medians of each side, with ratios; the
+    attached exec the backend uses is the faster way."""
+    out = tmp_path / "bench.json"
+    done = subprocess.run(
+        [*[sys.executable, "-m", "cua_tui.bench"], "docker", "--quick", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=170,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())["docker"]
+    for key in ("start_s", "click_ms", "type_ms"):
+        assert set(result[key]) == {"local", "docker", "docker_exec"} and all(v > 0 for v in result[key].values())
+    assert result["click_ms"]["docker"] < result["click_ms"]["docker_exec"]
+    assert "Docker backend vs local desktop" in done.stdout and "one attached exec" in done.stdout
