@@ -11,6 +11,9 @@ CoreWeave sandboxes (``--backend cwsandbox``): ``CWSANDBOX_BASE_URL`` / ``CWSAND
 own variables), else ``cwsandbox_base_url`` / ``cwsandbox_api_key`` from the file; the image, resources,
 lifetime and placement from ``cwsandbox_image``, ``cwsandbox_cpu``, ``cwsandbox_memory``,
 ``cwsandbox_max_lifetime`` (seconds) and ``cwsandbox_placement``.
+
+Docker (``--backend docker``): the image from ``CUA_TUI_DOCKER_IMAGE``, else ``docker_image``, else the one
+``scripts/setup.sh docker`` builds.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ class _File(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     cwsandbox_memory: str | None = None
     cwsandbox_max_lifetime: int | None = None
     cwsandbox_placement: str | None = None
+    docker_image: str | None = None
     bell: bool | None = None  # ring the terminal bell when a decision starts waiting
     notify: bool | None = None  # and send a desktop notification escape where the terminal shows one
 
@@ -70,6 +74,7 @@ class Settings:
     model_prices: dict[str, tuple[float, float]] = field(default_factory=dict)
     cwsandbox: dict[str, str | int] = field(default_factory=dict)  # the cwsandbox_* settings, without the key
     cwsandbox_api_key: str | None = field(default=None, repr=False)
+    docker_image: str | None = None  # None: the backend's default
     bell: bool = True
     notify: bool = True
 
@@ -125,6 +130,7 @@ class Settings:
             model_prices=prices,
             cwsandbox=_sandbox_settings(data, config_file),
             cwsandbox_api_key=(data.cwsandbox_api_key or "").strip() or None,
+            docker_image=(env.get("CUA_TUI_DOCKER_IMAGE") or data.docker_image or "").strip() or None,
             bell=_switch(env, "CUA_TUI_BELL", data.bell),
             notify=_switch(env, "CUA_TUI_NOTIFY", data.notify),
         )

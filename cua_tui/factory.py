@@ -41,6 +41,8 @@ def make_desktop(
         raise UnavailableError("--bootstrap applies to the cwsandbox backend only")
     if name == "cwsandbox":
         return _cwsandbox_desktop(size, lab, url, allow_domains, settings, bootstrap)
+    if name == "docker":
+        return _docker_desktop(size, lab, url, allow_domains, settings)
     if name == "local":
         from .desktops.local import LocalDesktop
 
@@ -76,6 +78,24 @@ def _cwsandbox_desktop(
     return CWSandboxDesktop(
         size, options, lab=lab.name if lab is not None else None, url=url, allow_domains=allow_domains
     )
+
+
+def _docker_desktop(
+    size: Size, lab: Any, url: str | None, allow_domains: tuple[str, ...], settings: Settings | None
+) -> Desktop:
+    """The desktop in a hardened container; an engine that is missing, not running or without the image
+    is refused here, in one line, before anything starts."""
+    from .desktops.docker import DockerDesktop, DockerSettings
+    from .desktops.docker_engine import Engine
+
+    if lab is None and not url:
+        raise UnavailableError("the docker desktop needs --lab NAME or --url URL")
+    image = settings.docker_image if settings is not None else None
+    options = DockerSettings(image=image) if image else DockerSettings()
+    problem = Engine(options.docker).problem(options.image)
+    if problem:
+        raise UnavailableError(problem)
+    return DockerDesktop(size, options, lab=lab, url=url, allow_domains=allow_domains)
 
 
 def sandbox_settings(settings: Settings | None = None, *, bootstrap: bool = False) -> Any:

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # One entry point that installs what cua-tui needs on a fresh Debian machine (as root) and then runs
-# a job:   bash scripts/setup.sh demo | test | bench | env
+# a job:   bash scripts/setup.sh demo | test | bench | env | docker
 #   demo   the first-run experience (offline: no account, no API key)
-#   test   the whole test suite (what CI runs)
+#   test   the whole test suite (what CI runs; it sets up Docker first, as `docker` does)
 #   bench  the benchmarks, side by side with their baselines
 #   env    only install (Debian packages when missing, Python >= 3.12, the locked dependencies)
+#   docker the Docker engine (installed and started when missing) and the images --backend docker uses
 set -euo pipefail
 cd "$(dirname "$0")/.."
 job="${1:-env}"
@@ -77,6 +78,55 @@ ensure_env() {
   "$uv" sync --frozen --quiet --python "$py"
 }
 
+# --- Docker: the engine, a Debian base made with debootstrap (no image registry), the desktop image -----------
+DEB_DOCKER=(docker.io debootstrap)
+DOCKER_BASE=cua-tui-base:bookworm
+DOCKER_IMAGE=cua-tui-desktop  # :latest is what the backend runs; :<hash of the build context> is its build
+docker_up() { docker version >/dev/null 2>&1; }
+ensure_docker() {
+  deb_install "${DEB_DOCKER[@]}"
+  if ! docker_up; then
+    log "starting dockerd (its log: /var/log/cua-tui-dockerd.log)"
+    nohup dockerd >/var/log/cua-tui-dockerd.log 2>&1 &
+    local n=0
+    until docker_up; do
+      n=$((n + 1))
+      if [ "$n" -gt 120 ]; then log "dockerd did not answer within 60 s: see /var/log/cua-tui-dockerd.log"; return 1; fi
+      sleep 0.5
+    done
+  fi
+  if ! docker image inspect "$DOCKER_BASE" >/dev/null 2>&1; then
+    # the mirror apt already uses (deb822 sources first, then sources.list), plain Debian otherwise
+    local mirror root
+    mirror="$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)"
+    [ -n "$mirror" ] || mirror="$(awk '$1 == "deb" && $3 ~ /^bookworm$/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)"
+    [ -n "$mirror" ] || mirror=http://deb.debian.org/debian
+    root="$(mktemp -d)"
+    log "building the base image $DOCKER_BASE with debootstrap from $mirror"
+    debootstrap --variant=minbase bookworm "$root" "$mirror" >/dev/null
+    tar -C "$root" -c . | docker import - "$DOCKER_BASE" >/dev/null
+    rm -rf "$root"
+  fi
+  # the build context: the Dockerfile and mss from the locked environment (not packaged in bookworm)
+  local ctx mss tag
+  ctx="$(mktemp -d)"
+  mss="$(.venv/bin/python -c 'import mss, os; print(os.path.dirname(mss.__file__))')"
+  cp docker/desktop/Dockerfile "$ctx/"
+  cp -r "$mss" "$ctx/mss"
+  find "$ctx" -name __pycache__ -prune -exec rm -rf {} +
+  tag="$(cd "$ctx" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)"
+  if ! docker image inspect "$DOCKER_IMAGE:$tag" >/dev/null 2>&1; then
+    log "building the desktop image $DOCKER_IMAGE:$tag (docker/desktop/Dockerfile)"
+    if ! docker build -q --build-arg "BASE=$DOCKER_BASE" -t "$DOCKER_IMAGE:$tag" "$ctx" >"$ctx.log" 2>&1; then
+      cat "$ctx.log" >&2; rm -rf "$ctx" "$ctx.log"; return 1
+    fi
+    rm -f "$ctx.log"
+  fi
+  docker tag "$DOCKER_IMAGE:$tag" "$DOCKER_IMAGE:latest"
+  rm -rf "$ctx"
+  log "docker: engine $(docker version --format '{{.Server.Version}}'), image $DOCKER_IMAGE:$tag (tagged latest)"
+}
+
 case "$job" in
   env)
     ensure_env ;;
@@ -86,6 +136,7 @@ case "$job" in
   test)
     deb_install "${DEB_TEST[@]}"
     ensure_env
+    ensure_docker
     set +e
     .venv/bin/python -m pytest "$@"
     rc=$?
@@ -95,7 +146,11 @@ case "$job" in
   bench)
     deb_install "${DEB_TEST[@]}"
     ensure_env
+    if [ "${1:-all}" = docker ] || [ "${1:-all}" = all ]; then ensure_docker; fi
     exec .venv/bin/python -m cua_tui.bench "${@:-all}" ;;
+  docker)
+    ensure_env
+    ensure_docker ;;
   *)
-    log "unknown job '$job': use demo, test, bench or env"; exit 2 ;;
+    log "unknown job '$job': use demo, test, bench, env or docker"; exit 2 ;;
 esac

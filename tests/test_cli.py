@@ -141,7 +141,7 @@ def test_dry_backend_finishes_without_verifier(tmp_path: Path) -> None:
         (["--backend", "cwsandbox"], "needs --lab NAME or --url URL"),
         (["--backend", "cwsandbox", "--lab", "form"], "needs an API key: set CWSANDBOX_API_KEY"),
         (["--backend", "dry", "--bootstrap"], "--bootstrap: only for --backend cwsandbox"),
-        (["--backend", "docker"], "not part of this build yet"),
+        (["--backend", "docker"], "needs --lab NAME or --url URL"),
         (["--backend", "local", "--lab", "nope"], "unknown lab"),
         (["--agent", "openai"], "needs an API key: set OPENAI_API_KEY"),
         (["--agent", "anthropic"], "needs an API key: set ANTHROPIC_API_KEY"),

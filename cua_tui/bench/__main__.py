@@ -1,4 +1,5 @@
-"""``python -m cua_tui.bench [core|supervisor|verify|local|tui|replay|ocr|cwsandbox|all] [--quick] [--json PATH]``."""
+"""``python -m cua_tui.bench [core|supervisor|verify|local|tui|replay|ocr|cwsandbox|docker|all] [--quick]
+[--json PATH]``."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from .report import render
 from .supervisor import TARGET_ACTION_US, run_supervisor
 from .verify import TARGET_VERIFY_EPS, bench_verify
 
-SUITES = ("core", "supervisor", "verify", "local", "tui", "replay", "ocr", "cwsandbox", "all")
+SUITES = ("core", "supervisor", "verify", "local", "tui", "replay", "ocr", "cwsandbox", "docker", "all")
 
 
 def _tmp_fs(path: str) -> str:
@@ -83,6 +84,10 @@ def run(suite: str, quick: bool, verify_events: int | None = None) -> dict[str, 
             from .cwsandbox import run as run_cwsandbox  # imports the vendor SDK: only for this suite
 
             results["cwsandbox"] = run_cwsandbox(tmp, 8 if quick else 30)
+        if suite in ("docker", "all"):
+            from .docker import run as run_docker
+
+            results["docker"] = run_docker(tmp, 8 if quick else 30, 1 if quick else 3)
         if suite in ("replay", "all"):
             from .replay import run as run_replay  # imports Textual: only for the suites that measure it
 
@@ -133,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         "tools), tui (UI-thread time per screenshot frame), replay (opening and stepping through recorded runs), "
         "ocr (a real lab page read as text with Tesseract, and the cached lookup), "
         "cwsandbox (requests and latency per step in a CoreWeave sandbox, ours vs the tutorial's, against a "
-        "local service), all (every suite)",
+        "local service), docker (start time and step latency of the Docker backend vs the local desktop), all "
+        "(every suite)",
     )
     parser.add_argument(
         "--quick", action="store_true", help="a fast smoke run: fewer samples, 10,000 events, 8 local samples"

@@ -47,6 +47,10 @@ def render(results: dict[str, Any]) -> str:
         from .cwsandbox import report as cwsandbox_report
 
         lines += ["", *cwsandbox_report(results["cwsandbox"])]
+    if results.get("docker"):
+        from .docker import report as docker_report
+
+        lines += ["", *docker_report(results["docker"])]
     if results.get("resize"):
         from .resize import report as resize_report
 

@@ -1,8 +1,12 @@
-"""``cua-tui sandboxes``: this user's CoreWeave sandboxes tagged ``cua-tui``, and stopping leftovers."""
+"""``cua-tui sandboxes``: the sandboxes a backend holds for cua-tui (CoreWeave's tagged, Docker's labelled
+``cua-tui``), and removing leftovers."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -11,12 +15,65 @@ from .base import UsageFailure, settings
 SANDBOX_ID_CAP = 256
 
 
+@dataclass(frozen=True)
+class Sandboxes:
+    """What the command needs of a backend: list them, stop one by id, and how to say so."""
+
+    list: Callable[[], list[dict[str, str]]]
+    stop: Callable[[str], object]
+    what: str  # "tagged cua-tui"
+    secret: str = ""  # never printed (the service's key)
+
+
+def _cwsandbox(config: Any) -> Sandboxes:
+    from ..factory import UnavailableError, sandbox_settings
+
+    try:
+        options = sandbox_settings(config)
+    except UnavailableError as exc:
+        raise UsageFailure(str(exc)) from None
+    from ..desktops.cwsandbox import list_sandboxes, stop_sandbox
+
+    return Sandboxes(
+        lambda: list_sandboxes(options),
+        lambda ident: stop_sandbox(options, ident),
+        "tagged cua-tui",
+        options.api_key or "",
+    )
+
+
+def _docker(config: Any) -> Sandboxes:
+    from ..desktops.docker import DockerSettings, list_leftovers, remove_leftover
+    from ..desktops.docker_engine import Engine
+
+    options = DockerSettings()
+    problem = Engine(options.docker).problem()
+    if problem:
+        raise UsageFailure(problem)
+    return Sandboxes(
+        lambda: [{**row, "state": f"{row['kind']} {row['state']}"} for row in list_leftovers(options)],
+        lambda ident: remove_leftover(ident, options),
+        "labelled cua-tui",
+    )
+
+
+BACKENDS = {"cwsandbox": _cwsandbox, "docker": _docker}
+
+
 @click.command("sandboxes")
+@click.option(
+    "--backend",
+    type=click.Choice(tuple(BACKENDS)),
+    default="cwsandbox",
+    show_default=True,
+    help="Whose sandboxes: CoreWeave's, or this machine's Docker engine (containers and networks).",
+)
 @click.option("--stop", "target", default=None, help="Stop one: a run directory, a run id or a sandbox id.")
-@click.option("--all", "stop_all", is_flag=True, help="Stop every sandbox tagged cua-tui.")
+@click.option("--all", "stop_all", is_flag=True, help="Stop every sandbox tagged (or labelled) cua-tui.")
 @click.option("--runs-dir", type=click.Path(path_type=Path), default=None, help="Where run directories are.")
-def command(target: str | None, stop_all: bool, runs_dir: Path | None) -> None:
-    """List this user's sandboxes tagged cua-tui (CWSANDBOX_API_KEY says whose), or stop leftovers.
+def command(backend: str, target: str | None, stop_all: bool, runs_dir: Path | None) -> None:
+    """List the sandboxes tagged cua-tui (CoreWeave: CWSANDBOX_API_KEY says whose; Docker: the containers
+    and networks labelled cua-tui on this machine's engine), or stop leftovers.
 
     A run leaves its sandbox's id in sandbox-id.txt before anything else, so --stop RUN_DIR finds it even
     after a crash. Stopping a sandbox that is already gone is harmless. Exit status: 0 done, 1 the service
@@ -25,37 +82,30 @@ def command(target: str | None, stop_all: bool, runs_dir: Path | None) -> None:
         raise UsageFailure("--stop and --all: choose one")
     # Imported here: the vendor SDK loads only when this command runs.
     from ..core.text import one_line, visible
-    from ..factory import UnavailableError, sandbox_settings
 
     config = settings()
-    try:
-        options = sandbox_settings(config)
-    except UnavailableError as exc:
-        raise UsageFailure(str(exc)) from None
-    from ..desktops.cwsandbox import list_sandboxes, stop_sandbox
-
+    found = BACKENDS[backend](config)
     try:
         if target:
             sandbox_id = _sandbox_id(target, (runs_dir or config.runs_dir).expanduser())
-            stop_sandbox(options, sandbox_id)
+            found.stop(sandbox_id)
             click.echo(f"stopped {visible(sandbox_id)}")
             return
-        found = list_sandboxes(options)
+        rows = found.list()
         if stop_all:
-            for row in found:
-                stop_sandbox(options, row["id"])
+            for row in rows:
+                found.stop(row["id"])
                 click.echo(f"stopped {visible(row['id'])}")
-            click.echo(f"{len(found)} sandbox(es) stopped")
+            click.echo(f"{len(rows)} sandbox(es) stopped")
             return
-        for row in found:
+        for row in rows:
             click.echo(f"{visible(row['id'])}  {visible(row['state'], limit=20)}  run {visible(row['run']) or '-'}")
-        click.echo(f"{len(found)} sandbox(es) tagged cua-tui")
+        click.echo(f"{len(rows)} sandbox(es) {found.what}")
     except UsageFailure:
         raise
     except Exception as exc:  # the service's error, in one line (it carries no credential)
-        key = options.api_key or ""
-        message = one_line(f"cwsandbox: {type(exc).__name__}: {exc}")
-        raise click.ClickException(message.replace(key, "[redacted]") if key else message) from None
+        message = one_line(f"{backend}: {type(exc).__name__}: {exc}")
+        raise click.ClickException(message.replace(found.secret, "[redacted]") if found.secret else message) from None
 
 
 def _sandbox_id(target: str, runs_dir: Path) -> str:

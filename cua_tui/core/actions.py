@@ -420,8 +420,9 @@ class _ShortRepr(reprlib.Repr):
     """repr() in bounded time and space, whatever the value (deep, long, or an integer too long to print)."""
 
     def __init__(self) -> None:
-        super().__init__(maxlevel=3, maxlist=4, maxdict=4, maxstring=48, maxother=48)
-        self.maxlong = 48
+        super().__init__()  # set as attributes: Debian's python 3.11 in the sandbox image takes no keywords
+        self.maxlevel, self.maxlist, self.maxdict = 3, 4, 4
+        self.maxstring = self.maxother = self.maxlong = 48
 
     def repr_int(self, x: int, level: int) -> str:
         if x.bit_length() > 512:  # str() of a long int costs quadratic time, and fails past 4300 digits

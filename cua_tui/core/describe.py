@@ -99,6 +99,8 @@ def scripted_note(agent: str) -> tuple[str, str] | None:
 
 def isolation_label(isolation: dict[str, Any]) -> str:
     """A few words on what the desktop's sandbox obtained (the status bar, headless output)."""
+    if isolation.get("container") == "docker":
+        return f"Docker container (no capabilities, read-only root, network none, uid {isolation.get('browser_uid')})"
     if isolation.get("bubblewrap") is False:
         return "NO bubblewrap (the remote sandbox is the only boundary)"
     namespaces = isolation.get("namespaces")

@@ -23,26 +23,22 @@ import json
 import os
 import shlex
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 from ..core import events as ev
-from ..core.actions import Action
 from ..core.geometry import Size
-from ..core.imaging import ImageRefused, decode_png, png_size
-from ..core.ports import DesktopError, Frame, StepResult, Verification
+from ..core.ports import DesktopError, Verification
 from ..core.text import one_line, truncate
-from .helper import ReplyError, action_to_wire, parse_reply
 from .helper_zip import helper_sha256, helper_zipapp
+from .remote import Blobs, HelperDesktop, verdict
 
 TAG = "cua-tui"
 RUN_TAG_PREFIX = "cua-tui-run-"
 DEFAULT_IMAGE = "ghcr.io/cua-tui/cua-tui-desktop:0.1"  # built from docker/desktop/Dockerfile
 HELPER_DIR = "/opt/cua-tui"
 SOCKET_DIR = "/run/cua-tui"
-REPLY_CAP = 24 * 1024 * 1024  # a 1920x1200 PNG at low compression is well under this
 BOOTSTRAP = (
     "set -eu; export DEBIAN_FRONTEND=noninteractive; apt-get update -qq; "
     "apt-get install -y -qq --no-install-recommends xvfb openbox chromium bubblewrap socat xauth util-linux "
@@ -101,7 +97,7 @@ class SandboxSettings:
         }
 
 
-class CWSandboxDesktop:
+class CWSandboxDesktop(HelperDesktop):
     """A remote desktop in a CoreWeave sandbox. One instance per run; ``bind_run`` before ``start``."""
 
     name = "cwsandbox"
@@ -117,32 +113,18 @@ class CWSandboxDesktop:
     ) -> None:
         if not lab and not url:
             raise ValueError("the cwsandbox desktop needs --lab NAME or --url URL")
-        self.size = size
+        super().__init__(size, step_timeout=settings.step_timeout)
         self.settings = settings
         self.lab = lab
         self.url = url
         self.allow_domains = tuple(allow_domains)
-        self.run_id = ""
-        self._rundir: Any = None
-        self._sink: Callable[[ev.Event], None] | None = None
         self._sandbox: Any = None
         self._sandbox_id: str | None = None
         self._process: Any = None  # the exec in flight
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
         self._stopped = False
-        self._first: Frame | None = None  # the ``ready`` reply's screen: the run's first screenshot
-        self._isolation: dict[str, Any] = {}
 
     # ------------------------------------------------------------------------------------------------
-    def bind_run(self, rundir: Any) -> None:
-        """The run directory (sandbox-id.txt goes there) and its id (the sandbox's tag)."""
-        self._rundir = rundir
-        self.run_id = rundir.run_id
-
-    def bind_events(self, sink: Callable[[ev.Event], None]) -> None:
-        self._sink = sink
-
     @property
     def sandbox_id(self) -> str | None:
         return self._sandbox_id
@@ -206,11 +188,7 @@ class CWSandboxDesktop:
             raise
         except Exception as exc:
             raise self._error("starting the sandbox", exc) from None
-        isolation = header.get("isolation")
-        if not isinstance(isolation, dict):
-            raise DesktopError("the sandbox's helper did not say what isolation it obtained", fatal=True)
-        self._isolation = _plain(isolation)
-        self._first = self._frame(blobs, self.size)
+        self._ready(header, blobs)
 
     def _create(self, cwsandbox: Any) -> None:
         spec = {
@@ -290,7 +268,7 @@ class CWSandboxDesktop:
     # ------------------------------------------------------------------------------------------------
     # One exec per request
     # ------------------------------------------------------------------------------------------------
-    def _request(self, request: dict[str, Any], *, timeout: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    def _request(self, request: dict[str, Any], *, timeout: float) -> tuple[dict[str, Any], Blobs]:
         """One exec: the request in argv (stdin would cost a round trip more), the reply from stdout bytes."""
         self._check_stopping()
         argv = ["python3", "-S", self.helper_path, "call", self.socket_path, json.dumps(request), "20"]
@@ -307,25 +285,10 @@ class CWSandboxDesktop:
         finally:
             self._process = None
         self._check_stopping()
-        if result.returncode != 0:
-            detail = one_line(result.stderr_bytes.decode("utf-8", "replace"))
-            raise DesktopError(
-                f"the sandbox's helper failed (status {result.returncode}): {truncate(detail, 200)}", fatal=True
-            )
-        try:
-            header, blobs = parse_reply(result.stdout_bytes, cap=REPLY_CAP)
-        except ReplyError as exc:
-            raise DesktopError(f"the sandbox sent a malformed reply: {exc}", fatal=True) from None
-        self._egress(header.get("egress"))
-        if header.get("ok") is not True:
-            message = header.get("error")
-            raise DesktopError(
-                one_line(truncate(message if isinstance(message, str) else "the helper failed", 300)),
-                fatal=header.get("fatal") is not False,
-            )
-        return header, blobs
+        return self._answer(result.returncode, result.stdout_bytes, result.stderr_bytes)
 
-    def _egress(self, records: Any) -> None:
+    def _reply_egress(self, records: Any) -> None:
+        """The proxy runs inside the sandbox: its records come back with each reply."""
         if not isinstance(records, list) or self._sink is None:
             return
         for r in records:
@@ -340,19 +303,6 @@ class CWSandboxDesktop:
             ):
                 reason = reason if isinstance(reason, str) else ""
                 self._sink(ev.Egress(truncate(host, 300), port, truncate(method, 40), allowed, truncate(reason, 300)))
-
-    def _frame(self, blobs: dict[str, Any], size: Size, name: str = "screen") -> Frame:
-        """An untrusted screenshot: its PNG header must match the reply's header and the expected size."""
-        if name not in blobs:
-            raise DesktopError("the sandbox's reply carries no screenshot", fatal=True)
-        png, width, height = blobs[name]
-        try:
-            if png_size(png) != (width, height) or (width, height) != (size.width, size.height):
-                raise ImageRefused(f"a {width} x {height} screenshot where {size.width} x {size.height} was expected")
-            decode_png(png, expect=(width, height))
-        except ImageRefused as exc:
-            raise DesktopError(f"the sandbox's screenshot was refused: {exc}", fatal=True) from None
-        return Frame(png, width, height)
 
     def _error(self, what: str, exc: BaseException, argv: list[str] | None = None) -> DesktopError:
         """One line naming the cwsandbox error, with no credential in it, nor the exec's command (the
@@ -371,48 +321,12 @@ class CWSandboxDesktop:
             message = message.replace(self.settings.api_key, "[redacted]")
         return DesktopError(truncate(message, 300), fatal=True)
 
-    def _check_stopping(self) -> None:
-        if self._stopping.is_set():
-            raise DesktopError("the desktop was stopped", fatal=True)
-
     # ------------------------------------------------------------------------------------------------
     # Desktop
     # ------------------------------------------------------------------------------------------------
-    def screenshot(self) -> Frame:
-        first, self._first = self._first, None
-        if first is not None:  # the ``ready`` reply already carried it: no round trip for the first one
-            return first
-        _header, blobs = self._request({"op": "screenshot"}, timeout=self.settings.step_timeout)
-        return self._frame(blobs, self.size)
-
-    def perform(self, action: Action) -> StepResult:
-        self._first = None
-        header, blobs = self._request(
-            {"op": "perform", "action": action_to_wire(action)}, timeout=self.settings.step_timeout
-        )
-        frame = self._frame(blobs, self.size)
-        image = None
-        if "image" in blobs:
-            _png, width, height = blobs["image"]
-            image = self._frame(blobs, Size(width, height), name="image")
-        output = header.get("output")
-        return StepResult(frame, output=truncate(output, 1000) if isinstance(output, str) else None, image=image)
-
-    def capture_region(self, region: tuple[int, int, int, int]) -> Frame:
-        _header, blobs = self._request({"op": "region", "region": list(region)}, timeout=self.settings.step_timeout)
-        x0, y0, x1, y1 = region
-        return self._frame(blobs, Size(x1 - x0, y1 - y0))
-
     def verify(self) -> Verification | None:
         header, _blobs = self._request({"op": "verify"}, timeout=self.settings.step_timeout)
-        data = header.get("verification")
-        if data is None:
-            return None
-        if not isinstance(data, dict) or not isinstance(data.get("passed"), bool):
-            raise DesktopError("the sandbox's verifier sent a malformed verdict", fatal=True)
-        return Verification(
-            data["passed"], truncate(str(data.get("detail", "")), 500), truncate(str(data.get("verifier", "")), 100)
-        )
+        return verdict(header.get("verification"))
 
     def release_all(self) -> None:
         """Release held input, unless a stop is under way (the sandbox goes, input with it) or an exec
@@ -471,18 +385,3 @@ def stop_sandbox(settings: SandboxSettings, sandbox_id: str) -> None:
 
     cwsandbox.disable_signal_handlers()
     cwsandbox.Sandbox.delete(sandbox_id, missing_ok=True, **settings.auth_options()).result(timeout=90)
-
-
-def _plain(value: Any, depth: int = 0) -> Any:
-    """A JSON value from the sandbox, kept small and plain (it goes to run.json and the audit log)."""
-    if depth > 4:
-        return None
-    if isinstance(value, dict):
-        return {truncate(str(k), 60): _plain(v, depth + 1) for k, v in list(value.items())[:40]}
-    if isinstance(value, list):
-        return [_plain(v, depth + 1) for v in value[:40]]
-    if isinstance(value, str):
-        return truncate(value, 300)
-    if isinstance(value, (bool, int, float)) or value is None:
-        return value
-    return None

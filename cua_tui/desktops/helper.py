@@ -9,6 +9,11 @@ plain modules, the local desktop, the labs and the egress proxy) and what the sa
   unprivileged uid, the lab or URL, the allow-list proxy) in bubblewrap when bubblewrap works here, else
   without it (the sandbox itself is then the only boundary, and ``isolation`` says so), and answers
   requests on a Unix socket only root can reach.
+  The Docker backend's spec (``egress_socket``, ``"bubblewrap": "off"``, ``"browser_sandbox": false``, no
+  lab) runs the same desktop as the container's one unprivileged user: the lab and the proxy stay in the
+  controller, reached through the mounted socket; the container is the boundary (``docker.py``).
+- ``downloads``: the files the browser downloaded (regular files, at most ``MAX_DOWNLOADS`` of them and
+  ``DOWNLOADS_CAP`` bytes in all), for a verifier that runs outside.
 - ``call SOCKET REQUEST_JSON WAIT`` (``helper_call.py``): what one exec runs. It hands the request to the
   resident helper and copies its reply to stdout: a small header and the PNG bytes, so each step (the
   action and the screenshot after it) costs the controller exactly one exec.
@@ -44,6 +49,8 @@ MAGIC = b"CUA1"
 MAX_HEADER_BYTES = 256 * 1024  # egress records of a busy step fit; anything longer is refused
 MAX_EGRESS_PER_REPLY = 500  # the rest come with the next reply
 READY_WAIT = 60.0  # seconds the ``ready`` request waits for the desktop inside
+MAX_DOWNLOADS = 32  # files a ``downloads`` reply carries at most
+DOWNLOADS_CAP = 8 * 1024 * 1024  # bytes of downloads a reply carries at most; a larger file is listed, not sent
 
 
 class ReplyError(ValueError):
@@ -157,6 +164,8 @@ class Resident:
             allow_domains=tuple(spec.get("allow_domains", ())),
             bubblewrap=works,
             start_timeout=float(spec.get("start_timeout", 30.0)),
+            egress_socket=spec.get("egress_socket"),
+            browser_sandbox=spec.get("browser_sandbox", True) is not False,
         )
         self._started = threading.Event()
         self._start_error: str | None = None
@@ -220,6 +229,8 @@ class Resident:
                 return {"ok": True}, _frame_blob("screen", self.desktop.capture_region((x0, y0, x1, y1)))
             if op == "perform":
                 return _step_reply(self.desktop.perform(action_from_wire(request["action"])))
+            if op == "downloads":
+                return _downloads(self.desktop.downloads)
             if op == "verify":
                 verdict = self.desktop.verify()
                 data = None if verdict is None else {k: getattr(verdict, k) for k in ("passed", "detail", "verifier")}
@@ -228,6 +239,29 @@ class Resident:
 
     def stop(self) -> None:
         self.desktop.stop()
+
+
+def _downloads(folder: Path | None) -> tuple[dict[str, Any], dict[str, tuple[bytes, int, int]]]:
+    """The finished downloads (no ``.crdownload``, no links), capped in count and bytes. Blobs are named
+    by their place in the folder; the header lists what was left out."""
+    blobs: dict[str, tuple[bytes, int, int]] = {}
+    skipped: list[str] = []
+    total = 0
+    if folder is None or not folder.is_dir():
+        return {"ok": True, "skipped": []}, {}
+    for path in sorted(folder.rglob("*")):
+        if path.suffix == ".crdownload" or path.is_symlink() or not path.is_file():
+            continue
+        name = path.relative_to(folder).as_posix()
+        size = path.stat().st_size
+        if len(blobs) >= MAX_DOWNLOADS or total + size > DOWNLOADS_CAP:
+            skipped.append(name)
+            continue
+        with open(path, "rb") as fh:
+            data = fh.read(size)  # no more than was counted, should the file still grow
+        blobs[name] = (data, 0, 0)
+        total += len(data)
+    return {"ok": True, "skipped": skipped[:MAX_DOWNLOADS]}, blobs
 
 
 def _frame_blob(name: str, frame: Frame) -> dict[str, tuple[bytes, int, int]]:
@@ -280,6 +314,10 @@ def serve(spec: dict[str, Any], get_lab: Callable[[str], Any]) -> int:
         if request is None:
             with conn, contextlib.suppress(OSError):
                 conn.sendall(encode_reply({"ok": False, "error": "malformed request", "fatal": False, "egress": []}))
+        elif request.get("op") == "shutdown":  # the controller's stream ended (helper_call.py, ``stream``)
+            with conn, contextlib.suppress(OSError):
+                conn.sendall(encode_reply({"ok": True, "egress": []}))
+            jobs.put(None)
         elif request.get("op") == "release":
             with conn, contextlib.suppress(OSError):
                 conn.sendall(resident.handle(request))

@@ -2,7 +2,15 @@
 
 Standard library only, imported alone, so each step's exec starts Python and little else. ``WAIT`` is how
 long to keep trying to reach the helper's socket (the first request waits for the helper to come up).
-Exit status 0 when a reply was copied, 3 when the helper could not be reached.
+
+- ``call SOCKET REQUEST_JSON WAIT``: one request, its reply on stdout. ``REQUEST_JSON`` ``-`` reads the
+  request from stdin instead (one line, at most 1 MiB), so typed text never stands in a command line the
+  host's other users can read (``docker exec`` on the controller's machine).
+- ``stream SOCKET WAIT``: many requests on one attached exec (``docker exec -i``): one request per line on
+  stdin, each reply on stdout as ``<length>\\n`` then the reply's bytes, until stdin ends; then it asks
+  the resident helper to shut down.
+
+Exit status 0 when every reply was copied, 3 when the helper could not be reached, 2 for bad usage.
 """
 
 from __future__ import annotations
@@ -11,28 +19,62 @@ import socket
 import sys
 import time
 
+MAX_REQUEST = 1 << 20
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 4 or argv[0] != "call":
-        print("usage: helper.pyz call SOCKET REQUEST_JSON WAIT", file=sys.stderr)
-        return 2
-    path, request, wait = argv[1], argv[2].encode(), float(argv[3])
+
+def _connect(path: str, wait: float) -> socket.socket | None:
     deadline = time.monotonic() + wait
     while True:
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             conn.connect(path)
-            break
+            return conn
         except OSError as exc:
             conn.close()
             if time.monotonic() >= deadline:
                 print(f"the helper is not answering on {path}: {exc.strerror or exc}", file=sys.stderr)
-                return 3
+                return None
             time.sleep(0.05)
+
+
+def _ask(path: str, request: bytes, wait: float) -> bytes | None:
+    """One request to the resident helper; its whole reply (it closes the connection after it)."""
+    conn = _connect(path, wait)
+    if conn is None:
+        return None
+    chunks = []
     with conn:
-        conn.sendall(request + b"\n")
-        out = sys.stdout.buffer
+        conn.sendall(request.rstrip(b"\n") + b"\n")
         while chunk := conn.recv(1 << 20):
-            out.write(chunk)
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _stream(path: str, wait: float) -> int:
+    stdin, out = sys.stdin.buffer, sys.stdout.buffer
+    while line := stdin.readline(MAX_REQUEST):
+        reply = _ask(path, line, wait)
+        if reply is None:
+            return 3
+        out.write(b"%d\n" % len(reply) + reply)
         out.flush()
+    # stdin ended: the controller closed the stream, or died. The desktop goes with it (and the container
+    # with the desktop, its main process): nothing of the run outlives its controller for long.
+    _ask(path, b'{"op": "shutdown"}', 1.0)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) == 3 and argv[0] == "stream":
+        return _stream(argv[1], float(argv[2]))
+    if len(argv) != 4 or argv[0] != "call":
+        print("usage: helper.pyz call SOCKET REQUEST_JSON|- WAIT | stream SOCKET WAIT", file=sys.stderr)
+        return 2
+    path, wait = argv[1], float(argv[3])
+    request = sys.stdin.buffer.readline(MAX_REQUEST) if argv[2] == "-" else argv[2].encode()
+    reply = _ask(path, request, wait)
+    if reply is None:
+        return 3
+    sys.stdout.buffer.write(reply)
+    sys.stdout.buffer.flush()
     return 0

@@ -39,7 +39,7 @@ MAIN = '''\
 """cua-tui's in-sandbox helper (see cua_tui/desktops/helper.py)."""
 import sys
 
-if len(sys.argv) > 1 and sys.argv[1] == "call":  # one step's exec: the standard library only
+if len(sys.argv) > 1 and sys.argv[1] in ("call", "stream"):  # a step's exec: the standard library only
     from cua_tui.desktops.helper_call import main
 
     sys.exit(main(sys.argv[1:]))

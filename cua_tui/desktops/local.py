@@ -25,6 +25,10 @@
 - Without bubblewrap (``bubblewrap=False``: a remote sandbox where it cannot make namespaces, see
   ``helper.py``) the same init script runs as the run's uid without namespaces: the remote sandbox is then
   the boundary, the proxy is only the browser's, and ``isolation`` says so.
+- ``egress_socket``: the allow-list proxy (and the lab) run outside, in the controller, reached through
+  that Unix socket (mounted in by the Docker backend): here only the relay to it, no proxy, no lab.
+  ``browser_sandbox=False``: Chromium without its own sandbox (a container whose seccomp profile and
+  no-new-privileges forbid the user namespaces and the setuid helper it needs), the container its boundary.
 - ``stop`` kills the sandbox (also after a browser crash), deletes the workspace and frees the uid and
   the display number: no process, profile, cookie or download survives a run.
 """
@@ -128,6 +132,17 @@ def url_allow_entry(url: str) -> tuple[str, str]:
     return url, entry
 
 
+def start_target(lab: Any, url: str | None, allow_domains: tuple[str, ...]) -> tuple[str, AllowList]:
+    """Start the lab (if any); the URL the browser opens and the proxy's allow-list (its origin and
+    ``allow_domains``)."""
+    if lab is not None:
+        lab.start()
+        return lab.start_url, AllowList.parse([lab.allow_entry, *allow_domains])
+    assert url is not None
+    start_url, entry = url_allow_entry(url)
+    return start_url, AllowList.parse([entry, *allow_domains])
+
+
 class FirstPaint:
     """Decides, one grab at a time, when the browser has painted its page (see "First paint" above).
 
@@ -158,7 +173,7 @@ def few_colours(raw: bytes, size: tuple[int, int]) -> set[tuple[int, ...]] | Non
     """The colours of a BGRX frame if it has two at most, judged on every pixel; None if it has more."""
     from PIL import Image
 
-    found = Image.frombuffer("RGB", size, raw, "raw", "BGRX", 0, 1).getcolors(2)
+    found = Image.frombuffer("RGB", size, bytes(raw), "raw", "BGRX", 0, 1).getcolors(2)  # bytes(): see x11.encode
     return None if found is None else {colour for _count, colour in found}
 
 
@@ -171,8 +186,11 @@ def missing_programs() -> list[str]:
     return [name for name in REQUIRED if shutil.which(name) is None]
 
 
-def chromium_flags(size: Size, profile: Path, url: str) -> list[str]:
+def chromium_flags(size: Size, profile: Path, url: str, *, sandbox: bool = True) -> list[str]:
+    # without its sandbox Chromium shows a warning bar that shifts the page; --test-type hides it
+    unsandboxed = [] if sandbox else ["--no-sandbox", "--test-type"]
     return [
+        *unsandboxed,
         "--kiosk",
         "--no-first-run",
         "--no-default-browser-check",
@@ -211,15 +229,21 @@ class LocalDesktop:
         allow_domains: tuple[str, ...] = (),
         start_timeout: float = 30.0,
         bubblewrap: bool = True,
+        egress_socket: str | None = None,
+        browser_sandbox: bool = True,
     ) -> None:
         if lab is None and not url:
             raise ValueError("the local desktop needs --lab NAME or --url URL")
+        if egress_socket is not None and (lab is not None or not url):
+            raise ValueError("with an outside proxy the lab runs outside too: give its URL")
         self.size = size
         self.lab = lab
         self.url = url
         self.allow_domains = tuple(allow_domains)
         self.start_timeout = start_timeout
         self.bubblewrap = bubblewrap
+        self.egress_socket = egress_socket
+        self.browser_sandbox = browser_sandbox
         self._sink: Callable[[ev.Event], None] | None = None
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._workspace: Path | None = None
@@ -291,7 +315,9 @@ class LocalDesktop:
             "window_manager": "read-only configuration, no namespaces",
             "relay": "as the run's uid, no namespaces",
             "x_socket": "this run's display, cookie required",
-            "egress": "the browser's allow-list proxy; the network has no namespace of its own",
+            "egress": "the controller's allow-list proxy, through a mounted socket"
+            if self.egress_socket
+            else "the browser's allow-list proxy; the network has no namespace of its own",
             "note": "no bubblewrap: the processes of the desktop share the sandbox's namespaces",
         }
 
@@ -351,19 +377,25 @@ class LocalDesktop:
             "PATH": "/usr/bin:/bin",
             "LANG": "C.UTF-8",
         }
+        relay_to = self.egress_socket or str(run / "proxy.sock")
         if self.bubblewrap:
-            init = _write_init(run, config, self.size, display_name, cookie_file)
+            init = _write_init(run, config, self.size, display_name, cookie_file, relay_to)
             command = _bwrap_command(uid, home, run, etc, x_dir, init)
             x_socket = x_dir / f"X{number}"
         else:  # the init script's scratch files in the run's own folder, /tmp being shared
             scratch = home / ".init"
             scratch.mkdir(mode=0o700)
             _own(scratch, uid, 0o700)
-            command = [str(_write_init(run, config, self.size, display_name, cookie_file, scratch=str(scratch)))]
+            init = _write_init(run, config, self.size, display_name, cookie_file, relay_to, scratch=str(scratch))
+            command = [str(init)]
             x_socket = Path(f"/tmp/.X11-unix/X{number}")
             env["PATH"] = os.environ.get("PATH", "/usr/bin:/bin")
         self._procs["browser"] = _spawn(
-            [*_as_user(uid), *command, *chromium_flags(self.size, home / "profile", start_url)],
+            [
+                *_as_user(uid),
+                *command,
+                *chromium_flags(self.size, home / "profile", start_url, sandbox=self.browser_sandbox),
+            ],
             env=env,
             log=run / "browser.log",
             cwd=None if self.bubblewrap else home,
@@ -387,16 +419,13 @@ class LocalDesktop:
         return "nobody" if per_run else SANDBOX_NAME
 
     def _start_proxy(self, run: Path, uid: int) -> str:
-        """Start the lab (if any) and the allow-list proxy on its socket in ``run``; return the start URL."""
-        if self.lab is not None:
-            self.lab.start()
-            start_url = self.lab.start_url
-            allow = [self.lab.allow_entry, *self.allow_domains]
-        else:
+        """Start the lab (if any) and the allow-list proxy on its socket in ``run``; return the start URL.
+        With an outside proxy (``egress_socket``) nothing starts here."""
+        if self.egress_socket is not None:
             assert self.url is not None
-            start_url, entry = url_allow_entry(self.url)
-            allow = [entry, *self.allow_domains]
-        self._proxy = EgressProxy(run / "proxy.sock", AllowList.parse(allow), on_event=self._on_egress)
+            return url_allow_entry(self.url)[0]
+        start_url, allow = start_target(self.lab, self.url, self.allow_domains)
+        self._proxy = EgressProxy(run / "proxy.sock", allow, on_event=self._on_egress)
         self._proxy.start()
         _own(run / "proxy.sock", uid, 0o600)
         return start_url
@@ -594,10 +623,11 @@ def _lay_out_workspace(ws: Path, uid: int) -> tuple[Path, Path, Path, Path]:
 
 
 def _write_init(
-    run: Path, config: Path, size: Size, display_name: str, cookie_file: Path, *, scratch: str = "/tmp"
+    run: Path, config: Path, size: Size, display_name: str, cookie_file: Path, proxy: str, *, scratch: str = "/tmp"
 ) -> Path:
-    """The sandbox's init script: the X server, the proxy relay, the window manager and the browser.
-    ``scratch``: where it keeps its two marker files (the sandbox's own /tmp in bubblewrap)."""
+    """The sandbox's init script: the X server, the proxy relay (to the ``proxy`` socket), the window
+    manager and the browser. ``scratch``: where it keeps its two marker files (the sandbox's own /tmp in
+    bubblewrap)."""
     xvfb = [
         "Xvfb",
         display_name,
@@ -630,7 +660,7 @@ def _write_init(
         f"mkfifo {scratch}/x-ready\n"
         f"{shlex.join(xvfb)} -displayfd 3 3>{scratch}/x-ready &\n"
         f'read -r shown < {scratch}/x-ready || {{ echo "the X server did not start" >&2; exit 1; }}\n'
-        f"{shlex.join(relay_command(str(run / 'proxy.sock'), INNER_PROXY_PORT))} 2>/dev/null &\n"
+        f"{shlex.join(relay_command(proxy, INNER_PROXY_PORT))} 2>/dev/null &\n"
         f"{shlex.join(openbox)} &\n"
         # the browser's window must not be mapped while openbox is still starting: it would be
         # adopted (reparented) under the first input, and that input lost

@@ -27,6 +27,8 @@ from cua_tui.desktops.cwsandbox import CWSandboxDesktop, SandboxSettings
 from cua_tui.labs import get_lab
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from recorder import Recorder
+
 from cua_tui.desktops.cwsandbox_local import Fault, LocalService
 
 pytestmark = pytest.mark.e2e
@@ -44,17 +46,6 @@ def service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalSe
         monkeypatch.setenv("CWSANDBOX_BASE_URL", svc.base_url)
         monkeypatch.setenv("CWSANDBOX_API_KEY", KEY)
         yield svc
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list[ev.Event] = []
-
-    def __call__(self, stamped: ev.Stamped) -> None:
-        self.events.append(stamped.event)
-
-    def of(self, kind: type[ev.Event]) -> list[Any]:
-        return [e for e in self.events if isinstance(e, kind)]
 
 
 def lab_run(tmp_path: Path, lab: str, decisions: str, *, variant: str | None = None, **options: Any) -> Any:

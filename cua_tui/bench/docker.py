@@ -1,0 +1,126 @@
+"""The Docker backend side by side with the local one: desktop start time and step latency.
+
+Three desktops on the form lab, each started ``starts`` times (the median start counts), then driven
+sample by sample in turn (so machine noise falls on all alike):
+
+- local: ``LocalDesktop`` (bubblewrap on this machine), the baseline;
+- docker (stream): ``DockerDesktop`` as the backend runs it, one attached ``docker exec -i`` for the run;
+- docker (exec): the same container driven with one ``docker exec`` per request.
+
+A step is what the supervisor asks of a desktop: ``perform`` (the action and the screenshot after it).
+Two kinds: a click on an empty spot of the page, and typing 20 characters into the field (the page
+redraws). ``python -m cua_tui.bench docker``; it needs the engine and the image (``bash scripts/setup.sh
+docker``).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from .common import SCREEN, log
+
+SIDES = ("local", "docker", "docker_exec")
+TEXT = "The quick brown fox!"
+
+
+def _desktop(side: str, tmp: Path) -> Any:
+    from ..core.rundir import RunDir
+    from ..desktops.docker import DockerDesktop, DockerSettings
+    from ..desktops.local import LocalDesktop
+    from ..labs import get_lab
+
+    if side == "local":
+        return LocalDesktop(SCREEN, lab=get_lab("form"))
+    transport = "exec" if side == "docker_exec" else "stream"
+    desktop = DockerDesktop(SCREEN, DockerSettings(transport=transport), lab=get_lab("form"))
+    desktop.bind_run(RunDir.create(tmp / "docker-bench-runs"))
+    desktop.bind_events(lambda event: None)
+    return desktop
+
+
+def run(tmp: Path, samples: int, starts: int) -> dict[str, Any]:
+    """Start times (``starts`` each) and ``samples`` clicks and typings per side, interleaved."""
+    from ..core.actions import parse_openai
+    from ..core.geometry import Scaling
+    from ..core.ports import DesktopError
+    from ..desktops.docker import DockerSettings
+    from ..desktops.docker_engine import Engine
+    from ..labs.form import INPUT
+
+    problem = Engine().problem(DockerSettings().image)
+    if problem:
+        raise DesktopError(problem, fatal=True)
+    start_s: dict[str, list[float]] = {side: [] for side in SIDES}
+    for round_ in range(starts):
+        for side in SIDES if round_ % 2 == 0 else reversed(SIDES):
+            desktop = _desktop(side, tmp)
+            t0 = time.perf_counter()
+            desktop.start()
+            start_s[side].append(time.perf_counter() - t0)
+            desktop.stop()
+    log(f"docker: start times { ({k: round(statistics.median(v), 2) for k, v in start_s.items()}) } s")
+    desktops = {side: _desktop(side, tmp) for side in SIDES}
+    click_ms: dict[str, list[float]] = {side: [] for side in SIDES}
+    type_ms: dict[str, list[float]] = {side: [] for side in SIDES}
+    scaling = Scaling.identity(SCREEN)
+
+    def act(data: dict[str, Any]) -> Any:
+        return parse_openai(data, scaling)
+
+    field = act({"type": "click", "button": "left", "x": INPUT.center[0], "y": INPUT.center[1]})
+    select_all = act({"type": "keypress", "keys": ["ctrl", "a"]})
+    typing = act({"type": "type", "text": TEXT})
+    try:
+        for desktop in desktops.values():
+            desktop.start()
+        log(f"docker: {samples} clicks and typings on each side, interleaved")
+        for i in range(samples + 1):  # the first round warms up
+            x, y = 60 + (i * 71) % 900, 520 + (i * 13) % 150  # below the form: nothing a click there acts on
+            for side, desktop in desktops.items():
+                t0 = time.perf_counter()
+                desktop.perform(act({"type": "click", "button": "left", "x": x, "y": y}))
+                t1 = time.perf_counter()
+                desktop.perform(field)
+                desktop.perform(select_all)  # the typing replaces the last one: the page redraws alike
+                t2 = time.perf_counter()
+                desktop.perform(typing)
+                t3 = time.perf_counter()
+                if i:
+                    click_ms[side].append((t1 - t0) * 1000)
+                    type_ms[side].append((t3 - t2) * 1000)
+    finally:
+        for desktop in desktops.values():
+            desktop.stop()
+    med = {
+        name: {side: statistics.median(v) for side, v in values.items()}
+        for name, values in (("start_s", start_s), ("click_ms", click_ms), ("type_ms", type_ms))
+    }
+    return {"samples": samples, "starts": starts, **med}
+
+
+def report(r: dict[str, Any]) -> list[str]:
+    """The suite's lines: each side's medians, and the ratios baseline / ours (local / the side), as the
+    report's other sections: above 1.00x would be faster than the local desktop."""
+    names = {
+        "local": "local (bubblewrap, baseline)",
+        "docker": "docker: one attached exec (the backend)",
+        "docker_exec": "docker: one docker exec per request",
+    }
+    lines = [
+        f"Docker backend vs local desktop: median desktop start ({r['starts']} each) and step latency "
+        f"(perform + the screenshot after it, {r['samples']} samples each, interleaved)",
+        "-" * 110,
+        f"{'desktop':<44}{'start':>10}{'ratio':>9}{'click':>12}{'ratio':>9}{'type 20 ch':>14}{'ratio':>9}",
+    ]
+    base = {k: r[k]["local"] for k in ("start_s", "click_ms", "type_ms")}
+    for side in SIDES:
+        lines.append(
+            f"{names[side]:<44}{r['start_s'][side]:>9.2f}s{base['start_s'] / r['start_s'][side]:>8.2f}x"
+            f"{r['click_ms'][side]:>10.1f}ms{base['click_ms'] / r['click_ms'][side]:>8.2f}x"
+            f"{r['type_ms'][side]:>12.1f}ms{base['type_ms'] / r['type_ms'][side]:>8.2f}x"
+        )
+    lines += ["(ratios: the local desktop's time / the side's: below 1.00x is slower than local)", "-" * 110]
+    return lines

@@ -1,0 +1,515 @@
+"""``--backend docker``: the desktop in a hardened container on this machine, one request per step.
+
+Design (DESIGN.md "Sandbox isolation", "Remote sandboxes"; the sandboxing guide's Docker recipe, seeds/003):
+
+- **The same code as everywhere.** The image (``docker/desktop/Dockerfile``, shared with CoreWeave) holds
+  the desktop's programs only; the project's own desktop code comes with the run, as on CoreWeave: the
+  helper zipapp (``helper_zip.py``), bind-mounted read-only, whose resident ``serve`` is the container's
+  command. It runs ``LocalDesktop`` (Xvfb, openbox, Chromium) as the image's unprivileged user, with no
+  bubblewrap and no uid switching inside: the container is the boundary.
+- **Hardened as the guide says**, and checked: ``--user 1000:1000``, ``--cap-drop ALL``,
+  ``no-new-privileges``, Docker's default seccomp profile, ``--read-only`` with tmpfs only where writes are
+  needed (``/tmp`` size-capped: the profile, the X socket, the downloads; ``/home/agent``; the helper's
+  socket folder), ``--pids-limit``, ``--memory`` (no swap beyond it), ``--cpus``, ``--shm-size``, ``--init``
+  to reap; nothing published; no Docker socket; no host path but the run's own two (the zipapp, read-only,
+  and the egress socket's private folder). Labels ``cua-tui`` and ``cua-tui.run=<run id>``. The start
+  inspects the running container and refuses to go on unless all of it holds; that inspection is the
+  run's ``isolation`` record (run.json, ``desktop_ready``).
+- **Network: ``--network none``, not an ``--internal`` network.** A container on an internal network still
+  reaches the host's own address on that network's bridge (``tests/e2e/test_docker.py`` checks it: a
+  listener on the bridge's gateway answers), so every host service bound to all addresses would be in the
+  browser's reach. With ``none`` the container has only ``lo``: no route at all. The only exit is the
+  project's own ``EgressProxy``, run here in the controller (as for the local backend: out of the browser's
+  reach) on a Unix socket in a private per-run folder mounted into the container; ``socat`` inside relays
+  Chromium's ``--proxy-server`` port to it. Labs run here on 127.0.0.1 as for the local backend, so their
+  verification is out of the browser's reach; the proxy reaches them on the host's loopback. Egress events
+  come from this proxy, never from the container.
+- **Chromium without its own sandbox** (``--no-sandbox``): the default seccomp profile and no-new-privileges
+  forbid both the user namespaces and the setuid helper it would need. The container is its boundary, and
+  the isolation record says so.
+- **One request per step on one attached exec**: a ``docker exec -i`` opened at start and kept for the run
+  (``helper_call.py stream``) carries each request down and each reply (header + PNG) up; measured faster
+  than a ``docker exec`` per step (``python -m cua_tui.bench docker`` shows both). Requests travel on stdin,
+  so typed text never stands in a command line of this host. Replies are bounded and checked as
+  CoreWeave's are (``remote.py``).
+- **Downloads** stay in the container's size-capped ``/tmp``; the verifier fetches them with one
+  ``downloads`` request (capped in files and bytes) into the run's private folder here.
+- **Endings**: the container id goes to ``sandbox-id.txt`` and a ``sandbox_created`` event right after
+  ``docker create``, before it starts. ``stop`` (any thread, idempotent) kills the request in flight and
+  removes the container (``docker rm --force``: SIGKILL) and anything else labelled with the run. The
+  container is also ``--rm``, and the attached exec's client dies with this controller (``setpriv
+  --pdeathsig``), whose end makes the helper shut the container down: a controller killed outright leaves
+  nothing running for long. ``cua-tui sandboxes --backend docker`` lists and removes leftovers by label.
+- **No engine, no image**: the factory refuses the backend in one line (exit 2) before anything starts.
+
+The Docker CLI rather than the ``docker`` SDK: see ``docker_engine.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ..core import events as ev
+from ..core.geometry import Size
+from ..core.ports import DesktopError, Verification
+from ..core.text import failure, truncate
+from .docker_engine import LABEL, RUN_LABEL, Channel, Engine, EngineError, first_line, kill, run_bounded
+from .egress import EgressProxy, EgressRecord
+from .helper_zip import helper_sha256, helper_zipapp
+from .local import start_target
+from .remote import REPLY_CAP, Blobs, HelperDesktop
+
+DEFAULT_IMAGE = "cua-tui-desktop:latest"  # scripts/setup.sh docker builds and tags it
+UID = GID = 1000  # the image's ``agent``
+HOME = "/home/agent"
+HELPER_PATH = "/opt/cua-tui/helper.pyz"
+SOCKET_DIR = "/run/cua-tui"
+SOCKET_PATH = f"{SOCKET_DIR}/helper.sock"
+EGRESS_DIR = "/run/cua-tui-egress"
+EGRESS_SOCKET = f"{EGRESS_DIR}/proxy.sock"
+CONNECT_WAIT = "20"  # seconds a request waits for the helper's socket (the first one: the helper starting)
+WORKSPACE_PREFIX = "cua-tui-docker-"
+DOWNLOAD_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
+
+
+@dataclass(frozen=True)
+class DockerSettings:
+    """The container's image and limits (the guide's), and how requests travel."""
+
+    image: str = DEFAULT_IMAGE
+    docker: str = "docker"
+    memory: str = "2g"
+    cpus: str = "2"
+    pids_limit: int = 256
+    shm_size: str = "512m"
+    tmp_size: str = "512m"  # the browser's profile, the X socket and the downloads
+    start_timeout: float = 60.0  # until the desktop inside shows its page
+    step_timeout: float = 30.0  # one request
+    transport: str = "stream"  # "stream": one attached exec for the run; "exec": one docker exec a request
+
+    def public(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if k != "docker"}
+
+
+def container_argv(
+    settings: DockerSettings, run_id: str, helper: Path, egress: Path, spec: dict[str, Any]
+) -> list[str]:
+    """``docker create``: the hardened container of one run (see the module's notes)."""
+    tmpfs = "rw,nosuid,nodev"
+    return [
+        settings.docker,
+        "create",
+        "--name",
+        f"cua-tui-{run_id}",
+        "--label",
+        LABEL,
+        "--label",
+        f"{RUN_LABEL}={run_id}",
+        "--rm",
+        "--init",
+        "--user",
+        f"{UID}:{GID}",
+        "--cap-drop",
+        "ALL",
+        "--security-opt",
+        "no-new-privileges",
+        "--read-only",
+        "--tmpfs",
+        f"/tmp:{tmpfs},exec,size={settings.tmp_size},mode=1777",
+        "--tmpfs",
+        f"{HOME}:{tmpfs},noexec,size=64m,uid={UID},gid={GID},mode=0700",
+        "--tmpfs",
+        f"{SOCKET_DIR}:{tmpfs},noexec,size=1m,uid={UID},gid={GID},mode=0700",
+        "--shm-size",
+        settings.shm_size,
+        "--pids-limit",
+        str(settings.pids_limit),
+        "--memory",
+        settings.memory,
+        "--memory-swap",
+        settings.memory,
+        "--cpus",
+        settings.cpus,
+        "--network",
+        "none",
+        "--mount",
+        f"type=bind,source={helper},target={HELPER_PATH},readonly",
+        "--mount",
+        f"type=bind,source={egress},target={EGRESS_DIR}",
+        "--env",
+        f"HOME={HOME}",
+        "--env",
+        "LANG=C.UTF-8",
+        "--workdir",
+        HOME,
+        settings.image,
+        "python3",
+        HELPER_PATH,
+        "serve",
+        json.dumps(spec),
+    ]
+
+
+def hardening(
+    info: dict[str, Any], *, mounts: dict[str, bool], seccomp_default: bool
+) -> tuple[dict[str, Any], list[str]]:
+    """What ``docker inspect`` shows of a container's confinement, and what of it falls short of the
+    backend's (``mounts``: target -> read-only, the only host paths allowed in)."""
+    host = info.get("HostConfig") or {}
+    config = info.get("Config") or {}
+    security = [str(o) for o in host.get("SecurityOpt") or []]
+    seccomp = next((o.split("=", 1)[-1].split(":", 1)[-1] for o in security if o.startswith("seccomp")), None)
+    seen = [
+        {"target": m.get("Destination"), "type": m.get("Type"), "read_only": not m.get("RW", True)}
+        for m in info.get("Mounts") or []
+    ]
+    summary = {
+        "user": config.get("User"),
+        "cap_drop": host.get("CapDrop") or [],
+        "cap_add": host.get("CapAdd") or [],
+        "privileged": bool(host.get("Privileged")),
+        "no_new_privileges": any(o in ("no-new-privileges", "no-new-privileges:true") for o in security),
+        "seccomp": ("docker default" if seccomp_default else "none") if seccomp is None else seccomp,
+        "read_only_root": bool(host.get("ReadonlyRootfs")),
+        "tmpfs": sorted(host.get("Tmpfs") or {}),
+        "pids_limit": host.get("PidsLimit"),
+        "memory": host.get("Memory"),
+        "nano_cpus": host.get("NanoCpus"),
+        "shm_size": host.get("ShmSize"),
+        "network": host.get("NetworkMode"),
+        "published_ports": host.get("PortBindings") or {},
+        "mounts": seen,
+    }
+    problems = []
+    if summary["user"] != f"{UID}:{GID}":
+        problems.append(f"runs as {summary['user']!r}, not {UID}:{GID}")
+    if "ALL" not in [c.upper() for c in summary["cap_drop"]] or summary["cap_add"] or summary["privileged"]:
+        problems.append("keeps capabilities")
+    if not summary["no_new_privileges"]:
+        problems.append("may gain privileges")
+    if summary["seccomp"] in ("none", "unconfined"):
+        problems.append("has no seccomp profile")
+    if not summary["read_only_root"]:
+        problems.append("has a writable root")
+    for limit in ("pids_limit", "memory", "nano_cpus"):
+        if not isinstance(summary[limit], int) or summary[limit] <= 0:
+            problems.append(f"has no {limit.replace('_', ' ')}")
+    if summary["network"] != "none":
+        problems.append(f"is on network {summary['network']!r}")
+    if summary["published_ports"] or host.get("PublishAllPorts"):
+        problems.append("publishes ports")
+    if {m["target"]: m["read_only"] for m in seen} != mounts or any(m["type"] != "bind" for m in seen):
+        problems.append("mounts more (or otherwise) than the run's own files")
+    return summary, problems
+
+
+class DockerDesktop(HelperDesktop):
+    """The desktop in a hardened container. One instance per run; ``bind_run`` before ``start``."""
+
+    name = "docker"
+
+    def __init__(
+        self,
+        size: Size,
+        settings: DockerSettings | None = None,
+        *,
+        lab: Any = None,
+        url: str | None = None,
+        allow_domains: tuple[str, ...] = (),
+    ) -> None:
+        if lab is None and not url:
+            raise ValueError("the docker desktop needs --lab NAME or --url URL")
+        settings = settings or DockerSettings()
+        super().__init__(size, step_timeout=settings.step_timeout)
+        self.settings = settings
+        self.engine = Engine(settings.docker)
+        self.lab = lab
+        self.url = url
+        self.allow_domains = tuple(allow_domains)
+        self._workspace: Path | None = None
+        self._proxy: EgressProxy | None = None
+        self._container: str | None = None
+        self._confinement: dict[str, Any] = {}
+        self._channel: Channel | None = None
+        self._process: subprocess.Popen[bytes] | None = None  # the docker command in flight
+        self._lock = threading.Lock()  # the container's id, the process in flight, removal
+        self._requests = threading.Lock()  # one request at a time
+        self._removed = False
+        self._stopped = False
+
+    # ------------------------------------------------------------------------------------------------
+    @property
+    def sandbox_id(self) -> str | None:
+        return self._container
+
+    @property
+    def labels(self) -> list[str]:
+        return [LABEL, f"{RUN_LABEL}={self.run_id}"]
+
+    def record(self) -> dict[str, Any]:
+        """For run.json before the start: the container's settings and the helper shipped into it."""
+        return {**self.settings.public(), "labels": self.labels, "helper_sha256": helper_sha256(), "network": "none"}
+
+    @property
+    def isolation(self) -> dict[str, Any]:
+        if not self._confinement or not self._isolation:
+            return {}
+        inside = self._isolation
+        return {
+            "container": "docker",
+            "container_id": self._container,
+            "image": self.settings.image,
+            "helper_sha256": helper_sha256(),
+            **self._confinement,
+            "browser_uid": inside.get("uid"),
+            "browser_sandbox": "off: the container is its boundary",
+            "x_server": "inside the container, as its user, cookie required",
+            "egress": "the controller's allow-list proxy only, through a Unix socket mounted in",
+        }
+
+    def egress(self) -> list[EgressRecord]:
+        return self._proxy.records if self._proxy else []
+
+    def _on_egress(self, record: EgressRecord) -> None:
+        if self._sink is not None:
+            self._sink(ev.Egress(record.host, record.port, record.method, record.allowed, record.reason))
+
+    # ------------------------------------------------------------------------------------------------
+    # Start
+    # ------------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        if not self.run_id:
+            raise DesktopError("the docker desktop was not bound to a run", fatal=True)
+        try:
+            self._start()
+        except DesktopError:
+            raise
+        except Exception as exc:
+            if self._stopping.is_set():
+                raise DesktopError("the desktop was stopped", fatal=True) from None
+            raise DesktopError(f"docker: could not start the desktop: {failure(exc)}", fatal=True) from None
+
+    def _start(self) -> None:
+        ws = self._workspace = Path(tempfile.mkdtemp(prefix=WORKSPACE_PREFIX))  # 0700, this controller's
+        helper = ws / "helper.pyz"
+        helper.write_bytes(helper_zipapp())
+        os.chmod(helper, 0o644)
+        egress = ws / "egress"  # the container's user's: it connects to the proxy's socket there
+        egress.mkdir(mode=0o700)
+        start_url, allow = start_target(self.lab, self.url, self.allow_domains)
+        self._proxy = EgressProxy(egress / "proxy.sock", allow, on_event=self._on_egress)
+        self._proxy.start()
+        if os.getuid() == 0:
+            for path in (egress, egress / "proxy.sock"):
+                os.chown(path, UID, GID)
+        os.chmod(egress / "proxy.sock", 0o600)
+        spec = {
+            "socket": SOCKET_PATH,
+            "screen": str(self.size),
+            "url": start_url,
+            "egress_socket": EGRESS_SOCKET,
+            "bubblewrap": "off",
+            "browser_sandbox": False,
+            "start_timeout": self.settings.start_timeout,
+        }
+        self._create(container_argv(self.settings, self.run_id, helper, egress, spec))
+        self._check_stopping()
+        self._docker("start", self._container or "")
+        if self.settings.transport == "stream":
+            self._channel = Channel(
+                [self.settings.docker, "exec", "-i", self._container or "", *self._helper("stream")],
+                stderr_path=str(ws / "stream.log"),
+            )
+        self._confine()
+        wait = self.settings.start_timeout
+        header, blobs = self._request({"op": "ready", "wait": wait}, timeout=wait + 30)
+        self._ready(header, blobs)
+
+    def _create(self, argv: list[str]) -> None:
+        try:
+            code, out, err = run_bounded(argv, timeout=120, started=self._track)
+        except EngineError as exc:
+            code, out, err = -1, b"", str(exc).encode()
+        ident = out.decode("ascii", "replace").strip()
+        if code != 0 or not re.fullmatch(r"[0-9a-f]{64}", ident):
+            self._find_lost()
+            self._check_stopping()
+            raise DesktopError(f"docker: creating the container failed: {first_line(err)}", fatal=True)
+        self._adopt(ident)
+
+    def _adopt(self, ident: str) -> None:
+        """Record the container before it runs anything; remove it at once if a stop came meanwhile."""
+        with self._lock:
+            self._container = ident
+        try:
+            if self._rundir is not None:
+                self._rundir.write_sandbox_id(ident)
+            if self._sink is not None:
+                self._sink(ev.SandboxCreated(self.name, ident, self.labels))
+        finally:
+            if self._stopping.is_set():
+                self._remove()
+
+    def _find_lost(self) -> None:
+        """The create failed or was cut off, perhaps after the engine made the container: find it by label."""
+        with contextlib.suppress(EngineError):
+            for row in self.engine.by_label(f"{RUN_LABEL}={self.run_id}"):
+                if row["kind"] == "container":
+                    self._adopt(row["id"])
+                    self._remove()
+
+    def _confine(self) -> None:
+        """Inspect the running container; refuse to go on unless it is confined as it should be."""
+        try:
+            info = self.engine.inspect(self._container or "")
+            seccomp_default = self.engine.seccomp_default()
+        except (EngineError, ValueError) as exc:
+            self._check_stopping()
+            raise DesktopError(f"docker: inspecting the container failed: {exc}", fatal=True) from None
+        summary, problems = hardening(
+            info, mounts={HELPER_PATH: True, EGRESS_DIR: False}, seccomp_default=seccomp_default
+        )
+        if problems:
+            raise DesktopError(f"docker: the container is not confined: it {'; '.join(problems)}", fatal=True)
+        self._confinement = summary
+
+    def _helper(self, mode: str) -> list[str]:
+        """The helper's argv inside the container (``call`` reads its request from stdin)."""
+        call = ["call", SOCKET_PATH, "-", CONNECT_WAIT] if mode == "call" else ["stream", SOCKET_PATH, CONNECT_WAIT]
+        return ["python3", "-S", HELPER_PATH, *call]
+
+    def _docker(self, *args: str) -> None:
+        try:
+            code, _out, err = run_bounded([self.settings.docker, *args], timeout=60, started=self._track)
+        except EngineError as exc:
+            code, err = -1, str(exc).encode()
+        if code != 0:
+            self._check_stopping()
+            raise DesktopError(f"docker {args[0]}: {first_line(err)}", fatal=True)
+
+    def _track(self, proc: subprocess.Popen[bytes] | None) -> None:
+        with self._lock:
+            self._process = proc
+
+    # ------------------------------------------------------------------------------------------------
+    # One request per step
+    # ------------------------------------------------------------------------------------------------
+    def _request(self, request: dict[str, Any], *, timeout: float) -> tuple[dict[str, Any], Blobs]:
+        self._check_stopping()
+        if not self._requests.acquire(timeout=timeout):
+            raise DesktopError("the desktop is busy with another request", fatal=True)
+        try:
+            return self._send(request, timeout)
+        finally:
+            self._requests.release()
+
+    def _send(self, request: dict[str, Any], timeout: float) -> tuple[dict[str, Any], Blobs]:
+        self._check_stopping()
+        data = json.dumps(request).encode()
+        try:
+            if self._channel is not None:
+                code, out, err = 0, self._channel.ask(data, timeout=timeout, cap=REPLY_CAP), b""
+            else:
+                argv = [self.settings.docker, "exec", "-i", self._container or "", *self._helper("call")]
+                code, out, err = run_bounded(
+                    argv, timeout=timeout, cap=REPLY_CAP, stdin=data + b"\n", started=self._track
+                )
+        except (DesktopError, EngineError) as exc:
+            self._check_stopping()
+            raise DesktopError(f"docker: the {request.get('op')} request failed: {exc}", fatal=True) from None
+        self._check_stopping()
+        return self._answer(code, out, err)
+
+    def verify(self) -> Verification | None:
+        """The lab's verdict, here: from what its server saw, this proxy's records and the downloads."""
+        if self.lab is None:
+            return None
+        _header, blobs = self._request({"op": "downloads"}, timeout=self.step_timeout)
+        assert self._workspace is not None
+        folder = self._workspace / "downloads"
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(mode=0o700)
+        for number, (name, (data, _w, _h)) in enumerate(blobs.items()):
+            base = name.rsplit("/", 1)[-1]
+            safe = base if DOWNLOAD_NAME.fullmatch(base) and base not in (".", "..") else f"download-{number}"
+            (folder / f"{number:02d}-{safe}").write_bytes(data)
+        return self.lab.verify(folder, self.egress())
+
+    def release_all(self) -> None:
+        """Release held input, unless a stop is under way (the container goes, input with it) or a
+        request is in flight (it is being cut off)."""
+        if self._stopping.is_set() or self._container is None or not self._requests.acquire(blocking=False):
+            return
+        try:
+            self._send({"op": "release"}, 5)
+        except DesktopError:
+            pass
+        finally:
+            self._requests.release()
+
+    # ------------------------------------------------------------------------------------------------
+    # Stop
+    # ------------------------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Cut off the request in flight, remove the container (and anything else of the run), stop the
+        proxy and the lab, delete the workspace. Any thread, any moment, idempotent."""
+        self._stopping.set()
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            process = self._process
+        if process is not None:
+            kill(process)
+        if self._channel is not None:
+            self._channel.kill()
+        problem = None
+        try:
+            self._remove()
+        except EngineError as exc:
+            problem = str(exc)
+        if self._proxy is not None:
+            self._proxy.stop()
+        if self.lab is not None:
+            with contextlib.suppress(Exception):
+                self.lab.stop()
+        if self._requests.acquire(timeout=5):  # the request in flight has given up: close its pipes
+            try:
+                if self._channel is not None:
+                    self._channel.dispose()
+            finally:
+                self._requests.release()
+        if self._workspace is not None:
+            shutil.rmtree(self._workspace, ignore_errors=True)
+        if problem:
+            raise DesktopError(truncate(f"docker: removing the container failed: {problem}", 300))
+
+    def _remove(self) -> None:
+        """Remove the run's container, once; one not created yet is removed when its create ends."""
+        with self._lock:
+            ident = self._container
+            if ident is None or self._removed:
+                return
+            self._removed = True
+        self.engine.remove(ident)
+        self.engine.remove_run(self.run_id)  # anything else carrying the run's label
+
+
+def list_leftovers(settings: DockerSettings | None = None) -> list[dict[str, str]]:
+    """Containers and networks labelled ``cua-tui`` on this engine: kind, id, name, state, run id."""
+    return Engine((settings or DockerSettings()).docker).by_label(LABEL)
+
+
+def remove_leftover(ident: str, settings: DockerSettings | None = None) -> bool:
+    """Remove one by id or name; False when it was already gone (running it twice is harmless)."""
+    return Engine((settings or DockerSettings()).docker).remove(ident)
