@@ -352,8 +352,8 @@ class SupervisorApp(HistoryActions, App[Any]):
 
     def on_desktop_view_resized(self, message: DesktopView.Resized) -> None:
         self.render_frame()
-        if self.pending is not None:  # the pending row back in view at the new size
-            self.query_one(BatchPane).mark_pending(self.pending.index)
+        if self.pending is not None:  # the pending row back in view at the new size (unless read back)
+            self.query_one(BatchPane).reveal_pending()
 
     # ------------------------------------------------------------------------------------------------
     # Keys

@@ -229,6 +229,11 @@ class BatchPane(VerticalScroll):
         if self.scroll_offset.y >= self.max_scroll_y:
             self.following = True
 
+    def reveal_pending(self) -> None:
+        """After a resize: the pending row back in view, unless the reviewer has scrolled back to read."""
+        if self.following and self.pending is not None and self.pending in self.rows:
+            self.call_after_refresh(self.scroll_to_widget, self.rows[self.pending], animate=False, top=True)
+
     def mark_pending(self, index: int | None) -> None:
         self.pending = index
         if index is not None:

@@ -99,13 +99,14 @@ async def test_a_blocked_action_raises_an_alert_that_stays_until_seen() -> None:
         await until(pilot, lambda: bar.display, "the alert line")
         await pilot.pause(0.3)
         assert bar.display and "ALERT" in plain(bar) and "BLOCKED" in plain(bar)
-        assert "alerts_seen" in footer_actions(app)
+        # the footer recomposes after the bindings change: wait for it, as a person would
+        await until(pilot, lambda: "alerts_seen" in footer_actions(app), "x in the footer")
         await pilot.pause(0.5)
         assert bar.display  # it stays: no timeout takes it away
         await pilot.press("x")
         await pilot.pause()
         assert not bar.display and app.view.attention.unseen == []
-        assert "alerts_seen" not in footer_actions(app)
+        await until(pilot, lambda: "alerts_seen" not in footer_actions(app), "x gone from the footer")
         await pilot.press("k")
 
 
