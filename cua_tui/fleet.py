@@ -306,7 +306,7 @@ class Fleet:
         """A private copy of the task's RunView (its state after the events so far)."""
         entry = self._entry(task)
         with entry.lock:
-            return copy.deepcopy(entry.view)
+            return _copy_view(entry.view)
 
     def watch(self, task: str, listener: Callable[[ev.Stamped], None]) -> tuple[RunView, Callable[[], None]]:
         """The task's RunView now (a copy) and, from the next event on, every event of its run, told on the
@@ -314,7 +314,7 @@ class Fleet:
         entry = self._entry(task)
         with entry.lock:
             entry.watchers.append(listener)
-            snapshot = copy.deepcopy(entry.view)
+            snapshot = _copy_view(entry.view)
 
         def unwatch() -> None:
             with entry.lock:
@@ -669,6 +669,14 @@ class Fleet:
                 if self._scheduler is None:
                     raise  # at start: nothing has run yet, the caller reports it
                 # later: the runs themselves are complete run directories; the manifest is an index
+
+
+def _copy_view(view: RunView) -> RunView:
+    """A copy of a RunView that shares its immutable pieces: the pending request stays the very object the
+    run's handshake knows (an answer is matched by identity), and screenshots are not duplicated."""
+    keep = (view.pending, view.screen, view.ended)
+    memo: dict[int, Any] = {id(value): value for value in keep if value is not None}
+    return copy.deepcopy(view, memo)
 
 
 def fleet_tasks(tasks: TasksFile, base: RunOptions) -> list[FleetTask]:
