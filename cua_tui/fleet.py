@@ -72,11 +72,12 @@ KILLED_BY = "human (fleet)"
 MANIFEST_DIR = "fleets"  # <runs-dir>/fleets/<fleet id>.json
 _CLOSED_KEPT = 100_000  # why a closed request closed, for the refusal of a late answer (bounded)
 
-# Local desktops on this machine (python -m cua_tui.bench fleet, "local desktops at once"): each
-# Xvfb + openbox + Chromium desktop costs about this much memory (PSS of its process tree, the form lab
-# loaded), and a 2-CPU machine keeps steps responsive with about this many desktops per CPU.
-LOCAL_DESKTOP_BYTES = 600 * 1024 * 1024
-LOCAL_DESKTOPS_PER_CPU = 2
+# Local desktops on this machine (python -m cua_tui.bench fleet, "local desktops at once", 2 CPUs, 24 GiB):
+# each Xvfb + openbox + Chromium desktop with the form lab measured 226-263 MB PSS (its process tree),
+# rounded up here; with k desktops stepping at once the median click + screenshot was 56 ms (1), 56 (2),
+# 71 (4), 89 (6), 116 ms (8): within twice one desktop's up to 6, i.e. 3 per CPU. Memory allows ~40.
+LOCAL_DESKTOP_BYTES = 300 * 1024 * 1024
+LOCAL_DESKTOPS_PER_CPU = 3
 LOCAL_MEMORY_SHARE = 0.5  # of the machine's memory, for desktops: the rest is the controller's and others'
 SAME_MACHINE_BACKENDS = ("local", "docker")  # backends whose desktops run on this machine
 DEFAULT_CONCURRENCY = 8  # other backends (remote sandboxes, sim, dry)

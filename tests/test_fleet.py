@@ -302,8 +302,8 @@ def test_runs_start_up_to_the_limit_and_the_next_when_one_ends(tmp_path: Path, s
 
 
 def test_local_concurrency_is_what_the_machine_fits() -> None:
-    assert local_desktop_limit(mem_total=24 * 2**30, cpus=2) == 4
-    assert local_desktop_limit(mem_total=2 * 2**30, cpus=16) == 1  # memory decides
+    assert local_desktop_limit(mem_total=24 * 2**30, cpus=2) == 6  # 3 per CPU (measured)
+    assert local_desktop_limit(mem_total=2 * 2**30, cpus=16) == 3  # memory decides: half of 2 GiB / 300 MiB
     limit = local_desktop_limit()
     used, message = concurrency_for("local", limit + 5, 100)
     assert used == limit and message is not None and f"fits {limit} local desktops" in message
