@@ -170,14 +170,14 @@ def bench_idle_memory(tmp: Path, runs: int) -> dict[str, Any]:
     gc.collect()
     fleet = Fleet([FleetTask(f"idle-{i}", base) for i in range(runs)], runs_dir=tmp / "fleet-idle", concurrency=runs)
     tracemalloc.start()
-    rss0, traced0 = _rss(), tracemalloc.get_traced_memory()[0]
+    rss0, traced0, threads0 = _rss(), tracemalloc.get_traced_memory()[0], threading.active_count()
     fleet.start()
     deadline = time.monotonic() + 60
     while len(fleet.queue()) < runs and time.monotonic() < deadline:
         time.sleep(0.02)
     time.sleep(0.2)
     gc.collect()
-    rss1, traced1 = _rss(), tracemalloc.get_traced_memory()[0]
+    rss1, traced1, threads1 = _rss(), tracemalloc.get_traced_memory()[0], threading.active_count()
     tracemalloc.stop()
     waiting = len(fleet.queue())
     fleet.kill_all()
@@ -187,7 +187,7 @@ def bench_idle_memory(tmp: Path, runs: int) -> dict[str, Any]:
         "waiting": waiting,
         "rss_per_run_kb": (rss1 - rss0) / runs / 1024,
         "traced_per_run_kb": (traced1 - traced0) / runs / 1024,
-        "threads_per_run": None,
+        "threads_per_run": (threads1 - threads0) / runs,
     }
 
 
@@ -418,7 +418,7 @@ def report(r: dict[str, Any]) -> list[str]:
     if idle:
         lines.append(
             f"memory per idle run ({idle['runs']} runs waiting on a decision): RSS {idle['rss_per_run_kb']:.0f} kB, "
-            f"Python heap (tracemalloc) {idle['traced_per_run_kb']:.0f} kB"
+            f"Python heap (tracemalloc) {idle['traced_per_run_kb']:.0f} kB, {idle['threads_per_run']:.1f} threads"
         )
     loc = r.get("local")
     if loc and "skipped" not in loc:

@@ -83,8 +83,10 @@ def test_three_local_desktops_at_once_with_one_approver(tmp_path: Path) -> None:
         assert report.intact and report.sealed, (task, report.summary)
         info = json.loads((runs / run_id / "run.json").read_text())
         assert (info["fleet"], info["fleet_task"], info["lab"]) == (manifest["fleet"], task, "form")
-        assert info["isolation"]["bubblewrap"] is True  # each its own sandbox
+        assert info["isolation"]["x_server"] == "inside sandbox" and info["isolation"]["uid_per_run"]  # its own
         assert f"{runs / run_id}" in proc.stderr
+    uids = {json.loads((runs / r / "run.json").read_text())["isolation"]["uid"] for r in run_of.values()}
+    assert len(uids) == 3  # one sandbox user per run
     # three desktops at once: each run's desktop started before any of them ended
     started, ended = [], []
     for run_id in run_of.values():
