@@ -1,5 +1,5 @@
-"""``python -m cua_tui.bench [core|supervisor|verify|local|tui|replay|ocr|cwsandbox|docker|all] [--quick]
-[--json PATH]``."""
+"""``python -m cua_tui.bench [core|supervisor|verify|local|tui|replay|ocr|cwsandbox|docker|fleet|all] [--quick]
+[--json PATH] [--fleet-parts sim,idle,local,cwsandbox]``."""
 
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ from .report import render
 from .supervisor import TARGET_ACTION_US, run_supervisor
 from .verify import TARGET_VERIFY_EPS, bench_verify
 
-SUITES = ("core", "supervisor", "verify", "local", "tui", "replay", "ocr", "cwsandbox", "docker", "all")
+SUITES = ("core", "supervisor", "verify", "local", "tui", "replay", "ocr", "cwsandbox", "docker", "fleet", "all")
+FLEET_PARTS = ("sim", "idle", "local", "cwsandbox")
 
 
 def _tmp_fs(path: str) -> str:
@@ -49,7 +50,9 @@ def _tmp_fs(path: str) -> str:
         return "unknown"
 
 
-def run(suite: str, quick: bool, verify_events: int | None = None) -> dict[str, Any]:
+def run(
+    suite: str, quick: bool, verify_events: int | None = None, fleet_parts: tuple[str, ...] = FLEET_PARTS
+) -> dict[str, Any]:
     """Run ``suite`` in a temporary directory; the results as the JSON written by ``--json``."""
     pick = 1 if quick else 0
     size = {name: values[pick] for name, values in SIZES.items()}
@@ -88,6 +91,12 @@ def run(suite: str, quick: bool, verify_events: int | None = None) -> dict[str, 
             from .docker import run as run_docker
 
             results["docker"] = run_docker(tmp, 8 if quick else 30, 1 if quick else 3)
+        if suite in ("fleet", "all"):
+            from .fleet import TARGET_QUEUE_MS
+            from .fleet import run as run_fleet
+
+            results["fleet"] = run_fleet(tmp, quick, fleet_parts)
+            results["targets"]["fleet_queue_ms"] = TARGET_QUEUE_MS
         if suite in ("replay", "all"):
             from .replay import run as run_replay  # imports Textual: only for the suites that measure it
 
@@ -138,14 +147,21 @@ def main(argv: list[str] | None = None) -> int:
         "tools), tui (UI-thread time per screenshot frame), replay (opening and stepping through recorded runs), "
         "ocr (a real lab page read as text with Tesseract, and the cached lookup), "
         "cwsandbox (requests and latency per step in a CoreWeave sandbox, ours vs the tutorial's, against a "
-        "local service), docker (start time and step latency of the Docker backend vs the local desktop), all "
-        "(every suite)",
+        "local service), docker (start time and step latency of the Docker backend vs the local desktop), fleet "
+        "(200 sim runs 32 at a time through one approval queue, memory per idle run, local desktops at once, 8 "
+        "cwsandbox runs at once), all (every suite)",
     )
     parser.add_argument(
         "--quick", action="store_true", help="a fast smoke run: fewer samples, 10,000 events, 8 local samples"
     )
     parser.add_argument("--json", metavar="PATH", type=Path, help="also write the results as JSON to PATH")
     parser.add_argument("--events", type=int, metavar="N", help="events in the verify run (default 100,000)")
+    parser.add_argument(
+        "--fleet-parts",
+        default=",".join(FLEET_PARTS),
+        metavar="PARTS",
+        help=f"the fleet suite's parts to run, comma-separated (default: {','.join(FLEET_PARTS)})",
+    )
     args = parser.parse_args(argv)
     if args.events is not None and args.events < 10:
         parser.error("--events must be at least 10")
@@ -161,8 +177,11 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
+    parts = tuple(p.strip() for p in args.fleet_parts.split(",") if p.strip())
+    if not parts or any(p not in FLEET_PARTS for p in parts):
+        parser.error(f"--fleet-parts: choose among {', '.join(FLEET_PARTS)}")
     try:
-        results = run(args.suite, args.quick, args.events)
+        results = run(args.suite, args.quick, args.events, parts)
     except (DesktopError, LocalBenchError) as exc:
         print(f"the {args.suite} benchmark failed: {exc}", file=sys.stderr)
         return 1

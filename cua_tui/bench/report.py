@@ -51,6 +51,10 @@ def render(results: dict[str, Any]) -> str:
         from .docker import report as docker_report
 
         lines += ["", *docker_report(results["docker"])]
+    if results.get("fleet"):
+        from .fleet import report as fleet_report
+
+        lines += ["", *fleet_report(results["fleet"])]
     if results.get("resize"):
         from .resize import report as resize_report
 

@@ -48,6 +48,8 @@ JSON_KEYS = (
     "verified",
     "unknown_outcomes",
     "verify_summary",
+    "fleet",
+    "fleet_task",
 )
 HEADER = (
     "RUN",
@@ -65,6 +67,7 @@ HEADER = (
 # widest a cell may be; TASK and REASON shrink further to fit a terminal, down to SHRINK_FLOOR
 LIMITS = (40, 16, 9, 40, 12, 32, 16, 48, 6, 9, 24)
 SHRINKABLE = (3, 7)
+FLEET_LIMIT = 48  # the FLEET column (fleet id / task name), shown when a listed run belongs to a fleet
 SHRINK_FLOOR = 12
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -90,6 +93,8 @@ class RunEntry:
     verified: str | None = None  # intact, unsealed, tampered, unusable; None when not checked
     unknown_outcomes: int = 0
     verify_summary: str | None = None
+    fleet: str | None = None  # the fleet id from run.json, for a run made by `cua-tui fleet`
+    fleet_task: str | None = None  # its task's name in the tasks file
 
     @property
     def duration(self) -> float | None:
@@ -118,6 +123,8 @@ class RunEntry:
             "verified": self.verified,
             "unknown_outcomes": self.unknown_outcomes,
             "verify_summary": self.verify_summary,
+            "fleet": self.fleet,
+            "fleet_task": self.fleet_task,
         }
 
     def cells(self) -> tuple[str, ...]:
@@ -229,6 +236,7 @@ def _read_run(run: RunFolder, name: str, check: bool) -> RunEntry:
         entry.started_at = _epoch(info.get("started_at")) or entry.started_at
         entry.task, entry.backend = _text(info.get("task")), _text(info.get("backend"))
         entry.agent, entry.model = _text(info.get("agent")), _text(info.get("model"))
+        entry.fleet, entry.fleet_task = _text(info.get("fleet")), _text(info.get("fleet_task"))
     if result is not None:  # {}: no result.json (still running, or interrupted); None: unreadable, "?"
         entry.status = (_text(result.get("status")) or "?") if result else "unfinished"
         entry.reason = _text(result.get("reason"))
@@ -240,6 +248,12 @@ def _read_run(run: RunFolder, name: str, check: bool) -> RunEntry:
 
         _apply_verify(entry, verify_run(run))
     return entry
+
+
+def _fleet_cell(entry: RunEntry) -> str:
+    if entry.fleet is None:
+        return "-"
+    return f"{entry.fleet}/{entry.fleet_task}" if entry.fleet_task is not None else entry.fleet
 
 
 def _unusable(name: str, path: Path, why: str, check: bool) -> RunEntry:
@@ -301,8 +315,10 @@ def parse_since(text: str, now: float | None = None) -> float:
     return when.timestamp() if when.tzinfo else when.astimezone().timestamp()
 
 
-def _keep(entry: RunEntry, statuses: tuple[str, ...], since: float | None) -> bool:
+def _keep(entry: RunEntry, statuses: tuple[str, ...], since: float | None, fleet: str | None = None) -> bool:
     if statuses and entry.status not in statuses:
+        return False
+    if fleet is not None and entry.fleet != fleet:
         return False
     return since is None or (entry.started_at is not None and entry.started_at >= since)
 
@@ -317,12 +333,17 @@ def table(entries: list[RunEntry], width: int | None = None) -> list[str]:
 
     raw = [entry.cells() for entry in entries]
     limits = list(LIMITS)
+    header = HEADER
+    if any(entry.fleet is not None for entry in entries):  # runs of a fleet: which one, and which task
+        header = (*HEADER, "FLEET")
+        limits.append(FLEET_LIMIT)
+        raw = [(*cells, _fleet_cell(entry)) for cells, entry in zip(raw, entries, strict=True)]
 
     def render(limits: list[int]) -> list[tuple[str, ...]]:
-        return [HEADER, *(tuple(truncate(visible(c), n) for c, n in zip(r, limits, strict=True)) for r in raw)]
+        return [header, *(tuple(truncate(visible(c), n) for c, n in zip(r, limits, strict=True)) for r in raw)]
 
     rows = render(limits)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     excess = sum(widths) + 2 * (len(widths) - 1) - width if width else 0
     while excess > 0 and any(widths[i] > SHRINK_FLOOR for i in SHRINKABLE):
         widest = max(SHRINKABLE, key=lambda i: widths[i])
@@ -330,9 +351,9 @@ def table(entries: list[RunEntry], width: int | None = None) -> list[str]:
         widths[widest] -= cut
         limits[widest] = widths[widest]
         excess -= cut
-    if limits != list(LIMITS):
+    if limits[: len(LIMITS)] != list(LIMITS):
         rows = render(limits)
-        widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     return ["  ".join(cell.ljust(w) for cell, w in zip(cells, widths, strict=True)).rstrip() for cells in rows]
 
 
@@ -348,14 +369,23 @@ def table(entries: list[RunEntry], width: int | None = None) -> list[str]:
 @click.option(
     "--since", default=None, metavar="WHEN", help="Only runs started since WHEN: 30m, 2h, 3d, 1w or an ISO date/time."
 )
+@click.option("--fleet", "fleet_id", default=None, metavar="ID", help="Only the runs of this fleet (`cua-tui fleet`).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array (keys documented in the README).")
 @click.option("--no-check", is_flag=True, help="Skip checking each run's audit chain (VERIFIED and DECISIONS show -).")
-def command(runs_dir: Path | None, statuses: tuple[str, ...], since: str | None, as_json: bool, no_check: bool) -> None:
+def command(
+    runs_dir: Path | None,
+    statuses: tuple[str, ...],
+    since: str | None,
+    fleet_id: str | None,
+    as_json: bool,
+    no_check: bool,
+) -> None:
     """List runs, newest first: id, start (local time), duration, task, backend, agent/model, status and
     its reason, steps, decisions (not made by the policy) and whether the audit log verifies.
 
     VERIFIED is intact, unsealed (interrupted; with the number of actions whose outcome is unknown),
-    TAMPERED or unusable (`cua-tui verify RUN` says why)."""
+    TAMPERED or unusable (`cua-tui verify RUN` says why). FLEET (shown when a listed run belongs to a
+    fleet) is the fleet id and the task's name."""
     from ..core.safeio import RunFileError, RunFolder
     from ..core.text import visible
 
@@ -375,10 +405,10 @@ def command(runs_dir: Path | None, statuses: tuple[str, ...], since: str | None,
         with top:
             entries = read_runs(top, check=not no_check)
     wanted = tuple(s.lower() for s in statuses)
-    entries = [e for e in entries if _keep(e, wanted, since_at)]
+    entries = [e for e in entries if _keep(e, wanted, since_at, fleet_id)]
     entries.sort(key=lambda e: (e.started_at or 0.0, e.id), reverse=True)
     if not entries and not as_json:
-        filtered = bool(wanted) or since_at is not None
+        filtered = bool(wanted) or since_at is not None or fleet_id is not None
         click.echo(f"no runs in {visible(str(folder))}" + (" match the filters" if filtered else ""))
         return
     if as_json:

@@ -1,0 +1,444 @@
+"""Suite ``fleet``: many runs at once through the fleet runner (cua_tui/fleet.py), against its targets.
+
+1. 200 runs of the form script on the sim desktop, 32 at a time, every decision answered through the
+   queue: every run must end passed, sealed and verified intact (core/audit verify_run). Measured: the
+   time from a run's ``decision_requested`` event (a listener of the run placed before the fleet's) to
+   the fleet's listener being told of the request (``RequestQueued``, on the dispatcher thread), against
+   100 ms; the fleet's wall time.
+2. Memory per idle run: 32 sim runs waiting on a decision, RSS and tracemalloc growth divided by 32.
+3. Local desktops at once (Xvfb + openbox + Chromium with the form lab, each in its sandbox): the memory
+   of each desktop's process tree (PSS), and the latency of a click + screenshot step with k desktops
+   stepping at once; what fits on this machine is the smaller of memory (half of it for desktops) and CPU
+   (the most desktops whose median step stays within twice one desktop's). cua_tui/fleet.py's
+   LOCAL_DESKTOP_BYTES and LOCAL_DESKTOPS_PER_CPU come from here.
+4. cwsandbox: 8 concurrent runs of the form lab through the real client and the local gRPC service
+   (desktops/cwsandbox_local.py); the service counts every request per sandbox: each step must still be
+   one exec.
+
+``python -m cua_tui.bench fleet [--quick]``.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import os
+import statistics
+import threading
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+from ..build import HANDSHAKE, RunOptions
+from ..config import Settings
+from ..core import events as ev
+from ..core import fleet as cf
+from ..core.ports import Answer
+from .common import SCREEN, log
+
+TARGET_QUEUE_MS = 100.0  # a new request shows in the queue within this of its decision request
+ANSWER_DELAY_S = 0.5  # how long the benchmark's reviewer takes to answer each request
+FORM = {
+    "turns": [
+        {
+            "actions": [
+                {"type": "click", "x": 250, "y": 182},
+                {"type": "type", "text": "cua-tui verified"},
+                {"type": "click", "x": 550, "y": 182},
+            ]
+        }
+    ],
+    "final_text": "done",
+}
+
+
+def _settings(tmp: Path) -> Settings:
+    return Settings.load({"CUA_TUI_CONFIG": str(tmp / "no-config.toml")})  # built-in policy, whatever the user's
+
+
+def _percentile(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
+
+
+# ---------------------------------------------------------------------------------------------------
+# 1. 200 sim runs, 32 at a time
+# ---------------------------------------------------------------------------------------------------
+def bench_sim_fleet(tmp: Path, runs: int, concurrency: int) -> dict[str, Any]:
+    from ..fleet import Fleet, FleetTask
+
+    written: dict[tuple[str, int], float] = {}  # (run id, seq) of each decision_requested -> when it was written
+    lock = threading.Lock()
+
+    def stamp(stamped: ev.Stamped) -> None:
+        if isinstance(stamped.event, ev.DecisionRequested) and stamped.event.request is not None:
+            with lock:
+                written[(stamped.event.request.run_id, stamped.seq)] = time.monotonic()
+
+    base = RunOptions(
+        backend="sim",
+        agent=None,
+        script=FORM,
+        task="fill the form",
+        decisions=HANDSHAKE,
+        fsync=True,
+        settings=_settings(tmp),
+        listeners=(stamp,),
+    )
+    fleet = Fleet(
+        [FleetTask(f"form-{i:03d}", base) for i in range(runs)], runs_dir=tmp / "fleet-sim", concurrency=concurrency
+    )
+    latencies: list[float] = []
+    refused: list[str] = []
+    most = 0
+    going: set[str] = set()
+
+    def listener(event: cf.FleetEvent) -> None:
+        nonlocal most
+        if isinstance(event, cf.RequestQueued):
+            now = time.monotonic()
+            item = event.item
+            with lock:
+                latencies.append((now - written[(item.run_id, item.seq)]) * 1000)
+
+            def approve(item: cf.QueueItem = item) -> None:
+                why = fleet.answer(item, Answer.APPROVE)
+                if why is not None:
+                    refused.append(why)
+
+            # A reviewer takes a moment: the runs overlap, so the queue is measured with the fleet at its limit.
+            timer = threading.Timer(ANSWER_DELAY_S, approve)
+            timer.daemon = True
+            timer.start()
+        elif isinstance(event, cf.RunChanged) and event.row.run_id and not event.row.ended:
+            going.add(event.row.task)
+            most = max(most, len(going))
+        elif isinstance(event, cf.RunFinished):
+            going.discard(event.row.task)
+
+    fleet.subscribe(listener)
+    log(f"fleet: {runs} sim runs, {concurrency} at a time, every decision answered through the queue")
+    gc.collect()
+    t0 = time.perf_counter()
+    rows = fleet.run()
+    wall = time.perf_counter() - t0
+    statuses: dict[str, int] = {}
+    for row in rows:
+        statuses[row.status] = statuses.get(row.status, 0) + 1
+    intact = sum(1 for row in rows if row.intact)
+    return {
+        "runs": runs,
+        "concurrency": concurrency,
+        "most_at_once": most,
+        "wall_s": wall,
+        "runs_per_s": runs / wall,
+        "statuses": statuses,
+        "sealed_intact": intact,
+        "all_passed_intact": statuses.get("passed", 0) == runs and intact == runs,
+        "requests": len(latencies),
+        "refused_answers": len(refused),
+        "queue_ms_median": statistics.median(latencies),
+        "queue_ms_p99": _percentile(latencies, 0.99),
+        "queue_ms_max": max(latencies),
+        "target_queue_ms": TARGET_QUEUE_MS,
+        "ratio_queue_target": TARGET_QUEUE_MS / max(_percentile(latencies, 0.99), 1e-6),
+    }
+
+
+# ---------------------------------------------------------------------------------------------------
+# 2. Memory per idle run
+# ---------------------------------------------------------------------------------------------------
+def _rss() -> int:
+    with open("/proc/self/statm", encoding="ascii") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def bench_idle_memory(tmp: Path, runs: int) -> dict[str, Any]:
+    from ..fleet import Fleet, FleetTask
+
+    base = RunOptions(
+        backend="sim", agent=None, script=FORM, task="fill", decisions=HANDSHAKE, fsync=False, settings=_settings(tmp)
+    )
+    # one fleet first, so that imports, caches and the first thread stacks are not counted
+    warm = Fleet([FleetTask("warm", base)], runs_dir=tmp / "fleet-warm", concurrency=1)
+    warm.start()
+    while not warm.queue():
+        time.sleep(0.01)
+    warm.kill_all()
+    warm.wait(30)
+    gc.collect()
+    fleet = Fleet([FleetTask(f"idle-{i}", base) for i in range(runs)], runs_dir=tmp / "fleet-idle", concurrency=runs)
+    tracemalloc.start()
+    rss0, traced0, threads0 = _rss(), tracemalloc.get_traced_memory()[0], threading.active_count()
+    fleet.start()
+    deadline = time.monotonic() + 60
+    while len(fleet.queue()) < runs and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.2)
+    gc.collect()
+    rss1, traced1, threads1 = _rss(), tracemalloc.get_traced_memory()[0], threading.active_count()
+    tracemalloc.stop()
+    waiting = len(fleet.queue())
+    fleet.kill_all()
+    fleet.wait(60)
+    return {
+        "runs": runs,
+        "waiting": waiting,
+        "rss_per_run_kb": (rss1 - rss0) / runs / 1024,
+        "traced_per_run_kb": (traced1 - traced0) / runs / 1024,
+        "threads_per_run": (threads1 - threads0) / runs,
+    }
+
+
+# ---------------------------------------------------------------------------------------------------
+# 3. Local desktops at once
+# ---------------------------------------------------------------------------------------------------
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
+                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _pss(pids: list[int]) -> int:
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as fh:
+                for line in fh:
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+        except OSError:
+            continue
+    return total
+
+
+def _mem_total() -> int:
+    from ..fleet import _mem_total
+
+    return _mem_total()
+
+
+def bench_local_desktops(counts: tuple[int, ...], steps: int) -> dict[str, Any]:
+    """Start max(counts) local desktops; PSS per desktop; step latency with k of them stepping at once."""
+    from ..core.actions import Action, Kind
+    from ..desktops.local import LocalDesktop
+    from ..labs import get_lab
+
+    most = max(counts)
+    before = _pss(_descendants(os.getpid()))
+    desktops: list[Any] = []
+    started: list[float] = []
+    try:
+        for i in range(most):
+            desktop = LocalDesktop(SCREEN, lab=get_lab("form"))
+            t0 = time.perf_counter()
+            desktop.start()
+            started.append(time.perf_counter() - t0)
+            desktops.append(desktop)
+            log(f"fleet: local desktop {i + 1} of {most} started in {started[-1]:.1f} s")
+        time.sleep(2.0)  # let the pages settle (Chromium's start-up work) before measuring
+        pss = _pss(_descendants(os.getpid())) - before
+        per_desktop = pss / most
+        latency: dict[int, float] = {}
+        for k in counts:
+            samples: list[float] = []
+            lock = threading.Lock()
+
+            def stepper(desktop: Any, n: int, samples: list[float] = samples, lock: threading.Lock = lock) -> None:
+                for j in range(n):
+                    action = Action(Kind.CLICK, point=(60 + (j * 71) % 900, 560 + (j * 13) % 120))
+                    t0 = time.perf_counter()
+                    desktop.perform(action)
+                    with lock:
+                        samples.append((time.perf_counter() - t0) * 1000)
+
+            threads = [threading.Thread(target=stepper, args=(d, steps)) for d in desktops[:k]]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            latency[k] = statistics.median(samples)
+            log(f"fleet: {k} local desktop(s) stepping at once: median click + screenshot {latency[k]:.0f} ms")
+    finally:
+        for desktop in desktops:
+            desktop.stop()
+    one = latency[min(counts)]
+    cpu_fit = max(k for k in counts if latency[k] <= 2 * one)
+    cpus = os.cpu_count() or 1
+    mem_total = _mem_total()
+    from ..fleet import LOCAL_MEMORY_SHARE
+
+    memory_fit = int(mem_total * LOCAL_MEMORY_SHARE // per_desktop)
+    return {
+        "desktops": most,
+        "start_s_median": statistics.median(started),
+        "pss_per_desktop_mb": per_desktop / 2**20,
+        "step_ms": {str(k): v for k, v in latency.items()},
+        "cpus": cpus,
+        "mem_total_gb": mem_total / 2**30,
+        "memory_fit": memory_fit,
+        "cpu_fit_measured": cpu_fit,
+        "cpu_fit_at_most": max(counts),
+        "fits": min(memory_fit, cpu_fit),
+    }
+
+
+# ---------------------------------------------------------------------------------------------------
+# 4. cwsandbox: 8 runs at once against the local service, one exec per step
+# ---------------------------------------------------------------------------------------------------
+def bench_cwsandbox_fleet(tmp: Path, runs: int) -> dict[str, Any]:
+    import json
+
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    import cwsandbox
+
+    from ..desktops.cwsandbox_local import LocalService
+    from ..fleet import Fleet, FleetTask
+    from ..labs import get_lab
+
+    cwsandbox.disable_signal_handlers()
+    saved = {k: os.environ.get(k) for k in ("CWSANDBOX_BASE_URL", "CWSANDBOX_API_KEY")}
+    with LocalService(tmp / "fleet-cw-service") as service:
+        os.environ["CWSANDBOX_BASE_URL"] = service.base_url
+        os.environ["CWSANDBOX_API_KEY"] = "bench-key"
+        try:
+            lab = get_lab("form")
+            base = RunOptions(
+                backend="cwsandbox",
+                agent=None,
+                lab="form",
+                script=lab.script(),
+                decisions="approve",
+                fsync=False,
+                settings=_settings(tmp),
+            )
+            fleet = Fleet(
+                [FleetTask(f"cw-{i}", base) for i in range(runs)], runs_dir=tmp / "fleet-cw", concurrency=runs
+            )
+            log(f"fleet: {runs} cwsandbox runs at once (form lab, real client, local service)")
+            t0 = time.perf_counter()
+            rows = fleet.run()
+            wall = time.perf_counter() - t0
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+        requests = list(service.service.requests)
+    per_run = []
+    for row in rows:
+        if not row.path:
+            continue
+        sandbox_path = Path(row.path) / "sandbox-id.txt"
+        if not sandbox_path.exists():
+            continue
+        sandbox = sandbox_path.read_text().strip()
+        log_ = [(rpc, op) for rpc, sid, op in requests if sid == sandbox]
+        try:
+            start = log_.index(("StreamExec", "ready")) + 1
+            end = log_.index(("StreamExec", "verify"))
+        except ValueError:
+            continue
+        window = log_[start:end]
+        records = [json.loads(line) for line in (Path(row.path) / "audit.jsonl").read_text().splitlines()]
+        executed = [r for r in records if r["kind"] == "outcome" and r["status"] == "executed"]
+        stale_checks = [r for r in records if r["kind"] == "screen" and r.get("purpose") == "stale_check"]
+        per_run.append(
+            {
+                "requests": len(window),
+                "non_exec": sum(1 for rpc, _ in window if rpc != "StreamExec"),
+                "steps": len(executed) + len(stale_checks),
+            }
+        )
+    statuses: dict[str, int] = {}
+    for row in rows:
+        statuses[row.status] = statuses.get(row.status, 0) + 1
+    steps = sum(r["steps"] for r in per_run)
+    return {
+        "runs": runs,
+        "wall_s": wall,
+        "statuses": statuses,
+        "sealed_intact": sum(1 for row in rows if row.intact),
+        "measured_runs": len(per_run),
+        "requests_per_step": sum(r["requests"] for r in per_run) / steps if steps else None,
+        "non_exec_requests": sum(r["non_exec"] for r in per_run),
+        "target_requests_per_step": 1.0,
+    }
+
+
+# ---------------------------------------------------------------------------------------------------
+def run(tmp: Path, quick: bool, parts: tuple[str, ...] = ("sim", "idle", "local", "cwsandbox")) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if "sim" in parts:
+        out["sim"] = bench_sim_fleet(tmp, 40 if quick else 200, 8 if quick else 32)
+    if "idle" in parts:
+        out["idle"] = bench_idle_memory(tmp, 8 if quick else 32)
+    if "local" in parts:
+        from .local import local_missing
+
+        if local_missing():
+            out["local"] = {"skipped": f"{', '.join(local_missing())} not found"}
+        else:
+            out["local"] = bench_local_desktops((1, 2) if quick else (1, 2, 4, 6, 8), 6 if quick else 15)
+    if "cwsandbox" in parts:
+        out["cwsandbox"] = bench_cwsandbox_fleet(tmp, 2 if quick else 8)
+    return out
+
+
+def report(r: dict[str, Any]) -> list[str]:
+    """The suite's lines for the benchmark report."""
+    lines = ["Fleet: many runs at once, one approval queue (cua_tui/fleet.py)", "-" * 110]
+    sim = r.get("sim")
+    if sim:
+        lines += [
+            f"sim: {sim['runs']} runs, {sim['concurrency']} at a time (at most {sim['most_at_once']} seen), "
+            f"{sim['wall_s']:.1f} s ({sim['runs_per_s']:.1f} runs/s); statuses {sim['statuses']}; "
+            f"sealed and verified intact: {sim['sealed_intact']} of {sim['runs']}",
+            f"  decision_requested -> queue listener: median {sim['queue_ms_median']:.2f} ms, p99 "
+            f"{sim['queue_ms_p99']:.2f} ms, max {sim['queue_ms_max']:.2f} ms over {sim['requests']} requests; "
+            f"target {sim['target_queue_ms']:.0f} ms (p99): {sim['ratio_queue_target']:.1f}x",
+        ]
+    idle = r.get("idle")
+    if idle:
+        lines.append(
+            f"memory per idle run ({idle['runs']} runs waiting on a decision): RSS {idle['rss_per_run_kb']:.0f} kB, "
+            f"Python heap (tracemalloc) {idle['traced_per_run_kb']:.0f} kB, {idle['threads_per_run']:.1f} threads"
+        )
+    loc = r.get("local")
+    if loc and "skipped" not in loc:
+        steps = ", ".join(f"{k}: {v:.0f} ms" for k, v in loc["step_ms"].items())
+        lines += [
+            f"local desktops: {loc['desktops']} started (median {loc['start_s_median']:.1f} s each), "
+            f"{loc['pss_per_desktop_mb']:.0f} MB PSS per desktop; {loc['cpus']} CPUs, {loc['mem_total_gb']:.0f} GiB",
+            f"  median click + screenshot with k desktops stepping at once: {steps}",
+            f"  fits by memory (half of it): {loc['memory_fit']}; by CPU (median step within 2x of one desktop): "
+            f"{loc['cpu_fit_measured']} of the {loc['cpu_fit_at_most']} tried; fits: {loc['fits']}",
+        ]
+    elif loc:
+        lines.append(f"local desktops: skipped ({loc['skipped']})")
+    cw = r.get("cwsandbox")
+    if cw:
+        rps = cw["requests_per_step"]
+        lines.append(
+            f"cwsandbox: {cw['runs']} runs at once in {cw['wall_s']:.1f} s, statuses {cw['statuses']}, sealed intact "
+            f"{cw['sealed_intact']}; requests per step {rps:.2f} (target 1.00: "
+            f"{(1.0 / rps if rps else 0):.2f}x), non-exec requests during steps: {cw['non_exec_requests']}"
+        )
+    lines.append("-" * 110)
+    return lines

@@ -1,0 +1,261 @@
+"""``cua-tui fleet``: the tasks of a tasks file as independent runs, at most N at a time, one approval queue.
+
+Without ``--headless`` the fleet TUI (cua_tui.tui.fleet's ``run_fleet_tui``) answers the queue. Headless,
+every decision of every run goes to the same ``--on-confirm`` rule or approver command (whose JSON request
+carries the run id), the fleet's changes are printed as lines, and a summary lists each run's status and
+directory. Exit status: 0 when every run ended passed (or finished where no verifier exists), 1 otherwise,
+2 for bad usage or configuration.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..desktops import BACKENDS
+from .base import UsageFailure, headless_option, operator_option, settings, theme_option
+
+TUI_MISSING = "the fleet TUI is not available yet; use --headless"
+
+
+@click.command("fleet")
+@click.option(
+    "--tasks",
+    "tasks_path",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Tasks file (TOML): one [[tasks]] table per run (see the README's fleet section).",
+)
+@click.option(
+    "--backend", default="local", show_default=True, type=click.Choice(BACKENDS), help="Desktop of every run."
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 1000),
+    default=None,
+    help="Runs at once (default: for local and docker, the desktops this machine fits; else 8). The next "
+    "run starts when one ends.",
+)
+@click.option(
+    "--agent",
+    "agent_spec",
+    default="openai",
+    show_default=True,
+    help="Agent of the tasks that name none: openai, anthropic or script:PATH.",
+)
+@click.option("--model", default=None, help="Model of the tasks that name none (openai/anthropic agents).")
+@click.option(
+    "--policy",
+    "policy_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Policy of the tasks that name none (default: the settings' policy, else the built-in one).",
+)
+@click.option("--screen", default="1024x720", show_default=True, help="Screen size WIDTHxHEIGHT of every run.")
+@click.option("--runs-dir", type=click.Path(path_type=Path), default=None, help="Where run directories go.")
+@click.option(
+    "--audit-key",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Key kept outside the runs directory that signs every run's seal.",
+)
+@headless_option
+@theme_option
+@operator_option
+@click.option(
+    "--on-confirm",
+    default="reject",
+    show_default=True,
+    help="Headless decisions of every run: reject, approve or approver:CMD (one command for the whole fleet; "
+    'its JSON request names the run in "run").',
+)
+def command(
+    tasks_path: Path,
+    backend: str,
+    concurrency: int | None,
+    agent_spec: str,
+    model: str | None,
+    policy_path: Path | None,
+    screen: str,
+    runs_dir: Path | None,
+    audit_key: Path | None,
+    headless: bool,
+    theme: str | None,
+    operator: str | None,
+    on_confirm: str,
+) -> None:
+    """Run every task of a tasks file as its own supervised run, at most --concurrency at a time, with one
+    approval queue across runs (risk first, then age).
+
+    Each run is the run `cua-tui run` would make alone (own run directory, audit chain, seal, sandbox);
+    <runs-dir>/fleets/<fleet id>.json lists them with the tasks file's SHA-256. Exit status: 0 when every
+    run ended passed or finished, 1 otherwise, 2 for bad usage or configuration."""
+    if on_confirm == "ask":
+        raise UsageFailure("--on-confirm ask: one terminal prompt cannot serve many runs; use approver:CMD")
+    # Imported here: the builder pulls in the core, and --help should start fast.
+    from dataclasses import replace
+
+    from ..build import HANDSHAKE, BuildError, RunOptions
+    from ..core.tasks import TasksError, load_tasks
+    from ..fleet import Fleet, concurrency_for, fleet_tasks
+    from ..labs import LABS
+
+    config = settings()
+    try:
+        tasks = load_tasks(tasks_path, labs=LABS.keys())
+    except TasksError as exc:
+        raise UsageFailure(str(exc)) from None
+    if not headless:
+        from .session import check_theme
+
+        check_theme(theme, config)
+        run_fleet_tui = _fleet_tui()
+        if run_fleet_tui is None:
+            raise UsageFailure(TUI_MISSING)
+    base = RunOptions(
+        backend=backend,
+        screen=screen,
+        agent=agent_spec,
+        model=model,
+        policy_path=policy_path,
+        runs_dir=runs_dir,
+        audit_key=audit_key,
+        decisions=on_confirm if headless else HANDSHAKE,
+        operator=operator,
+        settings=config,
+    )
+    specs = fleet_tasks(tasks, base)
+    _check_tasks(specs)
+    limit, message = concurrency_for(backend, concurrency, len(specs))
+    if message:
+        click.echo(message, err=True)
+    runs = (runs_dir or config.runs_dir).expanduser()
+    try:
+        fleet = Fleet(
+            [replace(t, options=replace(t.options, runs_dir=runs)) for t in specs],
+            runs_dir=runs,
+            concurrency=limit,
+            backend=backend,
+            tasks_source=str(tasks_path),
+            tasks_sha256=tasks.sha256,
+            name=tasks.name,
+        )
+    except (ValueError, BuildError) as exc:
+        raise UsageFailure(str(exc)) from None
+    if headless:
+        fleet.subscribe(_printer())
+        _run_headless(fleet)
+    else:
+        run_fleet_tui(fleet, theme=theme or config.theme, settings=config)
+        if not fleet.done:  # leaving the fleet TUI kills every run, each sealed
+            fleet.kill_all(by="human (left the fleet TUI)")
+        fleet.wait()
+    sys.exit(_summary(fleet))
+
+
+def _fleet_tui() -> Any:
+    """``run_fleet_tui`` from cua_tui.tui.fleet, or None while that module does not exist."""
+    import importlib.util
+
+    if importlib.util.find_spec("cua_tui.tui.fleet") is None:
+        return None
+    from ..tui import fleet as fleet_tui  # type: ignore[attr-defined]
+
+    return getattr(fleet_tui, "run_fleet_tui", None)
+
+
+def _check_tasks(specs: list[Any]) -> None:
+    """What can be checked of every task before any run starts: each policy file and each script (a task
+    150 runs later must not be the first to find its file missing)."""
+    from ..agents.script import Script, ScriptError
+    from ..core.policy import Policy, PolicyError
+
+    policies: set[Path] = set()
+    scripts: set[str] = set()
+    for task in specs:
+        options = task.options
+        if options.policy_path is not None and options.policy_path not in policies:
+            try:
+                Policy.load(options.policy_path)
+            except PolicyError as exc:
+                raise UsageFailure(f"task {task.name}: {exc}") from None
+            policies.add(options.policy_path)
+        agent = options.agent or ""
+        if agent.startswith("script:") and agent not in scripts:
+            try:
+                Script.load(Path(agent.removeprefix("script:")))
+            except (ScriptError, OSError, ValueError) as exc:
+                raise UsageFailure(f"task {task.name}: {exc}") from None
+            scripts.add(agent)
+
+
+def _printer() -> Any:
+    """A fleet listener printing one line per change worth a line (stderr), untrusted text made visible."""
+    from ..core import fleet as cf
+    from ..core.text import visible
+
+    def write(line: str) -> None:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+    said_running: set[str] = set()
+
+    def listen(event: Any) -> None:
+        if isinstance(event, cf.RunChanged) and event.row.run_id and event.row.task not in said_running:
+            said_running.add(event.row.task)
+            write(f"[{event.row.task}] run {event.row.run_id} · {event.row.path}")
+        elif isinstance(event, cf.RequestQueued):
+            item, request = event.item, event.item.request
+            what = request.action.describe() if request.action is not None else "the model's safety checks"
+            write(
+                f"[{item.task}] waits: turn {request.turn} #{request.index + 1} {visible(what, limit=120)} · "
+                f"{visible(request.reason, limit=120)} ({item.priority.label}: {visible(item.priority.rule)})"
+            )
+        elif isinstance(event, cf.RequestClosed):
+            request = event.item.request
+            write(f"[{event.item.task}] turn {request.turn} #{request.index + 1}: {visible(event.why, limit=160)}")
+        elif isinstance(event, cf.RunFinished):
+            row = event.row
+            write(f"[{row.task}] ended {row.status} · {visible(row.reason, limit=200)}")
+
+    return listen
+
+
+def _run_headless(fleet: Any) -> None:
+    """Run the fleet; Ctrl-C (SIGINT), SIGTERM or SIGHUP kill every run (each ends killed, sealed)."""
+
+    def on_signal(signum: int, frame: Any) -> None:
+        fleet.kill_all(by="signal " + signal.Signals(signum).name)
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        try:
+            fleet.start()
+        except OSError as exc:
+            raise click.ClickException(f"runs directory {fleet.runs_dir}: {exc.strerror or exc}") from None
+        click.echo(f"fleet {fleet.fleet_id} · {fleet.manifest_path}", err=True)
+        while not fleet.wait(0.2):
+            pass
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _summary(fleet: Any) -> int:
+    """Print each run's status and directory; the exit status (0 only when every run passed or finished)."""
+    from ..core.text import visible
+
+    rows = fleet.rows()
+    width = max(len(r.task) for r in rows)
+    click.echo(f"fleet {fleet.fleet_id}: {len(rows)} runs · manifest {fleet.manifest_path}", err=True)
+    for row in rows:
+        verified = {True: "intact", False: "NOT INTACT", None: "-"}[row.intact]
+        where = row.path or "(no run directory)"
+        click.echo(f"  {row.task:<{width}}  {row.status:<8}  {verified:<10}  {visible(where)}", err=True)
+    passed = sum(1 for r in rows if r.status in ("passed", "finished"))
+    click.echo(f"{passed} of {len(rows)} passed", err=True)
+    return 0 if passed == len(rows) else 1

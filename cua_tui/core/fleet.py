@@ -1,0 +1,241 @@
+"""The fleet's pure parts: the one approval queue across runs, its order, and what a fleet front end sees.
+
+Order: by risk, then by age. A request's risk tier comes from what asked for it:
+
+0. ``safety check``: the model itself raised safety checks on a call (``DecisionRequest.kind``);
+1. ``region`` and ``transmission``: a click in a marked region of the policy or a lab (rule
+   ``regions.<name>``), typing (``actions.type``: typed text can leave the sandbox) or a key that
+   submits or sends (``keys.confirm:Return``, ``KP_Enter``, ``ctrl+Return``);
+2. ``other``: any other confirmation rule (a kind or key a policy file put under confirm).
+
+Within a tier the oldest request comes first; a fleet-wide ticket number breaks ties. The rule behind
+each place travels with the item (``QueueItem.priority``: tier, its name, the policy rule, a sentence),
+so a front end shows why an item sits where it does.
+
+The runner (cua_tui/fleet.py) feeds the queue from each run's events; this module holds no threads, no
+locks and no I/O. ``FleetControl`` is the small protocol a front end (the fleet TUI) is given: the TUI
+sits below the runner in the layers and sees the runner only through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, Protocol
+
+from .ports import Answer, DecisionRequest
+
+
+class Tier(IntEnum):
+    """A request's risk tier: lower comes first."""
+
+    SAFETY_CHECK = 0
+    RISKY = 1  # a marked region, or a transmission (typing, a key that submits or sends)
+    OTHER = 2
+
+
+TRANSMISSION_RULES = frozenset(
+    {"actions.type", "keys.confirm:Return", "keys.confirm:KP_Enter", "keys.confirm:ctrl+Return"}
+)
+REGION_PREFIX = "regions."
+
+
+@dataclass(frozen=True, slots=True)
+class Priority:
+    """Where a request sits and why: ``tier``, ``label`` (safety check | region | transmission | other), the
+    policy ``rule`` that asked (``regions.send``, ``actions.type``, ``safety_check``), and ``why``, a sentence."""
+
+    tier: Tier
+    label: str
+    rule: str
+    why: str
+
+
+def priority(request: DecisionRequest, rule: str) -> Priority:
+    """The place of ``request`` in the queue; ``rule`` is the policy rule of its verdict (``""`` for a
+    safety check, which no policy rule raises)."""
+    if request.kind == "safety_check":
+        return Priority(Tier.SAFETY_CHECK, "safety check", "safety_check", "the model raised safety checks: first")
+    if rule.startswith(REGION_PREFIX):
+        name = rule.removeprefix(REGION_PREFIX)
+        return Priority(Tier.RISKY, "region", rule, f"a click in the marked region {name!r}: second")
+    if rule in TRANSMISSION_RULES:
+        what = "typing" if rule == "actions.type" else f"the key {rule.removeprefix('keys.confirm:')}"
+        return Priority(Tier.RISKY, "transmission", rule, f"{what} can send data out: second")
+    return Priority(Tier.OTHER, "other", rule or "?", f"rule {rule or '?'}: after safety checks, regions, sending")
+
+
+@dataclass(frozen=True, slots=True)
+class QueueItem:
+    """One pending decision of one run of the fleet.
+
+    ``ticket`` is unique in the fleet and names this request for good: an answer carries the item, and
+    the runner refuses it unless this very ticket is still pending. ``asked_at`` is the runner's clock
+    (monotonic seconds) when the request's ``decision_requested`` event was written; ``seq`` is that
+    event's place in the run's audit chain."""
+
+    ticket: int
+    task: str  # the task's name in the tasks file
+    run_id: str
+    request: DecisionRequest
+    priority: Priority
+    asked_at: float
+    seq: int
+
+    @property
+    def order(self) -> tuple[int, float, int]:
+        """The sort key: risk tier, then age (older first), then ticket."""
+        return (int(self.priority.tier), self.asked_at, self.ticket)
+
+    def waited(self, now: float) -> float:
+        """Seconds this request has waited at ``now`` (the runner's clock)."""
+        return max(0.0, now - self.asked_at)
+
+
+class ApprovalQueue:
+    """The pending requests of every run, in order. Plain data: the runner serializes access to it."""
+
+    def __init__(self) -> None:
+        self._items: dict[int, QueueItem] = {}
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[QueueItem]:
+        return iter(self.items())
+
+    def __contains__(self, item: object) -> bool:
+        return isinstance(item, QueueItem) and self._items.get(item.ticket) is item
+
+    def add(self, item: QueueItem) -> None:
+        if item.ticket in self._items:
+            raise ValueError(f"ticket {item.ticket} is already queued")
+        self._items[item.ticket] = item
+
+    def remove(self, item: QueueItem) -> bool:
+        """Take ``item`` out; False when it was not pending (this exact item)."""
+        if self._items.get(item.ticket) is not item:
+            return False
+        del self._items[item.ticket]
+        return True
+
+    def find(self, run_id: str, turn: int, index: int, kind: str) -> QueueItem | None:
+        """The pending item of run ``run_id`` for the request at ``(turn, index)`` of ``kind``."""
+        for item in self._items.values():
+            r = item.request
+            if item.run_id == run_id and r.turn == turn and r.index == index and r.kind == kind:
+                return item
+        return None
+
+    def of_run(self, run_id: str) -> list[QueueItem]:
+        return [item for item in self._items.values() if item.run_id == run_id]
+
+    def items(self) -> list[QueueItem]:
+        """Every pending item, first to decide first."""
+        return sorted(self._items.values(), key=lambda item: item.order)
+
+
+# ---------------------------------------------------------------------------------------------------
+# What a front end sees: one row per task, and the changes it is told about
+# ---------------------------------------------------------------------------------------------------
+class RunState:
+    """A fleet run's state (strings, as shown)."""
+
+    QUEUED = "queued"  # not started yet (the concurrency limit)
+    RUNNING = "running"
+    WAITING = "waiting"  # a decision request of this run is pending
+    ENDED = "ended"
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    """One task of the fleet as a front end's table shows it; an immutable snapshot.
+
+    ``run_id`` and ``path`` are empty until the run is built; ``status`` is set once it ended (a run
+    cancelled before it started ends ``killed`` with no run directory; one that could not be built ends
+    ``error``); ``verified`` is the verifier's verdict (None: none ran); ``intact`` whether its audit log
+    verified intact after the seal (None until checked)."""
+
+    task: str
+    backend: str
+    state: str = RunState.QUEUED
+    run_id: str = ""
+    path: str = ""
+    phase: str = ""
+    turn: int = 0
+    steps: int = 0
+    waiting_since: float | None = None  # runner clock: when its oldest pending request was asked
+    status: str = ""
+    reason: str = ""
+    verified: bool | None = None
+    intact: bool | None = None
+
+    @property
+    def ended(self) -> bool:
+        return self.state == RunState.ENDED
+
+
+@dataclass(frozen=True, slots=True)
+class RequestQueued:
+    """A new request joined the queue."""
+
+    item: QueueItem
+
+
+@dataclass(frozen=True, slots=True)
+class RequestClosed:
+    """A request left the queue. ``why``: ``answered`` (through ``FleetControl.answer``), ``decided by
+    <who>`` (an approver command, a grant, the kill switch), ``run killed`` or ``run ended (<status>)``."""
+
+    item: QueueItem
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunChanged:
+    """A row changed (state, phase, turn, steps, waiting time)."""
+
+    row: RunRow
+
+
+@dataclass(frozen=True, slots=True)
+class RunFinished:
+    """A run ended (``row.status`` says how); sent once per task, after its last ``RunChanged``."""
+
+    row: RunRow
+
+
+@dataclass(frozen=True, slots=True)
+class FleetFinished:
+    """Every task of the fleet ended; the last event a listener receives."""
+
+    rows: tuple[RunRow, ...]
+
+
+FleetEvent = RequestQueued | RequestClosed | RunChanged | RunFinished | FleetFinished
+FleetListener = Callable[[FleetEvent], None]
+
+
+class FleetControl(Protocol):
+    """What a front end needs of a running fleet (implemented by cua_tui.fleet.Fleet).
+
+    Threads: every method is safe from any thread. Listeners are called on the fleet's one dispatcher
+    thread, in order, never with a run's lock held: they may call any method here, but must return
+    quickly (post a message to the UI thread; do not wait for it)."""
+
+    fleet_id: str
+
+    def subscribe(self, listener: FleetListener) -> Callable[[], None]: ...
+    def rows(self) -> list[RunRow]: ...
+    def queue(self) -> list[QueueItem]: ...
+    def answer(self, item: QueueItem, answer: Answer, *, note: str = "", grant: bool = False) -> str | None: ...
+    def kill(self, task: str, by: str = ...) -> bool: ...
+    def kill_all(self, by: str = ...) -> None: ...
+    def revoke(self, task: str, grant_id: int) -> bool: ...
+    def view(self, task: str) -> Any: ...  # a copy of the run's tui.run_view.RunView
+    # (that copy, unwatch); then every Stamped event of the task's run, on the dispatcher thread
+    def watch(self, task: str, listener: Callable[[Any], None]) -> tuple[Any, Callable[[], None]]: ...
+    def now(self) -> float: ...
+    @property
+    def done(self) -> bool: ...

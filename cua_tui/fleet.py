@@ -1,0 +1,685 @@
+"""Many runs, one approval queue: ``cua-tui fleet``. Every run stays exactly the run it would be alone.
+
+Each task of the tasks file (core/tasks.py) becomes ``RunOptions`` and is made by the one builder
+(``build_run``): its own run directory, audit chain, seal and sandbox, its own Supervisor and approver.
+The fleet only adds two things on top: a listener on each run's event stream (the same ``Stamped`` events
+the TUI and the audit log get), and a scheduler that keeps at most ``concurrency`` runs going.
+
+Threads, not processes. A run is already a set of threads around blocking calls (core/supervisor.py: the
+loop on one thread, each adapter call on a helper thread, the kill switch from any thread; the TUI drives
+one from a worker thread, cli/session.py), and its work is waiting: on a model, a desktop's process, a
+remote sandbox, a person. What crosses from a run to the fleet is the in-memory event stream with its
+memory-only parts (the screenshot's bytes, the parsed action with the text to be typed, which the audit
+log never stores), and what crosses back is an answer to *that* request object through its run's
+handshake (core/approvers.py). Processes would have to serialize both ways what the design keeps out of
+any file or pipe, and rebuild the identity check of an answer on top. Isolation holds where it matters:
+each desktop is its own processes or sandbox; the supervisor turns any exception of an adapter (an agent
+that raises, a desktop that dies) into an ``error`` end of that run alone, sealed; and the fleet's own
+thread per run catches whatever might still escape. What threads cannot contain (a crash of the
+interpreter itself) ends every run unsealed, and ``verify`` then reports each as an interrupted prefix.
+
+Layers: this module sits above the builder (it builds runs) and below the command line and the benchmarks
+(pyproject.toml). The fleet TUI sits with the TUI, below: it never imports this module. The command line
+hands it a ``Fleet``, which it knows only as ``core.fleet.FleetControl``, a protocol of the core.
+
+Threading rules for a front end (FleetControl):
+
+- Every public method is safe from any thread and returns promptly (``kill`` presses the run's kill
+  switch, which returns at once; the run seals itself on its own thread).
+- Listeners (``subscribe``) and watchers (``watch``) are called on one dispatcher thread, ``cua-fleet-events``,
+  one event at a time in the order the fleet saw them, and never while a run's lock is held, so they may
+  call any method of the fleet. They must not block: a Textual app posts a message (``post_message`` is
+  thread-safe) and returns; ``call_from_thread`` would wait for the UI thread, which may be waiting for us.
+- ``RunRow`` and ``QueueItem`` are immutable snapshots; ``view`` and ``watch`` return a private copy of
+  the run's RunView.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from .build import BuildError, Run, RunOptions, build_run
+from .core import events as ev
+from .core.fleet import (
+    ApprovalQueue,
+    FleetEvent,
+    FleetFinished,
+    FleetListener,
+    QueueItem,
+    RequestClosed,
+    RequestQueued,
+    RunChanged,
+    RunFinished,
+    RunRow,
+    RunState,
+    priority,
+)
+from .core.ports import Answer
+from .core.rundir import new_run_id, write_json_atomic
+from .core.tasks import TasksFile, TaskSpec
+from .tui.run_view import RunView
+
+KILLED_BY = "human (fleet)"
+MANIFEST_DIR = "fleets"  # <runs-dir>/fleets/<fleet id>.json
+_CLOSED_KEPT = 100_000  # why a closed request closed, for the refusal of a late answer (bounded)
+
+# Local desktops on this machine (python -m cua_tui.bench fleet, "local desktops at once", 2 CPUs, 24 GiB):
+# each Xvfb + openbox + Chromium desktop with the form lab measured 226-263 MB PSS (its process tree),
+# rounded up here; with k desktops stepping at once the median click + screenshot was 56 ms (1), 56 (2),
+# 71 (4), 89 (6), 116 ms (8): within twice one desktop's up to 6, i.e. 3 per CPU. Memory allows ~40.
+LOCAL_DESKTOP_BYTES = 300 * 1024 * 1024
+LOCAL_DESKTOPS_PER_CPU = 3
+LOCAL_MEMORY_SHARE = 0.5  # of the machine's memory, for desktops: the rest is the controller's and others'
+SAME_MACHINE_BACKENDS = ("local", "docker")  # backends whose desktops run on this machine
+DEFAULT_CONCURRENCY = 8  # other backends (remote sandboxes, sim, dry)
+
+
+@dataclass(frozen=True)
+class FleetTask:
+    """One task of a fleet: its unique name and the options of its run."""
+
+    name: str
+    options: RunOptions
+
+
+def task_options(spec: TaskSpec, tasks: TasksFile, base: RunOptions) -> RunOptions:
+    """The run options of one task: the command line's ``base``, with what the task sets itself on top
+    (the tasks file is the more specific). Paths in the file are relative to the file's folder."""
+    agent = base.agent
+    if spec.agent is not None:
+        agent = spec.agent
+        if agent.startswith("script:"):
+            agent = "script:" + tasks.path_of(agent.removeprefix("script:"))
+    return replace(
+        base,
+        task=spec.task or base.task,
+        lab=spec.lab if spec.lab is not None or spec.url is not None else base.lab,
+        url=spec.url if spec.url is not None or spec.lab is not None else base.url,
+        agent=agent,
+        model=spec.model if spec.model is not None else base.model,
+        policy_path=Path(tasks.path_of(spec.policy)) if spec.policy is not None else base.policy_path,
+        max_turns=spec.max_turns if spec.max_turns is not None else base.max_turns,
+        max_steps=spec.max_steps if spec.max_steps is not None else base.max_steps,
+        deadline=spec.deadline_seconds if spec.deadline_seconds is not None else base.deadline,
+        allow_domains=(*base.allow_domains, *spec.allow_domains),
+    )
+
+
+def local_desktop_limit(mem_total: int | None = None, cpus: int | None = None) -> int:
+    """How many local desktops fit on this machine at once: by memory and by CPU, the smaller."""
+    if mem_total is None:
+        mem_total = _mem_total()
+    cpus = cpus if cpus is not None else (os.cpu_count() or 1)
+    by_memory = int(mem_total * LOCAL_MEMORY_SHARE // LOCAL_DESKTOP_BYTES)
+    return max(1, min(by_memory, cpus * LOCAL_DESKTOPS_PER_CPU))
+
+
+def _mem_total() -> int:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 4 * 1024**3
+
+
+def concurrency_for(backend: str, asked: int | None, tasks: int) -> tuple[int, str | None]:
+    """The concurrency to use, and a one-line message when the one asked for was lowered.
+
+    On backends whose desktops run on this machine, asking for more than fit is clamped, not refused:
+    concurrency is a matter of throughput, and every task still runs, a few at a time, instead of all at
+    once on a machine where their steps would slow down and their deadlines pass."""
+    if backend in SAME_MACHINE_BACKENDS:
+        limit = local_desktop_limit()
+        if asked is not None and asked > limit:
+            return limit, (
+                f"--concurrency {asked}: this machine fits {limit} {backend} desktops at once "
+                f"(~{LOCAL_DESKTOP_BYTES // 2**20} MB each, {LOCAL_DESKTOPS_PER_CPU} per CPU); "
+                f"running {limit} at a time"
+            )
+        return max(1, min(asked or limit, tasks)), None
+    return max(1, min(asked or DEFAULT_CONCURRENCY, tasks)), None
+
+
+# ---------------------------------------------------------------------------------------------------
+# The runner
+# ---------------------------------------------------------------------------------------------------
+@dataclass
+class _Entry:
+    """One task of the fleet, as the runner keeps it (the lock guards view, watchers and row)."""
+
+    name: str
+    options: RunOptions
+    row: RunRow
+    view: RunView = field(default_factory=RunView)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    run: Run | None = None
+    started: bool = False  # its run_started event is out (a kill before that waits for it)
+    kill_pending: str | None = None
+    cancelled: bool = False  # killed before it was built: it never starts
+    watchers: list[Callable[[ev.Stamped], None]] = field(default_factory=list)
+    rules: dict[tuple[int, int], str] = field(default_factory=dict)  # the current turn's verdict rules
+    finished: threading.Event = field(default_factory=threading.Event)
+
+
+class Fleet:
+    """Runs ``tasks`` (each through ``build_run``), at most ``concurrency`` at a time, with one queue of
+    their pending decisions. Implements core.fleet.FleetControl; see the module's threading rules.
+
+    ``start()`` returns at once; ``wait()`` blocks until every task ended; ``run()`` does both. Each task's
+    options are used as given (their ``decisions`` says who answers: ``tui``, the handshake, makes the
+    queue answerable with ``answer``; a headless rule or ``approver:CMD`` answers by itself, and the queue
+    then only shows what waits). The fleet adds its id to every run's run.json (``fleet``, ``fleet_task``)
+    and writes the manifest ``<runs-dir>/fleets/<fleet id>.json``."""
+
+    def __init__(
+        self,
+        tasks: Sequence[FleetTask],
+        *,
+        runs_dir: Path,
+        concurrency: int,
+        backend: str = "",
+        tasks_source: str = "",
+        tasks_sha256: str = "",
+        name: str = "",
+        fleet_id: str | None = None,
+        builder: Callable[[RunOptions], Run] = build_run,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+        check: bool = True,
+    ) -> None:
+        if not tasks:
+            raise ValueError("a fleet needs at least one task")
+        names = [t.name for t in tasks]
+        if len(set(names)) != len(names):
+            raise ValueError("task names must be unique")
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.fleet_id = fleet_id or f"fleet-{new_run_id()}"
+        self.runs_dir = Path(runs_dir).expanduser()
+        self.concurrency = concurrency
+        self.backend = backend or tasks[0].options.backend
+        self.name = name
+        self.tasks_source = tasks_source
+        self.tasks_sha256 = tasks_sha256
+        self._builder = builder
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._check = check
+        self._entries: dict[str, _Entry] = {}
+        for task in tasks:
+            row = RunRow(task.name, task.options.backend)
+            self._entries[task.name] = _Entry(task.name, task.options, row)
+        self._order = names
+        self._lock = threading.Lock()  # queue, closed, listeners, counters
+        self._start_lock = threading.Lock()  # building a run vs. kill_all
+        self._manifest_lock = threading.Lock()
+        self._queue = ApprovalQueue()
+        self._closed: dict[int, str] = {}
+        self._tickets = itertools.count(1)
+        self._listeners: list[FleetListener] = []
+        self._slots = threading.Semaphore(concurrency)
+        self._stopping = False
+        self._all_done = threading.Event()
+        self._remaining = len(tasks)
+        self._events: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
+        self._dispatcher: threading.Thread | None = None
+        self._scheduler: threading.Thread | None = None
+        self.started_at: float | None = None
+        self.manifest_path = self.runs_dir / MANIFEST_DIR / f"{self.fleet_id}.json"
+
+    # ------------------------------------------------------------------------------------------------
+    # Life cycle
+    # ------------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Write the manifest and start the first runs; returns at once. Raises OSError when the runs
+        directory cannot be written (nothing started then)."""
+        if self._scheduler is not None:
+            return
+        self.started_at = self._wall_clock()
+        self._write_manifest()
+        self._dispatcher = threading.Thread(target=self._dispatch, name="cua-fleet-events", daemon=True)
+        self._dispatcher.start()
+        self._scheduler = threading.Thread(target=self._schedule, name="cua-fleet", daemon=True)
+        self._scheduler.start()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """True once every task ended (and the listeners were told ``FleetFinished``)."""
+        return self._all_done.wait(timeout)
+
+    def run(self) -> list[RunRow]:
+        """Start, wait for every task, and return the rows."""
+        self.start()
+        self.wait()
+        return self.rows()
+
+    @property
+    def done(self) -> bool:
+        return self._all_done.is_set()
+
+    def now(self) -> float:
+        """The fleet's clock (monotonic seconds): what ``QueueItem.asked_at`` is measured on."""
+        return self._clock()
+
+    # ------------------------------------------------------------------------------------------------
+    # What a front end reads
+    # ------------------------------------------------------------------------------------------------
+    def subscribe(self, listener: FleetListener) -> Callable[[], None]:
+        """Be told of every change (core.fleet events) on the dispatcher thread; returns the unsubscribe."""
+        with self._lock:
+            self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return unsubscribe
+
+    def rows(self) -> list[RunRow]:
+        """One row per task, in the tasks file's order."""
+        return [self._entries[name].row for name in self._order]
+
+    def row(self, task: str) -> RunRow:
+        return self._entry(task).row
+
+    def queue(self) -> list[QueueItem]:
+        """The pending requests of every run, first to decide first (risk, then age)."""
+        with self._lock:
+            return self._queue.items()
+
+    def run_of(self, task: str) -> Run | None:
+        """The task's built run (None before it started): its supervisor, approver and run directory."""
+        return self._entry(task).run
+
+    def view(self, task: str) -> RunView:
+        """A private copy of the task's RunView (its state after the events so far)."""
+        entry = self._entry(task)
+        with entry.lock:
+            return _copy_view(entry.view)
+
+    def watch(self, task: str, listener: Callable[[ev.Stamped], None]) -> tuple[RunView, Callable[[], None]]:
+        """The task's RunView now (a copy) and, from the next event on, every event of its run, told on the
+        dispatcher thread (a run's full live view). Returns (view, unwatch)."""
+        entry = self._entry(task)
+        with entry.lock:
+            entry.watchers.append(listener)
+            snapshot = _copy_view(entry.view)
+
+        def unwatch() -> None:
+            with entry.lock:
+                if listener in entry.watchers:
+                    entry.watchers.remove(listener)
+
+        return snapshot, unwatch
+
+    # ------------------------------------------------------------------------------------------------
+    # What a front end does
+    # ------------------------------------------------------------------------------------------------
+    def answer(self, item: QueueItem, answer: Answer, *, note: str = "", grant: bool = False) -> str | None:
+        """Answer the request of ``item``, and only it. None when the answer was taken; otherwise why it
+        was refused (the request is no longer pending: answered, decided, its run killed or ended), and
+        nothing was applied anywhere."""
+        with self._lock:
+            if item not in self._queue:
+                return f"no longer pending: {self._closed.get(item.ticket, 'not a request of this fleet')}"
+            entry = self._entries.get(item.task)
+            run = entry.run if entry is not None else None
+            if run is None or run.run_id != item.run_id:  # cannot happen for an item of this queue
+                return "no longer pending: not a request of this fleet"
+            handshake = run.handshake
+            if handshake is None:
+                return f"decided by this fleet's rule ({run.options.decisions}), not here"
+            if run.supervisor.finished.is_set() or run.supervisor._aborted.is_set():
+                return "no longer pending: its run is ending"
+            # The handshake takes the answer only for this very request object (identity), pending or
+            # about to be asked: never for the run's next request, never for another run's.
+            if not handshake.answer(answer, item.request, note=note, grant=grant):
+                return "no longer pending: the run moved on"
+            self._close(item, "answered")
+        self._post(RequestClosed(item, "answered"))
+        return None
+
+    def kill(self, task: str, by: str = KILLED_BY) -> bool:
+        """The kill switch of one task's run (a task not started yet never starts). False when it had ended."""
+        entry = self._entry(task)
+        with self._start_lock:
+            if entry.run is None:
+                if entry.row.ended or entry.cancelled:
+                    return False
+                entry.cancelled = True
+                cancelled = True
+            else:
+                cancelled = False
+        if cancelled:
+            self._end_unstarted(entry, "killed", f"killed by {by} before it started")
+            return True
+        run = entry.run
+        assert run is not None
+        if run.supervisor.finished.is_set():
+            return False
+        with entry.lock:
+            if not entry.started:  # its first record is not out yet: the kill follows it (see _on_event)
+                entry.kill_pending = by
+                return True
+        run.supervisor.kill(by=by)
+        return True
+
+    def kill_all(self, by: str = KILLED_BY) -> None:
+        """Kill every run and start nothing more; each run ends ``killed`` and sealed (``wait`` for it)."""
+        with self._start_lock:
+            self._stopping = True
+        for name in self._order:
+            self.kill(name, by=by)
+
+    def revoke(self, task: str, grant_id: int) -> bool:
+        """End a scoped approval of the task's run."""
+        run = self._entry(task).run
+        return run.supervisor.revoke_grant(grant_id, KILLED_BY) if run else False
+
+    # ------------------------------------------------------------------------------------------------
+    # Scheduling and running
+    # ------------------------------------------------------------------------------------------------
+    def _entry(self, task: str) -> _Entry:
+        try:
+            return self._entries[task]
+        except KeyError:
+            raise KeyError(f"no task {task!r} in this fleet") from None
+
+    def _schedule(self) -> None:
+        for name in self._order:
+            entry = self._entries[name]
+            while not self._slots.acquire(timeout=0.1):
+                if self._stopping:
+                    break
+            else:
+                if not self._launch(entry):
+                    self._slots.release()
+                continue
+            # stopping: every task not started is cancelled by kill_all
+            break
+
+    def _launch(self, entry: _Entry) -> bool:
+        """Build the task's run and start its thread; False when nothing was started (slot unused)."""
+        with self._start_lock:
+            if self._stopping or entry.cancelled:
+                if not entry.cancelled:
+                    entry.cancelled = True
+                    self._end_unstarted(entry, "killed", "the fleet was stopped before it started")
+                return False
+            options = replace(
+                entry.options,
+                runs_dir=self.runs_dir,
+                listeners=(*entry.options.listeners, self._listener(entry)),
+                extra={**entry.options.extra, "fleet": self.fleet_id, "fleet_task": entry.name},
+            )
+            try:
+                run = self._builder(options)
+            except BuildError as exc:
+                self._end_unstarted(entry, "error", f"could not build the run: {exc}")
+                return False
+            except Exception as exc:  # a broken adapter constructor ends this task alone
+                self._end_unstarted(entry, "error", f"could not build the run: {type(exc).__name__}: {exc}")
+                return False
+            with entry.lock:
+                entry.run = run
+                entry.row = replace(entry.row, state=RunState.RUNNING, run_id=run.run_id, path=str(run.path))
+                row = entry.row
+        self._post(RunChanged(row))
+        self._write_manifest()
+        threading.Thread(target=self._drive, args=(entry, run), name=f"cua-fleet-{run.run_id}", daemon=True).start()
+        return True
+
+    def _drive(self, entry: _Entry, run: Run) -> None:
+        """One run from start to seal, on its own thread; whatever escapes ends this run alone."""
+        status, reason, verified = "error", "", None
+        try:
+            result = run.run()
+            status, reason, verified = str(result.status), result.reason, result.verified
+        except BaseException as exc:  # the supervisor ends every run itself; this is the last defence
+            reason = f"the run's thread failed: {type(exc).__name__}: {exc}"
+            run.supervisor.kill(by="fleet (run thread failed)")
+            run.supervisor.wait(30)
+        intact = None
+        if self._check:
+            from .core.audit import verify_run
+
+            report = verify_run(run.path)
+            intact = report.intact and report.sealed
+        try:
+            self._finish(entry, status, reason, verified, intact)
+        finally:
+            self._slots.release()
+
+    def _end_unstarted(self, entry: _Entry, status: str, reason: str) -> None:
+        self._finish(entry, status, reason, None, None)
+
+    def _finish(self, entry: _Entry, status: str, reason: str, verified: bool | None, intact: bool | None) -> None:
+        with entry.lock:
+            if entry.row.ended:
+                return
+            entry.row = replace(
+                entry.row,
+                state=RunState.ENDED,
+                status=status,
+                reason=reason,
+                verified=verified,
+                intact=intact,
+                waiting_since=None,
+            )
+            row = entry.row
+        run_id = entry.run.run_id if entry.run is not None else None
+        closed = []
+        with self._lock:
+            if run_id is not None:
+                for item in self._queue.of_run(run_id):
+                    self._close(item, f"run ended ({status})")
+                    closed.append(item)
+        for item in closed:
+            self._post(RequestClosed(item, f"run ended ({status})"))
+        self._write_manifest()
+        self._post(RunChanged(row))
+        self._post(RunFinished(row))
+        entry.finished.set()
+        with self._lock:
+            self._remaining -= 1
+            last = self._remaining == 0
+        if last:
+            self._write_manifest(ended=True)
+            self._post(FleetFinished(tuple(self.rows())))
+            self._events.put(None)  # the dispatcher sets _all_done once everything before is told
+
+    # ------------------------------------------------------------------------------------------------
+    # Each run's events (on the run's thread, under its supervisor's emit lock: quick, never blocking)
+    # ------------------------------------------------------------------------------------------------
+    def _listener(self, entry: _Entry) -> Callable[[ev.Stamped], None]:
+        def on_event(stamped: ev.Stamped) -> None:
+            self._on_event(entry, stamped)
+
+        return on_event
+
+    def _on_event(self, entry: _Entry, stamped: ev.Stamped) -> None:
+        event = stamped.event
+        run = entry.run
+        run_id = run.run_id if run is not None else ""
+        posts: list[FleetEvent] = []
+        kill_by = None
+        with entry.lock:
+            try:
+                entry.view.apply(stamped)
+            except Exception:  # the view is for people; the queue below must still hear of the request
+                pass
+            if isinstance(event, ev.RunStarted):
+                entry.started = True
+                kill_by, entry.kill_pending = entry.kill_pending, None
+            elif isinstance(event, ev.ModelTurn):
+                entry.rules.clear()
+            elif isinstance(event, ev.PolicyVerdict):
+                entry.rules[(event.turn, event.index)] = event.rule
+            watchers = list(entry.watchers)
+            for watcher in watchers:
+                self._events.put(("watch", watcher, stamped))
+        if isinstance(event, ev.DecisionRequested) and event.request is not None:
+            request = event.request
+            rule = "" if request.kind == "safety_check" else entry.rules.get((request.turn, request.index), "")
+            with self._lock:
+                item = QueueItem(
+                    next(self._tickets),
+                    entry.name,
+                    run_id,
+                    request,
+                    priority(request, rule),
+                    self._clock(),
+                    stamped.seq,
+                )
+                self._queue.add(item)
+            posts.append(RequestQueued(item))
+        elif isinstance(event, ev.DecisionMade) and event.by != "policy":
+            with self._lock:
+                found = self._queue.find(run_id, event.turn, event.index, event.subject)
+                if found is not None:
+                    self._close(found, f"decided by {event.by}")
+            if found is not None:
+                posts.append(RequestClosed(found, f"decided by {event.by}"))
+        elif isinstance(event, ev.Killed | ev.RunEnded):
+            why = "run killed" if isinstance(event, ev.Killed) else f"run ended ({event.status})"
+            with self._lock:
+                items = self._queue.of_run(run_id)
+                for item in items:
+                    self._close(item, why)
+            posts += [RequestClosed(item, why) for item in items]
+        row = self._row_of(entry, run_id)
+        if row is not None:
+            posts.append(RunChanged(row))
+        for post in posts:
+            self._post(post)
+        if kill_by is not None and run is not None:
+            run.supervisor.kill(by=kill_by)
+
+    def _row_of(self, entry: _Entry, run_id: str) -> RunRow | None:
+        """The task's row after an event, or None when nothing a table shows changed."""
+        with self._lock:
+            waiting = [item.asked_at for item in self._queue.of_run(run_id)] if run_id else []
+        with entry.lock:
+            if entry.row.ended:
+                return None
+            view = entry.view
+            row = replace(
+                entry.row,
+                state=RunState.WAITING if waiting else RunState.RUNNING,
+                phase=str(view.phase),
+                turn=view.turn,
+                steps=view.steps,
+                waiting_since=min(waiting) if waiting else None,
+            )
+            if row == entry.row:
+                return None
+            entry.row = row
+            return row
+
+    def _close(self, item: QueueItem, why: str) -> None:
+        """Take ``item`` out of the queue, remembering why (the fleet lock is held)."""
+        self._queue.remove(item)
+        self._closed[item.ticket] = why
+        if len(self._closed) > _CLOSED_KEPT:
+            del self._closed[next(iter(self._closed))]
+
+    # ------------------------------------------------------------------------------------------------
+    # Telling the listeners (one thread, in order)
+    # ------------------------------------------------------------------------------------------------
+    def _post(self, event: FleetEvent) -> None:
+        self._events.put(("fleet", event))
+
+    def _dispatch(self) -> None:
+        while True:
+            got = self._events.get()
+            if got is None:
+                self._all_done.set()
+                return
+            if got[0] == "watch":
+                _, watcher, stamped = got
+                try:
+                    watcher(stamped)
+                except Exception:  # a broken watcher must not stop the others
+                    pass
+                continue
+            with self._lock:
+                listeners = list(self._listeners)
+            for listener in listeners:
+                try:
+                    listener(got[1])
+                except Exception:  # a broken listener (a UI) must not stop the fleet
+                    pass
+
+    # ------------------------------------------------------------------------------------------------
+    # The manifest
+    # ------------------------------------------------------------------------------------------------
+    def manifest(self) -> dict[str, Any]:
+        """What fleets/<fleet id>.json holds: the fleet, the tasks file's hash, and each task's run."""
+        from .core.supervisor import _iso
+
+        runs = []
+        for name in self._order:
+            row = self._entries[name].row
+            runs.append(
+                {
+                    "task": name,
+                    "run_id": row.run_id or None,
+                    "status": row.status or None,
+                    "reason": row.reason or None,
+                    "intact": row.intact,
+                }
+            )
+        started = self.started_at or self._wall_clock()
+        return {
+            "schema": 1,
+            "fleet": self.fleet_id,
+            "name": self.name,
+            "tasks_file": self.tasks_source,
+            "tasks_sha256": self.tasks_sha256,
+            "backend": self.backend,
+            "concurrency": self.concurrency,
+            "started_at": started,
+            "started_at_iso": _iso(started),
+            "runs": runs,
+        }
+
+    def _write_manifest(self, ended: bool = False) -> None:
+        with self._manifest_lock:
+            data = self.manifest()
+            if ended:
+                ended_at = self._wall_clock()
+                from .core.supervisor import _iso
+
+                data.update({"ended_at": ended_at, "ended_at_iso": _iso(ended_at)})
+            try:
+                self.manifest_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                write_json_atomic(self.manifest_path, data)
+            except OSError:
+                if self._scheduler is None:
+                    raise  # at start: nothing has run yet, the caller reports it
+                # later: the runs themselves are complete run directories; the manifest is an index
+
+
+def _copy_view(view: RunView) -> RunView:
+    """A copy of a RunView that shares its immutable pieces: the pending request stays the very object the
+    run's handshake knows (an answer is matched by identity), and screenshots are not duplicated."""
+    keep = (view.pending, view.screen, view.ended)
+    memo: dict[int, Any] = {id(value): value for value in keep if value is not None}
+    return copy.deepcopy(view, memo)
+
+
+def fleet_tasks(tasks: TasksFile, base: RunOptions) -> list[FleetTask]:
+    """The fleet's tasks from a validated tasks file and the command line's options."""
+    return [FleetTask(spec.name, task_options(spec, tasks, base)) for spec in tasks.tasks]
