@@ -69,7 +69,8 @@ from .core.tasks import TasksFile, TaskSpec
 from .tui.run_view import RunView
 
 KILLED_BY = "human (fleet)"
-MANIFEST_DIR = "fleets"  # <runs-dir>/fleets/<fleet id>.json
+MANIFEST = "fleet.json"  # <runs-dir>/fleet.json: every fleet of the runs directory, by fleet id (DESIGN.md)
+MANIFEST_CAP = 64 * 1024 * 1024  # a fleet.json larger than this is not read back (it is set aside)
 _CLOSED_KEPT = 100_000  # why a closed request closed, for the refusal of a late answer (bounded)
 
 # Local desktops on this machine (python -m cua_tui.bench fleet, "local desktops at once", 2 CPUs, 24 GiB):
@@ -181,7 +182,7 @@ class Fleet:
     options are used as given (their ``decisions`` says who answers: ``tui``, the handshake, makes the
     queue answerable with ``answer``; a headless rule or ``approver:CMD`` answers by itself, and the queue
     then only shows what waits). The fleet adds its id to every run's run.json (``fleet``, ``fleet_task``)
-    and writes the manifest ``<runs-dir>/fleets/<fleet id>.json``."""
+    and keeps its entry in the manifest ``<runs-dir>/fleet.json`` (every fleet of the runs directory, by id)."""
 
     def __init__(
         self,
@@ -237,7 +238,7 @@ class Fleet:
         self._dispatcher: threading.Thread | None = None
         self._scheduler: threading.Thread | None = None
         self.started_at: float | None = None
-        self.manifest_path = self.runs_dir / MANIFEST_DIR / f"{self.fleet_id}.json"
+        self.manifest_path = self.runs_dir / MANIFEST
 
     # ------------------------------------------------------------------------------------------------
     # Life cycle
@@ -626,7 +627,7 @@ class Fleet:
     # The manifest
     # ------------------------------------------------------------------------------------------------
     def manifest(self) -> dict[str, Any]:
-        """What fleets/<fleet id>.json holds: the fleet, the tasks file's hash, and each task's run."""
+        """This fleet's entry in fleet.json: the fleet, the tasks file's hash, and each task's run."""
         from .core.supervisor import _iso
 
         runs = []
@@ -665,11 +666,45 @@ class Fleet:
                 data.update({"ended_at": ended_at, "ended_at_iso": _iso(ended_at)})
             try:
                 self.manifest_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-                write_json_atomic(self.manifest_path, data)
+                _update_manifest(self.manifest_path, self.fleet_id, data)
             except OSError:
                 if self._scheduler is None:
                     raise  # at start: nothing has run yet, the caller reports it
                 # later: the runs themselves are complete run directories; the manifest is an index
+
+
+def _update_manifest(path: Path, fleet_id: str, entry: dict[str, Any]) -> None:
+    """Put ``entry`` under ``fleets.<fleet_id>`` of ``fleet.json``, the runs directory's one index of its
+    fleets (several fleets, even at once in several processes, share a runs directory): under an exclusive
+    lock on a lock file beside it, read back (bounded), updated, written atomically. A fleet.json that cannot
+    be read back as such an index is set aside (``fleet.json.unreadable-<time>``), never overwritten: the
+    runs themselves stay complete run directories that name their fleet in run.json either way."""
+    import fcntl
+    import json
+
+    with open(path.with_name(f".{path.name}.lock"), "a+b") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        fleets: dict[str, Any] = {}
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except FileNotFoundError:
+            fd = -1
+        except OSError:  # a link, or something else that is no file of ours
+            fd = -2
+        known = fd == -1
+        if fd >= 0:
+            with os.fdopen(fd, "rb") as fh:
+                raw = fh.read(MANIFEST_CAP + 1) if os.fstat(fh.fileno()).st_mode & 0o170000 == 0o100000 else b""
+            try:
+                data = json.loads(raw) if 0 < len(raw) <= MANIFEST_CAP else None
+            except ValueError:
+                data = None
+            if isinstance(data, dict) and isinstance(data.get("fleets"), dict):
+                fleets, known = data["fleets"], True
+        if not known:
+            os.replace(path, path.with_name(f"{path.name}.unreadable-{time.time_ns()}"))
+        fleets[fleet_id] = entry
+        write_json_atomic(path, {"schema": 1, "fleets": fleets})
 
 
 def _copy_view(view: RunView) -> RunView:

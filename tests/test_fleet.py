@@ -224,10 +224,11 @@ def test_kill_all_kills_every_run_and_starts_nothing_more(tmp_path: Path, settin
     assert all(sealed_intact(r.path) and r.intact for r in rows[:2])
     assert [r.path for r in rows[2:]] == ["", ""]  # never built: no run directory
     assert fleet.queue() == []
-    manifest = json.loads(fleet.manifest_path.read_text())
+    manifest = json.loads(fleet.manifest_path.read_text())["fleets"][fleet.fleet_id]
     assert [(r["task"], r["status"]) for r in manifest["runs"]] == [(f"t{i}", "killed") for i in range(4)]
     assert manifest["runs"][2]["run_id"] is None and "ended_at" in manifest
-    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == sorted([r.run_id for r in rows[:2]] + ["fleets"])
+    names = sorted(p.name for p in (tmp_path / "runs").iterdir() if not p.name.startswith("."))
+    assert names == sorted([r.run_id for r in rows[:2]] + ["fleet.json"])
 
 
 class RaisingAgent:
@@ -364,9 +365,9 @@ def test_headless_fleet_with_one_approver_command_by_run_id(tmp_path: Path) -> N
     )
     assert proc.returncode == 1, proc.stderr  # one run was rejected: not every run passed
     out = proc.stderr
-    (manifest_path,) = (runs / "fleets").iterdir()
-    manifest = json.loads(manifest_path.read_text())
-    assert manifest["fleet"] == manifest_path.stem and manifest["tasks_file"] == str(tasks)
+    (fleet_id, manifest), *others = json.loads((runs / "fleet.json").read_text())["fleets"].items()
+    assert not others
+    assert manifest["fleet"] == fleet_id and manifest["tasks_file"] == str(tasks)
     import hashlib
 
     assert manifest["tasks_sha256"] == hashlib.sha256(tasks.read_bytes()).hexdigest()
@@ -439,3 +440,22 @@ def test_fleet_usage_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     result = runner.invoke(main, ["fleet", "--tasks", str(missing), "--headless", "--backend", "sim"])
     assert result.exit_code == 2 and "task task-1: policy file" in result.output
     assert not (tmp_path / "r").exists()
+
+
+def test_fleet_json_keeps_every_fleet_of_the_runs_directory_and_sets_aside_what_it_cannot_read(tmp_path: Path) -> None:
+    """DESIGN.md: a fleet adds fleet.json in the runs directory. Several fleets share one: each keeps its
+    entry; a fleet.json that is not such an index (damaged, hostile) is set aside, never overwritten."""
+    from cua_tui.fleet import _update_manifest
+
+    path = tmp_path / "fleet.json"
+    _update_manifest(path, "f1", {"fleet": "f1", "runs": []})
+    _update_manifest(path, "f2", {"fleet": "f2", "runs": []})
+    _update_manifest(path, "f1", {"fleet": "f1", "runs": [{"task": "a"}]})
+    data = json.loads(path.read_text())
+    assert data["schema"] == 1 and set(data["fleets"]) == {"f1", "f2"}
+    assert data["fleets"]["f1"]["runs"] == [{"task": "a"}]
+    path.write_text("{not json")
+    _update_manifest(path, "f3", {"fleet": "f3"})
+    assert set(json.loads(path.read_text())["fleets"]) == {"f3"}
+    (aside,) = tmp_path.glob("fleet.json.unreadable-*")
+    assert aside.read_text() == "{not json"

@@ -92,7 +92,7 @@ def command(
     approval queue across runs (risk first, then age).
 
     Each run is the run `cua-tui run` would make alone (own run directory, audit chain, seal, sandbox);
-    <runs-dir>/fleets/<fleet id>.json lists them with the tasks file's SHA-256. Exit status: 0 when every
+    <runs-dir>/fleet.json lists them (under the fleet id) with the tasks file's SHA-256. Exit status: 0 when every
     run ended passed or finished, 1 otherwise, 2 for bad usage or configuration."""
     if on_confirm == "ask":
         raise UsageFailure("--on-confirm ask: one terminal prompt cannot serve many runs; use approver:CMD")

@@ -68,8 +68,7 @@ def test_three_local_desktops_at_once_with_one_approver(tmp_path: Path) -> None:
         timeout=240,
     )
     assert proc.returncode == 1, proc.stderr[-3000:]  # the rejected run fails its lab: not all passed
-    (manifest_path,) = (runs / "fleets").iterdir()
-    manifest = json.loads(manifest_path.read_text())
+    (manifest,) = json.loads((runs / "fleet.json").read_text())["fleets"].values()
     status = {r["task"]: r["status"] for r in manifest["runs"]}
     assert status == {"approved-1": "passed", "rejected": "failed", "approved-2": "passed"}, proc.stderr[-3000:]
     run_of = {r["task"]: r["run_id"] for r in manifest["runs"]}
