@@ -14,9 +14,7 @@ import dataclasses
 import hashlib
 import json
 import math
-import os
 import re
-import stat
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,6 +26,7 @@ import msgspec
 
 from .actions import MODIFIERS, Action, ActionError, Kind, parse_chord_text
 from .allowlist import AllowListError, parse_entry
+from .safeio import FileProblem, read_small_file, text_of
 from .text import visible
 
 
@@ -520,41 +519,10 @@ def _chords_of(action: Action) -> list[str]:
 # Reading a file: bounded, regular files only
 # ---------------------------------------------------------------------------------------------------
 def _read_policy_file(path: Path) -> str:
-    def fail(why: str) -> PolicyError:
-        return PolicyError(f"policy file {path}: {why}")
-
-    too_large = f"too large (a policy file is at most {MAX_POLICY_BYTES} bytes)"
     try:
-        # Refuse a FIFO or a device before opening it (opening may block or have effects), and again on the
-        # open descriptor, in case the name was swapped in between. O_NONBLOCK: a FIFO's open never waits.
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            raise fail("cannot read it (not a regular file)")
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
-    except OSError as exc:
-        raise fail(f"cannot read it ({exc.strerror or exc})") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise fail("cannot read it (not a regular file)")
-        if info.st_size > MAX_POLICY_BYTES:
-            raise fail(too_large)
-        data = bytearray()
-        while len(data) <= MAX_POLICY_BYTES:  # the file may grow while it is read: never past the cap
-            chunk = os.read(fd, MAX_POLICY_BYTES + 1 - len(data))
-            if not chunk:
-                break
-            data += chunk
-    except OSError as exc:
-        raise fail(f"cannot read it ({exc.strerror or exc})") from None
-    finally:
-        os.close(fd)
-    if len(data) > MAX_POLICY_BYTES:
-        raise fail(too_large)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise fail("not UTF-8 text") from None
-    return text.replace("\r\n", "\n").replace("\r", "\n")  # as the text-mode read it replaces did
+        return text_of(read_small_file(path, MAX_POLICY_BYTES, "a policy file"))
+    except FileProblem as exc:
+        raise PolicyError(f"policy file {path}: {exc}") from None
 
 
 def _depth(data: Any) -> int:

@@ -371,3 +371,52 @@ def read_json(run_dir: str | Path, name: str, cap: int = JSON_CAP) -> Any:
     """One JSON file of a run directory, read safely (see ``RunFolder``)."""
     with RunFolder.open(run_dir) as folder:
         return folder.read_json(name, cap)
+
+
+# ---------------------------------------------------------------------------------------------------
+# A settings-like file given by name (a policy file, a tasks file): bounded, regular files only
+# ---------------------------------------------------------------------------------------------------
+class FileProblem(Exception):
+    """Why a named file could not be read (the caller says which file it was)."""
+
+
+def read_small_file(path: Path, cap: int, what: str = "file") -> bytes:
+    """The bytes of a regular file of at most ``cap`` bytes. A FIFO or a device is refused before it is
+    opened (opening may block or have effects), and again on the open descriptor, in case the name was
+    swapped in between (O_NONBLOCK: a FIFO's open never waits); the file may grow while it is read: never
+    more than ``cap`` + 1 bytes are read. ``what`` names the kind of file in the reason ("a policy file")."""
+    too_large = f"too large ({what} is at most {cap} bytes)"
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise FileProblem("cannot read it (not a regular file)")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError as exc:
+        raise FileProblem(f"cannot read it ({exc.strerror or exc})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise FileProblem("cannot read it (not a regular file)")
+        if info.st_size > cap:
+            raise FileProblem(too_large)
+        data = bytearray()
+        while len(data) <= cap:
+            chunk = os.read(fd, cap + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    except OSError as exc:
+        raise FileProblem(f"cannot read it ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+    if len(data) > cap:
+        raise FileProblem(too_large)
+    return bytes(data)
+
+
+def text_of(data: bytes) -> str:
+    """UTF-8 text with its line ends made ``\\n`` (as a text-mode read makes them)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise FileProblem("not UTF-8 text") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")

@@ -31,7 +31,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import stat
 import tomllib
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -54,6 +53,7 @@ from .policy import (
     _depth,
     _Layout,
 )
+from .safeio import FileProblem, read_small_file, text_of
 from .text import visible
 
 MAX_TASKS_BYTES = 1024 * 1024
@@ -130,10 +130,10 @@ def load_tasks(path: str | Path, labs: Collection[str] | None = None) -> TasksFi
     path = Path(path)
     data = _read_file(path)
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise TasksError(f"tasks file {path}: not UTF-8 text") from None
-    parsed = parse_tasks(text.replace("\r\n", "\n").replace("\r", "\n"), str(path), labs=labs)
+        text = text_of(data)
+    except FileProblem as exc:
+        raise TasksError(f"tasks file {path}: {exc}") from None
+    parsed = parse_tasks(text, str(path), labs=labs)
     folder = str(path.parent) if str(path.parent) else "."
     return TasksFile(parsed.source, parsed.name, parsed.tasks, hashlib.sha256(data).hexdigest(), folder)
 
@@ -282,35 +282,8 @@ def _too_deep(source: str, layout: _Layout) -> str:
 
 
 def _read_file(path: Path) -> bytes:
-    """The file's bytes: a regular file only (a FIFO or a device is refused before it is opened, and again
-    on the open descriptor), never more than MAX_TASKS_BYTES read."""
-
-    def fail(why: str) -> TasksError:
-        return TasksError(f"tasks file {path}: {why}")
-
-    too_large = f"too large (a tasks file is at most {MAX_TASKS_BYTES} bytes)"
+    """The file's bytes (bounded, a regular file only: core.safeio)."""
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            raise fail("cannot read it (not a regular file)")
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
-    except OSError as exc:
-        raise fail(f"cannot read it ({exc.strerror or exc})") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise fail("cannot read it (not a regular file)")
-        if info.st_size > MAX_TASKS_BYTES:
-            raise fail(too_large)
-        data = bytearray()
-        while len(data) <= MAX_TASKS_BYTES:
-            chunk = os.read(fd, MAX_TASKS_BYTES + 1 - len(data))
-            if not chunk:
-                break
-            data += chunk
-    except OSError as exc:
-        raise fail(f"cannot read it ({exc.strerror or exc})") from None
-    finally:
-        os.close(fd)
-    if len(data) > MAX_TASKS_BYTES:
-        raise fail(too_large)
-    return bytes(data)
+        return read_small_file(path, MAX_TASKS_BYTES, "a tasks file")
+    except FileProblem as exc:
+        raise TasksError(f"tasks file {path}: {exc}") from None
