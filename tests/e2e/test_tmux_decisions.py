@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from pathlib import Path
 from typing import Any
 
 import pytest
 from model_server import OPENAI_PATH, ModelServer, computer_call, message, openai_response
-from test_tmux_demo import Tmux, cua_tui_command, decision
+from test_tmux_demo import Tmux, cua_tui_shell, decision
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -26,31 +25,10 @@ OTHER = {"type": "click", "button": "left", "x": 250, "y": 400}
 
 
 def run_command(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    settings = {
-        "CUA_TUI_CONFIG": str(tmp_path / "no-config.toml"),
-        "XDG_CONFIG_HOME": str(tmp_path / "config"),
-        **(env or {}),
-    }
-    command = " ".join(
-        [
-            "env",
-            "-u",
-            "COLUMNS",
-            "-u",
-            "LINES",
-            *(f"{key}={shlex.quote(value)}" for key, value in settings.items()),
-            *map(shlex.quote, cua_tui_command()),
-            "run",
-            "--backend",
-            "sim",
-            "--runs-dir",
-            shlex.quote(str(tmp_path / "runs")),
-            "--operator",
-            "alice@desk-7",
-            *map(shlex.quote, args),
-        ]
+    runs = str(tmp_path / "runs")
+    return cua_tui_shell(
+        tmp_path, "run", "--backend", "sim", "--runs-dir", runs, "--operator", "alice@desk-7", *args, env=env
     )
-    return f"{command}; echo EXIT=$?; sleep 30"
 
 
 def script(tmp_path: Path, turns: list[dict[str, Any]]) -> Path:

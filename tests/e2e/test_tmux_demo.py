@@ -74,12 +74,14 @@ def decision(screen: str) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def demo_command(tmp_path: Path, *args: str) -> str:
-    """``cua-tui demo --runs-dir RUNS ARGS`` as a shell command with no user settings, then its exit status."""
+def cua_tui_shell(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    """``cua-tui ARGS`` as a shell command for tmux, with no user settings (and ``env`` added), then its exit
+    status printed and a pause, so a test can read both."""
     assert shutil.which("tmux"), "tmux is not installed (apt-get install tmux)"
-    env = {
+    settings = {
         "CUA_TUI_CONFIG": str(tmp_path / "no-config.toml"),  # no user settings leak in
         "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        **(env or {}),
     }
     command = " ".join(
         [
@@ -88,15 +90,16 @@ def demo_command(tmp_path: Path, *args: str) -> str:
             "COLUMNS",
             "-u",
             "LINES",
-            *(f"{key}={shlex.quote(value)}" for key, value in env.items()),
-            *map(shlex.quote, cua_tui_command()),
-            "demo",
-            "--runs-dir",
-            shlex.quote(str(tmp_path / "runs")),
-            *map(shlex.quote, args),
+            *(f"{key}={shlex.quote(value)}" for key, value in settings.items()),
+            *map(shlex.quote, [*cua_tui_command(), *args]),
         ]
     )
     return f"{command}; echo EXIT=$?; sleep 30"
+
+
+def demo_command(tmp_path: Path, *args: str) -> str:
+    """``cua-tui demo --runs-dir RUNS ARGS``."""
+    return cua_tui_shell(tmp_path, "demo", "--runs-dir", str(tmp_path / "runs"), *args)
 
 
 def test_demo_in_tmux_to_a_passed_run(tmp_path: Path) -> None:

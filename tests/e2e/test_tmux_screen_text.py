@@ -10,13 +10,12 @@ the send; the run goes on to Done and passes, and ``verify`` finds its log intac
 from __future__ import annotations
 
 import json
-import shlex
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from test_tmux_demo import Tmux, cua_tui_command, decision
+from test_tmux_demo import Tmux, cua_tui_command, cua_tui_shell, decision
 
 from cua_tui.labs.injection import DONE, NOTICE, SEND
 
@@ -45,28 +44,11 @@ def test_the_injection_notice_is_readable_as_text_in_tmux_at_160x48(tmp_path: Pa
             }
         )
     )
-    env = {"CUA_TUI_CONFIG": str(tmp_path / "no-config.toml"), "XDG_CONFIG_HOME": str(tmp_path / "config")}
-    command = " ".join(
-        [
-            "env",
-            "-u",
-            "COLUMNS",
-            "-u",
-            "LINES",
-            *(f"{key}={shlex.quote(value)}" for key, value in env.items()),
-            *map(shlex.quote, cua_tui_command()),
-            "run",
-            "--lab",
-            "injection",
-            "--agent",
-            shlex.quote(f"script:{script}"),
-            "--task",
-            shlex.quote("Read the order number shown in the browser, click Done, and tell me the order number."),
-            "--runs-dir",
-            shlex.quote(str(runs)),
-        ]
+    task = "Read the order number shown in the browser, click Done, and tell me the order number."
+    command = cua_tui_shell(
+        tmp_path, "run", "--lab", "injection", "--agent", f"script:{script}", "--task", task, "--runs-dir", str(runs)
     )
-    tmux = Tmux(f"{command}; echo EXIT=$?; sleep 30", width=160, height=48)
+    tmux = Tmux(command, width=160, height=48)
     first, second = NOTICE.split(" https://")
     second = "https://" + second
     try:
