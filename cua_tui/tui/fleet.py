@@ -76,6 +76,8 @@ if TYPE_CHECKING:
 LEAVE_WINDOW_S = 3.0  # a second q within this many seconds leaves (and kills every run)
 SEAL_WAIT_S = 60.0  # leaving: how long the TUI waits for every run to be sealed before it closes anyway
 WHAT_CHARS = 60  # the queue's "what" column
+REFRESH_EVERY_S = 0.03  # at most one refresh of the queue this often: under load, many changes make one
+RUNS_EVERY_S = 0.25  # the table of runs (turn and step of every run) at most this often
 KILLED_BY = "human (fleet TUI)"
 LEFT_BY = "human (left the fleet TUI)"
 
@@ -371,16 +373,16 @@ class RunScreen(Screen[None]):
 # The fleet
 # ---------------------------------------------------------------------------------------------------
 RUN_COLUMNS = (
-    ("task", 22),
-    ("backend", 9),
-    ("state", 8),
+    ("task", 16),
+    ("backend", 7),
+    ("state", 7),
     ("turn·step", 9),
-    ("waiting", 8),
+    ("waiting", 7),
     ("status", 8),
     ("verified", 8),
     ("log", 10),
 )
-QUEUE_COLUMNS = (("#", 3), ("priority", 12), ("rule", 20), ("task", 18), ("at", 7), ("what", WHAT_CHARS), ("waited", 7))
+QUEUE_COLUMNS = (("#", 2), ("priority", 12), ("rule", 16), ("task", 12), ("what", 22), ("waited", 6))
 
 
 class FleetApp(App[None]):
@@ -437,10 +439,16 @@ class FleetApp(App[None]):
         self._queue_dirty = False
         self._woken = False
         self._leave_asked = -LEAVE_WINDOW_S
+        self._last_refresh = 0.0
+        self._last_runs = 0.0
+        self._runs_timer = False
         self._unsubscribe: Callable[[], None] | None = None
         self._view: RunView = RunView()  # the selected request's run, when it was selected
         self._view_of: int | None = None  # the ticket _view was taken for
         self._queue_keys: set[int] = set()  # the tickets the queue table lists
+        self._queue_shown: tuple[tuple[int, bool], ...] = ()  # what the queue table lists, and which are pending
+        self._selected_shown: tuple[int, bool] | None = None  # the decision view shows (ticket, pending)
+        self._texts: dict[str, Text] = {}  # what each one-line Static shows (updated only when it changes)
         self.feed: FramedPane | None = None
         # The benchmark's measurements (``measure``): UI-thread CPU per refresh, when each ticket was shown.
         self.measure = measure
@@ -528,17 +536,31 @@ class FleetApp(App[None]):
         self.post_message(FleetChanged())
 
     def on_fleet_changed(self, message: FleetChanged) -> None:
-        self._take_changes()
+        # Each refresh redraws the tables (a DataTable re-renders its visible rows after any change): under
+        # load, the changes of a few tens of milliseconds make one refresh, well within the queue's 100 ms.
+        wait = self._last_refresh + REFRESH_EVERY_S - time.monotonic()
+        if wait > 0:
+            self.set_timer(wait, self._take_changes)
+        else:
+            self._take_changes()
 
     def _take_changes(self) -> None:
         started = time.thread_time()
+        self._last_refresh = time.monotonic()
         with self._inbox_lock:
             tasks, self._dirty_tasks = self._dirty_tasks, set()
             queue_dirty, self._queue_dirty = self._queue_dirty, False
             self._woken = False
             while len(self.closed) > 10_000:
                 self.closed.pop(next(iter(self.closed)))
-        if tasks:
+        if tasks and self._last_runs + RUNS_EVERY_S > self._last_refresh and not self.finished:
+            with self._inbox_lock:  # the runs table waits a little: its changes are kept for then
+                self._dirty_tasks |= tasks
+            if not self._runs_timer:
+                self._runs_timer = True
+                self.set_timer(self._last_runs + RUNS_EVERY_S - self._last_refresh, self._runs_due)
+        elif tasks:
+            self._last_runs = self._last_refresh
             self._update_runs(tasks)
         if queue_dirty:
             self._update_queue()
@@ -547,6 +569,10 @@ class FleetApp(App[None]):
             self.exit()
         if self.measure:
             self.refresh_ms.append((time.thread_time() - started) * 1000)
+
+    def _runs_due(self) -> None:
+        self._runs_timer = False
+        self._take_changes()
 
     def _update_runs(self, tasks: set[str]) -> None:
         table = self.query_one("#runs", DataTable)
@@ -616,17 +642,21 @@ class FleetApp(App[None]):
                 self.shown_at[item.ticket] = now_wall
         if self.selected is None and items:
             self.selected = items[0]
-        self._rebuild_queue()
+        self._rebuild_queue(only_if_changed=True)
         if new:
             self._signal(new[0], len(new))
         self._show_selected()
 
-    def _rebuild_queue(self) -> None:
+    def _rebuild_queue(self, *, only_if_changed: bool = False) -> None:
         table = self.query_one("#queue", DataTable)
         rows = self._queue_rows()
+        pending = {item.ticket for item in self.items}
+        shown = tuple((item.ticket, item.ticket in pending) for item in rows)
+        if only_if_changed and shown == self._queue_shown:
+            return  # each rebuild redraws the table: not for nothing
+        self._queue_shown = shown
         now = self.fleet.now()
         table.clear()
-        pending = {item.ticket for item in self.items}
         for position, item in enumerate(rows, 1):
             table.add_row(*self._queue_cells(item, position, now, item.ticket in pending), key=str(item.ticket))
         self._queue_keys = {item.ticket for item in rows}
@@ -645,8 +675,7 @@ class FleetApp(App[None]):
             Text(item.priority.label, style="bold" if item.priority.tier == 0 else dim),
             Text(visible(item.priority.rule, limit=40), style=dim),
             Text(visible(item.task, limit=64), style=dim),
-            Text(f"t{request.turn} #{request.index + 1}", style=dim),
-            Text(visible(what, limit=WHAT_CHARS), style=dim),
+            Text(f"t{request.turn} #{request.index + 1} " + visible(what, limit=WHAT_CHARS), style=dim),
             Text(f"{int(item.waited(now))}s" if pending else "closed", style=dim),
         ]
 
@@ -672,7 +701,7 @@ class FleetApp(App[None]):
         if self.finished:
             text.append(" · every run ended: q quits", style="bold")
         text.append("\n " + ORDER_LINE, style="dim")
-        self.query_one("#fleet-header", Static).update(text)
+        self._set("#fleet-header", text)
 
     def _show_run_detail(self) -> None:
         task = self._runs_cursor_task()
@@ -687,7 +716,13 @@ class FleetApp(App[None]):
             if row.reason:
                 text.append(" · ")
                 text.append(visible(row.reason, limit=300), style="bold")
-        self.query_one("#run-detail", Static).update(text)
+        self._set("#run-detail", text)
+
+    def _set(self, selector: str, text: Text) -> None:
+        """A one-line Static's text, updated only when it changed, and without a new layout (fixed height)."""
+        if self._texts.get(selector) != text:
+            self._texts[selector] = text
+            self.query_one(selector, Static).update(text, layout=False)
 
     def _runs_cursor_task(self) -> str | None:
         table = self.query_one("#runs", DataTable)
@@ -727,15 +762,19 @@ class FleetApp(App[None]):
     def pending_tickets(self) -> set[int]:
         return {item.ticket for item in self.items}
 
-    def _show_selected(self) -> None:
-        """The decision view of the selected request: the panel, the framed target, the screen's text."""
+    def _show_selected(self, *, force: bool = False) -> None:
+        """The decision view of the selected request: the panel, the framed target, the screen's text
+        (redrawn when the selection or its state changed, or with ``force``: the screen's text arrived)."""
         item = self.selected
+        shown = (item.ticket, item.ticket in self.pending_tickets) if item is not None else None
+        if shown == self._selected_shown and not force and item is not None:
+            return
+        self._selected_shown = shown
         panel = self.query_one(DecisionPanel)
-        why = self.query_one("#queue-why", Static)
         assert self.feed is not None
         if item is None:
             panel.show_request(None)
-            why.update(Text("No request waits." if not self.finished else "Every run ended.", style="dim"))
+            self._set("#queue-why", Text("No request waits." if not self.finished else "Every run ended.", style="dim"))
             self.feed.show(None, None, None)
             blank(self.query_one(DesktopView), "no request selected")
             self.refresh_bindings()
@@ -755,7 +794,9 @@ class FleetApp(App[None]):
             text.append(" CLOSED ", style="bold reverse")
             text.append(f" {visible(item.task, limit=64)}: {visible(closed, limit=120)} · y / n / a are refused; ")
             text.append("up / down picks another")
-        why.update(text)
+        self._set("#queue-why", text)
+        panel.border_title = None if pending else "CLOSED: no longer answerable"
+        panel.set_class(not pending, "closed")
         screen = view.screen if view.screen is not None and view.screen.png is not None else None
         target = focus_target(request, view)
         self.feed.show(screen.png if screen else None, screen.sha256 if screen else None, target)
@@ -821,7 +862,7 @@ class FleetApp(App[None]):
             if isinstance(screen, RunScreen):
                 screen.screen_text_read(message)
         if self.feed is not None and message.digest == self.feed.sha and self.selected is not None:
-            self._show_selected()
+            self._show_selected(force=True)
 
     # ------------------------------------------------------------------------------------------------
     # Keys

@@ -18,7 +18,6 @@ from cua_tui.build import HANDSHAKE, RunOptions
 from cua_tui.config import Settings
 from cua_tui.core.audit import verify_run
 from cua_tui.core.fleet import RunState
-from cua_tui.desktops.sim import SimDesktop
 from cua_tui.fleet import Fleet, FleetTask
 from cua_tui.tui.batch import BatchPane
 from cua_tui.tui.decision import DecisionPanel
@@ -127,7 +126,11 @@ async def test_the_queue_shows_safety_checks_first_then_sending_then_the_rest(
     policy.write_text('[keys]\nconfirm = ["Return", "ctrl+s"]\n')
     fleet = fleet_of(
         tmp_path,
-        {"other": opts(settings, SAVE_KEY, policy_path=policy), "typing": opts(settings), "safety": opts(settings, SAFETY)},
+        {
+            "other": opts(settings, SAVE_KEY, policy_path=policy),
+            "typing": opts(settings),
+            "safety": opts(settings, SAFETY),
+        },
     )
     app = App(fleet)
     async with app.run_test(size=SIZE) as pilot:
@@ -139,7 +142,7 @@ async def test_the_queue_shows_safety_checks_first_then_sending_then_the_rest(
             ["2", "transmission", "actions.type", "typing"],
             ["3", "other", "keys.confirm:ctrl+s", "other"],
         ]
-        assert "type" in rows[1][5] and "ctrl+s" in rows[2][5]
+        assert "t1 #2 type" in rows[1][4] and "ctrl+s" in rows[2][4]
         # The selected request (the first) in the single run's decision view: the task line, the checks.
         await pilot.press("ctrl+home")
         await until(pilot, lambda: app.selected is not None and app.selected.task == "safety", "the first selected")
@@ -288,7 +291,11 @@ class RaisingAgent:
 async def test_a_crashing_run_is_shown_as_error_while_the_others_go_on(tmp_path: Path, settings: Settings) -> None:
     fleet = fleet_of(
         tmp_path,
-        {"ok": opts(settings), "raises": opts(settings, script=None, agent_impl=RaisingAgent()), "ok-2": opts(settings)},
+        {
+            "ok": opts(settings),
+            "raises": opts(settings, script=None, agent_impl=RaisingAgent()),
+            "ok-2": opts(settings),
+        },
     )
     app = App(fleet)
     async with app.run_test(size=SIZE) as pilot:
