@@ -429,12 +429,11 @@ def test_fleet_usage_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     bad.write_text('[[tasks]]\nname = "a"\nlab = "frm"\n')
     result = runner.invoke(main, ["fleet", "--tasks", str(bad), "--headless", "--runs-dir", str(tmp_path / "r")])
     assert result.exit_code == 2 and f"tasks file {bad}, line 3: tasks.0.lab: unknown lab 'frm'" in result.output
+    # the fleet TUI's theme is checked before anything starts (the TUI itself: tests/tui/test_fleet_tui.py)
     result = runner.invoke(
-        main, ["fleet", "--tasks", str(tasks), "--backend", "sim", "--runs-dir", str(tmp_path / "r")]
+        main, ["fleet", "--tasks", str(tasks), "--backend", "sim", "--theme", "nope", "--runs-dir", str(tmp_path / "r")]
     )
-    assert result.exit_code == 2 and result.output.strip().endswith(
-        "the fleet TUI is not available yet; use --headless"
-    )
+    assert result.exit_code == 2 and "--theme 'nope': no such theme" in result.output
     missing = tmp_path / "missing-policy.toml"
     missing.write_text('[[tasks]]\ntask = "x"\npolicy = "nope.toml"\n')
     result = runner.invoke(main, ["fleet", "--tasks", str(missing), "--headless", "--backend", "sim"])

@@ -1,5 +1,5 @@
 """``python -m cua_tui.bench [core|supervisor|verify|local|tui|replay|ocr|cwsandbox|docker|fleet|all] [--quick]
-[--json PATH] [--fleet-parts sim,idle,local,cwsandbox]``."""
+[--json PATH] [--fleet-parts sim,idle,local,cwsandbox,tui]``."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from .supervisor import TARGET_ACTION_US, run_supervisor
 from .verify import TARGET_VERIFY_EPS, bench_verify
 
 SUITES = ("core", "supervisor", "verify", "local", "tui", "replay", "ocr", "cwsandbox", "docker", "fleet", "all")
-FLEET_PARTS = ("sim", "idle", "local", "cwsandbox")
+FLEET_PARTS = ("sim", "idle", "local", "cwsandbox", "tui")
 
 
 def _tmp_fs(path: str) -> str:
@@ -92,11 +92,13 @@ def run(
 
             results["docker"] = run_docker(tmp, 8 if quick else 30, 1 if quick else 3)
         if suite in ("fleet", "all"):
-            from .fleet import TARGET_QUEUE_MS
+            from .fleet import TARGET_QUEUE_MS, TARGET_REFRESH_MS
             from .fleet import run as run_fleet
 
             results["fleet"] = run_fleet(tmp, quick, fleet_parts)
             results["targets"]["fleet_queue_ms"] = TARGET_QUEUE_MS
+            if "tui" in fleet_parts:
+                results["targets"]["fleet_tui_refresh_ms"] = TARGET_REFRESH_MS
         if suite in ("replay", "all"):
             from .replay import run as run_replay  # imports Textual: only for the suites that measure it
 
@@ -149,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         "cwsandbox (requests and latency per step in a CoreWeave sandbox, ours vs the tutorial's, against a "
         "local service), docker (start time and step latency of the Docker backend vs the local desktop), fleet "
         "(200 sim runs 32 at a time through one approval queue, memory per idle run, local desktops at once, 8 "
-        "cwsandbox runs at once), all (every suite)",
+        "cwsandbox runs at once, the fleet TUI's UI-thread time per refresh and queue latency), all (every suite)",
     )
     parser.add_argument(
         "--quick", action="store_true", help="a fast smoke run: fewer samples, 10,000 events, 8 local samples"

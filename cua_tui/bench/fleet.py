@@ -14,6 +14,12 @@
 4. cwsandbox: 8 concurrent runs of the form lab through the real client and the local gRPC service
    (desktops/cwsandbox_local.py); the service counts every request per sandbox: each step must still be
    one exec.
+5. The fleet TUI (tui/fleet.py) on part 1's load (200 sim runs, 32 at a time, in a headless Textual app
+   of 200x50 cells; the benchmark's reviewer answers through the fleet, not the keys): the UI thread's CPU
+   time per refresh (``time.thread_time`` of one refresh's handler: the rows and the queue read from the
+   fleet and the tables updated; and the UI thread's whole CPU time over the fleet, layout and painting
+   included, divided by the refreshes) against 10 ms; and the time from a run's ``decision_requested``
+   event to its request being in the queue table, against 100 ms.
 
 ``python -m cua_tui.bench fleet [--quick]``.
 """
@@ -38,6 +44,7 @@ from ..core.ports import Answer
 from .common import SCREEN, log
 
 TARGET_QUEUE_MS = 100.0  # a new request shows in the queue within this of its decision request
+TARGET_REFRESH_MS = 10.0  # the fleet TUI's UI-thread time per refresh
 ANSWER_DELAY_S = 0.5  # how long the benchmark's reviewer takes to answer each request
 FORM = {
     "turns": [
@@ -383,10 +390,101 @@ def bench_cwsandbox_fleet(tmp: Path, runs: int) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------------
-def run(tmp: Path, quick: bool, parts: tuple[str, ...] = ("sim", "idle", "local", "cwsandbox")) -> dict[str, Any]:
+# 5. The fleet TUI at that load
+# ---------------------------------------------------------------------------------------------------
+def bench_fleet_tui(tmp: Path, runs: int, concurrency: int) -> dict[str, Any]:
+    import asyncio
+
+    from ..fleet import Fleet, FleetTask
+    from ..tui.attention import Signals
+    from ..tui.fleet import FleetApp
+
+    written: dict[tuple[str, int], float] = {}
+    asked: dict[int, tuple[str, int]] = {}  # ticket -> (run id, seq) of its decision_requested event
+    lock = threading.Lock()
+
+    def stamp(stamped: ev.Stamped) -> None:
+        if isinstance(stamped.event, ev.DecisionRequested) and stamped.event.request is not None:
+            with lock:
+                written[(stamped.event.request.run_id, stamped.seq)] = time.monotonic()
+
+    base = RunOptions(
+        backend="sim",
+        agent=None,
+        script=FORM,
+        task="fill the form",
+        decisions=HANDSHAKE,
+        fsync=True,
+        settings=_settings(tmp),
+        listeners=(stamp,),
+    )
+    fleet = Fleet(
+        [FleetTask(f"form-{i:03d}", base) for i in range(runs)], runs_dir=tmp / "fleet-tui", concurrency=concurrency
+    )
+
+    def reviewer(event: cf.FleetEvent) -> None:
+        if isinstance(event, cf.RequestQueued):
+            item = event.item
+            with lock:
+                asked[item.ticket] = (item.run_id, item.seq)
+            timer = threading.Timer(ANSWER_DELAY_S, lambda: fleet.answer(item, Answer.APPROVE))
+            timer.daemon = True
+            timer.start()
+
+    fleet.subscribe(reviewer)
+    app = FleetApp(fleet, signals=Signals(bell=False, notify=False), measure=True)
+    ui: dict[str, float] = {}
+
+    async def drive() -> None:
+        async with app.run_test(size=(200, 50)) as pilot:
+            t0, c0 = time.perf_counter(), time.thread_time()
+            while not (fleet.done and app.finished):
+                await pilot.pause(0.05)
+            await pilot.pause(0.2)
+            ui["cpu_s"], ui["wall_s"] = time.thread_time() - c0, time.perf_counter() - t0
+            ui["passed"] = sum(1 for r in app.fleet_rows.values() if r.status == "passed")
+
+    log(f"fleet: the fleet TUI over {runs} sim runs, {concurrency} at a time")
+    asyncio.run(drive())
+    refresh = app.refresh_ms
+    latencies = [
+        (app.shown_at[ticket] - written[key]) * 1000 for ticket, key in asked.items() if ticket in app.shown_at
+    ]
+    per_refresh_total = ui["cpu_s"] * 1000 / max(len(refresh), 1)
+    p99 = _percentile(latencies, 0.99) if latencies else float("inf")
+    return {
+        "runs": runs,
+        "concurrency": concurrency,
+        "passed_shown": int(ui["passed"]),
+        "wall_s": ui["wall_s"],
+        "refreshes": len(refresh),
+        "refresh_ms_median": statistics.median(refresh),
+        "refresh_ms_p99": _percentile(refresh, 0.99),
+        "refresh_ms_max": max(refresh),
+        "ui_cpu_s": ui["cpu_s"],
+        "ui_cpu_ms_per_refresh": per_refresh_total,
+        "target_refresh_ms": TARGET_REFRESH_MS,
+        "ratio_refresh_target": TARGET_REFRESH_MS / max(_percentile(refresh, 0.99), 1e-6),
+        "ratio_ui_cpu_target": TARGET_REFRESH_MS / max(per_refresh_total, 1e-6),
+        "requests": len(asked),
+        "shown_requests": len(latencies),
+        "queue_shown_ms_median": statistics.median(latencies) if latencies else None,
+        "queue_shown_ms_p99": p99,
+        "queue_shown_ms_max": max(latencies) if latencies else None,
+        "target_queue_ms": TARGET_QUEUE_MS,
+        "ratio_queue_shown_target": TARGET_QUEUE_MS / max(p99, 1e-6),
+    }
+
+
+# ---------------------------------------------------------------------------------------------------
+def run(
+    tmp: Path, quick: bool, parts: tuple[str, ...] = ("sim", "idle", "local", "cwsandbox", "tui")
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if "sim" in parts:
         out["sim"] = bench_sim_fleet(tmp, 40 if quick else 200, 8 if quick else 32)
+    if "tui" in parts:
+        out["tui"] = bench_fleet_tui(tmp, 40 if quick else 200, 8 if quick else 32)
     if "idle" in parts:
         out["idle"] = bench_idle_memory(tmp, 8 if quick else 32)
     if "local" in parts:
@@ -413,6 +511,21 @@ def report(r: dict[str, Any]) -> list[str]:
             f"  decision_requested -> queue listener: median {sim['queue_ms_median']:.2f} ms, p99 "
             f"{sim['queue_ms_p99']:.2f} ms, max {sim['queue_ms_max']:.2f} ms over {sim['requests']} requests; "
             f"target {sim['target_queue_ms']:.0f} ms (p99): {sim['ratio_queue_target']:.1f}x",
+        ]
+    tui = r.get("tui")
+    if tui:
+        lines += [
+            f"fleet TUI: {tui['runs']} sim runs, {tui['concurrency']} at a time, {tui['wall_s']:.1f} s, "
+            f"{tui['passed_shown']} shown passed; {tui['refreshes']} refreshes",
+            f"  UI thread per refresh (handler): median {tui['refresh_ms_median']:.2f} ms, p99 "
+            f"{tui['refresh_ms_p99']:.2f} ms, max {tui['refresh_ms_max']:.2f} ms; "
+            f"target {tui['target_refresh_ms']:.0f} ms (p99): {tui['ratio_refresh_target']:.1f}x",
+            f"  UI thread in all (layout and painting too): {tui['ui_cpu_s']:.1f} s CPU, "
+            f"{tui['ui_cpu_ms_per_refresh']:.2f} ms per refresh: {tui['ratio_ui_cpu_target']:.1f}x",
+            f"  decision_requested -> in the queue table: median {tui['queue_shown_ms_median']:.1f} ms, p99 "
+            f"{tui['queue_shown_ms_p99']:.1f} ms, max {tui['queue_shown_ms_max']:.1f} ms over "
+            f"{tui['shown_requests']} of {tui['requests']} requests; target {tui['target_queue_ms']:.0f} ms (p99): "
+            f"{tui['ratio_queue_shown_target']:.1f}x",
         ]
     idle = r.get("idle")
     if idle:

@@ -150,7 +150,10 @@ def command(
         fleet.subscribe(_printer())
         _run_headless(fleet)
     else:
-        run_fleet_tui(fleet, theme=theme or config.theme, settings=config)
+        try:
+            run_fleet_tui(fleet, theme=theme or config.theme, settings=config)
+        except OSError as exc:  # the fleet could not start: nothing ran
+            raise click.ClickException(f"runs directory {fleet.runs_dir}: {exc.strerror or exc}") from None
         if not fleet.done:  # leaving the fleet TUI kills every run, each sealed
             fleet.kill_all(by="human (left the fleet TUI)")
         fleet.wait()

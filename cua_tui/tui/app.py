@@ -6,7 +6,6 @@ happens in a thread worker; core events arrive as messages; screenshots are conv
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import threading
 import time
@@ -23,10 +22,7 @@ from textual.widget import Widget
 from textual.widgets import Footer
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from ..core import describe
 from ..core import events as ev
-from ..core.actions import Kind
-from ..core.imaging import ImageRefused
 from ..core.ports import Answer, DecisionRequest
 from ..core.text import failure, visible
 from .attention import AlertBar, Signals, notification_escape
@@ -34,12 +30,14 @@ from .audit_pane import AuditPane
 from .batch import BatchPane
 from .commands import CuaCommands, HistoryActions
 from .decision import DecisionPanel
+from .decision_view import convert_frame, destination, focus_target, labelled, shown_screen, typing_field
 from .decisions import GrantsScreen, RejectReason
 from .desktop_view import DesktopView
-from .frames import Target, prepare
+from .frames import Target
 from .goal import GoalBar
 from .help import HelpScreen
 from .messages import FrameRefused, FrameRendered, RunEvent, RunFinished
+from .panes import follow_event
 from .run_view import RunView
 from .screen_text import (
     ScreenReading,
@@ -206,36 +204,12 @@ class SupervisorApp(HistoryActions, App[Any]):
         view = self.view
         was_pending = self.pending
         view.apply(stamped)
-        self.query_one(AuditPane).record(event, stamped.seq, stamped.head)
-        status = self.query_one(StatusBar)
-        batch = self.query_one(BatchPane)
+        follow_event(self, view, stamped, self.clock)  # the batch, audit and status panes (panes.py)
         match event:
-            case ev.ModelTurn():
-                if event.actions:
-                    batch.start_turn(event.turn, event.text)
-                else:  # the agent is done: keep the last batch in view, add its final words
-                    batch.final_text(event.text)
-            case ev.ActionProposed():
-                action = view.actions[event.index]
-                row = batch.add(event.index, action.kind, action.params, error=action.error)
-                if action.error:
-                    row.set_verdict(action.verdict, action.reason)
-            case ev.PolicyVerdict() | ev.DecisionMade() | ev.Outcome():
-                row = batch.rows.get(event.index)
-                action = view.actions.get(event.index)
-                if row is not None and action is not None:
-                    if isinstance(event, ev.PolicyVerdict):
-                        row.set_verdict(action.verdict, action.reason)
-                    else:
-                        row.set_state(action.state, action.decided_by)
             case ev.RunEnded():
-                status.final = f"{event.status} · {visible(event.reason, limit=80)}"
-                status.ended = status.ended or self.clock()
-                self.query_one(AuditPane).set_state("sealed")
                 self.running = False
             case ev.Killed():
                 self.notify("kill switch: run stopped", severity="error")
-        status.show(view)
         if view.alert is not None:
             self.query_one(AlertBar).show_alerts(view.attention)
             self.refresh_bindings()
@@ -295,10 +269,7 @@ class SupervisorApp(HistoryActions, App[Any]):
             return
         view = self.query_one(DesktopView)
         self._serial += 1
-        target = self._focus_target()
-        text = self.reading.result(self._sha)[0] if target is not None and self._sha is not None else None
-        if target is not None and text is not None and (line := text.label_line(target.centre)) is not None:
-            target = dataclasses.replace(target, label=line.box)  # the zoom keeps the label in view
+        target = labelled(self._focus_target(), self.reading, self._sha)  # the zoom keeps the label in view
         self._convert(
             self._png, view.size.width, view.size.height, target, self.zoom, self._serial, view.wants_strips,
             view.wants_sixel,
@@ -318,20 +289,8 @@ class SupervisorApp(HistoryActions, App[Any]):
     ) -> None:
         if serial != self._serial:
             return  # a newer frame is on its way
-        cell_pixels = None
-        if not strips:
-            from textual_image._terminal import get_cell_size  # cached probe result
-
-            size = get_cell_size()
-            cell_pixels = (size.width, size.height)
-        try:
-            rendered = prepare(
-                png, width, height, target, zoom=zoom, strips=strips, cell_pixels=cell_pixels, sixel=sixel
-            )
-        except ImageRefused as exc:  # judged from its header (a bomb is never decoded): said, not crashed on
-            self.post_message(FrameRefused(str(exc), serial))
-            return
-        self.post_message(FrameRendered(rendered, serial))
+        # judged from its header (a bomb is never decoded): a refusal is said, not crashed on
+        self.post_message(convert_frame(png, width, height, target, zoom, serial, strips, sixel))
 
     def on_frame_rendered(self, message: FrameRendered) -> None:
         if message.serial < self._shown:
@@ -451,37 +410,18 @@ class SupervisorApp(HistoryActions, App[Any]):
     # ------------------------------------------------------------------------------------------------
     def _field(self) -> tuple[int, int] | None:
         """For pending typing: the last click point (the field it focused), else None."""
-        request = self.pending
-        if request is None or request.action is None or request.action.kind is not Kind.TYPE:
-            return None
-        return self.view.last_click
+        return typing_field(self.pending, self.view)
 
     def _focus_target(self) -> Target | None:
         """What the pane frames at a decision: the action's target, or for typing the focused field."""
-        request = self.pending
-        if request is None:
-            return None
-        target = Target.of(request.action)
-        if target is None and (field := self._field()) is not None:
-            target = Target(point=field, kind="type")
-        return target
+        return focus_target(self.pending, self.view)
 
     def _destination(self) -> str | None:
         """The panel's "goes to" line for pending typing (None for anything else)."""
-        request = self.pending
-        if request is None or request.action is None or request.action.kind is not Kind.TYPE:
-            return None
-        field = self._field()
-        text, problem = self.reading.result(self._sha) if self._sha is not None else (None, "")
-        return describe.text_destination(field, text.around(field) if text and field else None, problem)
+        return destination(self.pending, self.view, self.reading, self._sha)
 
     def _shown_screen(self) -> ShownScreen | None:
-        if self._png is None or self._sha is None:
-            return None
-        png, target = self._png, self._focus_target()
-        label = "the field (last click point)" if target is not None and target.kind == "type" else "the pending target"
-        point = target.point if target is not None else None
-        return ShownScreen(self._sha, lambda: png, point, label if point else "", self.source.info.run_id)
+        return shown_screen(self._png, self._sha, self._focus_target(), self.source.info.run_id)
 
     def _read_screen(self) -> None:
         shown = self._shown_screen()

@@ -60,6 +60,7 @@ class RunView:
     attention: Attention = field(default_factory=Attention)  # alerts not yet seen, routine noise folded
     alert: Alert | None = None  # the alert the last event raised, if any
     last_click: tuple[int, int] | None = None  # where the last executed click landed: the focused field, for typing
+    started: ev.RunStarted | None = None  # the run's task, agent, limits and policy, as it started
 
     @property
     def events(self) -> int:
@@ -75,6 +76,8 @@ class RunView:
         self.alert = self.attention.apply(stamped)
         event = stamped.event
         match event:
+            case ev.RunStarted():
+                self.started = event
             case ev.Phase():
                 self.phase, self.detail = event.phase, event.detail
             case ev.DesktopReady():

@@ -1,0 +1,1039 @@
+"""The fleet TUI: many runs, one approval queue, one analyst (``cua-tui fleet`` without ``--headless``).
+
+One screen: the table of runs (task, backend, state, turn and step, waiting time, status when ended,
+verified, the audit log's check), the one approval queue across runs in the runner's order (risk, then
+age: each item's place and the rule behind it shown), and the selected request in the same decision view
+as a single run (decision_view.py: the DecisionPanel with the task line, the framed target in the desktop
+pane, the screen as text with ``t``). ``y``, ``n`` (with a reason) and ``a`` (scoped to that run) answer
+the selected request, through ``FleetControl.answer`` for that very item: a refusal (the request is no
+longer pending) is said, never applied to another. Enter opens the run's full live view (RunScreen, fed by
+``FleetControl.watch``), Esc returns; ``k`` kills the selected run, ``K`` every run after a confirmation;
+leaving (q twice, ctrl+q) kills every run and waits until each is sealed.
+
+The App knows the runner only as ``core.fleet.FleetControl``. The fleet's listener runs on the fleet's
+dispatcher thread: it only notes that something changed and posts one wake-up message; the UI thread then
+reads the current rows and queue from the fleet (immutable snapshots), so many events cost one refresh and
+a table never shows an older state than the fleet's. Untrusted text (model and page text, reasons) is
+shown literally: rich Text after ``core.text.visible``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.command import CommandPalette
+from textual.containers import Horizontal, Vertical
+from textual.dom import DOMNode
+from textual.message import Message
+from textual.screen import ModalScreen, Screen
+from textual.widget import Widget
+from textual.widgets import DataTable, Footer, Static
+
+from ..core import events as ev
+from ..core.fleet import (
+    FleetControl,
+    FleetEvent,
+    FleetFinished,
+    QueueItem,
+    RequestClosed,
+    RequestQueued,
+    RunChanged,
+    RunFinished,
+    RunRow,
+    RunState,
+)
+from ..core.ports import Answer, DecisionRequest
+from ..core.text import visible
+from .attention import AlertBar, Signals, notification_escape
+from .audit_pane import AuditPane
+from .batch import BatchPane
+from .decision import DecisionPanel
+from .decision_view import convert_frame, destination, focus_target, labelled, shown_screen, typing_field
+from .decisions import RejectReason
+from .desktop_view import DesktopView
+from .frames import Target
+from .goal import GoalBar
+from .help import HelpScreen
+from .messages import FrameRefused, FrameRendered, RunEvent
+from .panes import fill_from_view, follow_event
+from .run_view import RunView
+from .screen_text import ScreenReading, ScreenTextRead, ScreenTextScreen, screen_text_arrived
+from .status import RunInfo, StatusBar
+from .themes import load_themes, project_themes_dir
+
+if TYPE_CHECKING:
+    from ..ocr import ScreenReader
+
+LEAVE_WINDOW_S = 3.0  # a second q within this many seconds leaves (and kills every run)
+SEAL_WAIT_S = 60.0  # leaving: how long the TUI waits for every run to be sealed before it closes anyway
+WHAT_CHARS = 60  # the queue's "what" column
+REFRESH_EVERY_S = 0.03  # at most one refresh of the queue this often: under load, many changes make one
+RUNS_EVERY_S = 0.25  # the table of runs (turn and step of every run) at most this often
+KILLED_BY = "human (fleet TUI)"
+LEFT_BY = "human (left the fleet TUI)"
+
+KEYS = [
+    ("y", "approve the selected request (the queue's highlighted row, shown in the decision panel)"),
+    ("a", "approve it and every later action of its scope, for that run only (where the panel offers it)"),
+    ("n", "reject it, with an optional one-line reason the model hears"),
+    ("enter", "the selected run's full live view (its desktop, batch, audit log, status); Esc returns"),
+    ("k", "kill the selected run (the queue's request's run, or the run table's row when it has the focus)"),
+    ("K", "kill every run (asks first)"),
+    ("tab", "move between the queue and the table of runs; up / down select"),
+    ("z", "whole screen / zoom on the selected request's target"),
+    ("t", "the selected request's screen as text (OCR), nearest the target first; type to search"),
+    ("?", "this help"),
+    ("q", "leave: during the fleet, press twice (every run is killed and sealed first); ctrl+q too"),
+]
+ORDER_LINE = (
+    "Queue order: model safety checks first, then clicks in marked regions and transmissions (typing, "
+    "Return and the keys that send), then any other rule; the oldest first within each."
+)
+
+
+class FleetChanged(Message):
+    """Something changed in the fleet (posted once until the UI thread has taken the changes)."""
+
+
+class KillAllScreen(ModalScreen[bool]):
+    """``K``: kill every run? y kills, n or Esc keeps them going."""
+
+    BINDINGS = [
+        Binding("y", "answer(True)", "kill every run"),
+        Binding("n,escape", "answer(False)", "cancel"),
+    ]
+
+    def __init__(self, going: int) -> None:
+        super().__init__()
+        self.going = going
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="kill-all-box"):
+            yield Static(
+                Text.assemble(
+                    ("Kill every run of the fleet?", "bold"),
+                    f"\n{self.going} not ended yet: each ends killed and is sealed; nothing more starts.\n",
+                    ("y", "bold reverse"),
+                    " kills them all   ",
+                    ("n", "bold reverse"),
+                    " / ",
+                    ("Esc", "bold reverse"),
+                    " keeps them going",
+                )
+            )
+
+    def action_answer(self, kill: bool) -> None:
+        self.dismiss(kill)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The framed screenshot of one desktop pane
+# ---------------------------------------------------------------------------------------------------
+class FramedPane:
+    """One desktop pane's pictures: the screenshot and the target it frames, converted in a thread worker
+    of ``host`` (the App, or a Screen), whose handlers of FrameRendered / FrameRefused call ``rendered`` /
+    ``refused``. Only the newest frame is shown."""
+
+    def __init__(self, host: DOMNode, pane: Callable[[], DesktopView], reading: ScreenReading) -> None:
+        self.host = host
+        self.pane = pane
+        self.reading = reading
+        self.png: bytes | None = None
+        self.sha: str | None = None
+        self.target: Target | None = None
+        self.zoom = False
+        self._serial = 0
+        self._shown = 0
+        self._refused: str | None = None
+
+    def show(self, png: bytes | None, sha: str | None, target: Target | None) -> None:
+        """A screenshot (None: none yet) and the target to frame; at a decision the pane zooms on it."""
+        changed = sha != self.sha or target != self.target
+        self.png, self.sha, self.target = png, sha, target
+        if changed:
+            self.zoom = target is not None
+        if png is None:  # a frame still being converted must not land on the pane afterwards
+            self._serial += 1
+            self._shown = self._serial
+        self.render()
+
+    def render(self) -> None:
+        if self.png is None:
+            return
+        view = self.pane()
+        self._serial += 1
+        target = labelled(self.target, self.reading, self.sha)
+        work = partial(
+            self._convert,
+            self.png,
+            view.size.width,
+            view.size.height,
+            target,
+            self.zoom,
+            self._serial,
+            view.wants_strips,
+            view.wants_sixel,
+        )
+        self.host.run_worker(work, thread=True, exit_on_error=False, group="frame", description="convert screenshot")
+
+    def _convert(self, *args: Any) -> None:
+        serial = args[5]
+        if serial != self._serial:
+            return  # a newer frame is on its way
+        self.host.post_message(convert_frame(*args))
+
+    def rendered(self, message: FrameRendered) -> None:
+        if message.serial < self._shown:
+            return
+        self._shown = message.serial
+        self._refused = None
+        self.pane().show(message.rendered)
+
+    def refused(self, message: FrameRefused) -> str | None:
+        """Show the refusal; the reason to say once (None: said already, or an older frame)."""
+        if message.serial < self._shown:
+            return None
+        self._shown = message.serial
+        reason = visible(message.reason, limit=200)
+        self.pane().refuse(reason)
+        if reason == self._refused:
+            return None
+        self._refused = reason
+        return reason
+
+
+def blank(pane: DesktopView, text: str) -> None:
+    """The desktop pane without a picture, saying why (not a refused screenshot)."""
+    pane.refuse(text)
+    pane.placeholder = text
+
+
+def run_info(row: RunRow, view: RunView) -> RunInfo:
+    """The goal and status bars' facts of a fleet run, from its row and its run_started event."""
+    started = view.started
+    if started is None:
+        return RunInfo(row.run_id, row.backend, task=f"(task {row.task}: not started yet)", target="")
+    limits = started.limits
+
+    def number(key: str) -> int:
+        value = limits.get(key)
+        return value if type(value) is int else 0
+
+    return RunInfo(
+        row.run_id,
+        started.backend,
+        started.agent,
+        started.model,
+        number("max_turns"),
+        number("max_steps"),
+        number("deadline_seconds"),
+        task=started.task,
+        target=f"the {started.backend} desktop (fleet task {row.task})",
+        policy=f"{started.policy} ({started.policy_sha256[:12]})",
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# One run's full live view
+# ---------------------------------------------------------------------------------------------------
+class RunScreen(Screen[None]):
+    """The single-run panes for one run of the fleet, fed by ``FleetControl.watch``: its RunView copy first,
+    then every later event. y / n / a / k are the App's and act on this run's pending request."""
+
+    BINDINGS = [
+        Binding("escape", "back", "back to the fleet", id="back"),
+        Binding("z", "zoom", "zoom", id="run_zoom"),
+        Binding("t", "screen_text", "screen text", id="run_screen_text"),
+    ]
+
+    def __init__(self, app: FleetApp, task: str) -> None:
+        super().__init__()
+        self.fleet_app = app
+        self.run_task = task
+        self.view = RunView()
+        self.row = app.fleet_rows.get(task) or RunRow(task, "")
+        self._unwatch: Callable[[], None] | None = None
+        self.feed: FramedPane | None = None
+
+    def compose(self) -> ComposeResult:
+        snapshot, self._unwatch = self.fleet_app.fleet.watch(self.run_task, self._told)
+        self.view = snapshot
+        info = run_info(self.row, snapshot)
+        yield GoalBar(info, id="goal")
+        yield AlertBar(id="alerts")
+        with Horizontal(id="main"):
+            yield DesktopView(graphics=self.fleet_app.graphics, id="desktop")
+            with Vertical(id="side"):
+                yield DecisionPanel(id="decision")
+                yield BatchPane(id="batch", history=True)
+                yield AuditPane(id="audit")
+        yield StatusBar(info, clock=self.fleet_app.clock, id="status")
+        yield Footer()
+
+    def _told(self, stamped: ev.Stamped) -> None:  # the fleet's dispatcher thread: post, never wait
+        self.post_message(RunEvent(stamped))
+
+    def on_mount(self) -> None:
+        desktop = self.query_one(DesktopView)
+        desktop.border_title = f"Desktop · {visible(self.run_task, limit=64)} (live)"
+        self.feed = FramedPane(self, lambda: desktop, self.fleet_app.reading)
+        self.query_one(AlertBar).display = False
+        fill_from_view(self, self.view, self.fleet_app.clock)
+        self._show()
+
+    def on_unmount(self) -> None:
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
+
+    @property
+    def pending(self) -> DecisionRequest | None:
+        return self.view.pending
+
+    def on_run_event(self, message: RunEvent) -> None:
+        message.stop()
+        stamped = message.stamped
+        if stamped.seq <= self.view.seq:
+            return  # already in the copy the view started from
+        was = self.view.pending
+        self.view.apply(stamped)
+        follow_event(self, self.view, stamped, self.fleet_app.clock)
+        if self.view.alert is not None:
+            self.query_one(AlertBar).show_alerts(self.view.attention)
+        new_screen = isinstance(stamped.event, ev.ScreenCaptured) and stamped.event.png is not None
+        if new_screen or self.view.pending is not was:
+            self._show()
+
+    def _show(self) -> None:
+        view, request = self.view, self.view.pending
+        screen = view.screen
+        assert self.feed is not None
+        self.feed.show(screen.png if screen else None, screen.sha256 if screen else None, focus_target(request, view))
+        self.query_one(DecisionPanel).show_request(
+            request,
+            view.batch_size,
+            view.started.task if view.started else "",
+            destination(request, view, self.fleet_app.reading, self.feed.sha),
+            field=typing_field(request, view) is not None,
+        )
+        self.query_one(BatchPane).mark_pending(request.index if request is not None else None)
+        if request is not None and (shown := self._shown_screen()) is not None:
+            self.fleet_app.reading.request(shown)
+        self.app.refresh_bindings()
+
+    def _shown_screen(self) -> Any:
+        feed = self.feed
+        return shown_screen(feed.png, feed.sha, feed.target, self.row.run_id) if feed else None
+
+    def screen_text_read(self, message: ScreenTextRead) -> None:
+        """The App got the OCR of a screen: the panel's "goes to" line and the framed label follow it."""
+        if self.feed is not None and message.digest == self.feed.sha and self.view.pending is not None:
+            self._show()
+
+    def on_frame_rendered(self, message: FrameRendered) -> None:
+        message.stop()
+        if self.feed is not None:
+            self.feed.rendered(message)
+
+    def on_frame_refused(self, message: FrameRefused) -> None:
+        message.stop()
+        if self.feed is not None and (reason := self.feed.refused(message)) is not None:
+            self.notify(f"screenshot not shown: {reason}", title="desktop", severity="warning", markup=False)
+
+    def on_desktop_view_resized(self, message: DesktopView.Resized) -> None:
+        message.stop()
+        if self.feed is not None:
+            self.feed.render()
+
+    def action_back(self) -> None:
+        self.dismiss()
+
+    def action_zoom(self) -> None:
+        if self.feed is not None and self.feed.target is not None:
+            self.feed.zoom = not self.feed.zoom
+            self.feed.render()
+
+    def action_screen_text(self) -> None:
+        shown = self._shown_screen()
+        if shown is not None:
+            self.fleet_app.reading.request(shown)
+            self.app.push_screen(ScreenTextScreen(shown, self.fleet_app.reading))
+
+
+# ---------------------------------------------------------------------------------------------------
+# The fleet
+# ---------------------------------------------------------------------------------------------------
+RUN_COLUMNS = (
+    ("task", 16),
+    ("backend", 7),
+    ("state", 7),
+    ("turn·step", 9),
+    ("waiting", 7),
+    ("status", 8),
+    ("verified", 8),
+    ("log", 10),
+)
+QUEUE_COLUMNS = (("#", 2), ("priority", 12), ("rule", 16), ("task", 12), ("what", 22), ("waited", 6))
+
+
+class FleetApp(App[None]):
+    """The fleet TUI. ``fleet`` is the running fleet (started on mount if it is not yet); ``reader`` the OCR
+    engine of the screen text (None: Tesseract through cua_tui.ocr)."""
+
+    CSS_PATH = Path(__file__).with_name("app.tcss")
+    TITLE = "cua-tui fleet"
+    BINDINGS = [
+        Binding("y", "approve", "approve", id="approve"),
+        Binding("a", "approve_scope", "approve scope", id="approve_scope"),
+        Binding("n", "reject", "reject", id="reject"),
+        Binding("enter", "open_run", "live view", id="open_run"),
+        Binding("k", "kill", "kill run", id="kill"),
+        Binding("ctrl+k", "kill", "kill run", id="kill_always", priority=True, show=False),
+        Binding("K", "kill_all", "kill all", id="kill_all"),
+        Binding("z", "zoom", "zoom", id="zoom"),
+        Binding("t", "screen_text", "screen text", id="screen_text"),
+        Binding("question_mark", "help", "help", id="help"),
+        Binding("q", "leave", "quit", id="leave"),
+    ]
+
+    def __init__(
+        self,
+        fleet: FleetControl,
+        *,
+        theme: str = "cua-dark",
+        theme_dirs: tuple[Path, ...] = (),
+        graphics: type[Widget] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        signals: Signals | None = None,
+        env: Mapping[str, str] | None = None,
+        reader: ScreenReader | None = None,
+        measure: bool = False,
+    ) -> None:
+        super().__init__()
+        self.fleet = fleet
+        self.requested_theme = theme
+        self.theme_dirs = (project_themes_dir(), *theme_dirs)
+        self.graphics = graphics
+        self.clock = clock
+        self.signals = signals or Signals()
+        self.env = os.environ if env is None else env
+        self.reading = ScreenReading(self, reader)  # the screen as text (OCR in a worker), shared by every run
+        self.fleet_rows: dict[str, RunRow] = {}  # as shown
+        self.items: list[QueueItem] = []  # pending, first to decide first (the fleet's order)
+        self.selected: QueueItem | None = None  # the request the decision panel shows and y / n / a answer
+        self.closed: dict[int, str] = {}  # why recent requests left the queue (ticket -> why), bounded
+        self.seen: set[int] = set()  # tickets already signalled
+        self.finished = False
+        self.leaving = False
+        self._inbox_lock = threading.Lock()
+        self._dirty_tasks: set[str] = set()
+        self._queue_dirty = False
+        self._woken = False
+        self._leave_asked = -LEAVE_WINDOW_S
+        self._last_refresh = 0.0
+        self._last_runs = 0.0
+        self._runs_timer = False
+        self._unsubscribe: Callable[[], None] | None = None
+        self._view: RunView = RunView()  # the selected request's run, when it was selected
+        self._view_of: int | None = None  # the ticket _view was taken for
+        self._queue_keys: set[int] = set()  # the tickets the queue table lists
+        self._queue_shown: tuple[tuple[int, bool], ...] = ()  # what the queue table lists, and which are pending
+        self._selected_shown: tuple[int, bool] | None = None  # the decision view shows (ticket, pending)
+        self._texts: dict[str, Text] = {}  # what each one-line Static shows (updated only when it changes)
+        self.feed: FramedPane | None = None
+        # The benchmark's measurements (``measure``): UI-thread CPU per refresh, when each ticket was shown.
+        self.measure = measure
+        self.refresh_ms: list[float] = []
+        self.shown_at: dict[int, float] = {}
+
+    # ------------------------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Static(id="fleet-header")
+        with Horizontal(id="main"):
+            with Vertical(id="fleet-side"):
+                yield DataTable(id="queue", cursor_type="row", zebra_stripes=False)
+                yield Static(id="queue-why")
+                yield DataTable(id="runs", cursor_type="row")
+                yield Static(id="run-detail")
+            with Vertical(id="fleet-decision"):
+                yield DecisionPanel(id="decision")
+                yield DesktopView(graphics=self.graphics, id="desktop")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        themes, problems = load_themes(*self.theme_dirs)
+        for theme in themes:
+            self.register_theme(theme)
+        names = {t.name for t in themes} | set(self.available_themes)
+        if self.requested_theme in names:
+            self.theme = self.requested_theme
+        else:
+            self.theme = "cua-dark"
+            problems.append(f"unknown theme {self.requested_theme!r}; using cua-dark")
+        for problem in problems:
+            self.notify(visible(problem), title="theme", severity="warning", timeout=10, markup=False)
+        queue = self.query_one("#queue", DataTable)
+        queue.border_title = "Approval queue"
+        for label, width in QUEUE_COLUMNS:
+            queue.add_column(label, width=width, key=label)
+        runs = self.query_one("#runs", DataTable)
+        runs.border_title = "Runs"
+        for label, width in RUN_COLUMNS:
+            runs.add_column(label, width=width, key=label)
+        desktop = self.query_one(DesktopView)
+        desktop.border_title = "Desktop"
+        desktop.placeholder = "no request selected"
+        self.feed = FramedPane(self, lambda: desktop, self.reading)
+        self.query_one(DecisionPanel).show_request(None)
+        for row in self.fleet.rows():
+            self.fleet_rows[row.task] = row
+            runs.add_row(*self._run_cells(row), key=row.task)
+        self._unsubscribe = self.fleet.subscribe(self._told)
+        try:
+            self.fleet.start()
+        except OSError as exc:
+            self.notify(f"the fleet could not start: {visible(str(exc))}", severity="error", timeout=30, markup=False)
+        with self._inbox_lock:
+            self._dirty_tasks.update(self.fleet_rows)
+            self._queue_dirty = True
+        self._take_changes()
+        queue.focus()
+        self.set_interval(1.0, self._tick)
+
+    def on_unmount(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        if not self.fleet.done:  # leaving the fleet TUI however it happens kills every run (each is sealed)
+            self.fleet.kill_all(by=LEFT_BY)
+
+    # ------------------------------------------------------------------------------------------------
+    # The fleet's changes: noted on the fleet's thread, taken on the UI thread
+    # ------------------------------------------------------------------------------------------------
+    def _told(self, event: FleetEvent) -> None:
+        with self._inbox_lock:
+            if isinstance(event, RequestClosed):
+                self.closed[event.item.ticket] = event.why
+                self._queue_dirty = True
+            elif isinstance(event, RequestQueued):
+                self._queue_dirty = True
+            elif isinstance(event, FleetFinished):
+                self._dirty_tasks.update(r.task for r in event.rows)
+                self.finished = True
+            elif isinstance(event, RunChanged | RunFinished):
+                self._dirty_tasks.add(event.row.task)
+            if self._woken:
+                return
+            self._woken = True
+        self.post_message(FleetChanged())
+
+    def on_fleet_changed(self, message: FleetChanged) -> None:
+        # Each refresh redraws the tables (a DataTable re-renders its visible rows after any change): under
+        # load, the changes of a few tens of milliseconds make one refresh, well within the queue's 100 ms.
+        wait = self._last_refresh + REFRESH_EVERY_S - time.monotonic()
+        if wait > 0:
+            self.set_timer(wait, self._take_changes)
+        else:
+            self._take_changes()
+
+    def _take_changes(self) -> None:
+        started = time.thread_time()
+        self._last_refresh = time.monotonic()
+        with self._inbox_lock:
+            tasks, self._dirty_tasks = self._dirty_tasks, set()
+            queue_dirty, self._queue_dirty = self._queue_dirty, False
+            self._woken = False
+            while len(self.closed) > 10_000:
+                self.closed.pop(next(iter(self.closed)))
+        if tasks and self._last_runs + RUNS_EVERY_S > self._last_refresh and not self.finished:
+            with self._inbox_lock:  # the runs table waits a little: its changes are kept for then
+                self._dirty_tasks |= tasks
+            if not self._runs_timer:
+                self._runs_timer = True
+                self.set_timer(self._last_runs + RUNS_EVERY_S - self._last_refresh, self._runs_due)
+        elif tasks:
+            self._last_runs = self._last_refresh
+            self._update_runs(tasks)
+        if queue_dirty:
+            self._update_queue()
+        self._update_header()
+        if self.finished and self.leaving:
+            self.exit()
+        if self.measure:
+            self.refresh_ms.append((time.thread_time() - started) * 1000)
+
+    def _runs_due(self) -> None:
+        self._runs_timer = False
+        self._take_changes()
+
+    def _update_runs(self, tasks: set[str]) -> None:
+        table = self.query_one("#runs", DataTable)
+        now = self.fleet.now()
+        for row in self.fleet.rows():
+            if row.task not in tasks:
+                continue
+            old = self.fleet_rows.get(row.task)
+            self.fleet_rows[row.task] = row
+            if old is row:
+                continue
+            cells = self._run_cells(row, now)
+            before = self._run_cells(old, now) if old is not None else None
+            for (label, _width), cell, was in zip(RUN_COLUMNS, cells, before or [None] * len(cells), strict=True):
+                if before is None or cell != was:
+                    table.update_cell(row.task, label, cell)
+        self._show_run_detail()
+
+    def _run_cells(self, row: RunRow, now: float | None = None) -> list[Text]:
+        now = self.fleet.now() if now is None else now
+        waiting = f"{int(now - row.waiting_since)}s" if row.waiting_since is not None else ""
+        verified = {True: "yes", False: "NO", None: "-"}[row.verified] if row.ended else ""
+        log = {True: "intact", False: "NOT INTACT", None: "-"}[row.intact] if row.ended else ""
+        state_style = {RunState.WAITING: "bold reverse", RunState.RUNNING: "bold"}.get(row.state, "")
+        status_style = "bold" if row.status in ("passed", "finished") else "bold reverse" if row.status else ""
+        return [
+            Text(visible(row.task, limit=64)),
+            Text(visible(row.backend, limit=20)),
+            Text(row.state, style=state_style),
+            Text(f"{row.turn}·{row.steps}" if row.run_id else ""),
+            Text(waiting),
+            Text(visible(row.status, limit=20), style=status_style),
+            Text(verified),
+            Text(log, style="bold reverse" if row.intact is False else ""),
+        ]
+
+    def _tick(self) -> None:
+        """Each second: the waiting times."""
+        now = self.fleet.now()
+        runs = self.query_one("#runs", DataTable)
+        for row in self.fleet_rows.values():
+            if row.waiting_since is not None:
+                runs.update_cell(row.task, "waiting", Text(f"{int(now - row.waiting_since)}s"))
+        queue = self.query_one("#queue", DataTable)
+        for item in self.items:
+            if item.ticket in self._queue_keys:
+                queue.update_cell(str(item.ticket), "waited", Text(f"{int(item.waited(now))}s"))
+
+    def _queue_rows(self) -> list[QueueItem]:
+        """What the queue table lists: the pending items, and the selected one even once it has closed
+        (marked so), until the selection moves: what the cursor is on is what y / n / a answer."""
+        rows = list(self.items)
+        selected = self.selected
+        if selected is not None and all(item.ticket != selected.ticket for item in rows):
+            rows.append(selected)
+            rows.sort(key=lambda item: item.order)
+        return rows
+
+    def _update_queue(self) -> None:
+        items = self.fleet.queue()
+        self.items = items
+        new = [item for item in items if item.ticket not in self.seen]
+        now_wall = time.monotonic()
+        for item in new:
+            self.seen.add(item.ticket)
+            if self.measure:
+                self.shown_at[item.ticket] = now_wall
+        if self.selected is None and items:
+            self.selected = items[0]
+        self._rebuild_queue(only_if_changed=True)
+        if new:
+            self._signal(new[0], len(new))
+        self._show_selected()
+
+    def _rebuild_queue(self, *, only_if_changed: bool = False) -> None:
+        table = self.query_one("#queue", DataTable)
+        rows = self._queue_rows()
+        pending = {item.ticket for item in self.items}
+        shown = tuple((item.ticket, item.ticket in pending) for item in rows)
+        if only_if_changed and shown == self._queue_shown:
+            return  # each rebuild redraws the table: not for nothing
+        self._queue_shown = shown
+        now = self.fleet.now()
+        table.clear()
+        for position, item in enumerate(rows, 1):
+            table.add_row(*self._queue_cells(item, position, now, item.ticket in pending), key=str(item.ticket))
+        self._queue_keys = {item.ticket for item in rows}
+        if self.selected is not None:
+            index = next((i for i, item in enumerate(rows) if item.ticket == self.selected.ticket), None)
+            if index is not None:
+                table.move_cursor(row=index, animate=False, scroll=True)
+        table.border_title = f"Approval queue · {len(self.items)} waiting"
+
+    def _queue_cells(self, item: QueueItem, position: int, now: float, pending: bool) -> list[Text]:
+        request = item.request
+        what = request.action.describe() if request.action is not None else "the model's safety checks"
+        dim = "" if pending else "dim strike"
+        return [
+            Text(str(position) if pending else "-", style=dim),
+            Text(item.priority.label, style="bold" if item.priority.tier == 0 else dim),
+            Text(visible(item.priority.rule, limit=40), style=dim),
+            Text(visible(item.task, limit=64), style=dim),
+            Text(f"t{request.turn} #{request.index + 1} " + visible(what, limit=WHAT_CHARS), style=dim),
+            Text(f"{int(item.waited(now))}s" if pending else "closed", style=dim),
+        ]
+
+    def _update_header(self) -> None:
+        rows = self.fleet_rows.values()
+        counts: dict[str, int] = {}
+        ended: dict[str, int] = {}
+        for row in rows:
+            counts[row.state] = counts.get(row.state, 0) + 1
+            if row.ended:
+                ended[row.status] = ended.get(row.status, 0) + 1
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append(" FLEET ", style="bold reverse")
+        text.append(f" {visible(self.fleet.fleet_id, limit=60)} · {len(self.fleet_rows)} runs: ")
+        text.append(
+            ", ".join(f"{counts.get(s, 0)} {s}" for s in (RunState.QUEUED, RunState.RUNNING, RunState.WAITING))
+            + f", {counts.get(RunState.ENDED, 0)} ended"
+        )
+        if ended:
+            text.append(" (" + ", ".join(f"{n} {visible(s, limit=20)}" for s, n in sorted(ended.items())) + ")")
+        text.append(" · ")
+        text.append(f"{len(self.items)} waiting for you", style="bold" if self.items else "")
+        if self.finished:
+            text.append(" · every run ended: q quits", style="bold")
+        text.append("\n " + ORDER_LINE, style="dim")
+        self._set("#fleet-header", text)
+
+    def _show_run_detail(self) -> None:
+        task = self._runs_cursor_task()
+        row = self.fleet_rows.get(task) if task else None
+        text = Text(no_wrap=True, overflow="ellipsis")
+        if row is not None:
+            text.append(visible(row.task, limit=64), style="bold")
+            if row.run_id:
+                text.append(f" · run {visible(row.run_id)} · {visible(row.path, limit=120)}")
+            if row.phase and not row.ended:
+                text.append(f" · {visible(row.phase, limit=40)}")
+            if row.reason:
+                text.append(" · ")
+                text.append(visible(row.reason, limit=300), style="bold")
+        self._set("#run-detail", text)
+
+    def _set(self, selector: str, text: Text) -> None:
+        """A one-line Static's text, updated only when it changed, and without a new layout (fixed height)."""
+        if self._texts.get(selector) != text:
+            self._texts[selector] = text
+            self.query_one(selector, Static).update(text, layout=False)
+
+    def _runs_cursor_task(self) -> str | None:
+        table = self.query_one("#runs", DataTable)
+        if not table.row_count:
+            return None
+        try:
+            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
+        except Exception:
+            return None
+        return str(key.value) if key.value is not None else None
+
+    # ------------------------------------------------------------------------------------------------
+    # The selected request
+    # ------------------------------------------------------------------------------------------------
+    def on_data_table_row_highlighted(self, message: DataTable.RowHighlighted) -> None:
+        if message.data_table.id == "runs":
+            self._show_run_detail()
+            return
+        # The cursor as it is now (not as the message says it was): a rebuild moves it before this is handled.
+        table = message.data_table
+        rows = self._queue_rows()
+        if not rows or not 0 <= table.cursor_row < len(rows):
+            return
+        item = rows[table.cursor_row]
+        if self.selected is not None and item.ticket == self.selected.ticket:
+            return
+        left = self.selected
+        self.selected = item
+        if left is not None and left.ticket not in {i.ticket for i in self.items}:
+            self._rebuild_queue()  # the closed row the cursor left goes
+        self._show_selected()
+
+    def on_data_table_row_selected(self, message: DataTable.RowSelected) -> None:
+        self.action_open_run(task=str(message.row_key.value) if message.data_table.id == "runs" else None)
+
+    @property
+    def pending_tickets(self) -> set[int]:
+        return {item.ticket for item in self.items}
+
+    def _show_selected(self, *, force: bool = False) -> None:
+        """The decision view of the selected request: the panel, the framed target, the screen's text
+        (redrawn when the selection or its state changed, or with ``force``: the screen's text arrived)."""
+        item = self.selected
+        shown = (item.ticket, item.ticket in self.pending_tickets) if item is not None else None
+        if shown == self._selected_shown and not force and item is not None:
+            return
+        self._selected_shown = shown
+        panel = self.query_one(DecisionPanel)
+        assert self.feed is not None
+        if item is None:
+            panel.show_request(None)
+            self._set("#queue-why", Text("No request waits." if not self.finished else "Every run ended.", style="dim"))
+            self.feed.show(None, None, None)
+            blank(self.query_one(DesktopView), "no request selected")
+            self.refresh_bindings()
+            return
+        pending = item.ticket in self.pending_tickets
+        if self._view_of != item.ticket:
+            self._view = self.fleet.view(item.task)
+            self._view_of = item.ticket
+        view, request = self._view, item.request
+        text = Text()
+        if pending:
+            text.append(f" {item.priority.label.upper()} ", style="bold reverse")
+            text.append(f" {visible(item.task, limit=64)} · rule {visible(item.priority.rule, limit=60)} · ")
+            text.append(visible(item.priority.why, limit=120))
+        else:
+            closed = self.closed.get(item.ticket, "no longer pending")
+            text.append(" CLOSED ", style="bold reverse")
+            text.append(f" {visible(item.task, limit=64)}: {visible(closed, limit=120)} · y / n / a are refused; ")
+            text.append("up / down picks another")
+        self._set("#queue-why", text)
+        panel.border_title = None if pending else "CLOSED: no longer answerable"
+        panel.set_class(not pending, "closed")
+        screen = view.screen if view.screen is not None and view.screen.png is not None else None
+        target = focus_target(request, view)
+        self.feed.show(screen.png if screen else None, screen.sha256 if screen else None, target)
+        desktop = self.query_one(DesktopView)
+        desktop.border_title = f"Desktop · {visible(item.task, limit=64)} · turn {request.turn}"
+        if screen is None:
+            blank(desktop, "no screenshot of this run yet")
+        panel.show_request(
+            request,
+            view.batch_size,
+            view.started.task if view.started else "",
+            destination(request, view, self.reading, self.feed.sha),
+            field=typing_field(request, view) is not None,
+        )
+        if (shown := self._shown_screen()) is not None:
+            self.reading.request(shown)
+        self.refresh_bindings()
+
+    def _shown_screen(self) -> Any:
+        feed, item = self.feed, self.selected
+        if feed is None or item is None:
+            return None
+        return shown_screen(feed.png, feed.sha, feed.target, item.run_id)
+
+    def _signal(self, item: QueueItem, count: int) -> None:
+        """New requests arrived: the bell, and a desktop notification where the terminal shows one."""
+        if self.signals.bell:
+            self.bell()
+        if self.signals.notify:
+            request = item.request
+            what = request.action.describe() if request.action is not None else "model safety checks"
+            more = f" (+{count - 1} more)" if count > 1 else ""
+            body = f"{item.task}: turn {request.turn}, action {request.index + 1}: {what} · {request.reason}{more}"
+            sequence = notification_escape("cua-tui fleet: decision needed", body, self.env)
+            if sequence is not None:
+                self.write_escape(sequence)
+
+    def write_escape(self, sequence: str) -> None:
+        """Send an escape sequence to the terminal (not to a headless test driver)."""
+        driver = self._driver
+        if driver is not None and not self.is_headless:
+            driver.write(sequence)
+            driver.flush()
+
+    # ------------------------------------------------------------------------------------------------
+    # Frames and the screen's text
+    # ------------------------------------------------------------------------------------------------
+    def on_frame_rendered(self, message: FrameRendered) -> None:
+        if self.feed is not None:
+            self.feed.rendered(message)
+
+    def on_frame_refused(self, message: FrameRefused) -> None:
+        if self.feed is not None and (reason := self.feed.refused(message)) is not None:
+            self.notify(f"screenshot not shown: {reason}", title="desktop", severity="warning", markup=False)
+
+    def on_desktop_view_resized(self, message: DesktopView.Resized) -> None:
+        if self.feed is not None:
+            self.feed.render()
+
+    def on_screen_text_read(self, message: ScreenTextRead) -> None:
+        screen_text_arrived(self, self.reading, message)
+        for screen in self.screen_stack:
+            if isinstance(screen, RunScreen):
+                screen.screen_text_read(message)
+        if self.feed is not None and message.digest == self.feed.sha and self.selected is not None:
+            self._show_selected(force=True)
+
+    # ------------------------------------------------------------------------------------------------
+    # Keys
+    # ------------------------------------------------------------------------------------------------
+    def _live_screen(self) -> RunScreen | None:
+        return self.screen if isinstance(self.screen, RunScreen) else None
+
+    def answerable(self) -> QueueItem | None:
+        """The request y / n / a answer: in a run's live view, that run's pending request; else the
+        selected one (pending, or closed and still selected: then the fleet refuses, and says why)."""
+        live = self._live_screen()
+        if live is not None:
+            pending = live.pending
+            return next((item for item in self.items if item.request is pending), None) if pending else None
+        return self.selected
+
+    def selected_task(self) -> str | None:
+        """The run k kills and Enter opens: the live view's, the run table's row when it has the focus,
+        else the selected request's run."""
+        live = self._live_screen()
+        if live is not None:
+            return live.run_task
+        if self.focused is self.query_one("#runs", DataTable):
+            return self._runs_cursor_task()
+        return self.selected.task if self.selected is not None else self._runs_cursor_task()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        covered = any(not isinstance(s, CommandPalette | RunScreen) for s in self.screen_stack[1:])
+        if action in ("approve", "reject", "approve_scope"):
+            item = self.answerable()
+            if covered or item is None:
+                return False
+            return action != "approve_scope" or item.request.scope is not None
+        if action == "kill":
+            task = self.selected_task()
+            row = self.fleet_rows.get(task) if task else None
+            # While a reason or a search is typed, k is a letter of it (the Input takes it); ctrl+k kills.
+            return row is not None and not row.ended
+        if action in ("kill_all", "open_run"):
+            return not covered and (action == "open_run" or not self.finished)
+        if action in ("zoom", "screen_text"):
+            return not covered and self.feed is not None and self.feed.png is not None and self.selected is not None
+        return True
+
+    def _answer(self, item: QueueItem, answer: Answer, *, note: str = "", grant: bool = False) -> None:
+        why = self.fleet.answer(item, answer, note=note, grant=grant)
+        request = item.request
+        if why is not None:
+            self.notify(
+                f"not applied to {visible(item.task, limit=64)} (turn {request.turn}, action {request.index + 1}): "
+                f"{visible(why, limit=200)}",
+                title="answer refused",
+                severity="warning",
+                timeout=8,
+                markup=False,
+            )
+            return
+        self.items = [i for i in self.items if i.ticket != item.ticket]
+        self.closed[item.ticket] = "answered"
+        if self.selected is not None and self.selected.ticket == item.ticket:
+            self.selected = self.items[0] if self.items else None  # the next first to decide
+        self._rebuild_queue()
+        self._show_selected()
+        self._update_header()
+
+    def action_approve(self) -> None:
+        if (item := self.answerable()) is not None:
+            self._answer(item, Answer.APPROVE)
+
+    def action_approve_scope(self) -> None:
+        item = self.answerable()
+        if item is not None and item.request.scope is not None:
+            self._answer(item, Answer.APPROVE, grant=True)
+
+    def action_reject(self) -> None:
+        """``n``: an optional one-line reason (Enter sends, Esc none), then reject that same request."""
+        item = self.answerable()
+        if item is None:
+            return
+
+        def done(reason: str | None) -> None:
+            self._answer(item, Answer.REJECT, note=reason or "")  # refused with a message if it closed meanwhile
+
+        self.push_screen(RejectReason(), done)
+
+    def action_kill(self) -> None:
+        task = self.selected_task()
+        if task is None:
+            return
+        if isinstance(self.screen, RejectReason | ScreenTextScreen):
+            self.pop_screen()
+        if self.fleet.kill(task, by=KILLED_BY):
+            self.notify(f"kill switch: {visible(task, limit=64)} stops (it is sealed as killed)", markup=False)
+
+    def action_kill_all(self) -> None:
+        going = sum(1 for row in self.fleet_rows.values() if not row.ended)
+
+        def done(kill: bool | None) -> None:
+            if kill:
+                self.fleet.kill_all(by=KILLED_BY)
+                self.notify(f"kill switch: every run stops ({going} not ended); each is sealed", markup=False)
+
+        self.push_screen(KillAllScreen(going), done)
+
+    def action_open_run(self, task: str | None = None) -> None:
+        task = task or self.selected_task()
+        if task is None or isinstance(self.screen, RunScreen):
+            return
+        self.push_screen(RunScreen(self, task))
+
+    def action_zoom(self) -> None:
+        if self.feed is not None and self.feed.target is not None:
+            self.feed.zoom = not self.feed.zoom
+            self.feed.render()
+
+    def action_screen_text(self) -> None:
+        shown = self._shown_screen()
+        if shown is None or isinstance(self.screen, ScreenTextScreen):
+            return
+        self.reading.request(shown)
+        self.push_screen(ScreenTextScreen(shown, self.reading))
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen([ORDER_LINE], keys=KEYS))
+
+    def action_leave(self) -> None:
+        """``q``: once every run ended, quit. While runs go on, the first press says that leaving kills
+        them; a second within a few seconds kills every run and leaves once each is sealed."""
+        if self.fleet.done or self.finished:
+            self.exit()
+            return
+        now = time.monotonic()
+        if now - self._leave_asked < LEAVE_WINDOW_S:
+            self.leaving = True
+            self.fleet.kill_all(by=LEFT_BY)
+            self.notify("leaving: every run is killed and sealed first…", severity="warning", markup=False)
+            self.set_timer(SEAL_WAIT_S, self.exit)  # the command line waits for the seals in any case
+            return
+        self._leave_asked = now
+        going = sum(1 for row in self.fleet_rows.values() if not row.ended)
+        self.notify(
+            f"{going} runs are still going: leaving kills every one (each is sealed as killed). Press q again "
+            f"within {LEAVE_WINDOW_S:g} s to leave; k kills the selected run, K every run.",
+            title="leave?",
+            severity="warning",
+            timeout=LEAVE_WINDOW_S,
+            markup=False,
+        )
+
+    async def action_quit(self) -> None:
+        """Textual's ctrl+q and the palette's Quit: the same as q."""
+        self.action_leave()
+
+
+def run_fleet_tui(
+    fleet: FleetControl, *, theme: str | None = None, settings: Any = None, reader: ScreenReader | None = None
+) -> None:
+    """Start ``fleet`` and answer its queue in the fleet TUI until the analyst leaves. Raises OSError when
+    the fleet cannot start (its runs directory cannot be written). Leaving kills every run; the caller
+    waits for the seals (cli/fleet.py)."""
+    from .app import graphics_widget
+
+    fleet.start()
+    graphics = graphics_widget()  # probes the terminal: before the App runs
+    app = FleetApp(
+        fleet,
+        theme=theme or getattr(settings, "theme", "cua-dark"),
+        theme_dirs=(settings.themes_dir,) if settings is not None else (),
+        graphics=graphics,
+        signals=Signals(bell=settings.bell, notify=settings.notify) if settings is not None else None,
+        reader=reader,
+    )
+    app.run()

@@ -1,0 +1,355 @@
+"""The fleet TUI (issue 13, point 2): real fleets of real runs on the sim desktop, built as tests/test_fleet.py
+builds them, driven with Pilot. The queue's order as shown, answers to the selected request only, a stale
+answer refused with a message, per-run kill, kill-all after its confirmation, a crashing run shown as
+error while the others go on, the full live view of one run (Enter, Esc), and leaving kills and seals all."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pilot_helpers import plain, until
+from textual.widgets import DataTable, Input, Static
+
+from cua_tui.build import HANDSHAKE, RunOptions
+from cua_tui.config import Settings
+from cua_tui.core.audit import verify_run
+from cua_tui.core.fleet import RunState
+from cua_tui.fleet import Fleet, FleetTask
+from cua_tui.tui.batch import BatchPane
+from cua_tui.tui.decision import DecisionPanel
+from cua_tui.tui.decisions import RejectReason
+from cua_tui.tui.fleet import FleetApp, KillAllScreen, RunScreen
+from cua_tui.tui.status import StatusBar
+
+pytestmark = pytest.mark.timeout(90)
+
+SIZE = (200, 50)
+FORM = {
+    "turns": [
+        {
+            "actions": [
+                {"type": "click", "x": 250, "y": 182},
+                {"type": "type", "text": "cua-tui verified"},
+                {"type": "click", "x": 550, "y": 182},
+            ]
+        }
+    ],
+    "final_text": "done",
+}
+SAFETY = {
+    "turns": [
+        {
+            "actions": [{"type": "click", "x": 250, "y": 182}],
+            "pending_safety_checks": [{"id": "sc1", "code": "malicious_instructions", "message": "odd page"}],
+        }
+    ],
+    "final_text": "done",
+}
+SAVE_KEY = {"turns": [{"actions": [{"type": "keypress", "keys": ["ctrl", "s"]}]}], "final_text": "done"}
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings.load({"CUA_TUI_CONFIG": str(tmp_path / "no-config.toml")})
+
+
+def opts(settings: Settings, script: dict[str, Any] | None = FORM, **changes: Any) -> RunOptions:
+    base = RunOptions(backend="sim", agent=None, script=script, task="fill the form", decisions=HANDSHAKE, fsync=False)
+    return dataclasses.replace(base, settings=settings, **changes)
+
+
+def fleet_of(tmp_path: Path, tasks: dict[str, RunOptions], concurrency: int = 8) -> Fleet:
+    """A fleet not started yet: the App starts it (after subscribing)."""
+    return Fleet(
+        [FleetTask(name, options) for name, options in tasks.items()],
+        runs_dir=tmp_path / "runs",
+        concurrency=concurrency,
+        tasks_sha256="ab" * 32,
+    )
+
+
+class App(FleetApp):
+    """The fleet TUI, keeping what it told the analyst."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        super().__init__(fleet)
+        self.told: list[tuple[str, str]] = []
+
+    def notify(self, message: str, *, title: str = "", severity: Any = "information", **kw: Any) -> None:
+        self.told.append((title, message))
+        super().notify(message, title=title, severity=severity, **kw)
+
+
+def audit(path: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (Path(path) / "audit.jsonl").read_text().splitlines()]
+
+
+def human_decisions(path: str) -> list[tuple[str, str]]:
+    return [(r["decision"], r["note"]) for r in audit(path) if r["kind"] == "decision" and r["by"] != "policy"]
+
+
+def sealed_intact(path: str) -> bool:
+    report = verify_run(path)
+    return report.intact and report.sealed
+
+
+def queue_rows(app: FleetApp) -> list[list[str]]:
+    table = app.query_one("#queue", DataTable)
+    return [[cell.plain for cell in table.get_row_at(i)] for i in range(table.row_count)]
+
+
+def run_cells(app: FleetApp, task: str) -> dict[str, str]:
+    table = app.query_one("#runs", DataTable)
+    labels = [str(c.label) for c in table.columns.values()]
+    return dict(zip(labels, [cell.plain for cell in table.get_row(task)], strict=True))
+
+
+async def until_queued(pilot: Any, app: FleetApp, n: int) -> None:
+    await until(pilot, lambda: len(app.items) >= n and app.selected is not None, f"{n} requests in the queue")
+    await pilot.pause()
+
+
+async def until_done(pilot: Any, app: FleetApp, fleet: Fleet) -> None:
+    await until(pilot, lambda: fleet.done and app.finished, "every run to end")
+    await pilot.pause(0.1)
+
+
+# ---------------------------------------------------------------------------------------------------
+async def test_the_queue_shows_safety_checks_first_then_sending_then_the_rest(
+    tmp_path: Path, settings: Settings
+) -> None:
+    policy = tmp_path / "save.toml"
+    policy.write_text('[keys]\nconfirm = ["Return", "ctrl+s"]\n')
+    fleet = fleet_of(
+        tmp_path,
+        {
+            "other": opts(settings, SAVE_KEY, policy_path=policy),
+            "typing": opts(settings),
+            "safety": opts(settings, SAFETY),
+        },
+    )
+    app = App(fleet)
+    async with app.run_test(size=SIZE) as pilot:
+        await until_queued(pilot, app, 3)
+        rows = queue_rows(app)
+        # position, priority, rule, task: in the runner's order, the rule behind each place shown
+        assert [r[:4] for r in rows] == [
+            ["1", "safety check", "safety_check", "safety"],
+            ["2", "transmission", "actions.type", "typing"],
+            ["3", "other", "keys.confirm:ctrl+s", "other"],
+        ]
+        assert "t1 #2 type" in rows[1][4] and "ctrl+s" in rows[2][4]
+        # The selected request (the first) in the single run's decision view: the task line, the checks.
+        await pilot.press("ctrl+home")
+        await until(pilot, lambda: app.selected is not None and app.selected.task == "safety", "the first selected")
+        panel = plain(app.query_one(DecisionPanel))
+        assert "DECISION NEEDED" in panel and "task    fill the form" in panel and "malicious_instructions" in panel
+        why = plain(app.query_one("#queue-why", Static))
+        assert "SAFETY CHECK" in why and "the model raised safety checks: first" in why
+        await pilot.press("down")
+        await until(pilot, lambda: app.selected is not None and app.selected.task == "typing", "the typing selected")
+        panel = plain(app.query_one(DecisionPanel))
+        assert "cua-tui verified" in panel and "goes to" in panel  # the typed text in full, and where it goes
+        assert "typing can send data out: second" in plain(app.query_one("#queue-why", Static))
+        assert run_cells(app, "typing")["state"] == RunState.WAITING
+
+
+async def test_y_n_and_a_answer_the_selected_request_only(tmp_path: Path, settings: Settings) -> None:
+    fleet = fleet_of(tmp_path, {"approve": opts(settings), "reject": opts(settings), "scope": opts(settings)})
+    app = App(fleet)
+    async with app.run_test(size=SIZE) as pilot:
+        await until_queued(pilot, app, 3)
+
+        async def select(task: str) -> None:
+            table = app.query_one("#queue", DataTable)
+            index = next(i for i, item in enumerate(app.items) if item.task == task)
+            table.move_cursor(row=index)
+            await until(pilot, lambda: app.selected is not None and app.selected.task == task, f"{task} selected")
+
+        await select("reject")
+        await pilot.press("n")
+        assert isinstance(app.screen, RejectReason)
+        app.screen.query_one(Input).value = "wrong field"
+        await pilot.press("enter")
+        await until(pilot, lambda: fleet.row("reject").ended, "the rejected run to end")
+
+        await select("scope")
+        assert app.check_action("approve_scope", ()) is True  # typing has a scope: a is offered
+        await pilot.press("a")
+        await until(pilot, lambda: all(i.task != "scope" for i in fleet.queue()), "the scoped approval taken")
+
+        await select("approve")
+        await pilot.press("y")
+        await until(pilot, lambda: fleet.row("approve").ended, "the approved run's typing to go on")
+        # each run's next request (the Verify click asks nothing; the form is filled) - then every run ends
+        await until_done(pilot, app, fleet)
+    rows = {r.task: r for r in fleet.rows()}
+    assert human_decisions(rows["reject"].path) == [("reject", "wrong field")]
+    assert human_decisions(rows["approve"].path) == [("approve", "")]
+    assert human_decisions(rows["scope"].path) == [("approve", "")]
+    assert any(r["kind"] == "grant" for r in audit(rows["scope"].path))
+    assert not any(r["kind"] == "grant" for r in audit(rows["approve"].path))
+    assert (rows["approve"].status, rows["scope"].status, rows["reject"].status) == ("passed", "passed", "failed")
+    assert all(sealed_intact(r.path) for r in rows.values())
+
+
+async def test_an_answer_to_a_request_whose_run_was_killed_is_refused_with_a_message(
+    tmp_path: Path, settings: Settings
+) -> None:
+    fleet = fleet_of(tmp_path, {"a": opts(settings), "b": opts(settings)})
+    app = App(fleet)
+    async with app.run_test(size=SIZE) as pilot:
+        await until_queued(pilot, app, 2)
+        stale = app.selected
+        assert stale is not None
+        other = next(i for i in app.items if i.ticket != stale.ticket)
+        await pilot.press("k")  # the selected request's run
+        await until(pilot, lambda: stale.ticket not in app.pending_tickets, "the killed run's request to close")
+        await pilot.pause()
+        # The closed request stays selected, marked, so that y is not taken for the next one.
+        assert app.selected is stale
+        assert "CLOSED" in plain(app.query_one("#queue-why", Static))
+        assert [r[0] for r in queue_rows(app)].count("-") == 1
+        await pilot.press("y")
+        await until(pilot, lambda: any(t == "answer refused" for t, _ in app.told), "the refusal said")
+        message = next(m for t, m in app.told if t == "answer refused")
+        assert "no longer pending: run killed" in message and stale.task in message
+        assert [i.ticket for i in fleet.queue()] == [other.ticket]  # the other request untouched
+        assert human_decisions(fleet.row(other.task).path) == []
+        # moving off the closed row drops it; y then answers the other run's request
+        await pilot.press("down")
+        await until(pilot, lambda: app.selected is not None and app.selected.ticket == other.ticket, "the other")
+        assert len(queue_rows(app)) == 1
+        await pilot.press("y")
+        await until(pilot, lambda: fleet.row(other.task).ended, "the other run to end")
+    assert fleet.row(stale.task).status == "killed" and fleet.row(other.task).status == "passed"
+    assert human_decisions(fleet.row(stale.task).path) == []
+    assert all(sealed_intact(r.path) for r in fleet.rows())
+
+
+async def test_k_kills_the_selected_run_and_the_others_go_on(tmp_path: Path, settings: Settings) -> None:
+    fleet = fleet_of(tmp_path, {"a": opts(settings), "b": opts(settings), "c": opts(settings)})
+    app = App(fleet)
+    async with app.run_test(size=SIZE) as pilot:
+        await until_queued(pilot, app, 3)
+        runs = app.query_one("#runs", DataTable)
+        runs.focus()
+        runs.move_cursor(row=1)  # the run table has the focus: k kills its row
+        await pilot.pause()
+        await pilot.press("k")
+        await until(pilot, lambda: run_cells(app, "b")["status"] == "killed", "b shown killed")
+        assert run_cells(app, "b")["log"] == "intact"
+        assert {i.task for i in app.items} == {"a", "c"}
+        assert [run_cells(app, t)["state"] for t in ("a", "c")] == [RunState.WAITING] * 2
+        app.query_one("#queue", DataTable).focus()
+        for _ in range(2):
+            await pilot.press("y")
+            await pilot.pause(0.1)
+        await until_done(pilot, app, fleet)
+        assert [run_cells(app, t)["status"] for t in "abc"] == ["passed", "killed", "passed"]
+        assert run_cells(app, "a")["verified"] == "yes"
+
+
+async def test_K_kills_every_run_after_its_confirmation(tmp_path: Path, settings: Settings) -> None:
+    fleet = fleet_of(tmp_path, {f"t{i}": opts(settings) for i in range(4)}, concurrency=2)
+    app = App(fleet)
+    async with app.run_test(size=SIZE) as pilot:
+        await until_queued(pilot, app, 2)
+        await pilot.press("K")
+        assert isinstance(app.screen, KillAllScreen)
+        assert app.check_action("approve", ()) is False  # nothing is answered from under the dialog
+        await pilot.press("n")  # changed their mind: nothing is killed
+        await pilot.pause(0.2)
+        assert not isinstance(app.screen, KillAllScreen) and not any(r.ended for r in fleet.rows())
+        await pilot.press("K")
+        await pilot.press("y")
+        await until_done(pilot, app, fleet)
+        assert [run_cells(app, f"t{i}")["status"] for i in range(4)] == ["killed"] * 4
+        assert "every run ended" in plain(app.query_one("#fleet-header", Static))
+    rows = fleet.rows()
+    assert all(sealed_intact(r.path) for r in rows[:2]) and [r.path for r in rows[2:]] == ["", ""]
+
+
+class RaisingAgent:
+    name = "raising"
+    model = None
+
+    def start(self, task: str, frame: Any) -> Any:
+        raise RuntimeError("the adapter broke")
+
+    def next_turn(self, results: Any, frame: Any) -> Any:
+        raise RuntimeError("unreachable")
+
+    def cancel(self) -> None:
+        pass
+
+
+async def test_a_crashing_run_is_shown_as_error_while_the_others_go_on(tmp_path: Path, settings: Settings) -> None:
+    fleet = fleet_of(
+        tmp_path,
+        {
+            "ok": opts(settings),
+            "raises": opts(settings, script=None, agent_impl=RaisingAgent()),
+            "ok-2": opts(settings),
+        },
+    )
+    app = App(fleet)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: run_cells(app, "raises")["status"] == "error", "the crash shown")
+        await until_queued(pilot, app, 2)
+        runs = app.query_one("#runs", DataTable)
+        runs.move_cursor(row=1)
+        await until(pilot, lambda: "the adapter broke" in plain(app.query_one("#run-detail", Static)), "why")
+        assert {i.task for i in app.items} == {"ok", "ok-2"}  # the others wait for their decision
+        for _ in range(2):
+            await pilot.press("y")
+            await pilot.pause(0.1)
+        await until_done(pilot, app, fleet)
+        assert [run_cells(app, t)["status"] for t in ("ok", "raises", "ok-2")] == ["passed", "error", "passed"]
+        assert run_cells(app, "raises")["log"] == "intact"
+
+
+async def test_enter_opens_the_runs_live_view_fed_by_watch_and_esc_returns(tmp_path: Path, settings: Settings) -> None:
+    fleet = fleet_of(tmp_path, {"a": opts(settings), "b": opts(settings)})
+    app = App(fleet)
+    async with app.run_test(size=SIZE) as pilot:
+        await until_queued(pilot, app, 2)
+        task = app.selected.task if app.selected else ""
+        await pilot.press("enter")
+        assert isinstance(app.screen, RunScreen) and app.screen.run_task == task
+        live = app.screen
+        await pilot.pause(0.1)
+        # the single-run panes from the run's view so far: the batch, the pending request, the counters
+        assert "cua-tui verified" in plain(live.query_one(DecisionPanel))
+        assert len(live.query_one(BatchPane).rows) == 3
+        assert "turn 1/" in plain(live.query_one(StatusBar))
+        await pilot.press("y")  # answers this run's pending request
+        await until(pilot, lambda: live.view.ended is not None, "the live view to see the run end")
+        assert "finished: passed" in plain(live.query_one(StatusBar))  # every later event, through watch
+        assert [r.state for r in live.query_one(BatchPane).rows.values()] == ["executed"] * 3
+        await pilot.press("escape")
+        assert not isinstance(app.screen, RunScreen)
+        assert [i.task for i in app.items] == [t for t in ("a", "b") if t != task]
+    assert fleet.row(task).status == "passed"
+
+
+async def test_leaving_kills_every_run_and_seals_it(tmp_path: Path, settings: Settings) -> None:
+    fleet = fleet_of(tmp_path, {"a": opts(settings), "b": opts(settings), "later": opts(settings)}, concurrency=2)
+    app = App(fleet)
+    async with app.run_test(size=SIZE) as pilot:
+        await until_queued(pilot, app, 2)
+        await pilot.press("q")  # the first q only says what leaving means
+        await pilot.pause(0.2)
+        assert app.is_running and not any(r.ended for r in fleet.rows())
+        assert any(t == "leave?" for t, _ in app.told)
+        await pilot.press("q")
+        await until(pilot, lambda: not app.is_running, "the TUI to close once every run is sealed")
+    assert fleet.done
+    rows = {r.task: r for r in fleet.rows()}
+    assert {r.status for r in rows.values()} == {"killed"}
+    assert all(sealed_intact(rows[t].path) for t in ("a", "b")) and rows["later"].path == ""
+    assert all("left the fleet TUI" in rows[t].reason for t in ("a", "b"))
