@@ -13,10 +13,10 @@ from PIL import Image
 
 from cua_tui.core.geometry import Size
 from cua_tui.core.imaging import encode_png
+from cua_tui.core.screentext import ScreenTextUnavailable
 from cua_tui.desktops.local import LocalDesktop
 from cua_tui.labs import get_lab
 from cua_tui.labs.base import Box
-from cua_tui.core.screentext import ScreenTextUnavailable
 from cua_tui.ocr import INSTALL, OcrFailed, OcrUnavailable, ScreenReader, sha256
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
