@@ -1,5 +1,9 @@
 """Reading a screenshot as text: Tesseract, through pytesseract (the adapter; core.screentext orders it).
 
+``ScreenReader`` implements ``core.screentext.ScreenTextReader``, the protocol the TUI is given a reader
+through (the TUI never imports this module: the command line, the scenes and the benchmarks pass one in);
+``OcrUnavailable`` and ``OcrFailed`` are the core's ``ScreenTextUnavailable`` and ``ScreenTextFailed``.
+
 Why pytesseract rather than tesserocr: pytesseract runs the ``tesseract`` program as a child process. The
 screenshot comes from a sandbox (untrusted), so the engine should not run inside the TUI's process: a
 child can be killed at a timeout (a thread running tesserocr's in-process C++ engine cannot be stopped), and
@@ -24,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .core.imaging import ImageRefused, decode_png
-from .core.screentext import ScreenText, from_data
+from .core.screentext import ScreenText, ScreenTextFailed, ScreenTextUnavailable, from_data
 from .core.text import one_line
 
 # Tesseract's OpenMP threads spin while they wait for work: on this project's 2-CPU machines (shared with a
@@ -40,12 +44,8 @@ CACHE_SIZE = 16  # screens whose text is kept
 LANGUAGE = "eng"
 
 
-class OcrUnavailable(RuntimeError):
-    """Tesseract (or its English data) is not installed; ``str()`` is one line saying how to install it."""
-
-
-class OcrFailed(RuntimeError):
-    """This screenshot could not be read (refused image, timeout, engine error); ``str()`` is one line."""
+OcrUnavailable = ScreenTextUnavailable  # Tesseract (or its English data) is not installed: how to install it
+OcrFailed = ScreenTextFailed  # this screenshot could not be read (refused image, timeout, engine error)
 
 
 def sha256(png: bytes) -> str:
@@ -53,7 +53,8 @@ def sha256(png: bytes) -> str:
 
 
 class ScreenReader:
-    """Reads screenshots as text; thread-safe (workers of the App call ``read``), cached by screen hash."""
+    """Reads screenshots as text with Tesseract; thread-safe (workers of the App call ``read``), cached by
+    screen hash. A ``core.screentext.ScreenTextReader``."""
 
     def __init__(
         self,

@@ -28,6 +28,7 @@ from .core.approvers import HandshakeApprover
 from .core.ports import Answer
 from .core.runlog import RunReader
 from .desktops.sim import PHRASE, SimApp, SimDesktop
+from .ocr import ScreenReader
 from .tui.app import SupervisorApp
 from .tui.decision import DecisionPanel
 from .tui.desktop_view import DesktopView
@@ -228,12 +229,14 @@ def replay_app(**kwargs: Any) -> App[Any]:
 
     path = recorded_dir([FORM_TURN, INJECTED_TURN, LOOK_TURN], (Answer.APPROVE, Answer.APPROVE))
     kwargs.pop("clock", None)
+    kwargs.setdefault("screen_reader", ScreenReader())
     return ReplayApp(RunReader(path), chain_state(path), start=4, **kwargs)
 
 
 def make_app(source: RecordedRun, **kwargs: Any) -> SupervisorApp:
     """The App exactly as the command line builds it, with the frozen clock."""
     kwargs.setdefault("clock", FrozenClock())
+    kwargs.setdefault("screen_reader", ScreenReader())
     return SupervisorApp(source, **kwargs)
 
 

@@ -66,9 +66,10 @@ def make_run(folder: Path, steps: int) -> Path:
 
 def _app(path: Path) -> Any:
     from ..core.runlog import RunReader
+    from ..ocr import ScreenReader
     from ..tui.replay import ReplayApp, chain_state
 
-    return ReplayApp(RunReader(path), chain_state(path))
+    return ReplayApp(RunReader(path), chain_state(path), screen_reader=ScreenReader())
 
 
 async def _until(pilot: Any, condition: Any, timeout: float = 30.0) -> None:

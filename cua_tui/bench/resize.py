@@ -30,6 +30,7 @@ SIZES = ((80, 24), (160, 48))
 async def _measure(tmp: Path, resizes: int) -> list[float]:
     from ..build import HANDSHAKE, RunOptions, build_run
     from ..desktops.sim import SimDesktop
+    from ..ocr import ScreenReader
     from ..tui.app import SupervisorApp
     from ..tui.attention import Signals
     from ..tui.desktop_view import DesktopView
@@ -48,7 +49,9 @@ async def _measure(tmp: Path, resizes: int) -> list[float]:
         )
     )
     assert run.handshake is not None
-    app = SupervisorApp(LiveRun(run.supervisor, run.handshake), signals=Signals(bell=False, notify=False))
+    app = SupervisorApp(
+        LiveRun(run.supervisor, run.handshake), signals=Signals(bell=False, notify=False), screen_reader=ScreenReader()
+    )
     took: list[float] = []
     async with app.run_test(size=SIZES[1]) as pilot:
         view = app.query_one(DesktopView)

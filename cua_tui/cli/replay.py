@@ -37,6 +37,7 @@ def command(run: str, follow: bool, theme: str | None) -> None:
         click.echo(f"error: {visible(str(exc), limit=300)}", err=True)
         sys.exit(2)
     with reader:
+        from ..ocr import ScreenReader
         from ..tui.app import graphics_widget
         from ..tui.replay import ReplayApp, chain_state
 
@@ -48,5 +49,6 @@ def command(run: str, follow: bool, theme: str | None) -> None:
             theme_dirs=(where.themes_dir,),
             graphics=graphics_widget(),
             reverify=lambda: chain_state(path, follow=follow),
+            screen_reader=ScreenReader(),
         )
         app.run()

@@ -64,6 +64,7 @@ def _with_listener(options: RunOptions, listener: Any) -> RunOptions:
 
 def _run_in_tui(run: Run, theme: str | None, settings: Any) -> Any:
     """Open the supervision TUI on a live run. Leaving the TUI while the run is going presses the kill switch."""
+    from ..ocr import ScreenReader
     from ..tui.app import SupervisorApp, graphics_widget
     from ..tui.attention import Signals
     from ..tui.source import LiveRun
@@ -76,6 +77,7 @@ def _run_in_tui(run: Run, theme: str | None, settings: Any) -> Any:
         theme_dirs=(settings.themes_dir,),
         graphics=graphics_widget(),
         signals=Signals(bell=settings.bell, notify=settings.notify),
+        screen_reader=ScreenReader(),
     )
     app.run()
     if supervisor.result is None:  # the user left (ctrl+q) before the end: that is a kill

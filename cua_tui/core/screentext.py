@@ -4,6 +4,10 @@ Pure: the engine's raw table (one row per recognised item, as Tesseract's ``imag
 checked and turned into words with their boxes and confidence, grouped into lines, ordered by distance to a
 point (the pending action's target), and searched. The words are the page's own text, so untrusted: a front
 end shows them literally (``core.text.visible``). Every count here is bounded.
+
+``ScreenTextReader`` is what a front end needs of an OCR engine, and ``ScreenTextUnavailable`` and
+``ScreenTextFailed`` are what it may raise: the TUI sits beside the OCR adapter (cua_tui.ocr, Tesseract) in the
+layers and is given one through this protocol, as the App is given its event source.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 MAX_WORDS = 5_000  # a dense 4K page has about 3,000; more is not a screen a person reads
 MAX_WORD_CHARS = 120  # one recognised "word" longer than this is cut (a URL fits)
@@ -112,6 +117,29 @@ class ScreenText:
         the nearest by ``row_distance`` within ``radius`` pixels, or None."""
         best = min(self.lines, key=lambda line: row_distance(line.box, point), default=None)
         return best if best is not None and row_distance(best.box, point) <= radius else None
+
+
+class ScreenTextUnavailable(RuntimeError):
+    """No engine to read screens with (not installed, no language data); ``str()`` is one line saying how to
+    get one. Nothing more is tried: every later screen would fail the same way."""
+
+
+class ScreenTextFailed(RuntimeError):
+    """This screenshot could not be read (refused image, timeout, engine error); ``str()`` is one line."""
+
+
+class ScreenTextReader(Protocol):
+    """Reads screenshots as text, cached by the PNG's SHA-256. Thread-safe: a front end calls ``read`` from a
+    worker thread and ``cached`` from its UI thread."""
+
+    def cached(self, digest: str) -> ScreenText | None:
+        """The text of the screen whose PNG has SHA-256 ``digest``, if it was read already (never blocks)."""
+        ...
+
+    def read(self, png: bytes, digest: str | None = None) -> ScreenText:
+        """The words of ``png`` (blocking); ``digest`` is its SHA-256 if known. Raises ScreenTextUnavailable
+        (no engine) or ScreenTextFailed (this image)."""
+        ...
 
 
 def box_distance(box: Box, point: Point) -> float:

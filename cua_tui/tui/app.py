@@ -24,6 +24,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from ..core import events as ev
 from ..core.ports import Answer, DecisionRequest
+from ..core.screentext import ScreenTextReader
 from ..core.text import failure, visible
 from .attention import AlertBar, Signals, notification_escape
 from .audit_pane import AuditPane
@@ -55,7 +56,9 @@ LEAVE_WINDOW_S = 3.0  # a second q within this many seconds leaves a run that go
 
 
 class SupervisorApp(HistoryActions, App[Any]):
-    """One screen: desktop pane | decision + batch + audit panes, status bar, footer."""
+    """One screen: desktop pane | decision + batch + audit panes, status bar, footer. ``source`` is the
+    event source; ``screen_reader`` reads screenshots as text (``t``, the panel's "goes to" line; none: they
+    say so)."""
 
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses elsewhere find it too
     TITLE = "cua-tui"
@@ -87,6 +90,7 @@ class SupervisorApp(HistoryActions, App[Any]):
         clock: Callable[[], float] = time.monotonic,
         signals: Signals | None = None,
         env: Mapping[str, str] | None = None,
+        screen_reader: ScreenTextReader | None = None,
     ) -> None:
         super().__init__()
         self.signals = signals or Signals()  # the bell and the desktop notification when a decision starts waiting
@@ -105,7 +109,7 @@ class SupervisorApp(HistoryActions, App[Any]):
         self.zoom = False
         self._png: bytes | None = None
         self._sha: str | None = None  # the SHA-256 of _png (the screen-text cache's key)
-        self.reading = ScreenReading(self)  # the screen as text (OCR in a worker)
+        self.reading = ScreenReading(self, screen_reader)  # the screen as text (OCR in a worker; none: it says so)
         self._serial = 0
         self._shown = 0
         self._refused: str | None = None  # why the frames shown last were refused (notified once)

@@ -33,6 +33,7 @@ from ..core import timeline as tl
 from ..core.events import Stamped
 from ..core.imaging import ImageRefused, png_size
 from ..core.runlog import RunReader
+from ..core.screentext import ScreenTextReader
 from ..core.text import visible
 from .audit_pane import AuditPane
 from .batch import BatchPane
@@ -106,7 +107,8 @@ def chain_state(path: Path, *, follow: bool = False) -> ChainState:
 
 
 class ReplayApp(App[None]):
-    """A recorded run, read-only. ``reader`` is open on its directory; ``chain`` is verify's verdict."""
+    """A recorded run, read-only. ``reader`` is open on its directory; ``chain`` is verify's verdict;
+    ``screen_reader`` reads the shown screenshot as text (``t``; none: the view says so)."""
 
     CSS_PATH = "app.tcss"
     TITLE = "cua-tui replay"
@@ -144,6 +146,7 @@ class ReplayApp(App[None]):
         graphics: type[Widget] | None = None,
         reverify: Callable[[], ChainState] | None = None,
         start: int = 0,
+        screen_reader: ScreenTextReader | None = None,
     ) -> None:
         super().__init__()
         self.reader = reader
@@ -170,7 +173,7 @@ class ReplayApp(App[None]):
         self.redraw_ms: list[float] = []  # from a move's start until its frame was on screen (the benchmark)
         self.ended_seen = False
         self.sealed_seen = False
-        self.reading = ScreenReading(self)  # the shown screen as text (t)
+        self.reading = ScreenReading(self, screen_reader)  # the shown screen as text (t; none: it says so)
 
     # ------------------------------------------------------------------------------------------------
     @property

@@ -1,10 +1,12 @@
 """The screen as text (``t``) and the full-resolution screenshot in a file (``o``), for the live TUI and replay.
 
-The words come from OCR (``cua_tui.ocr``, Tesseract) run in a thread worker, one screen at a time, cached by
-the screen's SHA-256; the ordering is ``core.screentext``'s. The view lists the lines nearest the point that
-matters (the pending action's target, or for typing the last click point) first, then the whole page, and
-filters them as you type in its search box. The words are the page's own text, untrusted: they are shown as
-``rich.text.Text`` after ``core.text.visible``, never as markup.
+The words come from the screen reader the App was given (``core.screentext.ScreenTextReader``; the command
+line passes ``cua_tui.ocr``'s Tesseract reader, the TUI never imports it), run in a thread worker, one screen at
+a time, cached by the screen's SHA-256; the ordering is ``core.screentext``'s. Without a reader, the view and
+the panel say so in one line. The view lists the lines nearest the point that matters (the pending action's
+target, or for typing the last click point) first, then the whole page, and filters them as you type in its
+search box. The words are the page's own text, untrusted: they are shown as ``rich.text.Text`` after
+``core.text.visible``, never as markup.
 """
 
 from __future__ import annotations
@@ -28,14 +30,31 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
-from ..core.screentext import ScreenText, matches, search
+from ..core.screentext import (
+    ScreenText,
+    ScreenTextFailed,
+    ScreenTextReader,
+    ScreenTextUnavailable,
+    matches,
+    search,
+)
 from ..core.text import visible
-from ..ocr import OcrFailed, OcrUnavailable, ScreenReader
 
 NEAR_LINES = 6  # lines listed under "near the target"
 LINE_CHARS = 400  # a recognised line longer than this is cut (visible() adds the ellipsis)
 LOW_CONFIDENCE = 50.0  # words the engine was unsure of are dimmed
 PROBLEMS_KEPT = 32  # screens whose OCR problem is remembered (each PNG is read at most once)
+NO_READER = "no screen reader was given (the screen is not read as text)"
+
+
+class NoReader:
+    """The reader of an App given none: it has read nothing, and reads nothing."""
+
+    def cached(self, digest: str) -> ScreenText | None:
+        return None
+
+    def read(self, png: bytes, digest: str | None = None) -> ScreenText:
+        raise ScreenTextUnavailable(NO_READER)
 
 
 @dataclass(frozen=True)
@@ -63,13 +82,14 @@ class ScreenTextRead(Message):
 class ScreenReading:
     """The App's OCR: one worker at a time (a request made meanwhile waits, only the newest), results by
     screen hash (the engine's LRU), problems remembered so a screen is read at most once. ``busy`` holds
-    until the App has handled the result (so a test or a screenshot can wait for the panes to show it)."""
+    until the App has handled the result (so a test or a screenshot can wait for the panes to show it).
+    ``reader`` None: nothing is read, and every screen's problem is ``NO_READER``."""
 
-    def __init__(self, app: App[Any], reader: ScreenReader | None = None) -> None:
+    def __init__(self, app: App[Any], reader: ScreenTextReader | None = None) -> None:
         self.app = app
-        self.reader = reader or ScreenReader()
+        self.reader: ScreenTextReader = reader if reader is not None else NoReader()
         self.problems: dict[str, str] = {}
-        self.unavailable = ""  # set once the engine is found missing: nothing more is tried
+        self.unavailable = "" if reader is not None else NO_READER  # set once there is no engine: nothing is tried
         self._lock = threading.Lock()
         self._busy: str | None = None  # the digest being read
         self._next: ShownScreen | None = None
@@ -116,9 +136,9 @@ class ScreenReading:
                 message = ScreenTextRead(shown.digest, None, "the screenshot could not be read back")
             else:
                 message = ScreenTextRead(shown.digest, self.reader.read(png, shown.digest))
-        except OcrUnavailable as exc:
+        except ScreenTextUnavailable as exc:
             message = ScreenTextRead(shown.digest, None, str(exc), unavailable=True)
-        except OcrFailed as exc:
+        except ScreenTextFailed as exc:
             message = ScreenTextRead(shown.digest, None, str(exc))
         except Exception as exc:  # never a crash of the TUI over a screen's text
             message = ScreenTextRead(shown.digest, None, f"the screen could not be read ({type(exc).__name__})")

@@ -13,6 +13,7 @@ from PIL import Image
 
 from cua_tui.core.geometry import Size
 from cua_tui.core.imaging import encode_png
+from cua_tui.core.screentext import ScreenTextUnavailable
 from cua_tui.desktops.local import LocalDesktop
 from cua_tui.labs import get_lab
 from cua_tui.labs.base import Box
@@ -99,6 +100,7 @@ def test_bounds_and_failures_are_one_line_errors(shots: dict[str, bytes], tmp_pa
     with pytest.raises(OcrUnavailable) as missing:
         ScreenReader(command=str(tmp_path / "tesseract")).read(png)
     assert str(missing.value) == f"Tesseract is not installed: {INSTALL}"
+    assert isinstance(missing.value, ScreenTextUnavailable)  # the core's: what the TUI, given this reader, catches
     with pytest.raises(OcrUnavailable, match="no English data"):
         ScreenReader(language="zz-no-such-language").read(png)
     # A failure is not cached: the same screen reads fine afterwards.

@@ -20,13 +20,13 @@ from textual.widgets import Input, Static
 
 from cua_tui.build import HANDSHAKE, RunOptions, build_run
 from cua_tui.core import events as ev
-from cua_tui.core.screentext import ScreenText, Word
+from cua_tui.core.screentext import ScreenText, ScreenTextReader, Word
 from cua_tui.desktops.sim import PHRASE, SimDesktop
 from cua_tui.ocr import INSTALL, ScreenReader
 from cua_tui.tui.app import SupervisorApp
 from cua_tui.tui.decision import DecisionPanel
 from cua_tui.tui.desktop_view import DesktopView
-from cua_tui.tui.screen_text import ScreenReading, ScreenTextScreen, ShownScreen, render_text
+from cua_tui.tui.screen_text import NO_READER, ScreenTextScreen, ShownScreen, render_text
 from cua_tui.tui.source import LiveRun
 
 pytestmark = pytest.mark.timeout(120)
@@ -35,6 +35,7 @@ SIZE = (160, 50)
 FIELD = (250, 182)  # the sim form's phrase field
 VERIFY = (550, 182)
 SEND = (120, 422)  # the sim form's Send button
+READER = ScreenReader()  # Tesseract, as the command line passes it to the App
 SEND_CONFIRM = {"name": "send", "x": 40, "y": 400, "width": 160, "height": 44, "verdict": "confirm", "reason": "sends"}
 
 
@@ -45,7 +46,10 @@ def click(point: tuple[int, int]) -> dict[str, Any]:
 FORM_TURN = {"actions": [click(FIELD), {"type": "type", "text": PHRASE}, click(VERIFY)]}
 
 
-def live(tmp_path: Path, turns: list[dict[str, Any]], **options: Any) -> tuple[SupervisorApp, list[ev.Event]]:
+def live(
+    tmp_path: Path, turns: list[dict[str, Any]], reader: ScreenTextReader | None = READER, **options: Any
+) -> tuple[SupervisorApp, list[ev.Event]]:
+    """A live run in the App, given ``reader`` (the real Tesseract reader unless a test says otherwise)."""
     events: list[ev.Event] = []
     options.setdefault("backend", "sim")
     if options["backend"] == "sim":
@@ -64,7 +68,7 @@ def live(tmp_path: Path, turns: list[dict[str, Any]], **options: Any) -> tuple[S
     )
     assert run.handshake is not None
     track(run.supervisor)
-    return SupervisorApp(LiveRun(run.supervisor, run.handshake)), events
+    return SupervisorApp(LiveRun(run.supervisor, run.handshake), screen_reader=reader), events
 
 
 async def until_decision(pilot: Pilot[Any], app: SupervisorApp, index: int, timeout: float = 30) -> None:
@@ -179,8 +183,7 @@ def test_page_text_is_shown_literally() -> None:
 
 
 async def test_tesseract_missing_is_one_line_saying_how_to_install(tmp_path: Path) -> None:
-    app, _ = live(tmp_path, [FORM_TURN])
-    app.reading = ScreenReading(app, ScreenReader(command=str(tmp_path / "no-such-tesseract")))
+    app, _ = live(tmp_path, [FORM_TURN], reader=ScreenReader(command=str(tmp_path / "no-such-tesseract")))
     async with app.run_test(size=SIZE) as pilot:
         await until_decision(pilot, app, 1)
         panel = app.query_one(DecisionPanel)
@@ -192,6 +195,25 @@ async def test_tesseract_missing_is_one_line_saying_how_to_install(tmp_path: Pat
         await pilot.press("escape")
         await pilot.press("y")  # the run goes on: nothing crashed
         await until(pilot, lambda: not app.running, "the end of the run")
+
+
+async def test_without_a_screen_reader_the_panel_and_the_view_say_so_in_one_line(tmp_path: Path) -> None:
+    """The App is given its reader; given none, nothing is read, the run goes on, and both places say why."""
+    app, _ = live(tmp_path, [FORM_TURN], reader=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await until_decision(pilot, app, 1)
+        assert not app.reading.busy  # nothing is being read, nothing waits to be
+        lines = [row for row in plain(app.query_one(DecisionPanel)).splitlines() if row.startswith("goes to")]
+        assert len(lines) == 1
+        assert lines[0].endswith(f"its words unknown: {NO_READER}")
+        assert f"last click at ({FIELD[0]}, {FIELD[1]})" in lines[0]
+        await pilot.press("t")
+        await until(pilot, lambda: isinstance(app.screen, ScreenTextScreen), "the screen-text view")
+        assert body(app).strip() == NO_READER and "\n" not in NO_READER
+        await pilot.press("escape")
+        await pilot.press("y")
+        await until(pilot, lambda: not app.running, "the end of the run")
+        assert app.final_status == "passed", app.final_status
 
 
 # ---------------------------------------------------------------------------------------------------
