@@ -151,7 +151,9 @@ def command(
         _run_headless(fleet)
     else:
         try:
-            run_fleet_tui(fleet, theme=theme or config.theme, settings=config)
+            from ..ocr import ScreenReader
+
+            run_fleet_tui(fleet, theme=theme or config.theme, settings=config, screen_reader=ScreenReader())
         except OSError as exc:  # the fleet could not start: nothing ran
             raise click.ClickException(f"runs directory {fleet.runs_dir}: {exc.strerror or exc}") from None
         if not fleet.done:  # leaving the fleet TUI kills every run, each sealed

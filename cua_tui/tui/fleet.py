@@ -71,7 +71,7 @@ from .status import RunInfo, StatusBar
 from .themes import load_themes, project_themes_dir
 
 if TYPE_CHECKING:
-    from ..ocr import ScreenReader
+    from ..core.screentext import ScreenTextReader
 
 LEAVE_WINDOW_S = 3.0  # a second q within this many seconds leaves (and kills every run)
 SEAL_WAIT_S = 60.0  # leaving: how long the TUI waits for every run to be sealed before it closes anyway
@@ -386,7 +386,7 @@ QUEUE_COLUMNS = (("#", 2), ("priority", 12), ("rule", 16), ("task", 12), ("what"
 
 
 class FleetApp(App[None]):
-    """The fleet TUI. ``fleet`` is the running fleet (started on mount if it is not yet); ``reader`` the OCR
+    """The fleet TUI. ``fleet`` is the running fleet (started on mount if it is not yet); ``screen_reader`` the OCR
     engine of the screen text (None: Tesseract through cua_tui.ocr)."""
 
     CSS_PATH = Path(__file__).with_name("app.tcss")
@@ -415,7 +415,7 @@ class FleetApp(App[None]):
         clock: Callable[[], float] = time.monotonic,
         signals: Signals | None = None,
         env: Mapping[str, str] | None = None,
-        reader: ScreenReader | None = None,
+        screen_reader: ScreenTextReader | None = None,
         measure: bool = False,
     ) -> None:
         super().__init__()
@@ -426,7 +426,7 @@ class FleetApp(App[None]):
         self.clock = clock
         self.signals = signals or Signals()
         self.env = os.environ if env is None else env
-        self.reading = ScreenReading(self, reader)  # the screen as text (OCR in a worker), shared by every run
+        self.reading = ScreenReading(self, screen_reader)  # the screen as text (OCR in a worker), shared by every run
         self.fleet_rows: dict[str, RunRow] = {}  # as shown
         self.items: list[QueueItem] = []  # pending, first to decide first (the fleet's order)
         self.selected: QueueItem | None = None  # the request the decision panel shows and y / n / a answer
@@ -1019,7 +1019,11 @@ class FleetApp(App[None]):
 
 
 def run_fleet_tui(
-    fleet: FleetControl, *, theme: str | None = None, settings: Any = None, reader: ScreenReader | None = None
+    fleet: FleetControl,
+    *,
+    theme: str | None = None,
+    settings: Any = None,
+    screen_reader: ScreenTextReader | None = None,
 ) -> None:
     """Start ``fleet`` and answer its queue in the fleet TUI until the analyst leaves. Raises OSError when
     the fleet cannot start (its runs directory cannot be written). Leaving kills every run; the caller
@@ -1034,6 +1038,6 @@ def run_fleet_tui(
         theme_dirs=(settings.themes_dir,) if settings is not None else (),
         graphics=graphics,
         signals=Signals(bell=settings.bell, notify=settings.notify) if settings is not None else None,
-        reader=reader,
+        screen_reader=screen_reader,
     )
     app.run()
