@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -33,7 +34,22 @@ class RejectReason(ModalScreen[str | None]):
                     " is the kill switch while you type.",
                 )
             )
-            yield Input(placeholder="why (the model hears it after: Declined by the user…)", max_length=REASON_MAX)
+            yield Input(
+                placeholder="why (the model hears it after: Declined by the user…)",
+                max_length=REASON_MAX,
+                select_on_focus=False,  # a letter typed before the focus came must not be selected away
+            )
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+
+    def on_key(self, event: events.Key) -> None:
+        """A letter typed in the moment before the field has the focus belongs to the reason: never lost."""
+        field = self.query_one(Input)
+        if not field.has_focus and event.is_printable and event.character:
+            field.focus()
+            field.insert_text_at_cursor(event.character)
+            event.stop()
 
     def on_input_submitted(self, message: Input.Submitted) -> None:
         self.dismiss(" ".join(message.value.split()))

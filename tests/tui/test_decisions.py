@@ -211,3 +211,18 @@ async def test_y_does_nothing_under_a_dialog_that_hides_the_decision(tmp_path: P
         await until_ended(pilot, app)
     humans = [e for e in events if isinstance(e, ev.DecisionMade) and e.by != "policy"]
     assert [(h.decision, h.by) for h in humans] == [("approve", "human (TUI)")]
+
+
+async def test_a_reason_typed_right_after_n_loses_no_letter(tmp_path: Path) -> None:
+    """Letters typed the moment the reason box opens, before its field has the focus (in a real terminal the
+    focus comes a refresh later), belong to the reason: the box hands them to its field."""
+    app, events, _run = live(tmp_path, [{"actions": [click(FIELD), {"type": "type", "text": "x"}]}])
+    async with app.run_test(size=SIZE) as pilot:
+        await until_asked(pilot, app, 1)
+        await pilot.press("n")
+        await until(pilot, lambda: isinstance(app.screen, RejectReason), "the reason box")
+        app.screen.set_focus(None)  # the moment before the field is focused
+        await pilot.press(*"use search", "enter")
+        await until_ended(pilot, app)
+    decision = next(e for e in events if isinstance(e, ev.DecisionMade) and e.by == "human (TUI)")
+    assert decision.note == "use search"
