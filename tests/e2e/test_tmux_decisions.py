@@ -131,7 +131,7 @@ def test_a_reason_given_with_n_reaches_the_models_next_request(tmp_path: Path) -
             screen = tmux.wait_for(awaiting, "the typing decision")
             assert decision(screen) == (1, 2) and "secret words" in screen
             tmux.keys("n")
-            tmux.wait_for(lambda s: "why" in s, "the reason prompt", 10)
+            tmux.wait_for(lambda s: "a reason for the model" in s, "the reason box", 10)  # its own words
             tmux.keys("-l", "use the search box instead")
             tmux.keys("Enter")
             tmux.wait_for(lambda s: "finished:" in s, "the end of the run", 30)
