@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from fleet_cases import FORM, SAFETY, SAVE_KEY, opts
 
-from cua_tui.build import HANDSHAKE, RunOptions
+from cua_tui.build import RunOptions
 from cua_tui.cli import main
 from cua_tui.config import Settings
 from cua_tui.core import events as ev
@@ -26,38 +27,10 @@ from cua_tui.core.ports import Answer
 from cua_tui.desktops.sim import SimDesktop
 from cua_tui.fleet import Fleet, FleetTask, concurrency_for, local_desktop_limit
 
-FORM = {
-    "turns": [
-        {
-            "actions": [
-                {"type": "click", "x": 250, "y": 182},
-                {"type": "type", "text": "cua-tui verified"},
-                {"type": "click", "x": 550, "y": 182},
-            ]
-        }
-    ],
-    "final_text": "done",
-}
-SAFETY = {
-    "turns": [
-        {
-            "actions": [{"type": "click", "x": 250, "y": 182}],
-            "pending_safety_checks": [{"id": "sc1", "code": "malicious_instructions", "message": "odd page"}],
-        }
-    ],
-    "final_text": "done",
-}
-SAVE_KEY = {"turns": [{"actions": [{"type": "keypress", "keys": ["ctrl", "s"]}]}], "final_text": "done"}
-
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     return Settings.load({"CUA_TUI_CONFIG": str(tmp_path / "no-config.toml")})
-
-
-def opts(settings: Settings, script: dict[str, Any] = FORM, **changes: Any) -> RunOptions:
-    base = RunOptions(backend="sim", agent=None, script=script, task="fill the form", decisions=HANDSHAKE, fsync=False)
-    return dataclasses.replace(base, settings=settings, **changes)
 
 
 class Told:

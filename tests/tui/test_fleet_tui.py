@@ -5,16 +5,16 @@ error while the others go on, the full live view of one run (Enter, Esc), and le
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fleet_cases import SAFETY, SAVE_KEY, opts
 from pilot_helpers import plain, until
 from textual.widgets import DataTable, Input, Static
 
-from cua_tui.build import HANDSHAKE, RunOptions
+from cua_tui.build import RunOptions
 from cua_tui.config import Settings
 from cua_tui.core.audit import verify_run
 from cua_tui.core.fleet import RunState
@@ -28,38 +28,11 @@ from cua_tui.tui.status import StatusBar
 pytestmark = pytest.mark.timeout(90)
 
 SIZE = (200, 50)
-FORM = {
-    "turns": [
-        {
-            "actions": [
-                {"type": "click", "x": 250, "y": 182},
-                {"type": "type", "text": "cua-tui verified"},
-                {"type": "click", "x": 550, "y": 182},
-            ]
-        }
-    ],
-    "final_text": "done",
-}
-SAFETY = {
-    "turns": [
-        {
-            "actions": [{"type": "click", "x": 250, "y": 182}],
-            "pending_safety_checks": [{"id": "sc1", "code": "malicious_instructions", "message": "odd page"}],
-        }
-    ],
-    "final_text": "done",
-}
-SAVE_KEY = {"turns": [{"actions": [{"type": "keypress", "keys": ["ctrl", "s"]}]}], "final_text": "done"}
 
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     return Settings.load({"CUA_TUI_CONFIG": str(tmp_path / "no-config.toml")})
-
-
-def opts(settings: Settings, script: dict[str, Any] | None = FORM, **changes: Any) -> RunOptions:
-    base = RunOptions(backend="sim", agent=None, script=script, task="fill the form", decisions=HANDSHAKE, fsync=False)
-    return dataclasses.replace(base, settings=settings, **changes)
 
 
 def fleet_of(tmp_path: Path, tasks: dict[str, RunOptions], concurrency: int = 8) -> Fleet:
