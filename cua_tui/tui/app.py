@@ -50,7 +50,7 @@ from .screen_text import (
 )
 from .source import RunSource
 from .status import StatusBar
-from .themes import load_themes, project_themes_dir
+from .themes import install_themes, project_themes_dir
 
 LEAVE_WINDOW_S = 3.0  # a second q within this many seconds leaves a run that goes on (and kills it)
 
@@ -128,18 +128,7 @@ class SupervisorApp(HistoryActions, App[Any]):
         yield Footer()
 
     def on_mount(self) -> None:
-        themes, problems = load_themes(*self.theme_dirs)
-        for theme in themes:
-            self.register_theme(theme)
-        names = {t.name for t in themes} | set(self.available_themes)
-        if self.requested_theme in names:
-            self.theme = self.requested_theme
-        else:
-            self.theme = "cua-dark"
-            problems.append(f"unknown theme {self.requested_theme!r}; using cua-dark")
-        for problem in problems:
-            # markup=False: file names and parser messages quote the file's own text ("[/]" would crash)
-            self.notify(visible(problem), title="theme", severity="warning", timeout=10, markup=False)
+        install_themes(self, self.requested_theme, self.theme_dirs)
         self.query_one("#desktop", DesktopView).border_title = "Desktop"
         self.query_one(DecisionPanel).show_request(None)
         self.query_one(AlertBar).display = False

@@ -68,7 +68,7 @@ from .panes import fill_from_view, follow_event
 from .run_view import RunView
 from .screen_text import ScreenReading, ScreenTextRead, ScreenTextScreen, screen_text_arrived
 from .status import RunInfo, StatusBar
-from .themes import load_themes, project_themes_dir
+from .themes import install_themes, project_themes_dir
 
 if TYPE_CHECKING:
     from ..core.screentext import ScreenTextReader
@@ -470,17 +470,7 @@ class FleetApp(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        themes, problems = load_themes(*self.theme_dirs)
-        for theme in themes:
-            self.register_theme(theme)
-        names = {t.name for t in themes} | set(self.available_themes)
-        if self.requested_theme in names:
-            self.theme = self.requested_theme
-        else:
-            self.theme = "cua-dark"
-            problems.append(f"unknown theme {self.requested_theme!r}; using cua-dark")
-        for problem in problems:
-            self.notify(visible(problem), title="theme", severity="warning", timeout=10, markup=False)
+        install_themes(self, self.requested_theme, self.theme_dirs)
         queue = self.query_one("#queue", DataTable)
         queue.border_title = "Approval queue"
         for label, width in QUEUE_COLUMNS:

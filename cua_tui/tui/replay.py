@@ -53,7 +53,7 @@ from .screen_text import (
     write_and_open,
 )
 from .status import RunInfo, StatusBar
-from .themes import load_themes, project_themes_dir
+from .themes import install_themes, project_themes_dir
 
 FRAME_CACHE = 8  # rendered frames kept (the selected step's and its neighbours', prefetched)
 SNAPSHOT_EVERY = 512  # a RunView copy every so many events: any step is folded from at most that many
@@ -224,10 +224,7 @@ class ReplayApp(App[None]):
         return 0.0  # a recorded run: no clock runs
 
     def on_mount(self) -> None:
-        themes, _problems = load_themes(*self.theme_dirs)
-        for theme in themes:
-            self.register_theme(theme)
-        self.theme = self.requested_theme if self.requested_theme in self.available_themes else "cua-dark"
+        install_themes(self, self.requested_theme, self.theme_dirs, tell=False)
         self.query_one("#desktop", DesktopView).border_title = "Recorded screen"
         self.query_one(BatchPane).border_title = "Turn"
         self._take(self.reader.poll())

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import msgspec
+from textual.app import App
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
+
+from ..core.text import visible
 
 BUILTIN = [
     Theme(
@@ -146,3 +150,20 @@ def theme_names(*folders: Path) -> list[str]:
 
     themes, _problems = load_themes(project_themes_dir(), *folders)
     return sorted({t.name for t in themes} | set(BUILTIN_THEMES))
+
+
+def install_themes(app: App[Any], requested: str, folders: tuple[Path, ...], *, tell: bool = True) -> None:
+    """Register every theme of ``folders`` with ``app`` and choose ``requested`` (cua-dark when it is unknown).
+    With ``tell``, each problem (a broken theme file, an unknown name) is a notification, shown literally:
+    file names and parser messages quote the file's own text ("[/]" as markup would crash)."""
+    themes, problems = load_themes(*folders)
+    for theme in themes:
+        app.register_theme(theme)
+    if requested in {t.name for t in themes} | set(app.available_themes):
+        app.theme = requested
+    else:
+        app.theme = "cua-dark"
+        problems.append(f"unknown theme {requested!r}; using cua-dark")
+    if tell:
+        for problem in problems:
+            app.notify(visible(problem), title="theme", severity="warning", timeout=10, markup=False)
