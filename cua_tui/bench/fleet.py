@@ -69,13 +69,14 @@ def _percentile(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
 
 
-# ---------------------------------------------------------------------------------------------------
-# 1. 200 sim runs, 32 at a time
-# ---------------------------------------------------------------------------------------------------
-def bench_sim_fleet(tmp: Path, runs: int, concurrency: int) -> dict[str, Any]:
+def _stamped_sim_fleet(
+    tmp: Path, name: str, runs: int, concurrency: int
+) -> tuple[Any, dict[tuple[str, int], float], threading.Lock]:
+    """``runs`` scripted form runs on the sim desktop in one fleet, and when each decision_requested event
+    was written: ``written[(run id, seq)]`` (monotonic seconds), under the returned lock."""
     from ..fleet import Fleet, FleetTask
 
-    written: dict[tuple[str, int], float] = {}  # (run id, seq) of each decision_requested -> when it was written
+    written: dict[tuple[str, int], float] = {}
     lock = threading.Lock()
 
     def stamp(stamped: ev.Stamped) -> None:
@@ -93,9 +94,16 @@ def bench_sim_fleet(tmp: Path, runs: int, concurrency: int) -> dict[str, Any]:
         settings=_settings(tmp),
         listeners=(stamp,),
     )
-    fleet = Fleet(
-        [FleetTask(f"form-{i:03d}", base) for i in range(runs)], runs_dir=tmp / "fleet-sim", concurrency=concurrency
-    )
+    tasks = [FleetTask(f"form-{i:03d}", base) for i in range(runs)]
+    return Fleet(tasks, runs_dir=tmp / name, concurrency=concurrency), written, lock
+
+
+# ---------------------------------------------------------------------------------------------------
+# 1. 200 sim runs, 32 at a time
+# ---------------------------------------------------------------------------------------------------
+def bench_sim_fleet(tmp: Path, runs: int, concurrency: int) -> dict[str, Any]:
+
+    fleet, written, lock = _stamped_sim_fleet(tmp, "fleet-sim", runs, concurrency)
     latencies: list[float] = []
     refused: list[str] = []
     most = 0
@@ -395,32 +403,11 @@ def bench_cwsandbox_fleet(tmp: Path, runs: int) -> dict[str, Any]:
 def bench_fleet_tui(tmp: Path, runs: int, concurrency: int) -> dict[str, Any]:
     import asyncio
 
-    from ..fleet import Fleet, FleetTask
     from ..tui.attention import Signals
     from ..tui.fleet import FleetApp
 
-    written: dict[tuple[str, int], float] = {}
     asked: dict[int, tuple[str, int]] = {}  # ticket -> (run id, seq) of its decision_requested event
-    lock = threading.Lock()
-
-    def stamp(stamped: ev.Stamped) -> None:
-        if isinstance(stamped.event, ev.DecisionRequested) and stamped.event.request is not None:
-            with lock:
-                written[(stamped.event.request.run_id, stamped.seq)] = time.monotonic()
-
-    base = RunOptions(
-        backend="sim",
-        agent=None,
-        script=FORM,
-        task="fill the form",
-        decisions=HANDSHAKE,
-        fsync=True,
-        settings=_settings(tmp),
-        listeners=(stamp,),
-    )
-    fleet = Fleet(
-        [FleetTask(f"form-{i:03d}", base) for i in range(runs)], runs_dir=tmp / "fleet-tui", concurrency=concurrency
-    )
+    fleet, written, lock = _stamped_sim_fleet(tmp, "fleet-tui", runs, concurrency)
 
     def reviewer(event: cf.FleetEvent) -> None:
         if isinstance(event, cf.RequestQueued):
