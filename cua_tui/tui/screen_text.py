@@ -11,6 +11,7 @@ search box. The words are the page's own text, untrusted: they are shown as ``ri
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -30,6 +31,7 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
+from ..core.imaging import ImageRefused, decode_png
 from ..core.screentext import (
     ScreenText,
     ScreenTextFailed,
@@ -283,17 +285,23 @@ def screenshots_dir() -> Path:
     return user_cache_path("cua-tui") / "screenshots"
 
 
-def save_screenshot(png: bytes, digest: str, run_id: str = "", folder: Path | None = None) -> Path:
-    """Write ``png`` as ``<run>-<sha>.png`` in ``folder`` (made private: 0700, the file 0600); the path."""
+def save_screenshot(png: bytes, run_id: str = "", folder: Path | None = None) -> Path:
+    """Write the screenshot as ``<run>-<sha>.png`` in ``folder`` (made private: 0700, the file 0600); the path.
+
+    The bytes come from a sandbox or a run directory someone handed over, and the file is then opened in the
+    system viewer: it is decoded with the core's checks (no bomb, a real PNG) and written re-encoded, so the
+    viewer gets the pixels that were shown and nothing else. The name is made of the PNG's own SHA-256 and
+    the run id's letters, digits, - and _ only: a recorded digest or run id never chooses a path."""
+    image = decode_png(png)  # ImageRefused for what is not a screen's PNG
     folder = folder or screenshots_dir()
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(folder, 0o700)
     safe_run = "".join(c for c in run_id if c.isalnum() or c in "-_")[:40]
-    path = folder / f"{safe_run + '-' if safe_run else ''}{digest[:16]}.png"
+    path = folder / f"{safe_run + '-' if safe_run else ''}{hashlib.sha256(png).hexdigest()[:16]}.png"
     fd, temp = tempfile.mkstemp(dir=folder, prefix=".screen-", suffix=".png")
     try:
         with os.fdopen(fd, "wb") as out:
-            out.write(png)
+            image.save(out, "PNG")
         os.replace(temp, path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)
@@ -330,8 +338,8 @@ def write_and_open(app: App[Any], shown: ShownScreen, folder: Path | None = None
             png = shown.load()
             if png is None:
                 raise OSError("the screenshot could not be read back")
-            path = save_screenshot(png, shown.digest, shown.run_id, folder)
-        except OSError as exc:
+            path = save_screenshot(png, shown.run_id, folder)
+        except (OSError, ImageRefused) as exc:
             reason = visible(str(exc), limit=200)
             app.call_from_thread(
                 app.notify, f"screenshot not written: {reason}", title="screenshot", severity="error", markup=False

@@ -8,12 +8,15 @@ screenshots: the sim desktop's, and the injection lab's on the real local deskto
 
 from __future__ import annotations
 
+import hashlib
+import io
 import stat
 from pathlib import Path
 from typing import Any
 
 import pytest
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
+from PIL import Image
 from pilot_helpers import drawn, footer_actions, plain, until
 from textual.pilot import Pilot
 from textual.widgets import Input, Static
@@ -243,7 +246,10 @@ async def test_o_writes_the_full_resolution_screenshot_and_says_where(
     folder = tmp_path / "cache" / "cua-tui" / "screenshots"
     files = list(folder.glob("*.png"))
     assert len(files) == 1
-    assert files[0].read_bytes() == shown.png  # the screenshot on screen at the decision, at full resolution
+    # the screenshot on screen at the decision, at full resolution: its pixels, re-encoded (a hostile PNG's
+    # other bytes never reach the viewer)
+    written, expected = Image.open(files[0]), Image.open(io.BytesIO(shown.png))
+    assert written.size == expected.size and written.convert("RGB").tobytes() == expected.convert("RGB").tobytes()
     assert shown.sha256[:16] in files[0].name
     assert files[0].name.startswith(app.source.info.run_id)
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700 and stat.S_IMODE(files[0].stat().st_mode) == 0o600
@@ -309,3 +315,20 @@ async def test_keys_typed_in_the_search_never_answer_or_kill(tmp_path: Path) -> 
         await pilot.press("ctrl+k")
         await until(pilot, lambda: not app.running, "the kill switch")
         assert not isinstance(app.screen, ScreenTextScreen)
+
+
+def test_the_screenshot_file_name_is_never_chosen_by_a_recorded_run_id(tmp_path: Path) -> None:
+    """A run directory someone handed over names its screens and its run: neither may pick the file's path,
+    and what is not a screen's PNG is refused, never written for the viewer."""
+    from cua_tui.core.imaging import ImageRefused
+    from cua_tui.tui.screen_text import save_screenshot
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (64, 48), (10, 20, 30)).save(buffer, "PNG")
+    png = buffer.getvalue()
+    folder = tmp_path / "shots"
+    path = save_screenshot(png, "../../run/../x", folder)  # the name is the PNG's own hash, never a record's
+    assert path.parent == folder and path.name == f"runx-{hashlib.sha256(png).hexdigest()[:16]}.png"
+    with pytest.raises(ImageRefused):
+        save_screenshot(b"<html>not a png</html>", "r", folder)
+    assert sorted(p.name for p in folder.iterdir()) == [path.name]
