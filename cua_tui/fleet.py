@@ -220,7 +220,9 @@ class Fleet:
         self._check = check
         self._entries: dict[str, _Entry] = {}
         for task in tasks:
-            row = RunRow(task.name, task.options.backend)
+            options = task.options
+            target = f"lab {options.lab}" if options.lab else options.url or ""
+            row = RunRow(task.name, options.backend, target=target, allowed=tuple(options.allow_domains))
             self._entries[task.name] = _Entry(task.name, task.options, row)
         self._order = names
         self._lock = threading.Lock()  # queue, closed, listeners, counters
@@ -342,7 +344,7 @@ class Fleet:
             handshake = run.handshake
             if handshake is None:
                 return f"decided by this fleet's rule ({run.options.decisions}), not here"
-            if run.supervisor.finished.is_set() or run.supervisor._aborted.is_set():
+            if run.supervisor.finished.is_set() or run.supervisor.ending:
                 return "no longer pending: its run is ending"
             # The handshake takes the answer only for this very request object (identity), pending or
             # about to be asked: never for the run's next request, never for another run's.

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -289,6 +290,10 @@ def test_local_concurrency_is_what_the_machine_fits() -> None:
 def test_watch_gives_a_view_and_then_every_event(tmp_path: Path, settings: Settings) -> None:
     fleet, told = fleet_of(tmp_path, {"a": opts(settings)})
     (item,) = told.queued(1)
+    # the run tells its phase just after its decision_requested event (the one that queued the request)
+    deadline = time.monotonic() + 15
+    while fleet.view("a").phase != "awaiting_decision" and time.monotonic() < deadline:
+        time.sleep(0.01)
     seen: list[ev.Stamped] = []
     view, unwatch = fleet.watch("a", seen.append)
     assert view.pending is item.request and view.phase == "awaiting_decision"

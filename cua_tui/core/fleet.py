@@ -170,6 +170,8 @@ class RunRow:
     reason: str = ""
     verified: bool | None = None
     intact: bool | None = None
+    target: str = ""  # where its desktop goes: "lab form", or the URL it opens
+    allowed: tuple[str, ...] = ()  # hosts the task lets the browser reach besides its target
 
     @property
     def ended(self) -> bool:

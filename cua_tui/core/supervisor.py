@@ -190,6 +190,11 @@ class Supervisor:
     def finished(self) -> threading.Event:
         return self._finished
 
+    @property
+    def ending(self) -> bool:
+        """The run is ending (killed, or aborted by a failure): nothing more executes, no answer is taken."""
+        return self._aborted.is_set()
+
     def kill(self, by: str = "human") -> None:
         """The kill switch. Safe from any thread, at any moment, any number of times; returns at once."""
         self._abort(RunStatus.KILLED, f"killed by {by}", by=by)

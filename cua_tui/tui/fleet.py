@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
@@ -36,7 +37,7 @@ from textual.dom import DOMNode
 from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.widget import Widget
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import Footer, Static
 
 from ..core import events as ev
 from ..core.fleet import (
@@ -52,8 +53,11 @@ from ..core.fleet import (
     RunState,
 )
 from ..core.ports import Answer, DecisionRequest
-from ..core.text import visible
+from ..core.runlog import RunReader
+from ..core.safeio import RunFileError
+from ..core.text import failure, visible
 from .attention import AlertBar, Signals, notification_escape
+from .audit_list import MAX_ENTRIES
 from .audit_pane import AuditPane
 from .batch import BatchPane
 from .decision import DecisionPanel
@@ -65,9 +69,11 @@ from .goal import GoalBar
 from .help import HelpScreen
 from .messages import FrameRefused, FrameRendered, RunEvent
 from .panes import fill_from_view, follow_event
+from .row_table import RowTable
 from .run_view import RunView
 from .screen_text import ScreenReading, ScreenTextRead, ScreenTextScreen, screen_text_arrived
 from .status import RunInfo, StatusBar
+from .text_line import TextLines
 from .themes import install_themes, project_themes_dir
 
 if TYPE_CHECKING:
@@ -78,6 +84,7 @@ SEAL_WAIT_S = 60.0  # leaving: how long the TUI waits for every run to be sealed
 WHAT_CHARS = 60  # the queue's "what" column
 REFRESH_EVERY_S = 0.03  # at most one refresh of the queue this often: under load, many changes make one
 RUNS_EVERY_S = 0.25  # the table of runs (turn and step of every run) at most this often
+AUDIT_HISTORY = MAX_ENTRIES  # earlier events a run's live view reads back from its audit log
 KILLED_BY = "human (fleet TUI)"
 LEFT_BY = "human (left the fleet TUI)"
 
@@ -98,6 +105,14 @@ ORDER_LINE = (
     "Queue order: model safety checks first, then clicks in marked regions and transmissions (typing, "
     "Return and the keys that send), then any other rule; the oldest first within each."
 )
+
+
+class AuditHistory(Message):
+    """A run's audit events up to ``upto`` read back from its log (the last AUDIT_HISTORY of them)."""
+
+    def __init__(self, events: list[ev.Stamped], upto: int, problem: str | None) -> None:
+        super().__init__()
+        self.events, self.upto, self.problem = events, upto, problem
 
 
 class FleetChanged(Message):
@@ -221,7 +236,7 @@ def run_info(row: RunRow, view: RunView) -> RunInfo:
     """The goal and status bars' facts of a fleet run, from its row and its run_started event."""
     started = view.started
     if started is None:
-        return RunInfo(row.run_id, row.backend, task=f"(task {row.task}: not started yet)", target="")
+        return RunInfo(row.run_id, row.backend, task=f"(task {row.task}: not started yet)", target=row.target)
     limits = started.limits
 
     def number(key: str) -> int:
@@ -237,7 +252,8 @@ def run_info(row: RunRow, view: RunView) -> RunInfo:
         number("max_steps"),
         number("deadline_seconds"),
         task=started.task,
-        target=f"the {started.backend} desktop (fleet task {row.task})",
+        target=f"{row.target or f'the {started.backend} desktop'} (fleet task {row.task})",
+        allowed=row.allowed,
         policy=f"{started.policy} ({started.policy_sha256[:12]})",
     )
 
@@ -263,6 +279,7 @@ class RunScreen(Screen[None]):
         self.row = app.fleet_rows.get(task) or RunRow(task, "")
         self._unwatch: Callable[[], None] | None = None
         self.feed: FramedPane | None = None
+        self._backlog: deque[ev.Stamped] | None = None  # live events while the earlier ones are read back
 
     def compose(self) -> ComposeResult:
         snapshot, self._unwatch = self.fleet_app.fleet.watch(self.run_task, self._told)
@@ -288,7 +305,44 @@ class RunScreen(Screen[None]):
         self.feed = FramedPane(self, lambda: desktop, self.fleet_app.reading)
         self.query_one(AlertBar).display = False
         fill_from_view(self, self.view, self.fleet_app.clock)
+        if self.view.seq >= 0 and self.row.path:
+            # The events before the copy the view started from: read back from the run's audit log (the
+            # record itself) in a worker; events arriving meanwhile wait, so the pane keeps the chain's order.
+            self._backlog = deque(maxlen=AUDIT_HISTORY)
+            upto = self.view.seq
+            self.run_worker(partial(self._read_history, self.row.path, upto), thread=True, exit_on_error=False)
         self._show()
+
+    def _read_history(self, path: str, upto: int) -> None:
+        """Worker thread: the last events of the run's audit log up to ``upto``, posted as one AuditHistory."""
+        tail: deque[ev.Stamped] = deque(maxlen=AUDIT_HISTORY)
+        problem = None
+        try:
+            with RunReader(path) as reader:
+                for stamped in reader.poll():
+                    if stamped.seq > upto:
+                        break
+                    tail.append(stamped)
+        except (OSError, RunFileError) as exc:
+            problem = failure(exc)
+        self.post_message(AuditHistory(list(tail), upto, problem))
+
+    def on_audit_history(self, message: AuditHistory) -> None:
+        message.stop()
+        pane = self.query_one(AuditPane)
+        history, backlog, self._backlog = message.events, self._backlog or (), None
+        for stamped in history:
+            pane.record(stamped.event, stamped.seq, stamped.head, chain=False)
+        if not history or history[-1].seq != message.upto:
+            why = message.problem or "the audit log holds fewer events than the run has told"
+            self.notify(
+                f"earlier audit events not all shown: {visible(why, limit=200)}",
+                severity="warning",
+                markup=False,
+            )
+        for stamped in backlog:
+            pane.record(stamped.event, stamped.seq, stamped.head, chain=False)
+        pane.set_state("sealed" if self.view.ended is not None else "live")
 
     def on_unmount(self) -> None:
         if self._unwatch is not None:
@@ -306,7 +360,10 @@ class RunScreen(Screen[None]):
             return  # already in the copy the view started from
         was = self.view.pending
         self.view.apply(stamped)
-        follow_event(self, self.view, stamped, self.fleet_app.clock)
+        backlog = self._backlog
+        if backlog is not None:
+            backlog.append(stamped)  # the audit pane shows it after the history read back
+        follow_event(self, self.view, stamped, self.fleet_app.clock, audit=backlog is None)
         if self.view.alert is not None:
             self.query_one(AlertBar).show_alerts(self.view.attention)
         new_screen = isinstance(stamped.event, ev.ScreenCaptured) and stamped.event.png is not None
@@ -328,7 +385,7 @@ class RunScreen(Screen[None]):
         self.query_one(BatchPane).mark_pending(request.index if request is not None else None)
         if request is not None and (shown := self._shown_screen()) is not None:
             self.fleet_app.reading.request(shown)
-        self.app.refresh_bindings()
+        self.fleet_app.bindings_may_have_changed()
 
     def _shown_screen(self) -> Any:
         feed = self.feed
@@ -382,6 +439,7 @@ RUN_COLUMNS = (
     ("verified", 8),
     ("log", 10),
 )
+CHECKED_ACTIONS = ("approve", "approve_scope", "reject", "kill", "kill_all", "open_run", "zoom", "screen_text")
 QUEUE_COLUMNS = (("#", 2), ("priority", 12), ("rule", 16), ("task", 12), ("what", 22), ("waited", 6))
 
 
@@ -448,8 +506,12 @@ class FleetApp(App[None]):
         self._queue_keys: set[int] = set()  # the tickets the queue table lists
         self._queue_shown: tuple[tuple[int, bool], ...] = ()  # what the queue table lists, and which are pending
         self._selected_shown: tuple[int, bool] | None = None  # the decision view shows (ticket, pending)
-        self._texts: dict[str, Text] = {}  # what each one-line Static shows (updated only when it changes)
+        self._offered: tuple[object, ...] = ()  # the screen and the actions check_action allowed, when last told
         self.feed: FramedPane | None = None
+        # The two tables, held (not queried): check_action may run while another screen is on top, or as the App
+        # closes and its widgets are gone.
+        self.queue_table = RowTable(QUEUE_COLUMNS, id="queue")
+        self.runs_table = RowTable(RUN_COLUMNS, id="runs")
         # The benchmark's measurements (``measure``): UI-thread CPU per refresh, when each ticket was shown.
         self.measure = measure
         self.refresh_ms: list[float] = []
@@ -457,13 +519,13 @@ class FleetApp(App[None]):
 
     # ------------------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield Static(id="fleet-header")
+        yield TextLines(id="fleet-header")
         with Horizontal(id="main"):
             with Vertical(id="fleet-side"):
-                yield DataTable(id="queue", cursor_type="row", zebra_stripes=False)
-                yield Static(id="queue-why")
-                yield DataTable(id="runs", cursor_type="row")
-                yield Static(id="run-detail")
+                yield self.queue_table
+                yield TextLines(id="queue-why")
+                yield self.runs_table
+                yield TextLines(id="run-detail")
             with Vertical(id="fleet-decision"):
                 yield DecisionPanel(id="decision")
                 yield DesktopView(graphics=self.graphics, id="desktop")
@@ -471,14 +533,10 @@ class FleetApp(App[None]):
 
     def on_mount(self) -> None:
         install_themes(self, self.requested_theme, self.theme_dirs)
-        queue = self.query_one("#queue", DataTable)
+        queue = self.queue_table
         queue.border_title = "Approval queue"
-        for label, width in QUEUE_COLUMNS:
-            queue.add_column(label, width=width, key=label)
-        runs = self.query_one("#runs", DataTable)
+        runs = self.runs_table
         runs.border_title = "Runs"
-        for label, width in RUN_COLUMNS:
-            runs.add_column(label, width=width, key=label)
         desktop = self.query_one(DesktopView)
         desktop.border_title = "Desktop"
         desktop.placeholder = "no request selected"
@@ -486,7 +544,7 @@ class FleetApp(App[None]):
         self.query_one(DecisionPanel).show_request(None)
         for row in self.fleet.rows():
             self.fleet_rows[row.task] = row
-            runs.add_row(*self._run_cells(row), key=row.task)
+        runs.set_rows([(task, self._run_cells(row)) for task, row in self.fleet_rows.items()])
         self._unsubscribe = self.fleet.subscribe(self._told)
         try:
             self.fleet.start()
@@ -526,8 +584,8 @@ class FleetApp(App[None]):
         self.post_message(FleetChanged())
 
     def on_fleet_changed(self, message: FleetChanged) -> None:
-        # Each refresh redraws the tables (a DataTable re-renders its visible rows after any change): under
-        # load, the changes of a few tens of milliseconds make one refresh, well within the queue's 100 ms.
+        # Under load, the changes of a few tens of milliseconds make one refresh, well within the queue's
+        # 100 ms; each redraws only the table rows whose cells changed (row_table.py).
         wait = self._last_refresh + REFRESH_EVERY_S - time.monotonic()
         if wait > 0:
             self.set_timer(wait, self._take_changes)
@@ -555,6 +613,7 @@ class FleetApp(App[None]):
         if queue_dirty:
             self._update_queue()
         self._update_header()
+        self.bindings_may_have_changed()
         if self.finished and self.leaving:
             self.exit()
         if self.measure:
@@ -565,20 +624,15 @@ class FleetApp(App[None]):
         self._take_changes()
 
     def _update_runs(self, tasks: set[str]) -> None:
-        table = self.query_one("#runs", DataTable)
+        table = self.runs_table
         now = self.fleet.now()
         for row in self.fleet.rows():
             if row.task not in tasks:
                 continue
             old = self.fleet_rows.get(row.task)
             self.fleet_rows[row.task] = row
-            if old is row:
-                continue
-            cells = self._run_cells(row, now)
-            before = self._run_cells(old, now) if old is not None else None
-            for (label, _width), cell, was in zip(RUN_COLUMNS, cells, before or [None] * len(cells), strict=True):
-                if before is None or cell != was:
-                    table.update_cell(row.task, label, cell)
+            if old is not row:
+                table.update_row(row.task, self._run_cells(row, now))  # redrawn only if a cell changed
         self._show_run_detail()
 
     def _run_cells(self, row: RunRow, now: float | None = None) -> list[Text]:
@@ -602,11 +656,11 @@ class FleetApp(App[None]):
     def _tick(self) -> None:
         """Each second: the waiting times."""
         now = self.fleet.now()
-        runs = self.query_one("#runs", DataTable)
+        runs = self.runs_table
         for row in self.fleet_rows.values():
             if row.waiting_since is not None:
                 runs.update_cell(row.task, "waiting", Text(f"{int(now - row.waiting_since)}s"))
-        queue = self.query_one("#queue", DataTable)
+        queue = self.queue_table
         for item in self.items:
             if item.ticket in self._queue_keys:
                 queue.update_cell(str(item.ticket), "waited", Text(f"{int(item.waited(now))}s"))
@@ -638,7 +692,7 @@ class FleetApp(App[None]):
         self._show_selected()
 
     def _rebuild_queue(self, *, only_if_changed: bool = False) -> None:
-        table = self.query_one("#queue", DataTable)
+        table = self.queue_table
         rows = self._queue_rows()
         pending = {item.ticket for item in self.items}
         shown = tuple((item.ticket, item.ticket in pending) for item in rows)
@@ -646,15 +700,13 @@ class FleetApp(App[None]):
             return  # each rebuild redraws the table: not for nothing
         self._queue_shown = shown
         now = self.fleet.now()
-        table.clear()
-        for position, item in enumerate(rows, 1):
-            table.add_row(*self._queue_cells(item, position, now, item.ticket in pending), key=str(item.ticket))
+        cells = [self._queue_cells(item, place, now, item.ticket in pending) for place, item in enumerate(rows, 1)]
+        table.set_rows([(str(item.ticket), row) for item, row in zip(rows, cells, strict=True)])
         self._queue_keys = {item.ticket for item in rows}
         if self.selected is not None:
             index = next((i for i, item in enumerate(rows) if item.ticket == self.selected.ticket), None)
             if index is not None:
-                table.move_cursor(row=index, animate=False, scroll=True)
-        table.border_title = f"Approval queue · {len(self.items)} waiting"
+                table.move_cursor(row=index)
 
     def _queue_cells(self, item: QueueItem, position: int, now: float, pending: bool) -> list[Text]:
         request = item.request
@@ -709,34 +761,24 @@ class FleetApp(App[None]):
         self._set("#run-detail", text)
 
     def _set(self, selector: str, text: Text) -> None:
-        """A one-line Static's text, updated only when it changed, and without a new layout (fixed height)."""
-        if self._texts.get(selector) != text:
-            self._texts[selector] = text
-            self.query_one(selector, Static).update(text, layout=False)
+        """A header or detail line's text (repainted only where it changed)."""
+        self.query_one(selector, TextLines).update(text)
 
     def _runs_cursor_task(self) -> str | None:
-        table = self.query_one("#runs", DataTable)
-        if not table.row_count:
-            return None
-        try:
-            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
-        except Exception:
-            return None
-        return str(key.value) if key.value is not None else None
+        return self.runs_table.cursor_key
 
     # ------------------------------------------------------------------------------------------------
     # The selected request
     # ------------------------------------------------------------------------------------------------
-    def on_data_table_row_highlighted(self, message: DataTable.RowHighlighted) -> None:
-        if message.data_table.id == "runs":
+    def on_row_table_highlighted(self, message: RowTable.Highlighted) -> None:
+        if message.table.id == "runs":
             self._show_run_detail()
             return
-        # The cursor as it is now (not as the message says it was): a rebuild moves it before this is handled.
-        table = message.data_table
-        rows = self._queue_rows()
-        if not rows or not 0 <= table.cursor_row < len(rows):
+        # The cursor as it is now (not as the message says it was): a rebuild may move it before this is handled.
+        key = message.table.cursor_key
+        item = next((i for i in self._queue_rows() if str(i.ticket) == key), None)
+        if item is None:
             return
-        item = rows[table.cursor_row]
         if self.selected is not None and item.ticket == self.selected.ticket:
             return
         left = self.selected
@@ -745,8 +787,8 @@ class FleetApp(App[None]):
             self._rebuild_queue()  # the closed row the cursor left goes
         self._show_selected()
 
-    def on_data_table_row_selected(self, message: DataTable.RowSelected) -> None:
-        self.action_open_run(task=str(message.row_key.value) if message.data_table.id == "runs" else None)
+    def on_row_table_selected(self, message: RowTable.Selected) -> None:
+        self.action_open_run(task=message.key if message.table.id == "runs" else None)
 
     @property
     def pending_tickets(self) -> set[int]:
@@ -767,7 +809,7 @@ class FleetApp(App[None]):
             self._set("#queue-why", Text("No request waits." if not self.finished else "Every run ended.", style="dim"))
             self.feed.show(None, None, None)
             blank(self.query_one(DesktopView), "no request selected")
-            self.refresh_bindings()
+            self.bindings_may_have_changed()
             return
         pending = item.ticket in self.pending_tickets
         if self._view_of != item.ticket:
@@ -803,7 +845,7 @@ class FleetApp(App[None]):
         )
         if (shown := self._shown_screen()) is not None:
             self.reading.request(shown)
-        self.refresh_bindings()
+        self.bindings_may_have_changed()
 
     def _shown_screen(self) -> Any:
         feed, item = self.feed, self.selected
@@ -875,9 +917,17 @@ class FleetApp(App[None]):
         live = self._live_screen()
         if live is not None:
             return live.run_task
-        if self.focused is self.query_one("#runs", DataTable):
+        if self.focused is self.runs_table:
             return self._runs_cursor_task()
         return self.selected.task if self.selected is not None else self._runs_cursor_task()
+
+    def bindings_may_have_changed(self) -> None:
+        """Refresh the footer's keys when what they would do changed. Not on every change of the fleet: each
+        refresh of the bindings makes the Footer compose itself again, a new layout of the whole screen."""
+        offered = (id(self.screen), *(self.check_action(action, ()) for action in CHECKED_ACTIONS))
+        if offered != self._offered:
+            self._offered = offered
+            self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         covered = any(not isinstance(s, CommandPalette | RunScreen) for s in self.screen_stack[1:])

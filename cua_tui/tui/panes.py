@@ -23,10 +23,14 @@ class Panes(Protocol):
     def query_one(self, selector: type[W]) -> W: ...
 
 
-def follow_event(root: Panes, view: RunView, stamped: ev.Stamped, clock: Callable[[], float]) -> None:
-    """Show one event in the audit pane, the batch pane and the status bar."""
+def follow_event(
+    root: Panes, view: RunView, stamped: ev.Stamped, clock: Callable[[], float], *, audit: bool = True
+) -> None:
+    """Show one event in the audit pane (unless ``audit`` is False: the caller records it later), the batch
+    pane and the status bar."""
     event = stamped.event
-    root.query_one(AuditPane).record(event, stamped.seq, stamped.head)
+    if audit:
+        root.query_one(AuditPane).record(event, stamped.seq, stamped.head)
     status = root.query_one(StatusBar)
     batch = root.query_one(BatchPane)
     match event:

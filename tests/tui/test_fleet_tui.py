@@ -5,6 +5,7 @@ error while the others go on, the full live view of one run (Enter, Esc), and le
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -12,18 +13,24 @@ from typing import Any
 import pytest
 from fleet_cases import SAFETY, SAVE_KEY, opts
 from pilot_helpers import plain, until
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import Input, Static
 
 from cua_tui.build import RunOptions
 from cua_tui.config import Settings
+from cua_tui.core import events as ev
 from cua_tui.core.audit import verify_run
-from cua_tui.core.fleet import RunState
+from cua_tui.core.fleet import RunRow, RunState
 from cua_tui.fleet import Fleet, FleetTask
+from cua_tui.tui.audit_pane import AuditPane
 from cua_tui.tui.batch import BatchPane
 from cua_tui.tui.decision import DecisionPanel
 from cua_tui.tui.decisions import RejectReason
-from cua_tui.tui.fleet import FleetApp, KillAllScreen, RunScreen
+from cua_tui.tui.fleet import FleetApp, KillAllScreen, RunScreen, run_info
+from cua_tui.tui.goal import GoalBar
+from cua_tui.tui.row_table import RowTable
+from cua_tui.tui.run_view import RunView
 from cua_tui.tui.status import StatusBar
+from cua_tui.tui.text_line import TextLines
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -71,14 +78,13 @@ def sealed_intact(path: str) -> bool:
 
 
 def queue_rows(app: FleetApp) -> list[list[str]]:
-    table = app.query_one("#queue", DataTable)
+    table = app.query_one("#queue", RowTable)
     return [[cell.plain for cell in table.get_row_at(i)] for i in range(table.row_count)]
 
 
 def run_cells(app: FleetApp, task: str) -> dict[str, str]:
-    table = app.query_one("#runs", DataTable)
-    labels = [str(c.label) for c in table.columns.values()]
-    return dict(zip(labels, [cell.plain for cell in table.get_row(task)], strict=True))
+    table = app.query_one("#runs", RowTable)
+    return dict(zip(table.labels, [cell.plain for cell in table.get_row(task)], strict=True))
 
 
 async def until_queued(pilot: Any, app: FleetApp, n: int) -> None:
@@ -131,13 +137,13 @@ async def test_the_queue_shows_safety_checks_first_then_sending_then_the_rest(
         await until(pilot, lambda: app.selected is not None and app.selected.task == "safety", "the first selected")
         panel = plain(app.query_one(DecisionPanel))
         assert "DECISION NEEDED" in panel and "task    fill the form" in panel and "malicious_instructions" in panel
-        why = plain(app.query_one("#queue-why", Static))
+        why = app.query_one("#queue-why", TextLines).plain
         assert "SAFETY CHECK" in why and "the model raised safety checks: first" in why
         await pilot.press("down")
         await until(pilot, lambda: app.selected is not None and app.selected.task == "typing", "the typing selected")
         panel = plain(app.query_one(DecisionPanel))
         assert "cua-tui verified" in panel and "goes to" in panel  # the typed text in full, and where it goes
-        assert "typing can send data out: second" in plain(app.query_one("#queue-why", Static))
+        assert "typing can send data out: second" in app.query_one("#queue-why", TextLines).plain
         assert run_cells(app, "typing")["state"] == RunState.WAITING
 
 
@@ -148,7 +154,7 @@ async def test_y_n_and_a_answer_the_selected_request_only(tmp_path: Path, settin
         await until_queued(pilot, app, 3)
 
         async def select(task: str) -> None:
-            table = app.query_one("#queue", DataTable)
+            table = app.query_one("#queue", RowTable)
             index = next(i for i, item in enumerate(app.items) if item.task == task)
             table.move_cursor(row=index)
             await until(pilot, lambda: app.selected is not None and app.selected.task == task, f"{task} selected")
@@ -195,7 +201,7 @@ async def test_an_answer_to_a_request_whose_run_was_killed_is_refused_with_a_mes
         await pilot.pause()
         # The closed request stays selected, marked, so that y is not taken for the next one.
         assert app.selected is stale
-        assert "CLOSED" in plain(app.query_one("#queue-why", Static))
+        assert "CLOSED" in app.query_one("#queue-why", TextLines).plain
         assert [r[0] for r in queue_rows(app)].count("-") == 1
         await pilot.press("y")
         await until(pilot, lambda: any(t == "answer refused" for t, _ in app.told), "the refusal said")
@@ -219,7 +225,7 @@ async def test_k_kills_the_selected_run_and_the_others_go_on(tmp_path: Path, set
     app = App(fleet)
     async with app.run_test(size=SIZE) as pilot:
         await until_queued(pilot, app, 3)
-        runs = app.query_one("#runs", DataTable)
+        runs = app.query_one("#runs", RowTable)
         runs.focus()
         runs.move_cursor(row=1)  # the run table has the focus: k kills its row
         await pilot.pause()
@@ -228,7 +234,7 @@ async def test_k_kills_the_selected_run_and_the_others_go_on(tmp_path: Path, set
         assert run_cells(app, "b")["log"] == "intact"
         assert {i.task for i in app.items} == {"a", "c"}
         assert [run_cells(app, t)["state"] for t in ("a", "c")] == [RunState.WAITING] * 2
-        app.query_one("#queue", DataTable).focus()
+        app.query_one("#queue", RowTable).focus()
         await approve_all(pilot, app)
         await until_done(pilot, app, fleet)
         assert [run_cells(app, t)["status"] for t in "abc"] == ["passed", "killed", "passed"]
@@ -250,7 +256,7 @@ async def test_K_kills_every_run_after_its_confirmation(tmp_path: Path, settings
         await pilot.press("y")
         await until_done(pilot, app, fleet)
         assert [run_cells(app, f"t{i}")["status"] for i in range(4)] == ["killed"] * 4
-        assert "every run ended" in plain(app.query_one("#fleet-header", Static))
+        assert "every run ended" in app.query_one("#fleet-header", TextLines).plain
     rows = fleet.rows()
     assert all(sealed_intact(r.path) for r in rows[:2]) and [r.path for r in rows[2:]] == ["", ""]
 
@@ -282,9 +288,9 @@ async def test_a_crashing_run_is_shown_as_error_while_the_others_go_on(tmp_path:
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: run_cells(app, "raises")["status"] == "error", "the crash shown")
         await until_queued(pilot, app, 2)
-        runs = app.query_one("#runs", DataTable)
+        runs = app.query_one("#runs", RowTable)
         runs.move_cursor(row=1)
-        await until(pilot, lambda: "the adapter broke" in plain(app.query_one("#run-detail", Static)), "why")
+        await until(pilot, lambda: "the adapter broke" in app.query_one("#run-detail", TextLines).plain, "why")
         assert {i.task for i in app.items} == {"ok", "ok-2"}  # the others wait for their decision
         await approve_all(pilot, app)
         await until_done(pilot, app, fleet)
@@ -302,14 +308,28 @@ async def test_enter_opens_the_runs_live_view_fed_by_watch_and_esc_returns(tmp_p
         assert isinstance(app.screen, RunScreen) and app.screen.run_task == task
         live = app.screen
         await pilot.pause(0.1)
-        # the single-run panes from the run's view so far: the batch, the pending request, the counters
+        # the single-run panes from the run's view so far: the goal, the batch, the pending request, the counters
+        goal = plain(live.query_one(GoalBar))
+        assert "fill the form" in goal and f"on the sim desktop (fleet task {task})" in goal
         assert "cua-tui verified" in plain(live.query_one(DecisionPanel))
         assert len(live.query_one(BatchPane).rows) == 3
         assert "turn 1/" in plain(live.query_one(StatusBar))
+        # the audit pane starts with the events before the view opened, read back from the run's own log
+        audit = live.query_one(AuditPane)
+        await until(pilot, lambda: live._backlog is None, "the earlier audit events read back")
+        before = [entry.seq for entry in audit.entries()]
+        assert before == list(range(live.view.seq + 1)) and audit.entries()[0].kind == "run_started"
         await pilot.press("y")  # answers this run's pending request
         await until(pilot, lambda: live.view.ended is not None, "the live view to see the run end")
         assert "finished: passed" in plain(live.query_one(StatusBar))  # every later event, through watch
         assert [r.state for r in live.query_one(BatchPane).rows.values()] == ["executed"] * 3
+        # every event of the run once, in the chain's order: what its audit log holds, line for line
+        lines = (Path(fleet.row(task).path) / "audit.jsonl").read_bytes().splitlines()
+        await until(pilot, lambda: len(audit.entries()) == len(lines), "every audit event in the pane")
+        entries = audit.entries()
+        assert [e.seq for e in entries] == list(range(len(lines)))
+        assert [e.head for e in entries] == [hashlib.sha256(line).hexdigest() for line in lines]
+        assert "sealed" in plain(audit.query_one("#chain", Static))
         await pilot.press("escape")
         assert not isinstance(app.screen, RunScreen)
         assert [i.task for i in app.items] == [t for t in ("a", "b") if t != task]
@@ -332,3 +352,44 @@ async def test_leaving_kills_every_run_and_seals_it(tmp_path: Path, settings: Se
     assert {r.status for r in rows.values()} == {"killed"}
     assert all(sealed_intact(rows[t].path) for t in ("a", "b")) and rows["later"].path == ""
     assert all("left the fleet TUI" in rows[t].reason for t in ("a", "b"))
+
+
+def test_the_live_views_goal_names_the_tasks_lab_or_url_and_its_hosts() -> None:
+    started = ev.RunStarted("fill it", "local", "script", None, "1024x720", "default", "cd" * 32, {"max_turns": 5})
+    view = RunView()
+    view.apply(ev.Stamped(0, "ef" * 32, started))
+    row = RunRow("t1", "local", target="lab form", allowed=("example.org",), run_id="r1")
+    info = run_info(row, view)
+    assert (info.task, info.target, info.allowed, info.max_turns) == (
+        "fill it",
+        "lab form (fleet task t1)",
+        ("example.org",),
+        5,
+    )
+    assert run_info(RunRow("t2", "local", target="https://example.org/"), RunView()).target == "https://example.org/"
+    assert run_info(RunRow("t3", "sim"), view).target == "the local desktop (fleet task t3)"
+
+
+async def test_a_click_on_a_run_or_a_double_click_on_a_request_opens_the_live_view(
+    tmp_path: Path, settings: Settings
+) -> None:
+    fleet = fleet_of(tmp_path, {"a": opts(settings), "b": opts(settings)})
+    app = App(fleet)
+    async with app.run_test(size=SIZE) as pilot:
+        await until_queued(pilot, app, 2)
+        runs = app.query_one("#runs", RowTable)
+        await pilot.click("#runs", offset=(3, 3))  # the border, the header, then the rows: b is line 3
+        await until(pilot, lambda: runs.cursor_key == "b" and runs.has_focus, "the clicked run under the cursor")
+        assert "b" in app.query_one("#run-detail", TextLines).plain
+        await pilot.click("#runs", offset=(3, 3))  # a second click on it opens it
+        await until(pilot, lambda: isinstance(app.screen, RunScreen), "the run's live view")
+        assert isinstance(app.screen, RunScreen) and app.screen.run_task == "b"
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, RunScreen), "back to the fleet")
+        first = app.items[0].task
+        await pilot.click("#queue", offset=(3, 2), times=2)  # a double click on the first request
+        await until(pilot, lambda: isinstance(app.screen, RunScreen), "the request's run's live view")
+        assert isinstance(app.screen, RunScreen) and app.screen.run_task == first
+        await pilot.press("escape")
+        await approve_all(pilot, app)
+        await until_done(pilot, app, fleet)
