@@ -10,6 +10,7 @@ App. Everything is deterministic: a fixed run id, fixed clocks, the sim desktop'
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import shutil
 import tempfile
 import threading
@@ -241,6 +242,82 @@ def make_app(source: RecordedRun, **kwargs: Any) -> SupervisorApp:
 
 
 # ---------------------------------------------------------------------------------------------------
+# The fleet: four tasks, three at a time, one approval queue
+# ---------------------------------------------------------------------------------------------------
+FLEET_ID = "fleet-20250301-101500-4f2a9c"
+SAFETY_TURN = {
+    "text": "The page carries instructions for AI assistants; I will click the field first.",
+    "actions": [_click(FIELD)],
+    "pending_safety_checks": [
+        {"id": "sc_1", "code": "malicious_instructions", "message": "The page tells the agent to run a command."}
+    ],
+}
+SAVE_TURN = {"text": "I will save the report.", "actions": [{"type": "keypress", "keys": ["ctrl", "s"]}]}
+
+
+def fleet_app(**kwargs: Any) -> App[Any]:
+    """The fleet TUI over a real fleet of four sim runs, three at a time (the fourth waits for a slot):
+    a model safety check, a typed text and a save chord each wait on the analyst, so the queue holds one
+    request of each tier in the runner's order. Fixed run ids and fleet id, frozen clocks."""
+    from .fleet import Fleet, FleetTask
+    from .tui.attention import Signals
+    from .tui.fleet import FleetApp
+
+    folder = Path(tempfile.mkdtemp(prefix="cua-scene-fleet-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    policy = folder / "save-confirm.toml"
+    policy.write_text('name = "save-confirm"\n[keys]\nconfirm = ["Return", "ctrl+s"]\n')
+
+    def task(name: str, n: int, turns: Sequence[dict[str, Any]], page: str | None = None, **more: Any) -> FleetTask:
+        options = scene_options(
+            turns, folder, desktop=SimDesktop(app=SimApp() if page is None else SimApp(page_text=page))
+        )
+        return FleetTask(name, dataclasses.replace(options, run_id=f"{RUN_ID[:-6]}{n:06x}", **more))
+
+    fleet = Fleet(
+        [
+            task("verify-form", 0xF1, [FORM_TURN]),
+            task("injected-page", 0xF2, [SAFETY_TURN], INJECTION_PAGE),
+            task("save-report", 0xF3, [SAVE_TURN], policy_path=policy, task="Save the report with ctrl+s."),
+            task("verify-again", 0xF4, [FORM_TURN]),
+        ],
+        runs_dir=folder / "runs",
+        concurrency=3,
+        tasks_source="tasks.toml",
+        tasks_sha256="5c" * 32,
+        fleet_id=FLEET_ID,
+        clock=lambda: 0.0,
+        wall_clock=lambda: WALL,
+    )
+    kwargs.setdefault("clock", FrozenClock())
+    kwargs.setdefault("screen_reader", ScreenReader())
+    kwargs.setdefault("signals", Signals(bell=False, notify=False))
+    return FleetApp(fleet, **kwargs)
+
+
+async def _settle_fleet(pilot: Pilot[Any], timeout: float) -> None:
+    """Every started run waits on its request, the selected one is drawn and its screen read."""
+    from .tui.fleet import FleetApp
+
+    app = pilot.app
+    assert isinstance(app, FleetApp)
+    deadline = time.monotonic() + timeout
+    stable = 0
+    while stable < 3:
+        if time.monotonic() > deadline:
+            raise TimeoutError("the fleet did not settle on screen")
+        await pilot.pause(0.02)
+        feed = app.feed
+        queued = len(app.items) == 3 and app.selected is not None
+        shown = feed is not None and feed._serial > 0 and feed._shown == feed._serial
+        drawn = app.query_one(DesktopView).rendered is not None
+        read = feed is not None and feed.sha is not None and app.reading.result(feed.sha) != (None, "")
+        stable = stable + 1 if queued and shown and drawn and read and not app.reading.busy else 0
+    await pilot.wait_for_scheduled_animations()
+    await pilot.pause()
+
+
+# ---------------------------------------------------------------------------------------------------
 # Scenes: a recorded run, the keys pressed once it is on screen, and what to wait for
 # ---------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -276,6 +353,12 @@ SCENES = {
             description="replay of a recorded run: the refused chord's step, its verdict and what the model heard",
             make=replay_app,
         ),
+        Scene(
+            "fleet",
+            press=("tab", "end", "shift+tab", "home", "down"),
+            description="the fleet: four runs, one approval queue in risk order, the typed text's request selected",
+            make=fleet_app,
+        ),
     )
 }
 
@@ -284,6 +367,9 @@ async def settle(pilot: Pilot[Any], timeout: float = 10.0) -> None:
     """Wait until the recording is on screen and stays so: every event shown, the pending decision (if any)
     displayed, and the newest screenshot converted for the pane."""
     app = pilot.app
+    if type(app).__name__ == "FleetApp":
+        await _settle_fleet(pilot, timeout)
+        return
     if not isinstance(app, SupervisorApp):  # a replay: its first step's frame on screen
         deadline = time.monotonic() + timeout
         while not (app._serial > 0 and app._shown == app._serial):  # type: ignore[attr-defined]

@@ -430,7 +430,7 @@ class RunScreen(Screen[None]):
 # The fleet
 # ---------------------------------------------------------------------------------------------------
 RUN_COLUMNS = (
-    ("task", 16),
+    ("task", 10),  # at least: it takes the width the others leave
     ("backend", 7),
     ("state", 7),
     ("turn·step", 9),
@@ -440,7 +440,7 @@ RUN_COLUMNS = (
     ("log", 10),
 )
 CHECKED_ACTIONS = ("approve", "approve_scope", "reject", "kill", "kill_all", "open_run", "zoom", "screen_text")
-QUEUE_COLUMNS = (("#", 2), ("priority", 12), ("rule", 16), ("task", 12), ("what", 22), ("waited", 6))
+QUEUE_COLUMNS = (("#", 2), ("priority", 12), ("rule", 16), ("task", 12), ("what", 16), ("waited", 6))  # what: flex
 
 
 class FleetApp(App[None]):
@@ -510,8 +510,8 @@ class FleetApp(App[None]):
         self.feed: FramedPane | None = None
         # The two tables, held (not queried): check_action may run while another screen is on top, or as the App
         # closes and its widgets are gone.
-        self.queue_table = RowTable(QUEUE_COLUMNS, id="queue")
-        self.runs_table = RowTable(RUN_COLUMNS, id="runs")
+        self.queue_table = RowTable(QUEUE_COLUMNS, flex="what", id="queue")
+        self.runs_table = RowTable(RUN_COLUMNS, flex="task", id="runs")
         # The benchmark's measurements (``measure``): UI-thread CPU per refresh, when each ticket was shown.
         self.measure = measure
         self.refresh_ms: list[float] = []

@@ -8,8 +8,9 @@ between). Rows are keyed (a run's task, a request's ticket); the cursor stays on
 are replaced, reordered or removed around it.
 
 Cells are ``rich.text.Text`` built by the caller from ``visible`` text: nothing is parsed as markup. Each
-column has a fixed width (a cell is cut with an ellipsis); a table wider than its widget scrolls sideways.
-The header line stays at the top.
+column has a fixed width (a cell is cut with an ellipsis) but one, ``flex``, which takes the width the
+others leave (never less than its own); a table still wider than its widget scrolls sideways. The header
+line stays at the top.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from textual.strip import Strip
 Cells = tuple[Text, ...]
 GAP = 1  # blank cells between two columns
 PAGE = 10  # rows page up / page down move
-CELL_CACHE = 4096  # rendered cells kept (by column and content)
+CELL_CACHE = 4096  # rendered cells kept (by width and content)
 
 
 class RowTable(ScrollView, can_focus=True):
@@ -93,12 +94,16 @@ class RowTable(ScrollView, can_focus=True):
         def control(self) -> RowTable:
             return self.table
 
-    def __init__(self, columns: Sequence[tuple[str, int]], *, id: str | None = None) -> None:
+    def __init__(self, columns: Sequence[tuple[str, int]], *, flex: str | None = None, id: str | None = None) -> None:
         super().__init__(id=id)
         self.columns: tuple[tuple[str, int], ...] = tuple(columns)
         self.labels = tuple(label for label, _ in self.columns)
         self._column_of = {label: i for i, label in enumerate(self.labels)}
-        self._width = sum(width for _, width in self.columns) + GAP * len(self.columns) + 1
+        if flex is not None and flex not in self._column_of:
+            raise ValueError(f"no column {flex!r} to widen")
+        self._flex = self._column_of[flex] if flex is not None else None
+        self._widths = tuple(width for _, width in self.columns)  # as drawn: the flex column takes what is left
+        self._width = self._total(self._widths)
         self._keys: list[str] = []
         self._index: dict[str, int] = {}
         self._cells: dict[str, Cells] = {}
@@ -184,6 +189,32 @@ class RowTable(ScrollView, can_focus=True):
         row[self._column_of[column]] = cell
         self.update_row(key, row)
 
+    @staticmethod
+    def _total(widths: Sequence[int]) -> int:
+        return sum(widths) + GAP * len(widths) + 1
+
+    @property
+    def widths(self) -> tuple[int, ...]:
+        """Each column's width as drawn."""
+        return self._widths
+
+    def _fit(self, width: int) -> None:
+        """The flex column widened (or narrowed, down to its own width) so the columns fill ``width``."""
+        if self._flex is None:
+            return
+        widths = [w for _, w in self.columns]
+        widths[self._flex] = max(widths[self._flex], width - self._total(widths) + widths[self._flex])
+        if tuple(widths) != self._widths:
+            self._widths = tuple(widths)
+            self._width = self._total(widths)
+            self._header = None
+            self._strips.clear()
+            self._resize()
+            self.refresh()
+
+    def on_resize(self) -> None:
+        self._fit(self.scrollable_content_region.width)
+
     def _cell_tuple(self, cells: Sequence[Text]) -> Cells:
         if len(cells) != len(self.columns):
             raise ValueError(f"a row has {len(self.columns)} cells, not {len(cells)}")
@@ -212,12 +243,12 @@ class RowTable(ScrollView, can_focus=True):
     # ------------------------------------------------------------------------------------------------
     def _render_cells(self, cells: Sequence[Text], style: Style | None = None) -> Strip:
         """One row's line: each cell cut or padded to its column, a gap after each. A cell's rendering is
-        kept by its column and content, so a row where one cell changed renders that cell only."""
+        kept by its width and content, so a row where one cell changed renders that cell only."""
         segments: list[Segment] = [Segment(" ")]
         gap = Segment(" " * GAP)
         console = self.app.console
-        for column, ((_, width), cell) in enumerate(zip(self.columns, cells, strict=True)):
-            key = (column, cell.plain, cell.style, tuple(cell.spans))
+        for width, cell in zip(self._widths, cells, strict=True):
+            key = (width, cell.plain, cell.style, tuple(cell.spans))
             rendered = self._cell_cache.get(key)
             if rendered is None:
                 piece = cell.copy()

@@ -204,3 +204,26 @@ def test_keys_must_be_unique_and_rows_complete() -> None:
         table.set_rows([("a", [Text("1"), Text("2")]), ("a", [Text("1"), Text("2")])])
     with pytest.raises(ValueError, match="2 cells"):
         table.set_rows([("a", [Text("1")])])
+
+
+class FlexApp(App[None]):
+    CSS = "RowTable { width: 40; height: 6; }"
+
+    def compose(self) -> ComposeResult:
+        yield RowTable((("name", 8), ("state", 6)), flex="name", id="flex")
+
+
+async def test_the_flex_column_takes_the_width_the_others_leave_and_never_less_than_its_own() -> None:
+    app = FlexApp()
+    async with app.run_test(size=(60, 20)) as pilot:
+        table = app.query_one(RowTable)
+        table.set_rows([("a", [Text("a long task name that goes on"), Text("ended")])])
+        await settled(pilot)
+        width = table.scrollable_content_region.width
+        assert table.widths == (width - 6 - 2 - 1, 6)  # a space before, a gap after each column
+        assert drawn(table).splitlines()[1].split() == "a long task name that goes on ended".split()
+        table.styles.width = 12  # narrower than the columns: the flex column keeps its own width
+        await settled(pilot)
+        assert table.widths == (8, 6) and table.virtual_size.width == 8 + 6 + 2 + 1
+    with pytest.raises(ValueError, match="no column"):
+        RowTable((("name", 8),), flex="nope")

@@ -24,8 +24,17 @@ SnapCompare = Callable[..., bool]
 def snap_scene(snap_compare: SnapCompare, name: str, **kwargs: Any) -> bool:
     scene = SCENES[name]
     # A generous deadline for the recording to settle: a loaded machine converts screenshots slowly.
+    # The scene's keys are pressed here and the screen settles again after them (a key that selects
+    # another request starts a new frame and a new reading of the screen), as scenes.save does.
     ready = partial(settle, timeout=45.0)
-    return snap_compare(scene.app(**kwargs), press=scene.press, terminal_size=SIZE, run_before=ready)
+
+    async def run_before(pilot: Any) -> None:
+        await ready(pilot)
+        if scene.press:
+            await pilot.press(*scene.press)
+            await ready(pilot)
+
+    return snap_compare(scene.app(**kwargs), terminal_size=SIZE, run_before=run_before)
 
 
 def test_awaiting_a_decision_on_typed_text(snap_compare: SnapCompare) -> None:
@@ -53,3 +62,10 @@ def test_replay_of_a_refused_step(snap_compare: SnapCompare) -> None:
     """Replay of a real run's directory: the chain banner, the refused chord's step (verdict, rule, what the
     model heard), its turn's batch with the step marked, the audit tail up to it."""
     assert snap_scene(snap_compare, "replay")
+
+
+def test_fleet_queue_and_decision_view(snap_compare: SnapCompare) -> None:
+    """The fleet TUI over four real sim runs, three at a time: the queue in risk order (safety check,
+    transmission, other) with the rule behind each place, the typed text's request selected in the decision
+    view with its framed field, the runs table (the fourth queued, under the table's cursor)."""
+    assert snap_scene(snap_compare, "fleet")
