@@ -301,18 +301,27 @@ async def _settle_fleet(pilot: Pilot[Any], timeout: float) -> None:
 
     app = pilot.app
     assert isinstance(app, FleetApp)
-    deadline = time.monotonic() + timeout
-    stable = 0
-    while stable < 3:
-        if time.monotonic() > deadline:
-            raise TimeoutError("the fleet did not settle on screen")
-        await pilot.pause(0.02)
+
+    def ready() -> bool:
         feed = app.feed
         queued = len(app.items) == 3 and app.selected is not None
         shown = feed is not None and feed._serial > 0 and feed._shown == feed._serial
         drawn = app.query_one(DesktopView).rendered is not None
         read = feed is not None and feed.sha is not None and app.reading.result(feed.sha) != (None, "")
-        stable = stable + 1 if queued and shown and drawn and read and not app.reading.busy else 0
+        return queued and shown and drawn and read and not app.reading.busy
+
+    await _steady(pilot, ready, timeout, "the fleet")
+
+
+async def _steady(pilot: Pilot[Any], ready: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll until ``ready`` holds three times running (within ``timeout`` s), then let animations end."""
+    deadline = time.monotonic() + timeout
+    stable = 0
+    while stable < 3:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} did not settle on screen")
+        await pilot.pause(0.02)
+        stable = stable + 1 if ready() else 0
     await pilot.wait_for_scheduled_animations()
     await pilot.pause()
 
@@ -381,20 +390,16 @@ async def settle(pilot: Pilot[Any], timeout: float = 10.0) -> None:
     source = app.source
     assert isinstance(source, RecordedRun)
     last_seq = source.events[-1].seq if source.events else -1
-    deadline = time.monotonic() + timeout
-    stable = 0
-    while stable < 3:
-        if time.monotonic() > deadline:
-            raise TimeoutError("the recorded run did not settle on screen")
-        await pilot.pause(0.02)
+
+    def ready() -> bool:
         shown = app._serial > 0 and app._shown == app._serial and app.query_one(DesktopView).rendered is not None
         applied = app.view.seq == last_seq
         decided = app.view.pending is None or (app.pending is not None and app.query_one(DecisionPanel).display)
         ended = not source.ends or not app.running
         read = not app.reading.busy  # the screen's OCR (the panel's "goes to" line) has arrived
-        stable = stable + 1 if shown and applied and decided and ended and read else 0
-    await pilot.wait_for_scheduled_animations()
-    await pilot.pause()
+        return shown and applied and decided and ended and read
+
+    await _steady(pilot, ready, timeout, "the recorded run")
 
 
 def save(scene: Scene, folder: Path, **kwargs: Any) -> Path:

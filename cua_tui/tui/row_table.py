@@ -72,8 +72,8 @@ class RowTable(ScrollView, can_focus=True):
         Binding("enter", "select", "choose", show=False),
     ]
 
-    class Highlighted(Message):
-        """The cursor is on another row (``key`` at ``index``) than before."""
+    class RowMessage(Message):
+        """About the row ``key`` at ``index`` of ``table``."""
 
         def __init__(self, table: RowTable, index: int, key: str) -> None:
             super().__init__()
@@ -83,16 +83,11 @@ class RowTable(ScrollView, can_focus=True):
         def control(self) -> RowTable:
             return self.table
 
-    class Selected(Message):
-        """The row ``key`` at ``index`` was chosen (Enter, a second click, a double click)."""
+    class Highlighted(RowMessage):
+        """The cursor is on another row than before."""
 
-        def __init__(self, table: RowTable, index: int, key: str) -> None:
-            super().__init__()
-            self.table, self.index, self.key = table, index, key
-
-        @property
-        def control(self) -> RowTable:
-            return self.table
+    class Selected(RowMessage):
+        """The row was chosen (Enter, a second click, a double click)."""
 
     def __init__(self, columns: Sequence[tuple[str, int]], *, flex: str | None = None, id: str | None = None) -> None:
         super().__init__(id=id)
