@@ -256,7 +256,8 @@ def _summary(fleet: Any) -> int:
 
     rows = fleet.rows()
     width = max(len(r.task) for r in rows)
-    click.echo(f"fleet {fleet.fleet_id}: {len(rows)} runs · manifest {fleet.manifest_path}", err=True)
+    runs = f"{len(rows)} run{'s' if len(rows) != 1 else ''}"
+    click.echo(f"fleet {fleet.fleet_id}: {runs} · manifest {fleet.manifest_path}", err=True)
     for row in rows:
         verified = {True: "intact", False: "NOT INTACT", None: "-"}[row.intact]
         where = row.path or "(no run directory)"

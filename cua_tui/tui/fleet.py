@@ -526,6 +526,7 @@ class FleetApp(App[None]):
                 yield TextLines(id="queue-why")
                 yield self.runs_table
                 yield TextLines(id="run-detail")
+                yield TextLines(wrap=True, id="run-why")
             with Vertical(id="fleet-decision"):
                 yield DecisionPanel(id="decision")
                 yield DesktopView(graphics=self.graphics, id="desktop")
@@ -553,6 +554,8 @@ class FleetApp(App[None]):
         with self._inbox_lock:
             self._dirty_tasks.update(self.fleet_rows)
             self._queue_dirty = True
+            if self.fleet.done:  # it ended before this App listened (every task failed to build, say)
+                self.finished = True
         self._take_changes()
         queue.focus()
         self.set_interval(1.0, self._tick)
@@ -613,6 +616,8 @@ class FleetApp(App[None]):
         if queue_dirty:
             self._update_queue()
         self._update_header()
+        if self.finished and self.selected is None:
+            self._show_selected(force=True)  # "Every run ended."
         self.bindings_may_have_changed()
         if self.finished and self.leaving:
             self.exit()
@@ -731,7 +736,8 @@ class FleetApp(App[None]):
                 ended[row.status] = ended.get(row.status, 0) + 1
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(" FLEET ", style="bold reverse")
-        text.append(f" {visible(self.fleet.fleet_id, limit=60)} · {len(self.fleet_rows)} runs: ")
+        runs = len(self.fleet_rows)
+        text.append(f" {visible(self.fleet.fleet_id, limit=60)} · {runs} run{'s' if runs != 1 else ''}: ")
         text.append(
             ", ".join(f"{counts.get(s, 0)} {s}" for s in (RunState.QUEUED, RunState.RUNNING, RunState.WAITING))
             + f", {counts.get(RunState.ENDED, 0)} ended"
@@ -748,17 +754,17 @@ class FleetApp(App[None]):
     def _show_run_detail(self) -> None:
         task = self._runs_cursor_task()
         row = self.fleet_rows.get(task) if task else None
-        text = Text(no_wrap=True, overflow="ellipsis")
+        text, why = Text(no_wrap=True, overflow="ellipsis"), Text()
         if row is not None:
             text.append(visible(row.task, limit=64), style="bold")
             if row.run_id:
                 text.append(f" · run {visible(row.run_id)} · {visible(row.path, limit=120)}")
             if row.phase and not row.ended:
                 text.append(f" · {visible(row.phase, limit=40)}")
-            if row.reason:
-                text.append(" · ")
-                text.append(visible(row.reason, limit=300), style="bold")
+            if row.reason:  # why it ended, in full (two lines, wrapped)
+                why.append(visible(row.reason, limit=300), style="bold")
         self._set("#run-detail", text)
+        self._set("#run-why", why)
 
     def _set(self, selector: str, text: Text) -> None:
         """A header or detail line's text (repainted only where it changed)."""
@@ -808,7 +814,9 @@ class FleetApp(App[None]):
             panel.show_request(None)
             self._set("#queue-why", Text("No request waits." if not self.finished else "Every run ended.", style="dim"))
             self.feed.show(None, None, None)
-            blank(self.query_one(DesktopView), "no request selected")
+            desktop = self.query_one(DesktopView)
+            desktop.border_title = "Desktop"
+            blank(desktop, "no request selected")
             self.bindings_may_have_changed()
             return
         pending = item.ticket in self.pending_tickets

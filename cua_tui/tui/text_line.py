@@ -17,7 +17,8 @@ from textual.widget import Widget
 
 
 class TextLines(Widget):
-    """Shows ``text`` (``\\n`` starts a line), each line cut to the width."""
+    """Shows ``text`` (``\\n`` starts a line), each line cut to the width (or wrapped, with ``wrap``); lines
+    past the widget's height are not shown."""
 
     DEFAULT_CSS = """
     TextLines {
@@ -25,8 +26,9 @@ class TextLines(Widget):
     }
     """
 
-    def __init__(self, text: Text | None = None, *, id: str | None = None) -> None:
+    def __init__(self, text: Text | None = None, *, wrap: bool = False, id: str | None = None) -> None:
         super().__init__(id=id)
+        self.wrap = wrap  # each line wrapped at the width (words; a longer word folded) instead of cut
         self._text = text or Text()
         self._lines: list[Strip] | None = None  # rendered for _width
         self._width = -1
@@ -58,11 +60,13 @@ class TextLines(Widget):
     def _render(self, width: int) -> list[Strip]:
         console = self.app.console
         strips = []
-        for line in self._text.split("\n", allow_blank=True):
-            line.no_wrap = True
-            line.end = ""
-            line.truncate(width, overflow="ellipsis")
-            strips.append(Strip(list(line.render(console))))
+        for paragraph in self._text.split("\n", allow_blank=True):
+            lines = paragraph.wrap(console, max(width, 1), overflow="fold") if self.wrap else [paragraph]
+            for line in lines:
+                line.no_wrap = True
+                line.end = ""
+                line.truncate(width, overflow="ellipsis")
+                strips.append(Strip(list(line.render(console))))
         return strips
 
     def render_line(self, y: int) -> Strip:

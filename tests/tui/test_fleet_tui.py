@@ -25,6 +25,7 @@ from cua_tui.tui.audit_pane import AuditPane
 from cua_tui.tui.batch import BatchPane
 from cua_tui.tui.decision import DecisionPanel
 from cua_tui.tui.decisions import RejectReason
+from cua_tui.tui.desktop_view import DesktopView
 from cua_tui.tui.fleet import FleetApp, KillAllScreen, RunScreen, run_info
 from cua_tui.tui.goal import GoalBar
 from cua_tui.tui.row_table import RowTable
@@ -176,6 +177,8 @@ async def test_y_n_and_a_answer_the_selected_request_only(tmp_path: Path, settin
         await until(pilot, lambda: fleet.row("approve").ended, "the approved run's typing to go on")
         # each run's next request (the Verify click asks nothing; the form is filled) - then every run ends
         await until_done(pilot, app, fleet)
+        await until(pilot, lambda: app.query_one("#queue-why", TextLines).plain == "Every run ended.", "the end said")
+        assert app.query_one(DesktopView).border_title == "Desktop"  # no run's title left on an empty pane
     rows = {r.task: r for r in fleet.rows()}
     assert human_decisions(rows["reject"].path) == [("reject", "wrong field")]
     assert human_decisions(rows["approve"].path) == [("approve", "")]
@@ -290,7 +293,7 @@ async def test_a_crashing_run_is_shown_as_error_while_the_others_go_on(tmp_path:
         await until_queued(pilot, app, 2)
         runs = app.query_one("#runs", RowTable)
         runs.move_cursor(row=1)
-        await until(pilot, lambda: "the adapter broke" in app.query_one("#run-detail", TextLines).plain, "why")
+        await until(pilot, lambda: "the adapter broke" in app.query_one("#run-why", TextLines).plain, "why")
         assert {i.task for i in app.items} == {"ok", "ok-2"}  # the others wait for their decision
         await approve_all(pilot, app)
         await until_done(pilot, app, fleet)
@@ -393,3 +396,22 @@ async def test_a_click_on_a_run_or_a_double_click_on_a_request_opens_the_live_vi
         await pilot.press("escape")
         await approve_all(pilot, app)
         await until_done(pilot, app, fleet)
+
+
+async def test_a_fleet_that_ended_before_the_tui_listened_says_so_and_q_quits(
+    tmp_path: Path, settings: Settings
+) -> None:
+    """run_fleet_tui starts the fleet before the App subscribes: a fleet whose every task failed to build
+    has ended by then, and the TUI must still know (the reason in full, q leaves at once)."""
+    fleet = fleet_of(tmp_path, {"unbuildable": opts(settings, lab="form")})  # a lab needs the local desktop
+    fleet.start()
+    assert fleet.wait(15)
+    app = App(fleet)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.finished, "the TUI to know the fleet ended")
+        header = app.query_one("#fleet-header", TextLines).plain
+        assert "1 run: " in header and "every run ended: q quits" in header
+        assert "need the local desktop" in app.query_one("#run-why", TextLines).plain
+        assert app.query_one("#queue-why", TextLines).plain == "Every run ended."
+        await pilot.press("q")
+        await until(pilot, lambda: not app.is_running, "q to quit at once")

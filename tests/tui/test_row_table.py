@@ -221,9 +221,24 @@ async def test_the_flex_column_takes_the_width_the_others_leave_and_never_less_t
         await settled(pilot)
         width = table.scrollable_content_region.width
         assert table.widths == (width - 6 - 2 - 1, 6)  # a space before, a gap after each column
-        assert drawn(table).splitlines()[1].split() == "a long task name that goes on ended".split()
+        assert " ".join(drawn(table).splitlines()[1].split()) == "a long task name that goes on ended"
         table.styles.width = 12  # narrower than the columns: the flex column keeps its own width
         await settled(pilot)
         assert table.widths == (8, 6) and table.virtual_size.width == 8 + 6 + 2 + 1
     with pytest.raises(ValueError, match="no column"):
         RowTable((("name", 8),), flex="nope")
+
+
+async def test_wrapped_text_lines_fold_long_words_and_show_what_fits() -> None:
+    app = TableApp()
+    async with app.run_test(size=(60, 20)) as pilot:
+        lines = app.query_one(CountingLines)
+        lines.wrap = True
+        lines.update(
+            Text("could not build the run: the openai agent needs an API key: set OPENAI_API_KEY or " + "x" * 90)
+        )
+        await settled(pilot)
+        shown = [line.rstrip() for line in drawn(lines).splitlines()]
+        assert shown[0] == "could not build the run: the openai"  # words kept whole, 40 cells
+        assert shown[1].startswith("agent needs an API key: set")
+        assert len(shown) == 3 and all(len(line) <= 40 for line in shown)
