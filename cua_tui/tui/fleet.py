@@ -596,6 +596,8 @@ class FleetApp(App[None]):
             self._take_changes()
 
     def _take_changes(self) -> None:
+        if not self.runs_table.is_attached:
+            return  # the App is closing (a timer fired as its widgets went): nothing left to show
         started = time.thread_time()
         self._last_refresh = time.monotonic()
         with self._inbox_lock:
@@ -660,6 +662,8 @@ class FleetApp(App[None]):
 
     def _tick(self) -> None:
         """Each second: the waiting times."""
+        if not self.runs_table.is_attached:
+            return
         now = self.fleet.now()
         runs = self.runs_table
         for row in self.fleet_rows.values():
