@@ -138,7 +138,9 @@ case "$job" in
     ensure_env
     ensure_docker
     set +e
-    .venv/bin/python -m pytest "$@"
+    # Two workers (pytest-xdist): the desktop, terminal, container and benchmark tests in one group on one of
+    # them, one at a time (tests/conftest.py), the rest shared out.
+    .venv/bin/python -m pytest -n 2 --dist loadgroup "$@"
     rc=$?
     set -e
     # pytest's 5 means "no tests collected": that is a failure of the suite, never a pass.

@@ -90,3 +90,18 @@ def run_script(tmp_path: Path) -> Callable[..., Run]:
 @pytest.fixture
 def screen() -> Size:
     return Size(1024, 720)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Two workers (pytest-xdist, ``-n 2 --dist loadgroup`` in scripts/setup.sh): the tests that drive real
+# desktops, terminals, containers or the benchmarks run one at a time on one worker (they measure or wait on
+# screens, and eight Chromiums at once already fill this machine); everything else is shared out.
+# ---------------------------------------------------------------------------------------------------
+SERIAL = "desktops"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = Path(str(item.path))
+        if "e2e" in path.parts or path.name.startswith("test_bench") or item.get_closest_marker("e2e"):
+            item.add_marker(pytest.mark.xdist_group(SERIAL))

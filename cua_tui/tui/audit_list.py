@@ -25,6 +25,7 @@ from textual.strip import Strip
 from ..core import events as ev
 from ..core.describe import audit_line
 from ..core.text import visible
+from .scrolling import set_virtual_size
 
 MAX_ENTRIES = 2000  # events kept and shown (the audit log on disk keeps them all)
 LINE_LIMIT = 300  # characters of one line
@@ -199,7 +200,7 @@ class AuditList(ScrollView, can_focus=True):
         self.scroll_end(animate=False, immediate=False, x_axis=False)
 
     def _resize(self) -> None:
-        self.virtual_size = Size(self._widest, len(self.shown))
+        set_virtual_size(self, Size(self._widest, len(self.shown)))  # no new layout of the screen per event
         self.refresh()
 
     # ------------------------------------------------------------------------------------------------

@@ -73,7 +73,7 @@ from .row_table import RowTable
 from .run_view import RunView
 from .screen_text import ScreenReading, ScreenTextRead, ScreenTextScreen, screen_text_arrived
 from .status import RunInfo, StatusBar
-from .text_line import TextLines
+from .text_lines import TextLines
 from .themes import install_themes, project_themes_dir
 
 if TYPE_CHECKING:

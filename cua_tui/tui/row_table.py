@@ -29,6 +29,8 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from .scrolling import set_virtual_size
+
 Cells = tuple[Text, ...]
 GAP = 1  # blank cells between two columns
 PAGE = 10  # rows page up / page down move
@@ -216,16 +218,7 @@ class RowTable(ScrollView, can_focus=True):
         return tuple(cells)
 
     def _resize(self) -> None:
-        """The scrollable size follows the rows, without a new layout of the screen (``virtual_size`` is a
-        layout reactive: set as one, each row added or removed would lay out and repaint the whole screen).
-        The scroll bars follow; showing or hiding one still lays out, as it must."""
-        size = Size(self._width, len(self._keys) + 1)
-        if size == self.virtual_size:
-            return
-        self.set_reactive(RowTable.virtual_size, size)
-        self._scroll_update(size)
-        if self.scroll_offset.y > self.max_scroll_y:
-            self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
+        set_virtual_size(self, Size(self._width, len(self._keys) + 1))
 
     def _refresh_row(self, index: int) -> None:
         """Repaint the one line of row ``index`` if it is in view."""

@@ -31,7 +31,7 @@ from cua_tui.tui.goal import GoalBar
 from cua_tui.tui.row_table import RowTable
 from cua_tui.tui.run_view import RunView
 from cua_tui.tui.status import StatusBar
-from cua_tui.tui.text_line import TextLines
+from cua_tui.tui.text_lines import TextLines
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -17,7 +17,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from cua_tui.tui.row_table import RowTable
-from cua_tui.tui.text_line import TextLines
+from cua_tui.tui.text_lines import TextLines
 
 COLUMNS = (("name", 8), ("state", 6))
 
