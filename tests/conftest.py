@@ -93,15 +93,13 @@ def screen() -> Size:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Two workers (pytest-xdist, ``-n 2 --dist loadgroup`` in scripts/setup.sh): the tests that drive real
-# desktops, terminals, containers or the benchmarks run one at a time on one worker (they measure or wait on
-# screens, and eight Chromiums at once already fill this machine); everything else is shared out.
+# The suite in two parts (scripts/setup.sh test): first every test but these on two workers (pytest-xdist),
+# then these alone, one at a time: the tests that drive real desktops, terminals, containers and the
+# benchmarks (they measure or wait on screens painted by Chromium, which a busy machine paints late).
 # ---------------------------------------------------------------------------------------------------
-SERIAL = "desktops"
-
-
+@pytest.hookimpl(tryfirst=True)  # before the mark plugin selects by ``-m``
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         path = Path(str(item.path))
         if "e2e" in path.parts or path.name.startswith("test_bench") or item.get_closest_marker("e2e"):
-            item.add_marker(pytest.mark.xdist_group(SERIAL))
+            item.add_marker(pytest.mark.desktops)

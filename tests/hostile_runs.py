@@ -31,6 +31,7 @@ import stat
 import struct
 import subprocess
 import sys
+import tempfile
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -159,9 +160,15 @@ def fifo(path: Path) -> Path:
 
 
 def unix_socket(path: Path) -> Path:
-    sock = socket.socket(socket.AF_UNIX)
-    sock.bind(str(path))
-    sock.close()
+    """A socket file at ``path``: bound in a short folder (a socket's path is limited to 107 bytes, and a
+    test's temporary folder under pytest-xdist is deep), then moved into place."""
+    with tempfile.TemporaryDirectory(prefix="cua-sock-", dir="/tmp") as short:
+        sock = socket.socket(socket.AF_UNIX)
+        try:
+            sock.bind(os.path.join(short, "s"))
+        finally:
+            sock.close()
+        os.rename(os.path.join(short, "s"), path)
     return path
 
 
