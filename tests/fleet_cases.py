@@ -5,21 +5,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from cua_tui.bench import fleet as bench_fleet
 from cua_tui.build import HANDSHAKE, RunOptions
 from cua_tui.config import Settings
 
-FORM = {
-    "turns": [
-        {
-            "actions": [
-                {"type": "click", "x": 250, "y": 182},
-                {"type": "type", "text": "cua-tui verified"},
-                {"type": "click", "x": 550, "y": 182},
-            ]
-        }
-    ],
-    "final_text": "done",
-}
+# The sim form script the fleet benchmark runs (click the field, type, click Verify): one copy of it.
+FORM = bench_fleet.FORM
 SAFETY = {
     "turns": [
         {
