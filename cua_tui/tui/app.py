@@ -37,7 +37,7 @@ from .desktop_view import DesktopView
 from .frames import Target
 from .goal import GoalBar
 from .help import HelpScreen
-from .messages import FrameRefused, FrameRendered, RunEvent, RunFinished
+from .messages import FrameRefused, FrameRendered, RunEvent, RunFinished, while_open
 from .panes import follow_event
 from .run_view import RunView
 from .screen_text import (
@@ -191,6 +191,7 @@ class SupervisorApp(HistoryActions, App[Any]):
             return None
         return request
 
+    @while_open
     def on_run_event(self, message: RunEvent) -> None:
         stamped = message.stamped
         event = stamped.event
@@ -214,6 +215,7 @@ class SupervisorApp(HistoryActions, App[Any]):
         if self.pending is not was_pending:
             self._show_pending()
 
+    @while_open
     def on_run_finished(self, message: RunFinished) -> None:
         self.running = False
         self.final_status = message.status
@@ -285,6 +287,7 @@ class SupervisorApp(HistoryActions, App[Any]):
         # judged from its header (a bomb is never decoded): a refusal is said, not crashed on
         self.post_message(convert_frame(png, width, height, target, zoom, serial, strips, sixel))
 
+    @while_open
     def on_frame_rendered(self, message: FrameRendered) -> None:
         if message.serial < self._shown:
             return
@@ -292,6 +295,7 @@ class SupervisorApp(HistoryActions, App[Any]):
         self._refused = None
         self.query_one(DesktopView).show(message.rendered)
 
+    @while_open
     def on_frame_refused(self, message: FrameRefused) -> None:
         if message.serial < self._shown:
             return
@@ -421,6 +425,7 @@ class SupervisorApp(HistoryActions, App[Any]):
         if shown is not None:
             self.reading.request(shown)
 
+    @while_open
     def on_screen_text_read(self, message: ScreenTextRead) -> None:
         screen_text_arrived(self, self.reading, message)
         if message.digest == self._sha and self._field() is not None and self.pending is not None:

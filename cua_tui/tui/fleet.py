@@ -67,7 +67,7 @@ from .desktop_view import DesktopView
 from .frames import Target
 from .goal import GoalBar
 from .help import HelpScreen
-from .messages import FrameRefused, FrameRendered, RunEvent
+from .messages import FrameRefused, FrameRendered, RunEvent, while_open
 from .panes import fill_from_view, follow_event
 from .row_table import RowTable
 from .run_view import RunView
@@ -586,6 +586,7 @@ class FleetApp(App[None]):
             self._woken = True
         self.post_message(FleetChanged())
 
+    @while_open
     def on_fleet_changed(self, message: FleetChanged) -> None:
         # Under load, the changes of a few tens of milliseconds make one refresh, well within the queue's
         # 100 ms; each redraws only the table rows whose cells changed (row_table.py).
@@ -888,10 +889,12 @@ class FleetApp(App[None]):
     # ------------------------------------------------------------------------------------------------
     # Frames and the screen's text
     # ------------------------------------------------------------------------------------------------
+    @while_open
     def on_frame_rendered(self, message: FrameRendered) -> None:
         if self.feed is not None:
             self.feed.rendered(message)
 
+    @while_open
     def on_frame_refused(self, message: FrameRefused) -> None:
         if self.feed is not None and (reason := self.feed.refused(message)) is not None:
             self.notify(f"screenshot not shown: {reason}", title="desktop", severity="warning", markup=False)
@@ -900,6 +903,7 @@ class FleetApp(App[None]):
         if self.feed is not None:
             self.feed.render()
 
+    @while_open
     def on_screen_text_read(self, message: ScreenTextRead) -> None:
         screen_text_arrived(self, self.reading, message)
         for screen in self.screen_stack:

@@ -2,10 +2,36 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Any, Protocol
+
 from textual.message import Message
+from textual.screen import Screen
 
 from ..core import events as ev
 from .frames import Rendered
+
+
+class _HasScreens(Protocol):
+    @property
+    def screen_stack(self) -> list[Screen[Any]]: ...
+
+
+def while_open[A: _HasScreens, M: Message](handler: Callable[[A, M], None]) -> Callable[[A, M], None]:
+    """An App's handler of a message a worker posts, run only while the App has its screens.
+
+    A worker's message can be queued as the App shuts down: Textual takes the screens away first and handles
+    the messages already queued after, when ``App.screen`` raises ScreenStackError and a query finds nothing.
+    Such a message has nothing left to show and is dropped (the run's record is the audit log's, not the UI's).
+    """
+
+    @functools.wraps(handler)
+    def handle(app: A, message: M) -> None:
+        if app.screen_stack:
+            handler(app, message)
+
+    return handle
 
 
 class RunEvent(Message):

@@ -42,7 +42,7 @@ from .desktop_view import DesktopView
 from .frames import Rendered, Target, prepare
 from .goal import GoalBar
 from .help import HelpScreen
-from .messages import FrameRendered
+from .messages import FrameRendered, while_open
 from .run_view import RunView
 from .screen_text import (
     ScreenReading,
@@ -461,6 +461,7 @@ class ReplayApp(App[None]):
         view.rendered = None
         view.refresh()
 
+    @while_open
     def on_frame_rendered(self, message: FrameRendered) -> None:
         if message.serial < self._shown:
             return
@@ -540,6 +541,7 @@ class ReplayApp(App[None]):
             self.reading.request(shown)
             self.push_screen(ScreenTextScreen(shown, self.reading))
 
+    @while_open
     def on_screen_text_read(self, message: ScreenTextRead) -> None:
         screen_text_arrived(self, self.reading, message)
 

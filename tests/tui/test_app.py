@@ -596,3 +596,35 @@ async def test_a_second_q_within_seconds_leaves_and_kills_the_run() -> None:
         await pilot.press("q")
         await until(pilot, lambda: not app.is_running, "the app to exit")
     assert source.killed  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("scene", ["awaiting-decision", "replay", "fleet"])
+async def test_a_workers_message_queued_as_the_app_closes_is_dropped(scene: str) -> None:
+    """A worker's message (a frame, the screen's text, a run event) can be queued as the App shuts down:
+    Textual takes the screens away first and handles what is queued after. The App drops it; it raised
+    ScreenStackError (a late OCR result did, once, in CI) and the run's caller saw a crash."""
+    from cua_tui.tui.fleet import FleetChanged
+    from cua_tui.tui.messages import FrameRefused, RunEvent, RunFinished
+    from cua_tui.tui.screen_text import ScreenTextRead
+
+    app = SCENES[scene].app()
+    close_all = app._close_all  # Textual's own step that removes the screens
+    posted: list[bool] = []
+
+    async def close_then_post() -> None:
+        await close_all()
+        assert app.screen_stack == []
+        for message in (
+            ScreenTextRead("0" * 64, None, "read late"),
+            FrameRendered(prepare(SimDesktop().screenshot().png, 40, 12), 10**6),
+            FrameRefused("refused late", 10**6 + 1),
+            RunEvent(ev.Stamped(10**6, "0" * 64, ev.RunEnded("passed", "late", 1, 1, 1))),
+            RunFinished("passed", "late"),
+            FleetChanged(),
+        ):
+            posted.append(app.post_message(message))
+
+    app._close_all = close_then_post  # type: ignore[method-assign]
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+    assert posted and all(posted)  # queued behind the closing (not refused at the door), then dropped
