@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Concatenate, Protocol
 
 from textual.message import Message
 from textual.screen import Screen
@@ -18,18 +18,19 @@ class _HasScreens(Protocol):
     def screen_stack(self) -> list[Screen[Any]]: ...
 
 
-def while_open[A: _HasScreens, M: Message](handler: Callable[[A, M], None]) -> Callable[[A, M], None]:
-    """An App's handler of a message a worker posts, run only while the App has its screens.
+def while_open[A: _HasScreens, **P](handler: Callable[Concatenate[A, P], None]) -> Callable[Concatenate[A, P], None]:
+    """An App's handler of a message a worker posts (or of its own timer), run only while the App has screens.
 
-    A worker's message can be queued as the App shuts down: Textual takes the screens away first and handles
-    the messages already queued after, when ``App.screen`` raises ScreenStackError and a query finds nothing.
-    Such a message has nothing left to show and is dropped (the run's record is the audit log's, not the UI's).
+    A worker's message can be queued as the App shuts down, and a timer can fire then: Textual takes the
+    screens away first and handles what is queued (and stops the App's timers) after, when ``App.screen``
+    raises ScreenStackError and a query finds nothing. There is nothing left to show: the call is dropped
+    (the run's record is the audit log's, not the UI's).
     """
 
     @functools.wraps(handler)
-    def handle(app: A, message: M) -> None:
+    def handle(app: A, /, *args: P.args, **kwargs: P.kwargs) -> None:
         if app.screen_stack:
-            handler(app, message)
+            handler(app, *args, **kwargs)
 
     return handle
 

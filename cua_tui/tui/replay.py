@@ -243,6 +243,7 @@ class ReplayApp(App[None]):
             self._fold_to(len(self._snapshots) * SNAPSHOT_EVERY)
             self._snapshots.append(copy.deepcopy(self._folded))
 
+    @while_open
     def _poll(self) -> None:
         if self.ended_seen and not self.sealed_seen and self.reader.result():
             # The seal (result.json) is written after the last event: verify once more when it is there.

@@ -600,9 +600,9 @@ async def test_a_second_q_within_seconds_leaves_and_kills_the_run() -> None:
 
 @pytest.mark.parametrize("scene", ["awaiting-decision", "replay", "fleet"])
 async def test_a_workers_message_queued_as_the_app_closes_is_dropped(scene: str) -> None:
-    """A worker's message (a frame, the screen's text, a run event) can be queued as the App shuts down:
-    Textual takes the screens away first and handles what is queued after. The App drops it; it raised
-    ScreenStackError (a late OCR result did, once, in CI) and the run's caller saw a crash."""
+    """A worker's message (a frame, the screen's text, a run event) can be queued as the App shuts down,
+    and a timer can fire then: Textual takes the screens away first and handles what is queued after. The App
+    drops it; it raised ScreenStackError (a late OCR result did, once, in CI) and the caller saw a crash."""
     from cua_tui.tui.fleet import FleetChanged
     from cua_tui.tui.messages import FrameRefused, RunEvent, RunFinished
     from cua_tui.tui.screen_text import ScreenTextRead
@@ -623,6 +623,8 @@ async def test_a_workers_message_queued_as_the_app_closes_is_dropped(scene: str)
             FleetChanged(),
         ):
             posted.append(app.post_message(message))
+        for timer in ("_poll", "_tick", "_take_changes", "_runs_due"):  # the Apps' timers, firing then
+            getattr(app, timer, lambda: None)()
 
     app._close_all = close_then_post  # type: ignore[method-assign]
     async with app.run_test(size=SIZE) as pilot:
