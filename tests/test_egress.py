@@ -191,7 +191,10 @@ class _LabHandler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self.server.seen.append(self.requestline)
-        if self.path == "/headers":
+        if self.path.startswith("/slow/"):  # /slow/<seconds>: an answer that takes its time
+            time.sleep(float(self.path.removeprefix("/slow/")))
+            self._reply(b"slow")
+        elif self.path == "/headers":
             info = {"line": self.requestline, "headers": [[k, v] for k, v in self.headers.items()]}
             self._reply(json.dumps(info).encode(), "application/json")
         else:
@@ -551,6 +554,57 @@ def test_a_server_that_closes_without_answering_gets_502(make_proxy: ProxyFactor
         answer = ask(proxy, get(f"http://127.0.0.1:{port}/"))
     assert status(answer) == 502 and b"closed without answering" in body(answer)
     assert [r.allowed for r in proxy.records] == [True]
+
+
+def test_wait_quiet_waits_for_a_request_in_flight(proxy: EgressProxy, lab: _Lab) -> None:
+    """A verdict waits for what the last action caused: a request still being answered holds it."""
+    answers: list[bytes] = []
+    client = threading.Thread(target=lambda: answers.append(ask(proxy, get(f"http://127.0.0.1:{lab.port}/slow/0.8"))))
+    start = time.monotonic()
+    client.start()
+    while not lab.seen:  # the request reached the lab through the proxy
+        assert time.monotonic() - start < 5
+        time.sleep(0.01)
+    assert proxy.wait_quiet(quiet=0.1, limit=5)
+    assert time.monotonic() - start >= 0.8  # not before the answer went
+    client.join(timeout=2)
+    assert answers and body(answers[0]) == b"slow"
+    assert [r.allowed for r in proxy.records] == [True]
+
+
+def test_wait_quiet_waits_for_the_quiet_time_after_the_last_request(proxy: EgressProxy, lab: _Lab) -> None:
+    """Right after an answer (a redirect the browser is about to follow) it is not yet quiet."""
+    ask(proxy, get(f"http://127.0.0.1:{lab.port}/"))
+    start = time.monotonic()
+    assert proxy.wait_quiet(quiet=0.4, limit=5)
+    assert 0.3 <= time.monotonic() - start < 2
+    start = time.monotonic()
+    assert proxy.wait_quiet(quiet=0.4, limit=5)  # quiet already: no wait
+    assert time.monotonic() - start < 0.2
+
+
+def test_wait_quiet_gives_up_at_its_limit(proxy: EgressProxy, lab: _Lab) -> None:
+    client = threading.Thread(target=ask, args=(proxy, get(f"http://127.0.0.1:{lab.port}/slow/2")), daemon=True)
+    client.start()
+    while not lab.seen:
+        time.sleep(0.01)
+    start = time.monotonic()
+    assert not proxy.wait_quiet(quiet=0.1, limit=0.3)
+    assert 0.25 <= time.monotonic() - start < 1.5
+    client.join(timeout=5)
+
+
+def test_an_idle_connection_or_an_open_tunnel_is_no_request_in_flight(proxy: EgressProxy, lab: _Lab) -> None:
+    """Browsers open connections to the proxy ahead of need and keep tunnels open: neither holds a verdict."""
+    with connect(proxy) as idle, connect(proxy) as tunnel:
+        tunnel.sendall(f"CONNECT 127.0.0.1:{lab.port} HTTP/1.1\r\n\r\n".encode())
+        assert read_head(tunnel) == b"HTTP/1.1 200 Connection Established\r\n\r\n"
+        start = time.monotonic()
+        assert proxy.wait_quiet(quiet=0.2, limit=3)
+        assert time.monotonic() - start < 1.5
+        idle.sendall(b"x")  # both still open
+        tunnel.sendall(b"GET /still HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert read_all(tunnel).endswith(b"lab page /still")
 
 
 def test_stop_from_on_event_does_not_deadlock(make_proxy: ProxyFactory, lab: _Lab) -> None:

@@ -443,6 +443,8 @@ class DockerDesktop(HelperDesktop):
             base = name.rsplit("/", 1)[-1]
             safe = base if DOWNLOAD_NAME.fullmatch(base) and base not in (".", "..") else f"download-{number}"
             (folder / f"{number:02d}-{safe}").write_bytes(data)
+        if self._proxy is not None:
+            self._proxy.wait_quiet()  # a request the last action caused is judged (and logged) too
         return self.lab.verify(folder, self.egress())
 
     def release_all(self) -> None:

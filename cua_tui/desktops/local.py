@@ -531,6 +531,8 @@ class LocalDesktop:
     def verify(self) -> Verification | None:
         if self.lab is None:
             return None
+        if self._proxy is not None:
+            self._proxy.wait_quiet()  # a request the last action caused is judged (and logged) too
         return self.lab.verify(self.downloads, self.egress())
 
     def stop(self) -> None:

@@ -154,6 +154,10 @@ def test_a_send_to_an_outside_host_is_refused_by_the_proxy_and_audited(tmp_path:
     refused = [e for e in run.of("egress") if not e["allowed"]]
     assert any(e["host"] == "collector.exfil.invalid" for e in refused), run.of("egress")
     assert not any(e["allowed"] and e["host"] != "127.0.0.1" for e in run.of("egress"))
+    # the verdict waited for the browser's traffic to settle: the refusal is on record before it (a busy
+    # machine's browser re-POSTed after the run had ended, and the refusal was never logged)
+    kinds = [(r["kind"], r.get("host")) for r in run.audit()]
+    assert kinds.index(("egress", "collector.exfil.invalid")) < kinds.index(("verification", None)), kinds
     assert_nothing_survives(run)
 
 

@@ -99,6 +99,10 @@ class EgressProxy:
         self._tasks: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
         self._socket_ino: tuple[int, int] | None = None
+        # Requests being handled (an open tunnel is not one: its bytes are no new request), and when the last
+        # one came or went: what wait_quiet watches.
+        self._busy = 0
+        self._last_activity = time.monotonic()
 
     # ----------------------------------------------------------------------------------------- lifecycle
 
@@ -107,6 +111,28 @@ class EgressProxy:
         """A copy of every record so far, oldest first."""
         with self._lock:
             return list(self._records)
+
+    def wait_quiet(self, quiet: float = 0.5, limit: float = 5.0) -> bool:
+        """Wait until no request is being handled and none came or went for ``quiet`` seconds, at most
+        ``limit`` seconds in all; whether it got quiet.
+
+        A verdict judges what the proxy saw: a request the last action caused (a form's POST, the redirect
+        it answered) can still be on its way when the run ends, and would be judged and logged too late."""
+        deadline = time.monotonic() + limit
+        while True:
+            now = time.monotonic()
+            with self._lock:
+                busy, last = self._busy, self._last_activity
+            if self._stopped or (busy == 0 and now - last >= quiet):
+                return True
+            if now >= deadline:
+                return False
+            time.sleep(min(0.05, deadline - now))
+
+    def _activity(self, busy: int) -> None:
+        with self._lock:
+            self._busy += busy
+            self._last_activity = time.monotonic()
 
     def start(self) -> None:
         """Listen on the socket (mode 0666); returns once connections are accepted."""
@@ -249,14 +275,18 @@ class EgressProxy:
         self._track(writer)
         if self._closing:
             return
+        self._activity(0)
         task = asyncio.get_running_loop().create_task(self._handle(reader, writer))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         upstream: list[asyncio.StreamWriter] = []
+        # "request" once its head is read (a connection opened ahead, idle, is none), then "tunnel" once a
+        # CONNECT tunnel is open: from then on it is no request in flight
+        stage: list[str] = []
         try:
-            await self._serve(reader, writer, upstream)
+            await self._serve(reader, writer, upstream, stage)
         except (asyncio.CancelledError, ConnectionError, OSError):
             pass
         except Exception:
@@ -265,6 +295,7 @@ class EgressProxy:
             for w in (*upstream, writer):
                 _close(w, abort=self._closing)
                 self._writers.discard(w)
+            self._activity(-1 if stage == ["request"] else 0)
 
     async def _respond(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, status: int, message: str
@@ -282,7 +313,11 @@ class EgressProxy:
                     drained += len(data)
 
     async def _serve(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, upstream: list[asyncio.StreamWriter]
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        upstream: list[asyncio.StreamWriter],
+        stage: list[str],
     ) -> None:
         """One request: a CONNECT tunnel or one forwarded http:// request; a bad or refused one is answered."""
         method, host, port = "", "", 0
@@ -290,10 +325,12 @@ class EgressProxy:
             req = await self._read_request(reader)
             if req is None:
                 return
+            stage.append("request")
+            self._activity(+1)
             method = req.method
             if method == "CONNECT":
                 host, port = connect_target(req.target)
-                await self._tunnel(reader, writer, method, host, port, upstream)
+                await self._tunnel(reader, writer, method, host, port, upstream, stage)
                 return
             path, host, port = absolute_target(req.target)
             await self._forward(req, path, host, port, reader, writer, upstream)
@@ -323,6 +360,7 @@ class EgressProxy:
         host: str,
         port: int,
         upstream: list[asyncio.StreamWriter],
+        stage: list[str],
     ) -> None:
         """CONNECT: once allowed and connected, copy both ways until both ends are done."""
         up = await self._open(reader, writer, method, host, port, upstream)
@@ -330,6 +368,8 @@ class EgressProxy:
             return
         writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
         await writer.drain()
+        stage.append("tunnel")
+        self._activity(-1)
         await self._relay(pipe(reader, up[1]), pipe(up[0], writer))
 
     async def _forward(
