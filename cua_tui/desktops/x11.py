@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import mss
 import mss.tools
@@ -42,6 +43,93 @@ SETTLE_FIRST_CHANGE = 0.05  # nothing changed this long after the input: the act
 SETTLE_LIMIT = 0.4  # a blinking caret or an animation never settles
 KEYBOARD_FIRST_CHANGE = 0.1  # the first typed character can show 70 ms after the last key
 KEYBOARD_KINDS = frozenset({Kind.TYPE, Kind.KEYPRESS, Kind.HOLD_KEY})
+
+# A loaded machine paints later than the waits above allow (eight Chromiums on two cores: typed text after
+# 150 ms and more), and a screenshot taken before the paint shows a screen the model then acts on while it
+# changes: the stale-screen guard refuses the next approved click. The waits therefore follow what this
+# desktop has shown (PaintTiming): how late a first change came, the longest pause between two changes of
+# one update, and the changes that came after a settle had ended (seen before the next action's input).
+TIMING_DECAY = 0.95  # per settle: what a burst of load taught is forgotten over some tens of steps
+LATENCY_FACTOR = 2.0  # the first-change wait: at least twice the latest (decaying) first change seen
+GAP_FACTOR = 2.0  # the quiet wait: at least twice the longest (decaying) pause inside one update
+FIRST_CHANGE_CAP = 0.6  # seconds: the waits never grow past these
+QUIET_CAP = 0.15
+LIMIT_CAP = 1.2
+LATE_WINDOW = 2.0  # a change this soon after a settle ended, before the next input, is a late paint
+LATE_MIN_AREA = 64  # square pixels: a smaller change (a caret blinking) is no paint of an update
+
+
+@dataclass(slots=True)
+class PaintTiming:
+    """How this desktop paints after input, as the settle waits have seen it (seconds, decaying maxima)."""
+
+    latency: float = 0.0  # input to the first change
+    gap: float = 0.0  # between two changes of one update
+    late: int = 0  # changes that came after a settle had ended
+
+    def waits(self, quiet: float, first_change: float, limit: float) -> tuple[float, float, float]:
+        """The settle's (quiet, first_change, limit): the defaults, longer where this desktop needs it."""
+        first = min(FIRST_CHANGE_CAP, max(first_change, LATENCY_FACTOR * self.latency))
+        still = min(QUIET_CAP, max(quiet, GAP_FACTOR * self.gap))
+        return still, first, max(limit, min(LIMIT_CAP, first + 4 * still))
+
+    def settled(self, latency: float | None, gap: float) -> None:
+        """One settle's observations: when the first change came (None: none came) and the longest pause."""
+        self.latency = max(latency or 0.0, self.latency * TIMING_DECAY)
+        self.gap = max(gap, self.gap * TIMING_DECAY)
+
+    def came_late(self, changed: bool, quiet: float, first_change: float) -> None:
+        """A change came after a settle ended: the wait that ended it was too short, so it doubles."""
+        self.late += 1
+        if changed:  # the update paused longer than the quiet wait
+            self.gap = min(QUIET_CAP / GAP_FACTOR, max(self.gap, quiet))
+        else:  # the first change came after the first-change wait
+            self.latency = min(FIRST_CHANGE_CAP / LATENCY_FACTOR, max(self.latency, first_change))
+
+
+@dataclass(frozen=True, slots=True)
+class _Settled:
+    raw: bytearray  # the grab the settle returned (mss's own buffer)
+    size: tuple[int, int]
+    at: float  # perf_counter when it ended
+    changed: bool  # a change had been seen
+    quiet: float
+    first_change: float
+
+
+def _first_difference(a: bytes | bytearray, b: bytes | bytearray) -> int:
+    """The index of the first byte where two different sequences of one length differ (a binary search
+    over slices: each comparison is a memcmp)."""
+    lo, hi = 0, len(a) - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if a[: mid + 1] != b[: mid + 1]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def changed_at_least(before: bytearray, after: bytearray, size: tuple[int, int], area: int) -> bool:
+    """Whether the box around what differs between two raw BGRX grabs of one size covers ``area`` square
+    pixels. Row by row, and done as soon as it does: about 2 ms for a caret on 1280x800, less for a page."""
+    width, height = size
+    stride = width * 4
+    top: int | None = None
+    left, right = width, -1
+    for y in range(height):
+        start = y * stride
+        row_a, row_b = before[start : start + stride], after[start : start + stride]
+        if row_a == row_b:
+            continue
+        top = y if top is None else top
+        left = min(left, _first_difference(row_a, row_b) // 4)
+        right = max(right, width - 1 - _first_difference(row_a[::-1], row_b[::-1]) // 4)
+        if (right - left + 1) * (y - top + 1) >= area:
+            return True
+    return False
+
+
 REMAP_GRACE = 0.25  # a spare keycode lent to another character is remapped this long after its last press
 _ENV_LOCK = threading.Lock()
 
@@ -90,6 +178,8 @@ class X11Session:
         self._lent: dict[int, int] = {}
         self._lent_used: dict[int, float] = {}
         self._encode_cost = 0.01  # seconds, a running estimate: when to start encoding while settling
+        self.timing = PaintTiming()
+        self._settled: _Settled | None = None  # the last settle's end, until the next action's input
         try:
             self._d = display.Display(display_name)
         except Exception as exc:
@@ -149,9 +239,12 @@ class X11Session:
         same bytes), so the result is exactly the encoding of that last grab. Any change meanwhile restarts
         the wait as before, and the newer frame is encoded.
         """
+        quiet, first_change, limit = self.timing.waits(quiet, first_change, limit)
         start = time.perf_counter()
         shot = self.grab_raw()
         last, last_change, changed = shot.raw, start, False
+        first_seen: float | None = None
+        longest_gap = 0.0
         encoded: Frame | None = None
         encoded_raw: object = None  # the ``last`` object that ``encoded`` shows
         while True:
@@ -165,6 +258,16 @@ class X11Session:
             shot = self.grab_raw()
             now = time.perf_counter()
             if shot.raw != last:
+                # What would lengthen the waits must be a paint, not a caret blinking meanwhile (checked only
+                # then: a prompt paint costs nothing)
+                if changed:
+                    gap = now - last_change
+                    if GAP_FACTOR * gap > quiet and changed_at_least(last, shot.raw, shot.size, LATE_MIN_AREA):
+                        longest_gap = max(longest_gap, gap)
+                elif LATENCY_FACTOR * (now - start) <= first_change or changed_at_least(
+                    last, shot.raw, shot.size, LATE_MIN_AREA
+                ):
+                    first_seen = now - start
                 changed, last, last_change = True, shot.raw, now
             elif changed and now - last_change >= quiet:
                 break
@@ -172,9 +275,24 @@ class X11Session:
                 break
             if now - start >= limit:
                 break
+        self.timing.settled(first_seen, longest_gap)
+        self._settled = _Settled(last, shot.size, time.perf_counter(), changed, quiet, first_change)
         if encoded is not None and encoded_raw is last:
             return encoded
         return self.encode(shot)
+
+    def _late_paint(self) -> None:
+        """Before an action's input: did the screen change since the last settle ended (a paint that came
+        after the wait)? Then that wait grows (PaintTiming.came_late). A change long after, or as small
+        as a caret, tells nothing."""
+        settled, self._settled = self._settled, None
+        if settled is None or time.perf_counter() - settled.at > LATE_WINDOW:
+            return
+        shot = self.grab_raw()
+        if shot.raw == settled.raw or shot.size != settled.size:
+            return
+        if changed_at_least(settled.raw, shot.raw, shot.size, LATE_MIN_AREA):
+            self.timing.came_late(settled.changed, settled.quiet, settled.first_change)
 
     # ------------------------------------------------------------------------------------------------
     # Input
@@ -344,6 +462,7 @@ class X11Session:
     def perform(self, action: Action) -> StepResult:
         output: str | None = None
         image: Frame | None = None
+        self._late_paint()
         self.press_modifiers(action.hold, True)
         try:
             match action.kind:
