@@ -79,11 +79,13 @@ REQUIRED = ("Xvfb", "openbox", "chromium", "bwrap", "socat", "xauth")
 # loaded machine. A page is on screen once the frame holds more than two colours (the black root and an
 # empty window are two at most; text, even a few words, is drawn with many shades), then it gets a quiet
 # period to finish painting. A page that really is one or two flat colours counts only once its document
-# went through the proxy and the frame then held still for a long while.
+# went through the proxy and the frame then held still for a long while; a lab's page never does (each has
+# text). With eight Chromiums on two cores the empty window stayed over 3 s after the document was served:
+# the model was shown an empty screen, planned on it, and the stale-screen guard refused its click.
 FIRST_PAINT_POLL = 0.05
 FIRST_PAINT_QUIET = 0.3  # painted, then unchanged this long: settled
 FIRST_PAINT_LIMIT = 2.0  # an animated page never settles: it counts as painted this long after it showed
-FLAT_PAGE_WAIT = 3.0  # a frame of at most two colours, unchanged this long after the page was fetched
+FLAT_PAGE_WAIT = 8.0  # a frame of at most two colours, unchanged this long (the page fetched): a flat page
 ROOT_COLOUR = (0, 0, 0)
 
 
@@ -149,8 +151,9 @@ class FirstPaint:
     Every pixel counts: Pillow counts the frame's colours over the whole frame, in C, and stops at three.
     """
 
-    def __init__(self, background: tuple[int, int, int] = ROOT_COLOUR) -> None:
+    def __init__(self, background: tuple[int, int, int] = ROOT_COLOUR, *, flat_page: bool = True) -> None:
         self.background = background
+        self.flat_page = flat_page  # False: the page is known to have content (a lab's), a flat frame never counts
         self._last: bytes | None = None
         self._colours: set[tuple[int, ...]] | None = {background}  # the last frame's, if two at most
         self._since = 0.0  # when the frame last changed
@@ -165,7 +168,7 @@ class FirstPaint:
                 self._content_at = now
         if self._content_at is not None:
             return now - self._since >= FIRST_PAINT_QUIET or now - self._content_at >= FIRST_PAINT_LIMIT
-        shown = self._colours is not None and self._colours != {self.background}
+        shown = self.flat_page and self._colours is not None and self._colours != {self.background}
         return fetched and shown and now - self._since >= FLAT_PAGE_WAIT
 
 
@@ -485,7 +488,7 @@ class LocalDesktop:
     def _wait_for_page(self) -> None:
         """Wait until the browser painted its page and the screen settled (see ``FirstPaint``)."""
         assert self._x11 is not None
-        watch = FirstPaint()
+        watch = FirstPaint(flat_page=self.lab is None)  # a lab's page has text: it waits for the text
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if self._procs["browser"].poll() is not None:

@@ -281,13 +281,11 @@ def test_eight_parallel_runs_do_not_interfere(tmp_path: Path, service: LocalServ
     for thread in threads:
         thread.join(timeout=240)
     assert len(results) == 8
-    for run in runs:  # each run's end is explained by its own screen: passed, or its stale-screen guard
-        result = results[run.run_id]
-        stale = '"status":"stale"' in (run.path / "audit.jsonl").read_text()
-        assert result.status == "passed" or (result.status == "failed" and stale), (run.run_id, result.reason)
-    # Eight Chromiums on this machine's two CPUs paint typed text late, and the guard then (rightly) refuses
-    # the Verify click: how many pass depends on the load (each failure is the guard's, checked above); that
-    # the runs do not interfere does not.
+    # Every run passes: each sees its own lab page from the first screenshot on. (Eight Chromiums on two CPUs
+    # showed their empty window for over 3 s after the page was served; the first screenshot was taken of it,
+    # the script's Verify click planned on it, and the stale-screen guard refused that click. A lab's page is
+    # now waited for until its text shows, and the settle after input follows the desktop's paint times.)
+    assert {run_id: result.status for run_id, result in results.items()} == {run.run_id: "passed" for run in runs}
     ids = {(run.path / "sandbox-id.txt").read_text().strip() for run in runs}
     assert len(ids) == 8 and len({run.path for run in runs}) == 8
     for run in runs:

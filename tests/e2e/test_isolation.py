@@ -529,8 +529,9 @@ def test_first_paint_looks_at_every_pixel() -> None:
     assert not watch.ready(half.tobytes("raw", "BGRX"), size, 0.5)
     assert not watch.ready(window, size, 1.0)
     assert not watch.ready(window, size, 1.0 + FLAT_PAGE_WAIT, fetched=False)  # still only the empty window
-    assert not watch.ready(words, size, 5.0)  # content: it gets its quiet period
-    assert watch.ready(words, size, 5.4)
+    later = 2.0 + FLAT_PAGE_WAIT
+    assert not watch.ready(words, size, later)  # content: it gets its quiet period
+    assert watch.ready(words, size, later + FIRST_PAINT_QUIET)
     # a page of one flat colour counts once it was fetched and held still long enough
     flat = FirstPaint()
     white = frame((255, 255, 255))
@@ -538,6 +539,10 @@ def test_first_paint_looks_at_every_pixel() -> None:
     assert not flat.ready(white, size, FLAT_PAGE_WAIT / 2)
     assert not flat.ready(white, size, FLAT_PAGE_WAIT + 0.01, fetched=False)
     assert flat.ready(white, size, FLAT_PAGE_WAIT + 0.01, fetched=True)
+    # a lab's page has text: a flat frame (Chromium's empty window on a loaded machine) never counts
+    lab_page = FirstPaint(flat_page=False)
+    assert not lab_page.ready(window, size, 0.0) and not lab_page.ready(window, size, 100.0, fetched=True)
+    assert not lab_page.ready(words, size, 100.0) and lab_page.ready(words, size, 100.0 + FIRST_PAINT_QUIET + 0.01)
     # the root window itself never counts (nor another root colour given as the background)
     empty = FirstPaint()
     assert not empty.ready(root, size, 0.0) and not empty.ready(root, size, 100.0)
