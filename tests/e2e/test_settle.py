@@ -6,7 +6,6 @@ taken half a second later."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from xvfb import Xvfb
 
 from cua_tui.core.actions import Action, Kind
 from cua_tui.core.geometry import Size
@@ -36,20 +36,9 @@ KEY = Action(Kind.KEYPRESS, chord="a")
 
 @pytest.fixture
 def xvfb() -> Iterator[str]:
-    read, write = os.pipe()
-    server = subprocess.Popen(
-        ["Xvfb", "-displayfd", str(write), "-screen", "0", f"{SIZE.width}x{SIZE.height}x24", "-nolisten", "tcp"],
-        pass_fds=(write,),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    os.close(write)
-    with os.fdopen(read) as pipe:
-        number = pipe.readline().strip()
-    assert number, "Xvfb did not start"
-    yield f":{number}"
-    server.kill()
-    server.wait()
+    server = Xvfb(SIZE)
+    yield server.name
+    server.close()
 
 
 def painter(

@@ -35,6 +35,7 @@ from typing import Any
 
 import pytest
 from PIL import Image, ImageChops, ImageFilter
+from xvfb import Xvfb
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
@@ -146,22 +147,11 @@ def as_halfblocks(picture: Image.Image, cell: tuple[int, int]) -> Image.Image:
 # --------------------------------------------------------------------------------------------------------
 # The display, the terminal, the screenshot
 # --------------------------------------------------------------------------------------------------------
-class Display:
-    """An Xvfb of our own: the X server picks a free display number and writes it to a pipe."""
+class Display(Xvfb):
+    """An Xvfb of our own, with the xterm on it."""
 
     def __init__(self, size: tuple[int, int] = (1600, 1000)) -> None:
-        read, write = os.pipe()
-        self.proc = subprocess.Popen(
-            ["Xvfb", "-displayfd", str(write), "-screen", "0", f"{size[0]}x{size[1]}x24", "-nolisten", "tcp"],
-            pass_fds=(write,),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        os.close(write)
-        with os.fdopen(read) as pipe:
-            number = pipe.readline().strip()
-        assert number.isdigit(), "Xvfb did not report a display number"
-        self.name = f":{number}"
+        super().__init__(size)
 
     def grab(self, box: tuple[int, int, int, int]) -> Image.Image:
         import mss
@@ -184,13 +174,6 @@ class Display:
         finally:
             d.close()
         raise AssertionError("no xterm window on the display")
-
-    def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
 
 
 def audit(runs: Path) -> list[dict[str, Any]]:
