@@ -263,9 +263,9 @@ def _sample(desktop: Any, seed: SeedWay, acts: _Actions, n: int) -> _Samples:
     screenshot, which way goes first alternating."""
     fx, fy = acts.field
     ways: dict[str, dict[str, Callable[[], bytes]]] = {
-        "seed": {
-            "click": lambda: seed.click(fx, fy),
-            "type": lambda: seed.type(LOCAL_TEXT),
+        "seed": {  # xdotool's input is not our session's: what it changes says nothing of our settle's waits
+            "click": lambda: (desktop.foreign_input(), seed.click(fx, fy))[1],
+            "type": lambda: (desktop.foreign_input(), seed.type(LOCAL_TEXT))[1],
             "screenshot": seed.screenshot,
         },
         "ours": {

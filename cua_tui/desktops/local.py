@@ -527,6 +527,11 @@ class LocalDesktop:
         session = self._session()
         return session.encode(session.grab_raw(region))
 
+    def foreign_input(self) -> None:
+        """Another X client gave input (a benchmark's xdotool): see ``X11Session.foreign_input``."""
+        if self._x11 is not None:
+            self._x11.foreign_input()
+
     def release_all(self) -> None:
         if self._x11 is not None:
             self._x11.release_all()

@@ -49,14 +49,18 @@ KEYBOARD_KINDS = frozenset({Kind.TYPE, Kind.KEYPRESS, Kind.HOLD_KEY})
 # changes: the stale-screen guard refuses the next approved click. The waits therefore follow what this
 # desktop has shown (PaintTiming): how late a first change came, the longest pause between two changes of
 # one update, and the changes that came after a settle had ended (seen before the next action's input).
-TIMING_DECAY = 0.95  # per settle: what a burst of load taught is forgotten over some tens of steps
+TIMING_DECAY = 0.9  # per settle: what a burst of load taught is forgotten over a few tens of steps
 LATENCY_FACTOR = 2.0  # the first-change wait: at least twice the latest (decaying) first change seen
-GAP_FACTOR = 2.0  # the quiet wait: at least twice the longest (decaying) pause inside one update
+GAP_FACTOR = 1.5  # the quiet wait: at least 1.5 times the longest (decaying) pause inside one update
 FIRST_CHANGE_CAP = 0.6  # seconds: the waits never grow past these
 QUIET_CAP = 0.15
 LIMIT_CAP = 1.2
-LATE_WINDOW = 2.0  # a change this soon after a settle ended, before the next input, is a late paint
+LATE_WINDOW = 1.0  # a change this soon after a settle ended, before the next input, is a late paint
 LATE_MIN_AREA = 64  # square pixels: a smaller change (a caret blinking) is no paint of an update
+# Only a change near where the input went tells of its paint (typed text shows along the clicked field, a
+# click's effect around it, a new page everywhere); a clock ticking or an animation elsewhere on the page
+# would lengthen every wait for nothing. Half the width and height of the box looked at, in pixels:
+NEAR = (320, 120)
 
 
 @dataclass(slots=True)
@@ -89,10 +93,12 @@ class PaintTiming:
 
 @dataclass(frozen=True, slots=True)
 class _Settled:
+    timing: PaintTiming  # the waits it used (the keyboard's or the pointer's)
     raw: bytearray  # the grab the settle returned (mss's own buffer)
     size: tuple[int, int]
     at: float  # perf_counter when it ended
     changed: bool  # a change had been seen
+    near: tuple[int, int] | None  # where the input went (the pointer's last place)
     quiet: float
     first_change: float
 
@@ -110,21 +116,28 @@ def _first_difference(a: bytes | bytearray, b: bytes | bytearray) -> int:
     return lo
 
 
-def changed_at_least(before: bytearray, after: bytearray, size: tuple[int, int], area: int) -> bool:
+def changed_at_least(
+    before: bytearray, after: bytearray, size: tuple[int, int], area: int, near: tuple[int, int] | None = None
+) -> bool:
     """Whether the box around what differs between two raw BGRX grabs of one size covers ``area`` square
-    pixels. Row by row, and done as soon as it does: about 2 ms for a caret on 1280x800, less for a page."""
+    pixels, looking only within NEAR of the point ``near`` (None: the whole screen). Row by row, and done as
+    soon as it does: a few milliseconds at most."""
     width, height = size
+    x0, y0, x1, y1 = 0, 0, width, height
+    if near is not None:
+        x0, x1 = max(0, near[0] - NEAR[0]), min(width, near[0] + NEAR[0])
+        y0, y1 = max(0, near[1] - NEAR[1]), min(height, near[1] + NEAR[1])
     stride = width * 4
     top: int | None = None
     left, right = width, -1
-    for y in range(height):
+    for y in range(y0, y1):
         start = y * stride
-        row_a, row_b = before[start : start + stride], after[start : start + stride]
+        row_a, row_b = before[start + x0 * 4 : start + x1 * 4], after[start + x0 * 4 : start + x1 * 4]
         if row_a == row_b:
             continue
         top = y if top is None else top
         left = min(left, _first_difference(row_a, row_b) // 4)
-        right = max(right, width - 1 - _first_difference(row_a[::-1], row_b[::-1]) // 4)
+        right = max(right, x1 - x0 - 1 - _first_difference(row_a[::-1], row_b[::-1]) // 4)
         if (right - left + 1) * (y - top + 1) >= area:
             return True
     return False
@@ -178,8 +191,11 @@ class X11Session:
         self._lent: dict[int, int] = {}
         self._lent_used: dict[int, float] = {}
         self._encode_cost = 0.01  # seconds, a running estimate: when to start encoding while settling
-        self.timing = PaintTiming()
+        # typed text paints in pieces, a click's effect at once: each kind of input has its own waits
+        self.key_timing = PaintTiming()
+        self.pointer_timing = PaintTiming()
         self._settled: _Settled | None = None  # the last settle's end, until the next action's input
+        self._point: tuple[int, int] | None = None  # where the pointer was last moved: where input goes
         try:
             self._d = display.Display(display_name)
         except Exception as exc:
@@ -227,21 +243,25 @@ class X11Session:
         quiet: float = SETTLE_QUIET,
         first_change: float = SETTLE_FIRST_CHANGE,
         limit: float = SETTLE_LIMIT,
+        keys: bool = False,
     ) -> Frame:
         """A capture taken once the screen stopped changing after input.
 
         Polls raw grabs (a few ms each): once a change has been seen, returns when the screen stayed the
         same for ``quiet`` seconds; if nothing changes within ``first_change`` seconds, returns that frame.
-        ``limit`` caps the wait (a blinking caret or an animation never settles).
+        ``limit`` caps the wait (a blinking caret or an animation never settles). The three are the least
+        waits: this desktop's paint times so far lengthen them (PaintTiming; ``keys``: the keyboard's).
 
         The PNG is encoded ahead, in the last few ms before the deadline that would end the wait, instead
         of polling then; it is returned only when the grab that ends the wait is still the same frame (the
         same bytes), so the result is exactly the encoding of that last grab. Any change meanwhile restarts
         the wait as before, and the newer frame is encoded.
         """
-        quiet, first_change, limit = self.timing.waits(quiet, first_change, limit)
+        near = self._point
         start = time.perf_counter()
         shot = self.grab_raw()
+        timing = self.key_timing if keys else self.pointer_timing
+        quiet, first_change, limit = timing.waits(quiet, first_change, limit)
         last, last_change, changed = shot.raw, start, False
         first_seen: float | None = None
         longest_gap = 0.0
@@ -262,10 +282,10 @@ class X11Session:
                 # then: a prompt paint costs nothing)
                 if changed:
                     gap = now - last_change
-                    if GAP_FACTOR * gap > quiet and changed_at_least(last, shot.raw, shot.size, LATE_MIN_AREA):
+                    if GAP_FACTOR * gap > quiet and changed_at_least(last, shot.raw, shot.size, LATE_MIN_AREA, near):
                         longest_gap = max(longest_gap, gap)
                 elif LATENCY_FACTOR * (now - start) <= first_change or changed_at_least(
-                    last, shot.raw, shot.size, LATE_MIN_AREA
+                    last, shot.raw, shot.size, LATE_MIN_AREA, near
                 ):
                     first_seen = now - start
                 changed, last, last_change = True, shot.raw, now
@@ -275,24 +295,28 @@ class X11Session:
                 break
             if now - start >= limit:
                 break
-        self.timing.settled(first_seen, longest_gap)
-        self._settled = _Settled(last, shot.size, time.perf_counter(), changed, quiet, first_change)
+        timing.settled(first_seen, longest_gap)
+        self._settled = _Settled(timing, last, shot.size, time.perf_counter(), changed, near, quiet, first_change)
         if encoded is not None and encoded_raw is last:
             return encoded
         return self.encode(shot)
 
     def _late_paint(self) -> None:
         """Before an action's input: did the screen change since the last settle ended (a paint that came
-        after the wait)? Then that wait grows (PaintTiming.came_late). A change long after, or as small
-        as a caret, tells nothing."""
+        after that wait)? Then the wait grows (PaintTiming.came_late). A change long after, far from where
+        the input went, or as small as a caret, tells nothing. One grab (a few ms), only within LATE_WINDOW
+        of the last settle: between the steps of one batch, not after a model's turn.
+
+        (Looked at before the input, not in the settle's first grab after it: a quick X client can paint
+        the new input's effect within a millisecond, and it would be taken for the last one's late paint.)"""
         settled, self._settled = self._settled, None
         if settled is None or time.perf_counter() - settled.at > LATE_WINDOW:
             return
         shot = self.grab_raw()
         if shot.raw == settled.raw or shot.size != settled.size:
             return
-        if changed_at_least(settled.raw, shot.raw, shot.size, LATE_MIN_AREA):
-            self.timing.came_late(settled.changed, settled.quiet, settled.first_change)
+        if changed_at_least(settled.raw, shot.raw, shot.size, LATE_MIN_AREA, settled.near):
+            settled.timing.came_late(settled.changed, settled.quiet, settled.first_change)
 
     # ------------------------------------------------------------------------------------------------
     # Input
@@ -373,6 +397,12 @@ class X11Session:
 
     def move(self, x: int, y: int) -> None:
         self._event(X.MotionNotify, x=x, y=y)
+        self._point = (x, y)
+
+    def foreign_input(self) -> None:
+        """Another X client gave input since the last settle (a benchmark's other tool): a change now tells
+        nothing of how this desktop paints after ours."""
+        self._settled = None
 
     def button(self, number: int, press: bool) -> None:
         self._event(X.ButtonPress if press else X.ButtonRelease, number)
@@ -511,7 +541,7 @@ class X11Session:
             frame = self.screenshot()
         elif action.kind in KEYBOARD_KINDS:
             self.sync()
-            frame = self.settled_screenshot(first_change=KEYBOARD_FIRST_CHANGE)
+            frame = self.settled_screenshot(first_change=KEYBOARD_FIRST_CHANGE, keys=True)
         else:
             self.sync()
             frame = self.settled_screenshot()

@@ -60,7 +60,7 @@ def session(xvfb: str) -> Iterator[X11Session]:
 def press_and_check(x: X11Session) -> bool:
     """One key press; whether its screenshot is the screen as it stays."""
     frame = x.perform(KEY).frame
-    time.sleep(0.5 + x.timing.latency)
+    time.sleep(0.5 + x.key_timing.latency)
     return frame.sha256 == x.screenshot().sha256
 
 
@@ -74,8 +74,8 @@ def test_a_desktop_that_paints_late_is_waited_for_once_seen(session: X11Session,
         slow.kill()
     assert not caught[0]  # the default wait is too short: the reason for all this
     assert caught[-3:] == [True, True, True], caught
-    assert session.timing.late >= 1
-    _quiet, first, _limit = session.timing.waits(SETTLE_QUIET, KEYBOARD_FIRST_CHANGE, SETTLE_LIMIT)
+    assert session.key_timing.late >= 1
+    _quiet, first, _limit = session.key_timing.waits(SETTLE_QUIET, KEYBOARD_FIRST_CHANGE, SETTLE_LIMIT)
     assert 0.25 < first <= FIRST_CHANGE_CAP
 
 
@@ -88,7 +88,7 @@ def test_an_update_painted_in_pieces_is_waited_for_to_its_end(session: X11Sessio
         pieces.kill()
     assert not caught[0]
     assert caught[-3:] == [True, True, True], caught
-    quiet, _first, _limit = session.timing.waits(SETTLE_QUIET, KEYBOARD_FIRST_CHANGE, SETTLE_LIMIT)
+    quiet, _first, _limit = session.key_timing.waits(SETTLE_QUIET, KEYBOARD_FIRST_CHANGE, SETTLE_LIMIT)
     assert quiet > 0.06
 
 
@@ -100,8 +100,8 @@ def test_a_prompt_desktop_keeps_the_short_waits_and_a_caret_is_no_late_paint(ses
             time.sleep(0.3)  # the caret blinks meanwhile: a 2x16 change before the next input
     finally:
         prompt.kill()
-    assert session.timing.late == 0
-    assert session.timing.waits(SETTLE_QUIET, KEYBOARD_FIRST_CHANGE, SETTLE_LIMIT) == (
+    assert session.key_timing.late == 0
+    assert session.key_timing.waits(SETTLE_QUIET, KEYBOARD_FIRST_CHANGE, SETTLE_LIMIT) == (
         SETTLE_QUIET,
         KEYBOARD_FIRST_CHANGE,
         SETTLE_LIMIT,
@@ -141,3 +141,12 @@ def test_changed_at_least_measures_the_box_around_the_change() -> None:
     corners = bytearray(before)
     corners[0] = corners[-4] = 9  # two pixels far apart: the box between them is the whole screen
     assert changed_at_least(before, corners, (width, height), width * height)
+    # near a point: only what changed within NEAR of it counts
+    big = (4000, 1000)
+    before = bytearray(big[0] * big[1] * 4)
+    far = bytearray(before)
+    for y in range(900, 916):
+        far[(y * big[0] + 3900) * 4 : (y * big[0] + 3916) * 4] = b"\x10\x10\x10\x00" * 16  # a clock ticking
+    assert changed_at_least(before, far, big, 64)
+    assert not changed_at_least(before, far, big, 64, near=(100, 100))
+    assert changed_at_least(before, far, big, 64, near=(3600, 850))
