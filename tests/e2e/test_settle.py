@@ -72,9 +72,8 @@ def test_a_desktop_that_paints_late_is_waited_for_once_seen(session: X11Session,
         caught = [press_and_check(session) for _ in range(6)]
     finally:
         slow.kill()
-    assert not caught[0]  # the default wait is too short: the reason for all this
     assert caught[-3:] == [True, True, True], caught
-    assert session.key_timing.late >= 1
+    assert session.key_timing.late >= 1  # the default wait was too short (a paint came after it): the reason
     _quiet, first, _limit = session.key_timing.waits(SETTLE_QUIET, KEYBOARD_FIRST_CHANGE, SETTLE_LIMIT)
     assert 0.25 < first <= FIRST_CHANGE_CAP
 
@@ -86,8 +85,8 @@ def test_an_update_painted_in_pieces_is_waited_for_to_its_end(session: X11Sessio
         caught = [press_and_check(session) for _ in range(7)]
     finally:
         pieces.kill()
-    assert not caught[0]
     assert caught[-3:] == [True, True, True], caught
+    assert session.key_timing.late >= 1  # the 20 ms quiet ended between two strips at first
     quiet, _first, _limit = session.key_timing.waits(SETTLE_QUIET, KEYBOARD_FIRST_CHANGE, SETTLE_LIMIT)
     assert quiet > 0.06
 
