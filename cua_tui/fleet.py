@@ -78,7 +78,7 @@ _CLOSED_KEPT = 100_000  # why a closed request closed, for the refusal of a late
 # rounded up here; with k desktops stepping at once the median click + screenshot was 56 ms (1), 56 (2),
 # 71 (4), 89 (6), 116 ms (8): within twice one desktop's up to 6, i.e. 3 per CPU. Memory allows ~40.
 # On a slower machine of the same size later (five runs): 55-61 ms (1), 60-68 (2), 76-92 (4), 106-127 (6),
-# 135-170 (8): six within 1.8-2.2x of one, on the edge of twice; 3 per CPU kept.
+# 135-170 (8): six within 1.8-2.1x of one, on the edge of twice; 3 per CPU kept.
 LOCAL_DESKTOP_BYTES = 300 * 1024 * 1024
 LOCAL_DESKTOPS_PER_CPU = 3
 LOCAL_MEMORY_SHARE = 0.5  # of the machine's memory, for desktops: the rest is the controller's and others'
