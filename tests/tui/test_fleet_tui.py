@@ -93,10 +93,24 @@ async def until_queued(pilot: Any, app: FleetApp, n: int) -> None:
     await pilot.pause()
 
 
+async def select_pending(pilot: Any, app: FleetApp) -> None:
+    """The queue's cursor on a pending request. The selection stays on a request that closed (a killed run's)
+    until it moves, and y would be refused there: by design, never applied to another request."""
+    pending = {str(item.ticket) for item in app.items}
+    if app.selected is not None and str(app.selected.ticket) in pending:
+        return
+    queue = app.query_one("#queue", RowTable)
+    queue.move_cursor(row=next(i for i, key in enumerate(queue.keys) if key in pending))
+    await until(
+        pilot, lambda: app.selected is not None and str(app.selected.ticket) in pending, "a pending request selected"
+    )
+
+
 async def approve_all(pilot: Any, app: FleetApp) -> None:
     """y to each queued request, each once the queue shows what the one before did (a loaded machine is slow:
     a y pressed before the selection moved on would meet the request just answered, and be refused)."""
     for left in range(len(app.items) - 1, -1, -1):
+        await select_pending(pilot, app)
         await pilot.press("y")
         await until(pilot, lambda left=left: len(app.items) == left, f"{left} requests left in the queue")
         if left:
