@@ -170,8 +170,8 @@ async def test_y_n_and_a_answer_the_selected_request_only(tmp_path: Path, settin
 
         async def select(task: str) -> None:
             table = app.query_one("#queue", RowTable)
-            index = next(i for i, item in enumerate(app.items) if item.task == task)
-            table.move_cursor(row=index)
+            ticket = next(str(item.ticket) for item in app.items if item.task == task)
+            table.move_cursor(row=table.keys.index(ticket))  # the table's rows, not the queue's: see select_pending
             await until(pilot, lambda: app.selected is not None and app.selected.task == task, f"{task} selected")
 
         await select("reject")
