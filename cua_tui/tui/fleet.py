@@ -596,9 +596,8 @@ class FleetApp(App[None]):
         else:
             self._take_changes()
 
+    @while_open  # a timer's too: one can fire as the App closes and its widgets go
     def _take_changes(self) -> None:
-        if not self.runs_table.is_attached:
-            return  # the App is closing (a timer fired as its widgets went): nothing left to show
         started = time.thread_time()
         self._last_refresh = time.monotonic()
         with self._inbox_lock:
@@ -661,10 +660,9 @@ class FleetApp(App[None]):
             Text(log, style="bold reverse" if row.intact is False else ""),
         ]
 
+    @while_open
     def _tick(self) -> None:
         """Each second: the waiting times."""
-        if not self.runs_table.is_attached:
-            return
         now = self.fleet.now()
         runs = self.runs_table
         for row in self.fleet_rows.values():

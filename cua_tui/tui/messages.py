@@ -4,32 +4,31 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, Concatenate, Protocol
+from typing import Concatenate, Protocol
 
 from textual.message import Message
-from textual.screen import Screen
 
 from ..core import events as ev
 from .frames import Rendered
 
 
-class _HasScreens(Protocol):
+class _Pump(Protocol):
     @property
-    def screen_stack(self) -> list[Screen[Any]]: ...
+    def is_running(self) -> bool: ...
 
 
-def while_open[A: _HasScreens, **P](handler: Callable[Concatenate[A, P], None]) -> Callable[Concatenate[A, P], None]:
-    """An App's handler of a message a worker posts (or of its own timer), run only while the App has screens.
+def while_open[A: _Pump, **P](handler: Callable[Concatenate[A, P], None]) -> Callable[Concatenate[A, P], None]:
+    """An App's handler of a message a worker posts (or of its own timer), run only while the App runs.
 
-    A worker's message can be queued as the App shuts down, and a timer can fire then: Textual takes the
-    screens away first and handles what is queued (and stops the App's timers) after, when ``App.screen``
-    raises ScreenStackError and a query finds nothing. There is nothing left to show: the call is dropped
-    (the run's record is the audit log's, not the UI's).
+    A worker's message can be queued, and a timer fire, as the App shuts down: Textual marks it not running,
+    then takes its screens away one by one (their widgets go first, so a query finds nothing) while what is
+    queued may still be handled, when ``App.screen`` raises ScreenStackError. There is nothing left to show:
+    the call is dropped (the run's record is the audit log's, not the UI's).
     """
 
     @functools.wraps(handler)
     def handle(app: A, /, *args: P.args, **kwargs: P.kwargs) -> None:
-        if app.screen_stack:
+        if app.is_running:
             handler(app, *args, **kwargs)
 
     return handle

@@ -18,6 +18,7 @@ import pytest
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
 from PIL import Image
 from pilot_helpers import SOON, drawn, footer_actions, plain, until, until_ended
+from textual.message import Message
 from textual.pilot import Pilot
 from textual.widgets import Static
 
@@ -601,8 +602,9 @@ async def test_a_second_q_within_seconds_leaves_and_kills_the_run() -> None:
 @pytest.mark.parametrize("scene", ["awaiting-decision", "replay", "fleet"])
 async def test_a_workers_message_queued_as_the_app_closes_is_dropped(scene: str) -> None:
     """A worker's message (a frame, the screen's text, a run event) can be queued as the App shuts down,
-    and a timer can fire then: Textual takes the screens away first and handles what is queued after. The App
-    drops it; it raised ScreenStackError (a late OCR result did, once, in CI) and the caller saw a crash."""
+    and a timer can fire then: Textual takes the screens away (their widgets first) while what is queued may
+    still be handled. The App drops it; it raised ScreenStackError (a late OCR result did, once, in CI) and
+    the caller saw a crash, and a timer's query found nothing (NoMatches)."""
     from cua_tui.tui.fleet import FleetChanged
     from cua_tui.tui.messages import FrameRefused, RunEvent, RunFinished
     from cua_tui.tui.screen_text import ScreenTextRead
@@ -611,20 +613,30 @@ async def test_a_workers_message_queued_as_the_app_closes_is_dropped(scene: str)
     close_all = app._close_all  # Textual's own step that removes the screens
     posted: list[bool] = []
 
-    async def close_then_post() -> None:
-        await close_all()
-        assert app.screen_stack == []
-        for message in (
+    def late() -> tuple[Message, ...]:
+        return (
             ScreenTextRead("0" * 64, None, "read late"),
             FrameRendered(prepare(SimDesktop().screenshot().png, 40, 12), 10**6),
             FrameRefused("refused late", 10**6 + 1),
             RunEvent(ev.Stamped(10**6, "0" * 64, ev.RunEnded("passed", "late", 1, 1, 1))),
             RunFinished("passed", "late"),
             FleetChanged(),
-        ):
-            posted.append(app.post_message(message))
+        )
+
+    def fire_timers() -> None:
         for timer in ("_poll", "_tick", "_take_changes", "_runs_due"):  # the Apps' timers, firing then
             getattr(app, timer, lambda: None)()
+
+    async def close_then_post() -> None:
+        # as while a screen is taken away: still on the stack, its widgets gone; each message handled now
+        await app.screen.remove_children()
+        for message in late():
+            await app._dispatch_message(message)
+        fire_timers()
+        await close_all()
+        assert app.screen_stack == []
+        posted.extend(app.post_message(message) for message in late())  # handled after, by the App's loop
+        fire_timers()
 
     app._close_all = close_then_post  # type: ignore[method-assign]
     async with app.run_test(size=SIZE) as pilot:
