@@ -262,10 +262,15 @@ def _sample(desktop: Any, seed: SeedWay, acts: _Actions, n: int) -> _Samples:
     """LOCAL_WARMUP + n rounds; in each, both ways click the (blurred) field, type into it and take a
     screenshot, which way goes first alternating."""
     fx, fy = acts.field
+
+    def foreign(step: Callable[[], bytes]) -> bytes:
+        desktop.foreign_input()  # xdotool's input is not our session's: what it changes says nothing of our waits
+        return step()
+
     ways: dict[str, dict[str, Callable[[], bytes]]] = {
-        "seed": {  # xdotool's input is not our session's: what it changes says nothing of our settle's waits
-            "click": lambda: (desktop.foreign_input(), seed.click(fx, fy))[1],
-            "type": lambda: (desktop.foreign_input(), seed.type(LOCAL_TEXT))[1],
+        "seed": {
+            "click": lambda: foreign(lambda: seed.click(fx, fy)),
+            "type": lambda: foreign(lambda: seed.type(LOCAL_TEXT)),
             "screenshot": seed.screenshot,
         },
         "ours": {
