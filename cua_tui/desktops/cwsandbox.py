@@ -4,11 +4,14 @@
   zipapp (``helper_zip.py``, the project's own local desktop code) as a mounted file and the helper as its
   command, run with the ``python3`` on the sandbox's PATH. Labs run with egress denied; ``--url`` grants
   only its host. Its id goes to ``sandbox-id.txt`` and a ``sandbox_created`` event before anything else.
-- Each step is one exec (``helper.pyz call ...``): the resident helper performs the action and answers
-  with a small header and the PNG, read from ``ProcessResult.stdout_bytes`` (the streamed text is decoded
-  with replacement; the bytes are not). The reply is untrusted: lengths checked against the header, a cap
-  on bytes, the PNG's header checked against the header's and the screen's size before anything decodes.
-  The egress records the proxy made inside come back with each reply and go to the audit log.
+- Each step is one exec (``helper.pyz call ... base64``): the resident helper performs the action and
+  answers with its length first, then a small header and the PNG, in base64 (the client decodes what it
+  streams as UTF-8: ASCII is the one form whose streamed size is its size). The reply is untrusted and
+  consumed as a stream (``_consume``): a length over the run's cap is refused before the rest is read, and
+  the exec is cancelled the moment stdout passes its length or stderr ``STDERR_CAP``, so the client never
+  holds more than that; then the base's checks (shape, pictures asked for, PNG headers, sizes). The egress
+  records the proxy made inside come back with each reply: at most ``MAX_EGRESS_PER_REPLY`` a reply and
+  ``MAX_EGRESS_PER_RUN`` a run go to the audit log, the excess counted in one note.
 - Credentials: ``CWSANDBOX_API_KEY`` / ``CWSANDBOX_BASE_URL`` (the client's own variables) or the settings
   file, passed explicitly to the client; never into the sandbox, the run directory or a message.
   cwsandbox's signal handlers are disabled: the kill switch stays ours.
@@ -19,6 +22,9 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+import contextlib
 import json
 import os
 import shlex
@@ -31,8 +37,9 @@ from ..core import events as ev
 from ..core.geometry import Size
 from ..core.ports import DesktopError, Verification
 from ..core.text import one_line, truncate
+from .helper import MAX_EGRESS_PER_REPLY
 from .helper_zip import helper_sha256, helper_zipapp
-from .remote import Blobs, HelperDesktop, verdict
+from .remote import STDERR_CAP, Blobs, HelperDesktop, egress_events, verdict
 
 TAG = "cua-tui"
 RUN_TAG_PREFIX = "cua-tui-run-"
@@ -46,6 +53,7 @@ BOOTSTRAP = (
     "pip install -q --break-system-packages mss==10.2.0; "
 )
 BOOTSTRAP_HOSTS = ("deb.debian.org", "pypi.org", "files.pythonhosted.org")  # the packages, and mss from PyPI
+MAX_EGRESS_PER_RUN = 20_000  # about 4 MB of audit log: past it, each reply's records are only counted
 
 
 def run_tag(run_id: str) -> str:
@@ -123,6 +131,7 @@ class CWSandboxDesktop(HelperDesktop):
         self._process: Any = None  # the exec in flight
         self._lock = threading.Lock()
         self._stopped = False
+        self._egress_recorded = 0
 
     # ------------------------------------------------------------------------------------------------
     @property
@@ -269,15 +278,15 @@ class CWSandboxDesktop(HelperDesktop):
     # One exec per request
     # ------------------------------------------------------------------------------------------------
     def _request(self, request: dict[str, Any], *, timeout: float) -> tuple[dict[str, Any], Blobs]:
-        """One exec: the request in argv (stdin would cost a round trip more), the reply from stdout bytes."""
+        """One exec: the request in argv (stdin would cost a round trip more), the reply streamed from stdout."""
         self._check_stopping()
-        argv = ["python3", "-S", self.helper_path, "call", self.socket_path, json.dumps(request), "20"]
+        argv = ["python3", "-S", self.helper_path, "call", self.socket_path, json.dumps(request), "20", "base64"]
         try:
             with self._lock:
                 if self._stopping.is_set():
                     raise DesktopError("the desktop was stopped", fatal=True)
                 process = self._process = self._sandbox.exec(argv, timeout_seconds=timeout)
-            result = process.result()
+            returncode, stdout, stderr = self._consume(process, timeout)
         except DesktopError:
             raise
         except Exception as exc:
@@ -285,24 +294,58 @@ class CWSandboxDesktop(HelperDesktop):
         finally:
             self._process = None
         self._check_stopping()
-        return self._answer(result.returncode, result.stdout_bytes, result.stderr_bytes)
+        return self._answer(returncode, stdout, stderr)
+
+    def _consume(self, process: Any, timeout: float) -> tuple[int, bytes, bytes]:
+        """The exec's stdout and stderr read as they stream, each against its cap, the exec cancelled the
+        moment one is passed (``Process.result()`` alone would hold all of a flood before anything is
+        checked); then its exit status. Returns the status, the reply (decoded) and stderr."""
+        armored = _Armored(4 * -(-self.reply_cap // 3))  # the cap in base64 characters
+        errors = _Stderr(STDERR_CAP)
+        cut: list[str] = []
+
+        def cut_off(why: str) -> None:
+            if not cut:
+                cut.append(why)
+            with contextlib.suppress(Exception):
+                process.cancel()
+
+        def drain_stderr() -> None:
+            with contextlib.suppress(Exception):  # the stream's own failure reaches ``result()`` below
+                for text in process.stderr:
+                    if not errors.add(text):
+                        cut_off(f"the sandbox's helper wrote more than {STDERR_CAP // 1024} KiB to stderr")
+                        return
+
+        reader = threading.Thread(target=drain_stderr, name="cwsandbox-stderr", daemon=True)
+        reader.start()
+        try:
+            for text in process.stdout:
+                if problem := armored.feed(text):
+                    cut_off(problem)
+                    break
+        finally:
+            reader.join(5)
+        if cut:
+            last = errors.last_line()  # a traceback's last line says what went wrong
+            raise DesktopError(one_line(cut[0] + (f": {truncate(last, 200)}" if last else "")), fatal=True)
+        result = process.result(timeout=timeout + 5)
+        if result.returncode != 0:
+            return result.returncode, b"", errors.data()
+        return result.returncode, armored.reply(), errors.data()
 
     def _reply_egress(self, records: Any) -> None:
-        """The proxy runs inside the sandbox: its records come back with each reply."""
-        if not isinstance(records, list) or self._sink is None:
+        """The proxy runs inside the sandbox: its records come back with each reply. They are claims of an
+        untrusted sandbox: bounded a reply and a run (``egress_events``), the rest only counted."""
+        if self._sink is None:
             return
-        for r in records:
-            if not isinstance(r, dict):
-                continue
-            host, port, method, allowed, reason = (r.get(k) for k in ("host", "port", "method", "allowed", "reason"))
-            if (
-                isinstance(host, str)
-                and isinstance(port, int)
-                and isinstance(method, str)
-                and isinstance(allowed, bool)
-            ):
-                reason = reason if isinstance(reason, str) else ""
-                self._sink(ev.Egress(truncate(host, 300), port, truncate(method, 40), allowed, truncate(reason, 300)))
+        left = max(0, MAX_EGRESS_PER_RUN - self._egress_recorded)
+        events, note = egress_events(records, cap=min(left, MAX_EGRESS_PER_REPLY))
+        self._egress_recorded += len(events)
+        for event in events:
+            self._sink(event)
+        if note is not None:
+            self._sink(note)
 
     def _error(self, what: str, exc: BaseException, argv: list[str] | None = None) -> DesktopError:
         """One line naming the cwsandbox error, with no credential in it, nor the exec's command (the
@@ -363,6 +406,72 @@ class CWSandboxDesktop(HelperDesktop):
             if self.settings.api_key:
                 message = message.replace(self.settings.api_key, "[redacted]")
             raise DesktopError(truncate(message, 300)) from None
+
+
+class _Armored:
+    """The helper's streamed reply: ``<length>\\n`` then that many base64 characters, checked as it comes."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.head = ""
+        self.declared: int | None = None
+        self.parts: list[str] = []
+        self.size = 0
+
+    def feed(self, text: str) -> str | None:
+        """Take one streamed piece; a reason to cut the exec off, or None."""
+        if not text.isascii():
+            return "the sandbox's reply is not in the helper's form (it is not ASCII)"
+        if self.declared is None:
+            self.head += text
+            line, newline, text = self.head.partition("\n")
+            if not newline:
+                return "the sandbox's reply does not start with its length" if len(self.head) > 20 else None
+            if not line.isdigit() or len(line) > 20:
+                return "the sandbox's reply does not start with its length"
+            self.declared, self.head = int(line), ""
+            if self.declared > self.cap:
+                return (
+                    f"the sandbox's reply would be {self.declared * 3 // 4} bytes, over the run's cap of "
+                    f"{self.cap * 3 // 4} bytes"
+                )
+        self.size += len(text)
+        if self.size > self.declared:
+            return "the sandbox's reply is longer than the length it sent"
+        self.parts.append(text)
+        return None
+
+    def reply(self) -> bytes:
+        if self.declared is None or self.size != self.declared:
+            raise DesktopError("the sandbox's reply ended before the length it sent", fatal=True)
+        try:
+            return base64.b64decode("".join(self.parts), validate=True)
+        except (binascii.Error, ValueError):
+            raise DesktopError("the sandbox's reply is not in the helper's form (bad base64)", fatal=True) from None
+
+
+class _Stderr:
+    """An exec's stderr, kept to ``cap`` bytes (counted as UTF-8, never fewer than the bytes sent)."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.parts: list[bytes] = []
+        self.size = 0
+
+    def add(self, text: str) -> bool:
+        data = text.encode("utf-8", "replace")
+        self.size += len(data)
+        if self.size > self.cap:
+            return False
+        self.parts.append(data)
+        return True
+
+    def data(self) -> bytes:
+        return b"".join(self.parts)
+
+    def last_line(self) -> str:
+        lines = self.data().decode("utf-8", "replace").strip().splitlines()
+        return one_line(lines[-1]) if lines else ""
 
 
 def list_sandboxes(settings: SandboxSettings, tags: list[str] | None = None) -> list[dict[str, str]]:

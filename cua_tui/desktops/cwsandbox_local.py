@@ -203,7 +203,7 @@ class SandboxService(pb_grpc.SandboxServiceServicer):
             files.append(target)
         env = {"PATH": self.path, "HOME": "/root", "LANG": "C.UTF-8", **dict(container.environment_variables)}
         log = open(self.root / f"{sandbox_id}.log", "ab")  # noqa: SIM115 (kept open by the process)
-        argv = [container.command, *container.args] if container.command else ["sleep", "infinity"]
+        argv = self._sandbox_argv([container.command, *container.args] if container.command else [])
         proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
         log.close()
         sb = LocalSandbox(sandbox_id, spec, proc, env, files)
@@ -212,6 +212,10 @@ class SandboxService(pb_grpc.SandboxServiceServicer):
         if fault is not None:  # lost_reply: the sandbox exists, the client never hears of it
             context.abort(fault.code, "injected: the reply was lost")
         return self._message(sb)
+
+    def _sandbox_argv(self, command: list[str]) -> list[str]:
+        """What runs as the sandbox's main process (a subclass may run something else)."""
+        return command or ["sleep", "infinity"]
 
     def GetSandbox(self, request: Any, context: grpc.ServicerContext) -> Any:
         self._record("GetSandbox", context, request.sandbox_id)
@@ -345,6 +349,8 @@ class LocalService:
     packages (the test machine's). ``bwrap_fails``: a ``bwrap`` that cannot make namespaces comes first
     on PATH, as in a sandbox without user namespaces."""
 
+    service_class: type[SandboxService] = SandboxService
+
     def __init__(self, root: Path, *, bwrap_fails: bool = False, workers: int = 64) -> None:
         root.mkdir(parents=True, exist_ok=True)
         bindir = root / "bin"
@@ -356,7 +362,7 @@ class LocalService:
             fake = bindir / "bwrap"
             fake.write_text('#!/bin/sh\necho "bwrap: No permissions to create a new namespace" >&2\nexit 1\n')
             fake.chmod(0o755)
-        self.service = SandboxService(root, f"{bindir}:/usr/local/bin:/usr/bin:/bin")
+        self.service = self.service_class(root, f"{bindir}:/usr/local/bin:/usr/bin:/bin")
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
         pb_grpc.add_SandboxServiceServicer_to_server(self.service, self.server)
         self.port = self.server.add_insecure_port("127.0.0.1:0")

@@ -3,23 +3,28 @@
 Standard library only, imported alone, so each step's exec starts Python and little else. ``WAIT`` is how
 long to keep trying to reach the helper's socket (the first request waits for the helper to come up).
 
-- ``call SOCKET REQUEST_JSON WAIT``: one request, its reply on stdout. ``REQUEST_JSON`` ``-`` reads the
-  request from stdin instead (one line, at most 1 MiB), so typed text never stands in a command line the
-  host's other users can read (``docker exec`` on the controller's machine).
+- ``call SOCKET REQUEST_JSON WAIT [base64]``: one request, its reply on stdout. ``REQUEST_JSON`` ``-`` reads
+  the request from stdin instead (one line, at most 1 MiB), so typed text never stands in a command line the
+  host's other users can read (``docker exec`` on the controller's machine). With ``base64`` the reply goes
+  out as ``<length>\\n`` and the reply in base64 (the cwsandbox client decodes what it streams as UTF-8:
+  ASCII is the only form whose streamed size is its size, so the controller can count and cut it off).
 - ``stream SOCKET WAIT``: many requests on one attached exec (``docker exec -i``): one request per line on
   stdin, each reply on stdout as ``<length>\\n`` then the reply's bytes, until stdin ends; then it asks
   the resident helper to shut down.
 
-Exit status 0 when every reply was copied, 3 when the helper could not be reached, 2 for bad usage.
+Exit status 0 when every reply was copied, 3 when the helper could not be reached or its reply was over
+``MAX_REPLY``, 2 for bad usage.
 """
 
 from __future__ import annotations
 
+import base64
 import socket
 import sys
 import time
 
 MAX_REQUEST = 1 << 20
+MAX_REPLY = 64 << 20  # what is read from the resident helper's socket at most (the controller caps it lower)
 
 
 def _connect(path: str, wait: float) -> socket.socket | None:
@@ -42,10 +47,14 @@ def _ask(path: str, request: bytes, wait: float) -> bytes | None:
     conn = _connect(path, wait)
     if conn is None:
         return None
-    chunks = []
+    chunks, size = [], 0
     with conn:
         conn.sendall(request.rstrip(b"\n") + b"\n")
         while chunk := conn.recv(1 << 20):
+            size += len(chunk)
+            if size > MAX_REPLY:
+                print(f"the helper's reply is over {MAX_REPLY} bytes", file=sys.stderr)
+                return None
             chunks.append(chunk)
     return b"".join(chunks)
 
@@ -67,14 +76,17 @@ def _stream(path: str, wait: float) -> int:
 def main(argv: list[str]) -> int:
     if len(argv) == 3 and argv[0] == "stream":
         return _stream(argv[1], float(argv[2]))
-    if len(argv) != 4 or argv[0] != "call":
-        print("usage: helper.pyz call SOCKET REQUEST_JSON|- WAIT | stream SOCKET WAIT", file=sys.stderr)
+    if len(argv) not in (4, 5) or argv[0] != "call" or argv[4:] not in ([], ["base64"]):
+        print("usage: helper.pyz call SOCKET REQUEST_JSON|- WAIT [base64] | stream SOCKET WAIT", file=sys.stderr)
         return 2
     path, wait = argv[1], float(argv[3])
     request = sys.stdin.buffer.readline(MAX_REQUEST) if argv[2] == "-" else argv[2].encode()
     reply = _ask(path, request, wait)
     if reply is None:
         return 3
+    if argv[4:]:
+        reply = base64.b64encode(reply)
+        reply = b"%d\n" % len(reply) + reply
     sys.stdout.buffer.write(reply)
     sys.stdout.buffer.flush()
     return 0

@@ -4,29 +4,75 @@ screenshot, a region, the verdict) is one exec whose stdout is the helper's repl
 
 A subclass says how one request travels (``_request``: the exec, and its errors as DesktopError); this base
 judges what comes back. The reply is untrusted: its exit status, its shape (``parse_reply``, every length
-checked against a cap), and each screenshot's PNG header against the reply's header and the expected size,
-before anything decodes it.
+checked against the run's cap, ``reply_cap``), only the pictures the request asked for (a zoom's, of the
+zoom's size), each PNG header against the reply's header and the expected size before anything decodes
+it, and at most ``MAX_EGRESS_PER_REPLY`` egress records (``egress_events``).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..core.actions import Action
+from ..core import events as ev
+from ..core.actions import Action, Kind
 from ..core.geometry import Size
 from ..core.imaging import ImageRefused, decode_png, png_size
 from ..core.ports import DesktopError, Frame, StepResult, Verification
 from ..core.text import one_line, truncate
-from .helper import ReplyError, action_to_wire, parse_reply
+from .helper import MAX_EGRESS_PER_REPLY, MAX_HEADER_BYTES, ReplyError, action_to_wire, parse_reply
 
-if TYPE_CHECKING:
-    from ..core import events as ev
-
-REPLY_CAP = 24 * 1024 * 1024  # a 1920x1200 PNG at low compression is well under this
+REPLY_CAP = 24 * 1024 * 1024  # the Docker channel's cap (its ``downloads`` reply carries up to 8 MiB of files)
+STDERR_CAP = 64 * 1024  # what a helper's exec may write to stderr: a traceback fits, a flood is cut off
+EGRESS_FIELDS = ("host", "port", "method", "allowed", "reason")
 
 Blobs = dict[str, tuple[bytes, int, int]]
+
+
+def png_bound(size: Size) -> int:
+    """The most bytes an honest PNG of ``size`` takes: RGBA rows stored uncompressed, with the filter byte
+    of each row, deflate's stored-block and PNG's chunk overhead (under 0.1%), and room for ancillary chunks."""
+    raw = size.height * (1 + 4 * size.width)
+    return raw + raw // 1024 + 64 * 1024
+
+
+def reply_cap(size: Size) -> int:
+    """The most an honest reply for a run of screen ``size`` takes: its header, a screenshot and at most one
+    picture no larger than the screen (a zoom's region lies on it)."""
+    return MAX_HEADER_BYTES + 2 * png_bound(size)
+
+
+def egress_events(records: Any, cap: int = MAX_EGRESS_PER_REPLY) -> tuple[list[ev.Egress], ev.Note | None]:
+    """The egress records a reply claims, as events: well-formed ones only, fields bounded, at most ``cap``
+    (the helper itself sends no more a reply); the excess is counted in one note, never recorded one by one."""
+    if not isinstance(records, list):
+        return [], None
+    events: list[ev.Egress] = []
+    excess = refused = malformed = 0
+    for r in records:
+        host, port, method, allowed, reason = (r.get(k) for k in EGRESS_FIELDS) if isinstance(r, dict) else [None] * 5
+        if not (
+            isinstance(host, str)
+            and isinstance(port, int)
+            and not isinstance(port, bool)
+            and isinstance(method, str)
+            and isinstance(allowed, bool)
+        ):
+            malformed += 1
+        elif len(events) >= cap:
+            excess += 1
+            refused += not allowed
+        else:
+            reason = reason if isinstance(reason, str) else ""
+            events.append(ev.Egress(truncate(host, 300), port, truncate(method, 40), allowed, truncate(reason, 300)))
+    parts = []
+    if excess:
+        parts.append(f"{excess} egress record(s) over the {cap} a reply may carry ({refused} of them refused)")
+    if malformed:
+        parts.append(f"{malformed} malformed egress record(s)")
+    note = ev.Note(f"the sandbox's reply claimed {' and '.join(parts)}: not recorded one by one") if parts else None
+    return events, note
 
 
 class HelperDesktop:
@@ -44,6 +90,7 @@ class HelperDesktop:
         self._rundir: Any = None
         self._sink: Callable[[ev.Event], None] | None = None
         self._stopping = threading.Event()
+        self.reply_cap = reply_cap(size)
 
     def bind_run(self, rundir: Any) -> None:
         """The run directory (sandbox-id.txt goes there) and its id (the sandbox's tag or label)."""
@@ -65,15 +112,17 @@ class HelperDesktop:
     def _reply_egress(self, records: Any) -> None:
         """The egress records a reply carries (from a proxy inside the sandbox); ignored by default."""
 
-    def _answer(self, returncode: int, stdout: bytes, stderr: bytes) -> tuple[dict[str, Any], Blobs]:
+    def _answer(
+        self, returncode: int, stdout: bytes, stderr: bytes, *, cap: int | None = None
+    ) -> tuple[dict[str, Any], Blobs]:
         """The helper's reply, judged: the exit status, the shape, then its ``ok``."""
         if returncode != 0:
-            detail = one_line(stderr.decode("utf-8", "replace"))
+            detail = one_line(stderr[:STDERR_CAP].decode("utf-8", "replace"))
             raise DesktopError(
                 f"the sandbox's helper failed (status {returncode}): {truncate(detail, 200)}", fatal=True
             )
         try:
-            header, blobs = parse_reply(stdout, cap=REPLY_CAP)
+            header, blobs = parse_reply(stdout, cap=self.reply_cap if cap is None else cap)
         except ReplyError as exc:
             raise DesktopError(f"the sandbox sent a malformed reply: {exc}", fatal=True) from None
         self._reply_egress(header.get("egress"))
@@ -91,6 +140,7 @@ class HelperDesktop:
         if not isinstance(isolation, dict):
             raise DesktopError("the sandbox's helper did not say what isolation it obtained", fatal=True)
         self._isolation = plain(isolation)
+        _only(blobs, {"screen"}, "ready request")
         self._first = self._frame(blobs, self.size)
 
     def _frame(self, blobs: Blobs, size: Size, name: str = "screen") -> Frame:
@@ -114,23 +164,33 @@ class HelperDesktop:
         if first is not None:  # the ``ready`` reply already carried it: no round trip for the first one
             return first
         _header, blobs = self._request({"op": "screenshot"}, timeout=self.step_timeout)
+        _only(blobs, {"screen"}, "screenshot")
         return self._frame(blobs, self.size)
 
     def perform(self, action: Action) -> StepResult:
         self._first = None
         header, blobs = self._request({"op": "perform", "action": action_to_wire(action)}, timeout=self.step_timeout)
+        zoom = action.kind is Kind.ZOOM and action.region is not None
+        _only(blobs, {"screen", "image"} if zoom else {"screen"}, action.kind.value)
         frame = self._frame(blobs, self.size)
         image = None
-        if "image" in blobs:
-            _png, width, height = blobs["image"]
-            image = self._frame(blobs, Size(width, height), name="image")
+        if zoom and action.region is not None:
+            x0, y0, x1, y1 = action.region
+            image = self._frame(blobs, Size(x1 - x0, y1 - y0), name="image")
         output = header.get("output")
         return StepResult(frame, output=truncate(output, 1000) if isinstance(output, str) else None, image=image)
 
     def capture_region(self, region: tuple[int, int, int, int]) -> Frame:
         _header, blobs = self._request({"op": "region", "region": list(region)}, timeout=self.step_timeout)
+        _only(blobs, {"screen"}, "region capture")
         x0, y0, x1, y1 = region
         return self._frame(blobs, Size(x1 - x0, y1 - y0))
+
+
+def _only(blobs: Blobs, names: set[str], what: str) -> None:
+    """A reply carries the pictures its request asked for and nothing more (a hostile one may add a huge one)."""
+    if set(blobs) - names:
+        raise DesktopError(f"the sandbox's reply to a {what} carries a picture it did not ask for", fatal=True)
 
 
 def verdict(data: Any) -> Verification | None:

@@ -1,0 +1,172 @@
+"""A hostile CoreWeave sandbox for the tests: the local service (``cua_tui/desktops/cwsandbox_local.py``) with
+nothing inside. Every exec is answered by the service itself with a behaviour chosen per helper request
+(``ready``, ``perform``, ``screenshot``, ``verify``, ...), as a sandbox whose helper was replaced would.
+
+``honest`` answers in the helper's own form (a reply header, a PNG of the run's screen), so a run gets as
+far as the behaviour under test; the others flood, lie or claim too much. ``sent`` counts the bytes each
+request's answer actually put on the wire (the proof that a flood was cut off), ``answered`` the requests.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import struct
+import threading
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+from cwsandbox._proto import sandbox_pb2 as pb
+from PIL import Image
+
+from cua_tui.desktops.cwsandbox_local import STDERR, STDOUT, LocalService, SandboxService
+from cua_tui.desktops.helper import encode_reply
+
+FRAME = 1 << 16  # bytes per output frame, as the local service streams a real exec
+MiB = 1 << 20
+
+
+def png(width: int, height: int, colour: tuple[int, int, int] = (240, 240, 240)) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), colour).save(out, "PNG")
+    return out.getvalue()
+
+
+def png_claiming(width: int, height: int) -> bytes:
+    """A small file whose PNG header claims ``width`` x ``height`` (its pixel data is a few bytes)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b"")
+    )
+
+
+def armored(reply: bytes) -> bytes:
+    """What ``helper.pyz call ... base64`` writes: the length, then the reply in base64."""
+    text = base64.b64encode(reply)
+    return b"%d\n" % len(text) + text
+
+
+class HostileService(SandboxService):
+    """``behave``: helper request -> behaviour (default ``honest``). ``flood`` bytes for the floods."""
+
+    def __init__(self, root: Path, path: str) -> None:
+        super().__init__(root, path)
+        self.behave: dict[str, str] = {}
+        self.flood = 512 * MiB
+        self.egress_records = 4_157
+        self.sent: dict[str, int] = {}
+        self.answered: dict[str, int] = {}
+        self._sent_lock = threading.Lock()
+
+    def _sandbox_argv(self, command: list[str]) -> list[str]:
+        return ["sleep", "infinity"]  # no helper inside: the service answers every exec itself
+
+    def _run_exec(
+        self, argv: list[str], env: dict[str, str], context: grpc.ServicerContext, *, exit_frame: bool
+    ) -> Any:
+        op = _op(argv)
+        with self._sent_lock:
+            self.answered[op] = self.answered.get(op, 0) + 1
+        behaviour = self.behave.get(op, "honest")
+        code = 0
+        for stream, data in self._answer(behaviour, op, argv):
+            if not context.is_active():
+                return
+            with self._sent_lock:
+                self.sent[op] = self.sent.get(op, 0) + len(data)
+            yield pb.ExecStreamResponse(output=pb.ExecStreamOutput(stream=stream, data=data))
+        if exit_frame:
+            yield pb.ExecStreamResponse(exit=pb.ExecStreamExit(exit_code=code))
+
+    # ------------------------------------------------------------------------------------------------
+    def _answer(self, behaviour: str, op: str, argv: list[str]) -> Iterator[tuple[int, bytes]]:
+        size = self._screen(argv)
+        match behaviour:
+            case "honest":
+                yield from _frames(STDOUT, armored(self._honest(op, size)))
+            case "flood_declared":  # a length far over any cap, then the bytes to match
+                yield STDOUT, b"%d\n" % (self.flood * 4 // 3)
+                yield from _flood(STDOUT, b"A", self.flood)
+            case "flood_stdout":  # a plausible length, then far more than it said
+                yield STDOUT, b"%d\n" % 100_000
+                yield from _flood(STDOUT, b"A", self.flood)
+            case "flood_binary":  # no length at all: raw bytes, as a reply in the old form would come
+                yield from _flood(STDOUT, b"\xff", self.flood)
+            case "flood_stderr":
+                yield from _flood(STDERR, b"E", self.flood)
+            case "egress_flood":
+                records = [
+                    {"host": f"h{i}.x", "port": 443, "method": "GET", "allowed": False, "reason": "x"}
+                    for i in range(self.egress_records)
+                ]
+                reply = encode_reply({"ok": True, "output": None, "egress": records}, {"screen": (png(*size), *size)})
+                yield from _frames(STDOUT, armored(reply))
+            case "unsolicited_picture":  # a click's reply with a picture nobody asked for
+                blobs = {"screen": (png(*size), *size), "image": (png_claiming(16384, 2441), 16384, 2441)}
+                yield from _frames(STDOUT, armored(encode_reply({"ok": True, "output": None, "egress": []}, blobs)))
+            case "oversized_zoom":  # a zoom's reply whose picture is larger than the region it was asked for
+                blobs = {"screen": (png(*size), *size), "image": (png_claiming(4096, 4096), 4096, 4096)}
+                yield from _frames(STDOUT, armored(encode_reply({"ok": True, "output": None, "egress": []}, blobs)))
+            case "passed":  # a verdict from a sandbox that did nothing
+                header = {"ok": True, "verification": {"passed": True, "detail": "all good", "verifier": "form-lab"}}
+                yield from _frames(STDOUT, armored(encode_reply({**header, "egress": []})))
+            case _:
+                raise ValueError(f"unknown behaviour {behaviour!r}")
+
+    def _honest(self, op: str, size: tuple[int, int]) -> bytes:
+        header: dict[str, Any] = {"ok": True, "egress": []}
+        if op == "ready":
+            header["isolation"] = {"bubblewrap": False, "bubblewrap_note": "a hostile sandbox: nothing inside"}
+        if op == "verify":
+            header["verification"] = None
+        if op == "release":
+            return encode_reply(header)
+        return encode_reply(header, {"screen": (png(*size), *size)})
+
+    def _screen(self, argv: list[str]) -> tuple[int, int]:
+        """The run's screen, from the sandbox's own command (the helper's ``serve`` spec)."""
+        with self._lock:
+            specs = [sb.spec for sb in self.sandboxes.values()]
+        for spec in specs:
+            for arg in spec.containers[0].args:
+                if arg.startswith("{") and '"screen"' in arg:
+                    width, height = json.loads(arg)["screen"].split("x")
+                    return int(width), int(height)
+        return 1024, 720
+
+
+def _op(argv: list[str]) -> str:
+    if "call" in argv:
+        try:
+            return str(json.loads(argv[argv.index("call") + 2]).get("op", ""))
+        except (IndexError, ValueError, AttributeError):
+            return ""
+    return ""
+
+
+def _frames(stream: int, data: bytes) -> Iterator[tuple[int, bytes]]:
+    for at in range(0, len(data), FRAME):
+        yield stream, data[at : at + FRAME]
+
+
+def _flood(stream: int, byte: bytes, total: int) -> Iterator[tuple[int, bytes]]:
+    block = byte * FRAME
+    for _ in range(total // FRAME):
+        yield stream, block
+
+
+class HostileLocalService(LocalService):
+    service_class = HostileService
+
+    @property
+    def hostile(self) -> HostileService:
+        assert isinstance(self.service, HostileService)
+        return self.service
