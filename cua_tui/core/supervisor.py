@@ -610,6 +610,12 @@ class Supervisor:
                 step = self._call(self.desktop.perform, action)
                 frame, output, image = step.frame, step.output, step.image
                 self._in_flight = None
+                if image is not None and not _asked_for(action, image):
+                    raise DesktopError(
+                        f"the desktop answered a {action.kind.value} with a {image.width} x {image.height} "
+                        "picture it did not ask for",
+                        fatal=True,
+                    )
         except DesktopError as exc:
             self._in_flight = None
             self._check_abort()
@@ -979,3 +985,12 @@ def _storage_reason(reason: str, failure: str) -> str:
     if reason.startswith("storage:"):
         return reason
     return f"storage: {failure} (while ending: {reason})"
+
+
+def _asked_for(action: Action, image: Frame) -> bool:
+    """A picture comes only with a zoom, and no larger than its region (what a desktop sends back is
+    checked here too: a remote one is untrusted, and no picture goes to the model or the log unasked)."""
+    if action.kind is not Kind.ZOOM or action.region is None:
+        return False
+    x0, y0, x1, y1 = action.region
+    return 0 < image.width <= x1 - x0 and 0 < image.height <= y1 - y0
