@@ -23,6 +23,7 @@ from cua_tui.build import RunOptions, build_run
 from cua_tui.core import events as ev
 from cua_tui.core.audit import VerifyExit, verify_run
 from cua_tui.core.geometry import Size
+from cua_tui.desktops import cwsandbox as cwsandbox_desktop
 from cua_tui.desktops.cwsandbox import MAX_EGRESS_PER_RUN, _Armored
 from cua_tui.desktops.helper import MAX_EGRESS_PER_REPLY
 from cua_tui.desktops.remote import egress_events, png_bound, reply_cap
@@ -193,8 +194,37 @@ def test_a_reply_with_thousands_of_egress_records_records_at_most_the_cap(
     assert len(notes) == performs
     assert f"{3_000 - MAX_EGRESS_PER_REPLY} egress record(s) over the {MAX_EGRESS_PER_REPLY}" in notes[0]
     assert verify_run(run.path).code is VerifyExit.INTACT
-    # the run stays small enough for every export
     assert (run.path / "audit.jsonl").stat().st_size < 4 * MiB
+    assert_exportable(run.path, tmp_path)
+
+
+def test_a_runs_egress_records_stop_at_the_runs_cap(
+    tmp_path: Path, hostile: HostileService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the run's cap each reply's records are only counted: a long run of floods stays exportable."""
+    monkeypatch.setattr(cwsandbox_desktop, "MAX_EGRESS_PER_RUN", 700)
+    hostile.behave["perform"] = "egress_flood"
+    hostile.egress_records = 400
+    run, recorder = form_run(tmp_path)
+    run.run()
+    assert hostile.answered["perform"] >= 3
+    assert len(recorder.of(ev.Egress)) == 700
+    notes = [n.message for n in recorder.of(ev.Note) if "egress record" in n.message]
+    assert len(notes) == hostile.answered["perform"] - 1  # the first reply fitted whole
+    assert verify_run(run.path).code is VerifyExit.INTACT
+    assert_exportable(run.path, tmp_path)
+
+
+def assert_exportable(run_dir: Path, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from cua_tui.cli import main
+
+    env = {"CUA_TUI_CONFIG": str(tmp_path / "no-config.toml"), "CUA_TUI_RUNS_DIR": str(tmp_path / "runs")}
+    for flag, name in (("--html", "run.html"), ("--gif", "run.gif"), ("--script", "run.json")):
+        result = CliRunner().invoke(main, ["export", str(run_dir), flag, str(tmp_path / name)], env=env)
+        assert result.exit_code == 0, (flag, result.output)
+        assert (tmp_path / name).stat().st_size > 0
 
 
 def test_egress_records_are_checked_one_by_one_and_capped_per_run() -> None:
@@ -245,3 +275,39 @@ def test_a_zoom_takes_only_a_picture_of_its_regions_size(tmp_path: Path, hostile
             desktop.perform(Action(Kind.ZOOM, region=(0, 0, 100, 50)))
     finally:
         desktop.stop()
+
+
+def test_the_exec_inside_caps_what_it_reads_from_the_helpers_socket(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``helper_call`` copies the resident helper's reply: a resident that floods its socket is cut off too."""
+    import socket
+    import threading
+
+    from cua_tui.desktops import helper_call
+
+    monkeypatch.setattr(helper_call, "MAX_REPLY", 1 * MiB)
+    path = tmp_path / "h.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+    sent = [0]
+
+    def flood() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(1 << 16)
+            try:
+                while sent[0] < 256 * MiB:
+                    conn.sendall(b"x" * (1 << 16))
+                    sent[0] += 1 << 16
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=flood, daemon=True)
+    thread.start()
+    assert helper_call.main(["call", str(path), '{"op": "screenshot"}', "1", "base64"]) == 3
+    thread.join(10)
+    assert sent[0] < 8 * MiB
+    assert "over 1048576 bytes" in capsys.readouterr().err
+    listener.close()
