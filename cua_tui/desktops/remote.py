@@ -21,7 +21,7 @@ from ..core.geometry import Size
 from ..core.imaging import ImageRefused, decode_png, png_size
 from ..core.ports import DesktopError, Frame, StepResult, Verification
 from ..core.text import one_line, truncate
-from .helper import MAX_EGRESS_PER_REPLY, MAX_HEADER_BYTES, ReplyError, action_to_wire, parse_reply
+from .helper import DOWNLOADS_CAP, MAX_EGRESS_PER_REPLY, MAX_HEADER_BYTES, ReplyError, action_to_wire, parse_reply
 
 REPLY_CAP = 24 * 1024 * 1024  # the Docker channel's cap (its ``downloads`` reply carries up to 8 MiB of files)
 STDERR_CAP = 64 * 1024  # what a helper's exec may write to stderr: a traceback fits, a flood is cut off
@@ -38,9 +38,9 @@ def png_bound(size: Size) -> int:
 
 
 def reply_cap(size: Size) -> int:
-    """The most an honest reply for a run of screen ``size`` takes: its header, a screenshot and at most one
-    picture no larger than the screen (a zoom's region lies on it)."""
-    return MAX_HEADER_BYTES + 2 * png_bound(size)
+    """The most an honest reply for a run of screen ``size`` takes: its header, and a screenshot with at most
+    one picture no larger than the screen (a zoom's region lies on it), or the downloads a verifier fetches."""
+    return MAX_HEADER_BYTES + max(2 * png_bound(size), DOWNLOADS_CAP)
 
 
 def egress_events(records: Any, cap: int = MAX_EGRESS_PER_REPLY) -> tuple[list[ev.Egress], ev.Note | None]:
