@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -20,6 +21,7 @@ from typing import Any
 import msgspec
 
 from .audit import encode_record, write_all
+from .text import encodable
 
 RUN_ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{6}$")
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -62,14 +64,20 @@ def new_run_id(now: float | None = None) -> str:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON so that a reader never sees half a file: temp file, fsync, rename, fsync the folder."""
+    """Write JSON so that a reader never sees half a file: temp file, fsync, rename, fsync the folder.
+    Any text encodes (the audit log's encoder); only the file system can fail it, with OSError."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    payload = msgspec.json.format(msgspec.json.encode(data), indent=2) + b"\n"
-    with open(tmp, "wb") as fh:
-        fh.write(payload)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    payload = msgspec.json.format(encode_record(data), indent=2) + b"\n"
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):  # no half-written temp file left beside the run's files
+            tmp.unlink()
+        raise
     _fsync_dir(path.parent)
 
 
@@ -185,7 +193,7 @@ class RunDir:
 
     def write_sandbox_id(self, sandbox_id: str) -> None:
         tmp = self.sandbox_id.with_suffix(".tmp")
-        tmp.write_text(sandbox_id + "\n", encoding="utf-8")
+        tmp.write_text(encodable(sandbox_id) + "\n", encoding="utf-8")  # an id the sandbox side named
         os.replace(tmp, self.sandbox_id)
 
     @property

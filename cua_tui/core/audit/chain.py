@@ -19,13 +19,17 @@ SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 _encoder = msgspec.json.Encoder()
 
 
-def encode_record(record: dict[str, Any]) -> bytes:
-    """JSON bytes of a record. Text that UTF-8 cannot carry (lone surrogates from a hostile model reply or
-    script) is made encodable rather than failing the run: the log records what it can, literally."""
+def encode_record(record: Any) -> bytes:
+    """JSON bytes of a record, a line of the log or a whole run file (run.json, result.json, fleet.json): the
+    one encoder of what a run writes. It never fails on text: a string UTF-8 cannot carry (a lone surrogate
+    from a model's JSON, a script, or a command-line argument or path that was not UTF-8) is recorded with
+    each lone surrogate as its visible escape (``text.encodable``), so every ending can still be written."""
     try:
         return _encoder.encode(record)
     except UnicodeEncodeError:
-        return _encoder.encode(_encodable(record))
+        # Rare, so the fast path above stays msgspec's own: only now is the value walked, as plain data
+        # (dataclasses, structs, enums become dicts and strings) so that no string is left unvisited.
+        return _encoder.encode(_encodable(msgspec.to_builtins(record)))
 
 
 def _encodable(value: Any) -> Any:
