@@ -126,8 +126,9 @@ def command(
 
     Every action the agent proposes is parsed strictly, classified by the policy (allow, confirm, block),
     and executed only if allowed or approved. The run directory (run.json, audit.jsonl, screens/,
-    transcript.jsonl, result.json) is written under --runs-dir. Exit status: 0 passed or finished, 1 any
-    other end (failed, killed, limit, error), 2 bad usage or configuration.
+    transcript.jsonl, result.json) is written under --runs-dir. Exit status: 0 passed or finished, and
+    sealed; 1 any other end (failed, killed, limit, error, or a seal that could not be written: the run
+    ends error and says why in one line); 2 bad usage or configuration.
     """
     if (model or base_url) and agent_spec not in ("openai", "anthropic"):
         unused = [n for n, v in (("--model", model), ("--base-url", base_url)) if v]

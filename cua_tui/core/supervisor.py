@@ -109,11 +109,17 @@ class RunResult:
     turns: int
     steps: int
     executed: int
-    seal: dict[str, Any]
+    seal: dict[str, Any]  # as written to result.json; empty when the run could not be sealed
+
+    @property
+    def sealed(self) -> bool:
+        """result.json holds the seal, so ``verify`` can tell the run whole (else it reports it interrupted)."""
+        return bool(self.seal)
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.status in (RunStatus.PASSED, RunStatus.FINISHED) else 1
+        # A run whose seal is not on disk is no success, whatever it ended as.
+        return 0 if self.sealed and self.status in (RunStatus.PASSED, RunStatus.FINISHED) else 1
 
 
 class Supervisor:
@@ -887,11 +893,18 @@ class Supervisor:
                 }
                 try:
                     self.rundir.write_result(record)
-                except OSError as exc:
-                    status = RunStatus.ERROR
-                    reason = _storage_reason(reason, f"could not write result.json: {exc.strerror or exc}")
-            self.rundir.release_reserve()
+                except Exception as exc:  # a full disk, a read-only folder, or a bug: not sealed either way
+                    seal = {}
+                    why = exc.strerror if isinstance(exc, OSError) and exc.strerror else failure(exc)
+                    status, reason = RunStatus.ERROR, _storage_reason(reason, f"could not write result.json: {why}")
+        except Exception as exc:  # a bug while ending: what is on disk is not sealed, and the result says so
+            seal = {}
+            for close in (self.audit.close, self.transcript.close, self._caller.close):
+                with contextlib.suppress(Exception):
+                    close()
+            status, reason = RunStatus.ERROR, f"internal error: not sealed: {failure(exc)} (while ending: {reason})"
         finally:
+            self.rundir.release_reserve()
             self.result = RunResult(
                 self.run_id, self.rundir.path, status, reason, verified, self.turn, self.steps, self.executed, seal
             )

@@ -106,6 +106,7 @@ class SupervisorApp(HistoryActions, App[Any]):
         self.running = True
         self.result: Any = None
         self.final_status = ""
+        self._sealed_known = False  # the run's own result said whether its seal reached the disk
         self.zoom = False
         self._png: bytes | None = None
         self._sha: str | None = None  # the SHA-256 of _png (the screen-text cache's key)
@@ -202,6 +203,9 @@ class SupervisorApp(HistoryActions, App[Any]):
         match event:
             case ev.RunEnded():
                 self.running = False
+                if self.source.live and not self._sealed_known:
+                    # result.json is written after this last event and may fail: sealed only once it is there
+                    self.query_one(AuditPane).set_state("sealing…")
             case ev.Killed():
                 self.notify("kill switch: run stopped", severity="error")
         if view.alert is not None:
@@ -219,9 +223,26 @@ class SupervisorApp(HistoryActions, App[Any]):
     def on_run_finished(self, message: RunFinished) -> None:
         self.running = False
         self.final_status = message.status
+        self._sealed_known = True
+        if self.source.live:
+            self._show_seal(message)
         self._show_pending()
         if message.status:
             self.notify(f"run ended: {visible(message.status)} · press q to quit", timeout=30, markup=False)
+
+    def _show_seal(self, message: RunFinished) -> None:
+        """The audit pane and the status bar as the run's result has them: a run whose seal could not be
+        written (its RunEnded record says how it ended, not that it was sealed) is shown not sealed, why."""
+        sealed = bool(getattr(self.result, "sealed", False))
+        self.query_one(AuditPane).set_state("sealed" if sealed else "NOT sealed")
+        if sealed:
+            return
+        reason = visible(message.reason or "the run ended without a result", limit=300)
+        status = self.query_one(StatusBar)
+        status.final = f"{visible(message.status or 'error')} · {reason}"
+        status.ended = status.ended or self.clock()
+        status.show(self.view)
+        self.notify(f"not sealed: {reason}", title="seal", severity="error", timeout=60, markup=False)
 
     def _show_pending(self) -> None:
         """Show what ``pending`` says (the one place that reads it for the panes)."""
