@@ -40,6 +40,7 @@ RUN_ID = "20250301-101500-4f2a9c"
 AGENT = "script:form.json (scripted demo)"
 ELAPSED = 12.0  # seconds the status bar shows
 OPERATOR = "analyst@workstation"  # not this machine's user and host: pictures must not depend on them
+VERIFIER_USER = "analyst"  # the sim verdict's user, for the same reason
 WALL = 1740823700.0  # the wall clock of every scene's records (2025-03-01 10:15 UTC)
 
 TASK = "Complete the verification form: type the phrase shown on the page into the field and click Verify."
@@ -115,7 +116,7 @@ def scene_options(
         fsync=False,
         clock=lambda: 0.0,
         wall_clock=lambda: WALL,
-        **more,
+        **{"desktop": SimDesktop(user=VERIFIER_USER), **more},
     )
 
 
@@ -143,7 +144,11 @@ def record(
 
     app = SimApp() if page_text is None else SimApp(page_text=page_text)
     try:
-        run = build_run(scene_options(turns, folder, final_text, listeners=(listen,), desktop=SimDesktop(app=app)))
+        run = build_run(
+            scene_options(
+                turns, folder, final_text, listeners=(listen,), desktop=SimDesktop(app=app, user=VERIFIER_USER)
+            )
+        )
         handshake = run.handshake
         assert handshake is not None
         worker = threading.Thread(target=run.run, name="cua-scene", daemon=True)
@@ -270,7 +275,9 @@ def fleet_app(**kwargs: Any) -> App[Any]:
 
     def task(name: str, n: int, turns: Sequence[dict[str, Any]], page: str | None = None, **more: Any) -> FleetTask:
         options = scene_options(
-            turns, folder, desktop=SimDesktop(app=SimApp() if page is None else SimApp(page_text=page))
+            turns,
+            folder,
+            desktop=SimDesktop(app=SimApp() if page is None else SimApp(page_text=page), user=VERIFIER_USER),
         )
         return FleetTask(name, dataclasses.replace(options, run_id=f"{RUN_ID[:-6]}{n:06x}", **more))
 

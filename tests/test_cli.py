@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from cua_tui.agents.vendors import DEFAULT_MODELS
 from cua_tui.cli import main
+from cua_tui.core.ports import process_user
 from cua_tui.desktops import BACKENDS
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -85,10 +86,13 @@ def test_headless_run_passes_with_approvals(tmp_path: Path) -> None:
         "fill the form",
     )
     assert code == 0, out
-    assert "status: passed" in out
+    # The end line says who vouched for the verdict: the sim's form server is in this (the controller's) process.
+    vouched = f"verified by sim form server in the controller, as {process_user()}"
+    assert f"status: passed · the form server recorded the phrase (1 submission(s)) · {vouched}\n" in out
     (run_dir,) = (tmp_path / "runs").iterdir()
     result = json.loads((run_dir / "result.json").read_text())
     assert result["status"] == "passed" and result["verified"] is True
+    assert result["verifier"] == {"name": "sim form server", "where": "controller", "user": process_user()}
     assert json.loads((run_dir / "run.json").read_text())["task"] == "fill the form"
 
 
@@ -103,8 +107,8 @@ def test_headless_default_rejects_and_run_fails(tmp_path: Path) -> None:
     assert "  #2 type 16 characters: decision: reject (by headless rule: reject)\n" in out
     assert "  #2 type 16 characters: declined · Declined by the user. Do not retry this action.\n" in out
     assert "  #3 click at (550, 182): not_executed · Not executed: an earlier action in this turn did not run." in out
-    assert "! verification by sim form server: FAILED" in out  # an alert stands apart
-    assert "status: failed" in out
+    assert f"! verification by sim form server in the controller, as {process_user()}: FAILED" in out  # stands apart
+    assert "status: failed" in out and f"verified by sim form server in the controller, as {process_user()}" in out
 
 
 def test_dry_backend_finishes_without_verifier(tmp_path: Path) -> None:
@@ -124,7 +128,9 @@ def test_dry_backend_finishes_without_verifier(tmp_path: Path) -> None:
         "approve",
     )
     assert code == 0, out
-    assert "status: finished" in out
+    assert "status: finished" in out and "verified by" not in out  # no verifier: nobody vouches
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert json.loads((run_dir / "result.json").read_text())["verifier"] is None
 
 
 @pytest.mark.parametrize(
@@ -255,8 +261,8 @@ def test_runs_lists_runs_with_status_and_audit(tmp_path: Path) -> None:
     assert code == 0
     header, row = out.splitlines()
     assert header.split()[:4] == ["RUN", "STARTED", "DURATION", "TASK"]
-    assert header.split()[-4:] == ["REASON", "STEPS", "DECISIONS", "VERIFIED"]
-    assert " passed " in row and row.endswith("intact")
+    assert header.split()[-6:] == ["STATUS", "VERIFIER", "REASON", "STEPS", "DECISIONS", "VERIFIED"]
+    assert f" passed  controller, as {process_user()}  the form server recorded" in row and row.endswith("intact")
     assert "\x1b" not in out and "␛[2J" in out
 
 

@@ -48,6 +48,7 @@ JSON_KEYS = (
     "verified",
     "unknown_outcomes",
     "verify_summary",
+    "verifier",
     "fleet",
     "fleet_task",
 )
@@ -59,14 +60,15 @@ HEADER = (
     "BACKEND",
     "AGENT",
     "STATUS",
+    "VERIFIER",
     "REASON",
     "STEPS",
     "DECISIONS",
     "VERIFIED",
 )
 # widest a cell may be; TASK and REASON shrink further to fit a terminal, down to SHRINK_FLOOR
-LIMITS = (40, 16, 9, 40, 12, 32, 16, 48, 6, 9, 24)
-SHRINKABLE = (3, 7)
+LIMITS = (40, 16, 9, 40, 12, 32, 16, 28, 48, 6, 9, 24)
+SHRINKABLE = (3, 8)
 FLEET_LIMIT = 48  # the FLEET column (fleet id / task name), shown when a listed run belongs to a fleet
 SHRINK_FLOOR = 12
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
@@ -93,6 +95,9 @@ class RunEntry:
     verified: str | None = None  # intact, unsealed, tampered, unusable; None when not checked
     unknown_outcomes: int = 0
     verify_summary: str | None = None
+    # Who vouched for the verdict (result.json's "verifier"): {"name", "where", "user"}, "where" one of
+    # controller, sandbox, unknown; None when the run has no verdict.
+    verifier: dict[str, str | None] | None = None
     fleet: str | None = None  # the fleet id from run.json, for a run made by `cua-tui fleet`
     fleet_task: str | None = None  # its task's name in the tasks file
 
@@ -123,12 +128,17 @@ class RunEntry:
             "verified": self.verified,
             "unknown_outcomes": self.unknown_outcomes,
             "verify_summary": self.verify_summary,
+            "verifier": self.verifier,
             "fleet": self.fleet,
             "fleet_task": self.fleet_task,
         }
 
     def cells(self) -> tuple[str, ...]:
         """The table row, before it is made literal and cut to width."""
+        from ..core.describe import verifier_place
+
+        said = self.verifier
+        where = "-" if said is None else verifier_place(said["where"] or "", said["user"] or "", short=True)
         agent = "/".join(part for part in (self.agent, self.model) if part) or "-"
         verified = {"tampered": "TAMPERED", None: "-"}.get(self.verified, self.verified or "-")
         if self.verified == "unsealed" and self.unknown_outcomes:
@@ -141,6 +151,7 @@ class RunEntry:
             self.backend or "-",
             agent,
             self.status,
+            where,
             self.reason or "",
             "-" if self.steps is None else str(self.steps),
             "-" if self.decisions is None else str(self.decisions),
@@ -212,6 +223,21 @@ def _read_json(run: RunFolder, name: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def _verifier(result: dict[str, Any]) -> dict[str, str | None] | None:
+    """Who vouched for the verdict, from result.json; a verdict recorded before runs said so (or said it
+    in a shape this version does not read) is one from a place unknown, never the controller."""
+    if type(result.get("verified")) is not bool:
+        return None  # no verdict: no verifier ran (or result.json does not say it did)
+    said = result.get("verifier")
+    said = said if isinstance(said, dict) else {}
+    where = said.get("where")
+    return {
+        "name": _text(said.get("name")),
+        "where": where if where in ("controller", "sandbox") else "unknown",
+        "user": _text(said.get("user")),
+    }
+
+
 def _apply_verify(entry: RunEntry, report: VerifyReport) -> None:
     from ..core.audit import VerifyExit
 
@@ -241,6 +267,7 @@ def _read_run(run: RunFolder, name: str, check: bool) -> RunEntry:
         entry.status = (_text(result.get("status")) or "?") if result else "unfinished"
         entry.reason = _text(result.get("reason"))
         entry.ended_at = _epoch(result.get("ended_at"))
+        entry.verifier = _verifier(result)
         counts = result.get("counts")
         entry.steps = _count(counts.get("steps")) if isinstance(counts, dict) else None
     if check:
@@ -384,8 +411,9 @@ def command(
     its reason, steps, decisions (not made by the policy) and whether the audit log verifies.
 
     VERIFIED is intact, unsealed (interrupted; with the number of actions whose outcome is unknown),
-    TAMPERED or unusable (`cua-tui verify RUN` says why). FLEET (shown when a listed run belongs to a
-    fleet) is the fleet id and the task's name."""
+    TAMPERED or unusable (`cua-tui verify RUN` says why). VERIFIER says who vouched for the verdict:
+    in the controller or inside the sandbox (its own word), and as which user. FLEET (shown when a listed
+    run belongs to a fleet) is the fleet id and the task's name."""
     from ..core.safeio import RunFileError, RunFolder
     from ..core.text import visible
 

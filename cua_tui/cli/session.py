@@ -40,9 +40,20 @@ def execute(options: RunOptions, *, headless: bool, theme: str | None) -> None:
         result = _run_with_interrupt(run)
     else:
         result = _run_in_tui(run, theme, options.settings)
-    click.echo(f"status: {result.status} · {result.reason}", err=True)
+    click.echo(end_line(result), err=True)
     click.echo(f"run directory: {result.path}", err=True)
     sys.exit(result.exit_code)
+
+
+def end_line(result: Any) -> str:
+    """The run's last word: its status, why, and who vouched for the verdict (the reason may be a
+    sandbox's verifier's words: shown literally)."""
+    from ..core.describe import verified_by
+    from ..core.text import visible
+
+    line = f"status: {result.status} · {visible(result.reason)}"
+    vouched = verified_by(result.verification)
+    return f"{line} · {vouched}" if vouched else line
 
 
 def check_theme(theme: str | None, where: Any) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from . import events as ev
 from .actions import Kind
-from .ports import DecisionRequest
+from .ports import DecisionRequest, VerifierPlace
 from .text import one_line, visible
 from .timeline import Step
 
@@ -71,8 +71,8 @@ def event_line(event: ev.Event, name: Callable[[int], str] | None = None) -> str
             return f"  egress refused: {visible(event.method)} {visible(event.host)}:{event.port}"
         case ev.VerificationDone():
             return (
-                f"verification by {visible(event.verifier)}: {'PASSED' if event.passed else 'FAILED'} · "
-                f"{visible(event.detail)}"
+                f"verification by {visible(event.verifier)} {verifier_place(event.where, event.user)}: "
+                f"{'PASSED' if event.passed else 'FAILED'} · {visible(event.detail)}"
             )
         case ev.Cleanup() if not event.ok:
             return f"cleanup problem: {visible(event.detail)}"
@@ -82,6 +82,28 @@ def event_line(event: ev.Event, name: Callable[[int], str] | None = None) -> str
                 f"{event.steps} step(s), {event.executed} executed"
             )
     return None
+
+
+def verifier_place(where: str, user: str, *, short: bool = False) -> str:
+    """Where a verdict's verifier ran and as whom, as people read it ("inside the sandbox, as root"; short,
+    for a table's cell: "sandbox, as root"): the one wording for ``run``, ``runs``, replay, the TUI and the
+    export. ``where`` and ``user`` come from a record (untrusted): a value this version does not know reads
+    as not recorded."""
+    who = f", as {visible(user, limit=40)}" if user else ""
+    if where == VerifierPlace.CONTROLLER:
+        return f"{'' if short else 'in the '}controller{who}"
+    if where == VerifierPlace.SANDBOX:  # the sandbox's own word on what it did
+        return f"{'' if short else 'inside the '}sandbox{who}"
+    return "not recorded" if short else "in a place not recorded"
+
+
+def verified_by(verification: ev.VerificationDone | None) -> str:
+    """Who vouched for a run's verdict ("verified by lab:form (server-side) inside the sandbox, as root"),
+    or "" for a run without one."""
+    if verification is None:
+        return ""
+    place = verifier_place(verification.where, verification.user)
+    return f"verified by {visible(verification.verifier, limit=60)} {place}"
 
 
 def scripted_note(agent: str) -> tuple[str, str] | None:

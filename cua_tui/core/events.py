@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from .actions import Action
 from .policy import Verdict
-from .ports import Answer, DecisionRequest, OutcomeStatus
+from .ports import Answer, DecisionRequest, OutcomeStatus, VerifierPlace
 
 _MEMORY_ONLY = {"memory_only": True}
 
@@ -317,10 +317,15 @@ class Egress(Event):
 
 @dataclass(frozen=True, slots=True)
 class VerificationDone(Event):
+    """The independent verdict, and who vouched for it: where its verifier ran and as which OS user. Runs
+    recorded before ``where`` and ``user`` existed read as unknown (never as the controller)."""
+
     kind: ClassVar[str] = "verification"
     verifier: str
     passed: bool
     detail: str
+    where: VerifierPlace = VerifierPlace.UNKNOWN
+    user: str = ""
 
 
 @dataclass(frozen=True, slots=True)

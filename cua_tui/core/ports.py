@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -59,13 +59,42 @@ class StepResult:
     image: Frame | None = None  # e.g. the zoomed region for zoom
 
 
+class VerifierPlace(StrEnum):
+    """Where a verdict's verifier ran: who vouches for it (DESIGN.md, "A verdict records where its verifier
+    ran"). A verdict from inside the sandbox is the sandbox's own word, as untrusted as anything it sends."""
+
+    CONTROLLER = "controller"  # in the controller's process (a lab server it runs, the sim's app)
+    SANDBOX = "sandbox"  # inside the sandbox (the helper's lab server, a command run there)
+    UNKNOWN = "unknown"  # not recorded: a run from before the field, or an adapter that does not say
+
+
 @dataclass(frozen=True, slots=True)
 class Verification:
-    """The independent verdict on the task (a lab's server-side proof, a command run in the sandbox)."""
+    """The independent verdict on the task (a lab's server-side proof, a command run in the sandbox), and
+    where its verifier ran, as which OS user. The defaults claim nothing: an adapter that does not say
+    where its verdict came from gets a verdict that reads as unknown, never as the controller's."""
 
     passed: bool
     detail: str
     verifier: str
+    where: VerifierPlace = VerifierPlace.UNKNOWN
+    user: str = ""  # the OS user the verifier ran as; "" when not known
+
+    def in_controller(self) -> Verification:
+        """This verdict, as judged in this (the controller's) process, by the user it runs as."""
+        return replace(self, where=VerifierPlace.CONTROLLER, user=process_user())
+
+
+def process_user() -> str:
+    """The OS user this process runs as: its passwd name (not $USER, which the environment can say
+    anything in), else ``uid N`` (a container's uid without an entry)."""
+    import os
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return f"uid {os.geteuid()}"
 
 
 @runtime_checkable

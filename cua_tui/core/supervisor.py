@@ -49,7 +49,7 @@ from .ports import (
 )
 from .rundir import RunDir, TranscriptWriter
 from .stale import StaleGuard
-from .text import failure, one_line
+from .text import failure, one_line, truncate
 from .threads import Job, Worker, spawn
 
 T = TypeVar("T")
@@ -110,6 +110,7 @@ class RunResult:
     steps: int
     executed: int
     seal: dict[str, Any]  # as written to result.json; empty when the run could not be sealed
+    verification: ev.VerificationDone | None = None  # the verdict and who vouched for it, when there was one
 
     @property
     def sealed(self) -> bool:
@@ -166,6 +167,7 @@ class Supervisor:
         self._desktop_stopped = False
         self._stop_lock = threading.Lock()
         self.result: RunResult | None = None
+        self._verdict: ev.VerificationDone | None = None
         # Counters
         self.turn = 0
         self.steps = 0
@@ -204,6 +206,11 @@ class Supervisor:
     def kill(self, by: str = "human") -> None:
         """The kill switch. Safe from any thread, at any moment, any number of times; returns at once."""
         self._abort(RunStatus.KILLED, f"killed by {by}", by=by)
+
+    def fail(self, reason: str) -> None:
+        """End the run ``error`` from any thread, as the kill switch ends it (nothing further executes, the
+        desktop stops, the log is sealed): for a caller whose thread driving ``run()`` failed past its loop."""
+        self._abort(RunStatus.ERROR, reason, announce=ev.ErrorRaised("supervisor", reason))
 
     def wait(self, timeout: float | None = None) -> RunResult | None:
         self._finished.wait(timeout)
@@ -327,7 +334,15 @@ class Supervisor:
         if verification is None:
             self._finish(RunStatus.FINISHED, "the agent finished; no independent verifier for this task")
         else:
-            self._emit(ev.VerificationDone(verification.verifier, verification.passed, verification.detail))
+            done = ev.VerificationDone(
+                verification.verifier,
+                verification.passed,
+                verification.detail,
+                verification.where,
+                truncate(verification.user, 100),
+            )
+            self._emit(done)
+            self._verdict = done  # for result.json: who vouched for the verdict it records
             status = RunStatus.PASSED if verification.passed else RunStatus.FAILED
             self._finish(status, verification.detail, verified=verification.passed)
 
@@ -845,6 +860,7 @@ class Supervisor:
 
     def _finalize(self, status: RunStatus, reason: str, verified: bool | None) -> None:
         seal: dict[str, Any] = {}
+        verdict = self._verdict if verified is not None else None  # only the verifier's own ending has one
         try:
             if self._deadline_timer is not None:
                 self._deadline_timer.cancel()
@@ -877,6 +893,9 @@ class Supervisor:
                     "status": status,
                     "reason": reason,
                     "verified": verified,
+                    "verifier": None
+                    if verdict is None
+                    else {"name": verdict.verifier, "where": verdict.where, "user": verdict.user},
                     "cleanup": {"ok": ok, "detail": detail},
                     "counts": {
                         "turns": self.turn,
@@ -906,7 +925,16 @@ class Supervisor:
         finally:
             self.rundir.release_reserve()
             self.result = RunResult(
-                self.run_id, self.rundir.path, status, reason, verified, self.turn, self.steps, self.executed, seal
+                self.run_id,
+                self.rundir.path,
+                status,
+                reason,
+                verified,
+                self.turn,
+                self.steps,
+                self.executed,
+                seal,
+                verdict,
             )
             self._finished.set()
 

@@ -67,6 +67,7 @@ class Timeline:
     ended: ev.RunEnded | None
     started: ev.RunStarted | None
     first_screen: str | None  # the initial screenshot
+    verification: ev.VerificationDone | None = None  # the verdict and who vouched for it
 
     def turns(self) -> list[int]:
         """The number of the first step of each turn."""
@@ -145,6 +146,8 @@ class Builder:
             case ev.ErrorRaised() if self._current is not None and self._current.outcome is None:
                 self._current.errors.append(event)
                 return self._current
+            case ev.VerificationDone():
+                line.verification = event
             case ev.RunEnded():
                 line.ended = event
         return None

@@ -541,7 +541,10 @@ class LocalDesktop:
             return None
         if self._proxy is not None:
             self._proxy.wait_quiet()  # a request the last action caused is judged (and logged) too
-        return self.lab.verify(self.downloads, self.egress())
+        # The lab's server is a thread of this process, so this process judged. Inside a remote sandbox's
+        # helper this process is the sandbox's: the helper sends only the verdict, the controller says where.
+        verdict: Verification = self.lab.verify(self.downloads, self.egress())
+        return verdict.in_controller()
 
     def stop(self) -> None:
         """Stop everything and delete the workspace. Idempotent; safe from any thread."""

@@ -22,7 +22,9 @@ import html
 from collections.abc import Iterable
 from typing import Any
 
+from ..core import describe
 from ..core import events as ev
+from ..core.ports import VerifierPlace
 from ..core.text import visible
 from ..core.timeline import Step
 from .marks import Marker, marker_of
@@ -221,6 +223,9 @@ def _summary(page: _Page) -> None:
     for done in run.events(ev.VerificationDone):
         verdict = "PASSED" if done.passed is True else "FAILED"
         rows.append(("verification", f"{e(done.verifier, 200)}: <strong>{verdict}</strong> · {e(done.detail, 500)}"))
+        # who vouched for it: the sandbox's own word (or a place not recorded) is marked, not a footnote
+        place = e(describe.verified_by(done), 300)
+        rows.append(("verified by", place if done.where == VerifierPlace.CONTROLLER else f"<strong>{place}</strong>"))
     for kill in run.events(ev.Killed):
         rows.append(("kill switch", f"pressed by {e(kill.by, 200)} while {e(kill.during, 200)}"))
     page.add("<h2>Run</h2><dl>", *(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows), "</dl>\n")

@@ -32,6 +32,7 @@ from ..core import describe
 from ..core import timeline as tl
 from ..core.events import Stamped
 from ..core.imaging import ImageRefused, png_size
+from ..core.ports import VerifierPlace
 from ..core.runlog import RunReader
 from ..core.screentext import ScreenTextReader
 from ..core.text import visible
@@ -345,6 +346,10 @@ class ReplayApp(App[None]):
         text.append(" " + visible(self.chain.text, limit=200))
         line = self.builder.timeline
         text.append(f" · {len(line.steps)} steps · {line.events} events")
+        if line.verification is not None:  # who vouched for the verdict: the sandbox's own word stands out
+            not_ours = line.verification.where != VerifierPlace.CONTROLLER
+            text.append(" · ")
+            text.append(describe.verified_by(line.verification), style="bold reverse" if not_ours else None)
         if self.follow:
             text.append(" · following" if line.ended is None else " · the run has ended")
         self.query_one("#banner", Static).update(text)

@@ -54,6 +54,7 @@ class RunView:
     pending: DecisionRequest | None = None  # the request the run waits on, from its decision_requested event
     screen: ev.ScreenCaptured | None = None  # the newest screenshot with pixels
     ended: ev.RunEnded | None = None
+    verification: ev.VerificationDone | None = None  # the verdict and who vouched for it
     killed: bool = False
     grants: dict[int, ev.GrantAdded] = field(default_factory=dict)  # scoped approvals in force
     isolation: dict[str, Any] | None = None  # what the desktop's sandbox obtained (desktop_ready)
@@ -114,6 +115,8 @@ class RunView:
                 self.grants.pop(event.grant, None)
             case ev.Killed():
                 self.killed, self.pending = True, None
+            case ev.VerificationDone():
+                self.verification = event
             case ev.RunEnded():
                 self.ended, self.pending = event, None
 

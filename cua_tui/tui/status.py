@@ -10,7 +10,9 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Static
 
-from ..core.describe import PHASE_LABELS, isolation_label
+from ..core.describe import PHASE_LABELS, isolation_label, verified_by
+from ..core.events import VerificationDone
+from ..core.ports import VerifierPlace
 from ..core.text import visible
 from .run_view import RunView
 
@@ -48,6 +50,7 @@ class StatusBar(Static):
         self.ended: float | None = None
         self.final = ""
         self.isolation: dict[str, Any] | None = None
+        self.verification: VerificationDone | None = None
         self.folded = 0  # the browser's routine refused requests (core.attention), only counted
 
     def on_mount(self) -> None:
@@ -59,6 +62,7 @@ class StatusBar(Static):
         self.turn, self.steps, self.tokens, self.cost = view.turn, view.steps, view.tokens, view.cost
         self.phase, self.detail = view.phase, view.detail
         self.isolation = view.isolation
+        self.verification = view.verification
         self.folded = view.attention.folded
         self.redraw()
 
@@ -117,6 +121,10 @@ class StatusBar(Static):
             fields.append((0, Text(f"finished: {status}", style="bold reverse")))
             if reason:
                 fields.append((5, Text(reason, style="bold")))  # why it ended: outlives the names
+            if self.verification is not None:  # who vouched for the verdict, kept with the status; the
+                # sandbox's own word (or a place not recorded) stands out
+                not_ours = self.verification.where != VerifierPlace.CONTROLLER
+                fields.append((1, Text(verified_by(self.verification), style="bold reverse" if not_ours else "")))
         else:
             label = PHASE_LABELS.get(self.phase, self.phase)
             fields.append((0, Text(label, style="bold reverse" if self.phase == "awaiting_decision" else "bold")))

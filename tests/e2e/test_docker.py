@@ -27,6 +27,7 @@ from cua_tui.build import RunOptions, build_run
 from cua_tui.core import events as ev
 from cua_tui.core.audit import VerifyExit, verify_run
 from cua_tui.core.geometry import Size
+from cua_tui.core.ports import process_user
 from cua_tui.core.rundir import RunDir
 from cua_tui.desktops.docker import DEFAULT_IMAGE, DockerDesktop, DockerSettings, hardening
 from cua_tui.desktops.docker_engine import Engine
@@ -138,6 +139,10 @@ def test_every_lab_passes_in_the_container(engine: Engine, tmp_path: Path, lab: 
     info = json.loads((run.path / "run.json").read_text())
     assert info["backend"] == "docker" and info["isolation"]["container_id"] == ident
     assert info["isolation"]["network"] == "none" and len(info["sandbox"]["helper_sha256"]) == 64
+    # the lab's server runs in the controller: the controller vouches for the verdict, not the container
+    (verdict,) = recorder.of(ev.VerificationDone)
+    assert (verdict.where, verdict.user) == ("controller", process_user())
+    assert json.loads((run.path / "result.json").read_text())["verifier"]["where"] == "controller"
     # the controller's proxy saw the browser's requests (to the lab on this host's loopback) and wrote them
     allowed = [e for e in recorder.of(ev.Egress) if e.allowed]
     assert allowed and all(e.host == "127.0.0.1" for e in allowed)

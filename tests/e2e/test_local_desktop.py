@@ -21,7 +21,7 @@ from cua_tui.core.approvers import FixedApprover
 from cua_tui.core.audit import verify_run
 from cua_tui.core.geometry import Size
 from cua_tui.core.policy import Policy
-from cua_tui.core.ports import Answer
+from cua_tui.core.ports import Answer, process_user
 from cua_tui.core.rundir import RunDir
 from cua_tui.core.supervisor import RunConfig, Supervisor
 from cua_tui.desktops.local import LocalDesktop, missing_programs
@@ -125,6 +125,13 @@ def test_each_lab_passes_end_to_end_with_approvals(tmp_path: Path, lab_name: str
     result = run.run()
     assert result.status == "passed", (result.reason, [e for e in run.events if isinstance(e, ev.Outcome)])
     assert result.verified is True
+    # the lab's server is a thread of this process: the controller vouches, as the user it runs as
+    (verdict,) = run.of("verification")
+    assert (verdict["verifier"], verdict["where"], verdict["user"]) == (
+        f"lab:{lab_name} (server-side)",
+        "controller",
+        process_user(),
+    )
     outcomes = run.of("outcome")
     assert outcomes and all(o["status"] == "executed" for o in outcomes)
     allowed = [e for e in run.of("egress") if e["allowed"]]
