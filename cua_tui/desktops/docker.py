@@ -11,16 +11,20 @@ Design (DESIGN.md "Sandbox isolation", "Remote sandboxes"; the sandboxing guide'
   ``no-new-privileges``, Docker's default seccomp profile, ``--read-only`` with tmpfs only where writes are
   needed (``/tmp`` size-capped: the profile, the X socket, the downloads; ``/home/agent``; the helper's
   socket folder), ``--pids-limit``, ``--memory`` (no swap beyond it), ``--cpus``, ``--shm-size``, ``--init``
-  to reap; nothing published; no Docker socket; no host path but the run's own two (the zipapp, read-only,
-  and the egress socket's private folder). Labels ``cua-tui`` and ``cua-tui.run=<run id>``. The start
-  inspects the running container and refuses to go on unless all of it holds; that inspection is the
-  run's ``isolation`` record (run.json, ``desktop_ready``).
+  to reap; every namespace its own (``--ipc private``, ``--cgroupns private`` asked for by name: an engine's
+  default may share them); no devices, no added groups, AppArmor and the OOM killer as the engine has them;
+  nothing published; no Docker socket; no host path but the run's own two, both read-only (the zipapp, and
+  the egress proxy's socket alone: no writable host folder, so nothing the browser writes reaches this
+  host's disk). Labels ``cua-tui`` and ``cua-tui.run=<run id>``. The start is create, inspect, refuse or
+  start: ``hardening`` judges the created container, before anything in it runs (a ``docker`` wrapper or a
+  daemon's defaults may have loosened it), and its every item is the run's ``isolation`` record (run.json,
+  ``desktop_ready``).
 - **Network: ``--network none``, not an ``--internal`` network.** A container on an internal network still
   reaches the host's own address on that network's bridge (``tests/e2e/test_docker.py`` checks it: a
   listener on the bridge's gateway answers), so every host service bound to all addresses would be in the
   browser's reach. With ``none`` the container has only ``lo``: no route at all. The only exit is the
   project's own ``EgressProxy``, run here in the controller (as for the local backend: out of the browser's
-  reach) on a Unix socket in a private per-run folder mounted into the container; ``socat`` inside relays
+  reach) on a Unix socket in a private per-run folder, that socket alone mounted in; ``socat`` inside relays
   Chromium's ``--proxy-server`` port to it. Labs run here on 127.0.0.1 as for the local backend, so their
   verification is out of the browser's reach; the proxy reaches them on the host's loopback. Egress events
   come from this proxy, never from the container.
@@ -63,7 +67,17 @@ from ..core import events as ev
 from ..core.geometry import Size
 from ..core.ports import DesktopError, Verification
 from ..core.text import failure, truncate
-from .docker_engine import LABEL, RUN_LABEL, Channel, Engine, EngineError, first_line, kill, run_bounded
+from .docker_engine import (
+    LABEL,
+    RUN_LABEL,
+    Channel,
+    Engine,
+    EngineError,
+    EngineSecurity,
+    first_line,
+    kill,
+    run_bounded,
+)
 from .egress import EgressProxy, EgressRecord
 from .helper_zip import helper_sha256, helper_zipapp
 from .local import start_target
@@ -75,8 +89,20 @@ HOME = "/home/agent"
 HELPER_PATH = "/opt/cua-tui/helper.pyz"
 SOCKET_DIR = "/run/cua-tui"
 SOCKET_PATH = f"{SOCKET_DIR}/helper.sock"
-EGRESS_DIR = "/run/cua-tui-egress"
-EGRESS_SOCKET = f"{EGRESS_DIR}/proxy.sock"
+EGRESS_SOCKET = "/run/cua-tui-egress/proxy.sock"  # the proxy's socket alone: its folder is the read-only root
+MOUNTS = (HELPER_PATH, EGRESS_SOCKET)  # the only host paths in the container, both read-only
+TMPFS = ("/tmp", HOME, SOCKET_DIR)  # the only writable places (memory, size-capped)
+APPARMOR_DEFAULT = "docker-default"
+# the isolation record's namespace modes (as ``hardening`` writes them) and the values that are its own
+NAMESPACES = (
+    ("pid_mode", "PID", ("private",)),
+    ("ipc_mode", "IPC", ("private",)),
+    ("uts_mode", "UTS", ("private",)),
+    ("userns_mode", "user", ("engine default (not remapped)", "private (remapped)")),
+    ("cgroupns_mode", "cgroup", ("private",)),
+)
+# no-new-privileges as it may be spelled; every other security option is the container's own profile
+NO_NEW_PRIVILEGES = ("no-new-privileges", "no-new-privileges:true", "no-new-privileges=true")
 CONNECT_WAIT = "20"  # seconds a request waits for the helper's socket (the first one: the helper starting)
 WORKSPACE_PREFIX = "cua-tui-docker-"
 DOWNLOAD_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
@@ -102,7 +128,7 @@ class DockerSettings:
 
 
 def container_argv(
-    settings: DockerSettings, run_id: str, helper: Path, egress: Path, spec: dict[str, Any]
+    settings: DockerSettings, run_id: str, helper: Path, egress_socket: Path, spec: dict[str, Any]
 ) -> list[str]:
     """``docker create``: the hardened container of one run (see the module's notes)."""
     tmpfs = "rw,nosuid,nodev"
@@ -125,11 +151,16 @@ def container_argv(
         "no-new-privileges",
         "--read-only",
         "--tmpfs",
-        f"/tmp:{tmpfs},exec,size={settings.tmp_size},mode=1777",
+        f"{TMPFS[0]}:{tmpfs},exec,size={settings.tmp_size},mode=1777",
         "--tmpfs",
-        f"{HOME}:{tmpfs},noexec,size=64m,uid={UID},gid={GID},mode=0700",
+        f"{TMPFS[1]}:{tmpfs},noexec,size=64m,uid={UID},gid={GID},mode=0700",
         "--tmpfs",
-        f"{SOCKET_DIR}:{tmpfs},noexec,size=1m,uid={UID},gid={GID},mode=0700",
+        f"{TMPFS[2]}:{tmpfs},noexec,size=1m,uid={UID},gid={GID},mode=0700",
+        # asked for by name: an engine's default may be "host" (cgroupns on cgroup v1) or "shareable" (ipc)
+        "--ipc",
+        "private",
+        "--cgroupns",
+        "private",
         "--shm-size",
         settings.shm_size,
         "--pids-limit",
@@ -144,8 +175,8 @@ def container_argv(
         "none",
         "--mount",
         f"type=bind,source={helper},target={HELPER_PATH},readonly",
-        "--mount",
-        f"type=bind,source={egress},target={EGRESS_DIR}",
+        "--mount",  # connecting needs no write access to the mount: read-only, and nothing beside it
+        f"type=bind,source={egress_socket},target={EGRESS_SOCKET},readonly",
         "--env",
         f"HOME={HOME}",
         "--env",
@@ -161,29 +192,67 @@ def container_argv(
 
 
 def hardening(
-    info: dict[str, Any], *, mounts: dict[str, bool], seccomp_default: bool
+    info: dict[str, Any], *, mounts: dict[str, tuple[str, bool]], tmpfs: tuple[str, ...], engine: EngineSecurity
 ) -> tuple[dict[str, Any], list[str]]:
-    """What ``docker inspect`` shows of a container's confinement, and what of it falls short of the
-    backend's (``mounts``: target -> read-only, the only host paths allowed in)."""
+    """What ``docker inspect`` shows of a container's confinement, item by item, and what of it falls short
+    of the backend's: ``mounts`` (target -> host source, read-only) the only host paths in, ``tmpfs`` the
+    only writable places, ``engine`` what the engine applies by default. Run between create and start."""
     host = info.get("HostConfig") or {}
     config = info.get("Config") or {}
     security = [str(o) for o in host.get("SecurityOpt") or []]
-    seccomp = next((o.split("=", 1)[-1].split(":", 1)[-1] for o in security if o.startswith("seccomp")), None)
+    default = "engine default"
     seen = [
-        {"target": m.get("Destination"), "type": m.get("Type"), "read_only": not m.get("RW", True)}
+        {
+            "target": m.get("Destination"),
+            "source": m.get("Source"),
+            "type": m.get("Type"),
+            "read_only": not m.get("RW", True),
+        }
         for m in info.get("Mounts") or []
     ]
-    summary = {
+    devices = [
+        f"{d.get('PathOnHost')}:{d.get('PathInContainer')}:{d.get('CgroupPermissions')}"
+        for d in host.get("Devices") or []
+        if isinstance(d, dict)
+    ]
+    profile = apparmor = str(info.get("AppArmorProfile") or "")
+    seccomp = next((o.replace(":", "=", 1).split("=", 1)[-1] for o in security if o.startswith("seccomp")), None)
+    if seccomp is None:
+        seccomp = "docker default" if engine.seccomp_default else "none"
+    elif seccomp != "unconfined":
+        seccomp = "a profile of its own"  # (the option carries the whole profile)
+    if not engine.apparmor:
+        apparmor = f"not on this host (asked for: {truncate(profile, 80)})" if profile else "not on this host"
+    summary: dict[str, Any] = {
         "user": config.get("User"),
+        "group_add": [str(g) for g in host.get("GroupAdd") or []],
         "cap_drop": host.get("CapDrop") or [],
         "cap_add": host.get("CapAdd") or [],
         "privileged": bool(host.get("Privileged")),
-        "no_new_privileges": any(o in ("no-new-privileges", "no-new-privileges:true") for o in security),
-        "seccomp": ("docker default" if seccomp_default else "none") if seccomp is None else seccomp,
+        "security_opt": [truncate(o, 200) for o in security],  # a seccomp option carries its whole profile
+        "no_new_privileges": any(o in NO_NEW_PRIVILEGES for o in security),
+        "seccomp": seccomp,
+        "apparmor": apparmor or "none",
+        "masked_paths": list(host.get("MaskedPaths") or []),
+        "readonly_paths": list(host.get("ReadonlyPaths") or []),
+        # "" is Docker's private namespace for pid and uts; ipc and cgroup are asked for as "private"
+        "pid_mode": host.get("PidMode") or "private",
+        "ipc_mode": host.get("IpcMode") or default,
+        "uts_mode": host.get("UTSMode") or "private",
+        "userns_mode": host.get("UsernsMode")
+        or ("private (remapped)" if engine.userns_remap else f"{default} (not remapped)"),
+        "cgroupns_mode": host.get("CgroupnsMode") or default,
+        "devices": devices,
+        "device_cgroup_rules": [str(r) for r in host.get("DeviceCgroupRules") or []],
+        "device_requests": len(host.get("DeviceRequests") or []),
+        "sysctls": dict(host.get("Sysctls") or {}),
+        "oom_kill_disable": bool(host.get("OomKillDisable")),
+        "oom_score_adj": host.get("OomScoreAdj") or 0,
         "read_only_root": bool(host.get("ReadonlyRootfs")),
         "tmpfs": sorted(host.get("Tmpfs") or {}),
         "pids_limit": host.get("PidsLimit"),
         "memory": host.get("Memory"),
+        "memory_swap": host.get("MemorySwap"),
         "nano_cpus": host.get("NanoCpus"),
         "shm_size": host.get("ShmSize"),
         "network": host.get("NetworkMode"),
@@ -193,24 +262,62 @@ def hardening(
     problems = []
     if summary["user"] != f"{UID}:{GID}":
         problems.append(f"runs as {summary['user']!r}, not {UID}:{GID}")
+    if summary["group_add"]:
+        problems.append(f"adds the groups {', '.join(summary['group_add'])}")
     if "ALL" not in [c.upper() for c in summary["cap_drop"]] or summary["cap_add"] or summary["privileged"]:
         problems.append("keeps capabilities")
     if not summary["no_new_privileges"]:
         problems.append("may gain privileges")
-    if summary["seccomp"] in ("none", "unconfined"):
+    if seccomp == "none":
         problems.append("has no seccomp profile")
+    for option in security:
+        kind, _sep, value = option.replace(":", "=", 1).partition("=")
+        if option in NO_NEW_PRIVILEGES or kind == "no-new-privileges":
+            continue  # judged above
+        if kind == "seccomp":
+            problems.append("has seccomp off" if value == "unconfined" else "has a seccomp profile of its own")
+        elif kind == "apparmor":
+            problems.append("has AppArmor off" if value == "unconfined" else "has an AppArmor profile of its own")
+        else:
+            problems.append(f"sets the security option {truncate(option, 80)!r}")
+    # with AppArmor, the engine's own profile; without, none asked for (an ask is a loosening meant)
+    if profile != (APPARMOR_DEFAULT if engine.apparmor else ""):
+        problems.append("has AppArmor off" if profile in ("", "unconfined") else "has an AppArmor profile of its own")
+    if not summary["masked_paths"] or not summary["readonly_paths"]:
+        problems.append("sees /proc and /sys unmasked")
+    for key, name, own in NAMESPACES:
+        mode = str(summary[key])
+        if mode == "host":
+            problems.append(f"shares the host's {name} namespace")
+        elif mode.startswith("container:"):
+            problems.append(f"shares the {name} namespace of {truncate(mode, 80)}")
+        elif mode not in own:
+            problems.append(f"has {name} namespace mode {truncate(mode, 80)!r}, not private")
+    if summary["devices"] or summary["device_requests"]:
+        problems.append("has devices of the host")
+    if summary["device_cgroup_rules"]:
+        problems.append("has device rules")
+    if summary["sysctls"]:
+        problems.append("sets kernel parameters")
+    if summary["oom_kill_disable"] or summary["oom_score_adj"] < 0:
+        problems.append("is shielded from the OOM killer")
     if not summary["read_only_root"]:
         problems.append("has a writable root")
+    if sorted(tmpfs) != summary["tmpfs"]:
+        problems.append("has writable places other than its own")
     for limit in ("pids_limit", "memory", "nano_cpus"):
         if not isinstance(summary[limit], int) or summary[limit] <= 0:
             problems.append(f"has no {limit.replace('_', ' ')}")
+    if summary["memory_swap"] != summary["memory"]:
+        problems.append("may swap beyond its memory")
     if summary["network"] != "none":
         problems.append(f"is on network {summary['network']!r}")
     if summary["published_ports"] or host.get("PublishAllPorts"):
         problems.append("publishes ports")
-    if {m["target"]: m["read_only"] for m in seen} != mounts or any(m["type"] != "bind" for m in seen):
+    found = {m["target"]: (m["source"], m["read_only"]) for m in seen}
+    if found != mounts or any(m["type"] != "bind" for m in seen):
         problems.append("mounts more (or otherwise) than the run's own files")
-    return summary, problems
+    return summary, list(dict.fromkeys(problems))
 
 
 class DockerDesktop(HelperDesktop):
@@ -237,6 +344,7 @@ class DockerDesktop(HelperDesktop):
         self.url = url
         self.allow_domains = tuple(allow_domains)
         self._workspace: Path | None = None
+        self._egress_socket: Path | None = None
         self._proxy: EgressProxy | None = None
         self._container: str | None = None
         self._confinement: dict[str, Any] = {}
@@ -246,6 +354,7 @@ class DockerDesktop(HelperDesktop):
         self._requests = threading.Lock()  # one request at a time
         self._removed = False
         self._stopped = False
+        self._started = False  # ``docker start`` done: before it, nothing inside holds input (or runs)
 
     # ------------------------------------------------------------------------------------------------
     @property
@@ -304,15 +413,15 @@ class DockerDesktop(HelperDesktop):
         helper = ws / "helper.pyz"
         helper.write_bytes(helper_zipapp())
         os.chmod(helper, 0o644)
-        egress = ws / "egress"  # the container's user's: it connects to the proxy's socket there
+        egress = ws / "egress"  # this controller's: only the socket in it is mounted, read-only
         egress.mkdir(mode=0o700)
         start_url, allow = start_target(self.lab, self.url, self.allow_domains)
-        self._proxy = EgressProxy(egress / "proxy.sock", allow, on_event=self._on_egress)
-        self._proxy.start()
+        self._egress_socket = egress / "proxy.sock"
+        self._proxy = EgressProxy(self._egress_socket, allow, on_event=self._on_egress)
+        self._proxy.start()  # before the create: the mount's source must exist
         if os.getuid() == 0:
-            for path in (egress, egress / "proxy.sock"):
-                os.chown(path, UID, GID)
-        os.chmod(egress / "proxy.sock", 0o600)
+            os.chown(self._egress_socket, UID, GID)  # connecting takes write permission on the socket
+        os.chmod(self._egress_socket, 0o600)
         spec = {
             "socket": SOCKET_PATH,
             "screen": str(self.size),
@@ -322,15 +431,16 @@ class DockerDesktop(HelperDesktop):
             "browser_sandbox": False,
             "start_timeout": self.settings.start_timeout,
         }
-        self._create(container_argv(self.settings, self.run_id, helper, egress, spec))
+        self._create(container_argv(self.settings, self.run_id, helper, self._egress_socket, spec))
+        self._confine({HELPER_PATH: (str(helper), True), EGRESS_SOCKET: (str(self._egress_socket), True)})
         self._check_stopping()
         self._docker("start", self._container or "")
+        self._started = True
         if self.settings.transport == "stream":
             self._channel = Channel(
                 [self.settings.docker, "exec", "-i", self._container or "", *self._helper("stream")],
                 stderr_path=str(ws / "stream.log"),
             )
-        self._confine()
         wait = self.settings.start_timeout
         header, blobs = self._request({"op": "ready", "wait": wait}, timeout=wait + 30)
         self._ready(header, blobs)
@@ -368,17 +478,17 @@ class DockerDesktop(HelperDesktop):
                     self._adopt(row["id"])
                     self._remove()
 
-    def _confine(self) -> None:
-        """Inspect the running container; refuse to go on unless it is confined as it should be."""
+    def _confine(self, mounts: dict[str, tuple[str, bool]]) -> None:
+        """Inspect the container, created and not started: nothing in it has run yet. Refuse to start it
+        unless it is confined as it should be (``mounts``: target -> host source, read-only)."""
+        self._check_stopping()
         try:
             info = self.engine.inspect(self._container or "")
-            seccomp_default = self.engine.seccomp_default()
+            engine = self.engine.security()
         except (EngineError, ValueError) as exc:
             self._check_stopping()
             raise DesktopError(f"docker: inspecting the container failed: {exc}", fatal=True) from None
-        summary, problems = hardening(
-            info, mounts={HELPER_PATH: True, EGRESS_DIR: False}, seccomp_default=seccomp_default
-        )
+        summary, problems = hardening(info, mounts=mounts, tmpfs=TMPFS, engine=engine)
         if problems:
             raise DesktopError(f"docker: the container is not confined: it {'; '.join(problems)}", fatal=True)
         self._confinement = summary
@@ -450,9 +560,10 @@ class DockerDesktop(HelperDesktop):
         return verdict.in_controller()
 
     def release_all(self) -> None:
-        """Release held input, unless a stop is under way (the container goes, input with it) or a
-        request is in flight (it is being cut off)."""
-        if self._stopping.is_set() or self._container is None or not self._requests.acquire(blocking=False):
+        """Release held input, unless a stop is under way (the container goes, input with it), the
+        container never started (a refused one runs nothing, not even this) or a request is in flight
+        (it is being cut off)."""
+        if self._stopping.is_set() or not self._started or not self._requests.acquire(blocking=False):
             return
         try:
             self._send({"op": "release"}, 5)

@@ -35,6 +35,16 @@ class EngineError(RuntimeError):
     """A docker command that failed, timed out or printed more than it may. One line."""
 
 
+@dataclass(frozen=True)
+class EngineSecurity:
+    """The engine's own confinement of a container that asks for none: its default seccomp profile,
+    AppArmor (the host has it, and the engine applies ``docker-default``), user namespace remapping."""
+
+    seccomp_default: bool
+    apparmor: bool
+    userns_remap: bool = False
+
+
 def run_bounded(
     argv: list[str],
     *,
@@ -160,9 +170,16 @@ class Engine:
             raise EngineError(f"docker inspect: no single container {ident}")
         return data[0]
 
-    def seccomp_default(self) -> bool:
-        """Whether the engine applies its default seccomp profile to containers that name none."""
-        return "name=seccomp,profile=default" in self.run("info", "--format", "{{json .SecurityOptions}}")
+    def security(self) -> EngineSecurity:
+        """What the engine applies to a container that asks for nothing (``docker info``)."""
+        options = json.loads(self.run("info", "--format", "{{json .SecurityOptions}}")) or []
+        if not isinstance(options, list):
+            raise EngineError("docker info: its security options are not a list")
+        fields = [dict(p.split("=", 1) for p in str(o).split(",") if "=" in p) for o in options]
+        names = {f.get("name") for f in fields}
+        # the profile the engine ships: "default" on older engines (20.10 here), "builtin" on newer ones
+        seccomp = any(f.get("name") == "seccomp" and f.get("profile") in ("default", "builtin") for f in fields)
+        return EngineSecurity(seccomp_default=seccomp, apparmor="apparmor" in names, userns_remap="userns" in names)
 
     def by_label(self, label: str) -> list[dict[str, str]]:
         """Containers and networks carrying ``label`` (``key`` or ``key=value``): kind, id, name, state, run."""

@@ -2,17 +2,22 @@
 (docker/desktop/Dockerfile, built by ``scripts/setup.sh docker``, which the ``test`` job runs first).
 
 Every lab end to end; the running container inspected (by ``docker inspect`` and from inside) against the
-guide's hardening; why the network is ``none`` (an ``--internal`` network exposes the host's bridge
-address); a kill, a controller SIGTERM and a controller SIGKILL, each leaving no container; leftovers
-listed and removed by label; no engine, no image: one line and exit 2.
+guide's hardening; a ``docker`` wrapper that loosens ``create`` refused before the container starts, one
+loosening at a time; no host disk the container can write to; why the network is ``none`` (an
+``--internal`` network exposes the host's bridge address); a kill, a controller SIGTERM and a controller
+SIGKILL, each leaving no container; leftovers listed and removed by label; no engine, no image: one line
+and exit 2.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
+import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -29,8 +34,8 @@ from cua_tui.core.audit import VerifyExit, verify_run
 from cua_tui.core.geometry import Size
 from cua_tui.core.ports import process_user
 from cua_tui.core.rundir import RunDir
-from cua_tui.desktops.docker import DEFAULT_IMAGE, DockerDesktop, DockerSettings, hardening
-from cua_tui.desktops.docker_engine import Engine
+from cua_tui.desktops.docker import DEFAULT_IMAGE, TMPFS, DockerDesktop, DockerSettings, hardening
+from cua_tui.desktops.docker_engine import Engine, EngineSecurity
 from cua_tui.labs import get_lab
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -191,11 +196,15 @@ def test_the_container_is_hardened_as_the_guide_says(running: DockerDesktop) -> 
     assert host["ShmSize"] == 512 * 1024**2
     assert not host["PortBindings"] and not host["PublishAllPorts"] and docker("port", running.sandbox_id or "") == ""
     assert host["NetworkMode"] == "none"
+    assert (host["PidMode"], host["IpcMode"], host["UTSMode"], host["UsernsMode"]) == ("", "private", "", "")
+    assert host["CgroupnsMode"] == "private"
+    assert not host["Devices"] and not host["DeviceCgroupRules"] and not host["DeviceRequests"]
+    assert not host["GroupAdd"] and host["OomKillDisable"] is False and host["OomScoreAdj"] == 0
     mounts = {m["Destination"]: (m["Type"], m["RW"], m["Source"]) for m in info["Mounts"]}
-    assert set(mounts) == {"/opt/cua-tui/helper.pyz", "/run/cua-tui-egress"}
-    assert mounts["/opt/cua-tui/helper.pyz"][:2] == ("bind", False)
-    workspace = str(Path(mounts["/opt/cua-tui/helper.pyz"][2]).parent)
-    assert all(source.startswith(workspace) for _t, _rw, source in mounts.values())  # the run's own files only
+    assert set(mounts) == {"/opt/cua-tui/helper.pyz", "/run/cua-tui-egress/proxy.sock"}
+    assert all(kind == "bind" and not rw for kind, rw, _source in mounts.values())
+    workspace = Path(mounts["/opt/cua-tui/helper.pyz"][2]).parent
+    assert mounts["/run/cua-tui-egress/proxy.sock"][2] == str(workspace / "egress" / "proxy.sock")
     assert info["Config"]["Labels"] == {"cua-tui": "", "cua-tui.run": running.run_id}
     # from inside: who runs, what it may do, what it sees
     assert inside(running, "id", "-u").strip() == "1000"
@@ -220,32 +229,213 @@ def test_the_container_is_hardened_as_the_guide_says(running: DockerDesktop) -> 
     interfaces = [line.split(":")[0].strip() for line in inside(running, "cat", "/proc/net/dev").splitlines()[2:]]
     assert interfaces == ["lo"]
     assert inside(running, "cat", "/proc/net/route").splitlines()[1:] == []  # no route at all
-    # and the run's own record says so, from the same inspection
+    namespaces = inside(running, "sh", "-c", "readlink /proc/1/ns/pid /proc/1/ns/ipc /proc/1/ns/uts /proc/1/ns/cgroup")
+    assert all(link not in namespaces for link in host_namespaces()), "the container shares a namespace of the host"
+    # and the run's own record says so, item by item, from the same inspection
     isolation = running.isolation
     assert isolation["cap_drop"] == ["ALL"] and isolation["read_only_root"] is True and isolation["network"] == "none"
     assert isolation["seccomp"] == "docker default" and isolation["browser_uid"] == 1000
+    assert {isolation[f"{ns}_mode"] for ns in ("pid", "ipc", "uts", "cgroupns")} == {"private"}
+    assert isolation["userns_mode"] == "engine default (not remapped)"
+    assert isolation["devices"] == isolation["device_cgroup_rules"] == isolation["group_add"] == []
+    assert isolation["device_requests"] == 0 and isolation["sysctls"] == {}
+    assert isolation["oom_kill_disable"] is False and isolation["oom_score_adj"] == 0
+    apparmor = engine_security().apparmor
+    assert isolation["apparmor"] == ("docker-default" if apparmor else "not on this host")
+    assert (
+        isolation["masked_paths"] and isolation["readonly_paths"] and isolation["security_opt"] == ["no-new-privileges"]
+    )
+    assert isolation["memory_swap"] == isolation["memory"] and isolation["tmpfs"] == [
+        "/home/agent",
+        "/run/cua-tui",
+        "/tmp",
+    ]
+    assert {m["target"]: m["read_only"] for m in isolation["mounts"]} == {
+        "/opt/cua-tui/helper.pyz": True,
+        "/run/cua-tui-egress/proxy.sock": True,
+    }
+
+
+def host_namespaces() -> list[str]:
+    """This controller's namespaces, the engine's host's (as ``readlink /proc/<pid>/ns/...`` names them)."""
+    return [os.readlink(f"/proc/self/ns/{ns}") for ns in ("pid", "ipc", "uts", "cgroup")]
+
+
+def engine_security() -> EngineSecurity:
+    return Engine().security()
 
 
 def test_a_loosened_container_is_refused(running: DockerDesktop) -> None:
-    """The start's check (``hardening``) on the real inspection, each guarantee taken away in turn."""
+    """The start's check (``hardening``) on the real inspection, each guarantee taken away in turn (the
+    loosenings no single ``docker create`` flag makes here, or that need a second container)."""
     (info,) = json.loads(docker("inspect", running.sandbox_id or ""))
-    expected = {"/opt/cua-tui/helper.pyz": True, "/run/cua-tui-egress": False}
-    assert hardening(info, mounts=expected, seccomp_default=True)[1] == []
+    expected = {m["Destination"]: (m["Source"], True) for m in info["Mounts"]}
+    engine = engine_security()
+    assert hardening(info, mounts=expected, tmpfs=TMPFS, engine=engine)[1] == []
 
-    def loosened(**host: Any) -> list[str]:
+    def loosened(top: dict[str, Any] | None = None, **host: Any) -> list[str]:
         changed = json.loads(json.dumps(info))
         changed["HostConfig"].update(host)
-        return hardening(changed, mounts=expected, seccomp_default=True)[1]
+        changed.update(top or {})
+        return hardening(changed, mounts=expected, tmpfs=TMPFS, engine=engine)[1]
 
-    assert loosened(CapDrop=[]) and loosened(CapAdd=["NET_ADMIN"]) and loosened(Privileged=True)
-    assert loosened(SecurityOpt=[]) and loosened(SecurityOpt=["no-new-privileges", "seccomp=unconfined"])
-    assert loosened(ReadonlyRootfs=False) and loosened(PidsLimit=0) and loosened(Memory=0)
-    assert loosened(NetworkMode="bridge") and loosened(PortBindings={"5900/tcp": [{"HostPort": "5900"}]})
+    assert loosened(CapDrop=[]) == ["keeps capabilities"] and loosened(SecurityOpt=[]) == ["may gain privileges"]
+    assert loosened(PidsLimit=0) == ["has no pids limit"] and loosened(Memory=0, MemorySwap=0) == ["has no memory"]
+    assert loosened(PidMode="container:abc") == ["shares the PID namespace of container:abc"]
+    assert loosened(IpcMode="shareable") == ["has IPC namespace mode 'shareable', not private"]
+    assert loosened(IpcMode="container:abc") == ["shares the IPC namespace of container:abc"]
+    assert loosened(DeviceRequests=[{"Driver": "nvidia", "Count": -1}]) == ["has devices of the host"]
+    assert loosened(NetworkMode="bridge") == ["is on network 'bridge'"]  # (docker refuses it beside `none`)
+    assert loosened({"AppArmorProfile": "unconfined"}) == ["has AppArmor off"]
     socket_mount = {"Type": "bind", "Destination": "/var/run/docker.sock", "RW": True, "Source": "/var/run/docker.sock"}
     more = json.loads(json.dumps(info))
     more["Mounts"].append(socket_mount)
-    assert hardening(more, mounts=expected, seccomp_default=True)[1]
-    assert hardening(info, mounts=expected, seccomp_default=False)[1]  # no seccomp profile at all
+    assert hardening(more, mounts=expected, tmpfs=TMPFS, engine=engine)[1]
+    writable = json.loads(json.dumps(info))
+    for mount in writable["Mounts"]:
+        mount["RW"] = True  # the same paths, writable
+    assert hardening(writable, mounts=expected, tmpfs=TMPFS, engine=engine)[1]
+    # what the engine applies matters too: no default seccomp profile, or AppArmor on the host but not applied
+    assert hardening(info, mounts=expected, tmpfs=TMPFS, engine=EngineSecurity(False, engine.apparmor))[1] == [
+        "has no seccomp profile"
+    ]
+    if not engine.apparmor:
+        assert hardening(info, mounts=expected, tmpfs=TMPFS, engine=EngineSecurity(True, True))[1] == [
+            "has AppArmor off"
+        ]
+        assert (
+            hardening(
+                {**info, "AppArmorProfile": "docker-default"},
+                mounts=expected,
+                tmpfs=TMPFS,
+                engine=EngineSecurity(True, True),
+            )[1]
+            == []
+        )
+
+
+# Each a flag a site's ``docker`` wrapper (or an alias) might add to ``docker create``, and what the refusal
+# says of it: the issue's nine, then what was checked before them.
+LOOSENINGS = [
+    (["--pid", "host"], "shares the host's PID namespace"),
+    (["--ipc", "host"], "shares the host's IPC namespace"),
+    (["--uts", "host"], "shares the host's UTS namespace"),
+    (["--userns", "host"], "shares the host's user namespace"),
+    (["--cgroupns", "host"], "shares the host's cgroup namespace"),
+    (["--device", "/dev/null:/dev/extra"], "has devices of the host"),
+    (["--device-cgroup-rule", "c 1:3 rwm"], "has device rules"),
+    (["--group-add", "0"], "adds the groups 0"),
+    (["--security-opt", "apparmor=unconfined"], "has AppArmor off"),
+    (["--oom-kill-disable"], "is shielded from the OOM killer"),
+    (["--oom-score-adj", "-1000"], "is shielded from the OOM killer"),
+    (["--security-opt", "systempaths=unconfined"], "sees /proc and /sys unmasked"),
+    (["--security-opt", "seccomp=unconfined"], "has seccomp off"),
+    (["--security-opt", "label=disable"], "sets the security option 'label=disable'"),
+    (["--cap-add", "SYS_ADMIN"], "keeps capabilities"),
+    (["--privileged"], "keeps capabilities"),
+    (["--user", "0:0"], "runs as '0:0', not 1000:1000"),
+    (["--read-only=false"], "has a writable root"),
+    (["--tmpfs", "/etc"], "has writable places other than its own"),
+    (["--memory-swap", "-1"], "may swap beyond its memory"),
+    (["--sysctl", "kernel.msgmax=65536"], "sets kernel parameters"),
+    (["--publish", "127.0.0.1::5900"], "publishes ports"),
+    (["--volume", "/var/run/docker.sock:/var/run/docker.sock"], "mounts more (or otherwise) than the run's own"),
+    (["--mount", "type=bind,source=/tmp,target=/host-tmp"], "mounts more (or otherwise) than the run's own"),
+]
+
+
+def docker_wrapper(folder: Path, flag: list[str]) -> Path:
+    """A ``docker`` command for the front of PATH, as a site might install: it logs each subcommand and adds
+    ``flag`` to ``create``, right before the image (after the backend's own flags, so it is the one that
+    counts), then runs the real docker."""
+    real = shutil.which("docker")
+    assert real is not None
+    log = folder / "docker.log"
+    script = folder / "docker"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'echo "$1" >> {shlex.quote(str(log))}\n'
+        'if [ "$1" = create ]; then\n'
+        "  added=\n"
+        "  for arg do\n"
+        "    shift\n"
+        f'    if [ -z "$added" ] && [ "$arg" = {shlex.quote(DEFAULT_IMAGE)} ]; then\n'
+        f'      set -- "$@" {shlex.join(flag)}; added=1\n'
+        "    fi\n"
+        '    set -- "$@" "$arg"\n'
+        "  done\n"
+        "fi\n"
+        f'exec {shlex.quote(real)} "$@"\n'
+    )
+    script.chmod(0o755)
+    return log
+
+
+@pytest.mark.parametrize(("flag", "words"), LOOSENINGS, ids=[" ".join(flag) for flag, _w in LOOSENINGS])
+def test_a_loosening_docker_wrapper_is_refused_before_the_container_starts(
+    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flag: list[str], words: str
+) -> None:
+    """Create, inspect, refuse: the run ends in one line naming the loosening; the container was created
+    (and recorded) but never started, no action ran, and it is gone."""
+    wrapper = tmp_path / "bin"
+    wrapper.mkdir()
+    log = docker_wrapper(wrapper, flag)
+    monkeypatch.setenv("PATH", f"{wrapper}:{os.environ['PATH']}")
+    run, recorder = lab_run(tmp_path, "form", "approve")
+    result = run.run()
+    assert result.status == "error", result.reason
+    assert "docker: the container is not confined: it " in result.reason and words in result.reason
+    assert "\n" not in result.reason and result.executed == 0
+    assert not recorder.of(ev.Executing) and not recorder.of(ev.Outcome)
+    commands = log.read_text().split()
+    assert "create" in commands and "inspect" in commands
+    assert "start" not in commands and "exec" not in commands, commands  # refused before it ran anything
+    (created,) = recorder.of(ev.SandboxCreated)
+    assert gone_within(created.sandbox_id, 10) is not None
+    assert json.loads((run.path / "run.json").read_text()).get("isolation") in (None, {})
+
+
+def test_the_browser_cannot_write_to_the_hosts_disk(running: DockerDesktop) -> None:
+    """The egress proxy's socket is mounted alone, read-only: the container's user can neither fill the
+    host's disk beside it nor plant a link or a FIFO there, and no writable mount of the container is backed
+    by a disk (only memory: its tmpfs, /dev, /proc)."""
+    (info,) = json.loads(docker("inspect", running.sandbox_id or ""))
+    socket_source = Path(next(m["Source"] for m in info["Mounts"] if m["Destination"].endswith("proxy.sock")))
+    workspace = socket_source.parent.parent
+
+    def listing() -> dict[str, tuple[int, int]]:
+        """Every path in the run's workspace on this host, but the exec's own log: its type and size."""
+        found = {}
+        for path in sorted(workspace.rglob("*")):
+            st = path.lstat()
+            if path.name != "stream.log":
+                found[str(path.relative_to(workspace))] = (stat.S_IFMT(st.st_mode), st.st_size)
+        return found
+
+    before = listing()
+    assert before.keys() == {"helper.pyz", "egress", "egress/proxy.sock"}
+    assert stat.S_ISSOCK(before["egress/proxy.sock"][0])
+    tries = inside(
+        running,
+        "sh",
+        "-c",
+        "cd /run/cua-tui-egress || exit 9\n"
+        "dd if=/dev/zero of=big bs=1M count=600 2>/dev/null && echo wrote\n"
+        "ln -s / link 2>/dev/null && echo linked\n"
+        "mkfifo fifo 2>/dev/null && echo fifo\n"
+        "mkdir dir 2>/dev/null && echo dir\n"
+        "id -u; ls -A",
+    ).split()
+    assert tries == ["1000", "proxy.sock"], tries  # none of it took, as the container's own user
+    assert listing() == before
+    writable = set()
+    for line in inside(running, "cat", "/proc/self/mountinfo").splitlines():
+        fields = line.split()
+        point, options, fstype = fields[4], fields[5].split(","), fields[fields.index("-") + 1]
+        if "rw" in options:
+            writable.add((point, fstype))
+    assert {fstype for _point, fstype in writable} <= {"tmpfs", "proc", "devpts", "mqueue"}, writable
+    assert {"/tmp", "/home/agent", "/run/cua-tui"} <= {point for point, _fs in writable}
 
 
 def bridge_gateway(network: str) -> str:
