@@ -311,3 +311,26 @@ def test_the_exec_inside_caps_what_it_reads_from_the_helpers_socket(
     assert sent[0] < 8 * MiB
     assert "over 1048576 bytes" in capsys.readouterr().err
     listener.close()
+
+
+# ------------------------------------------------------------------------------------------------------
+# 7. A verdict says who vouched for it
+# ------------------------------------------------------------------------------------------------------
+def test_a_sandbox_that_did_nothing_and_says_passed_is_shown_as_the_sandboxs_word(
+    tmp_path: Path, hostile: HostileService
+) -> None:
+    from click.testing import CliRunner
+
+    from cua_tui.cli import main
+    from cua_tui.core.ports import VerifierPlace
+
+    hostile.behave["verify"] = "passed"
+    run, recorder = form_run(tmp_path)
+    result = run.run()
+    assert result.status == "passed"  # the sandbox says so ...
+    (done,) = recorder.of(ev.VerificationDone)
+    assert done.where is VerifierPlace.SANDBOX  # ... and every record says whose word it is
+    assert json.loads((run.path / "result.json").read_text())["verifier"]["where"] == "sandbox"
+    env = {"CUA_TUI_CONFIG": str(tmp_path / "no-config.toml"), "CUA_TUI_RUNS_DIR": str(tmp_path / "runs")}
+    listing = CliRunner().invoke(main, ["runs", "--runs-dir", str(tmp_path / "runs"), "--json"], env=env)
+    assert json.loads(listing.output)[0]["verifier"]["where"] == "sandbox", listing.output

@@ -233,7 +233,11 @@ class Resident:
                 return _downloads(self.desktop.downloads)
             if op == "verify":
                 verdict = self.desktop.verify()
-                data = None if verdict is None else {k: getattr(verdict, k) for k in ("passed", "detail", "verifier")}
+                data = (
+                    None
+                    if verdict is None
+                    else {k: getattr(verdict, k) for k in ("passed", "detail", "verifier", "user")}
+                )
                 return {"ok": True, "verification": data}, {}
         raise DesktopError(f"unknown request {op!r}")
 

@@ -19,7 +19,7 @@ from ..core import events as ev
 from ..core.actions import Action, Kind
 from ..core.geometry import Size
 from ..core.imaging import ImageRefused, decode_png, png_size
-from ..core.ports import DesktopError, Frame, StepResult, Verification
+from ..core.ports import DesktopError, Frame, StepResult, Verification, VerifierPlace
 from ..core.text import one_line, truncate
 from .helper import DOWNLOADS_CAP, MAX_EGRESS_PER_REPLY, MAX_HEADER_BYTES, ReplyError, action_to_wire, parse_reply
 
@@ -194,13 +194,19 @@ def _only(blobs: Blobs, names: set[str], what: str) -> None:
 
 
 def verdict(data: Any) -> Verification | None:
-    """A verifier's verdict as a reply's header carries it (``None``: the task has no verifier)."""
+    """A verifier's verdict as a reply's header carries it (``None``: the task has no verifier). It ran
+    inside the sandbox: the verdict says so, and the user it names is the sandbox's own word too."""
     if data is None:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("passed"), bool):
         raise DesktopError("the sandbox's verifier sent a malformed verdict", fatal=True)
+    user = data.get("user")
     return Verification(
-        data["passed"], truncate(str(data.get("detail", "")), 500), truncate(str(data.get("verifier", "")), 100)
+        data["passed"],
+        truncate(str(data.get("detail", "")), 500),
+        truncate(str(data.get("verifier", "")), 100),
+        where=VerifierPlace.SANDBOX,
+        user=one_line(user, 60) if isinstance(user, str) else "",
     )
 
 

@@ -23,6 +23,7 @@ from cua_tui.build import RunOptions, build_run
 from cua_tui.core import events as ev
 from cua_tui.core.audit import VerifyExit, verify_run
 from cua_tui.core.geometry import Size
+from cua_tui.core.ports import process_user
 from cua_tui.desktops.cwsandbox import CWSandboxDesktop, SandboxSettings
 from cua_tui.labs import get_lab
 
@@ -119,6 +120,9 @@ def test_form_lab_passes_with_approvals_one_exec_per_step(tmp_path: Path, servic
     assert service.service.metadata[0]["authorization"] == f"Bearer {KEY}"
     # the proxy's records inside came back with the steps, into the audit log
     assert any(e.allowed and e.method == "POST" for e in recorder.of(ev.Egress))
+    # the lab's verdict came from inside the sandbox, as the user its helper runs as (the test's here)
+    (done,) = recorder.of(ev.VerificationDone)
+    assert (done.where, done.user) == ("sandbox", process_user())
 
 
 def test_form_lab_rejected_fails_cleanly(tmp_path: Path, service: LocalService) -> None:
