@@ -10,7 +10,7 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Static
 
-from ..core.describe import PHASE_LABELS, isolation_label, verified_by
+from ..core.describe import PHASE_LABELS, isolation_label, verifier_place
 from ..core.events import VerificationDone
 from ..core.ports import VerifierPlace
 from ..core.text import visible
@@ -124,7 +124,8 @@ class StatusBar(Static):
             if self.verification is not None:  # who vouched for the verdict, kept with the status; the
                 # sandbox's own word (or a place not recorded) stands out
                 not_ours = self.verification.where != VerifierPlace.CONTROLLER
-                fields.append((1, Text(verified_by(self.verification), style="bold reverse" if not_ours else "")))
+                where = verifier_place(self.verification.where, self.verification.user)  # the name is in the log
+                fields.append((1, Text(f"verified {where}", style="bold reverse" if not_ours else "")))
         else:
             label = PHASE_LABELS.get(self.phase, self.phase)
             fields.append((0, Text(label, style="bold reverse" if self.phase == "awaiting_decision" else "bold")))
