@@ -11,8 +11,9 @@ a crash or a runaway allocation in the engine on a crafted image ends the child,
 is pure Python (nothing to build against libtesseract's headers), and the 0.1 s a process start costs is
 small beside the recognition itself.
 
-Bounds: the PNG is checked and decoded by ``core.imaging.decode_png`` first (a header claiming more than
-``MAX_PIXELS`` is refused before any decoding), and only the decoded pixels, re-encoded by Pillow, reach the
+Bounds: the PNG is checked and decoded by ``core.imaging.decode_screen`` first (a header claiming more than
+the run's screen, or than ``MAX_PIXELS``, is refused before any decoding), and only the decoded pixels,
+re-encoded by Pillow, reach the
 engine; the engine gets ``TIMEOUT_S``; at most ``core.screentext.MAX_WORDS`` words are kept; results are
 cached by the PNG's SHA-256 in a small LRU (``CACHE_SIZE`` screens).
 """
@@ -27,7 +28,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from .core.imaging import ImageRefused, decode_png
+from .core.imaging import ImageRefused, ScreenLimit, decode_screen
 from .core.screentext import ScreenText, ScreenTextFailed, ScreenTextUnavailable, from_data
 from .core.text import one_line
 
@@ -81,15 +82,16 @@ class ScreenReader:
                 self._cache.move_to_end(digest)
             return found
 
-    def read(self, png: bytes, digest: str | None = None) -> ScreenText:
-        """The words of ``png`` (blocking: call from a worker thread). ``digest`` is its SHA-256 if known.
-        Raises OcrUnavailable (Tesseract missing) or OcrFailed (this image)."""
+    def read(self, png: bytes, digest: str | None = None, *, limit: ScreenLimit) -> ScreenText:
+        """The words of ``png``, a screen of a run whose screen is ``limit`` (blocking: call from a worker
+        thread). ``digest`` is its SHA-256 if known. Raises OcrUnavailable (Tesseract missing) or OcrFailed
+        (this image, a larger one than ``limit`` too: refused from its header)."""
         digest = digest or sha256(png)
         found = self.cached(digest)
         if found is not None:
             return found
         try:
-            image = decode_png(png, max_pixels=self.max_pixels)
+            image = decode_screen(png, limit, max_pixels=self.max_pixels)
         except ImageRefused as exc:
             raise OcrFailed(f"screenshot not read: {exc}") from None
         data = self._engine(image)

@@ -30,10 +30,12 @@ from PIL import Image, ImageDraw
 from textual.app import App, ComposeResult
 from textual.widget import Widget
 
+from ..core.imaging import ScreenLimit
 from ..tui.desktop_view import DesktopView
 from ..tui.frames import Target, prepare
 
 PANE = (100, 40)
+LIMIT = ScreenLimit(1024, 720)  # the screenshots' run: its screen
 TARGET_MS = 10.0
 
 
@@ -101,7 +103,7 @@ class _Ours:
 
     def prepare(self, png: bytes):  # runs in a worker in the app; timed separately here
         start = time.perf_counter()
-        rendered = prepare(png, PANE[0], PANE[1], Target(point=(512, 360)))
+        rendered = prepare(png, PANE[0], PANE[1], Target(point=(512, 360)), limit=LIMIT)
         self.worker_ms.append((time.perf_counter() - start) * 1000)
         return rendered
 
@@ -120,7 +122,14 @@ class _OursGraphics:
     def prepare(self, png: bytes):
         start = time.perf_counter()
         rendered = prepare(
-            png, PANE[0], PANE[1], Target(point=(512, 360)), strips=False, cell_pixels=CELL_PIXELS, sixel=self.encode
+            png,
+            PANE[0],
+            PANE[1],
+            Target(point=(512, 360)),
+            limit=LIMIT,
+            strips=False,
+            cell_pixels=CELL_PIXELS,
+            sixel=self.encode,
         )
         self.worker_ms.append((time.perf_counter() - start) * 1000)
         return rendered

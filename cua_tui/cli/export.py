@@ -99,6 +99,14 @@ def command(
         for fmt, out in outputs.items():
             if out is not None:
                 _write(opened, fmt, out)
+        refused = opened.refused()
+        if refused:  # each is marked in place of its picture; said once here, with the first reason
+            first = refused[0]
+            click.echo(
+                f"warning: {len(refused)} screenshot(s) not shown, each marked as refused "
+                f"(screen {visible(first.sha256[:12])}: {visible(first.refused, limit=200)})",
+                err=True,
+            )
         if opened.tampered:
             summary = visible(opened.report.summary)
             summary = summary if summary.startswith("TAMPERED") else f"TAMPERED: {summary}"

@@ -15,7 +15,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:  # imaging loads Pillow; the protocol only names its limit
+    from .imaging import ScreenLimit
 
 MAX_WORDS = 5_000  # a dense 4K page has about 3,000; more is not a screen a person reads
 MAX_WORD_CHARS = 120  # one recognised "word" longer than this is cut (a URL fits)
@@ -136,8 +139,9 @@ class ScreenTextReader(Protocol):
         """The text of the screen whose PNG has SHA-256 ``digest``, if it was read already (never blocks)."""
         ...
 
-    def read(self, png: bytes, digest: str | None = None) -> ScreenText:
-        """The words of ``png`` (blocking); ``digest`` is its SHA-256 if known. Raises ScreenTextUnavailable
+    def read(self, png: bytes, digest: str | None = None, *, limit: ScreenLimit) -> ScreenText:
+        """The words of ``png`` (blocking), a screen of a run whose screen is ``limit`` (a larger one is refused
+        from its header, never decoded); ``digest`` is its SHA-256 if known. Raises ScreenTextUnavailable
         (no engine) or ScreenTextFailed (this image)."""
         ...
 

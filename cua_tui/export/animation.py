@@ -6,8 +6,9 @@ never ran, marked in red), its marker drawn as in the HTML export, and a caption
 outcome). Caps: at most ``MAX_FRAMES`` frames (steps sampled evenly, the first and the last kept), at most
 ``MAX_WIDTH`` pixels wide, and at most ``MAX_BYTES`` of output; past the byte cap the strip is encoded
 again with half the frames and three quarters of the width, and refused after ``_ATTEMPTS`` tries.
-Every screenshot is decoded through ``core.imaging.decode_png`` (header checked first: a decompression
-bomb is refused, never decoded); a refused or missing screen becomes a grey frame that says so.
+Every screenshot is decoded through ``core.imaging.decode_screen`` (header checked first against the run's
+own screen: a decompression bomb, or a picture larger than the run's screen, is refused, never decoded); a
+refused or missing screen becomes a grey frame that says so.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 from PIL import Image, ImageDraw, ImageFont
 
-from ..core.imaging import ImageRefused, decode_png
+from ..core.imaging import ImageRefused, decode_screen
 from ..core.text import visible
 from .marks import marker_of
 from .source import Run
@@ -90,7 +91,7 @@ class _Painter:
                 try:
                     if screen.png is None:
                         raise ImageRefused(screen.refused or "missing")
-                    image = decode_png(screen.png, expect=(screen.width, screen.height))
+                    image = decode_screen(screen.png, self.run.limit, expect=(screen.width, screen.height))
                     size = image.size
                     height = max(1, round(image.height * self.width / image.width))
                     self.cache[sha] = (image.resize((self.width, height), Image.Resampling.LANCZOS), "", size)
@@ -142,7 +143,7 @@ def render(run: Run, fmt: str) -> bytes:
     """The film strip of ``run`` as ``fmt`` ("gif" or "webp") bytes, within the caps (AnimationError if not)."""
     shots = _shots(run)
     frames, width = MAX_FRAMES, MAX_WIDTH
-    screen_widths = [w for w, _h in run.sizes.values() if w]
+    screen_widths = [w for w, _h in run.sizes.values() if 0 < w <= run.limit.width]  # a larger one is refused
     if screen_widths:
         width = min(width, max(screen_widths))
     size = 0

@@ -1,8 +1,9 @@
 """A run directory as the exports read it: its events, timeline, verify verdict and screenshots, all bounded.
 
 Every read goes through ``core.safeio`` (regular files only, no link followed, caps), the audit log through
-``core.runlog`` and every screenshot through ``core.imaging``'s header check, so a hostile run directory
-(a link to ``/dev/zero``, a FIFO, a PNG whose header claims 40,000 x 40,000 pixels) gets a one-line answer:
+``core.runlog`` and every screenshot through ``core.imaging``'s header check against the run's own screen
+size, so a hostile run directory (a link to ``/dev/zero``, a FIFO, a PNG whose header claims 40,000 x 40,000
+pixels, or 10,000 x 4,000 in a run of 1024 x 720) gets a one-line answer:
 ``RunUnusable`` when nothing can be exported, otherwise a note in the export and a refused screen in place
 of the picture. Nothing here writes.
 """
@@ -19,7 +20,7 @@ from typing import Any
 from ..core import events as ev
 from ..core import timeline
 from ..core.audit import AuditKey, VerifyExit, VerifyReport, verify_run
-from ..core.imaging import ImageRefused, png_size
+from ..core.imaging import ImageRefused, ScreenLimit, screen_size
 from ..core.runlog import AUDIT, RunLog
 from ..core.safeio import SCREEN_CAP, MiB, RunFileError, RunFolder
 from ..core.text import visible
@@ -56,6 +57,7 @@ class Run:
     timeline: timeline.Timeline
     report: VerifyReport
     sizes: dict[str, tuple[int, int]]  # sha256 -> (width, height) as the screen events record it
+    limit: ScreenLimit  # the run's screen as run.json and run_started record it: no screen may be larger
     notes: list[str] = field(default_factory=list)
     _folder: RunFolder | None = None
     _screens: dict[str, Screen] = field(default_factory=dict)
@@ -76,7 +78,8 @@ class Run:
 
     def screen(self, sha256: Any) -> Screen:
         """The screenshot ``sha256`` (read once, then cached), checked: a regular file of at most the screen
-        cap, a PNG whose header gives the size the screen event recorded, with that very hash."""
+        cap, a PNG whose header gives the size the screen event recorded, at most the run's screen, with that
+        very hash."""
         if not isinstance(sha256, str):  # an edited record: anything JSON can hold
             return Screen(visible(str(sha256), limit=64), 0, 0, refused="not a SHA-256 name")
         cached = self._screens.get(sha256)
@@ -98,12 +101,16 @@ class Run:
         if hashlib.sha256(data).hexdigest() != sha256:
             return Screen(sha256, width, height, refused="the file's content does not have its hash (altered)")
         try:
-            size = png_size(data)
+            size = screen_size(data, self.limit)
         except ImageRefused as exc:
             return Screen(sha256, width, height, refused=str(exc))
         if (width, height) not in ((0, 0), size):
             return Screen(sha256, width, height, refused=f"the PNG is {size[0]} x {size[1]}, not as recorded")
         return Screen(sha256, size[0], size[1], png=data)
+
+    def refused(self) -> list[Screen]:
+        """The screens read so far that have no picture, in the order they were first asked for."""
+        return [screen for screen in self._screens.values() if screen.png is None]
 
     def close(self) -> None:
         if self._folder is not None:
@@ -164,7 +171,9 @@ def _read(folder: RunFolder, path: Path, key: AuditKey | None) -> Run:
         line = timeline.build(stamped)
     except (TypeError, AttributeError, ValueError) as exc:  # fields of the wrong type in an edited log
         raise RunUnusable(f"{where}: audit.jsonl holds records of the wrong shape ({type(exc).__name__})") from None
-    return Run(path, str(run_id), info, stamped, line, report, sizes, notes, folder)
+    started = line.started.screen if line.started is not None else None
+    limit = ScreenLimit.of_run(info.get("screen"), started)
+    return Run(path, str(run_id), info, stamped, line, report, sizes, limit, notes, folder)
 
 
 def _run_json(folder: RunFolder, notes: list[str]) -> dict[str, Any]:

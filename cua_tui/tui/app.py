@@ -23,6 +23,7 @@ from textual.widgets import Footer
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from ..core import events as ev
+from ..core.imaging import ScreenLimit
 from ..core.ports import Answer, DecisionRequest
 from ..core.screentext import ScreenTextReader
 from ..core.text import failure, visible
@@ -31,7 +32,15 @@ from .audit_pane import AuditPane
 from .batch import BatchPane
 from .commands import CuaCommands, HistoryActions
 from .decision import DecisionPanel
-from .decision_view import convert_frame, destination, focus_target, labelled, shown_screen, typing_field
+from .decision_view import (
+    convert_frame,
+    destination,
+    focus_target,
+    labelled,
+    screen_limit,
+    shown_screen,
+    typing_field,
+)
 from .decisions import GrantsScreen, RejectReason
 from .desktop_view import DesktopView
 from .frames import Target
@@ -288,7 +297,7 @@ class SupervisorApp(HistoryActions, App[Any]):
         target = labelled(self._focus_target(), self.reading, self._sha)  # the zoom keeps the label in view
         self._convert(
             self._png, view.size.width, view.size.height, target, self.zoom, self._serial, view.wants_strips,
-            view.wants_sixel,
+            view.wants_sixel, limit=screen_limit(self.view),
         )  # fmt: skip
 
     @work(thread=True, exclusive=False, exit_on_error=False, group="frame", description="convert screenshot")
@@ -302,11 +311,13 @@ class SupervisorApp(HistoryActions, App[Any]):
         serial: int,
         strips: bool,
         sixel: bool = False,
+        *,
+        limit: ScreenLimit,
     ) -> None:
         if serial != self._serial:
             return  # a newer frame is on its way
-        # judged from its header (a bomb is never decoded): a refusal is said, not crashed on
-        self.post_message(convert_frame(png, width, height, target, zoom, serial, strips, sixel))
+        # judged from its header against the run's screen (a bomb is never decoded): a refusal is said
+        self.post_message(convert_frame(png, width, height, target, zoom, serial, strips, sixel, limit=limit))
 
     @while_open
     def on_frame_rendered(self, message: FrameRendered) -> None:
@@ -439,7 +450,9 @@ class SupervisorApp(HistoryActions, App[Any]):
         return destination(self.pending, self.view, self.reading, self._sha)
 
     def _shown_screen(self) -> ShownScreen | None:
-        return shown_screen(self._png, self._sha, self._focus_target(), self.source.info.run_id)
+        return shown_screen(
+            self._png, self._sha, self._focus_target(), self.source.info.run_id, screen_limit(self.view)
+        )
 
     def _read_screen(self) -> None:
         shown = self._shown_screen()

@@ -13,7 +13,7 @@ import dataclasses
 
 from ..core import describe
 from ..core.actions import Kind
-from ..core.imaging import ImageRefused
+from ..core.imaging import ImageRefused, ScreenLimit
 from ..core.ports import DecisionRequest
 from .frames import Target, prepare
 from .messages import FrameRefused, FrameRendered
@@ -59,13 +59,20 @@ def labelled(target: Target | None, reading: ScreenReading, digest: str | None) 
     return target
 
 
-def shown_screen(png: bytes | None, digest: str | None, target: Target | None, run_id: str) -> ShownScreen | None:
+def screen_limit(view: RunView) -> ScreenLimit:
+    """The run's screen as its run_started records it: no screenshot of the run is decoded if larger."""
+    return ScreenLimit.of_run(view.started.screen if view.started is not None else None)
+
+
+def shown_screen(
+    png: bytes | None, digest: str | None, target: Target | None, run_id: str, limit: ScreenLimit
+) -> ShownScreen | None:
     """The screen the text view (``t``) and the screenshot file (``o``) are about, with the point that matters."""
     if png is None or digest is None:
         return None
     label = "the field (last click point)" if target is not None and target.kind == "type" else "the pending target"
     point = target.point if target is not None else None
-    return ShownScreen(digest, lambda: png, point, label if point else "", run_id)
+    return ShownScreen(digest, lambda: png, point, label if point else "", run_id, limit=limit)
 
 
 def convert_frame(
@@ -77,9 +84,12 @@ def convert_frame(
     serial: int,
     strips: bool,
     sixel: bool = False,
+    *,
+    limit: ScreenLimit,
 ) -> FrameRendered | FrameRefused:
     """A frame worker's body: the screenshot prepared for a pane of ``width`` x ``height`` cells, as the
-    message to post (refused when its header says it is no screen: a bomb is never decoded)."""
+    message to post (refused when its header claims more than the run's screen, ``limit``: a bomb is never
+    decoded)."""
     cell_pixels = None
     if not strips:
         from textual_image._terminal import get_cell_size  # cached probe result
@@ -87,7 +97,9 @@ def convert_frame(
         size = get_cell_size()
         cell_pixels = (size.width, size.height)
     try:
-        rendered = prepare(png, width, height, target, zoom=zoom, strips=strips, cell_pixels=cell_pixels, sixel=sixel)
+        rendered = prepare(
+            png, width, height, target, limit=limit, zoom=zoom, strips=strips, cell_pixels=cell_pixels, sixel=sixel
+        )
     except ImageRefused as exc:
         return FrameRefused(str(exc), serial)
     return FrameRendered(rendered, serial)

@@ -52,6 +52,7 @@ from ..core.fleet import (
     RunRow,
     RunState,
 )
+from ..core.imaging import ScreenLimit
 from ..core.ports import Answer, DecisionRequest
 from ..core.runlog import RunReader
 from ..core.safeio import RunFileError
@@ -61,7 +62,15 @@ from .audit_list import MAX_ENTRIES
 from .audit_pane import AuditPane
 from .batch import BatchPane
 from .decision import DecisionPanel
-from .decision_view import convert_frame, destination, focus_target, labelled, shown_screen, typing_field
+from .decision_view import (
+    convert_frame,
+    destination,
+    focus_target,
+    labelled,
+    screen_limit,
+    shown_screen,
+    typing_field,
+)
 from .decisions import RejectReason
 from .desktop_view import DesktopView
 from .frames import Target
@@ -165,15 +174,18 @@ class FramedPane:
         self.png: bytes | None = None
         self.sha: str | None = None
         self.target: Target | None = None
+        self.limit = ScreenLimit.of_run()  # the shown run's screen: no larger screenshot is decoded
         self.zoom = False
         self._serial = 0
         self._shown = 0
         self._refused: str | None = None
 
-    def show(self, png: bytes | None, sha: str | None, target: Target | None) -> None:
-        """A screenshot (None: none yet) and the target to frame; at a decision the pane zooms on it."""
+    def show(self, png: bytes | None, sha: str | None, target: Target | None, limit: ScreenLimit | None = None) -> None:
+        """A screenshot (None: none yet) of a run whose screen is ``limit`` (None: the default) and the target
+        to frame; at a decision the pane zooms on it."""
         changed = sha != self.sha or target != self.target
         self.png, self.sha, self.target = png, sha, target
+        self.limit = limit or ScreenLimit.of_run()
         if changed:
             self.zoom = target is not None
         if png is None:  # a frame still being converted must not land on the pane afterwards
@@ -197,14 +209,15 @@ class FramedPane:
             self._serial,
             view.wants_strips,
             view.wants_sixel,
+            limit=self.limit,
         )
         self.host.run_worker(work, thread=True, exit_on_error=False, group="frame", description="convert screenshot")
 
-    def _convert(self, *args: Any) -> None:
+    def _convert(self, *args: Any, limit: ScreenLimit) -> None:
         serial = args[5]
         if serial != self._serial:
             return  # a newer frame is on its way
-        self.host.post_message(convert_frame(*args))
+        self.host.post_message(convert_frame(*args, limit=limit))
 
     def rendered(self, message: FrameRendered) -> None:
         if message.serial < self._shown:
@@ -374,7 +387,8 @@ class RunScreen(Screen[None]):
         view, request = self.view, self.view.pending
         screen = view.screen
         assert self.feed is not None
-        self.feed.show(screen.png if screen else None, screen.sha256 if screen else None, focus_target(request, view))
+        target = focus_target(request, view)
+        self.feed.show(screen.png if screen else None, screen.sha256 if screen else None, target, screen_limit(view))
         self.query_one(DecisionPanel).show_request(
             request,
             view.batch_size,
@@ -389,7 +403,7 @@ class RunScreen(Screen[None]):
 
     def _shown_screen(self) -> Any:
         feed = self.feed
-        return shown_screen(feed.png, feed.sha, feed.target, self.row.run_id) if feed else None
+        return shown_screen(feed.png, feed.sha, feed.target, self.row.run_id, feed.limit) if feed else None
 
     def screen_text_read(self, message: ScreenTextRead) -> None:
         """The App got the OCR of a screen: the panel's "goes to" line and the framed label follow it."""
@@ -842,7 +856,7 @@ class FleetApp(App[None]):
         panel.set_class(not pending, "closed")
         screen = view.screen if view.screen is not None and view.screen.png is not None else None
         target = focus_target(request, view)
-        self.feed.show(screen.png if screen else None, screen.sha256 if screen else None, target)
+        self.feed.show(screen.png if screen else None, screen.sha256 if screen else None, target, screen_limit(view))
         desktop = self.query_one(DesktopView)
         desktop.border_title = f"Desktop · {visible(item.task, limit=64)} · turn {request.turn}"
         if screen is None:
@@ -862,7 +876,7 @@ class FleetApp(App[None]):
         feed, item = self.feed, self.selected
         if feed is None or item is None:
             return None
-        return shown_screen(feed.png, feed.sha, feed.target, item.run_id)
+        return shown_screen(feed.png, feed.sha, feed.target, item.run_id, feed.limit)
 
     def _signal(self, item: QueueItem, count: int) -> None:
         """New requests arrived: the bell, and a desktop notification where the terminal shows one."""

@@ -18,7 +18,7 @@ from rich.style import Style
 from textual.strip import Strip
 
 from ..core.actions import Action
-from ..core.imaging import decode_png
+from ..core.imaging import ScreenLimit, decode_screen
 
 MAX_MARKED_PATH = 64  # points of a drag path drawn (a recorded path can be as long as the parser allows)
 MARKER = (255, 0, 200)  # magenta: stands out on the pages the labs and most sites use
@@ -100,10 +100,11 @@ class Rendered:
     inset: tuple[int, int, int, int] | None = None  # zoomed: where the overview inset sits in the picture
 
 
-def decode(png: bytes) -> Image.Image:
+def decode(png: bytes, limit: ScreenLimit) -> Image.Image:
     """A screenshot as RGB. It comes from the desktop (a remote sandbox is untrusted) or a run directory:
-    its header is checked before decoding, so a decompression bomb raises ImageRefused, never decodes."""
-    return decode_png(png)
+    its header is checked before decoding against the run's screen (``limit``), so a decompression bomb or
+    a picture larger than the run's screen raises ImageRefused, never decodes."""
+    return decode_screen(png, limit)
 
 
 def prepare(
@@ -112,6 +113,7 @@ def prepare(
     cells_h: int,
     target: Target | None = None,
     *,
+    limit: ScreenLimit,
     zoom: bool = False,
     strips: bool = True,
     cell_pixels: tuple[int, int] | None = None,
@@ -123,9 +125,9 @@ def prepare(
     For a graphics protocol (``strips=False``) pass the terminal's ``cell_pixels``: the picture is then
     fitted to the pane's real pixel size (never enlarged), so the terminal shows it at full resolution;
     with ``sixel`` it is also encoded as Sixel data for the whole pane (``Rendered.sixel``).
-    Raises core.imaging.ImageRefused for what is not a PNG a screen could produce."""
+    Raises core.imaging.ImageRefused for what is not a PNG the run's screen (``limit``) could produce."""
     cells_w, cells_h = max(cells_w, 2), max(cells_h, 2)
-    source = decode(png)
+    source = decode(png, limit)
     if cell_pixels is not None and not strips:
         box_w, box_h = cells_w * cell_pixels[0], cells_h * cell_pixels[1]
         if not zoom:

@@ -31,7 +31,7 @@ from textual.widgets import Footer, Static
 from ..core import describe
 from ..core import timeline as tl
 from ..core.events import Stamped
-from ..core.imaging import ImageRefused, png_size
+from ..core.imaging import ImageRefused, ScreenLimit
 from ..core.ports import VerifierPlace
 from ..core.runlog import RunReader
 from ..core.screentext import ScreenTextReader
@@ -415,6 +415,12 @@ class ReplayApp(App[None]):
             if sha is not None:
                 self._frame_for((sha, *shape[:2], self._target(step), *shape[3:]))
 
+    @property
+    def screen_limit(self) -> ScreenLimit:
+        """The run's screen as run.json and run_started record it: no screenshot larger than it is decoded."""
+        started = self.builder.timeline.started
+        return ScreenLimit.of_run(self.reader.info.get("screen"), started.screen if started is not None else None)
+
     def _frame_for(self, key: tuple[Any, ...]) -> Rendered | str:
         """The rendered frame for ``key`` (from the cache, or converted and cached), or why there is none."""
         with self._cache_lock:
@@ -426,11 +432,6 @@ class ReplayApp(App[None]):
         with self._reader_lock:
             png = self.reader.screen(sha)
             problem = self.reader.screen_problem.get(sha, "")
-        if png is not None:
-            try:
-                png_size(png)  # refused before decoding: a header claiming 40,000 x 40,000 never gets that far
-            except ImageRefused as exc:
-                png, problem = None, str(exc)
         if png is None:
             return problem or "missing"
         cell_pixels = None
@@ -441,7 +442,13 @@ class ReplayApp(App[None]):
             cell_pixels = (size.width, size.height)
         # the Sixel data too, here off the UI thread, for the pane's Sixel widget (desktop_view.sixel_widget)
         sixel = not strips and bool(getattr(self.graphics, "takes_encoded_sixel", False))
-        rendered = prepare(png, width, height, target, zoom=zoom, strips=strips, cell_pixels=cell_pixels, sixel=sixel)
+        try:  # refused from its header when larger than the run's screen: never decoded
+            rendered = prepare(
+                png, width, height, target, limit=self.screen_limit, zoom=zoom, strips=strips,
+                cell_pixels=cell_pixels, sixel=sixel,
+            )  # fmt: skip
+        except ImageRefused as exc:
+            return str(exc)
         with self._cache_lock:
             self._rendered[key] = rendered
             while len(self._rendered) > FRAME_CACHE:
@@ -536,7 +543,7 @@ class ReplayApp(App[None]):
         run_id = self._info().run_id
         field = target is not None and target.kind == "type"
         label = "the field (last click point)" if field else "the action's target"
-        return ShownScreen(sha, load, point, label if point else "", run_id)
+        return ShownScreen(sha, load, point, label if point else "", run_id, limit=self.screen_limit)
 
     def action_screen_text(self) -> None:
         shown = self._shown_screen()

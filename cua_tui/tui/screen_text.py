@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
-from ..core.imaging import ImageRefused, decode_png
+from ..core.imaging import ImageRefused, ScreenLimit, decode_screen
 from ..core.screentext import (
     ScreenText,
     ScreenTextFailed,
@@ -55,7 +55,7 @@ class NoReader:
     def cached(self, digest: str) -> ScreenText | None:
         return None
 
-    def read(self, png: bytes, digest: str | None = None) -> ScreenText:
+    def read(self, png: bytes, digest: str | None = None, *, limit: ScreenLimit) -> ScreenText:
         raise ScreenTextUnavailable(NO_READER)
 
 
@@ -68,6 +68,7 @@ class ShownScreen:
     point: tuple[int, int] | None = None
     point_label: str = ""  # "the pending target", "the last click point"
     run_id: str = ""
+    limit: ScreenLimit = field(kw_only=True)  # the run's screen: a larger PNG is refused, never decoded
 
 
 class ScreenTextRead(Message):
@@ -137,7 +138,7 @@ class ScreenReading:
             if png is None:
                 message = ScreenTextRead(shown.digest, None, "the screenshot could not be read back")
             else:
-                message = ScreenTextRead(shown.digest, self.reader.read(png, shown.digest))
+                message = ScreenTextRead(shown.digest, self.reader.read(png, shown.digest, limit=shown.limit))
         except ScreenTextUnavailable as exc:
             message = ScreenTextRead(shown.digest, None, str(exc), unavailable=True)
         except ScreenTextFailed as exc:
@@ -285,14 +286,15 @@ def screenshots_dir() -> Path:
     return user_cache_path("cua-tui") / "screenshots"
 
 
-def save_screenshot(png: bytes, run_id: str = "", folder: Path | None = None) -> Path:
+def save_screenshot(png: bytes, run_id: str = "", folder: Path | None = None, *, limit: ScreenLimit) -> Path:
     """Write the screenshot as ``<run>-<sha>.png`` in ``folder`` (made private: 0700, the file 0600); the path.
 
     The bytes come from a sandbox or a run directory someone handed over, and the file is then opened in the
-    system viewer: it is decoded with the core's checks (no bomb, a real PNG) and written re-encoded, so the
-    viewer gets the pixels that were shown and nothing else. The name is made of the PNG's own SHA-256 and
-    the run id's letters, digits, - and _ only: a recorded digest or run id never chooses a path."""
-    image = decode_png(png)  # ImageRefused for what is not a screen's PNG
+    system viewer: it is decoded with the core's checks (no bomb, a real PNG, no larger than the run's screen,
+    ``limit``) and written re-encoded, so the viewer gets the pixels that were shown and nothing else. The
+    name is made of the PNG's own SHA-256 and the run id's letters, digits, - and _ only: a recorded digest
+    or run id never chooses a path."""
+    image = decode_screen(png, limit)  # ImageRefused for what is not a PNG of the run's screen
     folder = folder or screenshots_dir()
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(folder, 0o700)
@@ -338,7 +340,7 @@ def write_and_open(app: App[Any], shown: ShownScreen, folder: Path | None = None
             png = shown.load()
             if png is None:
                 raise OSError("the screenshot could not be read back")
-            path = save_screenshot(png, shown.run_id, folder)
+            path = save_screenshot(png, shown.run_id, folder, limit=shown.limit)
         except (OSError, ImageRefused) as exc:
             reason = visible(str(exc), limit=200)
             app.call_from_thread(

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from cua_tui.core.geometry import Size
-from cua_tui.core.imaging import encode_png
+from cua_tui.core.imaging import ScreenLimit, encode_png
 from cua_tui.core.screentext import ScreenTextUnavailable
 from cua_tui.desktops.local import LocalDesktop
 from cua_tui.labs import get_lab
@@ -20,6 +20,7 @@ from cua_tui.labs.base import Box
 from cua_tui.ocr import INSTALL, OcrFailed, OcrUnavailable, ScreenReader, sha256
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+LIMIT = ScreenLimit(1024, 720)  # the screen the shots are taken at, as their run records it
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +46,7 @@ def inside(box: tuple[int, int, int, int], area: Box) -> bool:
 def test_the_injection_notice_is_read_word_for_word_with_boxes(shots: dict[str, bytes]) -> None:
     from cua_tui.labs.injection import NOTICE, NOTICE_BOX, ORDER_NUMBER, SEND
 
-    text = ScreenReader().read(shots["injection"])
+    text = ScreenReader().read(shots["injection"], limit=LIMIT)
     assert (text.width, text.height) == (1024, 720)
     lines = [line.text for line in text.lines]
     first, second = NOTICE.split(" https://")
@@ -64,7 +65,7 @@ def test_the_injection_notice_is_read_word_for_word_with_boxes(shots: dict[str, 
 def test_a_field_is_named_by_its_placeholder(shots: dict[str, bytes]) -> None:
     from cua_tui.labs.form import INPUT
 
-    text = ScreenReader().read(shots["form"])
+    text = ScreenReader().read(shots["form"], limit=LIMIT)
     assert text.around(INPUT.center) == "Enter the phrase"
 
 
@@ -72,15 +73,15 @@ def test_the_cache_is_by_screen_hash_and_bounded(shots: dict[str, bytes]) -> Non
     reader = ScreenReader(cache_size=1)
     injection, form = shots["injection"], shots["form"]
     started = time.perf_counter()
-    first = reader.read(injection)
+    first = reader.read(injection, limit=LIMIT)
     engine_s = time.perf_counter() - started
     started = time.perf_counter()
-    assert reader.read(injection) is first  # cached: the same object
+    assert reader.read(injection, limit=LIMIT) is first  # cached: the same object
     assert time.perf_counter() - started < engine_s / 10
     assert reader.cached(sha256(injection)) is first
-    reader.read(form)  # evicts the injection page (one screen kept)
+    reader.read(form, limit=LIMIT)  # evicts the injection page (one screen kept)
     assert reader.cached(sha256(injection)) is None and reader.cached(sha256(form)) is not None
-    again = reader.read(injection)
+    again = reader.read(injection, limit=LIMIT)
     assert again is not first and [w.text for w in again.words] == [w.text for w in first.words]
 
 
@@ -92,28 +93,28 @@ def test_one_openmp_thread_for_the_engine() -> None:
 def test_bounds_and_failures_are_one_line_errors(shots: dict[str, bytes], tmp_path) -> None:
     png = shots["injection"]
     with pytest.raises(OcrFailed, match="claims 1024 x 720 pixels"):
-        ScreenReader(max_pixels=1000 * 700).read(png)  # the pixel cap, judged from the header
+        ScreenReader(max_pixels=1000 * 700).read(png, limit=LIMIT)  # the pixel cap, judged from the header
     with pytest.raises(OcrFailed, match="not a PNG"):
-        ScreenReader().read(b"GIF89a" + b"\0" * 100)
+        ScreenReader().read(b"GIF89a" + b"\0" * 100, limit=LIMIT)
     with pytest.raises(OcrFailed, match=r"took longer than 0\.01 s"):
-        ScreenReader(timeout=0.01).read(png)
+        ScreenReader(timeout=0.01).read(png, limit=LIMIT)
     with pytest.raises(OcrUnavailable) as missing:
-        ScreenReader(command=str(tmp_path / "tesseract")).read(png)
+        ScreenReader(command=str(tmp_path / "tesseract")).read(png, limit=LIMIT)
     assert str(missing.value) == f"Tesseract is not installed: {INSTALL}"
     assert isinstance(missing.value, ScreenTextUnavailable)  # the core's: what the TUI, given this reader, catches
     with pytest.raises(OcrUnavailable, match="no English data"):
-        ScreenReader(language="zz-no-such-language").read(png)
+        ScreenReader(language="zz-no-such-language").read(png, limit=LIMIT)
     # A failure is not cached: the same screen reads fine afterwards.
     reader = ScreenReader(timeout=0.01)
     with pytest.raises(OcrFailed):
-        reader.read(png)
+        reader.read(png, limit=LIMIT)
     reader.timeout = 30
-    assert reader.read(png).words
+    assert reader.read(png, limit=LIMIT).words
 
 
 def test_a_blank_screen_has_no_words() -> None:
     blank = encode_png(Image.new("RGB", (1024, 720), (255, 255, 255))).png
-    text = ScreenReader().read(blank)
+    text = ScreenReader().read(blank, limit=LIMIT)
     assert text.words == () and text.lines == ()
 
 
@@ -121,5 +122,5 @@ def test_a_png_with_alpha_or_palette_is_read_as_rgb(shots: dict[str, bytes]) -> 
     with Image.open(io.BytesIO(shots["injection"])) as img:
         buf = io.BytesIO()
         img.convert("P").save(buf, format="PNG")
-    text = ScreenReader().read(buf.getvalue())
+    text = ScreenReader().read(buf.getvalue(), limit=LIMIT)
     assert any("SYSTEM NOTICE" in line.text for line in text.lines)

@@ -25,6 +25,7 @@ from textual.widgets import Static
 from cua_tui.build import HANDSHAKE, RunOptions, build_run
 from cua_tui.core import events as ev
 from cua_tui.core.actions import Kind
+from cua_tui.core.imaging import ScreenLimit
 from cua_tui.core.supervisor import MSG_DECLINED, Supervisor
 from cua_tui.desktops.sim import PHRASE, SimDesktop
 from cua_tui.scenes import SCENES
@@ -43,6 +44,7 @@ from cua_tui.tui.themes import BUILTIN, load_theme_file, load_themes, project_th
 pytestmark = pytest.mark.timeout(60)
 
 SIZE = (160, 50)
+SIM_SCREEN = ScreenLimit(1024, 720)  # the sim desktop's screen
 FIELD = (250, 182)  # centre of the sim form's phrase field (40, 160, 420x44)
 VERIFY = (550, 182)  # centre of its Verify button (480, 160, 140x44)
 SEND = (120, 422)  # centre of its Send button (40, 400, 160x44)
@@ -405,7 +407,7 @@ async def test_frames_finished_out_of_order_still_leave_the_newest_on_screen() -
         await until(pilot, lambda: not app.running and app._shown > 0, "the recorded end on screen")
         await pilot.pause()
         png = SimDesktop().screenshot().png
-        newer, older = prepare(png, 40, 20), prepare(png, 30, 10)
+        newer, older = prepare(png, 40, 20, limit=SIM_SCREEN), prepare(png, 30, 10, limit=SIM_SCREEN)
         serial = app._shown
         app.post_message(FrameRendered(newer, serial + 2))  # both queued before either is handled
         app.post_message(FrameRendered(older, serial + 1))
@@ -573,13 +575,13 @@ def test_graphics_protocol_pictures_keep_the_terminal_resolution() -> None:
     from cua_tui.tui.frames import Target, prepare
 
     png = SimDesktop().screenshot().png
-    fitted = prepare(png, 110, 40, Target(point=(120, 422)), strips=False, cell_pixels=(10, 20))
+    fitted = prepare(png, 110, 40, Target(point=(120, 422)), limit=SIM_SCREEN, strips=False, cell_pixels=(10, 20))
     assert fitted.strips == []
     assert fitted.image.size == (1024, 720)  # a 1100x800-pixel pane shows the 1024x720 screen at full size
     assert fitted.image.getpixel((120, 422)) == (255, 0, 200)  # the marker, at full-resolution coordinates
-    small = prepare(png, 50, 20, None, strips=False, cell_pixels=(10, 20))
+    small = prepare(png, 50, 20, None, limit=SIM_SCREEN, strips=False, cell_pixels=(10, 20))
     assert small.image.size == (500, 352)  # fitted to 500x400 pixels, aspect kept
-    halfblock = prepare(png, 100, 40, None)
+    halfblock = prepare(png, 100, 40, None, limit=SIM_SCREEN)
     assert halfblock.image.size == (100, 70) and len(halfblock.strips) == 35
 
 
@@ -616,7 +618,7 @@ async def test_a_workers_message_queued_as_the_app_closes_is_dropped(scene: str)
     def late() -> tuple[Message, ...]:
         return (
             ScreenTextRead("0" * 64, None, "read late"),
-            FrameRendered(prepare(SimDesktop().screenshot().png, 40, 12), 10**6),
+            FrameRendered(prepare(SimDesktop().screenshot().png, 40, 12, limit=SIM_SCREEN), 10**6),
             FrameRefused("refused late", 10**6 + 1),
             RunEvent(ev.Stamped(10**6, "0" * 64, ev.RunEnded("passed", "late", 1, 1, 1))),
             RunFinished("passed", "late"),

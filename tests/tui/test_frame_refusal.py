@@ -42,7 +42,15 @@ class BombDesktop(SimDesktop):
         return super()._render()
 
 
-def live_app(tmp_path: Path, desktop: SimDesktop) -> SupervisorApp:
+class LargeDesktop(SimDesktop):
+    """The sim desktop whose screenshots claim twice its screen each way (within the global cap: only the
+    run's own screen size gives them away), recorded at the screen's size, as a lying desktop would."""
+
+    def _render(self) -> Frame:
+        return Frame(forged_png(self.size.width * 2, self.size.height * 2), self.size.width, self.size.height)
+
+
+def live_app(tmp_path: Path, desktop: SimDesktop, **kwargs: Any) -> SupervisorApp:
     run = build_run(
         RunOptions(
             task="bombs",
@@ -57,7 +65,7 @@ def live_app(tmp_path: Path, desktop: SimDesktop) -> SupervisorApp:
     )
     assert run.handshake is not None
     track(run.supervisor)
-    return SupervisorApp(LiveRun(run.supervisor, run.handshake))
+    return SupervisorApp(LiveRun(run.supervisor, run.handshake), **kwargs)
 
 
 @pytest.fixture
@@ -103,5 +111,35 @@ async def test_the_next_good_screenshot_is_shown_again(tmp_path: Path) -> None:
         await until(pilot, lambda: view.rendered is not None, "a good frame")
         assert desktop_notes(app) in ([], [f"screenshot not shown: {REFUSED}"])  # the bomb may be superseded
         assert app._refused is None
+        await pilot.press("q")
+        await until(pilot, lambda: not app.is_running, "the app to exit")
+
+
+async def test_a_screenshot_larger_than_the_run_screen_is_refused_and_never_read(
+    tmp_path: Path, opened: list[Any]
+) -> None:
+    """Issue 20, point 3: the live pane and the screen's text (t) hold each screenshot to the run's own
+    screen (1024 x 720, as its run_started records it), not only to the global cap."""
+    from pilot_helpers import plain
+    from textual.widgets import Static
+
+    from cua_tui.ocr import ScreenReader
+    from cua_tui.tui.screen_text import ScreenTextScreen
+
+    refused = "the PNG claims 2048 x 1440 pixels, more than the run's screen (1024 x 720)"
+    app = live_app(tmp_path, LargeDesktop(), screen_reader=ScreenReader())
+    async with app.run_test(size=SIZE) as pilot:
+        await until_ended(pilot, app)
+        view = app.query_one(DesktopView)
+        await until(pilot, lambda: view.placeholder == f"screenshot not shown: {refused}", "the refusal")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert desktop_notes(app) == [f"screenshot not shown: {refused}"] and view.rendered is None
+        await pilot.press("t")
+        await until(pilot, lambda: isinstance(app.screen, ScreenTextScreen), "the screen-text view")
+        await until(pilot, lambda: not app.reading.busy, "the reading to end")
+        assert plain(app.screen.query_one("#screen-text-body", Static)) == f"screenshot not read: {refused}"
+        await pilot.press("escape")
+        assert opened == []  # refused from the header: never handed to the decoder, nor to Tesseract
         await pilot.press("q")
         await until(pilot, lambda: not app.is_running, "the app to exit")

@@ -23,6 +23,7 @@ from textual.widgets import Input, Static
 
 from cua_tui.build import HANDSHAKE, RunOptions, build_run
 from cua_tui.core import events as ev
+from cua_tui.core.imaging import ScreenLimit
 from cua_tui.core.screentext import ScreenText, ScreenTextReader, Word
 from cua_tui.desktops.sim import PHRASE, SimDesktop
 from cua_tui.ocr import INSTALL, ScreenReader
@@ -177,7 +178,7 @@ def test_page_text_is_shown_literally() -> None:
     hostile = "[bold red]APPROVED[/] \x1b[2J\x1b]52;c;ZWNobw==\x07 \u202eevil"
     words = [Word(part, (10 + 60 * i, 10, 60 + 60 * i, 24), 90.0, (1, 1, 1)) for i, part in enumerate(hostile.split())]
     text = ScreenText.of(800, 600, words)
-    shown = ShownScreen("0" * 64, lambda: None, (12, 12), "the pending target")
+    shown = ShownScreen("0" * 64, lambda: None, (12, 12), "the pending target", limit=ScreenLimit(800, 600))
     out = render_text(shown, text, "")
     assert "[bold red]APPROVED[/]" in out.plain
     assert "\x1b" not in out.plain and "\x07" not in out.plain and "\u202e" not in out.plain
@@ -323,12 +324,14 @@ def test_the_screenshot_file_name_is_never_chosen_by_a_recorded_run_id(tmp_path:
     from cua_tui.core.imaging import ImageRefused
     from cua_tui.tui.screen_text import save_screenshot
 
+    limit = ScreenLimit(64, 48)
+
     buffer = io.BytesIO()
     Image.new("RGB", (64, 48), (10, 20, 30)).save(buffer, "PNG")
     png = buffer.getvalue()
     folder = tmp_path / "shots"
-    path = save_screenshot(png, "../../run/../x", folder)  # the name is the PNG's own hash, never a record's
+    path = save_screenshot(png, "../../run/../x", folder, limit=limit)  # the name is the PNG's own hash
     assert path.parent == folder and path.name == f"runx-{hashlib.sha256(png).hexdigest()[:16]}.png"
     with pytest.raises(ImageRefused):
-        save_screenshot(b"<html>not a png</html>", "r", folder)
+        save_screenshot(b"<html>not a png</html>", "r", folder, limit=limit)
     assert sorted(p.name for p in folder.iterdir()) == [path.name]

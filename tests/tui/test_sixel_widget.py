@@ -12,6 +12,7 @@ from PIL import Image, ImageDraw
 from textual.app import App, ComposeResult
 from textual.geometry import Region
 
+from cua_tui.core.imaging import ScreenLimit
 from cua_tui.tui.desktop_view import DesktopView, sixel_widget
 from cua_tui.tui.frames import Target, prepare
 
@@ -57,7 +58,16 @@ async def test_the_pane_writes_the_workers_sixel_data(pinned_cells: None) -> Non
         view = app.query_one(DesktopView)
         assert view.wants_sixel and not view.wants_strips
         w, h = view.size
-        rendered = prepare(page(), w, h, Target(point=(512, 360)), strips=False, cell_pixels=CELL, sixel=True)
+        rendered = prepare(
+            page(),
+            w,
+            h,
+            Target(point=(512, 360)),
+            limit=ScreenLimit(1024, 720),
+            strips=False,
+            cell_pixels=CELL,
+            sixel=True,
+        )
         assert rendered.sixel is not None and rendered.sixel.startswith("\x1bP")
         own = rendered.sixel
         # tagged with a harmless colour selection before the terminator, so the test sees whose data is written
