@@ -216,7 +216,7 @@ class SupervisorApp(HistoryActions, App[Any]):
                     # result.json is written after this last event and may fail: sealed only once it is there
                     self.query_one(AuditPane).set_state("sealing…")
             case ev.Killed():
-                self.notify("kill switch: run stopped", severity="error")
+                self.notify("kill switch: run stopped", severity="error", markup=False)
         if view.alert is not None:
             self.query_one(AlertBar).show_alerts(view.attention)
             self.refresh_bindings()

@@ -14,6 +14,7 @@ from ..core import events as ev
 from ..core.text import visible
 from .audit_list import KINDS, AuditList, Entry, Query
 from .detail import event_detail
+from .literal import LiteralInput
 
 
 class AuditPane(Vertical):
@@ -79,8 +80,9 @@ class AuditPane(Vertical):
         search = self.audit_list.search
         if search.active:
             shown, held = len(self.audit_list.shown), len(self.audit_list.entries)
-            unknown = f" · no kind {', '.join(search.unknown)}" if search.unknown else ""
-            self.border_subtitle = f"filter: {visible(search.text, limit=40)} · {shown} of {held}{unknown}"
+            unknown = f" · no kind {visible(', '.join(search.unknown), limit=40)}" if search.unknown else ""
+            # Text: a str border title is parsed as markup, and the filter may be text pasted from the page
+            self.border_subtitle = Text(f"filter: {visible(search.text, limit=40)} · {shown} of {held}{unknown}")
         else:
             self.border_subtitle = ""
 
@@ -92,7 +94,7 @@ class AuditPane(Vertical):
         found = self.query("#audit-search").results(Input)
         search = next(found, None)
         if search is None:
-            search = Input(
+            search = LiteralInput(
                 self.audit_list.search.text,
                 placeholder="search: words, kind:NAME[,NAME] · Enter keeps the filter, Esc clears it",
                 id="audit-search",
@@ -115,7 +117,7 @@ class AuditPane(Vertical):
         unknown = self.audit_list.search.unknown
         if unknown:
             self.app.notify(
-                f"no event kind {', '.join(unknown)}; kinds: {' '.join(KINDS)}",
+                f"no event kind {visible(', '.join(unknown), limit=80)}; kinds: {' '.join(KINDS)}",
                 title="search",
                 severity="warning",
                 markup=False,

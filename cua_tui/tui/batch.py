@@ -170,7 +170,7 @@ class BatchPane(VerticalScroll):
         self._final = None
         self.following = True
         self.turn, self.text = turn, text
-        self.border_title = f"Turn {turn} batch"
+        self.border_title = Text(f"Turn {turn} batch")  # Text: a str title is parsed as markup
         if text:
             self._put(Static(Text(f"model: {visible(text, limit=400)}"), classes="model-text"))
 

@@ -13,6 +13,7 @@ from textual.widgets.option_list import Option
 
 from ..core import events as ev
 from ..core.text import visible
+from .literal import LiteralInput
 
 REASON_MAX = 300  # characters: a one-line reason, as the model hears it after the fixed decline text
 
@@ -34,7 +35,7 @@ class RejectReason(ModalScreen[str | None]):
                     " is the kill switch while you type.",
                 )
             )
-            yield Input(
+            yield LiteralInput(
                 placeholder="why (the model hears it after: Declined by the user…)",
                 max_length=REASON_MAX,
                 select_on_focus=False,  # a letter typed before the focus came must not be selected away

@@ -57,9 +57,9 @@ class DetailScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="detail-body") as body:
-            body.border_title = visible(self.title_text, limit=100)
+            body.border_title = Text(visible(self.title_text, limit=100))  # a str border title is parsed as markup
             keys = "  ".join(f"{c.key} copies the {c.label}" for c in self.copies.values())
-            body.border_subtitle = f"{keys}  · esc closes" if keys else "esc closes"
+            body.border_subtitle = Text(f"{keys}  · esc closes" if keys else "esc closes")
             yield Static(self.body, id="detail-text")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

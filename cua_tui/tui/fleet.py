@@ -314,7 +314,8 @@ class RunScreen(Screen[None]):
 
     def on_mount(self) -> None:
         desktop = self.query_one(DesktopView)
-        desktop.border_title = f"Desktop · {visible(self.run_task, limit=64)} (live)"
+        # Text: a str border title is parsed as markup, and a task's name is the tasks file's own text
+        desktop.border_title = Text(f"Desktop · {visible(self.run_task, limit=64)} (live)")
         self.feed = FramedPane(self, lambda: desktop, self.fleet_app.reading)
         self.query_one(AlertBar).display = False
         fill_from_view(self, self.view, self.fleet_app.clock)
@@ -858,7 +859,7 @@ class FleetApp(App[None]):
         target = focus_target(request, view)
         self.feed.show(screen.png if screen else None, screen.sha256 if screen else None, target, screen_limit(view))
         desktop = self.query_one(DesktopView)
-        desktop.border_title = f"Desktop · {visible(item.task, limit=64)} · turn {request.turn}"
+        desktop.border_title = Text(f"Desktop · {visible(item.task, limit=64)} · turn {request.turn}")  # not markup
         if screen is None:
             blank(desktop, "no screenshot of this run yet")
         panel.show_request(

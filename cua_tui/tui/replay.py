@@ -260,7 +260,9 @@ class ReplayApp(App[None]):
         ended = self.builder.timeline.ended
         if ended is not None and not self.ended_seen:
             self.ended_seen = True
-            self.notify(f"the run ended: {visible(str(ended.status))} · {visible(ended.reason, limit=80)}")
+            # markup=False: the reason is the run's own text (a sandbox's error), and "[/]" as markup kills the App
+            reason = visible(ended.reason, limit=80)
+            self.notify(f"the run ended: {visible(str(ended.status))} · {reason}", markup=False)
         self._show_banner()
         if at_end and self.steps:
             self.select(len(self.steps) - 1)
@@ -513,7 +515,7 @@ class ReplayApp(App[None]):
             if flag in steps[number].flags:
                 self.select(number)
                 return
-        self.notify(f"no {'later' if direction > 0 else 'earlier'} {flag}", timeout=3)
+        self.notify(f"no {'later' if direction > 0 else 'earlier'} {flag}", timeout=3, markup=False)
 
     def action_flip(self) -> None:
         self.showing = "before" if self.showing == "after" else "after"
@@ -548,7 +550,7 @@ class ReplayApp(App[None]):
     def action_screen_text(self) -> None:
         shown = self._shown_screen()
         if shown is None:
-            self.notify("no screenshot recorded for this step", timeout=3)
+            self.notify("no screenshot recorded for this step", timeout=3, markup=False)
             return
         if not isinstance(self.screen, ScreenTextScreen):
             self.reading.request(shown)
@@ -561,7 +563,7 @@ class ReplayApp(App[None]):
     def action_open_screenshot(self) -> None:
         shown = self._shown_screen()
         if shown is None:
-            self.notify("no screenshot recorded for this step", timeout=3)
+            self.notify("no screenshot recorded for this step", timeout=3, markup=False)
             return
         write_and_open(self, shown)
 

@@ -41,6 +41,7 @@ from ..core.screentext import (
     search,
 )
 from ..core.text import visible
+from .literal import LiteralInput
 
 NEAR_LINES = 6  # lines listed under "near the target"
 LINE_CHARS = 400  # a recognised line longer than this is cut (visible() adds the ellipsis)
@@ -233,7 +234,7 @@ class ScreenTextScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="screen-text-box"):
             yield Static(id="screen-text-title")
-            yield Input(
+            yield LiteralInput(
                 placeholder="search the page text · Esc closes · ctrl+k is the kill switch while this is open",
                 id="screen-text-search",
                 max_length=200,
