@@ -20,7 +20,8 @@ def command(run: str, follow: bool, theme: str | None) -> None:
     errors (e) and refused egress (g), flip before/after screens (b), zoom (z); ? lists the keys.
 
     A banner shows the chain's state as `cua-tui verify` finds it; a tampered run still opens, with the
-    steps after the first bad line marked untrusted. Exit status: 0, or 2 when RUN cannot be read."""
+    steps after the first bad line marked untrusted. Exit status: 0, 1 when the TUI failed, or 2 when RUN
+    cannot be read."""
     from ..core.rundir import RunNotFound, resolve_run
     from ..core.runlog import RunReader
     from ..core.safeio import RunFileError
@@ -52,3 +53,5 @@ def command(run: str, follow: bool, theme: str | None) -> None:
             screen_reader=ScreenReader(),
         )
         app.run()
+    if app.return_code:  # the App ended on an error (Textual printed it): not a review that went well
+        sys.exit(1)
