@@ -15,8 +15,16 @@ handshake (core/approvers.py). Processes would have to serialize both ways what 
 any file or pipe, and rebuild the identity check of an answer on top. Isolation holds where it matters:
 each desktop is its own processes or sandbox; the supervisor turns any exception of an adapter (an agent
 that raises, a desktop that dies) into an ``error`` end of that run alone, sealed; and the fleet's own
-thread per run catches whatever might still escape. What threads cannot contain (a crash of the
-interpreter itself) ends every run unsealed, and ``verify`` then reports each as an interrupted prefix.
+thread per run catches whatever might still escape (``_drive``: the run is ended ``error`` by its
+supervisor from another thread, as the kill switch ends one, and sealed). What threads cannot contain (a
+crash of the interpreter itself) ends every run unsealed, and ``verify`` then reports each as an
+interrupted prefix.
+
+The fleet always ends. Every task's end is recorded (its row, the manifest) whatever fails on the way: the
+run's thread, its sealing, a listener, the manifest's write (``manifest_problem`` then says why fleet.json
+is behind). After ``kill_all`` each run has its stop timeout and ``SEAL_GRACE`` more to seal itself; one
+whose thread is wedged past that is recorded ``error``, not sealed (``verify`` says where its log stops),
+and the fleet ends without it; ``stop_waiting`` (a second signal) ends that wait at once.
 
 Layers: this module sits above the builder (it builds runs) and below the command line and the benchmarks
 (pyproject.toml). The fleet TUI sits with the TUI, below: it never imports this module. The command line
@@ -65,13 +73,19 @@ from .core.fleet import (
 )
 from .core.ports import Answer
 from .core.rundir import new_run_id, write_json_atomic
+from .core.supervisor import RunResult
 from .core.tasks import TasksFile, TaskSpec
+from .core.text import failure, one_line
 from .tui.run_view import RunView
 
 KILLED_BY = "human (fleet)"
 MANIFEST = "fleet.json"  # <runs-dir>/fleet.json: every fleet of the runs directory, by fleet id (DESIGN.md)
 MANIFEST_CAP = 64 * 1024 * 1024  # a fleet.json larger than this is not read back (it is set aside)
 _CLOSED_KEPT = 100_000  # why a closed request closed, for the refusal of a late answer (bounded)
+KILL_WAIT = 2.0  # seconds kill_all waits for the kill switches it pressed (each returns at once, unless wedged)
+SEAL_GRACE = 5.0  # seconds, beyond a run's stop timeout, for a killed run to seal itself
+LISTENER_GRACE = 2.0  # seconds a listener that does not return may hold up the fleet's end after a kill_all
+MANIFEST_LOCK_WAIT = 10.0  # seconds to wait for another process's lock on fleet.json before giving up
 
 # Local desktops on this machine (python -m cua_tui.bench fleet, "local desktops at once", 2 CPUs, 24 GiB):
 # each Xvfb + openbox + Chromium desktop with the form lab measured 226-263 MB PSS (its process tree),
@@ -243,6 +257,9 @@ class Fleet:
         self._scheduler: threading.Thread | None = None
         self.started_at: float | None = None
         self.manifest_path = self.runs_dir / MANIFEST
+        self.manifest_problem: str | None = None  # why fleet.json could not be written last time, if it could not
+        self._reaper: threading.Thread | None = None
+        self._give_up = threading.Event()  # stop_waiting: the runs still sealing are waited for no longer
 
     # ------------------------------------------------------------------------------------------------
     # Life cycle
@@ -260,7 +277,8 @@ class Fleet:
         self._scheduler.start()
 
     def wait(self, timeout: float | None = None) -> bool:
-        """True once every task ended (and the listeners were told ``FleetFinished``)."""
+        """True once every task ended and the listeners were told ``FleetFinished`` (after ``kill_all``, a
+        listener that does not return within ``LISTENER_GRACE`` is not waited for)."""
         return self._all_done.wait(timeout)
 
     def run(self) -> list[RunRow]:
@@ -382,11 +400,29 @@ class Fleet:
         return True
 
     def kill_all(self, by: str = KILLED_BY) -> None:
-        """Kill every run and start nothing more; each run ends ``killed`` and sealed (``wait`` for it)."""
+        """Kill every run and start nothing more; each run ends ``killed`` and sealed (``wait`` for it). The
+        fleet ends within every run's stop timeout and ``SEAL_GRACE`` even if a run's thread is wedged."""
+        self._start_reaper()  # first: a builder holding the start lock must not hold up the fleet's end
         with self._start_lock:
-            self._stopping = True
+            self._stopping = True  # nothing is built from here on
+        # Each run's kill switch on a thread of its own: one that a wedged run holds up (a listener that never
+        # returns holds its emit lock) must not keep the other runs going.
+        pressing = []
         for name in self._order:
-            self.kill(name, by=by)
+            if self._entries[name].run is None:
+                self.kill(name, by=by)
+                continue
+            thread = threading.Thread(target=self._quietly, args=(self.kill, name, by), name="cua-kill", daemon=True)
+            thread.start()
+            pressing.append(thread)
+        deadline = time.monotonic() + KILL_WAIT
+        for thread in pressing:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def stop_waiting(self) -> None:
+        """After ``kill_all``: wait no longer for the runs still sealing (each is recorded as not sealed now)."""
+        self._start_reaper()
+        self._give_up.set()
 
     def revoke(self, task: str, grant_id: int) -> bool:
         """End a scoped approval of the task's run."""
@@ -409,7 +445,12 @@ class Fleet:
                 if self._stopping:
                     break
             else:
-                if not self._launch(entry):
+                try:
+                    launched = self._launch(entry)
+                except BaseException as exc:  # whatever fails here ends this task, never the scheduler
+                    launched = False
+                    self._quietly(self._end_unstarted, entry, "error", f"could not start the run: {_why(exc)}")
+                if not launched:
                     self._slots.release()
                 continue
             # stopping: every task not started is cancelled by kill_all
@@ -431,6 +472,9 @@ class Fleet:
             )
             try:
                 run = self._builder(options)
+                if entry.row.ended:  # the fleet stopped waiting while it was built: it never starts
+                    self._quietly(run.supervisor.kill, "the fleet (stopped while the run was built)")
+                    return False
             except BuildError as exc:
                 self._end_unstarted(entry, "error", f"could not build the run: {exc}")
                 return False
@@ -443,34 +487,73 @@ class Fleet:
                 row = entry.row
         self._post(RunChanged(row))
         self._write_manifest()
-        threading.Thread(target=self._drive, args=(entry, run), name=f"cua-fleet-{run.run_id}", daemon=True).start()
+        thread = threading.Thread(target=self._drive, args=(entry, run), name=f"cua-fleet-{run.run_id}", daemon=True)
+        try:
+            thread.start()
+        except BaseException as exc:  # no thread for it (the process's limit): it ends here, never started
+            self._finish(entry, "error", f"could not start the run's thread: {_why(exc)}", None, None)
+            self._quietly(run.supervisor.kill, "fleet (no thread for the run)")
+            return False
         return True
 
     def _drive(self, entry: _Entry, run: Run) -> None:
-        """One run from start to seal, on its own thread; whatever escapes ends this run alone."""
-        status, reason, verified = "error", "", None
+        """One run from start to seal, on its own thread; whatever escapes ends this run alone, and its end
+        is recorded whatever fails while it is (the fleet's end waits for every task's)."""
+        status, reason, verified, intact = "error", "the run's thread failed", None, None
         try:
-            result = run.run()
-            status, reason, verified = str(result.status), result.reason, result.verified
-        except BaseException as exc:  # the supervisor ends every run itself; this is the last defence
-            reason = f"the run's thread failed: {type(exc).__name__}: {exc}"
-            run.supervisor.kill(by="fleet (run thread failed)")
-            run.supervisor.wait(30)
-        intact = None
-        if self._check:
-            from .core.audit import verify_run
-
-            report = verify_run(run.path)
-            intact = report.intact and report.sealed
-        try:
-            self._finish(entry, status, reason, verified, intact)
+            try:
+                status, reason, verified = _ended(run.run())
+            except BaseException as exc:  # the supervisor ends every run itself; this is the last defence
+                status, reason, verified = self._escaped(run, exc)
+            intact, why = self._intact(run)
+            if intact is False and status != "error":  # what is on disk decides: no success without a whole record
+                status, reason, verified = "error", f"{why} (it ended {status}: {reason})", None
+        except BaseException as exc:  # a failure while the one above was handled (memory, most likely)
+            reason = f"{reason}; then {_why(exc)}"
         finally:
-            self._slots.release()
+            try:
+                self._finish(entry, status, reason, verified, intact)
+            finally:
+                self._slots.release()
+
+    def _escaped(self, run: Run, exc: BaseException) -> tuple[str, str, bool | None]:
+        """An exception escaped the run's own loop: its supervisor ends it ``error`` from another thread (as
+        the kill switch would: the desktop stopped, the log sealed), unless it escaped as the run was ending."""
+        why = one_line(f"the run's thread failed: {_why(exc)}")
+        supervisor = run.supervisor
+        ending = supervisor.ending or supervisor.finished.is_set()
+        if not ending:
+            supervisor.fail(why)
+        grace = supervisor.config.stop_timeout + SEAL_GRACE
+        result = supervisor.wait(grace)
+        if result is None:
+            return "error", f"{why}; it did not end within {grace:g} s: not sealed", None
+        status, reason, verified = _ended(result)
+        return (status, f"{reason}; then {why}", verified) if ending else (status, reason, verified)
+
+    def _intact(self, run: Run | None) -> tuple[bool | None, str]:
+        """Whether the run's directory verifies intact and sealed (None: not checked), and if not, why."""
+        if run is None or not self._check:
+            return None, ""
+        from .core.audit import verify_run
+
+        report = verify_run(run.path)
+        if report.intact and not report.sealed:
+            return False, "not sealed: its run directory has no result.json"
+        return report.intact, one_line(report.summary)
+
+    def _quietly(self, fn: Callable[..., Any], *args: Any) -> None:
+        """``fn(*args)``, whatever it raises swallowed: on a path that must go on (it records what it can)."""
+        try:
+            fn(*args)
+        except BaseException:
+            pass
 
     def _end_unstarted(self, entry: _Entry, status: str, reason: str) -> None:
         self._finish(entry, status, reason, None, None)
 
     def _finish(self, entry: _Entry, status: str, reason: str, verified: bool | None, intact: bool | None) -> None:
+        """Record the task's end, once; the fleet's own end follows the last task's, whatever fails here."""
         with entry.lock:
             if entry.row.ended:
                 return
@@ -484,26 +567,77 @@ class Fleet:
                 waiting_since=None,
             )
             row = entry.row
-        run_id = entry.run.run_id if entry.run is not None else None
-        closed = []
+        try:
+            run_id = entry.run.run_id if entry.run is not None else None
+            closed = []
+            with self._lock:
+                if run_id is not None:
+                    for item in self._queue.of_run(run_id):
+                        self._close(item, f"run ended ({status})")
+                        closed.append(item)
+            for item in closed:
+                self._post(RequestClosed(item, f"run ended ({status})"))
+            self._write_manifest()
+            self._post(RunChanged(row))
+            self._post(RunFinished(row))
+        finally:
+            entry.finished.set()
+            with self._lock:
+                self._remaining -= 1
+                last = self._remaining == 0
+            if last:
+                try:
+                    self._write_manifest(ended=True)
+                    self._post(FleetFinished(tuple(self.rows())))
+                finally:
+                    self._events.put(None)  # the dispatcher sets _all_done once everything before is told
+
+    # ------------------------------------------------------------------------------------------------
+    # The fleet's end after kill_all, even with a run whose thread is wedged
+    # ------------------------------------------------------------------------------------------------
+    def _start_reaper(self) -> None:
         with self._lock:
-            if run_id is not None:
-                for item in self._queue.of_run(run_id):
-                    self._close(item, f"run ended ({status})")
-                    closed.append(item)
-        for item in closed:
-            self._post(RequestClosed(item, f"run ended ({status})"))
-        self._write_manifest()
-        self._post(RunChanged(row))
-        self._post(RunFinished(row))
-        entry.finished.set()
-        with self._lock:
-            self._remaining -= 1
-            last = self._remaining == 0
-        if last:
-            self._write_manifest(ended=True)
-            self._post(FleetFinished(tuple(self.rows())))
-            self._events.put(None)  # the dispatcher sets _all_done once everything before is told
+            if self._reaper is not None:
+                return
+            self._reaper = threading.Thread(target=self._reap, name="cua-fleet-reaper", daemon=True)
+        self._reaper.start()
+
+    def _grace(self) -> float:
+        """How long a killed run may take to seal: the longest stop timeout of the fleet's runs, and a margin."""
+        timeouts = [entry.run.supervisor.config.stop_timeout for entry in self._entries.values() if entry.run]
+        return max(timeouts, default=0.0) + SEAL_GRACE
+
+    def _reap(self) -> None:
+        """Wait for every task to end; past the grace, record each one still going as ended without its seal,
+        then give the listeners a little time to hear of the end before the fleet is done without them."""
+        grace = self._grace()
+        deadline = time.monotonic() + grace
+        for entry in self._entries.values():
+            while not entry.finished.is_set() and not self._give_up.is_set() and time.monotonic() < deadline:
+                entry.finished.wait(0.1)
+        for entry in self._entries.values():
+            if not entry.finished.is_set():
+                self._quietly(self._finish_late, entry, grace)
+        if not self._all_done.wait(LISTENER_GRACE):
+            self._all_done.set()  # a listener that does not return is left behind, not the fleet
+
+    def _finish_late(self, entry: _Entry, grace: float) -> None:
+        """A task that did not end in time: its run's result if its supervisor has one (its own thread is
+        still busy), else ``error``, not sealed."""
+        run = entry.run
+        result = run.supervisor.result if run is not None else None
+        if result is not None:
+            status, reason, verified = _ended(result)
+        elif run is None:
+            status, reason, verified = "killed", "the fleet was stopped before its run was built", None
+        else:
+            late = "before the fleet stopped waiting for it" if self._give_up.is_set() else f"within {grace:g} s"
+            status, reason, verified = "error", f"killed, but not sealed {late} (its thread did not end)", None
+        intact = None
+        try:
+            intact, _why_not = self._intact(run)
+        finally:
+            self._finish(entry, status, reason, verified, intact)
 
     # ------------------------------------------------------------------------------------------------
     # Each run's events (on the run's thread, under its supervisor's emit lock: quick, never blocking)
@@ -612,20 +746,18 @@ class Fleet:
             if got is None:
                 self._all_done.set()
                 return
-            if got[0] == "watch":
-                _, watcher, stamped = got
-                try:
-                    watcher(stamped)
-                except Exception:  # a broken watcher must not stop the others
-                    pass
-                continue
-            with self._lock:
-                listeners = list(self._listeners)
-            for listener in listeners:
-                try:
-                    listener(got[1])
-                except Exception:  # a broken listener (a UI) must not stop the fleet
-                    pass
+            # A broken listener or watcher (a UI), whatever it raises, must not stop the others or the fleet.
+            try:
+                if got[0] == "watch":
+                    _, watcher, stamped = got
+                    self._quietly(watcher, stamped)
+                    continue
+                with self._lock:
+                    listeners = list(self._listeners)
+                for listener in listeners:
+                    self._quietly(listener, got[1])
+            except BaseException:
+                pass
 
     # ------------------------------------------------------------------------------------------------
     # The manifest
@@ -671,10 +803,13 @@ class Fleet:
             try:
                 self.manifest_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
                 _update_manifest(self.manifest_path, self.fleet_id, data)
-            except OSError:
-                if self._scheduler is None:
+                self.manifest_problem = None
+            except Exception as exc:
+                if self._scheduler is None and isinstance(exc, OSError):
                     raise  # at start: nothing has run yet, the caller reports it
-                # later: the runs themselves are complete run directories; the manifest is an index
+                # later: the runs themselves are complete run directories; the manifest is an index, and
+                # the next write (every task's end, the fleet's) brings it up to date if it can
+                self.manifest_problem = f"{self.manifest_path} could not be written: {failure(exc)}"
 
 
 def _update_manifest(path: Path, fleet_id: str, entry: dict[str, Any]) -> None:
@@ -683,11 +818,10 @@ def _update_manifest(path: Path, fleet_id: str, entry: dict[str, Any]) -> None:
     lock on a lock file beside it, read back (bounded), updated, written atomically. A fleet.json that cannot
     be read back as such an index is set aside (``fleet.json.unreadable-<time>``), never overwritten: the
     runs themselves stay complete run directories that name their fleet in run.json either way."""
-    import fcntl
     import json
 
     with open(path.with_name(f".{path.name}.lock"), "a+b") as lock:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        _lock_within(lock.fileno(), MANIFEST_LOCK_WAIT)
         fleets: dict[str, Any] = {}
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -709,6 +843,40 @@ def _update_manifest(path: Path, fleet_id: str, entry: dict[str, Any]) -> None:
             os.replace(path, path.with_name(f"{path.name}.unreadable-{time.time_ns()}"))
         fleets[fleet_id] = entry
         write_json_atomic(path, {"schema": 1, "fleets": fleets})
+
+
+def _lock_within(fd: int, seconds: float) -> None:
+    """An exclusive lock on ``fd`` within ``seconds``: another process holding it forever (stopped, hung) must
+    not hold up this fleet's end. Raises OSError when it could not be had."""
+    import errno
+    import fcntl
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise OSError(errno.EWOULDBLOCK, f"locked by another process for over {seconds:g} s") from None
+            time.sleep(0.05)
+
+
+def _ended(result: RunResult) -> tuple[str, str, bool | None]:
+    """How a run ended, for its row: a run whose seal is not on disk is no success, whatever it ended as."""
+    if not result.sealed and result.status != "error":
+        return "error", f"not sealed ({result.status}: {result.reason})", None
+    return str(result.status), result.reason, result.verified
+
+
+def _why(exc: BaseException) -> str:
+    """An exception that escaped, in one line: its type (what failed, even without a message) and message."""
+    name = type(exc).__name__
+    try:
+        text = failure(exc)
+    except BaseException:  # a message that cannot even be made into text
+        return name
+    return name if text == name else f"{name}: {text}"
 
 
 def _copy_view(view: RunView) -> RunView:

@@ -3,8 +3,11 @@ nothing inside. Every exec is answered by the service itself with a behaviour ch
 (``ready``, ``perform``, ``screenshot``, ``verify``, ...), as a sandbox whose helper was replaced would.
 
 ``honest`` answers in the helper's own form (a reply header, a PNG of the run's screen), so a run gets as
-far as the behaviour under test; the others flood, lie or claim too much. ``sent`` counts the bytes each
-request's answer actually put on the wire (the proof that a flood was cut off), ``answered`` the requests.
+far as the behaviour under test; the others flood, lie, claim too much or hang (``hang``: an exec that never
+answers until the client cancels it). ``sent`` counts the bytes each request's answer actually put on the
+wire (the proof that a flood was cut off), ``answered`` the requests. ``per_sandbox[k]``, when given, is the
+``behave`` of the k-th sandbox created (``runs`` lists the run ids of the sandboxes in creation order), so
+one run of a fleet can be hostile while the others are answered honestly.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import io
 import json
 import struct
 import threading
+import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +27,7 @@ import grpc
 from cwsandbox._proto import sandbox_pb2 as pb
 from PIL import Image
 
+from cua_tui.desktops.cwsandbox import RUN_TAG_PREFIX
 from cua_tui.desktops.cwsandbox_local import STDERR, STDOUT, LocalService, SandboxService
 from cua_tui.desktops.helper import encode_reply
 
@@ -60,6 +65,9 @@ class HostileService(SandboxService):
     def __init__(self, root: Path, path: str) -> None:
         super().__init__(root, path)
         self.behave: dict[str, str] = {}
+        self.per_sandbox: list[dict[str, str]] = []
+        self.runs: list[str] = []  # the run id of each sandbox created, in order
+        self.hanging = 0  # execs held by ``hang`` right now
         self.flood = 512 * MiB
         self.egress_records = 4_157
         self.sent: dict[str, int] = {}
@@ -69,13 +77,37 @@ class HostileService(SandboxService):
     def _sandbox_argv(self, command: list[str]) -> list[str]:
         return ["sleep", "infinity"]  # no helper inside: the service answers every exec itself
 
+    def CreateSandbox(self, request: Any, context: grpc.ServicerContext) -> Any:
+        tags = [t for t in request.sandbox.spec.tags if t.startswith(RUN_TAG_PREFIX)]
+        with self._sent_lock:
+            self.runs.append(tags[0].removeprefix(RUN_TAG_PREFIX) if tags else "")
+        return super().CreateSandbox(request, context)
+
+    def behaviours(self, argv: list[str]) -> dict[str, str]:
+        """The behaviours of the sandbox an exec runs in (its run id is in the helper's path)."""
+        with self._sent_lock:
+            for k, run_id in enumerate(self.runs):
+                if run_id and k < len(self.per_sandbox) and any(f"/{run_id}/" in arg for arg in argv):
+                    return self.per_sandbox[k]
+        return self.behave
+
     def _run_exec(
         self, argv: list[str], env: dict[str, str], context: grpc.ServicerContext, *, exit_frame: bool
     ) -> Any:
         op = _op(argv)
         with self._sent_lock:
             self.answered[op] = self.answered.get(op, 0) + 1
-        behaviour = self.behave.get(op, "honest")
+        behaviour = self.behaviours(argv).get(op, "honest")
+        if behaviour == "hang":  # no frame at all until the client gives up or cancels
+            with self._sent_lock:
+                self.hanging += 1
+            try:
+                while context.is_active():
+                    time.sleep(0.05)
+            finally:
+                with self._sent_lock:
+                    self.hanging -= 1
+            return
         code = 0
         for stream, data in self._answer(behaviour, op, argv):
             if not context.is_active():
@@ -115,14 +147,16 @@ class HostileService(SandboxService):
             case "oversized_zoom":  # a zoom's reply whose picture is larger than the region it was asked for
                 blobs = {"screen": (png(*size), *size), "image": (png_claiming(4096, 4096), 4096, 4096)}
                 yield from _frames(STDOUT, armored(encode_reply({"ok": True, "output": None, "egress": []}, blobs)))
+            case "escape":  # an honest reply marked for tests/fleet_escape.py's seam to raise on
+                yield from _frames(STDOUT, armored(self._honest(op, size, escape=True)))
             case "passed":  # a verdict from a sandbox that did nothing
                 header = {"ok": True, "verification": {"passed": True, "detail": "all good", "verifier": "form-lab"}}
                 yield from _frames(STDOUT, armored(encode_reply({**header, "egress": []})))
             case _:
                 raise ValueError(f"unknown behaviour {behaviour!r}")
 
-    def _honest(self, op: str, size: tuple[int, int]) -> bytes:
-        header: dict[str, Any] = {"ok": True, "egress": []}
+    def _honest(self, op: str, size: tuple[int, int], *, escape: bool = False) -> bytes:
+        header: dict[str, Any] = {"ok": True, "egress": [], **({"escape": True} if escape else {})}
         if op == "ready":
             header["isolation"] = {"bubblewrap": False, "bubblewrap_note": "a hostile sandbox: nothing inside"}
         if op == "verify":

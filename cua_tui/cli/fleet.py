@@ -232,22 +232,67 @@ def _printer() -> Any:
 
 def _run_headless(fleet: Any) -> None:
     """Run the fleet; Ctrl-C (SIGINT), SIGTERM or SIGHUP kill every run (each ends killed, sealed)."""
-
-    def on_signal(signum: int, frame: Any) -> None:
-        fleet.kill_all(by="signal " + signal.Signals(signum).name)
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    try:
+    with StopOnSignal(fleet):
         try:
             fleet.start()
         except OSError as exc:
             raise click.ClickException(f"runs directory {fleet.runs_dir}: {exc.strerror or exc}") from None
         click.echo(f"fleet {fleet.fleet_id} · {fleet.manifest_path}", err=True)
-        while not fleet.wait(0.2):
+        while not fleet.wait(0.2):  # a timed wait: the main thread runs the signal handler at once
             pass
-    finally:
-        for sig, handler in previous.items():
+
+
+class StopOnSignal:
+    """While in effect, SIGINT, SIGTERM and SIGHUP end the fleet: the first kills every run (each ends
+    ``killed`` and seals itself; the fleet ends within their stop timeouts, see ``Fleet.kill_all``), a second
+    stops waiting for the seals still to come. The handler only records the signal (``SimpleQueue.put`` is
+    safe there, whatever lock the interrupted main thread holds: the fleet TUI's thread calls the fleet too);
+    a thread of its own acts on it. ``then`` runs after the first (the fleet TUI's exit)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self, fleet: Any, then: Any = None) -> None:
+        import queue
+
+        self.fleet = fleet
+        self.then = then
+        self.received: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopOnSignal:
+        import threading
+
+        threading.Thread(target=self._act, name="cua-fleet-signals", daemon=True).start()
+        self._previous = {s: signal.signal(s, self._on_signal) for s in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
             signal.signal(sig, handler)
+        self.received.put(None)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self.received.put(signum)
+
+    def _act(self) -> None:
+        import threading
+
+        first = True
+        while (signum := self.received.get()) is not None:
+            if not first:
+                self.fleet.stop_waiting()
+                continue
+            first = False
+            by = "signal " + signal.Signals(signum).name
+            # On a thread of its own: a kill switch held up by a wedged run must not hold up a second signal.
+            killer = threading.Thread(target=self.fleet.kill_all, args=(by,), name="cua-fleet-kill-all", daemon=True)
+            killer.start()
+            killer.join(1.0)  # the kill switches first, so that each run records the signal as its killer
+            if self.then is not None:
+                try:
+                    self.then()
+                except Exception:  # the fleet's end does not depend on it
+                    pass
 
 
 def _summary(fleet: Any) -> int:
@@ -258,6 +303,8 @@ def _summary(fleet: Any) -> int:
     width = max(len(r.task) for r in rows)
     runs = f"{len(rows)} run{'s' if len(rows) != 1 else ''}"
     click.echo(f"fleet {fleet.fleet_id}: {runs} · manifest {fleet.manifest_path}", err=True)
+    if fleet.manifest_problem:  # the runs are complete run directories; only the index is behind
+        click.echo(f"warning: {visible(fleet.manifest_problem)}", err=True)
     for row in rows:
         verified = {True: "intact", False: "NOT INTACT", None: "-"}[row.intact]
         where = row.path or "(no run directory)"

@@ -847,7 +847,7 @@ class Supervisor:
             for name in ("release_all", "stop"):
                 try:
                     getattr(self.desktop, name)()
-                except Exception as exc:
+                except BaseException as exc:  # on a thread of its own: whatever it raises, the run still seals
                     problems.append(f"{name}: {failure(exc)}")
             return problems
 

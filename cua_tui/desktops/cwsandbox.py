@@ -54,6 +54,7 @@ BOOTSTRAP = (
 )
 BOOTSTRAP_HOSTS = ("deb.debian.org", "pypi.org", "files.pythonhosted.org")  # the packages, and mss from PyPI
 MAX_EGRESS_PER_RUN = 20_000  # about 4 MB of audit log: past it, each reply's records are only counted
+CREATE_WAIT = 10.0  # seconds a stop waits for a create in flight, to stop the sandbox it makes (within the kill's 15)
 
 
 def run_tag(run_id: str) -> str:
@@ -132,6 +133,8 @@ class CWSandboxDesktop(HelperDesktop):
         self._lock = threading.Lock()
         self._stopped = False
         self._egress_recorded = 0
+        self._no_create = threading.Event()  # clear while a create is in flight
+        self._no_create.set()
 
     # ------------------------------------------------------------------------------------------------
     @property
@@ -212,6 +215,14 @@ class CWSandboxDesktop(HelperDesktop):
         argv = serve
         if self.settings.bootstrap:  # the tutorial's way: install the packages at start (minutes)
             argv = ["sh", "-c", BOOTSTRAP + 'exec "$@"', "bootstrap", *serve]
+        self._no_create.clear()  # before the stopping check: a stop either waits for this create or prevents it
+        try:
+            self._check_stopping()
+            self._create_sandbox(cwsandbox, argv)
+        finally:
+            self._no_create.set()
+
+    def _create_sandbox(self, cwsandbox: Any, argv: list[str]) -> None:
         options = self.settings
         try:
             sandbox = cwsandbox.Sandbox.run(
@@ -391,6 +402,9 @@ class CWSandboxDesktop(HelperDesktop):
                 process.cancel()
             except Exception:  # cancelling is best effort: stopping the sandbox ends the exec anyway
                 pass
+        # A create in flight stops its sandbox the moment it exists (``_adopt``): wait for that, so that a stop
+        # that returned (a killed run, a fleet that then exits) leaves no sandbox behind.
+        self._no_create.wait(CREATE_WAIT)
         self._stop_sandbox()
 
     def _stop_sandbox(self) -> None:
