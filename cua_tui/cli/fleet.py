@@ -150,15 +150,36 @@ def command(
         fleet.subscribe(_printer())
         _run_headless(fleet)
     else:
-        try:
-            from ..ocr import ScreenReader
+        apps: list[Any] = []
+        closing: list[bool] = []
 
-            run_fleet_tui(fleet, theme=theme or config.theme, settings=config, screen_reader=ScreenReader())
-        except OSError as exc:  # the fleet could not start: nothing ran
-            raise click.ClickException(f"runs directory {fleet.runs_dir}: {exc.strerror or exc}") from None
-        if not fleet.done:  # leaving the fleet TUI kills every run, each sealed
-            fleet.kill_all(by="human (left the fleet TUI)")
-        fleet.wait()
+        def close_tui() -> None:  # after a signal killed every run: the seals are waited for below
+            closing.append(True)
+            for app in apps:
+                app.exit()  # thread-safe: Textual posts it to the App's loop
+
+        def started(app: Any) -> None:
+            apps.append(app)
+            if closing:  # the signal came while the fleet started: the App ends as soon as it runs
+                app.exit()
+
+        from ..ocr import ScreenReader
+
+        with StopOnSignal(fleet, then=close_tui):  # and while the seals are waited for, after the TUI
+            try:
+                run_fleet_tui(
+                    fleet,
+                    theme=theme or config.theme,
+                    settings=config,
+                    screen_reader=ScreenReader(),
+                    on_start=started,
+                )
+            except OSError as exc:  # the fleet could not start: nothing ran
+                raise click.ClickException(f"runs directory {fleet.runs_dir}: {exc.strerror or exc}") from None
+            if not fleet.done:  # leaving the fleet TUI kills every run, each sealed
+                fleet.kill_all(by="human (left the fleet TUI)")
+            while not fleet.wait(0.2):  # bounded once every run was killed (Fleet.kill_all)
+                pass
     sys.exit(_summary(fleet))
 
 

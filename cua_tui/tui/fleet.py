@@ -1093,10 +1093,12 @@ def run_fleet_tui(
     theme: str | None = None,
     settings: Any = None,
     screen_reader: ScreenTextReader | None = None,
+    on_start: Callable[[App[None]], None] | None = None,
 ) -> None:
     """Start ``fleet`` and answer its queue in the fleet TUI until the analyst leaves. Raises OSError when
     the fleet cannot start (its runs directory cannot be written). Leaving kills every run; the caller
-    waits for the seals (cli/fleet.py)."""
+    waits for the seals (cli/fleet.py). ``on_start`` is given the App before it runs (``App.exit`` may be
+    called from any thread: the command line closes it on a signal)."""
     from .app import graphics_widget
 
     fleet.start()
@@ -1109,4 +1111,6 @@ def run_fleet_tui(
         signals=Signals(bell=settings.bell, notify=settings.notify) if settings is not None else None,
         screen_reader=screen_reader,
     )
+    if on_start is not None:
+        on_start(app)
     app.run()

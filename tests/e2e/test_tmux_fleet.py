@@ -9,8 +9,10 @@ TUI, and the fleet's manifest must list the three runs."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -110,3 +112,58 @@ def test_a_fleet_of_three_local_desktops_answered_with_y_in_tmux(tmp_path: Path)
         assert decisions and all((d["decision"], d["by"]) == ("approve", "human (TUI)") for d in decisions)
         humans += len(decisions)
     assert humans <= approvals  # every decision came from a y pressed in the terminal
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_signal_to_the_fleet_tui_kills_and_seals_every_run_and_leaves(tmp_path: Path, sig: signal.Signals) -> None:
+    """The fleet TUI sent SIGTERM (a service manager, ``kill``), SIGINT or SIGHUP (the terminal went away)
+    while both runs wait for a decision and a third waits for its turn: every run killed and sealed, the
+    terminal given back, the summary printed, exit status 1. Sim desktops: the TUI and the signal are the
+    point."""
+    from cua_tui.bench.fleet import FORM
+
+    (tmp_path / "form.json").write_text(json.dumps(FORM))
+    tasks = tmp_path / "tasks.toml"
+    tasks.write_text(
+        'version = 1\nname = "signalled"\n\n'
+        + "".join(f'[[tasks]]\nname = "{n}"\ntask = "fill the form"\nagent = "script:form.json"\n\n' for n in TASKS)
+    )
+    runs = tmp_path / "runs"
+    command = fleet_command(tmp_path, tasks).replace("--backend local --concurrency 3", "--backend sim --concurrency 2")
+    assert "--backend sim --concurrency 2" in command
+    tmux = Tmux(command, width=200, height=50)
+    try:
+        tmux.wait_for(lambda s: "2 waiting for you" in s, "both runs waiting for a decision", 60)
+        (pid,) = [int(p) for p in tmux.tmux("list-panes", "-F", "#{pane_pid}").split()]
+        (fleet,) = [c for c in children(pid) if "fleet" in Path(f"/proc/{c}/cmdline").read_text()]
+        os.kill(fleet, sig)
+        started = time.monotonic()
+        screen = tmux.wait_for(lambda s: "EXIT=" in s, "the fleet command to exit", 30)
+        assert time.monotonic() - started < 8, screen
+        assert "EXIT=1" in screen and "0 of 3 passed" in screen, screen
+        assert "Approval queue" not in screen  # the TUI closed and gave the terminal back
+    finally:
+        tmux.close()
+    (manifest,) = json.loads((runs / "fleet.json").read_text())["fleets"].values()
+    assert "ended_at" in manifest
+    by_task = {r["task"]: r for r in manifest["runs"]}
+    assert [r["status"] for r in by_task.values()] == ["killed"] * 3
+    assert by_task["form-3"]["run_id"] is None  # it never started
+    for entry in manifest["runs"][:2]:
+        assert entry["reason"] == f"killed by signal {sig.name}" and entry["intact"] is True, entry
+        verify = subprocess.run(
+            [*cua_tui_command(), "verify", str(runs / entry["run_id"])], capture_output=True, text=True, timeout=60
+        )
+        assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+            except (OSError, ValueError, IndexError):
+                continue
+    return found
