@@ -573,3 +573,29 @@ def test_a_signal_ends_a_headless_cwsandbox_fleet_in_every_state(
         for marker in asked.iterdir():  # the approver commands ended with their runs
             assert not alive(int(marker.name)), marker.name
     assert "Traceback" not in err
+
+
+def test_the_cwsandbox_client_never_takes_the_signals_from_the_command_line(
+    tmp_path: Path, hostile: HostileLocalService
+) -> None:
+    """The client installs SIGINT/SIGTERM handlers of its own with the first sandbox made on the main thread
+    (its handler would exit the process before any run is sealed): the desktop opts out before that."""
+    from cua_tui.core.geometry import Size
+    from cua_tui.core.rundir import RunDir
+    from cua_tui.desktops.cwsandbox import CWSandboxDesktop, SandboxSettings
+
+    def ours(signum: int, frame: Any) -> None:
+        raise AssertionError("not to be called")
+
+    previous = {s: signal.signal(s, ours) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        settings = SandboxSettings(api_key=KEY, base_url=hostile.base_url, step_timeout=10)
+        desktop = CWSandboxDesktop(Size(1024, 720), settings, lab="form")
+        desktop.bind_run(RunDir.create(tmp_path / "runs"))
+        desktop.start()  # on this, the main thread
+        desktop.stop()
+        assert signal.getsignal(signal.SIGINT) is ours and signal.getsignal(signal.SIGTERM) is ours
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    assert hostile.hostile.live() == []
