@@ -553,6 +553,7 @@ def test_a_signal_ends_a_headless_cwsandbox_fleet_in_every_state(
     waiting(svc, ready)
     proc.send_signal(sig)
     code, err, took = ended(proc, 30)
+    print(f"{state}, {sig.name}: the fleet exited {took:.2f} s after the signal")
     assert code == 1, err
     # within a few seconds: a create in flight is waited for (4 s from its request) to stop what it makes
     assert took < (8 if state == "creating" else 5), (took, err)
