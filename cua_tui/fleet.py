@@ -409,7 +409,10 @@ class Fleet:
         # returns holds its emit lock) must not keep the other runs going.
         pressing = []
         for name in self._order:
-            if self._entries[name].run is None:
+            entry = self._entries[name]
+            if entry.row.ended:
+                continue
+            if entry.run is None:
                 self.kill(name, by=by)
                 continue
             thread = threading.Thread(target=self._quietly, args=(self.kill, name, by), name="cua-kill", daemon=True)
