@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import queue
 import signal
 import sys
 import threading
@@ -90,7 +92,8 @@ def _run_in_tui(run: Run, theme: str | None, settings: Any) -> Any:
         signals=Signals(bell=settings.bell, notify=settings.notify),
         screen_reader=ScreenReader(),
     )
-    app.run()
+    with KillOnSignal(supervisor, then=lambda: app.call_from_thread(app.exit)):
+        app.run()
     if supervisor.result is None:  # the user left (ctrl+q) before the end: that is a kill
         supervisor.kill(by="human (left the TUI)")
     result = supervisor.wait(60)
@@ -99,23 +102,50 @@ def _run_in_tui(run: Run, theme: str | None, settings: Any) -> Any:
     return result
 
 
+class KillOnSignal:
+    """While in effect, SIGINT, SIGTERM and SIGHUP (a service manager, ``kill``, the terminal going away) press
+    the run's kill switch: the run ends ``killed`` and seals itself. The handler only records the signal; a
+    thread of its own presses the switch (it takes locks the interrupted main thread may hold) and then calls
+    ``then`` (the TUI's exit: without it Textual would die of SIGTERM and leave the run unsealed)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self, supervisor: Any, then: Any = None) -> None:
+        self.supervisor = supervisor
+        self.then = then
+        self.received: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> KillOnSignal:
+        threading.Thread(target=self._act, name="cua-run-signals", daemon=True).start()
+        self._previous = {s: signal.signal(s, self._on_signal) for s in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self.received.put(None)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self.received.put(signum)
+
+    def _act(self) -> None:
+        while (signum := self.received.get()) is not None:
+            self.supervisor.kill(by="signal " + signal.Signals(signum).name)  # pressing it again is harmless
+            if self.then is not None:
+                with contextlib.suppress(Exception):  # the App may be gone already: the run's end does not wait
+                    self.then()
+
+
 def _run_with_interrupt(run: Run) -> Any:
     """Run in a worker thread; Ctrl-C (SIGINT), SIGTERM or SIGHUP (the terminal went away) press the kill switch."""
     supervisor = run.supervisor
     box = {}
     worker = threading.Thread(target=lambda: box.setdefault("result", supervisor.run()), name="cua-run", daemon=True)
-
-    def on_signal(signum: int, frame: Any) -> None:
-        supervisor.kill(by="signal " + signal.Signals(signum).name)
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    try:
+    with KillOnSignal(supervisor):
         worker.start()
         while worker.is_alive():
             worker.join(0.2)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     if "result" not in box:  # run() ends every run itself; this is the last line of defence
         raise click.ClickException("the run ended without a result (see audit.jsonl in its run directory)")
     return box["result"]
