@@ -557,6 +557,8 @@ class Fleet:
 
     def _finish(self, entry: _Entry, status: str, reason: str, verified: bool | None, intact: bool | None) -> None:
         """Record the task's end, once; the fleet's own end follows the last task's, whatever fails here."""
+        verdict = entry.run.supervisor.result if entry.run is not None and verified is not None else None
+        done = verdict.verification if verdict is not None else None
         with entry.lock:
             if entry.row.ended:
                 return
@@ -566,6 +568,7 @@ class Fleet:
                 status=status,
                 reason=reason,
                 verified=verified,
+                verifier=str(done.where) if done is not None else "",
                 intact=intact,
                 waiting_since=None,
             )

@@ -600,3 +600,22 @@ def test_the_cwsandbox_client_never_takes_the_signals_from_the_command_line(
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     assert hostile.hostile.live() == []
+
+
+def test_a_fleet_says_whose_word_each_verdict_is(tmp_path: Path, hostile: HostileLocalService) -> None:
+    """Sandboxes that did nothing and answered ``passed``: the fleet's summary and rows say it was the
+    sandbox's verdict, never the controller's."""
+    hostile.hostile.behave["verify"] = "passed"
+    code, err, _seconds = ended(fleet_command(tmp_path, hostile, ["a", "b"]), 60)
+    assert code == 0, err
+    lines = [line for line in err.splitlines() if line.strip().startswith(("a ", "b "))]
+    assert len(lines) == 2 and all("passed (the sandbox's verdict)" in line for line in lines), err
+    assert_complete(tmp_path / "runs", hostile.hostile)
+
+
+def test_the_fleet_row_names_the_verdicts_place(tmp_path: Path, settings: Settings) -> None:
+    """A sim run's verdict is the controller's own: the row says so."""
+    fleet, _told = start(tmp_path, {"sim": opts(settings, decisions="approve")}, concurrency=1)
+    assert fleet.wait(60)
+    (row,) = fleet.rows()
+    assert row.status == "passed" and row.verifier == "controller", row

@@ -329,7 +329,9 @@ def _summary(fleet: Any) -> int:
     for row in rows:
         verified = {True: "intact", False: "NOT INTACT", None: "-"}[row.intact]
         where = row.path or "(no run directory)"
-        click.echo(f"  {row.task:<{width}}  {row.status:<8}  {verified:<10}  {visible(where)}", err=True)
+        vouched = {"sandbox": " (the sandbox's verdict)", "unknown": " (verdict from a place not recorded)"}
+        status = row.status + vouched.get(row.verifier, "")
+        click.echo(f"  {row.task:<{width}}  {status:<8}  {verified:<10}  {visible(where)}", err=True)
     passed = sum(1 for r in rows if r.status in ("passed", "finished"))
     click.echo(f"{passed} of {len(rows)} passed", err=True)
     return 0 if passed == len(rows) else 1

@@ -154,7 +154,8 @@ class RunRow:
 
     ``run_id`` and ``path`` are empty until the run is built; ``status`` is set once it ended (a run
     cancelled before it started ends ``killed`` with no run directory; one that could not be built ends
-    ``error``); ``verified`` is the verifier's verdict (None: none ran); ``intact`` whether its audit log
+    ``error``); ``verified`` is the verifier's verdict (None: none ran), ``verifier`` who vouched for it;
+    ``intact`` whether its audit log
     verified intact after the seal (None until checked)."""
 
     task: str
@@ -169,6 +170,7 @@ class RunRow:
     status: str = ""
     reason: str = ""
     verified: bool | None = None
+    verifier: str = ""  # where the verdict's verifier ran (core.ports.VerifierPlace), "" without a verdict
     intact: bool | None = None
     target: str = ""  # where its desktop goes: "lab form", or the URL it opens
     allowed: tuple[str, ...] = ()  # hosts the task lets the browser reach besides its target

@@ -40,6 +40,7 @@ from textual.widget import Widget
 from textual.widgets import Footer, Static
 
 from ..core import events as ev
+from ..core.describe import verifier_place
 from ..core.fleet import (
     FleetControl,
     FleetEvent,
@@ -53,7 +54,7 @@ from ..core.fleet import (
     RunState,
 )
 from ..core.imaging import ScreenLimit
-from ..core.ports import Answer, DecisionRequest
+from ..core.ports import Answer, DecisionRequest, VerifierPlace
 from ..core.runlog import RunReader
 from ..core.safeio import RunFileError
 from ..core.text import failure, visible
@@ -661,6 +662,9 @@ class FleetApp(App[None]):
         now = self.fleet.now() if now is None else now
         waiting = f"{int(now - row.waiting_since)}s" if row.waiting_since is not None else ""
         verified = {True: "yes", False: "NO", None: "-"}[row.verified] if row.ended else ""
+        # a verdict the sandbox gave (or from a place not recorded) is its word, not the controller's: it
+        # stands out here, and the run's detail line says whose it is
+        ours = row.verifier in ("", VerifierPlace.CONTROLLER)
         log = {True: "intact", False: "NOT INTACT", None: "-"}[row.intact] if row.ended else ""
         state_style = {RunState.WAITING: "bold reverse", RunState.RUNNING: "bold"}.get(row.state, "")
         status_style = "bold" if row.status in ("passed", "finished") else "bold reverse" if row.status else ""
@@ -671,7 +675,7 @@ class FleetApp(App[None]):
             Text(f"{row.turn}·{row.steps}" if row.run_id else ""),
             Text(waiting),
             Text(visible(row.status, limit=20), style=status_style),
-            Text(verified),
+            Text(verified, style="" if ours else "bold reverse"),
             Text(log, style="bold reverse" if row.intact is False else ""),
         ]
 
@@ -781,6 +785,10 @@ class FleetApp(App[None]):
                 text.append(f" · {visible(row.phase, limit=40)}")
             if row.reason:  # why it ended, in full (two lines, wrapped)
                 why.append(visible(row.reason, limit=300), style="bold")
+            if row.ended and row.verified is not None:
+                where = verifier_place(row.verifier, "")
+                ours = row.verifier == VerifierPlace.CONTROLLER
+                why.append(f"{' · ' if row.reason else ''}verified {where}", style="" if ours else "bold reverse")
         self._set("#run-detail", text)
         self._set("#run-why", why)
 

@@ -313,6 +313,8 @@ async def test_a_crashing_run_is_shown_as_error_while_the_others_go_on(tmp_path:
         await until_done(pilot, app, fleet)
         assert [run_cells(app, t)["status"] for t in ("ok", "raises", "ok-2")] == ["passed", "error", "passed"]
         assert run_cells(app, "raises")["log"] == "intact"
+        runs.move_cursor(row=0)  # a passed run's detail says who vouched for its verdict: the controller
+        await until(pilot, lambda: "verified in the controller" in app.query_one("#run-why", TextLines).plain, "who")
 
 
 async def test_enter_opens_the_runs_live_view_fed_by_watch_and_esc_returns(tmp_path: Path, settings: Settings) -> None:
