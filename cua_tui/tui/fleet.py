@@ -290,7 +290,9 @@ class RunScreen(Screen[None]):
         self.fleet_app = app
         self.run_task = task
         self.view = RunView()
-        self.row = app.fleet_rows.get(task) or RunRow(task, "")
+        # The runner's row as it is now, not the table's copy: that one is refreshed on a timer and may not
+        # have the run's directory yet, whose audit log the earlier events are read back from.
+        self.row = app.fleet.row(task)
         self._unwatch: Callable[[], None] | None = None
         self.feed: FramedPane | None = None
         self._backlog: deque[ev.Stamped] | None = None  # live events while the earlier ones are read back
