@@ -1,8 +1,12 @@
-"""The command group and what every command shares: the usage error (exit 2) and the settings."""
+"""The command group and what every command shares: the usage error (exit 2), the settings, and the
+handling of the signals that end a run or a fleet."""
 
 from __future__ import annotations
 
-from typing import Any
+import queue
+import signal
+import threading
+from typing import Any, Self
 
 import click
 
@@ -47,3 +51,39 @@ def main() -> None:
     """Supervise computer-use agents: every proposed action is classified by a policy, risky ones wait
     for your decision (y approve, n reject, k kill switch), and every run leaves a hash-chained audit
     log that `cua-tui verify` checks offline."""
+
+
+class OnSignal:
+    """While in effect, SIGINT, SIGTERM and SIGHUP (Ctrl-C, a service manager, the terminal going away) are
+    acted on by ``act(signum, count)`` on a thread of its own. The handler only records the signal
+    (``SimpleQueue.put`` is safe there, whatever lock the interrupted main thread holds); acting on it takes
+    locks (a kill switch) and may wait."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.received: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> Self:
+        threading.Thread(target=self._act, name="cua-signals", daemon=True).start()
+        self._previous = {s: signal.signal(s, self._on_signal) for s in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self.received.put(None)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self.received.put(signum)
+
+    def _act(self) -> None:
+        count = 0
+        while (signum := self.received.get()) is not None:
+            self.act(signum, count)
+            count += 1
+
+    def act(self, signum: int, count: int) -> None:
+        """What the ``count``-th signal (from 0) does."""
+        raise NotImplementedError

@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from ..desktops import BACKENDS
-from .base import UsageFailure, headless_option, operator_option, settings, theme_option
+from .base import OnSignal, UsageFailure, headless_option, operator_option, settings, theme_option
 
 TUI_MISSING = "the fleet TUI is not available yet; use --headless"
 
@@ -263,57 +263,32 @@ def _run_headless(fleet: Any) -> None:
             pass
 
 
-class StopOnSignal:
+class StopOnSignal(OnSignal):
     """While in effect, SIGINT, SIGTERM and SIGHUP end the fleet: the first kills every run (each ends
     ``killed`` and seals itself; the fleet ends within their stop timeouts, see ``Fleet.kill_all``), a second
-    stops waiting for the seals still to come. The handler only records the signal (``SimpleQueue.put`` is
-    safe there, whatever lock the interrupted main thread holds: the fleet TUI's thread calls the fleet too);
-    a thread of its own acts on it. ``then`` runs after the first (the fleet TUI's exit)."""
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    stops waiting for the seals still to come. ``then`` runs after the first (the fleet TUI's exit)."""
 
     def __init__(self, fleet: Any, then: Any = None) -> None:
-        import queue
-
+        super().__init__()
         self.fleet = fleet
         self.then = then
-        self.received: queue.SimpleQueue[int | None] = queue.SimpleQueue()
-        self._previous: dict[int, Any] = {}
 
-    def __enter__(self) -> StopOnSignal:
+    def act(self, signum: int, count: int) -> None:
         import threading
 
-        threading.Thread(target=self._act, name="cua-fleet-signals", daemon=True).start()
-        self._previous = {s: signal.signal(s, self._on_signal) for s in self.SIGNALS}
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-        self.received.put(None)
-
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        self.received.put(signum)
-
-    def _act(self) -> None:
-        import threading
-
-        first = True
-        while (signum := self.received.get()) is not None:
-            if not first:
-                self.fleet.stop_waiting()
-                continue
-            first = False
-            by = "signal " + signal.Signals(signum).name
-            # On a thread of its own: a kill switch held up by a wedged run must not hold up a second signal.
-            killer = threading.Thread(target=self.fleet.kill_all, args=(by,), name="cua-fleet-kill-all", daemon=True)
-            killer.start()
-            killer.join(1.0)  # the kill switches first, so that each run records the signal as its killer
-            if self.then is not None:
-                try:
-                    self.then()
-                except Exception:  # the fleet's end does not depend on it
-                    pass
+        if count:
+            self.fleet.stop_waiting()
+            return
+        by = "signal " + signal.Signals(signum).name
+        # On a thread of its own: a kill switch held up by a wedged run must not hold up a second signal.
+        killer = threading.Thread(target=self.fleet.kill_all, args=(by,), name="cua-fleet-kill-all", daemon=True)
+        killer.start()
+        killer.join(1.0)  # the kill switches first, so that each run records the signal as its killer
+        if self.then is not None:
+            try:
+                self.then()
+            except Exception:  # the fleet's end does not depend on it
+                pass
 
 
 def _summary(fleet: Any) -> int:

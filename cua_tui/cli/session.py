@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import queue
 import signal
 import sys
 import threading
@@ -12,7 +11,7 @@ from typing import Any
 import click
 
 from ..build import BuildError, Run, RunOptions, build_run
-from .base import UsageFailure, settings
+from .base import OnSignal, UsageFailure, settings
 
 
 def build(options: RunOptions) -> Run:
@@ -102,39 +101,21 @@ def _run_in_tui(run: Run, theme: str | None, settings: Any) -> Any:
     return result
 
 
-class KillOnSignal:
-    """While in effect, SIGINT, SIGTERM and SIGHUP (a service manager, ``kill``, the terminal going away) press
-    the run's kill switch: the run ends ``killed`` and seals itself. The handler only records the signal; a
-    thread of its own presses the switch (it takes locks the interrupted main thread may hold) and then calls
-    ``then`` (the TUI's exit: without it Textual would die of SIGTERM and leave the run unsealed)."""
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+class KillOnSignal(OnSignal):
+    """While in effect, SIGINT, SIGTERM and SIGHUP press the run's kill switch (pressing it again is harmless):
+    the run ends ``killed`` and seals itself; then ``then`` (the TUI's exit: without it Textual would die of
+    SIGTERM and leave the run unsealed)."""
 
     def __init__(self, supervisor: Any, then: Any = None) -> None:
+        super().__init__()
         self.supervisor = supervisor
         self.then = then
-        self.received: queue.SimpleQueue[int | None] = queue.SimpleQueue()
-        self._previous: dict[int, Any] = {}
 
-    def __enter__(self) -> KillOnSignal:
-        threading.Thread(target=self._act, name="cua-run-signals", daemon=True).start()
-        self._previous = {s: signal.signal(s, self._on_signal) for s in self.SIGNALS}
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-        self.received.put(None)
-
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        self.received.put(signum)
-
-    def _act(self) -> None:
-        while (signum := self.received.get()) is not None:
-            self.supervisor.kill(by="signal " + signal.Signals(signum).name)  # pressing it again is harmless
-            if self.then is not None:
-                with contextlib.suppress(Exception):  # the App may be gone already: the run's end does not wait
-                    self.then()
+    def act(self, signum: int, count: int) -> None:
+        self.supervisor.kill(by="signal " + signal.Signals(signum).name)
+        if self.then is not None:
+            with contextlib.suppress(Exception):  # the App may be gone already: the run's end does not wait
+                self.then()
 
 
 def _run_with_interrupt(run: Run) -> Any:
