@@ -103,3 +103,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         path = Path(str(item.path))
         if "e2e" in path.parts or path.name.startswith("test_bench") or item.get_closest_marker("e2e"):
             item.add_marker(pytest.mark.desktops)
+
+
+@pytest.fixture
+def opened(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every image handed to Pillow's decoder by the project's imaging (none may be a refused screen)."""
+    from cua_tui.core import imaging
+
+    calls: list[Any] = []
+    real = imaging.Image.open
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(imaging.Image, "open", spy)
+    return calls

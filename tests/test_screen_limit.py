@@ -34,20 +34,6 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.fixture
-def opened(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Every image handed to Pillow's decoder (none may be one of the run's screens)."""
-    calls: list[Any] = []
-    real = imaging.Image.open
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        calls.append(args)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(imaging.Image, "open", spy)
-    return calls
-
-
 def refused_grey(pixel: Any) -> bool:
     """The background of a refused frame (32, 32, 32), give or take WebP's lossy coding."""
     return all(abs(channel - 32) <= 4 for channel in pixel)

@@ -14,7 +14,6 @@ from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse
 from pilot_helpers import until, until_ended
 
 from cua_tui.build import HANDSHAKE, RunOptions, build_run
-from cua_tui.core import imaging
 from cua_tui.core.ports import Frame
 from cua_tui.desktops.sim import SimDesktop
 from cua_tui.tui.app import SupervisorApp
@@ -66,20 +65,6 @@ def live_app(tmp_path: Path, desktop: SimDesktop, **kwargs: Any) -> SupervisorAp
     assert run.handshake is not None
     track(run.supervisor)
     return SupervisorApp(LiveRun(run.supervisor, run.handshake), **kwargs)
-
-
-@pytest.fixture
-def opened(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Every image the decoder is handed (none may be a bomb)."""
-    calls: list[Any] = []
-    real = imaging.Image.open
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        calls.append(args)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(imaging.Image, "open", spy)
-    return calls
 
 
 def desktop_notes(app: SupervisorApp) -> list[str]:

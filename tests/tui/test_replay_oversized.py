@@ -61,20 +61,6 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return oversized_run(tmp_path_factory.mktemp("oversized") / "runs")
 
 
-@pytest.fixture
-def opened(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Every image handed to Pillow's decoder."""
-    calls: list[Any] = []
-    real = imaging.Image.open
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        calls.append(args)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(imaging.Image, "open", spy)
-    return calls
-
-
 async def shown(pilot: Any, app: ReplayApp) -> str:
     """The pane's placeholder once the selected step's frame (or why there is none) is on screen."""
     await until(pilot, lambda: app._shown == app._serial, "the frame or its refusal")
