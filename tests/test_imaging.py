@@ -111,22 +111,6 @@ def test_a_run_with_no_usable_screen_size_gets_the_default(value: object) -> Non
         screen_size(forged(1280, 800), limit)
 
 
-@pytest.fixture
-def opened(monkeypatch: pytest.MonkeyPatch) -> list[object]:
-    """Every image handed to Pillow's decoder."""
-    from cua_tui.core import imaging
-
-    calls: list[object] = []
-    real = imaging.Image.open
-
-    def spy(*args: object, **kwargs: object) -> object:
-        calls.append(args)
-        return real(*args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(imaging.Image, "open", spy)
-    return calls
-
-
 def test_a_screen_of_the_run_and_a_zoom_within_it_decode(opened: list[object]) -> None:
     from cua_tui.core.imaging import ScreenLimit, decode_screen, screen_size
 

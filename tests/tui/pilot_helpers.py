@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from rich.text import Text
@@ -12,7 +13,10 @@ from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 
+from cua_tui.build import HANDSHAKE, Run, RunOptions, build_run
+from cua_tui.desktops.sim import SimDesktop
 from cua_tui.tui.app import SupervisorApp
+from cua_tui.tui.source import LiveRun
 
 # Deadlines for things that happen "soon": generous, because a loaded machine (a full suite next to other
 # work, a busy disk: every run fsyncs run.json, screenshots and its sealed log) is many times slower than an
@@ -52,3 +56,31 @@ def drawn(widget: Widget) -> str:
 def footer_actions(app: SupervisorApp) -> set[str]:
     """Actions the footer shows as applicable now."""
     return {key.action for key in app.query_one(Footer).query("FooterKey") if not key.has_class("-disabled")}
+
+
+def sim_run(tmp_path: Path, turns: list[dict[str, Any]], *, task: str = "test task") -> Run:
+    """A run of scripted ``turns`` on the sim desktop, decided through the handshake (the TUI's way),
+    tracked so that it cannot outlive its test."""
+    from live_guard import track
+
+    run = build_run(
+        RunOptions(
+            task=task,
+            backend="sim",
+            agent=None,
+            script={"turns": turns, "final_text": "done"},
+            runs_dir=tmp_path / "runs",
+            decisions=HANDSHAKE,
+            fsync=False,
+            desktop=SimDesktop(),
+        )
+    )
+    assert run.handshake is not None
+    track(run.supervisor)
+    return run
+
+
+def live_app(run: Run) -> SupervisorApp:
+    """The supervision TUI on a live run built by ``sim_run``."""
+    assert run.handshake is not None
+    return SupervisorApp(LiveRun(run.supervisor, run.handshake))

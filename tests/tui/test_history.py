@@ -17,22 +17,20 @@ from typing import Any
 
 import pytest
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
-from pilot_helpers import plain, until, until_ended
+from pilot_helpers import live_app, plain, sim_run, until, until_ended
 from textual.command import CommandList, CommandPalette
 from textual.events import MouseScrollDown, MouseScrollUp
 from textual.pilot import Pilot
 from textual.widgets import Input
 
-from cua_tui.build import HANDSHAKE, RunOptions, build_run
 from cua_tui.core.supervisor import Supervisor
-from cua_tui.desktops.sim import PHRASE, SimDesktop
+from cua_tui.desktops.sim import PHRASE
 from cua_tui.scenes import SCENES
 from cua_tui.tui.app import SupervisorApp
 from cua_tui.tui.audit_list import AuditList
 from cua_tui.tui.audit_pane import AuditPane
 from cua_tui.tui.batch import BatchPane, TurnSummary
 from cua_tui.tui.detail import DetailScreen
-from cua_tui.tui.source import LiveRun
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -76,21 +74,8 @@ class Live:
 
 
 def live(tmp_path: Path, turns: list[dict[str, Any]]) -> Live:
-    run = build_run(
-        RunOptions(
-            task="history task",
-            backend="sim",
-            agent=None,
-            script={"turns": turns, "final_text": "done"},
-            runs_dir=tmp_path / "runs",
-            decisions=HANDSHAKE,
-            fsync=False,
-            desktop=SimDesktop(),
-        )
-    )
-    assert run.handshake is not None
-    track(run.supervisor)
-    return Live(SupervisorApp(LiveRun(run.supervisor, run.handshake)), run.supervisor)
+    run = sim_run(tmp_path, turns, task="history task")
+    return Live(live_app(run), run.supervisor)
 
 
 async def until_decision(pilot: Pilot[Any], app: SupervisorApp, turn: int, index: int) -> None:

@@ -8,16 +8,13 @@ Live runs are real: the one builder, the sim desktop, decisions through the hand
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
-from pilot_helpers import plain, until, until_ended
+from pilot_helpers import live_app, plain, sim_run, until, until_ended
 from textual.widgets import Static
 
-from cua_tui.build import HANDSHAKE, RunOptions, build_run
 from cua_tui.core.audit import verify_run
-from cua_tui.desktops.sim import SimDesktop
 from cua_tui.tui.app import SupervisorApp
 from cua_tui.tui.audit_pane import AuditPane
 from cua_tui.tui.source import LiveRun
@@ -29,30 +26,12 @@ SIZE = (160, 50)
 TYPING = {"text": "typing", "actions": [{"type": "type", "text": "hello"}]}
 
 
-def live_app(tmp_path: Path, turns: list[dict[str, Any]]) -> SupervisorApp:
-    run = build_run(
-        RunOptions(
-            task="test task",
-            backend="sim",
-            agent=None,
-            script={"turns": turns, "final_text": "done"},
-            runs_dir=tmp_path / "runs",
-            decisions=HANDSHAKE,
-            fsync=False,
-            desktop=SimDesktop(),
-        )
-    )
-    assert run.handshake is not None
-    track(run.supervisor)
-    return SupervisorApp(LiveRun(run.supervisor, run.handshake))
-
-
 def chain(app: SupervisorApp) -> str:
     return plain(app.query_one(AuditPane).query_one("#chain", Static))
 
 
 async def test_a_run_whose_result_json_cannot_be_written_is_shown_not_sealed(tmp_path: Path) -> None:
-    app = live_app(tmp_path, [TYPING])
+    app = live_app(sim_run(tmp_path, [TYPING]))
     source = app.source
     assert isinstance(source, LiveRun)
     async with app.run_test(size=SIZE) as pilot:
@@ -73,7 +52,7 @@ async def test_a_run_whose_result_json_cannot_be_written_is_shown_not_sealed(tmp
 
 
 async def test_a_sealed_run_is_shown_sealed_once_result_json_is_written(tmp_path: Path) -> None:
-    app = live_app(tmp_path, [TYPING])
+    app = live_app(sim_run(tmp_path, [TYPING]))
     source = app.source
     assert isinstance(source, LiveRun)
     async with app.run_test(size=SIZE) as pilot:
