@@ -92,7 +92,7 @@ class HostileService(SandboxService):
         return self.behave
 
     def _run_exec(
-        self, argv: list[str], env: dict[str, str], context: grpc.ServicerContext, *, exit_frame: bool
+        self, sb: Any, argv: list[str], env: dict[str, str], context: grpc.ServicerContext, *, exit_frame: bool
     ) -> Any:
         op = _op(argv)
         with self._sent_lock:

@@ -191,9 +191,18 @@ class SandboxService(pb_grpc.SandboxServiceServicer):
         fault = self._fault("CreateSandbox")
         if fault is not None and fault.kind != "lost_reply":
             self._apply(fault, context)
-        spec = request.sandbox.spec
+        sb = self._launch("sb-" + secrets.token_hex(6), request.sandbox.spec)
+        sandbox_id = sb.sandbox_id
+        with self._lock:
+            self.sandboxes[sandbox_id] = sb
+        if fault is not None:  # lost_reply: the sandbox exists, the client never hears of it
+            context.abort(fault.code, "injected: the reply was lost")
+        return self._message(sb)
+
+    def _launch(self, sandbox_id: str, spec: Any) -> LocalSandbox:
+        """Start the sandbox's main process: here a local process group, its mounted files written at their
+        paths first (a subclass may start a container instead)."""
         container = spec.containers[0]
-        sandbox_id = "sb-" + secrets.token_hex(6)
         files = []
         for mount in container.files:
             target = Path(mount.path)
@@ -206,12 +215,27 @@ class SandboxService(pb_grpc.SandboxServiceServicer):
         argv = self._sandbox_argv([container.command, *container.args] if container.command else [])
         proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
         log.close()
-        sb = LocalSandbox(sandbox_id, spec, proc, env, files)
-        with self._lock:
-            self.sandboxes[sandbox_id] = sb
-        if fault is not None:  # lost_reply: the sandbox exists, the client never hears of it
-            context.abort(fault.code, "injected: the reply was lost")
-        return self._message(sb)
+        return LocalSandbox(sandbox_id, spec, proc, env, files)
+
+    def _end(self, sb: LocalSandbox) -> None:
+        """End the sandbox's main process and everything descended from it, and remove its mounted files."""
+        _kill_tree(sb.proc)
+        for path in sb.files:
+            with contextlib.suppress(OSError):
+                path.unlink()
+            with contextlib.suppress(OSError):
+                path.parent.rmdir()  # the run's own folder (/opt/cua-tui/<run id>), now empty
+
+    def _exec_popen(self, sb: LocalSandbox, argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        """Start one exec in the sandbox, its stdin, stdout and stderr piped (a subclass may exec in a container)."""
+        return subprocess.Popen(
+            argv,
+            env={**sb.env, **env},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
 
     def _sandbox_argv(self, command: list[str]) -> list[str]:
         """What runs as the sandbox's main process (a subclass may run something else)."""
@@ -253,12 +277,7 @@ class SandboxService(pb_grpc.SandboxServiceServicer):
     def _terminate(self, sb: LocalSandbox) -> None:
         if sb.state != STATE.STATE_TERMINATED:
             sb.state = STATE.STATE_TERMINATING
-            _kill_tree(sb.proc)
-            for path in sb.files:
-                with contextlib.suppress(OSError):
-                    path.unlink()
-                with contextlib.suppress(OSError):
-                    path.parent.rmdir()  # the run's own folder (/opt/cua-tui/<run id>), now empty
+            self._end(sb)
             sb.state = STATE.STATE_TERMINATED
 
     def ConnectSandbox(self, request: Any, context: grpc.ServicerContext) -> Any:
@@ -295,20 +314,15 @@ class SandboxService(pb_grpc.SandboxServiceServicer):
         if sb.state != STATE.STATE_RUNNING:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"sandbox {sb.sandbox_id} is not running")
         yield pb.ExecStreamResponse(ready=pb.ExecStreamReady())
-        yield from self._run_exec(argv, {**sb.env, **dict(init.env)}, context, exit_frame=fault is None)
+        yield from self._run_exec(sb, argv, dict(init.env), context, exit_frame=fault is None)
 
     def _run_exec(
-        self, argv: list[str], env: dict[str, str], context: grpc.ServicerContext, *, exit_frame: bool
+        self, sb: LocalSandbox, argv: list[str], env: dict[str, str], context: grpc.ServicerContext, *, exit_frame: bool
     ) -> Any:
         try:
-            proc = subprocess.Popen(
-                argv,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-            )
+            proc = self._exec_popen(sb, argv, env)
+            assert proc.stdin is not None
+            proc.stdin.close()
         except OSError as exc:
             yield pb.ExecStreamResponse(output=pb.ExecStreamOutput(stream=STDERR, data=str(exc).encode()))
             yield pb.ExecStreamResponse(exit=pb.ExecStreamExit(exit_code=127))
