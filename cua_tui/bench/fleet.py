@@ -372,13 +372,15 @@ def bench_cwsandbox_fleet(tmp: Path, runs: int) -> dict[str, Any]:
             continue
         window = log_[start:end]
         records = [json.loads(line) for line in (Path(row.path) / "audit.jsonl").read_text().splitlines()]
-        executed = [r for r in records if r["kind"] == "outcome" and r["status"] == "executed"]
-        stale_checks = [r for r in records if r["kind"] == "screen" and r.get("purpose") == "stale_check"]
+        # Steps as the supervisor counts them: one outcome per proposed action. Those that never reached the
+        # desktop (declined, refused) cost no request, so they are counted out; a stale one did reach it.
+        outcomes = [r for r in records if r["kind"] == "outcome"]
+        reached = [r for r in outcomes if r["status"] in ("executed", "stale")]
         per_run.append(
             {
                 "requests": len(window),
                 "non_exec": sum(1 for rpc, _ in window if rpc != "StreamExec"),
-                "steps": len(executed) + len(stale_checks),
+                "steps": len(reached),
             }
         )
     statuses: dict[str, int] = {}

@@ -57,6 +57,7 @@ class StepResult:
     frame: Frame
     output: str | None = None  # e.g. "X=10,Y=20" for cursor_position
     image: Frame | None = None  # e.g. the zoomed region for zoom
+    stale: bool = False  # the action's area had changed: nothing ran, ``frame`` is the screen now
 
 
 class VerifierPlace(StrEnum):

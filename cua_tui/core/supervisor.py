@@ -48,7 +48,7 @@ from .ports import (
     Turn,
 )
 from .rundir import RunDir, TranscriptWriter
-from .stale import StaleGuard
+from .stale import ScreenCheck, StaleGuard, perform_checked
 from .text import failure, one_line, truncate
 from .threads import Job, Worker, spawn
 
@@ -562,18 +562,11 @@ class Supervisor:
             reviewed = True
         else:
             self._emit(ev.DecisionMade(self.turn, index, Answer.APPROVE, "policy", note=decision.reason))
+        check = None
         if reviewed and action.target is not None and self._observed is not None:
-            try:
-                fresh = self._capture(purpose="stale_check", index=index)
-            except DesktopError as exc:  # the proposal still gets its one outcome before the run ends
-                self._check_abort()
-                failed = self._outcome(call, index, position, OutcomeStatus.FAILED, f"Failed: {one_line(str(exc))}")
-                if exc.fatal:
-                    raise
-                raise _Halt(failed) from None
-            if self._stale.changed(self._observed, fresh, action.target):
-                raise _Halt(self._outcome(call, index, position, OutcomeStatus.STALE, MSG_STALE))
-        return self._execute(call, index, position, action, decision)
+            # Performed only if the target's area still looks as the model saw it, in the same request.
+            check = self._stale.check(self._observed, action.target)
+        return self._execute(call, index, position, action, decision, check)
 
     def _review(self, call: Call, index: int, position: int, action: Action, decision: Decision) -> None:
         """A confirmation point: an active grant whose scope covers the action approves it (named as such,
@@ -618,7 +611,9 @@ class Supervisor:
             self._emit_safe(ev.GrantRevoked(grant_id, by or self.config.operator or "reviewer"))
             return True
 
-    def _execute(self, call: Call, index: int, position: int, action: Action, decision: Decision) -> ActionResult:
+    def _execute(
+        self, call: Call, index: int, position: int, action: Action, decision: Decision, check: ScreenCheck | None
+    ) -> ActionResult:
         self._set_phase(RunPhase.EXECUTING, action.describe())
         started = self._clock()
         try:
@@ -628,9 +623,13 @@ class Supervisor:
                 frame, output, image = self._capture_frame(), None, None
             else:
                 self._in_flight = index
-                step = self._call(self.desktop.perform, action)
+                step = self._call(perform_checked, self.desktop, action, check)
                 frame, output, image = step.frame, step.output, step.image
                 self._in_flight = None
+                if step.stale:
+                    self._check_abort()
+                    self._record_frame(frame, "stale_check", index=index)  # the model gets the screen as it is now
+                    raise _Halt(self._outcome(call, index, position, OutcomeStatus.STALE, MSG_STALE))
                 if image is not None and not _asked_for(action, image):
                     raise DesktopError(
                         f"the desktop answered a {action.kind.value} with a {image.width} x {image.height} "

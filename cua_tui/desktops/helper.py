@@ -43,6 +43,7 @@ from typing import Any
 from ..core.actions import Action, Kind
 from ..core.geometry import Size
 from ..core.ports import DesktopError, Frame, StepResult
+from ..core.stale import ScreenCheck
 from ..core.text import failure
 
 MAGIC = b"CUA1"
@@ -228,7 +229,8 @@ class Resident:
                 x0, y0, x1, y1 = (int(v) for v in request["region"])
                 return {"ok": True}, _frame_blob("screen", self.desktop.capture_region((x0, y0, x1, y1)))
             if op == "perform":
-                return _step_reply(self.desktop.perform(action_from_wire(request["action"])))
+                check = ScreenCheck.from_wire(request["check"]) if request.get("check") is not None else None
+                return _step_reply(self.desktop.perform_checked(action_from_wire(request["action"]), check))
             if op == "downloads":
                 return _downloads(self.desktop.downloads)
             if op == "verify":
@@ -276,7 +278,7 @@ def _step_reply(step: StepResult) -> tuple[dict[str, Any], dict[str, tuple[bytes
     blobs = _frame_blob("screen", step.frame)
     if step.image is not None:
         blobs.update(_frame_blob("image", step.image))
-    return {"ok": True, "output": step.output}, blobs
+    return {"ok": True, "output": step.output, "stale": step.stale}, blobs
 
 
 def _read_request(conn: socket.socket) -> dict[str, Any] | None:

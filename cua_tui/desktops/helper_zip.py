@@ -24,6 +24,7 @@ SHIPPED = (
     "core/allowlist.py",
     "core/geometry.py",
     "core/ports.py",
+    "core/stale.py",
     "core/text.py",
     "desktops/__init__.py",
     "desktops/helper.py",

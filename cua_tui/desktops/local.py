@@ -54,6 +54,7 @@ from urllib.parse import urlsplit
 from ..core.actions import Action
 from ..core.geometry import Size
 from ..core.ports import DesktopError, Frame, StepResult, Verification
+from ..core.stale import ScreenCheck
 from ..core.text import failure
 from ..procs import kill_group
 from .egress import AllowList, EgressProxy, EgressRecord, relay_command
@@ -522,6 +523,9 @@ class LocalDesktop:
 
     def perform(self, action: Action) -> StepResult:
         return self._session().perform(action)
+
+    def perform_checked(self, action: Action, check: ScreenCheck | None) -> StepResult:
+        return self._session().perform_checked(action, check)
 
     def capture_region(self, region: tuple[int, int, int, int]) -> Frame:
         session = self._session()

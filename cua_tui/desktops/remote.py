@@ -20,6 +20,7 @@ from ..core.actions import Action, Kind
 from ..core.geometry import Size
 from ..core.imaging import ImageRefused, decode_png, png_size
 from ..core.ports import DesktopError, Frame, StepResult, Verification, VerifierPlace
+from ..core.stale import ScreenCheck
 from ..core.text import one_line, truncate
 from .helper import DOWNLOADS_CAP, MAX_EGRESS_PER_REPLY, MAX_HEADER_BYTES, ReplyError, action_to_wire, parse_reply
 
@@ -168,11 +169,26 @@ class HelperDesktop:
         return self._frame(blobs, self.size)
 
     def perform(self, action: Action) -> StepResult:
+        return self.perform_checked(action, None)
+
+    def perform_checked(self, action: Action, check: ScreenCheck | None) -> StepResult:
+        """One request: the action, and with ``check`` only if its area still looks as the model saw it (the
+        helper then answers ``stale`` without acting, with the screen as it is now)."""
         self._first = None
-        header, blobs = self._request({"op": "perform", "action": action_to_wire(action)}, timeout=self.step_timeout)
-        zoom = action.kind is Kind.ZOOM and action.region is not None
+        request: dict[str, Any] = {"op": "perform", "action": action_to_wire(action)}
+        if check is not None:
+            request["check"] = check.to_wire()
+        header, blobs = self._request(request, timeout=self.step_timeout)
+        stale = header.get("stale", False)
+        if not isinstance(stale, bool):
+            raise DesktopError("the sandbox sent a malformed reply: its stale flag is not true or false", fatal=True)
+        if stale and check is None:
+            raise DesktopError("the sandbox answered stale to a request that had no screen check", fatal=True)
+        zoom = action.kind is Kind.ZOOM and action.region is not None and not stale
         _only(blobs, {"screen", "image"} if zoom else {"screen"}, action.kind.value)
         frame = self._frame(blobs, self.size)
+        if stale:
+            return StepResult(frame, stale=True)
         image = None
         if zoom and action.region is not None:
             x0, y0, x1, y1 = action.region

@@ -25,6 +25,7 @@ from Xlib.ext import xtest
 from ..core.actions import MODIFIERS, Action, Kind
 from ..core.geometry import Size
 from ..core.ports import DesktopError, Frame, StepResult
+from ..core.stale import ScreenCheck
 
 XK.load_keysym_group("xf86")
 
@@ -491,6 +492,15 @@ class X11Session:
     # ------------------------------------------------------------------------------------------------
     # One action, then a settled screenshot
     # ------------------------------------------------------------------------------------------------
+    def perform_checked(self, action: Action, check: ScreenCheck | None) -> StepResult:
+        """The action, only if its area still looks as the model saw it (one grab of the area, ~1 ms);
+        else nothing runs and the screen as it is now comes back, marked stale."""
+        if check is not None:
+            shot = self.grab_raw(check.box)
+            if check.changed(Image.frombuffer("RGB", shot.size, bytes(shot.raw), "raw", "BGRX", 0, 1)):
+                return StepResult(self.screenshot(), stale=True)
+        return self.perform(action)
+
     def perform(self, action: Action) -> StepResult:
         output: str | None = None
         image: Frame | None = None
