@@ -93,6 +93,17 @@ def step_requests(service: LocalService) -> list[tuple[str, str]]:
     return log[start:end]
 
 
+def assert_one_exec_per_step(service: LocalService, recorder: Recorder) -> None:
+    """Every step the supervisor counted that reached the desktop (executed, or found stale by the check
+    that travels with it) is exactly one exec, and nothing else travels between the start and the verdict."""
+    requests = step_requests(service)
+    outcomes = recorder.of(ev.Outcome)
+    reached = [o for o in outcomes if o.status in ("executed", "stale")]
+    assert all(rpc == "StreamExec" for rpc, _op in requests), requests
+    assert len(requests) == len(reached), (requests, [(o.index, o.status) for o in outcomes])
+    assert max(o.step for o in outcomes) == len(outcomes)  # the supervisor's own count of steps
+
+
 def test_form_lab_passes_with_approvals_one_exec_per_step(tmp_path: Path, service: LocalService) -> None:
     run, recorder = lab_run(tmp_path, "form", "approve")
     result = run.run()
@@ -100,15 +111,14 @@ def test_form_lab_passes_with_approvals_one_exec_per_step(tmp_path: Path, servic
     assert_clean_end(run, service)
     requests = step_requests(service)
     executed = [o for o in recorder.of(ev.Outcome) if o.status == "executed"]
-    # one exec per executed step (the screenshot action included), plus one per stale-screen check of a
-    # confirmed click; nothing but execs
-    assert all(rpc == "StreamExec" for rpc, _op in requests), requests
+    # one exec per step: the reviewed Verify click's stale-screen check travels with the click
+    assert_one_exec_per_step(service, recorder)
     performs = [op for _rpc, op in requests if op == "perform"]
     screenshots = [op for _rpc, op in requests if op == "screenshot"]
     assert len(executed) == 5  # click, type, click, wait, screenshot
     assert len(performs) == 4  # each action and the screenshot after it: one exec
-    assert len(screenshots) == 2  # the screenshot action, and the stale-screen check before the Verify click
-    assert len(requests) == len(executed) + 1
+    assert len(screenshots) == 1  # the screenshot action
+    assert len(requests) == len(executed) == len(recorder.of(ev.Outcome))
     # the helper's sha256 and the sandbox's settings in run.json; the isolation obtained inside
     info = json.loads((run.path / "run.json").read_text())
     assert len(info["sandbox"]["helper_sha256"]) == 64
@@ -134,10 +144,11 @@ def test_form_lab_rejected_fails_cleanly(tmp_path: Path, service: LocalService) 
 
 
 def test_search_export_lab_passes(tmp_path: Path, service: LocalService) -> None:
-    run, _recorder = lab_run(tmp_path, "search-export", "approve")
+    run, recorder = lab_run(tmp_path, "search-export", "approve")
     result = run.run()
     assert result.status == "passed", result.reason
     assert_clean_end(run, service)
+    assert_one_exec_per_step(service, recorder)
 
 
 def test_injection_lab_without_bubblewrap_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -156,6 +167,7 @@ def test_injection_lab_without_bubblewrap_says_so(tmp_path: Path, monkeypatch: p
 
         assert "NO bubblewrap" in isolation_label(ready.isolation)
         assert_clean_end(run, svc)
+        assert_one_exec_per_step(svc, recorder)
 
 
 # ---------------------------------------------------------------------------------------------------
