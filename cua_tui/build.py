@@ -69,7 +69,6 @@ class RunOptions:
     clock: Callable[[], float] = time.monotonic
     wall_clock: Callable[[], float] = time.time
     settings: Any = None  # config.Settings; loaded when not given
-    bootstrap: bool = False  # cwsandbox: install the desktop's packages at start (no prebuilt image)
     extra: dict[str, Any] = field(default_factory=dict)  # more for run.json
 
 
@@ -296,7 +295,6 @@ def _desktop(options: RunOptions, size: Any, lab: Any, policy: Any, settings: An
             url=options.url,
             allow_domains=(*policy.allow_domains, *options.allow_domains),
             settings=settings,
-            bootstrap=options.bootstrap,
         )
     except (ValueError, UnavailableError) as exc:
         raise BuildError(str(exc)) from None

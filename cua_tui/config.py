@@ -10,7 +10,8 @@ Model API keys: ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY`` from the environment,
 CoreWeave sandboxes (``--backend cwsandbox``): ``CWSANDBOX_BASE_URL`` / ``CWSANDBOX_API_KEY`` (the client's
 own variables), else ``cwsandbox_base_url`` / ``cwsandbox_api_key`` from the file; the image, resources,
 lifetime and placement from ``cwsandbox_image``, ``cwsandbox_cpu``, ``cwsandbox_memory``,
-``cwsandbox_max_lifetime`` (seconds) and ``cwsandbox_placement``.
+``cwsandbox_max_lifetime`` (seconds) and ``cwsandbox_placement``; ``CUA_TUI_CWSANDBOX_IMAGE`` names the
+image too (none: the stock ``debian:bookworm-slim``, the desktop's packages installed at start).
 
 Docker (``--backend docker``): the image from ``CUA_TUI_DOCKER_IMAGE``, else ``docker_image``, else the one
 ``scripts/setup.sh docker`` builds.
@@ -128,7 +129,7 @@ class Settings:
             model_timeout=data.model_timeout if data.model_timeout is not None else DEFAULT_TIMEOUT,
             model_retries=data.model_retries if data.model_retries is not None else DEFAULT_RETRIES,
             model_prices=prices,
-            cwsandbox=_sandbox_settings(data, config_file),
+            cwsandbox=_sandbox_settings(data, config_file, env),
             cwsandbox_api_key=(data.cwsandbox_api_key or "").strip() or None,
             docker_image=(env.get("CUA_TUI_DOCKER_IMAGE") or data.docker_image or "").strip() or None,
             bell=_switch(env, "CUA_TUI_BELL", data.bell),
@@ -144,12 +145,14 @@ def _switch(env: dict[str, str], name: str, stored: bool | None) -> bool:
     return True if stored is None else stored
 
 
-def _sandbox_settings(data: _File, config_file: Path) -> dict[str, str | int]:
+def _sandbox_settings(data: _File, config_file: Path, env: dict[str, str]) -> dict[str, str | int]:
     out: dict[str, str | int] = {}
     for name in ("base_url", "image", "cpu", "memory", "placement"):
         value = getattr(data, f"cwsandbox_{name}")
-        if value is not None:
+        if value is not None and value.strip():
             out[name] = value.strip()
+    if (env.get("CUA_TUI_CWSANDBOX_IMAGE") or "").strip():  # as CUA_TUI_DOCKER_IMAGE for the docker backend
+        out["image"] = env["CUA_TUI_CWSANDBOX_IMAGE"].strip()
     if data.cwsandbox_max_lifetime is not None:
         if not 60 <= data.cwsandbox_max_lifetime <= 86400:
             raise ConfigError(f"settings file {config_file}: cwsandbox_max_lifetime must be 60 to 86400 seconds")

@@ -4,7 +4,6 @@ Vendor packages are imported here lazily, only for the backend or agent chosen."
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from importlib import metadata
 from pathlib import Path
@@ -35,12 +34,9 @@ def make_desktop(
     url: str | None = None,
     allow_domains: tuple[str, ...] = (),
     settings: Settings | None = None,
-    bootstrap: bool = False,
 ) -> Desktop:
-    if bootstrap and name != "cwsandbox":
-        raise UnavailableError("--bootstrap applies to the cwsandbox backend only")
     if name == "cwsandbox":
-        return _cwsandbox_desktop(size, lab, url, allow_domains, settings, bootstrap)
+        return _cwsandbox_desktop(size, lab, url, allow_domains, settings)
     if name == "docker":
         return _docker_desktop(size, lab, url, allow_domains, settings)
     if name == "local":
@@ -67,14 +63,14 @@ def make_desktop(
 
 
 def _cwsandbox_desktop(
-    size: Size, lab: Any, url: str | None, allow_domains: tuple[str, ...], settings: Settings | None, bootstrap: bool
+    size: Size, lab: Any, url: str | None, allow_domains: tuple[str, ...], settings: Settings | None
 ) -> Desktop:
     """The CoreWeave sandbox desktop, its endpoint and key from cwsandbox's variables or the settings file."""
     from .desktops.cwsandbox import CWSandboxDesktop
 
     if lab is None and not url:
         raise UnavailableError("the cwsandbox desktop needs --lab NAME or --url URL")
-    options = sandbox_settings(settings, bootstrap=bootstrap)
+    options = sandbox_settings(settings)
     return CWSandboxDesktop(
         size, options, lab=lab.name if lab is not None else None, url=url, allow_domains=allow_domains
     )
@@ -98,7 +94,7 @@ def _docker_desktop(
     return DockerDesktop(size, options, lab=lab, url=url, allow_domains=allow_domains)
 
 
-def sandbox_settings(settings: Settings | None = None, *, bootstrap: bool = False) -> Any:
+def sandbox_settings(settings: Settings | None = None) -> Any:
     """CoreWeave's endpoint, key and sandbox options (a ``desktops.cwsandbox.SandboxSettings``)."""
     from .config import Settings
     from .desktops.cwsandbox import SandboxSettings
@@ -113,10 +109,7 @@ def sandbox_settings(settings: Settings | None = None, *, bootstrap: bool = Fals
     if base_url and not base_url.startswith(("http://", "https://")):
         raise UnavailableError(f"CWSANDBOX_BASE_URL must be an http:// or https:// URL, not {public_url(base_url)!r}")
     extra = {k: v for k, v in settings.cwsandbox.items() if k != "base_url"}
-    options = SandboxSettings(base_url=base_url, api_key=key, bootstrap=bootstrap, **extra)  # type: ignore[arg-type]
-    if bootstrap:
-        options = dataclasses.replace(options, start_timeout=max(options.start_timeout, 900.0))
-    return options
+    return SandboxSettings(base_url=base_url, api_key=key, **extra)  # type: ignore[arg-type]
 
 
 def make_agent(

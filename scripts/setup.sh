@@ -107,13 +107,10 @@ ensure_docker() {
     tar -C "$root" -c . | docker import - "$DOCKER_BASE" >/dev/null
     rm -rf "$root"
   fi
-  # the build context: the Dockerfile and mss from the locked environment (not packaged in bookworm)
-  local ctx mss tag
+  # the build context is docker/desktop as it stands (what `docker build docker/desktop` sends a registry's build)
+  local ctx tag
   ctx="$(mktemp -d)"
-  mss="$(.venv/bin/python -c 'import mss, os; print(os.path.dirname(mss.__file__))')"
-  cp docker/desktop/Dockerfile "$ctx/"
-  cp -r "$mss" "$ctx/mss"
-  find "$ctx" -name __pycache__ -prune -exec rm -rf {} +
+  cp -r docker/desktop/. "$ctx/"
   tag="$(cd "$ctx" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)"
   if ! docker image inspect "$DOCKER_IMAGE:$tag" >/dev/null 2>&1; then
     log "building the desktop image $DOCKER_IMAGE:$tag (docker/desktop/Dockerfile)"

@@ -27,7 +27,7 @@ import grpc
 from cwsandbox._proto import sandbox_pb2 as pb
 from PIL import Image
 
-from cua_tui.desktops.cwsandbox import RUN_TAG_PREFIX
+from cua_tui.desktops.cwsandbox import INSTALL, PROBE, RUN_TAG_PREFIX
 from cua_tui.desktops.cwsandbox_local import STDERR, STDOUT, LocalService, SandboxService
 from cua_tui.desktops.helper import encode_reply
 
@@ -108,7 +108,7 @@ class HostileService(SandboxService):
                 with self._sent_lock:
                     self.hanging -= 1
             return
-        code = 0
+        code = 100 if behaviour in ("missing", "install_fails") else 0
         for stream, data in self._answer(behaviour, op, argv):
             if not context.is_active():
                 return
@@ -122,6 +122,18 @@ class HostileService(SandboxService):
     def _answer(self, behaviour: str, op: str, argv: list[str]) -> Iterator[tuple[int, bytes]]:
         size = self._screen(argv)
         match behaviour:
+            case "honest" if op == "probe":
+                yield STDOUT, self._honest(op, size)
+            case "honest" if op == "install":  # apt's lines, as a real install prints them, then done
+                yield STDOUT, b"cua-tui: update\nGet:1 https://deb.debian.org/debian bookworm InRelease\n"
+                yield STDOUT, b"cua-tui: install\n" + b"Get:2 https://deb.debian.org/debian x.deb\n" * 40
+                yield STDOUT, b"Setting up x (1.0) ...\n" * 30 + b"cua-tui: done\n"
+            case "missing":  # the probe's answer for an image without the desktop, with words of its own
+                yield STDOUT, b"missing: openbox python3-xlib \x1b]52;c;ZXZpbA==\x07[red]evil[/red]\n"
+            case "install_fails":  # apt cannot reach its mirror
+                yield STDOUT, b"cua-tui: update\n"
+                yield STDERR, b"W: Failed to fetch https://deb.debian.org/debian/dists/bookworm/InRelease\n"
+                yield STDERR, b"E: Unable to locate package chromium\n"
             case "honest":
                 yield from _frames(STDOUT, armored(self._honest(op, size)))
             case "flood_declared":  # a length far over any cap, then the bytes to match
@@ -156,6 +168,8 @@ class HostileService(SandboxService):
                 raise ValueError(f"unknown behaviour {behaviour!r}")
 
     def _honest(self, op: str, size: tuple[int, int], *, escape: bool = False) -> bytes:
+        if op == "probe":  # the image has what the desktop needs (the sandbox's word, as everything here)
+            return b"ok\n"
         header: dict[str, Any] = {"ok": True, "egress": [], **({"escape": True} if escape else {})}
         if op == "ready":
             header["isolation"] = {"bubblewrap": False, "bubblewrap_note": "a hostile sandbox: nothing inside"}
@@ -178,6 +192,9 @@ class HostileService(SandboxService):
 
 
 def _op(argv: list[str]) -> str:
+    """The helper request an exec carries, or ``probe`` / ``install`` for the start's scripts."""
+    if argv[:2] == ["sh", "-c"] and len(argv) > 2:
+        return "probe" if argv[2] == PROBE else "install" if argv[2] == INSTALL else ""
     if "call" in argv:
         try:
             return str(json.loads(argv[argv.index("call") + 2]).get("op", ""))

@@ -146,7 +146,6 @@ def test_dry_backend_finishes_without_verifier(tmp_path: Path) -> None:
         (["--backend", "local"], "needs --lab NAME or --url URL"),
         (["--backend", "cwsandbox"], "needs --lab NAME or --url URL"),
         (["--backend", "cwsandbox", "--lab", "form"], "needs an API key: set CWSANDBOX_API_KEY"),
-        (["--backend", "dry", "--bootstrap"], "--bootstrap: only for --backend cwsandbox"),
         (["--backend", "docker"], "needs --lab NAME or --url URL"),
         (["--backend", "local", "--lab", "nope"], "unknown lab"),
         (["--agent", "openai"], "needs an API key: set OPENAI_API_KEY"),

@@ -25,6 +25,7 @@ from cua_tui.core.audit import VerifyExit, verify_run
 from cua_tui.core.geometry import Size
 from cua_tui.desktops import cwsandbox as cwsandbox_desktop
 from cua_tui.desktops.cwsandbox import MAX_EGRESS_PER_RUN, _Armored
+from cua_tui.desktops.cwsandbox_local import HOST_IMAGE
 from cua_tui.desktops.helper import MAX_EGRESS_PER_REPLY
 from cua_tui.desktops.remote import egress_events, png_bound, reply_cap
 from cua_tui.labs import get_lab
@@ -47,6 +48,7 @@ def hostile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Hostile
     with HostileLocalService(tmp_path / "service") as svc:
         monkeypatch.setenv("CWSANDBOX_BASE_URL", svc.base_url)
         monkeypatch.setenv("CWSANDBOX_API_KEY", KEY)
+        monkeypatch.setenv("CUA_TUI_CWSANDBOX_IMAGE", HOST_IMAGE)
         yield svc.hostile
 
 
@@ -264,7 +266,9 @@ def test_a_zoom_takes_only_a_picture_of_its_regions_size(tmp_path: Path, hostile
     from cua_tui.core.rundir import RunDir
     from cua_tui.desktops.cwsandbox import CWSandboxDesktop, SandboxSettings
 
-    settings = SandboxSettings(api_key=KEY, base_url=os.environ["CWSANDBOX_BASE_URL"], step_timeout=10)
+    settings = SandboxSettings(
+        api_key=KEY, base_url=os.environ["CWSANDBOX_BASE_URL"], step_timeout=10, image=HOST_IMAGE
+    )
     desktop = CWSandboxDesktop(Size(1024, 720), settings, lab="form")
     desktop.bind_run(RunDir.create(tmp_path / "runs"))
     desktop.start()

@@ -34,7 +34,7 @@ from cua_tui.core import events as ev
 from cua_tui.core import fleet as cf
 from cua_tui.core.audit import VerifyExit, verify_run
 from cua_tui.core.ports import Answer
-from cua_tui.desktops.cwsandbox_local import Fault
+from cua_tui.desktops.cwsandbox_local import HOST_IMAGE, Fault
 from cua_tui.desktops.sim import SimDesktop
 from cua_tui.fleet import Fleet, FleetTask
 from cua_tui.labs import get_lab
@@ -423,6 +423,7 @@ def fleet_command(
             "CUA_TUI_CONFIG": str(tmp_path / "no-config.toml"),
             "CWSANDBOX_BASE_URL": svc.base_url,
             "CWSANDBOX_API_KEY": KEY,
+            "CUA_TUI_CWSANDBOX_IMAGE": HOST_IMAGE,
             **(env or {}),
         },
         stderr=subprocess.PIPE,
@@ -590,7 +591,7 @@ def test_the_cwsandbox_client_never_takes_the_signals_from_the_command_line(
 
     previous = {s: signal.signal(s, ours) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        settings = SandboxSettings(api_key=KEY, base_url=hostile.base_url, step_timeout=10)
+        settings = SandboxSettings(api_key=KEY, base_url=hostile.base_url, step_timeout=10, image=HOST_IMAGE)
         desktop = CWSandboxDesktop(Size(1024, 720), settings, lab="form")
         desktop.bind_run(RunDir.create(tmp_path / "runs"))
         desktop.start()  # on this, the main thread

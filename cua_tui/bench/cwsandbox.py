@@ -65,12 +65,12 @@ def run(tmp: Path, samples: int) -> dict[str, Any]:
     from ..core.geometry import Size
     from ..core.rundir import RunDir
     from ..desktops.cwsandbox import CWSandboxDesktop, SandboxSettings
-    from ..desktops.cwsandbox_local import LocalService
+    from ..desktops.cwsandbox_local import HOST_IMAGE, LocalService
 
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     cwsandbox.disable_signal_handlers()
     with LocalService(tmp / "cw-service") as service:
-        settings = SandboxSettings(base_url=service.base_url, api_key=KEY)
+        settings = SandboxSettings(base_url=service.base_url, api_key=KEY, image=HOST_IMAGE)
         ours = CWSandboxDesktop(Size(1024, 720), settings, lab="form")
         ours.bind_run(RunDir.create(tmp / "cw-runs"))
         ours.bind_events(lambda event: None)

@@ -322,14 +322,15 @@ def bench_cwsandbox_fleet(tmp: Path, runs: int) -> dict[str, Any]:
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     import cwsandbox
 
-    from ..desktops.cwsandbox_local import LocalService
+    from ..desktops.cwsandbox_local import HOST_IMAGE, LocalService
     from ..fleet import Fleet, FleetTask
     from ..labs import get_lab
 
     cwsandbox.disable_signal_handlers()
-    saved = {k: os.environ.get(k) for k in ("CWSANDBOX_BASE_URL", "CWSANDBOX_API_KEY")}
+    saved = {k: os.environ.get(k) for k in ("CWSANDBOX_BASE_URL", "CWSANDBOX_API_KEY", "CUA_TUI_CWSANDBOX_IMAGE")}
     with LocalService(tmp / "fleet-cw-service") as service:
         os.environ["CWSANDBOX_BASE_URL"] = service.base_url
+        os.environ["CUA_TUI_CWSANDBOX_IMAGE"] = HOST_IMAGE
         os.environ["CWSANDBOX_API_KEY"] = "bench-key"
         try:
             lab = get_lab("form")

@@ -84,11 +84,6 @@ from .base import UsageFailure, headless_option, operator_option, theme_option
     default=None,
     help="Key kept outside the run directory that signs the seal: HMAC secret file or Ed25519 PEM.",
 )
-@click.option(
-    "--bootstrap",
-    is_flag=True,
-    help="cwsandbox: install the desktop's packages when the sandbox starts (no prebuilt image; minutes slower).",
-)
 @headless_option
 @theme_option
 @operator_option
@@ -116,7 +111,6 @@ def command(
     max_steps: int | None,
     deadline: int | None,
     audit_key: Path | None,
-    bootstrap: bool,
     headless: bool,
     on_confirm: str,
     theme: str | None,
@@ -135,14 +129,6 @@ def command(
         raise UsageFailure(f"{', '.join(unused)}: only for the openai and anthropic agents, not {agent_spec}")
     if lab_name and url:
         raise UsageFailure("--lab and --url: choose one")
-    if bootstrap:
-        if backend != "cwsandbox":
-            raise UsageFailure("--bootstrap: only for --backend cwsandbox")
-        click.echo(
-            "--bootstrap: the sandbox installs its packages at start, as the tutorial does: minutes slower "
-            "than the prebuilt image (docker/desktop/Dockerfile)",
-            err=True,
-        )
     # Imported here, not at the top: the builder pulls in the core, and --help should start fast.
     from ..build import HANDSHAKE, RunOptions
     from .session import execute
@@ -167,7 +153,6 @@ def command(
             audit_key=audit_key,
             decisions=on_confirm if headless else HANDSHAKE,
             operator=operator,
-            bootstrap=bootstrap,
         ),
         headless=headless,
         theme=theme,

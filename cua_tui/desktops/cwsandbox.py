@@ -25,10 +25,14 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import functools
 import json
 import os
 import shlex
+import ssl
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -43,16 +47,66 @@ from .remote import STDERR_CAP, Blobs, HelperDesktop, egress_events, verdict
 
 TAG = "cua-tui"
 RUN_TAG_PREFIX = "cua-tui-run-"
-DEFAULT_IMAGE = "ghcr.io/cua-tui/cua-tui-desktop:0.1"  # built from docker/desktop/Dockerfile
+STOCK_IMAGE = "debian:bookworm-slim"  # what every CoreWeave user has (the tutorial's): the packages go in at start
 HELPER_DIR = "/opt/cua-tui"
 SOCKET_DIR = "/run/cua-tui"
-BOOTSTRAP = (
-    "set -eu; export DEBIAN_FRONTEND=noninteractive; apt-get update -qq; "
-    "apt-get install -y -qq --no-install-recommends xvfb openbox chromium bubblewrap socat xauth util-linux "
-    "fonts-dejavu-core ca-certificates python3 python3-pil python3-xlib python3-pip >/dev/null; "
-    "pip install -q --break-system-packages mss==10.2.0; "
+# What the desktop needs from Debian (the tutorial's list, less its xdotool and scrot: the helper does both).
+# mss is not packaged in bookworm: it travels in the helper zipapp.
+INSTALL_PACKAGES = (
+    "xvfb", "openbox", "chromium", "bubblewrap", "socat", "xauth", "util-linux", "fonts-dejavu-core",
+    "python3", "python3-pil", "python3-xlib", "ca-certificates",
+)  # fmt: skip
+# Reached over HTTPS only: a dns_name egress rule grants TCP 443 alone, so apt's http:// sources are rewritten.
+INSTALL_HOSTS = ("deb.debian.org",)
+BUILD_HINT = (
+    "build the desktop image (docker build -t REGISTRY/cua-tui-desktop docker/desktop), push it and set cwsandbox_image"
 )
-BOOTSTRAP_HOSTS = ("deb.debian.org", "pypi.org", "files.pythonhosted.org")  # the packages, and mss from PyPI
+INSTALL_OUTPUT_CAP = 16 * 1024 * 1024  # an install's output, counted as it streams (apt writes about 200 KB)
+# The sandbox's command waits for this file before it starts the helper: the probe or the install makes it.
+WAIT_THEN_SERVE = 'while [ ! -e "$1" ]; do sleep 0.05; done; shift; exec "$@"'
+# One exec at start for a configured image: is everything the desktop needs there?
+PROBE = """missing=""
+for p in Xvfb openbox chromium socat xauth setpriv; do command -v "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+if command -v python3 >/dev/null 2>&1; then
+  python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || missing="$missing python3>=3.11"
+  python3 -c 'import PIL' 2>/dev/null || missing="$missing python3-pil"
+  python3 -c 'import Xlib' 2>/dev/null || missing="$missing python3-xlib"
+else
+  missing="$missing python3"
+fi
+if [ -n "$missing" ]; then echo "missing:$missing"; exit 1; fi
+mkdir -p "$(dirname "$1")" && : > "$1" && echo ok
+"""
+PROBED = (
+    "Xvfb",
+    "openbox",
+    "chromium",
+    "socat",
+    "xauth",
+    "setpriv",
+    "python3>=3.11",
+    "python3-pil",
+    "python3-xlib",
+    "python3",
+)
+# The tutorial's way, for the stock image: apt over HTTPS, verified with the CA bundle mounted beside the helper.
+INSTALL = r"""set -eu
+ca=$1; go=$2; shift 2
+export DEBIAN_FRONTEND=noninteractive
+for f in /etc/apt/sources.list /etc/apt/sources.list.d/*; do
+  [ -f "$f" ] || continue
+  sed -i -e 's#http://deb\.debian\.org#https://deb.debian.org#g' \
+    -e 's#http://security\.debian\.org#https://deb.debian.org#g' "$f"
+done
+apt="apt-get -q -o Acquire::https::CAInfo=$ca -o Acquire::Retries=3 -o Dpkg::Use-Pty=0"
+echo "cua-tui: update"
+$apt update
+echo "cua-tui: install"
+$apt install -y --no-install-recommends "$@"
+rm -rf /var/lib/apt/lists/*
+mkdir -p "$(dirname "$go")" && : > "$go"
+echo "cua-tui: done"
+"""
 MAX_EGRESS_PER_RUN = 20_000  # about 4 MB of audit log: past it, each reply's records are only counted
 CREATE_WAIT = 10.0  # seconds a stop waits for a create in flight, to stop the sandbox it makes (within the kill's 15)
 
@@ -67,15 +121,24 @@ class SandboxSettings:
 
     base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
-    image: str = DEFAULT_IMAGE
+    image: str | None = None  # None: the stock image, its packages installed at start
     cpu: str = "2"
     memory: str = "4Gi"
     max_lifetime_seconds: int = 1800
     placement: str = "serverless"
-    bootstrap: bool = False
     create_timeout: float = 180.0  # until the sandbox runs
-    start_timeout: float = 120.0  # until the desktop inside shows its page (longer with bootstrap)
+    start_timeout: float = 120.0  # until the desktop inside shows its page
+    install_timeout: float = 900.0  # the stock image's install at start
     step_timeout: float = 30.0  # one exec
+
+    @property
+    def installs(self) -> bool:
+        """No image configured: the stock image, with the desktop's packages installed at start."""
+        return not self.image
+
+    @property
+    def image_name(self) -> str:
+        return self.image or STOCK_IMAGE
 
     def client_options(self) -> dict[str, Any]:
         """The endpoint and the credentials, given explicitly to every client call."""
@@ -98,11 +161,11 @@ class SandboxSettings:
         """What run.json records of these settings (no credentials)."""
         return {
             "base_url": self.base_url,
-            "image": self.image,
+            "image": self.image_name,
+            "install_at_start": self.installs,
             "resources": {"cpu": self.cpu, "memory": self.memory},
             "max_lifetime_seconds": self.max_lifetime_seconds,
             "placement": self.placement,
-            "bootstrap": self.bootstrap,
         }
 
 
@@ -153,6 +216,14 @@ class CWSandboxDesktop(HelperDesktop):
     def socket_path(self) -> str:
         return f"{SOCKET_DIR}/{self.run_id}/helper.sock"
 
+    @property
+    def go_path(self) -> str:
+        return f"{SOCKET_DIR}/{self.run_id}.go"
+
+    @property
+    def ca_path(self) -> str:
+        return f"{HELPER_DIR}/{self.run_id}/ca.pem"
+
     def record(self) -> dict[str, Any]:
         """For run.json before the start: the sandbox's settings and the helper shipped into it."""
         return {
@@ -170,7 +241,7 @@ class CWSandboxDesktop(HelperDesktop):
             **self._isolation,
             "remote": "cwsandbox",
             "sandbox_id": self._sandbox_id,
-            "image": self.settings.image,
+            "image": self.settings.image_name,
             "helper_sha256": helper_sha256(),
             "sandbox_network": self._network_note(),
         }
@@ -194,6 +265,11 @@ class CWSandboxDesktop(HelperDesktop):
             self._check_stopping()
             self._sandbox.wait(timeout=self.settings.create_timeout)
             self._check_stopping()
+            if self.settings.installs:
+                self._install()
+            else:
+                self._probe()
+            self._check_stopping()
             wait = self.settings.start_timeout
             header, blobs = self._request({"op": "ready", "wait": wait}, timeout=wait + 30)
         except DesktopError:
@@ -212,9 +288,8 @@ class CWSandboxDesktop(HelperDesktop):
             "start_timeout": self.settings.start_timeout,
         }
         serve = ["python3", self.helper_path, "serve", json.dumps(spec)]
-        argv = serve
-        if self.settings.bootstrap:  # the tutorial's way: install the packages at start (minutes)
-            argv = ["sh", "-c", BOOTSTRAP + 'exec "$@"', "bootstrap", *serve]
+        # The helper starts once the probe (a configured image) or the install (the stock image) says so.
+        argv = ["sh", "-c", WAIT_THEN_SERVE, "cua-tui-wait", self.go_path, *serve]
         self._no_create.clear()  # before the stopping check: a stop either waits for this create or prevents it
         try:
             self._check_stopping()
@@ -227,12 +302,12 @@ class CWSandboxDesktop(HelperDesktop):
         try:
             sandbox = cwsandbox.Sandbox.run(
                 *argv,
-                container_image=options.image,
+                container_image=options.image_name,
                 resources={"cpu": options.cpu, "memory": options.memory},
                 max_lifetime_seconds=options.max_lifetime_seconds,
                 placement_mode=options.placement,
                 tags=self.tags,
-                mounted_files=[{"mount_path": self.helper_path, "file_content": helper_zipapp()}],
+                mounted_files=self._mounted_files(),
                 network=self._network(cwsandbox),
                 **options.client_options(),
             )
@@ -268,22 +343,105 @@ class CWSandboxDesktop(HelperDesktop):
                 self._adopt(sandbox, sandbox.sandbox_id)
                 self._stop_sandbox()
 
-    def _network(self, cwsandbox: Any) -> Any:
-        hosts = list(BOOTSTRAP_HOSTS) if self.settings.bootstrap else []
+    def _mounted_files(self) -> list[dict[str, Any]]:
+        files: list[dict[str, Any]] = [{"mount_path": self.helper_path, "file_content": helper_zipapp()}]
+        if self.settings.installs:  # the stock image has no CA certificates: apt checks its mirror with ours
+            files.append({"mount_path": self.ca_path, "file_content": ca_bundle()})
+        return files
+
+    def _hosts(self) -> list[str]:
+        hosts = list(INSTALL_HOSTS) if self.settings.installs else []
         if self.url:
             host = urlsplit(self.url).hostname
-            if host and host not in ("localhost", "127.0.0.1", "::1"):
+            if host and host not in ("localhost", "127.0.0.1", "::1") and host not in hosts:
                 hosts.append(host)
+        return hosts
+
+    def _network(self, cwsandbox: Any) -> Any:
+        hosts = self._hosts()
         if not hosts:
             return cwsandbox.NetworkOptions(deny_egress=True)
         return cwsandbox.NetworkOptions(egress=[cwsandbox.EgressRule(dns_name=h) for h in hosts])
 
     def _network_note(self) -> str:
-        if self.url:
-            return f"egress to {urlsplit(self.url).hostname} only" + (
-                " (and the package mirrors)" if self.settings.bootstrap else ""
+        hosts = self._hosts()
+        if not hosts:
+            return "egress denied"
+        note = "egress to " + ", ".join(hosts) + " only (HTTPS)"
+        if self.settings.installs:
+            note += f"; {', '.join(INSTALL_HOSTS)} is for the install at start and stays for the sandbox's life"
+        return note
+
+    # ------------------------------------------------------------------------------------------------
+    # Before the helper: probe a configured image, or install on the stock one
+    # ------------------------------------------------------------------------------------------------
+    def _probe(self) -> None:
+        """One exec: does the configured image have what the desktop needs? Then the helper may start."""
+        image = self.settings.image_name
+        code, out, err = self._run_script(PROBE, [self.go_path], timeout=60, what="probing the image")
+        if code == 0 and out.strip() == "ok":
+            return
+        said = out.strip().removeprefix("missing:").split() if out.startswith("missing:") else []
+        missing = [name for name in PROBED if name in said]  # the sandbox's words, kept to names we know
+        if missing:
+            raise DesktopError(f"cwsandbox: the image {image} lacks {', '.join(missing)}: {BUILD_HINT}", fatal=True)
+        detail = one_line(err.strip().splitlines()[-1] if err.strip() else f"status {code}", 200)
+        raise DesktopError(f"cwsandbox: probing the image {image} failed: {detail}; {BUILD_HINT}", fatal=True)
+
+    def _install(self) -> None:
+        """The tutorial's way on the stock image: the desktop's packages installed with apt, its progress
+        told as notes in words of ours (apt's own lines are the sandbox's words: counted, never shown)."""
+        self._note(f"installing the desktop's packages in the sandbox ({STOCK_IMAGE}, apt over HTTPS)")
+        progress = InstallProgress(self._note)
+        code, _out, err = self._run_script(
+            INSTALL,
+            [self.ca_path, self.go_path, *INSTALL_PACKAGES],
+            timeout=self.settings.install_timeout,
+            what="installing the desktop's packages",
+            on_line=progress.line,
+        )
+        if code != 0 or not progress.finished:
+            last = err.strip().splitlines()[-1] if err.strip() else f"status {code}"
+            raise DesktopError(
+                one_line(
+                    f"cwsandbox: installing the desktop's packages in {STOCK_IMAGE} failed during "
+                    f"{progress.stage}: {truncate(one_line(last), 200)}; or {BUILD_HINT}"
+                ),
+                fatal=True,
             )
-        return "egress to the package mirrors only (bootstrap)" if self.settings.bootstrap else "egress denied"
+        self._note(f"installed the desktop's packages in {progress.elapsed():.0f} s")
+
+    def _note(self, message: str) -> None:
+        if self._sink is not None:
+            self._sink(ev.Note(message))
+
+    def _run_script(
+        self,
+        script: str,
+        args: list[str],
+        *,
+        timeout: float,
+        what: str,
+        on_line: Callable[[str], None] | None = None,
+    ) -> tuple[int, str, str]:
+        """One exec of a shell script, its output read as it streams (bounded: cut off past its cap)."""
+        self._check_stopping()
+        try:
+            with self._lock:
+                if self._stopping.is_set():
+                    raise DesktopError("the desktop was stopped", fatal=True)
+                process = self._process = self._sandbox.exec(
+                    ["sh", "-c", script, "cua-tui", *args], timeout_seconds=timeout
+                )
+            code, out, err = _consume_lines(process, timeout, on_line)
+        except DesktopError:
+            raise
+        except Exception as exc:
+            raise self._error(what, exc) from None
+        finally:
+            self._process = None
+        self._check_stopping()
+        return code, out, err
 
     # ------------------------------------------------------------------------------------------------
     # One exec per request
@@ -385,8 +543,8 @@ class CWSandboxDesktop(HelperDesktop):
     def release_all(self) -> None:
         """Release held input, unless a stop is under way (the sandbox goes, input with it) or an exec
         is in flight (it is being cancelled)."""
-        if self._stopping.is_set() or self._process is not None or self._sandbox is None:
-            return
+        if self._stopping.is_set() or self._process is not None or self._sandbox is None or not self._isolation:
+            return  # (no ``ready`` reply yet: the helper never took input, and may not be running at all)
         try:
             self._request({"op": "release"}, timeout=5)
         except DesktopError:
@@ -508,3 +666,135 @@ def stop_sandbox(settings: SandboxSettings, sandbox_id: str) -> None:
 
     cwsandbox.disable_signal_handlers()
     cwsandbox.Sandbox.delete(sandbox_id, missing_ok=True, **settings.auth_options()).result(timeout=90)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The start's scripts: their output, their progress, the CA bundle the install checks its mirror with
+# ---------------------------------------------------------------------------------------------------
+LINE_CAP = 64 * 1024  # a longer "line" is cut into pieces of this size
+TAIL_CAP = 64 * 1024  # what is kept of a script's stdout and stderr: their ends, where the reasons are
+NOTE_EVERY = 10.0  # seconds between two progress notes of an install
+
+
+def _consume_lines(process: Any, timeout: float, on_line: Callable[[str], None] | None) -> tuple[int, str, str]:
+    """A script's stdout line by line as it streams, and its stderr on a thread, each kept to its last
+    ``TAIL_CAP`` characters; the exec is cancelled past ``INSTALL_OUTPUT_CAP`` in all. Returns the exit
+    status and the two tails."""
+    out, err = _Tail(TAIL_CAP), _Tail(TAIL_CAP)
+    total = [0]
+    cut: list[str] = []
+
+    def count(text: str) -> bool:
+        total[0] += len(text)
+        if total[0] > INSTALL_OUTPUT_CAP and not cut:
+            cut.append(f"the sandbox's script wrote more than {INSTALL_OUTPUT_CAP // (1024 * 1024)} MiB")
+            with contextlib.suppress(Exception):
+                process.cancel()
+        return not cut
+
+    def drain_stderr() -> None:
+        with contextlib.suppress(Exception):  # the stream's own failure reaches ``result()`` below
+            for text in process.stderr:
+                err.add(text)
+                if not count(text):
+                    return
+
+    reader = threading.Thread(target=drain_stderr, name="cwsandbox-script-stderr", daemon=True)
+    reader.start()
+    partial = ""
+    try:
+        for text in process.stdout:
+            out.add(text)
+            if not count(text):
+                break
+            partial += text
+            while "\n" in partial or len(partial) > LINE_CAP:
+                line, newline, rest = partial.partition("\n")
+                if not newline:
+                    line, rest = partial[:LINE_CAP], partial[LINE_CAP:]
+                partial = rest
+                if on_line is not None:
+                    on_line(line.rstrip("\r"))
+    finally:
+        reader.join(5)
+    if cut:
+        raise DesktopError(one_line(cut[0]), fatal=True)
+    if partial and on_line is not None:
+        on_line(partial)
+    result = process.result(timeout=timeout + 5)
+    return result.returncode, out.text(), err.text()
+
+
+class _Tail:
+    """The last ``cap`` characters of a stream."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.data = ""
+
+    def add(self, text: str) -> None:
+        self.data = (self.data + text)[-self.cap :]
+
+    def text(self) -> str:
+        return self.data
+
+
+class InstallProgress:
+    """An install's progress read from its output, told in words of ours (apt's lines are the sandbox's:
+    only counted), a note at each stage and at most every ``NOTE_EVERY`` seconds between."""
+
+    def __init__(self, note: Callable[[str], None], clock: Callable[[], float] = time.monotonic) -> None:
+        self.note = note
+        self.clock = clock
+        self.started = self.last = clock()
+        self.stage = "the start"
+        self.fetched = self.set_up = 0
+        self.finished = False
+
+    def elapsed(self) -> float:
+        return self.clock() - self.started
+
+    def line(self, text: str) -> None:
+        if text == "cua-tui: update":
+            self.stage = "apt-get update"
+            self.note(f"installing: apt-get update (the package lists, from {', '.join(INSTALL_HOSTS)})")
+        elif text == "cua-tui: install":
+            self.stage = "apt-get install"
+            self.note(f"installing: apt-get install ({len(INSTALL_PACKAGES)} packages and what they need)")
+        elif text == "cua-tui: done":
+            self.finished = True
+        elif text.startswith("Get:"):
+            self.fetched += 1
+        elif text.startswith("Setting up "):
+            self.set_up += 1
+        now = self.clock()
+        if self.stage == "apt-get install" and not self.finished and now - self.last >= NOTE_EVERY:
+            self.last = now
+            self.note(
+                f"installing: {self.fetched} downloads, {self.set_up} packages set up ({now - self.started:.0f} s)"
+            )
+
+
+CA_PLACES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem")
+CA_CAP = 4 * 1024 * 1024
+
+
+@functools.cache
+def ca_bundle() -> bytes:
+    """This machine's CA certificates (PEM), for the stock image's apt to check its mirror over HTTPS."""
+    found = ssl.get_default_verify_paths()
+    for place in (found.cafile, found.openssl_cafile, *CA_PLACES):
+        if not place:
+            continue
+        try:
+            with open(place, "rb") as fh:
+                data = fh.read(CA_CAP + 1)
+        except OSError:
+            continue
+        if len(data) <= CA_CAP and b"-----BEGIN CERTIFICATE-----" in data:
+            return data
+    raise DesktopError(
+        "cwsandbox: no CA certificate bundle on this machine for the sandbox's install to check "
+        f"{', '.join(INSTALL_HOSTS)} with (install ca-certificates), or {BUILD_HINT}",
+        fatal=True,
+    )

@@ -1,13 +1,15 @@
 """The helper zipapp: the project's own desktop code, packed for a remote sandbox (``helper.py``).
 
-It holds exactly the modules the helper imports (checked by a test that runs it), with fixed timestamps so
-the same sources give the same bytes and the same SHA-256 (recorded in run.json).
+It holds exactly the modules the helper imports (checked by a test that runs it) and ``mss``, which Debian
+bookworm does not package, with fixed timestamps so the same sources give the same bytes and the same
+SHA-256 (recorded in run.json).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import io
 import zipfile
 from pathlib import Path
@@ -54,8 +56,26 @@ sys.exit(main(sys.argv[1:], get_lab))
 _EPOCH = (2020, 1, 1, 0, 0, 0)
 
 
-def _files() -> list[tuple[str, Path]]:
+# Pure-Python packages the helper needs that Debian bookworm does not package: copied from this environment
+# (the locked version) into the zipapp's root, so a sandbox needs no package index.
+VENDORED = ("mss",)
+
+
+def _vendored() -> list[tuple[str, Path]]:
     out = []
+    for name in VENDORED:
+        spec = importlib.util.find_spec(name)
+        if spec is None or not spec.submodule_search_locations:
+            raise RuntimeError(f"the helper zipapp needs the {name!r} package in this environment")
+        root = Path(next(iter(spec.submodule_search_locations)))
+        for path in sorted(root.rglob("*.py")):
+            if "__pycache__" not in path.parts:
+                out.append((f"{name}/{path.relative_to(root).as_posix()}", path))
+    return out
+
+
+def _files() -> list[tuple[str, Path]]:
+    out = _vendored()
     for entry in SHIPPED:
         if entry.endswith("/"):
             for path in sorted((PACKAGE / entry).rglob("*")):
