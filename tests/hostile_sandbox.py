@@ -27,7 +27,7 @@ import grpc
 from cwsandbox._proto import sandbox_pb2 as pb
 from PIL import Image
 
-from cua_tui.desktops.cwsandbox import INSTALL, PROBE, RUN_TAG_PREFIX
+from cua_tui.desktops.cwsandbox import INSTALL, PROBE, RUN_TAG_PREFIX, helper_request
 from cua_tui.desktops.cwsandbox_local import STDERR, STDOUT, LocalService, SandboxService
 from cua_tui.desktops.helper import encode_reply
 
@@ -193,14 +193,10 @@ class HostileService(SandboxService):
 
 def _op(argv: list[str]) -> str:
     """The helper request an exec carries, or ``probe`` / ``install`` for the start's scripts."""
-    if argv[:2] == ["sh", "-c"] and len(argv) > 2:
-        return "probe" if argv[2] == PROBE else "install" if argv[2] == INSTALL else ""
-    if "call" in argv:
-        try:
-            return str(json.loads(argv[argv.index("call") + 2]).get("op", ""))
-        except (IndexError, ValueError, AttributeError):
-            return ""
-    return ""
+    if argv[:2] == ["sh", "-c"] and len(argv) > 2 and argv[2] in (PROBE, INSTALL):
+        return "probe" if argv[2] == PROBE else "install"
+    request = helper_request(argv)
+    return str(request.get("op", "")) if request is not None else ""
 
 
 def _frames(stream: int, data: bytes) -> Iterator[tuple[int, bytes]]:

@@ -175,11 +175,18 @@ def test_quick_cwsandbox_benchmark_counts_one_request_per_step_against_four(tmp_
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=170,
+        timeout=300,
         env={**os.environ, "GRPC_VERBOSITY": "ERROR"},
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    cw = json.loads(out.read_text(encoding="utf-8"))["cwsandbox"]
-    assert cw["ours_requests"] == 1.0 and cw["tutorial_requests"] == 4.0
-    assert cw["requests_ratio"] == 4.0 and _positive(cw["latency_ratio"])
-    assert _positive(cw["ours_ms"]) and _positive(cw["tutorial_ms"]) and cw["ours_png_kb"] > 5
+    result = json.loads(out.read_text(encoding="utf-8"))["cwsandbox"]
+    assert [d["delay_ms"] for d in result["delays"]] == [0, 30]
+    for cw in result["delays"]:
+        assert cw["ours_requests"] == 1.0 and cw["tutorial_requests"] == 4.0
+        assert cw["requests_ratio"] == 4.0 and _positive(cw["latency_ratio"])
+        assert _positive(cw["ours_ms"]) and _positive(cw["tutorial_ms"]) and cw["ours_png_kb"] > 5
+        assert all(_positive(cw["parts_ms"][k]) for k in ("round_trip", "input", "settle", "encode"))
+        assert cw["exec_paths"] == ["direct"]  # the path a real run takes
+    zero, far = result["delays"]
+    # an injected 30 ms each way costs our one request about 60 ms and the tutorial's four about 240
+    assert far["ours_ms"] - zero["ours_ms"] > 50 and far["tutorial_ms"] - zero["tutorial_ms"] > 200

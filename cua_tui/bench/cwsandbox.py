@@ -56,9 +56,17 @@ def _tutorial_step(sandbox: Any, x: int, y: int, shot: str) -> bytes:
     return png
 
 
+DELAYS_MS = (0, 30)  # one way, injected by the service: none, and a CoreWeave region away from the controller
+PARTS = ("input", "settle", "encode")
+
+
 def run(tmp: Path, samples: int) -> dict[str, Any]:
-    """``samples`` clicks on each side, interleaved; requests and milliseconds per step."""
-    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")  # read when gRPC loads (see desktops/cwsandbox)
+    """``samples`` clicks on each side, interleaved, at each injected delay: requests and milliseconds per
+    step, and our step broken down (the helper's own measures of its parts; the rest is the round trip)."""
+    return {"samples": samples, "delays": [_at_delay(tmp / f"d{d}", samples, d) for d in DELAYS_MS]}
+
+
+def _at_delay(tmp: Path, samples: int, delay_ms: int) -> dict[str, Any]:
     import cwsandbox
 
     from ..core.actions import Action, Kind
@@ -69,18 +77,19 @@ def run(tmp: Path, samples: int) -> dict[str, Any]:
 
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     cwsandbox.disable_signal_handlers()
-    with LocalService(tmp / "cw-service") as service:
+    with LocalService(tmp / "cw-service", delay=delay_ms / 1000) as service:
         settings = SandboxSettings(base_url=service.base_url, api_key=KEY, image=HOST_IMAGE)
         ours = CWSandboxDesktop(Size(1024, 720), settings, lab="form")
         ours.bind_run(RunDir.create(tmp / "cw-runs"))
         ours.bind_events(lambda event: None)
-        log("cwsandbox: starting our desktop in a sandbox of the local service (zipapp helper, form lab)")
+        log(f"cwsandbox: {delay_ms} ms each way: starting our desktop in a sandbox of the local service")
         ours.start()
         theirs = _tutorial_sandbox(settings, 170 + random.randrange(60))
         shot = str(tmp / "cw-service" / "tutorial-shot.png")
         times: dict[str, list[float]] = {"ours": [], "tutorial": []}
         requests: dict[str, list[int]] = {"ours": [], "tutorial": []}
         sizes: dict[str, list[int]] = {"ours": [], "tutorial": []}
+        parts: dict[str, list[float]] = {name: [] for name in (*PARTS, "helper")}
         log(f"cwsandbox: {samples} clicks each, ours and the tutorial's interleaved")
         try:
             for i in range(samples + 1):  # the first pair warms up
@@ -100,34 +109,50 @@ def run(tmp: Path, samples: int) -> dict[str, Any]:
                     requests["tutorial"].append(after - middle)
                     sizes["ours"].append(len(result.frame.png))
                     sizes["tutorial"].append(len(png))
+                    for name in parts:
+                        parts[name].append(ours.timing.get(name, float("nan")))
+            paths = sorted(set(service.service.paths()))
         finally:
             ours.stop()
             theirs.stop(missing_ok=True).result()
     med = {side: statistics.median(values) for side, values in times.items()}
+    part_ms = {name: statistics.median(values) for name, values in parts.items()}
     return {
-        "samples": samples,
+        "delay_ms": delay_ms,
         "ours_ms": med["ours"],
         "tutorial_ms": med["tutorial"],
+        "parts_ms": {**{n: part_ms[n] for n in PARTS}, "round_trip": med["ours"] - part_ms["helper"]},
         "ours_requests": statistics.mean(requests["ours"]),
         "tutorial_requests": statistics.mean(requests["tutorial"]),
         "ours_png_kb": statistics.median(sizes["ours"]) / 1024,
         "tutorial_png_kb": statistics.median(sizes["tutorial"]) / 1024,
         "latency_ratio": med["tutorial"] / med["ours"],
         "requests_ratio": statistics.mean(requests["tutorial"]) / statistics.mean(requests["ours"]),
+        "exec_paths": paths,
     }
 
 
 def report(r: dict[str, Any]) -> list[str]:
     """The suite's lines for the benchmark report."""
-    return [
+    lines = [
         f"CoreWeave sandboxes: one click + the screenshot after it, {r['samples']} samples each, interleaved "
-        "(real cwsandbox client, local service)",
+        "(real cwsandbox client, local service, a delay injected each way)",
         "-" * 110,
         f"{'way':<58}{'requests/step':>15}{'median':>12}{'PNG':>10}{'ratio':>12}",
-        f"{'ours: one exec, the resident helper answers header + PNG':<58}{r['ours_requests']:>15.2f}"
-        f"{r['ours_ms']:>10.1f}ms{r['ours_png_kb']:>8.0f}kB",
-        f"{'the tutorial: xdotool exec, scrot exec, read_file, rm exec':<58}{r['tutorial_requests']:>15.2f}"
-        f"{r['tutorial_ms']:>10.1f}ms{r['tutorial_png_kb']:>8.0f}kB",
-        f"{'ratio (tutorial / ours)':<58}{r['requests_ratio']:>14.2f}x{'':>12}{'':>10}{r['latency_ratio']:>11.2f}x",
-        "-" * 110,
     ]
+    for d in r["delays"]:
+        parts = d["parts_ms"]
+        lines += [
+            f"delay {d['delay_ms']} ms each way; execs took the {' and '.join(d['exec_paths'])} path",
+            f"{'  ours: one exec, the resident helper answers header + PNG':<58}{d['ours_requests']:>15.2f}"
+            f"{d['ours_ms']:>10.1f}ms{d['ours_png_kb']:>8.0f}kB",
+            f"{'    round trip, exec start, transfer':<58}{'':>15}{parts['round_trip']:>10.1f}ms",
+            f"{'    input (the click, in the helper)':<58}{'':>15}{parts['input']:>10.1f}ms",
+            f"{'    settle and screenshot (waiting for the page)':<58}{'':>15}{parts['settle']:>10.1f}ms",
+            f"{'    encode (PNG)':<58}{'':>15}{parts['encode']:>10.1f}ms",
+            f"{'  the tutorial: xdotool exec, scrot exec, read_file, rm exec':<58}{d['tutorial_requests']:>15.2f}"
+            f"{d['tutorial_ms']:>10.1f}ms{d['tutorial_png_kb']:>8.0f}kB",
+            f"{'  ratio (tutorial / ours)':<58}{d['requests_ratio']:>14.2f}x{'':>12}{'':>10}"
+            f"{d['latency_ratio']:>11.2f}x",
+        ]
+    return [*lines, "-" * 110]

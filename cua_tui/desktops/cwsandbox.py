@@ -62,6 +62,9 @@ BUILD_HINT = (
     "build the desktop image (docker build -t REGISTRY/cua-tui-desktop docker/desktop), push it and set cwsandbox_image"
 )
 INSTALL_OUTPUT_CAP = 16 * 1024 * 1024  # an install's output, counted as it streams (apt writes about 200 KB)
+# A step's exec: the request to the resident helper's socket, its (armored) reply to stdout. -t: how long
+# socat waits for the reply once the request is sent (its default, 0.5 s, is shorter than a settle can be).
+RELAY = 'printf "%s\\n" "$1" | exec socat -t 120 - UNIX-CONNECT:"$2"'
 # The sandbox's command waits for this file before it starts the helper: the probe or the install makes it.
 WAIT_THEN_SERVE = 'while [ ! -e "$1" ]; do sleep 0.05; done; shift; exec "$@"'
 # One exec at start for a configured image: is everything the desktop needs there?
@@ -113,6 +116,21 @@ CREATE_WAIT = 10.0  # seconds a stop waits for a create in flight, to stop the s
 
 def run_tag(run_id: str) -> str:
     return RUN_TAG_PREFIX + run_id
+
+
+def helper_request(argv: list[str]) -> dict[str, Any] | None:
+    """The helper request an exec of this backend carries (a step's relay or ``helper_call``'s ``call``), for
+    the services that count them; None for any other exec."""
+    raw: str | None = None
+    if argv[:3] == ["sh", "-c", RELAY] and len(argv) > 4:
+        raw = argv[4]
+    elif "call" in argv and argv.index("call") + 2 < len(argv):
+        raw = argv[argv.index("call") + 2]
+    try:
+        request = json.loads(raw) if raw is not None else None
+    except ValueError:
+        return None
+    return request if isinstance(request, dict) else None
 
 
 @dataclass(frozen=True)
@@ -447,9 +465,15 @@ class CWSandboxDesktop(HelperDesktop):
     # One exec per request
     # ------------------------------------------------------------------------------------------------
     def _request(self, request: dict[str, Any], *, timeout: float) -> tuple[dict[str, Any], Blobs]:
-        """One exec: the request in argv (stdin would cost a round trip more), the reply streamed from stdout."""
+        """One exec: the request in argv (stdin would cost a round trip more), the reply streamed from stdout.
+        A step's exec is socat relaying to the resident helper, which armors its reply itself (a Python
+        start per step cost more than the rest of the exec); ``ready``, which waits for the helper to come
+        up, goes through ``helper_call.py``."""
         self._check_stopping()
-        argv = ["python3", "-S", self.helper_path, "call", self.socket_path, json.dumps(request), "20", "base64"]
+        if request.get("op") == "ready":
+            argv = ["python3", "-S", self.helper_path, "call", self.socket_path, json.dumps(request), "20", "base64"]
+        else:
+            argv = ["sh", "-c", RELAY, "cua-tui", json.dumps({**request, "armor": True}), self.socket_path]
         try:
             with self._lock:
                 if self._stopping.is_set():

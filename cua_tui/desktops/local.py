@@ -527,6 +527,11 @@ class LocalDesktop:
     def perform_checked(self, action: Action, check: ScreenCheck | None) -> StepResult:
         return self._session().perform_checked(action, check)
 
+    @property
+    def timing(self) -> dict[str, float]:
+        """The last action's parts in ms (input, settle, encode), for the benchmarks."""
+        return dict(self._x11.timing) if self._x11 is not None else {}
+
     def capture_region(self, region: tuple[int, int, int, int]) -> Frame:
         session = self._session()
         return session.encode(session.grab_raw(region))

@@ -92,6 +92,7 @@ class HelperDesktop:
         self._sink: Callable[[ev.Event], None] | None = None
         self._stopping = threading.Event()
         self.reply_cap = reply_cap(size)
+        self.timing: dict[str, float] = {}  # the last step's parts as the helper measured them (benchmarks)
 
     def bind_run(self, rundir: Any) -> None:
         """The run directory (sandbox-id.txt goes there) and its id (the sandbox's tag or label)."""
@@ -179,6 +180,7 @@ class HelperDesktop:
         if check is not None:
             request["check"] = check.to_wire()
         header, blobs = self._request(request, timeout=self.step_timeout)
+        self.timing = _timing(header.get("timing"))
         stale = header.get("stale", False)
         if not isinstance(stale, bool):
             raise DesktopError("the sandbox sent a malformed reply: its stale flag is not true or false", fatal=True)
@@ -201,6 +203,17 @@ class HelperDesktop:
         _only(blobs, {"screen"}, "region capture")
         x0, y0, x1, y1 = region
         return self._frame(blobs, Size(x1 - x0, y1 - y0))
+
+
+def _timing(data: Any) -> dict[str, float]:
+    """A reply's timing, as the sandbox claims it: a few known numbers, nothing else kept."""
+    if not isinstance(data, dict):
+        return {}
+    return {
+        k: float(v)
+        for k in ("input", "settle", "encode", "helper")
+        if isinstance(v := data.get(k), (int, float)) and not isinstance(v, bool) and 0 <= v < 1e7
+    }
 
 
 def _only(blobs: Blobs, names: set[str], what: str) -> None:

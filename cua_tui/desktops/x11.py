@@ -194,6 +194,8 @@ class X11Session:
         self._lent: dict[int, int] = {}
         self._lent_used: dict[int, float] = {}
         self._encode_cost = 0.01  # seconds, a running estimate: when to start encoding while settling
+        self.timing: dict[str, float] = {}  # the last action's parts, in ms (input, settle, encode): benchmarks
+        self._encoded_ms = 0.0
         # typed text paints in pieces, a click's effect at once: each kind of input has its own waits
         self.key_timing = PaintTiming()
         self.pointer_timing = PaintTiming()
@@ -230,6 +232,13 @@ class X11Session:
             raise DesktopError(f"screen capture failed: {exc}", fatal=True) from None
 
     def encode(self, shot: mss.screenshot.ScreenShot) -> Frame:
+        started = time.perf_counter()
+        try:
+            return self._encode(shot)
+        finally:
+            self._encoded_ms += (time.perf_counter() - started) * 1000
+
+    def _encode(self, shot: mss.screenshot.ScreenShot) -> Frame:
         # BGRX -> RGB in Pillow's C unpacker: the same bytes as ``shot.rgb``, in about half the time
         # bytes(): Debian's Pillow 9 (the sandbox image's) decodes only immutable buffers; the copy is ~0.3 ms
         rgb = Image.frombuffer("RGB", shot.size, bytes(shot.raw), "raw", "BGRX", 0, 1).tobytes()
@@ -504,6 +513,7 @@ class X11Session:
     def perform(self, action: Action) -> StepResult:
         output: str | None = None
         image: Frame | None = None
+        started = time.perf_counter()
         self._late_paint()
         self.press_modifiers(action.hold, True)
         try:
@@ -549,6 +559,8 @@ class X11Session:
         finally:
             if action.hold and not self._stopped.is_set():
                 self.press_modifiers(action.hold, False)
+        inputs = time.perf_counter()
+        self._encoded_ms = 0.0  # a zoom's picture is the action's own work, not the screenshot's
         if action.kind in (Kind.WAIT, Kind.SCREENSHOT, Kind.CURSOR_POSITION, Kind.ZOOM):
             frame = self.screenshot()
         elif action.kind in KEYBOARD_KINDS:
@@ -557,6 +569,13 @@ class X11Session:
         else:
             self.sync()
             frame = self.settled_screenshot()
+        done = time.perf_counter()
+        encoded, self._encoded_ms = self._encoded_ms, 0.0
+        self.timing = {
+            "input": (inputs - started) * 1000,
+            "settle": max(0.0, (done - inputs) * 1000 - encoded),
+            "encode": encoded,
+        }
         return StepResult(frame, output=output, image=image)
 
 
