@@ -7,8 +7,10 @@ plain modules, the local desktop, the labs and the egress proxy) and what the sa
 
 - ``serve SPEC_JSON``: starts the local desktop (``LocalDesktop``: Xvfb, openbox, Chromium as an
   unprivileged uid, the lab or URL, the allow-list proxy) in bubblewrap when bubblewrap works here, else
-  without it (the sandbox itself is then the only boundary, and ``isolation`` says so), and answers
-  requests on a Unix socket only root can reach.
+  without it (the sandbox itself is then the only boundary, and ``isolation`` says so); Chromium likewise
+  with its own sandbox when it can make its namespaces here, else without it (``probe_browser_sandbox``: a
+  container under Docker's default seccomp profile refuses them), and answers requests on a Unix socket
+  only root can reach. ``isolation`` also names the python the helper runs on (the sandbox image's).
   The Docker backend's spec (``egress_socket``, ``"bubblewrap": "off"``, ``"browser_sandbox": false``, no
   lab) runs the same desktop as the container's one unprivileged user: the lab and the proxy stay in the
   controller, reached through the mounted socket; the container is the boundary (``docker.py``).
@@ -28,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import platform
 import queue
 import shutil
 import signal
@@ -147,6 +150,56 @@ def probe_bubblewrap(timeout: float = 10.0) -> tuple[bool, str]:
     return True, "bubblewrap works"
 
 
+CHROME_SANDBOX = "/usr/lib/chromium/chrome-sandbox"  # Debian's setuid helper (package chromium-sandbox)
+NOBODY = 65534
+
+
+def probe_browser_sandbox(timeout: float = 10.0) -> tuple[bool, str]:
+    """Whether Chromium's own sandbox can start here, here and now. Chromium uses its namespace sandbox when
+    its unprivileged user may make user, PID and network namespaces, else its setuid helper, which makes PID
+    and network namespaces as root. A container under Docker's default seccomp profile (no CAP_SYS_ADMIN)
+    refuses both, and Chromium then dies at start (SIGTRAP, "Failed to move to new namespace"): there it
+    runs without its sandbox (``--no-sandbox``), the sandbox being its boundary, and ``isolation`` says so."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return True, "not probed (no unshare in the sandbox)"
+    root = os.getuid() == 0
+    user = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--inh-caps=-all", "--"]
+    works, why = _runs([*(user if root else []), unshare, "--user", "--pid", "--net", "--fork", "true"], timeout)
+    if works:
+        return True, "Chromium's namespace sandbox works"
+    setuid = root and _setuid_root(CHROME_SANDBOX) and not _no_new_privileges()
+    if setuid and _runs([unshare, "--pid", "--net", "--fork", "true"], timeout)[0]:
+        return True, "Chromium's setuid sandbox works"
+    return False, f"Chromium's sandbox cannot make namespaces here: {why}"
+
+
+def _runs(argv: list[str], timeout: float) -> tuple[bool, str]:
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, str(exc)
+    reason = done.stderr.decode("utf-8", "replace").strip().splitlines()
+    return done.returncode == 0, reason[-1] if reason else f"status {done.returncode}"
+
+
+def _setuid_root(path: str) -> bool:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return False
+    return info.st_uid == 0 and bool(info.st_mode & 0o4000)
+
+
+def _no_new_privileges() -> bool:
+    """Whether this process may not gain privileges (setuid then does nothing)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("NoNewPrivs:"):
+                return line.split()[1] != "0"
+    return False
+
+
 class Resident:
     """The local desktop inside the sandbox and the requests it answers, one reply per request."""
 
@@ -157,6 +210,10 @@ class Resident:
         wanted = spec.get("bubblewrap", "auto")
         works, why = probe_bubblewrap() if wanted != "off" else (False, "bubblewrap turned off for this run")
         self.bubblewrap_note = why
+        browser = spec.get("browser_sandbox", "auto")  # the Docker backend's spec turns it off
+        sandboxed, self.browser_sandbox_note = (
+            probe_browser_sandbox() if browser == "auto" else (browser is not False, "as the run's spec says")
+        )
         lab = get_lab(spec["lab"]) if spec.get("lab") else None
         self.desktop = LocalDesktop(
             self.size,
@@ -166,7 +223,7 @@ class Resident:
             bubblewrap=works,
             start_timeout=float(spec.get("start_timeout", 30.0)),
             egress_socket=spec.get("egress_socket"),
-            browser_sandbox=spec.get("browser_sandbox", True) is not False,
+            browser_sandbox=sandboxed,
         )
         self._started = threading.Event()
         self._start_error: str | None = None
@@ -189,6 +246,10 @@ class Resident:
         info["bubblewrap"] = self.desktop.bubblewrap
         if not self.desktop.bubblewrap:
             info["bubblewrap_note"] = self.bubblewrap_note
+        info["browser_sandbox"] = self.desktop.browser_sandbox
+        if not self.desktop.browser_sandbox:
+            info["browser_sandbox_note"] = self.browser_sandbox_note
+        info["helper_python"] = f"{platform.python_version()} ({sys.executable})"  # the sandbox's own python3
         return info
 
     def _egress(self) -> list[dict[str, Any]]:
