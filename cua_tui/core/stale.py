@@ -35,6 +35,7 @@ class ScreenCheck:
     reference: bytes
     pixel_threshold: int = 48
     changed_fraction: float = 0.04
+    seen: str = ""  # the SHA-256 of the screenshot the reference was cut from (not sent: the controller's)
 
     def changed(self, region: Image.Image) -> bool:
         """Whether ``region`` (the same box, captured now) differs from the reference beyond the tolerances."""
@@ -49,6 +50,8 @@ class ScreenCheck:
 
     def changed_on(self, frame: Frame) -> bool:
         """The same question, asked of a whole screenshot."""
+        if self.seen and frame.sha256 == self.seen:
+            return False  # the very screen the model saw
         with Image.open(io.BytesIO(frame.png)) as img:
             if self.box[2] > img.width or self.box[3] > img.height:
                 return True
@@ -117,7 +120,7 @@ class StaleGuard:
             crop = img.convert("RGB").crop(box)
         out = io.BytesIO()
         crop.save(out, format="PNG", compress_level=1)
-        return ScreenCheck(box, out.getvalue(), self.pixel_threshold, self.changed_fraction)
+        return ScreenCheck(box, out.getvalue(), self.pixel_threshold, self.changed_fraction, before.sha256)
 
     def changed(self, before: Frame, after: Frame, point: tuple[int, int]) -> bool:
         if before.sha256 == after.sha256:
