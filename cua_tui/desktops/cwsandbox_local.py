@@ -6,19 +6,21 @@ is a test double of the service, never a sandbox.
 
 Built on the package's own generated stubs (``SandboxServiceServicer``), it implements the RPCs the client
 uses: CreateSandbox, GetSandbox (polled until RUNNING), ListSandboxes (by tag), DeleteSandbox, StreamExec
-(init, ready, output frames, exit frame), ReadFile, WriteFile; ConnectSandbox is answered UNIMPLEMENTED,
-which makes the client use the gateway, as it does against a service without direct connect.
+(init, ready, output frames, exit frame), ReadFile, WriteFile, and ConnectSandbox: a client certificate for
+the sandbox's direct data plane (``cwsandbox_direct.py``, mTLS on a port of its own), which the client then
+uses for execs and files, as a real run does. ``LocalService(..., direct=False)`` answers ConnectSandbox
+UNIMPLEMENTED instead, and the client falls back to the gateway (the RPCs above on this service).
 
 A sandbox is the container's command run as a local process group (its mounted files written at their
 paths first, its environment variables set, ``PATH`` the server's), and an exec is a local process with
 the sandbox's environment. Stopping a sandbox ends its group and every process descended from it, as a
-container runtime does. Every request is counted (``requests``); ``inject`` makes faults.
+container runtime does. Every request is counted (``requests``, each with the ``path`` it came by:
+``gateway`` or ``direct``); ``inject`` makes faults, on either path alike.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import queue
 import secrets
@@ -30,15 +32,41 @@ import time
 from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-import grpc
+import grpc  # type: ignore[import-untyped]
 from cwsandbox._proto import sandbox_pb2 as pb
 from cwsandbox._proto import sandbox_pb2_grpc as pb_grpc
 
+from .cwsandbox import STOCK_IMAGE, helper_request
+from .cwsandbox_direct import Admit, DirectDataPlane
+
 STATE = pb.State
+# The image a run names for this mode's sandboxes: this host's own programs (the helper runs with the test's
+# Python, Xvfb and Chromium). The probe at start checks them as it checks any image.
+HOST_IMAGE = "cua-tui-host"
 STDOUT = pb.ExecStreamOutput.Stream.STREAM_STDOUT
 STDERR = pb.ExecStreamOutput.Stream.STREAM_STDERR
+DataPath = Literal["gateway", "direct"]
+
+
+class Request(tuple[str, str, str]):
+    """One request as recorded: ``(rpc, sandbox id, helper op)``, the tuple the callers unpack, and ``path``:
+    ``gateway`` (an RPC of this service) or ``direct`` (the sandbox's data plane, over mTLS)."""
+
+    path: DataPath
+
+    def __new__(cls, rpc: str, sandbox_id: str = "", op: str = "", path: DataPath = "gateway") -> Request:
+        self = super().__new__(cls, (rpc, sandbox_id, op))
+        self.path = path
+        return self
+
+    @property
+    def rpc(self) -> str:
+        return self[0]
+
+    def __repr__(self) -> str:
+        return f"{tuple(self)!r}@{self.path}"
 
 
 @dataclass
@@ -64,7 +92,7 @@ class LocalSandbox:
     proc: subprocess.Popen[bytes]
     env: dict[str, str]
     files: list[Path]
-    state: int = STATE.STATE_RUNNING
+    state: pb.State = STATE.STATE_RUNNING
     created: float = field(default_factory=time.time)
 
 
@@ -112,11 +140,13 @@ class SandboxService(pb_grpc.SandboxServiceServicer):
         self.root = root
         self.path = path
         self.sandboxes: dict[str, LocalSandbox] = {}
-        self.requests: list[tuple[str, str, str]] = []  # (rpc, sandbox id, helper op for execs)
+        self.requests: list[Request] = []  # (rpc, sandbox id, helper op for execs), with .path
         self.metadata: list[dict[str, str]] = []  # the gRPC metadata of every request (auth checks)
         self.creates: list[Any] = []  # every CreateSandboxRequest as received
         self.faults: list[Fault] = []
         self.exec_argv: list[list[str]] = []
+        self.direct: DirectDataPlane | None = None  # ConnectSandbox answers UNIMPLEMENTED without one
+        self.interceptors: list[Any] = []  # the servers' (``Delay``), the data plane's too
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------------------------------ tools
@@ -127,6 +157,11 @@ class SandboxService(pb_grpc.SandboxServiceServicer):
     def count(self, rpc: str | None = None, op: str | None = None) -> int:
         with self._lock:
             return sum(1 for r, _s, o in self.requests if (rpc is None or r == rpc) and (op is None or o == op))
+
+    def paths(self, rpc: str = "StreamExec") -> list[DataPath]:
+        """The path each request of ``rpc`` took, in order."""
+        with self._lock:
+            return [r.path for r in self.requests if r.rpc == rpc]
 
     def live(self) -> list[LocalSandbox]:
         with self._lock:
@@ -142,9 +177,11 @@ class SandboxService(pb_grpc.SandboxServiceServicer):
         for sb in list(self.sandboxes.values()):
             self._terminate(sb)
 
-    def _record(self, rpc: str, context: grpc.ServicerContext, sandbox_id: str = "", op: str = "") -> None:
+    def _record(
+        self, rpc: str, context: grpc.ServicerContext, sandbox_id: str = "", op: str = "", path: DataPath = "gateway"
+    ) -> None:
         with self._lock:
-            self.requests.append((rpc, sandbox_id, op))
+            self.requests.append(Request(rpc, sandbox_id, op, path))
             self.metadata.append({k: v for k, v in context.invocation_metadata()})
 
     def _fault(self, rpc: str, op: str = "") -> Fault | None:
@@ -228,6 +265,8 @@ class SandboxService(pb_grpc.SandboxServiceServicer):
 
     def _exec_popen(self, sb: LocalSandbox, argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
         """Start one exec in the sandbox, its stdin, stdout and stderr piped (a subclass may exec in a container)."""
+        if sb.spec.containers[0].image == STOCK_IMAGE:  # its install at start would run apt on this host, as root
+            raise OSError(f"the process-group mode runs execs on this host: it cannot be {STOCK_IMAGE}")
         return subprocess.Popen(
             argv,
             env={**sb.env, **env},
@@ -281,11 +320,35 @@ class SandboxService(pb_grpc.SandboxServiceServicer):
             sb.state = STATE.STATE_TERMINATED
 
     def ConnectSandbox(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """A client certificate for the sandbox's direct data plane (faults apply: the client falls back to
+        the gateway on UNAVAILABLE, UNIMPLEMENTED, DEADLINE_EXCEEDED, FAILED_PRECONDITION, RESOURCE_EXHAUSTED)."""
         self._record("ConnectSandbox", context, request.sandbox_id)
-        context.abort(grpc.StatusCode.UNIMPLEMENTED, "direct connect is not offered")
+        self._apply(self._fault("ConnectSandbox"), context)
+        if self.direct is None:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, "direct connect is not offered")
+        assert self.direct is not None
+        sb = self._get(request.sandbox_id, context)
+        if sb.state != STATE.STATE_RUNNING:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"sandbox {sb.sandbox_id} is not running")
+        return self.direct.connect(request, context)
 
     def ReadFile(self, request: Any, context: grpc.ServicerContext) -> Any:
-        self._record("ReadFile", context, request.sandbox_id)
+        return self._read_file(request, context, "gateway")
+
+    def WriteFile(self, request: Any, context: grpc.ServicerContext) -> Any:
+        return self._write_file(request, context, "gateway")
+
+    def StreamExec(self, request_iterator: Any, context: grpc.ServicerContext) -> Any:
+        yield from self._stream_exec(request_iterator, context, "gateway")
+
+    # The gateway's RPCs and the data plane's (cwsandbox_direct.py) are these, on either path: the same
+    # processes, faults and counts. ``admit`` checks a direct request's certificate once it is counted.
+    def _read_file(
+        self, request: Any, context: grpc.ServicerContext, path: DataPath, admit: Admit | None = None
+    ) -> Any:
+        self._record("ReadFile", context, request.sandbox_id, path=path)
+        if admit is not None:
+            admit(request.sandbox_id, context)
         self._apply(self._fault("ReadFile"), context)
         self._get(request.sandbox_id, context)
         try:
@@ -293,18 +356,26 @@ class SandboxService(pb_grpc.SandboxServiceServicer):
         except OSError as exc:
             context.abort(grpc.StatusCode.NOT_FOUND, f"{request.path}: {exc.strerror}")
 
-    def WriteFile(self, request: Any, context: grpc.ServicerContext) -> Any:
-        self._record("WriteFile", context, request.sandbox_id)
+    def _write_file(
+        self, request: Any, context: grpc.ServicerContext, path: DataPath, admit: Admit | None = None
+    ) -> Any:
+        self._record("WriteFile", context, request.sandbox_id, path=path)
+        if admit is not None:
+            admit(request.sandbox_id, context)
         self._get(request.sandbox_id, context)
         Path(request.path).write_bytes(request.content)
         return pb.WriteFileResponse()
 
-    def StreamExec(self, request_iterator: Any, context: grpc.ServicerContext) -> Any:
+    def _stream_exec(
+        self, request_iterator: Any, context: grpc.ServicerContext, path: DataPath, admit: Admit | None = None
+    ) -> Any:
         first = next(request_iterator)
         init = first.init
         argv = list(init.command)
         op = _helper_op(argv)
-        self._record("StreamExec", context, init.sandbox_id, op)
+        self._record("StreamExec", context, init.sandbox_id, op, path)
+        if admit is not None:
+            admit(init.sandbox_id, context)
         with self._lock:
             self.exec_argv.append(argv)
         fault = self._fault("StreamExec", op)
@@ -327,9 +398,9 @@ class SandboxService(pb_grpc.SandboxServiceServicer):
             yield pb.ExecStreamResponse(output=pb.ExecStreamOutput(stream=STDERR, data=str(exc).encode()))
             yield pb.ExecStreamResponse(exit=pb.ExecStreamExit(exit_code=127))
             return
-        frames: queue.Queue[tuple[int, bytes] | None] = queue.Queue()
+        frames: queue.Queue[tuple[pb.ExecStreamOutput.Stream, bytes] | None] = queue.Queue()
 
-        def pump(pipe: Any, stream: int) -> None:
+        def pump(pipe: Any, stream: pb.ExecStreamOutput.Stream) -> None:
             while chunk := pipe.read1(1 << 16):
                 frames.put((stream, chunk))
             frames.put(None)
@@ -350,22 +421,65 @@ class SandboxService(pb_grpc.SandboxServiceServicer):
 
 
 def _helper_op(argv: list[str]) -> str:
-    """The helper request an exec carries (``... call SOCKET REQUEST WAIT``), for counting."""
-    if "call" in argv:
-        at = argv.index("call")
-        with contextlib.suppress(IndexError, ValueError, AttributeError):
-            return str(json.loads(argv[at + 2]).get("op", ""))
-    return ""
+    """The helper request an exec carries (a step's relay, or ``... call SOCKET REQUEST WAIT``), for counting."""
+    request = helper_request(argv)
+    return str(request.get("op", "")) if request is not None else ""
+
+
+class Delay(grpc.ServerInterceptor):  # type: ignore[misc]
+    """``seconds`` each way on every request: before it is handled (the way in) and before its reply, or a
+    stream's first frame, leaves (the way out; the frames after it are pipelined behind it)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def intercept_service(self, continuation: Any, details: Any) -> Any:
+        handler = continuation(details)
+        if handler is None:
+            return None
+        wait = self.seconds
+        if handler.unary_unary is not None:
+            inner = handler.unary_unary
+
+            def unary(request: Any, context: Any) -> Any:
+                time.sleep(wait)
+                reply = inner(request, context)
+                time.sleep(wait)
+                return reply
+
+            return handler._replace(unary_unary=unary)
+        for kind in ("unary_stream", "stream_stream"):
+            inner_stream = getattr(handler, kind)
+            if inner_stream is not None:
+                return handler._replace(**{kind: _delayed_stream(inner_stream, wait)})
+        return handler
+
+
+def _delayed_stream(inner: Any, wait: float) -> Any:
+    def stream(request: Any, context: Any) -> Any:
+        time.sleep(wait)
+        first = True
+        for reply in inner(request, context):
+            if first:
+                time.sleep(wait)
+                first = False
+            yield reply
+
+    return stream
 
 
 class LocalService:
     """The service on 127.0.0.1 (an ephemeral port), with a ``python3`` on its PATH that has the desktop's
     packages (the test machine's). ``bwrap_fails``: a ``bwrap`` that cannot make namespaces comes first
-    on PATH, as in a sandbox without user namespaces."""
+    on PATH, as in a sandbox without user namespaces. ``direct``: ConnectSandbox issues certificates for the
+    direct data plane (on its own port), as the real service does; off, the client uses the gateway.
+    ``delay``: seconds added each way to every request, on both paths (a region away from the controller)."""
 
     service_class: type[SandboxService] = SandboxService
 
-    def __init__(self, root: Path, *, bwrap_fails: bool = False, workers: int = 64) -> None:
+    def __init__(
+        self, root: Path, *, bwrap_fails: bool = False, workers: int = 64, direct: bool = True, delay: float = 0.0
+    ) -> None:
         root.mkdir(parents=True, exist_ok=True)
         bindir = root / "bin"
         bindir.mkdir(exist_ok=True)
@@ -377,10 +491,15 @@ class LocalService:
             fake.write_text('#!/bin/sh\necho "bwrap: No permissions to create a new namespace" >&2\nexit 1\n')
             fake.chmod(0o755)
         self.service = self.service_class(root, f"{bindir}:/usr/local/bin:/usr/bin:/bin")
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
-        pb_grpc.add_SandboxServiceServicer_to_server(self.service, self.server)
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.service.interceptors = [Delay(delay)] if delay > 0 else []
+        self.server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=workers), interceptors=self.service.interceptors
+        )
+        pb_grpc.add_SandboxServiceServicer_to_server(self.service, self.server)  # type: ignore[no-untyped-call]
+        self.port: int = self.server.add_insecure_port("127.0.0.1:0")
         self.server.start()
+        self.direct = DirectDataPlane(self.service, workers=workers) if direct else None
+        self.service.direct = self.direct
 
     @property
     def base_url(self) -> str:
@@ -389,6 +508,8 @@ class LocalService:
     def stop(self) -> None:
         self.service.close()
         self.server.stop(grace=1).wait()
+        if self.direct is not None:
+            self.direct.stop()
 
     def __enter__(self) -> LocalService:
         return self
