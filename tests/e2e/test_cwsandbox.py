@@ -30,7 +30,7 @@ from cua_tui.labs import get_lab
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from recorder import Recorder
 
-from cua_tui.desktops.cwsandbox_local import Fault, LocalService
+from cua_tui.desktops.cwsandbox_local import HOST_IMAGE, Fault, LocalService
 
 pytestmark = pytest.mark.e2e
 KEY = "cw-test-key-7f3a9c"  # a credential that must reach the service and nothing else
@@ -46,6 +46,7 @@ def service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalSe
     with LocalService(tmp_path / "service") as svc:
         monkeypatch.setenv("CWSANDBOX_BASE_URL", svc.base_url)
         monkeypatch.setenv("CWSANDBOX_API_KEY", KEY)
+        monkeypatch.setenv("CUA_TUI_CWSANDBOX_IMAGE", HOST_IMAGE)
         yield svc
 
 
@@ -83,6 +84,10 @@ def assert_clean_end(run: Any, service: LocalService) -> None:
     for create in service.service.creates:
         assert KEY not in str(create)  # neither the command, its environment nor the mounted files
     assert all(KEY not in " ".join(argv) for argv in service.service.exec_argv)
+    # every exec took the path the service offers: the direct data plane (mTLS), as a real run's execs do,
+    # unless the service was started without it
+    offered = "direct" if service.direct is not None else "gateway"
+    assert set(service.service.paths()) <= {offered}, service.service.requests
 
 
 def step_requests(service: LocalService) -> list[tuple[str, str]]:
@@ -157,6 +162,7 @@ def test_injection_lab_without_bubblewrap_says_so(tmp_path: Path, monkeypatch: p
     with LocalService(tmp_path / "service", bwrap_fails=True) as svc:
         monkeypatch.setenv("CWSANDBOX_BASE_URL", svc.base_url)
         monkeypatch.setenv("CWSANDBOX_API_KEY", KEY)
+        monkeypatch.setenv("CUA_TUI_CWSANDBOX_IMAGE", HOST_IMAGE)
         run, recorder = lab_run(tmp_path, "injection", "reject")
         result = run.run()
         assert result.status == "passed", result.reason
@@ -324,7 +330,12 @@ def test_sandboxes_command_lists_and_stops_leftovers_twice_harmlessly(tmp_path: 
     desktop.start()
     sandbox_id = desktop.sandbox_id
     runner = CliRunner()
-    env = {"CWSANDBOX_BASE_URL": service.base_url, "CWSANDBOX_API_KEY": KEY, "CUA_TUI_RUNS_DIR": str(tmp_path / "runs")}
+    env = {
+        "CWSANDBOX_BASE_URL": service.base_url,
+        "CWSANDBOX_API_KEY": KEY,
+        "CUA_TUI_CWSANDBOX_IMAGE": HOST_IMAGE,
+        "CUA_TUI_RUNS_DIR": str(tmp_path / "runs"),
+    }
     listed = runner.invoke(main, ["sandboxes"], env=env)
     assert listed.exit_code == 0, listed.output
     assert sandbox_id in listed.output and run.run_id in listed.output
@@ -361,3 +372,18 @@ def test_a_failed_exec_never_records_the_typed_text(tmp_path: Path, service: Loc
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
     assert_clean_end(run, service)
+
+
+def test_form_lab_passes_on_the_gateway_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A service without direct connect (ConnectSandbox answers UNIMPLEMENTED): the client falls back to the
+    gateway for every exec, and the run is the same: passed, one exec per step."""
+    with LocalService(tmp_path / "service", direct=False) as svc:
+        monkeypatch.setenv("CWSANDBOX_BASE_URL", svc.base_url)
+        monkeypatch.setenv("CWSANDBOX_API_KEY", KEY)
+        monkeypatch.setenv("CUA_TUI_CWSANDBOX_IMAGE", HOST_IMAGE)
+        run, recorder = lab_run(tmp_path, "form", "approve")
+        result = run.run()
+        assert result.status == "passed", result.reason
+        assert_clean_end(run, svc)
+        assert_one_exec_per_step(svc, recorder)
+        assert svc.service.count("ConnectSandbox") >= 1 and set(svc.service.paths()) == {"gateway"}
