@@ -92,7 +92,14 @@ class HostileService(SandboxService):
         return self.behave
 
     def _run_exec(
-        self, sb: Any, argv: list[str], env: dict[str, str], context: grpc.ServicerContext, *, exit_frame: bool
+        self,
+        sb: Any,
+        argv: list[str],
+        env: dict[str, str],
+        context: grpc.ServicerContext,
+        *,
+        exit_frame: bool,
+        stdin: Any = None,
     ) -> Any:
         op = _op(argv)
         with self._sent_lock:

@@ -385,15 +385,26 @@ class SandboxService(pb_grpc.SandboxServiceServicer):
         if sb.state != STATE.STATE_RUNNING:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"sandbox {sb.sandbox_id} is not running")
         yield pb.ExecStreamResponse(ready=pb.ExecStreamReady())
-        yield from self._run_exec(sb, argv, dict(init.env), context, exit_frame=fault is None)
+        yield from self._run_exec(sb, argv, dict(init.env), context, exit_frame=fault is None, stdin=request_iterator)
 
     def _run_exec(
-        self, sb: LocalSandbox, argv: list[str], env: dict[str, str], context: grpc.ServicerContext, *, exit_frame: bool
+        self,
+        sb: LocalSandbox,
+        argv: list[str],
+        env: dict[str, str],
+        context: grpc.ServicerContext,
+        *,
+        exit_frame: bool,
+        stdin: Any = None,
     ) -> Any:
+        """One exec; ``stdin``: the rest of the client's stream (its stdin frames, then close), fed to it."""
         try:
             proc = self._exec_popen(sb, argv, env)
             assert proc.stdin is not None
-            proc.stdin.close()
+            if stdin is None:
+                proc.stdin.close()
+            else:
+                threading.Thread(target=_feed, args=(stdin, proc.stdin), daemon=True).start()
         except OSError as exc:
             yield pb.ExecStreamResponse(output=pb.ExecStreamOutput(stream=STDERR, data=str(exc).encode()))
             yield pb.ExecStreamResponse(exit=pb.ExecStreamExit(exit_code=127))
@@ -420,6 +431,19 @@ class SandboxService(pb_grpc.SandboxServiceServicer):
             yield pb.ExecStreamResponse(exit=pb.ExecStreamExit(exit_code=code))
 
 
+def _feed(requests: Any, pipe: Any) -> None:
+    """The client's stdin frames into an exec's stdin, closed at the client's close or the stream's end."""
+    with contextlib.suppress(Exception):  # the client went away, or the exec ended first
+        for request in requests:
+            if request.HasField("close"):
+                break
+            if request.HasField("stdin"):
+                pipe.write(request.stdin)
+                pipe.flush()
+    with contextlib.suppress(OSError):
+        pipe.close()
+
+
 def _helper_op(argv: list[str]) -> str:
     """The helper request an exec carries (a step's relay, or ``... call SOCKET REQUEST WAIT``), for counting."""
     request = helper_request(argv)
@@ -427,8 +451,10 @@ def _helper_op(argv: list[str]) -> str:
 
 
 class Delay(grpc.ServerInterceptor):  # type: ignore[misc]
-    """``seconds`` each way on every request: before it is handled (the way in) and before its reply, or a
-    stream's first frame, leaves (the way out; the frames after it are pipelined behind it)."""
+    """``seconds`` each way on every message, as a network between the controller and the sandbox adds:
+    a request is handled, and every message of a client's stream reaches the handler, ``seconds`` after it
+    was sent; a reply, and every frame of a streamed reply, leaves ``seconds`` after it was made (delay
+    lines: frames in flight together are delayed together, not one after another)."""
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
@@ -448,24 +474,45 @@ class Delay(grpc.ServerInterceptor):  # type: ignore[misc]
                 return reply
 
             return handler._replace(unary_unary=unary)
-        for kind in ("unary_stream", "stream_stream"):
-            inner_stream = getattr(handler, kind)
-            if inner_stream is not None:
-                return handler._replace(**{kind: _delayed_stream(inner_stream, wait)})
+        if handler.unary_stream is not None:
+            inner_us = handler.unary_stream
+
+            def unary_stream(request: Any, context: Any) -> Any:
+                time.sleep(wait)
+                yield from _delay_line(inner_us(request, context), wait)
+
+            return handler._replace(unary_stream=unary_stream)
+        if handler.stream_stream is not None:
+            inner_ss = handler.stream_stream
+
+            def stream_stream(requests: Any, context: Any) -> Any:
+                yield from _delay_line(inner_ss(_delay_line(requests, wait), context), wait)
+
+            return handler._replace(stream_stream=stream_stream)
         return handler
 
 
-def _delayed_stream(inner: Any, wait: float) -> Any:
-    def stream(request: Any, context: Any) -> Any:
-        time.sleep(wait)
-        first = True
-        for reply in inner(request, context):
-            if first:
-                time.sleep(wait)
-                first = False
-            yield reply
+def _delay_line(messages: Any, wait: float) -> Any:
+    """``messages`` as they come, each given out ``wait`` seconds after it came (read on a thread of its own,
+    so that one waiting does not hold back the ones behind it)."""
+    line: queue.Queue[tuple[float, Any] | None] = queue.Queue()
+    failure: list[BaseException] = []
 
-    return stream
+    def pull() -> None:
+        try:
+            for message in messages:
+                line.put((time.monotonic() + wait, message))
+        except BaseException as exc:  # the stream's own end (a cancel, an abort) is given out in its turn
+            failure.append(exc)
+        line.put(None)
+
+    threading.Thread(target=pull, name="cwsandbox-delay", daemon=True).start()
+    while (item := line.get()) is not None:
+        due, message = item
+        time.sleep(max(0.0, due - time.monotonic()))
+        yield message
+    if failure:
+        raise failure[0]
 
 
 class LocalService:
