@@ -147,12 +147,7 @@ class Inside:
 # ---------------------------------------------------------------------------------------------------
 # Every lab, through the real client, in a container of the image a user would run
 # ---------------------------------------------------------------------------------------------------
-STOCK_PENDING = pytest.mark.xfail(strict=False, reason="stock-image install lands with issue 21 point 1")
-
-
-@pytest.mark.parametrize(
-    "image", [DESKTOP, pytest.param(None, id="stock", marks=STOCK_PENDING)], ids=["desktop", "stock"]
-)
+@pytest.mark.parametrize("image", [DESKTOP, None], ids=["desktop", "stock"])
 def test_every_lab_passes_in_a_container_of_the_run_image(
     tmp_path: Path, service: ContainerService, request: pytest.FixtureRequest, image: str | None
 ) -> None:
@@ -232,6 +227,11 @@ def check_lab_run(
     assert isolation["uid_per_run"] is True, lab  # the helper runs as root inside and leases a uid for the desktop
     (done,) = recorder.of(ev.VerificationDone)
     assert (done.where, done.user) == (VerifierPlace.SANDBOX, "root"), lab
+    # the stock image installed its packages at start (apt over HTTPS, said in notes); a built one was probed
+    sandbox = json.loads((run.path / "run.json").read_text())["sandbox"]
+    notes = [n.message for n in recorder.of(ev.Note)]
+    installed = [n for n in notes if n.startswith("installed the desktop's packages in")]
+    assert sandbox["install_at_start"] is (image != DESKTOP) and len(installed) == (image != DESKTOP), (lab, notes)
     for path in run.path.rglob("*"):
         if path.is_file():
             assert KEY.encode() not in path.read_bytes(), path
