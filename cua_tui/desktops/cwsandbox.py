@@ -44,6 +44,7 @@ from ..core.text import one_line, truncate
 from .helper import MAX_EGRESS_PER_REPLY
 from .helper_zip import helper_sha256, helper_zipapp
 from .remote import STDERR_CAP, Blobs, HelperDesktop, egress_events, verdict
+from .sealed import new_key, seal
 
 TAG = "cua-tui"
 RUN_TAG_PREFIX = "cua-tui-run-"
@@ -214,6 +215,7 @@ class CWSandboxDesktop(HelperDesktop):
         self._lock = threading.Lock()
         self._stopped = False
         self._egress_recorded = 0
+        self._text_key = new_key()  # typed text travels sealed under it (sealed.py); it stays in memory
         self._no_create = threading.Event()  # clear while a create is in flight
         self._no_create.set()
 
@@ -470,15 +472,27 @@ class CWSandboxDesktop(HelperDesktop):
         start per step cost more than the rest of the exec); ``ready``, which waits for the helper to come
         up, goes through ``helper_call.py``."""
         self._check_stopping()
-        if request.get("op") == "ready":
+        ready = request.get("op") == "ready"
+        if ready:  # the run's key for sealed text goes on stdin, once (one round trip more, at the start only)
+            request = {**request, "key": "stdin"}
             argv = ["python3", "-S", self.helper_path, "call", self.socket_path, json.dumps(request), "20", "base64"]
         else:
-            argv = ["sh", "-c", RELAY, "cua-tui", json.dumps({**request, "armor": True}), self.socket_path]
+            argv = [
+                "sh",
+                "-c",
+                RELAY,
+                "cua-tui",
+                json.dumps({**self._sealed(request), "armor": True}),
+                self.socket_path,
+            ]
         try:
             with self._lock:
                 if self._stopping.is_set():
                     raise DesktopError("the desktop was stopped", fatal=True)
-                process = self._process = self._sandbox.exec(argv, timeout_seconds=timeout)
+                process = self._process = self._sandbox.exec(argv, timeout_seconds=timeout, stdin=ready)
+            if ready:
+                process.stdin.writeline(self._text_key.hex()).result(timeout=timeout)
+                process.stdin.close().result(timeout=timeout)
             returncode, stdout, stderr = self._consume(process, timeout)
         except DesktopError:
             raise
@@ -488,6 +502,14 @@ class CWSandboxDesktop(HelperDesktop):
             self._process = None
         self._check_stopping()
         return self._answer(returncode, stdout, stderr)
+
+    def _sealed(self, request: dict[str, Any]) -> dict[str, Any]:
+        """A typing action's text sealed under the run's key: the command line carries no typed text."""
+        action = request.get("action")
+        if not isinstance(action, dict) or not action.get("text"):
+            return request
+        sealed = {k: v for k, v in action.items() if k != "text"}
+        return {**request, "action": {**sealed, "text": "", "sealed_text": seal(self._text_key, action["text"])}}
 
     def _consume(self, process: Any, timeout: float) -> tuple[int, bytes, bytes]:
         """The exec's stdout and stderr read as they stream, each against its cap, the exec cancelled the

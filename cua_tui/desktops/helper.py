@@ -50,6 +50,7 @@ from ..core.geometry import Size
 from ..core.ports import DesktopError, Frame, StepResult
 from ..core.stale import ScreenCheck
 from ..core.text import failure
+from .sealed import KEY_BYTES, unseal
 
 MAGIC = b"CUA1"
 MAX_HEADER_BYTES = 256 * 1024  # egress records of a busy step fit; anything longer is refused
@@ -232,6 +233,7 @@ class Resident:
         self._lock = threading.Lock()  # one desktop operation at a time (release and stop excepted)
         self._egress_sent = 0
         self._egress_lock = threading.Lock()
+        self._text_key: bytes | None = None  # for typed text sealed in a command line (sealed.py)
 
     def start(self) -> None:
         try:
@@ -277,6 +279,10 @@ class Resident:
         if op == "release":
             self.desktop.release_all()
             return {"ok": True}, {}
+        key = request.get("key")
+        if op == "ready" and self._text_key is None and isinstance(key, str) and len(key) == 2 * KEY_BYTES:
+            with contextlib.suppress(ValueError):
+                self._text_key = bytes.fromhex(key)
         if op == "ready" and not self._started.wait(float(request.get("wait", READY_WAIT))):
             return {"ok": False, "error": "the desktop inside the sandbox is still starting", "fatal": True}, {}
         if self._start_error is not None:
@@ -293,8 +299,13 @@ class Resident:
                 return {"ok": True}, _frame_blob("screen", self.desktop.capture_region((x0, y0, x1, y1)))
             if op == "perform":
                 check = ScreenCheck.from_wire(request["check"]) if request.get("check") is not None else None
+                action = dict(request["action"])
+                if "sealed_text" in action:  # typed text that travelled in a command line: sealed (sealed.py)
+                    if self._text_key is None:
+                        raise DesktopError("sealed text came before the run's key", fatal=True)
+                    action["text"] = unseal(self._text_key, action.pop("sealed_text"))
                 started = time.perf_counter()
-                header, blobs = _step_reply(self.desktop.perform_checked(action_from_wire(request["action"]), check))
+                header, blobs = _step_reply(self.desktop.perform_checked(action_from_wire(action), check))
                 # the step's parts as measured inside (the sandbox's word: only benchmarks read it)
                 timing = {**getattr(self.desktop, "timing", {}), "helper": (time.perf_counter() - started) * 1000}
                 return {**header, "timing": {k: round(v, 2) for k, v in timing.items()}}, blobs

@@ -5,9 +5,11 @@ long to keep trying to reach the helper's socket (the first request waits for th
 
 - ``call SOCKET REQUEST_JSON WAIT [base64]``: one request, its reply on stdout. ``REQUEST_JSON`` ``-`` reads
   the request from stdin instead (one line, at most 1 MiB), so typed text never stands in a command line the
-  host's other users can read (``docker exec`` on the controller's machine). With ``base64`` the reply goes
-  out as ``<length>\\n`` and the reply in base64 (the cwsandbox client decodes what it streams as UTF-8:
-  ASCII is the only form whose streamed size is its size, so the controller can count and cut it off).
+  host's other users can read (``docker exec`` on the controller's machine). A request whose ``key`` is
+  ``"stdin"`` takes the key from stdin's first line (the run's key for sealed text, ``sealed.py``). With
+  ``base64`` the reply goes out as ``<length>\\n`` and the reply in base64 (the cwsandbox client decodes
+  what it streams as UTF-8: ASCII is the only form whose streamed size is its size, so the controller can
+  count and cut it off).
 - ``stream SOCKET WAIT``: many requests on one attached exec (``docker exec -i``): one request per line on
   stdin, each reply on stdout as ``<length>\\n`` then the reply's bytes, until stdin ends; then it asks
   the resident helper to shut down.
@@ -73,6 +75,23 @@ def _stream(path: str, wait: float) -> int:
     return 0
 
 
+def _with_key(request: bytes) -> bytes:
+    """A request whose ``key`` is ``"stdin"`` (the ``ready`` request: the run's key for sealed text, see
+    sealed.py) gets the key from the first line of stdin, so that it never stands in a command line."""
+    if b'"key"' not in request:
+        return request
+    import json  # only for this one request: a step's exec starts with as little as it can
+
+    try:
+        parsed = json.loads(request)
+    except ValueError:
+        return request
+    if not isinstance(parsed, dict) or parsed.get("key") != "stdin":
+        return request
+    parsed["key"] = sys.stdin.buffer.readline(256).strip().decode("ascii", "replace")
+    return json.dumps(parsed).encode()
+
+
 def main(argv: list[str]) -> int:
     if len(argv) == 3 and argv[0] == "stream":
         return _stream(argv[1], float(argv[2]))
@@ -80,7 +99,7 @@ def main(argv: list[str]) -> int:
         print("usage: helper.pyz call SOCKET REQUEST_JSON|- WAIT [base64] | stream SOCKET WAIT", file=sys.stderr)
         return 2
     path, wait = argv[1], float(argv[3])
-    request = sys.stdin.buffer.readline(MAX_REQUEST) if argv[2] == "-" else argv[2].encode()
+    request = sys.stdin.buffer.readline(MAX_REQUEST) if argv[2] == "-" else _with_key(argv[2].encode())
     reply = _ask(path, request, wait)
     if reply is None:
         return 3

@@ -33,6 +33,7 @@ SHIPPED = (
     "desktops/helper_call.py",
     "desktops/isolation.py",
     "desktops/local.py",
+    "desktops/sealed.py",
     "desktops/x11.py",
     "desktops/egress/",
     "labs/",

@@ -123,6 +123,10 @@ def test_form_lab_passes_with_approvals_one_exec_per_step(tmp_path: Path, servic
     assert len(executed) == 5  # click, type, click, wait, screenshot
     assert len(performs) == 4  # each action and the screenshot after it: one exec
     assert len(screenshots) == 1  # the screenshot action
+    # the typed phrase reached the page (the lab passed) but no command line: it travelled sealed
+    script = get_lab("form").script(None)
+    typed = [a["text"] for turn in script["turns"] for a in turn["actions"] if a.get("type") == "type"]
+    assert typed and not [t for t in typed for argv in service.service.exec_argv if t in " ".join(argv)]
     assert len(requests) == len(executed) == len(recorder.of(ev.Outcome))
     # the helper's sha256 and the sandbox's settings in run.json; the isolation obtained inside
     info = json.loads((run.path / "run.json").read_text())
