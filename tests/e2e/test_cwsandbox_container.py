@@ -227,6 +227,11 @@ def check_lab_run(
     assert isolation["uid_per_run"] is True, lab  # the helper runs as root inside and leases a uid for the desktop
     (done,) = recorder.of(ev.VerificationDone)
     assert (done.where, done.user) == (VerifierPlace.SANDBOX, "root"), lab
+    # one exec per step that reached the desktop, and nothing else between the start and the verdict
+    log = [(r.rpc, r[2]) for r in service.service.requests if r[1] == sandbox_id]
+    window = log[log.index(("StreamExec", "ready")) + 1 : log.index(("StreamExec", "verify"))]
+    reached = [o for o in recorder.of(ev.Outcome) if o.status in ("executed", "stale")]
+    assert all(rpc == "StreamExec" for rpc, _op in window) and len(window) == len(reached), (lab, window)
     # the stock image installed its packages at start (apt over HTTPS, said in notes); a built one was probed
     sandbox = json.loads((run.path / "run.json").read_text())["sandbox"]
     notes = [n.message for n in recorder.of(ev.Note)]
