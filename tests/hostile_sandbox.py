@@ -13,6 +13,7 @@ one run of a fleet can be hostile while the others are answered honestly.
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import json
 import struct
@@ -26,10 +27,13 @@ from typing import Any
 import grpc
 from cwsandbox._proto import sandbox_pb2 as pb
 from PIL import Image
+from recorder import Recorder
 
+from cua_tui.build import RunOptions, build_run
 from cua_tui.desktops.cwsandbox import INSTALL, PROBE, RUN_TAG_PREFIX, helper_request
-from cua_tui.desktops.cwsandbox_local import STDERR, STDOUT, LocalService, SandboxService
+from cua_tui.desktops.cwsandbox_local import HOST_IMAGE, STDERR, STDOUT, LocalService, SandboxService
 from cua_tui.desktops.helper import encode_reply
+from cua_tui.labs import get_lab
 
 FRAME = 1 << 16  # bytes per output frame, as the local service streams a real exec
 MiB = 1 << 20
@@ -224,3 +228,32 @@ class HostileLocalService(LocalService):
     def hostile(self) -> HostileService:
         assert isinstance(self.service, HostileService)
         return self.service
+
+
+@contextlib.contextmanager
+def hostile_service(root: Path, monkeypatch: Any, key: str, image: str | None = HOST_IMAGE) -> Iterator[HostileService]:
+    """A hostile service, the run's client pointed at it (``image`` None: no image configured)."""
+    with HostileLocalService(root) as svc:
+        monkeypatch.setenv("CWSANDBOX_BASE_URL", svc.base_url)
+        monkeypatch.setenv("CWSANDBOX_API_KEY", key)
+        if image is not None:
+            monkeypatch.setenv("CUA_TUI_CWSANDBOX_IMAGE", image)
+        yield svc.hostile
+
+
+def form_run(tmp_path: Path) -> tuple[Any, Recorder]:
+    """The form lab's scripted run on the cwsandbox backend, every decision approved."""
+    recorder = Recorder()
+    run = build_run(
+        RunOptions(
+            backend="cwsandbox",
+            agent=None,
+            lab="form",
+            script=get_lab("form").script(None),
+            runs_dir=tmp_path / "runs",
+            decisions="approve",
+            fsync=False,
+            listeners=(recorder,),
+        )
+    )
+    return run, recorder

@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 
-from cua_tui.build import RunOptions, build_run
 from cua_tui.core import events as ev
 from cua_tui.core.audit import VerifyExit, verify_run
 from cua_tui.core.geometry import Size
@@ -28,11 +27,9 @@ from cua_tui.desktops.cwsandbox import MAX_EGRESS_PER_RUN, _Armored
 from cua_tui.desktops.cwsandbox_local import HOST_IMAGE
 from cua_tui.desktops.helper import MAX_EGRESS_PER_REPLY
 from cua_tui.desktops.remote import egress_events, png_bound, reply_cap
-from cua_tui.labs import get_lab
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hostile_sandbox import HostileLocalService, HostileService, MiB
-from recorder import Recorder
+from hostile_sandbox import HostileService, MiB, form_run, hostile_service
 
 KEY = "cw-hostile-key-41d2"
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,28 +42,8 @@ def _quiet_grpc(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def hostile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HostileService]:
-    with HostileLocalService(tmp_path / "service") as svc:
-        monkeypatch.setenv("CWSANDBOX_BASE_URL", svc.base_url)
-        monkeypatch.setenv("CWSANDBOX_API_KEY", KEY)
-        monkeypatch.setenv("CUA_TUI_CWSANDBOX_IMAGE", HOST_IMAGE)
-        yield svc.hostile
-
-
-def form_run(tmp_path: Path) -> tuple[Any, Recorder]:
-    recorder = Recorder()
-    run = build_run(
-        RunOptions(
-            backend="cwsandbox",
-            agent=None,
-            lab="form",
-            script=get_lab("form").script(None),
-            runs_dir=tmp_path / "runs",
-            decisions="approve",
-            fsync=False,
-            listeners=(recorder,),
-        )
-    )
-    return run, recorder
+    with hostile_service(tmp_path / "service", monkeypatch, KEY) as service:
+        yield service
 
 
 def assert_sealed_error(run: Any, result: Any) -> None:

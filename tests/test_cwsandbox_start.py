@@ -12,21 +12,17 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from cua_tui.build import RunOptions, build_run
 from cua_tui.config import Settings
 from cua_tui.core import events as ev
 from cua_tui.core.audit import VerifyExit, verify_run
 from cua_tui.desktops import cwsandbox as cw
 from cua_tui.desktops.cwsandbox_local import HOST_IMAGE
-from cua_tui.labs import get_lab
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hostile_sandbox import HostileLocalService, HostileService
-from recorder import Recorder
+from hostile_sandbox import HostileService, form_run, hostile_service
 
 KEY = "cw-start-key-5d1e"
 
@@ -35,27 +31,8 @@ KEY = "cw-start-key-5d1e"
 def hostile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HostileService]:
     monkeypatch.setenv("GRPC_VERBOSITY", "ERROR")
     monkeypatch.setenv("CUA_TUI_CONFIG", str(tmp_path / "no-config.toml"))
-    with HostileLocalService(tmp_path / "service") as svc:
-        monkeypatch.setenv("CWSANDBOX_BASE_URL", svc.base_url)
-        monkeypatch.setenv("CWSANDBOX_API_KEY", KEY)
-        yield svc.hostile
-
-
-def form_run(tmp_path: Path) -> tuple[Any, Recorder]:
-    recorder = Recorder()
-    run = build_run(
-        RunOptions(
-            backend="cwsandbox",
-            agent=None,
-            lab="form",
-            script=get_lab("form").script(None),
-            runs_dir=tmp_path / "runs",
-            decisions="approve",
-            fsync=False,
-            listeners=(recorder,),
-        )
-    )
-    return run, recorder
+    with hostile_service(tmp_path / "service", monkeypatch, KEY, image=None) as service:
+        yield service
 
 
 def test_no_default_names_an_image_that_does_not_exist(tmp_path: Path) -> None:
