@@ -147,7 +147,8 @@ class Inside:
 # ---------------------------------------------------------------------------------------------------
 # Every lab, through the real client, in a container of the image a user would run
 # ---------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("image", [DESKTOP, None], ids=["desktop", "stock"])
+# The stock image's install (a minute, most of it apt's downloads) runs beside the suite's first part.
+@pytest.mark.parametrize("image", [DESKTOP, pytest.param(None, marks=pytest.mark.beside)], ids=["desktop", "stock"])
 def test_every_lab_passes_in_a_container_of_the_run_image(
     tmp_path: Path, service: ContainerService, request: pytest.FixtureRequest, image: str | None
 ) -> None:
