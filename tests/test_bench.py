@@ -185,8 +185,10 @@ def test_quick_cwsandbox_benchmark_counts_one_request_per_step_against_four(tmp_
         assert cw["ours_requests"] == 1.0 and cw["tutorial_requests"] == 4.0
         assert cw["requests_ratio"] == 4.0 and _positive(cw["latency_ratio"])
         assert _positive(cw["ours_ms"]) and _positive(cw["tutorial_ms"]) and cw["ours_png_kb"] > 5
-        assert all(_positive(cw["parts_ms"][k]) for k in ("round_trip", "input", "settle", "encode"))
+        assert all(_positive(cw["parts_ms"][k]) for k in ("round_trip", "transfer", "input", "settle", "encode"))
         assert cw["exec_paths"] == ["direct"]  # the path a real run takes
     zero, far = result["delays"]
     # an injected 30 ms each way costs our one request about 60 ms and the tutorial's four about 240
     assert far["ours_ms"] - zero["ours_ms"] > 50 and far["tutorial_ms"] - zero["tutorial_ms"] > 200
+    # stdin costs a request a round trip more: the client waits for the exec's ready frame before sending it
+    assert far["request_on_stdin_ms"] - far["request_in_argv_ms"] > 50

@@ -10,11 +10,14 @@ built on the package's own gRPC stubs), interleaved sample by sample:
   display in its own sandbox. Its screen is an empty X root, whose PNG is far smaller than a page's: that
   favours the tutorial's side.
 
-Requests are counted by the service, latency from the caller's side. ``python -m cua_tui.bench cwsandbox``.
+Requests are counted by the service, latency from the caller's side, at no delay and at 30 ms injected
+each way; ours is broken down into the helper's parts and ours around them. ``python -m cua_tui.bench
+cwsandbox``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import statistics
@@ -74,6 +77,8 @@ def _at_delay(tmp: Path, samples: int, delay_ms: int) -> dict[str, Any]:
     from ..core.rundir import RunDir
     from ..desktops.cwsandbox import CWSandboxDesktop, SandboxSettings
     from ..desktops.cwsandbox_local import HOST_IMAGE, LocalService
+    from ..labs.form import INPUT
+    from .local import BLANK_POINT, LOCAL_IDLE_S
 
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     cwsandbox.disable_signal_handlers()
@@ -89,11 +94,16 @@ def _at_delay(tmp: Path, samples: int, delay_ms: int) -> dict[str, Any]:
         times: dict[str, list[float]] = {"ours": [], "tutorial": []}
         requests: dict[str, list[int]] = {"ours": [], "tutorial": []}
         sizes: dict[str, list[int]] = {"ours": [], "tutorial": []}
-        parts: dict[str, list[float]] = {name: [] for name in (*PARTS, "helper")}
+        parts: dict[str, list[float]] = {name: [] for name in (*PARTS, "helper", "to_reply", "transfer")}
         log(f"cwsandbox: {samples} clicks each, ours and the tutorial's interleaved")
         try:
+            # As the local desktop's benchmark does (bench/local.py): each timed click focuses the form's field
+            # (a visible change, so the settle ends once the page is quiet) after an untimed click elsewhere
+            # blurred it.
+            x, y = INPUT.center
             for i in range(samples + 1):  # the first pair warms up
-                x, y = 60 + (i * 71) % 900, 520 + (i * 13) % 150  # below the form: nothing it clicks acts
+                ours.perform(Action(Kind.CLICK, point=BLANK_POINT))
+                time.sleep(LOCAL_IDLE_S)
                 before = service.service.count()
                 t0 = time.perf_counter()
                 result = ours.perform(Action(Kind.CLICK, point=(x, y)))
@@ -110,8 +120,9 @@ def _at_delay(tmp: Path, samples: int, delay_ms: int) -> dict[str, Any]:
                     sizes["ours"].append(len(result.frame.png))
                     sizes["tutorial"].append(len(png))
                     for name in parts:
-                        parts[name].append(ours.timing.get(name, float("nan")))
+                        parts[name].append({**ours.timing, **ours.wire_timing}.get(name, float("nan")))
             paths = sorted(set(service.service.paths()))
+            carried = _argv_or_stdin(theirs, samples)
         finally:
             ours.stop()
             theirs.stop(missing_ok=True).result()
@@ -121,7 +132,14 @@ def _at_delay(tmp: Path, samples: int, delay_ms: int) -> dict[str, Any]:
         "delay_ms": delay_ms,
         "ours_ms": med["ours"],
         "tutorial_ms": med["tutorial"],
-        "parts_ms": {**{n: part_ms[n] for n in PARTS}, "round_trip": med["ours"] - part_ms["helper"]},
+        "parts_ms": {
+            **{n: part_ms[n] for n in PARTS},
+            # the exec's way there and back, its start and the relay: all but the helper's work and the reply
+            "round_trip": part_ms["to_reply"] - part_ms["helper"],
+            "transfer": part_ms["transfer"],
+            # after the reply came: its checks in the controller (shape, lengths, the PNG decoded and checked)
+            "checks": med["ours"] - part_ms["to_reply"] - part_ms["transfer"],
+        },
         "ours_requests": statistics.mean(requests["ours"]),
         "tutorial_requests": statistics.mean(requests["tutorial"]),
         "ours_png_kb": statistics.median(sizes["ours"]) / 1024,
@@ -129,7 +147,31 @@ def _at_delay(tmp: Path, samples: int, delay_ms: int) -> dict[str, Any]:
         "latency_ratio": med["tutorial"] / med["ours"],
         "requests_ratio": statistics.mean(requests["tutorial"]) / statistics.mean(requests["ours"]),
         "exec_paths": paths,
+        "request_in_argv_ms": carried["argv"],
+        "request_on_stdin_ms": carried["stdin"],
     }
+
+
+def _argv_or_stdin(sandbox: Any, samples: int) -> dict[str, float]:
+    """What carrying a step's request costs: in the exec's argv, or on its stdin (the client waits for the
+    exec's ready frame before it sends stdin), the same request echoed back, interleaved."""
+    request = json.dumps({"op": "perform", "action": {"kind": "type", "text": "x" * 40}, "armor": True})
+    times: dict[str, list[float]] = {"argv": [], "stdin": []}
+    for i in range(samples + 1):
+        t0 = time.perf_counter()
+        sandbox.exec(["sh", "-c", 'printf "%s\\n" "$1"', "bench", request], timeout_seconds=10).result()
+        t1 = time.perf_counter()
+        process = sandbox.exec(["head", "-n", "1"], timeout_seconds=10, stdin=True)
+        process.stdin.writeline(request).result()
+        process.stdin.close().result()
+        echoed = process.result()
+        t2 = time.perf_counter()
+        if echoed.stdout.strip() != request:
+            raise RuntimeError("the stdin exec did not echo the request")
+        if i:
+            times["argv"].append((t1 - t0) * 1000)
+            times["stdin"].append((t2 - t1) * 1000)
+    return {way: statistics.median(values) for way, values in times.items()}
 
 
 def report(r: dict[str, Any]) -> list[str]:
@@ -146,7 +188,9 @@ def report(r: dict[str, Any]) -> list[str]:
             f"delay {d['delay_ms']} ms each way; execs took the {' and '.join(d['exec_paths'])} path",
             f"{'  ours: one exec, the resident helper answers header + PNG':<58}{d['ours_requests']:>15.2f}"
             f"{d['ours_ms']:>10.1f}ms{d['ours_png_kb']:>8.0f}kB",
-            f"{'    round trip, exec start, transfer':<58}{'':>15}{parts['round_trip']:>10.1f}ms",
+            f"{'    round trip (and the exec start, the relay)':<58}{'':>15}{parts['round_trip']:>10.1f}ms",
+            f"{'    transfer (the reply, as it streams in)':<58}{'':>15}{parts['transfer']:>10.1f}ms",
+            f"{'    checks of the reply in the controller (PNG decoded)':<58}{'':>15}{parts['checks']:>10.1f}ms",
             f"{'    input (the click, in the helper)':<58}{'':>15}{parts['input']:>10.1f}ms",
             f"{'    settle and screenshot (waiting for the page)':<58}{'':>15}{parts['settle']:>10.1f}ms",
             f"{'    encode (PNG)':<58}{'':>15}{parts['encode']:>10.1f}ms",
@@ -154,5 +198,7 @@ def report(r: dict[str, Any]) -> list[str]:
             f"{d['tutorial_ms']:>10.1f}ms{d['tutorial_png_kb']:>8.0f}kB",
             f"{'  ratio (tutorial / ours)':<58}{d['requests_ratio']:>14.2f}x{'':>12}{'':>10}"
             f"{d['latency_ratio']:>11.2f}x",
+            f"{'  a request in the exec argv / on its stdin (echoed)':<58}{'':>15}"
+            f"{d['request_in_argv_ms']:>10.1f}ms / {d['request_on_stdin_ms']:.1f}ms",
         ]
     return [*lines, "-" * 110]

@@ -215,6 +215,7 @@ class CWSandboxDesktop(HelperDesktop):
         self._lock = threading.Lock()
         self._stopped = False
         self._egress_recorded = 0
+        self.wire_timing: dict[str, float] = {}
         self._text_key = new_key()  # typed text travels sealed under it (sealed.py); it stays in memory
         self._no_create = threading.Event()  # clear while a create is in flight
         self._no_create.set()
@@ -534,13 +535,18 @@ class CWSandboxDesktop(HelperDesktop):
 
         reader = threading.Thread(target=drain_stderr, name="cwsandbox-stderr", daemon=True)
         reader.start()
+        asked = first = time.perf_counter()
         try:
             for text in process.stdout:
+                if armored.declared is None:
+                    first = time.perf_counter()
                 if problem := armored.feed(text):
                     cut_off(problem)
                     break
         finally:
             reader.join(5)
+        # where the step's time went on our side, for the benchmarks: until the reply began, and its transfer
+        self.wire_timing = {"to_reply": (first - asked) * 1000, "transfer": (time.perf_counter() - first) * 1000}
         if cut:
             last = errors.last_line()  # a traceback's last line says what went wrong
             raise DesktopError(one_line(cut[0] + (f": {truncate(last, 200)}" if last else "")), fatal=True)
