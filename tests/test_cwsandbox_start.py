@@ -130,6 +130,7 @@ def test_the_install_progress_counts_and_never_repeats_apts_words() -> None:
     now = [0.0]
     progress = cw.InstallProgress(notes.append, clock=lambda: now[0])
     progress.line("cua-tui: update")
+    progress.line("Get:1 https://deb.debian.org/debian bookworm InRelease")  # the lists: not a package
     progress.line("cua-tui: install")
     for k in range(30):
         now[0] += 1

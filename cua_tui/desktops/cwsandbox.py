@@ -815,9 +815,9 @@ class InstallProgress:
             self.note(f"installing: apt-get install ({len(INSTALL_PACKAGES)} packages and what they need)")
         elif text == "cua-tui: done":
             self.finished = True
-        elif text.startswith("Get:"):
+        elif self.stage == "apt-get install" and text.startswith("Get:"):  # (update's Get lines are its lists)
             self.fetched += 1
-        elif text.startswith("Setting up "):
+        elif self.stage == "apt-get install" and text.startswith("Setting up "):
             self.set_up += 1
         now = self.clock()
         if self.stage == "apt-get install" and not self.finished and now - self.last >= NOTE_EVERY:
