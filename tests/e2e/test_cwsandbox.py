@@ -41,12 +41,17 @@ def _quiet_grpc(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GRPC_VERBOSITY", "ERROR")
 
 
+def point_at(svc: LocalService, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run's client pointed at ``svc``, with the key, on this host's programs (the process-group mode)."""
+    monkeypatch.setenv("CWSANDBOX_BASE_URL", svc.base_url)
+    monkeypatch.setenv("CWSANDBOX_API_KEY", KEY)
+    monkeypatch.setenv("CUA_TUI_CWSANDBOX_IMAGE", HOST_IMAGE)
+
+
 @pytest.fixture
 def service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalService]:
     with LocalService(tmp_path / "service") as svc:
-        monkeypatch.setenv("CWSANDBOX_BASE_URL", svc.base_url)
-        monkeypatch.setenv("CWSANDBOX_API_KEY", KEY)
-        monkeypatch.setenv("CUA_TUI_CWSANDBOX_IMAGE", HOST_IMAGE)
+        point_at(svc, monkeypatch)
         yield svc
 
 
@@ -164,9 +169,7 @@ def test_injection_lab_without_bubblewrap_says_so(tmp_path: Path, monkeypatch: p
     """A sandbox where bubblewrap cannot make namespaces: probed, the desktop runs without it, run.json
     and the desktop_ready event say so, and the lab still passes with rejections."""
     with LocalService(tmp_path / "service", bwrap_fails=True) as svc:
-        monkeypatch.setenv("CWSANDBOX_BASE_URL", svc.base_url)
-        monkeypatch.setenv("CWSANDBOX_API_KEY", KEY)
-        monkeypatch.setenv("CUA_TUI_CWSANDBOX_IMAGE", HOST_IMAGE)
+        point_at(svc, monkeypatch)
         run, recorder = lab_run(tmp_path, "injection", "reject")
         result = run.run()
         assert result.status == "passed", result.reason
@@ -382,9 +385,7 @@ def test_form_lab_passes_on_the_gateway_path(tmp_path: Path, monkeypatch: pytest
     """A service without direct connect (ConnectSandbox answers UNIMPLEMENTED): the client falls back to the
     gateway for every exec, and the run is the same: passed, one exec per step."""
     with LocalService(tmp_path / "service", direct=False) as svc:
-        monkeypatch.setenv("CWSANDBOX_BASE_URL", svc.base_url)
-        monkeypatch.setenv("CWSANDBOX_API_KEY", KEY)
-        monkeypatch.setenv("CUA_TUI_CWSANDBOX_IMAGE", HOST_IMAGE)
+        point_at(svc, monkeypatch)
         run, recorder = lab_run(tmp_path, "form", "approve")
         result = run.run()
         assert result.status == "passed", result.reason
