@@ -155,11 +155,13 @@ async def test_the_pending_row_is_in_view_at_80x24_after_many_turns(tmp_path: Pa
         batch = app.query_one(BatchPane)
         assert batch.keep == 5
         await until_decision(pilot, app, 13, 1)
-        await until(pilot, lambda: batch.scroll_offset.y > 0, "the batch scrolled to the pending row")
-        await pilot.pause(0.1)
-        pending = batch.rows[1]
-        view = batch.scrollable_content_region
-        assert view.contains(pending.region.x, pending.region.y), (pending.region, view)
+
+        def in_view() -> bool:
+            pending = batch.rows[1]
+            return batch.scroll_offset.y > 0 and batch.scrollable_content_region.contains(*pending.region.offset)
+
+        # the scroll to the pending row can take more than one refresh on a loaded machine: wait for it to land
+        await until(pilot, in_view, "the batch scrolled the pending row into view")
         assert "▶" in drawn_screen(app)  # the marker on the terminal
         assert [s.turn for s in batch.query(TurnSummary) if not s.has_class("turn-elided")] == [8, 9, 10, 11, 12]
         assert batch.dropped == 7
