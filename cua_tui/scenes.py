@@ -31,6 +31,7 @@ from .core.runlog import RunReader
 from .desktops.sim import PHRASE, SimApp, SimDesktop
 from .ocr import ScreenReader
 from .tui.app import SupervisorApp
+from .tui.batch import ActionRow, BatchPane
 from .tui.decision import DecisionPanel
 from .tui.desktop_view import DesktopView
 from .tui.source import RecordedRun, run_info
@@ -398,13 +399,20 @@ async def settle(pilot: Pilot[Any], timeout: float = 10.0) -> None:
     assert isinstance(source, RecordedRun)
     last_seq = source.events[-1].seq if source.events else -1
 
+    batch = app.query_one(BatchPane)
+    last_scroll = [batch.scroll_offset]
+
     def ready() -> bool:
         shown = app._serial > 0 and app._shown == app._serial and app.query_one(DesktopView).rendered is not None
         applied = app.view.seq == last_seq
         decided = app.view.pending is None or (app.pending is not None and app.query_one(DecisionPanel).display)
         ended = not source.ends or not app.running
         read = not app.reading.busy  # the screen's OCR (the panel's "goes to" line) has arrived
-        return shown and applied and decided and ended and read
+        # the batch's scroll to the pending row has landed (on a loaded machine it takes several refreshes)
+        view = batch.scrollable_content_region
+        landed = all(view.contains(*row.region.offset) for row in batch.query(ActionRow) if row.has_class("pending"))
+        still, last_scroll[0] = batch.scroll_offset == last_scroll[0], batch.scroll_offset
+        return shown and applied and decided and ended and read and landed and still
 
     await _steady(pilot, ready, timeout, "the recorded run")
 
