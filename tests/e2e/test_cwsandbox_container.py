@@ -417,27 +417,27 @@ def test_a_fleet_of_eight_runs_each_in_its_own_container(tmp_path: Path, service
 
 
 def test_a_fleet_sent_sigterm_mid_run_leaves_no_container(tmp_path: Path, service: ContainerService) -> None:
-    """Four runs, each at its first decision (an approver that never answers), their desktops up in their
+    """Eight runs, each at its first decision (an approver that never answers), their desktops up in their
     containers: SIGTERM ends the fleet, every run killed and sealed, every container removed."""
     asked = tmp_path / "asked"
     asked.mkdir()
     (tmp_path / "approver.py").write_text(APPROVER)
-    proc = fleet(tmp_path, service, 4, f"approver:{sys.executable} {tmp_path / 'approver.py'} {asked}")
+    proc = fleet(tmp_path, service, 8, f"approver:{sys.executable} {tmp_path / 'approver.py'} {asked}")
     deadline = time.monotonic() + 120
-    while len(list(asked.iterdir())) < 4:
+    while len(list(asked.iterdir())) < 8:
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
         time.sleep(0.1)
-    assert len(service.containers(running=True)) == 4
+    assert len(service.containers(running=True)) == 8
     proc.send_signal(signal.SIGTERM)
     started = time.monotonic()
     _out, err = proc.communicate(timeout=60)
     print(f"SIGTERM: the fleet exited {time.monotonic() - started:.2f} s after the signal")
     assert proc.returncode == 1, err[-3000:]
     rows = manifest(tmp_path / "runs")
-    assert [r["status"] for r in rows] == ["killed"] * 4, rows
+    assert [r["status"] for r in rows] == ["killed"] * 8, rows
     for row in rows:
         report = verify_run(tmp_path / "runs" / row["run_id"])
         assert report.code is VerifyExit.INTACT and report.sealed, report.summary
-    assert len(set(service.service.made)) == 4
+    assert len(set(service.service.made)) == 8
     none_left(tmp_path, service)
     assert "Traceback" not in err
