@@ -229,6 +229,11 @@ class BatchPane(VerticalScroll):
         if self.scroll_offset.y >= self.max_scroll_y:
             self.following = True
 
+    def watch_virtual_size(self) -> None:
+        """Rows mounted or removed (an earlier turn folded away) change the layout after a scroll to the
+        pending row was asked for, and on a loaded machine after it ran: the pending row is brought back."""
+        self.reveal_pending()
+
     def reveal_pending(self) -> None:
         """After a resize: the pending row back in view, unless the reviewer has scrolled back to read."""
         if self.following and self.pending is not None and self.pending in self.rows:
