@@ -143,3 +143,24 @@ def test_the_install_progress_counts_and_never_repeats_apts_words() -> None:
         "installing: 20 downloads, 19 packages set up (20 s)",
         "installing: 30 downloads, 29 packages set up (30 s)",
     ]
+
+
+def test_a_scripts_output_in_tiny_frames_is_cut_into_lines_and_tails_without_copies() -> None:
+    """A hostile sandbox may stream one character a frame: lines and tails come out right, and what waits
+    is kept in pieces (nothing joined per frame)."""
+    lines: list[str] = []
+    cutter = cw._Lines(lines.append)
+    for char in "one\r\ntwo\n\nthree":
+        cutter.add(char)
+    assert len(cutter.parts) == 5  # "three", a piece a frame, waiting for its end
+    cutter.end()
+    assert lines == ["one", "two", "", "three"]
+    long: list[str] = []
+    cutter = cw._Lines(long.append)
+    cutter.add("x" * (cw.LINE_CAP + 10) + "\n")
+    assert [len(x) for x in long] == [cw.LINE_CAP + 10]
+    tail = cw._Tail(8)
+    for char in "abcdefghijklmnopqrstuvwxyz":
+        tail.add(char)
+        assert len(tail.parts) <= 17
+    assert tail.text() == "stuvwxyz"

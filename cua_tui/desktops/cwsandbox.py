@@ -446,23 +446,44 @@ class CWSandboxDesktop(HelperDesktop):
         on_line: Callable[[str], None] | None = None,
     ) -> tuple[int, str, str]:
         """One exec of a shell script, its output read as it streams (bounded: cut off past its cap)."""
+        argv = ["sh", "-c", script, "cua-tui", *args]
+        result: tuple[int, str, str] = self._exec(
+            argv, timeout=timeout, what=what, read=lambda process: _consume_lines(process, timeout, on_line)
+        )
+        return result
+
+    def _exec(
+        self,
+        argv: list[str],
+        *,
+        timeout: float,
+        what: str,
+        read: Callable[[Any], Any],
+        stdin_line: str | None = None,
+        quoted: list[str] | None = None,
+    ) -> Any:
+        """One exec in the sandbox, the one a stop cancels, its output consumed by ``read``; any client error
+        becomes one line (``quoted``: a command whose words the line must not repeat)."""
         self._check_stopping()
         try:
             with self._lock:
                 if self._stopping.is_set():
                     raise DesktopError("the desktop was stopped", fatal=True)
                 process = self._process = self._sandbox.exec(
-                    ["sh", "-c", script, "cua-tui", *args], timeout_seconds=timeout
+                    argv, timeout_seconds=timeout, stdin=stdin_line is not None
                 )
-            code, out, err = _consume_lines(process, timeout, on_line)
+            if stdin_line is not None:
+                process.stdin.writeline(stdin_line).result(timeout=timeout)
+                process.stdin.close().result(timeout=timeout)
+            result = read(process)
         except DesktopError:
             raise
         except Exception as exc:
-            raise self._error(what, exc) from None
+            raise self._error(what, exc, quoted) from None
         finally:
             self._process = None
         self._check_stopping()
-        return code, out, err
+        return result
 
     # ------------------------------------------------------------------------------------------------
     # One exec per request
@@ -486,22 +507,14 @@ class CWSandboxDesktop(HelperDesktop):
                 json.dumps({**self._sealed(request), "armor": True}),
                 self.socket_path,
             ]
-        try:
-            with self._lock:
-                if self._stopping.is_set():
-                    raise DesktopError("the desktop was stopped", fatal=True)
-                process = self._process = self._sandbox.exec(argv, timeout_seconds=timeout, stdin=ready)
-            if ready:
-                process.stdin.writeline(self._text_key.hex()).result(timeout=timeout)
-                process.stdin.close().result(timeout=timeout)
-            returncode, stdout, stderr = self._consume(process, timeout)
-        except DesktopError:
-            raise
-        except Exception as exc:
-            raise self._error(f"the sandbox's {request.get('op')} request", exc, argv) from None
-        finally:
-            self._process = None
-        self._check_stopping()
+        returncode, stdout, stderr = self._exec(
+            argv,
+            timeout=timeout,
+            what=f"the sandbox's {request.get('op')} request",
+            read=lambda process: self._consume(process, timeout),
+            stdin_line=self._text_key.hex() if ready else None,
+            quoted=argv,
+        )
         return self._answer(returncode, stdout, stderr)
 
     def _sealed(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -723,7 +736,7 @@ def stop_sandbox(settings: SandboxSettings, sandbox_id: str) -> None:
 # ---------------------------------------------------------------------------------------------------
 # The start's scripts: their output, their progress, the CA bundle the install checks its mirror with
 # ---------------------------------------------------------------------------------------------------
-LINE_CAP = 64 * 1024  # a longer "line" is cut into pieces of this size
+LINE_CAP = 64 * 1024  # a longer "line" is cut into pieces of about this size
 TAIL_CAP = 64 * 1024  # what is kept of a script's stdout and stderr: their ends, where the reasons are
 NOTE_EVERY = 10.0  # seconds between two progress notes of an install
 
@@ -753,42 +766,67 @@ def _consume_lines(process: Any, timeout: float, on_line: Callable[[str], None] 
 
     reader = threading.Thread(target=drain_stderr, name="cwsandbox-script-stderr", daemon=True)
     reader.start()
-    partial = ""
+    lines = _Lines(on_line or (lambda line: None))
     try:
         for text in process.stdout:
             out.add(text)
             if not count(text):
                 break
-            partial += text
-            while "\n" in partial or len(partial) > LINE_CAP:
-                line, newline, rest = partial.partition("\n")
-                if not newline:
-                    line, rest = partial[:LINE_CAP], partial[LINE_CAP:]
-                partial = rest
-                if on_line is not None:
-                    on_line(line.rstrip("\r"))
+            lines.add(text)
     finally:
         reader.join(5)
     if cut:
         raise DesktopError(one_line(cut[0]), fatal=True)
-    if partial and on_line is not None:
-        on_line(partial)
+    lines.end()
     result = process.result(timeout=timeout + 5)
     return result.returncode, out.text(), err.text()
 
 
 class _Tail:
-    """The last ``cap`` characters of a stream."""
+    """The last ``cap`` characters of a stream, kept in pieces: joined only when read or when twice the cap
+    has come, so that a sandbox streaming tiny frames costs no copy of the tail per frame."""
 
     def __init__(self, cap: int) -> None:
         self.cap = cap
-        self.data = ""
+        self.parts: list[str] = []
+        self.size = 0
 
     def add(self, text: str) -> None:
-        self.data = (self.data + text)[-self.cap :]
+        self.parts.append(text)
+        self.size += len(text)
+        if self.size > 2 * self.cap:
+            kept = "".join(self.parts)[-self.cap :]
+            self.parts, self.size = [kept], len(kept)
 
     def text(self) -> str:
-        return self.data
+        return "".join(self.parts)[-self.cap :]
+
+
+class _Lines:
+    """A stream cut into lines for ``emit`` (a longer one in pieces of about ``LINE_CAP``), each frame looked
+    at once: what is not yet a whole line waits in pieces, never copied per frame."""
+
+    def __init__(self, emit: Callable[[str], None]) -> None:
+        self.emit = emit
+        self.parts: list[str] = []
+        self.size = 0
+
+    def add(self, text: str) -> None:
+        while text:
+            head, newline, text = text.partition("\n")
+            self.parts.append(head)
+            self.size += len(head)
+            if newline or self.size > LINE_CAP:
+                self._flush()
+
+    def end(self) -> None:
+        if self.size:
+            self._flush()
+
+    def _flush(self) -> None:
+        line = "".join(self.parts)
+        self.parts, self.size = [], 0
+        self.emit(line.rstrip("\r"))
 
 
 class InstallProgress:
