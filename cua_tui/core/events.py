@@ -220,6 +220,8 @@ class DecisionMade(Event):
     subject: str = "action"
     note: str = ""
     operator: str = ""  # who, when a person decided (user@host or --operator); never set otherwise
+    screen: str = ""  # the SHA-256 of the screenshot the reviewer was shown ("" when no screen was shown)
+    shown_ms: int | None = None  # how long the decision was on screen before the answer (a person's only)
 
 
 @dataclass(frozen=True, slots=True)

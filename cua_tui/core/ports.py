@@ -219,6 +219,8 @@ class Ruling:
     note: str = ""  # a reviewer's reason (a rejection's goes to the model too)
     human: bool = False  # a person decided (then the operator is recorded with the decision)
     grant: bool = False  # approve this and every later action of the request's scope (``a``)
+    screen: str = ""  # the SHA-256 of the screenshot the reviewer was shown with the request
+    shown_ms: int | None = None  # how long the request was on screen before this answer
 
 
 @dataclass(frozen=True, slots=True)

@@ -698,6 +698,8 @@ class Supervisor:
                 subject=request.kind,
                 note=ruling.note,
                 operator=self.config.operator if ruling.human else "",
+                screen=ruling.screen if _is_sha256(ruling.screen) else "",
+                shown_ms=ruling.shown_ms if ruling.human and type(ruling.shown_ms) is int else None,
             )
         )
         if ruling.answer is Answer.KILL:
@@ -1000,6 +1002,10 @@ def _valid_ruling(ruling: Any) -> Ruling:
         return Ruling(Answer(ruling.answer), str(ruling.by), str(getattr(ruling, "note", "")))
     except (AttributeError, ValueError, TypeError):
         return Ruling(Answer.REJECT, "approver error (fail closed)", "malformed ruling")
+
+
+def _is_sha256(value: object) -> bool:
+    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
 
 
 def _iso(epoch: float) -> str:
