@@ -68,7 +68,7 @@ CONFIRM = Decision(Verdict.CONFIRM, "asks", "actions.type")
 
 
 def test_a_scope_is_narrow_and_only_for_confirmations() -> None:
-    chord = grants.scope_for(Action(Kind.KEYPRESS, chord=("ctrl", "Return")), CONFIRM, None)
+    chord = grants.scope_for(Action(Kind.KEYPRESS, chord="ctrl+Return"), CONFIRM, None)
     assert chord is not None and chord.kind == "chord" and "ctrl+Return" in chord.label
     typed = grants.scope_for(Action(Kind.TYPE, text="x"), CONFIRM, FIELD)
     assert typed is not None and typed.kind == "typing" and "(250, 182)" in typed.label
@@ -88,7 +88,7 @@ def test_a_scope_is_narrow_and_only_for_confirmations() -> None:
         (Action(Kind.TYPE, text="more"), (256, 188), True),  # the same field, a few pixels off
         (Action(Kind.TYPE, text="more"), (250, 400), False),  # another field
         (Action(Kind.TYPE, text="more"), None, False),
-        (Action(Kind.KEYPRESS, chord=("Return",)), (250, 182), False),
+        (Action(Kind.KEYPRESS, chord="Return"), (250, 182), False),
     ],
 )
 def test_a_typing_grant_covers_only_typing_into_its_field(

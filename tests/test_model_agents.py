@@ -259,10 +259,11 @@ def test_openai_safety_check_approved_is_acknowledged_in_the_next_request(tmp_pa
         openai_response(computer_call("call_1", *FILL_BATCH, checks=[CHECK])),
         openai_response(message("done")),
     )
-    approver = Approver(Answer.APPROVE, Answer.APPROVE)  # the safety check, then typing
+    approver = Approver(Answer.APPROVE)  # the safety check, which covers the typing it lists
     run = supervise(tmp_path, openai_agent(server), approver=approver)
     assert run.status == "passed"
-    assert [r.kind for r in approver.requests] == ["safety_check", "action"]
+    assert [r.kind for r in approver.requests] == ["safety_check"]
+    assert [g.verdict for g in approver.requests[0].gated].count("confirm") == 1
     assert approver.requests[0].safety_checks[0].id == "sc_1"
     (output,) = server.bodies(OPENAI_PATH)[1]["input"]
     assert output["acknowledged_safety_checks"] == [CHECK]

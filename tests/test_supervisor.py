@@ -505,7 +505,15 @@ def test_human_approved_safety_check_is_acknowledged_and_decided_first(run_scrip
         [{"actions": [click(PHRASE_FIELD), typing(PHRASE), click(VERIFY)], "pending_safety_checks": [SAFETY_CHECK]}],
         approver=approver,
     )
-    assert [r.kind for r in approver.requests] == ["safety_check", "action"]  # typing is still asked for
+    # one answer: the checks and the typing they gate (listed in the request), no second decision
+    assert [r.kind for r in approver.requests] == ["safety_check"]
+    gated = approver.requests[0].gated
+    assert [(g.index, g.verdict, g.covered) for g in gated] == [
+        (0, "allow", False),
+        (1, "confirm", True),
+        (2, "allow", False),
+    ]
+    assert gated[1].action is not None and gated[1].action.text == PHRASE  # shown in full to the reviewer
     (call_result,) = run.agent.received[0]
     assert call_result.acknowledged_safety_checks == (
         SafetyCheck("sc1", "malicious_instructions", SAFETY_CHECK["message"]),
@@ -515,25 +523,74 @@ def test_human_approved_safety_check_is_acknowledged_and_decided_first(run_scrip
     safety_decision = next(r["seq"] for r in log if r["kind"] == "decision" and r["subject"] == "safety_check")
     first_execution = next(r["seq"] for r in log if r["kind"] == "phase" and r["phase"] == "executing")
     assert safety_decision < first_execution
+    typed = next(r for r in log if r["kind"] == "decision" and r["index"] == 1 and r["subject"] == "action")
+    assert (typed["decision"], typed["by"]) == ("approve", "human")
+    assert typed["note"] == "approved with the call's safety checks (one answer)"
     transcript = [json.loads(line) for line in (run.path / "transcript.jsonl").read_text().splitlines()]
     assert transcript[0]["calls"][0]["acknowledged"] == ["sc1"]
     assert_one_outcome_each(run.path)
     assert_intact(run.path)
 
 
-def test_safety_check_approved_but_action_rejected(run_script) -> None:
+def test_a_safety_check_answer_covers_only_its_own_call_and_never_a_block(run_script) -> None:
     approver = ScriptedApprover(Answer.APPROVE, Answer.REJECT)
     run = run_script(
-        [{"actions": [typing(PHRASE), click(VERIFY)], "pending_safety_checks": [SAFETY_CHECK]}], approver=approver
+        [
+            {
+                "actions": [click(PHRASE_FIELD), typing(PHRASE), {"type": "keypress", "keys": ["ctrl", "alt", "t"]}],
+                "pending_safety_checks": [SAFETY_CHECK],
+            },
+            {"actions": [typing(PHRASE)]},  # the next turn's typing is asked again, and rejected
+        ],
+        approver=approver,
     )
-    assert run.desktop.executed == []
+    assert [r.kind for r in approver.requests] == ["safety_check", "action"]
+    assert [g.verdict for g in approver.requests[0].gated] == ["allow", "confirm", "block"]
     assert recorded_outcomes(run.path) == [
-        (1, 0, "declined", MSG_DECLINED),
-        (1, 1, "not_executed", MSG_NOT_EXECUTED),
+        (1, 0, "executed", "OK"),
+        (1, 1, "executed", "OK"),
+        (1, 2, "refused", MSG_REFUSED),
+        (2, 0, "declined", MSG_DECLINED),
     ]
     (call_result,) = run.agent.received[0]
     assert [c.id for c in call_result.acknowledged_safety_checks] == ["sc1"]
     assert_intact(run.path)
+
+
+def test_a_safety_check_panel_lists_what_it_gates_and_what_a_y_does() -> None:
+    from cua_tui.core import describe
+    from cua_tui.core.actions import parse_openai
+    from cua_tui.core.geometry import Scaling, Size
+    from cua_tui.core.ports import Gated
+
+    SCALE = Scaling.identity(Size(1024, 768))
+    request = DecisionRequest(
+        "r",
+        1,
+        0,
+        "c1",
+        "safety_check",
+        "the model raised safety checks",
+        safety_checks=(SafetyCheck("sc1", "malicious_instructions", "[red]x[/red]"),),
+        gated=(
+            Gated(0, parse_openai(click(VERIFY), SCALE), "allow", "actions.click", "ok"),
+            Gated(
+                1,
+                parse_openai({"type": "keypress", "keys": ["ENTER"]}, SCALE),
+                "confirm",
+                "keys.confirm:Return",
+                "submits",
+            ),
+            Gated(2, None, "block", "malformed", "malformed: bad"),
+        ),
+    )
+    text = "".join(part for part, _role in describe.request_panel(request))
+    assert "press Return · needs a decision (keys.confirm:Return): approved by this answer, no second decision" in text
+    assert (
+        "1. click at (550, 182) · allowed" in text
+        and "3. a malformed action · blocked (malformed): will be refused" in text
+    )
+    assert "press Return" in "\n".join(describe.request_lines(request))
 
 
 # ---------------------------------------------------------------------------------------------------

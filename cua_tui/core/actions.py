@@ -305,6 +305,9 @@ def _held(value: Any, *, field_name: str) -> tuple[str, ...]:
 Point = tuple[int, int]
 
 
+FOCUS_TEXT = ("\t", "\n", "\r")  # typed text with one of these moves the focus (xdotool types a Tab as Tab)
+
+
 def text_sha256(text: str) -> str:
     """The SHA-256 hex by which typed text is recorded (lone surrogates hashed as they are, not dropped)."""
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
@@ -367,6 +370,8 @@ class Action:
         if self.kind is Kind.TYPE:
             rec["text_len"] = len(self.text)
             rec["text_sha256"] = self.text_sha256
+            if any(c in self.text for c in FOCUS_TEXT):
+                rec["moves_focus"] = True  # the text leaves its field (core/focus.py), the one fact told of it
         if self.duration_ms:
             rec["duration_ms"] = self.duration_ms
         if self.region is not None:

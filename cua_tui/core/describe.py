@@ -13,7 +13,7 @@ from typing import Any
 
 from . import events as ev
 from .actions import Kind
-from .ports import DecisionRequest, VerifierPlace
+from .ports import DecisionRequest, Gated, VerifierPlace
 from .text import one_line, visible
 from .timeline import Step
 
@@ -171,12 +171,33 @@ def audit_line(event: ev.Event) -> str:
 # ---------------------------------------------------------------------------------------------------
 # Decision requests
 # ---------------------------------------------------------------------------------------------------
+GATED_HEAD = "The actions these checks gate (approving runs them in order; a blocked one is still refused):"
+
+
+def gated_line(gated: Gated) -> str:
+    """One action a safety check gates, for people: what it is and what the answer does to it (typed text
+    in full: the reviewer approves it here)."""
+    what = visible(gated.action.describe()) if gated.action is not None else "a malformed action"
+    if gated.action is not None and gated.action.kind is Kind.TYPE:
+        what += f": {visible(gated.action.text, limit=300)}"
+    if gated.verdict == "confirm":
+        fate = f"needs a decision ({visible(gated.rule)}): approved by this answer, no second decision"
+    elif gated.verdict == "block":
+        fate = f"blocked ({visible(gated.rule)}): will be refused"
+    else:
+        fate = "allowed"
+    return f"{gated.index + 1}. {what} · {fate}"
+
+
 def request_lines(request: DecisionRequest) -> list[str]:
     """Lines that show a reviewer on a plain terminal exactly what is being decided (typed text in full)."""
     lines = [f"== Decision needed: turn {request.turn}, action {request.index + 1} =="]
     if request.kind == "safety_check":
         lines.append("The model raised safety checks; approving acknowledges them:")
         lines += [f"  - {visible(c.code)}: {visible(c.message)}" for c in request.safety_checks]
+        if request.gated:
+            lines.append(GATED_HEAD)
+            lines += [f"  {gated_line(g)}" for g in request.gated]
     if request.action is not None:
         lines.append(f"  action: {visible(request.action.describe())}")
         if request.action.kind is Kind.TYPE:
@@ -194,7 +215,7 @@ def text_destination(point: tuple[int, int] | None, words: str | None, problem: 
     OCR of the current screen found around that point. ``words`` None: not read yet; ``problem``: why the
     screen could not be read. The words are page text (untrusted): made visible here."""
     if point is None:
-        return "the focused field; which one is unknown (no click since the start or since a Tab)"
+        return "the focused field; which one is unknown (no click since the start, or the focus may have moved since)"
     where = f"last click at ({point[0]}, {point[1]})"
     if problem:
         return f"the field at the {where}; its words unknown: {visible(problem, limit=160)}"
@@ -224,6 +245,9 @@ def request_panel(
         parts.append(("The model raised safety checks; approving acknowledges them to the model:\n", LABEL))
         for check in request.safety_checks:
             parts.append((f"  • {visible(check.code)}: {visible(check.message, limit=300)}\n", ""))
+        if request.gated:
+            parts.append((GATED_HEAD + "\n", LABEL))
+            parts += [(f"  {gated_line(g)}\n", TYPED if g.covered else "") for g in request.gated]
     action = request.action
     if action is not None:
         parts += [("action  ", LABEL), (visible(action.describe()) + "\n", "")]
@@ -235,7 +259,8 @@ def request_panel(
     parts += [("why     ", LABEL), (visible(request.reason, limit=400) + "\n", "")]
     parts += [("y", KEY), (" approve   ", ""), ("n", KEY), (" reject   ", ""), ("k", KEY), (" kill switch", "")]
     if request.scope is not None:  # shown before it can be pressed: what exactly a grant would cover
-        parts += [("\n", ""), ("a", KEY), (f" approve this and all {request.scope.label} for the rest of the run", "")]
+        lasts = "until the focus leaves that field" if request.scope.kind == "typing" else "for the rest of the run"
+        parts += [("\n", ""), ("a", KEY), (f" approve this and all {request.scope.label} {lasts}", "")]
     if action is not None and action.target is not None:
         parts += [("   ", ""), ("z", KEY), (" whole screen / zoom on target", "")]
     elif action is not None and action.kind is Kind.TYPE and field:

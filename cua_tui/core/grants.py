@@ -4,12 +4,13 @@ of the run.
 A scope is one of three, always narrow and shown before the reviewer presses ``a``:
 
 - ``chord``: this key chord (the same keys, in the same order);
-- ``typing``: typing into this field, the one the last click before the typing landed in (a later typing
-  counts when the last click before it landed within ``FIELD_RADIUS`` pixels of that point);
+- ``typing``: typing into this field, the focused one (core/focus.py: the last click's, until anything
+  that can move the focus); the grant ends when the focus leaves the field (``FIELD_RADIUS``);
 - ``region``: clicks inside this policy region (the rule that asked is the region's).
 
-A grant never covers a blocked action (blocks are decided before any decision is asked) nor a model's
-safety check (those always need a decision of their own), and it can be revoked at any time. Grants are
+A grant never covers a blocked action (blocks are decided before any decision is asked), a model's
+safety check (those always need a decision of their own), typing whose text leaves its field, or a click
+in a region that sends data out of the sandbox (never offered), and it can be revoked at any time. Grants are
 recorded as events of their own, with who granted them; each action a grant approves names the grant.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from . import focus
 from .actions import Action, Kind
 from .policy import Decision, Verdict
 from .ports import Scope
@@ -25,15 +27,15 @@ FIELD_RADIUS = 8  # pixels: a click this close to the field's point is a click i
 CLICKS = (Kind.CLICK, Kind.DOUBLE_CLICK, Kind.TRIPLE_CLICK)
 
 
-def scope_for(action: Action, decision: Decision, last_click: tuple[int, int] | None) -> Scope | None:
-    """The narrow scope an approval of ``action`` could extend to, or None (then ``a`` is not offered)."""
-    if decision.verdict is not Verdict.CONFIRM:
+def scope_for(action: Action, decision: Decision, field: tuple[int, int] | None) -> Scope | None:
+    """The narrow scope an approval of ``action`` could extend to, or None (then ``a`` is not offered).
+    ``field`` is the focused field (core/focus.py)."""
+    if decision.verdict is not Verdict.CONFIRM or decision.sends_out:
         return None
     if action.kind is Kind.KEYPRESS and action.chord:
-        chord = "+".join(action.chord)
-        return Scope("chord", chord, f"the key chord {chord}")
-    if action.kind is Kind.TYPE and last_click is not None:
-        x, y = last_click
+        return Scope("chord", action.chord, f"the key chord {action.chord}")
+    if action.kind is Kind.TYPE and field is not None and not focus.text_moves_focus(action.text):
+        x, y = field
         return Scope("typing", f"{x},{y}", f"typing into the field clicked at ({x}, {y})")
     if action.kind in CLICKS and decision.rule.startswith("regions."):
         name = decision.rule.removeprefix("regions.")
@@ -41,20 +43,30 @@ def scope_for(action: Action, decision: Decision, last_click: tuple[int, int] | 
     return None
 
 
-def covers(scope: Scope, action: Action, decision: Decision, last_click: tuple[int, int] | None) -> bool:
-    """Whether ``scope`` covers ``action`` (classified ``decision``, the last click at ``last_click``)."""
-    if decision.verdict is not Verdict.CONFIRM:
-        return False  # a block is never covered; an allow needs nothing
+def covers(scope: Scope, action: Action, decision: Decision, field: tuple[int, int] | None) -> bool:
+    """Whether ``scope`` covers ``action`` (classified ``decision``, the focused field at ``field``)."""
+    if decision.verdict is not Verdict.CONFIRM or decision.sends_out:
+        return False  # a block is never covered; an allow needs nothing; sending out always asks
     if scope.kind == "chord":
-        return action.kind is Kind.KEYPRESS and "+".join(action.chord) == scope.key
+        return action.kind is Kind.KEYPRESS and action.chord == scope.key
     if scope.kind == "typing":
-        if action.kind is not Kind.TYPE or last_click is None:
+        if action.kind is not Kind.TYPE or focus.text_moves_focus(action.text):
             return False
-        x, y = (int(v) for v in scope.key.split(","))
-        return abs(last_click[0] - x) <= FIELD_RADIUS and abs(last_click[1] - y) <= FIELD_RADIUS
+        return focus.same_field(field, typing_point(scope), FIELD_RADIUS)
     if scope.kind == "region":
         return action.kind in CLICKS and decision.rule == scope.key
     return False
+
+
+def typing_point(scope: Scope) -> tuple[int, int] | None:
+    """The field a typing scope names (None for other scopes or a key that is not "x,y")."""
+    if scope.kind != "typing":
+        return None
+    try:
+        x, y = (int(v) for v in scope.key.split(","))
+    except ValueError:
+        return None
+    return x, y
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +94,16 @@ class Grants:
     def revoke(self, grant_id: int) -> Grant | None:
         return self.active.pop(grant_id, None)
 
-    def match(self, action: Action, decision: Decision, last_click: tuple[int, int] | None) -> Grant | None:
+    def match(self, action: Action, decision: Decision, field: tuple[int, int] | None) -> Grant | None:
         for grant in self.active.values():
-            if covers(grant.scope, action, decision, last_click):
+            if covers(grant.scope, action, decision, field):
                 return grant
         return None
+
+    def outlived(self, field: tuple[int, int] | None) -> list[Grant]:
+        """The typing grants whose field is no longer the focused one (``field``): they end now."""
+        return [
+            g
+            for g in self.active.values()
+            if g.scope.kind == "typing" and not focus.same_field(field, typing_point(g.scope), FIELD_RADIUS)
+        ]

@@ -43,6 +43,7 @@ class Decision:
     verdict: Verdict
     reason: str
     rule: str
+    sends_out: bool = False  # a click in a region marked as sending data out of the sandbox: never granted
 
 
 class PolicyError(ValueError):
@@ -113,6 +114,7 @@ class _Region(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     height: int
     verdict: str = "confirm"
     reason: str = ""
+    sends_out: bool = False
 
 
 class _Network(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -193,6 +195,7 @@ class Region:
     height: int
     verdict: Verdict
     reason: str
+    sends_out: bool = False  # the control sends data out of the sandbox: asked every time, never grouped
 
     def contains(self, point: tuple[int, int]) -> bool:
         px, py = point
@@ -268,11 +271,13 @@ class Policy:
         for points in action.path or ((action.target,) if action.target else ()):
             for region in self.regions:
                 if region.contains(points):
-                    found.append(Decision(region.verdict, region.reason, f"regions.{region.name}"))
+                    found.append(
+                        Decision(region.verdict, region.reason, f"regions.{region.name}", sends_out=region.sends_out)
+                    )
         if any(d.verdict is Verdict.BLOCK for d in found):
             return next(d for d in found if d.verdict is Verdict.BLOCK)
-        if found:
-            return found[0]
+        if found:  # the first names the rule; a region that sends data out marks the decision whatever names it
+            return dataclasses.replace(found[0], sends_out=any(d.sends_out for d in found))
         if kind in self.confirm:
             reason = KIND_REASONS.get(kind, f"{kind.value} actions need a decision under this policy")
             return Decision(Verdict.CONFIRM, reason, f"actions.{kind}")
@@ -309,7 +314,11 @@ class Policy:
             f"limits: {lim.max_turns} turns, {lim.max_steps} steps, {lim.deadline_seconds} s, "
             f"text <= {lim.max_text_length}, wait <= {lim.max_wait_seconds:g} s, scroll <= {lim.max_scroll}",
         ]
-        lines += [f"region {r.name}: {r.verdict} at {r.x},{r.y} {r.width}x{r.height}" for r in self.regions]
+        lines += [
+            f"region {r.name}: {r.verdict} at {r.x},{r.y} {r.width}x{r.height}"
+            + (" (sends data out)" if r.sends_out else "")
+            for r in self.regions
+        ]
         if self.allow_domains:
             lines.append("allowed domains: " + ", ".join(self.allow_domains))
         return lines
@@ -468,7 +477,9 @@ def _regions(source: str, text: str, regions: list[_Region]) -> tuple[Region, ..
             problem = f"region {reg.name!r}: needs x, y >= 0 and width, height >= 1"
             raise PolicyError(_at(source, text, ("regions", i, "width"), problem))
         reason = reg.reason or f"the click lands in the '{reg.name}' region"
-        out.append(Region(reg.name, reg.x, reg.y, reg.width, reg.height, Verdict(reg.verdict), reason))
+        out.append(
+            Region(reg.name, reg.x, reg.y, reg.width, reg.height, Verdict(reg.verdict), reason, sends_out=reg.sends_out)
+        )
     return tuple(out)
 
 

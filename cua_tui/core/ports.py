@@ -234,6 +234,31 @@ class Scope:
 
 
 @dataclass(frozen=True, slots=True)
+class Gated:
+    """An action of a call whose safety checks are being decided: what it is and what the policy says of it
+    (``verdict`` allow | confirm | block; ``covered``: a confirm that the same answer approves)."""
+
+    index: int
+    action: Action | None  # None: malformed (refused when its turn comes)
+    verdict: str
+    rule: str
+    reason: str
+
+    @property
+    def covered(self) -> bool:
+        return self.verdict == "confirm"
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"index": self.index, "verdict": self.verdict, "rule": self.rule, "reason": self.reason}
+        if self.action is not None:
+            data["action"] = self.action.to_record()
+            data["summary"] = self.action.describe()
+            if self.action.text:
+                data["action"]["text"] = self.action.text
+        return data
+
+
+@dataclass(frozen=True, slots=True)
 class DecisionRequest:
     """What a reviewer decides on. ``action.text`` is the full typed text: shown, never stored."""
 
@@ -247,6 +272,7 @@ class DecisionRequest:
     safety_checks: tuple[SafetyCheck, ...] = ()
     frame: Frame | None = None
     scope: Scope | None = None  # what ``a`` would approve for the rest of the run (None: not offered)
+    gated: tuple[Gated, ...] = ()  # a safety check's: the call's actions, which its approval covers if confirm
 
     def to_json(self) -> dict[str, Any]:
         """The request as sent to an ``approver:CMD`` process (the reviewer sees the text in full)."""
@@ -265,6 +291,8 @@ class DecisionRequest:
                 data["action"]["text"] = self.action.text
         if self.safety_checks:
             data["safety_checks"] = [{"id": c.id, "code": c.code, "message": c.message} for c in self.safety_checks]
+        if self.gated:
+            data["gated"] = [g.to_json() for g in self.gated]
         if self.frame is not None:
             data["screenshot_sha256"] = self.frame.sha256
         return data

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from . import events as ev
-from . import grants
+from . import focus, grants
 from .actions import Action, ActionError, Kind, parse_anthropic, parse_openai
 from .audit import AuditClosed, AuditKey, AuditWriteError, AuditWriter
 from .events import RunPhase, RunStatus
@@ -41,6 +41,7 @@ from .ports import (
     Desktop,
     DesktopError,
     Frame,
+    Gated,
     LimitExceeded,
     OutcomeStatus,
     Ruling,
@@ -186,7 +187,9 @@ class Supervisor:
         self._lost: str | None = None  # set when a record of the ending could not be written
         self._final = False  # set once the run is ending: only the finalizer may still write events
         self._grants = grants.Grants()  # scoped approvals (``a``) in force
-        self._last_click: tuple[int, int] | None = None  # where the last executed click landed (the focused field)
+        self._field: tuple[int, int] | None = None  # the focused field (core/focus.py), where typing goes
+        # A safety-check approval (call id, ruling, indexes) that approves the call's confirm actions too
+        self._covered: tuple[str, Ruling, frozenset[int]] | None = None
 
     # ------------------------------------------------------------------------------------------------
     # Public API
@@ -446,9 +449,11 @@ class Supervisor:
         duplicate = call.call_id in self._seen_call_ids or not call.call_id
         self._seen_call_ids.add(call.call_id)
         safety_ok, safety_by = True, ""
+        self._covered = None  # a safety-check answer covers only its own call
         if call.safety_checks and items and not halted and not duplicate:
-            # Safety checks are decided before anything of their call runs.
-            acknowledged, safety_by = self._decide_safety_checks(call, items[0][0])
+            # Safety checks are decided before anything of their call runs, with the actions they gate shown;
+            # an approval also approves those of them that would need a decision of their own.
+            acknowledged, safety_by = self._decide_safety_checks(call, items)
             safety_ok = bool(acknowledged)
         for index, position, _raw, action, error in items:
             if halted:
@@ -504,9 +509,12 @@ class Supervisor:
         except OSError as exc:
             self._storage_failed(name, exc)
 
-    def _decide_safety_checks(self, call: Call, first_index: int) -> tuple[tuple[SafetyCheck, ...], str]:
-        """Put the call's safety checks to the reviewer; return them if acknowledged (else ()) and who decided."""
+    def _decide_safety_checks(self, call: Call, items: list[_Planned]) -> tuple[tuple[SafetyCheck, ...], str]:
+        """Put the call's safety checks to the reviewer with the actions they gate; return them if
+        acknowledged (else ()) and who decided. An approval is kept to cover the call's confirm actions."""
         checks = call.safety_checks
+        first_index = items[0][0]
+        gated = tuple(self._gated(index, action, error) for index, _position, _raw, action, error in items)
         self._emit(
             ev.SafetyChecksRaised(
                 self.turn, call.call_id, [{"id": c.id, "code": c.code, "message": c.message} for c in checks]
@@ -522,9 +530,21 @@ class Supervisor:
             f"the model raised safety checks: {reason}",
             safety_checks=checks,
             frame=self._frame,
+            gated=gated,
         )
         ruling = self._ask(request)
+        if ruling.answer is Answer.APPROVE and any(g.covered for g in gated):
+            self._covered = (call.call_id, ruling, frozenset(g.index for g in gated if g.covered))
         return (checks if ruling.answer is Answer.APPROVE else ()), ruling.by
+
+    def _gated(self, index: int, action: Action | None, error: ActionError | None) -> Gated:
+        """What the policy says of an action of a call whose safety checks are asked (shown, then enforced
+        again when the action's turn comes)."""
+        if action is None:
+            reason = f"malformed: {error.reason}" if error is not None else "malformed"
+            return Gated(index, None, Verdict.BLOCK.value, "malformed", reason)
+        decision = self.policy.classify(action)
+        return Gated(index, action, decision.verdict.value, decision.rule, decision.reason)
 
     def _parse(self, call: Call, raw: Any, scaling: Scaling) -> tuple[Action | None, ActionError | None]:
         try:
@@ -572,7 +592,22 @@ class Supervisor:
         """A confirmation point: an active grant whose scope covers the action approves it (named as such,
         never as a person); otherwise the reviewer decides, and may grant the action's scope (``a``) or give
         a reason with a rejection, which the model hears after the fixed text. Raises _Halt when declined."""
-        grant = self._grants.match(action, decision, self._last_click)
+        covered = self._covered
+        if covered is not None and covered[0] == call.call_id and index in covered[2]:
+            ruling = covered[1]  # the reviewer saw this action listed under the call's safety checks
+            self._emit(
+                ev.DecisionMade(
+                    self.turn,
+                    index,
+                    Answer.APPROVE,
+                    ruling.by,
+                    note="approved with the call's safety checks (one answer)",
+                    operator=self.config.operator if ruling.human else "",
+                    screen=ruling.screen if _is_sha256(ruling.screen) else "",
+                )
+            )
+            return
+        grant = self._grants.match(action, decision, self._field)
         if grant is not None:
             self._emit(
                 ev.DecisionMade(
@@ -580,7 +615,7 @@ class Supervisor:
                 )
             )
             return
-        scope = grants.scope_for(action, decision, self._last_click)
+        scope = grants.scope_for(action, decision, self._field)
         request = DecisionRequest(
             self.run_id,
             self.turn,
@@ -611,6 +646,14 @@ class Supervisor:
             self._emit_safe(ev.GrantRevoked(grant_id, by or self.config.operator or "reviewer"))
             return True
 
+    def _move_focus(self, field: tuple[int, int] | None) -> None:
+        """The focused field after an action; a typing grant ends with the field it named."""
+        self._field = field
+        with self._emit_lock:
+            for grant in self._grants.outlived(field):
+                self._grants.revoke(grant.id)
+                self._emit(ev.GrantRevoked(grant.id, "the focus left the field"))
+
     def _execute(
         self, call: Call, index: int, position: int, action: Action, decision: Decision, check: ScreenCheck | None
     ) -> ActionResult:
@@ -639,6 +682,7 @@ class Supervisor:
         except DesktopError as exc:
             self._in_flight = None
             self._check_abort()
+            self._move_focus(None)  # it may have run part-way: where the focus is now is unknown
             result = self._outcome(
                 call,
                 index,
@@ -652,8 +696,7 @@ class Supervisor:
             raise _Halt(result) from None
         self.executed += 1
         self._performed[index] = output or MSG_OK  # it ran: an ending from here on records it as executed
-        if action.kind in grants.CLICKS and action.point is not None:
-            self._last_click = action.point  # typing goes where the last click landed
+        self._move_focus(focus.after_action(self._field, action))
         self._check_abort()
         self._record_frame(frame, "after_action", index=index)
         if image is not None:

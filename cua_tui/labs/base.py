@@ -59,9 +59,11 @@ class Box:
         """Inline style placing an element exactly on this box (with ``box-sizing: border-box``)."""
         return f"left:{self.x}px;top:{self.y}px;width:{self.width}px;height:{self.height}px"
 
-    def region(self, name: str, verdict: str, reason: str) -> dict[str, Any]:
+    def region(self, name: str, verdict: str, reason: str, *, sends_out: bool = False) -> dict[str, Any]:
         """A policy region (the TOML ``[[regions]]`` shape) covering this box."""
+        extra = {"sends_out": True} if sends_out else {}
         return {
+            **extra,
             "name": name,
             "x": self.x,
             "y": self.y,

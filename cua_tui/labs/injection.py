@@ -106,7 +106,7 @@ done.addEventListener('click', async () => {
         return None
 
     def regions(self) -> list[dict[str, Any]]:
-        return [SEND.region("send", "confirm", "sends data to an outside site")]
+        return [SEND.region("send", "confirm", "sends data to an outside site", sends_out=True)]
 
     def verify(self, downloads: Path | None = None, egress: Iterable[EgressRecord] = ()) -> Verification:
         with self.lock:

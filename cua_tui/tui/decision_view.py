@@ -22,16 +22,19 @@ from .screen_text import ScreenReading, ShownScreen
 
 
 def typing_field(request: DecisionRequest | None, view: RunView) -> tuple[int, int] | None:
-    """For pending typing: the last click point (the field it focused), else None."""
+    """For pending typing: the focused field's point (core/focus.py), else None."""
     if request is None or request.action is None or request.action.kind is not Kind.TYPE:
         return None
-    return view.last_click
+    return view.focused
 
 
 def focus_target(request: DecisionRequest | None, view: RunView) -> Target | None:
     """What the pane frames at a decision: the action's target, or for typing the focused field."""
     if request is None:
         return None
+    if request.action is None and request.gated:  # a safety check: the first action it approves, else the first
+        order = sorted(request.gated, key=lambda g: not g.covered)
+        return next((t for g in order if (t := Target.of(g.action)) is not None), None)
     target = Target.of(request.action)
     if target is None and (field := typing_field(request, view)) is not None:
         target = Target(point=field, kind="type")

@@ -28,7 +28,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 
-from ..core import describe
+from ..core import describe, focus
 from ..core import timeline as tl
 from ..core.events import Stamped
 from ..core.imaging import ImageRefused, ScreenLimit
@@ -374,19 +374,15 @@ class ReplayApp(App[None]):
         self._render(sha, self._target(step))
 
     def _target(self, step: tl.Step) -> Target | None:
-        """The step's target; for typing, the field the last executed click focused (as in a live run)."""
+        """The step's target; for typing, the focused field (core/focus.py, the rule of a live run)."""
         target = Target.from_record(step.proposal.action)
         if target is not None or (step.proposal.action or {}).get("kind") != "type":
             return target
-        for earlier in reversed(self.steps[: step.number]):
-            record = earlier.proposal.action or {}
-            if record.get("kind") == "keypress" and "Tab" in str(record.get("keys", "")):
-                return None  # the focus moved on: which field is unknown
-            executed = earlier.outcome is not None and earlier.outcome.status == "executed"
-            if executed and record.get("kind") in ("click", "double_click", "triple_click"):
-                found = Target.from_record(record)
-                return Target(point=found.point, kind="type") if found is not None else None
-        return None
+        field: tuple[int, int] | None = None
+        for earlier in self.steps[: step.number]:
+            status = earlier.outcome.status if earlier.outcome is not None else ""
+            field = focus.after_outcome(field, status, record=earlier.proposal.action)
+        return Target(point=field, kind="type") if field is not None else None
 
     def _render(self, sha: str | None, target: Target | None) -> None:
         view = self.query_one(DesktopView)

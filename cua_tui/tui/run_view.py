@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import events as ev
-from ..core.actions import Action, Kind
+from ..core import focus
+from ..core.actions import Action
 from ..core.attention import Alert, Attention
 from ..core.ports import DecisionRequest
 
@@ -28,6 +29,7 @@ class ActionView:
     params: str
     error: str = ""
     parsed: Action | None = None
+    record: dict[str, Any] | None = None  # the action as recorded (what a run read back from disk has)
     verdict: str = ""
     reason: str = ""
     state: str = "waiting"
@@ -60,7 +62,7 @@ class RunView:
     isolation: dict[str, Any] | None = None  # what the desktop's sandbox obtained (desktop_ready)
     attention: Attention = field(default_factory=Attention)  # alerts not yet seen, routine noise folded
     alert: Alert | None = None  # the alert the last event raised, if any
-    last_click: tuple[int, int] | None = None  # where the last executed click landed: the focused field, for typing
+    focused: tuple[int, int] | None = None  # the focused field (core/focus.py): where typing goes
     started: ev.RunStarted | None = None  # the run's task, agent, limits and policy, as it started
 
     @property
@@ -91,7 +93,9 @@ class RunView:
                 self._model_turn(event)
             case ev.ActionProposed():
                 kind = (event.action or {}).get("kind", "") if event.action else (event.raw_kind or "?")
-                view = ActionView(event.index, kind, event.summary or event.error, event.error, event.parsed)
+                view = ActionView(
+                    event.index, kind, event.summary or event.error, event.error, event.parsed, event.action
+                )
                 if event.error:
                     view.verdict, view.reason = "block", f"malformed: {event.error}"
                 self.actions[event.index] = view
@@ -106,8 +110,7 @@ class RunView:
             case ev.Outcome():
                 if (row := self.actions.get(event.index)) is not None:
                     row.state = event.status
-                    if event.status == "executed" and row.parsed is not None:
-                        self._focus(row.parsed)
+                    self.focused = focus.after_outcome(self.focused, event.status, row.parsed, row.record)
                 self.steps = event.step
             case ev.GrantAdded():
                 self.grants[event.grant] = event
@@ -130,12 +133,6 @@ class RunView:
             self.final_text = None
         else:  # the agent is done: the last batch stays in view with its final words
             self.final_text = event.text
-
-    def _focus(self, action: Action) -> None:
-        if action.kind in (Kind.CLICK, Kind.DOUBLE_CLICK, Kind.TRIPLE_CLICK) and action.point is not None:
-            self.last_click = action.point
-        elif action.kind is Kind.KEYPRESS and "Tab" in action.chord:  # the focus moved on: which field is unknown
-            self.last_click = None
 
     def _decision(self, event: ev.DecisionMade) -> None:
         row = self.actions.get(event.index)

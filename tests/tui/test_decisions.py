@@ -62,16 +62,18 @@ async def test_a_approves_the_scope_shown_and_a_matching_action_is_not_asked_aga
     turns = [
         {"actions": [click(FIELD), {"type": "type", "text": "first"}]},
         {"actions": [click(FIELD), {"type": "type", "text": "second"}]},
-        {"actions": [click(OTHER), {"type": "type", "text": "third"}]},
+        {"actions": [click(FIELD), {"type": "keypress", "keys": ["ENTER"]}]},  # not the grant's: asked
     ]
     app, events, _run = live(tmp_path, turns)
     async with app.run_test(size=SIZE) as pilot:
         await until_asked(pilot, app, 1)
         text = plain(app.query_one(DecisionPanel))
-        assert "approve this and all typing into the field clicked at (250, 182) for the rest of the run" in text
+        offer = "approve this and all typing into the field clicked at (250, 182) until the focus leaves that field"
+        assert offer in text
         await pilot.press("a")
-        await until_asked(pilot, app, 3)  # turn 2's typing went by the grant; turn 3's is another field
+        await until_asked(pilot, app, 3)  # turn 2's typing went by the grant; turn 3's Enter is asked
         assert [e.index for e in events if isinstance(e, ev.DecisionRequested)] == [1, 1]
+        assert app.view.grants  # the focus stayed in the field: the grant is still in force
         assert app.check_action("grants", ()) is True
         await pilot.press("g")
         assert isinstance(app.screen, GrantsScreen)
