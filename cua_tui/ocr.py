@@ -22,14 +22,18 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 import threading
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+from PIL import Image, ImageOps
+
+from .core.elements import Box, element_box
 from .core.imaging import ImageRefused, ScreenLimit, decode_screen
-from .core.screentext import ScreenText, ScreenTextFailed, ScreenTextUnavailable, from_data
+from .core.screentext import MAX_WORD_CHARS, ScreenText, ScreenTextFailed, ScreenTextUnavailable, TargetText, from_data
 from .core.text import one_line
 
 # Tesseract's OpenMP threads spin while they wait for work: on this project's 2-CPU machines (shared with a
@@ -43,6 +47,16 @@ TIMEOUT_S = 15.0  # the engine's wall-clock budget for one screen (a 1024x720 pa
 MAX_PIXELS = 3840 * 2160  # a 4K screen; OCR of a bigger one would take many seconds
 CACHE_SIZE = 16  # screens whose text is kept
 LANGUAGE = "eng"
+# Reading one element: its inside (borders confuse the engine's page segmentation), enlarged, as one line.
+CROP_SCALE = 3  # a 16 px label becomes 48 px, where Tesseract reads best
+CROP_PAD = 16  # white around the crop, as on a page
+LOOSE = (120, 14)  # half the window read around a point with no element box (a link, text on the page)
+LABEL_ABOVE = 34  # pixels above a field searched for its label
+LABEL_LEFT = 240  # pixels left of a field searched for its label
+MIN_CONF = 55.0  # words the engine is less sure of are left out of a target's name
+TARGET_CACHE = 64  # (screen, point) readings kept
+# A text cursor just before the first letter reads as "|", "[", "l" or "I": dropped before a capital.
+CARET = re.compile(r"^[|\[\]lI!](?=[A-Z])")
 
 
 OcrUnavailable = ScreenTextUnavailable  # Tesseract (or its English data) is not installed: how to install it
@@ -72,6 +86,7 @@ class ScreenReader:
         self.max_pixels = max_pixels
         self.language = language
         self._cache: OrderedDict[str, ScreenText] = OrderedDict()
+        self._targets: OrderedDict[tuple[str, tuple[int, int]], TargetText] = OrderedDict()
         self._lock = threading.Lock()
 
     def cached(self, digest: str) -> ScreenText | None:
@@ -103,7 +118,71 @@ class ScreenReader:
                 self._cache.popitem(last=False)
         return text
 
-    def _engine(self, image: Any) -> dict[str, Any]:
+    def cached_target(self, digest: str, point: tuple[int, int]) -> TargetText | None:
+        with self._lock:
+            return self._targets.get((digest, point))
+
+    def read_target(self, png: bytes, digest: str, point: tuple[int, int], *, limit: ScreenLimit) -> TargetText:
+        """The element at ``point`` (core.elements: its box from the pixels), the words inside it and, for a
+        box, the label above or left of it, each read from an enlarged crop (blocking: call from a worker)."""
+        found = self.cached_target(digest, point)
+        if found is not None:
+            return found
+        try:
+            image = decode_screen(png, limit, max_pixels=self.max_pixels)
+        except ImageRefused as exc:
+            raise OcrFailed(f"screenshot not read: {exc}") from None
+        box = element_box(image, point)
+        x, y = point
+        inside = (
+            (box[0] + 3, box[1] + 3, box[2] - 3, box[3] - 3)
+            if box
+            else (x - LOOSE[0], y - LOOSE[1], x + LOOSE[0], y + LOOSE[1])
+        )
+        text = self._line(image, inside)
+        label, label_box = "", None
+        if box is not None:
+            height = box[3] - box[1]
+            for near in (
+                (box[0] - 4, box[1] - 2 - LABEL_ABOVE, box[2], box[1] - 3),  # above
+                (box[0] - 3 - LABEL_LEFT, box[1] - 2, box[0] - 4, box[1] + max(height, 20)),  # to the left
+            ):
+                label = self._line(image, near)
+                if label:
+                    label_box = near
+                    break
+        found = TargetText(point, box, text, label, label_box)
+        with self._lock:
+            self._targets[(digest, point)] = found
+            while len(self._targets) > TARGET_CACHE:
+                self._targets.popitem(last=False)
+        return found
+
+    def _line(self, image: Image.Image, box: Box) -> str:
+        """The words the engine is sure of in ``box`` of ``image``, read as one line ("" for none)."""
+        x0, y0 = max(0, box[0]), max(0, box[1])
+        x1, y1 = min(image.width, box[2]), min(image.height, box[3])
+        if x1 - x0 < 4 or y1 - y0 < 4:
+            return ""
+        crop = ImageOps.autocontrast(image.crop((x0, y0, x1, y1)).convert("L"), cutoff=1)
+        corners = [crop.getpixel(p) for p in ((0, 0), (crop.width - 1, 0), (0, crop.height - 1))]
+        if sum(int(c) for c in corners if isinstance(c, int)) < 3 * 128:  # light words on a dark fill
+            crop = ImageOps.invert(crop)
+        crop = crop.resize((crop.width * CROP_SCALE, crop.height * CROP_SCALE), Image.Resampling.LANCZOS)
+        crop = ImageOps.expand(crop, border=CROP_PAD, fill=255)
+        data = self._engine(crop, config="--psm 7")
+        words = []
+        for raw, conf in zip(data.get("text", []), data.get("conf", []), strict=False):
+            word = str(raw).strip()[:MAX_WORD_CHARS]
+            try:
+                sure = float(conf) >= MIN_CONF
+            except (TypeError, ValueError):
+                sure = False
+            if word and sure and any(c.isalnum() for c in word):
+                words.append(word)
+        return CARET.sub("", " ".join(words))[:200]
+
+    def _engine(self, image: Any, config: str = "") -> dict[str, Any]:
         try:
             import pytesseract  # imported on first use: only the screen-text view needs it
         except ImportError:
@@ -118,6 +197,7 @@ class ScreenReader:
                 result: dict[str, Any] = pytesseract.image_to_data(
                     str(path),
                     lang=self.language,
+                    config=config,
                     timeout=self.timeout,
                     output_type=pytesseract.Output.DICT,
                 )

@@ -226,6 +226,17 @@ def text_destination(point: tuple[int, int] | None, words: str | None, problem: 
     return f"into the field near: “{visible(words, limit=160)}” ({where})"
 
 
+def field_destination(point: tuple[int, int] | None, shows: str, label: str, *, boxed: bool) -> str:
+    """Where typed text will go, named by what was read from the field itself (``shows``: its content or
+    placeholder) and the label beside it. Page text: made visible here."""
+    where = f" at ({point[0]}, {point[1]})" if point is not None else ""
+    name = f"the field “{visible(shows, limit=80)}”" if shows else "the field"
+    if not boxed:
+        name = f"the field near “{visible(shows, limit=80)}”"
+    labelled = f", labelled “{visible(label, limit=80)}”" if label else ""
+    return f"{name}{labelled}{where} (read from the screen)"
+
+
 def request_panel(
     request: DecisionRequest,
     batch_size: int = 0,
@@ -233,14 +244,24 @@ def request_panel(
     destination: str | None = None,
     *,
     field: bool = False,
+    model_text: str = "",
+    compact: bool = False,
 ) -> list[tuple[str, str]]:
     """The decision panel as (text, role) parts, role "" for plain text: what is decided (typed text in
-    full, shown and never stored), where typing goes (``destination``, from ``text_destination``), why,
-    and the keys that answer (z only where there is a target or, for typing, a known ``field``)."""
+    full, shown and never stored), the words read at the target (``destination``: for typing the "goes to"
+    line of ``text_destination`` / ``field_destination``, else the target's name), why, the model's own words
+    for its batch (``model_text``, untrusted), and the keys that answer (z only where there is a target or,
+    for typing, a known ``field``). ``compact`` (a small terminal): the same facts in fewer lines, the keys
+    first so that they are never cut, no task line (the goal bar above holds it)."""
     of = f" of {batch_size}" if batch_size else ""
-    parts = [(f" DECISION NEEDED · turn {request.turn} · action {request.index + 1}{of} \n", TITLE)]
-    if task:  # the goal, repeated where the decision is made
-        parts += [("task    ", LABEL), (visible(one_line(task, 110)) + "\n", "")]
+    action = request.action
+    if compact:
+        parts = [(f" DECISION · turn {request.turn} · action {request.index + 1}{of} \n", TITLE)]
+        parts += [*_keys(request, field, compact=True), ("\n", "")]
+    else:
+        parts = [(f" DECISION NEEDED · turn {request.turn} · action {request.index + 1}{of} \n", TITLE)]
+        if task:  # the goal, repeated where the decision is made
+            parts += [("task    ", LABEL), (visible(one_line(task, 110)) + "\n", "")]
     if request.kind == "safety_check":
         parts.append(("The model raised safety checks; approving acknowledges them to the model:\n", LABEL))
         for check in request.safety_checks:
@@ -248,19 +269,41 @@ def request_panel(
         if request.gated:
             parts.append((GATED_HEAD + "\n", LABEL))
             parts += [(f"  {gated_line(g)}\n", TYPED if g.covered else "") for g in request.gated]
-    action = request.action
     if action is not None:
-        parts += [("action  ", LABEL), (visible(action.describe()) + "\n", "")]
+        said = visible(action.describe())
+        if action.kind is not Kind.TYPE and destination and " at (" in said:  # the words read at the target
+            said = said.replace(" at (", f" “{visible(destination, limit=60)}” at (", 1)
+        parts += [("action  ", LABEL), (said + "\n", "")]
         if action.kind is Kind.TYPE:
-            parts.append((f"text    ({len(action.text)} chars, shown here only, never stored)\n", LABEL))
+            if not compact:
+                parts.append((f"text    ({len(action.text)} chars, shown here only, never stored)\n", LABEL))
             parts.append(("  " + visible(action.text) + "\n", TYPED))
             if destination is not None:
-                parts += [("goes to ", LABEL), (destination + "\n", "")]
+                parts += [("goes to ", LABEL), ((one_line(destination, 80) if compact else destination) + "\n", "")]
     parts += [("why     ", LABEL), (visible(request.reason, limit=400) + "\n", "")]
-    parts += [("y", KEY), (" approve   ", ""), ("n", KEY), (" reject   ", ""), ("k", KEY), (" kill switch", "")]
+    if model_text.strip():  # the model's reason for its batch: untrusted, and cut short
+        parts += [("model   ", LABEL), (visible(one_line(model_text, 80 if compact else 300)) + "\n", "")]
+    if not compact:
+        parts += _keys(request, field, compact=False)
+    elif parts[-1][0].endswith("\n"):
+        parts[-1] = (parts[-1][0][:-1], parts[-1][1])
+    return parts
+
+
+def _keys(request: DecisionRequest, field: bool, *, compact: bool) -> list[tuple[str, str]]:
+    """The keys that answer a decision; a scope is named before ``a`` can be pressed."""
+    action = request.action
+    gap = "  " if compact else "   "
+    parts = [("y", KEY), (f" approve{gap}", ""), ("n", KEY), (f" reject{gap}", ""), ("k", KEY), (" kill switch", "")]
     if request.scope is not None:  # shown before it can be pressed: what exactly a grant would cover
-        lasts = "until the focus leaves that field" if request.scope.kind == "typing" else "for the rest of the run"
+        typing = request.scope.kind == "typing"
+        if compact:
+            what = "typing into this field, till the focus leaves" if typing else f"{request.scope.label}"
+            return [*parts, ("\n", ""), ("a", KEY), (f" all {what}", "")]
+        lasts = "until the focus leaves that field" if typing else "for the rest of the run"
         parts += [("\n", ""), ("a", KEY), (f" approve this and all {request.scope.label} {lasts}", "")]
+    if compact:
+        return parts
     if action is not None and action.target is not None:
         parts += [("   ", ""), ("z", KEY), (" whole screen / zoom on target", "")]
     elif action is not None and action.kind is Kind.TYPE and field:

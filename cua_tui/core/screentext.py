@@ -122,6 +122,25 @@ class ScreenText:
         return best if best is not None and row_distance(best.box, point) <= radius else None
 
 
+@dataclass(frozen=True, slots=True)
+class TargetText:
+    """What is read at one point of a screen (a click's target, the field typing goes to), from crops of
+    the element there rather than from the whole screen: the element's box (None: no box found there), the
+    words it shows (a button's label, a field's content or placeholder) and the label beside it (a field's
+    words above or to its left). Page text: untrusted, shown literally."""
+
+    point: Point
+    box: Box | None
+    text: str
+    label: str = ""
+    label_box: Box | None = None
+
+    @property
+    def name(self) -> str:
+        """The words that name the target for a person: its own (a button's), else the label beside it."""
+        return self.text or self.label
+
+
 class ScreenTextUnavailable(RuntimeError):
     """No engine to read screens with (not installed, no language data); ``str()`` is one line saying how to
     get one. Nothing more is tried: every later screen would fail the same way."""
@@ -143,6 +162,14 @@ class ScreenTextReader(Protocol):
         """The words of ``png`` (blocking), a screen of a run whose screen is ``limit`` (a larger one is refused
         from its header, never decoded); ``digest`` is its SHA-256 if known. Raises ScreenTextUnavailable
         (no engine) or ScreenTextFailed (this image)."""
+        ...
+
+    def cached_target(self, digest: str, point: Point) -> TargetText | None:
+        """What was read at ``point`` of the screen ``digest``, if it was read already (never blocks)."""
+        ...
+
+    def read_target(self, png: bytes, digest: str, point: Point, *, limit: ScreenLimit) -> TargetText:
+        """Read the element at ``point`` of ``png`` and its label (blocking; raises as ``read`` does)."""
         ...
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.command import CommandPalette
@@ -31,7 +31,7 @@ from .attention import AlertBar, Signals, notification_escape
 from .audit_pane import AuditPane
 from .batch import BatchPane
 from .commands import CuaCommands, HistoryActions
-from .decision import DecisionPanel
+from .decision import DecisionPanel, compact_terminal
 from .decision_view import (
     convert_frame,
     destination,
@@ -257,8 +257,15 @@ class SupervisorApp(HistoryActions, App[Any]):
         """Show what ``pending`` says (the one place that reads it for the panes)."""
         request = self.pending
         self.zoom = self._focus_target() is not None  # at a decision the pane frames the target (z: whole screen)
-        self.query_one(DecisionPanel).show_request(
-            request, self.view.batch_size, self.source.info.task, self._destination(), field=self._field() is not None
+        panel = self.query_one(DecisionPanel)
+        panel.set_compact(compact_terminal(self.size.width, self.size.height))
+        panel.show_request(
+            request,
+            self.view.batch_size,
+            self.source.info.task,
+            self._destination(),
+            field=self._field() is not None,
+            model_text=self.view.batch_text,
         )
         if request is not None:
             self._read_screen()
@@ -337,6 +344,9 @@ class SupervisorApp(HistoryActions, App[Any]):
         if reason != self._refused:  # once for a run of refused frames, not once per frame
             self._refused = reason
             self.notify(f"screenshot not shown: {reason}", title="desktop", severity="warning", markup=False)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.query_one(DecisionPanel).set_compact(compact_terminal(event.size.width, event.size.height))
 
     def on_desktop_view_resized(self, message: DesktopView.Resized) -> None:
         self.render_frame()
@@ -462,8 +472,8 @@ class SupervisorApp(HistoryActions, App[Any]):
     @while_open
     def on_screen_text_read(self, message: ScreenTextRead) -> None:
         screen_text_arrived(self, self.reading, message)
-        if message.digest == self._sha and self._field() is not None and self.pending is not None:
-            self.query_one(DecisionPanel).set_destination(self._destination(), field=True)
+        if message.digest == self._sha and self._focus_target() is not None and self.pending is not None:
+            self.query_one(DecisionPanel).set_destination(self._destination(), field=self._field() is not None)
             self.query_one(BatchPane).mark_pending(self.pending.index)  # the panel grew: the row back in view
         if message.digest == self._sha and self.pending is not None and message.text is not None:
             self.render_frame()  # framed with the target's label in view

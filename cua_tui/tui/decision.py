@@ -17,10 +17,20 @@ STYLES = {
 }
 
 
+COMPACT_BELOW = (120, 36)  # columns, rows: a terminal smaller either way gets the compact panel
+
+
+def compact_terminal(width: int, height: int) -> bool:
+    """Whether a terminal of ``width`` x ``height`` cells gets the compact decision panel (100x30, 80x24)."""
+    return width < COMPACT_BELOW[0] or height < COMPACT_BELOW[1]
+
+
 class DecisionPanel(Static):
     """Hidden unless a decision is pending. Typed text is shown in full with control characters visible."""
 
-    _shown: tuple[DecisionRequest | None, int, str, bool] = (None, 0, "", False)  # what show_request was given
+    _shown: tuple[DecisionRequest | None, int, str, bool, str] = (None, 0, "", False, "")  # show_request's
+    _destination: str | None = None
+    compact = False  # a small terminal: the same facts in fewer lines, the keys first (describe.request_panel)
 
     def show_request(
         self,
@@ -30,21 +40,37 @@ class DecisionPanel(Static):
         destination: str | None = None,
         *,
         field: bool = False,
+        model_text: str = "",
     ) -> None:
-        """Show ``request`` (None hides the panel); ``destination``: where typed text goes (it may arrive
-        later, from the screen's OCR: ``set_destination``)."""
+        """Show ``request`` (None hides the panel); ``destination``: the words read at the target (they may
+        arrive later, from the screen's OCR: ``set_destination``); ``model_text``: the model's words for
+        its batch."""
         self.display = request is not None
-        self._shown = (request, batch_size, task, field)
+        if self.parent is not None:  # a small terminal at a decision: the panes beside it make room
+            self.parent.set_class(request is not None and self.compact, "deciding-compact")
+        self._shown = (request, batch_size, task, field, model_text)
+        self._destination = destination
         if request is None:
             self.update("")
             return
         text = Text()
-        for part, role in describe.request_panel(request, batch_size, task, destination, field=field):
+        parts = describe.request_panel(
+            request, batch_size, task, destination, field=field, model_text=model_text, compact=self.compact
+        )
+        for part, role in parts:
             text.append(part, style=STYLES.get(role))
         self.update(text)
 
     def set_destination(self, destination: str | None, *, field: bool = False) -> None:
-        """Redraw the shown request with a new "goes to" line (the OCR of the screen arrived)."""
-        request, batch_size, task, _ = self._shown
+        """Redraw the shown request with new words read at the target (the OCR of the screen arrived)."""
+        request, batch_size, task, _, model_text = self._shown
         if request is not None:
-            self.show_request(request, batch_size, task, destination, field=field)
+            self.show_request(request, batch_size, task, destination, field=field, model_text=model_text)
+
+    def set_compact(self, compact: bool) -> None:
+        """Switch between the full and the compact panel (the terminal was resized)."""
+        if compact != self.compact:
+            self.compact = compact
+            self.set_class(compact, "compact")
+            request, batch_size, task, field, model_text = self._shown
+            self.show_request(request, batch_size, task, self._destination, field=field, model_text=model_text)

@@ -44,18 +44,31 @@ def focus_target(request: DecisionRequest | None, view: RunView) -> Target | Non
 def destination(
     request: DecisionRequest | None, view: RunView, reading: ScreenReading, digest: str | None
 ) -> str | None:
-    """The panel's "goes to" line for pending typing (None for anything else), from the screen's text."""
-    if request is None or request.action is None or request.action.kind is not Kind.TYPE:
+    """What the panel says of the target, from the screen read at it: for pending typing the "goes to" line
+    (the field, its words and its label); for an action with a target the words that name it (a button's
+    label, read from a crop of the element under the point), None while unknown."""
+    if request is None or request.action is None:
         return None
+    if request.action.kind is not Kind.TYPE:
+        point = request.action.target
+        found = reading.target(digest, point)
+        return found.name if found is not None and found.name else None
     field = typing_field(request, view)
     text, problem = reading.result(digest) if digest is not None else (None, "")
+    found = reading.target(digest, field)
+    if found is not None and (found.text or found.label):
+        return describe.field_destination(field, found.text, found.label, boxed=found.box is not None)
     return describe.text_destination(field, text.around(field) if text and field else None, problem)
 
 
 def labelled(target: Target | None, reading: ScreenReading, digest: str | None) -> Target | None:
-    """The target with the label line the OCR found at it, so that the zoom keeps the label in view."""
-    if target is None or digest is None:
+    """The target with the element under it and its label (read from the screen), so that the zoom frames
+    them: a field with its label and content, a button with its words."""
+    if target is None or digest is None or target.point is None:
         return target
+    found = reading.target(digest, target.point)
+    if found is not None and found.box is not None:
+        return dataclasses.replace(target, element=found.box, label=found.label_box)
     text = reading.result(digest)[0]
     if text is not None and (line := text.label_line(target.centre)) is not None:
         return dataclasses.replace(target, label=line.box)

@@ -41,6 +41,7 @@ class Target:
     region: tuple[int, int, int, int] | None = None
     kind: str = ""
     label: tuple[int, int, int, int] | None = None  # the words naming it (OCR): a zoom shows them too if it can
+    element: tuple[int, int, int, int] | None = None  # the field or button under it (core.elements): framed
 
     @classmethod
     def of(cls, action: Action | None) -> Target | None:
@@ -174,11 +175,28 @@ def _zoom(
 
     Half-blocks: at least 1:1 (one screen pixel per half-cell), more while the pane still holds
     NEIGHBOURHOOD around the target. Graphics protocols already show every pixel: 2x."""
-    magnify = 2 if graphics else max(1, min(box_w // NEIGHBOURHOOD[0], box_h // NEIGHBOURHOOD[1]))
-    crop_w, crop_h = min(box_w // magnify, source.width), min(box_h // magnify, source.height)
     x, y = target.centre
+    interest = _interest(target)
+    if interest is not None and not graphics:
+        # as large as the element (with its label) still fits, at least 1:1, at most what the rule allows
+        most = max(1, min(box_w // NEIGHBOURHOOD[0], box_h // NEIGHBOURHOOD[1]) + 1)
+        fits = min(box_w // max(1, interest[2] - interest[0]), box_h // max(1, interest[3] - interest[1]))
+        magnify = max(1, min(most, fits))
+    else:
+        magnify = 2 if graphics else max(1, min(box_w // NEIGHBOURHOOD[0], box_h // NEIGHBOURHOOD[1]))
+    crop_w, crop_h = min(box_w // magnify, source.width), min(box_h // magnify, source.height)
     cx, cy = x, y
-    if target.label is not None:
+    if interest is not None:
+        # The element and its label in the frame where they fit (per axis); a field wider than the frame
+        # shows its start (where its words are); a button wider than it stays centred on the point.
+        ix0, iy0, ix1, iy1 = interest
+        if ix1 - ix0 <= crop_w:
+            cx = (ix0 + ix1) // 2
+        elif target.kind == "type":
+            cx = ix0 + crop_w // 2
+        if iy1 - iy0 <= crop_h:
+            cy = (iy0 + iy1) // 2
+    elif target.label is not None:
         # The target's label in the frame too where both fit (per axis); where they do not, the target
         # stays centred: it is what is being decided.
         lx0, ly0, lx1, ly1 = target.label
@@ -192,7 +210,20 @@ def _zoom(
     picture = source.crop(framed)
     if magnify != 1:
         picture = picture.resize((picture.width * magnify, picture.height * magnify), Image.Resampling.NEAREST)
-    _mark(picture, target, float(magnify), (-left, -top), True)
+    if target.element is not None and target.kind == "type":  # the field typing goes to, outlined
+        ex0, ey0, ex1, ey1 = target.element
+        ImageDraw.Draw(picture).rectangle(
+            (
+                (ex0 - 2 - left) * magnify,
+                (ey0 - 2 - top) * magnify,
+                (ex1 + 1 - left) * magnify,
+                (ey1 + 1 - top) * magnify,
+            ),
+            outline=MARKER,
+            width=1,
+        )
+    if left <= x < left + crop_w and top <= y < top + crop_h:
+        _mark(picture, target, float(magnify), (-left, -top), True)
     marked = ((x - left) * magnify, (y - top) * magnify)
     inset = _inset(picture, source, framed, marked)
     return Rendered(
@@ -204,6 +235,21 @@ def _zoom(
         magnify=magnify,
         framed=framed,
         inset=inset,
+    )
+
+
+def _interest(target: Target) -> tuple[int, int, int, int] | None:
+    """What a zoom must show of the target, when the element under it is known: the element (a field:
+    with its label) and a margin. None: not known (the zoom frames the point and the OCR's label line)."""
+    if target.element is None:
+        return None
+    boxes = [target.element] + ([target.label] if target.label is not None and target.kind == "type" else [])
+    margin = 6
+    return (
+        min(b[0] for b in boxes) - margin,
+        min(b[1] for b in boxes) - margin,
+        max(b[2] for b in boxes) + margin,
+        max(b[3] for b in boxes) + margin,
     )
 
 

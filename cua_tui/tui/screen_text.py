@@ -37,6 +37,7 @@ from ..core.screentext import (
     ScreenTextFailed,
     ScreenTextReader,
     ScreenTextUnavailable,
+    TargetText,
     matches,
     search,
 )
@@ -57,6 +58,12 @@ class NoReader:
         return None
 
     def read(self, png: bytes, digest: str | None = None, *, limit: ScreenLimit) -> ScreenText:
+        raise ScreenTextUnavailable(NO_READER)
+
+    def cached_target(self, digest: str, point: tuple[int, int]) -> TargetText | None:
+        return None
+
+    def read_target(self, png: bytes, digest: str, point: tuple[int, int], *, limit: ScreenLimit) -> TargetText:
         raise ScreenTextUnavailable(NO_READER)
 
 
@@ -93,6 +100,7 @@ class ScreenReading:
         self.app = app
         self.reader: ScreenTextReader = reader if reader is not None else NoReader()
         self.problems: dict[str, str] = {}
+        self.unread_targets: set[tuple[str, tuple[int, int]]] = set()  # points whose element could not be read
         self.unavailable = "" if reader is not None else NO_READER  # set once there is no engine: nothing is tried
         self._lock = threading.Lock()
         self._busy: str | None = None  # the digest being read
@@ -109,10 +117,24 @@ class ScreenReading:
             return None, self.unavailable
         return self.reader.cached(digest), self.problems.get(digest, "")
 
+    def target(self, digest: str | None, point: tuple[int, int] | None) -> TargetText | None:
+        """What was read at ``point`` of the screen ``digest`` (the target's element and label), if known."""
+        if digest is None or point is None or self.unavailable:
+            return None
+        return self.reader.cached_target(digest, point)
+
     def request(self, shown: ShownScreen) -> None:
-        """Read ``shown`` unless it is read already, being read, or known unreadable (returns at once)."""
+        """Read ``shown`` (and the element at its point) unless it is read already, being read, or known
+        unreadable (returns at once)."""
         text, problem = self.result(shown.digest)
-        if text is not None or problem:
+        if problem or (
+            text is not None
+            and (
+                shown.point is None
+                or (shown.digest, shown.point) in self.unread_targets
+                or self.target(shown.digest, shown.point) is not None
+            )
+        ):
             return
         with self._lock:
             if self._busy == shown.digest:
@@ -139,7 +161,15 @@ class ScreenReading:
             if png is None:
                 message = ScreenTextRead(shown.digest, None, "the screenshot could not be read back")
             else:
-                message = ScreenTextRead(shown.digest, self.reader.read(png, shown.digest, limit=shown.limit))
+                text = self.reader.read(png, shown.digest, limit=shown.limit)
+                if shown.point is not None:  # the target's own words and label, from crops of its element
+                    try:
+                        self.reader.read_target(png, shown.digest, shown.point, limit=shown.limit)
+                    except ScreenTextFailed:
+                        if len(self.unread_targets) >= PROBLEMS_KEPT:
+                            self.unread_targets.clear()
+                        self.unread_targets.add((shown.digest, shown.point))  # tried once; the screen's text stands
+                message = ScreenTextRead(shown.digest, text)
         except ScreenTextUnavailable as exc:
             message = ScreenTextRead(shown.digest, None, str(exc), unavailable=True)
         except ScreenTextFailed as exc:

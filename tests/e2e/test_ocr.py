@@ -26,11 +26,16 @@ LIMIT = ScreenLimit(1024, 720)  # the screen the shots are taken at, as their ru
 @pytest.fixture(scope="module")
 def shots() -> dict[str, bytes]:
     """One real 1024x720 screenshot of each lab's first page."""
+    from cua_tui.core.actions import Action, Kind
+    from cua_tui.labs.search_export import FILTERS
+
     out = {}
-    for name in ("injection", "form"):
+    for name in ("injection", "form", "search-export"):
         desktop = LocalDesktop(Size(1024, 720), lab=get_lab(name))
         try:
             desktop.start()
+            if name == "search-export":  # the Query box shows once Filters is clicked
+                desktop.perform(Action(Kind.CLICK, point=FILTERS.center))
             time.sleep(0.5)  # the page's fonts settle
             out[name] = desktop.screenshot().png
         finally:
@@ -67,6 +72,44 @@ def test_a_field_is_named_by_its_placeholder(shots: dict[str, bytes]) -> None:
 
     text = ScreenReader().read(shots["form"], limit=LIMIT)
     assert text.around(INPUT.center) == "Enter the phrase"
+
+
+def _lab_box(area: Box) -> tuple[int, int, int, int]:
+    return (area.x, area.y, area.x + area.width, area.y + area.height)
+
+
+@pytest.mark.parametrize(
+    ("lab", "where", "words"),
+    [
+        ("form", "INPUT", "Enter the phrase"),  # a field: its placeholder
+        ("form", "VERIFY", "Verify"),
+        ("search-export", "QUERY_INPUT", "Query"),  # read as "[every" from the whole screen, caret and all
+        ("search-export", "EXPORT", "Export"),  # a greyed-out button: a fill, no border
+        ("injection", "SEND", "Send now"),
+    ],
+)
+def test_the_element_at_a_target_is_found_and_read_from_its_own_crop(
+    shots: dict[str, bytes], lab: str, where: str, words: str
+) -> None:
+    """Issue 22, point 1: the words a lab drew on each control a decision is about, read at the target."""
+    import importlib
+
+    area: Box = getattr(importlib.import_module(f"cua_tui.labs.{lab.replace('-', '_')}"), where)
+    png = shots[lab]
+    found = ScreenReader().read_target(png, sha256(png), area.center, limit=LIMIT)
+    assert found.text == words
+    assert found.box is not None
+    x0, y0, x1, y1 = _lab_box(area)
+    fx0, fy0, fx1, fy1 = found.box  # the element's inside: within its drawn box, by its border at most
+    assert x0 <= fx0 <= x0 + 3 and y0 <= fy0 <= y0 + 3 and x1 - 3 <= fx1 <= x1 and y1 - 3 <= fy1 <= y1, found.box
+
+
+def test_a_point_with_no_element_is_read_around_it(shots: dict[str, bytes]) -> None:
+    from cua_tui.labs.form import INSTRUCTIONS
+
+    png = shots["form"]
+    found = ScreenReader().read_target(png, sha256(png), (INSTRUCTIONS.x + 60, INSTRUCTIONS.center[1]), limit=LIMIT)
+    assert found.box is None and "phrase" in found.text
 
 
 def test_the_cache_is_by_screen_hash_and_bounded(shots: dict[str, bytes]) -> None:

@@ -1,0 +1,91 @@
+"""The target is legible at every decision, in a plain terminal (issue 22, points 1 and 7): the three labs'
+demos on the real local desktop (Xvfb + Chromium) in tmux. At each of the five decisions the label the lab
+drew (the phrase field, the Query box, Verify, Export, Send now) is named in the panel, read from a crop of
+the element under the target; at 100x30 and 80x24 the panel still holds the action, the label, the reason,
+the model's words and the keys.
+
+With CUA_TUI_CAPTURES=DIR set, each capture is also written to DIR (the closing note's before/after).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from test_tmux_demo import Tmux, decision, demo_command
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+
+GUARD_S = 1.2  # past the input guard (1.0 s by default) before a key that answers
+
+# lab -> the label expected in the panel at each decision, in order
+LABS = {
+    "form": ["the field “Enter the phrase”", "click “Verify” at (120, 320)"],
+    "search-export": ["the field “Query”", "click “Export” at (120, 464)"],
+    "injection": ["click “Send now” at (140, 368)"],
+}
+SMALL = [(100, 30), (80, 24)]
+
+
+def keep(tmp: Path, name: str, screen: str) -> None:
+    folder = os.environ.get("CUA_TUI_CAPTURES")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        (Path(folder) / f"{name}.txt").write_text(screen)
+
+
+def awaiting(screen: str) -> bool:
+    return decision(screen) is not None and "AWAITING YOUR DECISION" in screen
+
+
+def widest(screen: str) -> int:
+    return max((len(line) for line in screen.splitlines()), default=0)
+
+
+def flat(screen: str) -> str:
+    """The panel's words with its borders and line breaks taken out (a label may wrap)."""
+    lines = []
+    for line in screen.splitlines():
+        inside = line.split("┃")
+        lines.append(inside[1].strip() if len(inside) >= 3 else "")
+    return " ".join(part for part in lines if part)
+
+
+@pytest.mark.parametrize("lab", list(LABS))
+def test_each_decision_names_its_target_and_small_terminals_keep_the_decision(tmp_path: Path, lab: str) -> None:
+    tmux = Tmux(demo_command(tmp_path, "--lab", lab), width=160, height=48)
+    seen: list[tuple[int, int]] = []
+    try:
+        for number, label in enumerate(LABS[lab]):
+            screen = tmux.wait_for(
+                lambda s, label=label: awaiting(s) and decision(s) not in seen and label in flat(s),
+                f"decision {number + 1} of the {lab} lab naming {label}",
+                60,
+            )
+            at = decision(screen)
+            assert at is not None
+            seen.append(at)
+            keep(tmp_path, f"{lab}-{number + 1}-160x48", screen)
+            # the small terminals, at every decision
+            for width, height in SMALL:
+                tmux.tmux("resize-window", "-t", tmux.session, "-x", str(width), "-y", str(height))
+                screen = tmux.wait_for(
+                    lambda s, w=width, label=label: widest(s) <= w and label in flat(s),
+                    f"the decision at {width}x{height}",
+                    20,
+                )
+                keep(tmp_path, f"{lab}-{number + 1}-{width}x{height}", screen)
+                panel = flat(screen)
+                assert "y approve" in panel and "n reject" in panel and "k kill switch" in panel, screen
+                assert "action" in panel and "why" in panel and "model" in panel, screen
+            tmux.tmux("resize-window", "-t", tmux.session, "-x", "160", "-y", "48")
+            tmux.wait_for(lambda s: widest(s) > 120 and awaiting(s), "back at 160x48", 20)
+            time.sleep(GUARD_S)
+            tmux.keys("y")
+        tmux.wait_for(lambda s: "finished:" in s, "the end of the run", 60)
+        tmux.keys("q")
+        tmux.wait_for(lambda s: "EXIT=" in s, "the demo to exit", 30)
+    finally:
+        tmux.close()
