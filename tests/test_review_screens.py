@@ -3,6 +3,7 @@ export and the film strip, on real sim runs where step 2 typed into the field an
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -10,6 +11,7 @@ from PIL import Image
 from review_runs import SHOWN_MS, Reviewed, Reviewer, reviewed_run
 
 from cua_tui.core import describe
+from cua_tui.core import events as ev
 from cua_tui.core import timeline as tl
 from cua_tui.export import animation, open_run
 from cua_tui.export import html as html_export
@@ -132,3 +134,18 @@ def test_film_strip_shows_the_screen_a_decision_recorded(lagging: Reviewed) -> N
     assert shots[3].sha == lagging.clicked and pictures[3] == bare[lagging.clicked] != bare[lagging.typed]
     with open_run(lagging.path) as opened:
         assert animation.render(opened, "gif").startswith(b"GIF8")  # the whole strip still encodes
+
+
+def test_a_decision_naming_a_screen_the_run_never_recorded_is_not_followed(lagging: Reviewed) -> None:
+    with open_run(lagging.path) as opened:
+        stamped = opened.stamped
+    stray = "ab" * 32
+    edited = [
+        dataclasses.replace(s, event=dataclasses.replace(s.event, screen=stray))
+        if isinstance(s.event, ev.DecisionMade) and s.event.decision == "reject"
+        else s
+        for s in stamped
+    ]
+    rejected = tl.build(edited).steps[2]
+    assert rejected.decisions[-1].screen == stray
+    assert tl.screens(rejected).before == lagging.typed and tl.screens(rejected).shown is None

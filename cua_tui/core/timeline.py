@@ -42,6 +42,7 @@ class Step:
     # the proposal came (after the batch's previous executed action, or the turn's screenshot for the first).
     before: str | None = None
     after: str | None = None  # the screen taken after it ran
+    reviewed: ev.DecisionMade | None = None  # the last decision that names the screen its reviewer was shown
     waiting: bool = False  # a decision was requested and none is recorded yet
     executing: bool = False  # its intent to run was recorded
     refused_egress: list[ev.Egress] = field(default_factory=list)
@@ -67,11 +68,6 @@ class Step:
         """The status of a step that never ran ("declined", "refused", ...), else ""."""
         status = str(self.outcome.status) if self.outcome is not None else ""
         return status if status in NOT_RUN else ""
-
-    @property
-    def reviewed(self) -> ev.DecisionMade | None:
-        """The last decision that records the screen its reviewer was shown."""
-        return next((d for d in reversed(self.decisions) if _is_sha256(d.screen)), None)
 
     @property
     def kind(self) -> str:
@@ -117,6 +113,7 @@ class Builder:
         self._latest: str | None = None  # the newest screen
         self._current: Step | None = None  # the step the latest events belong to
         self._text = ""
+        self._recorded: set[str] = set()  # the screens the run recorded so far
 
     @property
     def current(self) -> Step | None:
@@ -140,6 +137,7 @@ class Builder:
             case ev.RunStarted():
                 line.started = event
             case ev.ScreenCaptured():
+                self._recorded.add(event.sha256)
                 if event.purpose in _LATEST:
                     line.first_screen = line.first_screen or event.sha256
                     self._latest = event.sha256
@@ -163,6 +161,8 @@ class Builder:
                     if _untouched(owner):  # its first event since the proposal: it is decided or run now
                         owner.before = self._latest
                     _attach(owner, event)
+                    if isinstance(event, ev.DecisionMade) and event.screen and event.screen in self._recorded:
+                        owner.reviewed = event  # only a screen of this run, recorded before it was shown
                     owner.last_seq = max(owner.last_seq, stamped.seq)
                     self._current = owner
                 return owner
@@ -228,7 +228,3 @@ def screens(step: Step) -> Screens:
     shown = step.reviewed
     before = shown.screen if shown is not None else step.before or step.observed
     return Screens(before, None if step.not_run else step.after, shown, step.not_run)
-
-
-def _is_sha256(value: object) -> bool:
-    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
