@@ -15,7 +15,7 @@ from . import events as ev
 from .actions import Kind
 from .ports import DecisionRequest, Gated, VerifierPlace
 from .text import one_line, visible
-from .timeline import Step
+from .timeline import Step, screens
 
 PHASE_LABELS = {
     ev.RunPhase.STARTING: "starting",
@@ -330,9 +330,13 @@ def step_action(step: Step) -> str:
     return text
 
 
-def step_panel(step: Step, total: int, *, showing: str = "after", untrusted: bool = False) -> list[tuple[str, str]]:
+def step_panel(
+    step: Step, total: int, *, showing: str = "after", untrusted: bool = False, live: bool = False
+) -> list[tuple[str, str]]:
     """A recorded step as (text, role) parts: the action, the policy's verdict and rule, every decision
-    and who made it, the outcome with the exact text the model heard and how long it took."""
+    and who made it, the outcome with the exact text the model heard and how long it took, and which
+    screen is shown. ``live``: the run is still being written (``replay --follow``), so a step without an
+    outcome is one still under way, not one the run ended on."""
     parts = [(f" STEP {step.number + 1} of {total} · turn {step.turn} · action {step.index + 1} \n", TITLE)]
     if untrusted:
         parts.append((" UNTRUSTED: recorded after the chain's first bad line \n", WARN))
@@ -347,10 +351,12 @@ def step_panel(step: Step, total: int, *, showing: str = "after", untrusted: boo
             line += f" ({visible(decision.subject)})"
         if decision.note:
             line += f" · {visible(decision.note, limit=200)}"
+        if shown_for(decision):
+            line += f" · {shown_for(decision)}"
         parts += [("decision ", LABEL), (line + "\n", "")]
     outcome = step.outcome
     if outcome is None:
-        parts += [("outcome  ", LABEL), ("unknown (the run ended before it was recorded)\n", WARN)]
+        parts += [("outcome  ", LABEL), (_no_outcome(step, live) + "\n", WARN)]
     else:
         status = str(outcome.status).upper().replace("_", " ")
         line = f"{status} · {outcome.duration_ms:.1f} ms · the model heard: {visible(outcome.message, limit=300)}"
@@ -362,6 +368,59 @@ def step_panel(step: Step, total: int, *, showing: str = "after", untrusted: boo
         parts.append((f"         … and {len(step.refused_egress) - 5} more refused requests\n", WARN))
     for error in step.errors:
         parts += [("error    ", LABEL), (f"{visible(error.where)}: {visible(error.message, limit=300)}\n", WARN)]
-    screen = "after it ran" if showing == "after" else "before it ran"
-    parts += [("screen   ", LABEL), (f"{screen} (b flips)\n", "")]
+    parts += [("screen   ", LABEL), (f"{step_screen(step, showing, live=live)} (b flips)\n", "")]
     return parts
+
+
+def _no_outcome(step: Step, live: bool) -> str:
+    if step.waiting:
+        return "waiting for a decision" if live else "none: the run was waiting for a decision when it ended"
+    if live:
+        return "running, no outcome yet" if step.executing else "not reached yet"
+    return "unknown (the run ended before it was recorded)"
+
+
+def shown_for(decision: ev.DecisionMade) -> str:
+    """How long the reviewer had the decision on screen ("shown 2.4 s before the answer"), or ""."""
+    if type(decision.shown_ms) is not int or decision.shown_ms < 0:
+        return ""
+    return f"shown {decision.shown_ms / 1000:.1f} s before the answer"
+
+
+def screen_before(step: Step) -> str:
+    """What the "before" screen of ``step`` is, when more than the desktop right before it ran ("" then)."""
+    shots = screens(step)
+    if shots.shown is not None:
+        return "the screen its reviewer was shown at the decision"
+    if shots.not_run:
+        return "the desktop when the batch stopped" if shots.not_run == "not_executed" else "the desktop when decided"
+    return ""
+
+
+def step_screen(step: Step, showing: str = "before", *, live: bool = False) -> str:
+    """Which screen a review shows for ``step`` (``timeline.screens`` picks it), as people read it: after
+    it ran, or before it (the one its reviewer was shown, when the decision recorded it); a step that
+    never ran says so and has no screen after it."""
+    shots = screens(step)
+    if showing == "after" and shots.after:
+        return "after it ran"
+    before = screen_before(step)
+    if shots.not_run:
+        return f"not run: {shots.not_run} · no screen after it; shown: {before}"
+    before = f"before it ran: {before}" if before else "before it ran"
+    if showing == "after":
+        status = str(step.outcome.status) if step.outcome is not None else ""
+        why = "it failed" if status == "failed" else "no outcome yet" if live and not status else "none recorded"
+        return f"no screen after it ({why}); shown: {before}"
+    return before
+
+
+def replay_phase(phase: str, *, live: bool, newest: bool) -> str:
+    """The status bar's phase in a replay when the run awaited a decision, or "" (other phases read as
+    they do live): a replay never claims to await its viewer's decision. ``newest``: the selected step is
+    the one the run was at (its newest events')."""
+    if phase != ev.RunPhase.AWAITING_DECISION:
+        return ""
+    if not newest:
+        return "a decision was asked at this step"
+    return "waiting for a decision in the live run" if live else "the run was waiting for a decision when it ended"

@@ -2,8 +2,9 @@
 
 One step per proposed action (turn, index): the proposal, the policy's verdict and rule, every decision and
 who made it, the outcome with the exact text the model heard and how long it took, and the screens before
-(the one the model acted on) and after it. Replay and export both read runs through this one grouping, so
-they tell the same story; it is built in one pass over the events and keeps no pixels.
+and after it (``screens``: the one rule of which screen a review shows). Replay and export both read runs
+through this one grouping, so they tell the same story; it is built in one pass over the events and keeps no
+pixels.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import events as ev
+
+NOT_RUN = frozenset({"refused", "declined", "stale", "not_executed"})  # outcomes of steps that never ran
+_LATEST = ("initial", "after_action", "stale_check")  # screens the supervisor keeps as the desktop's latest
 
 # What a reviewer jumps to (replay's keys, export's marks): the step's "flags".
 DECISION = "decision"  # a person, an approver command or a headless rule decided
@@ -34,8 +38,13 @@ class Step:
     decisions: list[ev.DecisionMade] = field(default_factory=list)
     outcome: ev.Outcome | None = None
     observed: str | None = None  # sha256 of the screen the model acted on (its turn's screenshot)
-    before: str | None = None  # the screen right before the action ran (the observed one if it never ran)
+    # The screen on the desktop when the step was decided or run: the newest one when its first event after
+    # the proposal came (after the batch's previous executed action, or the turn's screenshot for the first).
+    before: str | None = None
     after: str | None = None  # the screen taken after it ran
+    reviewed: ev.DecisionMade | None = None  # the last decision that names the screen its reviewer was shown
+    waiting: bool = False  # a decision was requested and none is recorded yet
+    executing: bool = False  # its intent to run was recorded
     refused_egress: list[ev.Egress] = field(default_factory=list)
     errors: list[ev.ErrorRaised] = field(default_factory=list)
     model_text: str = ""
@@ -53,6 +62,12 @@ class Step:
         if self.refused_egress:
             flags.add(EGRESS)
         return frozenset(flags)
+
+    @property
+    def not_run(self) -> str:
+        """The status of a step that never ran ("declined", "refused", ...), else ""."""
+        status = str(self.outcome.status) if self.outcome is not None else ""
+        return status if status in NOT_RUN else ""
 
     @property
     def kind(self) -> str:
@@ -98,6 +113,12 @@ class Builder:
         self._latest: str | None = None  # the newest screen
         self._current: Step | None = None  # the step the latest events belong to
         self._text = ""
+        self._recorded: set[str] = set()  # the screens the run recorded so far
+
+    @property
+    def current(self) -> Step | None:
+        """The step the newest events belong to (a followed run's step under way)."""
+        return self._current
 
     def feed(self, events: list[ev.Stamped]) -> list[Step]:
         """Take more events; return the steps they added or changed."""
@@ -116,17 +137,20 @@ class Builder:
             case ev.RunStarted():
                 line.started = event
             case ev.ScreenCaptured():
-                if event.purpose in ("initial", "after_action"):
+                self._recorded.add(event.sha256)
+                if event.purpose in _LATEST:
                     line.first_screen = line.first_screen or event.sha256
                     self._latest = event.sha256
-                    if self._current is not None and event.purpose == "after_action":
-                        self._current.after = event.sha256
-                        return self._current
+                    # The action it follows is named by its index (runs recorded before that: the current one).
+                    owner = self._current if event.index is None else self._by_key.get((event.turn, event.index))
+                    if owner is not None and event.purpose == "after_action":
+                        owner.after = event.sha256
+                        return owner
             case ev.ModelTurn():
                 self._observed, self._text = self._latest, event.text
             case ev.ActionProposed():
                 step = Step(len(line.steps), event.turn, event.index, stamped.seq, stamped.seq, event)
-                step.observed = step.before = self._observed
+                step.observed = self._observed
                 step.model_text = self._text
                 line.steps.append(step)
                 self._by_key[(event.turn, event.index)] = self._current = step
@@ -134,12 +158,18 @@ class Builder:
             case ev.PolicyVerdict() | ev.DecisionRequested() | ev.DecisionMade() | ev.Executing() | ev.Outcome():
                 owner = self._by_key.get((event.turn, event.index))
                 if owner is not None:
-                    if isinstance(event, ev.Executing):
+                    if _untouched(owner):  # its first event since the proposal: it is decided or run now
                         owner.before = self._latest
                     _attach(owner, event)
+                    if isinstance(event, ev.DecisionMade) and event.screen and event.screen in self._recorded:
+                        owner.reviewed = event  # only a screen of this run, recorded before it was shown
                     owner.last_seq = max(owner.last_seq, stamped.seq)
                     self._current = owner
                 return owner
+            case ev.Phase() if self._current is not None and self._current.outcome is None:
+                # What the run does about a step still open (awaiting its decision, running it) belongs to it.
+                self._current.last_seq = max(self._current.last_seq, stamped.seq)
+                return self._current
             case ev.Egress() if not event.allowed and self._current is not None:
                 self._current.refused_egress.append(event)
                 return self._current
@@ -158,7 +188,43 @@ def _attach(step: Step, event: ev.Event) -> None:
         step.verdict = event
     elif isinstance(event, ev.DecisionRequested):
         step.requests.append(event)
+        step.waiting = True
     elif isinstance(event, ev.DecisionMade):
         step.decisions.append(event)
+        step.waiting = False
     elif isinstance(event, ev.Outcome):
         step.outcome = event
+        step.waiting = False
+    elif isinstance(event, ev.Executing):
+        step.executing = True
+        step.waiting = False
+
+
+def _untouched(step: Step) -> bool:
+    return (
+        step.verdict is None
+        and not step.requests
+        and not step.decisions
+        and step.outcome is None
+        and not step.executing
+    )
+
+
+@dataclass(frozen=True)
+class Screens:
+    """Which screens a review shows for a step (replay, the HTML export and the film strip alike)."""
+
+    before: str | None  # the screen the reviewer was shown at its decision when recorded, else ``Step.before``
+    after: str | None  # the screen after it ran; None when it never ran
+    shown: ev.DecisionMade | None  # the decision that recorded ``before`` as the screen its reviewer saw
+    not_run: str  # the status of a step that never ran ("declined", ...), else ""
+
+    def pick(self, showing: str) -> str | None:
+        """The screen to show for "after" (the one before when there is none after) or "before"."""
+        return self.after if showing == "after" and self.after else self.before
+
+
+def screens(step: Step) -> Screens:
+    shown = step.reviewed
+    before = shown.screen if shown is not None else step.before or step.observed
+    return Screens(before, None if step.not_run else step.after, shown, step.not_run)

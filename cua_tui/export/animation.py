@@ -1,11 +1,12 @@
 """A run as an animated film strip (GIF or WebP): the initial screen, then one frame per step with its target
 marked and a caption, bounded in frames, width and bytes.
 
-Frames: the initial screen, then for each step the screen after it (the screen it was proposed on when it
-never ran, marked in red), its marker drawn as in the HTML export, and a caption line (step, turn, action,
-outcome). Caps: at most ``MAX_FRAMES`` frames (steps sampled evenly, the first and the last kept), at most
-``MAX_WIDTH`` pixels wide, and at most ``MAX_BYTES`` of output; past the byte cap the strip is encoded
-again with half the frames and three quarters of the width, and refused after ``_ATTEMPTS`` tries.
+Frames: the initial screen, then for each step the screen after it (when it never ran, the screen it was
+decided on, from ``core.timeline.screens``, marked in red and captioned "not run"), its marker drawn as in
+the HTML export, and a caption line (step, turn, action, outcome). Caps: at most ``MAX_FRAMES`` frames
+(steps sampled evenly, the first and the last kept), at most ``MAX_WIDTH`` pixels wide, and at most
+``MAX_BYTES`` of output; past the byte cap the strip is encoded again with half the frames and three
+quarters of the width, and refused after ``_ATTEMPTS`` tries.
 Every screenshot is decoded through ``core.imaging.decode_screen`` (header checked first against the run's
 own screen: a decompression bomb, or a picture larger than the run's screen, is refused, never decoded); a
 refused or missing screen becomes a grey frame that says so.
@@ -20,6 +21,7 @@ from typing import Any
 
 from PIL import Image, ImageDraw, ImageFont
 
+from ..core import timeline
 from ..core.imaging import ImageRefused, decode_screen
 from ..core.text import visible
 from .marks import marker_of
@@ -51,14 +53,17 @@ def _shots(run: Run) -> list[_Shot]:
     line = run.timeline
     shots = [_Shot(line.first_screen, "initial screen")]
     for step in line.steps:
+        screens = timeline.screens(step)
         status = str(step.outcome.status) if step.outcome is not None else "no outcome"
+        status = f"not run: {screens.not_run}" if screens.not_run else status
         verdict = str(step.verdict.verdict) if step.verdict is not None else "block"
-        ran = step.after is not None
+        ran = screens.after is not None
         summary = step.proposal.summary if isinstance(step.proposal.summary, str) else ""
         what = summary or (f"malformed {step.proposal.raw_kind}" if step.proposal.error else step.kind)
         caption = f"step {step.number + 1} · turn {step.turn} · {what} · {status}"
         colour = verdict if ran and verdict in _COLOURS else "block"
-        shots.append(_Shot(step.after if ran else step.before, caption, step.proposal.action, colour))
+        # A step that never ran shows the screen it was decided on (the one its reviewer saw, when recorded).
+        shots.append(_Shot(screens.after if ran else screens.before, caption, step.proposal.action, colour))
     return shots
 
 

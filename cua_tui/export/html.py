@@ -26,7 +26,7 @@ from ..core import describe
 from ..core import events as ev
 from ..core.ports import VerifierPlace
 from ..core.text import visible
-from ..core.timeline import Step
+from ..core.timeline import Step, screens
 from .marks import Marker, marker_of
 from .source import Run, key
 
@@ -107,7 +107,8 @@ class _Page:
     def frame(self, sha: str | None, caption: str, marker_action: Any = None, verdict: str = "allow") -> str:
         """A figure with the screen ``sha`` and, when given, the action's target drawn over it."""
         if not isinstance(sha, str):
-            return f'<figure class="frame"><div class="shot missing">no screen recorded</div>{caption}</figure>'
+            missing = '<div class="shot missing">no screen recorded</div>'
+            return f'<figure class="frame">{missing}<figcaption>{e(caption, 200)}</figcaption></figure>'
         css, refused, width, height = self.shot_class(sha)
         label = e(f"{caption} · screen {sha[:12]}", 200)
         if not css:
@@ -313,6 +314,8 @@ def _step(page: _Page, step: Step) -> None:
         page.add(f"<dt>asked</dt><dd>{e(request.subject, 40)}: {e(request.reason)}</dd>")
     for decision in step.decisions:
         note = f" · {e(decision.note)}" if decision.note and decision.by != "policy" else ""
+        shown = describe.shown_for(decision)
+        note += f" · {e(shown)}" if shown else ""
         page.add(
             f"<dt>decision</dt><dd><strong>{e(decision.decision, 20)}</strong> by {e(decision.by, 200)}{note}</dd>"
         )
@@ -331,8 +334,16 @@ def _step(page: _Page, step: Step) -> None:
         page.add(f"<dt>error</dt><dd>{e(error.where, 100)}: {e(error.message)}</dd>")
     page.add("</dl>")
     marker = step.proposal.action
-    before = page.frame(step.before, f"before step {number}", marker, verdict)
-    after = page.frame(step.after, f"after step {number}", marker, verdict) if step.after else ""
+    shots = screens(step)
+    what = describe.screen_before(step)
+    before = page.frame(shots.before, f"before step {number}" + (f": {what}" if what else ""), marker, verdict)
+    if shots.after:
+        after = page.frame(shots.after, f"after step {number}", marker, verdict)
+    elif shots.not_run:  # never "after it ran": it did not run, and there is no screen after it
+        after = f'<figure class="frame"><div class="shot missing">step {number} not run: {e(shots.not_run, 20)}'
+        after += "; no screen after it</div></figure>"
+    else:
+        after = ""
     page.add('<div class="frames">', before, after, "</div></section>\n")
 
 

@@ -230,7 +230,7 @@ class ReplayApp(App[None]):
         self.query_one(BatchPane).border_title = "Turn"
         self._take(self.reader.poll())
         self._show_banner()
-        self.select(len(self.steps) - 1 if self.follow else self.selected)
+        self.select(self._newest() if self.follow else self.selected)
         if self.follow:
             self.set_interval(POLL_S, self._poll)
 
@@ -255,7 +255,7 @@ class ReplayApp(App[None]):
         new = self.reader.poll()
         if not new:
             return
-        at_end = self.selected >= len(self.steps) - 1
+        at_end = not self.steps or self.selected == self._newest()  # following the run's step under way
         self._take(new)
         ended = self.builder.timeline.ended
         if ended is not None and not self.ended_seen:
@@ -265,9 +265,21 @@ class ReplayApp(App[None]):
             self.notify(f"the run ended: {visible(str(ended.status))} · {reason}", markup=False)
         self._show_banner()
         if at_end and self.steps:
-            self.select(len(self.steps) - 1)
+            self.select(self._newest())
         else:
+            self._show_step(self.steps[self.selected])  # the step looked at may have moved on (decided, run)
             self._show_status_and_audit()
+
+    def _newest(self) -> int:
+        """The step a followed run is at: the one its newest events belong to (in a batch, the one awaiting
+        its decision or running, not the last one proposed)."""
+        current = self.builder.current
+        return current.number if current is not None else len(self.steps) - 1
+
+    @property
+    def live(self) -> bool:
+        """Following a run that has not ended: a step without an outcome is still under way."""
+        return self.follow and self.builder.timeline.ended is None
 
     def _fold_to(self, n: int) -> RunView:
         """The RunView after the first ``n`` events (from the nearest snapshot at or before ``n``)."""
@@ -296,7 +308,10 @@ class ReplayApp(App[None]):
         view = self._fold_to(step.last_seq + 1)
         self._show_batch(step, view)
         self._show_step(step)
-        self._show_status_and_audit(view, step.last_seq + 1)
+        if self.live and self.selected == self._newest():  # the status says what the run does now
+            self._show_status_and_audit(upto=len(self.reader.events))
+        else:
+            self._show_status_and_audit(view, step.last_seq + 1)
         self.render_frame()
 
     def _untrusted(self, step: tl.Step) -> bool:
@@ -306,7 +321,7 @@ class ReplayApp(App[None]):
     def _show_step(self, step: tl.Step) -> None:
         text = Text()
         for part, role in describe.step_panel(
-            step, len(self.steps), showing=self.showing, untrusted=self._untrusted(step)
+            step, len(self.steps), showing=self.showing, untrusted=self._untrusted(step), live=self.live
         ):
             text.append(part, style=STYLES.get(role, "bold reverse" if role == describe.WARN else None))
         self.query_one("#step", Static).update(text)
@@ -336,6 +351,11 @@ class ReplayApp(App[None]):
         status = self.query_one(StatusBar)
         status.final = f"{view.ended.status} · {visible(view.ended.reason, limit=80)}" if view.ended else ""
         status.show(view)
+        newest = not self.steps or self.selected == self._newest()
+        label = describe.replay_phase(view.phase, live=self.live, newest=newest)
+        if label:  # a replay never awaits its viewer's decision: it says what the run was doing
+            status.phase = label
+            status.redraw()
         audit = self.query_one(AuditPane)
         audit.state = self.chain.state
         audit.show_tail(events, upto, AUDIT_TAIL)
@@ -370,7 +390,7 @@ class ReplayApp(App[None]):
         if not self.steps:
             return
         step = self.steps[self.selected]
-        sha = step.after if self.showing == "after" and step.after else step.before or step.observed
+        sha = tl.screens(step).pick(self.showing)
         self._render(sha, self._target(step))
 
     def _target(self, step: tl.Step) -> Target | None:
@@ -409,7 +429,7 @@ class ReplayApp(App[None]):
             if not 0 <= number < len(steps) or self.selected != selected:
                 continue
             step = steps[number]
-            sha = step.after if self.showing == "after" and step.after else step.before or step.observed
+            sha = tl.screens(step).pick(self.showing)
             if sha is not None:
                 self._frame_for((sha, *shape[:2], self._target(step), *shape[3:]))
 
@@ -528,7 +548,7 @@ class ReplayApp(App[None]):
         if not self.steps:
             return None
         step = self.steps[self.selected]
-        sha = step.after if self.showing == "after" and step.after else step.before or step.observed
+        sha = tl.screens(step).pick(self.showing)
         if sha is None:
             return None
         target = self._target(step)
