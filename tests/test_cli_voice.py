@@ -1,6 +1,6 @@
-"""One voice on the command line (issue 22, point 10): every command's error in one form
-(`Error: PATH: REASON; HINT`, one line), the real reason first, and `runs` without a wrapped row at 80
-columns."""
+"""One voice on the command line (issue 22, points 9 and 10): every command's error in one form
+(`Error: PATH: REASON; HINT`, one line), the real reason first, `runs` without a wrapped row at 80 columns,
+and a run's last lines naming the commands that come next, which work as printed."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import json
 import os
 import pty
 import select
+import shlex
 import struct
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from cua_tui.cli import main
+from cua_tui.cli.base import program
 from cua_tui.cli.runs import HEADER, RunEntry, layout
 
 FORM = {
@@ -40,7 +42,7 @@ KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "CWSANDBOX_API_KEY")
 @pytest.fixture
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """Settings isolated from the user's: no config file, the runs directory under tmp_path, no keys,
-    and no `cua-tui` on PATH."""
+    and no `cua-tui` on PATH (the next steps then name this interpreter, which the test can run)."""
     for key in KEYS:
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
@@ -204,3 +206,83 @@ def test_a_script_agent_is_named_by_its_file() -> None:
     lines, hidden = layout([entry])
     assert hidden == [] and " script:form.json " in lines[1] and "/very" not in lines[1]
     assert entry.as_json()["agent"] == "script:/very/long/checkout/path/to/form.json (scripted demo)"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Point 9: a run's last lines name the next commands, which work as printed
+# ---------------------------------------------------------------------------------------------------
+def commands(stderr: str) -> tuple[list[str], dict[str, list[str]]]:
+    """The last four lines, and each command in them split as a shell would, the program removed."""
+    last = stderr.splitlines()[-4:]
+    assert last[0].startswith("next"), stderr
+    prog = shlex.split(program())
+    found = {}
+    for line in last[1:]:
+        words = shlex.split(line.split(":", 1)[1])
+        assert words[: len(prog)] == prog, line
+        found[words[len(prog)]] = words[len(prog) :]
+    return last, found
+
+
+def test_a_headless_run_ends_with_the_next_commands_for_its_id(
+    env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = headless_run(env, tmp_path)
+    assert result.exit_code == 0, result.stderr
+    (run,) = (tmp_path / "runs").iterdir()
+    last, found = commands(result.stderr)
+    assert result.stderr.splitlines()[-5] == f"run directory: {run}"
+    assert last[1:] == [
+        f"  step through it:   {program()} replay {run.name}",
+        f"  export a report:   {program()} export {run.name} --html {run.name}.html",
+        f"  check its log:     {program()} verify {run.name}",
+    ]
+    monkeypatch.chdir(tmp_path)  # where the export's report goes
+    verified = cli(env, *found["verify"])
+    assert verified.exit_code == 0 and verified.stdout.startswith("intact: "), verified.output
+    exported = cli(env, *found["export"])
+    assert exported.exit_code == 0, exported.stderr
+    assert (tmp_path / f"{run.name}.html").read_text().startswith("<!DOCTYPE html>")
+    assert found["replay"] == ["replay", run.name]
+
+
+def test_a_run_elsewhere_is_named_by_its_quoted_path(env: dict[str, str], tmp_path: Path) -> None:
+    elsewhere = tmp_path / "other runs"  # not the settings' runs directory, and a space to quote
+    result = headless_run(env, tmp_path, "--runs-dir", str(elsewhere))
+    (run,) = elsewhere.iterdir()
+    last, found = commands(result.stderr)
+    assert shlex.quote(str(run)) in last[3] and "'" in last[3]
+    assert found["verify"] == ["verify", str(run)]
+    verified = cli(env, *found["verify"])
+    assert verified.exit_code == 0, verified.output
+
+
+def test_the_program_is_cua_tui_once_it_is_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", str(bin_dir))
+    assert program() == f"{shlex.quote(sys.executable)} -m cua_tui.cli"  # nothing on PATH: what surely runs
+    entry = bin_dir / "cua-tui"  # what set-up's link puts on PATH (here the entry point as a script)
+    entry.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m cua_tui.cli "$@"\n')
+    entry.chmod(0o755)
+    assert program() == "cua-tui"
+
+
+def test_a_fleet_summary_ends_with_the_next_commands(env: dict[str, str], tmp_path: Path) -> None:
+    script = script_file(tmp_path)
+    tasks = tmp_path / "suite.toml"
+    tasks.write_text(
+        "".join(f'[[tasks]]\nname = "{n}"\ntask = "fill the form"\nagent = "script:{script}"\n\n' for n in ("a", "b"))
+    )
+    result = cli(env, "fleet", "--tasks", tasks, "--backend", "sim", "--headless", "--on-confirm", "reject")
+    assert result.exit_code == 1, result.stderr  # rejected typing: neither run passes
+    lines = result.stderr.splitlines()
+    fleet_id = next(line.split()[1].rstrip(":") for line in lines if line.startswith("fleet fleet-"))
+    first = json.loads((tmp_path / "runs" / "fleet.json").read_text())["fleets"][fleet_id]["runs"][0]
+    run_id = first["run_id"]
+    assert lines[-5] == f"list the fleet's runs: {program()} runs --fleet {fleet_id}"
+    assert lines[-4] == "next, with the run of task a (failed):"
+    _, found = commands(result.stderr)
+    assert found["verify"] == ["verify", run_id]
+    verified = cli(env, *found["verify"])
+    assert verified.exit_code == 0, verified.output

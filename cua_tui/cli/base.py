@@ -1,11 +1,14 @@
 """The command group and what every command shares: the one error form, the RUN argument, the settings,
-and the handling of the signals that end a run or a fleet."""
+the next steps after a run, and the handling of the signals that end a run or a fleet."""
 
 from __future__ import annotations
 
 import os
 import queue
+import shlex
+import shutil
 import signal
+import sys
 import threading
 from pathlib import Path
 from typing import Any, NoReturn, Self
@@ -82,6 +85,38 @@ def run_directory(arg: str, runs_dir: Path | None = None) -> Path:
     if not has_log:
         fail("no audit.jsonl (not a cua-tui run directory)", path=path, hint=RUNS_HINT)
     return path
+
+
+def program() -> str:
+    """How to run cua-tui again from this shell: ``cua-tui`` when that is on PATH (set-up links it),
+    else the entry point this process was started as."""
+    if shutil.which("cua-tui"):
+        return "cua-tui"
+    started_as = Path(sys.argv[0])
+    if started_as.name == "cua-tui" and started_as.exists():
+        return shlex.quote(str(started_as.absolute()))
+    return f"{shlex.quote(sys.executable)} -m cua_tui.cli"
+
+
+def run_argument(path: Path, runs_dir: Path | None) -> str:
+    """The shortest RUN argument that finds ``path`` again: its run id when it lies in the runs directory
+    the settings name, else its path; shell-quoted."""
+    path = Path(path)
+    if runs_dir is not None and path.parent.absolute() == Path(runs_dir).expanduser().absolute():
+        return shlex.quote(path.name)
+    return shlex.quote(str(path.absolute()))
+
+
+def next_steps(path: Path, runs_dir: Path | None) -> list[str]:
+    """The lines that end a run: what to do next with it, as commands to copy."""
+    prog, run = program(), run_argument(path, runs_dir)
+    report = shlex.quote(f"{Path(path).name}.html")
+    return [
+        "next:",
+        f"  step through it:   {prog} replay {run}",
+        f"  export a report:   {prog} export {run} --html {report}",
+        f"  check its log:     {prog} verify {run}",
+    ]
 
 
 # Options several commands share, defined once.

@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from ..desktops import BACKENDS
-from .base import OnSignal, fail, headless_option, operator_option, settings, theme_option
+from .base import OnSignal, fail, headless_option, next_steps, operator_option, program, settings, theme_option
 
 TUI_MISSING = "the fleet TUI is not available yet; use --headless"
 
@@ -180,7 +180,7 @@ def command(
                 fleet.kill_all(by="human (left the fleet TUI)")
             while not fleet.wait(0.2):  # bounded once every run was killed (Fleet.kill_all)
                 pass
-    sys.exit(_summary(fleet))
+    sys.exit(_summary(fleet, config.runs_dir))
 
 
 def _fleet_tui() -> Any:
@@ -291,8 +291,11 @@ class StopOnSignal(OnSignal):
                 pass
 
 
-def _summary(fleet: Any) -> int:
-    """Print each run's status and directory; the exit status (0 only when every run passed or finished)."""
+def _summary(fleet: Any, settings_runs: Path | None = None) -> int:
+    """Print each run's status and directory, then what to do next (with the first run that did not pass,
+    else the first); the exit status (0 only when every run passed or finished)."""
+    import shlex
+
     from ..core.text import visible
 
     rows = fleet.rows()
@@ -309,4 +312,18 @@ def _summary(fleet: Any) -> int:
         click.echo(f"  {row.task:<{width}}  {status:<8}  {verified:<10}  {visible(where)}", err=True)
     passed = sum(1 for r in rows if r.status in ("passed", "finished"))
     click.echo(f"{passed} of {len(rows)} passed", err=True)
+    made = [r for r in rows if r.path]
+    if made:
+        example = next((r for r in made if r.status not in ("passed", "finished")), made[0])
+        prog = program()
+        runs_dir = fleet.runs_dir
+        elsewhere = settings_runs is None or runs_dir.absolute() != Path(settings_runs).expanduser().absolute()
+        listing = f"{prog} runs --fleet {shlex.quote(fleet.fleet_id)}"
+        if elsewhere:
+            listing += f" --runs-dir {shlex.quote(str(runs_dir))}"
+        lines = next_steps(Path(example.path), settings_runs)
+        lines[0] = f"next, with the run of task {visible(example.task)} ({example.status or 'not ended'}):"
+        lines.insert(0, f"list the fleet's runs: {listing}")
+        for line in lines:
+            click.echo(line, err=True)
     return 0 if passed == len(rows) else 1

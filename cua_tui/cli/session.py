@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from ..build import BuildError, Run, RunOptions, build_run
-from .base import OnSignal, fail, settings
+from .base import OnSignal, fail, next_steps, settings
 
 
 def build(options: RunOptions) -> Run:
@@ -41,6 +41,8 @@ def execute(options: RunOptions, *, headless: bool, theme: str | None) -> None:
         result = _run_in_tui(run, theme, options.settings)
     click.echo(end_line(result), err=True)
     click.echo(f"run directory: {result.path}", err=True)
+    for line in next_steps(result.path, options.settings.runs_dir):
+        click.echo(line, err=True)
     sys.exit(result.exit_code)
 
 
