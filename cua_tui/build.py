@@ -261,6 +261,7 @@ def _approver(decisions: str) -> Approver:
 
 def _agent(options: RunOptions, policy: Any, settings: Any) -> tuple[Agent, str]:
     from .agents.script import Script, ScriptAgent, ScriptError, load_texts
+    from .agents.vendors import DEFAULT_MODELS
     from .factory import UnavailableError, make_agent
 
     try:
@@ -275,6 +276,12 @@ def _agent(options: RunOptions, policy: Any, settings: Any) -> tuple[Agent, str]
             return ScriptAgent(Script.from_data(options.script, source=label, texts=texts)), label
         if options.agent is None:
             raise BuildError("no agent: give --agent, a script or an agent")
+        # a model with nothing to do: the real reason, before the key it would need
+        if options.agent in DEFAULT_MODELS and not options.task.strip() and options.lab is None:
+            raise BuildError(
+                "no task: the model has nothing to do; give --task TEXT (with --url URL for a page), "
+                "or --lab NAME, which brings its own task"
+            )
         return make_agent(
             options.agent, model=options.model, base_url=options.base_url, policy=policy, settings=settings, texts=texts
         )

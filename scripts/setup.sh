@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # One entry point that installs what cua-tui needs on a fresh Debian machine (as root) and then runs
-# a job:   bash scripts/setup.sh demo | test | bench | env | docker
+# a job:   bash scripts/setup.sh demo | test | bench | env | link | docker
 #   demo   the first-run experience (offline: no account, no API key)
 #   test   the whole test suite (what CI runs; it sets up Docker first, as `docker` does)
 #   bench  the benchmarks, side by side with their baselines
-#   env    only install (Debian packages when missing, Python >= 3.12, the locked dependencies)
+#   env    only install (Debian packages when missing, Python >= 3.12, the locked dependencies), and link
+#          the entry point .venv/bin/cua-tui into a folder on PATH (every job does)
+#   link   only that link: /usr/local/bin as root, else ~/.local/bin (CUA_TUI_BIN_DIR chooses another)
 #   docker the Docker engine (installed and started when missing) and the images --backend docker uses
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -76,6 +78,45 @@ ensure_env() {
   fi
   log "python: $py ($("$py" -c 'import sys; print(sys.version.split()[0])'))"
   "$uv" sync --frozen --quiet --python "$py"
+  link_entry_point
+}
+
+# --- The entry point on PATH, as a tool installed from a checkout is: a link, never a copy -----------------
+# Into /usr/local/bin as root, else ~/.local/bin; CUA_TUI_BIN_DIR names another folder (the tests' own).
+# A link of ours (to some checkout's .venv/bin/cua-tui) is replaced; anything else there is left alone.
+link_entry_point() {
+  local entry="$PWD/.venv/bin/cua-tui" dir link current
+  if [ -n "${CUA_TUI_BIN_DIR:-}" ]; then
+    dir="$CUA_TUI_BIN_DIR"
+  elif [ "$(id -u)" -eq 0 ]; then
+    dir=/usr/local/bin
+  else
+    dir="$HOME/.local/bin"
+  fi
+  link="$dir/cua-tui"
+  if [ ! -x "$entry" ]; then
+    log "no $entry to put on PATH (the environment is not installed: bash scripts/setup.sh env)"
+    return 1
+  fi
+  if [ -L "$link" ]; then
+    current="$(readlink "$link")"
+    case "$current" in
+      */.venv/bin/cua-tui) ;;  # ours (this checkout's, or another's: the last set-up wins)
+      *) log "cua-tui: not linked, $link is a link to $current, not ours; run $entry, or remove it and run set-up again"
+         return 0 ;;
+    esac
+  elif [ -e "$link" ]; then
+    log "cua-tui: not linked, $link exists and is not ours; run $entry, or remove it and run set-up again"
+    return 0
+  fi
+  if ! { mkdir -p "$dir" && ln -sfn "$entry" "$link"; } 2>/dev/null; then
+    log "cua-tui: not linked, cannot write $dir; run $entry (or set CUA_TUI_BIN_DIR to a folder on PATH)"
+    return 0
+  fi
+  case ":$PATH:" in
+    *":$dir:"*) log "cua-tui is on PATH: $link -> $entry" ;;
+    *) log "cua-tui linked: $link -> $entry, but $dir is not on PATH: add it (export PATH=\"$dir:\$PATH\"), or run $entry" ;;
+  esac
 }
 
 # --- Docker: the engine, a Debian base made with debootstrap (no image registry), the desktop image -----------
@@ -127,6 +168,8 @@ ensure_docker() {
 case "$job" in
   env)
     ensure_env ;;
+  link)
+    link_entry_point ;;
   demo)
     ensure_env
     exec .venv/bin/cua-tui demo "$@" ;;
@@ -169,5 +212,5 @@ case "$job" in
     ensure_env
     ensure_docker ;;
   *)
-    log "unknown job '$job': use demo, test, bench, env or docker"; exit 2 ;;
+    log "unknown job '$job': use demo, test, bench, env, link or docker"; exit 2 ;;
 esac

@@ -148,8 +148,9 @@ def test_dry_backend_finishes_without_verifier(tmp_path: Path) -> None:
         (["--backend", "cwsandbox", "--lab", "form"], "needs an API key: set CWSANDBOX_API_KEY"),
         (["--backend", "docker"], "needs --lab NAME or --url URL"),
         (["--backend", "local", "--lab", "nope"], "unknown lab"),
-        (["--agent", "openai"], "needs an API key: set OPENAI_API_KEY"),
-        (["--agent", "anthropic"], "needs an API key: set ANTHROPIC_API_KEY"),
+        (["--agent", "openai"], "no task: the model has nothing to do"),  # the real reason before the key
+        (["--agent", "openai", "--task", "t"], "needs an API key: set OPENAI_API_KEY"),
+        (["--agent", "anthropic", "--task", "t"], "needs an API key: set ANTHROPIC_API_KEY"),
         (["--agent", "nonsense"], "unknown agent 'nonsense'"),
         (["--allow-domain", "127.1"], "--allow-domain: allow-list entry '127.1'"),
         (["--allow-domain", "*.1"], "--allow-domain: allow-list entry '*.1'"),
@@ -322,7 +323,8 @@ def test_url_allow_entries() -> None:
 )
 def test_a_url_that_is_not_http_is_refused_before_anything_starts(tmp_path: Path, url: str) -> None:
     runs = tmp_path / "runs"
-    result = CliRunner().invoke(main, ["run", "--headless", "--url", url, "--runs-dir", str(runs)])
+    args = ["run", "--headless", "--task", "look", "--url", url, "--runs-dir", str(runs)]
+    result = CliRunner().invoke(main, args)
     assert result.exit_code == 2
     assert "--url must be an http:// or https:// URL" in result.output
     assert not runs.exists() or not any(runs.iterdir())  # no run directory was made

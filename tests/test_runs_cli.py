@@ -23,7 +23,7 @@ from runlogs import UNSIGNED, interrupted_turn, write_run
 
 from cua_tui.build import RunOptions, build_run
 from cua_tui.cli import main
-from cua_tui.cli.runs import HEADER, JSON_KEYS, RunEntry, parse_since, table
+from cua_tui.cli.runs import HEADER, JSON_KEYS, RunEntry, layout, parse_since, table
 from cua_tui.core.approvers import FixedApprover
 from cua_tui.core.ports import Answer
 from cua_tui.core.rundir import new_run_id
@@ -327,11 +327,15 @@ def test_the_table_fits_a_terminal_by_shrinking_task_and_reason() -> None:
     )
     wide = table([entry])
     assert max(map(len, wide)) > 160 and "t" * 39 + "…" in wide[1]
-    narrow = table([entry], width=160)  # at least 153 with the VERIFIER column
-    assert max(map(len, narrow)) <= 160
-    assert narrow[1].split()[-3:] == ["3", "1", "intact"] and "openai/gpt-5.6-sol" in narrow[1]
-    tiny = table([entry], width=40)  # cannot fit: TASK and REASON stop at their floor, nothing else is cut
-    assert "t" * 11 + "…" in tiny[1] and "openai/gpt-5.6-sol" in tiny[1]
+    narrow = table([entry], width=160)  # every column: TASK, AGENT and REASON shrink, widest first
+    assert max(map(len, narrow)) <= 160 and narrow[0].split() == list(HEADER)
+    assert narrow[1].split()[-3:] == ["3", "1", "intact"] and "openai/gpt-5" in narrow[1]
+    lines, hidden = layout([entry], width=80)  # twelve columns cannot fit: the least needed ones go
+    assert max(map(len, lines)) <= 80 and hidden and "BACKEND" in hidden
+    assert lines[0].split() == ["RUN", "TASK", "STATUS", "REASON", "VERIFIED"]
+    assert "t" * 11 + "…" in lines[1] and "r" * 11 + "…" in lines[1] and lines[1].endswith("intact")
+    tiny = table([entry], width=40)  # cannot fit even so: RUN, TASK, STATUS and VERIFIED always stay
+    assert tiny[0].split() == ["RUN", "TASK", "STATUS", "VERIFIED"] and "t" * 11 + "…" in tiny[1]
 
 
 def test_200_runs_are_listed_quickly(real_run: Path, tmp_path: Path) -> None:

@@ -38,7 +38,10 @@ class Ended:
 
     @property
     def last_lines(self) -> list[str]:
-        return self.stderr.splitlines()[-2:]
+        """The run's end line and its directory (the next steps follow them)."""
+        lines = self.stderr.splitlines()
+        end = max((i for i, line in enumerate(lines) if line.startswith("status: ")), default=len(lines) - 2)
+        return lines[end : end + 2]
 
 
 def cua(*args: str | Path, env: dict[str, str] | None = None, cwd: Path | None = None) -> Ended:

@@ -235,7 +235,7 @@ def test_verify_unsealed_run_exits_0(run_copy: Path, home: Path) -> None:
 def test_verify_nonexistent_path_exits_2(home: Path, tmp_path: Path) -> None:
     result = invoke(["verify", tmp_path / "nope"], home)
     assert result.exit_code == 2
-    assert "not a run directory" in result.stderr
+    assert result.stderr.startswith(f"Error: {tmp_path / 'nope'}: no such run directory; ")  # as replay, export
 
 
 def test_verify_directory_without_audit_log_exits_2(home: Path, tmp_path: Path) -> None:
@@ -261,7 +261,7 @@ def test_verify_with_unusable_key_exits_2(signed_run: Path, home: Path, tmp_path
         key.write_bytes(b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
     result = invoke(["verify", signed_run, "--key", key], home)
     assert result.exit_code == 2
-    assert result.stderr.startswith("error: audit key")
+    assert result.stderr.startswith("Error: audit key")
 
 
 def test_verify_without_arguments_is_a_usage_error(home: Path) -> None:
@@ -352,4 +352,4 @@ def test_verify_an_unknown_run_id_is_one_line_exit_2(home: Path, arg: str, says:
     result = invoke(["verify", arg], home)
     assert result.exit_code == 2 and result.stdout == ""
     (line,) = result.stderr.splitlines()
-    assert line.startswith("error: ") and says in line and "\x1b" not in line
+    assert line.startswith("Error: ") and says in line and "\x1b" not in line

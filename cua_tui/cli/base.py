@@ -1,24 +1,54 @@
-"""The command group and what every command shares: the usage error (exit 2), the settings, and the
-handling of the signals that end a run or a fleet."""
+"""The command group and what every command shares: the one error form, the RUN argument, the settings,
+the next steps after a run, and the handling of the signals that end a run or a fleet."""
 
 from __future__ import annotations
 
+import os
 import queue
+import shlex
+import shutil
 import signal
+import sys
 import threading
-from typing import Any, Self
+from pathlib import Path
+from typing import Any, NoReturn, Self
 
 import click
 
 from .. import __version__
 
 EXIT_USAGE = 2
+EXIT_FAILED = 1
+# Click's own usage errors (a missing option, a bad choice) say "Error: " too: one prefix for every error.
+ERROR_PREFIX = "Error: "
+RUNS_HINT = "give a run directory or a run id (`cua-tui runs` lists them)"
 
 
-class UsageFailure(click.ClickException):
-    """Bad usage or configuration: exit status 2, message on stderr."""
+class Failure(click.ClickException):
+    """An error of any command, in the one form they all use: ``Error: PATH: REASON; HINT``, one line on
+    stderr. Exit status 2 (bad usage, configuration or input) unless ``exit_code`` says 1 (a failure)."""
 
-    exit_code = EXIT_USAGE
+    def __init__(
+        self, reason: str, *, path: str | Path | None = None, hint: str | None = None, exit_code: int = EXIT_USAGE
+    ) -> None:
+        from ..core.text import encodable, visible
+
+        text = reason if path is None else f"{path}: {reason}"
+        if hint:
+            text = f"{text}; {hint}"
+        # paths and reasons may quote a run directory's or a file's own text: shown literally, on one line
+        super().__init__(encodable(visible(text, limit=1000)))
+        self.exit_code = exit_code
+
+    def show(self, file: Any = None) -> None:
+        click.echo(ERROR_PREFIX + self.format_message(), err=True)
+
+
+def fail(
+    reason: str, *, path: str | Path | None = None, hint: str | None = None, exit_code: int = EXIT_USAGE
+) -> NoReturn:
+    """Stop the command with the one error form (see ``Failure``)."""
+    raise Failure(reason, path=path, hint=hint, exit_code=exit_code)
 
 
 def settings() -> Any:
@@ -28,7 +58,65 @@ def settings() -> Any:
     try:
         return Settings.load()
     except ConfigError as exc:
-        raise UsageFailure(str(exc)) from None
+        fail(str(exc))
+
+
+def run_directory(arg: str, runs_dir: Path | None = None) -> Path:
+    """RUN as every command takes it (a run directory, a run id or a unique beginning of one in the runs
+    directory), checked to be a cua-tui run directory before anything else is looked at, so that the same
+    bad folder gets the same error from every command. The settings are read only to look up an id."""
+    from ..core.rundir import RunNotFound, resolve_run
+    from ..core.safeio import RunFileError, RunFolder
+
+    if os.path.lexists(arg):
+        path = Path(arg)
+    elif os.sep in arg:  # a path, not an id: no settings read
+        fail("no such run directory", path=arg, hint=RUNS_HINT)
+    else:
+        try:
+            path = resolve_run(arg, (runs_dir or settings().runs_dir).expanduser())
+        except RunNotFound as exc:
+            fail(str(exc), hint=RUNS_HINT)
+    try:
+        with RunFolder.open(path) as folder:
+            has_log = folder.kind("audit.jsonl") is not None
+    except RunFileError as exc:
+        fail(f"not a run directory ({exc.detail})", path=path, hint=RUNS_HINT)
+    if not has_log:
+        fail("no audit.jsonl (not a cua-tui run directory)", path=path, hint=RUNS_HINT)
+    return path
+
+
+def program() -> str:
+    """How to run cua-tui again from this shell: ``cua-tui`` when that is on PATH (set-up links it),
+    else the entry point this process was started as."""
+    if shutil.which("cua-tui"):
+        return "cua-tui"
+    started_as = Path(sys.argv[0])
+    if started_as.name == "cua-tui" and started_as.exists():
+        return shlex.quote(str(started_as.absolute()))
+    return f"{shlex.quote(sys.executable)} -m cua_tui.cli"
+
+
+def run_argument(path: Path, runs_dir: Path | None) -> str:
+    """The shortest RUN argument that finds ``path`` again: its run id when it lies in the runs directory
+    the settings name, else its path; shell-quoted."""
+    path = Path(path)
+    if runs_dir is not None and path.parent.absolute() == Path(runs_dir).expanduser().absolute():
+        return shlex.quote(path.name)
+    return shlex.quote(str(path.absolute()))
+
+
+def next_steps(path: Path, runs_dir: Path | None) -> list[str]:
+    """The lines that end a run: what to do next with it, as commands to copy."""
+    prog, run = program(), run_argument(path, runs_dir)
+    report = shlex.quote(f"{Path(path).name}.html")
+    return [
+        "next:",
+        f"  step through it:   {prog} replay {run}",
+        f"  export a report:   {prog} export {run} --html {report}",
+        f"  check its log:     {prog} verify {run}",
+    ]
 
 
 # Options several commands share, defined once.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .base import UsageFailure, headless_option, operator_option, theme_option
+from .base import fail, headless_option, operator_option, theme_option
 
 
 @click.command("demo")
@@ -45,7 +45,7 @@ def command(
     try:
         lab = get_lab(lab_name)
     except ValueError as exc:
-        raise UsageFailure(str(exc)) from None
+        fail(str(exc))
     script_file = lab.script_file(script_variant or lab.demo_script or None)
     if on_confirm is None:
         on_confirm = "ask" if sys.stdin.isatty() else "reject"

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from .base import UsageFailure, settings
+from .base import fail, run_directory
 
 EXIT_WRITTEN, EXIT_TAMPERED = 0, 1
 
@@ -75,26 +75,23 @@ def command(
     """
     outputs = {"html": html_out, "gif": gif_out, "webp": webp_out, "script": script_out}
     if not any(outputs.values()):
-        raise UsageFailure("nothing to export: give --html, --gif, --webp or --script")
+        fail("nothing to export", hint="give --html, --gif, --webp or --script")
+    # The run directory before the outputs: a folder that is none gets that error, wherever they go.
+    path = run_directory(run, runs_dir)
     # Imported here, not at the top: the exporters pull in the core and Pillow, and --help should start fast.
     from ..core.audit import AuditKey, AuditKeyError
-    from ..core.rundir import RunNotFound, resolve_run
     from ..core.text import visible
     from ..export import RunUnusable, open_run
 
-    try:
-        path = resolve_run(run, (runs_dir or settings().runs_dir).expanduser())
-    except RunNotFound as exc:
-        raise UsageFailure(visible(str(exc))) from None
     _check_outputs(path, [p for p in outputs.values() if p is not None])
     try:
         audit_key = AuditKey.load(key) if key else None
     except AuditKeyError as exc:
-        raise UsageFailure(str(exc)) from None
+        fail(str(exc))
     try:
         opened = open_run(path, audit_key)
     except RunUnusable as exc:
-        raise UsageFailure(str(exc)) from None
+        fail(str(exc))
     with opened:
         for fmt, out in outputs.items():
             if out is not None:
@@ -121,9 +118,9 @@ def _check_outputs(run_path: Path, outs: list[Path]) -> None:
     for out in outs:
         parent = out.resolve().parent
         if parent == run_real or parent.is_relative_to(run_real):
-            raise UsageFailure(f"{out}: inside the run directory; write exports elsewhere")
+            fail("inside the run directory (an export never adds to a run)", path=out, hint="write it elsewhere")
         if not parent.is_dir():
-            raise UsageFailure(f"{out}: no folder {parent}")
+            fail(f"no folder {parent}", path=out)
 
 
 def _write(run: Any, fmt: str, out: Path) -> None:
@@ -153,13 +150,11 @@ def _write(run: Any, fmt: str, out: Path) -> None:
             what = f"{fmt.upper()}, {len(data):,} bytes"
         write_atomic(out, data)
     except animation.AnimationError as exc:
-        raise UsageFailure(f"{out}: {exc}") from None
+        fail(str(exc), path=out)
     except OSError as exc:
-        raise UsageFailure(f"{out}: cannot write it ({exc.strerror or exc})") from None
+        fail(f"cannot write it ({exc.strerror or exc})", path=out)
     except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
         # Last line of defence: the exporters read every field defensively (a test throws records of every
         # shape at them), but a record shaped in a way nobody foresaw still gets one line, not a traceback.
-        raise UsageFailure(
-            f"{out}: a record of an unexpected shape stopped the export ({type(exc).__name__})"
-        ) from None
+        fail(f"a record of an unexpected shape stopped the export ({type(exc).__name__})", path=out)
     click.echo(f"wrote {out} ({what})", err=True)

@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from ..desktops import BACKENDS
-from .base import OnSignal, UsageFailure, headless_option, operator_option, settings, theme_option
+from .base import OnSignal, fail, headless_option, next_steps, operator_option, program, settings, theme_option
 
 TUI_MISSING = "the fleet TUI is not available yet; use --headless"
 
@@ -95,7 +95,7 @@ def command(
     <runs-dir>/fleet.json lists them (under the fleet id) with the tasks file's SHA-256. Exit status: 0 when every
     run ended passed or finished, 1 otherwise, 2 for bad usage or configuration."""
     if on_confirm == "ask":
-        raise UsageFailure("--on-confirm ask: one terminal prompt cannot serve many runs; use approver:CMD")
+        fail("--on-confirm ask: one terminal prompt cannot serve many runs", hint="use approver:CMD")
     # Imported here: the builder pulls in the core, and --help should start fast.
     from dataclasses import replace
 
@@ -108,14 +108,14 @@ def command(
     try:
         tasks = load_tasks(tasks_path, labs=LABS.keys())
     except TasksError as exc:
-        raise UsageFailure(str(exc)) from None
+        fail(str(exc))
     if not headless:
         from .session import check_theme
 
         check_theme(theme, config)
         run_fleet_tui = _fleet_tui()
         if run_fleet_tui is None:
-            raise UsageFailure(TUI_MISSING)
+            fail(TUI_MISSING)
     base = RunOptions(
         backend=backend,
         screen=screen,
@@ -145,7 +145,7 @@ def command(
             name=tasks.name,
         )
     except (ValueError, BuildError) as exc:
-        raise UsageFailure(str(exc)) from None
+        fail(str(exc))
     if headless:
         fleet.subscribe(_printer())
         _run_headless(fleet)
@@ -175,12 +175,12 @@ def command(
                     on_start=started,
                 )
             except OSError as exc:  # the fleet could not start: nothing ran
-                raise click.ClickException(f"runs directory {fleet.runs_dir}: {exc.strerror or exc}") from None
+                fail(f"cannot start the fleet ({exc.strerror or exc})", path=fleet.runs_dir, exit_code=1)
             if not fleet.done:  # leaving the fleet TUI kills every run, each sealed
                 fleet.kill_all(by="human (left the fleet TUI)")
             while not fleet.wait(0.2):  # bounded once every run was killed (Fleet.kill_all)
                 pass
-    sys.exit(_summary(fleet))
+    sys.exit(_summary(fleet, config.runs_dir))
 
 
 def _fleet_tui() -> Any:
@@ -208,14 +208,14 @@ def _check_tasks(specs: list[Any]) -> None:
             try:
                 Policy.load(options.policy_path)
             except PolicyError as exc:
-                raise UsageFailure(f"task {task.name}: {exc}") from None
+                fail(f"task {task.name}: {exc}")
             policies.add(options.policy_path)
         agent = options.agent or ""
         if agent.startswith("script:") and agent not in scripts:
             try:
                 Script.load(Path(agent.removeprefix("script:")))
             except (ScriptError, OSError, ValueError) as exc:
-                raise UsageFailure(f"task {task.name}: {exc}") from None
+                fail(f"task {task.name}: {exc}")
             scripts.add(agent)
 
 
@@ -257,7 +257,7 @@ def _run_headless(fleet: Any) -> None:
         try:
             fleet.start()
         except OSError as exc:
-            raise click.ClickException(f"runs directory {fleet.runs_dir}: {exc.strerror or exc}") from None
+            fail(f"cannot start the fleet ({exc.strerror or exc})", path=fleet.runs_dir, exit_code=1)
         click.echo(f"fleet {fleet.fleet_id} · {fleet.manifest_path}", err=True)
         while not fleet.wait(0.2):  # a timed wait: the main thread runs the signal handler at once
             pass
@@ -291,8 +291,11 @@ class StopOnSignal(OnSignal):
                 pass
 
 
-def _summary(fleet: Any) -> int:
-    """Print each run's status and directory; the exit status (0 only when every run passed or finished)."""
+def _summary(fleet: Any, settings_runs: Path | None = None) -> int:
+    """Print each run's status and directory, then what to do next (with the first run that did not pass,
+    else the first); the exit status (0 only when every run passed or finished)."""
+    import shlex
+
     from ..core.text import visible
 
     rows = fleet.rows()
@@ -309,4 +312,18 @@ def _summary(fleet: Any) -> int:
         click.echo(f"  {row.task:<{width}}  {status:<8}  {verified:<10}  {visible(where)}", err=True)
     passed = sum(1 for r in rows if r.status in ("passed", "finished"))
     click.echo(f"{passed} of {len(rows)} passed", err=True)
+    made = [r for r in rows if r.path]
+    if made:
+        example = next((r for r in made if r.status not in ("passed", "finished")), made[0])
+        prog = program()
+        runs_dir = fleet.runs_dir
+        elsewhere = settings_runs is None or runs_dir.absolute() != Path(settings_runs).expanduser().absolute()
+        listing = f"{prog} runs --fleet {shlex.quote(fleet.fleet_id)}"
+        if elsewhere:
+            listing += f" --runs-dir {shlex.quote(str(runs_dir))}"
+        lines = next_steps(Path(example.path), settings_runs)
+        lines[0] = f"next, with the run of task {visible(example.task)} ({example.status or 'not ended'}):"
+        lines.insert(0, f"list the fleet's runs: {listing}")
+        for line in lines:
+            click.echo(line, err=True)
     return 0 if passed == len(rows) else 1

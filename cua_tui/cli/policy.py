@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from .base import UsageFailure
+from .base import fail
 
 
 @click.command("policy")
@@ -29,7 +29,7 @@ def command(print_default: bool, check_path: Path | None) -> None:
     try:
         policy = Policy.load(check_path) if check_path else Policy.default()
     except PolicyError as exc:
-        raise UsageFailure(visible(str(exc))) from None
+        fail(str(exc))
     lines = policy.summary()
     if policy.description:
         lines.insert(1, f"description: {policy.description}")

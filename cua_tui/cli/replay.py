@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from .base import settings, theme_option
+from .base import fail, run_directory, settings, theme_option
 
 
 @click.command("replay")
@@ -22,21 +22,17 @@ def command(run: str, follow: bool, theme: str | None) -> None:
     A banner shows the chain's state as `cua-tui verify` finds it; a tampered run still opens, with the
     steps after the first bad line marked untrusted. Exit status: 0, 1 when the TUI failed, or 2 when RUN
     cannot be read."""
-    from ..core.rundir import RunNotFound, resolve_run
     from ..core.runlog import RunReader
     from ..core.safeio import RunFileError
-    from ..core.text import visible
-
-    where = settings()
     from .session import check_theme
 
+    where = settings()
+    path = run_directory(run, where.runs_dir)
     check_theme(theme, where)
     try:
-        path = resolve_run(run, where.runs_dir)
         reader = RunReader(path)
-    except (RunNotFound, RunFileError) as exc:
-        click.echo(f"error: {visible(str(exc), limit=300)}", err=True)
-        sys.exit(2)
+    except RunFileError as exc:
+        fail(str(exc), path=path)
     with reader:
         from ..ocr import ScreenReader
         from ..tui.app import graphics_widget

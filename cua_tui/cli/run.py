@@ -8,7 +8,7 @@ import click
 
 from ..agents.vendors import DEFAULT_MODELS
 from ..desktops import BACKENDS
-from .base import UsageFailure, headless_option, operator_option, theme_option
+from .base import fail, headless_option, operator_option, theme_option
 
 
 @click.command("run")
@@ -126,9 +126,9 @@ def command(
     """
     if (model or base_url) and agent_spec not in ("openai", "anthropic"):
         unused = [n for n, v in (("--model", model), ("--base-url", base_url)) if v]
-        raise UsageFailure(f"{', '.join(unused)}: only for the openai and anthropic agents, not {agent_spec}")
+        fail(f"{', '.join(unused)}: only for the openai and anthropic agents, not {agent_spec}")
     if lab_name and url:
-        raise UsageFailure("--lab and --url: choose one")
+        fail("--lab and --url: choose one")
     # Imported here, not at the top: the builder pulls in the core, and --help should start fast.
     from ..build import HANDSHAKE, RunOptions
     from .session import execute

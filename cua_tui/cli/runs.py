@@ -17,12 +17,12 @@ import sys
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from .base import UsageFailure, settings
+from .base import fail, settings
 
 if TYPE_CHECKING:
     from ..core.audit import VerifyReport
@@ -66,9 +66,12 @@ HEADER = (
     "DECISIONS",
     "VERIFIED",
 )
-# widest a cell may be; TASK and REASON shrink further to fit a terminal, down to SHRINK_FLOOR
+# widest a cell may be; the SHRINKABLE columns shrink further to fit a terminal, down to SHRINK_FLOOR
 LIMITS = (40, 16, 9, 40, 12, 32, 16, 28, 48, 6, 9, 24)
-SHRINKABLE = (3, 8)
+SHRINKABLE = ("TASK", "AGENT", "REASON", "FLEET")
+# Where shrinking is not enough (80 columns cannot hold them all), these go, first first; RUN (what every
+# command takes), TASK, STATUS and VERIFIED always stay. `--json` and a wider terminal show them all.
+HIDE_ORDER = ("BACKEND", "DECISIONS", "STEPS", "FLEET", "VERIFIER", "DURATION", "AGENT", "STARTED", "REASON")
 FLEET_LIMIT = 48  # the FLEET column (fleet id / task name), shown when a listed run belongs to a fleet
 SHRINK_FLOOR = 12
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
@@ -139,7 +142,7 @@ class RunEntry:
 
         said = self.verifier
         where = "-" if said is None else verifier_place(said["where"] or "", said["user"] or "", short=True)
-        agent = "/".join(part for part in (self.agent, self.model) if part) or "-"
+        agent = "/".join(part for part in (_agent_name(self.agent), self.model) if part) or "-"
         verified = {"tampered": "TAMPERED", None: "-"}.get(self.verified, self.verified or "-")
         if self.verified == "unsealed" and self.unknown_outcomes:
             verified = f"unsealed, {self.unknown_outcomes} unknown"
@@ -157,6 +160,14 @@ class RunEntry:
             "-" if self.decisions is None else str(self.decisions),
             verified,
         )
+
+
+def _agent_name(agent: str | None) -> str | None:
+    """A script agent by its file's name (``script:form.json``): its path is run.json's (and --json's)."""
+    if agent is None or not agent.startswith("script:"):
+        return agent
+    path = agent.removeprefix("script:").split(" (", 1)[0]  # the demo's label adds " (scripted demo)"
+    return f"script:{PurePath(path).name or path}"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -354,8 +365,15 @@ def _keep(entry: RunEntry, statuses: tuple[str, ...], since: float | None, fleet
 # Output
 # ---------------------------------------------------------------------------------------------------
 def table(entries: list[RunEntry], width: int | None = None) -> list[str]:
-    """The header and one line per run; every cell made literal (core/text.visible) and cut to its limit;
-    with ``width`` (a terminal's), TASK and REASON shrink so that a line fits when it can."""
+    """The header and one line per run (see ``layout``)."""
+    return layout(entries, width)[0]
+
+
+def layout(entries: list[RunEntry], width: int | None = None) -> tuple[list[str], list[str]]:
+    """The header and one line per run, every cell made literal (core/text.visible) and cut to its limit;
+    and the columns hidden. With ``width`` (a terminal's) a line never wraps: TASK, AGENT, REASON and FLEET
+    shrink (widest first, down to SHRINK_FLOOR), and where that is not enough the columns of HIDE_ORDER
+    go, first first, rather than every cell being cut to nothing."""
     from ..core.text import truncate, visible
 
     raw = [entry.cells() for entry in entries]
@@ -365,23 +383,34 @@ def table(entries: list[RunEntry], width: int | None = None) -> list[str]:
         header = (*HEADER, "FLEET")
         limits.append(FLEET_LIMIT)
         raw = [(*cells, _fleet_cell(entry)) for cells, entry in zip(raw, entries, strict=True)]
+    texts = [tuple(visible(c) for c in row) for row in raw]
+    natural = [max([len(header[i]), *(min(len(r[i]), limits[i]) for r in texts)]) for i in range(len(header))]
+    shown = list(range(len(header)))
+    hidden: list[str] = []
+    widths = dict(enumerate(natural))
+    if width is not None:
+        floor = {i: min(natural[i], SHRINK_FLOOR) if header[i] in SHRINKABLE else natural[i] for i in shown}
 
-    def render(limits: list[int]) -> list[tuple[str, ...]]:
-        return [header, *(tuple(truncate(visible(c), n) for c, n in zip(r, limits, strict=True)) for r in raw)]
+        def need(columns: list[int], sizes: dict[int, int]) -> int:
+            return sum(sizes[i] for i in columns) + 2 * (len(columns) - 1)
 
-    rows = render(limits)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    excess = sum(widths) + 2 * (len(widths) - 1) - width if width else 0
-    while excess > 0 and any(widths[i] > SHRINK_FLOOR for i in SHRINKABLE):
-        widest = max(SHRINKABLE, key=lambda i: widths[i])
-        cut = min(excess, widths[widest] - SHRINK_FLOOR)
-        widths[widest] -= cut
-        limits[widest] = widths[widest]
-        excess -= cut
-    if limits[: len(LIMITS)] != list(LIMITS):
-        rows = render(limits)
-        widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(cells, widths, strict=True)).rstrip() for cells in rows]
+        for name in HIDE_ORDER:  # a column goes before a shrinkable one would be cut below SHRINK_FLOOR
+            if need(shown, floor) <= width:
+                break
+            if name in header:
+                shown.remove(header.index(name))
+                hidden.append(name)
+        excess = need(shown, widths) - width
+        while excess > 0:  # one character at a time off the widest shrinkable column: they end up even
+            cuttable = [i for i in shown if widths[i] > floor[i]]
+            if not cuttable:
+                break
+            widths[max(cuttable, key=lambda i: widths[i])] -= 1
+            excess -= 1
+    rows = [tuple(header[i] for i in shown)]
+    rows += [tuple(truncate(r[i], min(limits[i], widths[i])) for i in shown) for r in texts]
+    lines = ["  ".join(cell.ljust(widths[i]) for cell, i in zip(cells, shown, strict=True)).rstrip() for cells in rows]
+    return lines, hidden
 
 
 @click.command("runs")
@@ -420,11 +449,17 @@ def command(
     try:
         since_at = parse_since(since) if since is not None else None
     except ValueError as exc:
-        raise UsageFailure(str(exc)) from None
+        fail(str(exc))
     folder = runs_dir or settings().runs_dir
     try:
         top = RunFolder.open(folder, follow_link=True)
-    except RunFileError:
+    except RunFileError as exc:
+        if exc.reason != "missing":  # a file, a FIFO, a folder it may not read: not "no runs"
+            fail(
+                f"not a runs directory ({exc.detail})",
+                path=folder,
+                hint="--runs-dir names the folder of run directories",
+            )
         entries: list[RunEntry] = []
         if not as_json:
             click.echo(f"no runs in {visible(str(folder))}")
@@ -444,5 +479,10 @@ def command(
         click.echo(json.dumps([e.as_json() for e in entries], ensure_ascii=True, indent=2))
         return
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
-    for line in table(entries, width):
+    lines, hidden = layout(entries, width)
+    for line in lines:
         click.echo(line)
+    if hidden:  # on stderr: stdout stays the table
+        click.echo(
+            f"note: {', '.join(hidden)} hidden to fit {width} columns; --json or a wider terminal shows them", err=True
+        )

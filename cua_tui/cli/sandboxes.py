@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from .base import UsageFailure, settings
+from .base import RUNS_HINT, Failure, fail, settings
 
 SANDBOX_ID_CAP = 256
 
@@ -31,7 +31,7 @@ def _cwsandbox(config: Any) -> Sandboxes:
     try:
         options = sandbox_settings(config)
     except UnavailableError as exc:
-        raise UsageFailure(str(exc)) from None
+        fail(str(exc))
     from ..desktops.cwsandbox import list_sandboxes, stop_sandbox
 
     return Sandboxes(
@@ -49,7 +49,7 @@ def _docker(config: Any) -> Sandboxes:
     options = DockerSettings()
     problem = Engine(options.docker).problem()
     if problem:
-        raise UsageFailure(problem)
+        fail(problem)
     return Sandboxes(
         lambda: [{**row, "state": f"{row['kind']} {row['state']}"} for row in list_leftovers(options)],
         lambda ident: remove_leftover(ident, options),
@@ -79,15 +79,16 @@ def command(backend: str, target: str | None, stop_all: bool, runs_dir: Path | N
     after a crash. Stopping a sandbox that is already gone is harmless. Exit status: 0 done, 1 the service
     failed, 2 bad usage or configuration."""
     if target and stop_all:
-        raise UsageFailure("--stop and --all: choose one")
+        fail("--stop and --all: choose one")
     # Imported here: the vendor SDK loads only when this command runs.
     from ..core.text import one_line, visible
 
     config = settings()
+    # the run directory's problem (if any) before the backend's: it is the real one
+    sandbox_id = _sandbox_id(target, (runs_dir or config.runs_dir).expanduser()) if target else None
     found = BACKENDS[backend](config)
     try:
-        if target:
-            sandbox_id = _sandbox_id(target, (runs_dir or config.runs_dir).expanduser())
+        if sandbox_id is not None:
             found.stop(sandbox_id)
             click.echo(f"stopped {visible(sandbox_id)}")
             return
@@ -101,11 +102,11 @@ def command(backend: str, target: str | None, stop_all: bool, runs_dir: Path | N
         for row in rows:
             click.echo(f"{visible(row['id'])}  {visible(row['state'], limit=20)}  run {visible(row['run']) or '-'}")
         click.echo(f"{len(rows)} sandbox(es) {found.what}")
-    except UsageFailure:
+    except Failure:
         raise
     except Exception as exc:  # the service's error, in one line (it carries no credential)
         message = one_line(f"{backend}: {type(exc).__name__}: {exc}")
-        raise click.ClickException(message.replace(found.secret, "[redacted]") if found.secret else message) from None
+        fail(message.replace(found.secret, "[redacted]") if found.secret else message, exit_code=1)
 
 
 def _sandbox_id(target: str, runs_dir: Path) -> str:
@@ -119,13 +120,15 @@ def _sandbox_id(target: str, runs_dir: Path) -> str:
             path = resolve_run(target, runs_dir)
         except RunNotFound:
             if "/" in target or not target.strip() or len(target) > 200:
-                raise UsageFailure(f"{target!r}: no such run directory, run id or sandbox id") from None
+                fail("no such run directory, run id or sandbox id", path=target, hint=RUNS_HINT)
             return target.strip()
     try:
         with RunFolder.open(path) as folder:
             text = folder.read_bytes("sandbox-id.txt", SANDBOX_ID_CAP).decode("ascii").strip()
-    except (OSError, RunFileError, UnicodeDecodeError) as exc:
-        raise UsageFailure(f"{path}: no readable sandbox-id.txt ({exc})") from None
+    except RunFileError as exc:
+        fail(f"no readable sandbox-id.txt ({exc.detail})", path=path, hint="only a run on cwsandbox or docker has one")
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"no readable sandbox-id.txt ({exc})", path=path)
     if not text or not text.isprintable() or " " in text:
-        raise UsageFailure(f"{path}: sandbox-id.txt does not hold a sandbox id")
+        fail("sandbox-id.txt does not hold a sandbox id", path=path)
     return text

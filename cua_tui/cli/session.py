@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from ..build import BuildError, Run, RunOptions, build_run
-from .base import OnSignal, UsageFailure, settings
+from .base import OnSignal, fail, next_steps, settings
 
 
 def build(options: RunOptions) -> Run:
@@ -19,9 +19,7 @@ def build(options: RunOptions) -> Run:
     try:
         return build_run(options)
     except BuildError as exc:
-        if exc.exit_code == UsageFailure.exit_code:
-            raise UsageFailure(str(exc)) from None
-        raise click.ClickException(str(exc)) from None
+        fail(str(exc), exit_code=exc.exit_code)
 
 
 def execute(options: RunOptions, *, headless: bool, theme: str | None) -> None:
@@ -43,6 +41,8 @@ def execute(options: RunOptions, *, headless: bool, theme: str | None) -> None:
         result = _run_in_tui(run, theme, options.settings)
     click.echo(end_line(result), err=True)
     click.echo(f"run directory: {result.path}", err=True)
+    for line in next_steps(result.path, options.settings.runs_dir):
+        click.echo(line, err=True)
     sys.exit(result.exit_code)
 
 
@@ -65,7 +65,7 @@ def check_theme(theme: str | None, where: Any) -> None:
 
     names = theme_names(where.themes_dir)
     if theme not in names:
-        raise UsageFailure(f"--theme {theme!r}: no such theme; choose one of {', '.join(names)}")
+        fail(f"--theme {theme!r}: no such theme", hint=f"choose one of {', '.join(names)}")
 
 
 def _with_listener(options: RunOptions, listener: Any) -> RunOptions:
@@ -97,7 +97,7 @@ def _run_in_tui(run: Run, theme: str | None, settings: Any) -> Any:
         supervisor.kill(by="human (left the TUI)")
     result = supervisor.wait(60)
     if result is None:
-        raise click.ClickException("the run did not end within 60 s after the TUI closed")
+        fail("the run did not end within 60 s after the TUI closed", path=run.path, exit_code=1)
     return result
 
 
@@ -128,5 +128,5 @@ def _run_with_interrupt(run: Run) -> Any:
         while worker.is_alive():
             worker.join(0.2)
     if "result" not in box:  # run() ends every run itself; this is the last line of defence
-        raise click.ClickException("the run ended without a result (see audit.jsonl in its run directory)")
+        fail("the run ended without a result", path=run.path, hint="see its audit.jsonl", exit_code=1)
     return box["result"]

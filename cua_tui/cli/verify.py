@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import click
 
-from .base import settings
+from .base import fail, run_directory
 
 
 @click.command("verify")
@@ -32,23 +31,16 @@ def command(run: str, key: Path | None) -> None:
     refused, never followed; files and lines are read with size caps.
     """
     from ..core.audit import AuditKey, AuditKeyError, VerifyExit, verify_run
-    from ..core.rundir import RunNotFound, resolve_run
     from ..core.text import visible
 
-    try:
-        # a path (one that exists, or that names folders) is checked as it stands, without reading the
-        # settings; anything else is a run id, or the beginning of one, in the runs directory
-        is_path = os.sep in run or os.path.lexists(run)
-        run_dir = Path(run) if is_path else resolve_run(run, settings().runs_dir)
-    except RunNotFound as exc:
-        click.echo(f"error: {visible(str(exc))}", err=True)
-        sys.exit(VerifyExit.UNUSABLE)
+    run_dir = run_directory(run)
     try:
         audit_key = AuditKey.load(key) if key else None
     except AuditKeyError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(VerifyExit.UNUSABLE)
+        fail(str(exc))
     report = verify_run(run_dir, audit_key)
+    if report.code == VerifyExit.UNUSABLE:  # not a verdict on the run: the error every command gives
+        fail(report.summary)
     stream_err = report.code != VerifyExit.INTACT
     # the summary quotes the run directory's own text (run ids, paths): shown literally, never as escapes
     click.echo(visible(report.summary), err=stream_err)

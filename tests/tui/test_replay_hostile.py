@@ -37,7 +37,7 @@ async def test_replay_survives_every_hostile_run_directory(case: Case, corpus_ru
         env = {"CUA_TUI_CONFIG": str(tmp_path / "none.toml"), "CUA_TUI_RUNS_DIR": str(tmp_path / "runs")}
         result = CliRunner().invoke(main, ["replay", str(run)], env=env)
         assert result.exit_code == 2, result.output
-        assert result.output.startswith("error: ") and result.output.count("\n") == 1, result.output
+        assert result.output.startswith("Error: ") and result.output.count("\n") == 1, result.output
         assert "Traceback" not in result.output
         return
     chain = chain_state(run)
