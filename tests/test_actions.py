@@ -1038,7 +1038,10 @@ def _check_action(action: Action) -> None:
     if action.kind is Kind.TYPE:
         assert 1 <= len(action.text) <= MAX_TEXT
         sha = hashlib.sha256(action.text.encode("utf-8", "surrogatepass")).hexdigest()
-        assert record == {"kind": "type", "text_len": len(action.text), "text_sha256": sha}
+        expected = {"kind": "type", "text_len": len(action.text), "text_sha256": sha}
+        if any(c in action.text for c in "\t\n\r"):  # the one fact told of the text: it leaves its field
+            expected["moves_focus"] = True
+        assert record == expected
         assert description == f"type {len(action.text)} characters"
         if len(action.text) >= 12:
             assert action.text not in json.dumps(record, ensure_ascii=False)
@@ -1094,10 +1097,12 @@ def test_typed_text_never_leaks_property(text: str) -> None:
     for action in (parse_openai({"type": "type", "text": text}, S), parse_anthropic("type", {"text": text}, S)):
         assert action.text == text
         record = action.to_record()
+        leaves = {"moves_focus": True} if any(c in text for c in "\t\n\r") else {}
         assert record == {
             "kind": "type",
             "text_len": len(text),
             "text_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+            **leaves,
         }
         assert action.describe() == f"type {len(text)} characters"
         assert "text=" not in repr(action)

@@ -34,6 +34,7 @@ class Widget:
     width: int
     height: int
     label: str = ""
+    placeholder: str = ""  # a field's grey words while it is empty
 
     def contains(self, px: int, py: int, offset: int) -> bool:
         top = self.y - offset
@@ -49,7 +50,7 @@ class SimApp:
     widgets: list[Widget] = field(
         default_factory=lambda: [
             Widget("title", "label", 40, 30, 600, 30, "Verification form"),
-            Widget("phrase", "field", 40, 160, 420, 44, ""),
+            Widget("phrase", "field", 40, 160, 420, 44, "", placeholder="Enter the phrase"),
             Widget("verify", "button", 480, 160, 140, 44, "Verify"),
             Widget("send", "button", 40, 400, 160, 44, "Send report"),
         ]
@@ -268,7 +269,11 @@ class SimDesktop:
             elif w.kind == "field":
                 outline = (37, 99, 235) if app.focus == w.name else (120, 120, 120)
                 draw.rectangle(box, fill=(255, 255, 255), outline=outline, width=2)
-                draw.text((w.x + 8, top + 12), app.values.get(w.name, ""), fill=(0, 0, 0), font=font)
+                value = app.values.get(w.name, "")
+                if value:
+                    draw.text((w.x + 8, top + 12), value, fill=(0, 0, 0), font=font)
+                elif w.placeholder:  # as the labs' pages: the field says what goes in it
+                    draw.text((w.x + 8, top + 12), w.placeholder, fill=(130, 130, 130), font=font)
             else:
                 fill = (220, 38, 38) if w.name == "send" else (37, 99, 235)
                 draw.rectangle(box, fill=fill)
