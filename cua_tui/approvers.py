@@ -18,9 +18,10 @@ import shutil
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 from typing import TextIO
 
-from .core.approvers import KILL_SWITCH, FixedApprover
+from .core.approvers import KILL_SWITCH, FixedApprover, HandshakeApprover
 from .core.describe import request_lines
 from .core.ports import Answer, Approver, DecisionRequest, Ruling
 from .core.threads import Job, spawn
@@ -31,6 +32,45 @@ NO_ANSWER_EOF = "no answer: end of input"
 APPROVER_COMMAND = "approver command"
 APPROVER_TIMED_OUT = "no answer: approver command timed out"
 APPROVER_FAILED = "fail closed: no valid answer from the approver command"
+
+
+class ShownHandshake(HandshakeApprover):
+    """The TUI's handshake: an answer also gives the SHA-256 of the screen shown with the request and how
+    long it was on screen, and the ruling a person made carries both into the decision event."""
+
+    def __init__(self, by: str = "human") -> None:
+        super().__init__(by)
+        self._lock = threading.Lock()
+        self._shown: list[tuple[DecisionRequest | None, str, int | None]] = []  # answers taken, not yet decided
+
+    def answer(
+        self,
+        answer: Answer,
+        request: DecisionRequest | None = None,
+        *,
+        note: str = "",
+        grant: bool = False,
+        screen: str = "",
+        shown_ms: int | None = None,
+    ) -> bool:
+        entry = (request if request is not None else self.pending, screen, shown_ms)
+        with self._lock:  # noted first: once the answer is taken, decide may return at once
+            self._shown.append(entry)
+        taken = super().answer(answer, request, note=note, grant=grant)
+        if not taken:
+            with self._lock:
+                self._shown = [e for e in self._shown if e is not entry]
+        return taken
+
+    def decide(self, request: DecisionRequest, cancel: threading.Event) -> Ruling:
+        ruling = super().decide(request, cancel)
+        with self._lock:
+            # No later request is asked before this returns: what is noted is this one's, or refused ones'.
+            shown = next((e for e in reversed(self._shown) if e[0] is request), None)
+            self._shown = []
+        if shown is None or not ruling.human:
+            return ruling
+        return replace(ruling, screen=shown[1], shown_ms=shown[2])
 
 
 class TerminalApprover:

@@ -76,6 +76,7 @@ from .decisions import RejectReason
 from .desktop_view import DesktopView
 from .frames import Target
 from .goal import GoalBar
+from .guard import DEFAULT_GUARD_S, DecisionGuard
 from .help import HelpScreen
 from .messages import FrameRefused, FrameRendered, RunEvent, while_open
 from .panes import fill_from_view, follow_event
@@ -180,6 +181,8 @@ class FramedPane:
         self._serial = 0
         self._shown = 0
         self._refused: str | None = None
+        self._shas: dict[int, str | None] = {}  # frames on their way to the pane: serial -> screenshot
+        self.painted = ""  # the SHA-256 of the screenshot on the pane ("" none: refused, or none yet)
 
     def show(self, png: bytes | None, sha: str | None, target: Target | None, limit: ScreenLimit | None = None) -> None:
         """A screenshot (None: none yet) of a run whose screen is ``limit`` (None: the default) and the target
@@ -192,6 +195,8 @@ class FramedPane:
         if png is None:  # a frame still being converted must not land on the pane afterwards
             self._serial += 1
             self._shown = self._serial
+            self._shas.clear()
+            self.painted = ""
         self.render()
 
     def render(self) -> None:
@@ -199,6 +204,7 @@ class FramedPane:
             return
         view = self.pane()
         self._serial += 1
+        self._shas[self._serial] = self.sha
         target = labelled(self.target, self.reading, self.sha)
         work = partial(
             self._convert,
@@ -225,6 +231,7 @@ class FramedPane:
             return
         self._shown = message.serial
         self._refused = None
+        self.painted = self._landed(message.serial) or ""
         self.pane().show(message.rendered)
 
     def refused(self, message: FrameRefused) -> str | None:
@@ -232,12 +239,20 @@ class FramedPane:
         if message.serial < self._shown:
             return None
         self._shown = message.serial
+        self._landed(message.serial)
+        self.painted = ""  # the pane shows why, not a screen
         reason = visible(message.reason, limit=200)
         self.pane().refuse(reason)
         if reason == self._refused:
             return None
         self._refused = reason
         return reason
+
+    def _landed(self, serial: int) -> str | None:
+        """The screenshot of frame ``serial``, now on the pane (older frames on their way are dropped)."""
+        sha = self._shas.get(serial)
+        self._shas = {k: v for k, v in self._shas.items() if k > serial}
+        return sha
 
 
 def blank(pane: DesktopView, text: str) -> None:
@@ -296,6 +311,7 @@ class RunScreen(Screen[None]):
         self._unwatch: Callable[[], None] | None = None
         self.feed: FramedPane | None = None
         self._backlog: deque[ev.Stamped] | None = None  # live events while the earlier ones are read back
+        self.guard = DecisionGuard(app.guard.seconds, app.guard.clock)  # this view's own: what it paints
 
     def compose(self) -> ComposeResult:
         snapshot, self._unwatch = self.fleet_app.fleet.watch(self.run_task, self._told)
@@ -393,6 +409,7 @@ class RunScreen(Screen[None]):
         assert self.feed is not None
         target = focus_target(request, view)
         self.feed.show(screen.png if screen else None, screen.sha256 if screen else None, target, screen_limit(view))
+        self.guard.arm(request)  # y / a / n count once this request has been on screen a moment
         self.query_one(DecisionPanel).show_request(
             request,
             view.batch_size,
@@ -493,9 +510,12 @@ class FleetApp(App[None]):
         env: Mapping[str, str] | None = None,
         screen_reader: ScreenTextReader | None = None,
         measure: bool = False,
+        guard_s: float = DEFAULT_GUARD_S,
+        guard_clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__()
         self.fleet = fleet
+        self.guard = DecisionGuard(guard_s, guard_clock)  # y / a / n count only once the selection was seen
         self.requested_theme = theme
         self.theme_dirs = (project_themes_dir(), *theme_dirs)
         self.graphics = graphics
@@ -832,6 +852,7 @@ class FleetApp(App[None]):
         """The decision view of the selected request: the panel, the framed target, the screen's text
         (redrawn when the selection or its state changed, or with ``force``: the screen's text arrived)."""
         item = self.selected
+        self.guard.arm(item.ticket if item is not None else None)  # another request shown: the guard again
         shown = (item.ticket, item.ticket in self.pending_tickets) if item is not None else None
         if shown == self._selected_shown and not force and item is not None:
             return
@@ -986,8 +1007,31 @@ class FleetApp(App[None]):
             return not covered and self.feed is not None and self.feed.png is not None and self.selected is not None
         return True
 
-    def _answer(self, item: QueueItem, answer: Answer, *, note: str = "", grant: bool = False) -> None:
-        why = self.fleet.answer(item, answer, note=note, grant=grant)
+    def _guarded(self) -> tuple[DecisionGuard, FramedPane | None]:
+        """The guard and the desktop pane of the view the analyst answers from: a run's, or the fleet's."""
+        live = self._live_screen()
+        return (live.guard, live.feed) if live is not None else (self.guard, self.feed)
+
+    def _held(self, key: str) -> bool:
+        """The request was painted too recently for ``key`` to count: say so; it is ignored."""
+        why = self._guarded()[0].refusal(key)
+        if why is not None:
+            self.notify(why, title="input guard", severity="warning", timeout=4, markup=False)
+        return why is not None
+
+    def _answer(
+        self,
+        item: QueueItem,
+        answer: Answer,
+        *,
+        note: str = "",
+        grant: bool = False,
+        seen: tuple[DecisionGuard, FramedPane | None] | None = None,
+    ) -> None:
+        guard, feed = seen or self._guarded()  # what was seen, and how long, where the key was pressed
+        screen = feed.painted if feed is not None else ""
+        answer_with: Any = self.fleet.answer  # the runner's (cua_tui.fleet.Fleet) takes what was seen too
+        why = answer_with(item, answer, note=note, grant=grant, screen=screen, shown_ms=guard.shown_ms())
         request = item.request
         if why is not None:
             self.notify(
@@ -1008,22 +1052,24 @@ class FleetApp(App[None]):
         self._update_header()
 
     def action_approve(self) -> None:
-        if (item := self.answerable()) is not None:
+        if (item := self.answerable()) is not None and not self._held("y"):
             self._answer(item, Answer.APPROVE)
 
     def action_approve_scope(self) -> None:
         item = self.answerable()
-        if item is not None and item.request.scope is not None:
+        if item is not None and item.request.scope is not None and not self._held("a"):
             self._answer(item, Answer.APPROVE, grant=True)
 
     def action_reject(self) -> None:
         """``n``: an optional one-line reason (Enter sends, Esc none), then reject that same request."""
         item = self.answerable()
-        if item is None:
+        if item is None or self._held("n"):
             return
+        seen = self._guarded()  # the view under the reason's dialog
 
         def done(reason: str | None) -> None:
-            self._answer(item, Answer.REJECT, note=reason or "")  # refused with a message if it closed meanwhile
+            # refused with a message if it closed meanwhile
+            self._answer(item, Answer.REJECT, note=reason or "", seen=seen)
 
         self.push_screen(RejectReason(), done)
 
@@ -1050,7 +1096,8 @@ class FleetApp(App[None]):
         task = task or self.selected_task()
         if task is None or isinstance(self.screen, RunScreen):
             return
-        self.push_screen(RunScreen(self, task))
+        # back from a run's view, the fleet's decision is painted again: its keys count after the guard
+        self.push_screen(RunScreen(self, task), lambda _: self.guard.rearm())
 
     def action_zoom(self) -> None:
         if self.feed is not None and self.feed.target is not None:
@@ -1120,6 +1167,7 @@ def run_fleet_tui(
         graphics=graphics,
         signals=Signals(bell=settings.bell, notify=settings.notify) if settings is not None else None,
         screen_reader=screen_reader,
+        guard_s=getattr(settings, "decision_guard_s", DEFAULT_GUARD_S),
     )
     if on_start is not None:
         on_start(app)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from fleet_cases import SAFETY, SAVE_KEY, opts
-from pilot_helpers import plain, until
+from pilot_helpers import answer, plain, quick_clock, until
 from textual.widgets import Input, Static
 
 from cua_tui.build import RunOptions
@@ -56,8 +56,8 @@ def fleet_of(tmp_path: Path, tasks: dict[str, RunOptions], concurrency: int = 8)
 class App(FleetApp):
     """The fleet TUI, keeping what it told the analyst."""
 
-    def __init__(self, fleet: Fleet) -> None:
-        super().__init__(fleet)
+    def __init__(self, fleet: Fleet, **kwargs: Any) -> None:
+        super().__init__(fleet, **{"guard_clock": quick_clock, **kwargs})
         self.told: list[tuple[str, str]] = []
 
     def notify(self, message: str, *, title: str = "", severity: Any = "information", **kw: Any) -> None:
@@ -111,7 +111,7 @@ async def approve_all(pilot: Any, app: FleetApp) -> None:
     a y pressed before the selection moved on would meet the request just answered, and be refused)."""
     for left in range(len(app.items) - 1, -1, -1):
         await select_pending(pilot, app)
-        await pilot.press("y")
+        await answer(pilot, "y")
         await until(pilot, lambda left=left: len(app.items) == left, f"{left} requests left in the queue")
         if left:
             await until(pilot, lambda: app.selected is not None, "the next request selected")
@@ -175,7 +175,7 @@ async def test_y_n_and_a_answer_the_selected_request_only(tmp_path: Path, settin
             await until(pilot, lambda: app.selected is not None and app.selected.task == task, f"{task} selected")
 
         await select("reject")
-        await pilot.press("n")
+        await answer(pilot, "n")
         assert isinstance(app.screen, RejectReason)
         app.screen.query_one(Input).value = "wrong field"
         await pilot.press("enter")
@@ -183,11 +183,11 @@ async def test_y_n_and_a_answer_the_selected_request_only(tmp_path: Path, settin
 
         await select("scope")
         assert app.check_action("approve_scope", ()) is True  # typing has a scope: a is offered
-        await pilot.press("a")
+        await answer(pilot, "a")
         await until(pilot, lambda: all(i.task != "scope" for i in fleet.queue()), "the scoped approval taken")
 
         await select("approve")
-        await pilot.press("y")
+        await answer(pilot, "y")
         await until(pilot, lambda: fleet.row("approve").ended, "the approved run's typing to go on")
         # each run's next request (the Verify click asks nothing; the form is filled) - then every run ends
         await until_done(pilot, app, fleet)
@@ -220,7 +220,7 @@ async def test_an_answer_to_a_request_whose_run_was_killed_is_refused_with_a_mes
         assert app.selected is stale
         assert "CLOSED" in app.query_one("#queue-why", TextLines).plain
         assert [r[0] for r in queue_rows(app)].count("-") == 1
-        await pilot.press("y")
+        await answer(pilot, "y")
         await until(pilot, lambda: any(t == "answer refused" for t, _ in app.told), "the refusal said")
         message = next(m for t, m in app.told if t == "answer refused")
         assert "no longer pending: run killed" in message and stale.task in message
@@ -230,7 +230,7 @@ async def test_an_answer_to_a_request_whose_run_was_killed_is_refused_with_a_mes
         await pilot.press("down")
         await until(pilot, lambda: app.selected is not None and app.selected.ticket == other.ticket, "the other")
         assert len(queue_rows(app)) == 1
-        await pilot.press("y")
+        await answer(pilot, "y")
         await until(pilot, lambda: fleet.row(other.task).ended, "the other run to end")
     assert fleet.row(stale.task).status == "killed" and fleet.row(other.task).status == "passed"
     assert human_decisions(fleet.row(stale.task).path) == []
@@ -338,7 +338,7 @@ async def test_enter_opens_the_runs_live_view_fed_by_watch_and_esc_returns(tmp_p
         await until(pilot, lambda: live._backlog is None, "the earlier audit events read back")
         before = [entry.seq for entry in audit.entries()]
         assert before == list(range(live.view.seq + 1)) and audit.entries()[0].kind == "run_started"
-        await pilot.press("y")  # answers this run's pending request
+        await answer(pilot, "y")  # answers this run's pending request
         await until(pilot, lambda: live.view.ended is not None, "the live view to see the run end")
         assert "finished: passed" in plain(live.query_one(StatusBar))  # every later event, through watch
         assert [r.state for r in live.query_one(BatchPane).rows.values()] == ["executed"] * 3
