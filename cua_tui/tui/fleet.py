@@ -39,6 +39,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 
+from ..core import describe
 from ..core import events as ev
 from ..core.describe import verifier_place
 from ..core.fleet import (
@@ -62,7 +63,7 @@ from .attention import AlertBar, Signals, notification_escape
 from .audit_list import MAX_ENTRIES
 from .audit_pane import AuditPane
 from .batch import BatchPane
-from .decision import DecisionPanel
+from .decision import STYLES, DecisionPanel
 from .decision_view import (
     convert_frame,
     destination,
@@ -255,6 +256,72 @@ class FramedPane:
         return sha
 
 
+class FleetDecisionPanel(DecisionPanel):
+    """The decision panel of a fleet: it names the run asking (tasks of the same text differ only there),
+    and a request no longer pending reads closed, offering no key that would answer it."""
+
+    run_name = ""  # the fleet task's name and the run's id
+    closed: str | None = None  # why the request shown is no longer pending (None: it is)
+
+    def show_request(
+        self,
+        request: DecisionRequest | None,
+        batch_size: int = 0,
+        task: str = "",
+        destination: str | None = None,
+        *,
+        field: bool = False,
+    ) -> None:
+        super().show_request(request, batch_size, task, destination, field=field)
+        if request is None:
+            return
+        text = Text()
+        for part, role in fleet_parts(
+            describe.request_panel(request, batch_size, task, destination, field=field), self.run_name, self.closed
+        ):
+            text.append(part, style=STYLES.get(role))
+        self.update(text)
+
+
+def fleet_parts(parts: list[tuple[str, str]], run_name: str, closed: str | None) -> list[tuple[str, str]]:
+    """The single run's panel parts with the run named under the title; closed: the title says so and the
+    keys that answer give way to why it closed."""
+    title, rest = parts[0], parts[1:]
+    out = [title]
+    if closed is not None:
+        head = title[0].replace("DECISION NEEDED", "CLOSED", 1)
+        out = [(head if head != title[0] else " CLOSED ·" + head, title[1])]
+    if run_name:
+        out += [("run     ", describe.LABEL), (run_name + "\n", "")]
+    if closed is None:
+        return out + rest
+    keys = next((i for i, (text, role) in enumerate(rest) if role == describe.KEY and text == "y"), len(rest))
+    return [
+        *out,
+        *rest[:keys],
+        ("closed  ", describe.LABEL),
+        (f"{closed}: nothing here can be answered; up / down picks another request", ""),
+    ]
+
+
+def tail_path(path: str, width: int) -> str:
+    """``path`` in ``width`` characters: whole, or "…/" and as many of its last folders as fit."""
+    if len(path) <= width:
+        return path
+    parts = path.split("/")
+    tail = parts[-1]
+    for part in reversed(parts[:-1]):
+        if len(f"…/{part}/{tail}") > width:
+            break
+        tail = f"{part}/{tail}"
+    return f"…/{tail}"
+
+
+def run_name(task: str, run_id: str) -> str:
+    """The run a request is of, as the decision panel names it."""
+    return f"{visible(task, limit=64)} · run {visible(run_id, limit=80) or '(not started)'}"
+
+
 def blank(pane: DesktopView, text: str) -> None:
     """The desktop pane without a picture, saying why (not a refused screenshot)."""
     pane.refuse(text)
@@ -322,7 +389,7 @@ class RunScreen(Screen[None]):
         with Horizontal(id="main"):
             yield DesktopView(graphics=self.fleet_app.graphics, id="desktop")
             with Vertical(id="side"):
-                yield DecisionPanel(id="decision")
+                yield FleetDecisionPanel(id="decision")
                 yield BatchPane(id="batch", history=True)
                 yield AuditPane(id="audit")
         yield StatusBar(info, clock=self.fleet_app.clock, id="status")
@@ -410,7 +477,9 @@ class RunScreen(Screen[None]):
         target = focus_target(request, view)
         self.feed.show(screen.png if screen else None, screen.sha256 if screen else None, target, screen_limit(view))
         self.guard.arm(request)  # y / a / n count once this request has been on screen a moment
-        self.query_one(DecisionPanel).show_request(
+        panel = self.query_one(FleetDecisionPanel)
+        panel.run_name = run_name(self.run_task, self.row.run_id)
+        panel.show_request(
             request,
             view.batch_size,
             view.started.task if view.started else "",
@@ -566,7 +635,7 @@ class FleetApp(App[None]):
                 yield TextLines(id="run-detail")
                 yield TextLines(wrap=True, id="run-why")
             with Vertical(id="fleet-decision"):
-                yield DecisionPanel(id="decision")
+                yield FleetDecisionPanel(id="decision")
                 yield DesktopView(graphics=self.graphics, id="desktop")
         yield Footer()
 
@@ -802,9 +871,13 @@ class FleetApp(App[None]):
         if row is not None:
             text.append(visible(row.task, limit=64), style="bold")
             if row.run_id:
-                text.append(f" · run {visible(row.run_id)} · {visible(row.path, limit=120)}")
+                text.append(f" · run {visible(row.run_id)}")
             if row.phase and not row.ended:
                 text.append(f" · {visible(row.phase, limit=40)}")
+            if row.path:  # where it is, by its last folders when the line is short: they tell runs apart
+                width = self.query_one("#run-detail", TextLines).size.width
+                path = visible(row.path, limit=300)
+                text.append(f" · {tail_path(path, width - text.cell_len - 3) if width else path}")
             if row.reason:  # why it ended, in full (two lines, wrapped)
                 why.append(visible(row.reason, limit=300), style="bold")
             if row.ended and row.verified is not None:
@@ -857,9 +930,10 @@ class FleetApp(App[None]):
         if shown == self._selected_shown and not force and item is not None:
             return
         self._selected_shown = shown
-        panel = self.query_one(DecisionPanel)
+        panel = self.query_one(FleetDecisionPanel)
         assert self.feed is not None
         if item is None:
+            panel.run_name, panel.closed = "", None
             panel.show_request(None)
             self._set("#queue-why", Text("No request waits." if not self.finished else "Every run ended.", style="dim"))
             self.feed.show(None, None, None)
@@ -869,6 +943,7 @@ class FleetApp(App[None]):
             self.bindings_may_have_changed()
             return
         pending = item.ticket in self.pending_tickets
+        self._show_run_of(item)
         if self._view_of != item.ticket:
             self._view = self.fleet.view(item.task)
             self._view_of = item.ticket
@@ -886,6 +961,8 @@ class FleetApp(App[None]):
         self._set("#queue-why", text)
         panel.border_title = None if pending else "CLOSED: no longer answerable"
         panel.set_class(not pending, "closed")
+        panel.run_name = run_name(item.task, item.run_id)
+        panel.closed = None if pending else visible(self.closed.get(item.ticket, "no longer pending"), limit=120)
         screen = view.screen if view.screen is not None and view.screen.png is not None else None
         target = focus_target(request, view)
         self.feed.show(screen.png if screen else None, screen.sha256 if screen else None, target, screen_limit(view))
@@ -903,6 +980,13 @@ class FleetApp(App[None]):
         if (shown := self._shown_screen()) is not None:
             self.reading.request(shown)
         self.bindings_may_have_changed()
+
+    def _show_run_of(self, item: QueueItem) -> None:
+        """The runs table's cursor on the selected request's run (unless the analyst is moving it there)."""
+        table = self.runs_table
+        index = table.row_index(item.task)
+        if index is not None and self.focused is not table and table.cursor_row != index:
+            table.move_cursor(row=index)
 
     def _shown_screen(self) -> Any:
         feed, item = self.feed, self.selected
@@ -946,6 +1030,7 @@ class FleetApp(App[None]):
     def on_desktop_view_resized(self, message: DesktopView.Resized) -> None:
         if self.feed is not None:
             self.feed.render()
+        self._show_run_detail()  # its path cut to the new width
 
     @while_open
     def on_screen_text_read(self, message: ScreenTextRead) -> None:
