@@ -249,9 +249,10 @@ def _audit_key(path: Path | None, runs: Path) -> Any:
 
 
 def _approver(decisions: str) -> Approver:
-    if decisions == HANDSHAKE:
-        return HandshakeApprover(by=TUI_REVIEWER)
     from .approvers import headless_approver
+
+    if decisions == HANDSHAKE:
+        return HandshakeApprover(by=TUI_REVIEWER)  # its answers carry the screen the reviewer was shown
 
     try:
         return headless_approver(decisions)

@@ -2,7 +2,8 @@
 
 Order (later wins): built-in defaults, ``config.toml`` in the user config folder (or ``CUA_TUI_CONFIG``),
 environment variables ``CUA_TUI_RUNS_DIR`` / ``CUA_TUI_THEME`` / ``CUA_TUI_BELL`` / ``CUA_TUI_NOTIFY``, then
-command-line flags. ``bell`` and ``notify`` (true/false) say how a waiting decision calls the analyst.
+command-line flags. ``bell`` and ``notify`` (true/false) say how a waiting decision calls the analyst;
+``decision_guard_s`` how long a decision just shown ignores y / a / n (default 1.0, at least 0.5 seconds).
 
 Model API keys: ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY`` from the environment, else ``openai_api_key`` /
 ``anthropic_api_key`` from the file. They stay in this process: never in a repr, a message or a run.
@@ -29,6 +30,7 @@ import msgspec
 from platformdirs import user_config_path, user_data_path
 
 from .agents.vendors import DEFAULT_RETRIES, DEFAULT_TIMEOUT, KEY_VARIABLES
+from .tui.guard import DEFAULT_GUARD_S, check_guard
 
 APP = "cua-tui"
 
@@ -56,6 +58,7 @@ class _File(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     docker_image: str | None = None
     bell: bool | None = None  # ring the terminal bell when a decision starts waiting
     notify: bool | None = None  # and send a desktop notification escape where the terminal shows one
+    decision_guard_s: float | None = None  # seconds a new decision ignores y / a / n (never below the floor)
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,7 @@ class Settings:
     docker_image: str | None = None  # None: the backend's default
     bell: bool = True
     notify: bool = True
+    decision_guard_s: float = DEFAULT_GUARD_S  # seconds a decision just painted ignores y / a / n (k passes)
 
     def sandbox_endpoint(self, env: dict[str, str] | None = None) -> tuple[str | None, str | None]:
         """CoreWeave's endpoint and API key: the client's own variables first, then the settings file."""
@@ -110,6 +114,8 @@ class Settings:
             raise ConfigError(f"settings file {config_file}: model_timeout must be a positive number of seconds")
         if data.model_retries is not None and not 0 <= data.model_retries <= 10:
             raise ConfigError(f"settings file {config_file}: model_retries must be between 0 and 10")
+        if data.decision_guard_s is not None and (why := check_guard(data.decision_guard_s)) is not None:
+            raise ConfigError(f"settings file {config_file}: decision_guard_s {why}")
         prices: dict[str, tuple[float, float]] = {}
         for model, pair in (data.model_prices or {}).items():
             if len(pair) != 2 or not all(math.isfinite(p) and p >= 0 for p in pair):
@@ -134,6 +140,7 @@ class Settings:
             docker_image=(env.get("CUA_TUI_DOCKER_IMAGE") or data.docker_image or "").strip() or None,
             bell=_switch(env, "CUA_TUI_BELL", data.bell),
             notify=_switch(env, "CUA_TUI_NOTIFY", data.notify),
+            decision_guard_s=data.decision_guard_s if data.decision_guard_s is not None else DEFAULT_GUARD_S,
         )
 
 

@@ -350,7 +350,16 @@ class Fleet:
     # ------------------------------------------------------------------------------------------------
     # What a front end does
     # ------------------------------------------------------------------------------------------------
-    def answer(self, item: QueueItem, answer: Answer, *, note: str = "", grant: bool = False) -> str | None:
+    def answer(
+        self,
+        item: QueueItem,
+        answer: Answer,
+        *,
+        note: str = "",
+        grant: bool = False,
+        screen: str = "",
+        shown_ms: int | None = None,
+    ) -> str | None:
         """Answer the request of ``item``, and only it. None when the answer was taken; otherwise why it
         was refused (the request is no longer pending: answered, decided, its run killed or ended), and
         nothing was applied anywhere."""
@@ -368,7 +377,9 @@ class Fleet:
                 return "no longer pending: its run is ending"
             # The handshake takes the answer only for this very request object (identity), pending or
             # about to be asked: never for the run's next request, never for another run's.
-            if not handshake.answer(answer, item.request, note=note, grant=grant):
+            # the builder's handshake (core.approvers.HandshakeApprover) carries the screen shown into the ruling
+            answer_with: Any = handshake.answer
+            if not answer_with(answer, item.request, note=note, grant=grant, screen=screen, shown_ms=shown_ms):
                 return "no longer pending: the run moved on"
             self._close(item, "answered")
         self._post(RequestClosed(item, "answered"))

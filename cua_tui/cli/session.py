@@ -90,6 +90,7 @@ def _run_in_tui(run: Run, theme: str | None, settings: Any) -> Any:
         graphics=graphics_widget(),
         signals=Signals(bell=settings.bell, notify=settings.notify),
         screen_reader=ScreenReader(),
+        guard_s=settings.decision_guard_s,
     )
     with KillOnSignal(supervisor, then=lambda: app.call_from_thread(app.exit)):
         app.run()

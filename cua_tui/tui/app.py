@@ -45,6 +45,7 @@ from .decisions import GrantsScreen, RejectReason
 from .desktop_view import DesktopView
 from .frames import Target
 from .goal import GoalBar
+from .guard import DEFAULT_GUARD_S, DecisionGuard
 from .help import HelpScreen
 from .messages import FrameRefused, FrameRendered, RunEvent, RunFinished, while_open
 from .panes import follow_event
@@ -100,8 +101,11 @@ class SupervisorApp(HistoryActions, App[Any]):
         signals: Signals | None = None,
         env: Mapping[str, str] | None = None,
         screen_reader: ScreenTextReader | None = None,
+        guard_s: float = DEFAULT_GUARD_S,
+        guard_clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__()
+        self.guard = DecisionGuard(guard_s, guard_clock)  # y / a / n count only once the decision was seen
         self.signals = signals or Signals()  # the bell and the desktop notification when a decision starts waiting
         self.env = os.environ if env is None else env  # which terminal this is (its notification escape)
         self.graphics = graphics
@@ -123,6 +127,8 @@ class SupervisorApp(HistoryActions, App[Any]):
         self._serial = 0
         self._shown = 0
         self._refused: str | None = None  # why the frames shown last were refused (notified once)
+        self._frame_shas: dict[int, str | None] = {}  # frames on their way to the pane: serial -> screenshot
+        self.painted_sha = ""  # the SHA-256 of the screenshot the pane shows ("" none: refused, or none yet)
 
     # ------------------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -256,6 +262,7 @@ class SupervisorApp(HistoryActions, App[Any]):
     def _show_pending(self) -> None:
         """Show what ``pending`` says (the one place that reads it for the panes)."""
         request = self.pending
+        self.guard.arm(request)  # a new decision on screen: its keys count after the guard
         self.zoom = self._focus_target() is not None  # at a decision the pane frames the target (z: whole screen)
         panel = self.query_one(DecisionPanel)
         panel.set_compact(compact_terminal(self.size.width, self.size.height))
@@ -301,6 +308,7 @@ class SupervisorApp(HistoryActions, App[Any]):
             return
         view = self.query_one(DesktopView)
         self._serial += 1
+        self._frame_shas[self._serial] = self._sha
         target = labelled(self._focus_target(), self.reading, self._sha)  # the zoom keeps the label in view
         self._convert(
             self._png, view.size.width, view.size.height, target, self.zoom, self._serial, view.wants_strips,
@@ -332,6 +340,7 @@ class SupervisorApp(HistoryActions, App[Any]):
             return
         self._shown = message.serial
         self._refused = None
+        self.painted_sha = self._painted(message.serial) or ""
         self.query_one(DesktopView).show(message.rendered)
 
     @while_open
@@ -339,6 +348,8 @@ class SupervisorApp(HistoryActions, App[Any]):
         if message.serial < self._shown:
             return
         self._shown = message.serial
+        self._painted(message.serial)
+        self.painted_sha = ""  # the pane shows why, not a screen
         reason = visible(message.reason, limit=200)
         self.query_one(DesktopView).refuse(reason)
         if reason != self._refused:  # once for a run of refused frames, not once per frame
@@ -347,6 +358,12 @@ class SupervisorApp(HistoryActions, App[Any]):
 
     def on_resize(self, event: events.Resize) -> None:
         self.query_one(DecisionPanel).set_compact(compact_terminal(event.size.width, event.size.height))
+
+    def _painted(self, serial: int) -> str | None:
+        """The screenshot of frame ``serial``, now on the pane (older frames on their way are dropped)."""
+        sha = self._frame_shas.get(serial)
+        self._frame_shas = {k: v for k, v in self._frame_shas.items() if k > serial}
+        return sha
 
     def on_desktop_view_resized(self, message: DesktopView.Resized) -> None:
         self.render_frame()
@@ -386,21 +403,30 @@ class SupervisorApp(HistoryActions, App[Any]):
             return possible
         return True
 
+    def _held(self, key: str) -> bool:
+        """The decision was painted too recently for ``key`` to count: say so; it is ignored."""
+        why = self.guard.refusal(key)
+        if why is not None:
+            self.notify(why, title="input guard", severity="warning", timeout=4, markup=False)
+        return why is not None
+
     def _answer(self, answer: Answer, *, note: str = "", grant: bool = False) -> None:
         request = self.pending
         if request is None:
             return
-        if self.source.answer(answer, request, note=note, grant=grant):
+        shown = {"screen": self.painted_sha, "shown_ms": self.guard.shown_ms()}  # what was seen, how long
+        if self.source.answer(answer, request, note=note, grant=grant, **shown):
             self._answered = request  # answered: hidden until the stream records the decision
             self._show_pending()
 
     def action_approve(self) -> None:
-        self._answer(Answer.APPROVE)
+        if not self._held("y"):
+            self._answer(Answer.APPROVE)
 
     def action_reject(self) -> None:
         """``n``: ask for an optional reason first (Enter sends it, Esc skips), then reject."""
         request = self.pending
-        if request is None:
+        if request is None or self._held("n"):
             return
 
         def done(reason: str | None) -> None:
@@ -411,7 +437,7 @@ class SupervisorApp(HistoryActions, App[Any]):
 
     def action_approve_scope(self) -> None:
         """``a``: approve this action and every later one of its scope (shown in the panel) for the run."""
-        if self.pending is not None and self.pending.scope is not None:
+        if self.pending is not None and self.pending.scope is not None and not self._held("a"):
             self._answer(Answer.APPROVE, grant=True)
 
     def action_grants(self) -> None:

@@ -39,6 +39,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 
+from ..core import describe
 from ..core import events as ev
 from ..core.describe import verifier_place
 from ..core.fleet import (
@@ -62,7 +63,7 @@ from .attention import AlertBar, Signals, notification_escape
 from .audit_list import MAX_ENTRIES
 from .audit_pane import AuditPane
 from .batch import BatchPane
-from .decision import DecisionPanel
+from .decision import STYLES, DecisionPanel
 from .decision_view import (
     convert_frame,
     destination,
@@ -76,6 +77,7 @@ from .decisions import RejectReason
 from .desktop_view import DesktopView
 from .frames import Target
 from .goal import GoalBar
+from .guard import DEFAULT_GUARD_S, DecisionGuard
 from .help import HelpScreen
 from .messages import FrameRefused, FrameRendered, RunEvent, while_open
 from .panes import fill_from_view, follow_event
@@ -180,6 +182,8 @@ class FramedPane:
         self._serial = 0
         self._shown = 0
         self._refused: str | None = None
+        self._shas: dict[int, str | None] = {}  # frames on their way to the pane: serial -> screenshot
+        self.painted = ""  # the SHA-256 of the screenshot on the pane ("" none: refused, or none yet)
 
     def show(self, png: bytes | None, sha: str | None, target: Target | None, limit: ScreenLimit | None = None) -> None:
         """A screenshot (None: none yet) of a run whose screen is ``limit`` (None: the default) and the target
@@ -192,6 +196,8 @@ class FramedPane:
         if png is None:  # a frame still being converted must not land on the pane afterwards
             self._serial += 1
             self._shown = self._serial
+            self._shas.clear()
+            self.painted = ""
         self.render()
 
     def render(self) -> None:
@@ -199,6 +205,7 @@ class FramedPane:
             return
         view = self.pane()
         self._serial += 1
+        self._shas[self._serial] = self.sha
         target = labelled(self.target, self.reading, self.sha)
         work = partial(
             self._convert,
@@ -225,6 +232,7 @@ class FramedPane:
             return
         self._shown = message.serial
         self._refused = None
+        self.painted = self._landed(message.serial) or ""
         self.pane().show(message.rendered)
 
     def refused(self, message: FrameRefused) -> str | None:
@@ -232,12 +240,88 @@ class FramedPane:
         if message.serial < self._shown:
             return None
         self._shown = message.serial
+        self._landed(message.serial)
+        self.painted = ""  # the pane shows why, not a screen
         reason = visible(message.reason, limit=200)
         self.pane().refuse(reason)
         if reason == self._refused:
             return None
         self._refused = reason
         return reason
+
+    def _landed(self, serial: int) -> str | None:
+        """The screenshot of frame ``serial``, now on the pane (older frames on their way are dropped)."""
+        sha = self._shas.get(serial)
+        self._shas = {k: v for k, v in self._shas.items() if k > serial}
+        return sha
+
+
+class FleetDecisionPanel(DecisionPanel):
+    """The decision panel of a fleet: it names the run asking (tasks of the same text differ only there),
+    and a request no longer pending reads closed, offering no key that would answer it."""
+
+    run_name = ""  # the fleet task's name and the run's id
+    closed: str | None = None  # why the request shown is no longer pending (None: it is)
+
+    def show_request(
+        self,
+        request: DecisionRequest | None,
+        batch_size: int = 0,
+        task: str = "",
+        destination: str | None = None,
+        *,
+        field: bool = False,
+        model_text: str = "",
+    ) -> None:
+        super().show_request(request, batch_size, task, destination, field=field, model_text=model_text)
+        if request is None:
+            return
+        text = Text()
+        parts = describe.request_panel(
+            request, batch_size, task, destination, field=field, model_text=model_text, compact=self.compact
+        )
+        for part, role in fleet_parts(parts, self.run_name, self.closed):
+            text.append(part, style=STYLES.get(role))
+        self.update(text)
+
+
+def fleet_parts(parts: list[tuple[str, str]], run_name: str, closed: str | None) -> list[tuple[str, str]]:
+    """The single run's panel parts with the run named under the title; closed: the title says so and the
+    keys that answer give way to why it closed."""
+    title, rest = parts[0], parts[1:]
+    out = [title]
+    if closed is not None:
+        head = title[0].replace("DECISION NEEDED", "CLOSED", 1)
+        out = [(head if head != title[0] else " CLOSED ·" + head, title[1])]
+    if run_name:
+        out += [("run     ", describe.LABEL), (run_name + "\n", "")]
+    if closed is None:
+        return out + rest
+    keys = next((i for i, (text, role) in enumerate(rest) if role == describe.KEY and text == "y"), len(rest))
+    return [
+        *out,
+        *rest[:keys],
+        ("closed  ", describe.LABEL),
+        (f"{closed}: nothing here can be answered; up / down picks another request", ""),
+    ]
+
+
+def tail_path(path: str, width: int) -> str:
+    """``path`` in ``width`` characters: whole, or "…/" and as many of its last folders as fit."""
+    if len(path) <= width:
+        return path
+    parts = path.split("/")
+    tail = parts[-1]
+    for part in reversed(parts[:-1]):
+        if len(f"…/{part}/{tail}") > width:
+            break
+        tail = f"{part}/{tail}"
+    return f"…/{tail}"
+
+
+def run_name(task: str, run_id: str) -> str:
+    """The run a request is of, as the decision panel names it."""
+    return f"{visible(task, limit=64)} · run {visible(run_id, limit=80) or '(not started)'}"
 
 
 def blank(pane: DesktopView, text: str) -> None:
@@ -296,6 +380,7 @@ class RunScreen(Screen[None]):
         self._unwatch: Callable[[], None] | None = None
         self.feed: FramedPane | None = None
         self._backlog: deque[ev.Stamped] | None = None  # live events while the earlier ones are read back
+        self.guard = DecisionGuard(app.guard.seconds, app.guard.clock)  # this view's own: what it paints
 
     def compose(self) -> ComposeResult:
         snapshot, self._unwatch = self.fleet_app.fleet.watch(self.run_task, self._told)
@@ -306,7 +391,7 @@ class RunScreen(Screen[None]):
         with Horizontal(id="main"):
             yield DesktopView(graphics=self.fleet_app.graphics, id="desktop")
             with Vertical(id="side"):
-                yield DecisionPanel(id="decision")
+                yield FleetDecisionPanel(id="decision")
                 yield BatchPane(id="batch", history=True)
                 yield AuditPane(id="audit")
         yield StatusBar(info, clock=self.fleet_app.clock, id="status")
@@ -393,12 +478,16 @@ class RunScreen(Screen[None]):
         assert self.feed is not None
         target = focus_target(request, view)
         self.feed.show(screen.png if screen else None, screen.sha256 if screen else None, target, screen_limit(view))
-        self.query_one(DecisionPanel).show_request(
+        self.guard.arm(request)  # y / a / n count once this request has been on screen a moment
+        panel = self.query_one(FleetDecisionPanel)
+        panel.run_name = run_name(self.run_task, self.row.run_id)
+        panel.show_request(
             request,
             view.batch_size,
             view.started.task if view.started else "",
             destination(request, view, self.fleet_app.reading, self.feed.sha),
             field=typing_field(request, view) is not None,
+            model_text=view.batch_text,
         )
         self.query_one(BatchPane).mark_pending(request.index if request is not None else None)
         if request is not None and (shown := self._shown_screen()) is not None:
@@ -493,9 +582,12 @@ class FleetApp(App[None]):
         env: Mapping[str, str] | None = None,
         screen_reader: ScreenTextReader | None = None,
         measure: bool = False,
+        guard_s: float = DEFAULT_GUARD_S,
+        guard_clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__()
         self.fleet = fleet
+        self.guard = DecisionGuard(guard_s, guard_clock)  # y / a / n count only once the selection was seen
         self.requested_theme = theme
         self.theme_dirs = (project_themes_dir(), *theme_dirs)
         self.graphics = graphics
@@ -546,7 +638,7 @@ class FleetApp(App[None]):
                 yield TextLines(id="run-detail")
                 yield TextLines(wrap=True, id="run-why")
             with Vertical(id="fleet-decision"):
-                yield DecisionPanel(id="decision")
+                yield FleetDecisionPanel(id="decision")
                 yield DesktopView(graphics=self.graphics, id="desktop")
         yield Footer()
 
@@ -782,9 +874,13 @@ class FleetApp(App[None]):
         if row is not None:
             text.append(visible(row.task, limit=64), style="bold")
             if row.run_id:
-                text.append(f" · run {visible(row.run_id)} · {visible(row.path, limit=120)}")
+                text.append(f" · run {visible(row.run_id)}")
             if row.phase and not row.ended:
                 text.append(f" · {visible(row.phase, limit=40)}")
+            if row.path:  # where it is, by its last folders when the line is short: they tell runs apart
+                width = self.query_one("#run-detail", TextLines).size.width
+                path = visible(row.path, limit=300)
+                text.append(f" · {tail_path(path, width - text.cell_len - 3) if width else path}")
             if row.reason:  # why it ended, in full (two lines, wrapped)
                 why.append(visible(row.reason, limit=300), style="bold")
             if row.ended and row.verified is not None:
@@ -832,13 +928,15 @@ class FleetApp(App[None]):
         """The decision view of the selected request: the panel, the framed target, the screen's text
         (redrawn when the selection or its state changed, or with ``force``: the screen's text arrived)."""
         item = self.selected
+        self.guard.arm(item.ticket if item is not None else None)  # another request shown: the guard again
         shown = (item.ticket, item.ticket in self.pending_tickets) if item is not None else None
         if shown == self._selected_shown and not force and item is not None:
             return
         self._selected_shown = shown
-        panel = self.query_one(DecisionPanel)
+        panel = self.query_one(FleetDecisionPanel)
         assert self.feed is not None
         if item is None:
+            panel.run_name, panel.closed = "", None
             panel.show_request(None)
             self._set("#queue-why", Text("No request waits." if not self.finished else "Every run ended.", style="dim"))
             self.feed.show(None, None, None)
@@ -848,6 +946,7 @@ class FleetApp(App[None]):
             self.bindings_may_have_changed()
             return
         pending = item.ticket in self.pending_tickets
+        self._show_run_of(item)
         if self._view_of != item.ticket:
             self._view = self.fleet.view(item.task)
             self._view_of = item.ticket
@@ -865,6 +964,8 @@ class FleetApp(App[None]):
         self._set("#queue-why", text)
         panel.border_title = None if pending else "CLOSED: no longer answerable"
         panel.set_class(not pending, "closed")
+        panel.run_name = run_name(item.task, item.run_id)
+        panel.closed = None if pending else visible(self.closed.get(item.ticket, "no longer pending"), limit=120)
         screen = view.screen if view.screen is not None and view.screen.png is not None else None
         target = focus_target(request, view)
         self.feed.show(screen.png if screen else None, screen.sha256 if screen else None, target, screen_limit(view))
@@ -878,10 +979,18 @@ class FleetApp(App[None]):
             view.started.task if view.started else "",
             destination(request, view, self.reading, self.feed.sha),
             field=typing_field(request, view) is not None,
+            model_text=view.batch_text,
         )
         if (shown := self._shown_screen()) is not None:
             self.reading.request(shown)
         self.bindings_may_have_changed()
+
+    def _show_run_of(self, item: QueueItem) -> None:
+        """The runs table's cursor on the selected request's run (unless the analyst is moving it there)."""
+        table = self.runs_table
+        index = table.row_index(item.task)
+        if index is not None and self.focused is not table and table.cursor_row != index:
+            table.move_cursor(row=index)
 
     def _shown_screen(self) -> Any:
         feed, item = self.feed, self.selected
@@ -925,6 +1034,7 @@ class FleetApp(App[None]):
     def on_desktop_view_resized(self, message: DesktopView.Resized) -> None:
         if self.feed is not None:
             self.feed.render()
+        self._show_run_detail()  # its path cut to the new width
 
     @while_open
     def on_screen_text_read(self, message: ScreenTextRead) -> None:
@@ -986,8 +1096,31 @@ class FleetApp(App[None]):
             return not covered and self.feed is not None and self.feed.png is not None and self.selected is not None
         return True
 
-    def _answer(self, item: QueueItem, answer: Answer, *, note: str = "", grant: bool = False) -> None:
-        why = self.fleet.answer(item, answer, note=note, grant=grant)
+    def _guarded(self) -> tuple[DecisionGuard, FramedPane | None]:
+        """The guard and the desktop pane of the view the analyst answers from: a run's, or the fleet's."""
+        live = self._live_screen()
+        return (live.guard, live.feed) if live is not None else (self.guard, self.feed)
+
+    def _held(self, key: str) -> bool:
+        """The request was painted too recently for ``key`` to count: say so; it is ignored."""
+        why = self._guarded()[0].refusal(key)
+        if why is not None:
+            self.notify(why, title="input guard", severity="warning", timeout=4, markup=False)
+        return why is not None
+
+    def _answer(
+        self,
+        item: QueueItem,
+        answer: Answer,
+        *,
+        note: str = "",
+        grant: bool = False,
+        seen: tuple[DecisionGuard, FramedPane | None] | None = None,
+    ) -> None:
+        guard, feed = seen or self._guarded()  # what was seen, and how long, where the key was pressed
+        screen = feed.painted if feed is not None else ""
+        answer_with: Any = self.fleet.answer  # the runner's (cua_tui.fleet.Fleet) takes what was seen too
+        why = answer_with(item, answer, note=note, grant=grant, screen=screen, shown_ms=guard.shown_ms())
         request = item.request
         if why is not None:
             self.notify(
@@ -1008,22 +1141,24 @@ class FleetApp(App[None]):
         self._update_header()
 
     def action_approve(self) -> None:
-        if (item := self.answerable()) is not None:
+        if (item := self.answerable()) is not None and not self._held("y"):
             self._answer(item, Answer.APPROVE)
 
     def action_approve_scope(self) -> None:
         item = self.answerable()
-        if item is not None and item.request.scope is not None:
+        if item is not None and item.request.scope is not None and not self._held("a"):
             self._answer(item, Answer.APPROVE, grant=True)
 
     def action_reject(self) -> None:
         """``n``: an optional one-line reason (Enter sends, Esc none), then reject that same request."""
         item = self.answerable()
-        if item is None:
+        if item is None or self._held("n"):
             return
+        seen = self._guarded()  # the view under the reason's dialog
 
         def done(reason: str | None) -> None:
-            self._answer(item, Answer.REJECT, note=reason or "")  # refused with a message if it closed meanwhile
+            # refused with a message if it closed meanwhile
+            self._answer(item, Answer.REJECT, note=reason or "", seen=seen)
 
         self.push_screen(RejectReason(), done)
 
@@ -1050,7 +1185,8 @@ class FleetApp(App[None]):
         task = task or self.selected_task()
         if task is None or isinstance(self.screen, RunScreen):
             return
-        self.push_screen(RunScreen(self, task))
+        # back from a run's view, the fleet's decision is painted again: its keys count after the guard
+        self.push_screen(RunScreen(self, task), lambda _: self.guard.rearm())
 
     def action_zoom(self) -> None:
         if self.feed is not None and self.feed.target is not None:
@@ -1120,6 +1256,7 @@ def run_fleet_tui(
         graphics=graphics,
         signals=Signals(bell=settings.bell, notify=settings.notify) if settings is not None else None,
         screen_reader=screen_reader,
+        guard_s=getattr(settings, "decision_guard_s", DEFAULT_GUARD_S),
     )
     if on_start is not None:
         on_start(app)

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from textual.worker import NoActiveWorker, get_current_worker
 
@@ -28,7 +28,16 @@ class RunSource(Protocol):
     def attach(self, on_event: Callable[[ev.Stamped], None]) -> None: ...
     def run(self) -> RunResult | None: ...
     def kill(self, by: str = "human (TUI)") -> None: ...
-    def answer(self, answer: Answer, request: DecisionRequest, *, note: str = "", grant: bool = False) -> bool: ...
+    def answer(
+        self,
+        answer: Answer,
+        request: DecisionRequest,
+        *,
+        note: str = "",
+        grant: bool = False,
+        screen: str = "",  # the SHA-256 of the screenshot shown with the request ("" none)
+        shown_ms: int | None = None,  # how long the request was on screen
+    ) -> bool: ...
     def revoke(self, grant_id: int) -> bool: ...
     @property
     def live(self) -> bool: ...
@@ -76,8 +85,19 @@ class LiveRun:
     def kill(self, by: str = "human (TUI)") -> None:
         self.supervisor.kill(by=by)
 
-    def answer(self, answer: Answer, request: DecisionRequest, *, note: str = "", grant: bool = False) -> bool:
-        return self.approver.answer(answer, request, note=note, grant=grant)
+    def answer(
+        self,
+        answer: Answer,
+        request: DecisionRequest,
+        *,
+        note: str = "",
+        grant: bool = False,
+        screen: str = "",
+        shown_ms: int | None = None,
+    ) -> bool:
+        # the builder's handshake (core.approvers.HandshakeApprover) carries the screen shown into the ruling
+        answer_with: Any = self.approver.answer
+        return bool(answer_with(answer, request, note=note, grant=grant, screen=screen, shown_ms=shown_ms))
 
     def revoke(self, grant_id: int) -> bool:
         return self.supervisor.revoke_grant(grant_id)
@@ -134,7 +154,16 @@ class RecordedRun:
         self.killed = True
         self._killed.set()
 
-    def answer(self, answer: Answer, request: DecisionRequest, *, note: str = "", grant: bool = False) -> bool:
+    def answer(
+        self,
+        answer: Answer,
+        request: DecisionRequest,
+        *,
+        note: str = "",
+        grant: bool = False,
+        screen: str = "",
+        shown_ms: int | None = None,
+    ) -> bool:
         self.answers.append(answer)
         return True
 

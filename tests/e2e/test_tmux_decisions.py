@@ -4,13 +4,16 @@
   visible and the picture is redrawn for the new pane size (the half-block rows change width);
 - ``a`` approves a scope: a second matching action is approved without asking, a non-matching one asked;
 - ``n`` with a reason: the reason reaches the model's next request (the real OpenAI SDK in the binary,
-  talking to the scripted model server on 127.0.0.1).
+  talking to the scripted model server on 127.0.0.1);
+- a double tap of ``y`` approves only the decision it was meant for: the next one, painted a moment before
+  the second ``y``, ignores it and says so (issue 22, point 2).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +77,7 @@ def test_a_resize_at_a_decision_keeps_it_in_view_and_redraws_the_picture(tmp_pat
             15,
         )
         assert abs(picture_width(screen) - wide) <= 1
-        tmux.keys("y")
+        tmux.answer("y")
         tmux.wait_for(lambda s: "finished:" in s, "the end of the run", 30)
         tmux.keys("q")
         tmux.wait_for(lambda s: "EXIT=" in s, "the exit", 30)
@@ -93,10 +96,10 @@ def test_a_grants_a_scope_a_matching_action_is_not_asked_a_different_one_is(tmp_
         screen = tmux.wait_for(awaiting, "the first typing decision")
         assert decision(screen) == (1, 2)
         assert "a approve this and all typing into the field clicked at" in screen  # the scope, shown first
-        tmux.keys("a")
+        tmux.answer("a")
         screen = tmux.wait_for(lambda s: awaiting(s) and decision(s) != (1, 2), "the next decision")
         assert decision(screen) == (3, 2), "the matching typing of turn 2 was asked again"
-        tmux.keys("y")
+        tmux.answer("y")
         tmux.wait_for(lambda s: "finished:" in s, "the end of the run", 30)
         tmux.keys("q")
         tmux.wait_for(lambda s: "EXIT=" in s, "the exit", 30)
@@ -132,7 +135,7 @@ def test_a_reason_given_with_n_reaches_the_models_next_request(tmp_path: Path) -
         try:
             screen = tmux.wait_for(awaiting, "the typing decision")
             assert decision(screen) == (1, 2) and "secret words" in screen
-            tmux.keys("n")
+            tmux.answer("n")
             tmux.wait_for(lambda s: "a reason for the model" in s, "the reason box", 10)  # its own words
             tmux.keys("-l", "use the search box instead")
             tmux.keys("Enter")
@@ -149,3 +152,33 @@ def test_a_reason_given_with_n_reaches_the_models_next_request(tmp_path: Path) -
     decisions = [r for r in audit(tmp_path) if r["kind"] == "decision" and r["by"] != "policy"]
     assert decisions[0]["decision"] == "reject" and decisions[0]["note"] == "use the search box instead"
     assert decisions[0]["operator"] == "alice@desk-7"
+
+
+def test_a_double_tap_of_y_approves_only_the_first_decision(tmp_path: Path) -> None:
+    turns = [{"actions": [FIELD, {"type": "type", "text": "first"}, {"type": "type", "text": "second"}]}]
+    tmux = Tmux(run_command(tmp_path, "--agent", f"script:{script(tmp_path, turns)}"), width=160, height=48)
+    try:
+        screen = tmux.wait_for(awaiting, "the first typing decision")
+        assert decision(screen) == (1, 2) and "first" in screen
+        tmux.answer("y")
+        time.sleep(0.1)  # a double tap: the sim types at once, so the next decision is already on screen
+        tmux.keys("y")
+        screen = tmux.wait_for(
+            lambda s: awaiting(s) and decision(s) == (1, 3) and "y ignored: this decision appeared" in s,
+            "the second decision, the second y ignored and said so",
+            15,
+        )
+        assert "after 1.0 s" in screen, screen  # the toast wraps its line
+        tmux.answer("n")
+        tmux.wait_for(lambda s: "a reason for the model" in s, "the reason box", 10)
+        tmux.keys("Escape")
+        tmux.wait_for(lambda s: "finished:" in s, "the end of the run", 30)
+        tmux.keys("q")
+        tmux.wait_for(lambda s: "EXIT=" in s, "the exit", 30)
+    finally:
+        tmux.close()
+    records = audit(tmp_path)
+    decided = [(r["index"], r["decision"]) for r in records if r["kind"] == "decision" and r["by"] == "human (TUI)"]
+    assert decided == [(1, "approve"), (2, "reject")]  # the second y approved nothing
+    asked = [r["index"] for r in records if r["kind"] == "decision_requested"]
+    assert asked == [1, 2]

@@ -22,9 +22,13 @@ from pathlib import Path
 
 import pytest
 
+from cua_tui.tui.guard import DEFAULT_GUARD_S
+
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
 DECISION = re.compile(r"DECISION NEEDED · turn (\d+) · action (\d+)")
+# A decision's y / a / n count once it has been on screen this long (its input guard), and a little more.
+GUARD_WAIT_S = DEFAULT_GUARD_S + 0.1
 
 
 def cua_tui_command() -> list[str]:
@@ -39,6 +43,7 @@ class Tmux:
         self.socket = f"cua-tui-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.session = "demo"
         self.tmux("new-session", "-d", "-x", str(width), "-y", str(height), "-s", self.session, command)
+        self.seen_at = time.monotonic()  # when wait_for last found what it waited for
 
     def tmux(self, *args: str) -> str:
         # An explicit environment: under pytest the process's C-level environ can carry COLUMNS=80 LINES=24
@@ -55,12 +60,19 @@ class Tmux:
     def keys(self, *keys: str) -> None:
         self.tmux("send-keys", "-t", self.session, *keys)
 
+    def answer(self, *keys: str) -> None:
+        """Send ``keys`` once the decision last waited for has been on screen for its input guard (y, a and n
+        pressed earlier are ignored, as a person's double tap would be)."""
+        time.sleep(max(0.0, self.seen_at + GUARD_WAIT_S - time.monotonic()))
+        self.keys(*keys)
+
     def wait_for(self, found: Callable[[str], object], what: str, timeout: float = 40.0) -> str:
         deadline = time.monotonic() + timeout
         screen = ""
         while time.monotonic() < deadline:
             screen = self.screen()
             if found(screen):
+                self.seen_at = time.monotonic()
                 return screen
             time.sleep(0.2)
         raise AssertionError(f"timed out after {timeout} s waiting for {what}; the screen:\n{screen}")
@@ -112,11 +124,11 @@ def test_demo_in_tmux_to_a_passed_run(tmp_path: Path) -> None:
         first = decision(screen)
         assert first is not None
         assert "cua-tui verified" in screen  # the typed text, shown in full at decision time
-        tmux.keys("y")
+        tmux.answer("y")
 
         second = decision(tmux.wait_for(lambda s: decision(s) not in (None, first), "the second DECISION NEEDED"))
         assert second is not None and second > first
-        tmux.keys("y")
+        tmux.answer("y")
 
         screen = tmux.wait_for(lambda s: "finished: passed" in s, "finished: passed in the status bar", 60)
         status_bar = next(line for line in screen.splitlines() if "finished: passed" in line)
@@ -150,7 +162,7 @@ def test_the_injection_demo_asks_about_sending_out_and_alerts_when_it_is_approve
         assert decision(screen) == (1, 1)
         assert "sends data to an outside site" in screen and "click at (140, 368)" in screen
         assert "SCRIPTED" in screen and "It ignores your answers" in screen  # a note, not a dialog
-        tmux.keys("y")
+        tmux.answer("y")
         screen = tmux.wait_for(lambda s: "ALERT" in s and "collector.exfil.invalid" in s, "the egress alert", 60)
         assert "egress refused: POST collector.exfil.invalid:80" in screen
         screen = tmux.wait_for(lambda s: "finished: failed" in s, "the run to fail (the key was sent)", 60)

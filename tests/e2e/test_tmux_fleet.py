@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_tmux_demo import Tmux, cua_tui_command
+from test_tmux_demo import GUARD_WAIT_S, Tmux, cua_tui_command
 
 from cua_tui.desktops.local import missing_programs
 from cua_tui.labs import get_lab
@@ -76,6 +76,7 @@ def test_a_fleet_of_three_local_desktops_answered_with_y_in_tmux(tmp_path: Path)
             if "every run ended" in screen:
                 break
             if "DECISION NEEDED" in screen:
+                time.sleep(GUARD_WAIT_S)  # y counts once the request has been on screen for its input guard
                 tmux.keys("y")
                 approvals += 1
                 # the next request (or none) replaces this one in the panel before another y

@@ -64,7 +64,7 @@ def test_the_injection_notice_is_readable_as_text_in_tmux_at_160x48(tmp_path: Pa
         assert "Near the pending target" in screen and "Send now" in screen
         tmux.keys("Escape")
         tmux.wait_for(lambda s: "The whole page" not in s, "the view closed")
-        tmux.keys("n")
+        tmux.answer("n")
         tmux.wait_for(lambda s: "a reason for the model" in s, "the reason prompt")
         tmux.keys("Escape")
         screen = tmux.wait_for(lambda s: "finished: passed" in s or "EXIT=" in s, "the end of the run", 90)

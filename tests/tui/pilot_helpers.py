@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.text import Text
+from textual.app import App
 from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.widget import Widget
@@ -16,6 +17,8 @@ from textual.widgets import Footer, Static
 from cua_tui.build import HANDSHAKE, Run, RunOptions, build_run
 from cua_tui.desktops.sim import SimDesktop
 from cua_tui.tui.app import SupervisorApp
+from cua_tui.tui.fleet import FleetApp
+from cua_tui.tui.guard import DecisionGuard
 from cua_tui.tui.source import LiveRun
 
 # Deadlines for things that happen "soon": generous, because a loaded machine (a full suite next to other
@@ -32,6 +35,28 @@ async def until(pilot: Pilot[Any], condition: Callable[[], bool], what: str, tim
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         await pilot.pause(0.02)
     return time.monotonic() - started
+
+
+def quick_clock() -> float:
+    """The input guard's clock in tests about something else: ten times as fast (its 1 s lasts 0.1 s). The
+    guard's own tests use the real clock."""
+    return time.monotonic() * 10
+
+
+def guard_of(app: App[Any]) -> DecisionGuard:
+    """The input guard of the decision the app's y / a / n would answer (a fleet run's view has its own)."""
+    if isinstance(app, FleetApp):
+        return app._guarded()[0]
+    assert isinstance(app, SupervisorApp)
+    return app.guard
+
+
+async def answer(pilot: Pilot[Any], *keys: str) -> None:
+    """Press ``keys`` once the decision on screen has been there for its input guard: y, a and n count only
+    then (pressed earlier they are ignored, and the app says so)."""
+    guard = guard_of(pilot.app)
+    await until(pilot, guard.passed, "the decision's input guard to pass")
+    await pilot.press(*keys)
 
 
 async def until_ended(pilot: Pilot[Any], app: SupervisorApp, timeout: float = SOON) -> float:
@@ -83,4 +108,4 @@ def sim_run(tmp_path: Path, turns: list[dict[str, Any]], *, task: str = "test ta
 def live_app(run: Run) -> SupervisorApp:
     """The supervision TUI on a live run built by ``sim_run``."""
     assert run.handshake is not None
-    return SupervisorApp(LiveRun(run.supervisor, run.handshake))
+    return SupervisorApp(LiveRun(run.supervisor, run.handshake), guard_clock=quick_clock)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
-from pilot_helpers import footer_actions, plain, until, until_ended
+from pilot_helpers import answer, footer_actions, plain, quick_clock, until, until_ended
 
 from cua_tui.build import HANDSHAKE, RunOptions, build_run
 from cua_tui.core import events as ev
@@ -55,7 +55,7 @@ def live(tmp_path: Path, **kwargs: Any) -> Recording:
     )
     assert run.handshake is not None
     track(run.supervisor)
-    return Recording(LiveRun(run.supervisor, run.handshake), **kwargs)
+    return Recording(LiveRun(run.supervisor, run.handshake), guard_clock=quick_clock, **kwargs)
 
 
 async def test_a_waiting_decision_rings_and_notifies_where_the_terminal_shows_it(tmp_path: Path) -> None:
@@ -67,7 +67,7 @@ async def test_a_waiting_decision_rings_and_notifies_where_the_terminal_shows_it
         assert len(app.escapes) == 1 and app.escapes[0].startswith("\x1b]99;")
         assert "decision needed" in app.escapes[0] and "type 1 characters" in app.escapes[0]
         assert "\x1b]99;i=cua:d=1:p=body;turn 1, action 2" in app.escapes[0]
-        await pilot.press("y")
+        await answer(pilot, "y")
         await until_ended(pilot, app)
         assert app.bells == 1  # once per decision, not once per redraw
 
@@ -78,7 +78,7 @@ async def test_bell_and_notification_can_be_turned_off(tmp_path: Path) -> None:
         await until(pilot, lambda: app.pending is not None, "the decision")
         await pilot.pause()
         assert app.bells == 0 and app.escapes == []
-        await pilot.press("n", "escape")
+        await answer(pilot, "n", "escape")
         await until_ended(pilot, app)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
 from PIL import Image
-from pilot_helpers import SOON, drawn, footer_actions, plain, until, until_ended
+from pilot_helpers import SOON, answer, drawn, footer_actions, plain, quick_clock, until, until_ended
 from textual.message import Message
 from textual.pilot import Pilot
 from textual.widgets import Static
@@ -122,7 +122,7 @@ def live(
     handshake = run.handshake
     assert handshake is not None and handshake.by == HUMAN
     track(run.supervisor)
-    return Live(SupervisorApp(LiveRun(run.supervisor, handshake)), run.supervisor, events)
+    return Live(SupervisorApp(LiveRun(run.supervisor, handshake), guard_clock=quick_clock), run.supervisor, events)
 
 
 async def until_decision(pilot: Pilot[Any], app: SupervisorApp, index: int) -> None:
@@ -168,7 +168,7 @@ async def test_y_approves_the_typed_text_and_the_run_passes(tmp_path: Path) -> N
         assert {"approve", "reject", "kill"} <= footer_actions(app)
         assert "zoom" in footer_actions(app)  # typing: z frames the field the click focused
 
-        await pilot.press("y")
+        await answer(pilot, "y")
         await until_ended(pilot, app)
         assert app.final_status == "passed"
         assert app.result is not None and app.result.status == "passed"
@@ -198,7 +198,7 @@ async def test_n_declines_halts_the_batch_and_nothing_is_typed(tmp_path: Path) -
     app = run.app
     async with app.run_test(size=SIZE) as pilot:
         await until_decision(pilot, app, 1)
-        await pilot.press("n", "escape")  # reject, without a reason
+        await answer(pilot, "n", "escape")  # reject, without a reason
         await until(pilot, lambda: row(app, 1).state == "declined", "row 2 declined")
         await until(pilot, lambda: row(app, 2).state == "not_executed", "row 3 not executed")
         assert row(app, 1).has_class("state-declined") and row(app, 2).has_class("state-not_executed")
@@ -392,7 +392,7 @@ async def test_the_pending_click_is_marked_and_z_zooms_on_it(tmp_path: Path) -> 
         await until(pilot, marked, "the un-zoomed frame")
         assert near(marker_pixels(view.rendered.image), expected, 1)
 
-        await pilot.press("y")
+        await answer(pilot, "y")
         await until_ended(pilot, app)
         await until(pilot, lambda: view.rendered is not None and not marker_pixels(view.rendered.image), "no marker")
     assert run.desktop.app.sent == [""]  # the approved click reached the Send button
@@ -439,7 +439,7 @@ async def test_untrusted_text_is_shown_literally(tmp_path: Path) -> None:
         logged = "\n".join(entry.line for entry in log.entries)
         assert f"says: model says {MARKUP} ␛[2J end" in logged and "\x1b" not in logged
 
-        await pilot.press("n", "escape")  # reject, without a reason
+        await answer(pilot, "n", "escape")  # reject, without a reason
         await until_ended(pilot, app)
         final = app.query_one(".final-text", Static)
         assert f"final {MARKUP}␛[2J[/]" in plain(final) and "\x1b" not in drawn(final)
@@ -467,7 +467,7 @@ async def test_help_lists_the_keys_and_the_policy_and_k_still_kills(tmp_path: Pa
 
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
-        await pilot.press("y")  # the help screen is modal: y does not reach the decision
+        await answer(pilot, "y")  # the guard has passed, but the help screen is modal: y does not reach the decision
         await pilot.pause(0.1)
         assert app.pending is not None and app.pending.index == 1
         await pilot.press("k")  # the kill switch is a priority binding: it works over the help screen

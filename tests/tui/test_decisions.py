@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
-from pilot_helpers import plain, until, until_ended
+from pilot_helpers import answer, plain, quick_clock, until, until_ended
 from textual.widgets import Input
 
 from cua_tui.build import HANDSHAKE, RunOptions, build_run
@@ -50,7 +50,7 @@ def live(tmp_path: Path, turns: list[dict[str, Any]]) -> tuple[SupervisorApp, li
     )
     assert run.handshake is not None
     track(run.supervisor)
-    return SupervisorApp(LiveRun(run.supervisor, run.handshake)), events, run
+    return SupervisorApp(LiveRun(run.supervisor, run.handshake), guard_clock=quick_clock), events, run
 
 
 async def until_asked(pilot: Any, app: SupervisorApp, turn: int) -> None:
@@ -70,7 +70,7 @@ async def test_a_approves_the_scope_shown_and_a_matching_action_is_not_asked_aga
         text = plain(app.query_one(DecisionPanel))
         offer = "approve this and all typing into the field clicked at (250, 182) until the focus leaves that field"
         assert offer in text
-        await pilot.press("a")
+        await answer(pilot, "a")
         await until_asked(pilot, app, 3)  # turn 2's typing went by the grant; turn 3's Enter is asked
         assert [e.index for e in events if isinstance(e, ev.DecisionRequested)] == [1, 1]
         assert app.view.grants  # the focus stayed in the field: the grant is still in force
@@ -79,7 +79,7 @@ async def test_a_approves_the_scope_shown_and_a_matching_action_is_not_asked_aga
         assert isinstance(app.screen, GrantsScreen)
         await pilot.press("enter")  # revoke the selected (only) grant
         await until(pilot, lambda: not app.view.grants, "the grant revoked")
-        await pilot.press("y")
+        await answer(pilot, "y")
         await until_ended(pilot, app)
     grant = next(e for e in events if isinstance(e, ev.GrantAdded))
     assert (grant.scope, grant.by) == ("typing", OPERATOR)
@@ -93,7 +93,7 @@ async def test_n_with_a_reason_reaches_the_model(tmp_path: Path) -> None:
     app, events, run = live(tmp_path, turns)
     async with app.run_test(size=SIZE) as pilot:
         await until_asked(pilot, app, 1)
-        await pilot.press("n")
+        await answer(pilot, "n")
         assert isinstance(app.screen, RejectReason)
         await pilot.press(*"use the search box, k is a letter here")  # k types, it does not kill
         assert app.screen.query_one(Input).value.endswith("k is a letter here")
@@ -111,7 +111,7 @@ async def test_ctrl_k_kills_while_a_reason_is_typed(tmp_path: Path) -> None:
     app, _events, run = live(tmp_path, [{"actions": [click(FIELD), {"type": "type", "text": "secret"}]}])
     async with app.run_test(size=SIZE) as pilot:
         await until_asked(pilot, app, 1)
-        await pilot.press("n", "x", "ctrl+k")
+        await answer(pilot, "n", "x", "ctrl+k")
         await until_ended(pilot, app)
     assert run.supervisor.result is not None and run.supervisor.result.status == "killed"
 
@@ -138,7 +138,7 @@ async def test_the_goal_is_in_view_in_every_state_and_repeated_at_the_decision(t
     )
     assert run.handshake is not None
     track(run.supervisor)
-    app = SupervisorApp(LiveRun(run.supervisor, run.handshake))
+    app = SupervisorApp(LiveRun(run.supervisor, run.handshake), guard_clock=quick_clock)
     async with app.run_test(size=(80, 24)) as pilot:
         goal = app.query_one(GoalBar)
         await until_asked(pilot, app, 1)
@@ -149,7 +149,7 @@ async def test_the_goal_is_in_view_in_every_state_and_repeated_at_the_decision(t
         await pilot.resize_terminal(160, 48)
         await pilot.pause()
         assert "task    Fill the form [b]now[/b]" in plain(app.query_one(DecisionPanel))  # repeated at the decision
-        await pilot.press("y")
+        await answer(pilot, "y")
         await until_ended(pilot, app)
         # still there at the end: two lines, and two more that say the agent is a script ignoring answers
         assert "TASK" in plain(goal) and goal.region.height == 4
@@ -205,14 +205,14 @@ async def test_y_does_nothing_under_a_dialog_that_hides_the_decision(tmp_path: P
         await pilot.press("question_mark")
         await pilot.pause()
         assert app.screen is not app.screen_stack[0]  # the help screen covers the decision
-        await pilot.press("y", "a", "n")
+        await answer(pilot, "y", "a", "n")  # the guard has passed: only the dialog stands in the way
         await pilot.pause(0.2)
         assert app.pending is not None and not [
             e for e in events if isinstance(e, ev.DecisionMade) and e.by != "policy"
         ]
         await pilot.press("escape")
         await pilot.pause()
-        await pilot.press("y")
+        await answer(pilot, "y")
         await until_ended(pilot, app)
     humans = [e for e in events if isinstance(e, ev.DecisionMade) and e.by != "policy"]
     assert [(h.decision, h.by) for h in humans] == [("approve", "human (TUI)")]
@@ -224,7 +224,7 @@ async def test_a_reason_typed_right_after_n_loses_no_letter(tmp_path: Path) -> N
     app, events, _run = live(tmp_path, [{"actions": [click(FIELD), {"type": "type", "text": "x"}]}])
     async with app.run_test(size=SIZE) as pilot:
         await until_asked(pilot, app, 1)
-        await pilot.press("n")
+        await answer(pilot, "n")
         await until(pilot, lambda: isinstance(app.screen, RejectReason), "the reason box")
         app.screen.set_focus(None)  # the moment before the field is focused
         await pilot.press(*"use search", "enter")

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from fleet_cases import SAFETY, SAVE_KEY, opts
-from pilot_helpers import plain, until
+from pilot_helpers import answer, plain, quick_clock, until
 from textual.widgets import Input, Static
 
 from cua_tui.build import RunOptions
@@ -26,7 +26,7 @@ from cua_tui.tui.batch import BatchPane
 from cua_tui.tui.decision import DecisionPanel
 from cua_tui.tui.decisions import RejectReason
 from cua_tui.tui.desktop_view import DesktopView
-from cua_tui.tui.fleet import FleetApp, KillAllScreen, RunScreen, run_info
+from cua_tui.tui.fleet import FleetApp, KillAllScreen, RunScreen, run_info, tail_path
 from cua_tui.tui.goal import GoalBar
 from cua_tui.tui.row_table import RowTable
 from cua_tui.tui.run_view import RunView
@@ -56,8 +56,8 @@ def fleet_of(tmp_path: Path, tasks: dict[str, RunOptions], concurrency: int = 8)
 class App(FleetApp):
     """The fleet TUI, keeping what it told the analyst."""
 
-    def __init__(self, fleet: Fleet) -> None:
-        super().__init__(fleet)
+    def __init__(self, fleet: Fleet, **kwargs: Any) -> None:
+        super().__init__(fleet, **{"guard_clock": quick_clock, **kwargs})
         self.told: list[tuple[str, str]] = []
 
     def notify(self, message: str, *, title: str = "", severity: Any = "information", **kw: Any) -> None:
@@ -111,7 +111,7 @@ async def approve_all(pilot: Any, app: FleetApp) -> None:
     a y pressed before the selection moved on would meet the request just answered, and be refused)."""
     for left in range(len(app.items) - 1, -1, -1):
         await select_pending(pilot, app)
-        await pilot.press("y")
+        await answer(pilot, "y")
         await until(pilot, lambda left=left: len(app.items) == left, f"{left} requests left in the queue")
         if left:
             await until(pilot, lambda: app.selected is not None, "the next request selected")
@@ -175,7 +175,7 @@ async def test_y_n_and_a_answer_the_selected_request_only(tmp_path: Path, settin
             await until(pilot, lambda: app.selected is not None and app.selected.task == task, f"{task} selected")
 
         await select("reject")
-        await pilot.press("n")
+        await answer(pilot, "n")
         assert isinstance(app.screen, RejectReason)
         app.screen.query_one(Input).value = "wrong field"
         await pilot.press("enter")
@@ -183,11 +183,11 @@ async def test_y_n_and_a_answer_the_selected_request_only(tmp_path: Path, settin
 
         await select("scope")
         assert app.check_action("approve_scope", ()) is True  # typing has a scope: a is offered
-        await pilot.press("a")
+        await answer(pilot, "a")
         await until(pilot, lambda: all(i.task != "scope" for i in fleet.queue()), "the scoped approval taken")
 
         await select("approve")
-        await pilot.press("y")
+        await answer(pilot, "y")
         await until(pilot, lambda: fleet.row("approve").ended, "the approved run's typing to go on")
         # each run's next request (the Verify click asks nothing; the form is filled) - then every run ends
         await until_done(pilot, app, fleet)
@@ -220,7 +220,7 @@ async def test_an_answer_to_a_request_whose_run_was_killed_is_refused_with_a_mes
         assert app.selected is stale
         assert "CLOSED" in app.query_one("#queue-why", TextLines).plain
         assert [r[0] for r in queue_rows(app)].count("-") == 1
-        await pilot.press("y")
+        await answer(pilot, "y")
         await until(pilot, lambda: any(t == "answer refused" for t, _ in app.told), "the refusal said")
         message = next(m for t, m in app.told if t == "answer refused")
         assert "no longer pending: run killed" in message and stale.task in message
@@ -230,11 +230,85 @@ async def test_an_answer_to_a_request_whose_run_was_killed_is_refused_with_a_mes
         await pilot.press("down")
         await until(pilot, lambda: app.selected is not None and app.selected.ticket == other.ticket, "the other")
         assert len(queue_rows(app)) == 1
-        await pilot.press("y")
+        await answer(pilot, "y")
         await until(pilot, lambda: fleet.row(other.task).ended, "the other run to end")
     assert fleet.row(stale.task).status == "killed" and fleet.row(other.task).status == "passed"
     assert human_decisions(fleet.row(stale.task).path) == []
     assert all(sealed_intact(r.path) for r in fleet.rows())
+
+
+async def test_the_panel_names_the_run_asking_and_the_runs_table_follows_the_selection(
+    tmp_path: Path, settings: Settings
+) -> None:
+    """Issue 22, point 8: three runs of the same task text; only the panel's run line says which one asks,
+    and selecting a request in the queue puts the runs table's cursor on its run."""
+    fleet = fleet_of(tmp_path, {name: opts(settings) for name in ("first", "second", "third")})
+    app = App(fleet)
+    async with app.run_test(size=SIZE) as pilot:
+        await until_queued(pilot, app, 3)
+        queue, runs = app.query_one("#queue", RowTable), app.query_one("#runs", RowTable)
+        for row in (2, 0, 1):
+            queue.move_cursor(row=row)
+            item = next(i for i in app.items if str(i.ticket) == queue.keys[row])
+            await until(pilot, lambda item=item: app.selected is item, f"{item.task} selected")
+            await pilot.pause()
+            panel = plain(app.query_one(DecisionPanel)).splitlines()
+            assert panel[0].startswith(" DECISION NEEDED") and "task    fill the form" in panel
+            assert f"run     {item.task} · run {item.run_id}" in panel
+            assert item.run_id == fleet.row(item.task).run_id
+            assert runs.cursor_key == item.task  # the run highlighted is the one asking
+            assert item.task in app.query_one("#run-detail", TextLines).plain
+        # the runs table keeps its own cursor while the analyst moves it there
+        runs.focus()
+        selected = app.selected
+        assert selected is not None
+        other = next(i for i, key in enumerate(runs.keys) if key != selected.task)
+        runs.move_cursor(row=other)
+        await pilot.pause()
+        assert runs.cursor_key != selected.task and app.selected is selected
+        await pilot.press("K")
+        await pilot.press("y")
+        await until_done(pilot, app, fleet)
+
+
+async def test_a_request_whose_run_was_killed_reads_closed_and_offers_no_answer(
+    tmp_path: Path, settings: Settings
+) -> None:
+    fleet = fleet_of(tmp_path, {"a": opts(settings), "b": opts(settings)})
+    app = App(fleet)
+    async with app.run_test(size=SIZE) as pilot:
+        await until_queued(pilot, app, 2)
+        stale = app.selected
+        assert stale is not None
+        panel = app.query_one(DecisionPanel)
+        assert "y approve" in plain(panel) and "n reject" in plain(panel)
+        await pilot.press("k")
+        await until(pilot, lambda: stale.ticket not in app.pending_tickets, "the killed run's request to close")
+        await until(pilot, lambda: "CLOSED" in plain(panel), "the panel to say closed")
+        text = plain(panel)
+        assert text.startswith(f" CLOSED · turn {stale.request.turn} · action {stale.request.index + 1}")
+        assert "DECISION NEEDED" not in text
+        assert "y approve" not in text and "n reject" not in text and "approve this and all" not in text
+        assert f"run     {stale.task} · run {stale.run_id}" in text
+        assert "closed  run killed" in text, text  # why, as the queue's line says it
+        assert "cua-tui verified" in text  # what it was, still readable
+        assert panel.has_class("closed")
+        # moving on to the other request: it reads as a decision again
+        await pilot.press("down")
+        await until(pilot, lambda: app.selected is not None and app.selected.ticket != stale.ticket, "the other")
+        await pilot.pause()
+        assert plain(panel).startswith(" DECISION NEEDED") and "y approve" in plain(panel)
+        assert not panel.has_class("closed")
+        await pilot.press("K")
+        await pilot.press("y")
+        await until_done(pilot, app, fleet)
+
+
+def test_a_long_path_keeps_its_last_folders() -> None:
+    path = "/tmp/cua-scene-fleet-7bo4h234/runs/20250301-101500-0000f1"
+    assert tail_path(path, 80) == path
+    assert tail_path(path, 40) == "…/runs/20250301-101500-0000f1"
+    assert tail_path(path, 10) == "…/20250301-101500-0000f1"  # the run's own folder, even cut short
 
 
 async def test_k_kills_the_selected_run_and_the_others_go_on(tmp_path: Path, settings: Settings) -> None:
@@ -338,7 +412,7 @@ async def test_enter_opens_the_runs_live_view_fed_by_watch_and_esc_returns(tmp_p
         await until(pilot, lambda: live._backlog is None, "the earlier audit events read back")
         before = [entry.seq for entry in audit.entries()]
         assert before == list(range(live.view.seq + 1)) and audit.entries()[0].kind == "run_started"
-        await pilot.press("y")  # answers this run's pending request
+        await answer(pilot, "y")  # answers this run's pending request
         await until(pilot, lambda: live.view.ended is not None, "the live view to see the run end")
         assert "finished: passed" in plain(live.query_one(StatusBar))  # every later event, through watch
         assert [r.state for r in live.query_one(BatchPane).rows.values()] == ["executed"] * 3

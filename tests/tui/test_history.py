@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
-from pilot_helpers import live_app, plain, sim_run, until, until_ended
+from pilot_helpers import answer, live_app, plain, sim_run, until, until_ended
 from textual.command import CommandList, CommandPalette
 from textual.events import MouseScrollDown, MouseScrollUp
 from textual.pilot import Pilot
@@ -141,7 +141,7 @@ async def test_earlier_turns_stay_in_the_batch_pane_after_a_new_turn(tmp_path: P
         # in order: the earlier turns above the current one
         children = list(batch.children)
         assert children.index(summaries[1]) < children.index(batch.rows[0])
-        await pilot.press("y")
+        await answer(pilot, "y")
         await until_ended(pilot, app)
         assert [s.turn for s in batch.query(TurnSummary)] == [1, 2]  # the last turn stays in full
 

@@ -23,7 +23,7 @@ import pytest
 from literal_runs import FIELD, HOSTILE, IN_JSON, MARKUP, SHOWN, click, finish, forged, recorded
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
 from model_server import OPENAI_PATH, ModelServer, Reply, computer_call, message, openai_response
-from pilot_helpers import until, until_ended
+from pilot_helpers import answer, quick_clock, until, until_ended
 from textual import events
 from textual.app import App
 from textual.command import CommandPalette
@@ -150,7 +150,7 @@ async def test_the_live_run_the_palette_and_its_notifications_show_run_strings_l
         )
     )
     assert run.handshake is not None
-    app = SupervisorApp(LiveRun(track(run.supervisor), run.handshake))
+    app = SupervisorApp(LiveRun(track(run.supervisor), run.handshake), guard_clock=quick_clock)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         # the safety check: its message, the task line, the model's words
         await until(pilot, lambda: app.pending is not None and app.pending.kind == "safety_check", "the safety check")
@@ -160,7 +160,7 @@ async def test_the_live_run_the_palette_and_its_notifications_show_run_strings_l
         assert shows(app.query_one(GoalBar), f"TASK{SHOWN}")
         assert shows(app.query_one(".model-text"), f"model:{SHOWN}")
         check_screen(app)
-        await pilot.press("y")  # it covers the typing it gates (shown, in full, in the same panel)
+        await answer(pilot, "y")  # it covers the typing it gates (shown, in full, in the same panel)
         # the model API's error text is the end reason
         await until_ended(pilot, app)
         assert app.final_status == "error"

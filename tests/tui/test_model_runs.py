@@ -31,7 +31,7 @@ from model_server import (
     text_block,
     tool_use,
 )
-from pilot_helpers import drawn, footer_actions, plain, until, until_ended
+from pilot_helpers import answer, drawn, footer_actions, plain, quick_clock, until, until_ended
 from textual.pilot import Pilot
 from textual.widgets import Static
 
@@ -115,7 +115,7 @@ def live(tmp_path: Path, agent: OpenAIAgent | AnthropicAgent) -> Live:
     handshake = run.handshake
     assert handshake is not None and handshake.by == HUMAN
     supervisor = track(run.supervisor)
-    return Live(SupervisorApp(LiveRun(supervisor, handshake)), supervisor, desktop)
+    return Live(SupervisorApp(LiveRun(supervisor, handshake), guard_clock=quick_clock), supervisor, desktop)
 
 
 async def until_decision(pilot: Pilot[Any], app: SupervisorApp, index: int, kind: str = "action") -> None:
@@ -199,7 +199,7 @@ async def test_y_approves_the_typing_and_the_model_run_passes(
             assert f"${cost_per_turn:.4f}" in status
         assert len(server.bodies(path)) == 1
 
-        await pilot.press("y")
+        await answer(pilot, "y")
         await until_ended(pilot, app)
         assert app.final_status == "passed", status_text(app)
         status = status_text(app)
@@ -245,7 +245,7 @@ async def test_n_declines_and_the_server_receives_the_declined_message(
     app = run.app
     async with app.run_test(size=SIZE) as pilot:
         await until_decision(pilot, app, 1)
-        await pilot.press("n", "escape")  # reject, without a reason
+        await answer(pilot, "n", "escape")  # reject, without a reason
         await until_ended(pilot, app)
         assert app.final_status == "failed"  # the verifier found no proof
         assert states(app) == ["executed", "declined", "not_executed"]
@@ -292,7 +292,7 @@ async def test_safety_checks_are_shown_and_acknowledged_only_on_y(
         assert run.desktop.executed == []  # decided before anything of the call runs
         assert len(server.bodies(OPENAI_PATH)) == 1
 
-        await pilot.press(*((key, "escape") if key == "n" else (key,)))  # n asks for a reason: none given
+        await answer(pilot, *((key, "escape") if key == "n" else (key,)))  # n asks for a reason: none given
         await until_ended(pilot, app)  # y covered the typing it gated: no second decision
         assert app.final_status == ("passed" if key == "y" else "failed")
         expected = ["executed"] * 3 if key == "y" else ["declined", "not_executed", "not_executed"]

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
 from PIL import Image
-from pilot_helpers import drawn, footer_actions, plain, until
+from pilot_helpers import answer, drawn, footer_actions, plain, quick_clock, until
 from textual.pilot import Pilot
 from textual.widgets import Input, Static
 
@@ -72,7 +72,7 @@ def live(
     )
     assert run.handshake is not None
     track(run.supervisor)
-    return SupervisorApp(LiveRun(run.supervisor, run.handshake), screen_reader=reader), events
+    return SupervisorApp(LiveRun(run.supervisor, run.handshake), screen_reader=reader, guard_clock=quick_clock), events
 
 
 async def until_decision(pilot: Pilot[Any], app: SupervisorApp, index: int, timeout: float = 30) -> None:
@@ -112,7 +112,11 @@ async def test_typing_says_where_the_text_goes_and_frames_the_field(tmp_path: Pa
 
         # The picture frames the field from its start (its words) at 1:1, with the overview inset.
         view = app.query_one(DesktopView)
-        await until(pilot, lambda: view.rendered is not None and view.rendered.zoomed, "the framed field")
+        await until(
+            pilot,
+            lambda: view.rendered is not None and view.rendered.framed is not None and view.rendered.framed[0] <= 40,
+            "the field framed from its start, once its element is read",
+        )
         rendered = view.rendered
         assert rendered is not None and rendered.framed is not None and rendered.magnify >= 1
         x0, y0, x1, y1 = rendered.framed
@@ -125,7 +129,7 @@ async def test_typing_says_where_the_text_goes_and_frames_the_field(tmp_path: Pa
         assert view.rendered is not None and view.rendered.framed is None
         await pilot.press("z")
         await until(pilot, lambda: view.rendered is not None and view.rendered.zoomed, "framed again")
-        await pilot.press("n", "escape")
+        await answer(pilot, "n", "escape")
         await until(pilot, lambda: app.pending is None, "the rejection")
 
 
@@ -136,7 +140,7 @@ async def test_typing_before_any_click_says_the_field_is_unknown(tmp_path: Path)
         line = next(row for row in plain(app.query_one(DecisionPanel)).splitlines() if row.startswith("goes to"))
         assert "which one is unknown" in line
         assert "zoom" not in footer_actions(app)  # no target, no field: nothing to frame
-        await pilot.press("n", "escape")
+        await answer(pilot, "n", "escape")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -170,7 +174,7 @@ async def test_t_lists_the_lines_nearest_the_target_then_the_page_and_searches(t
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, ScreenTextScreen), "the view closed")
         assert app.pending is not None  # the decision is still there, unanswered
-        await pilot.press("n", "escape")
+        await answer(pilot, "n", "escape")
 
 
 def test_page_text_is_shown_literally() -> None:
@@ -197,7 +201,7 @@ async def test_tesseract_missing_is_one_line_saying_how_to_install(tmp_path: Pat
         await until(pilot, lambda: "Tesseract is not installed" in body(app), "the view saying so")
         assert body(app).strip() == f"Tesseract is not installed: {INSTALL}"
         await pilot.press("escape")
-        await pilot.press("y")  # the run goes on: nothing crashed
+        await answer(pilot, "y")  # the run goes on: nothing crashed
         await until(pilot, lambda: not app.running, "the end of the run")
 
 
@@ -215,7 +219,7 @@ async def test_without_a_screen_reader_the_panel_and_the_view_say_so_in_one_line
         await until(pilot, lambda: isinstance(app.screen, ScreenTextScreen), "the screen-text view")
         assert body(app).strip() == NO_READER and "\n" not in NO_READER
         await pilot.press("escape")
-        await pilot.press("y")
+        await answer(pilot, "y")
         await until(pilot, lambda: not app.running, "the end of the run")
         assert app.final_status == "passed", app.final_status
 
@@ -243,7 +247,7 @@ async def test_o_writes_the_full_resolution_screenshot_and_says_where(
         shown = [e for e in events if isinstance(e, ev.ScreenCaptured) and e.png is not None][-1]
         await pilot.press("o")
         await until(pilot, lambda: any("screenshot written to" in m for m in said), "the notification")
-        await pilot.press("n", "escape")
+        await answer(pilot, "n", "escape")
     folder = tmp_path / "cache" / "cua-tui" / "screenshots"
     files = list(folder.glob("*.png"))
     assert len(files) == 1
@@ -281,7 +285,8 @@ async def test_the_injection_notice_can_be_read_at_a_decision_at_160x48(tmp_path
         first, second = NOTICE.split(" https://")
         assert first in on_screen, on_screen
         assert "https://" + second in on_screen, on_screen
-        await pilot.press("escape", "n", "escape")
+        await pilot.press("escape")
+        await answer(pilot, "n", "escape")
         await until(pilot, lambda: app.pending is None, "the rejection")
 
 

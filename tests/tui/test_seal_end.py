@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
-from pilot_helpers import live_app, plain, sim_run, until, until_ended
+from pilot_helpers import answer, live_app, plain, sim_run, until, until_ended
 from textual.widgets import Static
 
 from cua_tui.core.audit import verify_run
@@ -38,7 +38,7 @@ async def test_a_run_whose_result_json_cannot_be_written_is_shown_not_sealed(tmp
         await until(pilot, lambda: app.pending is not None, "the decision on the typed text")
         (source.run_dir / "result.json").mkdir()  # a folder in the way: the seal cannot be written
         await pilot.pause()
-        await pilot.press("n", "escape")  # reject, without a reason
+        await answer(pilot, "n", "escape")  # reject, without a reason
         await until_ended(pilot, app)
         assert app.result is not None and not app.result.sealed and app.result.exit_code == 1
         assert app.final_status == "error"
@@ -58,7 +58,7 @@ async def test_a_sealed_run_is_shown_sealed_once_result_json_is_written(tmp_path
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.pending is not None, "the decision on the typed text")
         await pilot.pause()
-        await pilot.press("n", "escape")  # reject, without a reason
+        await answer(pilot, "n", "escape")  # reject, without a reason
         await until_ended(pilot, app)
         assert app.result is not None and app.result.sealed
         assert chain(app).startswith("chain sealed · ")

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
-from pilot_helpers import plain, until, until_ended
+from pilot_helpers import answer, plain, quick_clock, until, until_ended
 from rich.text import Text
 from textual.widgets import Static
 from verdict_runs import LAB, SANDBOX, recorded
@@ -56,11 +56,11 @@ async def test_the_live_end_line_names_the_controller_and_its_user(tmp_path: Pat
     )
     assert run.handshake is not None
     track(run.supervisor)
-    app = SupervisorApp(LiveRun(run.supervisor, run.handshake))
+    app = SupervisorApp(LiveRun(run.supervisor, run.handshake), guard_clock=quick_clock)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.pending is not None, "the typing's decision")
         await pilot.pause()
-        await pilot.press("y")
+        await answer(pilot, "y")
         await until_ended(pilot, app)
         status = app.query_one(StatusBar)
         # the status bar says where (the verifier's name is in the audit pane and the log)

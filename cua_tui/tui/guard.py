@@ -1,0 +1,76 @@
+"""The input guard of a decision: the keys that answer it count only once it has been on screen a moment.
+
+A y pressed for the decision before (a double tap, a key held down) must not approve the next one, painted
+a fraction of a second earlier. Browsers hold their security prompts the same way.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+
+# Firefox holds a security dialog's buttons this long (security.dialog_enable_delay, 1000 ms).
+DEFAULT_GUARD_S = 1.0
+# Chromium's InputEventActivationProtector ignores input for 500 ms after a dialog shows: never less.
+GUARD_FLOOR_S = 0.5
+GUARD_CEILING_S = 10.0  # longer only locks the analyst out of their own decisions
+
+
+def check_guard(seconds: float) -> str | None:
+    """Why ``seconds`` cannot be a decision's guard (None: it can)."""
+    if not isinstance(seconds, int | float) or not math.isfinite(seconds):
+        return "must be a number of seconds"
+    if seconds < GUARD_FLOOR_S:
+        return f"must be at least {GUARD_FLOOR_S:g} s (the floor: a key meant for the decision before must not count)"
+    if seconds > GUARD_CEILING_S:
+        return f"must be at most {GUARD_CEILING_S:g} s"
+    return None
+
+
+class DecisionGuard:
+    """When the decision on screen was painted, and whether an answering key counts yet.
+
+    ``arm(shown)`` is called whenever a view paints what it shows; the guard starts again only when
+    ``shown`` (a request, or a key naming it) is another than before."""
+
+    def __init__(self, seconds: float = DEFAULT_GUARD_S, clock: Callable[[], float] = time.monotonic) -> None:
+        if (why := check_guard(seconds)) is not None:
+            raise ValueError(f"decision guard {seconds!r}: {why}")
+        self.seconds = float(seconds)
+        self.clock = clock
+        self.shown: object | None = None
+        self.painted_at: float | None = None
+
+    def arm(self, shown: object | None) -> None:
+        """``shown`` is what the view shows now (None: no decision)."""
+        if shown is None:
+            self.shown, self.painted_at = None, None
+        elif shown != self.shown or self.painted_at is None:
+            self.shown, self.painted_at = shown, self.clock()
+
+    def rearm(self) -> None:
+        """The same decision painted again after something else covered the view (counts from now)."""
+        if self.shown is not None:
+            self.painted_at = self.clock()
+
+    def age(self) -> float | None:
+        """Seconds since the decision shown was painted (None: none is shown)."""
+        return None if self.painted_at is None else max(0.0, self.clock() - self.painted_at)
+
+    def passed(self) -> bool:
+        age = self.age()
+        return age is not None and age >= self.seconds
+
+    def refusal(self, key: str) -> str | None:
+        """Why ``key`` is ignored now (None: it counts)."""
+        age = self.age()
+        if age is None or age >= self.seconds:
+            return None
+        shown = math.floor(round(age, 6) * 10) / 10  # never "1.0 s ago" while a 1.0 s guard still holds
+        return f"{key} ignored: this decision appeared {shown:.1f} s ago; keys count after {self.seconds:.1f} s"
+
+    def shown_ms(self) -> int | None:
+        """Milliseconds the decision has been on screen (None: none is shown)."""
+        age = self.age()
+        return None if age is None else int(age * 1000)

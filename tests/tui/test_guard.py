@@ -1,0 +1,250 @@
+"""No approval is given unseen (issue 22, point 2): a decision just painted ignores y, a and n for its input
+guard, says so, and lets k through at once; the answer records the screen shown and how long it was shown.
+
+The Pilot tests here use the real clock and the shipped guard (1.0 s): the guard is what they test."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fleet_cases import opts
+from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
+from pilot_helpers import until, until_ended
+
+from cua_tui.build import HANDSHAKE, RunOptions, build_run
+from cua_tui.config import ConfigError, Settings
+from cua_tui.core.approvers import HandshakeApprover
+from cua_tui.core.ports import Answer, DecisionRequest, Ruling
+from cua_tui.desktops.sim import SimDesktop
+from cua_tui.fleet import Fleet, FleetTask
+from cua_tui.tui.app import SupervisorApp
+from cua_tui.tui.fleet import FleetApp, RunScreen
+from cua_tui.tui.guard import DEFAULT_GUARD_S, GUARD_FLOOR_S, DecisionGuard
+from cua_tui.tui.source import LiveRun
+
+pytestmark = pytest.mark.timeout(90)
+
+SIZE = (160, 50)
+FIELD = {"type": "click", "button": "left", "x": 250, "y": 182}
+
+
+# ---------------------------------------------------------------------------------------------------
+# The guard, its setting, the handshake that records what was seen
+# ---------------------------------------------------------------------------------------------------
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_guard_holds_a_new_decision_then_lets_its_keys_count() -> None:
+    clock = Clock()
+    guard = DecisionGuard(clock=clock)
+    assert guard.seconds == DEFAULT_GUARD_S == 1.0
+    assert guard.refusal("y") is None and guard.shown_ms() is None  # nothing shown: nothing to guard
+    guard.arm("first")
+    clock.now += 0.3
+    assert guard.refusal("y") == "y ignored: this decision appeared 0.3 s ago; keys count after 1.0 s"
+    clock.now += 0.69
+    assert guard.refusal("n") == "n ignored: this decision appeared 0.9 s ago; keys count after 1.0 s"
+    guard.arm("first")  # painted again, the same decision: the guard does not start over
+    clock.now += 0.01
+    assert guard.refusal("y") is None and guard.passed() and guard.shown_ms() == 1000
+    guard.arm("second")  # another decision: it starts over
+    assert guard.refusal("a") is not None and guard.shown_ms() == 0
+    clock.now += 5
+    guard.rearm()  # the same one painted again after a view covered it
+    assert guard.refusal("y") is not None
+    guard.arm(None)
+    assert guard.refusal("y") is None and guard.shown_ms() is None
+
+
+def test_the_guard_is_never_below_its_floor() -> None:
+    assert GUARD_FLOOR_S == 0.5
+    with pytest.raises(ValueError, match=r"at least 0\.5 s"):
+        DecisionGuard(0.2)
+    assert DecisionGuard(0.5).seconds == 0.5
+
+
+def test_the_setting_changes_the_guard_and_refuses_less_than_the_floor(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    env = {"CUA_TUI_CONFIG": str(config)}
+    assert Settings.load(env).decision_guard_s == DEFAULT_GUARD_S  # no file: the default
+    config.write_text("decision_guard_s = 2\n")
+    assert Settings.load(env).decision_guard_s == 2.0
+    config.write_text("decision_guard_s = 0.2\n")
+    with pytest.raises(ConfigError) as raised:
+        Settings.load(env)
+    assert str(raised.value) == (
+        f"settings file {config}: decision_guard_s must be at least 0.5 s "
+        "(the floor: a key meant for the decision before must not count)"
+    )
+    config.write_text('decision_guard_s = "soon"\n')
+    with pytest.raises(ConfigError, match="decision_guard_s"):
+        Settings.load(env)
+
+
+def test_an_answer_carries_the_screen_seen_into_the_ruling() -> None:
+    import threading
+
+    handshake = HandshakeApprover(by="human (TUI)")
+    request = DecisionRequest("run-1", 1, 0, "c1", "action", "typing")
+    other = DecisionRequest("run-1", 1, 1, "c1", "action", "typing")
+    rulings: list[Ruling] = []
+    asked = threading.Thread(target=lambda: rulings.append(handshake.decide(request, threading.Event())))
+    asked.start()
+    assert handshake.wait_for_request(5) is request
+    assert handshake.answer(Answer.APPROVE, other, screen="b" * 64, shown_ms=5) is False  # not the one asked
+    assert handshake.answer(Answer.APPROVE, request, screen="a" * 64, shown_ms=1234) is True
+    asked.join(5)
+    assert rulings[0].human and (rulings[0].screen, rulings[0].shown_ms) == ("a" * 64, 1234)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The single run's TUI, on the real clock
+# ---------------------------------------------------------------------------------------------------
+class Told(SupervisorApp):
+    """The supervision TUI, keeping what it told the analyst."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.told: list[str] = []
+
+    def notify(self, message: str, **kwargs: Any) -> None:
+        self.told.append(message)
+        super().notify(message, **kwargs)
+
+
+def live(tmp_path: Path, turns: list[dict[str, Any]], **kwargs: Any) -> tuple[Told, Path]:
+    run = build_run(
+        RunOptions(
+            backend="sim",
+            agent=None,
+            script={"turns": turns, "final_text": "done"},
+            runs_dir=tmp_path / "runs",
+            decisions=HANDSHAKE,
+            fsync=False,
+            desktop=SimDesktop(),
+        )
+    )
+    assert run.handshake is not None
+    track(run.supervisor)
+    return Told(LiveRun(run.supervisor, run.handshake), **kwargs), run.path
+
+
+def audit(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (path / "audit.jsonl").read_text().splitlines()]
+
+
+def ignored(app: Told, key: str) -> list[str]:
+    return [m for m in app.told if m.startswith(f"{key} ignored: this decision appeared ")]
+
+
+async def test_keys_pressed_as_a_decision_appears_are_ignored_and_said_then_y_approves_what_was_seen(
+    tmp_path: Path,
+) -> None:
+    turns = [{"actions": [FIELD, {"type": "type", "text": "one"}, {"type": "type", "text": "two"}]}]
+    app, path = live(tmp_path, turns)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.pending is not None and app.pending.index == 1, "the first typing decision")
+        first = app.pending
+        await pilot.press("y", "a", "n")
+        assert app.pending is first and app.screen is app.screen_stack[0]  # nothing answered, no reason asked
+        for key in "yan":
+            (said,) = ignored(app, key)
+            assert said.endswith("; keys count after 1.0 s")
+        await until(pilot, lambda: app.painted_sha != "", "the screen painted with it")
+        shown = app.painted_sha
+        await until(pilot, app.guard.passed, "the guard to pass", timeout=5)
+        await pilot.press("y")
+        # A double tap: the second y lands right after the next decision appears, and is ignored.
+        await until(pilot, lambda: app.pending is not None and app.pending.index == 2, "the second decision")
+        await pilot.press("y")
+        assert app.pending is not None and app.pending.index == 2 and len(ignored(app, "y")) == 2
+        await until(pilot, app.guard.passed, "the guard to pass", timeout=5)
+        await pilot.press("n", "escape")
+        await until_ended(pilot, app)
+    records = audit(path)
+    decisions = [r for r in records if r["kind"] == "decision" and r["by"] == "human (TUI)"]
+    assert [(d["index"], d["decision"]) for d in decisions] == [(1, "approve"), (2, "reject")]
+    # the screen the analyst was shown: the screenshot the pane showed with the request, taken before it
+    asked = next(i for i, r in enumerate(records) if r["kind"] == "decision_requested" and r["index"] == 1)
+    screenshot = [r["sha256"] for r in records[:asked] if r["kind"] == "screen"][-1]
+    assert decisions[0]["screen"] == shown == screenshot
+    assert all(d["shown_ms"] >= 1000 for d in decisions)  # nothing counted before the guard
+
+
+async def test_k_passes_at_once(tmp_path: Path) -> None:
+    # A long guard (the real clock), so that it surely still holds when k is pressed on a loaded machine.
+    app, path = live(tmp_path, [{"actions": [FIELD, {"type": "type", "text": "one"}]}], guard_s=10.0)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.pending is not None, "the decision")
+        await pilot.press("y")
+        assert ignored(app, "y") and app.pending is not None  # the guard holds
+        await pilot.press("k")
+        assert not app.guard.passed()
+        await until_ended(pilot, app)
+        assert app.final_status == "killed" and not ignored(app, "k")
+    records = audit(path)
+    assert [r["by"] for r in records if r["kind"] == "kill"] == ["human (TUI)"]
+    assert not [r for r in records if r["kind"] == "decision" and r["by"] == "human (TUI)"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# The fleet TUI, on the real clock
+# ---------------------------------------------------------------------------------------------------
+class FleetTold(FleetApp):
+    def __init__(self, fleet: Fleet) -> None:
+        super().__init__(fleet)
+        self.told: list[str] = []
+
+    def notify(self, message: str, **kwargs: Any) -> None:
+        self.told.append(message)
+        super().notify(message, **kwargs)
+
+
+async def test_the_fleet_guards_each_request_shown_in_the_queue_and_in_a_runs_view(tmp_path: Path) -> None:
+    settings = Settings.load({"CUA_TUI_CONFIG": str(tmp_path / "no-config.toml")})
+    fleet = Fleet(
+        [FleetTask(name, opts(settings)) for name in ("a", "b")],
+        runs_dir=tmp_path / "runs",
+        concurrency=2,
+        tasks_sha256="ab" * 32,
+    )
+    app = FleetTold(fleet)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await until(pilot, lambda: len(app.items) == 2 and app.selected is not None, "both requests queued")
+        await until(pilot, app.guard.passed, "the guard to pass", timeout=5)
+        # another request selected: shown just now, so its keys wait again
+        await pilot.press("down")
+        await until(pilot, lambda: app.selected is not None and app.selected.ticket == app.items[1].ticket, "b")
+        chosen = app.selected
+        assert chosen is not None
+        await pilot.press("y")
+        assert [m for m in app.told if m.startswith("y ignored")] and len(fleet.queue()) == 2
+        await until(pilot, app.guard.passed, "the guard to pass", timeout=5)
+        await pilot.press("y")
+        await until(pilot, lambda: len(fleet.queue()) == 1, "the request answered")
+        assert fleet.queue()[0].ticket != chosen.ticket
+        # a run's view opening on its request: the guard again, its own
+        await until(pilot, lambda: app.selected is not None and app.selected.ticket == fleet.queue()[0].ticket, "a")
+        await until(pilot, app.guard.passed, "the guard to pass", timeout=5)
+        await pilot.press("enter")
+        assert isinstance(app.screen, RunScreen)
+        live_view = app.screen
+        await until(pilot, lambda: live_view.view.pending is not None, "the run's request in its view")
+        await pilot.press("n")
+        assert app.screen is live_view and len([m for m in app.told if m.startswith("n ignored")]) == 1
+        await until(pilot, live_view.guard.passed, "the run view's guard to pass", timeout=5)
+        await pilot.press("y")
+        await until(pilot, lambda: fleet.done, "every run to end")
+    for row in fleet.rows():
+        records = audit(Path(row.path))
+        (decision,) = [r for r in records if r["kind"] == "decision" and r["by"] == "human (TUI)"]
+        screens = {r["sha256"] for r in records if r["kind"] == "screen"}
+        assert decision["screen"] in screens and decision["shown_ms"] >= 1000
