@@ -256,7 +256,7 @@ def request_panel(
     of = f" of {batch_size}" if batch_size else ""
     action = request.action
     if compact:
-        parts = [(f" DECISION · turn {request.turn} · action {request.index + 1}{of} \n", TITLE)]
+        parts = [(f" DECISION NEEDED · turn {request.turn} · action {request.index + 1}{of} \n", TITLE)]
         parts += [*_keys(request, field, compact=True), ("\n", "")]
     else:
         parts = [(f" DECISION NEEDED · turn {request.turn} · action {request.index + 1}{of} \n", TITLE)]
