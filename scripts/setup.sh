@@ -179,10 +179,10 @@ case "$job" in
     ensure_docker
     set +e
     if [ "$#" -eq 0 ]; then
-      # The whole suite in two parts: every test but the desktop, terminal, container and benchmark ones on
-      # two workers (pytest-xdist), then those alone, one at a time (tests/conftest.py marks them). The
-      # tests marked beside (an install that mostly waits on the network) run on their own meanwhile; their
-      # report follows the second part's.
+      # The whole suite in two parts: every test but the desktop, terminal and container ones (the benchmarks
+      # on desktops among them) on two workers (pytest-xdist), then those alone, one at a time
+      # (tests/conftest.py marks them). The tests marked beside (an install that mostly waits on the network)
+      # run on their own meanwhile; their report follows the second part's.
       beside_log="$(mktemp)"
       .venv/bin/python -m pytest -m beside >"$beside_log" 2>&1 &
       beside=$!

@@ -95,13 +95,14 @@ def screen() -> Size:
 # ---------------------------------------------------------------------------------------------------
 # The suite in two parts (scripts/setup.sh test): first every test but these on two workers (pytest-xdist),
 # then these alone, one at a time: the tests that drive real desktops, terminals, containers and the
-# benchmarks (they measure or wait on screens painted by Chromium, which a busy machine paints late).
+# benchmarks on them (they measure or wait on screens painted by Chromium, which a busy machine paints late).
+# The benchmarks of in-process code (core, replay, tui) assert no timing: they share the first part's workers.
 # ---------------------------------------------------------------------------------------------------
 @pytest.hookimpl(tryfirst=True)  # before the mark plugin selects by ``-m``
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         path = Path(str(item.path))
-        if "e2e" in path.parts or path.name.startswith("test_bench") or item.get_closest_marker("e2e"):
+        if "e2e" in path.parts or item.get_closest_marker("e2e"):
             item.add_marker(pytest.mark.desktops)
 
 

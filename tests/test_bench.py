@@ -120,7 +120,7 @@ def test_quick_local_benchmark_writes_sane_json(tmp_path: Path) -> None:
 
     loc = data["local"]
     n = loc["samples"]
-    assert n == 8 and loc["warmup"] >= 1
+    assert n == 5 and loc["warmup"] >= 1
     assert loc["screen"] == "1024x720" and loc["lab"] == "form"
     assert str(loc["display"]).startswith(":")
     assert loc["text_chars"] == len(loc["text"]) == 20
@@ -162,7 +162,7 @@ def test_quick_replay_benchmark_writes_sane_json(tmp_path: Path) -> None:
     assert replay["short_steps"] == 100 and replay["long_steps"] == 300
     for key in ("first_screen_s", "step_ms_median", "step_ms_p90", "long_peak_heap_mb", "long_first_screen_s"):
         assert _positive(replay[key]), key
-    assert replay["step_samples"] >= 40
+    assert replay["step_samples"] >= 25  # 30 moves in quick, every tenth a jump
     assert 0 < replay["long_cached_screens"] <= 12  # screens are fetched lazily and only a few are kept
 
 

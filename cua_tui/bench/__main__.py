@@ -86,11 +86,11 @@ def run(
         if suite in ("cwsandbox", "all"):
             from .cwsandbox import run as run_cwsandbox  # imports the vendor SDK: only for this suite
 
-            results["cwsandbox"] = run_cwsandbox(tmp, 8 if quick else 30)
+            results["cwsandbox"] = run_cwsandbox(tmp, 5 if quick else 30)
         if suite in ("docker", "all"):
             from .docker import run as run_docker
 
-            results["docker"] = run_docker(tmp, 8 if quick else 30, 1 if quick else 3)
+            results["docker"] = run_docker(tmp, 5 if quick else 30, 1 if quick else 3)
         if suite in ("fleet", "all"):
             from .fleet import TARGET_QUEUE_MS, TARGET_REFRESH_MS
             from .fleet import run as run_fleet
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         "cwsandbox runs at once, the fleet TUI's UI-thread time per refresh and queue latency), all (every suite)",
     )
     parser.add_argument(
-        "--quick", action="store_true", help="a fast smoke run: fewer samples, 10,000 events, 8 local samples"
+        "--quick", action="store_true", help="a fast smoke run: fewer samples, 10,000 events, 5 local samples"
     )
     parser.add_argument("--json", metavar="PATH", type=Path, help="also write the results as JSON to PATH")
     parser.add_argument("--events", type=int, metavar="N", help="events in the verify run (default 100,000)")

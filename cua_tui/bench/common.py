@@ -24,7 +24,7 @@ SIZES = {
     "e2e_runs": (3, 1),
     "verify_events": (100_000, 10_000),
     "verify_repeats": (5, 3),
-    "local_samples": (30, 8),
+    "local_samples": (30, 5),
     "local_checks": (5, 2),
 }
 WARMUP = 200

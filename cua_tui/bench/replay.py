@@ -108,16 +108,17 @@ async def _open_and_walk(path: Path, moves: int, seed: int = 7) -> dict[str, Any
 def run(tmp: Path, quick: bool) -> dict[str, Any]:
     """The suite: a 1,000-step run (first screen, steps) and a 10,000-step one (memory); smaller with quick."""
     short, long_ = (100, 300) if quick else (1000, 10000)
+    moves, long_moves = (30, 20) if quick else (60, 40)
     log(f"replay: generating a {short:,}-step sim run")
     path = make_run(tmp / "replay-short", short)
-    opens = [asyncio.run(_open_and_walk(path, 0 if i else 60)) for i in range(3)]
+    opens = [asyncio.run(_open_and_walk(path, 0 if i else moves)) for i in range(3)]
     walk = opens[0]
     log(f"replay: generating a {long_:,}-step sim run")
     long_path = make_run(tmp / "replay-long", long_)
     disk = sum(p.stat().st_size for p in long_path.rglob("*") if p.is_file())
     gc.collect()
     tracemalloc.start()
-    big = asyncio.run(_open_and_walk(long_path, 40))
+    big = asyncio.run(_open_and_walk(long_path, long_moves))
     _current, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     firsts = [o["first_screen_s"] for o in opens]

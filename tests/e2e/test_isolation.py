@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PIL import Image
@@ -382,10 +383,10 @@ def test_two_desktops_get_their_own_uids_and_cannot_read_each_other() -> None:
         assert as_uid_on_host(uid_one, "xdpyinfo >/dev/null", env).returncode == 0  # control: its own works
 
 
-def _lease_in_child(lock_dir: str, hold: float, out: multiprocessing.Queue) -> None:
+def _lease_in_child(lock_dir: str, hold: Any, out: multiprocessing.Queue) -> None:
     lease = isolation.lease_uid(Path(lock_dir))
     out.put(lease.uid)
-    time.sleep(hold)
+    hold.wait(30)  # every child holds its lease until all have one: they overlap, however late each started
     lease.release()
 
 
@@ -393,10 +394,12 @@ def test_uid_leases_are_exclusive_across_processes_and_freed_at_release(tmp_path
     lock_dir = tmp_path / "locks"
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
-    children = [ctx.Process(target=_lease_in_child, args=(str(lock_dir), 2.0, out)) for _ in range(6)]
+    hold = ctx.Event()
+    children = [ctx.Process(target=_lease_in_child, args=(str(lock_dir), hold, out)) for _ in range(6)]
     for child in children:
         child.start()
     uids = [out.get(timeout=30) for _ in children]
+    hold.set()
     for child in children:
         child.join(30)
     assert len(set(uids)) == len(uids)
