@@ -259,7 +259,7 @@ def test_sixel_picture_in_xterm_matches_the_runs_screenshot(tmp_path: Path) -> N
 
         # 2. The demo to its second decision: y to the typing (sent as real key presses through XTEST).
         wait_for(lambda: sum(r["kind"] == "decision_requested" for r in audit(runs)) >= 1, "the first decision")
-        time.sleep(0.5)  # the app reads keys once it shows the decision
+        time.sleep(1.5)  # past the input guard (1.0 s from when the app shows the decision)
         subprocess.run(["xdotool", "mousemove", str(wx + ww // 2), str(wy + wh // 2), "key", "y"],
                        env=env, check=True, timeout=10)  # fmt: skip
         rows = wait_for(
