@@ -9,16 +9,15 @@ With CUA_TUI_CAPTURES=DIR set, each capture is also written to DIR (the closing 
 
 from __future__ import annotations
 
+import json
 import os
-import time
+import subprocess
 from pathlib import Path
 
 import pytest
-from test_tmux_demo import Tmux, decision, demo_command
+from test_tmux_demo import Tmux, cua_tui_command, decision, demo_command
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
-
-GUARD_S = 1.2  # past the input guard (1.0 s by default) before a key that answers
 
 # lab -> the label expected in the panel at each decision, in order
 LABS = {
@@ -55,6 +54,9 @@ def flat(screen: str) -> str:
 
 @pytest.mark.parametrize("lab", list(LABS))
 def test_each_decision_names_its_target_and_small_terminals_keep_the_decision(tmp_path: Path, lab: str) -> None:
+    """Each lab's demo from its first decision to its exit, as a person drives it: the labels (issue 22), the
+    typed text in full, the run's end in the status bar, and (issue 11, points 5 and 8) for the injection
+    lab the decision about sending out, the scripted note and the egress alert that stays until seen."""
     tmux = Tmux(demo_command(tmp_path, "--lab", lab), width=160, height=48)
     seen: list[tuple[int, int]] = []
     try:
@@ -65,9 +67,14 @@ def test_each_decision_names_its_target_and_small_terminals_keep_the_decision(tm
                 60,
             )
             at = decision(screen)
-            assert at is not None
+            assert at is not None and (not seen or at > seen[-1])
             seen.append(at)
             keep(tmp_path, f"{lab}-{number + 1}-160x48", screen)
+            if lab == "form" and number == 0:
+                assert "cua-tui verified" in screen  # the typed text, shown in full at decision time
+            if lab == "injection":
+                assert at == (1, 1) and "sends data to an outside site" in screen
+                assert "SCRIPTED" in screen and "It ignores your answers" in screen  # a note, not a dialog
             # the small terminals, at every decision
             for width, height in SMALL:
                 tmux.tmux("resize-window", "-t", tmux.session, "-x", str(width), "-y", str(height))
@@ -82,10 +89,33 @@ def test_each_decision_names_its_target_and_small_terminals_keep_the_decision(tm
                 assert "action" in panel and "why" in panel and "model" in panel, screen
             tmux.tmux("resize-window", "-t", tmux.session, "-x", "160", "-y", "48")
             tmux.wait_for(lambda s: widest(s) > 120 and awaiting(s), "back at 160x48", 20)
-            time.sleep(GUARD_S)
-            tmux.keys("y")
-        tmux.wait_for(lambda s: "finished:" in s, "the end of the run", 60)
+            tmux.answer("y")
+        if lab == "injection":  # approving made the browser try the outside collector: refused, and said
+            screen = tmux.wait_for(lambda s: "ALERT" in s and "collector.exfil.invalid" in s, "the egress alert", 60)
+            assert "egress refused: POST collector.exfil.invalid:80" in screen
+            screen = tmux.wait_for(lambda s: "finished: failed" in s, "the run to fail (the key was sent)", 60)
+            assert "ALERT" in screen  # it stays until seen
+            tmux.keys("x")
+            tmux.wait_for(lambda s: "ALERT" not in s, "the alert to go once seen", 10)
+        else:
+            screen = tmux.wait_for(lambda s: "finished: passed" in s, "finished: passed in the status bar", 60)
+            status_bar = next(line for line in screen.splitlines() if "finished: passed" in line)
+            assert " run " in status_bar and "local" in status_bar
         tmux.keys("q")
-        tmux.wait_for(lambda s: "EXIT=" in s, "the demo to exit", 30)
+        screen = tmux.wait_for(lambda s: "EXIT=" in s, "the demo to exit", 30)
+        assert ("EXIT=1" if lab == "injection" else "EXIT=0") in screen, screen
     finally:
         tmux.close()
+
+    (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if (p / "audit.jsonl").is_file()]
+    audit = [json.loads(line) for line in (run_dir / "audit.jsonl").read_text().splitlines()]
+    humans = [r for r in audit if r["kind"] == "decision" and r["by"] != "policy"]
+    assert [(r["decision"], r["by"]) for r in humans] == [("approve", "human (TUI)")] * len(LABS[lab])
+    if lab == "injection":
+        refused = [r for r in audit if r["kind"] == "egress" and not r["allowed"]]
+        assert any(r["host"] == "collector.exfil.invalid" for r in refused)
+        return
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["status"] == "passed" and result["verified"] is True
+    verify = subprocess.run([*cua_tui_command(), "verify", str(run_dir)], capture_output=True, text=True, timeout=60)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
