@@ -184,7 +184,8 @@ case "$job" in
       # (tests/conftest.py marks them). The tests marked beside (an install that mostly waits on the network)
       # run on their own meanwhile; their report follows the second part's.
       beside_log="$(mktemp)"
-      .venv/bin/python -m pytest -m beside >"$beside_log" 2>&1 &
+      # At the lowest priority: it mostly waits on the network, and its unpacking must not slow the parts.
+      nice -n 19 .venv/bin/python -m pytest -m beside >"$beside_log" 2>&1 &
       beside=$!
       .venv/bin/python -m pytest -n 2 -m "not desktops"
       rc=$?

@@ -140,6 +140,7 @@ class ContainerSandboxService(SandboxService):
         super().__init__(root, path)
         self.service_id = secrets.token_hex(6)
         self.made: list[str] = []  # every container this service created (ids), removed or not
+        self.cpu_shares: int | None = None  # the containers' CPU weight (Docker's default 1024; 2 yields to all)
 
     @property
     def label(self) -> str:
@@ -200,6 +201,8 @@ class ContainerSandboxService(SandboxService):
         argv += ["--label", self.label, "--label", f"{SANDBOX_LABEL}={sandbox_id}", "--label", f"{TAGS_LABEL}={tags}"]
         if cpus is not None:
             argv += ["--cpus", str(cpus)]
+        if self.cpu_shares is not None:
+            argv += ["--cpu-shares", str(self.cpu_shares)]
         if memory is not None:
             argv += ["--memory", str(memory), "--memory-swap", str(memory)]
         argv += ["--shm-size", str(shm_size(memory))]

@@ -92,10 +92,14 @@ def _quiet_grpc(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: None) -> Iterator[ContainerService]:
+def service(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: None, request: pytest.FixtureRequest
+) -> Iterator[ContainerService]:
     """The service in this process (its threads), the client pointed at it; on the way out no container of
-    its is left, whatever the test did."""
+    its is left, whatever the test did. Beside the suite's parts its containers yield the CPU to them."""
     svc = ContainerService(tmp_path / "service")
+    if request.node.get_closest_marker("beside") is not None:
+        svc.service.cpu_shares = 2
     monkeypatch.setenv("CWSANDBOX_BASE_URL", svc.base_url)
     monkeypatch.setenv("CWSANDBOX_API_KEY", KEY)
     try:
