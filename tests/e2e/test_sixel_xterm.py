@@ -178,7 +178,8 @@ class Display(Xvfb):
 
 def audit(runs: Path) -> list[dict[str, Any]]:
     for path in runs.glob("*/audit.jsonl"):
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        # only whole lines: the run may be writing the last one as it is read
+        return [json.loads(line) for line in path.read_text().split("\n")[:-1] if line.strip()]
     return []
 
 
