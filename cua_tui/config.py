@@ -30,7 +30,7 @@ import msgspec
 from platformdirs import user_config_path, user_data_path
 
 from .agents.vendors import DEFAULT_RETRIES, DEFAULT_TIMEOUT, KEY_VARIABLES
-from .tui.guard import DEFAULT_GUARD_S, check_guard
+from .core.guard import DEFAULT_GUARD_S, check_guard
 
 APP = "cua-tui"
 

@@ -72,11 +72,11 @@ from .core.fleet import (
     priority,
 )
 from .core.ports import Answer
+from .core.run_view import RunView
 from .core.rundir import new_run_id, write_json_atomic
 from .core.supervisor import RunResult
 from .core.tasks import TasksFile, TaskSpec
 from .core.text import failure, one_line
-from .tui.run_view import RunView
 
 KILLED_BY = "human (fleet)"
 MANIFEST = "fleet.json"  # <runs-dir>/fleet.json: every fleet of the runs directory, by fleet id (DESIGN.md)

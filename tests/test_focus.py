@@ -19,9 +19,9 @@ from cua_tui.core.events import Stamped
 from cua_tui.core.geometry import Scaling, Size
 from cua_tui.core.policy import Decision, Policy, Verdict
 from cua_tui.core.ports import Answer, DecisionRequest, Ruling
+from cua_tui.core.run_view import RunView
 from cua_tui.labs import LABS
 from cua_tui.tui.replay import ReplayApp
-from cua_tui.tui.run_view import RunView
 
 FIELD = (250, 182)
 OTHER = (250, 400)

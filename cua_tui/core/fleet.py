@@ -22,9 +22,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, Protocol
+from typing import Protocol
 
+from .events import Stamped
 from .ports import Answer, DecisionRequest
+from .run_view import RunView
 
 
 class Tier(IntEnum):
@@ -248,9 +250,9 @@ class FleetControl(Protocol):
     def kill(self, task: str, by: str = ...) -> bool: ...
     def kill_all(self, by: str = ...) -> None: ...
     def revoke(self, task: str, grant_id: int) -> bool: ...
-    def view(self, task: str) -> Any: ...  # a copy of the run's tui.run_view.RunView
+    def view(self, task: str) -> RunView: ...  # a private copy of the run's view
     # (that copy, unwatch); then every Stamped event of the task's run, on the dispatcher thread
-    def watch(self, task: str, listener: Callable[[Any], None]) -> tuple[Any, Callable[[], None]]: ...
+    def watch(self, task: str, listener: Callable[[Stamped], None]) -> tuple[RunView, Callable[[], None]]: ...
     def now(self) -> float: ...
     @property
     def done(self) -> bool: ...

@@ -23,8 +23,10 @@ from textual.widgets import Footer
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from ..core import events as ev
+from ..core.guard import DEFAULT_GUARD_S, DecisionGuard
 from ..core.imaging import ScreenLimit
 from ..core.ports import Answer, DecisionRequest
+from ..core.run_view import RunView
 from ..core.screentext import ScreenTextReader
 from ..core.text import failure, visible
 from .attention import AlertBar, Signals, notification_escape
@@ -45,11 +47,9 @@ from .decisions import GrantsScreen, RejectReason
 from .desktop_view import DesktopView
 from .frames import Target
 from .goal import GoalBar
-from .guard import DEFAULT_GUARD_S, DecisionGuard
 from .help import HelpScreen
 from .messages import FrameRefused, FrameRendered, RunEvent, RunFinished, while_open
 from .panes import follow_event
-from .run_view import RunView
 from .screen_text import (
     ScreenReading,
     ScreenTextRead,

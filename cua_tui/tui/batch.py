@@ -13,12 +13,11 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Static
 
+from ..core.run_view import ActionState
 from ..core.text import visible
 from .detail import RowSnapshot
 
 EARLIER_TURNS = 50  # earlier turns kept as sections; older ones are counted in one line
-
-STATES = ("waiting", "approved", "executed", "declined", "refused", "failed", "not_executed", "stale")
 
 
 class ActionRow(Static):
@@ -46,14 +45,15 @@ class ActionRow(Static):
     def on_mount(self) -> None:
         self.redraw()
 
-    def set_verdict(self, verdict: str, reason: str) -> None:
+    def set_verdict(self, verdict: str | None, reason: str) -> None:
+        verdict = verdict or "…"  # None: not a verdict this version knows (a hostile run directory)
         self.verdict, self.reason = verdict, reason
         for risk in ("allow", "confirm", "block"):
             self.set_class(verdict == risk, f"risk-{risk}")
         self.redraw()
 
     def set_state(self, state: str, by: str = "") -> None:
-        for name in STATES:
+        for name in ActionState:
             self.set_class(name == state, f"state-{name}")
         self.state = state
         if by:

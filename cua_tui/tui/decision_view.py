@@ -15,9 +15,9 @@ from ..core import describe
 from ..core.actions import Kind
 from ..core.imaging import ImageRefused, ScreenLimit
 from ..core.ports import DecisionRequest
+from ..core.run_view import RunView
 from .frames import Target, prepare
 from .messages import FrameRefused, FrameRendered
-from .run_view import RunView
 from .screen_text import ScreenReading, ShownScreen
 
 

@@ -54,8 +54,10 @@ from ..core.fleet import (
     RunRow,
     RunState,
 )
+from ..core.guard import DEFAULT_GUARD_S, DecisionGuard
 from ..core.imaging import ScreenLimit
 from ..core.ports import Answer, DecisionRequest, VerifierPlace
+from ..core.run_view import RunView
 from ..core.runlog import RunReader
 from ..core.safeio import RunFileError
 from ..core.text import failure, visible
@@ -77,12 +79,10 @@ from .decisions import RejectReason
 from .desktop_view import DesktopView
 from .frames import Target
 from .goal import GoalBar
-from .guard import DEFAULT_GUARD_S, DecisionGuard
 from .help import HelpScreen
 from .messages import FrameRefused, FrameRendered, RunEvent, while_open
 from .panes import fill_from_view, follow_event
 from .row_table import RowTable
-from .run_view import RunView
 from .screen_text import ScreenReading, ScreenTextRead, ScreenTextScreen, screen_text_arrived
 from .status import RunInfo, StatusBar
 from .text_lines import TextLines

@@ -10,10 +10,10 @@ from typing import Protocol, TypeVar
 from textual.widget import Widget
 
 from ..core import events as ev
+from ..core.run_view import RunView
 from ..core.text import visible
 from .audit_pane import AuditPane
 from .batch import BatchPane
-from .run_view import RunView
 from .status import StatusBar
 
 W = TypeVar("W", bound=Widget)

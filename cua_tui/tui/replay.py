@@ -33,6 +33,7 @@ from ..core import timeline as tl
 from ..core.events import Stamped
 from ..core.imaging import ImageRefused, ScreenLimit
 from ..core.ports import VerifierPlace
+from ..core.run_view import RunView
 from ..core.runlog import RunReader
 from ..core.screentext import ScreenTextReader
 from ..core.text import visible
@@ -44,7 +45,6 @@ from .frames import Rendered, Target, prepare
 from .goal import GoalBar
 from .help import HelpScreen
 from .messages import FrameRendered, while_open
-from .run_view import RunView
 from .screen_text import (
     ScreenReading,
     ScreenTextRead,

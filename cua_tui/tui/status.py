@@ -13,8 +13,8 @@ from textual.widgets import Static
 from ..core.describe import PHASE_LABELS, isolation_label, verifier_place
 from ..core.events import VerificationDone
 from ..core.ports import VerifierPlace
+from ..core.run_view import RunView
 from ..core.text import visible
-from .run_view import RunView
 
 
 @dataclass

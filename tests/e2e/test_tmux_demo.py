@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from cua_tui.tui.guard import DEFAULT_GUARD_S
+from cua_tui.core.guard import DEFAULT_GUARD_S
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 

@@ -9,15 +9,41 @@ renders what this state says. It holds no Textual objects, so it is tested as pl
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
-from ..core import events as ev
-from ..core import focus
-from ..core.actions import Action
-from ..core.attention import Alert, Attention
-from ..core.ports import DecisionRequest
+from . import events as ev
+from . import focus
+from .actions import Action
+from .attention import Alert, Attention
+from .events import RunPhase
+from .policy import Verdict
+from .ports import DecisionRequest, OutcomeStatus
 
 ZERO_HEAD = "0" * 64
+
+
+class ActionState(StrEnum):
+    """Where a proposed action stands: waiting, approved, or its outcome (``OutcomeStatus``)."""
+
+    WAITING = "waiting"
+    APPROVED = "approved"
+    EXECUTED = OutcomeStatus.EXECUTED.value
+    DECLINED = OutcomeStatus.DECLINED.value
+    REFUSED = OutcomeStatus.REFUSED.value
+    FAILED = OutcomeStatus.FAILED.value
+    NOT_EXECUTED = OutcomeStatus.NOT_EXECUTED.value
+    STALE = OutcomeStatus.STALE.value
+
+
+def _enum[E: StrEnum](kind: type[E], value: object, fallback: E) -> E:
+    """A recorded value as its enum; one this version does not know (a hostile or newer run) as ``fallback``."""
+    if not isinstance(value, str):
+        return fallback
+    try:
+        return kind(value)
+    except ValueError:
+        return fallback
 
 
 @dataclass
@@ -30,23 +56,25 @@ class ActionView:
     error: str = ""
     parsed: Action | None = None
     record: dict[str, Any] | None = None  # the action as recorded (what a run read back from disk has)
-    verdict: str = ""
+    verdict: Verdict | None = None  # None: not classified yet
     reason: str = ""
-    state: str = "waiting"
+    state: ActionState = ActionState.WAITING
     decided_by: str = ""
 
 
 @dataclass
 class RunView:
-    """The state of one run after the events applied so far. ``apply`` is the only way it changes."""
+    """The state of one run after the events applied so far. ``apply`` is the only way it changes, and each
+    call bumps ``version`` (a front end redraws what depends on the view when it moves on)."""
 
+    version: int = 0
     seq: int = -1  # the last event's place in the chain
     head: str = ZERO_HEAD  # the SHA-256 of its line
     turn: int = 0
     steps: int = 0
     tokens: int = 0
     cost: float | None = None
-    phase: str = "starting"
+    phase: RunPhase = RunPhase.STARTING
     detail: str = ""
     batch_turn: int = 0  # the turn whose actions are shown
     batch_text: str = ""
@@ -75,6 +103,7 @@ class RunView:
 
     def apply(self, stamped: ev.Stamped) -> None:
         """Fold one event (as written, with its chain place) into the state."""
+        self.version += 1
         self.seq, self.head = stamped.seq, stamped.head
         self.alert = self.attention.apply(stamped)
         event = stamped.event
@@ -82,11 +111,11 @@ class RunView:
             case ev.RunStarted():
                 self.started = event
             case ev.Phase():
-                self.phase, self.detail = event.phase, event.detail
+                self.phase, self.detail = _enum(RunPhase, event.phase, self.phase), event.detail
             case ev.DesktopReady():
                 self.isolation = event.isolation
             case ev.Executing():
-                self.phase, self.detail = "executing", event.summary
+                self.phase, self.detail = RunPhase.EXECUTING, event.summary
             case ev.ScreenCaptured() if event.png is not None:
                 self.screen = event
             case ev.ModelTurn():
@@ -97,11 +126,12 @@ class RunView:
                     event.index, kind, event.summary or event.error, event.error, event.parsed, event.action
                 )
                 if event.error:
-                    view.verdict, view.reason = "block", f"malformed: {event.error}"
+                    view.verdict, view.reason = Verdict.BLOCK, f"malformed: {event.error}"
                 self.actions[event.index] = view
             case ev.PolicyVerdict():
                 if (row := self.actions.get(event.index)) is not None:
-                    row.verdict, row.reason = event.verdict, event.reason
+                    known = event.verdict in Verdict.__members__.values()  # else: not a verdict this version knows
+                    row.verdict, row.reason = (Verdict(event.verdict) if known else None), event.reason
             case ev.DecisionRequested():
                 if self.ended is None and not self.killed:
                     self.pending = event.request
@@ -109,7 +139,7 @@ class RunView:
                 self._decision(event)
             case ev.Outcome():
                 if (row := self.actions.get(event.index)) is not None:
-                    row.state = event.status
+                    row.state = _enum(ActionState, event.status, row.state)  # an unknown status claims nothing
                     self.focused = focus.after_outcome(self.focused, event.status, row.parsed, row.record)
                 self.steps = event.step
             case ev.GrantAdded():
@@ -138,7 +168,7 @@ class RunView:
         row = self.actions.get(event.index)
         if row is not None and event.subject == "action" and event.by != "policy":
             if event.decision == "approve":
-                row.state = "approved"
+                row.state = ActionState.APPROVED
             row.decided_by = event.by
         if self.pending is not None and event.index == self.pending.index and event.turn == self.pending.turn:
             self.pending = None
