@@ -377,9 +377,7 @@ class Fleet:
                 return "no longer pending: its run is ending"
             # The handshake takes the answer only for this very request object (identity), pending or
             # about to be asked: never for the run's next request, never for another run's.
-            # the builder's handshake (core.approvers.HandshakeApprover) carries the screen shown into the ruling
-            answer_with: Any = handshake.answer
-            if not answer_with(answer, item.request, note=note, grant=grant, screen=screen, shown_ms=shown_ms):
+            if not handshake.answer(answer, item.request, note=note, grant=grant, screen=screen, shown_ms=shown_ms):
                 return "no longer pending: the run moved on"
             self._close(item, "answered")
         self._post(RequestClosed(item, "answered"))

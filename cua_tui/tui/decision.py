@@ -57,9 +57,13 @@ class DecisionPanel(Static):
         parts = describe.request_panel(
             request, batch_size, task, destination, field=field, model_text=model_text, compact=self.compact
         )
-        for part, role in parts:
+        for part, role in self.framed(parts):
             text.append(part, style=STYLES.get(role))
         self.update(text)
+
+    def framed(self, parts: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The panel's parts as shown: as ``describe.request_panel`` words them (a fleet adds the run's name)."""
+        return parts
 
     def set_destination(self, destination: str | None, *, field: bool = False) -> None:
         """Redraw the shown request with new words read at the target (the OCR of the screen arrived)."""

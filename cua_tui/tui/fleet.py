@@ -65,7 +65,7 @@ from .attention import AlertBar, Signals, notification_escape
 from .audit_list import MAX_ENTRIES
 from .audit_pane import AuditPane
 from .batch import BatchPane
-from .decision import STYLES, DecisionPanel
+from .decision import DecisionPanel
 from .decision_view import (
     convert_frame,
     destination,
@@ -263,26 +263,8 @@ class FleetDecisionPanel(DecisionPanel):
     run_name = ""  # the fleet task's name and the run's id
     closed: str | None = None  # why the request shown is no longer pending (None: it is)
 
-    def show_request(
-        self,
-        request: DecisionRequest | None,
-        batch_size: int = 0,
-        task: str = "",
-        destination: str | None = None,
-        *,
-        field: bool = False,
-        model_text: str = "",
-    ) -> None:
-        super().show_request(request, batch_size, task, destination, field=field, model_text=model_text)
-        if request is None:
-            return
-        text = Text()
-        parts = describe.request_panel(
-            request, batch_size, task, destination, field=field, model_text=model_text, compact=self.compact
-        )
-        for part, role in fleet_parts(parts, self.run_name, self.closed):
-            text.append(part, style=STYLES.get(role))
-        self.update(text)
+    def framed(self, parts: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        return fleet_parts(parts, self.run_name, self.closed)
 
 
 def fleet_parts(parts: list[tuple[str, str]], run_name: str, closed: str | None) -> list[tuple[str, str]]:

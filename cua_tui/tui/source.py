@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from textual.worker import NoActiveWorker, get_current_worker
 
@@ -95,9 +95,7 @@ class LiveRun:
         screen: str = "",
         shown_ms: int | None = None,
     ) -> bool:
-        # the builder's handshake (core.approvers.HandshakeApprover) carries the screen shown into the ruling
-        answer_with: Any = self.approver.answer
-        return bool(answer_with(answer, request, note=note, grant=grant, screen=screen, shown_ms=shown_ms))
+        return self.approver.answer(answer, request, note=note, grant=grant, screen=screen, shown_ms=shown_ms)
 
     def revoke(self, grant_id: int) -> bool:
         return self.supervisor.revoke_grant(grant_id)
