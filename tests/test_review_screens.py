@@ -149,3 +149,16 @@ def test_a_decision_naming_a_screen_the_run_never_recorded_is_not_followed(laggi
     rejected = tl.build(edited).steps[2]
     assert rejected.decisions[-1].screen == stray
     assert tl.screens(rejected).before == lagging.typed and tl.screens(rejected).shown is None
+
+
+def test_a_recorded_time_on_screen_no_run_could_have_says_nothing() -> None:
+    """A hostile run directory may record any JSON integer: a number too large for a float never crashes
+    replay or the export, it is left unsaid."""
+    from cua_tui.core import describe
+    from cua_tui.core import events as ev
+
+    def made(shown: int) -> ev.DecisionMade:
+        return ev.DecisionMade(1, 0, ev.Answer.APPROVE, "human", shown_ms=shown)
+
+    assert describe.shown_for(made(2400)) == "shown 2.4 s before the answer"
+    assert describe.shown_for(made(10**400)) == "" and describe.shown_for(made(-1)) == ""

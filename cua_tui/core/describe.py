@@ -380,10 +380,13 @@ def _no_outcome(step: Step, live: bool) -> str:
     return "unknown (the run ended before it was recorded)"
 
 
+MAX_SHOWN_MS = 7 * 24 * 3600 * 1000  # a week: longer than any run's deadline
+
+
 def shown_for(decision: ev.DecisionMade) -> str:
     """How long the reviewer had the decision on screen ("shown 2.4 s before the answer"), or ""."""
-    if type(decision.shown_ms) is not int or decision.shown_ms < 0:
-        return ""
+    if type(decision.shown_ms) is not int or not 0 <= decision.shown_ms <= MAX_SHOWN_MS:
+        return ""  # a recorded figure no run could have (a hostile run directory) says nothing
     return f"shown {decision.shown_ms / 1000:.1f} s before the answer"
 
 
