@@ -199,8 +199,8 @@ async def test_k_passes_at_once(tmp_path: Path) -> None:
 # The fleet TUI, on the real clock
 # ---------------------------------------------------------------------------------------------------
 class FleetTold(FleetApp):
-    def __init__(self, fleet: Fleet) -> None:
-        super().__init__(fleet)
+    def __init__(self, fleet: Fleet, guard_s: float = 1.0) -> None:
+        super().__init__(fleet, guard_s=guard_s)
         self.told: list[str] = []
 
     def notify(self, message: str, **kwargs: Any) -> None:
@@ -216,10 +216,11 @@ async def test_the_fleet_guards_each_request_shown_in_the_queue_and_in_a_runs_vi
         concurrency=2,
         tasks_sha256="ab" * 32,
     )
-    app = FleetTold(fleet)
+    # a guard long enough that a key pressed right after a request is shown falls in it on a loaded machine
+    app = FleetTold(fleet, guard_s=3.0)
     async with app.run_test(size=(200, 50)) as pilot:
         await until(pilot, lambda: len(app.items) == 2 and app.selected is not None, "both requests queued")
-        await until(pilot, app.guard.passed, "the guard to pass", timeout=5)
+        await until(pilot, app.guard.passed, "the guard to pass", timeout=10)
         # another request selected: shown just now, so its keys wait again
         await pilot.press("down")
         await until(pilot, lambda: app.selected is not None and app.selected.ticket == app.items[1].ticket, "b")
@@ -227,20 +228,20 @@ async def test_the_fleet_guards_each_request_shown_in_the_queue_and_in_a_runs_vi
         assert chosen is not None
         await pilot.press("y")
         assert [m for m in app.told if m.startswith("y ignored")] and len(fleet.queue()) == 2
-        await until(pilot, app.guard.passed, "the guard to pass", timeout=5)
+        await until(pilot, app.guard.passed, "the guard to pass", timeout=10)
         await pilot.press("y")
         await until(pilot, lambda: len(fleet.queue()) == 1, "the request answered")
         assert fleet.queue()[0].ticket != chosen.ticket
         # a run's view opening on its request: the guard again, its own
         await until(pilot, lambda: app.selected is not None and app.selected.ticket == fleet.queue()[0].ticket, "a")
-        await until(pilot, app.guard.passed, "the guard to pass", timeout=5)
+        await until(pilot, app.guard.passed, "the guard to pass", timeout=10)
         await pilot.press("enter")
         assert isinstance(app.screen, RunScreen)
         live_view = app.screen
         await until(pilot, lambda: live_view.view.pending is not None, "the run's request in its view")
         await pilot.press("n")
         assert app.screen is live_view and len([m for m in app.told if m.startswith("n ignored")]) == 1
-        await until(pilot, live_view.guard.passed, "the run view's guard to pass", timeout=5)
+        await until(pilot, live_view.guard.passed, "the run view's guard to pass", timeout=10)
         await pilot.press("y")
         await until(pilot, lambda: fleet.done, "every run to end")
     for row in fleet.rows():
