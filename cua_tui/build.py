@@ -249,7 +249,7 @@ def _audit_key(path: Path | None, runs: Path) -> Any:
 
 
 def _approver(decisions: str) -> Approver:
-    from .approvers import headless_approver
+    from .headless_approvers import headless_approver
 
     if decisions == HANDSHAKE:
         return HandshakeApprover(by=TUI_REVIEWER)  # its answers carry the screen the reviewer was shown

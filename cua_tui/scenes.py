@@ -32,7 +32,7 @@ from .desktops.sim import PHRASE, SimApp, SimDesktop
 from .ocr import ScreenReader
 from .tui.app import SupervisorApp
 from .tui.batch import ActionRow, BatchPane
-from .tui.decision import DecisionPanel
+from .tui.decision_panel import DecisionPanel
 from .tui.desktop_view import DesktopView
 from .tui.source import RecordedRun, run_info
 
@@ -265,9 +265,9 @@ def fleet_app(**kwargs: Any) -> App[Any]:
     """The fleet TUI over a real fleet of four sim runs, three at a time (the fourth waits for a slot):
     a model safety check, a typed text and a save chord each wait on the analyst, so the queue holds one
     request of each tier in the runner's order. Fixed run ids and fleet id, frozen clocks."""
-    from .fleet import Fleet, FleetTask
-    from .tui.attention import Signals
-    from .tui.fleet import FleetApp
+    from .fleet_runner import Fleet, FleetTask
+    from .tui.fleet_app import FleetApp
+    from .tui.signals import Signals
 
     folder = Path(tempfile.mkdtemp(prefix="cua-scene-fleet-"))
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
@@ -305,7 +305,7 @@ def fleet_app(**kwargs: Any) -> App[Any]:
 
 async def _settle_fleet(pilot: Pilot[Any], timeout: float) -> None:
     """Every started run waits on its request, the selected one is drawn and its screen read."""
-    from .tui.fleet import FleetApp
+    from .tui.fleet_app import FleetApp
 
     app = pilot.app
     assert isinstance(app, FleetApp)

@@ -20,7 +20,11 @@ from typing import Any
 
 import pytest
 
-from cua_tui.approvers import (
+from cua_tui.core.actions import Action, Kind
+from cua_tui.core.approvers import FixedApprover, HandshakeApprover
+from cua_tui.core.describe import request_lines
+from cua_tui.core.ports import Answer, DecisionRequest, Ruling, SafetyCheck
+from cua_tui.headless_approvers import (
     APPROVER_COMMAND,
     APPROVER_FAILED,
     APPROVER_TIMED_OUT,
@@ -30,10 +34,6 @@ from cua_tui.approvers import (
     TerminalApprover,
     headless_approver,
 )
-from cua_tui.core.actions import Action, Kind
-from cua_tui.core.approvers import FixedApprover, HandshakeApprover
-from cua_tui.core.describe import request_lines
-from cua_tui.core.ports import Answer, DecisionRequest, Ruling, SafetyCheck
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -13,7 +13,7 @@ from cua_tui.core import events as ev
 from cua_tui.core.attention import BROWSER_BACKGROUND_HOSTS, Attention, routine_egress
 from cua_tui.core.policy import Verdict
 from cua_tui.headless import printer
-from cua_tui.tui.attention import notification_escape, notification_protocol
+from cua_tui.tui.signals import notification_escape, notification_protocol
 
 
 def stamped(events: list[ev.Event]) -> list[ev.Stamped]:

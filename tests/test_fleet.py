@@ -1,4 +1,4 @@
-"""The fleet runner (cua_tui/fleet.py): real runs of the real supervisor on the sim desktop, many at once,
+"""The fleet runner (cua_tui/fleet_runner.py): real runs of the real supervisor on the sim desktop, many at once,
 one approval queue. Answers reach their own request only; kills, deadlines and crashes stay with their run."""
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from cua_tui.build import RunOptions
 from cua_tui.cli import main
 from cua_tui.config import Settings
 from cua_tui.core import events as ev
-from cua_tui.core import fleet as cf
+from cua_tui.core import fleet_queue as cf
 from cua_tui.core.audit import verify_run
 from cua_tui.core.ports import Answer
 from cua_tui.desktops.sim import SimDesktop
-from cua_tui.fleet import Fleet, FleetTask, concurrency_for, local_desktop_limit
+from cua_tui.fleet_runner import Fleet, FleetTask, concurrency_for, local_desktop_limit
 
 
 @pytest.fixture
@@ -422,7 +422,7 @@ def test_fleet_usage_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 def test_fleet_json_keeps_every_fleet_of_the_runs_directory_and_sets_aside_what_it_cannot_read(tmp_path: Path) -> None:
     """DESIGN.md: a fleet adds fleet.json in the runs directory. Several fleets share one: each keeps its
     entry; a fleet.json that is not such an index (damaged, hostile) is set aside, never overwritten."""
-    from cua_tui.fleet import _update_manifest
+    from cua_tui.fleet_runner import _update_manifest
 
     path = tmp_path / "fleet.json"
     _update_manifest(path, "f1", {"fleet": "f1", "runs": []})

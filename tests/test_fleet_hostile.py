@@ -27,16 +27,16 @@ import pytest
 from fleet_cases import opts
 from hostile_sandbox import HostileLocalService, HostileService
 
-from cua_tui import fleet as fleet_module
+from cua_tui import fleet_runner as fleet_module
 from cua_tui.build import Run, RunOptions, build_run
 from cua_tui.config import Settings
 from cua_tui.core import events as ev
-from cua_tui.core import fleet as cf
+from cua_tui.core import fleet_queue as cf
 from cua_tui.core.audit import VerifyExit, verify_run
 from cua_tui.core.ports import Answer
 from cua_tui.desktops.cwsandbox_local import HOST_IMAGE, Fault
 from cua_tui.desktops.sim import SimDesktop
-from cua_tui.fleet import Fleet, FleetTask
+from cua_tui.fleet_runner import Fleet, FleetTask
 from cua_tui.labs import get_lab
 
 pytestmark = pytest.mark.timeout(180)

@@ -21,7 +21,6 @@ import pytest
 from conftest import make_supervisor
 from PIL import Image
 
-from cua_tui.approvers import CommandApprover
 from cua_tui.core import events as ev
 from cua_tui.core.approvers import FixedApprover, HandshakeApprover
 from cua_tui.core.audit import verify_run
@@ -47,6 +46,7 @@ from cua_tui.core.supervisor import (
 )
 from cua_tui.desktops.dry import DryDesktop
 from cua_tui.desktops.sim import PHRASE, SimApp, SimDesktop
+from cua_tui.headless_approvers import CommandApprover
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -1,4 +1,4 @@
-"""The fleet's tasks file (core/tasks.py) and the approval queue's order (core/fleet.py): pure, strict, bounded."""
+"""The fleet's tasks file (core/tasks.py) and the approval queue's order (core/fleet_queue.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cua_tui.core.actions import Action, Kind
-from cua_tui.core.fleet import ApprovalQueue, QueueItem, Tier, priority
+from cua_tui.core.fleet_queue import ApprovalQueue, QueueItem, Tier, priority
 from cua_tui.core.ports import DecisionRequest, SafetyCheck
 from cua_tui.core.tasks import MAX_TASKS, MAX_TASKS_BYTES, TasksError, load_tasks, parse_tasks
 from cua_tui.labs import LABS

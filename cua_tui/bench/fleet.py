@@ -1,4 +1,4 @@
-"""Suite ``fleet``: many runs at once through the fleet runner (cua_tui/fleet.py), against its targets.
+"""Suite ``fleet``: many runs at once through the fleet runner (cua_tui/fleet_runner.py), against its targets.
 
 1. 200 runs of the form script on the sim desktop, 32 at a time, every decision answered through the
    queue: every run must end passed, sealed and verified intact (core/audit verify_run). Measured: the
@@ -9,12 +9,12 @@
 3. Local desktops at once (Xvfb + openbox + Chromium with the form lab, each in its sandbox): the memory
    of each desktop's process tree (PSS), and the latency of a click + screenshot step with k desktops
    stepping at once; what fits on this machine is the smaller of memory (half of it for desktops) and CPU
-   (the most desktops whose median step stays within twice one desktop's). cua_tui/fleet.py's
+   (the most desktops whose median step stays within twice one desktop's). cua_tui/fleet_runner.py's
    LOCAL_DESKTOP_BYTES and LOCAL_DESKTOPS_PER_CPU come from here.
 4. cwsandbox: 8 concurrent runs of the form lab through the real client and the local gRPC service
    (desktops/cwsandbox_local.py); the service counts every request per sandbox: each step must still be
    one exec.
-5. The fleet TUI (tui/fleet.py) on part 1's load (200 sim runs, 32 at a time, in a headless Textual app
+5. The fleet TUI (tui/fleet_app.py) on part 1's load (200 sim runs, 32 at a time, in a headless Textual app
    of 200x50 cells; the benchmark's reviewer answers through the fleet, not the keys): the UI thread's CPU
    time per refresh (``time.thread_time`` of one refresh's handler: the rows and the queue read from the
    fleet and the tables updated; and the UI thread's whole CPU time over the fleet, layout and painting
@@ -39,7 +39,7 @@ from typing import Any
 from ..build import HANDSHAKE, RunOptions
 from ..config import Settings
 from ..core import events as ev
-from ..core import fleet as cf
+from ..core import fleet_queue as cf
 from ..core.ports import Answer
 from .common import SCREEN, log
 
@@ -74,7 +74,7 @@ def _stamped_sim_fleet(
 ) -> tuple[Any, dict[tuple[str, int], float], threading.Lock]:
     """``runs`` scripted form runs on the sim desktop in one fleet, and when each decision_requested event
     was written: ``written[(run id, seq)]`` (monotonic seconds), under the returned lock."""
-    from ..fleet import Fleet, FleetTask
+    from ..fleet_runner import Fleet, FleetTask
 
     written: dict[tuple[str, int], float] = {}
     lock = threading.Lock()
@@ -170,7 +170,7 @@ def _rss() -> int:
 
 
 def bench_idle_memory(tmp: Path, runs: int) -> dict[str, Any]:
-    from ..fleet import Fleet, FleetTask
+    from ..fleet_runner import Fleet, FleetTask
 
     base = RunOptions(
         backend="sim", agent=None, script=FORM, task="fill", decisions=HANDSHAKE, fsync=False, settings=_settings(tmp)
@@ -242,7 +242,7 @@ def _pss(pids: list[int]) -> int:
 
 
 def _mem_total() -> int:
-    from ..fleet import _mem_total
+    from ..fleet_runner import _mem_total
 
     return _mem_total()
 
@@ -295,7 +295,7 @@ def bench_local_desktops(counts: tuple[int, ...], steps: int) -> dict[str, Any]:
     cpu_fit = max(k for k in counts if latency[k] <= 2 * one)
     cpus = os.cpu_count() or 1
     mem_total = _mem_total()
-    from ..fleet import LOCAL_MEMORY_SHARE
+    from ..fleet_runner import LOCAL_MEMORY_SHARE
 
     memory_fit = int(mem_total * LOCAL_MEMORY_SHARE // per_desktop)
     return {
@@ -323,7 +323,7 @@ def bench_cwsandbox_fleet(tmp: Path, runs: int) -> dict[str, Any]:
     import cwsandbox
 
     from ..desktops.cwsandbox_local import HOST_IMAGE, LocalService
-    from ..fleet import Fleet, FleetTask
+    from ..fleet_runner import Fleet, FleetTask
     from ..labs import get_lab
 
     cwsandbox.disable_signal_handlers()
@@ -406,8 +406,8 @@ def bench_cwsandbox_fleet(tmp: Path, runs: int) -> dict[str, Any]:
 def bench_fleet_tui(tmp: Path, runs: int, concurrency: int) -> dict[str, Any]:
     import asyncio
 
-    from ..tui.attention import Signals
-    from ..tui.fleet import FleetApp
+    from ..tui.fleet_app import FleetApp
+    from ..tui.signals import Signals
 
     asked: dict[int, tuple[str, int]] = {}  # ticket -> (run id, seq) of its decision_requested event
     fleet, written, lock = _stamped_sim_fleet(tmp, "fleet-tui", runs, concurrency)
@@ -491,7 +491,7 @@ def run(
 
 def report(r: dict[str, Any]) -> list[str]:
     """The suite's lines for the benchmark report."""
-    lines = ["Fleet: many runs at once, one approval queue (cua_tui/fleet.py)", "-" * 110]
+    lines = ["Fleet: many runs at once, one approval queue (cua_tui/fleet_runner.py)", "-" * 110]
     sim = r.get("sim")
     if sim:
         lines += [

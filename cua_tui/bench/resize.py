@@ -32,8 +32,8 @@ async def _measure(tmp: Path, resizes: int) -> list[float]:
     from ..desktops.sim import SimDesktop
     from ..ocr import ScreenReader
     from ..tui.app import SupervisorApp
-    from ..tui.attention import Signals
     from ..tui.desktop_view import DesktopView
+    from ..tui.signals import Signals
     from ..tui.source import LiveRun
 
     turns = [{"actions": [{"type": "click", "x": 250, "y": 182}, {"type": "type", "text": "benchmark"}]}]

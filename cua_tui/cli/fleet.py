@@ -1,6 +1,6 @@
 """``cua-tui fleet``: the tasks of a tasks file as independent runs, at most N at a time, one approval queue.
 
-Without ``--headless`` the fleet TUI (cua_tui.tui.fleet's ``run_fleet_tui``) answers the queue. Headless,
+Without ``--headless`` the fleet TUI (cua_tui.tui.fleet_app's ``run_fleet_tui``) answers the queue. Headless,
 every decision of every run goes to the same ``--on-confirm`` rule or approver command (whose JSON request
 carries the run id), the fleet's changes are printed as lines, and a summary lists each run's status and
 directory. Exit status: 0 when every run ended passed (or finished where no verifier exists), 1 otherwise,
@@ -101,7 +101,7 @@ def command(
 
     from ..build import HANDSHAKE, BuildError, RunOptions
     from ..core.tasks import TasksError, load_tasks
-    from ..fleet import Fleet, concurrency_for, fleet_tasks
+    from ..fleet_runner import Fleet, concurrency_for, fleet_tasks
     from ..labs import LABS
 
     config = settings()
@@ -184,12 +184,12 @@ def command(
 
 
 def _fleet_tui() -> Any:
-    """``run_fleet_tui`` from cua_tui.tui.fleet, or None while that module does not exist."""
+    """``run_fleet_tui`` from cua_tui.tui.fleet_app, or None while that module does not exist."""
     import importlib.util
 
-    if importlib.util.find_spec("cua_tui.tui.fleet") is None:
+    if importlib.util.find_spec("cua_tui.tui.fleet_app") is None:
         return None
-    from ..tui import fleet as fleet_tui  # type: ignore[attr-defined]
+    from ..tui import fleet_app as fleet_tui  # type: ignore[attr-defined]
 
     return getattr(fleet_tui, "run_fleet_tui", None)
 
@@ -221,7 +221,7 @@ def _check_tasks(specs: list[Any]) -> None:
 
 def _printer() -> Any:
     """A fleet listener printing one line per change worth a line (stderr), untrusted text made visible."""
-    from ..core import fleet as cf
+    from ..core import fleet_queue as cf
     from ..core.text import visible
 
     def write(line: str) -> None:

@@ -78,7 +78,7 @@ def _run_in_tui(run: Run, theme: str | None, settings: Any) -> Any:
     """Open the supervision TUI on a live run. Leaving the TUI while the run is going presses the kill switch."""
     from ..ocr import ScreenReader
     from ..tui.app import SupervisorApp, graphics_widget
-    from ..tui.attention import Signals
+    from ..tui.signals import Signals
     from ..tui.source import LiveRun
 
     supervisor, handshake = run.supervisor, run.handshake

@@ -29,22 +29,12 @@ from ..core.ports import Answer, DecisionRequest
 from ..core.run_view import RunView
 from ..core.screentext import ScreenTextReader
 from ..core.text import failure, visible
-from .attention import AlertBar, Signals, notification_escape
 from .audit_pane import AuditPane
 from .batch import BatchPane
 from .commands import CuaCommands, HistoryActions
-from .decision import DecisionPanel, compact_terminal
-from .decision_view import (
-    convert_frame,
-    destination,
-    focus_target,
-    labelled,
-    screen_limit,
-    shown_screen,
-    typing_field,
-)
-from .decisions import GrantsScreen, RejectReason
+from .decision_panel import DecisionPanel, compact_terminal
 from .desktop_view import DesktopView
+from .dialogs import GrantsScreen, RejectReason
 from .frames import Target
 from .goal import GoalBar
 from .help import HelpScreen
@@ -58,8 +48,18 @@ from .screen_text import (
     screen_text_arrived,
     write_and_open,
 )
+from .signals import AlertBar, Signals, notification_escape
 from .source import RunSource
 from .status import StatusBar
+from .target_view import (
+    convert_frame,
+    destination,
+    focus_target,
+    labelled,
+    screen_limit,
+    shown_screen,
+    typing_field,
+)
 from .themes import install_themes, project_themes_dir
 
 LEAVE_WINDOW_S = 3.0  # a second q within this many seconds leaves a run that goes on (and kills it)

@@ -39,7 +39,7 @@ from ..core.screentext import ScreenTextReader
 from ..core.text import visible
 from .audit_pane import AuditPane
 from .batch import BatchPane
-from .decision import STYLES
+from .decision_panel import STYLES
 from .desktop_view import DesktopView
 from .frames import Rendered, Target, prepare
 from .goal import GoalBar

@@ -18,7 +18,7 @@ from cua_tui.build import HANDSHAKE, Run, RunOptions, build_run
 from cua_tui.core.guard import DecisionGuard
 from cua_tui.desktops.sim import SimDesktop
 from cua_tui.tui.app import SupervisorApp
-from cua_tui.tui.fleet import FleetApp
+from cua_tui.tui.fleet_app import FleetApp
 from cua_tui.tui.source import LiveRun
 
 # Deadlines for things that happen "soon": generous, because a loaded machine (a full suite next to other

@@ -16,7 +16,7 @@ from cua_tui.core import events as ev
 from cua_tui.desktops.sim import SimDesktop
 from cua_tui.scenes import SCENES
 from cua_tui.tui.app import SupervisorApp
-from cua_tui.tui.attention import AlertBar, Signals
+from cua_tui.tui.signals import AlertBar, Signals
 from cua_tui.tui.source import LiveRun, RecordedRun
 from cua_tui.tui.status import RunInfo, StatusBar
 

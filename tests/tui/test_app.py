@@ -32,7 +32,7 @@ from cua_tui.scenes import SCENES
 from cua_tui.tui.app import SupervisorApp
 from cua_tui.tui.audit_list import AuditList
 from cua_tui.tui.batch import ActionRow, BatchPane
-from cua_tui.tui.decision import DecisionPanel
+from cua_tui.tui.decision_panel import DecisionPanel
 from cua_tui.tui.desktop_view import DesktopView
 from cua_tui.tui.frames import MARKER, prepare
 from cua_tui.tui.help import HelpScreen
@@ -607,7 +607,7 @@ async def test_a_workers_message_queued_as_the_app_closes_is_dropped(scene: str)
     and a timer can fire then: Textual takes the screens away (their widgets first) while what is queued may
     still be handled. The App drops it; it raised ScreenStackError (a late OCR result did, once, in CI) and
     the caller saw a crash, and a timer's query found nothing (NoMatches)."""
-    from cua_tui.tui.fleet import FleetChanged
+    from cua_tui.tui.fleet_app import FleetChanged
     from cua_tui.tui.messages import FrameRefused, RunEvent, RunFinished
     from cua_tui.tui.screen_text import ScreenTextRead
 

@@ -17,8 +17,8 @@ from cua_tui.core import events as ev
 from cua_tui.core.supervisor import MSG_DECLINED
 from cua_tui.desktops.sim import SimDesktop
 from cua_tui.tui.app import SupervisorApp
-from cua_tui.tui.decision import DecisionPanel
-from cua_tui.tui.decisions import GrantsScreen, RejectReason
+from cua_tui.tui.decision_panel import DecisionPanel
+from cua_tui.tui.dialogs import GrantsScreen, RejectReason
 from cua_tui.tui.source import LiveRun
 
 pytestmark = pytest.mark.timeout(60)

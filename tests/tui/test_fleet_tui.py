@@ -19,15 +19,15 @@ from cua_tui.build import RunOptions
 from cua_tui.config import Settings
 from cua_tui.core import events as ev
 from cua_tui.core.audit import verify_run
-from cua_tui.core.fleet import RunRow, RunState
+from cua_tui.core.fleet_queue import RunRow, RunState
 from cua_tui.core.run_view import RunView
-from cua_tui.fleet import Fleet, FleetTask
+from cua_tui.fleet_runner import Fleet, FleetTask
 from cua_tui.tui.audit_pane import AuditPane
 from cua_tui.tui.batch import BatchPane
-from cua_tui.tui.decision import DecisionPanel
-from cua_tui.tui.decisions import RejectReason
+from cua_tui.tui.decision_panel import DecisionPanel
 from cua_tui.tui.desktop_view import DesktopView
-from cua_tui.tui.fleet import FleetApp, KillAllScreen, RunScreen, run_info, tail_path
+from cua_tui.tui.dialogs import RejectReason
+from cua_tui.tui.fleet_app import FleetApp, KillAllScreen, RunScreen, run_info, tail_path
 from cua_tui.tui.goal import GoalBar
 from cua_tui.tui.row_table import RowTable
 from cua_tui.tui.status import StatusBar

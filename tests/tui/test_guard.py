@@ -20,9 +20,9 @@ from cua_tui.core.approvers import HandshakeApprover
 from cua_tui.core.guard import DEFAULT_GUARD_S, GUARD_FLOOR_S, DecisionGuard
 from cua_tui.core.ports import Answer, DecisionRequest, Ruling
 from cua_tui.desktops.sim import SimDesktop
-from cua_tui.fleet import Fleet, FleetTask
+from cua_tui.fleet_runner import Fleet, FleetTask
 from cua_tui.tui.app import SupervisorApp
-from cua_tui.tui.fleet import FleetApp, RunScreen
+from cua_tui.tui.fleet_app import FleetApp, RunScreen
 from cua_tui.tui.source import LiveRun
 
 pytestmark = pytest.mark.timeout(90)

@@ -37,15 +37,15 @@ from cua_tui.build import HANDSHAKE, RunOptions, build_run
 from cua_tui.config import Settings
 from cua_tui.core.runlog import RunReader
 from cua_tui.core.text import visible
-from cua_tui.fleet import Fleet, FleetTask
+from cua_tui.fleet_runner import Fleet, FleetTask
 from cua_tui.tui.app import SupervisorApp
 from cua_tui.tui.audit_list import AuditList
 from cua_tui.tui.audit_pane import AuditPane
 from cua_tui.tui.batch import BatchPane
-from cua_tui.tui.decision import DecisionPanel
+from cua_tui.tui.decision_panel import DecisionPanel
 from cua_tui.tui.desktop_view import DesktopView
 from cua_tui.tui.detail import DetailScreen
-from cua_tui.tui.fleet import FleetApp, RunScreen
+from cua_tui.tui.fleet_app import FleetApp, RunScreen
 from cua_tui.tui.goal import GoalBar
 from cua_tui.tui.help import HelpScreen
 from cua_tui.tui.replay import ReplayApp, chain_state

@@ -43,7 +43,7 @@ from cua_tui.core.supervisor import MSG_DECLINED, MSG_NOT_EXECUTED, Supervisor
 from cua_tui.desktops.sim import PHRASE, SimDesktop
 from cua_tui.tui.app import SupervisorApp
 from cua_tui.tui.batch import BatchPane
-from cua_tui.tui.decision import DecisionPanel
+from cua_tui.tui.decision_panel import DecisionPanel
 from cua_tui.tui.help import HelpScreen
 from cua_tui.tui.source import LiveRun
 from cua_tui.tui.status import StatusBar

@@ -28,7 +28,7 @@ from cua_tui.core.screentext import ScreenText, ScreenTextReader, Word
 from cua_tui.desktops.sim import PHRASE, SimDesktop
 from cua_tui.ocr import INSTALL, ScreenReader
 from cua_tui.tui.app import SupervisorApp
-from cua_tui.tui.decision import DecisionPanel
+from cua_tui.tui.decision_panel import DecisionPanel
 from cua_tui.tui.desktop_view import DesktopView
 from cua_tui.tui.screen_text import NO_READER, ScreenTextScreen, ShownScreen, render_text
 from cua_tui.tui.source import LiveRun

@@ -13,8 +13,8 @@ from pilot_helpers import drawn, live_app, sim_run, until
 from textual.geometry import Region
 from textual.widgets import Static
 
-from cua_tui.tui.decision import DecisionPanel
-from cua_tui.tui.decisions import GrantsScreen, RejectReason
+from cua_tui.tui.decision_panel import DecisionPanel
+from cua_tui.tui.dialogs import GrantsScreen, RejectReason
 
 FIELD = (250, 182)
 MODEL_SAYS = "I will type the phrase into the field."

@@ -12,7 +12,7 @@ Within a tier the oldest request comes first; a fleet-wide ticket number breaks 
 each place travels with the item (``QueueItem.priority``: tier, its name, the policy rule, a sentence),
 so a front end shows why an item sits where it does.
 
-The runner (cua_tui/fleet.py) feeds the queue from each run's events; this module holds no threads, no
+The runner (cua_tui/fleet_runner.py) feeds the queue from each run's events; this module holds no threads, no
 locks and no I/O. ``FleetControl`` is the small protocol a front end (the fleet TUI) is given: the TUI
 sits below the runner in the layers and sees the runner only through it.
 """
@@ -224,7 +224,7 @@ FleetListener = Callable[[FleetEvent], None]
 
 
 class FleetControl(Protocol):
-    """What a front end needs of a running fleet (implemented by cua_tui.fleet.Fleet).
+    """What a front end needs of a running fleet (implemented by cua_tui.fleet_runner.Fleet).
 
     Threads: every method is safe from any thread. Listeners are called on the fleet's one dispatcher
     thread, in order, never with a run's lock held: they may call any method here, but must return

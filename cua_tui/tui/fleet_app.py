@@ -42,7 +42,7 @@ from textual.widgets import Footer, Static
 from ..core import describe
 from ..core import events as ev
 from ..core.describe import verifier_place
-from ..core.fleet import (
+from ..core.fleet_queue import (
     FleetControl,
     FleetEvent,
     FleetFinished,
@@ -61,12 +61,22 @@ from ..core.run_view import RunView
 from ..core.runlog import RunReader
 from ..core.safeio import RunFileError
 from ..core.text import failure, visible
-from .attention import AlertBar, Signals, notification_escape
 from .audit_list import MAX_ENTRIES
 from .audit_pane import AuditPane
 from .batch import BatchPane
-from .decision import DecisionPanel
-from .decision_view import (
+from .decision_panel import DecisionPanel
+from .desktop_view import DesktopView
+from .dialogs import RejectReason
+from .frames import Target
+from .goal import GoalBar
+from .help import HelpScreen
+from .messages import FrameRefused, FrameRendered, RunEvent, while_open
+from .panes import fill_from_view, follow_event
+from .row_table import RowTable
+from .screen_text import ScreenReading, ScreenTextRead, ScreenTextScreen, screen_text_arrived
+from .signals import AlertBar, Signals, notification_escape
+from .status import RunInfo, StatusBar
+from .target_view import (
     convert_frame,
     destination,
     focus_target,
@@ -75,16 +85,6 @@ from .decision_view import (
     shown_screen,
     typing_field,
 )
-from .decisions import RejectReason
-from .desktop_view import DesktopView
-from .frames import Target
-from .goal import GoalBar
-from .help import HelpScreen
-from .messages import FrameRefused, FrameRendered, RunEvent, while_open
-from .panes import fill_from_view, follow_event
-from .row_table import RowTable
-from .screen_text import ScreenReading, ScreenTextRead, ScreenTextScreen, screen_text_arrived
-from .status import RunInfo, StatusBar
 from .text_lines import TextLines
 from .themes import install_themes, project_themes_dir
 
@@ -1101,7 +1101,7 @@ class FleetApp(App[None]):
     ) -> None:
         guard, feed = seen or self._guarded()  # what was seen, and how long, where the key was pressed
         screen = feed.painted if feed is not None else ""
-        answer_with: Any = self.fleet.answer  # the runner's (cua_tui.fleet.Fleet) takes what was seen too
+        answer_with: Any = self.fleet.answer  # the runner's (cua_tui.fleet_runner.Fleet) takes what was seen too
         why = answer_with(item, answer, note=note, grant=grant, screen=screen, shown_ms=guard.shown_ms())
         request = item.request
         if why is not None:

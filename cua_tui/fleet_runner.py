@@ -57,7 +57,7 @@ from typing import Any
 
 from .build import BuildError, Run, RunOptions, build_run
 from .core import events as ev
-from .core.fleet import (
+from .core.fleet_queue import (
     ApprovalQueue,
     FleetEvent,
     FleetFinished,
