@@ -337,3 +337,50 @@ def test_an_unknown_theme_is_refused_with_the_themes_listed(tmp_path: Path) -> N
     assert result.exit_code == 2
     assert "no such theme" in result.output and "cua-dark" in result.output and "cua-contrast" in result.output
     assert not (tmp_path / "runs").exists()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Issue 23, point 4: the run flags reach RunOptions from one place
+# ---------------------------------------------------------------------------------------------------
+def parsed(command: str, args: list[str]) -> dict[str, object]:
+    """What click makes of ``args`` for ``command``: the values the command function receives."""
+    cmd = main.commands[command]
+    return dict(cmd.make_context(command, list(args)).params)
+
+
+def test_run_fleet_and_demo_make_the_same_run_options_from_the_same_flags(tmp_path: Path) -> None:
+    from cua_tui.build import HANDSHAKE
+    from cua_tui.cli.flags import run_options
+
+    runs, policy, key = tmp_path / "runs", tmp_path / "p.toml", tmp_path / "k"
+    shared = ["--screen", "800x600", "--runs-dir", str(runs), "--operator", "ana@lab", "--theme", "cua-dark"]
+    models = ["--backend", "sim", "--agent", "anthropic", "--model", "m-1", "--policy", str(policy)]
+    headless = ["--headless", "--on-confirm", "approver:./ok.sh", "--audit-key", str(key)]
+    tasks = ["--tasks", str(tmp_path / "t.toml"), "--concurrency", "3"]
+    for args in (shared, [*shared, *models], [*shared, *models, *headless]):
+        made = run_options(parsed("run", args))
+        assert run_options(parsed("fleet", [*tasks, *args])) == made, args
+    assert made.screen == "800x600" and made.runs_dir == runs and made.operator == "ana@lab"
+    assert (made.backend, made.agent, made.model, made.policy_path) == ("sim", "anthropic", "m-1", policy)
+    assert made.decisions == "approver:./ok.sh" and made.audit_key == key
+    # the TUI decides through the handshake, whatever --on-confirm says
+    assert run_options(parsed("run", ["--on-confirm", "approve"])).decisions == HANDSHAKE
+
+    demo = ["--lab", "search-export", *shared, "--headless", "--on-confirm", "reject"]
+    assert run_options(parsed("demo", demo)) == run_options(parsed("run", demo))
+    assert run_options(parsed("demo", demo), agent=None).agent is None  # what the command sets wins
+
+
+def test_every_run_flag_fills_a_run_option_or_drives_the_run() -> None:
+    from dataclasses import fields
+
+    from cua_tui.build import RunOptions
+    from cua_tui.cli.flags import DRIVING, FLAGS
+
+    assert set(FLAGS) - set(DRIVING) <= {f.name for f in fields(RunOptions)}
+    own = {"run": set(), "fleet": {"tasks_path", "concurrency"}, "demo": {"script_variant"}}
+    for command, extra in own.items():
+        names = {p.name for p in main.commands[command].params if p.name != "help"}
+        assert names - extra <= set(FLAGS), command
+        callback = main.commands[command].callback
+        assert callback is not None and callback.__code__.co_argcount == len(extra), command

@@ -119,20 +119,6 @@ def next_steps(path: Path, runs_dir: Path | None) -> list[str]:
     ]
 
 
-# Options several commands share, defined once.
-theme_option = click.option(
-    "--theme", default=None, help="TUI theme (built-in, themes/ or your config folder's themes/)."
-)
-operator_option = click.option(
-    "--operator",
-    default=None,
-    help="Who reviews, recorded with every decision a person makes (default: user@host).",
-)
-headless_option = click.option(
-    "--headless", is_flag=True, help="No TUI: print events as lines and decide with --on-confirm."
-)
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, prog_name="cua-tui")
 def main() -> None:

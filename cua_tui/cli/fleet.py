@@ -16,8 +16,8 @@ from typing import Any
 
 import click
 
-from ..desktops import BACKENDS
-from .base import OnSignal, fail, headless_option, next_steps, operator_option, program, settings, theme_option
+from .base import OnSignal, fail, next_steps, program, settings
+from .flags import flag, run_flags, run_options
 
 TUI_MISSING = "the fleet TUI is not available yet; use --headless"
 
@@ -30,9 +30,7 @@ TUI_MISSING = "the fleet TUI is not available yet; use --headless"
     required=True,
     help="Tasks file (TOML): one [[tasks]] table per run (see the README's fleet section).",
 )
-@click.option(
-    "--backend", default="local", show_default=True, type=click.Choice(BACKENDS), help="Desktop of every run."
-)
+@flag("backend", help="Desktop of every run.")
 @click.option(
     "--concurrency",
     type=click.IntRange(1, 1000),
@@ -40,66 +38,32 @@ TUI_MISSING = "the fleet TUI is not available yet; use --headless"
     help="Runs at once (default: for local and docker, the desktops this machine fits; else 8). The next "
     "run starts when one ends.",
 )
-@click.option(
-    "--agent",
-    "agent_spec",
-    default="openai",
-    show_default=True,
-    help="Agent of the tasks that name none: openai, anthropic or script:PATH.",
-)
-@click.option("--model", default=None, help="Model of the tasks that name none (openai/anthropic agents).")
-@click.option(
-    "--policy",
-    "policy_path",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Policy of the tasks that name none (default: the settings' policy, else the built-in one).",
-)
-@click.option("--screen", default="1024x720", show_default=True, help="Screen size WIDTHxHEIGHT of every run.")
-@click.option("--runs-dir", type=click.Path(path_type=Path), default=None, help="Where run directories go.")
-@click.option(
-    "--audit-key",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Key kept outside the runs directory that signs every run's seal.",
-)
-@headless_option
-@theme_option
-@operator_option
-@click.option(
-    "--on-confirm",
-    default="reject",
-    show_default=True,
+@flag("agent", help="Agent of the tasks that name none: openai, anthropic or script:PATH.")
+@flag("model", help="Model of the tasks that name none (openai/anthropic agents).")
+@flag("policy_path", help="Policy of the tasks that name none (default: the settings' policy, else the built-in one).")
+@flag("screen", help="Screen size WIDTHxHEIGHT of every run.")
+@run_flags("runs_dir")
+@flag("audit_key", help="Key kept outside the runs directory that signs every run's seal.")
+@run_flags("headless", "theme", "operator")
+@flag(
+    "on_confirm",
     help="Headless decisions of every run: reject, approve or approver:CMD (one command for the whole fleet; "
     'its JSON request names the run in "run").',
 )
-def command(
-    tasks_path: Path,
-    backend: str,
-    concurrency: int | None,
-    agent_spec: str,
-    model: str | None,
-    policy_path: Path | None,
-    screen: str,
-    runs_dir: Path | None,
-    audit_key: Path | None,
-    headless: bool,
-    theme: str | None,
-    operator: str | None,
-    on_confirm: str,
-) -> None:
+def command(tasks_path: Path, concurrency: int | None, **values: Any) -> None:
     """Run every task of a tasks file as its own supervised run, at most --concurrency at a time, with one
     approval queue across runs (risk first, then age).
 
     Each run is the run `cua-tui run` would make alone (own run directory, audit chain, seal, sandbox);
     <runs-dir>/fleet.json lists them (under the fleet id) with the tasks file's SHA-256. Exit status: 0 when every
     run ended passed or finished, 1 otherwise, 2 for bad usage or configuration."""
-    if on_confirm == "ask":
+    headless, theme = values["headless"], values["theme"]
+    if values["on_confirm"] == "ask":
         fail("--on-confirm ask: one terminal prompt cannot serve many runs", hint="use approver:CMD")
     # Imported here: the builder pulls in the core, and --help should start fast.
     from dataclasses import replace
 
-    from ..build import HANDSHAKE, BuildError, RunOptions
+    from ..build import BuildError
     from ..core.tasks import TasksError, load_tasks
     from ..fleet_runner import Fleet, concurrency_for, fleet_tasks
     from ..labs import LABS
@@ -116,30 +80,19 @@ def command(
         run_fleet_tui = _fleet_tui()
         if run_fleet_tui is None:
             fail(TUI_MISSING)
-    base = RunOptions(
-        backend=backend,
-        screen=screen,
-        agent=agent_spec,
-        model=model,
-        policy_path=policy_path,
-        runs_dir=runs_dir,
-        audit_key=audit_key,
-        decisions=on_confirm if headless else HANDSHAKE,
-        operator=operator,
-        settings=config,
-    )
+    base = run_options(values, settings=config)
     specs = fleet_tasks(tasks, base)
     _check_tasks(specs)
-    limit, message = concurrency_for(backend, concurrency, len(specs))
+    limit, message = concurrency_for(base.backend, concurrency, len(specs))
     if message:
         click.echo(message, err=True)
-    runs = (runs_dir or config.runs_dir).expanduser()
+    runs = (base.runs_dir or config.runs_dir).expanduser()
     try:
         fleet = Fleet(
             [replace(t, options=replace(t.options, runs_dir=runs)) for t in specs],
             runs_dir=runs,
             concurrency=limit,
-            backend=backend,
+            backend=base.backend,
             tasks_source=str(tasks_path),
             tasks_sha256=tasks.sha256,
             name=tasks.name,

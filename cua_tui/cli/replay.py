@@ -7,13 +7,14 @@ import sys
 
 import click
 
-from .base import fail, run_directory, settings, theme_option
+from .base import fail, run_directory, settings
+from .flags import flag
 
 
 @click.command("replay")
 @click.argument("run")
 @click.option("--follow", is_flag=True, help="Follow a run still being written (by another process).")
-@theme_option
+@flag("theme")
 def command(run: str, follow: bool, theme: str | None) -> None:
     """Replay RUN (a run directory, or a run id as `cua-tui runs` prints it) in the TUI's panes, offline
     and read-only: step through its actions with the arrow keys, jump to decisions (d), refusals (r),

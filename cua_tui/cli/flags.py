@@ -1,0 +1,166 @@
+"""The flags of the commands that make runs (``run``, ``fleet``, ``demo``; ``replay`` takes ``--theme``),
+each declared once, and the one function that turns their parsed values into ``RunOptions``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from ..agents.vendors import DEFAULT_MODELS
+from ..desktops import BACKENDS
+
+if TYPE_CHECKING:
+    from ..build import RunOptions
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# How a run is driven, not what it is made of: no RunOptions field of their own (``run_options`` turns
+# --headless and --on-confirm into ``decisions``; the TUI takes --theme).
+DRIVING = ("headless", "theme", "on_confirm")
+
+_COUNT = click.IntRange(1, 10**9)
+_PATH = click.Path(path_type=Path)
+
+# Each flag: its declarations and settings as ``run`` has them (a command may change its help or
+# default). Its parameter is named as the RunOptions field it fills; the order is ``run --help``'s.
+FLAGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
+    "task": (("--task",), {"default": "", "help": "What the agent should do (sent to the model; a lab has its own)."}),
+    "backend": (
+        ("--backend",),
+        {
+            "default": "local",
+            "show_default": True,
+            "type": click.Choice(BACKENDS),
+            "help": "Desktop: local Xvfb+Chromium (needs --lab or --url), CoreWeave sandbox, Docker, dry (executes "
+            "nothing, validates against a blank screen) or sim (in-process simulated form app).",
+        },
+    ),
+    "screen": (("--screen",), {"default": "1024x720", "show_default": True, "help": "Screen size WIDTHxHEIGHT."}),
+    "agent": (
+        ("--agent",),
+        {
+            "default": "openai",
+            "show_default": True,
+            "help": "openai, anthropic, or script:PATH (recorded turns; no model, no key).",
+        },
+    ),
+    "model": (
+        ("--model",),
+        {
+            "default": None,
+            "help": f"Model name for the openai/anthropic agents (default: {DEFAULT_MODELS['openai']} for openai, "
+            f"{DEFAULT_MODELS['anthropic']} for anthropic). Keys come from OPENAI_API_KEY / ANTHROPIC_API_KEY or "
+            "the settings file.",
+        },
+    ),
+    "base_url": (
+        ("--base-url",),
+        {
+            "default": None,
+            "help": "API base URL for the model, any compatible server (default: OPENAI_BASE_URL / "
+            "ANTHROPIC_BASE_URL, else the vendor's).",
+        },
+    ),
+    "lab": (
+        ("--lab",),
+        {
+            "default": None,
+            "help": "Fixture application with its own verifier (local desktop): form, search-export or injection.",
+        },
+    ),
+    "url": (("--url",), {"default": None, "help": "Page to open on the local desktop (its origin is allowed)."}),
+    "texts": (
+        ("--texts",),
+        {
+            "type": _PATH,
+            "default": None,
+            "help": "With --agent script:PATH: a JSON file mapping SHA-256 to typed text, filling the placeholders "
+            "of a script from `export --script` (each text checked against its hash; a missing one is refused "
+            "before the run).",
+        },
+    ),
+    "allow_domains": (
+        ("--allow-domain", "allow_domains"),
+        {
+            "multiple": True,
+            "help": "Also let the browser reach this host (repeatable; *.example.org for subdomains).",
+        },
+    ),
+    "policy_path": (
+        ("--policy", "policy_path"),
+        {
+            "type": _PATH,
+            "default": None,
+            "help": "Policy TOML file (default: the settings' policy, else the built-in policy).",
+        },
+    ),
+    "runs_dir": (("--runs-dir",), {"type": _PATH, "default": None, "help": "Where run directories go."}),
+    "max_turns": (("--max-turns",), {"type": _COUNT, "default": None, "help": "Override the policy's turn limit."}),
+    "max_steps": (("--max-steps",), {"type": _COUNT, "default": None, "help": "Override the policy's step limit."}),
+    "deadline": (
+        ("--deadline",),
+        {"type": _COUNT, "default": None, "help": "Override the policy's wall-clock limit, in seconds."},
+    ),
+    "audit_key": (
+        ("--audit-key",),
+        {
+            "type": _PATH,
+            "default": None,
+            "help": "Key kept outside the run directory that signs the seal: HMAC secret file or Ed25519 PEM.",
+        },
+    ),
+    "headless": (
+        ("--headless",),
+        {"is_flag": True, "help": "No TUI: print events as lines and decide with --on-confirm."},
+    ),
+    "theme": (
+        ("--theme",),
+        {"default": None, "help": "TUI theme (built-in, themes/ or your config folder's themes/)."},
+    ),
+    "operator": (
+        ("--operator",),
+        {"default": None, "help": "Who reviews, recorded with every decision a person makes (default: user@host)."},
+    ),
+    "on_confirm": (
+        ("--on-confirm",),
+        {
+            "default": "reject",
+            "show_default": True,
+            "help": "Headless decisions: reject, approve, ask (y/n/k prompt) or approver:CMD (JSON on stdin, "
+            '{"decision": "approve|reject|kill"} on stdout; timeout or bad answer = reject).',
+        },
+    ),
+}
+
+
+def flag(name: str, **changes: Any) -> Callable[[F], F]:
+    """The flag ``name`` as a click option, with this command's ``changes`` (its help, its default)."""
+    decls, settings = FLAGS[name]
+    decorate: Callable[[F], F] = click.option(*decls, **{**settings, **changes})
+    return decorate
+
+
+def run_flags(*names: str) -> Callable[[F], F]:
+    """The flags ``names`` as click options, listed in ``--help`` in the order given."""
+
+    def decorate(command: F) -> F:
+        for name in reversed(names):
+            command = flag(name)(command)
+        return command
+
+    return decorate
+
+
+def run_options(values: Mapping[str, Any], **fixed: Any) -> RunOptions:
+    """The RunOptions the parsed flags ``values`` make: each fills its field; a headless run decides by
+    --on-confirm, a TUI run through the handshake. ``fixed`` is what the command sets itself (the demo's
+    script, the fleet's settings) and wins over a flag."""
+    # Imported here, not at the top: the builder pulls in the core, and --help should start fast.
+    from ..build import HANDSHAKE, RunOptions
+
+    fields = {name: value for name, value in values.items() if name in FLAGS and name not in DRIVING}
+    decisions = values["on_confirm"] if values.get("headless") else HANDSHAKE
+    return RunOptions(**{**fields, "decisions": decisions, **fixed})
