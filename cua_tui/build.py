@@ -16,6 +16,7 @@ from typing import Any
 
 from .core import events as ev
 from .core.approvers import HandshakeApprover
+from .core.errors import UsageError
 from .core.ports import Agent, Approver, Desktop
 from .core.supervisor import Listener, RunConfig, RunResult, Supervisor
 
@@ -23,9 +24,9 @@ HANDSHAKE = "tui"  # ``RunOptions.decisions`` for a front end that answers throu
 TUI_REVIEWER = "human (TUI)"
 
 
-class BuildError(ValueError):
+class BuildError(ValueError, UsageError):
     """Options that cannot make a run. ``exit_code`` 2 is bad usage or configuration; 1 a run directory
-    that could not be written."""
+    that could not be written (the one build error that is not the user's)."""
 
     def __init__(self, message: str, exit_code: int = 2) -> None:
         super().__init__(message)

@@ -30,12 +30,13 @@ import msgspec
 from platformdirs import user_config_path, user_data_path
 
 from .agents.vendors import DEFAULT_RETRIES, DEFAULT_TIMEOUT, KEY_VARIABLES
+from .core.errors import UsageError
 from .core.guard import DEFAULT_GUARD_S, check_guard
 
 APP = "cua-tui"
 
 
-class ConfigError(ValueError):
+class ConfigError(ValueError, UsageError):
     """A settings file that cannot be used."""
 
 

@@ -13,6 +13,7 @@ from .agents.prices import price_for
 from .agents.redaction import public_url
 from .agents.script import Script, ScriptAgent
 from .agents.vendors import BASE_URL_VARIABLES, DEFAULT_MODELS, KEY_VARIABLES
+from .core.errors import UsageError
 from .core.geometry import Size
 from .core.policy import Policy
 from .core.ports import Agent, Desktop
@@ -22,8 +23,8 @@ if TYPE_CHECKING:
     from .config import Settings
 
 
-class UnavailableError(ValueError):
-    """A backend or agent that this build cannot provide (yet, or on this machine)."""
+class UnavailableError(ValueError, UsageError):
+    """A backend or agent that this build cannot provide (yet, or on this machine): a usage error, exit 2."""
 
 
 def make_desktop(

@@ -286,3 +286,81 @@ def test_a_fleet_summary_ends_with_the_next_commands(env: dict[str, str], tmp_pa
     assert found["verify"] == ["verify", run_id]
     verified = cli(env, *found["verify"])
     assert verified.exit_code == 0, verified.output
+
+
+# ---------------------------------------------------------------------------------------------------
+# Issue 23, point 4: usage errors share one root, said in one form wherever they are raised
+# ---------------------------------------------------------------------------------------------------
+CLICKS_OWN = [
+    (["run", "--bogus"], "No such option '--bogus'; see `main run --help`"),
+    (["run", "--max-steps", "0"], "Invalid value for '--max-steps': 0 is not in the range"),
+    (["run", "--backend", "nope"], "Invalid value for '--backend': 'nope' is not one of 'local'"),
+    (["fleet"], "Missing option '--tasks'; see `main fleet --help`"),
+    (["verify"], "Missing argument 'RUN'; see `main verify --help`"),
+    (["runs", "--status", "nope"], "Invalid value for '--status'"),
+    (["nosuchcmd"], "No such command 'nosuchcmd'; see `main --help`"),
+    (["--bogus"], "No such option '--bogus'; see `main --help`"),
+]
+
+
+@pytest.mark.parametrize(("args", "said"), CLICKS_OWN, ids=[" ".join(a) for a, _ in CLICKS_OWN])
+def test_clicks_own_usage_errors_take_the_one_form(env: dict[str, str], args: list[str], said: str) -> None:
+    line = one_error(cli(env, *args))
+    assert line.startswith("Error: " + said.split(";")[0]), line
+    assert said in line and line.endswith(" --help`"), line
+    assert "Usage:" not in line and "Try '" not in line
+
+
+def test_every_layers_usage_error_takes_the_one_form(env: dict[str, str], tmp_path: Path) -> None:
+    """The command line, the builder, the factory, the settings, the policy and the tasks file each raise
+    their own UsageError; none is caught on the way up, and each ends the same way: exit 2, one line."""
+    policy = tmp_path / "p.toml"
+    policy.write_text('version = 1\n\n[limits]\nmax_turns = "ten"\n')
+    tasks = tmp_path / "t.toml"
+    tasks.write_text('[[tasks]]\nname = "a"\ntask = "x"\nbogus = 1\n')
+    broken_settings = tmp_path / "settings.toml"
+    broken_settings.write_text("runs_dir = 5\n")
+    script = f"script:{script_file(tmp_path)}"
+    cases = {
+        # the command line's own checks (fail)
+        "lab and url": (["run", "--lab", "form", "--url", "http://x"], "Error: --lab and --url: choose one"),
+        "no output": (["export", "x"], "Error: nothing to export; give --html"),
+        "since": (["runs", "--since", "yesterday"], "Error: --since 'yesterday': expected an age"),
+        "ask": (["fleet", "--tasks", tasks, "--on-confirm", "ask"], "Error: --on-confirm ask: one terminal"),
+        # core.policy's PolicyError, core.tasks' TasksError, config's ConfigError
+        "policy": (["policy", "--check", policy], f"Error: policy file {policy}"),
+        "tasks": (["fleet", "--tasks", tasks, "--headless"], f"Error: tasks file {tasks}"),
+        "settings": (["locate"], f"Error: settings file {broken_settings}"),
+        # build's BuildError and factory's UnavailableError, as a run meets them
+        "screen": (["run", "--backend", "sim", "--agent", script, "--screen", "huge"], "is not WIDTHxHEIGHT"),
+        "model": (["run", "--agent", script, "--model", "m"], "Error: --model: only for the openai and anthropic"),
+        "key": (["sandboxes"], "Error: the cwsandbox backend needs an API key"),
+    }
+    for name, (args, said) in cases.items():
+        where = {**env, "CUA_TUI_CONFIG": str(broken_settings)} if name == "settings" else env
+        line = one_error(cli(where, *args))
+        assert said in line, (name, line)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_errors_of_every_layer_share_one_root() -> None:
+    from cua_tui.build import BuildError
+    from cua_tui.config import ConfigError
+    from cua_tui.core.errors import CommandError, UsageError
+    from cua_tui.core.policy import PolicyError
+    from cua_tui.core.tasks import TasksError
+    from cua_tui.factory import UnavailableError
+
+    for kind in (BuildError, ConfigError, PolicyError, TasksError, UnavailableError):
+        # still ValueErrors for the code that catches them as such (the builder, the fleet runner)
+        assert issubclass(kind, UsageError) and issubclass(kind, ValueError), kind
+        assert kind("why").exit_code == 2 and str(kind("why")) == "why"
+    assert UsageError.exit_code == 2 and CommandError.exit_code == 1 and issubclass(UsageError, CommandError)
+    assert str(UsageError("no such thing", path="/a b", hint="look elsewhere")) == "/a b: no such thing; look elsewhere"
+
+
+def test_a_service_that_fails_is_exit_1_in_the_same_form(env: dict[str, str]) -> None:
+    """Not a usage error: the command could not do its work. Same line, exit 1, the key never shown."""
+    service = {**env, "CWSANDBOX_API_KEY": "sk-secret-123", "CWSANDBOX_BASE_URL": "http://127.0.0.1:9"}
+    line = one_error(cli(service, "sandboxes"), code=1)
+    assert line.startswith("Error: cwsandbox: ") and "sk-secret-123" not in line

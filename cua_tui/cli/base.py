@@ -10,55 +10,58 @@ import shutil
 import signal
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn, Self
 
 import click
 
 from .. import __version__
+from ..core.errors import CommandError, UsageError
 
-EXIT_USAGE = 2
-EXIT_FAILED = 1
-# Click's own usage errors (a missing option, a bad choice) say "Error: " too: one prefix for every error.
+# One prefix for every error, click's own (a missing option, a bad choice) included.
 ERROR_PREFIX = "Error: "
 RUNS_HINT = "give a run directory or a run id (`cua-tui runs` lists them)"
+# Click (8.2+) answers a bare `cua-tui` with the help as a usage error: that one stays the help.
+_HELP_AS_ERROR = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
-class Failure(click.ClickException):
-    """An error of any command, in the one form they all use: ``Error: PATH: REASON; HINT``, one line on
-    stderr. Exit status 2 (bad usage, configuration or input) unless ``exit_code`` says 1 (a failure)."""
-
-    def __init__(
-        self, reason: str, *, path: str | Path | None = None, hint: str | None = None, exit_code: int = EXIT_USAGE
-    ) -> None:
-        from ..core.text import encodable, visible
-
-        text = reason if path is None else f"{path}: {reason}"
-        if hint:
-            text = f"{text}; {hint}"
-        # paths and reasons may quote a run directory's or a file's own text: shown literally, on one line
-        super().__init__(encodable(visible(text, limit=1000)))
-        self.exit_code = exit_code
-
-    def show(self, file: Any = None) -> None:
-        click.echo(ERROR_PREFIX + self.format_message(), err=True)
+def fail(reason: str, *, path: str | Path | None = None, hint: str | None = None) -> NoReturn:
+    """Stop the command with a usage error (exit 2): ``Error: PATH: REASON; HINT``."""
+    raise UsageError(reason, path=path, hint=hint)
 
 
-def fail(
-    reason: str, *, path: str | Path | None = None, hint: str | None = None, exit_code: int = EXIT_USAGE
-) -> NoReturn:
-    """Stop the command with the one error form (see ``Failure``)."""
-    raise Failure(reason, path=path, hint=hint, exit_code=exit_code)
+@contextmanager
+def one_form() -> Iterator[None]:
+    """Where every error of every command ends, whichever layer raised it: one line on stderr, ``Error: PATH:
+    REASON; HINT``, and its exit status (2 for any ``UsageError`` and click's own, 1 for a failure)."""
+    try:
+        yield
+    except CommandError as exc:
+        _exit_with(str(exc), exc.exit_code)
+    except click.UsageError as exc:
+        if isinstance(exc, _HELP_AS_ERROR):
+            raise
+        # click's "Try 'cua-tui run --help' for help." as the hint, on the same line
+        hint = f"see `{exc.ctx.command_path} --help`" if exc.ctx is not None else None
+        reason = exc.format_message().removesuffix(".")
+        _exit_with(f"{reason}; {hint}" if hint else reason, exc.exit_code)
+
+
+def _exit_with(text: str, exit_code: int) -> NoReturn:
+    from ..core.text import encodable, visible
+
+    # reasons may quote a run directory's or a file's own text: shown literally, on one line
+    click.echo(ERROR_PREFIX + encodable(visible(text, limit=1000)), err=True)
+    sys.exit(exit_code)
 
 
 def settings() -> Any:
-    """The user's settings (config file + environment); a broken file is a usage error."""
-    from ..config import ConfigError, Settings
+    """The user's settings (config file + environment); a broken file is a usage error (ConfigError)."""
+    from ..config import Settings
 
-    try:
-        return Settings.load()
-    except ConfigError as exc:
-        fail(str(exc))
+    return Settings.load()
 
 
 def run_directory(arg: str, runs_dir: Path | None = None) -> Path:
@@ -119,7 +122,22 @@ def next_steps(path: Path, runs_dir: Path | None) -> list[str]:
     ]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+class CommandLine(click.Group):
+    """The command group: parsing its own flags and running a command (which parses its flags) are the
+    two places an error can come from, and both end in ``one_form``."""
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        with one_form():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with one_form():
+            return super().invoke(ctx)
+
+
+@click.group(cls=CommandLine, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, prog_name="cua-tui")
 def main() -> None:
     """Supervise computer-use agents: every proposed action is classified by a policy, risky ones wait

@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from ..core.errors import CommandError
 from .base import OnSignal, fail, next_steps, program, settings
 from .flags import flag, run_flags, run_options
 
@@ -63,16 +64,12 @@ def command(tasks_path: Path, concurrency: int | None, **values: Any) -> None:
     # Imported here: the builder pulls in the core, and --help should start fast.
     from dataclasses import replace
 
-    from ..build import BuildError
-    from ..core.tasks import TasksError, load_tasks
+    from ..core.tasks import load_tasks
     from ..fleet_runner import Fleet, concurrency_for, fleet_tasks
     from ..labs import LABS
 
     config = settings()
-    try:
-        tasks = load_tasks(tasks_path, labs=LABS.keys())
-    except TasksError as exc:
-        fail(str(exc))
+    tasks = load_tasks(tasks_path, labs=LABS.keys())
     if not headless:
         from .session import check_theme
 
@@ -97,7 +94,7 @@ def command(tasks_path: Path, concurrency: int | None, **values: Any) -> None:
             tasks_sha256=tasks.sha256,
             name=tasks.name,
         )
-    except (ValueError, BuildError) as exc:
+    except ValueError as exc:
         fail(str(exc))
     if headless:
         fleet.subscribe(_printer())
@@ -128,7 +125,7 @@ def command(tasks_path: Path, concurrency: int | None, **values: Any) -> None:
                     on_start=started,
                 )
             except OSError as exc:  # the fleet could not start: nothing ran
-                fail(f"cannot start the fleet ({exc.strerror or exc})", path=fleet.runs_dir, exit_code=1)
+                raise CommandError(f"cannot start the fleet ({exc.strerror or exc})", path=fleet.runs_dir) from None
             if not fleet.done:  # leaving the fleet TUI kills every run, each sealed
                 fleet.kill_all(by="human (left the fleet TUI)")
             while not fleet.wait(0.2):  # bounded once every run was killed (Fleet.kill_all)
@@ -210,7 +207,7 @@ def _run_headless(fleet: Any) -> None:
         try:
             fleet.start()
         except OSError as exc:
-            fail(f"cannot start the fleet ({exc.strerror or exc})", path=fleet.runs_dir, exit_code=1)
+            raise CommandError(f"cannot start the fleet ({exc.strerror or exc})", path=fleet.runs_dir) from None
         click.echo(f"fleet {fleet.fleet_id} · {fleet.manifest_path}", err=True)
         while not fleet.wait(0.2):  # a timed wait: the main thread runs the signal handler at once
             pass

@@ -6,8 +6,6 @@ from pathlib import Path
 
 import click
 
-from .base import fail
-
 
 @click.command("policy")
 @click.option("--print", "print_default", is_flag=True, help="Print the built-in policy as TOML.")
@@ -20,16 +18,14 @@ from .base import fail
 )
 def command(print_default: bool, check_path: Path | None) -> None:
     """Show the built-in policy, or check a policy file (exit 2 with the line of the error)."""
-    from ..core.policy import DEFAULT_POLICY_TOML, Policy, PolicyError
+    from ..core.policy import DEFAULT_POLICY_TOML, Policy
     from ..core.text import visible
 
     if print_default:
         click.echo(DEFAULT_POLICY_TOML, nl=False)
         return
-    try:
-        policy = Policy.load(check_path) if check_path else Policy.default()
-    except PolicyError as exc:
-        fail(str(exc))
+    # a PolicyError is a usage error: the command line says it, with its line
+    policy = Policy.load(check_path) if check_path else Policy.default()
     lines = policy.summary()
     if policy.description:
         lines.insert(1, f"description: {policy.description}")

@@ -10,7 +10,8 @@ from typing import Any
 
 import click
 
-from .base import RUNS_HINT, Failure, fail, settings
+from ..core.errors import CommandError
+from .base import RUNS_HINT, fail, settings
 
 SANDBOX_ID_CAP = 256
 
@@ -26,12 +27,10 @@ class Sandboxes:
 
 
 def _cwsandbox(config: Any) -> Sandboxes:
-    from ..factory import UnavailableError, sandbox_settings
+    from ..factory import sandbox_settings
 
-    try:
-        options = sandbox_settings(config)
-    except UnavailableError as exc:
-        fail(str(exc))
+    # a missing key or a bad endpoint is an UnavailableError: a usage error the command line says
+    options = sandbox_settings(config)
     from ..desktops.cwsandbox import list_sandboxes, stop_sandbox
 
     return Sandboxes(
@@ -102,11 +101,12 @@ def command(backend: str, target: str | None, stop_all: bool, runs_dir: Path | N
         for row in rows:
             click.echo(f"{visible(row['id'])}  {visible(row['state'], limit=20)}  run {visible(row['run']) or '-'}")
         click.echo(f"{len(rows)} sandbox(es) {found.what}")
-    except Failure:
+    except CommandError:
         raise
-    except Exception as exc:  # the service's error, in one line (it carries no credential)
+    # the service's error, in one line (it carries no credential)
+    except Exception as exc:
         message = one_line(f"{backend}: {type(exc).__name__}: {exc}")
-        fail(message.replace(found.secret, "[redacted]") if found.secret else message, exit_code=1)
+        raise CommandError(message.replace(found.secret, "[redacted]") if found.secret else message) from None
 
 
 def _sandbox_id(target: str, runs_dir: Path) -> str:

@@ -6,34 +6,27 @@ import contextlib
 import signal
 import sys
 import threading
+from dataclasses import replace
 from typing import Any
 
 import click
 
-from ..build import BuildError, Run, RunOptions, build_run
+from ..build import Run, RunOptions, build_run
+from ..core.errors import CommandError
 from .base import OnSignal, fail, next_steps, settings
-
-
-def build(options: RunOptions) -> Run:
-    """``build_run`` with its errors as the command line's: exit 2 for usage, 1 for a run directory."""
-    try:
-        return build_run(options)
-    except BuildError as exc:
-        fail(str(exc), exit_code=exc.exit_code)
 
 
 def execute(options: RunOptions, *, headless: bool, theme: str | None) -> None:
     """Build the run from the options, drive it in the TUI (or headless), exit with the run's status."""
-    from dataclasses import replace
-
     options = replace(options, settings=options.settings or settings())
-    if not headless:
-        check_theme(theme, options.settings)
     if headless:
         from ..headless import printer
 
-        options = _with_listener(options, printer(sys.stderr))
-    run = build(options)
+        options = replace(options, listeners=(*options.listeners, printer(sys.stderr)))
+    else:
+        check_theme(theme, options.settings)
+    # a BuildError is the command line's: exit 2 for usage, 1 for a run directory that cannot be written
+    run = build_run(options)
     if headless:
         click.echo(f"run {run.run_id} · {run.path}", err=True)
         result = _run_with_interrupt(run)
@@ -68,12 +61,6 @@ def check_theme(theme: str | None, where: Any) -> None:
         fail(f"--theme {theme!r}: no such theme", hint=f"choose one of {', '.join(names)}")
 
 
-def _with_listener(options: RunOptions, listener: Any) -> RunOptions:
-    from dataclasses import replace
-
-    return replace(options, listeners=(*options.listeners, listener))
-
-
 def _run_in_tui(run: Run, theme: str | None, settings: Any) -> Any:
     """Open the supervision TUI on a live run. Leaving the TUI while the run is going presses the kill switch."""
     from ..ocr import ScreenReader
@@ -98,7 +85,7 @@ def _run_in_tui(run: Run, theme: str | None, settings: Any) -> Any:
         supervisor.kill(by="human (left the TUI)")
     result = supervisor.wait(60)
     if result is None:
-        fail("the run did not end within 60 s after the TUI closed", path=run.path, exit_code=1)
+        raise CommandError("the run did not end within 60 s after the TUI closed", path=run.path)
     return result
 
 
@@ -122,12 +109,12 @@ class KillOnSignal(OnSignal):
 def _run_with_interrupt(run: Run) -> Any:
     """Run in a worker thread; Ctrl-C (SIGINT), SIGTERM or SIGHUP (the terminal went away) press the kill switch."""
     supervisor = run.supervisor
-    box = {}
+    box: dict[str, Any] = {}
     worker = threading.Thread(target=lambda: box.setdefault("result", supervisor.run()), name="cua-run", daemon=True)
     with KillOnSignal(supervisor):
         worker.start()
         while worker.is_alive():
             worker.join(0.2)
     if "result" not in box:  # run() ends every run itself; this is the last line of defence
-        fail("the run ended without a result", path=run.path, hint="see its audit.jsonl", exit_code=1)
+        raise CommandError("the run ended without a result", path=run.path, hint="see its audit.jsonl")
     return box["result"]

@@ -26,6 +26,7 @@ import msgspec
 
 from .actions import MODIFIERS, Action, ActionError, Kind, parse_chord_text
 from .allowlist import AllowListError, parse_entry
+from .errors import UsageError
 from .safeio import FileProblem, read_small_file, text_of
 from .text import visible
 
@@ -46,7 +47,7 @@ class Decision:
     sends_out: bool = False  # a click in a region marked as sending data out of the sandbox: never granted
 
 
-class PolicyError(ValueError):
+class PolicyError(ValueError, UsageError):
     """A policy file that cannot be used. The message names the file and, where known, the line.
 
     The message quotes the file (its path, names, entries): it is made visible here, once, so that no

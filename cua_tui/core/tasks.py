@@ -41,6 +41,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from .allowlist import AllowListError, parse_entry
+from .errors import UsageError
 from .policy import (
     _AT_END,
     _MANY_PARTS_RE,
@@ -64,7 +65,7 @@ NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 AGENTS = ("openai", "anthropic")
 
 
-class TasksError(ValueError):
+class TasksError(ValueError, UsageError):
     """A tasks file that cannot be used; the message names the file and, where known, the line. Made
     visible once here (control characters shown), so no caller prints an escape from a hostile file."""
 
