@@ -17,14 +17,14 @@ from .core.errors import UsageError
 from .core.geometry import Size
 from .core.policy import Policy
 from .core.ports import Agent, Desktop
-from .desktops import AVAILABLE_BACKENDS, BACKENDS
+from .desktops import BACKENDS
 
 if TYPE_CHECKING:
     from .config import Settings
 
 
 class UnavailableError(ValueError, UsageError):
-    """A backend or agent that this build cannot provide (yet, or on this machine): a usage error, exit 2."""
+    """A backend or agent that this build cannot provide on this machine (a usage error: exit 2)."""
 
 
 def make_desktop(
@@ -34,7 +34,7 @@ def make_desktop(
     lab: Any = None,
     url: str | None = None,
     allow_domains: tuple[str, ...] = (),
-    settings: Settings | None = None,
+    settings: Settings,
 ) -> Desktop:
     if name == "cwsandbox":
         return _cwsandbox_desktop(size, lab, url, allow_domains, settings)
@@ -56,15 +56,11 @@ def make_desktop(
         from .desktops.sim import SimDesktop
 
         return SimDesktop(size)
-    if name in BACKENDS:
-        raise UnavailableError(
-            f"the {name!r} desktop backend is not part of this build yet; available: {', '.join(AVAILABLE_BACKENDS)}"
-        )
     raise UnavailableError(f"unknown desktop backend {name!r}; choose one of {', '.join(BACKENDS)}")
 
 
 def _cwsandbox_desktop(
-    size: Size, lab: Any, url: str | None, allow_domains: tuple[str, ...], settings: Settings | None
+    size: Size, lab: Any, url: str | None, allow_domains: tuple[str, ...], settings: Settings
 ) -> Desktop:
     """The CoreWeave sandbox desktop, its endpoint and key from cwsandbox's variables or the settings file."""
     from .desktops.cwsandbox import CWSandboxDesktop
@@ -78,7 +74,7 @@ def _cwsandbox_desktop(
 
 
 def _docker_desktop(
-    size: Size, lab: Any, url: str | None, allow_domains: tuple[str, ...], settings: Settings | None
+    size: Size, lab: Any, url: str | None, allow_domains: tuple[str, ...], settings: Settings
 ) -> Desktop:
     """The desktop in a hardened container; an engine that is missing, not running or without the image
     is refused here, in one line, before anything starts."""
@@ -87,20 +83,17 @@ def _docker_desktop(
 
     if lab is None and not url:
         raise UnavailableError("the docker desktop needs --lab NAME or --url URL")
-    image = settings.docker_image if settings is not None else None
-    options = DockerSettings(image=image) if image else DockerSettings()
+    options = DockerSettings(image=settings.docker_image) if settings.docker_image else DockerSettings()
     problem = Engine(options.docker).problem(options.image)
     if problem:
         raise UnavailableError(problem)
     return DockerDesktop(size, options, lab=lab, url=url, allow_domains=allow_domains)
 
 
-def sandbox_settings(settings: Settings | None = None) -> Any:
+def sandbox_settings(settings: Settings) -> Any:
     """CoreWeave's endpoint, key and sandbox options (a ``desktops.cwsandbox.SandboxSettings``)."""
-    from .config import Settings
     from .desktops.cwsandbox import SandboxSettings
 
-    settings = settings or Settings.load()
     base_url, key = settings.sandbox_endpoint()
     if not key:
         raise UnavailableError(
@@ -118,9 +111,8 @@ def make_agent(
     *,
     model: str | None = None,
     base_url: str | None = None,
-    policy: Policy | None = None,
-    settings: Settings | None = None,
-    env: dict[str, str] | None = None,
+    policy: Policy,
+    settings: Settings,
     texts: dict[str, str] | None = None,
 ) -> tuple[Agent, str]:
     """Build the agent named by ``--agent``; return it with a label for run.json.
@@ -131,24 +123,20 @@ def make_agent(
     typed-text placeholders (``run --texts``)."""
     if spec.startswith("script:"):
         if model or base_url:
-            raise UnavailableError("--model and --base-url apply to the openai and anthropic agents only")
+            unused = [flag for flag, value in (("--model", model), ("--base-url", base_url)) if value]
+            raise UnavailableError(f"{', '.join(unused)}: only for the openai and anthropic agents, not {spec}")
         path = Path(spec.removeprefix("script:")).expanduser()
         return ScriptAgent(Script.load(path, texts)), f"script:{path}"
     if spec not in DEFAULT_MODELS:
         raise UnavailableError(f"unknown agent {spec!r}; use openai, anthropic or script:FILE")
-    from .config import Settings
-
-    env = dict(os.environ if env is None else env)
-    settings = settings or Settings.load(env)
-    policy = policy or Policy.default()
     model = model or DEFAULT_MODELS[spec]
-    key = settings.api_key(spec, env)
+    key = settings.api_key(spec)
     if not key:
         raise UnavailableError(
             f"the {spec} agent needs an API key: set {KEY_VARIABLES[spec]} in the environment "
             f"(or {spec}_api_key in {settings.config_file})"
         )
-    base_url = base_url or env.get(BASE_URL_VARIABLES[spec]) or None
+    base_url = base_url or os.environ.get(BASE_URL_VARIABLES[spec]) or None
     if base_url and not base_url.startswith(("http://", "https://")):
         raise UnavailableError(f"--base-url must be an http:// or https:// URL, not {public_url(base_url)!r}")
     if policy.limits.max_cost_usd and price_for(model, settings.model_prices) is None:

@@ -20,8 +20,6 @@ from ..core.errors import CommandError
 from .base import OnSignal, fail, next_steps, program, settings
 from .flags import flag, run_flags, run_options
 
-TUI_MISSING = "the fleet TUI is not available yet; use --headless"
-
 
 @click.command("fleet")
 @click.option(
@@ -74,9 +72,6 @@ def command(tasks_path: Path, concurrency: int | None, **values: Any) -> None:
         from .session import check_theme
 
         check_theme(theme, config)
-        run_fleet_tui = _fleet_tui()
-        if run_fleet_tui is None:
-            fail(TUI_MISSING)
     base = run_options(values, settings=config)
     specs = fleet_tasks(tasks, base)
     _check_tasks(specs)
@@ -100,48 +95,45 @@ def command(tasks_path: Path, concurrency: int | None, **values: Any) -> None:
         fleet.subscribe(_printer())
         _run_headless(fleet)
     else:
-        apps: list[Any] = []
-        closing: list[bool] = []
-
-        def close_tui() -> None:  # after a signal killed every run: the seals are waited for below
-            closing.append(True)
-            for app in apps:
-                app.exit()  # thread-safe: Textual posts it to the App's loop
-
-        def started(app: Any) -> None:
-            apps.append(app)
-            if closing:  # the signal came while the fleet started: the App ends as soon as it runs
-                app.exit()
-
-        from ..ocr import ScreenReader
-
-        with StopOnSignal(fleet, then=close_tui):  # and while the seals are waited for, after the TUI
-            try:
-                run_fleet_tui(
-                    fleet,
-                    theme=theme or config.theme,
-                    settings=config,
-                    screen_reader=ScreenReader(),
-                    on_start=started,
-                )
-            except OSError as exc:  # the fleet could not start: nothing ran
-                raise CommandError(f"cannot start the fleet ({exc.strerror or exc})", path=fleet.runs_dir) from None
-            if not fleet.done:  # leaving the fleet TUI kills every run, each sealed
-                fleet.kill_all(by="human (left the fleet TUI)")
-            while not fleet.wait(0.2):  # bounded once every run was killed (Fleet.kill_all)
-                pass
+        _run_in_tui(fleet, theme or config.theme, config)
     sys.exit(_summary(fleet, config.runs_dir))
 
 
-def _fleet_tui() -> Any:
-    """``run_fleet_tui`` from cua_tui.tui.fleet_app, or None while that module does not exist."""
-    import importlib.util
+def _run_in_tui(fleet: Any, theme: str, config: Any) -> None:
+    """The fleet in its TUI, which answers the queue. Leaving it (or a signal) kills every run; the seals
+    are waited for before the summary."""
+    from ..ocr import ScreenReader
+    from ..tui.fleet_app import run_fleet_tui
 
-    if importlib.util.find_spec("cua_tui.tui.fleet_app") is None:
-        return None
-    from ..tui import fleet_app as fleet_tui  # type: ignore[attr-defined]
+    apps: list[Any] = []
+    closing: list[bool] = []
 
-    return getattr(fleet_tui, "run_fleet_tui", None)
+    # After a signal killed every run: the seals are waited for below.
+    def close_tui() -> None:
+        closing.append(True)
+        for app in apps:
+            # thread-safe: Textual posts it to the App's loop
+            app.exit()
+
+    def started(app: Any) -> None:
+        apps.append(app)
+        # the signal came while the fleet started: the App ends as soon as it runs
+        if closing:
+            app.exit()
+
+    # In effect while the seals are waited for too, after the TUI.
+    with StopOnSignal(fleet, then=close_tui):
+        try:
+            run_fleet_tui(fleet, theme=theme, settings=config, screen_reader=ScreenReader(), on_start=started)
+        except OSError as exc:
+            # the fleet could not start: nothing ran
+            raise CommandError(f"cannot start the fleet ({exc.strerror or exc})", path=fleet.runs_dir) from None
+        # leaving the fleet TUI kills every run, each sealed
+        if not fleet.done:
+            fleet.kill_all(by="human (left the fleet TUI)")
+        # bounded once every run was killed (Fleet.kill_all)
+        while not fleet.wait(0.2):
+            pass
 
 
 def _check_tasks(specs: list[Any]) -> None:

@@ -22,9 +22,7 @@ def command(**values: Any) -> None:
     ends error and says why in one line); 2 bad usage or configuration.
     """
     options = run_options(values)
-    if (options.model or options.base_url) and options.agent not in ("openai", "anthropic"):
-        unused = [name for name, value in (("--model", options.model), ("--base-url", options.base_url)) if value]
-        fail(f"{', '.join(unused)}: only for the openai and anthropic agents, not {options.agent}")
+    # --model and --base-url with a script agent: refused where every run's agent is made (factory.py)
     if options.lab and options.url:
         fail("--lab and --url: choose one")
     from .session import execute

@@ -2,7 +2,5 @@
 
 from __future__ import annotations
 
-# Every backend the command line names (``--backend``), and those this build can run; the rest are
-# announced as not part of this build yet. Here, importing nothing, so that ``--help`` starts fast.
+# Every backend the command line names (``--backend``). Here, importing nothing, so that ``--help`` starts fast.
 BACKENDS = ("local", "cwsandbox", "docker", "dry", "sim")
-AVAILABLE_BACKENDS = ("local", "cwsandbox", "docker", "dry", "sim")
