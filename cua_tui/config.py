@@ -1,21 +1,8 @@
 """Settings: a TOML file plus environment variables, paths from platformdirs.
 
 Order (later wins): built-in defaults, ``config.toml`` in the user config folder (or ``CUA_TUI_CONFIG``),
-environment variables ``CUA_TUI_RUNS_DIR`` / ``CUA_TUI_THEME`` / ``CUA_TUI_BELL`` / ``CUA_TUI_NOTIFY``, then
-command-line flags. ``bell`` and ``notify`` (true/false) say how a waiting decision calls the analyst;
-``decision_guard_s`` how long a decision just shown ignores y / a / n (default 1.0, at least 0.5 seconds).
-
-Model API keys: ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY`` from the environment, else ``openai_api_key`` /
-``anthropic_api_key`` from the file. They stay in this process: never in a repr, a message or a run.
-
-CoreWeave sandboxes (``--backend cwsandbox``): ``CWSANDBOX_BASE_URL`` / ``CWSANDBOX_API_KEY`` (the client's
-own variables), else ``cwsandbox_base_url`` / ``cwsandbox_api_key`` from the file; the image, resources,
-lifetime and placement from ``cwsandbox_image``, ``cwsandbox_cpu``, ``cwsandbox_memory``,
-``cwsandbox_max_lifetime`` (seconds) and ``cwsandbox_placement``; ``CUA_TUI_CWSANDBOX_IMAGE`` names the
-image too (none: the stock ``debian:bookworm-slim``, the desktop's packages installed at start).
-
-Docker (``--backend docker``): the image from ``CUA_TUI_DOCKER_IMAGE``, else ``docker_image``, else the one
-``scripts/setup.sh docker`` builds.
+the environment, then command-line flags. Keys stay in this process: never in a repr, a message or a run.
+Every setting: docs/files/settings.md.
 """
 
 from __future__ import annotations

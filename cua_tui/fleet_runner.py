@@ -1,45 +1,9 @@
 """Many runs, one approval queue: ``cua-tui fleet``. Every run stays exactly the run it would be alone.
 
-Each task of the tasks file (core/tasks.py) becomes ``RunOptions`` and is made by the one builder
-(``build_run``): its own run directory, audit chain, seal and sandbox, its own Supervisor and approver.
-The fleet only adds two things on top: a listener on each run's event stream (the same ``Stamped`` events
-the TUI and the audit log get), and a scheduler that keeps at most ``concurrency`` runs going.
-
-Threads, not processes. A run is already a set of threads around blocking calls (core/supervisor.py: the
-loop on one thread, each adapter call on a helper thread, the kill switch from any thread; the TUI drives
-one from a worker thread, cli/session.py), and its work is waiting: on a model, a desktop's process, a
-remote sandbox, a person. What crosses from a run to the fleet is the in-memory event stream with its
-memory-only parts (the screenshot's bytes, the parsed action with the text to be typed, which the audit
-log never stores), and what crosses back is an answer to *that* request object through its run's
-handshake (core/approvers.py). Processes would have to serialize both ways what the design keeps out of
-any file or pipe, and rebuild the identity check of an answer on top. Isolation holds where it matters:
-each desktop is its own processes or sandbox; the supervisor turns any exception of an adapter (an agent
-that raises, a desktop that dies) into an ``error`` end of that run alone, sealed; and the fleet's own
-thread per run catches whatever might still escape (``_drive``: the run is ended ``error`` by its
-supervisor from another thread, as the kill switch ends one, and sealed). What threads cannot contain (a
-crash of the interpreter itself) ends every run unsealed, and ``verify`` then reports each as an
-interrupted prefix.
-
-The fleet always ends. Every task's end is recorded (its row, the manifest) whatever fails on the way: the
-run's thread, its sealing, a listener, the manifest's write (``manifest_problem`` then says why fleet.json
-is behind). After ``kill_all`` each run has its stop timeout and ``SEAL_GRACE`` more to seal itself; one
-whose thread is wedged past that is recorded ``error``, not sealed (``verify`` says where its log stops),
-and the fleet ends without it; ``stop_waiting`` (a second signal) ends that wait at once.
-
-Layers: this module sits above the builder (it builds runs) and below the command line and the benchmarks
-(pyproject.toml). The fleet TUI sits with the TUI, below: it never imports this module. The command line
-hands it a ``Fleet``, which it knows only as ``core.fleet.FleetControl``, a protocol of the core.
-
-Threading rules for a front end (FleetControl):
-
-- Every public method is safe from any thread and returns promptly (``kill`` presses the run's kill
-  switch, which returns at once; the run seals itself on its own thread).
-- Listeners (``subscribe``) and watchers (``watch``) are called on one dispatcher thread, ``cua-fleet-events``,
-  one event at a time in the order the fleet saw them, and never while a run's lock is held, so they may
-  call any method of the fleet. They must not block: a Textual app posts a message (``post_message`` is
-  thread-safe) and returns; ``call_from_thread`` would wait for the UI thread, which may be waiting for us.
-- ``RunRow`` and ``QueueItem`` are immutable snapshots; ``view`` and ``watch`` return a private copy of
-  the run's RunView.
+Each task becomes ``RunOptions`` made by the one builder; the fleet adds a listener on each run's events
+and a scheduler that keeps at most ``concurrency`` runs going, one thread per run. Why threads, how the
+fleet always ends, and the threading rules for a front end (``FleetControl``): docs/commands/fleet.md and
+docs/development.md.
 """
 
 from __future__ import annotations
@@ -87,12 +51,8 @@ SEAL_GRACE = 5.0  # seconds, beyond a run's stop timeout, for a killed run to se
 LISTENER_GRACE = 2.0  # seconds a listener that does not return may hold up the fleet's end after a kill_all
 MANIFEST_LOCK_WAIT = 10.0  # seconds to wait for another process's lock on fleet.json before giving up
 
-# Local desktops on this machine (python -m cua_tui.bench fleet, "local desktops at once", 2 CPUs, 24 GiB):
-# each Xvfb + openbox + Chromium desktop with the form lab measured 226-263 MB PSS (its process tree),
-# rounded up here; with k desktops stepping at once the median click + screenshot was 56 ms (1), 56 (2),
-# 71 (4), 89 (6), 116 ms (8): within twice one desktop's up to 6, i.e. 3 per CPU. Memory allows ~40.
-# On a slower machine of the same size later (five runs): 55-61 ms (1), 60-68 (2), 76-92 (4), 106-127 (6),
-# 135-170 (8): six within 1.8-2.1x of one, on the edge of twice; 3 per CPU kept.
+# Local desktops: each counted as 300 MB (226-263 MB measured) and 3 per CPU, from `python -m cua_tui.bench
+# fleet` on two machines; the figures are in docs/benchmarks.md, "Local desktops at once".
 LOCAL_DESKTOP_BYTES = 300 * 1024 * 1024
 LOCAL_DESKTOPS_PER_CPU = 3
 LOCAL_MEMORY_SHARE = 0.5  # of the machine's memory, for desktops: the rest is the controller's and others'

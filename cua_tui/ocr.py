@@ -1,21 +1,7 @@
 """Reading a screenshot as text: Tesseract, through pytesseract (the adapter; core.screentext orders it).
 
-``ScreenReader`` implements ``core.screentext.ScreenTextReader``, the protocol the TUI is given a reader
-through (the TUI never imports this module: the command line, the scenes and the benchmarks pass one in);
-``OcrUnavailable`` and ``OcrFailed`` are the core's ``ScreenTextUnavailable`` and ``ScreenTextFailed``.
-
-Why pytesseract rather than tesserocr: pytesseract runs the ``tesseract`` program as a child process. The
-screenshot comes from a sandbox (untrusted), so the engine should not run inside the TUI's process: a
-child can be killed at a timeout (a thread running tesserocr's in-process C++ engine cannot be stopped), and
-a crash or a runaway allocation in the engine on a crafted image ends the child, not the TUI. pytesseract
-is pure Python (nothing to build against libtesseract's headers), and the 0.1 s a process start costs is
-small beside the recognition itself.
-
-Bounds: the PNG is checked and decoded by ``core.imaging.decode_screen`` first (a header claiming more than
-the run's screen, or than ``MAX_PIXELS``, is refused before any decoding), and only the decoded pixels,
-re-encoded by Pillow, reach the
-engine; the engine gets ``TIMEOUT_S``; at most ``core.screentext.MAX_WORDS`` words are kept; results are
-cached by the PNG's SHA-256 in a small LRU (``CACHE_SIZE`` screens).
+``ScreenReader`` implements ``core.screentext.ScreenTextReader``. The engine runs as a child process (why:
+docs/tui.md, "The screen as text"), on a checked and re-encoded picture, with a timeout and a small cache.
 """
 
 from __future__ import annotations

@@ -34,7 +34,8 @@ from cua_tui.core.policy import (
 )
 
 S = Scaling.identity(Size(1024, 720))
-README = Path(__file__).resolve().parents[1] / "README.md"
+# The complete example moved from the README to the manual's page (the tests below still say README).
+README = Path(__file__).resolve().parents[1] / "docs" / "files" / "policy.md"
 
 TYPING_REASON = "typing counts as transmission: the text can leave the sandbox"
 

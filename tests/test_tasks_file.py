@@ -15,7 +15,8 @@ from cua_tui.core.ports import DecisionRequest, SafetyCheck
 from cua_tui.core.tasks import MAX_TASKS, MAX_TASKS_BYTES, TasksError, load_tasks, parse_tasks
 from cua_tui.labs import LABS
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+# The complete example moved from the README to the manual's page (the tests below still say README).
+README = Path(__file__).resolve().parents[1] / "docs" / "files" / "tasks.md"
 LAB_NAMES = tuple(LABS)
 
 

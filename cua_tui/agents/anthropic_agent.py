@@ -1,20 +1,6 @@
 """``--agent anthropic``: the Messages API with the ``computer_toolset_20260801`` toolset, through the
-official ``anthropic`` SDK (imported lazily, when the agent is built).
-
-Wire format (REFERENCE.md, the SDK's ``ComputerToolset20260801Param``): one ``tools`` entry
-``{"type": "computer_toolset_20260801", "configs": {member: {"enabled": false}}}`` where every member whose
-action kind the policy withholds is disabled (the supervisor still refuses it if the model calls it anyway).
-Each ``tool_use`` block becomes its own Call carrying ``{"name", "input", "toolset_name"}`` exactly as
-received; the parser dispatches on the pair (toolset_name, name), so a block of any other tool or toolset
-is refused, and still answered. The reply holds one ``tool_result`` per ``tool_use``, in order, with
-``toolset_name`` echoed, ``is_error`` and the supervisor's exact text on anything that did not run; a
-zoom's image goes in its own result; the screen after the batch is attached to the last result (or
-follows the results as an image block when the last one is an error). ``cursor_position`` is answered
-in the model's screenshot coordinates.
-
-The conversation is kept here (the Messages API is stateless). Screenshots are scaled to the model's
-limits (the API rejects oversized ones) and only the most recent few stay in the history: above 20 images
-a request gets a stricter per-image limit.
+official ``anthropic`` SDK (imported lazily, when the agent is built). The conversation is kept here (the
+API is stateless) and every ``tool_use`` is answered. Wire format: docs/models.md, "What is sent".
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
 """``--agent openai`` (the default): the OpenAI Responses API with the ``computer`` tool, through the
-official ``openai`` SDK (imported lazily, when the agent is built).
-
-Wire format (REFERENCE.md): ``tools=[{"type": "computer"}]``; every ``computer_call`` output item carries a
-batch of ``actions`` (older replies: a single ``action``) and ``pending_safety_checks``; each call is
-answered by one ``computer_call_output`` with the screenshot as a PNG data URL and ``detail: original``,
-and with ``acknowledged_safety_checks`` only for checks a person approved; turns are chained with
-``previous_response_id``. The actions are handed to the supervisor as plain dicts exactly as they arrived
-(the reply JSON itself, not the SDK's lenient models, which would turn ``"x": true`` into 1): the
-supervisor's strict parser decides what is acceptable.
-
-A computer_call_output carries only a screenshot, so when an action of a call did not simply run (declined,
-refused, failed, not executed, stale) the supervisor's exact messages follow as one user message, a run of
-actions with the same message as one line ("actions 3-100000: ..."), so that a huge batch refused whole
-gets a short answer. Every call id of the last reply is answered, whatever the supervisor returned: a call
-without results (or with fewer results than actions) is reported as not executed.
+official ``openai`` SDK (imported lazily, when the agent is built). Actions reach the supervisor exactly as
+they arrived, and every call id is answered. Wire format: docs/models.md, "What is sent".
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
 """``--agent script:FILE``: replays recorded turns, for demos, labs and re-runs. No model, no key.
 
-File format (DESIGN.md): ``{"turns": [turn, ...], "final_text": "..."}``, each turn
-``{"actions": [OpenAI computer actions], "pending_safety_checks": [...]?, "text": "..."?}``; a turn may
-also name its ``call_id`` (to replay a transcript exactly). The outer shape is checked when the file is
-loaded; the actions are handed over exactly as written, so a script can carry malformed or hostile
-actions and exercise the parser and the policy like a real model's reply would.
-
-The file itself is read as hostile input too: a regular file of bounded size (never a FIFO or a device),
-strict JSON (no NaN or Infinity, finite numbers, nesting capped at ``strictjson.MAX_DEPTH``); an optional
-key set to null counts as absent. Text (``text``, ``final_text``) may hold anything JSON can, lone
-surrogates included, as a model's reply may: it reaches the supervisor as it is. Identifiers (call and
-safety-check ids, codes) must be encodable text, since they are echoed and recorded verbatim.
+The file is read as hostile input (bounded, strict JSON); its actions are handed over exactly as written, so
+a script exercises the parser and the policy as a model's reply would. Format: docs/files/script.md.
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
-"""CoreWeave sandboxes: requests and latency per step, ours against the tutorial's way, in one run.
-
-Both sides use the real cwsandbox client against the same local service (desktops/cwsandbox_local.py,
-built on the package's own gRPC stubs), interleaved sample by sample:
-
-- ours: ``CWSandboxDesktop.perform(click)``: the resident helper in the sandbox clicks on the form lab's
-  page (Xvfb + openbox + Chromium) and answers with a header and the PNG after it, in one exec;
-- the tutorial's: four requests per step, as in the CoreWeave tutorial (seeds/): ``xdotool mousemove X Y
-  click 1`` (exec), ``scrot`` to a file (exec), ``read_file`` (a file request), ``rm`` (exec), on an X
-  display in its own sandbox. Its screen is an empty X root, whose PNG is far smaller than a page's: that
-  favours the tutorial's side.
-
-Requests are counted by the service, latency from the caller's side, at no delay and at 30 ms injected
-each way; ours is broken down into the helper's parts and ours around them. ``python -m cua_tui.bench
-cwsandbox``.
+"""Suite ``cwsandbox``: requests and latency per step in a CoreWeave sandbox, ours (one exec) against the
+tutorial's four requests, through the real client and the local service (desktops/cwsandbox_local.py).
+How it is measured, and the figures: docs/benchmarks.md, "cwsandbox".
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
-"""The Docker backend side by side with the local one: desktop start time and step latency.
-
-Three desktops on the form lab, each started ``starts`` times (the median start counts), the last
-starts then driven sample by sample in turn (so machine noise falls on all alike):
-
-- local: ``LocalDesktop`` (bubblewrap on this machine), the baseline;
-- docker (stream): ``DockerDesktop`` as the backend runs it, one attached ``docker exec -i`` for the run;
-- docker (exec): the same container driven with one ``docker exec`` per request.
-
-A step is what the supervisor asks of a desktop: ``perform`` (the action and the screenshot after it).
-Two kinds: a click on an empty spot of the page, and typing 20 characters into the field (the page
-redraws). ``python -m cua_tui.bench docker``; it needs the engine and the image (``bash scripts/setup.sh
-docker``).
+"""Suite ``docker``: the Docker backend side by side with the local desktop, start time and step latency,
+and the same container driven with one ``docker exec`` per request. How it is measured, and the figures:
+docs/benchmarks.md, "docker".
 """
 
 from __future__ import annotations

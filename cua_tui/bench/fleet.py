@@ -1,27 +1,7 @@
-"""Suite ``fleet``: many runs at once through the fleet runner (cua_tui/fleet_runner.py), against its targets.
-
-1. 200 runs of the form script on the sim desktop, 32 at a time, every decision answered through the
-   queue: every run must end passed, sealed and verified intact (core/audit verify_run). Measured: the
-   time from a run's ``decision_requested`` event (a listener of the run placed before the fleet's) to
-   the fleet's listener being told of the request (``RequestQueued``, on the dispatcher thread), against
-   100 ms; the fleet's wall time.
-2. Memory per idle run: 32 sim runs waiting on a decision, RSS and tracemalloc growth divided by 32.
-3. Local desktops at once (Xvfb + openbox + Chromium with the form lab, each in its sandbox): the memory
-   of each desktop's process tree (PSS), and the latency of a click + screenshot step with k desktops
-   stepping at once; what fits on this machine is the smaller of memory (half of it for desktops) and CPU
-   (the most desktops whose median step stays within twice one desktop's). cua_tui/fleet_runner.py's
-   LOCAL_DESKTOP_BYTES and LOCAL_DESKTOPS_PER_CPU come from here.
-4. cwsandbox: 8 concurrent runs of the form lab through the real client and the local gRPC service
-   (desktops/cwsandbox_local.py); the service counts every request per sandbox: each step must still be
-   one exec.
-5. The fleet TUI (tui/fleet_app.py) on part 1's load (200 sim runs, 32 at a time, in a headless Textual app
-   of 200x50 cells; the benchmark's reviewer answers through the fleet, not the keys): the UI thread's CPU
-   time per refresh (``time.thread_time`` of one refresh's handler: the rows and the queue read from the
-   fleet and the tables updated; and the UI thread's whole CPU time over the fleet, layout and painting
-   included, divided by the refreshes) against 10 ms; and the time from a run's ``decision_requested``
-   event to its request being in the queue table, against 100 ms.
-
-``python -m cua_tui.bench fleet [--quick]``.
+"""Suite ``fleet``: many runs at once through the fleet runner (cua_tui/fleet_runner.py), against its
+targets: 200 sim runs through one queue, memory per idle run, local desktops at once, 8 cwsandbox runs, and
+the fleet TUI at that load. ``python -m cua_tui.bench fleet [--quick]``; what each part measures:
+docs/benchmarks.md, "fleet".
 """
 
 from __future__ import annotations

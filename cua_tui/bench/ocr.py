@@ -1,16 +1,5 @@
-"""Suite "ocr": reading a real 1024x720 lab page as text, and looking a read screen up again.
-
-The page is a real screenshot of the injection lab (its notice, URL and buttons), taken from the local
-desktop (Xvfb + openbox + Chromium), as the ``local`` suite takes its screens. Measured, wall clock:
-
-- extraction: ``ScreenReader.read`` on a fresh reader each time (nothing cached): the PNG checked and
-  decoded, re-encoded for the engine, Tesseract run (one OpenMP thread), its table turned into words and
-  lines; target under 1.5 s. The notice must be read word for word (checked, not timed).
-- baseline: the ``tesseract`` command line on the same PNG with its default threads (what REFERENCE.md
-  measured: 1.2 s), to show what the one-thread limit is worth on a small machine.
-- cached lookup: ``read`` again for a screen already read (SHA-256 of the PNG, then the LRU); target 1 ms.
-
-    python -m cua_tui.bench ocr [--quick]
+"""Suite ``ocr``: reading a real 1024x720 lab page as text, against the ``tesseract`` command line, and
+looking a read screen up again. ``python -m cua_tui.bench ocr [--quick]``; docs/benchmarks.md, "ocr".
 """
 
 from __future__ import annotations

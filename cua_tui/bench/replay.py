@@ -1,16 +1,5 @@
-"""Replay speed and memory: opening a long run, moving one step, and the memory a 10,000-step run costs.
-
-Runs are generated with the sim desktop through the one builder (a scripted agent whose clicks and scrolls
-change the screen), then opened in the real ReplayApp, headless, at 160x48:
-
-- first screen: from creating the App (the run directory opened, its events read, the chain verified)
-  until the first step's frame is on screen; target under 1 s for a 1,000-step run;
-- one step: from the key's handler until the next step's panes are updated and its frame painted (the
-  App's own time, without the test driver's); target under 50 ms;
-- memory: the Python heap's peak (tracemalloc) while a 10,000-step run is opened and walked, against the
-  size of its run directory: screens are decoded lazily and only a few are kept, so it stays bounded.
-
-    python -m cua_tui.bench replay [--quick]
+"""Suite ``replay``: opening a long run, moving one step, and the memory a 10,000-step run costs, in the
+real replay app. ``python -m cua_tui.bench replay [--quick]``; docs/benchmarks.md, "replay".
 """
 
 from __future__ import annotations

@@ -1,18 +1,7 @@
-"""UI-thread cost of a new 1024x720 screenshot in a 100x40-cell pane: ours vs textual-image's half-cell widget,
-and the Sixel path (textual-image's SixelImage as it comes, and the pane's widget given pre-encoded data).
+"""Suite ``tui``: the UI thread's cost of a new screenshot frame, ours against textual-image's widgets.
 
-Both run in a headless Textual app of the same size. For each new frame the benchmark measures the CPU
-time the UI thread spends (``time.thread_time`` in the event loop's thread) from handing the frame to the
-widget until the screen has been refreshed. Ours hands over half-block strips built in a worker thread
-(that conversion is measured separately, as worker time); textual-image's ``HalfcellImage`` gets the PNG
-and does all its work on the UI thread. The Sixel path is measured the same way, with the cell size pinned
-(no terminal answers the probe here): the worker fits and marks the picture for the pane's pixels; with
-textual-image's ``SixelImage`` the encoding then happens in its ``render_lines``, on the UI thread; with
-the pane's own widget (``desktop_view.sixel_widget``) the worker encodes too, and the UI thread only writes.
-
-    python -m cua_tui.bench.tui [--frames N] [--json PATH]
-
-The ``tui`` suite of ``python -m cua_tui.bench`` runs the same measurement and adds it to the report.
+A 1024x720 screenshot in a 100x40-cell pane, in half-blocks and on the Sixel path. ``python -m
+cua_tui.bench.tui [--frames N] [--json PATH]``; how it is measured: docs/benchmarks.md, "tui".
 """
 
 from __future__ import annotations

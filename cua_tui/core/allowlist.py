@@ -1,17 +1,6 @@
 """The one allow-list grammar: what the policy file's ``[network] allow_domains`` accepts is exactly what the
-egress proxy enforces (DESIGN.md, "Policy file"; the proxy is in ``desktops/egress/``).
-
-An entry is a host, optionally with a port:
-
-* ``example.com`` allows that host on ports 80 and 443; ``example.com:8443`` allows port 8443 only;
-* ``*.example.org`` allows every subdomain of example.org (not example.org itself, not ``evilexample.org``);
-* ``127.0.0.1``, ``127.0.0.1:8123``, ``::1``, ``[::1]``, ``[::1]:8080`` name IP addresses, written canonically.
-
-Names are compared as lowercase ASCII (punycode) without a trailing dot; only ``a-z 0-9 . -`` may appear,
-labels are 1-63 characters and do not start or end with ``-``. A host whose last label is numeric is read by
-URL parsers as an IPv4 address in some notation (``127.1``, ``2130706433``, ``0x7f.0.0.1``, ``0177.0.0.1``):
-only the canonical dotted-quad form is accepted, so an entry cannot mean one address to the policy and
-another to the browser. A wildcard never applies to an IP address.
+egress proxy enforces (the proxy is in ``desktops/egress/``). The grammar: docs/files/policy.md,
+"The allow-list grammar".
 """
 
 from __future__ import annotations

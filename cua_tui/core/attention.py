@@ -1,16 +1,6 @@
-"""What deserves the analyst's attention, apart from the noise.
-
-Security-relevant events raise an *alert* that stays until the analyst has seen it: a refused request to a
-host that is not the browser's own background traffic, a blocked action, a model safety check, a whole
-turn refused, a failed verification. The browser's routine background requests (Chromium asks Google's
-update, sync and safe-browsing hosts at start, whatever the page) are refused like any other, recorded in
-the audit log one by one, and *folded* into a count for people.
-
-Routine means one of a short list of exact host names Chromium contacts on its own. Not a domain suffix:
-``storage.googleapis.com`` or any host under a page's control must raise an alert, so a page cannot hide an
-exfiltration attempt behind a Google-looking name by choosing one of its many hosts.
-
-One ``Attention`` per run and front end (headless output, the TUI); it is fed the run's events in order.
+"""What deserves the analyst's attention, apart from the noise: a security-relevant event raises an alert
+that stays until seen; the browser's routine background requests (exact host names, never a suffix) are
+folded into a count. One ``Attention`` per run and front end, fed the run's events in order (docs/tui.md).
 """
 
 from __future__ import annotations

@@ -1,20 +1,6 @@
-"""The fleet's pure parts: the one approval queue across runs, its order, and what a fleet front end sees.
-
-Order: by risk, then by age. A request's risk tier comes from what asked for it:
-
-0. ``safety check``: the model itself raised safety checks on a call (``DecisionRequest.kind``);
-1. ``region`` and ``transmission``: a click in a marked region of the policy or a lab (rule
-   ``regions.<name>``), typing (``actions.type``: typed text can leave the sandbox) or a key that
-   submits or sends (``keys.confirm:Return``, ``KP_Enter``, ``ctrl+Return``);
-2. ``other``: any other confirmation rule (a kind or key a policy file put under confirm).
-
-Within a tier the oldest request comes first; a fleet-wide ticket number breaks ties. The rule behind
-each place travels with the item (``QueueItem.priority``: tier, its name, the policy rule, a sentence),
-so a front end shows why an item sits where it does.
-
-The runner (cua_tui/fleet_runner.py) feeds the queue from each run's events; this module holds no threads, no
-locks and no I/O. ``FleetControl`` is the small protocol a front end (the fleet TUI) is given: the TUI
-sits below the runner in the layers and sees the runner only through it.
+"""The fleet's pure parts: the one approval queue across runs, its order (risk, then age), and what a fleet
+front end sees (``FleetControl``, the protocol the fleet TUI is given). No threads, no locks and no I/O.
+The order and its tiers: docs/commands/fleet.md, "The queue".
 """
 
 from __future__ import annotations

@@ -1,17 +1,6 @@
-"""Scoped approvals: ``a`` approves this action and every later one of the same, narrow scope for the rest
-of the run.
-
-A scope is one of three, always narrow and shown before the reviewer presses ``a``:
-
-- ``chord``: this key chord (the same keys, in the same order);
-- ``typing``: typing into this field, the focused one (core/focus.py: the last click's, until anything
-  that can move the focus); the grant ends when the focus leaves the field (``FIELD_RADIUS``);
-- ``region``: clicks inside this policy region (the rule that asked is the region's).
-
-A grant never covers a blocked action (blocks are decided before any decision is asked), a model's
-safety check (those always need a decision of their own), typing whose text leaves its field, or a click
-in a region that sends data out of the sandbox (never offered), and it can be revoked at any time. Grants are
-recorded as events of their own, with who granted them; each action a grant approves names the grant.
+"""Scoped approvals: ``a`` approves this action and every later one of the same, narrow scope (a key chord,
+typing into the focused field, clicks in a policy region) for the rest of the run, until revoked. What a
+grant never covers: docs/tui.md, "Scoped approvals".
 """
 
 from __future__ import annotations

@@ -1,29 +1,7 @@
-"""The fleet's tasks file (TOML): the runs ``cua-tui fleet`` makes, one table per task.
-
-```toml
-version = 1
-name = "form-suite"
-
-[[tasks]]
-name = "form-approve"          # unique in the file: it labels the run in the fleet and its manifest
-task = "Fill the form"          # what the agent is told (a lab has its own task when this is absent)
-lab = "form"                    # or url = "https://example.com/"; neither for the sim and dry desktops
-agent = "script:form.json"      # openai | anthropic | script:PATH (relative to this file)
-model = "gpt-5.6-sol"
-policy = "strict.toml"          # relative to this file
-max_turns = 10
-max_steps = 50
-deadline_seconds = 600
-allow_domains = ["example.com"]
-```
-
-Validated strictly, as the policy file is (core/policy.py, whose location machinery this module reuses):
-every error names the file and the line (``tasks file suite.toml, line 7: tasks.0.lab: unknown lab
-'frm'; known: form, ...``); unknown keys are errors; the file is a regular UTF-8 file of at most 1 MiB,
-nested at most 32 levels, with at most 1,000 tasks; numbers are integers between 1 and 10^9 (TOML's
-``nan`` and ``inf`` are floats: refused by type). Which labs exist is the caller's to say (the labs are an
-adapter): ``parse_tasks(..., labs=names)``. Paths are returned as written; ``TaskSpec.path_of`` resolves
-them against the file's folder.
+"""The fleet's tasks file (TOML): the runs ``cua-tui fleet`` makes, one table per task, validated strictly
+with errors that name the line. Which labs exist is the caller's to say (``parse_tasks(..., labs=names)``);
+paths are returned as written, and ``TaskSpec.path_of`` resolves them against the file's folder.
+The format: docs/files/tasks.md.
 """
 
 from __future__ import annotations

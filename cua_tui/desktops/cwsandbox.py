@@ -1,23 +1,7 @@
 """``--backend cwsandbox``: the desktop in a CoreWeave serverless sandbox, one exec round trip per step.
 
-- The sandbox is created with the run's tags (``cua-tui`` and ``cua-tui-run-<run id>``), the helper
-  zipapp (``helper_zip.py``, the project's own local desktop code) as a mounted file and the helper as its
-  command, run with the ``python3`` on the sandbox's PATH. Labs run with egress denied; ``--url`` grants
-  only its host. Its id goes to ``sandbox-id.txt`` and a ``sandbox_created`` event before anything else.
-- Each step is one exec (``helper.pyz call ... base64``): the resident helper performs the action and
-  answers with its length first, then a small header and the PNG, in base64 (the client decodes what it
-  streams as UTF-8: ASCII is the one form whose streamed size is its size). The reply is untrusted and
-  consumed as a stream (``_consume``): a length over the run's cap is refused before the rest is read, and
-  the exec is cancelled the moment stdout passes its length or stderr ``STDERR_CAP``, so the client never
-  holds more than that; then the base's checks (shape, pictures asked for, PNG headers, sizes). The egress
-  records the proxy made inside come back with each reply: at most ``MAX_EGRESS_PER_REPLY`` a reply and
-  ``MAX_EGRESS_PER_RUN`` a run go to the audit log, the excess counted in one note.
-- Credentials: ``CWSANDBOX_API_KEY`` / ``CWSANDBOX_BASE_URL`` (the client's own variables) or the settings
-  file, passed explicitly to the client; never into the sandbox, the run directory or a message.
-  cwsandbox's signal handlers are disabled: the kill switch stays ours.
-- ``stop`` (any thread, idempotent) cancels the exec in flight and stops the sandbox; a stop during the
-  create stops the sandbox once it exists; a create whose reply was lost is found by its run tag.
-  Every cwsandbox error becomes a one-line, fatal DesktopError (the run ends ``error``, sealed).
+The resident helper (``helper.py``) runs the local desktop inside; each reply is consumed as a bounded
+stream (``_consume``) and checked by the base (``remote.py``). Design: docs/backends/cwsandbox.md.
 """
 
 from __future__ import annotations

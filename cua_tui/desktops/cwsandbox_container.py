@@ -1,41 +1,7 @@
 """The local CoreWeave Sandboxes service (``cwsandbox_local.py``) in container mode: each sandbox is a real
-container of the image the client asked for, on this machine's Docker engine, so that the tests run the
-images a user would (the project's desktop image, the stock ``debian:bookworm-slim``).
-
-``ContainerService(root)`` starts it (a ``LocalService`` whose ``ContainerSandboxService`` implements the
-base's hooks); the RPCs, the fault injection and the request counts are the base's. It drives the engine
-through the ``docker`` command line (``docker_engine.run_bounded``: every command with a deadline and a cap).
-
-- **Create**: ``docker create`` of ``spec.containers[0].image``, never pulled (``--pull never``: an image
-  the engine lacks is refused FAILED_PRECONDITION), then ``docker start``; the sandbox is RUNNING once its
-  container runs. The container's ``command`` becomes its entrypoint and its ``args`` the arguments, as
-  Kubernetes does (none: the image's own); its environment variables are set; its working directory too.
-  Nothing is added to Docker's defaults but what the spec asks and a larger ``/dev/shm`` (the default
-  seccomp profile and capabilities, the image's user, no init: the command is PID 1, as in a pod), so the
-  helper meets inside what it would meet in a container elsewhere.
-- **Resources**: the container's limits (else its requests) as ``--cpus`` and ``--memory`` (with as much
-  ``--memory-swap``: no swap on top). ``/dev/shm`` is a quarter of the memory, between 64 MiB (Docker's
-  default) and 1 GiB: Chromium keeps shared memory there.
-- **Lifetime**: ``max_lifetime_seconds`` runs from the create; when it runs out the sandbox is terminated
-  and its container removed, as a stop would.
-- **Mounted files**: written under ``root`` (read-only) and bind-mounted read-only at their paths, so each
-  is in place before the command starts and nothing in the container can change it.
-- **Egress**: ``deny_egress`` gives the container no network at all (``--network none``: only ``lo``). Egress
-  rules give it Docker's default bridge, which reaches whatever this machine reaches: **this local
-  service cannot filter by DNS name**, so an ``https_hostname`` rule (``EgressRule(dns_name=...)``) is
-  recorded, not enforced. A test of a run's egress therefore holds only with ``deny_egress``.
-- **Tags**: labels on the container (``TAGS_LABEL``, JSON), beside ``SERVICE_LABEL`` (this service's id:
-  ``docker ps -a --filter label=cua-tui-local.service=<id>`` finds every container it made) and
-  ``SANDBOX_LABEL`` (the sandbox id). ListSandboxes answers from the service's own table, as the base does.
-- **Exec**: each is ``docker exec -i`` in the container with the exec's environment on top of the
-  container's, its output streamed back frame by frame (the base's ``_run_exec``, on either data path: the
-  gateway or the direct plane). A cancelled exec ends its ``docker exec`` client; what it started inside
-  ends by itself or with the container. ReadFile and WriteFile read and write inside the container.
-- **State**: a watcher (``docker wait``) ends with the container and takes its exit status: a sandbox whose
-  container exited reads COMPLETED (status 0) or FAILED, and its container is removed then (the client
-  sends no delete for a sandbox that ended: nothing else would).
-- **Stop, delete, close**: the container is removed (``docker rm --force``). Either way its last output is
-  kept first in ``root/<sandbox id>.log``; ``close()`` removes every container this service made, by label.
+container of the image the client asked for, on this machine's Docker engine, driven through the ``docker``
+command line. ``ContainerService(root)`` starts it. Design: docs/backends/cwsandbox.md, "The container
+mode in detail".
 """
 
 from __future__ import annotations

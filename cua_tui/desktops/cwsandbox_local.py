@@ -1,21 +1,8 @@
 """A local CoreWeave Sandboxes service, for the tests and the benchmark: the real cwsandbox client talks to it.
 
-It ships with the package so that ``python -m cua_tui.bench cwsandbox`` (and anyone trying the backend
-offline) has a service to talk to; nothing else imports it, and it runs commands as local processes: it
-is a test double of the service, never a sandbox.
-
-Built on the package's own generated stubs (``SandboxServiceServicer``), it implements the RPCs the client
-uses: CreateSandbox, GetSandbox (polled until RUNNING), ListSandboxes (by tag), DeleteSandbox, StreamExec
-(init, ready, output frames, exit frame), ReadFile, WriteFile, and ConnectSandbox: a client certificate for
-the sandbox's direct data plane (``cwsandbox_direct.py``, mTLS on a port of its own), which the client then
-uses for execs and files, as a real run does. ``LocalService(..., direct=False)`` answers ConnectSandbox
-UNIMPLEMENTED instead, and the client falls back to the gateway (the RPCs above on this service).
-
-A sandbox is the container's command run as a local process group (its mounted files written at their
-paths first, its environment variables set, ``PATH`` the server's), and an exec is a local process with
-the sandbox's environment. Stopping a sandbox ends its group and every process descended from it, as a
-container runtime does. Every request is counted (``requests``, each with the ``path`` it came by:
-``gateway`` or ``direct``); ``inject`` makes faults, on either path alike.
+Built on the package's own gRPC stubs; a sandbox is a local process group (a test double of the service,
+never a sandbox); every request is counted and faults can be injected. Design: docs/backends/cwsandbox.md,
+"Tested offline with real parts".
 """
 
 from __future__ import annotations

@@ -1,52 +1,8 @@
 """``--backend docker``: the desktop in a hardened container on this machine, one request per step.
 
-Design (DESIGN.md "Sandbox isolation", "Remote sandboxes"; the sandboxing guide's Docker recipe, seeds/003):
-
-- **The same code as everywhere.** The image (``docker/desktop/Dockerfile``, shared with CoreWeave) holds
-  the desktop's programs only; the project's own desktop code comes with the run, as on CoreWeave: the
-  helper zipapp (``helper_zip.py``), bind-mounted read-only, whose resident ``serve`` is the container's
-  command. It runs ``LocalDesktop`` (Xvfb, openbox, Chromium) as the image's unprivileged user, with no
-  bubblewrap and no uid switching inside: the container is the boundary.
-- **Hardened as the guide says**, and checked: ``--user 1000:1000``, ``--cap-drop ALL``,
-  ``no-new-privileges``, Docker's default seccomp profile, ``--read-only`` with tmpfs only where writes are
-  needed (``/tmp`` size-capped: the profile, the X socket, the downloads; ``/home/agent``; the helper's
-  socket folder), ``--pids-limit``, ``--memory`` (no swap beyond it), ``--cpus``, ``--shm-size``, ``--init``
-  to reap; every namespace its own (``--ipc private``, ``--cgroupns private`` asked for by name: an engine's
-  default may share them); no devices, no added groups, AppArmor and the OOM killer as the engine has them;
-  nothing published; no Docker socket; no host path but the run's own two, both read-only (the zipapp, and
-  the egress proxy's socket alone: no writable host folder, so nothing the browser writes reaches this
-  host's disk). Labels ``cua-tui`` and ``cua-tui.run=<run id>``. The start is create, inspect, refuse or
-  start: ``hardening`` judges the created container, before anything in it runs (a ``docker`` wrapper or a
-  daemon's defaults may have loosened it), and its every item is the run's ``isolation`` record (run.json,
-  ``desktop_ready``).
-- **Network: ``--network none``, not an ``--internal`` network.** A container on an internal network still
-  reaches the host's own address on that network's bridge (``tests/e2e/test_docker.py`` checks it: a
-  listener on the bridge's gateway answers), so every host service bound to all addresses would be in the
-  browser's reach. With ``none`` the container has only ``lo``: no route at all. The only exit is the
-  project's own ``EgressProxy``, run here in the controller (as for the local backend: out of the browser's
-  reach) on a Unix socket in a private per-run folder, that socket alone mounted in; ``socat`` inside relays
-  Chromium's ``--proxy-server`` port to it. Labs run here on 127.0.0.1 as for the local backend, so their
-  verification is out of the browser's reach; the proxy reaches them on the host's loopback. Egress events
-  come from this proxy, never from the container.
-- **Chromium without its own sandbox** (``--no-sandbox``): the default seccomp profile and no-new-privileges
-  forbid both the user namespaces and the setuid helper it would need. The container is its boundary, and
-  the isolation record says so.
-- **One request per step on one attached exec**: a ``docker exec -i`` opened at start and kept for the run
-  (``helper_call.py stream``) carries each request down and each reply (header + PNG) up; measured faster
-  than a ``docker exec`` per step (``python -m cua_tui.bench docker`` shows both). Requests travel on stdin,
-  so typed text never stands in a command line of this host. Replies are bounded and checked as
-  CoreWeave's are (``remote.py``).
-- **Downloads** stay in the container's size-capped ``/tmp``; the verifier fetches them with one
-  ``downloads`` request (capped in files and bytes) into the run's private folder here.
-- **Endings**: the container id goes to ``sandbox-id.txt`` and a ``sandbox_created`` event right after
-  ``docker create``, before it starts. ``stop`` (any thread, idempotent) kills the request in flight and
-  removes the container (``docker rm --force``: SIGKILL) and anything else labelled with the run. The
-  container is also ``--rm``, and the attached exec's client dies with this controller (``setpriv
-  --pdeathsig``), whose end makes the helper shut the container down: a controller killed outright leaves
-  nothing running for long. ``cua-tui sandboxes --backend docker`` lists and removes leftovers by label.
-- **No engine, no image**: the factory refuses the backend in one line (exit 2) before anything starts.
-
-The Docker CLI rather than the ``docker`` SDK: see ``docker_engine.py``.
+The container is created, inspected (``hardening``) and only then started; it has no network, and the
+helper zipapp runs the local desktop inside it. Design: docs/backends/docker.md; why the Docker CLI rather
+than the SDK: ``docker_engine.py``.
 """
 
 from __future__ import annotations

@@ -1,28 +1,8 @@
 """The in-sandbox helper: the project's own local desktop, resident inside a remote sandbox.
 
-It is shipped into the sandbox as a zipapp (``helper_zip.py``) and started as the sandbox's command with
-the ``python3`` found on its PATH. It imports only what the zipapp ships (the standard library, the core's
-plain modules, the local desktop, the labs and the egress proxy) and what the sandbox image provides
-(Pillow, mss, python-xlib): no vendor SDK and no key ever comes in.
-
-- ``serve SPEC_JSON``: starts the local desktop (``LocalDesktop``: Xvfb, openbox, Chromium as an
-  unprivileged uid, the lab or URL, the allow-list proxy) in bubblewrap when bubblewrap works here, else
-  without it (the sandbox itself is then the only boundary, and ``isolation`` says so); Chromium likewise
-  with its own sandbox when it can make its namespaces here, else without it (``probe_browser_sandbox``: a
-  container under Docker's default seccomp profile refuses them), and answers requests on a Unix socket
-  only root can reach. ``isolation`` also names the python the helper runs on (the sandbox image's).
-  The Docker backend's spec (``egress_socket``, ``"bubblewrap": "off"``, ``"browser_sandbox": false``, no
-  lab) runs the same desktop as the container's one unprivileged user: the lab and the proxy stay in the
-  controller, reached through the mounted socket; the container is the boundary (``docker.py``).
-- ``downloads``: the files the browser downloaded (regular files, at most ``MAX_DOWNLOADS`` of them and
-  ``DOWNLOADS_CAP`` bytes in all), for a verifier that runs outside.
-- ``call SOCKET REQUEST_JSON WAIT`` (``helper_call.py``): what one exec runs. It hands the request to the
-  resident helper and copies its reply to stdout: a small header and the PNG bytes, so each step (the
-  action and the screenshot after it) costs the controller exactly one exec.
-
-Replies (``encode_reply``/``parse_reply``): ``CUA1 <n>\\n`` then ``n`` bytes of JSON header, then the blobs
-the header lists (name, bytes, and width/height for images). Every reply carries the egress records the
-proxy made since the previous reply, so they enter the audit log with the step that caused them.
+Shipped as a zipapp (``helper_zip.py``) and started with the sandbox's ``python3``: no vendor SDK and no key
+come in. Commands ``serve SPEC_JSON``, ``downloads`` and ``call`` (``helper_call.py``); replies
+(``encode_reply``/``parse_reply``) are ``CUA1 <n>\\n``, a JSON header, then its blobs. docs/backends/helper.md.
 """
 
 from __future__ import annotations

@@ -1,21 +1,7 @@
 """What one exec runs inside the sandbox: hand a request to the resident helper, copy its reply to stdout.
 
-Standard library only, imported alone, so each step's exec starts Python and little else. ``WAIT`` is how
-long to keep trying to reach the helper's socket (the first request waits for the helper to come up).
-
-- ``call SOCKET REQUEST_JSON WAIT [base64]``: one request, its reply on stdout. ``REQUEST_JSON`` ``-`` reads
-  the request from stdin instead (one line, at most 1 MiB), so typed text never stands in a command line the
-  host's other users can read (``docker exec`` on the controller's machine). A request whose ``key`` is
-  ``"stdin"`` takes the key from stdin's first line (the run's key for sealed text, ``sealed.py``). With
-  ``base64`` the reply goes out as ``<length>\\n`` and the reply in base64 (the cwsandbox client decodes
-  what it streams as UTF-8: ASCII is the only form whose streamed size is its size, so the controller can
-  count and cut it off).
-- ``stream SOCKET WAIT``: many requests on one attached exec (``docker exec -i``): one request per line on
-  stdin, each reply on stdout as ``<length>\\n`` then the reply's bytes, until stdin ends; then it asks
-  the resident helper to shut down.
-
-Exit status 0 when every reply was copied, 3 when the helper could not be reached or its reply was over
-``MAX_REPLY``, 2 for bad usage.
+Standard library only, imported alone, so each step's exec starts Python and little else. Its modes
+(``call``, ``stream``) and exit statuses: docs/backends/helper.md.
 """
 
 from __future__ import annotations

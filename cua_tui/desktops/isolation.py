@@ -1,18 +1,5 @@
-"""What the local desktop's sandbox is made of: a uid per run, the host files it may see, and the window
-manager's configuration.
-
-- **A uid per run.** As root, each run leases a numeric uid from a reserved range (``UID_BASE + n``, no
-  passwd entry) by holding an ``flock`` on ``LOCK_DIR/<uid>.lock`` for the desktop's lifetime: the lock
-  dies with its holder, so two controllers never share a uid and a crashed controller frees its uid (its
-  processes died with it). Not root, per-run uids are impossible: the sandbox runs as the caller's uid.
-- **Minimal file system.** The sandbox's root is an empty tmpfs, remounted read-only: ``/usr`` (without
-  ``/usr/local``), the ``/bin``, ``/lib``... links, a short list of ``/etc`` entries (fonts, the loader's
-  cache, Chromium's launcher settings), the font cache, and synthesized ``passwd``, ``group``,
-  ``nsswitch.conf`` and ``hosts``. Everything else of the host (``/srv``, ``/opt``, ``/var``, ``/root``,
-  ``/home``, other runs' workspaces, the rest of ``/etc``) does not exist inside.
-- **openbox's configuration** is a root-owned, read-only file given with ``--config-file`` (which
-  ``--reconfigure`` and ``--restart`` reuse), with no Execute action and an empty menu; its home and XDG
-  directories point at the same read-only folder, so nothing the sandbox user writes is ever read by it.
+"""What the local desktop's sandbox is made of: a uid per run (leased with an ``flock``), the host files it
+may see, and the window manager's read-only configuration. docs/backends/local.md, "The sandbox".
 """
 
 from __future__ import annotations

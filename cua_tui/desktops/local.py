@@ -1,36 +1,8 @@
 """``--backend local`` (the default): a real Xvfb display, openbox and Chromium on this machine, isolated.
 
-- One sandbox per run (bubblewrap) holds everything the desktop runs: its init script starts Xvfb, then
-  the proxy relay (socat), openbox and Chromium. They share new user, mount, PID, network (only ``lo``),
-  IPC, UTS and cgroup namespaces that die with the controller; nothing of the desktop runs on the host
-  outside them (bwrap's outer process only waits for them).
-- Each run has its own uid from a reserved range (``isolation.py``), no passwd entry: its workspace home,
-  X cookie, proxy socket and X socket folder belong to that uid (0700/0600), so concurrent runs cannot
-  read each other's. Without root there is no range to take from: the sandbox then runs as the caller's
-  uid, and ``isolation`` says so.
-- The sandbox sees only the host files the desktop needs, read-only (``/usr`` without ``/usr/local``, the
-  library links, fonts and their cache, a few ``/etc`` entries, synthesized ``passwd``/``group``), its own
-  workspace home (read-write) and its run folder (read-only). Its root is read-only; ``/tmp`` is its own.
-- openbox reads only a root-owned, read-only configuration (``--config-file``, which ``--reconfigure``
-  and ``--restart`` keep) with no Execute action, its home and XDG folders pointing there too; and were it
-  made to run something anyway, that would run inside the same sandbox.
-- Xvfb ``-nolisten tcp`` with an xauth cookie. Its socket is reached from the host through a link to the
-  workspace; this controller, which the sandbox's user namespace shows as the overflow user ``nobody``,
-  is let in as that local user after one connection with the cookie.
-- The only way out is the egress proxy of ``egress/``, reached through a Unix socket bind-mounted in and
-  relayed inside to a loopback port; by default only the lab's origin is allowed. Every allowed and
-  refused request becomes an ``egress`` audit event.
-- Capture and input run in-process (``x11.py``): mss with XShm (a memfd passed over the socket) and XTEST
-  through python-xlib. The start waits for the first paint judged on every pixel (``FirstPaint``).
-- Without bubblewrap (``bubblewrap=False``: a remote sandbox where it cannot make namespaces, see
-  ``helper.py``) the same init script runs as the run's uid without namespaces: the remote sandbox is then
-  the boundary, the proxy is only the browser's, and ``isolation`` says so.
-- ``egress_socket``: the allow-list proxy (and the lab) run outside, in the controller, reached through
-  that Unix socket (mounted in by the Docker backend): here only the relay to it, no proxy, no lab.
-  ``browser_sandbox=False``: Chromium without its own sandbox (a container whose seccomp profile and
-  no-new-privileges forbid the user namespaces and the setuid helper it needs), the container its boundary.
-- ``stop`` kills the sandbox (also after a browser crash), deletes the workspace and frees the uid and
-  the display number: no process, profile, cookie or download survives a run.
+One bubblewrap sandbox per run, a uid per run (``isolation.py``), the egress proxy (``egress/``) its only
+way out; capture and input in-process (``x11.py``). Variants without bubblewrap, or with the proxy outside,
+serve the remote backends. Design: docs/backends/local.md.
 """
 
 from __future__ import annotations

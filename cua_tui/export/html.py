@@ -1,17 +1,6 @@
-"""A run as one self-contained HTML file: what a reviewer needs, readable offline in any browser.
-
-The file holds the task, the verify verdict and the chain head (at the top), the timeline of steps (the
-proposal, the policy's verdict and rule, every decision and who made it, the outcome with the exact message
-the model heard and how long it took, refused egress, errors) and the screens before and after each step
-with the action's target drawn in SVG over them. Typed text is never in a run directory, so it appears as
-its length and SHA-256 only.
-
-Self-contained and inert: each distinct screenshot is embedded once, as a CSS class with a ``data:`` URL
-that every frame showing it names; there is no script, and a strict Content-Security-Policy
-(``default-src 'none'; img-src data:; style-src 'sha256-…'``: the one stylesheet, by hash, no inline
-styles) keeps the browser from loading anything else. Every string from the run directory is made
-visible (``core.text.visible``: controls, escapes and bidi overrides shown, never acted on) and then
-HTML-escaped.
+"""A run as one self-contained HTML file: what a reviewer needs, readable offline in any browser. Inert: no
+script, a strict Content-Security-Policy, every string from the run directory made visible and escaped.
+docs/commands/export.md, "HTML report".
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
 """A run turned back into a script file (``run --agent script:FILE``) that replays it on a fresh desktop.
-
-The turns come from the run's audit records: each turn's proposals in order (their normalized action
-records, in display coordinates), the safety checks the model raised and the text it said, and the run's
-final text. Actions are written in the OpenAI ``computer`` format the script agent speaks, so the re-run
-goes through the same parser, policy and decisions as the original.
-
-Typed text is never stored, so a ``type`` action becomes a placeholder
-``{"type": "type", "text_sha256": "...", "text_len": N}``; ``run --texts FILE`` supplies the texts (checked
-against the hash and length) and refuses to start when one is missing.
-
-What the OpenAI format cannot say is not guessed: a proposal the original run could not parse, and the
-kinds only other vendors have (triple click, key hold, raw button presses, zoom, cursor position, a key
-repeated), become ``{"type": "not_replayable", ...}``, which the re-run refuses like any unknown action,
-so the batch halts where it halted (or would have) and nothing after it runs by accident. ``lossy`` lists
-them.
+Typed text becomes a placeholder (its SHA-256 and length); what the OpenAI format cannot say becomes
+``not_replayable`` (``lossy`` lists them). docs/commands/export.md, "Re-runnable script".
 """
 
 from __future__ import annotations
