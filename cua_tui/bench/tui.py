@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from PIL import Image, ImageDraw
 from textual.app import App, ComposeResult
@@ -72,14 +73,15 @@ def pin_cell_size() -> None:
     os.environ["TEXTUAL_CELL_WIDTH"], os.environ["TEXTUAL_CELL_HEIGHT"] = (str(n) for n in CELL_PIXELS)
 
 
-def _run_detached(count: int) -> dict:
+def _run_detached(count: int) -> dict[str, Any]:
     """``run`` in a child whose output is no terminal: a terminal would answer textual-image's probe with
     its own cell size, which wins over the pinned one."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "tui.json"
         command = [sys.executable, "-m", "cua_tui.bench.tui", "--frames", str(count), "--json", str(out)]
         subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, check=True)
-        return json.loads(out.read_text())
+        result: dict[str, Any] = json.loads(out.read_text())
+        return result
 
 
 class _Harness(App[None]):
