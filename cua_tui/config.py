@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,14 +16,17 @@ import msgspec
 from platformdirs import user_config_path, user_data_path
 
 from .agents.vendors import DEFAULT_RETRIES, DEFAULT_TIMEOUT, KEY_VARIABLES
-from .core.errors import UsageError
+from .core import tomlfile
 from .core.guard import DEFAULT_GUARD_S, check_guard
+from .core.tomlfile import TomlDoc, TomlFileError
 
 APP = "cua-tui"
+# A real settings file is a few lines; this bounds what a file that is not one costs.
+MAX_SETTINGS_BYTES = 1024 * 1024
 
 
-class ConfigError(ValueError, UsageError):
-    """A settings file that cannot be used."""
+class ConfigError(TomlFileError):
+    """A settings file that cannot be used; the message names the file and, where known, the line."""
 
 
 class _File(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -90,26 +92,24 @@ class Settings:
         env = dict(os.environ if env is None else env)
         config_dir = user_config_path(APP)
         config_file = Path(env.get("CUA_TUI_CONFIG") or config_dir / "config.toml")
-        data = _File()
+        label = f"settings file {config_file}"
+        # No file (or something that is not one, such as /dev/null): the defaults.
         if config_file.is_file():
-            try:
-                raw = tomllib.loads(config_file.read_text(encoding="utf-8"))
-                data = msgspec.convert(raw, _File, strict=True)
-            except (tomllib.TOMLDecodeError, msgspec.ValidationError, OSError, UnicodeDecodeError) as exc:
-                raise ConfigError(f"settings file {config_file}: {exc}") from None
+            doc = tomlfile.load(config_file, label, cap=MAX_SETTINGS_BYTES, what="a settings file", error=ConfigError)
+        else:
+            doc = tomlfile.parse("", label, error=ConfigError)
+        data = doc.convert(_File)
         runs_dir = Path(env.get("CUA_TUI_RUNS_DIR") or data.runs_dir or user_data_path(APP) / "runs").expanduser()
         if data.model_timeout is not None and not (math.isfinite(data.model_timeout) and data.model_timeout > 0):
-            raise ConfigError(f"settings file {config_file}: model_timeout must be a positive number of seconds")
+            raise doc.error(("model_timeout",), "must be a positive number of seconds")
         if data.model_retries is not None and not 0 <= data.model_retries <= 10:
-            raise ConfigError(f"settings file {config_file}: model_retries must be between 0 and 10")
+            raise doc.error(("model_retries",), "must be between 0 and 10")
         if data.decision_guard_s is not None and (why := check_guard(data.decision_guard_s)) is not None:
-            raise ConfigError(f"settings file {config_file}: decision_guard_s {why}")
+            raise doc.error(("decision_guard_s",), why)
         prices: dict[str, tuple[float, float]] = {}
         for model, pair in (data.model_prices or {}).items():
             if len(pair) != 2 or not all(math.isfinite(p) and p >= 0 for p in pair):
-                raise ConfigError(
-                    f"settings file {config_file}: model_prices.{model} must be [input, output] USD per million tokens"
-                )
+                raise doc.error(("model_prices", model), "must be [input, output] USD per million tokens")
             prices[model] = (float(pair[0]), float(pair[1]))
         return cls(
             config_dir=config_dir,
@@ -123,7 +123,7 @@ class Settings:
             model_timeout=data.model_timeout if data.model_timeout is not None else DEFAULT_TIMEOUT,
             model_retries=data.model_retries if data.model_retries is not None else DEFAULT_RETRIES,
             model_prices=prices,
-            cwsandbox=_sandbox_settings(data, config_file, env),
+            cwsandbox=_sandbox_settings(doc, data, env),
             cwsandbox_api_key=(data.cwsandbox_api_key or "").strip() or None,
             docker_image=(env.get("CUA_TUI_DOCKER_IMAGE") or data.docker_image or "").strip() or None,
             bell=_switch(env, "CUA_TUI_BELL", data.bell),
@@ -140,7 +140,7 @@ def _switch(env: dict[str, str], name: str, stored: bool | None) -> bool:
     return True if stored is None else stored
 
 
-def _sandbox_settings(data: _File, config_file: Path, env: dict[str, str]) -> dict[str, str | int]:
+def _sandbox_settings(doc: TomlDoc, data: _File, env: dict[str, str]) -> dict[str, str | int]:
     out: dict[str, str | int] = {}
     for name in ("base_url", "image", "cpu", "memory", "placement"):
         value = getattr(data, f"cwsandbox_{name}")
@@ -150,8 +150,8 @@ def _sandbox_settings(data: _File, config_file: Path, env: dict[str, str]) -> di
         out["image"] = env["CUA_TUI_CWSANDBOX_IMAGE"].strip()
     if data.cwsandbox_max_lifetime is not None:
         if not 60 <= data.cwsandbox_max_lifetime <= 86400:
-            raise ConfigError(f"settings file {config_file}: cwsandbox_max_lifetime must be 60 to 86400 seconds")
+            raise doc.error(("cwsandbox_max_lifetime",), "must be 60 to 86400 seconds")
         out["max_lifetime_seconds"] = data.cwsandbox_max_lifetime
     if out.get("placement") not in (None, "serverless", "cks"):
-        raise ConfigError(f"settings file {config_file}: cwsandbox_placement must be serverless or cks")
+        raise doc.error(("cwsandbox_placement",), "must be serverless or cks")
     return out

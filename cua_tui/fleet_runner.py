@@ -38,7 +38,7 @@ from .core.fleet_queue import (
 from .core.ports import Answer
 from .core.run_view import RunView
 from .core.rundir import new_run_id, write_json_atomic
-from .core.supervisor import RunResult
+from .core.supervisor import RunResult, iso_time
 from .core.tasks import TasksFile, TaskSpec
 from .core.text import failure, one_line
 
@@ -94,13 +94,14 @@ def task_options(spec: TaskSpec, tasks: TasksFile, base: RunOptions) -> RunOptio
 def local_desktop_limit(mem_total: int | None = None, cpus: int | None = None) -> int:
     """How many local desktops fit on this machine at once: by memory and by CPU, the smaller."""
     if mem_total is None:
-        mem_total = _mem_total()
+        mem_total = memory_total()
     cpus = cpus if cpus is not None else (os.cpu_count() or 1)
     by_memory = int(mem_total * LOCAL_MEMORY_SHARE // LOCAL_DESKTOP_BYTES)
     return max(1, min(by_memory, cpus * LOCAL_DESKTOPS_PER_CPU))
 
 
-def _mem_total() -> int:
+def memory_total() -> int:
+    """This machine's memory in bytes (/proc/meminfo; 4 GiB where it cannot be read)."""
     try:
         with open("/proc/meminfo", encoding="ascii") as fh:
             for line in fh:
@@ -739,8 +740,6 @@ class Fleet:
     # ------------------------------------------------------------------------------------------------
     def manifest(self) -> dict[str, Any]:
         """This fleet's entry in fleet.json: the fleet, the tasks file's hash, and each task's run."""
-        from .core.supervisor import _iso
-
         runs = []
         for name in self._order:
             row = self._entries[name].row
@@ -763,7 +762,7 @@ class Fleet:
             "backend": self.backend,
             "concurrency": self.concurrency,
             "started_at": started,
-            "started_at_iso": _iso(started),
+            "started_at_iso": iso_time(started),
             "runs": runs,
         }
 
@@ -772,9 +771,7 @@ class Fleet:
             data = self.manifest()
             if ended:
                 ended_at = self._wall_clock()
-                from .core.supervisor import _iso
-
-                data.update({"ended_at": ended_at, "ended_at_iso": _iso(ended_at)})
+                data.update({"ended_at": ended_at, "ended_at_iso": iso_time(ended_at)})
             try:
                 self.manifest_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
                 _update_manifest(self.manifest_path, self.fleet_id, data)

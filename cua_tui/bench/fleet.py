@@ -221,12 +221,6 @@ def _pss(pids: list[int]) -> int:
     return total
 
 
-def _mem_total() -> int:
-    from ..fleet_runner import _mem_total
-
-    return _mem_total()
-
-
 def bench_local_desktops(counts: tuple[int, ...], steps: int) -> dict[str, Any]:
     """Start max(counts) local desktops; PSS per desktop; step latency with k of them stepping at once."""
     from ..core.actions import Action, Kind
@@ -274,9 +268,9 @@ def bench_local_desktops(counts: tuple[int, ...], steps: int) -> dict[str, Any]:
     one = latency[min(counts)]
     cpu_fit = max(k for k in counts if latency[k] <= 2 * one)
     cpus = os.cpu_count() or 1
-    mem_total = _mem_total()
-    from ..fleet_runner import LOCAL_MEMORY_SHARE
+    from ..fleet_runner import LOCAL_MEMORY_SHARE, memory_total
 
+    mem_total = memory_total()
     memory_fit = int(mem_total * LOCAL_MEMORY_SHARE // per_desktop)
     return {
         "desktops": most,

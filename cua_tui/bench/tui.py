@@ -10,10 +10,14 @@ import argparse
 import asyncio
 import io
 import json
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from PIL import Image, ImageDraw
 from textual.app import App, ComposeResult
@@ -52,13 +56,21 @@ CELL_PIXELS = (8, 17)  # xterm's cell with DejaVu Sans Mono 10 (as the Sixel tes
 
 
 def pin_cell_size() -> None:
-    """textual-image learns the cell size from its terminal probe, which a benchmark without a terminal
-    cannot answer: pin the probe's result (before textual_image.widget is imported, which probes)."""
-    from textual_image import _terminal
+    """textual-image learns the cell size from its terminal probe; with no terminal to ask it takes
+    TEXTUAL_CELL_WIDTH / TEXTUAL_CELL_HEIGHT, its own setting for terminals that cannot answer. Set them
+    before textual_image.widget is imported (which probes), and measure only with no terminal attached."""
+    os.environ["TEXTUAL_CELL_WIDTH"], os.environ["TEXTUAL_CELL_HEIGHT"] = (str(n) for n in CELL_PIXELS)
 
-    if not hasattr(_terminal.probe_terminal, "_result"):
-        caps = _terminal.TerminalCapabilities(_terminal.CellSize(*CELL_PIXELS), sixel=True, tgp=False)
-        _terminal.probe_terminal._result = caps  # type: ignore[attr-defined]
+
+def _run_detached(count: int) -> dict[str, Any]:
+    """``run`` in a child whose output is no terminal: a terminal would answer textual-image's probe with
+    its own cell size, which wins over the pinned one."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "tui.json"
+        command = [sys.executable, "-m", "cua_tui.bench.tui", "--frames", str(count), "--json", str(out)]
+        subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, check=True)
+        result: dict[str, Any] = json.loads(out.read_text())
+        return result
 
 
 class _Harness(App[None]):
@@ -133,6 +145,8 @@ def _theirs(widget: Widget, png: bytes) -> None:
 
 def run(count: int) -> dict:
     """Measure ``count`` frames (after 3 untimed ones) with both renderers; the results as JSON data."""
+    if sys.__stdout__ is not None and sys.__stdout__.isatty():
+        return _run_detached(count)
     pin_cell_size()
     from textual_image.widget import HalfcellImage, SixelImage
 

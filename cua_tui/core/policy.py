@@ -14,9 +14,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import re
-import tomllib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -24,11 +21,10 @@ from typing import Any
 
 import msgspec
 
+from . import tomlfile
 from .actions import MODIFIERS, Action, ActionError, Kind, parse_chord_text
 from .allowlist import AllowListError, parse_entry
-from .errors import UsageError
-from .safeio import FileProblem, read_small_file, text_of
-from .text import visible
+from .tomlfile import TomlDoc, TomlFileError
 
 
 class Verdict(StrEnum):
@@ -47,18 +43,12 @@ class Decision:
     sends_out: bool = False  # a click in a region marked as sending data out of the sandbox: never granted
 
 
-class PolicyError(ValueError, UsageError):
-    """A policy file that cannot be used. The message names the file and, where known, the line.
-
-    The message quotes the file (its path, names, entries): it is made visible here, once, so that no
-    caller can print a terminal escape from a hostile file."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(visible(message))
+class PolicyError(TomlFileError):
+    """A policy file that cannot be used. The message names the file and, where known, the line (and is
+    made visible: core.tomlfile)."""
 
 
 MAX_POLICY_BYTES = 1024 * 1024  # a real policy is a few kilobytes; this bounds what a hostile file costs
-MAX_NESTING = 32  # the longest key path (tables, dotted keys, arrays, inline tables); the schema needs 3
 MAX_LIMIT = 10**9  # any cap in [limits]: 31 years of seconds, a billion steps or dollars
 
 
@@ -332,27 +322,29 @@ class Policy:
     @classmethod
     def load(cls, path: str | Path) -> Policy:
         path = Path(path)
-        return cls.from_toml(_read_policy_file(path), source=str(path))
+        text = tomlfile.read_text(
+            path, f"policy file {path}", cap=MAX_POLICY_BYTES, what="a policy file", error=PolicyError
+        )
+        return cls.from_toml(text, source=str(path))
 
     @classmethod
     def from_toml(cls, text: str, source: str = "<policy>") -> Policy:
-        parsed = _read_policy_text(text, source)
-        _check_limits(parsed.limits, source, text)
+        parsed, doc = _read_policy_text(text, source)
+        _check_limits(doc, parsed.limits)
         acts = parsed.actions or _Actions(
             allow=[k.value for k in DEFAULT_ALLOWED], confirm=[k.value for k in DEFAULT_CONFIRMED]
         )
         allow, confirm, block = (
-            _kinds(source, text, section, names)
+            _kinds(doc, section, names)
             for section, names in (("allow", acts.allow), ("confirm", acts.confirm), ("block", acts.block))
         )
         both = (allow & confirm) | (allow & block) | (confirm & block)
         if both:
-            raise PolicyError(
-                _at(source, text, ("actions",), "an action kind is listed twice: " + ", ".join(sorted(both)))
-            )
+            raise doc.error(("actions",), "an action kind is listed twice: " + ", ".join(sorted(both)))
         keys = parsed.keys or _Keys(confirm=list(DEFAULT_CONFIRM_KEYS), block=list(DEFAULT_BLOCK_KEYS))
-        regions = _regions(source, text, parsed.regions)  # checked before the keys: errors come in that order
-        domains = _domains(source, text, parsed.network.allow_domains)
+        # Checked before the keys: errors come in that order.
+        regions = _regions(doc, parsed.regions)
+        domains = _domains(doc, parsed.network.allow_domains)
         lim = parsed.limits
         return cls(
             name=parsed.name if source != "built-in" else "default",
@@ -361,8 +353,8 @@ class Policy:
             limits=Limits(**{f: getattr(lim, f) for f in lim.__struct_fields__}),
             allow=allow | confirm,
             confirm=confirm,
-            confirm_keys=_patterns(source, text, "confirm", keys.confirm),
-            block_keys=_patterns(source, text, "block", keys.block),
+            confirm_keys=_patterns(doc, "confirm", keys.confirm),
+            block_keys=_patterns(doc, "block", keys.block),
             regions=regions,
             allow_domains=domains,
             description=parsed.description,
@@ -390,93 +382,62 @@ class Policy:
 # ---------------------------------------------------------------------------------------------------
 # Reading and validating a policy file, section by section (each error names the file and the line)
 # ---------------------------------------------------------------------------------------------------
-def _read_policy_text(text: str, source: str) -> _PolicyFile:
+def _read_policy_text(text: str, source: str) -> tuple[_PolicyFile, TomlDoc]:
     """The TOML text checked against the schema (sizes and nesting bounded first)."""
-    if len(text) > MAX_POLICY_BYTES:
-        raise PolicyError(f"policy file {source}: too large (over {MAX_POLICY_BYTES} characters)")
-    # tomllib takes quadratic time on a key of many dotted parts ("a.a.a...a = 1"): refuse those first.
-    # A quick pattern finds candidates (it also sees dots inside strings); the scanner decides.
-    if _MANY_PARTS_RE.search(text) and _Layout(text).too_deep_line() is not None:
-        raise PolicyError(_too_deep(source, text))
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise PolicyError(_toml_error(source, text, str(exc))) from None
-    except RecursionError:
-        # tomllib descends one Python call per level of nesting: a deep enough file exhausts the stack.
-        raise PolicyError(_too_deep(source, text)) from None
-    if _depth(data) > MAX_NESTING:
-        raise PolicyError(_too_deep(source, text))
-    try:
-        parsed = msgspec.convert(data, _PolicyFile, strict=True)
-    except msgspec.ValidationError as exc:
-        raise PolicyError(_locate_error(source, text, str(exc))) from None
+    doc = tomlfile.parse(text, f"policy file {source}", cap=MAX_POLICY_BYTES, error=PolicyError)
+    parsed = doc.convert(_PolicyFile)
     if parsed.version != 1:
-        raise PolicyError(_at(source, text, ("version",), f"unsupported version {parsed.version} (expected 1)"))
-    return parsed
+        raise doc.error(("version",), f"unsupported version {parsed.version} (expected 1)")
+    return parsed, doc
 
 
-def _toml_error(source: str, text: str, message: str) -> str:
-    where = _TOML_WHERE_RE.search(message)
-    if where:
-        message = message[: where.start()]
-        return f"policy file {source}, line {where.group(1)}, column {where.group(2)}: invalid TOML: {message}"
-    if message.endswith(_AT_END):
-        last = text.count("\n") + (0 if text.endswith("\n") else 1)
-        message = message.removesuffix(_AT_END)
-        return f"policy file {source}, line {max(last, 1)}: invalid TOML at the end of the file: {message}"
-    return f"policy file {source}: invalid TOML: {message}"
-
-
-def _check_limits(lim: _Limits, source: str, text: str) -> None:
+def _check_limits(doc: TomlDoc, lim: _Limits) -> None:
     for name in lim.__struct_fields__:
         value = getattr(lim, name)
         if isinstance(value, float) and not math.isfinite(value):
             # nan compares false with everything: a cap of nan would never fire.
-            raise PolicyError(_at(source, text, ("limits", name), f"{name} must be a finite number"))
+            raise doc.error(("limits", name), f"{name} must be a finite number")
         if value > MAX_LIMIT:  # beyond what a timer or a counter can use (a wait overflows past ~2**33 s)
-            raise PolicyError(_at(source, text, ("limits", name), f"{name} must be at most {MAX_LIMIT}"))
+            raise doc.error(("limits", name), f"{name} must be at most {MAX_LIMIT}")
     for name in ("max_turns", "max_steps", "deadline_seconds", "max_text_length", "max_scroll", "max_drag_points"):
         if getattr(lim, name) < 1:
-            raise PolicyError(_at(source, text, ("limits", name), f"{name} must be at least 1"))
+            raise doc.error(("limits", name), f"{name} must be at least 1")
     if not 0 <= lim.max_wait_seconds <= 120:
-        raise PolicyError(_at(source, text, ("limits", "max_wait_seconds"), "must be between 0 and 120"))
+        raise doc.error(("limits", "max_wait_seconds"), "must be between 0 and 120")
     if lim.max_tokens < 0 or lim.max_cost_usd < 0:
-        raise PolicyError(_at(source, text, ("limits",), "max_tokens and max_cost_usd must be >= 0"))
+        raise doc.error(("limits",), "max_tokens and max_cost_usd must be >= 0")
 
 
-def _kinds(source: str, text: str, section: str, names: list[str]) -> frozenset[Kind]:
+def _kinds(doc: TomlDoc, section: str, names: list[str]) -> frozenset[Kind]:
     out = set()
     for i, name in enumerate(names):
         try:
             out.add(Kind(name))
         except ValueError:
             known = ", ".join(k.value for k in Kind)
-            raise PolicyError(
-                _at(source, text, ("actions", section), f"unknown action kind {name!r}; known: {known}", item=i)
-            ) from None
+            raise doc.error(("actions", section), f"unknown action kind {name!r}; known: {known}", item=i) from None
     return frozenset(out)
 
 
-def _patterns(source: str, text: str, section: str, names: list[str]) -> tuple[str, ...]:
+def _patterns(doc: TomlDoc, section: str, names: list[str]) -> tuple[str, ...]:
     out = []
     for i, name in enumerate(names):
         try:
             out.append(_pattern(name))
         except ActionError as exc:
-            raise PolicyError(_at(source, text, ("keys", section), f"{name!r}: {exc.reason}", item=i)) from None
+            raise doc.error(("keys", section), f"{name!r}: {exc.reason}", item=i) from None
     return tuple(out)
 
 
-def _regions(source: str, text: str, regions: list[_Region]) -> tuple[Region, ...]:
+def _regions(doc: TomlDoc, regions: list[_Region]) -> tuple[Region, ...]:
     out = []
     for i, reg in enumerate(regions):
         if reg.verdict not in ("confirm", "block"):
             problem = f"region {reg.name!r}: verdict must be 'confirm' or 'block'"
-            raise PolicyError(_at(source, text, ("regions", i, "verdict"), problem))
+            raise doc.error(("regions", i, "verdict"), problem)
         if reg.width < 1 or reg.height < 1 or reg.x < 0 or reg.y < 0:
             problem = f"region {reg.name!r}: needs x, y >= 0 and width, height >= 1"
-            raise PolicyError(_at(source, text, ("regions", i, "width"), problem))
+            raise doc.error(("regions", i, "width"), problem)
         reason = reg.reason or f"the click lands in the '{reg.name}' region"
         out.append(
             Region(reg.name, reg.x, reg.y, reg.width, reg.height, Verdict(reg.verdict), reason, sends_out=reg.sends_out)
@@ -484,15 +445,13 @@ def _regions(source: str, text: str, regions: list[_Region]) -> tuple[Region, ..
     return tuple(out)
 
 
-def _domains(source: str, text: str, names: list[str]) -> tuple[str, ...]:
+def _domains(doc: TomlDoc, names: list[str]) -> tuple[str, ...]:
     domains: dict[str, None] = {}  # the proxy's own grammar: what passes here is what a run accepts
     for i, domain in enumerate(names):
         try:
             domains.setdefault(parse_entry(domain).text)
         except AllowListError as exc:
-            raise PolicyError(
-                _at(source, text, ("network", "allow_domains"), f"{domain!r} {exc.problem}", item=i)
-            ) from None
+            raise doc.error(("network", "allow_domains"), f"{domain!r} {exc.problem}", item=i) from None
     return tuple(domains)
 
 
@@ -525,278 +484,6 @@ def _chords_of(action: Action) -> list[str]:
     if action.hold:  # modifiers held during a click count as pressed keys (super+click opens menus)
         return ["+".join(action.hold)]
     return []
-
-
-# ---------------------------------------------------------------------------------------------------
-# Reading a file: bounded, regular files only
-# ---------------------------------------------------------------------------------------------------
-def _read_policy_file(path: Path) -> str:
-    try:
-        return text_of(read_small_file(path, MAX_POLICY_BYTES, "a policy file"))
-    except FileProblem as exc:
-        raise PolicyError(f"policy file {path}: {exc}") from None
-
-
-def _depth(data: Any) -> int:
-    """The longest key path in parsed TOML (``a.b = [[1]]`` is 4 deep: a, b, 0, 0), without recursion."""
-    deepest = 0
-    todo: list[tuple[Any, int]] = [(data, 0)]  # containers only, with the length of their path
-    while todo:
-        node, depth = todo.pop()
-        children = list(node.values()) if isinstance(node, dict) else node
-        if children:
-            deepest = max(deepest, depth + 1)
-            if deepest > MAX_NESTING:
-                break
-            todo.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return deepest
-
-
-def _too_deep(source: str, text: str) -> str:
-    line = _Layout(text).too_deep_line()
-    where = f", line {line}" if line else ""
-    return f"policy file {source}{where}: nested more than {MAX_NESTING} levels deep (arrays, tables or dotted keys)"
-
-
-# ---------------------------------------------------------------------------------------------------
-# Error location: msgspec reports "... - at `$.limits.max_turns`"; find that key's line in the text.
-# ---------------------------------------------------------------------------------------------------
-_TOML_WHERE_RE = re.compile(r" \(at line (\d+), column (\d+)\)$")
-_AT_END = " (at end of document)"
-# MAX_NESTING parts of a key, each followed by a dot, where a key may start (a line, "[", "{", ","). Linear:
-# the quantifiers are possessive, an attempt starts only there, and a quoted part ends at the first quote
-# that could start another attempt, so what two attempts scan overlaps by one key at most.
-_MANY_PARTS_RE = re.compile(
-    r"(?:^|[\[{,])[ \t]*+(?:(?:[A-Za-z0-9_-]++|\"(?:[^\"\\\n]|\\.)*+\"|'[^'\n]*+')[ \t]*+\.[ \t]*+)"
-    + f"{{{MAX_NESTING}}}",
-    re.MULTILINE,
-)
-_PATH_RE = re.compile(r" - at `\$((?:\.[A-Za-z0-9_-]+|\[\d+\])*)`")
-_PATH_PART_RE = re.compile(r"\.([A-Za-z0-9_-]+)|\[(\d+)\]")
-_UNKNOWN_FIELD = "Object contains unknown field `"
-
-
-def _locate_error(source: str, text: str, message: str) -> str:
-    path: tuple[Any, ...] = ()
-    cut = message.rfind(" - at `$")  # the last one: a field name may contain the marker too
-    match = _PATH_RE.fullmatch(message, cut) if cut >= 0 else None
-    if match:
-        message = message[:cut]
-        path = tuple(name if name else int(index) for name, index in _PATH_PART_RE.findall(match.group(1)))
-    if message.startswith(_UNKNOWN_FIELD) and message.endswith("`"):
-        name = message[len(_UNKNOWN_FIELD) : -1]
-        path = (*path, name)
-        message = f"unknown key {name!r}"
-    return _at(source, text, path, message)
-
-
-def _at(source: str, text: str, path: tuple[Any, ...], message: str, item: int | None = None) -> str:
-    """The error message for ``path`` (``item``: the index of the offending element of a list there)."""
-    line = _Layout(text).line_of(path if item is None else (*path, item))
-    where = f"line {line}" if line else "at top level"
-    dotted = ".".join(str(p) for p in path)
-    return f"policy file {source}, {where}: {dotted + ': ' if dotted else ''}{message}"
-
-
-# A hand-written scanner instead of regular expressions over whole lines: a pattern such as "a run of spaces,
-# then key characters or spaces, then spaces" backtracks cubically on a long hostile line, and tomllib keeps
-# no positions. Every step consumes input and a multi-line string that never closes ends the scan, so the
-# cost is linear in the size of the text, whatever it holds.
-_WS_RE = re.compile(r"[ \t\r]+")
-_BARE_RE = re.compile(r"[^\s\[\]{},=\"'#.]+")
-_BASIC_RE = re.compile(r'"(?:[^"\\\n]|\\.)*"')
-_LITERAL_RE = re.compile(r"'[^'\n]*'")
-_ML_BASIC_RE = re.compile(r'"""(?:[^"\\]|\\.|"(?!""))*"""(?:""?)?', re.DOTALL)
-_ML_LITERAL_RE = re.compile(r"'''(?:[^']|'(?!''))*'''(?:''?)?", re.DOTALL)
-_PUNCT = frozenset("[]{},=.")
-_STARTS_VALUE = frozenset({"key", "string", "[", "{"})
-
-
-class _Layout:
-    """Where each key path of a TOML text starts (1-based line): keys, table headers, list elements.
-
-    Paths are those msgspec reports: ``("regions", 1, "verdict")`` is the key ``verdict`` of the second
-    ``[[regions]]`` table, ``("keys", "block", 2)`` the third element of ``block = [...]`` in ``[keys]``."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def line_of(self, path: tuple[Any, ...]) -> int | None:
-        """The line of ``path``, or else of the longest prefix of it found; None for the empty path."""
-        best, best_len = None, 0
-        for found, line in self._scan():
-            if found == path:
-                return line
-            if best_len < len(found) <= len(path) and found == path[: len(found)]:
-                best, best_len = line, len(found)
-        return best
-
-    def too_deep_line(self) -> int | None:
-        """The line where a path first grows longer than MAX_NESTING (the scan stops there)."""
-        for found, line in self._scan():
-            if len(found) > MAX_NESTING:
-                return line
-        return None
-
-    def _tokens(self) -> Iterator[tuple[str, str, int]]:
-        """(kind, text, line): kind is "nl", "key" (a bare word or a one-line string, which may be a key),
-        "string" (a multi-line string) or a punctuation character. Spaces and comments are skipped."""
-        text, pos, line, end = self.text, 0, 1, len(self.text)
-        while pos < end:
-            c = text[pos]
-            m: re.Match[str] | None
-            if c == "\n":
-                yield "nl", c, line
-                line, pos = line + 1, pos + 1
-            elif c in " \t\r":
-                m = _WS_RE.match(text, pos)
-                pos = m.end() if m else pos + 1
-            elif c == "#" or (c in "\"'" and not text.startswith(c * 3, pos)):
-                m = None if c == "#" else (_BASIC_RE if c == '"' else _LITERAL_RE).match(text, pos)
-                if m is None:  # a comment, or a string not closed on its line: skip to the end of the line
-                    stop = text.find("\n", pos)
-                    pos = end if stop < 0 else stop
-                else:
-                    yield "key", m.group(), line
-                    pos = m.end()
-            elif c in "\"'":
-                m = (_ML_BASIC_RE if c == '"' else _ML_LITERAL_RE).match(text, pos)
-                if m is None:
-                    return  # never closed: the rest of the text is inside it
-                yield "string", m.group(), line
-                line += m.group().count("\n")
-                pos = m.end()
-            elif c in _PUNCT:
-                yield c, c, line
-                pos += 1
-            else:
-                m = _BARE_RE.match(text, pos)
-                if m is None:  # a stray character (a form feed, a vertical tab): skip it
-                    pos += 1
-                else:
-                    yield "key", m.group(), line
-                    pos = m.end()
-
-    def _scan(self) -> Iterator[tuple[tuple[Any, ...], int]]:
-        """(path, line) for every key, header and list element, in order; stops after the first path longer
-        than MAX_NESTING (nothing deeper can be valid). One loop, long on purpose: the scanner is a state
-        machine, and its states are easier to check against each other when they sit side by side."""
-        table: tuple[Any, ...] = ()
-        arrays_of_tables: dict[tuple[Any, ...], int] = {}
-        # The values being read, innermost last: ["array", path, index, waiting for an element]
-        # or ["inline", path, state (key, keyparts, value, after), key parts].
-        stack: list[list[Any]] = []
-        # At statement level: start (of a line), header, key, value (after "="), rest (of the line).
-        parts: list[Any] = []
-        state, new_element = "start", False
-        value_path: tuple[Any, ...] = ()
-        for kind, token, line in self._tokens():
-            opened: tuple[Any, ...] | None = None  # the path of a value that starts with this token
-            if not stack:
-                if kind == "nl":
-                    state = "start"
-                elif state == "start":
-                    if kind == "[":
-                        state, parts, new_element = "header", [], False
-                    elif kind == "key":
-                        state, parts = "key", [_key_name(token)]
-                    else:
-                        state = "rest"
-                elif state == "header":
-                    if kind == "[" and not parts:
-                        new_element = True  # "[[name]]": a new element of an array of tables
-                    elif kind == "key":
-                        parts.append(_key_name(token))
-                        if len(parts) > MAX_NESTING:
-                            yield tuple(parts), line
-                            return
-                    elif kind == "]":
-                        table = _resolve(parts, arrays_of_tables, new_element)
-                        yield table, line
-                        if len(table) > MAX_NESTING:
-                            return
-                        state = "rest"  # the second "]" of "[[name]]" is ignored there
-                elif state == "key":
-                    if kind == "key":
-                        parts.append(_key_name(token))
-                        if len(table) + len(parts) > MAX_NESTING:
-                            yield (*table, *parts), line
-                            return
-                    elif kind == "=":
-                        for n in range(1, len(parts)):
-                            yield (*table, *parts[:n]), line
-                        value_path, state = (*table, *parts), "value"
-                        opened = value_path
-                    elif kind != ".":
-                        state = "rest"
-                elif state == "value":
-                    if kind in ("[", "{"):
-                        stack.append(_frame(kind, value_path))
-                    state = "rest"
-            elif stack[-1][0] == "array":
-                top = stack[-1]
-                if kind == ",":
-                    top[2], top[3] = top[2] + 1, True
-                elif kind == "]":
-                    stack.pop()
-                elif kind in _STARTS_VALUE and top[3]:
-                    top[3] = False
-                    opened = (*top[1], top[2])
-                    if kind in ("[", "{"):
-                        stack.append(_frame(kind, opened))
-            else:
-                top = stack[-1]
-                if kind == "}":
-                    stack.pop()
-                elif top[2] == "key" and kind == "key":
-                    top[2], top[3] = "keyparts", [_key_name(token)]
-                elif top[2] == "keyparts" and kind == "key":
-                    top[3].append(_key_name(token))
-                    if len(top[1]) + len(top[3]) > MAX_NESTING:
-                        yield (*top[1], *top[3]), line
-                        return
-                elif top[2] == "keyparts" and kind == "=":
-                    for n in range(1, len(top[3])):
-                        yield (*top[1], *top[3][:n]), line
-                    top[2] = "value"
-                    opened = (*top[1], *top[3])
-                elif top[2] == "value" and kind in _STARTS_VALUE:
-                    top[2] = "after"
-                    if kind in ("[", "{"):
-                        stack.append(_frame(kind, (*top[1], *top[3])))
-                elif top[2] == "after" and kind == ",":
-                    top[2] = "key"
-            if opened is not None:
-                yield opened, line
-                if len(opened) > MAX_NESTING:
-                    return
-
-
-def _frame(opener: str, path: tuple[Any, ...]) -> list[Any]:
-    return ["array", path, 0, True] if opener == "[" else ["inline", path, "key", []]
-
-
-def _key_name(token: str) -> str:
-    if token.startswith('"'):
-        try:
-            return str(json.loads(token))  # TOML's basic-string escapes are JSON's, bar \U and \e
-        except ValueError:
-            return token[1:-1]
-    if token.startswith("'"):
-        return token[1:-1]
-    return token
-
-
-def _resolve(names: list[str], arrays_of_tables: dict[tuple[Any, ...], int], new_element: bool) -> tuple[Any, ...]:
-    """The path of a table header: each array of tables on the way adds the index of its current element."""
-    path: tuple[Any, ...] = ()
-    for i, name in enumerate(names):
-        path = (*path, name)
-        if new_element and i == len(names) - 1:
-            arrays_of_tables[path] = arrays_of_tables.get(path, -1) + 1
-        if path in arrays_of_tables:
-            path = (*path, arrays_of_tables[path])
-    return path
 
 
 DEFAULT_POLICY_TOML = """\

@@ -291,7 +291,7 @@ class Supervisor:
             "limits": _limits(policy),
             "versions": cfg.versions,
             "started_at": started,
-            "started_at_iso": _iso(started),
+            "started_at_iso": iso_time(started),
             "audit_key_id": cfg.audit_key.key_id if cfg.audit_key else None,
             **cfg.extra,
         }
@@ -951,7 +951,7 @@ class Supervisor:
                     "cost_usd": self.total_cost,
                     "final_text": self._final_text,
                     "ended_at": ended,
-                    "ended_at_iso": _iso(ended),
+                    "ended_at_iso": iso_time(ended),
                     "seal": seal,
                 }
                 try:
@@ -1051,7 +1051,7 @@ def _is_sha256(value: object) -> bool:
     return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
 
 
-def _iso(epoch: float) -> str:
+def iso_time(epoch: float) -> str:
     """A timestamp on record as ISO 8601 in UTC, beside its epoch seconds (run.json, result.json)."""
     return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds")
 

@@ -6,7 +6,6 @@ parsed) and turned into a ``Theme``. A broken file never stops the app: it is re
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from textual.app import App
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
+from ..core import tomlfile
 from ..core.text import visible
 
 BUILTIN = [
@@ -75,6 +75,10 @@ COLOURS = (
 )
 
 
+# A theme is a dozen lines; this bounds what a file in a themes folder that is not one costs.
+MAX_THEME_BYTES = 64 * 1024
+
+
 class _ThemeFile(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     name: str
     primary: str
@@ -99,18 +103,11 @@ def project_themes_dir() -> Path:
 
 
 def load_theme_file(path: Path) -> Theme:
-    """One theme file; ValueError with the file name and what is wrong."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-        spec = msgspec.convert(data, _ThemeFile, strict=True)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"theme file {path.name}: cannot read it ({exc})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"theme file {path.name}: invalid TOML: {exc}") from None
-    except msgspec.ValidationError as exc:
-        raise ValueError(f"theme file {path.name}: {exc}") from None
+    """One theme file; ValueError (core.tomlfile's) with the file name, the line and what is wrong."""
+    doc = tomlfile.load(path, f"theme file {path.name}", cap=MAX_THEME_BYTES, what="a theme file")
+    spec = doc.convert(_ThemeFile)
     if not spec.name.strip() or len(spec.name) > 40:
-        raise ValueError(f"theme file {path.name}: name must be 1 to 40 characters")
+        raise doc.error(("name",), "must be 1 to 40 characters")
     for field in COLOURS:
         value = getattr(spec, field)
         if value is None:
@@ -118,7 +115,7 @@ def load_theme_file(path: Path) -> Theme:
         try:
             Color.parse(value)
         except ColorParseError:
-            raise ValueError(f"theme file {path.name}: {field} = {value!r} is not a colour") from None
+            raise doc.error((field,), f"{value!r} is not a colour") from None
     return Theme(
         name=spec.name.strip(),
         dark=spec.dark,

@@ -81,7 +81,7 @@ def test_the_setting_changes_the_guard_and_refuses_less_than_the_floor(tmp_path:
     with pytest.raises(ConfigError) as raised:
         Settings.load(env)
     assert str(raised.value) == (
-        f"settings file {config}: decision_guard_s must be at least 0.5 s "
+        f"settings file {config}, line 1: decision_guard_s: must be at least 0.5 s "
         "(the floor: a key meant for the decision before must not count)"
     )
     config.write_text('decision_guard_s = "soon"\n')
