@@ -125,10 +125,11 @@ def build_run(options: RunOptions) -> Run:
     bind_run = getattr(desktop, "bind_run", None)
     if callable(bind_run):  # remote desktops tag their sandbox with the run id, write sandbox-id.txt in it
         bind_run(rundir)
+    from .agents.vendor_agent import VendorAgent
     from .factory import public_url, versions
 
     extra = {
-        "model_base_url": public_url(getattr(agent, "base_url", None)),
+        "model_base_url": public_url(agent.base_url) if isinstance(agent, VendorAgent) else None,
         "lab": options.lab,
         "url": options.url,
         "allow_domains": list(options.allow_domains),
