@@ -17,8 +17,8 @@ from cua_tui.core.geometry import Size
 from cua_tui.core.imaging import blank_frame
 from cua_tui.core.ports import DesktopError, Frame, StepResult
 from cua_tui.core.stale import CheckError, ScreenCheck, StaleGuard, perform_checked
-from cua_tui.desktops.helper import encode_reply, parse_reply
-from cua_tui.desktops.remote import HelperDesktop
+from cua_tui.desktops.remote.desktop import HelperDesktop
+from cua_tui.desktops.remote.wire import encode_reply, parse_reply
 
 SIZE = Size(200, 120)
 CLICK = Action(Kind.CLICK, point=(100, 60))
@@ -128,7 +128,7 @@ def test_a_remote_stale_answer_is_read_and_checked() -> None:
 
 def test_the_helper_answers_stale_without_acting() -> None:
     """The resident helper's side: a perform request with a check goes to the desktop's own checked perform."""
-    from cua_tui.desktops.helper import Resident
+    from cua_tui.desktops.remote.helper import Resident
 
     seen = frame(button_at(100, 60))
     moved = Plain(frame(button_at(100, 100)))
@@ -147,7 +147,7 @@ def test_the_helper_answers_stale_without_acting() -> None:
     resident._lock, resident._egress_sent, resident._egress_lock = threading.Lock(), 0, threading.Lock()
     check = StaleGuard().check(seen, (100, 60))
     assert check is not None
-    from cua_tui.desktops.helper import action_to_wire
+    from cua_tui.desktops.remote.wire import action_to_wire
 
     header, blobs = parse_reply(
         resident.handle({"op": "perform", "action": action_to_wire(CLICK), "check": check.to_wire()}), cap=1 << 22

@@ -4,7 +4,7 @@ Design (DESIGN.md "Sandbox isolation", "Remote sandboxes"; the sandboxing guide'
 
 - **The same code as everywhere.** The image (``docker/desktop/Dockerfile``, shared with CoreWeave) holds
   the desktop's programs only; the project's own desktop code comes with the run, as on CoreWeave: the
-  helper zipapp (``helper_zip.py``), bind-mounted read-only, whose resident ``serve`` is the container's
+  helper zipapp (``remote/zipapp.py``), bind-mounted read-only, whose resident ``serve`` is the container's
   command. It runs ``LocalDesktop`` (Xvfb, openbox, Chromium) as the image's unprivileged user, with no
   bubblewrap and no uid switching inside: the container is the boundary.
 - **Hardened as the guide says**, and checked: ``--user 1000:1000``, ``--cap-drop ALL``,
@@ -32,10 +32,10 @@ Design (DESIGN.md "Sandbox isolation", "Remote sandboxes"; the sandboxing guide'
   forbid both the user namespaces and the setuid helper it would need. The container is its boundary, and
   the isolation record says so.
 - **One request per step on one attached exec**: a ``docker exec -i`` opened at start and kept for the run
-  (``helper_call.py stream``) carries each request down and each reply (header + PNG) up; measured faster
+  (``remote/call.py stream``) carries each request down and each reply (header + PNG) up; measured faster
   than a ``docker exec`` per step (``python -m cua_tui.bench docker`` shows both). Requests travel on stdin,
   so typed text never stands in a command line of this host. Replies are bounded and checked as
-  CoreWeave's are (``remote.py``).
+  CoreWeave's are (``remote/replies.py``).
 - **Downloads** stay in the container's size-capped ``/tmp``; the verifier fetches them with one
   ``downloads`` request (capped in files and bytes) into the run's private folder here.
 - **Endings**: the container id goes to ``sandbox-id.txt`` and a ``sandbox_created`` event right after
@@ -79,9 +79,11 @@ from .docker_engine import (
     run_bounded,
 )
 from .egress import EgressProxy, EgressRecord
-from .helper_zip import helper_sha256, helper_zipapp
 from .local import start_target
-from .remote import REPLY_CAP, Blobs, HelperDesktop
+from .remote.desktop import HelperDesktop
+from .remote.replies import REPLY_CAP
+from .remote.wire import Blobs
+from .remote.zipapp import helper_sha256, helper_zipapp
 
 DEFAULT_IMAGE = "cua-tui-desktop:latest"  # scripts/setup.sh docker builds and tags it
 UID = GID = 1000  # the image's ``agent``

@@ -23,7 +23,7 @@
 - Capture and input run in-process (``x11.py``): mss with XShm (a memfd passed over the socket) and XTEST
   through python-xlib. The start waits for the first paint judged on every pixel (``FirstPaint``).
 - Without bubblewrap (``bubblewrap=False``: a remote sandbox where it cannot make namespaces, see
-  ``helper.py``) the same init script runs as the run's uid without namespaces: the remote sandbox is then
+  ``remote/helper.py``) the same init script runs as the run's uid without namespaces: the remote sandbox is then
   the boundary, the proxy is only the browser's, and ``isolation`` says so.
 - ``egress_socket``: the allow-list proxy (and the lab) run outside, in the controller, reached through
   that Unix socket (mounted in by the Docker backend): here only the relay to it, no proxy, no lab.
