@@ -15,8 +15,8 @@ from PIL import Image, ImageDraw
 from cua_tui.core.actions import Action, Kind
 from cua_tui.core.geometry import Size
 from cua_tui.core.imaging import blank_frame
-from cua_tui.core.ports import DesktopError, Frame, StepResult
-from cua_tui.core.stale import CheckError, ScreenCheck, StaleGuard, perform_checked
+from cua_tui.core.ports import BaseDesktop, DesktopError, Frame, StepResult
+from cua_tui.core.stale import CheckError, ScreenCheck, StaleGuard
 from cua_tui.desktops.remote.desktop import HelperDesktop
 from cua_tui.desktops.remote.wire import encode_reply, parse_reply
 
@@ -68,8 +68,9 @@ def test_the_check_round_trips_and_a_malformed_one_is_refused() -> None:
             ScreenCheck.from_wire(bad)
 
 
-class Plain:
-    """A desktop with no check of its own: ``perform_checked`` asks it for a screenshot first."""
+class Plain(BaseDesktop):
+    """A desktop with no check of its own: the port's default ``perform_checked`` asks it for a screenshot
+    first."""
 
     def __init__(self, now: Frame) -> None:
         self.now = now
@@ -87,11 +88,11 @@ def test_a_desktop_without_a_check_of_its_own_is_checked_before_it_acts() -> Non
     seen = frame(button_at(100, 60))
     check = StaleGuard().check(seen, (100, 60))
     moved = Plain(frame(button_at(100, 100)))
-    assert perform_checked(moved, CLICK, check).stale and moved.performed == []
+    assert moved.perform_checked(CLICK, check).stale and moved.performed == []
     same = Plain(seen)
-    assert not perform_checked(same, CLICK, check).stale and same.performed == [CLICK]
+    assert not same.perform_checked(CLICK, check).stale and same.performed == [CLICK]
     unchecked = Plain(frame(button_at(100, 100)))
-    assert not perform_checked(unchecked, CLICK, None).stale and unchecked.performed == [CLICK]
+    assert not unchecked.perform_checked(CLICK, None).stale and unchecked.performed == [CLICK]
 
 
 class Replying(HelperDesktop):
@@ -134,8 +135,10 @@ def test_the_helper_answers_stale_without_acting() -> None:
     moved = Plain(frame(button_at(100, 100)))
 
     class Inside:
+        timing: dict[str, float] = {}
+
         def perform_checked(self, action: Action, check: ScreenCheck | None) -> StepResult:
-            return perform_checked(moved, action, check)
+            return moved.perform_checked(action, check)
 
         def egress(self) -> list[Any]:
             return []

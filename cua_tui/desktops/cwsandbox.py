@@ -344,8 +344,8 @@ class CWSandboxDesktop(HelperDesktop):
         with self._lock:
             self._sandbox, self._sandbox_id = sandbox, sandbox_id
         try:
-            if self._rundir is not None:
-                self._rundir.write_sandbox_id(sandbox_id)
+            if self._run is not None:
+                self._run.write_sandbox_id(sandbox_id)
             if self._sink is not None:
                 self._sink(ev.SandboxCreated(self.name, sandbox_id, self.tags))
         finally:

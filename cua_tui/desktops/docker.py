@@ -464,8 +464,8 @@ class DockerDesktop(HelperDesktop):
         with self._lock:
             self._container = ident
         try:
-            if self._rundir is not None:
-                self._rundir.write_sandbox_id(ident)
+            if self._run is not None:
+                self._run.write_sandbox_id(ident)
             if self._sink is not None:
                 self._sink(ev.SandboxCreated(self.name, ident, self.labels))
         finally:

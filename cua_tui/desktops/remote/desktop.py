@@ -16,14 +16,14 @@ from typing import Any
 from ...core import events as ev
 from ...core.actions import Action, Kind
 from ...core.geometry import Size
-from ...core.ports import DesktopError, Frame, StepResult
+from ...core.ports import BaseDesktop, DesktopError, Frame, RunHandle, StepResult
 from ...core.stale import ScreenCheck
 from ...core.text import one_line, truncate
 from .replies import STDERR_CAP, asked_only, picture, plain, reply_cap, step_timing
 from .wire import Blobs, ReplyError, action_to_wire, parse_reply
 
 
-class HelperDesktop:
+class HelperDesktop(BaseDesktop):
     """A desktop driven through the in-sandbox helper, one request per step, bound to its run (the
     sandbox carries the run id; sandbox-id.txt goes in its directory) before it starts."""
 
@@ -35,16 +35,16 @@ class HelperDesktop:
         self._first: Frame | None = None  # the ``ready`` reply's screen: the run's first screenshot
         self._isolation: dict[str, Any] = {}
         self.run_id = ""
-        self._rundir: Any = None
+        self._run: RunHandle | None = None
         self._sink: Callable[[ev.Event], None] | None = None
         self._stopping = threading.Event()
         self.reply_cap = reply_cap(size)
         self.timing: dict[str, float] = {}  # the last step's parts as the helper measured them (benchmarks)
 
-    def bind_run(self, rundir: Any) -> None:
-        """The run directory (sandbox-id.txt goes there) and its id (the sandbox's tag or label)."""
-        self._rundir = rundir
-        self.run_id = rundir.run_id
+    def bind_run(self, run: RunHandle) -> None:
+        """The run: its id (the sandbox's tag or label) and its directory (sandbox-id.txt goes there)."""
+        self._run = run
+        self.run_id = run.run_id
 
     def bind_events(self, sink: Callable[[ev.Event], None]) -> None:
         self._sink = sink
