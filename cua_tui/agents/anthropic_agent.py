@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from ..core.actions import ANTHROPIC_MEMBERS, ANTHROPIC_TO_KIND, Kind
 from ..core.geometry import OutOfRange, Scaling
@@ -29,8 +29,8 @@ from ..core.ports import ActionResult, AgentError, Call, CallResult, Frame, Turn
 from ..core.text import encodable, one_line
 from .images import b64, fit_png
 from .replies import encodable_tree, reply_id
-from .vendor_agent import NO_RESULT, VendorAgent, by_call
-from .vendors import DEFAULT_MODELS, DEFAULT_RETRIES, DEFAULT_TIMEOUT, INSTRUCTIONS, KEY_VARIABLES
+from .vendor_agent import NO_RESULT, VendorAgent, VendorOptions, by_call
+from .vendors import DEFAULT_MODELS, KEY_VARIABLES
 
 if TYPE_CHECKING:
     import anthropic
@@ -66,24 +66,12 @@ class AnthropicAgent(VendorAgent["anthropic.Anthropic"]):
         api_key: str,
         model: str = DEFAULT_MODEL,
         *,
-        base_url: str | None = None,
         withheld: frozenset[Kind] | set[Kind] = frozenset(),
-        timeout: float = DEFAULT_TIMEOUT,
-        max_retries: int = DEFAULT_RETRIES,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         keep_images: int = DEFAULT_KEEP_IMAGES,
-        instructions: str = INSTRUCTIONS,
-        prices: dict[str, tuple[float, float]] | None = None,
+        **options: Unpack[VendorOptions],
     ) -> None:
-        super().__init__(
-            api_key,
-            model,
-            base_url=base_url,
-            timeout=timeout,
-            max_retries=max_retries,
-            instructions=instructions,
-            prices=prices,
-        )
+        super().__init__(api_key, model, **options)
         self.max_tokens = max_tokens
         self.keep_images = max(1, keep_images)
         self.tool = toolset(frozenset(withheld))

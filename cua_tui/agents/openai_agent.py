@@ -19,15 +19,15 @@ without results (or with fewer results than actions) is reported as not executed
 from __future__ import annotations
 
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from ..core.geometry import Scaling
 from ..core.ports import AgentError, Call, CallResult, Frame, SafetyCheck, Turn
 from ..core.text import encodable, one_line
 from .images import data_url, fit_png
 from .replies import reply_id
-from .vendor_agent import NO_RESULT, VendorAgent, by_call
-from .vendors import DEFAULT_MODELS, DEFAULT_RETRIES, DEFAULT_TIMEOUT, INSTRUCTIONS, KEY_VARIABLES
+from .vendor_agent import NO_RESULT, VendorAgent, VendorOptions, by_call
+from .vendors import DEFAULT_MODELS, KEY_VARIABLES
 
 if TYPE_CHECKING:
     import openai
@@ -41,26 +41,8 @@ class OpenAIAgent(VendorAgent["openai.OpenAI"]):
 
     name = "openai"
 
-    def __init__(
-        self,
-        api_key: str,
-        model: str = DEFAULT_MODEL,
-        *,
-        base_url: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        max_retries: int = DEFAULT_RETRIES,
-        instructions: str = INSTRUCTIONS,
-        prices: dict[str, tuple[float, float]] | None = None,
-    ) -> None:
-        super().__init__(
-            api_key,
-            model,
-            base_url=base_url,
-            timeout=timeout,
-            max_retries=max_retries,
-            instructions=instructions,
-            prices=prices,
-        )
+    def __init__(self, api_key: str, model: str = DEFAULT_MODEL, **options: Unpack[VendorOptions]) -> None:
+        super().__init__(api_key, model, **options)
         self._previous_id: str | None = None
         # call id -> its number of actions: each call is owed one computer_call_output
         self._pending: dict[str, int] = {}

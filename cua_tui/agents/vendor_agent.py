@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from types import ModuleType
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypedDict
 
 from ..core.ports import AgentError, CallResult, Usage
 from ..core.text import one_line
@@ -41,6 +41,16 @@ class RawReply(Protocol):
 
     @property
     def http_response(self) -> _Body: ...
+
+
+class VendorOptions(TypedDict, total=False):
+    """What every vendor's agent takes beside its key and model (the settings file's and the flags')."""
+
+    base_url: str | None
+    timeout: float
+    max_retries: int
+    instructions: str
+    prices: dict[str, tuple[float, float]] | None
 
 
 class VendorAgent[C: SdkClient]:
