@@ -123,18 +123,18 @@ def build_run(options: RunOptions) -> Run:
     agent, label = _agent(options, policy, settings)
     desktop = options.desktop or _desktop(options, size, lab, policy, settings)
     rundir = _rundir(runs, options.run_id)
-    bind_run = getattr(desktop, "bind_run", None)
-    if callable(bind_run):  # remote desktops tag their sandbox with the run id, write sandbox-id.txt in it
-        bind_run(rundir)
+    # A remote desktop tags its sandbox with the run id and writes sandbox-id.txt in the run's directory.
+    desktop.bind_run(rundir)
+    from .agents.vendor_agent import VendorAgent
     from .factory import public_url, versions
 
     extra = {
-        "model_base_url": public_url(getattr(agent, "base_url", None)),
+        "model_base_url": public_url(agent.base_url) if isinstance(agent, VendorAgent) else None,
         "lab": options.lab,
         "url": options.url,
         "allow_domains": list(options.allow_domains),
         "lab_regions": lab.regions() if lab is not None else [],
-        **({"sandbox": desktop.record()} if callable(getattr(desktop, "record", None)) else {}),
+        **({"sandbox": sandbox} if (sandbox := desktop.record()) else {}),
         **options.extra,
     }
     config = RunConfig(

@@ -32,7 +32,7 @@ from recorder import Recorder
 from cua_tui.build import RunOptions, build_run
 from cua_tui.desktops.cwsandbox import INSTALL, PROBE, RUN_TAG_PREFIX, helper_request
 from cua_tui.desktops.cwsandbox_local import HOST_IMAGE, STDERR, STDOUT, LocalService, SandboxService
-from cua_tui.desktops.helper import encode_reply
+from cua_tui.desktops.remote.wire import encode_reply
 from cua_tui.labs import get_lab
 
 FRAME = 1 << 16  # bytes per output frame, as the local service streams a real exec

@@ -25,8 +25,8 @@ from cua_tui.core.geometry import Size
 from cua_tui.desktops import cwsandbox as cwsandbox_desktop
 from cua_tui.desktops.cwsandbox import MAX_EGRESS_PER_RUN, _Armored
 from cua_tui.desktops.cwsandbox_local import HOST_IMAGE
-from cua_tui.desktops.helper import MAX_EGRESS_PER_REPLY
-from cua_tui.desktops.remote import egress_events, png_bound, reply_cap
+from cua_tui.desktops.remote.replies import egress_events, png_bound, reply_cap
+from cua_tui.desktops.remote.wire import MAX_EGRESS_PER_REPLY
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hostile_sandbox import HostileService, MiB, form_run, hostile_service
@@ -261,13 +261,13 @@ def test_a_zoom_takes_only_a_picture_of_its_regions_size(tmp_path: Path, hostile
 def test_the_exec_inside_caps_what_it_reads_from_the_helpers_socket(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``helper_call`` copies the resident helper's reply: a resident that floods its socket is cut off too."""
+    """``remote/call.py`` copies the resident helper's reply: a resident that floods its socket is cut off too."""
     import socket
     import threading
 
-    from cua_tui.desktops import helper_call
+    from cua_tui.desktops.remote import call
 
-    monkeypatch.setattr(helper_call, "MAX_REPLY", 1 * MiB)
+    monkeypatch.setattr(call, "MAX_REPLY", 1 * MiB)
     path = tmp_path / "h.sock"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(path))
@@ -287,7 +287,7 @@ def test_the_exec_inside_caps_what_it_reads_from_the_helpers_socket(
 
     thread = threading.Thread(target=flood, daemon=True)
     thread.start()
-    assert helper_call.main(["call", str(path), '{"op": "screenshot"}', "1", "base64"]) == 3
+    assert call.main(["call", str(path), '{"op": "screenshot"}', "1", "base64"]) == 3
     thread.join(10)
     assert sent[0] < 8 * MiB
     assert "over 1048576 bytes" in capsys.readouterr().err

@@ -16,14 +16,15 @@ from cua_tui.core.geometry import Size
 from cua_tui.core.imaging import blank_frame
 from cua_tui.core.ports import DesktopError
 from cua_tui.desktops.cwsandbox import CWSandboxDesktop, SandboxSettings
-from cua_tui.desktops.helper import (
+from cua_tui.desktops.remote.replies import picture
+from cua_tui.desktops.remote.wire import (
     ReplyError,
     action_from_wire,
     action_to_wire,
     encode_reply,
     parse_reply,
 )
-from cua_tui.desktops.helper_zip import helper_sha256, helper_zipapp
+from cua_tui.desktops.remote.zipapp import helper_sha256, helper_zipapp
 
 SIZE = Size(64, 48)
 
@@ -63,7 +64,7 @@ def desktop() -> CWSandboxDesktop:
 
 def test_screenshots_from_the_sandbox_are_checked_before_decoding() -> None:
     good = blank_frame(SIZE)
-    assert desktop()._frame({"screen": (good.png, 64, 48)}, SIZE).sha256 == good.sha256
+    assert picture({"screen": (good.png, 64, 48)}, SIZE).sha256 == good.sha256
     other = blank_frame(Size(32, 48))
     cases = {
         "header and PNG disagree": {"screen": (other.png, 64, 48)},
@@ -73,7 +74,7 @@ def test_screenshots_from_the_sandbox_are_checked_before_decoding() -> None:
     }
     for blobs in cases.values():
         with pytest.raises(DesktopError) as caught:
-            desktop()._frame(blobs, SIZE)
+            picture(blobs, SIZE)
         assert caught.value.fatal
 
 
@@ -101,7 +102,7 @@ def test_the_helper_imports_only_what_the_zipapp_ships(tmp_path: Path) -> None:
     check = f"""
 import sys
 sys.path.insert(0, {str(pyz)!r})
-import cua_tui.desktops.helper, cua_tui.desktops.local, cua_tui.labs, cua_tui.desktops.helper_call
+import cua_tui.desktops.remote.helper, cua_tui.desktops.local, cua_tui.labs, cua_tui.desktops.remote.call
 ours = [m for m in sys.modules if m.startswith("cua_tui")]
 assert all(sys.modules[m].__file__.startswith({str(pyz)!r}) for m in ours), ours
 allowed = {{"cua_tui", "PIL", "mss", "Xlib", "six"}}
@@ -110,4 +111,23 @@ assert not {{m for m in third if not m.startswith("_")}}, third
 print("ok")
 """
     done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_a_steps_exec_loads_the_standard_library_alone(tmp_path: Path) -> None:
+    """Each step is one exec of ``remote/call.py``: from the zipapp it imports no other module of ours (the
+    packages on its way import nothing) and nothing beyond the standard library, so it starts fast."""
+    pyz = tmp_path / "helper.pyz"
+    pyz.write_bytes(helper_zipapp())
+    check = f"""
+import sys
+sys.path.insert(0, {str(pyz)!r})
+import cua_tui.desktops.remote.call
+ours = sorted(m for m in sys.modules if m.startswith("cua_tui"))
+assert ours == ["cua_tui", "cua_tui.desktops", "cua_tui.desktops.remote", "cua_tui.desktops.remote.call"], ours
+third = {{m.split(".")[0] for m in sys.modules}} - set(sys.stdlib_module_names) - {{"cua_tui"}}
+assert not {{m for m in third if not m.startswith("_")}}, third
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-S", "-c", check], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "ok", done.stderr

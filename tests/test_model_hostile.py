@@ -25,7 +25,7 @@ from model_server import (
 )
 from test_model_agents import anthropic_agent, openai_agent, supervise
 
-from cua_tui.agents.anthropic_agent import NO_RESULT
+from cua_tui.agents.vendor_agent import NO_RESULT
 from cua_tui.core import events as ev
 from cua_tui.core.approvers import FixedApprover
 from cua_tui.core.audit import verify_run

@@ -15,10 +15,10 @@ from PIL import Image, ImageDraw
 from cua_tui.core.actions import Action, Kind
 from cua_tui.core.geometry import Size
 from cua_tui.core.imaging import blank_frame
-from cua_tui.core.ports import DesktopError, Frame, StepResult
-from cua_tui.core.stale import CheckError, ScreenCheck, StaleGuard, perform_checked
-from cua_tui.desktops.helper import encode_reply, parse_reply
-from cua_tui.desktops.remote import HelperDesktop
+from cua_tui.core.ports import BaseDesktop, DesktopError, Frame, StepResult
+from cua_tui.core.stale import CheckError, ScreenCheck, StaleGuard
+from cua_tui.desktops.remote.desktop import HelperDesktop
+from cua_tui.desktops.remote.wire import encode_reply, parse_reply
 
 SIZE = Size(200, 120)
 CLICK = Action(Kind.CLICK, point=(100, 60))
@@ -68,8 +68,9 @@ def test_the_check_round_trips_and_a_malformed_one_is_refused() -> None:
             ScreenCheck.from_wire(bad)
 
 
-class Plain:
-    """A desktop with no check of its own: ``perform_checked`` asks it for a screenshot first."""
+class Plain(BaseDesktop):
+    """A desktop with no check of its own: the port's default ``perform_checked`` asks it for a screenshot
+    first."""
 
     def __init__(self, now: Frame) -> None:
         self.now = now
@@ -87,11 +88,11 @@ def test_a_desktop_without_a_check_of_its_own_is_checked_before_it_acts() -> Non
     seen = frame(button_at(100, 60))
     check = StaleGuard().check(seen, (100, 60))
     moved = Plain(frame(button_at(100, 100)))
-    assert perform_checked(moved, CLICK, check).stale and moved.performed == []
+    assert moved.perform_checked(CLICK, check).stale and moved.performed == []
     same = Plain(seen)
-    assert not perform_checked(same, CLICK, check).stale and same.performed == [CLICK]
+    assert not same.perform_checked(CLICK, check).stale and same.performed == [CLICK]
     unchecked = Plain(frame(button_at(100, 100)))
-    assert not perform_checked(unchecked, CLICK, None).stale and unchecked.performed == [CLICK]
+    assert not unchecked.perform_checked(CLICK, None).stale and unchecked.performed == [CLICK]
 
 
 class Replying(HelperDesktop):
@@ -128,14 +129,16 @@ def test_a_remote_stale_answer_is_read_and_checked() -> None:
 
 def test_the_helper_answers_stale_without_acting() -> None:
     """The resident helper's side: a perform request with a check goes to the desktop's own checked perform."""
-    from cua_tui.desktops.helper import Resident
+    from cua_tui.desktops.remote.helper import Resident
 
     seen = frame(button_at(100, 60))
     moved = Plain(frame(button_at(100, 100)))
 
     class Inside:
+        timing: dict[str, float] = {}
+
         def perform_checked(self, action: Action, check: ScreenCheck | None) -> StepResult:
-            return perform_checked(moved, action, check)
+            return moved.perform_checked(action, check)
 
         def egress(self) -> list[Any]:
             return []
@@ -147,7 +150,7 @@ def test_the_helper_answers_stale_without_acting() -> None:
     resident._lock, resident._egress_sent, resident._egress_lock = threading.Lock(), 0, threading.Lock()
     check = StaleGuard().check(seen, (100, 60))
     assert check is not None
-    from cua_tui.desktops.helper import action_to_wire
+    from cua_tui.desktops.remote.wire import action_to_wire
 
     header, blobs = parse_reply(
         resident.handle({"op": "perform", "action": action_to_wire(CLICK), "check": check.to_wire()}), cap=1 << 22

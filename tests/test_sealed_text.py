@@ -1,4 +1,4 @@
-"""Typed text sealed for its trip into a remote sandbox (cua_tui/desktops/sealed.py): it opens only under
+"""Typed text sealed for its trip into a remote sandbox (cua_tui/desktops/remote/sealed.py): it opens only under
 the run's key and unchanged; the helper opens it; a command line never carries it."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 from cua_tui.core.actions import Action, Kind
 from cua_tui.core.geometry import Size
 from cua_tui.desktops.cwsandbox import CWSandboxDesktop, SandboxSettings
-from cua_tui.desktops.helper import action_to_wire
-from cua_tui.desktops.helper_call import _with_key
-from cua_tui.desktops.sealed import SealError, new_key, seal, unseal
+from cua_tui.desktops.remote.call import _with_key
+from cua_tui.desktops.remote.sealed import SealError, new_key, seal, unseal
+from cua_tui.desktops.remote.wire import action_to_wire
 
 
 @pytest.mark.parametrize("text", ["", "hello", "héllo\nwörld\t✓", "\ud800 lone", "x" * 100_000])

@@ -15,6 +15,7 @@ import threading
 import time
 from collections import defaultdict
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -1103,7 +1104,11 @@ def test_dry_backend_accepts_what_passes_policy_and_approval(run_script) -> None
     assert_intact(run.path)
 
 
-@pytest.mark.parametrize("ruling", [Ruling("approve", "x"), "approve", None, Ruling(Answer.APPROVE, "x")])
+# A look-alike (not a Ruling, whatever fields it has) is malformed too.
+LOOK_ALIKE = SimpleNamespace(answer=Answer.APPROVE, by="x", note="")
+
+
+@pytest.mark.parametrize("ruling", [Ruling("approve", "x"), "approve", None, Ruling(Answer.APPROVE, "x"), LOOK_ALIKE])
 def test_a_malformed_ruling_is_a_reject_and_the_run_goes_on(run_script, ruling) -> None:
     class Odd:
         def decide(self, request, cancel):

@@ -6,20 +6,20 @@ API is stateless) and every ``tool_use`` is answered. Wire format: docs/models.m
 from __future__ import annotations
 
 import re
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Unpack
 
 from ..core.actions import ANTHROPIC_MEMBERS, ANTHROPIC_TO_KIND, Kind
 from ..core.geometry import OutOfRange, Scaling
-from ..core.ports import ActionResult, AgentError, Call, CallResult, Frame, Turn, Usage
+from ..core.ports import ActionResult, AgentError, Call, CallResult, Frame, Turn
 from ..core.text import encodable, one_line
-from .cancel import Cancellable, overall_deadline
-from .errors import describe_sdk_error
-from .images import b64, fit_png, image_limits
-from .prices import count as _count
-from .prices import estimate_cost, price_for
-from .redaction import Redactor
-from .replies import decode_json, encodable_tree, reply_id
-from .vendors import DEFAULT_MODELS, DEFAULT_RETRIES, DEFAULT_TIMEOUT, INSTRUCTIONS, KEY_VARIABLES
+from .images import b64, fit_png
+from .replies import encodable_tree, reply_id
+from .vendor_agent import NO_RESULT, VendorAgent, VendorOptions, by_call
+from .vendors import DEFAULT_MODELS, KEY_VARIABLES
+
+if TYPE_CHECKING:
+    import anthropic
 
 DEFAULT_MODEL = DEFAULT_MODELS["anthropic"]
 ENV_KEY = KEY_VARIABLES["anthropic"]
@@ -27,7 +27,8 @@ TOOLSET_TYPE = "computer_toolset_20260801"
 DEFAULT_MAX_TOKENS = 8192
 DEFAULT_KEEP_IMAGES = 8
 OMITTED_IMAGE = "[an earlier screenshot was removed from the conversation to save space]"
-NO_RESULT = "Not executed: no result was recorded for this call."
+# Counted as input: cached tokens are input tokens too (priced at the base rate, see prices.py).
+INPUT_TOKENS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
 _CURSOR = re.compile(r"^X=(\d+),Y=(\d+)$")
 
@@ -41,7 +42,7 @@ def toolset(withheld: frozenset[Kind] | set[Kind] = frozenset()) -> dict[str, An
     return entry
 
 
-class AnthropicAgent:
+class AnthropicAgent(VendorAgent["anthropic.Anthropic"]):
     """One run's conversation with a Claude model. Not reusable across runs."""
 
     name = "anthropic"
@@ -51,39 +52,28 @@ class AnthropicAgent:
         api_key: str,
         model: str = DEFAULT_MODEL,
         *,
-        base_url: str | None = None,
         withheld: frozenset[Kind] | set[Kind] = frozenset(),
-        timeout: float = DEFAULT_TIMEOUT,
-        max_retries: int = DEFAULT_RETRIES,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         keep_images: int = DEFAULT_KEEP_IMAGES,
-        instructions: str = INSTRUCTIONS,
-        prices: dict[str, tuple[float, float]] | None = None,
+        **options: Unpack[VendorOptions],
     ) -> None:
-        import anthropic  # lazy: only when this agent is chosen
-
-        if not api_key:
-            raise ValueError(f"the anthropic agent needs an API key ({ENV_KEY})")
-        self._sdk = anthropic
-        self.model = model
-        self.base_url = base_url
-        self.timeout = timeout
-        self.max_retries = max_retries
+        super().__init__(api_key, model, **options)
         self.max_tokens = max_tokens
         self.keep_images = max(1, keep_images)
-        self.instructions = instructions
         self.tool = toolset(frozenset(withheld))
-        self.limits = image_limits("anthropic", model)
-        self.price = price_for(model, prices)
-        self._redact = Redactor([api_key])
-        self._client = anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries)
-        self.base_url = str(self._client.base_url)  # the effective one (argument, ANTHROPIC_BASE_URL or default)
-        self._calls = Cancellable(overall_deadline(timeout, max_retries), on_cancel=self._client.close)
         self.messages: list[dict[str, Any]] = []
-        self._pending: list[dict[str, Any]] = []  # the tool_use blocks of the last reply, each owed a result
+        # the tool_use blocks of the last reply, each owed a result
+        self._pending: list[dict[str, Any]] = []
         self._scaling: Scaling | None = None
-        self.turns = 0
-        self.notes: list[str] = []
+
+    def _import_sdk(self) -> ModuleType:
+        import anthropic
+
+        return anthropic
+
+    def _connect(self, sdk: ModuleType, **options: Any) -> anthropic.Anthropic:
+        client: anthropic.Anthropic = sdk.Anthropic(**options)
+        return client
 
     # ------------------------------------------------------------------------------------------------
     # Agent protocol
@@ -95,23 +85,19 @@ class AnthropicAgent:
 
     def next_turn(self, results: tuple[CallResult, ...], frame: Frame) -> Turn:
         png, scaling = fit_png(frame, self.limits)
-        by_id: dict[str, CallResult] = {}
-        for result in results:
-            by_id.setdefault(result.call_id, result)
+        found = by_call(results)
         blocks: list[dict[str, Any]] = []
         for block in self._pending:
-            result = by_id.get(block["id"])
+            result = found.get(block["id"])
             action = result.results[0] if result is not None and result.results else None
             blocks.append(self._tool_result(block, action))
         if blocks and not blocks[-1].get("is_error"):
             blocks[-1]["content"].append(_image(png))
-        else:  # an error result carries text only: the screen follows the results
+        else:
+            # an error result carries text only: the screen follows the results
             blocks.append(_image(png))
         self.messages.append({"role": "user", "content": blocks})
         return self._request(scaling)
-
-    def cancel(self) -> None:
-        self._calls.cancel()
 
     # ------------------------------------------------------------------------------------------------
     def _tool_result(self, block: dict[str, Any], action: ActionResult | None) -> dict[str, Any]:
@@ -126,7 +112,8 @@ class AnthropicAgent:
         if block.get("name") == "cursor_position":
             text = self._cursor_in_model_space(text)
         content: list[dict[str, Any]] = [{"type": "text", "text": text or "OK"}]
-        if action.image is not None:  # zoom: captured at display resolution, sent within the model's limits
+        if action.image is not None:
+            # a zoom: captured at display resolution, sent within the model's limits
             content.append(_image(fit_png(action.image, self.limits)[0]))
         result["content"] = content
         return result
@@ -150,17 +137,9 @@ class AnthropicAgent:
             "tools": [self.tool],
             "messages": self.messages,
         }
-        try:
-            raw = self._calls.run(lambda: self._client.messages.with_raw_response.create(**kwargs))
-            data = decode_json(raw.http_response.content)
-            return self._read(data, scaling)
-        except AgentError as exc:
-            raise AgentError(self._redact(str(exc))) from None
-        except Exception as exc:
-            message = describe_sdk_error(
-                exc, self._sdk, timeout=self.timeout, retries=self.max_retries, base_url=self.base_url
-            )
-            raise AgentError(self._redact(message)) from None
+        return self._send(
+            lambda: self._client.messages.with_raw_response.create(**kwargs), lambda data: self._read(data, scaling)
+        )
 
     def _read(self, data: dict[str, Any], scaling: Scaling) -> Turn:
         if data.get("type") == "error":
@@ -173,7 +152,8 @@ class AnthropicAgent:
         calls: list[Call] = []
         texts: list[str] = []
         unknown: list[str] = []
-        pending: list[int] = []  # positions in kept of the tool_use blocks
+        # positions in kept of the tool_use blocks
+        pending: list[int] = []
         kept: list[dict[str, Any]] = []
         for block in content:
             if not isinstance(block, dict):
@@ -194,33 +174,30 @@ class AnthropicAgent:
                 if isinstance(block.get("text"), str):
                     texts.append(block["text"])
             elif kind in ("thinking", "redacted_thinking"):
-                continue  # kept in the history, as the API requires, never shown
+                # kept in the history, as the API requires, never shown
+                continue
             else:
                 unknown.append(kind if isinstance(kind, str) else "?")
-        self.turns += 1
-        if unknown:
-            names = ", ".join(sorted({one_line(u, 40) for u in unknown}))
-            self.notes.append(f"turn {self.turns}: ignored {len(unknown)} content block(s) of unknown type: {names}")
+        self._count_turn(unknown, "content block(s)")
         stop = data.get("stop_reason")
         if stop == "refusal":
             texts.append("(the model refused to continue)")
         elif stop == "max_tokens" and not calls:
             self.notes.append(f"turn {self.turns}: the reply was cut at max_tokens={self.max_tokens}")
-        usage_raw = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-        tokens_in = sum(
-            _count(usage_raw.get(k)) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-        )
-        tokens_out = _count(usage_raw.get("output_tokens"))
-        usage = Usage(tokens_in, tokens_out, estimate_cost(self.price, tokens_in, tokens_out))
+        usage = self._usage(data, INPUT_TOKENS)
         # Sent back as history, and echoed in the results (toolset_name): made encodable, since the SDK
         # cannot send a lone surrogate. The calls above carry the blocks as received, for the parser.
         history = encodable_tree(kept)
         self.messages.append({"role": "assistant", "content": history})
         self._pending = [history[i] for i in pending]
         self._scaling = scaling
-        response_id = data.get("id") if isinstance(data.get("id"), str) else ""
-        text = self._redact("\n".join(t for t in texts if t))
-        return Turn(tuple(calls), text=text, response_id=response_id, usage=usage)
+        response_id = data.get("id")
+        return Turn(
+            tuple(calls),
+            text=self._text(texts),
+            response_id=response_id if isinstance(response_id, str) else "",
+            usage=usage,
+        )
 
     def _prune_images(self) -> None:
         """Keep only the ``keep_images`` most recent images in the history (oldest replaced by a note)."""

@@ -41,8 +41,8 @@ def _error_detail(exc: Any) -> str:
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
         error = body.get("error", body)
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return error["message"]
+        if isinstance(error, dict) and isinstance(message := error.get("message"), str):
+            return message
         if isinstance(error, str):
             return error
     message = getattr(exc, "message", "") or str(exc)

@@ -5,60 +5,43 @@ they arrived, and every call id is answered. Wire format: docs/models.md, "What 
 
 from __future__ import annotations
 
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Unpack
 
 from ..core.geometry import Scaling
-from ..core.ports import AgentError, Call, CallResult, Frame, SafetyCheck, Turn, Usage
+from ..core.ports import AgentError, Call, CallResult, Frame, SafetyCheck, Turn
 from ..core.text import encodable, one_line
-from .cancel import Cancellable, overall_deadline
-from .errors import describe_sdk_error
-from .images import data_url, fit_png, image_limits
-from .prices import count as _count
-from .prices import estimate_cost, price_for
-from .redaction import Redactor
-from .replies import decode_json, reply_id
-from .vendors import DEFAULT_MODELS, DEFAULT_RETRIES, DEFAULT_TIMEOUT, INSTRUCTIONS, KEY_VARIABLES
+from .images import data_url, fit_png
+from .replies import reply_id
+from .vendor_agent import NO_RESULT, VendorAgent, VendorOptions, by_call
+from .vendors import DEFAULT_MODELS, KEY_VARIABLES
+
+if TYPE_CHECKING:
+    import openai
 
 DEFAULT_MODEL = DEFAULT_MODELS["openai"]
 ENV_KEY = KEY_VARIABLES["openai"]
 
 
-class OpenAIAgent:
+class OpenAIAgent(VendorAgent["openai.OpenAI"]):
     """One run's conversation with a Responses model. Not reusable across runs."""
 
     name = "openai"
 
-    def __init__(
-        self,
-        api_key: str,
-        model: str = DEFAULT_MODEL,
-        *,
-        base_url: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        max_retries: int = DEFAULT_RETRIES,
-        instructions: str = INSTRUCTIONS,
-        prices: dict[str, tuple[float, float]] | None = None,
-    ) -> None:
-        import openai  # lazy: only when this agent is chosen
-
-        if not api_key:
-            raise ValueError(f"the openai agent needs an API key ({ENV_KEY})")
-        self._sdk = openai
-        self.model = model
-        self.base_url = base_url
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.instructions = instructions
-        self.limits = image_limits("openai", model)
-        self.price = price_for(model, prices)
-        self._redact = Redactor([api_key])
-        self._client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries)
-        self.base_url = str(self._client.base_url)  # the effective one (argument, OPENAI_BASE_URL or default)
-        self._calls = Cancellable(overall_deadline(timeout, max_retries), on_cancel=self._client.close)
+    def __init__(self, api_key: str, model: str = DEFAULT_MODEL, **options: Unpack[VendorOptions]) -> None:
+        super().__init__(api_key, model, **options)
         self._previous_id: str | None = None
-        self._pending: dict[str, int] = {}  # call id -> its number of actions: each owed one computer_call_output
-        self.turns = 0
-        self.notes: list[str] = []  # what was ignored in replies (unknown output items), for the curious
+        # call id -> its number of actions: each call is owed one computer_call_output
+        self._pending: dict[str, int] = {}
+
+    def _import_sdk(self) -> ModuleType:
+        import openai
+
+        return openai
+
+    def _connect(self, sdk: ModuleType, **options: Any) -> openai.OpenAI:
+        client: openai.OpenAI = sdk.OpenAI(**options)
+        return client
 
     # ------------------------------------------------------------------------------------------------
     # Agent protocol
@@ -74,9 +57,7 @@ class OpenAIAgent:
     def next_turn(self, results: tuple[CallResult, ...], frame: Frame) -> Turn:
         png, scaling = fit_png(frame, self.limits)
         url = data_url(png)
-        by_id: dict[str, CallResult] = {}
-        for result in results:
-            by_id.setdefault(result.call_id, result)
+        found = by_call(results)
         items: list[dict[str, Any]] = []
         for call_id in self._pending:
             item: dict[str, Any] = {
@@ -84,7 +65,7 @@ class OpenAIAgent:
                 "call_id": call_id,
                 "output": {"type": "computer_screenshot", "image_url": url, "detail": "original"},
             }
-            result = by_id.get(call_id)
+            result = found.get(call_id)
             if result is not None and result.acknowledged_safety_checks:
                 # Echoed as received, made encodable: the SDK cannot send a lone surrogate.
                 item["acknowledged_safety_checks"] = [
@@ -92,13 +73,10 @@ class OpenAIAgent:
                     for c in result.acknowledged_safety_checks
                 ]
             items.append(item)
-        report = _report(self._pending, by_id)
+        report = _report(self._pending, found)
         if report:
             items.append({"role": "user", "content": [{"type": "input_text", "text": report}]})
         return self._request(items, scaling)
-
-    def cancel(self) -> None:
-        self._calls.cancel()
 
     # ------------------------------------------------------------------------------------------------
     def _request(self, items: list[dict[str, Any]], scaling: Scaling) -> Turn:
@@ -106,22 +84,15 @@ class OpenAIAgent:
             "model": self.model,
             "tools": [{"type": "computer"}],
             "input": items,
-            "instructions": self.instructions,  # not carried over by previous_response_id: sent every time
+            # not carried over by previous_response_id: sent every time
+            "instructions": self.instructions,
             "truncation": "auto",
         }
         if self._previous_id is not None:
             kwargs["previous_response_id"] = self._previous_id
-        try:
-            raw = self._calls.run(lambda: self._client.responses.with_raw_response.create(**kwargs))
-            data = decode_json(raw.http_response.content)
-            return self._read(data, scaling)
-        except AgentError as exc:
-            raise AgentError(self._redact(str(exc))) from None
-        except Exception as exc:
-            message = describe_sdk_error(
-                exc, self._sdk, timeout=self.timeout, retries=self.max_retries, base_url=self.base_url
-            )
-            raise AgentError(self._redact(message)) from None
+        return self._send(
+            lambda: self._client.responses.with_raw_response.create(**kwargs), lambda data: self._read(data, scaling)
+        )
 
     def _read(self, data: dict[str, Any], scaling: Scaling) -> Turn:
         status = data.get("status")
@@ -148,19 +119,13 @@ class OpenAIAgent:
                 continue
             else:
                 unknown.append(kind if isinstance(kind, str) else type(item).__name__)
-        self.turns += 1
-        if unknown:
-            names = ", ".join(sorted({one_line(u, 40) for u in unknown}))
-            self.notes.append(f"turn {self.turns}: ignored {len(unknown)} output item(s) of unknown type: {names}")
-        usage_raw = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-        tokens_in, tokens_out = _count(usage_raw.get("input_tokens")), _count(usage_raw.get("output_tokens"))
-        usage = Usage(tokens_in, tokens_out, estimate_cost(self.price, tokens_in, tokens_out))
+        self._count_turn(unknown, "output item(s)")
+        usage = self._usage(data, ("input_tokens",))
         self._previous_id = response_id
         self._pending = {}
         for call in calls:
             self._pending.setdefault(call.call_id, len(call.actions))
-        text = self._redact("\n".join(t for t in texts if t))
-        return Turn(tuple(calls), text=text, response_id=response_id, usage=usage)
+        return Turn(tuple(calls), text=self._text(texts), response_id=response_id, usage=usage)
 
 
 def _call(item: dict[str, Any], scaling: Scaling) -> Call:
@@ -201,7 +166,6 @@ def _message_text(item: dict[str, Any]) -> list[str]:
     return texts
 
 
-NO_RESULT = "Not executed: no result was recorded for this call."
 NO_ACTION_RESULT = "Not executed: no result was recorded for this action."
 
 

@@ -187,8 +187,8 @@ class _Reader:
         message = _optional(check, "message", "")
         if not isinstance(message, str):
             raise self.fail(f'{where}: "message" must be a string')
-        ids = (self.identifier(check[k], f'{where}: "{k}"') for k in ("id", "code"))
-        return SafetyCheck(*ids, message)
+        ident, code = (self.identifier(check[k], f'{where}: "{k}"') for k in ("id", "code"))
+        return SafetyCheck(ident, code, message)
 
 
 class ScriptAgent:

@@ -1,4 +1,5 @@
-"""Ports: the protocols every Desktop, Agent and Approver adapter implements, and the values they trade.
+"""Ports: the protocols every Desktop, Agent and Approver adapter implements, the values they trade, and
+the defaults of the Desktop's hooks (``BaseDesktop``).
 
 They are shaped for remote backends too: ``Desktop.perform`` executes one action *and* returns the
 screenshot taken after it, so a remote sandbox spends one round trip per step.
@@ -8,12 +9,19 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from .actions import Action
 from .geometry import Scaling, Size
+
+if TYPE_CHECKING:
+    # For annotations only: events and stale import this module, so a runtime import would be a cycle.
+    from .events import Event
+    from .stale import ScreenCheck
 
 
 class DesktopError(RuntimeError):
@@ -98,13 +106,20 @@ def process_user() -> str:
         return f"uid {os.geteuid()}"
 
 
+class RunHandle(Protocol):
+    """What a desktop is told of its run before it starts (``core.rundir.RunDir``): the id a remote sandbox
+    is tagged with, and where its sandbox id is written before anything else, so that cleanup is possible."""
+
+    @property
+    def run_id(self) -> str: ...
+    def write_sandbox_id(self, sandbox_id: str) -> None: ...
+
+
 @runtime_checkable
 class Desktop(Protocol):
     """A sandboxed desktop. ``release_all`` and ``stop`` must be safe from any thread at any moment,
-    idempotent, and must make any input still in flight a no-op.
-
-    Optional: ``bind_events(sink)``, called before ``start``, for desktops that produce events of their
-    own (the local desktop's egress proxy); ``sink`` takes core events and records them in the run."""
+    idempotent, and must make any input still in flight a no-op. The hooks after ``verify`` are for
+    some backends only; ``BaseDesktop`` gives every other one their defaults."""
 
     name: str
     size: Size
@@ -116,6 +131,59 @@ class Desktop(Protocol):
     def release_all(self) -> None: ...
     def stop(self) -> None: ...
     def verify(self) -> Verification | None: ...
+
+    def perform_checked(self, action: Action, check: ScreenCheck | None) -> StepResult:
+        """``action``, only if ``check`` finds its area unchanged; else nothing runs and the result is the
+        screen as it is now, marked ``stale``."""
+        ...
+
+    def bind_run(self, run: RunHandle) -> None:
+        """Called before ``start``: the run a remote sandbox is tagged with and records its id in."""
+        ...
+
+    def bind_events(self, sink: Callable[[Event], None]) -> None:
+        """Called before ``start``: where the desktop's own events go (the egress proxy's records)."""
+        ...
+
+    def record(self) -> dict[str, Any]:
+        """For run.json before the start: the sandbox's settings (no secret), ``{}`` when it has none."""
+        ...
+
+    @property
+    def isolation(self) -> dict[str, Any]:
+        """What isolation the started desktop obtained, for run.json and the log; ``{}`` to say nothing."""
+        ...
+
+
+class BaseDesktop(ABC):
+    """The defaults of the Desktop port's hooks, for a backend that has none of its own."""
+
+    @abstractmethod
+    def screenshot(self) -> Frame: ...
+
+    @abstractmethod
+    def perform(self, action: Action) -> StepResult: ...
+
+    def perform_checked(self, action: Action, check: ScreenCheck | None) -> StepResult:
+        # No way to check and act in one go: a screenshot first, then the action.
+        if check is not None:
+            fresh = self.screenshot()
+            if check.changed_on(fresh):
+                return StepResult(fresh, stale=True)
+        return self.perform(action)
+
+    def bind_run(self, run: RunHandle) -> None:
+        return None
+
+    def bind_events(self, sink: Callable[[Event], None]) -> None:
+        return None
+
+    def record(self) -> dict[str, Any]:
+        return {}
+
+    @property
+    def isolation(self) -> dict[str, Any]:
+        return {}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -195,8 +263,10 @@ class CallResult:
 class Agent(Protocol):
     """Turns (task, screenshot, results of the last batch) into the next turn, whatever the vendor."""
 
-    name: str
-    model: str | None
+    @property
+    def name(self) -> str: ...
+    @property
+    def model(self) -> str | None: ...
 
     def start(self, task: str, frame: Frame) -> Turn: ...
     def next_turn(self, results: tuple[CallResult, ...], frame: Frame) -> Turn: ...

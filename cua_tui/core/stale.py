@@ -12,12 +12,11 @@ import base64
 import binascii
 import io
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from PIL import Image, ImageChops
 
-from .actions import Action
-from .ports import Frame, StepResult
+from .ports import Frame
 
 MAX_REFERENCE_BYTES = 256 * 1024  # a 64 x 64 crop's PNG is a few KB; a wire check larger than this is refused
 
@@ -129,23 +128,3 @@ class StaleGuard:
             return True
         check = self.check(before, point)
         return check is not None and check.changed_on(after)
-
-
-class _Performs(Protocol):
-    def screenshot(self) -> Frame: ...
-    def perform(self, action: Action) -> StepResult: ...
-
-
-def perform_checked(desktop: _Performs, action: Action, check: ScreenCheck | None) -> StepResult:
-    """Perform ``action`` unless ``check`` finds its area changed (then nothing runs and the result is the
-    fresh screen, marked ``stale``). A desktop that can do both in one request says so with a method of its
-    own (``perform_checked``); any other is asked for a screenshot first."""
-    native = getattr(desktop, "perform_checked", None)
-    if native is not None:
-        result: StepResult = native(action, check)
-        return result
-    if check is not None:
-        fresh = desktop.screenshot()
-        if check.changed_on(fresh):
-            return StepResult(fresh, stale=True)
-    return desktop.perform(action)

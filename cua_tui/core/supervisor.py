@@ -49,7 +49,7 @@ from .ports import (
     Turn,
 )
 from .rundir import RunDir, TranscriptWriter
-from .stale import ScreenCheck, StaleGuard, perform_checked
+from .stale import ScreenCheck, StaleGuard
 from .text import failure, one_line, truncate
 from .threads import Job, Worker, spawn
 
@@ -321,12 +321,12 @@ class Supervisor:
         """Start the desktop; what its sandbox obtained goes to run.json and the log."""
         backend = self.config.backend
         self._set_phase(RunPhase.STARTING, f"starting the {backend} desktop")
-        bind = getattr(self.desktop, "bind_events", None)
-        if callable(bind):  # desktops with their own events (egress proxy) record them in this run's log
-            bind(self._emit_safe)
+        # A desktop's own events (the egress proxy's) go to this run's log.
+        self.desktop.bind_events(self._emit_safe)
         self._call(self.desktop.start)
-        isolation = getattr(self.desktop, "isolation", None)
-        if isinstance(isolation, dict) and isolation:  # what the sandbox actually obtained, on record
+        # What the sandbox actually obtained, on record.
+        isolation = self.desktop.isolation
+        if isolation:
             self._write_record("run.json", self.rundir.write_run_json, {**run_info, "isolation": isolation})
             self._emit(ev.DesktopReady(backend, isolation))
 
@@ -666,7 +666,7 @@ class Supervisor:
                 frame, output, image = self._capture_frame(), None, None
             else:
                 self._in_flight = index
-                step = self._call(perform_checked, self.desktop, action, check)
+                step = self._call(self.desktop.perform_checked, action, check)
                 frame, output, image = step.frame, step.output, step.image
                 self._in_flight = None
                 if step.stale:
@@ -888,9 +888,9 @@ class Supervisor:
 
         def stop() -> list[str]:
             problems = []
-            for name in ("release_all", "stop"):
+            for name, step in (("release_all", self.desktop.release_all), ("stop", self.desktop.stop)):
                 try:
-                    getattr(self.desktop, name)()
+                    step()
                 except BaseException as exc:  # on a thread of its own: whatever it raises, the run still seals
                     problems.append(f"{name}: {failure(exc)}")
             return problems
@@ -1037,14 +1037,17 @@ class Supervisor:
         raise StorageFailure(reason)
 
 
-def _valid_ruling(ruling: Any) -> Ruling:
+def _valid_ruling(ruling: object) -> Ruling:
     """An approver's answer as a Ruling; anything malformed is a reject (fail closed)."""
-    if isinstance(ruling, Ruling) and isinstance(ruling.answer, Answer):
-        return ruling
-    try:
-        return Ruling(Answer(ruling.answer), str(ruling.by), str(getattr(ruling, "note", "")))
-    except (AttributeError, ValueError, TypeError):
-        return Ruling(Answer.REJECT, "approver error (fail closed)", "malformed ruling")
+    if isinstance(ruling, Ruling):
+        if isinstance(ruling.answer, Answer):
+            return ruling
+        try:
+            # A plain "approve" is understood; what else the Ruling claims is not trusted.
+            return Ruling(Answer(ruling.answer), str(ruling.by), str(ruling.note))
+        except (ValueError, TypeError):
+            pass
+    return Ruling(Answer.REJECT, "approver error (fail closed)", "malformed ruling")
 
 
 def _is_sha256(value: object) -> bool:

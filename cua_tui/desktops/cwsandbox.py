@@ -1,7 +1,7 @@
 """``--backend cwsandbox``: the desktop in a CoreWeave serverless sandbox, one exec round trip per step.
 
-The resident helper (``helper.py``) runs the local desktop inside; each reply is consumed as a bounded
-stream (``_consume``) and checked by the base (``remote.py``). Design: docs/backends/cwsandbox.md.
+The resident helper (``remote/helper.py``) runs the local desktop inside; each reply is consumed as a
+bounded stream (``_consume``) and checked by the base (``remote/replies.py``). Design: docs/backends/cwsandbox.md.
 """
 
 from __future__ import annotations
@@ -25,10 +25,11 @@ from ..core import events as ev
 from ..core.geometry import Size
 from ..core.ports import DesktopError, Verification
 from ..core.text import one_line, truncate
-from .helper import MAX_EGRESS_PER_REPLY
-from .helper_zip import helper_sha256, helper_zipapp
-from .remote import STDERR_CAP, Blobs, HelperDesktop, egress_events, verdict
-from .sealed import new_key, seal
+from .remote.desktop import HelperDesktop
+from .remote.replies import STDERR_CAP, egress_events, verdict
+from .remote.sealed import new_key, seal
+from .remote.wire import MAX_EGRESS_PER_REPLY, Blobs
+from .remote.zipapp import helper_sha256, helper_zipapp
 
 TAG = "cua-tui"
 RUN_TAG_PREFIX = "cua-tui-run-"
@@ -104,8 +105,8 @@ def run_tag(run_id: str) -> str:
 
 
 def helper_request(argv: list[str]) -> dict[str, Any] | None:
-    """The helper request an exec of this backend carries (a step's relay or ``helper_call``'s ``call``), for
-    the services that count them; None for any other exec."""
+    """The helper request an exec of this backend carries (a step's relay or ``remote/call.py``'s ``call``),
+    for the services that count them; None for any other exec."""
     raw: str | None = None
     if argv[:3] == ["sh", "-c", RELAY] and len(argv) > 4:
         raw = argv[4]
@@ -200,7 +201,7 @@ class CWSandboxDesktop(HelperDesktop):
         self._stopped = False
         self._egress_recorded = 0
         self.wire_timing: dict[str, float] = {}
-        self._text_key = new_key()  # typed text travels sealed under it (sealed.py); it stays in memory
+        self._text_key = new_key()  # typed text travels sealed under it (remote/sealed.py); it stays in memory
         self._no_create = threading.Event()  # clear while a create is in flight
         self._no_create.set()
 
@@ -327,8 +328,8 @@ class CWSandboxDesktop(HelperDesktop):
         with self._lock:
             self._sandbox, self._sandbox_id = sandbox, sandbox_id
         try:
-            if self._rundir is not None:
-                self._rundir.write_sandbox_id(sandbox_id)
+            if self._run is not None:
+                self._run.write_sandbox_id(sandbox_id)
             if self._sink is not None:
                 self._sink(ev.SandboxCreated(self.name, sandbox_id, self.tags))
         finally:
@@ -476,7 +477,7 @@ class CWSandboxDesktop(HelperDesktop):
         """One exec: the request in argv (stdin would cost a round trip more), the reply streamed from stdout.
         A step's exec is socat relaying to the resident helper, which armors its reply itself (a Python
         start per step cost more than the rest of the exec); ``ready``, which waits for the helper to come
-        up, goes through ``helper_call.py``."""
+        up, goes through ``remote/call.py``."""
         self._check_stopping()
         ready = request.get("op") == "ready"
         if ready:  # the run's key for sealed text goes on stdin, once (one round trip more, at the start only)

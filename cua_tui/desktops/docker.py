@@ -35,9 +35,11 @@ from .docker_engine import (
     run_bounded,
 )
 from .egress import EgressProxy, EgressRecord
-from .helper_zip import helper_sha256, helper_zipapp
 from .local import start_target
-from .remote import REPLY_CAP, Blobs, HelperDesktop
+from .remote.desktop import HelperDesktop
+from .remote.replies import REPLY_CAP
+from .remote.wire import Blobs
+from .remote.zipapp import helper_sha256, helper_zipapp
 
 DEFAULT_IMAGE = "cua-tui-desktop:latest"  # scripts/setup.sh docker builds and tags it
 UID = GID = 1000  # the image's ``agent``
@@ -418,8 +420,8 @@ class DockerDesktop(HelperDesktop):
         with self._lock:
             self._container = ident
         try:
-            if self._rundir is not None:
-                self._rundir.write_sandbox_id(ident)
+            if self._run is not None:
+                self._run.write_sandbox_id(ident)
             if self._sink is not None:
                 self._sink(ev.SandboxCreated(self.name, ident, self.labels))
         finally:

@@ -220,7 +220,7 @@ class Engine:
 
 class Channel:
     """One attached ``docker exec -i``: requests down its stdin (a line each), replies up its stdout as
-    ``<length>\\n`` and the bytes (``helper_call.py``, ``stream``). Reads are bounded in bytes and time."""
+    ``<length>\\n`` and the bytes (``remote/call.py``, ``stream``). Reads are bounded in bytes and time."""
 
     def __init__(self, argv: list[str], *, stderr_path: str) -> None:
         self._err = open(stderr_path, "wb")  # noqa: SIM115 (closed in close())

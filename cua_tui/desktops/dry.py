@@ -6,10 +6,10 @@ from __future__ import annotations
 from ..core.actions import Action, Kind
 from ..core.geometry import Size
 from ..core.imaging import blank_frame, crop_frame
-from ..core.ports import Frame, StepResult, Verification
+from ..core.ports import BaseDesktop, Frame, StepResult, Verification
 
 
-class DryDesktop:
+class DryDesktop(BaseDesktop):
     name = "dry"
 
     def __init__(self, size: Size) -> None:

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 from ..core.actions import Action
 from ..core.geometry import Size
-from ..core.ports import DesktopError, Frame, StepResult, Verification
+from ..core.ports import BaseDesktop, DesktopError, Frame, StepResult, Verification
 from ..core.stale import ScreenCheck
 from ..core.text import failure
 from ..procs import kill_group
@@ -191,7 +191,7 @@ def chromium_flags(size: Size, profile: Path, url: str, *, sandbox: bool = True)
     ]
 
 
-class LocalDesktop:
+class LocalDesktop(BaseDesktop):
     """Xvfb + openbox + Chromium in bubblewrap, driven in-process. One instance per run."""
 
     name = "local"

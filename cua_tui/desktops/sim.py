@@ -19,7 +19,7 @@ from PIL import Image, ImageDraw, ImageFont
 from ..core.actions import Action, Kind
 from ..core.geometry import Size
 from ..core.imaging import crop_frame, encode_png
-from ..core.ports import DesktopError, Frame, StepResult, Verification
+from ..core.ports import BaseDesktop, DesktopError, Frame, StepResult, Verification
 
 PHRASE = "cua-tui verified"
 DEFAULT_SIZE = Size(1024, 720)
@@ -129,7 +129,7 @@ class SimApp:
         return Verification(ok, detail, "sim form server")
 
 
-class SimDesktop:
+class SimDesktop(BaseDesktop):
     """In-process desktop around a SimApp. Hooks: ``hang`` (block commands until set free),
     ``fail_with`` (next command raises), ``die`` (desktop gone), ``before_action`` (callback)."""
 

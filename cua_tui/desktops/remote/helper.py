@@ -1,8 +1,8 @@
 """The in-sandbox helper: the project's own local desktop, resident inside a remote sandbox.
 
-Shipped as a zipapp (``helper_zip.py``) and started with the sandbox's ``python3``: no vendor SDK and no key
-come in. Commands ``serve SPEC_JSON``, ``downloads`` and ``call`` (``helper_call.py``); replies
-(``encode_reply``/``parse_reply``) are ``CUA1 <n>\\n``, a JSON header, then its blobs. docs/backends/helper.md.
+Shipped as a zipapp (``zipapp.py``) and started with the sandbox's ``python3``: no vendor SDK and no key
+come in. Commands ``serve SPEC_JSON``, ``downloads`` and ``call`` (``call.py``); replies are in the
+format of ``wire.py``: ``CUA1 <n>\\n``, a JSON header, then its blobs. docs/backends/helper.md.
 """
 
 from __future__ import annotations
@@ -21,101 +21,20 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from ..core.actions import Action, Kind
-from ..core.geometry import Size
-from ..core.ports import DesktopError, Frame, StepResult
-from ..core.stale import ScreenCheck
-from ..core.text import failure
+from ...core.geometry import Size
+from ...core.ports import DesktopError, Frame, StepResult
+from ...core.stale import ScreenCheck
+from ...core.text import failure
 from .sealed import KEY_BYTES, unseal
+from .wire import DOWNLOADS_CAP, MAX_DOWNLOADS, MAX_EGRESS_PER_REPLY, Blobs, action_from_wire, encode_reply
 
-MAGIC = b"CUA1"
-MAX_HEADER_BYTES = 256 * 1024  # egress records of a busy step fit; anything longer is refused
-MAX_EGRESS_PER_REPLY = 500  # the rest come with the next reply
-READY_WAIT = 60.0  # seconds the ``ready`` request waits for the desktop inside
-MAX_DOWNLOADS = 32  # files a ``downloads`` reply carries at most
-DOWNLOADS_CAP = 8 * 1024 * 1024  # bytes of downloads a reply carries at most; a larger file is listed, not sent
+# Seconds the ``ready`` request waits for the desktop inside.
+READY_WAIT = 60.0
 
 
-class ReplyError(ValueError):
-    """A reply from the sandbox that does not have the expected shape (it is untrusted input)."""
-
-
-# ---------------------------------------------------------------------------------------------------
-# Wire format (shared by the helper and the controller)
-# ---------------------------------------------------------------------------------------------------
-def action_to_wire(action: Action) -> dict[str, Any]:
-    """Every field of the action, typed text included: it travels to the sandbox, never to a record."""
-    data: dict[str, Any] = {}
-    for f in fields(action):
-        value = getattr(action, f.name)
-        if isinstance(value, tuple):
-            value = [list(v) if isinstance(v, tuple) else v for v in value]
-        data[f.name] = value
-    data["kind"] = action.kind.value
-    return data
-
-
-def action_from_wire(data: dict[str, Any]) -> Action:
-    names = {f.name for f in fields(Action)}
-    values = {k: v for k, v in data.items() if k in names}
-    values["kind"] = Kind(values["kind"])
-    for name in ("point", "region"):
-        if values.get(name) is not None:
-            values[name] = tuple(values[name])
-    for name in ("path", "hold"):
-        values[name] = tuple(tuple(v) if isinstance(v, list) else v for v in values.get(name, ()))
-    return Action(**values)
-
-
-def encode_reply(header: dict[str, Any], blobs: dict[str, tuple[bytes, int, int]] | None = None) -> bytes:
-    """``blobs``: name -> (bytes, width, height). The header lists them in order."""
-    listed = [{"name": n, "bytes": len(b), "width": w, "height": h} for n, (b, w, h) in (blobs or {}).items()]
-    head = json.dumps({**header, "blobs": listed}, separators=(",", ":")).encode()
-    return MAGIC + b" " + str(len(head)).encode() + b"\n" + head + b"".join(b for b, _w, _h in (blobs or {}).values())
-
-
-def parse_reply(data: bytes, *, cap: int) -> tuple[dict[str, Any], dict[str, tuple[bytes, int, int]]]:
-    """The header and the blobs of a reply, every length checked against the bytes received and ``cap``."""
-    if len(data) > cap:
-        raise ReplyError(f"the reply is {len(data)} bytes, over the {cap}-byte cap")
-    first, sep, _rest = data[:32].partition(b"\n")
-    parts = first.split(b" ")
-    if not sep or len(parts) != 2 or parts[0] != MAGIC or not parts[1].isdigit():
-        raise ReplyError("the reply does not start with the helper's header")
-    size = int(parts[1])
-    start = len(first) + 1
-    if size > MAX_HEADER_BYTES or start + size > len(data):
-        raise ReplyError("the reply's header length is out of bounds")
-    try:
-        header = json.loads(data[start : start + size])
-    except (UnicodeDecodeError, ValueError):
-        raise ReplyError("the reply's header is not JSON") from None
-    if not isinstance(header, dict) or not isinstance(header.get("blobs"), list):
-        raise ReplyError("the reply's header is not an object with a list of blobs")
-    offset, blobs = start + size, {}
-    for blob in header["blobs"]:
-        if not isinstance(blob, dict) or not all(
-            isinstance(blob.get(k), int) and not isinstance(blob.get(k), bool) and blob[k] >= 0
-            for k in ("bytes", "width", "height")
-        ):
-            raise ReplyError("the reply lists a blob without its byte count and size")
-        name, length = blob.get("name"), blob["bytes"]
-        if not isinstance(name, str) or name in blobs or offset + length > len(data):
-            raise ReplyError("the reply lists more bytes than it carries")
-        blobs[name] = (data[offset : offset + length], blob["width"], blob["height"])
-        offset += length
-    if offset != len(data):
-        raise ReplyError(f"the reply carries {len(data) - offset} bytes more than its header lists")
-    return header, blobs
-
-
-# ---------------------------------------------------------------------------------------------------
-# Inside the sandbox
-# ---------------------------------------------------------------------------------------------------
 def probe_bubblewrap(timeout: float = 10.0) -> tuple[bool, str]:
     """Whether bubblewrap can make the namespaces the local desktop uses, here and now."""
     bwrap = shutil.which("bwrap")
@@ -187,7 +106,7 @@ class Resident:
     """The local desktop inside the sandbox and the requests it answers, one reply per request."""
 
     def __init__(self, spec: dict[str, Any], get_lab: Callable[[str], Any]) -> None:
-        from .local import LocalDesktop
+        from ..local import LocalDesktop
 
         self.size = Size.parse(spec["screen"])
         wanted = spec.get("bubblewrap", "auto")
@@ -255,7 +174,7 @@ class Resident:
             header, blobs = {"ok": False, "error": f"helper error: {failure(exc)}", "fatal": True}, {}
         return encode_reply({**header, "egress": self._egress()}, blobs)
 
-    def _dispatch(self, op: Any, request: dict[str, Any]) -> tuple[dict[str, Any], dict[str, tuple[bytes, int, int]]]:
+    def _dispatch(self, op: Any, request: dict[str, Any]) -> tuple[dict[str, Any], Blobs]:
         if op == "release":
             self.desktop.release_all()
             return {"ok": True}, {}
@@ -287,7 +206,7 @@ class Resident:
                 started = time.perf_counter()
                 header, blobs = _step_reply(self.desktop.perform_checked(action_from_wire(action), check))
                 # the step's parts as measured inside (the sandbox's word: only benchmarks read it)
-                timing = {**getattr(self.desktop, "timing", {}), "helper": (time.perf_counter() - started) * 1000}
+                timing = {**self.desktop.timing, "helper": (time.perf_counter() - started) * 1000}
                 return {**header, "timing": {k: round(v, 2) for k, v in timing.items()}}, blobs
             if op == "downloads":
                 return _downloads(self.desktop.downloads)
@@ -296,7 +215,12 @@ class Resident:
                 data = (
                     None
                     if verdict is None
-                    else {k: getattr(verdict, k) for k in ("passed", "detail", "verifier", "user")}
+                    else {
+                        "passed": verdict.passed,
+                        "detail": verdict.detail,
+                        "verifier": verdict.verifier,
+                        "user": verdict.user,
+                    }
                 )
                 return {"ok": True, "verification": data}, {}
         raise DesktopError(f"unknown request {op!r}")
@@ -305,10 +229,10 @@ class Resident:
         self.desktop.stop()
 
 
-def _downloads(folder: Path | None) -> tuple[dict[str, Any], dict[str, tuple[bytes, int, int]]]:
+def _downloads(folder: Path | None) -> tuple[dict[str, Any], Blobs]:
     """The finished downloads (no ``.crdownload``, no links), capped in count and bytes. Blobs are named
     by their place in the folder; the header lists what was left out."""
-    blobs: dict[str, tuple[bytes, int, int]] = {}
+    blobs: Blobs = {}
     skipped: list[str] = []
     total = 0
     if folder is None or not folder.is_dir():
@@ -328,11 +252,11 @@ def _downloads(folder: Path | None) -> tuple[dict[str, Any], dict[str, tuple[byt
     return {"ok": True, "skipped": skipped[:MAX_DOWNLOADS]}, blobs
 
 
-def _frame_blob(name: str, frame: Frame) -> dict[str, tuple[bytes, int, int]]:
+def _frame_blob(name: str, frame: Frame) -> Blobs:
     return {name: (frame.png, frame.width, frame.height)}
 
 
-def _step_reply(step: StepResult) -> tuple[dict[str, Any], dict[str, tuple[bytes, int, int]]]:
+def _step_reply(step: StepResult) -> tuple[dict[str, Any], Blobs]:
     blobs = _frame_blob("screen", step.frame)
     if step.image is not None:
         blobs.update(_frame_blob("image", step.image))
@@ -341,7 +265,7 @@ def _step_reply(step: StepResult) -> tuple[dict[str, Any], dict[str, tuple[bytes
 
 def armor(request: dict[str, Any], reply: bytes) -> bytes:
     """The reply as the request asked for it: as it is, or (``"armor": true``, a step's exec relayed by
-    socat) in the form ``helper_call.py ... base64`` writes: its length, a newline, the reply in base64."""
+    socat) in the form ``call.py ... base64`` writes: its length, a newline, the reply in base64."""
     if request.get("armor") is not True:
         return reply
     encoded = base64.b64encode(reply)
@@ -387,7 +311,7 @@ def serve(spec: dict[str, Any], get_lab: Callable[[str], Any]) -> int:
         if request is None:
             with conn, contextlib.suppress(OSError):
                 conn.sendall(encode_reply({"ok": False, "error": "malformed request", "fatal": False, "egress": []}))
-        elif request.get("op") == "shutdown":  # the controller's stream ended (helper_call.py, ``stream``)
+        elif request.get("op") == "shutdown":  # the controller's stream ended (call.py, ``stream``)
             with conn, contextlib.suppress(OSError):
                 conn.sendall(encode_reply({"ok": True, "egress": []}))
             jobs.put(None)

@@ -14,7 +14,7 @@ import io
 import zipfile
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent  # cua_tui/
+PACKAGE = Path(__file__).resolve().parents[2]  # cua_tui/
 
 # The modules the helper needs, relative to cua_tui/ (whole folders end with "/"): nothing that imports a
 # vendor SDK, the UI, the builder or the audit log.
@@ -29,26 +29,28 @@ SHIPPED = (
     "core/stale.py",
     "core/text.py",
     "desktops/__init__.py",
-    "desktops/helper.py",
-    "desktops/helper_call.py",
     "desktops/isolation.py",
     "desktops/local.py",
-    "desktops/sealed.py",
     "desktops/x11.py",
+    "desktops/remote/__init__.py",
+    "desktops/remote/call.py",
+    "desktops/remote/helper.py",
+    "desktops/remote/sealed.py",
+    "desktops/remote/wire.py",
     "desktops/egress/",
     "labs/",
 )
 
 MAIN = '''\
-"""cua-tui's in-sandbox helper (see cua_tui/desktops/helper.py)."""
+"""cua-tui's in-sandbox helper (see cua_tui/desktops/remote/helper.py)."""
 import sys
 
 if len(sys.argv) > 1 and sys.argv[1] in ("call", "stream"):  # a step's exec: the standard library only
-    from cua_tui.desktops.helper_call import main
+    from cua_tui.desktops.remote.call import main
 
     sys.exit(main(sys.argv[1:]))
 # the resident helper: the local desktop and the labs, put together here
-from cua_tui.desktops.helper import main
+from cua_tui.desktops.remote.helper import main
 from cua_tui.labs import get_lab
 
 sys.exit(main(sys.argv[1:], get_lab))
