@@ -18,6 +18,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.command import CommandPalette
 from textual.containers import Horizontal, Vertical
+from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Footer
 from textual.worker import Worker, WorkerState, get_current_worker
@@ -38,7 +39,6 @@ from .frames import Target
 from .goal import GoalBar
 from .help import HelpScreen
 from .messages import RunEvent, RunFinished, while_open
-from .panes import follow_event
 from .screen_text import (
     ScreenReading,
     ScreenTextRead,
@@ -69,6 +69,8 @@ class SupervisorApp(HistoryActions, App[Any]):
     say so)."""
 
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses elsewhere find it too
+    # The run's state, from its event stream alone: the panes are bound to it and render their part.
+    view: reactive[RunView] = reactive(RunView, init=False, layout=False, repaint=False)
     TITLE = "cua-tui"
     COMMANDS = App.COMMANDS | {CuaCommands}  # cua-tui's own commands in the palette (ctrl+p)
     BINDINGS = [
@@ -111,7 +113,6 @@ class SupervisorApp(HistoryActions, App[Any]):
         self.clock = clock  # the status bar's elapsed time; fixtures pass a fixed one
         self.requested_theme = theme
         self.theme_dirs = (project_themes_dir(), *theme_dirs)
-        self.view = RunView()  # the run's state, from its event stream alone
         self._answered: DecisionRequest | None = None
         self._leave_asked = -LEAVE_WINDOW_S  # when q was last pressed during the run
         self.running = True
@@ -124,21 +125,20 @@ class SupervisorApp(HistoryActions, App[Any]):
     # ------------------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield GoalBar(self.source.info, id="goal")
-        yield AlertBar(id="alerts")
+        yield AlertBar(id="alerts").data_bind(view=SupervisorApp.view)
         with Horizontal(id="main"):
             yield DesktopView(graphics=self.graphics, id="desktop")
             with Vertical(id="side"):
                 yield DecisionPanel(id="decision")
-                yield BatchPane(id="batch", history=True)
+                yield BatchPane(id="batch", history=True).data_bind(view=SupervisorApp.view)
                 yield AuditPane(id="audit")
-        yield StatusBar(self.source.info, clock=self.clock, id="status")
+        yield StatusBar(self.source.info, clock=self.clock, id="status").data_bind(view=SupervisorApp.view)
         yield Footer()
 
     def on_mount(self) -> None:
         install_themes(self, self.requested_theme, self.theme_dirs)
         self.query_one("#desktop", DesktopView).border_title = "Desktop"
         self.query_one(DecisionPanel).show_request(None)
-        self.query_one(AlertBar).display = False
         self.source.attach(self._from_run)
         self.drive()
 
@@ -205,17 +205,18 @@ class SupervisorApp(HistoryActions, App[Any]):
         view = self.view
         was_pending = self.pending
         view.apply(stamped)
-        follow_event(self, view, stamped, self.clock)  # the batch, audit and status panes (panes.py)
+        audit = self.query_one(AuditPane)
+        audit.record(event, stamped.seq, stamped.head)
+        self.mutate_reactive(SupervisorApp.view)  # the batch pane, the status bar and the alerts follow it
         match event:
             case ev.RunEnded():
                 self.running = False
-                if self.source.live and not self._sealed_known:
-                    # result.json is written after this last event and may fail: sealed only once it is there
-                    self.query_one(AuditPane).set_state("sealing…")
+                # result.json is written after this last event and may fail: sealed only once it is there
+                sealing = self.source.live and not self._sealed_known
+                audit.set_state("sealing…" if sealing else "sealed")
             case ev.Killed():
                 self.notify("kill switch: run stopped", severity="error", markup=False)
         if view.alert is not None:
-            self.query_one(AlertBar).show_alerts(view.attention)
             self.refresh_bindings()
         if isinstance(event, ev.ScreenCaptured) and event.png is not None:
             self.render_frame()
@@ -414,7 +415,7 @@ class SupervisorApp(HistoryActions, App[Any]):
     def action_alerts_seen(self) -> None:
         """``x``: the alerts have been seen; the line goes until the next one (the audit log keeps them all)."""
         if self.view.attention.seen():
-            self.query_one(AlertBar).show_alerts(self.view.attention)
+            self.mutate_reactive(SupervisorApp.view)
             self.refresh_bindings()
 
     def action_zoom(self) -> None:

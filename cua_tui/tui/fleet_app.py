@@ -34,6 +34,7 @@ from textual.binding import Binding
 from textual.command import CommandPalette
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
+from textual.reactive import reactive
 from textual.screen import ModalScreen, Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Static
@@ -68,7 +69,6 @@ from .dialogs import RejectReason
 from .goal import GoalBar
 from .help import HelpScreen
 from .messages import RunEvent, while_open
-from .panes import fill_from_view, follow_event
 from .row_table import RowTable
 from .screen_text import ScreenReading, ScreenTextRead, ScreenTextScreen, ShownScreen, screen_text_arrived
 from .signals import AlertBar, Signals, notification_escape
@@ -246,12 +246,13 @@ class RunScreen(Screen[None]):
         Binding("z", "zoom", "zoom", id="run_zoom"),
         Binding("t", "screen_text", "screen text", id="run_screen_text"),
     ]
+    # The run's state: a copy when the view opened, then every later event; the panes render from it.
+    view: reactive[RunView] = reactive(RunView, init=False, layout=False, repaint=False)
 
     def __init__(self, app: FleetApp, task: str) -> None:
         super().__init__()
         self.fleet_app = app
         self.run_task = task
-        self.view = RunView()
         # The runner's row as it is now, not the table's copy: that one is refreshed on a timer and may not
         # have the run's directory yet, whose audit log the earlier events are read back from.
         self.row = app.fleet.row(task)
@@ -262,17 +263,17 @@ class RunScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         snapshot, self._unwatch = self.fleet_app.fleet.watch(self.run_task, self._told)
-        self.view = snapshot
+        self.set_reactive(RunScreen.view, snapshot)
         info = run_info(self.row, snapshot)
         yield GoalBar(info, id="goal")
-        yield AlertBar(id="alerts")
+        yield AlertBar(id="alerts").data_bind(view=RunScreen.view)
         with Horizontal(id="main"):
             yield self.desktop
             with Vertical(id="side"):
                 yield FleetDecisionPanel(id="decision")
-                yield BatchPane(id="batch", history=True)
+                yield BatchPane(id="batch", history=True).data_bind(view=RunScreen.view)
                 yield AuditPane(id="audit")
-        yield StatusBar(info, clock=self.fleet_app.clock, id="status")
+        yield StatusBar(info, clock=self.fleet_app.clock, id="status").data_bind(view=RunScreen.view)
         yield Footer()
 
     def _told(self, stamped: ev.Stamped) -> None:  # the fleet's dispatcher thread: post, never wait
@@ -281,8 +282,8 @@ class RunScreen(Screen[None]):
     def on_mount(self) -> None:
         # Text: a str border title is parsed as markup, and a task's name is the tasks file's own text
         self.desktop.border_title = Text(f"Desktop · {visible(self.run_task, limit=64)} (live)")
-        self.query_one(AlertBar).display = False
-        fill_from_view(self, self.view, self.fleet_app.clock)
+        if self.view.ended is not None:
+            self.query_one(AuditPane).set_state("sealed")
         if self.view.seq >= 0 and self.row.path:
             # The events before the copy the view started from: read back from the run's audit log (the
             # record itself) in a worker; events arriving meanwhile wait, so the pane keeps the chain's order.
@@ -339,11 +340,14 @@ class RunScreen(Screen[None]):
         was = self.view.pending
         self.view.apply(stamped)
         backlog = self._backlog
+        audit = self.query_one(AuditPane)
         if backlog is not None:
             backlog.append(stamped)  # the audit pane shows it after the history read back
-        follow_event(self, self.view, stamped, self.fleet_app.clock, audit=backlog is None)
-        if self.view.alert is not None:
-            self.query_one(AlertBar).show_alerts(self.view.attention)
+        else:
+            audit.record(stamped.event, stamped.seq, stamped.head)
+        if isinstance(stamped.event, ev.RunEnded):
+            audit.set_state("sealed")
+        self.mutate_reactive(RunScreen.view)
         new_screen = isinstance(stamped.event, ev.ScreenCaptured) and stamped.event.png is not None
         if new_screen or self.view.pending is not was:
             self._show()

@@ -23,6 +23,7 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 
@@ -132,6 +133,8 @@ class ReplayApp(App[None]):
         Binding("question_mark", "help", "help", id="help"),
         Binding("q", "quit", "quit", id="quit"),
     ]
+    # The run at the selected step (folded from the nearest snapshot): the panes render from it.
+    view: reactive[RunView] = reactive(RunView, init=False, layout=False, repaint=False)
 
     def __init__(
         self,
@@ -161,7 +164,6 @@ class ReplayApp(App[None]):
         self._snapshots: list[RunView] = [RunView()]  # the state before event k * SNAPSHOT_EVERY
         self._folded = RunView()
         self._folded_to = 0  # events applied to _folded
-        self._shown_turn: int | None = None
         self._reader_lock = threading.Lock()
         self.redraw_started = 0.0  # when the last move began
         self.redraw_ms: list[float] = []  # from a move's start until its frame was on screen (the benchmark)
@@ -181,9 +183,9 @@ class ReplayApp(App[None]):
             yield DesktopView(graphics=self.graphics, id="desktop")
             with Vertical(id="side"):
                 yield Static(id="step")
-                yield BatchPane(id="batch")
+                yield BatchPane(id="batch").data_bind(view=ReplayApp.view)
                 yield AuditPane(id="audit")
-        yield StatusBar(self._info(), clock=self._clock, id="status")
+        yield StatusBar(self._info(), clock=self._clock, id="status").data_bind(view=ReplayApp.view)
         yield Footer()
 
     def _info(self) -> RunInfo:
@@ -299,7 +301,8 @@ class ReplayApp(App[None]):
         self.selected = max(0, min(number, len(steps) - 1))
         step = steps[self.selected]
         view = self._fold_to(step.last_seq + 1)
-        self._show_batch(step, view)
+        self._show_view(view)
+        self.query_one(BatchPane).mark_pending(step.index)
         self._show_step(step)
         if self.live and self.selected == self._newest():  # the status says what the run does now
             self._show_status_and_audit(upto=len(self.reader.events))
@@ -319,31 +322,19 @@ class ReplayApp(App[None]):
             text.append(part, style=STYLES.get(role, "bold reverse" if role == describe.WARN else None))
         self.query_one("#step", Static).update(text)
 
-    def _show_batch(self, step: tl.Step, view: RunView) -> None:
-        batch = self.query_one(BatchPane)
-        if self._shown_turn != step.turn:
-            self._shown_turn = step.turn
-            batch.start_turn(step.turn, step.model_text)
-            for action in view.actions.values():
-                batch.add(action.index, action.kind, action.params, error=action.error)
-        for index, row in batch.rows.items():
-            action = view.actions.get(index)
-            if action is None:
-                continue
-            if action.verdict and (row.verdict, row.reason) != (action.verdict, action.reason):
-                row.set_verdict(action.verdict, action.reason)
-            if (row.state, row.decided_by) != (action.state, action.decided_by or row.decided_by):
-                row.set_state(action.state, action.decided_by)
-        batch.mark_pending(step.index)
+    def _show_view(self, view: RunView) -> None:
+        """The panes bound to the view render the run at the selected step (the same folded object, moved)."""
+        self.set_reactive(ReplayApp.view, view)
+        self.mutate_reactive(ReplayApp.view)
 
     def _show_status_and_audit(self, view: RunView | None = None, upto: int | None = None) -> None:
         events = self.reader.events
         if upto is None:
             upto = (self.steps[self.selected].last_seq + 1) if self.steps else len(events)
-        view = view or self._fold_to(upto)
         status = self.query_one(StatusBar)
-        status.final = f"{view.ended.status} · {visible(view.ended.reason, limit=80)}" if view.ended else ""
-        status.show(view)
+        if view is None:  # the status alone says what the run does now; the batch stays at the step
+            view = self._fold_to(upto)
+            status.view = view
         newest = not self.steps or self.selected == self._newest()
         label = describe.replay_phase(view.phase, live=self.live, newest=newest)
         if label:  # a replay never awaits its viewer's decision: it says what the run was doing
