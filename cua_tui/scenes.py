@@ -311,12 +311,11 @@ async def _settle_fleet(pilot: Pilot[Any], timeout: float) -> None:
     assert isinstance(app, FleetApp)
 
     def ready() -> bool:
-        feed = app.feed
+        desktop = app.desktop
         queued = len(app.items) == 3 and app.selected is not None
-        shown = feed is not None and feed._serial > 0 and feed._shown == feed._serial
-        drawn = app.query_one(DesktopView).rendered is not None
-        read = feed is not None and feed.sha is not None and app.reading.result(feed.sha) != (None, "")
-        return queued and shown and drawn and read and not app.reading.busy
+        drawn = desktop.settled and desktop.rendered is not None
+        read = desktop.shot is not None and app.reading.result(desktop.shot.sha) != (None, "")
+        return queued and drawn and read and not app.reading.busy
 
     await _steady(pilot, ready, timeout, "the fleet")
 
@@ -389,7 +388,7 @@ async def settle(pilot: Pilot[Any], timeout: float = 10.0) -> None:
         return
     if not isinstance(app, SupervisorApp):  # a replay: its first step's frame on screen
         deadline = time.monotonic() + timeout
-        while not (app._serial > 0 and app._shown == app._serial):  # type: ignore[attr-defined]
+        while not app.desktop.settled:  # type: ignore[attr-defined]
             if time.monotonic() > deadline:
                 raise TimeoutError("the replay did not settle on screen")
             await pilot.pause(0.02)
@@ -403,7 +402,7 @@ async def settle(pilot: Pilot[Any], timeout: float = 10.0) -> None:
     last_scroll = [batch.scroll_offset]
 
     def ready() -> bool:
-        shown = app._serial > 0 and app._shown == app._serial and app.query_one(DesktopView).rendered is not None
+        shown = app.desktop.settled and app.query_one(DesktopView).rendered is not None
         applied = app.view.seq == last_seq
         decided = app.view.pending is None or (app.pending is not None and app.query_one(DecisionPanel).display)
         ended = not source.ends or not app.running

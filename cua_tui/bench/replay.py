@@ -70,7 +70,7 @@ async def _until(pilot: Any, condition: Any, timeout: float = 30.0) -> None:
 
 
 def _frame_shown(app: Any) -> bool:
-    return app._serial > 0 and app._shown == app._serial
+    return app.desktop.settled
 
 
 async def _open_and_walk(path: Path, moves: int, seed: int = 7) -> dict[str, Any]:
@@ -83,9 +83,9 @@ async def _open_and_walk(path: Path, moves: int, seed: int = 7) -> dict[str, Any
         rng = random.Random(seed)
         for i in range(moves):
             key = "right" if i % 10 else rng.choice(["end", "home", "d", "up", "down"])
-            serial, redraws = app._serial, len(app.redraw_ms)
+            serial, redraws = app.desktop.serial, len(app.redraw_ms)
             await pilot.press(key)
-            await _until(pilot, lambda serial=serial, n=redraws: app._serial > serial and len(app.redraw_ms) > n)
+            await _until(pilot, lambda serial=serial, n=redraws: app.desktop.serial > serial and len(app.redraw_ms) > n)
             if key == "right":  # from the key's handler until the new frame was painted (the App's own time)
                 step_ms.append(app.redraw_ms[-1])
         steps = len(app.steps)

@@ -62,7 +62,7 @@ async def _measure(tmp: Path, resizes: int) -> list[float]:
                 app.pending is not None
                 and shown is not None
                 and (shown.width, shown.height) == (view.size.width, view.size.height)
-                and app._shown == app._serial
+                and app.desktop.settled
             )
 
         async def until(condition: Any, timeout: float = 30.0) -> None:

@@ -18,13 +18,13 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.command import CommandPalette
 from textual.containers import Horizontal, Vertical
+from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Footer
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from ..core import events as ev
 from ..core.guard import DEFAULT_GUARD_S, DecisionGuard
-from ..core.imaging import ScreenLimit
 from ..core.ports import Answer, DecisionRequest
 from ..core.run_view import RunView
 from ..core.screentext import ScreenTextReader
@@ -38,8 +38,7 @@ from .dialogs import GrantsScreen, RejectReason
 from .frames import Target
 from .goal import GoalBar
 from .help import HelpScreen
-from .messages import FrameRefused, FrameRendered, RunEvent, RunFinished, while_open
-from .panes import follow_event
+from .messages import RunEvent, RunFinished, while_open
 from .screen_text import (
     ScreenReading,
     ScreenTextRead,
@@ -52,11 +51,10 @@ from .signals import AlertBar, Signals, notification_escape
 from .source import RunSource
 from .status import StatusBar
 from .target_view import (
-    convert_frame,
     destination,
     focus_target,
     labelled,
-    screen_limit,
+    shot_of,
     shown_screen,
     typing_field,
 )
@@ -71,6 +69,8 @@ class SupervisorApp(HistoryActions, App[Any]):
     say so)."""
 
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses elsewhere find it too
+    # The run's state, from its event stream alone: the panes are bound to it and render their part.
+    view: reactive[RunView] = reactive(RunView, init=False, layout=False, repaint=False)
     TITLE = "cua-tui"
     COMMANDS = App.COMMANDS | {CuaCommands}  # cua-tui's own commands in the palette (ctrl+p)
     BINDINGS = [
@@ -113,7 +113,6 @@ class SupervisorApp(HistoryActions, App[Any]):
         self.clock = clock  # the status bar's elapsed time; fixtures pass a fixed one
         self.requested_theme = theme
         self.theme_dirs = (project_themes_dir(), *theme_dirs)
-        self.view = RunView()  # the run's state, from its event stream alone
         self._answered: DecisionRequest | None = None
         self._leave_asked = -LEAVE_WINDOW_S  # when q was last pressed during the run
         self.running = True
@@ -121,33 +120,25 @@ class SupervisorApp(HistoryActions, App[Any]):
         self.final_status = ""
         self._sealed_known = False  # the run's own result said whether its seal reached the disk
         self.zoom = False
-        self._png: bytes | None = None
-        self._sha: str | None = None  # the SHA-256 of _png (the screen-text cache's key)
         self.reading = ScreenReading(self, screen_reader)  # the screen as text (OCR in a worker; none: it says so)
-        self._serial = 0
-        self._shown = 0
-        self._refused: str | None = None  # why the frames shown last were refused (notified once)
-        self._frame_shas: dict[int, str | None] = {}  # frames on their way to the pane: serial -> screenshot
-        self.painted_sha = ""  # the SHA-256 of the screenshot the pane shows ("" none: refused, or none yet)
 
     # ------------------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield GoalBar(self.source.info, id="goal")
-        yield AlertBar(id="alerts")
+        yield AlertBar(id="alerts").data_bind(view=SupervisorApp.view)
         with Horizontal(id="main"):
             yield DesktopView(graphics=self.graphics, id="desktop")
             with Vertical(id="side"):
                 yield DecisionPanel(id="decision")
-                yield BatchPane(id="batch", history=True)
+                yield BatchPane(id="batch", history=True).data_bind(view=SupervisorApp.view)
                 yield AuditPane(id="audit")
-        yield StatusBar(self.source.info, clock=self.clock, id="status")
+        yield StatusBar(self.source.info, clock=self.clock, id="status").data_bind(view=SupervisorApp.view)
         yield Footer()
 
     def on_mount(self) -> None:
         install_themes(self, self.requested_theme, self.theme_dirs)
         self.query_one("#desktop", DesktopView).border_title = "Desktop"
         self.query_one(DecisionPanel).show_request(None)
-        self.query_one(AlertBar).display = False
         self.source.attach(self._from_run)
         self.drive()
 
@@ -214,20 +205,20 @@ class SupervisorApp(HistoryActions, App[Any]):
         view = self.view
         was_pending = self.pending
         view.apply(stamped)
-        follow_event(self, view, stamped, self.clock)  # the batch, audit and status panes (panes.py)
+        audit = self.query_one(AuditPane)
+        audit.record(event, stamped.seq, stamped.head)
+        self.mutate_reactive(SupervisorApp.view)  # the batch pane, the status bar and the alerts follow it
         match event:
             case ev.RunEnded():
                 self.running = False
-                if self.source.live and not self._sealed_known:
-                    # result.json is written after this last event and may fail: sealed only once it is there
-                    self.query_one(AuditPane).set_state("sealing…")
+                # result.json is written after this last event and may fail: sealed only once it is there
+                sealing = self.source.live and not self._sealed_known
+                audit.set_state("sealing…" if sealing else "sealed")
             case ev.Killed():
                 self.notify("kill switch: run stopped", severity="error", markup=False)
         if view.alert is not None:
-            self.query_one(AlertBar).show_alerts(view.attention)
             self.refresh_bindings()
         if isinstance(event, ev.ScreenCaptured) and event.png is not None:
-            self._png, self._sha = event.png, event.sha256
             self.render_frame()
             if self.pending is not None and self.pending is was_pending:  # a new screen during a decision
                 self._read_screen()
@@ -303,70 +294,31 @@ class SupervisorApp(HistoryActions, App[Any]):
     # ------------------------------------------------------------------------------------------------
     # Frames
     # ------------------------------------------------------------------------------------------------
+    @property
+    def desktop(self) -> DesktopView:
+        return self.query_one("#desktop", DesktopView)
+
+    @property
+    def painted_sha(self) -> str:
+        """The SHA-256 of the screenshot the pane shows ("": none, refused, or none yet)."""
+        return self.desktop.painted_sha
+
     def render_frame(self) -> None:
-        if self._png is None:
+        screen = self.view.screen
+        if screen is None or screen.png is None:
             return
-        view = self.query_one(DesktopView)
-        self._serial += 1
-        self._frame_shas[self._serial] = self._sha
-        target = labelled(self._focus_target(), self.reading, self._sha)  # the zoom keeps the label in view
-        self._convert(
-            self._png, view.size.width, view.size.height, target, self.zoom, self._serial, view.wants_strips,
-            view.wants_sixel, limit=screen_limit(self.view),
-        )  # fmt: skip
-
-    @work(thread=True, exclusive=False, exit_on_error=False, group="frame", description="convert screenshot")
-    def _convert(
-        self,
-        png: bytes,
-        width: int,
-        height: int,
-        target: Target | None,
-        zoom: bool,
-        serial: int,
-        strips: bool,
-        sixel: bool = False,
-        *,
-        limit: ScreenLimit,
-    ) -> None:
-        if serial != self._serial:
-            return  # a newer frame is on its way
-        # judged from its header against the run's screen (a bomb is never decoded): a refusal is said
-        self.post_message(convert_frame(png, width, height, target, zoom, serial, strips, sixel, limit=limit))
+        # the zoom keeps the target's label in view
+        target = labelled(self._focus_target(), self.reading, screen.sha256)
+        self.desktop.show_shot(shot_of(self.view), target, zoom=self.zoom)
 
     @while_open
-    def on_frame_rendered(self, message: FrameRendered) -> None:
-        if message.serial < self._shown:
-            return
-        self._shown = message.serial
-        self._refused = None
-        self.painted_sha = self._painted(message.serial) or ""
-        self.query_one(DesktopView).show(message.rendered)
-
-    @while_open
-    def on_frame_refused(self, message: FrameRefused) -> None:
-        if message.serial < self._shown:
-            return
-        self._shown = message.serial
-        self._painted(message.serial)
-        self.painted_sha = ""  # the pane shows why, not a screen
-        reason = visible(message.reason, limit=200)
-        self.query_one(DesktopView).refuse(reason)
-        if reason != self._refused:  # once for a run of refused frames, not once per frame
-            self._refused = reason
-            self.notify(f"screenshot not shown: {reason}", title="desktop", severity="warning", markup=False)
+    def on_desktop_view_refused(self, message: DesktopView.Refused) -> None:
+        self.notify(f"screenshot not shown: {message.reason}", title="desktop", severity="warning", markup=False)
 
     def on_resize(self, event: events.Resize) -> None:
         self.query_one(DecisionPanel).set_compact(compact_terminal(event.size.width, event.size.height))
 
-    def _painted(self, serial: int) -> str | None:
-        """The screenshot of frame ``serial``, now on the pane (older frames on their way are dropped)."""
-        sha = self._frame_shas.get(serial)
-        self._frame_shas = {k: v for k, v in self._frame_shas.items() if k > serial}
-        return sha
-
     def on_desktop_view_resized(self, message: DesktopView.Resized) -> None:
-        self.render_frame()
         if self.pending is not None:  # the pending row back in view at the new size (unless read back)
             self.query_one(BatchPane).reveal_pending()
 
@@ -394,7 +346,7 @@ class SupervisorApp(HistoryActions, App[Any]):
         if action == "zoom":
             return self._focus_target() is not None
         if action in ("screen_text", "open_screenshot"):
-            return self._png is not None
+            return self.view.screen is not None
         if action == "leave":
             return self.running
         if action == "quit_when_done":
@@ -463,7 +415,7 @@ class SupervisorApp(HistoryActions, App[Any]):
     def action_alerts_seen(self) -> None:
         """``x``: the alerts have been seen; the line goes until the next one (the audit log keeps them all)."""
         if self.view.attention.seen():
-            self.query_one(AlertBar).show_alerts(self.view.attention)
+            self.mutate_reactive(SupervisorApp.view)
             self.refresh_bindings()
 
     def action_zoom(self) -> None:
@@ -477,18 +429,20 @@ class SupervisorApp(HistoryActions, App[Any]):
         """For pending typing: the last click point (the field it focused), else None."""
         return typing_field(self.pending, self.view)
 
+    def _sha(self) -> str | None:
+        """The SHA-256 of the newest screenshot (the screen-text cache's key)."""
+        return self.view.screen.sha256 if self.view.screen is not None else None
+
     def _focus_target(self) -> Target | None:
         """What the pane frames at a decision: the action's target, or for typing the focused field."""
         return focus_target(self.pending, self.view)
 
     def _destination(self) -> str | None:
         """The panel's "goes to" line for pending typing (None for anything else)."""
-        return destination(self.pending, self.view, self.reading, self._sha)
+        return destination(self.pending, self.view, self.reading, self._sha())
 
     def _shown_screen(self) -> ShownScreen | None:
-        return shown_screen(
-            self._png, self._sha, self._focus_target(), self.source.info.run_id, screen_limit(self.view)
-        )
+        return shown_screen(shot_of(self.view), self._focus_target(), self.source.info.run_id)
 
     def _read_screen(self) -> None:
         shown = self._shown_screen()
@@ -498,10 +452,10 @@ class SupervisorApp(HistoryActions, App[Any]):
     @while_open
     def on_screen_text_read(self, message: ScreenTextRead) -> None:
         screen_text_arrived(self, self.reading, message)
-        if message.digest == self._sha and self._focus_target() is not None and self.pending is not None:
+        if message.digest == self._sha() and self._focus_target() is not None and self.pending is not None:
             self.query_one(DecisionPanel).set_destination(self._destination(), field=self._field() is not None)
             self.query_one(BatchPane).mark_pending(self.pending.index)  # the panel grew: the row back in view
-        if message.digest == self._sha and self.pending is not None and message.text is not None:
+        if message.digest == self._sha() and self.pending is not None and message.text is not None:
             self.render_frame()  # framed with the target's label in view
 
     def action_screen_text(self) -> None:

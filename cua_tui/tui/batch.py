@@ -10,10 +10,11 @@ from rich.text import Text
 from textual import events
 from textual.containers import VerticalScroll
 from textual.message import Message
+from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Static
 
-from ..core.run_view import ActionState
+from ..core.run_view import ActionState, RunView
 from ..core.text import visible
 from .detail import RowSnapshot
 
@@ -150,6 +151,27 @@ class BatchPane(VerticalScroll):
         self._elided: Static | None = None
         self.pending: int | None = None
         self.border_title = "Pending batch"
+
+    view: reactive[RunView | None] = reactive(None, init=False, always_update=True, layout=False, repaint=False)
+
+    def watch_view(self, view: RunView | None) -> None:
+        """The shown turn as the run's state has it: a new turn starts the pane again (a live run keeps
+        the earlier one above it); new rows are added, changed verdicts and states redrawn."""
+        if view is None or not view.batch_turn:
+            return
+        if view.batch_turn != self.turn:
+            self.start_turn(view.batch_turn, view.batch_text)
+        for index in sorted(view.actions):
+            action = view.actions[index]
+            row = self.rows.get(index)
+            if row is None:
+                row = self.add(index, action.kind, action.params, error=action.error)
+            if action.verdict is not None and (row.verdict, row.reason) != (action.verdict, action.reason):
+                row.set_verdict(action.verdict, action.reason)
+            if (row.state, row.decided_by) != (action.state, action.decided_by or row.decided_by):
+                row.set_state(action.state, action.decided_by)
+        if view.final_text is not None and self._final is None:
+            self.final_text(view.final_text)
 
     def _put(self, widget: Widget) -> None:
         self._current.append(widget)

@@ -1,37 +1,92 @@
-"""The desktop pane: the latest screenshot, the pending action's target marked, optional zoom."""
+"""The desktop pane: one run's screenshot, the action's target marked, optional zoom.
+
+The pane converts its own pictures: a thread worker of the widget decodes, fits and marks each screenshot
+(frames.prepare); the newest frame asked for wins, and a few recent frames stay in a small cache.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from rich.segment import Segment
 from rich.style import Style
+from textual import work
 from textual.app import ComposeResult
 from textual.message import Message
 from textual.strip import Strip
 from textual.timer import Timer
 from textual.widget import Widget
 
-from .frames import Rendered
+from ..core.imaging import ImageRefused, ScreenLimit
+from ..core.text import visible
+from .frames import Rendered, Target, prepare
+from .messages import FrameRefused, FrameRendered
 
 RESIZE_SETTLE = 0.05  # seconds without a resize event before the picture is redrawn for the new size
+FRAME_CACHE = 8  # rendered frames kept: the shown one, its zoom, a replay's neighbours
+
+
+@dataclass(frozen=True)
+class Shot:
+    """A screenshot to show: its SHA-256, how to get its bytes (or why there are none), and the run's
+    screen, larger than which nothing is decoded."""
+
+    sha: str
+    load: Callable[[], bytes | str] = field(compare=False)
+    limit: ScreenLimit = field(default_factory=ScreenLimit.of_run)
+
+    @classmethod
+    def of(cls, png: bytes, sha: str, limit: ScreenLimit) -> Shot:
+        return cls(sha, lambda: png, limit)
+
+
+def _place(target: Target | None) -> Target | None:
+    return dataclasses.replace(target, label=None, element=None) if target is not None else None
+
+
+type FrameKey = tuple[str, int, int, Target | None, bool, bool, bool]
 
 
 class DesktopView(Widget):
-    """Shows pre-rendered half-block strips; the App's worker produces them from screenshots.
-
-    Where the terminal speaks a graphics protocol (Kitty TGP or Sixel, as textual-image's probe found), a
-    textual-image widget of that kind shows the picture at full resolution instead; the worker hands it a
-    picture already fitted and marked, so only the protocol encoding is left to textual-image.
-    """
+    """Shows a screenshot as half-block strips, or through a textual-image widget where the terminal speaks
+    a graphics protocol (Kitty TGP or Sixel, as textual-image's probe found): the worker then hands it a
+    picture already fitted and marked, so only the protocol encoding is left to textual-image."""
 
     can_focus = False
+
+    class Resized(Message):
+        """The pane settled at a new size (no resize event for ``RESIZE_SETTLE`` s)."""
+
+    class Refused(Message):
+        """A screenshot could not be shown (said once for a run of frames refused for the same reason)."""
+
+        def __init__(self, reason: str) -> None:
+            super().__init__()
+            self.reason = reason
+
+    class Painted(Message):
+        """The newest frame asked for is on the pane (after the screen was refreshed)."""
 
     def __init__(self, *, graphics: type[Widget] | None = None, id: str | None = None) -> None:
         super().__init__(id=id)
         self.rendered: Rendered | None = None
         self.graphics = graphics
         self.placeholder = "waiting for the first screenshot…"
+        self.shot: Shot | None = None
+        self.target: Target | None = None
+        self.zoom = False
+        self.serial = 0  # frames asked for
+        self.shown = 0  # the newest frame on the pane (or refused)
+        self.painted_sha = ""  # the screenshot on the pane ("": none, or refused)
+        self.refused: str | None = None  # why the frames shown last were refused (said once)
+        self._shas: dict[int, str] = {}  # frames on their way: serial -> screenshot
+        self._cache: OrderedDict[FrameKey, Rendered] = OrderedDict()
+        self._cache_lock = threading.Lock()
         self._settle: Timer | None = None
 
     def compose(self) -> ComposeResult:
@@ -47,15 +102,165 @@ class DesktopView(Widget):
         """The graphics widget takes Sixel data encoded in the worker (``sixel_widget``)."""
         return bool(getattr(self.graphics, "takes_encoded_sixel", False))
 
-    class Resized(Message):
-        """The pane settled at a new size (no resize event for ``RESIZE_SETTLE`` s): redraw the picture."""
+    @property
+    def settled(self) -> bool:
+        """The newest frame asked for is on the pane, or was refused."""
+        return self.serial > 0 and self.shown == self.serial
 
+    # ------------------------------------------------------------------------------------------------
+    # What to show
+    # ------------------------------------------------------------------------------------------------
+    def show_shot(self, shot: Shot | None, target: Target | None = None, *, zoom: bool | None = None) -> None:
+        """Show ``shot`` with ``target`` marked (None: no screenshot yet: the placeholder stays). A new
+        screenshot or target zooms on the target unless ``zoom`` says otherwise."""
+        # the words read at the target arriving later (its label, its element) do not undo a z
+        changed = shot != self.shot or _place(target) != _place(self.target)
+        self.shot, self.target = shot, target
+        if zoom is not None:
+            self.zoom = zoom and target is not None
+        elif changed:
+            self.zoom = target is not None
+        if shot is None:
+            self._drop_in_flight()
+            return
+        self.redraw()
+
+    def set_zoom(self, zoom: bool) -> None:
+        self.zoom = zoom and self.target is not None
+        self.redraw()
+
+    def blank(self, text: str) -> None:
+        """No picture, saying why (not a refused screenshot); a frame on its way does not land."""
+        self.shot = self.target = None
+        self._drop_in_flight()
+        self._clear(text)
+
+    def _drop_in_flight(self) -> None:
+        self.serial += 1
+        self.shown = self.serial
+        self._shas.clear()
+        self.painted_sha = ""
+
+    def redraw(self) -> None:
+        """Convert the shown screenshot for the pane's size (a cached frame is shown at once)."""
+        if self.shot is None:
+            return
+        self.serial += 1
+        key = self._key(self.shot, self.target)
+        self._shas[self.serial] = self.shot.sha
+        with self._cache_lock:
+            cached = self._cache.get(key)
+        if cached is not None:
+            self._landed(FrameRendered(cached, self.serial))
+        else:
+            self._convert(self.shot, key, self.serial)
+
+    def prefetch(self, shots: list[tuple[Shot, Target | None]]) -> None:
+        """Convert these frames ahead into the cache (a replay's next and previous steps)."""
+        keys = [(shot, self._key(shot, target)) for shot, target in shots]
+        self._prefetch(keys, self.serial)
+
+    def _key(self, shot: Shot, target: Target | None) -> FrameKey:
+        width, height = self.size.width, self.size.height
+        return (shot.sha, width, height, target, self.zoom and target is not None, self.wants_strips, self.wants_sixel)
+
+    # ------------------------------------------------------------------------------------------------
+    # The worker
+    # ------------------------------------------------------------------------------------------------
+    @work(thread=True, exclusive=False, exit_on_error=False, group="frame", description="convert screenshot")
+    def _convert(self, shot: Shot, key: FrameKey, serial: int) -> None:
+        if serial != self.serial:
+            return  # a newer frame is on its way
+        frame = self._frame(shot, key)
+        if isinstance(frame, str):
+            self.post_message(FrameRefused(frame, serial))
+        else:
+            self.post_message(FrameRendered(frame, serial))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="prefetch", description="prefetch frames")
+    def _prefetch(self, keys: list[tuple[Shot, FrameKey]], serial: int) -> None:
+        for shot, key in keys:
+            if serial != self.serial:
+                return  # the view moved on: these are no longer its neighbours
+            self._frame(shot, key)
+
+    def _frame(self, shot: Shot, key: FrameKey) -> Rendered | str:
+        """The frame for ``key`` (from the cache, or converted and cached), or why there is none. A
+        screenshot larger than the run's screen is refused from its header: a bomb is never decoded."""
+        with self._cache_lock:
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
+                return cached
+        png = shot.load()
+        if isinstance(png, str):
+            return png
+        _sha, width, height, target, zoom, strips, sixel = key
+        cell_pixels = None
+        if not strips:
+            from textual_image._terminal import get_cell_size  # cached probe result
+
+            size = get_cell_size()
+            cell_pixels = (size.width, size.height)
+        try:
+            rendered = prepare(
+                png, width, height, target, limit=shot.limit, zoom=zoom, strips=strips,
+                cell_pixels=cell_pixels, sixel=sixel,
+            )  # fmt: skip
+        except ImageRefused as exc:
+            return str(exc)
+        with self._cache_lock:
+            self._cache[key] = rendered
+            while len(self._cache) > FRAME_CACHE:
+                self._cache.popitem(last=False)
+        return rendered
+
+    def on_frame_rendered(self, message: FrameRendered) -> None:
+        message.stop()
+        self._landed(message)
+
+    def _landed(self, message: FrameRendered) -> None:
+        if message.serial < self.shown:
+            return
+        self.shown = message.serial
+        self.refused = None
+        self.painted_sha = self._take(message.serial)
+        self.show(message.rendered)
+        if message.serial == self.serial:
+            self.call_after_refresh(self.post_message, self.Painted())
+
+    def on_frame_refused(self, message: FrameRefused) -> None:
+        message.stop()
+        if message.serial < self.shown:
+            return
+        self.shown = message.serial
+        self._take(message.serial)
+        self.painted_sha = ""  # the pane shows why, not a screen
+        reason = visible(message.reason, limit=200)
+        self._clear(f"screenshot not shown: {reason}")
+        if reason != self.refused:
+            self.refused = reason
+            self.post_message(self.Refused(reason))
+
+    def _take(self, serial: int) -> str:
+        """The screenshot of frame ``serial``, now on the pane (older frames on their way are dropped)."""
+        sha = self._shas.get(serial, "")
+        self._shas = {k: v for k, v in self._shas.items() if k > serial}
+        return sha
+
+    # ------------------------------------------------------------------------------------------------
+    # Painting
+    # ------------------------------------------------------------------------------------------------
     def on_resize(self) -> None:
         # A drag of the terminal's corner sends a burst of resize events: redraw once it settles, so the
         # picture is re-rendered for the new size, never left cropped at the old one.
         if self._settle is not None:
             self._settle.stop()
-        self._settle = self.set_timer(RESIZE_SETTLE, lambda: self.post_message(self.Resized()))
+        self._settle = self.set_timer(RESIZE_SETTLE, self._settled_size)
+
+    def _settled_size(self) -> None:
+        self.redraw()
+        self.post_message(self.Resized())
 
     def show(self, rendered: Rendered) -> None:
         """Swap in a finished frame (UI thread; cheap for half-blocks)."""
@@ -67,11 +272,11 @@ class DesktopView(Widget):
             image.image = rendered.image  # type: ignore[attr-defined]
         self.refresh()
 
-    def refuse(self, reason: str) -> None:
-        """A screenshot that cannot be shown: the pane says so instead of keeping an older picture, which
-        a reviewer could take for the screen the pending action is about."""
+    def _clear(self, text: str) -> None:
+        """The pane without a picture, saying ``text``: never an older picture, which a reviewer could take
+        for the screen the pending action is about."""
         self.rendered = None
-        self.placeholder = f"screenshot not shown: {reason}"
+        self.placeholder = text
         if self.graphics is not None:
             self.query_one("#desktop-image").image = None  # type: ignore[attr-defined]
         self.refresh()

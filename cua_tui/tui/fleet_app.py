@@ -33,8 +33,8 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.command import CommandPalette
 from textual.containers import Horizontal, Vertical
-from textual.dom import DOMNode
 from textual.message import Message
+from textual.reactive import reactive
 from textual.screen import ModalScreen, Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Static
@@ -55,7 +55,6 @@ from ..core.fleet_queue import (
     RunState,
 )
 from ..core.guard import DEFAULT_GUARD_S, DecisionGuard
-from ..core.imaging import ScreenLimit
 from ..core.ports import Answer, DecisionRequest, VerifierPlace
 from ..core.run_view import RunView
 from ..core.runlog import RunReader
@@ -67,21 +66,18 @@ from .batch import BatchPane
 from .decision_panel import DecisionPanel
 from .desktop_view import DesktopView
 from .dialogs import RejectReason
-from .frames import Target
 from .goal import GoalBar
 from .help import HelpScreen
-from .messages import FrameRefused, FrameRendered, RunEvent, while_open
-from .panes import fill_from_view, follow_event
+from .messages import RunEvent, while_open
 from .row_table import RowTable
-from .screen_text import ScreenReading, ScreenTextRead, ScreenTextScreen, screen_text_arrived
+from .screen_text import ScreenReading, ScreenTextRead, ScreenTextScreen, ShownScreen, screen_text_arrived
 from .signals import AlertBar, Signals, notification_escape
 from .status import RunInfo, StatusBar
 from .target_view import (
-    convert_frame,
     destination,
     focus_target,
     labelled,
-    screen_limit,
+    shot_of,
     shown_screen,
     typing_field,
 )
@@ -162,100 +158,6 @@ class KillAllScreen(ModalScreen[bool]):
         self.dismiss(kill)
 
 
-# ---------------------------------------------------------------------------------------------------
-# The framed screenshot of one desktop pane
-# ---------------------------------------------------------------------------------------------------
-class FramedPane:
-    """One desktop pane's pictures: the screenshot and the target it frames, converted in a thread worker
-    of ``host`` (the App, or a Screen), whose handlers of FrameRendered / FrameRefused call ``rendered`` /
-    ``refused``. Only the newest frame is shown."""
-
-    def __init__(self, host: DOMNode, pane: Callable[[], DesktopView], reading: ScreenReading) -> None:
-        self.host = host
-        self.pane = pane
-        self.reading = reading
-        self.png: bytes | None = None
-        self.sha: str | None = None
-        self.target: Target | None = None
-        self.limit = ScreenLimit.of_run()  # the shown run's screen: no larger screenshot is decoded
-        self.zoom = False
-        self._serial = 0
-        self._shown = 0
-        self._refused: str | None = None
-        self._shas: dict[int, str | None] = {}  # frames on their way to the pane: serial -> screenshot
-        self.painted = ""  # the SHA-256 of the screenshot on the pane ("" none: refused, or none yet)
-
-    def show(self, png: bytes | None, sha: str | None, target: Target | None, limit: ScreenLimit | None = None) -> None:
-        """A screenshot (None: none yet) of a run whose screen is ``limit`` (None: the default) and the target
-        to frame; at a decision the pane zooms on it."""
-        changed = sha != self.sha or target != self.target
-        self.png, self.sha, self.target = png, sha, target
-        self.limit = limit or ScreenLimit.of_run()
-        if changed:
-            self.zoom = target is not None
-        if png is None:  # a frame still being converted must not land on the pane afterwards
-            self._serial += 1
-            self._shown = self._serial
-            self._shas.clear()
-            self.painted = ""
-        self.render()
-
-    def render(self) -> None:
-        if self.png is None:
-            return
-        view = self.pane()
-        self._serial += 1
-        self._shas[self._serial] = self.sha
-        target = labelled(self.target, self.reading, self.sha)
-        work = partial(
-            self._convert,
-            self.png,
-            view.size.width,
-            view.size.height,
-            target,
-            self.zoom,
-            self._serial,
-            view.wants_strips,
-            view.wants_sixel,
-            limit=self.limit,
-        )
-        self.host.run_worker(work, thread=True, exit_on_error=False, group="frame", description="convert screenshot")
-
-    def _convert(self, *args: Any, limit: ScreenLimit) -> None:
-        serial = args[5]
-        if serial != self._serial:
-            return  # a newer frame is on its way
-        self.host.post_message(convert_frame(*args, limit=limit))
-
-    def rendered(self, message: FrameRendered) -> None:
-        if message.serial < self._shown:
-            return
-        self._shown = message.serial
-        self._refused = None
-        self.painted = self._landed(message.serial) or ""
-        self.pane().show(message.rendered)
-
-    def refused(self, message: FrameRefused) -> str | None:
-        """Show the refusal; the reason to say once (None: said already, or an older frame)."""
-        if message.serial < self._shown:
-            return None
-        self._shown = message.serial
-        self._landed(message.serial)
-        self.painted = ""  # the pane shows why, not a screen
-        reason = visible(message.reason, limit=200)
-        self.pane().refuse(reason)
-        if reason == self._refused:
-            return None
-        self._refused = reason
-        return reason
-
-    def _landed(self, serial: int) -> str | None:
-        """The screenshot of frame ``serial``, now on the pane (older frames on their way are dropped)."""
-        sha = self._shas.get(serial)
-        self._shas = {k: v for k, v in self._shas.items() if k > serial}
-        return sha
-
-
 class FleetDecisionPanel(DecisionPanel):
     """The decision panel of a fleet: it names the run asking (tasks of the same text differ only there),
     and a request no longer pending reads closed, offering no key that would answer it."""
@@ -306,12 +208,6 @@ def run_name(task: str, run_id: str) -> str:
     return f"{visible(task, limit=64)} · run {visible(run_id, limit=80) or '(not started)'}"
 
 
-def blank(pane: DesktopView, text: str) -> None:
-    """The desktop pane without a picture, saying why (not a refused screenshot)."""
-    pane.refuse(text)
-    pane.placeholder = text
-
-
 def run_info(row: RunRow, view: RunView) -> RunInfo:
     """The goal and status bars' facts of a fleet run, from its row and its run_started event."""
     started = view.started
@@ -350,45 +246,44 @@ class RunScreen(Screen[None]):
         Binding("z", "zoom", "zoom", id="run_zoom"),
         Binding("t", "screen_text", "screen text", id="run_screen_text"),
     ]
+    # The run's state: a copy when the view opened, then every later event; the panes render from it.
+    view: reactive[RunView] = reactive(RunView, init=False, layout=False, repaint=False)
 
     def __init__(self, app: FleetApp, task: str) -> None:
         super().__init__()
         self.fleet_app = app
         self.run_task = task
-        self.view = RunView()
         # The runner's row as it is now, not the table's copy: that one is refreshed on a timer and may not
         # have the run's directory yet, whose audit log the earlier events are read back from.
         self.row = app.fleet.row(task)
         self._unwatch: Callable[[], None] | None = None
-        self.feed: FramedPane | None = None
+        self.desktop = DesktopView(graphics=app.graphics, id="desktop")
         self._backlog: deque[ev.Stamped] | None = None  # live events while the earlier ones are read back
         self.guard = DecisionGuard(app.guard.seconds, app.guard.clock)  # this view's own: what it paints
 
     def compose(self) -> ComposeResult:
         snapshot, self._unwatch = self.fleet_app.fleet.watch(self.run_task, self._told)
-        self.view = snapshot
+        self.set_reactive(RunScreen.view, snapshot)
         info = run_info(self.row, snapshot)
         yield GoalBar(info, id="goal")
-        yield AlertBar(id="alerts")
+        yield AlertBar(id="alerts").data_bind(view=RunScreen.view)
         with Horizontal(id="main"):
-            yield DesktopView(graphics=self.fleet_app.graphics, id="desktop")
+            yield self.desktop
             with Vertical(id="side"):
                 yield FleetDecisionPanel(id="decision")
-                yield BatchPane(id="batch", history=True)
+                yield BatchPane(id="batch", history=True).data_bind(view=RunScreen.view)
                 yield AuditPane(id="audit")
-        yield StatusBar(info, clock=self.fleet_app.clock, id="status")
+        yield StatusBar(info, clock=self.fleet_app.clock, id="status").data_bind(view=RunScreen.view)
         yield Footer()
 
     def _told(self, stamped: ev.Stamped) -> None:  # the fleet's dispatcher thread: post, never wait
         self.post_message(RunEvent(stamped))
 
     def on_mount(self) -> None:
-        desktop = self.query_one(DesktopView)
         # Text: a str border title is parsed as markup, and a task's name is the tasks file's own text
-        desktop.border_title = Text(f"Desktop · {visible(self.run_task, limit=64)} (live)")
-        self.feed = FramedPane(self, lambda: desktop, self.fleet_app.reading)
-        self.query_one(AlertBar).display = False
-        fill_from_view(self, self.view, self.fleet_app.clock)
+        self.desktop.border_title = Text(f"Desktop · {visible(self.run_task, limit=64)} (live)")
+        if self.view.ended is not None:
+            self.query_one(AuditPane).set_state("sealed")
         if self.view.seq >= 0 and self.row.path:
             # The events before the copy the view started from: read back from the run's audit log (the
             # record itself) in a worker; events arriving meanwhile wait, so the pane keeps the chain's order.
@@ -445,21 +340,23 @@ class RunScreen(Screen[None]):
         was = self.view.pending
         self.view.apply(stamped)
         backlog = self._backlog
+        audit = self.query_one(AuditPane)
         if backlog is not None:
             backlog.append(stamped)  # the audit pane shows it after the history read back
-        follow_event(self, self.view, stamped, self.fleet_app.clock, audit=backlog is None)
-        if self.view.alert is not None:
-            self.query_one(AlertBar).show_alerts(self.view.attention)
+        else:
+            audit.record(stamped.event, stamped.seq, stamped.head)
+        if isinstance(stamped.event, ev.RunEnded):
+            audit.set_state("sealed")
+        self.mutate_reactive(RunScreen.view)
         new_screen = isinstance(stamped.event, ev.ScreenCaptured) and stamped.event.png is not None
         if new_screen or self.view.pending is not was:
             self._show()
 
     def _show(self) -> None:
         view, request = self.view, self.view.pending
-        screen = view.screen
-        assert self.feed is not None
-        target = focus_target(request, view)
-        self.feed.show(screen.png if screen else None, screen.sha256 if screen else None, target, screen_limit(view))
+        shot = shot_of(view)
+        reading = self.fleet_app.reading
+        self.desktop.show_shot(shot, labelled(focus_target(request, view), reading, shot.sha if shot else None))
         self.guard.arm(request)  # y / a / n count once this request has been on screen a moment
         panel = self.query_one(FleetDecisionPanel)
         panel.run_name = run_name(self.run_task, self.row.run_id)
@@ -467,7 +364,7 @@ class RunScreen(Screen[None]):
             request,
             view.batch_size,
             view.started.task if view.started else "",
-            destination(request, view, self.fleet_app.reading, self.feed.sha),
+            destination(request, view, reading, shot.sha if shot else None),
             field=typing_field(request, view) is not None,
             model_text=view.batch_text,
         )
@@ -476,37 +373,27 @@ class RunScreen(Screen[None]):
             self.fleet_app.reading.request(shown)
         self.fleet_app.bindings_may_have_changed()
 
-    def _shown_screen(self) -> Any:
-        feed = self.feed
-        return shown_screen(feed.png, feed.sha, feed.target, self.row.run_id, feed.limit) if feed else None
+    def _shown_screen(self) -> ShownScreen | None:
+        return shown_screen(self.desktop.shot, self.desktop.target, self.row.run_id)
 
     def screen_text_read(self, message: ScreenTextRead) -> None:
         """The App got the OCR of a screen: the panel's "goes to" line and the framed label follow it."""
-        if self.feed is not None and message.digest == self.feed.sha and self.view.pending is not None:
+        shot = self.desktop.shot
+        if shot is not None and message.digest == shot.sha and self.view.pending is not None:
             self._show()
 
-    def on_frame_rendered(self, message: FrameRendered) -> None:
+    def on_desktop_view_refused(self, message: DesktopView.Refused) -> None:
         message.stop()
-        if self.feed is not None:
-            self.feed.rendered(message)
-
-    def on_frame_refused(self, message: FrameRefused) -> None:
-        message.stop()
-        if self.feed is not None and (reason := self.feed.refused(message)) is not None:
-            self.notify(f"screenshot not shown: {reason}", title="desktop", severity="warning", markup=False)
+        self.notify(f"screenshot not shown: {message.reason}", title="desktop", severity="warning", markup=False)
 
     def on_desktop_view_resized(self, message: DesktopView.Resized) -> None:
         message.stop()
-        if self.feed is not None:
-            self.feed.render()
 
     def action_back(self) -> None:
         self.dismiss()
 
     def action_zoom(self) -> None:
-        if self.feed is not None and self.feed.target is not None:
-            self.feed.zoom = not self.feed.zoom
-            self.feed.render()
+        self.desktop.set_zoom(not self.desktop.zoom)
 
     def action_screen_text(self) -> None:
         shown = self._shown_screen()
@@ -599,9 +486,9 @@ class FleetApp(App[None]):
         self._queue_shown: tuple[tuple[int, bool], ...] = ()  # what the queue table lists, and which are pending
         self._selected_shown: tuple[int, bool] | None = None  # the decision view shows (ticket, pending)
         self._offered: tuple[object, ...] = ()  # the screen and the actions check_action allowed, when last told
-        self.feed: FramedPane | None = None
-        # The two tables, held (not queried): check_action may run while another screen is on top, or as the App
-        # closes and its widgets are gone.
+        # The two tables and the pane, held (not queried): check_action may run while another screen is on
+        # top, or as the App closes and its widgets are gone.
+        self.desktop = DesktopView(graphics=graphics, id="desktop")
         self.queue_table = RowTable(QUEUE_COLUMNS, flex="what", id="queue")
         self.runs_table = RowTable(RUN_COLUMNS, flex="task", id="runs")
         # The benchmark's measurements (``measure``): UI-thread CPU per refresh, when each ticket was shown.
@@ -621,7 +508,7 @@ class FleetApp(App[None]):
                 yield TextLines(wrap=True, id="run-why")
             with Vertical(id="fleet-decision"):
                 yield FleetDecisionPanel(id="decision")
-                yield DesktopView(graphics=self.graphics, id="desktop")
+                yield self.desktop
         yield Footer()
 
     def on_mount(self) -> None:
@@ -630,10 +517,8 @@ class FleetApp(App[None]):
         queue.border_title = "Approval queue"
         runs = self.runs_table
         runs.border_title = "Runs"
-        desktop = self.query_one(DesktopView)
-        desktop.border_title = "Desktop"
-        desktop.placeholder = "no request selected"
-        self.feed = FramedPane(self, lambda: desktop, self.reading)
+        self.desktop.border_title = "Desktop"
+        self.desktop.placeholder = "no request selected"
         self.query_one(DecisionPanel).show_request(None)
         for row in self.fleet.rows():
             self.fleet_rows[row.task] = row
@@ -916,15 +801,13 @@ class FleetApp(App[None]):
             return
         self._selected_shown = shown
         panel = self.query_one(FleetDecisionPanel)
-        assert self.feed is not None
+        desktop = self.desktop
         if item is None:
             panel.run_name, panel.closed = "", None
             panel.show_request(None)
             self._set("#queue-why", Text("No request waits." if not self.finished else "Every run ended.", style="dim"))
-            self.feed.show(None, None, None)
-            desktop = self.query_one(DesktopView)
             desktop.border_title = "Desktop"
-            blank(desktop, "no request selected")
+            desktop.blank("no request selected")
             self.bindings_may_have_changed()
             return
         pending = item.ticket in self.pending_tickets
@@ -948,18 +831,17 @@ class FleetApp(App[None]):
         panel.set_class(not pending, "closed")
         panel.run_name = run_name(item.task, item.run_id)
         panel.closed = None if pending else visible(self.closed.get(item.ticket, "no longer pending"), limit=120)
-        screen = view.screen if view.screen is not None and view.screen.png is not None else None
-        target = focus_target(request, view)
-        self.feed.show(screen.png if screen else None, screen.sha256 if screen else None, target, screen_limit(view))
-        desktop = self.query_one(DesktopView)
+        shot = shot_of(view)
         desktop.border_title = Text(f"Desktop · {visible(item.task, limit=64)} · turn {request.turn}")  # not markup
-        if screen is None:
-            blank(desktop, "no screenshot of this run yet")
+        if shot is None:
+            desktop.blank("no screenshot of this run yet")
+        else:
+            desktop.show_shot(shot, labelled(focus_target(request, view), self.reading, shot.sha))
         panel.show_request(
             request,
             view.batch_size,
             view.started.task if view.started else "",
-            destination(request, view, self.reading, self.feed.sha),
+            destination(request, view, self.reading, shot.sha if shot else None),
             field=typing_field(request, view) is not None,
             model_text=view.batch_text,
         )
@@ -974,11 +856,9 @@ class FleetApp(App[None]):
         if index is not None and self.focused is not table and table.cursor_row != index:
             table.move_cursor(row=index)
 
-    def _shown_screen(self) -> Any:
-        feed, item = self.feed, self.selected
-        if feed is None or item is None:
-            return None
-        return shown_screen(feed.png, feed.sha, feed.target, item.run_id, feed.limit)
+    def _shown_screen(self) -> ShownScreen | None:
+        item = self.selected
+        return shown_screen(self.desktop.shot, self.desktop.target, item.run_id) if item is not None else None
 
     def _signal(self, item: QueueItem, count: int) -> None:
         """New requests arrived: the bell, and a desktop notification where the terminal shows one."""
@@ -1004,18 +884,10 @@ class FleetApp(App[None]):
     # Frames and the screen's text
     # ------------------------------------------------------------------------------------------------
     @while_open
-    def on_frame_rendered(self, message: FrameRendered) -> None:
-        if self.feed is not None:
-            self.feed.rendered(message)
-
-    @while_open
-    def on_frame_refused(self, message: FrameRefused) -> None:
-        if self.feed is not None and (reason := self.feed.refused(message)) is not None:
-            self.notify(f"screenshot not shown: {reason}", title="desktop", severity="warning", markup=False)
+    def on_desktop_view_refused(self, message: DesktopView.Refused) -> None:
+        self.notify(f"screenshot not shown: {message.reason}", title="desktop", severity="warning", markup=False)
 
     def on_desktop_view_resized(self, message: DesktopView.Resized) -> None:
-        if self.feed is not None:
-            self.feed.render()
         self._show_run_detail()  # its path cut to the new width
 
     @while_open
@@ -1024,7 +896,8 @@ class FleetApp(App[None]):
         for screen in self.screen_stack:
             if isinstance(screen, RunScreen):
                 screen.screen_text_read(message)
-        if self.feed is not None and message.digest == self.feed.sha and self.selected is not None:
+        shot = self.desktop.shot
+        if shot is not None and message.digest == shot.sha and self.selected is not None:
             self._show_selected(force=True)
 
     # ------------------------------------------------------------------------------------------------
@@ -1075,13 +948,13 @@ class FleetApp(App[None]):
         if action in ("kill_all", "open_run"):
             return not covered and (action == "open_run" or not self.finished)
         if action in ("zoom", "screen_text"):
-            return not covered and self.feed is not None and self.feed.png is not None and self.selected is not None
+            return not covered and self.desktop.shot is not None and self.selected is not None
         return True
 
-    def _guarded(self) -> tuple[DecisionGuard, FramedPane | None]:
+    def _guarded(self) -> tuple[DecisionGuard, DesktopView]:
         """The guard and the desktop pane of the view the analyst answers from: a run's, or the fleet's."""
         live = self._live_screen()
-        return (live.guard, live.feed) if live is not None else (self.guard, self.feed)
+        return (live.guard, live.desktop) if live is not None else (self.guard, self.desktop)
 
     def _held(self, key: str) -> bool:
         """The request was painted too recently for ``key`` to count: say so; it is ignored."""
@@ -1097,10 +970,10 @@ class FleetApp(App[None]):
         *,
         note: str = "",
         grant: bool = False,
-        seen: tuple[DecisionGuard, FramedPane | None] | None = None,
+        seen: tuple[DecisionGuard, DesktopView] | None = None,
     ) -> None:
-        guard, feed = seen or self._guarded()  # what was seen, and how long, where the key was pressed
-        screen = feed.painted if feed is not None else ""
+        guard, desktop = seen or self._guarded()  # what was seen, and how long, where the key was pressed
+        screen = desktop.painted_sha
         answer_with: Any = self.fleet.answer  # the runner's (cua_tui.fleet_runner.Fleet) takes what was seen too
         why = answer_with(item, answer, note=note, grant=grant, screen=screen, shown_ms=guard.shown_ms())
         request = item.request
@@ -1171,9 +1044,7 @@ class FleetApp(App[None]):
         self.push_screen(RunScreen(self, task), lambda _: self.guard.rearm())
 
     def action_zoom(self) -> None:
-        if self.feed is not None and self.feed.target is not None:
-            self.feed.zoom = not self.feed.zoom
-            self.feed.render()
+        self.desktop.set_zoom(not self.desktop.zoom)
 
     def action_screen_text(self) -> None:
         shown = self._shown_screen()

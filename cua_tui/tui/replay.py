@@ -14,24 +14,23 @@ from __future__ import annotations
 import copy
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.text import Text
-from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 
 from ..core import describe, focus
 from ..core import timeline as tl
 from ..core.events import Stamped
-from ..core.imaging import ImageRefused, ScreenLimit
+from ..core.imaging import ScreenLimit
 from ..core.ports import VerifierPlace
 from ..core.run_view import RunView
 from ..core.runlog import RunReader
@@ -40,11 +39,11 @@ from ..core.text import visible
 from .audit_pane import AuditPane
 from .batch import BatchPane
 from .decision_panel import STYLES
-from .desktop_view import DesktopView
-from .frames import Rendered, Target, prepare
+from .desktop_view import DesktopView, Shot
+from .frames import Target
 from .goal import GoalBar
 from .help import HelpScreen
-from .messages import FrameRendered, while_open
+from .messages import while_open
 from .screen_text import (
     ScreenReading,
     ScreenTextRead,
@@ -56,7 +55,6 @@ from .screen_text import (
 from .status import RunInfo, StatusBar
 from .themes import install_themes, project_themes_dir
 
-FRAME_CACHE = 8  # rendered frames kept (the selected step's and its neighbours', prefetched)
 SNAPSHOT_EVERY = 512  # a RunView copy every so many events: any step is folded from at most that many
 AUDIT_TAIL = 40  # audit lines shown up to the selected step (the pane shows about 20)
 POLL_S = 0.1  # --follow: how often the run directory is read for new lines
@@ -135,6 +133,8 @@ class ReplayApp(App[None]):
         Binding("question_mark", "help", "help", id="help"),
         Binding("q", "quit", "quit", id="quit"),
     ]
+    # The run at the selected step (folded from the nearest snapshot): the panes render from it.
+    view: reactive[RunView] = reactive(RunView, init=False, layout=False, repaint=False)
 
     def __init__(
         self,
@@ -164,12 +164,7 @@ class ReplayApp(App[None]):
         self._snapshots: list[RunView] = [RunView()]  # the state before event k * SNAPSHOT_EVERY
         self._folded = RunView()
         self._folded_to = 0  # events applied to _folded
-        self._shown_turn: int | None = None
-        self._serial = 0
-        self._shown = 0
-        self._rendered: OrderedDict[tuple[Any, ...], Rendered] = OrderedDict()
-        self._cache_lock = threading.Lock()
-        self._reader_lock = threading.Lock()  # the reader's screen cache is shared by the frame workers
+        self._reader_lock = threading.Lock()
         self.redraw_started = 0.0  # when the last move began
         self.redraw_ms: list[float] = []  # from a move's start until its frame was on screen (the benchmark)
         self.ended_seen = False
@@ -188,9 +183,9 @@ class ReplayApp(App[None]):
             yield DesktopView(graphics=self.graphics, id="desktop")
             with Vertical(id="side"):
                 yield Static(id="step")
-                yield BatchPane(id="batch")
+                yield BatchPane(id="batch").data_bind(view=ReplayApp.view)
                 yield AuditPane(id="audit")
-        yield StatusBar(self._info(), clock=self._clock, id="status")
+        yield StatusBar(self._info(), clock=self._clock, id="status").data_bind(view=ReplayApp.view)
         yield Footer()
 
     def _info(self) -> RunInfo:
@@ -306,7 +301,8 @@ class ReplayApp(App[None]):
         self.selected = max(0, min(number, len(steps) - 1))
         step = steps[self.selected]
         view = self._fold_to(step.last_seq + 1)
-        self._show_batch(step, view)
+        self._show_view(view)
+        self.query_one(BatchPane).mark_pending(step.index)
         self._show_step(step)
         if self.live and self.selected == self._newest():  # the status says what the run does now
             self._show_status_and_audit(upto=len(self.reader.events))
@@ -326,31 +322,19 @@ class ReplayApp(App[None]):
             text.append(part, style=STYLES.get(role, "bold reverse" if role == describe.WARN else None))
         self.query_one("#step", Static).update(text)
 
-    def _show_batch(self, step: tl.Step, view: RunView) -> None:
-        batch = self.query_one(BatchPane)
-        if self._shown_turn != step.turn:
-            self._shown_turn = step.turn
-            batch.start_turn(step.turn, step.model_text)
-            for action in view.actions.values():
-                batch.add(action.index, action.kind, action.params, error=action.error)
-        for index, row in batch.rows.items():
-            action = view.actions.get(index)
-            if action is None:
-                continue
-            if action.verdict and (row.verdict, row.reason) != (action.verdict, action.reason):
-                row.set_verdict(action.verdict, action.reason)
-            if (row.state, row.decided_by) != (action.state, action.decided_by or row.decided_by):
-                row.set_state(action.state, action.decided_by)
-        batch.mark_pending(step.index)
+    def _show_view(self, view: RunView) -> None:
+        """The panes bound to the view render the run at the selected step (the same folded object, moved)."""
+        self.set_reactive(ReplayApp.view, view)
+        self.mutate_reactive(ReplayApp.view)
 
     def _show_status_and_audit(self, view: RunView | None = None, upto: int | None = None) -> None:
         events = self.reader.events
         if upto is None:
             upto = (self.steps[self.selected].last_seq + 1) if self.steps else len(events)
-        view = view or self._fold_to(upto)
         status = self.query_one(StatusBar)
-        status.final = f"{view.ended.status} · {visible(view.ended.reason, limit=80)}" if view.ended else ""
-        status.show(view)
+        if view is None:  # the status alone says what the run does now; the batch stays at the step
+            view = self._fold_to(upto)
+            status.view = view
         newest = not self.steps or self.selected == self._newest()
         label = describe.replay_phase(view.phase, live=self.live, newest=newest)
         if label:  # a replay never awaits its viewer's decision: it says what the run was doing
@@ -386,12 +370,23 @@ class ReplayApp(App[None]):
     # ------------------------------------------------------------------------------------------------
     # Frames
     # ------------------------------------------------------------------------------------------------
+    @property
+    def desktop(self) -> DesktopView:
+        return self.query_one("#desktop", DesktopView)
+
     def render_frame(self) -> None:
         if not self.steps:
             return
         step = self.steps[self.selected]
-        sha = tl.screens(step).pick(self.showing)
-        self._render(sha, self._target(step))
+        self._render(tl.screens(step).pick(self.showing), self._target(step))
+        # the neighbours' frames ahead (the next step first), so that stepping shows them at once
+        ahead = []
+        for number in (self.selected + 1, self.selected - 1, self.selected + 2):
+            if 0 <= number < len(self.steps):
+                near = self.steps[number]
+                if (sha := tl.screens(near).pick(self.showing)) is not None:
+                    ahead.append((self._shot(sha), self._target(near)))
+        self.desktop.prefetch(ahead)
 
     def _target(self, step: tl.Step) -> Target | None:
         """The step's target; for typing, the focused field (core/focus.py, the rule of a live run)."""
@@ -405,33 +400,19 @@ class ReplayApp(App[None]):
         return Target(point=field, kind="type") if field is not None else None
 
     def _render(self, sha: str | None, target: Target | None) -> None:
-        view = self.query_one(DesktopView)
-        self._serial += 1
         if sha is None:
-            view.placeholder = "no screenshot recorded for this step"
-            view.rendered = None
-            view.refresh()
+            self.desktop.blank("no screenshot recorded for this step")
+            self.call_after_refresh(self._redrawn)
             return
-        key = (sha, view.size.width, view.size.height, target, self.zoom, view.wants_strips)
-        with self._cache_lock:
-            cached = self._rendered.get(key)
-        if cached is not None:
-            self.on_frame_rendered(FrameRendered(cached, self._serial))
-        else:
-            self._convert(key, self._serial)
-        self._prefetch(self.selected, key[1:])
+        self.desktop.show_shot(self._shot(sha), target, zoom=self.zoom)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="prefetch", description="prefetch frames")
-    def _prefetch(self, selected: int, shape: tuple[Any, ...]) -> None:
-        """Convert the neighbours' frames ahead (the next step first), so that stepping shows them at once."""
-        steps = self.steps
-        for number in (selected + 1, selected - 1, selected + 2):
-            if not 0 <= number < len(steps) or self.selected != selected:
-                continue
-            step = steps[number]
-            sha = tl.screens(step).pick(self.showing)
-            if sha is not None:
-                self._frame_for((sha, *shape[:2], self._target(step), *shape[3:]))
+    def _shot(self, sha: str) -> Shot:
+        def load() -> bytes | str:
+            with self._reader_lock:  # the reader's screen cache is shared by the frame workers
+                png = self.reader.screen(sha)
+                return png if png is not None else self.reader.screen_problem.get(sha, "") or "missing"
+
+        return Shot(sha, load, self.screen_limit)
 
     @property
     def screen_limit(self) -> ScreenLimit:
@@ -439,73 +420,11 @@ class ReplayApp(App[None]):
         started = self.builder.timeline.started
         return ScreenLimit.of_run(self.reader.info.get("screen"), started.screen if started is not None else None)
 
-    def _frame_for(self, key: tuple[Any, ...]) -> Rendered | str:
-        """The rendered frame for ``key`` (from the cache, or converted and cached), or why there is none."""
-        with self._cache_lock:
-            cached = self._rendered.get(key)
-            if cached is not None:
-                self._rendered.move_to_end(key)
-                return cached
-        sha, width, height, target, zoom, strips = key
-        with self._reader_lock:
-            png = self.reader.screen(sha)
-            problem = self.reader.screen_problem.get(sha, "")
-        if png is None:
-            return problem or "missing"
-        cell_pixels = None
-        if not strips:
-            from textual_image._terminal import get_cell_size  # cached probe result
-
-            size = get_cell_size()
-            cell_pixels = (size.width, size.height)
-        # the Sixel data too, here off the UI thread, for the pane's Sixel widget (desktop_view.sixel_widget)
-        sixel = not strips and bool(getattr(self.graphics, "takes_encoded_sixel", False))
-        try:  # refused from its header when larger than the run's screen: never decoded
-            rendered = prepare(
-                png, width, height, target, limit=self.screen_limit, zoom=zoom, strips=strips,
-                cell_pixels=cell_pixels, sixel=sixel,
-            )  # fmt: skip
-        except ImageRefused as exc:
-            return str(exc)
-        with self._cache_lock:
-            self._rendered[key] = rendered
-            while len(self._rendered) > FRAME_CACHE:
-                self._rendered.popitem(last=False)
-        return rendered
-
-    @work(thread=True, exclusive=False, exit_on_error=False, group="frame", description="convert screenshot")
-    def _convert(self, key: tuple[Any, ...], serial: int) -> None:
-        if serial != self._serial:
-            return  # a newer frame is on its way
-        frame = self._frame_for(key)
-        if isinstance(frame, str):
-            self.call_from_thread(self._no_frame, serial, frame)
-        else:
-            self.post_message(FrameRendered(frame, serial))
-
-    def _no_frame(self, serial: int, problem: str) -> None:
-        if serial < self._shown:
-            return
-        self._shown = serial
-        view = self.query_one(DesktopView)
-        view.placeholder = visible(f"screenshot not shown: {problem}", limit=200)
-        view.rendered = None
-        view.refresh()
-
-    @while_open
-    def on_frame_rendered(self, message: FrameRendered) -> None:
-        if message.serial < self._shown:
-            return
-        self._shown = message.serial
-        self.query_one(DesktopView).show(message.rendered)
-        if message.serial == self._serial:
-            self.call_after_refresh(self._redrawn)
+    def on_desktop_view_painted(self, message: DesktopView.Painted) -> None:
+        self._redrawn()
 
     def _redrawn(self) -> None:
         self.redraw_ms.append((time.perf_counter() - self.redraw_started) * 1000)
-
-    def on_desktop_view_resized(self, message: DesktopView.Resized) -> None:
-        self.render_frame()
 
     # ------------------------------------------------------------------------------------------------
     # Keys
@@ -554,8 +473,8 @@ class ReplayApp(App[None]):
         target = self._target(step)
 
         def load() -> bytes | None:
-            with self._reader_lock:
-                return self.reader.screen(sha)
+            png = self._shot(sha).load()
+            return png if isinstance(png, bytes) else None
 
         point = target.point if target is not None else None
         run_id = self._info().run_id

@@ -20,9 +20,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rich.text import Text
+from textual.reactive import reactive
 from textual.widgets import Static
 
 from ..core.attention import Attention
+from ..core.run_view import RunView
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 MAX_BODY = 200
@@ -77,8 +79,20 @@ def notification_escape(title: str, body: str, env: Mapping[str, str]) -> str | 
 class AlertBar(Static):
     """The alerts not yet seen: hidden when there are none; ``x`` marks them seen."""
 
+    view: reactive[RunView | None] = reactive(None, init=False, always_update=True, layout=False, repaint=False)
+
+    def watch_view(self, view: RunView | None) -> None:
+        if view is not None:
+            self.show_alerts(view.attention)
+
+    _shown: tuple[int, object] = (-1, None)  # nothing shown yet: the first call sets the display
+
     def show_alerts(self, attention: Attention) -> None:
         unseen = attention.unseen
+        shown = (len(unseen), unseen[-1] if unseen else None)
+        if shown == self._shown:
+            return  # the same alerts: no redraw on every event of the run
+        self._shown = shown
         self.display = bool(unseen)
         if not unseen:
             return

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
+from textual.reactive import reactive
 from textual.widgets import Static
 
 from ..core.describe import PHASE_LABELS, isolation_label, verifier_place
@@ -53,9 +54,21 @@ class StatusBar(Static):
         self.verification: VerificationDone | None = None
         self.folded = 0  # the browser's routine refused requests (core.attention), only counted
 
+    view: reactive[RunView | None] = reactive(None, init=False, always_update=True, layout=False, repaint=False)
+
     def on_mount(self) -> None:
         self.set_interval(1.0, self.redraw)
         self.redraw()
+
+    def watch_view(self, view: RunView | None) -> None:
+        if view is None:
+            return
+        if view.ended is None:
+            self.final = ""
+        elif not self.final:  # the end as recorded (a live run's result may say more: ``final``)
+            self.final = f"{view.ended.status} · {visible(view.ended.reason, limit=80)}"
+            self.ended = self.ended or self.clock()
+        self.show(view)
 
     def show(self, view: RunView) -> None:
         """Take the run's counters and phase from its RunView."""

@@ -1,11 +1,6 @@
-"""The decision view's pieces that every front end shares: what the desktop pane frames at a decision, where
-typed text goes, the screen the text view reads, and the frame conversion run in a worker.
-
-The single-run App (app.py) and the fleet TUI (fleet.py) both show a pending request this way: the
-DecisionPanel with the task line, the DesktopView with ``frames.prepare``'s framed target, and the screen
-as text (``t``, screen_text.py). The functions here take the request and the run's RunView, so each front
-end keeps its own state (which request is shown, which screenshot) and none of them copies the rules.
-"""
+"""What a decision view frames and says of its target: the target itself (or the focused field, for typing),
+the words read there, the screenshot to show and the screen the text view reads. Every front end that shows
+a pending request takes these from the request and the run's RunView."""
 
 from __future__ import annotations
 
@@ -13,11 +8,11 @@ import dataclasses
 
 from ..core import describe
 from ..core.actions import Kind
-from ..core.imaging import ImageRefused, ScreenLimit
+from ..core.imaging import ScreenLimit
 from ..core.ports import DecisionRequest
 from ..core.run_view import RunView
-from .frames import Target, prepare
-from .messages import FrameRefused, FrameRendered
+from .desktop_view import Shot
+from .frames import Target
 from .screen_text import ScreenReading, ShownScreen
 
 
@@ -80,42 +75,23 @@ def screen_limit(view: RunView) -> ScreenLimit:
     return ScreenLimit.of_run(view.started.screen if view.started is not None else None)
 
 
-def shown_screen(
-    png: bytes | None, digest: str | None, target: Target | None, run_id: str, limit: ScreenLimit
-) -> ShownScreen | None:
+def shot_of(view: RunView) -> Shot | None:
+    """The run's newest screenshot, to show (None: none with pixels yet)."""
+    screen = view.screen
+    if screen is None or screen.png is None:
+        return None
+    return Shot.of(screen.png, screen.sha256, screen_limit(view))
+
+
+def shown_screen(shot: Shot | None, target: Target | None, run_id: str) -> ShownScreen | None:
     """The screen the text view (``t``) and the screenshot file (``o``) are about, with the point that matters."""
-    if png is None or digest is None:
+    if shot is None:
         return None
     label = "the field (last click point)" if target is not None and target.kind == "type" else "the pending target"
     point = target.point if target is not None else None
-    return ShownScreen(digest, lambda: png, point, label if point else "", run_id, limit=limit)
 
+    def load() -> bytes | None:
+        png = shot.load()
+        return png if isinstance(png, bytes) else None
 
-def convert_frame(
-    png: bytes,
-    width: int,
-    height: int,
-    target: Target | None,
-    zoom: bool,
-    serial: int,
-    strips: bool,
-    sixel: bool = False,
-    *,
-    limit: ScreenLimit,
-) -> FrameRendered | FrameRefused:
-    """A frame worker's body: the screenshot prepared for a pane of ``width`` x ``height`` cells, as the
-    message to post (refused when its header claims more than the run's screen, ``limit``: a bomb is never
-    decoded)."""
-    cell_pixels = None
-    if not strips:
-        from textual_image._terminal import get_cell_size  # cached probe result
-
-        size = get_cell_size()
-        cell_pixels = (size.width, size.height)
-    try:
-        rendered = prepare(
-            png, width, height, target, limit=limit, zoom=zoom, strips=strips, cell_pixels=cell_pixels, sixel=sixel
-        )
-    except ImageRefused as exc:
-        return FrameRefused(str(exc), serial)
-    return FrameRendered(rendered, serial)
+    return ShownScreen(shot.sha, load, point, label if point else "", run_id, limit=shot.limit)

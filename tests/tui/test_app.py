@@ -404,16 +404,17 @@ async def test_frames_finished_out_of_order_still_leave_the_newest_on_screen() -
     queued just before it, and the pane kept a stale picture (no target marker) until the next frame."""
     app = SCENES["finished"].app()
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: not app.running and app._shown > 0, "the recorded end on screen")
+        view = app.query_one(DesktopView)
+        await until(pilot, lambda: not app.running and view.shown > 0, "the recorded end on screen")
         await pilot.pause()
         png = SimDesktop().screenshot().png
         newer, older = prepare(png, 40, 20, limit=SIM_SCREEN), prepare(png, 30, 10, limit=SIM_SCREEN)
-        serial = app._shown
-        app.post_message(FrameRendered(newer, serial + 2))  # both queued before either is handled
-        app.post_message(FrameRendered(older, serial + 1))
+        serial = view.shown
+        view.post_message(FrameRendered(newer, serial + 2))  # both queued before either is handled
+        view.post_message(FrameRendered(older, serial + 1))
         await pilot.pause()
-        assert app._shown == serial + 2
-        assert app.query_one(DesktopView).rendered is newer
+        assert view.shown == serial + 2
+        assert view.rendered is newer
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -178,7 +178,7 @@ async def test_a_resize_redraws_the_picture_and_the_decision_stays_in_view(tmp_p
                 and rendered.width == view.size.width
                 and rendered.height == view.size.height
                 and len(rendered.strips) <= view.size.height
-                and app._shown == app._serial
+                and app.desktop.settled
             )
 
         await until(pilot, fitted, "the picture at 160x48")

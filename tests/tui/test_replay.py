@@ -73,7 +73,7 @@ def banner(app: ReplayApp) -> str:
 
 
 async def shown(pilot: Pilot[Any], app: ReplayApp) -> None:
-    await until(pilot, lambda: app._shown == app._serial and app._serial > 0, "the step's frame on screen")
+    await until(pilot, lambda: app.desktop.settled, "the step's frame on screen")
 
 
 async def test_replay_walks_the_steps_with_verdicts_decisions_and_outcomes(tmp_path: Path) -> None:
@@ -158,7 +158,7 @@ async def test_a_missing_screenshot_is_said_not_crashed_on(tmp_path: Path) -> No
         png.unlink()
     app = replay(path)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app._shown == app._serial, "the refusal on screen")
+        await until(pilot, lambda: app.desktop.settled, "the refusal on screen")
         assert "screenshot not shown" in app.query_one(DesktopView).placeholder
         assert "STEP 1 of 6" in panel(app)
 

@@ -50,7 +50,7 @@ async def test_replay_survives_every_hostile_run_directory(case: Case, corpus_ru
             for key in ("end", "b", "z", "home", "right", "d", "r", "e", "g", "left", "down", "up"):
                 await pilot.press(key)
             deadline = time.monotonic() + 10
-            while app._shown != app._serial and time.monotonic() < deadline:  # the last frame (or why not)
+            while not app.desktop.settled and time.monotonic() < deadline:  # the last frame (or why not)
                 await pilot.pause(0.02)
             banner = plain(app.query_one("#banner", Static))
             assert chain.state.upper() in banner

@@ -43,7 +43,7 @@ async def walk(run):
         for key in ["home"] + ["right", "b", "z", "b", "z"] * len(app.steps):
             await pilot.press(key)
             deadline = time.monotonic() + 30
-            while app._shown != app._serial and time.monotonic() < deadline:
+            while not app.desktop.settled and time.monotonic() < deadline:
                 await pilot.pause(0.02)
         await app.workers.wait_for_complete()
         print(app.query_one(DesktopView).placeholder)
@@ -63,7 +63,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 async def shown(pilot: Any, app: ReplayApp) -> str:
     """The pane's placeholder once the selected step's frame (or why there is none) is on screen."""
-    await until(pilot, lambda: app._shown == app._serial, "the frame or its refusal")
+    await until(pilot, lambda: app.desktop.settled, "the frame or its refusal")
     view = app.query_one(DesktopView)
     assert view.rendered is None
     return view.placeholder

@@ -49,7 +49,7 @@ def shown(app: ReplayApp) -> str:
 
 async def picture(pilot: Pilot[Any], app: ReplayApp) -> bytes:
     """The pixels of the frame on screen, once the selected step's frame is there."""
-    await until(pilot, lambda: app._shown == app._serial and app._serial > 0, "the step's frame on screen")
+    await until(pilot, lambda: app.desktop.settled, "the step's frame on screen")
     rendered = app.query_one(DesktopView).rendered
     assert rendered is not None
     return rendered.image.tobytes()
