@@ -30,10 +30,11 @@ from .core.ports import Answer
 from .core.runlog import RunReader
 from .desktops.sim import PHRASE, SimApp, SimDesktop
 from .ocr import ScreenReader
-from .tui.app import SupervisorApp
+from .tui.app import CuaApp
 from .tui.batch import ActionRow, BatchPane
 from .tui.decision_panel import DecisionPanel
 from .tui.desktop_view import DesktopView
+from .tui.run_screen import RunScreen, supervisor_app
 from .tui.source import RecordedRun, run_info
 
 SIZE = (160, 50)  # terminal cells of every picture and snapshot
@@ -232,19 +233,20 @@ def recorded_dir(turns: Sequence[dict[str, Any]], answers: Sequence[Answer] = ()
 
 def replay_app(**kwargs: Any) -> App[Any]:
     """The replay of a real run (the form filled, a refused chord), opened on the refused chord's step."""
-    from .tui.replay import ReplayApp, chain_state
+    from .tui.replay import chain_state
+    from .tui.replay import replay_app as make_replay
 
     path = recorded_dir([FORM_TURN, INJECTED_TURN, LOOK_TURN], (Answer.APPROVE, Answer.APPROVE))
     kwargs.pop("clock", None)
     kwargs.setdefault("screen_reader", ScreenReader())
-    return ReplayApp(RunReader(path), chain_state(path), start=4, **kwargs)
+    return make_replay(RunReader(path), chain_state(path), start=4, **kwargs)
 
 
-def make_app(source: RecordedRun, **kwargs: Any) -> SupervisorApp:
+def make_app(source: RecordedRun, **kwargs: Any) -> CuaApp:
     """The App exactly as the command line builds it, with the frozen clock."""
     kwargs.setdefault("clock", FrozenClock())
     kwargs.setdefault("screen_reader", ScreenReader())
-    return SupervisorApp(source, **kwargs)
+    return supervisor_app(source, **kwargs)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -266,7 +268,7 @@ def fleet_app(**kwargs: Any) -> App[Any]:
     a model safety check, a typed text and a save chord each wait on the analyst, so the queue holds one
     request of each tier in the runner's order. Fixed run ids and fleet id, frozen clocks."""
     from .fleet_runner import Fleet, FleetTask
-    from .tui.fleet_app import FleetApp
+    from .tui.fleet_screen import fleet_app as make_fleet
     from .tui.signals import Signals
 
     folder = Path(tempfile.mkdtemp(prefix="cua-scene-fleet-"))
@@ -300,15 +302,15 @@ def fleet_app(**kwargs: Any) -> App[Any]:
     kwargs.setdefault("clock", FrozenClock())
     kwargs.setdefault("screen_reader", ScreenReader())
     kwargs.setdefault("signals", Signals(bell=False, notify=False))
-    return FleetApp(fleet, **kwargs)
+    return make_fleet(fleet, **kwargs)
 
 
 async def _settle_fleet(pilot: Pilot[Any], timeout: float) -> None:
     """Every started run waits on its request, the selected one is drawn and its screen read."""
-    from .tui.fleet_app import FleetApp
+    from .tui.fleet_screen import FleetScreen
 
-    app = pilot.app
-    assert isinstance(app, FleetApp)
+    app = pilot.app.screen_stack[0]
+    assert isinstance(app, FleetScreen)
 
     def ready() -> bool:
         desktop = app.desktop
@@ -339,7 +341,7 @@ async def _steady(pilot: Pilot[Any], ready: Callable[[], bool], timeout: float, 
 @dataclass(frozen=True)
 class Scene:
     name: str
-    source: Callable[[], RecordedRun] | None = None  # a live run's recorded stream, in the SupervisorApp
+    source: Callable[[], RecordedRun] | None = None  # a live run's recorded stream, in its RunScreen
     press: tuple[str, ...] = ()
     description: str = ""
     make: Callable[..., App[Any]] | None = None  # another App (the replay of a run directory)
@@ -382,11 +384,11 @@ SCENES = {
 async def settle(pilot: Pilot[Any], timeout: float = 10.0) -> None:
     """Wait until the recording is on screen and stays so: every event shown, the pending decision (if any)
     displayed, and the newest screenshot converted for the pane."""
-    app = pilot.app
-    if type(app).__name__ == "FleetApp":
+    app = pilot.app.screen_stack[0]  # the App's first screen
+    if type(app).__name__ == "FleetScreen":
         await _settle_fleet(pilot, timeout)
         return
-    if not isinstance(app, SupervisorApp):  # a replay: its first step's frame on screen
+    if not isinstance(app, RunScreen):  # a replay: its first step's frame on screen
         deadline = time.monotonic() + timeout
         while not app.desktop.settled:  # type: ignore[attr-defined]
             if time.monotonic() > deadline:
@@ -396,6 +398,7 @@ async def settle(pilot: Pilot[Any], timeout: float = 10.0) -> None:
         return
     source = app.source
     assert isinstance(source, RecordedRun)
+    reading = pilot.app.reading  # type: ignore[attr-defined]
     last_seq = source.events[-1].seq if source.events else -1
 
     batch = app.query_one(BatchPane)
@@ -406,7 +409,7 @@ async def settle(pilot: Pilot[Any], timeout: float = 10.0) -> None:
         applied = app.view.seq == last_seq
         decided = app.view.pending is None or (app.pending is not None and app.query_one(DecisionPanel).display)
         ended = not source.ends or not app.running
-        read = not app.reading.busy  # the screen's OCR (the panel's "goes to" line) has arrived
+        read = not reading.busy  # the screen's OCR (the panel's "goes to" line) has arrived
         # the batch's scroll to the pending row has landed (on a loaded machine it takes several refreshes)
         view = batch.scrollable_content_region
         landed = all(view.contains(*row.region.offset) for row in batch.query(ActionRow) if row.has_class("pending"))

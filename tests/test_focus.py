@@ -21,7 +21,7 @@ from cua_tui.core.policy import Decision, Policy, Verdict
 from cua_tui.core.ports import Answer, DecisionRequest, Ruling
 from cua_tui.core.run_view import RunView
 from cua_tui.labs import LABS
-from cua_tui.tui.replay import ReplayApp
+from cua_tui.tui.replay import ReplayScreen
 
 FIELD = (250, 182)
 OTHER = (250, 400)
@@ -167,7 +167,7 @@ def test_a_typing_grant_ends_where_the_focus_moves_in_the_supervisor_the_reducer
     # replay, from the records alone
     line = tl.build(stamped)
     host = SimpleNamespace(steps=line.steps)
-    targets = {(s.turn, s.index): ReplayApp._target(host, s) for s in line.steps if s.kind == "type"}  # type: ignore[arg-type]
+    targets = {(s.turn, s.index): ReplayScreen._target(host, s) for s in line.steps if s.kind == "type"}  # type: ignore[arg-type]
     assert targets[(1, 1)] is not None and targets[(1, 1)].point == FIELD
     assert targets[(2, 0)] is not None and targets[(2, 0)].point == FIELD
     assert targets[(3, 1)] is None

@@ -380,7 +380,7 @@ def bench_cwsandbox_fleet(tmp: Path, runs: int) -> dict[str, Any]:
 def bench_fleet_tui(tmp: Path, runs: int, concurrency: int) -> dict[str, Any]:
     import asyncio
 
-    from ..tui.fleet_app import FleetApp
+    from ..tui.fleet_screen import FleetScreen, fleet_app
     from ..tui.signals import Signals
 
     asked: dict[int, tuple[str, int]] = {}  # ticket -> (run id, seq) of its decision_requested event
@@ -396,23 +396,25 @@ def bench_fleet_tui(tmp: Path, runs: int, concurrency: int) -> dict[str, Any]:
             timer.start()
 
     fleet.subscribe(reviewer)
-    app = FleetApp(fleet, signals=Signals(bell=False, notify=False), measure=True)
+    app = fleet_app(fleet, signals=Signals(bell=False, notify=False), measure=True)
+    screen = app.main
+    assert isinstance(screen, FleetScreen)
     ui: dict[str, float] = {}
 
     async def drive() -> None:
         async with app.run_test(size=(200, 50)) as pilot:
             t0, c0 = time.perf_counter(), time.thread_time()
-            while not (fleet.done and app.finished):
+            while not (fleet.done and screen.finished):
                 await pilot.pause(0.05)
             await pilot.pause(0.2)
             ui["cpu_s"], ui["wall_s"] = time.thread_time() - c0, time.perf_counter() - t0
-            ui["passed"] = sum(1 for r in app.fleet_rows.values() if r.status == "passed")
+            ui["passed"] = sum(1 for r in screen.fleet_rows.values() if r.status == "passed")
 
     log(f"fleet: the fleet TUI over {runs} sim runs, {concurrency} at a time")
     asyncio.run(drive())
-    refresh = app.refresh_ms
+    refresh = screen.refresh_ms
     latencies = [
-        (app.shown_at[ticket] - written[key]) * 1000 for ticket, key in asked.items() if ticket in app.shown_at
+        (screen.shown_at[ticket] - written[key]) * 1000 for ticket, key in asked.items() if ticket in screen.shown_at
     ]
     per_refresh_total = ui["cpu_s"] * 1000 / max(len(refresh), 1)
     p99 = _percentile(latencies, 0.99) if latencies else float("inf")

@@ -56,9 +56,9 @@ def make_run(folder: Path, steps: int) -> Path:
 def _app(path: Path) -> Any:
     from ..core.runlog import RunReader
     from ..ocr import ScreenReader
-    from ..tui.replay import ReplayApp, chain_state
+    from ..tui.replay import chain_state, replay_app
 
-    return ReplayApp(RunReader(path), chain_state(path), screen_reader=ScreenReader())
+    return replay_app(RunReader(path), chain_state(path), screen_reader=ScreenReader())
 
 
 async def _until(pilot: Any, condition: Any, timeout: float = 30.0) -> None:
@@ -70,12 +70,13 @@ async def _until(pilot: Any, condition: Any, timeout: float = 30.0) -> None:
 
 
 def _frame_shown(app: Any) -> bool:
-    return app.desktop.settled
+    return bool(app.main.desktop.settled)
 
 
 async def _open_and_walk(path: Path, moves: int, seed: int = 7) -> dict[str, Any]:
     started = time.perf_counter()
     app = _app(path)
+    screen: Any = app.main
     async with app.run_test(size=SIZE) as pilot:
         await _until(pilot, lambda: _frame_shown(app))
         first = time.perf_counter() - started
@@ -83,14 +84,16 @@ async def _open_and_walk(path: Path, moves: int, seed: int = 7) -> dict[str, Any
         rng = random.Random(seed)
         for i in range(moves):
             key = "right" if i % 10 else rng.choice(["end", "home", "d", "up", "down"])
-            serial, redraws = app.desktop.serial, len(app.redraw_ms)
+            serial, redraws = screen.desktop.serial, len(screen.redraw_ms)
             await pilot.press(key)
-            await _until(pilot, lambda serial=serial, n=redraws: app.desktop.serial > serial and len(app.redraw_ms) > n)
+            await _until(
+                pilot, lambda serial=serial, n=redraws: screen.desktop.serial > serial and len(screen.redraw_ms) > n
+            )
             if key == "right":  # from the key's handler until the new frame was painted (the App's own time)
-                step_ms.append(app.redraw_ms[-1])
-        steps = len(app.steps)
-        cached = len(app.reader._screens)
-    app.reader.close()
+                step_ms.append(screen.redraw_ms[-1])
+        steps = len(screen.steps)
+        cached = len(screen.reader._screens)
+    screen.reader.close()
     return {"first_screen_s": first, "step_ms": step_ms, "steps": steps, "cached_screens": cached}
 
 

@@ -31,8 +31,8 @@ async def _measure(tmp: Path, resizes: int) -> list[float]:
     from ..build import HANDSHAKE, RunOptions, build_run
     from ..desktops.sim import SimDesktop
     from ..ocr import ScreenReader
-    from ..tui.app import SupervisorApp
     from ..tui.desktop_view import DesktopView
+    from ..tui.run_screen import supervisor_app
     from ..tui.signals import Signals
     from ..tui.source import LiveRun
 
@@ -49,7 +49,7 @@ async def _measure(tmp: Path, resizes: int) -> list[float]:
         )
     )
     assert run.handshake is not None
-    app = SupervisorApp(
+    app = supervisor_app(
         LiveRun(run.supervisor, run.handshake), signals=Signals(bell=False, notify=False), screen_reader=ScreenReader()
     )
     took: list[float] = []
@@ -59,10 +59,10 @@ async def _measure(tmp: Path, resizes: int) -> list[float]:
         def fitted() -> bool:
             shown = view.rendered
             return (
-                app.pending is not None
+                app.main.pending is not None  # type: ignore[attr-defined]
                 and shown is not None
                 and (shown.width, shown.height) == (view.size.width, view.size.height)
-                and app.desktop.settled
+                and app.main.desktop.settled  # type: ignore[attr-defined]
             )
 
         async def until(condition: Any, timeout: float = 30.0) -> None:

@@ -37,9 +37,9 @@ def command(run: str, follow: bool, theme: str | None) -> None:
     with reader:
         from ..ocr import ScreenReader
         from ..tui.app import graphics_widget
-        from ..tui.replay import ReplayApp, chain_state
+        from ..tui.replay import chain_state, replay_app
 
-        app = ReplayApp(
+        app = replay_app(
             reader,
             chain_state(path, follow=follow),
             follow=follow,

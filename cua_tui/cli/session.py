@@ -64,13 +64,14 @@ def check_theme(theme: str | None, where: Any) -> None:
 def _run_in_tui(run: Run, theme: str | None, settings: Any) -> Any:
     """Open the supervision TUI on a live run. Leaving the TUI while the run is going presses the kill switch."""
     from ..ocr import ScreenReader
-    from ..tui.app import SupervisorApp, graphics_widget
+    from ..tui.app import graphics_widget
+    from ..tui.run_screen import supervisor_app
     from ..tui.signals import Signals
     from ..tui.source import LiveRun
 
     supervisor, handshake = run.supervisor, run.handshake
     assert handshake is not None, "a TUI run decides through the handshake"
-    app = SupervisorApp(
+    app = supervisor_app(
         LiveRun(supervisor, handshake),
         theme=theme or settings.theme,
         theme_dirs=(settings.themes_dir,),

@@ -1,8 +1,6 @@
-"""The supervision TUI: live screen, pending batch with risks, audit tail, status; y / n / k.
-
-The App is given its event source (a live run or recorded events) in its constructor. The run itself
-happens in a thread worker; core events arrive as messages; screenshots are converted off the UI thread.
-"""
+"""The one App of cua-tui: what a live run, a replay and a fleet share (the keys and when each is possible,
+leaving, the bell and notifications, themes, the screen reader, the worker that drives a live run). What
+is shown is a Screen: a run (RunScreen, ReplayScreen) or the fleet (FleetScreen)."""
 
 from __future__ import annotations
 
@@ -13,64 +11,81 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from textual import events, work
-from textual.app import App, ComposeResult
-from textual.binding import Binding
+from textual import work
+from textual.app import App
+from textual.binding import ActiveBinding, Binding
 from textual.command import CommandPalette
-from textual.containers import Horizontal, Vertical
-from textual.reactive import reactive
+from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Footer
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from ..core import events as ev
 from ..core.guard import DEFAULT_GUARD_S, DecisionGuard
-from ..core.ports import Answer, DecisionRequest
-from ..core.run_view import RunView
 from ..core.screentext import ScreenTextReader
 from ..core.text import failure, visible
-from .audit_pane import AuditPane
-from .batch import BatchPane
-from .commands import CuaCommands, HistoryActions
-from .decision_panel import DecisionPanel, compact_terminal
-from .desktop_view import DesktopView
-from .dialogs import GrantsScreen, RejectReason
-from .frames import Target
-from .goal import GoalBar
-from .help import HelpScreen
-from .messages import RunEvent, RunFinished, while_open
-from .screen_text import (
-    ScreenReading,
-    ScreenTextRead,
-    ScreenTextScreen,
-    ShownScreen,
-    screen_text_arrived,
-    write_and_open,
-)
-from .signals import AlertBar, Signals, notification_escape
+from .commands import CuaCommands
+from .messages import RunFinished, while_open
+from .screen_text import ScreenReading, ScreenTextRead, screen_text_arrived
+from .signals import Signals, notification_escape
 from .source import RunSource
-from .status import StatusBar
-from .target_view import (
-    destination,
-    focus_target,
-    labelled,
-    shot_of,
-    shown_screen,
-    typing_field,
-)
 from .themes import install_themes, project_themes_dir
 
-LEAVE_WINDOW_S = 3.0  # a second q within this many seconds leaves a run that goes on (and kills it)
+LEAVE_WINDOW_S = 3.0  # a second q within this many seconds leaves what goes on (and kills it)
+# The keys whose possibility the shown view decides; y / a / n also need the decision in view.
+VIEW_ACTIONS = ("approve", "approve_scope", "reject", "kill", "zoom", "screen_text", "open_screenshot", "help")
+ANSWERS = ("approve", "approve_scope", "reject")
+FIRST = ("approve", "approve_scope", "reject", "kill")  # the footer's first keys
+LAST = ("leave", "quit", "quit_when_done")
 
 
-class SupervisorApp(HistoryActions, App[Any]):
-    """One screen: desktop pane | decision + batch + audit panes, status bar, footer. ``source`` is the
-    event source; ``screen_reader`` reads screenshots as text (``t``, the panel's "goes to" line; none: they
-    say so)."""
+class ViewScreen(Screen[None]):
+    """A screen the App's keys act on: one run's view or the fleet's. Each says which of the App's actions
+    it can do now (``can``) and does them; the App checks that nothing covers it before a y counts."""
 
-    CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses elsewhere find it too
-    # The run's state, from its event stream alone: the panes are bound to it and render their part.
-    view: reactive[RunView] = reactive(RunView, init=False, layout=False, repaint=False)
+    @property
+    def active_bindings(self) -> dict[str, ActiveBinding]:
+        """The keys in the footer's order: the answers and the kill switch first, leaving last, the view's
+        own keys and the App's others between (Textual lists a screen's before its App's)."""
+        bindings = super().active_bindings
+
+        def place(key: str) -> tuple[int, int]:
+            action = bindings[key].binding.action.removeprefix("app.").partition("(")[0]
+            return (0, FIRST.index(action)) if action in FIRST else (2 if action in LAST else 1, 0)
+
+        return {key: bindings[key] for key in sorted(bindings, key=place)}
+
+    def can(self, action: str, parameters: tuple[object, ...]) -> bool:
+        return action == "help"
+
+    def guard_for(self) -> DecisionGuard | None:
+        """The input guard of the decision this view shows (None: it shows none)."""
+        return None
+
+    def approve(self, *, scope: bool = False) -> None: ...
+    def reject(self) -> None: ...
+    def kill(self, how: str = "") -> None: ...
+    def zoom(self) -> None: ...
+    def screen_text(self) -> None: ...
+    def open_screenshot(self) -> None: ...
+    def show_help(self) -> None: ...
+
+    def leave_warning(self) -> str | None:
+        """What leaving now would end (said before a second q leaves); None: nothing, q quits at once."""
+        return None
+
+    def leave(self) -> None:
+        """Leave, ending what goes on (the second q)."""
+        self.app.exit()
+
+    def screen_text_read(self, message: ScreenTextRead) -> None:
+        """The screen reader read a screen: a view showing it may say more now."""
+
+
+class CuaApp(App[Any]):
+    """The App. ``main`` makes the first screen, the one leaving ends; the settings are the same for every
+    screen: the theme, the terminal's graphics widget, the clock of the status bars, the signals of a
+    waiting decision, the screen reader (``t``, the panel's "goes to" line) and the input guard."""
+
+    CSS_PATH = Path(__file__).with_name("app.tcss")
     TITLE = "cua-tui"
     COMMANDS = App.COMMANDS | {CuaCommands}  # cua-tui's own commands in the palette (ctrl+p)
     BINDINGS = [
@@ -79,21 +94,17 @@ class SupervisorApp(HistoryActions, App[Any]):
         Binding("n", "reject", "reject", id="reject"),
         Binding("k", "kill", "KILL SWITCH", id="kill", priority=True),
         Binding("ctrl+k", "kill('always')", "kill", id="kill_always", priority=True, show=False),
-        Binding("g", "grants", "grants", id="grants"),
-        Binding("x", "alerts_seen", "alerts seen", id="alerts_seen"),
         Binding("z", "zoom", "zoom", id="zoom"),
         Binding("t", "screen_text", "screen text", id="screen_text"),
         Binding("o", "open_screenshot", "screenshot", id="open_screenshot"),
         Binding("question_mark", "help", "help", id="help"),
-        Binding("q", "quit_when_done", "quit", id="quit"),
-        Binding("q", "leave", "leave", id="leave", show=False),  # during a run: says what leaving means
-        Binding("slash", "search", "search", id="search", show=False),  # the audit log, by text and kind
     ]
 
     def __init__(
         self,
-        source: RunSource,
+        main: Callable[[CuaApp], ViewScreen],
         *,
+        title: str = "cua-tui",
         theme: str = "cua-dark",
         theme_dirs: tuple[Path, ...] = (),
         graphics: type[Widget] | None = None,
@@ -103,186 +114,127 @@ class SupervisorApp(HistoryActions, App[Any]):
         screen_reader: ScreenTextReader | None = None,
         guard_s: float = DEFAULT_GUARD_S,
         guard_clock: Callable[[], float] = time.monotonic,
+        tell_theme: bool = True,
     ) -> None:
         super().__init__()
-        self.guard = DecisionGuard(guard_s, guard_clock)  # y / a / n count only once the decision was seen
-        self.signals = signals or Signals()  # the bell and the desktop notification when a decision starts waiting
-        self.env = os.environ if env is None else env  # which terminal this is (its notification escape)
-        self.graphics = graphics
-        self.source = source
-        self.clock = clock  # the status bar's elapsed time; fixtures pass a fixed one
+        self.title = title
         self.requested_theme = theme
         self.theme_dirs = (project_themes_dir(), *theme_dirs)
-        self._answered: DecisionRequest | None = None
-        self._leave_asked = -LEAVE_WINDOW_S  # when q was last pressed during the run
-        self.running = True
-        self.result: Any = None
-        self.final_status = ""
-        self._sealed_known = False  # the run's own result said whether its seal reached the disk
-        self.zoom = False
+        self.tell_theme = tell_theme
+        self.graphics = graphics
+        self.clock = clock  # the status bars' elapsed time; fixtures pass a fixed one
+        self.signals = signals or Signals()
+        self.env = os.environ if env is None else env  # which terminal this is (its notification escape)
         self.reading = ScreenReading(self, screen_reader)  # the screen as text (OCR in a worker; none: it says so)
+        self.guard_s, self.guard_clock = guard_s, guard_clock
+        self.result: Any = None  # a live run's result, once it has one
+        self._leave_asked = -LEAVE_WINDOW_S
+        self.main = main(self)
 
-    # ------------------------------------------------------------------------------------------------
-    def compose(self) -> ComposeResult:
-        yield GoalBar(self.source.info, id="goal")
-        yield AlertBar(id="alerts").data_bind(view=SupervisorApp.view)
-        with Horizontal(id="main"):
-            yield DesktopView(graphics=self.graphics, id="desktop")
-            with Vertical(id="side"):
-                yield DecisionPanel(id="decision")
-                yield BatchPane(id="batch", history=True).data_bind(view=SupervisorApp.view)
-                yield AuditPane(id="audit")
-        yield StatusBar(self.source.info, clock=self.clock, id="status").data_bind(view=SupervisorApp.view)
-        yield Footer()
+    def get_default_screen(self) -> Screen[Any]:
+        return self.main
 
     def on_mount(self) -> None:
-        install_themes(self, self.requested_theme, self.theme_dirs)
-        self.query_one("#desktop", DesktopView).border_title = "Desktop"
-        self.query_one(DecisionPanel).show_request(None)
-        self.source.attach(self._from_run)
-        self.drive()
+        install_themes(self, self.requested_theme, self.theme_dirs, tell=self.tell_theme)
+
+    def new_guard(self) -> DecisionGuard:
+        """A view's own input guard: y / a / n count only once its decision has been on screen a moment."""
+        return DecisionGuard(self.guard_s, self.guard_clock)
 
     # ------------------------------------------------------------------------------------------------
-    # The run, in a worker thread
-    # ------------------------------------------------------------------------------------------------
-    @work(thread=True, exclusive=True, exit_on_error=False, group="run", description="supervised run")
-    def drive(self) -> Any:
-        # Textual marks this worker cancelled whenever the App's message loop ends, even if on_unmount is
-        # skipped; a watcher turns that into the kill switch, so a live run never outlives its TUI (its
-        # non-daemon worker thread would otherwise hold the process open until the run's deadline).
-        worker = get_current_worker()
-        done = threading.Event()
-
-        def watch() -> None:
-            while not done.wait(0.2):
-                if worker.is_cancelled and self.source.live:
-                    self.source.kill(by="human (left the TUI)")
-                    return
-
-        threading.Thread(target=watch, name="cua-tui-watch", daemon=True).start()
-        try:
-            return self.source.run()
-        finally:
-            done.set()
-
-    def _from_run(self, stamped: ev.Stamped) -> None:
-        self.post_message(RunEvent(stamped))
-
-    def on_unmount(self) -> None:
-        # Leaving the TUI while the run goes on is a kill: the run's thread must end, or the process could
-        # not exit (asyncio waits for the worker's thread) and the caller's own kill would never come.
-        if self.running:
-            self.source.kill(by="human (left the TUI)")
-
-    def on_worker_state_changed(self, message: Worker.StateChanged) -> None:
-        if message.worker.group != "run":
-            return
-        if message.state is WorkerState.SUCCESS:
-            self.result = message.worker.result
-            status = getattr(self.result, "status", "") if self.result is not None else ""
-            self.post_message(RunFinished(status, getattr(self.result, "reason", "")))
-        elif message.state is WorkerState.ERROR:
-            error = visible(failure(message.worker.error))
-            self.notify(error, title="run failed", severity="error", timeout=30, markup=False)
-            self.post_message(RunFinished("error", error))
-
-    # ------------------------------------------------------------------------------------------------
-    # Events
+    # The shared keys, done by the view they act on
     # ------------------------------------------------------------------------------------------------
     @property
-    def pending(self) -> DecisionRequest | None:
-        """The request awaiting the reviewer: the run's own (from the event stream, through the RunView),
-        unless this reviewer has already answered it and the stream has not yet said so."""
-        request = self.view.pending
-        if request is None or request is self._answered or not self.running:
-            return None
-        return request
+    def view_screen(self) -> ViewScreen | None:
+        """The topmost view in the stack (a dialog may be above it)."""
+        return next((s for s in reversed(self.screen_stack) if isinstance(s, ViewScreen)), None)
 
-    @while_open
-    def on_run_event(self, message: RunEvent) -> None:
-        stamped = message.stamped
-        event = stamped.event
-        view = self.view
-        was_pending = self.pending
-        view.apply(stamped)
-        audit = self.query_one(AuditPane)
-        audit.record(event, stamped.seq, stamped.head)
-        self.mutate_reactive(SupervisorApp.view)  # the batch pane, the status bar and the alerts follow it
-        match event:
-            case ev.RunEnded():
-                self.running = False
-                # result.json is written after this last event and may fail: sealed only once it is there
-                sealing = self.source.live and not self._sealed_known
-                audit.set_state("sealing…" if sealing else "sealed")
-            case ev.Killed():
-                self.notify("kill switch: run stopped", severity="error", markup=False)
-        if view.alert is not None:
-            self.refresh_bindings()
-        if isinstance(event, ev.ScreenCaptured) and event.png is not None:
-            self.render_frame()
-            if self.pending is not None and self.pending is was_pending:  # a new screen during a decision
-                self._read_screen()
-        if self.pending is not was_pending:
-            self._show_pending()
+    def covered(self, view: ViewScreen) -> bool:
+        """A dialog (help, an event's detail, a reason being typed) hides what a y would approve. The
+        command palette hides nothing the choice depends on."""
+        above = self.screen_stack[self.screen_stack.index(view) + 1 :] if view in self.screen_stack else []
+        return any(not isinstance(screen, CommandPalette) for screen in above)
 
-    @while_open
-    def on_run_finished(self, message: RunFinished) -> None:
-        self.running = False
-        self.final_status = message.status
-        self._sealed_known = True
-        if self.source.live:
-            self._show_seal(message)
-        self._show_pending()
-        if message.status:
-            self.notify(f"run ended: {visible(message.status)} · press q to quit", timeout=30, markup=False)
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action not in VIEW_ACTIONS:
+            return True
+        view = self.view_screen
+        if view is None:
+            return False
+        if action in ANSWERS and self.covered(view):
+            return False
+        return view.can(action, parameters)
 
-    def _show_seal(self, message: RunFinished) -> None:
-        """The audit pane and the status bar as the run's result has them: a run whose seal could not be
-        written (its RunEnded record says how it ended, not that it was sealed) is shown not sealed, why."""
-        sealed = bool(getattr(self.result, "sealed", False))
-        self.query_one(AuditPane).set_state("sealed" if sealed else "NOT sealed")
-        if sealed:
+    def held(self, key: str) -> bool:
+        """The decision was painted too recently for ``key`` to count: say so; it is ignored."""
+        view = self.view_screen
+        guard = view.guard_for() if view is not None else None
+        why = guard.refusal(key) if guard is not None else None
+        if why is not None:
+            self.notify(why, title="input guard", severity="warning", timeout=4, markup=False)
+        return why is not None
+
+    def action_approve(self) -> None:
+        if (view := self.view_screen) is not None and not self.held("y"):
+            view.approve()
+
+    def action_approve_scope(self) -> None:
+        if (view := self.view_screen) is not None and view.can("approve_scope", ()) and not self.held("a"):
+            view.approve(scope=True)
+
+    def action_reject(self) -> None:
+        if (view := self.view_screen) is not None and not self.held("n"):
+            view.reject()
+
+    def action_kill(self, how: str = "") -> None:
+        if (view := self.view_screen) is not None:
+            view.kill(how)
+
+    def action_zoom(self) -> None:
+        if (view := self.view_screen) is not None:
+            view.zoom()
+
+    def action_screen_text(self) -> None:
+        if (view := self.view_screen) is not None:
+            view.screen_text()
+
+    def action_open_screenshot(self) -> None:
+        if (view := self.view_screen) is not None:
+            view.open_screenshot()
+
+    def action_help(self) -> None:
+        if (view := self.view_screen) is not None:
+            view.show_help()
+
+    # ------------------------------------------------------------------------------------------------
+    # Leaving: what goes on ends only on a second q
+    # ------------------------------------------------------------------------------------------------
+    def action_leave(self) -> None:
+        """``q``: with nothing going on, quit. Otherwise the first press says what leaving ends; a second
+        within a few seconds leaves (what goes on is killed and sealed on the way out)."""
+        warning = self.main.leave_warning()
+        if warning is None:
+            self.exit(self.result)
             return
-        reason = visible(message.reason or "the run ended without a result", limit=300)
-        status = self.query_one(StatusBar)
-        status.final = f"{visible(message.status or 'error')} · {reason}"
-        status.ended = status.ended or self.clock()
-        status.show(self.view)
-        self.notify(f"not sealed: {reason}", title="seal", severity="error", timeout=60, markup=False)
+        now = time.monotonic()
+        if now - self._leave_asked < LEAVE_WINDOW_S:
+            self.main.leave()
+            return
+        self._leave_asked = now
+        self.notify(warning, title="leave?", severity="warning", timeout=LEAVE_WINDOW_S, markup=False)
 
-    def _show_pending(self) -> None:
-        """Show what ``pending`` says (the one place that reads it for the panes)."""
-        request = self.pending
-        self.guard.arm(request)  # a new decision on screen: its keys count after the guard
-        self.zoom = self._focus_target() is not None  # at a decision the pane frames the target (z: whole screen)
-        panel = self.query_one(DecisionPanel)
-        panel.set_compact(compact_terminal(self.size.width, self.size.height))
-        panel.show_request(
-            request,
-            self.view.batch_size,
-            self.source.info.task,
-            self._destination(),
-            field=self._field() is not None,
-            model_text=self.view.batch_text,
-        )
-        if request is not None:
-            self._read_screen()
-        self.query_one(BatchPane).mark_pending(request.index if request is not None else None)
-        self.render_frame()
-        self.refresh_bindings()
-        if request is not None:
-            self._signal(request)
+    async def action_quit(self) -> None:
+        """Textual's ctrl+q and the palette's Quit: the same as q."""
+        self.action_leave()
 
-    def _signal(self, request: DecisionRequest) -> None:
-        """A decision starts waiting: the bell, and a desktop notification where the terminal shows one."""
+    # ------------------------------------------------------------------------------------------------
+    # Signals: the bell and a desktop notification when a decision starts waiting
+    # ------------------------------------------------------------------------------------------------
+    def signal(self, title: str, body: str) -> None:
         if self.signals.bell:
             self.bell()
-        if self.signals.notify:
-            what = request.action.describe() if request.action is not None else "model safety checks"
-            body = f"turn {request.turn}, action {request.index + 1}: {what} · {request.reason}"
-            sequence = notification_escape("cua-tui: decision needed", body, self.env)
-            if sequence is not None:
-                self.write_escape(sequence)
+        if self.signals.notify and (sequence := notification_escape(title, body, self.env)) is not None:
+            self.write_escape(sequence)
 
     def write_escape(self, sequence: str) -> None:
         """Send an escape sequence to the terminal (not to a headless test driver)."""
@@ -292,224 +244,54 @@ class SupervisorApp(HistoryActions, App[Any]):
             driver.flush()
 
     # ------------------------------------------------------------------------------------------------
-    # Frames
+    # The screen reader's results reach every view that may show them
     # ------------------------------------------------------------------------------------------------
-    @property
-    def desktop(self) -> DesktopView:
-        return self.query_one("#desktop", DesktopView)
-
-    @property
-    def painted_sha(self) -> str:
-        """The SHA-256 of the screenshot the pane shows ("": none, refused, or none yet)."""
-        return self.desktop.painted_sha
-
-    def render_frame(self) -> None:
-        screen = self.view.screen
-        if screen is None or screen.png is None:
-            return
-        # the zoom keeps the target's label in view
-        target = labelled(self._focus_target(), self.reading, screen.sha256)
-        self.desktop.show_shot(shot_of(self.view), target, zoom=self.zoom)
-
-    @while_open
-    def on_desktop_view_refused(self, message: DesktopView.Refused) -> None:
-        self.notify(f"screenshot not shown: {message.reason}", title="desktop", severity="warning", markup=False)
-
-    def on_resize(self, event: events.Resize) -> None:
-        self.query_one(DecisionPanel).set_compact(compact_terminal(event.size.width, event.size.height))
-
-    def on_desktop_view_resized(self, message: DesktopView.Resized) -> None:
-        if self.pending is not None:  # the pending row back in view at the new size (unless read back)
-            self.query_one(BatchPane).reveal_pending()
-
-    # ------------------------------------------------------------------------------------------------
-    # Keys
-    # ------------------------------------------------------------------------------------------------
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("approve", "reject", "approve_scope"):
-            # Only where the decision is in view: never from under a dialog (help, an event's detail, the
-            # policy, a reason being typed) that hides what a y would approve.
-            # (The command palette lists them over the decision: it hides nothing the choice depends on.)
-            covered = any(not isinstance(screen, CommandPalette) for screen in self.screen_stack[1:])
-            if self.pending is None or covered:
-                return False
-            return action != "approve_scope" or self.pending.scope is not None
-        if action == "kill":
-            # While a reason is typed, k is a letter of it: ctrl+k (always bound) is the kill switch there.
-            # So is it in the screen-text view's search box.
-            typing = isinstance(self.screen, RejectReason | ScreenTextScreen)
-            return self.running and (parameters == ("always",) or not typing)
-        if action == "grants":
-            return self.running and bool(self.view.grants)
-        if action == "alerts_seen":
-            return bool(self.view.attention.unseen)
-        if action == "zoom":
-            return self._focus_target() is not None
-        if action in ("screen_text", "open_screenshot"):
-            return self.view.screen is not None
-        if action == "leave":
-            return self.running
-        if action == "quit_when_done":
-            return not self.running
-        if (possible := self.check_history_action(action)) is not None:
-            return possible
-        return True
-
-    def _held(self, key: str) -> bool:
-        """The decision was painted too recently for ``key`` to count: say so; it is ignored."""
-        why = self.guard.refusal(key)
-        if why is not None:
-            self.notify(why, title="input guard", severity="warning", timeout=4, markup=False)
-        return why is not None
-
-    def _answer(self, answer: Answer, *, note: str = "", grant: bool = False) -> None:
-        request = self.pending
-        if request is None:
-            return
-        shown = {"screen": self.painted_sha, "shown_ms": self.guard.shown_ms()}  # what was seen, how long
-        if self.source.answer(answer, request, note=note, grant=grant, **shown):
-            self._answered = request  # answered: hidden until the stream records the decision
-            self._show_pending()
-
-    def action_approve(self) -> None:
-        if not self._held("y"):
-            self._answer(Answer.APPROVE)
-
-    def action_reject(self) -> None:
-        """``n``: ask for an optional reason first (Enter sends it, Esc skips), then reject."""
-        request = self.pending
-        if request is None or self._held("n"):
-            return
-
-        def done(reason: str | None) -> None:
-            if self.pending is request:  # still the same decision (not killed or timed out meanwhile)
-                self._answer(Answer.REJECT, note=reason or "")
-
-        self.push_screen(RejectReason(), done)
-
-    def action_approve_scope(self) -> None:
-        """``a``: approve this action and every later one of its scope (shown in the panel) for the run."""
-        if self.pending is not None and self.pending.scope is not None and not self._held("a"):
-            self._answer(Answer.APPROVE, grant=True)
-
-    def action_grants(self) -> None:
-        """The scoped approvals in force; the one selected is revoked."""
-
-        def done(grant_id: int | None) -> None:
-            if grant_id is not None and self.source.revoke(grant_id):
-                self.notify(f"grant #{grant_id} revoked: its actions are asked again", markup=False)
-
-        self.push_screen(GrantsScreen(list(self.view.grants.values())), done)
-
-    def action_kill(self, how: str = "") -> None:
-        if not self.running:
-            return
-        if isinstance(self.screen, RejectReason | ScreenTextScreen):
-            self.pop_screen()
-        self.source.kill()  # returns at once; the run's own thread ends it and seals the log
-        if self.pending is not None:
-            self._answered = self.pending  # nobody may answer it any more
-            self._show_pending()
-        self.query_one(StatusBar).stopping()
-
-    def action_alerts_seen(self) -> None:
-        """``x``: the alerts have been seen; the line goes until the next one (the audit log keeps them all)."""
-        if self.view.attention.seen():
-            self.mutate_reactive(SupervisorApp.view)
-            self.refresh_bindings()
-
-    def action_zoom(self) -> None:
-        self.zoom = not self.zoom
-        self.render_frame()
-
-    # ------------------------------------------------------------------------------------------------
-    # The screen as text (t), the screenshot in a file (o); the bulk is in screen_text.py
-    # ------------------------------------------------------------------------------------------------
-    def _field(self) -> tuple[int, int] | None:
-        """For pending typing: the last click point (the field it focused), else None."""
-        return typing_field(self.pending, self.view)
-
-    def _sha(self) -> str | None:
-        """The SHA-256 of the newest screenshot (the screen-text cache's key)."""
-        return self.view.screen.sha256 if self.view.screen is not None else None
-
-    def _focus_target(self) -> Target | None:
-        """What the pane frames at a decision: the action's target, or for typing the focused field."""
-        return focus_target(self.pending, self.view)
-
-    def _destination(self) -> str | None:
-        """The panel's "goes to" line for pending typing (None for anything else)."""
-        return destination(self.pending, self.view, self.reading, self._sha())
-
-    def _shown_screen(self) -> ShownScreen | None:
-        return shown_screen(shot_of(self.view), self._focus_target(), self.source.info.run_id)
-
-    def _read_screen(self) -> None:
-        shown = self._shown_screen()
-        if shown is not None:
-            self.reading.request(shown)
-
     @while_open
     def on_screen_text_read(self, message: ScreenTextRead) -> None:
         screen_text_arrived(self, self.reading, message)
-        if message.digest == self._sha() and self._focus_target() is not None and self.pending is not None:
-            self.query_one(DecisionPanel).set_destination(self._destination(), field=self._field() is not None)
-            self.query_one(BatchPane).mark_pending(self.pending.index)  # the panel grew: the row back in view
-        if message.digest == self._sha() and self.pending is not None and message.text is not None:
-            self.render_frame()  # framed with the target's label in view
+        for screen in self.screen_stack:
+            if isinstance(screen, ViewScreen):
+                screen.screen_text_read(message)
 
-    def action_screen_text(self) -> None:
-        """``t``: the screen as text, nearest the pending target first, searchable."""
-        shown = self._shown_screen()
-        if shown is None or isinstance(self.screen, ScreenTextScreen):
+    # ------------------------------------------------------------------------------------------------
+    # A live run, driven from a worker thread
+    # ------------------------------------------------------------------------------------------------
+    def drive(self, source: RunSource, screen: Screen[Any]) -> None:
+        """Run ``source`` in a thread worker; ``screen`` is told when it has finished (RunFinished)."""
+        self._run_screen = screen
+        self._drive(source)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="run", description="supervised run")
+    def _drive(self, source: RunSource) -> Any:
+        # Textual marks this worker cancelled whenever the App's message loop ends, even if on_unmount is
+        # skipped; a watcher turns that into the kill switch, so a live run never outlives its TUI (its
+        # non-daemon worker thread would otherwise hold the process open until the run's deadline).
+        worker = get_current_worker()
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.wait(0.2):
+                if worker.is_cancelled and source.live:
+                    source.kill(by="human (left the TUI)")
+                    return
+
+        threading.Thread(target=watch, name="cua-tui-watch", daemon=True).start()
+        try:
+            return source.run()
+        finally:
+            done.set()
+
+    def on_worker_state_changed(self, message: Worker.StateChanged) -> None:
+        if message.worker.group != "run":
             return
-        self.reading.request(shown)
-        self.push_screen(ScreenTextScreen(shown, self.reading))
-
-    def action_open_screenshot(self) -> None:
-        """``o``: the current screenshot at full resolution in a file (said where), opened in the viewer."""
-        shown = self._shown_screen()
-        if shown is not None:
-            write_and_open(self, shown)
-
-    def action_help(self) -> None:
-        if not isinstance(self.screen, HelpScreen):
-            grants = [f"grant #{g.grant}: {g.label} (given by {g.by})" for g in self.view.grants.values()]
-            lines = [
-                *self.source.policy_lines,
-                *(["", "Scoped approvals in force (g revokes):", *grants] if grants else []),
-            ]
-            self.push_screen(HelpScreen(lines))
-
-    def action_leave(self) -> None:
-        """``q`` while the run goes on: leaving kills the run, so the first press only says so; a second
-        within a few seconds leaves (the run is killed and sealed on the way out)."""
-        now = time.monotonic()
-        if now - self._leave_asked < LEAVE_WINDOW_S:
-            self.source.kill(by="human (left the TUI)")
-            self.exit(self.result)
-            return
-        self._leave_asked = now
-        self.notify(
-            f"The run is still going: k is the kill switch. Press q again within {LEAVE_WINDOW_S:g} s to leave "
-            "the TUI, which kills the run (it is sealed as killed).",
-            title="leave?",
-            severity="warning",
-            timeout=LEAVE_WINDOW_S,
-            markup=False,
-        )
-
-    def action_quit_when_done(self) -> None:
-        if not self.running:
-            self.exit(self.result)
-
-    async def action_quit(self) -> None:
-        """Textual's ctrl+q and the palette's Quit: during a run, the same as q (say that leaving kills the
-        run; a second press within a few seconds leaves); once it has ended, quit."""
-        if self.running:
-            self.action_leave()
-        else:
-            self.exit(self.result)
+        if message.state is WorkerState.SUCCESS:
+            self.result = message.worker.result
+            status = getattr(self.result, "status", "") if self.result is not None else ""
+            self._run_screen.post_message(RunFinished(status, getattr(self.result, "reason", "")))
+        elif message.state is WorkerState.ERROR:
+            error = visible(failure(message.worker.error))
+            self.notify(error, title="run failed", severity="error", timeout=30, markup=False)
+            self._run_screen.post_message(RunFinished("error", error))
 
 
 def graphics_widget() -> type[Widget] | None:

@@ -25,6 +25,7 @@ from .detail import action_detail, copy, text_screen, turn_detail
 
 if TYPE_CHECKING:
     from ..core.audit import VerifyReport
+    from .app import CuaApp
 
 # (title, what it does, the action as a key binding names it)
 COMMANDS: tuple[tuple[str, str, str], ...] = (
@@ -49,20 +50,28 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
 class CuaCommands(Provider):
     """The palette's cua-tui entries, those possible now."""
 
+    def _owner(self, name: str) -> Any:
+        """The App, or the screen under the palette, that has the action ``name`` (None: neither)."""
+        app: CuaApp = self.app  # type: ignore[assignment]  # the palette of cua-tui's one App
+        for owner in (app, app.view_screen):
+            if owner is not None and callable(getattr(owner, f"action_{name}", None)):
+                return owner
+        return None
+
     def _possible(self) -> Iterator[tuple[str, str, str]]:
-        app = self.app
         for title, help_text, action in COMMANDS:
             _, name, params = parse(action)
-            if callable(getattr(app, f"action_{name}", None)) and app.check_action(name, params):
+            owner = self._owner(name)
+            if owner is not None and owner.check_action(name, params):
                 yield title, help_text, action
 
     async def _run(self, action: str) -> None:
-        app = self.app
         _, name, params = parse(action)
-        if app.check_action(name, params):
-            await app.run_action(action)
+        owner = self._owner(name)
+        if owner is not None and owner.check_action(name, params):
+            await self.app.run_action(action, owner)
         else:
-            app.notify(f"{name.replace('_', ' ')}: not possible any more", severity="warning", markup=False)
+            self.app.notify(f"{name.replace('_', ' ')}: not possible any more", severity="warning", markup=False)
 
     async def discover(self) -> Hits:
         for title, help_text, action in self._possible():
@@ -77,12 +86,13 @@ class CuaCommands(Provider):
 
 
 class HistoryActions:
-    """The SupervisorApp's actions for history and detail (a mixin: the App's own file stays small).
-    It expects the App's ``source`` (a RunSource), ``view`` (the RunView) and ``running``."""
+    """A run screen's actions for history and detail (a mixin: the screen's own file stays small). It
+    expects the screen's ``source`` (a RunSource), ``view`` (the RunView) and ``running``."""
 
     source: Any
     view: Any
     running: bool
+    app: Any
 
     def check_history_action(self, action: str) -> bool | None:
         """Whether one of these actions is possible now; None for an action that is not one of them."""
@@ -97,31 +107,29 @@ class HistoryActions:
     @property
     def run_dir(self) -> Path | None:
         """The run directory being written (a live run), or None (a recording)."""
-        path = getattr(self.source, "run_dir", None)
+        path = self.source.run_dir
         return Path(path) if path is not None else None
 
     def action_search(self) -> None:
-        app: Any = self
-        app.query_one(AuditPane).action_search()
+        screen: Any = self
+        screen.query_one(AuditPane).action_search()
 
     def action_copy_run_dir(self) -> None:
         if self.run_dir is not None:
-            copy(self, "run directory", str(self.run_dir))  # type: ignore[arg-type]
+            copy(self.app, "run directory", str(self.run_dir))
 
     def action_copy_run_id(self) -> None:
-        copy(self, "run id", self.source.info.run_id)  # type: ignore[arg-type]
+        copy(self.app, "run id", self.source.info.run_id)
 
     def action_copy_head(self) -> None:
-        copy(self, "chain head", self.view.head)  # type: ignore[arg-type]
+        copy(self.app, "chain head", self.view.head)
 
     def action_show_policy(self) -> None:
-        app: Any = self
-        app.push_screen(text_screen("Active policy", self.source.policy_lines or ["(no policy lines)"]))
+        self.app.push_screen(text_screen("Active policy", self.source.policy_lines or ["(no policy lines)"]))
 
     def action_verify_now(self) -> None:
         if self.run_dir is not None:
-            app: Any = self
-            app.notify("verifying the audit log…", title="verify", markup=False, timeout=3)
+            self.app.notify("verifying the audit log…", title="verify", markup=False, timeout=3)
             self._verify(self.run_dir)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="verify", description="verify the audit log")
@@ -129,11 +137,10 @@ class HistoryActions:
         from ..core.audit import verify_run  # the same check as `cua-tui verify`, off the UI thread
 
         report = verify_run(run_dir)
-        app: Any = self
-        app.call_from_thread(self._verified, report)
+        self.app.call_from_thread(self._verified, report)
 
     def _verified(self, report: VerifyReport) -> None:
-        app: Any = self
+        app = self.app
         lines = [visible(report.summary, limit=300), *(f"note: {visible(n, limit=200)}" for n in report.notes[:3])]
         app.notify(
             "\n".join(lines),
@@ -145,11 +152,11 @@ class HistoryActions:
 
     # A click on a batch row, or on an earlier turn: its detail, with its audit events still held.
     def on_action_row_selected(self, message: ActionRow.Selected) -> None:
-        app: Any = self
-        app.push_screen(action_detail(message.row, app.query_one(AuditPane).entries()))
+        screen: Any = self
+        self.app.push_screen(action_detail(message.row, screen.query_one(AuditPane).entries()))
 
     def on_turn_summary_selected(self, message: TurnSummary.Selected) -> None:
-        app: Any = self
+        screen: Any = self
         summary = message.summary
-        entries = app.query_one(AuditPane).entries()
-        app.push_screen(turn_detail(summary.turn, summary.text, summary.rows, entries))
+        entries = screen.query_one(AuditPane).entries()
+        self.app.push_screen(turn_detail(summary.turn, summary.text, summary.rows, entries))

@@ -29,6 +29,10 @@ class DecisionPanel(Static):
     """Hidden unless a decision is pending. Typed text is shown in full with control characters visible."""
 
     _shown: tuple[DecisionRequest | None, int, str, bool, str] = (None, 0, "", False, "")  # show_request's
+    # Where there are many runs the panel names the one asking (tasks of the same text differ only there),
+    # and a request no longer pending reads closed, offering no key that would answer it.
+    run_name = ""
+    closed: str | None = None  # why the request shown is no longer pending (None: it is)
     _destination: str | None = None
     compact = False  # a small terminal: the same facts in fewer lines, the keys first (describe.request_panel)
 
@@ -62,8 +66,8 @@ class DecisionPanel(Static):
         self.update(text)
 
     def framed(self, parts: list[tuple[str, str]]) -> list[tuple[str, str]]:
-        """The panel's parts as shown: as ``describe.request_panel`` words them (a fleet adds the run's name)."""
-        return parts
+        """The panel's parts as shown: as ``describe.request_panel`` words them, a fleet's run named."""
+        return fleet_parts(parts, self.run_name, self.closed) if self.run_name or self.closed else parts
 
     def set_destination(self, destination: str | None, *, field: bool = False) -> None:
         """Redraw the shown request with new words read at the target (the OCR of the screen arrived)."""
@@ -78,3 +82,24 @@ class DecisionPanel(Static):
             self.set_class(compact, "compact")
             request, batch_size, task, field, model_text = self._shown
             self.show_request(request, batch_size, task, self._destination, field=field, model_text=model_text)
+
+
+def fleet_parts(parts: list[tuple[str, str]], run_name: str, closed: str | None) -> list[tuple[str, str]]:
+    """The single run's panel parts with the run named under the title; closed: the title says so and the
+    keys that answer give way to why it closed."""
+    title, rest = parts[0], parts[1:]
+    out = [title]
+    if closed is not None:
+        head = title[0].replace("DECISION NEEDED", "CLOSED", 1)
+        out = [(head if head != title[0] else " CLOSED ·" + head, title[1])]
+    if run_name:
+        out += [("run     ", describe.LABEL), (run_name + "\n", "")]
+    if closed is None:
+        return out + rest
+    keys = next((i for i, (text, role) in enumerate(rest) if role == describe.KEY and text == "y"), len(rest))
+    return [
+        *out,
+        *rest[:keys],
+        ("closed  ", describe.LABEL),
+        (f"{closed}: nothing here can be answered; up / down picks another request", ""),
+    ]

@@ -16,15 +16,15 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from rich.text import Text
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
-from textual.widget import Widget
 from textual.widgets import Footer, Static
 
 from ..core import describe, focus
@@ -34,8 +34,8 @@ from ..core.imaging import ScreenLimit
 from ..core.ports import VerifierPlace
 from ..core.run_view import RunView
 from ..core.runlog import RunReader
-from ..core.screentext import ScreenTextReader
 from ..core.text import visible
+from .app import CuaApp, ViewScreen
 from .audit_pane import AuditPane
 from .batch import BatchPane
 from .decision_panel import STYLES
@@ -45,15 +45,11 @@ from .goal import GoalBar
 from .help import HelpScreen
 from .messages import while_open
 from .screen_text import (
-    ScreenReading,
-    ScreenTextRead,
     ScreenTextScreen,
     ShownScreen,
-    screen_text_arrived,
     write_and_open,
 )
 from .status import RunInfo, StatusBar
-from .themes import install_themes, project_themes_dir
 
 SNAPSHOT_EVERY = 512  # a RunView copy every so many events: any step is folded from at most that many
 AUDIT_TAIL = 40  # audit lines shown up to the selected step (the pane shows about 20)
@@ -105,12 +101,9 @@ def chain_state(path: Path, *, follow: bool = False) -> ChainState:
     return ChainState(state, f"{report.summary} (steps from there on are untrusted)", bad)
 
 
-class ReplayApp(App[None]):
-    """A recorded run, read-only. ``reader`` is open on its directory; ``chain`` is verify's verdict;
-    ``screen_reader`` reads the shown screenshot as text (``t``; none: the view says so)."""
+class ReplayScreen(ViewScreen):
+    """A recorded run, read-only. ``reader`` is open on its directory; ``chain`` is verify's verdict."""
 
-    CSS_PATH = "app.tcss"
-    TITLE = "cua-tui replay"
     BINDINGS = [
         Binding("right", "step(1)", "next", id="next", priority=True),
         Binding("left", "step(-1)", "previous", id="previous", priority=True),
@@ -127,10 +120,6 @@ class ReplayApp(App[None]):
         Binding("g", "find('egress', 1)", "egress", id="next_egress"),
         Binding("G", "find('egress', -1)", show=False),
         Binding("b", "flip", "before/after", id="flip"),
-        Binding("z", "zoom", "zoom", id="zoom"),
-        Binding("t", "screen_text", "screen text", id="screen_text"),
-        Binding("o", "open_screenshot", "screenshot", id="open_screenshot"),
-        Binding("question_mark", "help", "help", id="help"),
         Binding("q", "quit", "quit", id="quit"),
     ]
     # The run at the selected step (folded from the nearest snapshot): the panes render from it.
@@ -138,29 +127,25 @@ class ReplayApp(App[None]):
 
     def __init__(
         self,
+        app: CuaApp,
         reader: RunReader,
         chain: ChainState,
         *,
         follow: bool = False,
-        theme: str = "cua-dark",
-        theme_dirs: tuple[Any, ...] = (),
-        graphics: type[Widget] | None = None,
         reverify: Callable[[], ChainState] | None = None,
         start: int = 0,
-        screen_reader: ScreenTextReader | None = None,
     ) -> None:
         super().__init__()
+        self.cua = app
         self.reader = reader
         self.chain = chain
         self.follow = follow
         self.reverify = reverify
-        self.graphics = graphics
-        self.requested_theme = theme
-        self.theme_dirs = (project_themes_dir(), *theme_dirs)
+        self.graphics = app.graphics
         self.builder = tl.Builder()
         self.selected = start  # the step shown first (the newest when following)
         self.showing = "after"
-        self.zoom = False
+        self.zoomed = False
         self._snapshots: list[RunView] = [RunView()]  # the state before event k * SNAPSHOT_EVERY
         self._folded = RunView()
         self._folded_to = 0  # events applied to _folded
@@ -169,7 +154,7 @@ class ReplayApp(App[None]):
         self.redraw_ms: list[float] = []  # from a move's start until its frame was on screen (the benchmark)
         self.ended_seen = False
         self.sealed_seen = False
-        self.reading = ScreenReading(self, screen_reader)  # the shown screen as text (t; none: it says so)
+        self.reading = app.reading  # the shown screen as text (t; none: it says so)
 
     # ------------------------------------------------------------------------------------------------
     @property
@@ -183,9 +168,9 @@ class ReplayApp(App[None]):
             yield DesktopView(graphics=self.graphics, id="desktop")
             with Vertical(id="side"):
                 yield Static(id="step")
-                yield BatchPane(id="batch").data_bind(view=ReplayApp.view)
+                yield BatchPane(id="batch").data_bind(view=ReplayScreen.view)
                 yield AuditPane(id="audit")
-        yield StatusBar(self._info(), clock=self._clock, id="status").data_bind(view=ReplayApp.view)
+        yield StatusBar(self._info(), clock=self._clock, id="status").data_bind(view=ReplayScreen.view)
         yield Footer()
 
     def _info(self) -> RunInfo:
@@ -220,7 +205,6 @@ class ReplayApp(App[None]):
         return 0.0  # a recorded run: no clock runs
 
     def on_mount(self) -> None:
-        install_themes(self, self.requested_theme, self.theme_dirs, tell=False)
         self.query_one("#desktop", DesktopView).border_title = "Recorded screen"
         self.query_one(BatchPane).border_title = "Turn"
         self._take(self.reader.poll())
@@ -324,8 +308,8 @@ class ReplayApp(App[None]):
 
     def _show_view(self, view: RunView) -> None:
         """The panes bound to the view render the run at the selected step (the same folded object, moved)."""
-        self.set_reactive(ReplayApp.view, view)
-        self.mutate_reactive(ReplayApp.view)
+        self.set_reactive(ReplayScreen.view, view)
+        self.mutate_reactive(ReplayScreen.view)
 
     def _show_status_and_audit(self, view: RunView | None = None, upto: int | None = None) -> None:
         events = self.reader.events
@@ -365,7 +349,7 @@ class ReplayApp(App[None]):
         self._show_status_and_audit(upto=len(self.reader.events))
         sha = self.builder.timeline.first_screen
         if sha is not None:
-            self._render(sha, None)
+            self._show_shot(sha, None)
 
     # ------------------------------------------------------------------------------------------------
     # Frames
@@ -378,7 +362,7 @@ class ReplayApp(App[None]):
         if not self.steps:
             return
         step = self.steps[self.selected]
-        self._render(tl.screens(step).pick(self.showing), self._target(step))
+        self._show_shot(tl.screens(step).pick(self.showing), self._target(step))
         # the neighbours' frames ahead (the next step first), so that stepping shows them at once
         ahead = []
         for number in (self.selected + 1, self.selected - 1, self.selected + 2):
@@ -399,12 +383,12 @@ class ReplayApp(App[None]):
             field = focus.after_outcome(field, status, record=earlier.proposal.action)
         return Target(point=field, kind="type") if field is not None else None
 
-    def _render(self, sha: str | None, target: Target | None) -> None:
+    def _show_shot(self, sha: str | None, target: Target | None) -> None:
         if sha is None:
             self.desktop.blank("no screenshot recorded for this step")
             self.call_after_refresh(self._redrawn)
             return
-        self.desktop.show_shot(self._shot(sha), target, zoom=self.zoom)
+        self.desktop.show_shot(self._shot(sha), target, zoom=self.zoomed)
 
     def _shot(self, sha: str) -> Shot:
         def load() -> bytes | str:
@@ -458,8 +442,12 @@ class ReplayApp(App[None]):
             self._show_step(self.steps[self.selected])
         self.render_frame()
 
-    def action_zoom(self) -> None:
-        self.zoom = not self.zoom
+    def can(self, action: str, parameters: tuple[object, ...]) -> bool:
+        # Nothing is answered or killed here: y, n and k do not exist in a replay.
+        return action in ("zoom", "screen_text", "open_screenshot", "help")
+
+    def zoom(self) -> None:
+        self.zoomed = not self.zoomed
         self.render_frame()
 
     def _shown_screen(self) -> ShownScreen | None:
@@ -482,28 +470,41 @@ class ReplayApp(App[None]):
         label = "the field (last click point)" if field else "the action's target"
         return ShownScreen(sha, load, point, label if point else "", run_id, limit=self.screen_limit)
 
-    def action_screen_text(self) -> None:
+    def screen_text(self) -> None:
         shown = self._shown_screen()
         if shown is None:
             self.notify("no screenshot recorded for this step", timeout=3, markup=False)
             return
-        if not isinstance(self.screen, ScreenTextScreen):
+        if not isinstance(self.app.screen, ScreenTextScreen):
             self.reading.request(shown)
-            self.push_screen(ScreenTextScreen(shown, self.reading))
+            self.app.push_screen(ScreenTextScreen(shown, self.reading))
 
-    @while_open
-    def on_screen_text_read(self, message: ScreenTextRead) -> None:
-        screen_text_arrived(self, self.reading, message)
-
-    def action_open_screenshot(self) -> None:
+    def open_screenshot(self) -> None:
         shown = self._shown_screen()
         if shown is None:
             self.notify("no screenshot recorded for this step", timeout=3, markup=False)
             return
-        write_and_open(self, shown)
+        write_and_open(self.app, shown)
 
-    def action_help(self) -> None:
-        if not isinstance(self.screen, HelpScreen):
+    def show_help(self) -> None:
+        if not isinstance(self.app.screen, HelpScreen):
             policy = self.reader.info.get("policy")
             lines = [f"policy {visible(str(policy.get('name', '?')))}"] if isinstance(policy, dict) else []
-            self.push_screen(HelpScreen(lines, KEYS))
+            self.app.push_screen(HelpScreen(lines, KEYS))
+
+    def action_quit(self) -> None:
+        self.app.exit()
+
+
+def replay_app(
+    reader: RunReader,
+    chain: ChainState,
+    *,
+    follow: bool = False,
+    reverify: Callable[[], ChainState] | None = None,
+    start: int = 0,
+    **settings: Any,
+) -> CuaApp:
+    """The App showing the run ``reader`` is open on (``settings``: CuaApp's: theme, graphics, screen reader)."""
+    screen = partial(ReplayScreen, reader=reader, chain=chain, follow=follow, reverify=reverify, start=start)
+    return CuaApp(screen, title="cua-tui replay", tell_theme=False, **settings)

@@ -1,4 +1,4 @@
-"""Event sources for the App: a live run (the supervisor in a worker thread) or recorded events (fixtures,
+"""Event sources for a run's screen: a live run (the supervisor in a worker thread) or recorded events (fixtures,
 snapshots, screenshots). The App talks to both through the same small interface."""
 
 from __future__ import annotations
@@ -14,18 +14,29 @@ from textual.worker import NoActiveWorker, get_current_worker
 from ..core import events as ev
 from ..core.approvers import HandshakeApprover
 from ..core.ports import Answer, DecisionRequest
+from ..core.run_view import RunView
 from ..core.supervisor import RunConfig, RunResult, Supervisor
 from .status import RunInfo
 
 
 class RunSource(Protocol):
-    """What the App needs of a run: its events (the one channel from the run), and the few commands
-    that go the other way (answer the pending request, the kill switch)."""
+    """What a run's screen needs of a run: its events (the one channel from the run), and the few commands
+    that go the other way (answer the pending request, the kill switch). ``owned``: the screen is the run's
+    one front end (it drives the run, signals its decisions, and leaving it kills the run); a fleet's run
+    is the fleet's. ``run_name`` names the run in the decision panel ("" for a lone run)."""
 
     info: RunInfo
     policy_lines: list[str]
+    owned: bool
+    run_name: str
+    label: str  # the fleet task's name ("" for a lone run)
+    run_dir: Path | None
 
-    def attach(self, on_event: Callable[[ev.Stamped], None]) -> None: ...
+    def attach(self, on_event: Callable[[ev.Stamped], None]) -> RunView:
+        """Start telling ``on_event`` every later event; the run's state so far (empty for a new run)."""
+        ...
+
+    def detach(self) -> None: ...
     def run(self) -> RunResult | None: ...
     def kill(self, by: str = "human (TUI)") -> None: ...
     def answer(
@@ -37,7 +48,10 @@ class RunSource(Protocol):
         grant: bool = False,
         screen: str = "",  # the SHA-256 of the screenshot shown with the request ("" none)
         shown_ms: int | None = None,  # how long the request was on screen
-    ) -> bool: ...
+    ) -> str | None:
+        """None when the answer reached ``request``; else why not (it is no longer pending)."""
+        ...
+
     def revoke(self, grant_id: int) -> bool: ...
     @property
     def live(self) -> bool: ...
@@ -68,6 +82,9 @@ class LiveRun:
     """A supervisor driven from the App's worker thread; decisions go through a cancellable handshake."""
 
     live = True
+    owned = True
+    run_name = ""
+    label = ""
 
     def __init__(self, supervisor: Supervisor, approver: HandshakeApprover) -> None:
         self.supervisor = supervisor
@@ -75,9 +92,13 @@ class LiveRun:
         self.info = run_info(supervisor.config, supervisor.run_id)
         self.policy_lines = supervisor.config.policy.summary()
 
-    def attach(self, on_event: Callable[[ev.Stamped], None]) -> None:
+    def attach(self, on_event: Callable[[ev.Stamped], None]) -> RunView:
         # Called right after each record was appended, under the supervisor's emit lock, with its chain place.
         self.supervisor.subscribe(on_event)
+        return RunView()
+
+    def detach(self) -> None:
+        pass
 
     def run(self) -> RunResult:
         return self.supervisor.run()
@@ -94,8 +115,10 @@ class LiveRun:
         grant: bool = False,
         screen: str = "",
         shown_ms: int | None = None,
-    ) -> bool:
-        return self.approver.answer(answer, request, note=note, grant=grant, screen=screen, shown_ms=shown_ms)
+    ) -> str | None:
+        if self.approver.answer(answer, request, note=note, grant=grant, screen=screen, shown_ms=shown_ms):
+            return None
+        return "it is no longer pending"
 
     def revoke(self, grant_id: int) -> bool:
         return self.supervisor.revoke_grant(grant_id)
@@ -123,6 +146,9 @@ class RecordedRun:
     killed: bool = False
     run_dir: Path | None = None  # a recording has none unless it names the directory it came from
     live = False
+    owned = True
+    run_name = ""
+    label = ""
 
     def __post_init__(self) -> None:
         self._on_event: Callable[[ev.Stamped], None] | None = None
@@ -132,8 +158,12 @@ class RecordedRun:
     def ends(self) -> bool:
         return any(isinstance(s.event, ev.RunEnded) for s in self.events)
 
-    def attach(self, on_event: Callable[[ev.Stamped], None]) -> None:
+    def attach(self, on_event: Callable[[ev.Stamped], None]) -> RunView:
         self._on_event = on_event
+        return RunView()
+
+    def detach(self) -> None:
+        pass
 
     def run(self) -> None:
         assert self._on_event is not None
@@ -161,9 +191,9 @@ class RecordedRun:
         grant: bool = False,
         screen: str = "",
         shown_ms: int | None = None,
-    ) -> bool:
+    ) -> str | None:
         self.answers.append(answer)
-        return True
+        return None
 
     def revoke(self, grant_id: int) -> bool:
         return False  # a recording has no grants to revoke

@@ -17,8 +17,8 @@ from textual.widgets import Footer, Static
 from cua_tui.build import HANDSHAKE, Run, RunOptions, build_run
 from cua_tui.core.guard import DecisionGuard
 from cua_tui.desktops.sim import SimDesktop
-from cua_tui.tui.app import SupervisorApp
-from cua_tui.tui.fleet_app import FleetApp
+from cua_tui.tui.app import CuaApp
+from cua_tui.tui.run_screen import supervisor_app
 from cua_tui.tui.source import LiveRun
 
 # Deadlines for things that happen "soon": generous, because a loaded machine (a full suite next to other
@@ -45,10 +45,11 @@ def quick_clock() -> float:
 
 def guard_of(app: App[Any]) -> DecisionGuard:
     """The input guard of the decision the app's y / a / n would answer (a fleet run's view has its own)."""
-    if isinstance(app, FleetApp):
-        return app._guarded()[0]
-    assert isinstance(app, SupervisorApp)
-    return app.guard
+    assert isinstance(app, CuaApp)
+    view = app.view_screen
+    guard = view.guard_for() if view is not None else None
+    assert guard is not None, "no decision view"
+    return guard
 
 
 async def answer(pilot: Pilot[Any], *keys: str) -> None:
@@ -59,8 +60,10 @@ async def answer(pilot: Pilot[Any], *keys: str) -> None:
     await pilot.press(*keys)
 
 
-async def until_ended(pilot: Pilot[Any], app: SupervisorApp, timeout: float = SOON) -> float:
-    took = await until(pilot, lambda: not app.running and bool(app.final_status), "the end of the run", timeout)
+async def until_ended(pilot: Pilot[Any], app: CuaApp, timeout: float = SOON) -> float:
+    took = await until(
+        pilot, lambda: not app.main.running and bool(app.main.final_status), "the end of the run", timeout
+    )
     await pilot.pause()
     return took
 
@@ -78,7 +81,7 @@ def drawn(widget: Widget) -> str:
     return "\n".join("".join(segment.text for segment in line) for line in lines)
 
 
-def footer_actions(app: SupervisorApp) -> set[str]:
+def footer_actions(app: CuaApp) -> set[str]:
     """Actions the footer shows as applicable now."""
     return {key.action for key in app.query_one(Footer).query("FooterKey") if not key.has_class("-disabled")}
 
@@ -105,7 +108,15 @@ def sim_run(tmp_path: Path, turns: list[dict[str, Any]], *, task: str = "test ta
     return run
 
 
-def live_app(run: Run) -> SupervisorApp:
+def live_app(run: Run) -> CuaApp:
     """The supervision TUI on a live run built by ``sim_run``."""
     assert run.handshake is not None
-    return SupervisorApp(LiveRun(run.supervisor, run.handshake), guard_clock=quick_clock)
+    return supervisor_app(LiveRun(run.supervisor, run.handshake), guard_clock=quick_clock)
+
+
+def possible(app: App[Any], action: str) -> bool | None:
+    """Whether ``action`` is possible now, asked of whoever binds it: the App (the keys every view shares,
+    done by the view they act on) or the screen shown (its own keys)."""
+    from cua_tui.tui.app import VIEW_ACTIONS
+
+    return app.check_action(action, ()) if action in VIEW_ACTIONS else app.screen.check_action(action, ())

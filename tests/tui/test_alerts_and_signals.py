@@ -4,6 +4,7 @@ the browser folded into a count in the status bar."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,8 @@ from cua_tui.build import HANDSHAKE, RunOptions, build_run
 from cua_tui.core import events as ev
 from cua_tui.desktops.sim import SimDesktop
 from cua_tui.scenes import SCENES
-from cua_tui.tui.app import SupervisorApp
+from cua_tui.tui.app import CuaApp
+from cua_tui.tui.run_screen import RunScreen, supervisor_app
 from cua_tui.tui.signals import AlertBar, Signals
 from cua_tui.tui.source import LiveRun, RecordedRun
 from cua_tui.tui.status import RunInfo, StatusBar
@@ -25,11 +27,11 @@ pytestmark = pytest.mark.timeout(60)
 SIZE = (160, 50)
 
 
-class Recording(SupervisorApp):
+class Recording(CuaApp):
     """The app, with what it would send to the terminal recorded."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, source: Any, **kwargs: Any) -> None:
+        super().__init__(partial(RunScreen, source=source), **kwargs)
         self.bells = 0
         self.escapes: list[str] = []
 
@@ -61,7 +63,7 @@ def live(tmp_path: Path, **kwargs: Any) -> Recording:
 async def test_a_waiting_decision_rings_and_notifies_where_the_terminal_shows_it(tmp_path: Path) -> None:
     app = live(tmp_path, env={"TERM": "xterm-kitty"})
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.pending is not None, "the decision")
+        await until(pilot, lambda: app.main.pending is not None, "the decision")
         await pilot.pause()
         assert app.bells == 1
         assert len(app.escapes) == 1 and app.escapes[0].startswith("\x1b]99;")
@@ -75,7 +77,7 @@ async def test_a_waiting_decision_rings_and_notifies_where_the_terminal_shows_it
 async def test_bell_and_notification_can_be_turned_off(tmp_path: Path) -> None:
     app = live(tmp_path, env={"TERM": "xterm-kitty"}, signals=Signals(bell=False, notify=False))
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.pending is not None, "the decision")
+        await until(pilot, lambda: app.main.pending is not None, "the decision")
         await pilot.pause()
         assert app.bells == 0 and app.escapes == []
         await answer(pilot, "n", "escape")
@@ -85,7 +87,7 @@ async def test_bell_and_notification_can_be_turned_off(tmp_path: Path) -> None:
 async def test_an_unknown_terminal_gets_the_bell_and_no_escape(tmp_path: Path) -> None:
     app = live(tmp_path, env={"TERM": "xterm-256color"})
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.pending is not None, "the decision")
+        await until(pilot, lambda: app.main.pending is not None, "the decision")
         await pilot.pause()
         assert app.bells == 1 and app.escapes == []
         await pilot.press("k")
@@ -105,7 +107,7 @@ async def test_a_blocked_action_raises_an_alert_that_stays_until_seen() -> None:
         assert bar.display  # it stays: no timeout takes it away
         await pilot.press("x")
         await pilot.pause()
-        assert not bar.display and app.view.attention.unseen == []
+        assert not bar.display and app.main.view.attention.unseen == []
         await until(pilot, lambda: "alerts_seen" not in footer_actions(app), "x gone from the footer")
         await pilot.press("k")
 
@@ -118,10 +120,10 @@ def egress(seq: int, host: str, method: str = "CONNECT") -> ev.Stamped:
 async def test_routine_refusals_are_counted_and_an_outside_host_alerts() -> None:
     hosts = ["clients2.google.com", "update.googleapis.com", "update.googleapis.com", "collect.evil.example"]
     source = RecordedRun(RunInfo("r1", "local", "openai", task="t"), [egress(i, h) for i, h in enumerate(hosts)])
-    app = SupervisorApp(source)
+    app = supervisor_app(source)
     async with app.run_test(size=SIZE) as pilot:
         bar = app.query_one(AlertBar)
-        await until(pilot, lambda: app.view.seq == 3, "the events")
+        await until(pilot, lambda: app.main.view.seq == 3, "the events")
         await pilot.pause()
         assert "egress refused: CONNECT collect.evil.example:443" in plain(bar)
         assert "google" not in plain(bar)  # the browser's own traffic never alerts

@@ -9,16 +9,17 @@ from typing import Any
 
 import pytest
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
-from pilot_helpers import answer, plain, quick_clock, until, until_ended
+from pilot_helpers import answer, plain, possible, quick_clock, until, until_ended
 from textual.widgets import Input
 
 from cua_tui.build import HANDSHAKE, RunOptions, build_run
 from cua_tui.core import events as ev
 from cua_tui.core.supervisor import MSG_DECLINED
 from cua_tui.desktops.sim import SimDesktop
-from cua_tui.tui.app import SupervisorApp
+from cua_tui.tui.app import CuaApp
 from cua_tui.tui.decision_panel import DecisionPanel
 from cua_tui.tui.dialogs import GrantsScreen, RejectReason
+from cua_tui.tui.run_screen import supervisor_app
 from cua_tui.tui.source import LiveRun
 
 pytestmark = pytest.mark.timeout(60)
@@ -33,7 +34,7 @@ def click(point: tuple[int, int]) -> dict[str, Any]:
     return {"type": "click", "button": "left", "x": point[0], "y": point[1]}
 
 
-def live(tmp_path: Path, turns: list[dict[str, Any]]) -> tuple[SupervisorApp, list[ev.Event], Any]:
+def live(tmp_path: Path, turns: list[dict[str, Any]]) -> tuple[CuaApp, list[ev.Event], Any]:
     events: list[ev.Event] = []
     run = build_run(
         RunOptions(
@@ -50,11 +51,13 @@ def live(tmp_path: Path, turns: list[dict[str, Any]]) -> tuple[SupervisorApp, li
     )
     assert run.handshake is not None
     track(run.supervisor)
-    return SupervisorApp(LiveRun(run.supervisor, run.handshake), guard_clock=quick_clock), events, run
+    return supervisor_app(LiveRun(run.supervisor, run.handshake), guard_clock=quick_clock), events, run
 
 
-async def until_asked(pilot: Any, app: SupervisorApp, turn: int) -> None:
-    await until(pilot, lambda: app.pending is not None and app.pending.turn == turn, f"a decision in turn {turn}")
+async def until_asked(pilot: Any, app: CuaApp, turn: int) -> None:
+    await until(
+        pilot, lambda: app.main.pending is not None and app.main.pending.turn == turn, f"a decision in turn {turn}"
+    )
     await pilot.pause()
 
 
@@ -73,12 +76,12 @@ async def test_a_approves_the_scope_shown_and_a_matching_action_is_not_asked_aga
         await answer(pilot, "a")
         await until_asked(pilot, app, 3)  # turn 2's typing went by the grant; turn 3's Enter is asked
         assert [e.index for e in events if isinstance(e, ev.DecisionRequested)] == [1, 1]
-        assert app.view.grants  # the focus stayed in the field: the grant is still in force
-        assert app.check_action("grants", ()) is True
+        assert app.main.view.grants  # the focus stayed in the field: the grant is still in force
+        assert possible(app, "grants") is True
         await pilot.press("g")
         assert isinstance(app.screen, GrantsScreen)
         await pilot.press("enter")  # revoke the selected (only) grant
-        await until(pilot, lambda: not app.view.grants, "the grant revoked")
+        await until(pilot, lambda: not app.main.view.grants, "the grant revoked")
         await answer(pilot, "y")
         await until_ended(pilot, app)
     grant = next(e for e in events if isinstance(e, ev.GrantAdded))
@@ -97,7 +100,7 @@ async def test_n_with_a_reason_reaches_the_model(tmp_path: Path) -> None:
         assert isinstance(app.screen, RejectReason)
         await pilot.press(*"use the search box, k is a letter here")  # k types, it does not kill
         assert app.screen.query_one(Input).value.endswith("k is a letter here")
-        assert app.running
+        assert app.main.running
         await pilot.press("enter")
         await until_ended(pilot, app)
     message = f"{MSG_DECLINED} The reviewer said: use the search box, k is a letter here"
@@ -138,7 +141,7 @@ async def test_the_goal_is_in_view_in_every_state_and_repeated_at_the_decision(t
     )
     assert run.handshake is not None
     track(run.supervisor)
-    app = SupervisorApp(LiveRun(run.supervisor, run.handshake), guard_clock=quick_clock)
+    app = supervisor_app(LiveRun(run.supervisor, run.handshake), guard_clock=quick_clock)
     async with app.run_test(size=(80, 24)) as pilot:
         goal = app.query_one(GoalBar)
         await until_asked(pilot, app, 1)
@@ -178,7 +181,7 @@ async def test_a_resize_redraws_the_picture_and_the_decision_stays_in_view(tmp_p
                 and rendered.width == view.size.width
                 and rendered.height == view.size.height
                 and len(rendered.strips) <= view.size.height
-                and app.desktop.settled
+                and app.main.desktop.settled
             )
 
         await until(pilot, fitted, "the picture at 160x48")
@@ -207,7 +210,7 @@ async def test_y_does_nothing_under_a_dialog_that_hides_the_decision(tmp_path: P
         assert app.screen is not app.screen_stack[0]  # the help screen covers the decision
         await answer(pilot, "y", "a", "n")  # the guard has passed: only the dialog stands in the way
         await pilot.pause(0.2)
-        assert app.pending is not None and not [
+        assert app.main.pending is not None and not [
             e for e in events if isinstance(e, ev.DecisionMade) and e.by != "policy"
         ]
         await pilot.press("escape")

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fleet_cases import SAFETY, SAVE_KEY, opts
-from pilot_helpers import answer, plain, quick_clock, until
+from pilot_helpers import answer, plain, possible, quick_clock, until
 from textual.widgets import Input, Static
 
 from cua_tui.build import RunOptions
@@ -22,14 +23,16 @@ from cua_tui.core.audit import verify_run
 from cua_tui.core.fleet_queue import RunRow, RunState
 from cua_tui.core.run_view import RunView
 from cua_tui.fleet_runner import Fleet, FleetTask
+from cua_tui.tui.app import CuaApp
 from cua_tui.tui.audit_pane import AuditPane
 from cua_tui.tui.batch import BatchPane
 from cua_tui.tui.decision_panel import DecisionPanel
 from cua_tui.tui.desktop_view import DesktopView
 from cua_tui.tui.dialogs import RejectReason
-from cua_tui.tui.fleet_app import FleetApp, KillAllScreen, RunScreen, run_info, tail_path
+from cua_tui.tui.fleet_screen import FleetScreen, KillAllScreen, run_info, tail_path
 from cua_tui.tui.goal import GoalBar
 from cua_tui.tui.row_table import RowTable
+from cua_tui.tui.run_screen import RunScreen
 from cua_tui.tui.status import StatusBar
 from cua_tui.tui.text_lines import TextLines
 
@@ -53,11 +56,11 @@ def fleet_of(tmp_path: Path, tasks: dict[str, RunOptions], concurrency: int = 8)
     )
 
 
-class App(FleetApp):
+class App(CuaApp):
     """The fleet TUI, keeping what it told the analyst."""
 
     def __init__(self, fleet: Fleet, **kwargs: Any) -> None:
-        super().__init__(fleet, **{"guard_clock": quick_clock, **kwargs})
+        super().__init__(partial(FleetScreen, fleet=fleet), **{"guard_clock": quick_clock, **kwargs})
         self.told: list[tuple[str, str]] = []
 
     def notify(self, message: str, *, title: str = "", severity: Any = "information", **kw: Any) -> None:
@@ -78,47 +81,49 @@ def sealed_intact(path: str) -> bool:
     return report.intact and report.sealed
 
 
-def queue_rows(app: FleetApp) -> list[list[str]]:
+def queue_rows(app: CuaApp) -> list[list[str]]:
     table = app.query_one("#queue", RowTable)
     return [[cell.plain for cell in table.get_row_at(i)] for i in range(table.row_count)]
 
 
-def run_cells(app: FleetApp, task: str) -> dict[str, str]:
+def run_cells(app: CuaApp, task: str) -> dict[str, str]:
     table = app.query_one("#runs", RowTable)
     return dict(zip(table.labels, [cell.plain for cell in table.get_row(task)], strict=True))
 
 
-async def until_queued(pilot: Any, app: FleetApp, n: int) -> None:
-    await until(pilot, lambda: len(app.items) >= n and app.selected is not None, f"{n} requests in the queue")
+async def until_queued(pilot: Any, app: CuaApp, n: int) -> None:
+    await until(pilot, lambda: len(app.main.items) >= n and app.main.selected is not None, f"{n} requests in the queue")
     await pilot.pause()
 
 
-async def select_pending(pilot: Any, app: FleetApp) -> None:
+async def select_pending(pilot: Any, app: CuaApp) -> None:
     """The queue's cursor on a pending request. The selection stays on a request that closed (a killed run's)
     until it moves, and y would be refused there: by design, never applied to another request."""
-    pending = {str(item.ticket) for item in app.items}
-    if app.selected is not None and str(app.selected.ticket) in pending:
+    pending = {str(item.ticket) for item in app.main.items}
+    if app.main.selected is not None and str(app.main.selected.ticket) in pending:
         return
     queue = app.query_one("#queue", RowTable)
     queue.move_cursor(row=next(i for i, key in enumerate(queue.keys) if key in pending))
     await until(
-        pilot, lambda: app.selected is not None and str(app.selected.ticket) in pending, "a pending request selected"
+        pilot,
+        lambda: app.main.selected is not None and str(app.main.selected.ticket) in pending,
+        "a pending request selected",
     )
 
 
-async def approve_all(pilot: Any, app: FleetApp) -> None:
+async def approve_all(pilot: Any, app: CuaApp) -> None:
     """y to each queued request, each once the queue shows what the one before did (a loaded machine is slow:
     a y pressed before the selection moved on would meet the request just answered, and be refused)."""
-    for left in range(len(app.items) - 1, -1, -1):
+    for left in range(len(app.main.items) - 1, -1, -1):
         await select_pending(pilot, app)
         await answer(pilot, "y")
-        await until(pilot, lambda left=left: len(app.items) == left, f"{left} requests left in the queue")
+        await until(pilot, lambda left=left: len(app.main.items) == left, f"{left} requests left in the queue")
         if left:
-            await until(pilot, lambda: app.selected is not None, "the next request selected")
+            await until(pilot, lambda: app.main.selected is not None, "the next request selected")
 
 
-async def until_done(pilot: Any, app: FleetApp, fleet: Fleet) -> None:
-    await until(pilot, lambda: fleet.done and app.finished, "every run to end")
+async def until_done(pilot: Any, app: CuaApp, fleet: Fleet) -> None:
+    await until(pilot, lambda: fleet.done and app.main.finished, "every run to end")
     await pilot.pause(0.1)
 
 
@@ -149,13 +154,17 @@ async def test_the_queue_shows_safety_checks_first_then_sending_then_the_rest(
         assert "t1 #2 type" in rows[1][4] and "ctrl+s" in rows[2][4]
         # The selected request (the first) in the single run's decision view: the task line, the checks.
         await pilot.press("ctrl+home")
-        await until(pilot, lambda: app.selected is not None and app.selected.task == "safety", "the first selected")
+        await until(
+            pilot, lambda: app.main.selected is not None and app.main.selected.task == "safety", "the first selected"
+        )
         panel = plain(app.query_one(DecisionPanel))
         assert "DECISION NEEDED" in panel and "task    fill the form" in panel and "malicious_instructions" in panel
         why = app.query_one("#queue-why", TextLines).plain
         assert "SAFETY CHECK" in why and "the model raised safety checks: first" in why
         await pilot.press("down")
-        await until(pilot, lambda: app.selected is not None and app.selected.task == "typing", "the typing selected")
+        await until(
+            pilot, lambda: app.main.selected is not None and app.main.selected.task == "typing", "the typing selected"
+        )
         panel = plain(app.query_one(DecisionPanel))
         assert "cua-tui verified" in panel and "goes to" in panel  # the typed text in full, and where it goes
         assert "typing can send data out: second" in app.query_one("#queue-why", TextLines).plain
@@ -170,9 +179,11 @@ async def test_y_n_and_a_answer_the_selected_request_only(tmp_path: Path, settin
 
         async def select(task: str) -> None:
             table = app.query_one("#queue", RowTable)
-            ticket = next(str(item.ticket) for item in app.items if item.task == task)
+            ticket = next(str(item.ticket) for item in app.main.items if item.task == task)
             table.move_cursor(row=table.keys.index(ticket))  # the table's rows, not the queue's: see select_pending
-            await until(pilot, lambda: app.selected is not None and app.selected.task == task, f"{task} selected")
+            await until(
+                pilot, lambda: app.main.selected is not None and app.main.selected.task == task, f"{task} selected"
+            )
 
         await select("reject")
         await answer(pilot, "n")
@@ -182,7 +193,7 @@ async def test_y_n_and_a_answer_the_selected_request_only(tmp_path: Path, settin
         await until(pilot, lambda: fleet.row("reject").ended, "the rejected run to end")
 
         await select("scope")
-        assert app.check_action("approve_scope", ()) is True  # typing has a scope: a is offered
+        assert possible(app, "approve_scope") is True  # typing has a scope: a is offered
         await answer(pilot, "a")
         await until(pilot, lambda: all(i.task != "scope" for i in fleet.queue()), "the scoped approval taken")
 
@@ -210,14 +221,14 @@ async def test_an_answer_to_a_request_whose_run_was_killed_is_refused_with_a_mes
     app = App(fleet)
     async with app.run_test(size=SIZE) as pilot:
         await until_queued(pilot, app, 2)
-        stale = app.selected
+        stale = app.main.selected
         assert stale is not None
-        other = next(i for i in app.items if i.ticket != stale.ticket)
+        other = next(i for i in app.main.items if i.ticket != stale.ticket)
         await pilot.press("k")  # the selected request's run
-        await until(pilot, lambda: stale.ticket not in app.pending_tickets, "the killed run's request to close")
+        await until(pilot, lambda: stale.ticket not in app.main.pending_tickets, "the killed run's request to close")
         await pilot.pause()
         # The closed request stays selected, marked, so that y is not taken for the next one.
-        assert app.selected is stale
+        assert app.main.selected is stale
         assert "CLOSED" in app.query_one("#queue-why", TextLines).plain
         assert [r[0] for r in queue_rows(app)].count("-") == 1
         await answer(pilot, "y")
@@ -228,7 +239,9 @@ async def test_an_answer_to_a_request_whose_run_was_killed_is_refused_with_a_mes
         assert human_decisions(fleet.row(other.task).path) == []
         # moving off the closed row drops it; y then answers the other run's request
         await pilot.press("down")
-        await until(pilot, lambda: app.selected is not None and app.selected.ticket == other.ticket, "the other")
+        await until(
+            pilot, lambda: app.main.selected is not None and app.main.selected.ticket == other.ticket, "the other"
+        )
         assert len(queue_rows(app)) == 1
         await answer(pilot, "y")
         await until(pilot, lambda: fleet.row(other.task).ended, "the other run to end")
@@ -249,8 +262,8 @@ async def test_the_panel_names_the_run_asking_and_the_runs_table_follows_the_sel
         queue, runs = app.query_one("#queue", RowTable), app.query_one("#runs", RowTable)
         for row in (2, 0, 1):
             queue.move_cursor(row=row)
-            item = next(i for i in app.items if str(i.ticket) == queue.keys[row])
-            await until(pilot, lambda item=item: app.selected is item, f"{item.task} selected")
+            item = next(i for i in app.main.items if str(i.ticket) == queue.keys[row])
+            await until(pilot, lambda item=item: app.main.selected is item, f"{item.task} selected")
             await pilot.pause()
             panel = plain(app.query_one(DecisionPanel)).splitlines()
             assert panel[0].startswith(" DECISION NEEDED") and "task    fill the form" in panel
@@ -260,12 +273,12 @@ async def test_the_panel_names_the_run_asking_and_the_runs_table_follows_the_sel
             assert item.task in app.query_one("#run-detail", TextLines).plain
         # the runs table keeps its own cursor while the analyst moves it there
         runs.focus()
-        selected = app.selected
+        selected = app.main.selected
         assert selected is not None
         other = next(i for i, key in enumerate(runs.keys) if key != selected.task)
         runs.move_cursor(row=other)
         await pilot.pause()
-        assert runs.cursor_key != selected.task and app.selected is selected
+        assert runs.cursor_key != selected.task and app.main.selected is selected
         await pilot.press("K")
         await pilot.press("y")
         await until_done(pilot, app, fleet)
@@ -278,12 +291,12 @@ async def test_a_request_whose_run_was_killed_reads_closed_and_offers_no_answer(
     app = App(fleet)
     async with app.run_test(size=SIZE) as pilot:
         await until_queued(pilot, app, 2)
-        stale = app.selected
+        stale = app.main.selected
         assert stale is not None
         panel = app.query_one(DecisionPanel)
         assert "y approve" in plain(panel) and "n reject" in plain(panel)
         await pilot.press("k")
-        await until(pilot, lambda: stale.ticket not in app.pending_tickets, "the killed run's request to close")
+        await until(pilot, lambda: stale.ticket not in app.main.pending_tickets, "the killed run's request to close")
         await until(pilot, lambda: "CLOSED" in plain(panel), "the panel to say closed")
         text = plain(panel)
         assert text.startswith(f" CLOSED · turn {stale.request.turn} · action {stale.request.index + 1}")
@@ -295,7 +308,9 @@ async def test_a_request_whose_run_was_killed_reads_closed_and_offers_no_answer(
         assert panel.has_class("closed")
         # moving on to the other request: it reads as a decision again
         await pilot.press("down")
-        await until(pilot, lambda: app.selected is not None and app.selected.ticket != stale.ticket, "the other")
+        await until(
+            pilot, lambda: app.main.selected is not None and app.main.selected.ticket != stale.ticket, "the other"
+        )
         await pilot.pause()
         assert plain(panel).startswith(" DECISION NEEDED") and "y approve" in plain(panel)
         assert not panel.has_class("closed")
@@ -323,7 +338,7 @@ async def test_k_kills_the_selected_run_and_the_others_go_on(tmp_path: Path, set
         await pilot.press("k")
         await until(pilot, lambda: run_cells(app, "b")["status"] == "killed", "b shown killed")
         assert run_cells(app, "b")["log"] == "intact"
-        assert {i.task for i in app.items} == {"a", "c"}
+        assert {i.task for i in app.main.items} == {"a", "c"}
         assert [run_cells(app, t)["state"] for t in ("a", "c")] == [RunState.WAITING] * 2
         app.query_one("#queue", RowTable).focus()
         await approve_all(pilot, app)
@@ -339,7 +354,7 @@ async def test_K_kills_every_run_after_its_confirmation(tmp_path: Path, settings
         await until_queued(pilot, app, 2)
         await pilot.press("K")
         assert isinstance(app.screen, KillAllScreen)
-        assert app.check_action("approve", ()) is False  # nothing is answered from under the dialog
+        assert possible(app, "approve") is False  # nothing is answered from under the dialog
         await pilot.press("n")  # changed their mind: nothing is killed
         await pilot.pause(0.2)
         assert not isinstance(app.screen, KillAllScreen) and not any(r.ended for r in fleet.rows())
@@ -382,7 +397,7 @@ async def test_a_crashing_run_is_shown_as_error_while_the_others_go_on(tmp_path:
         runs = app.query_one("#runs", RowTable)
         runs.move_cursor(row=1)
         await until(pilot, lambda: "the adapter broke" in app.query_one("#run-why", TextLines).plain, "why")
-        assert {i.task for i in app.items} == {"ok", "ok-2"}  # the others wait for their decision
+        assert {i.task for i in app.main.items} == {"ok", "ok-2"}  # the others wait for their decision
         await approve_all(pilot, app)
         await until_done(pilot, app, fleet)
         assert [run_cells(app, t)["status"] for t in ("ok", "raises", "ok-2")] == ["passed", "error", "passed"]
@@ -396,7 +411,7 @@ async def test_enter_opens_the_runs_live_view_fed_by_watch_and_esc_returns(tmp_p
     app = App(fleet)
     async with app.run_test(size=SIZE) as pilot:
         await until_queued(pilot, app, 2)
-        task = app.selected.task if app.selected else ""
+        task = app.main.selected.task if app.main.selected else ""
         await pilot.press("enter")
         assert isinstance(app.screen, RunScreen) and app.screen.run_task == task
         live = app.screen
@@ -425,7 +440,7 @@ async def test_enter_opens_the_runs_live_view_fed_by_watch_and_esc_returns(tmp_p
         assert "sealed" in plain(audit.query_one("#chain", Static))
         await pilot.press("escape")
         assert not isinstance(app.screen, RunScreen)
-        assert [i.task for i in app.items] == [t for t in ("a", "b") if t != task]
+        assert [i.task for i in app.main.items] == [t for t in ("a", "b") if t != task]
     assert fleet.row(task).status == "passed"
 
 
@@ -479,7 +494,7 @@ async def test_a_click_on_a_run_or_a_double_click_on_a_request_opens_the_live_vi
         assert isinstance(app.screen, RunScreen) and app.screen.run_task == "b"
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, RunScreen), "back to the fleet")
-        first = app.items[0].task
+        first = app.main.items[0].task
         await pilot.click("#queue", offset=(3, 2), times=2)  # a double click on the first request
         await until(pilot, lambda: isinstance(app.screen, RunScreen), "the request's run's live view")
         assert isinstance(app.screen, RunScreen) and app.screen.run_task == first
@@ -498,7 +513,7 @@ async def test_a_fleet_that_ended_before_the_tui_listened_says_so_and_q_quits(
     assert fleet.wait(15)
     app = App(fleet)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.finished, "the TUI to know the fleet ended")
+        await until(pilot, lambda: app.main.finished, "the TUI to know the fleet ended")
         header = app.query_one("#fleet-header", TextLines).plain
         assert "1 run: " in header and "every run ended: q quits" in header
         assert "need the local desktop" in app.query_one("#run-why", TextLines).plain

@@ -16,8 +16,9 @@ from pilot_helpers import until, until_ended
 from cua_tui.build import HANDSHAKE, RunOptions, build_run
 from cua_tui.core.ports import Frame
 from cua_tui.desktops.sim import SimDesktop
-from cua_tui.tui.app import SupervisorApp
+from cua_tui.tui.app import CuaApp
 from cua_tui.tui.desktop_view import DesktopView
+from cua_tui.tui.run_screen import supervisor_app
 from cua_tui.tui.source import LiveRun
 
 pytestmark = pytest.mark.timeout(60)
@@ -49,7 +50,7 @@ class LargeDesktop(SimDesktop):
         return Frame(forged_png(self.size.width * 2, self.size.height * 2), self.size.width, self.size.height)
 
 
-def live_app(tmp_path: Path, desktop: SimDesktop, **kwargs: Any) -> SupervisorApp:
+def live_app(tmp_path: Path, desktop: SimDesktop, **kwargs: Any) -> CuaApp:
     run = build_run(
         RunOptions(
             task="bombs",
@@ -64,10 +65,10 @@ def live_app(tmp_path: Path, desktop: SimDesktop, **kwargs: Any) -> SupervisorAp
     )
     assert run.handshake is not None
     track(run.supervisor)
-    return SupervisorApp(LiveRun(run.supervisor, run.handshake), **kwargs)
+    return supervisor_app(LiveRun(run.supervisor, run.handshake), **kwargs)
 
 
-def desktop_notes(app: SupervisorApp) -> list[str]:
+def desktop_notes(app: CuaApp) -> list[str]:
     return [str(n.message) for n in app._notifications if n.title == "desktop"]
 
 
@@ -82,7 +83,7 @@ async def test_a_bomb_screenshot_is_one_notification_and_a_pane_that_says_so(tmp
         assert desktop_notes(app) == [f"screenshot not shown: {REFUSED}"]  # once, for every refused frame
         assert view.rendered is None and view.placeholder == f"screenshot not shown: {REFUSED}"
         assert not any(n.title == "run failed" for n in app._notifications)
-        assert app.final_status  # the run went on to its end; the TUI did not stop it
+        assert app.main.final_status  # the run went on to its end; the TUI did not stop it
         assert opened == []  # refused from the header: never handed to the decoder
         await pilot.press("q")
         await until(pilot, lambda: not app.is_running, "the app to exit")

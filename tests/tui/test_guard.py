@@ -6,6 +6,7 @@ The Pilot tests here use the real clock and the shipped guard (1.0 s): the guard
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,9 @@ from cua_tui.core.guard import DEFAULT_GUARD_S, GUARD_FLOOR_S, DecisionGuard
 from cua_tui.core.ports import Answer, DecisionRequest, Ruling
 from cua_tui.desktops.sim import SimDesktop
 from cua_tui.fleet_runner import Fleet, FleetTask
-from cua_tui.tui.app import SupervisorApp
-from cua_tui.tui.fleet_app import FleetApp, RunScreen
+from cua_tui.tui.app import CuaApp
+from cua_tui.tui.fleet_screen import FleetScreen
+from cua_tui.tui.run_screen import RunScreen
 from cua_tui.tui.source import LiveRun
 
 pytestmark = pytest.mark.timeout(90)
@@ -108,11 +110,11 @@ def test_an_answer_carries_the_screen_seen_into_the_ruling() -> None:
 # ---------------------------------------------------------------------------------------------------
 # The single run's TUI, on the real clock
 # ---------------------------------------------------------------------------------------------------
-class Told(SupervisorApp):
+class Told(CuaApp):
     """The supervision TUI, keeping what it told the analyst."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, source: Any, **kwargs: Any) -> None:
+        super().__init__(partial(RunScreen, source=source), **kwargs)
         self.told: list[str] = []
 
     def notify(self, message: str, **kwargs: Any) -> None:
@@ -151,22 +153,24 @@ async def test_keys_pressed_as_a_decision_appears_are_ignored_and_said_then_y_ap
     turns = [{"actions": [FIELD, {"type": "type", "text": "one"}, {"type": "type", "text": "two"}]}]
     app, path = live(tmp_path, turns)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.pending is not None and app.pending.index == 1, "the first typing decision")
-        first = app.pending
+        await until(
+            pilot, lambda: app.main.pending is not None and app.main.pending.index == 1, "the first typing decision"
+        )
+        first = app.main.pending
         await pilot.press("y", "a", "n")
-        assert app.pending is first and app.screen is app.screen_stack[0]  # nothing answered, no reason asked
+        assert app.main.pending is first and app.screen is app.screen_stack[0]  # nothing answered, no reason asked
         for key in "yan":
             (said,) = ignored(app, key)
             assert said.endswith("; keys count after 1.0 s")
-        await until(pilot, lambda: app.painted_sha != "", "the screen painted with it")
-        shown = app.painted_sha
-        await until(pilot, app.guard.passed, "the guard to pass", timeout=5)
+        await until(pilot, lambda: app.main.painted_sha != "", "the screen painted with it")
+        shown = app.main.painted_sha
+        await until(pilot, app.main.guard.passed, "the guard to pass", timeout=5)
         await pilot.press("y")
         # A double tap: the second y lands right after the next decision appears, and is ignored.
-        await until(pilot, lambda: app.pending is not None and app.pending.index == 2, "the second decision")
+        await until(pilot, lambda: app.main.pending is not None and app.main.pending.index == 2, "the second decision")
         await pilot.press("y")
-        assert app.pending is not None and app.pending.index == 2 and len(ignored(app, "y")) == 2
-        await until(pilot, app.guard.passed, "the guard to pass", timeout=5)
+        assert app.main.pending is not None and app.main.pending.index == 2 and len(ignored(app, "y")) == 2
+        await until(pilot, app.main.guard.passed, "the guard to pass", timeout=5)
         await pilot.press("n", "escape")
         await until_ended(pilot, app)
     records = audit(path)
@@ -183,13 +187,13 @@ async def test_k_passes_at_once(tmp_path: Path) -> None:
     # A long guard (the real clock), so that it surely still holds when k is pressed on a loaded machine.
     app, path = live(tmp_path, [{"actions": [FIELD, {"type": "type", "text": "one"}]}], guard_s=10.0)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.pending is not None, "the decision")
+        await until(pilot, lambda: app.main.pending is not None, "the decision")
         await pilot.press("y")
-        assert ignored(app, "y") and app.pending is not None  # the guard holds
+        assert ignored(app, "y") and app.main.pending is not None  # the guard holds
         await pilot.press("k")
-        assert not app.guard.passed()
+        assert not app.main.guard.passed()
         await until_ended(pilot, app)
-        assert app.final_status == "killed" and not ignored(app, "k")
+        assert app.main.final_status == "killed" and not ignored(app, "k")
     records = audit(path)
     assert [r["by"] for r in records if r["kind"] == "kill"] == ["human (TUI)"]
     assert not [r for r in records if r["kind"] == "decision" and r["by"] == "human (TUI)"]
@@ -198,9 +202,9 @@ async def test_k_passes_at_once(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------------
 # The fleet TUI, on the real clock
 # ---------------------------------------------------------------------------------------------------
-class FleetTold(FleetApp):
+class FleetTold(CuaApp):
     def __init__(self, fleet: Fleet, guard_s: float = 1.0) -> None:
-        super().__init__(fleet, guard_s=guard_s)
+        super().__init__(partial(FleetScreen, fleet=fleet), guard_s=guard_s)
         self.told: list[str] = []
 
     def notify(self, message: str, **kwargs: Any) -> None:
@@ -219,22 +223,26 @@ async def test_the_fleet_guards_each_request_shown_in_the_queue_and_in_a_runs_vi
     # a guard long enough that a key pressed right after a request is shown falls in it on a loaded machine
     app = FleetTold(fleet, guard_s=3.0)
     async with app.run_test(size=(200, 50)) as pilot:
-        await until(pilot, lambda: len(app.items) == 2 and app.selected is not None, "both requests queued")
-        await until(pilot, app.guard.passed, "the guard to pass", timeout=10)
+        await until(pilot, lambda: len(app.main.items) == 2 and app.main.selected is not None, "both requests queued")
+        await until(pilot, app.main.guard.passed, "the guard to pass", timeout=10)
         # another request selected: shown just now, so its keys wait again
         await pilot.press("down")
-        await until(pilot, lambda: app.selected is not None and app.selected.ticket == app.items[1].ticket, "b")
-        chosen = app.selected
+        await until(
+            pilot, lambda: app.main.selected is not None and app.main.selected.ticket == app.main.items[1].ticket, "b"
+        )
+        chosen = app.main.selected
         assert chosen is not None
         await pilot.press("y")
         assert [m for m in app.told if m.startswith("y ignored")] and len(fleet.queue()) == 2
-        await until(pilot, app.guard.passed, "the guard to pass", timeout=10)
+        await until(pilot, app.main.guard.passed, "the guard to pass", timeout=10)
         await pilot.press("y")
         await until(pilot, lambda: len(fleet.queue()) == 1, "the request answered")
         assert fleet.queue()[0].ticket != chosen.ticket
         # a run's view opening on its request: the guard again, its own
-        await until(pilot, lambda: app.selected is not None and app.selected.ticket == fleet.queue()[0].ticket, "a")
-        await until(pilot, app.guard.passed, "the guard to pass", timeout=10)
+        await until(
+            pilot, lambda: app.main.selected is not None and app.main.selected.ticket == fleet.queue()[0].ticket, "a"
+        )
+        await until(pilot, app.main.guard.passed, "the guard to pass", timeout=10)
         await pilot.press("enter")
         assert isinstance(app.screen, RunScreen)
         live_view = app.screen

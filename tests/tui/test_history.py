@@ -26,7 +26,7 @@ from textual.widgets import Input
 from cua_tui.core.supervisor import Supervisor
 from cua_tui.desktops.sim import PHRASE
 from cua_tui.scenes import SCENES
-from cua_tui.tui.app import SupervisorApp
+from cua_tui.tui.app import CuaApp
 from cua_tui.tui.audit_list import AuditList
 from cua_tui.tui.audit_pane import AuditPane
 from cua_tui.tui.batch import BatchPane, TurnSummary
@@ -59,7 +59,7 @@ TYPE_TURN = {"text": "typing the phrase", "actions": [click(FIELD), typing(PHRAS
 
 @dataclass
 class Live:
-    app: SupervisorApp
+    app: CuaApp
     supervisor: Supervisor
 
     @property
@@ -78,25 +78,25 @@ def live(tmp_path: Path, turns: list[dict[str, Any]]) -> Live:
     return Live(live_app(run), run.supervisor)
 
 
-async def until_decision(pilot: Pilot[Any], app: SupervisorApp, turn: int, index: int) -> None:
+async def until_decision(pilot: Pilot[Any], app: CuaApp, turn: int, index: int) -> None:
     def asked() -> bool:
-        return app.pending is not None and (app.pending.turn, app.pending.index) == (turn, index)
+        return app.main.pending is not None and (app.main.pending.turn, app.main.pending.index) == (turn, index)
 
     await until(pilot, asked, f"the decision on turn {turn}, action {index + 1}")
     await pilot.pause()
 
 
-def detail(app: SupervisorApp) -> str:
+def detail(app: CuaApp) -> str:
     assert isinstance(app.screen, DetailScreen), app.screen
     return plain(app.screen.query_one("#detail-text"))  # type: ignore[arg-type]
 
 
-def drawn_screen(app: SupervisorApp) -> str:
+def drawn_screen(app: CuaApp) -> str:
     """Every character the terminal shows now (all layers composed)."""
     return "\n".join(strip.text for strip in app.screen._compositor.render_strips())  # type: ignore[attr-defined]
 
 
-def osc52(app: SupervisorApp) -> list[str]:
+def osc52(app: CuaApp) -> list[str]:
     """What the App writes to the terminal from now on that is an OSC 52 clipboard sequence (decoded)."""
     driver = app._driver
     assert driver is not None
@@ -112,11 +112,11 @@ def osc52(app: SupervisorApp) -> list[str]:
     return seen
 
 
-def shown(app: SupervisorApp) -> list[str]:
+def shown(app: CuaApp) -> list[str]:
     return [entry.kind for entry in app.query_one(AuditList).shown]
 
 
-def messages(app: SupervisorApp) -> list[tuple[str, str]]:
+def messages(app: CuaApp) -> list[tuple[str, str]]:
     return [(str(n.title), str(n.message)) for n in app._notifications]
 
 
@@ -280,7 +280,7 @@ async def test_slash_filters_the_audit_list_by_kind_and_by_text(tmp_path: Path) 
         assert app.focused is search
         await pilot.press(*"kind:outcome")  # k is a letter here, not the kill switch
         await pilot.pause()
-        assert app.running and not app.view.killed and "kill" not in [r["kind"] for r in run.records()]
+        assert app.main.running and not app.main.view.killed and "kill" not in [r["kind"] for r in run.records()]
         outcomes = [r for r in run.records() if r["kind"] == "outcome"]
         assert shown(app) == ["outcome"] * len(outcomes) and len(outcomes) == 3  # turn 1, turn 2, turn 3's first
         await pilot.press("enter")  # keeps the filter, back to the list
@@ -318,7 +318,7 @@ async def test_slash_filters_the_audit_list_by_kind_and_by_text(tmp_path: Path) 
 # ---------------------------------------------------------------------------------------------------
 # The command palette: cua-tui's own commands, those possible now
 # ---------------------------------------------------------------------------------------------------
-async def palette_titles(pilot: Pilot[Any], app: SupervisorApp, query: str = "") -> list[str]:
+async def palette_titles(pilot: Pilot[Any], app: CuaApp, query: str = "") -> list[str]:
     await pilot.press("ctrl+p")
     await until(pilot, lambda: isinstance(app.screen, CommandPalette), "the command palette")
     if query:
@@ -348,10 +348,10 @@ async def test_the_palette_lists_cua_commands_and_kill_from_it_kills(tmp_path: P
         await until(pilot, lambda: not isinstance(app.screen, CommandPalette), "the palette closed")
 
         titles = await palette_titles(pilot, app, "kill")
-        assert titles[0] == "Kill switch" and app.running  # typing k in the palette is no kill
+        assert titles[0] == "Kill switch" and app.main.running  # typing k in the palette is no kill
         await pilot.press("enter")
         await until_ended(pilot, app)
-        assert app.final_status == "killed"
+        assert app.main.final_status == "killed"
         assert [r["by"] for r in run.records() if r["kind"] == "kill"] == ["human (TUI)"]
 
         titles = await palette_titles(pilot, app)  # after the end: nothing to decide, kill or verify live
@@ -377,7 +377,7 @@ async def test_verify_now_reports_the_chain_and_finds_an_edit(tmp_path: Path) ->
         edited["ts"] = edited["ts"] + 1
         lines[2] = json.dumps(edited, separators=(",", ":")).encode()
         run.supervisor.rundir.audit.write_bytes(b"\n".join(lines) + b"\n")
-        await app.run_action("verify_now")
+        await app.run_action("verify_now", app.screen)
         await until(pilot, lambda: any(t == "verify: NOT INTACT" for t, _ in messages(app)), "the second verdict")
         broken = next(m for t, m in messages(app) if t == "verify: NOT INTACT")
         assert "line 3" in broken or "line 4" in broken, broken
@@ -415,7 +415,7 @@ async def test_palette_entries_follow_the_actions_the_app_has() -> None:
 
     app = SCENES["awaiting-decision"].app()
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.pending is not None, "the recorded decision")
+        await until(pilot, lambda: app.main.pending is not None, "the recorded decision")
         titles = await palette_titles(pilot, app)
         assert {"Approve", "Screen text", "Open screenshot", "Copy run id"} <= set(titles)
         assert "Copy run directory" not in titles and "Verify now" not in titles

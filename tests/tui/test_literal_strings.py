@@ -38,18 +38,18 @@ from cua_tui.config import Settings
 from cua_tui.core.runlog import RunReader
 from cua_tui.core.text import visible
 from cua_tui.fleet_runner import Fleet, FleetTask
-from cua_tui.tui.app import SupervisorApp
 from cua_tui.tui.audit_list import AuditList
 from cua_tui.tui.audit_pane import AuditPane
 from cua_tui.tui.batch import BatchPane
 from cua_tui.tui.decision_panel import DecisionPanel
 from cua_tui.tui.desktop_view import DesktopView
 from cua_tui.tui.detail import DetailScreen
-from cua_tui.tui.fleet_app import FleetApp, RunScreen
+from cua_tui.tui.fleet_screen import fleet_app
 from cua_tui.tui.goal import GoalBar
 from cua_tui.tui.help import HelpScreen
-from cua_tui.tui.replay import ReplayApp, chain_state
+from cua_tui.tui.replay import chain_state, replay_app
 from cua_tui.tui.row_table import RowTable
+from cua_tui.tui.run_screen import RunScreen, supervisor_app
 from cua_tui.tui.source import LiveRun
 from cua_tui.tui.status import StatusBar
 from cua_tui.tui.text_lines import TextLines
@@ -150,10 +150,12 @@ async def test_the_live_run_the_palette_and_its_notifications_show_run_strings_l
         )
     )
     assert run.handshake is not None
-    app = SupervisorApp(LiveRun(track(run.supervisor), run.handshake), guard_clock=quick_clock)
+    app = supervisor_app(LiveRun(track(run.supervisor), run.handshake), guard_clock=quick_clock)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         # the safety check: its message, the task line, the model's words
-        await until(pilot, lambda: app.pending is not None and app.pending.kind == "safety_check", "the safety check")
+        await until(
+            pilot, lambda: app.main.pending is not None and app.main.pending.kind == "safety_check", "the safety check"
+        )
         await pilot.pause()
         panel = app.query_one(DecisionPanel)
         assert shows(panel) and shows(panel, f"task{SHOWN}")
@@ -163,7 +165,7 @@ async def test_the_live_run_the_palette_and_its_notifications_show_run_strings_l
         await answer(pilot, "y")  # it covers the typing it gates (shown, in full, in the same panel)
         # the model API's error text is the end reason
         await until_ended(pilot, app)
-        assert app.final_status == "error"
+        assert app.main.final_status == "error"
         assert shows(app.query_one(StatusBar), f"HTTP 500: {MARKUP}")  # the reason is cut at 80 characters
         check_screen(app)
 
@@ -213,16 +215,16 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 async def test_replay_shows_every_recorded_string_literally(real_run: Path, tmp_path: Path) -> None:
     path, tail, writer = forged(real_run, tmp_path / "forged")
     finish(path, writer, tail)
-    app = ReplayApp(RunReader(path), chain_state(path))
+    app = replay_app(RunReader(path), chain_state(path))
     async with app.run_test(size=SIZE, notifications=True) as pilot:
-        await until(pilot, lambda: bool(app.steps), "the steps")
+        await until(pilot, lambda: bool(app.main.steps), "the steps")
         await pilot.pause()
         goal = app.query_one(GoalBar)
         assert shows(goal, f"TASK{SHOWN}") and shows(goal, f"mayreach{SHOWN}·policy{SHOWN}")
         assert shows(app.query_one(".model-text"), f"model:{SHOWN}")
         check_screen(app)
         await pilot.press("g")  # the step of the refused egress: the malformed action, its host and reason
-        await until(pilot, lambda: app.selected == len(app.steps) - 1, "the egress step")
+        await until(pilot, lambda: app.main.selected == len(app.main.steps) - 1, "the egress step")
         await pilot.pause()
         step = app.query_one("#step")
         assert shows(step, f"egressrefusedCONNECT{SHOWN}:443·{SHOWN}")
@@ -252,13 +254,13 @@ async def test_follow_shows_the_end_reason_of_a_hostile_run_literally(real_run: 
     once; as markup, ``[/]`` killed the App with a traceback and exit status 0."""
     path, tail, writer = forged(real_run, tmp_path / "forged")
     verdict = lambda: chain_state(path, follow=True)  # noqa: E731
-    app = ReplayApp(RunReader(path), verdict(), follow=True, reverify=verdict)
+    app = replay_app(RunReader(path), verdict(), follow=True, reverify=verdict)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
-        await until(pilot, lambda: bool(app.steps), "the steps")
+        await until(pilot, lambda: bool(app.main.steps), "the steps")
         finish(path, writer, tail)
-        await until(pilot, lambda: app.ended_seen, "the end read")
+        await until(pilot, lambda: app.main.ended_seen, "the end read")
         await until(pilot, lambda: toast_shows(app, f"the run ended: error · {SHOWN}"), "the end said")
-        await until(pilot, lambda: app.sealed_seen, "the seal read")
+        await until(pilot, lambda: app.main.sealed_seen, "the seal read")
         await pilot.pause()
         assert shows(app.query_one("#banner"), "the run has ended")
         assert shows(app.query_one("#step"), f"egressrefusedCONNECT{SHOWN}:443·{SHOWN}")
@@ -281,12 +283,12 @@ async def test_the_fleet_shows_task_names_texts_and_reasons_literally(tmp_path: 
         FleetTask(failing, dataclasses.replace(base, agent_impl=model, agent_label=model.name)),
     ]
     fleet = Fleet(tasks, runs_dir=tmp_path / "runs", concurrency=2, tasks_sha256="ab" * 32)
-    app = FleetApp(fleet)
+    app = fleet_app(fleet)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
-        await until(pilot, lambda: any(i.task == HOSTILE for i in app.items), "the typing request queued")
+        await until(pilot, lambda: any(i.task == HOSTILE for i in app.main.items), "the typing request queued")
         queue = app.query_one("#queue", RowTable)
-        queue.move_cursor(row=next(i for i, item in enumerate(app.items) if item.task == HOSTILE))
-        await until(pilot, lambda: app.selected is not None and app.selected.task == HOSTILE, "it selected")
+        queue.move_cursor(row=next(i for i, item in enumerate(app.main.items) if item.task == HOSTILE))
+        await until(pilot, lambda: app.main.selected is not None and app.main.selected.task == HOSTILE, "it selected")
         await pilot.pause()
         assert shows(queue, "[/][@click=")  # the task column is narrow: the name cut short, literally
         assert shows(app.query_one("#runs", RowTable), SHOWN[:40])
@@ -323,7 +325,7 @@ async def test_the_fleet_shows_task_names_texts_and_reasons_literally(tmp_path: 
         await until(
             pilot, lambda: toast_shows(app, f"kill switch: {visible(HOSTILE, limit=64)} stops"), "the kill said"
         )
-        await until(pilot, lambda: fleet.done and app.finished, "every run to end")
+        await until(pilot, lambda: fleet.done and app.main.finished, "every run to end")
         check_screen(app)
         alive(app)
 

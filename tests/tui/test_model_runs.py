@@ -3,7 +3,7 @@ whose agent is the REAL OpenAI or Anthropic adapter, its official SDK talking HT
 127.0.0.1 (tests/model_server.py), on the in-process sim desktop.
 
 Wired as ``cua-tui run --agent openai|anthropic`` wires the TUI: a Supervisor, decisions through the
-HandshakeApprover, SupervisorApp(LiveRun(...)). Each scenario checks both sides: what the reviewer sees and
+HandshakeApprover, supervisor_app(LiveRun(...)). Each scenario checks both sides: what the reviewer sees and
 presses, and what the model server RECEIVED as a consequence.
 """
 
@@ -41,10 +41,11 @@ from cua_tui.build import HANDSHAKE, RunOptions, build_run
 from cua_tui.core.policy import Policy
 from cua_tui.core.supervisor import MSG_DECLINED, MSG_NOT_EXECUTED, Supervisor
 from cua_tui.desktops.sim import PHRASE, SimDesktop
-from cua_tui.tui.app import SupervisorApp
+from cua_tui.tui.app import CuaApp
 from cua_tui.tui.batch import BatchPane
 from cua_tui.tui.decision_panel import DecisionPanel
 from cua_tui.tui.help import HelpScreen
+from cua_tui.tui.run_screen import supervisor_app
 from cua_tui.tui.source import LiveRun
 from cua_tui.tui.status import StatusBar
 
@@ -86,7 +87,7 @@ def anthropic_agent(server: ModelServer, **kwargs: Any) -> AnthropicAgent:
 
 @dataclass
 class Live:
-    app: SupervisorApp
+    app: CuaApp
     supervisor: Supervisor
     desktop: SimDesktop
 
@@ -115,26 +116,26 @@ def live(tmp_path: Path, agent: OpenAIAgent | AnthropicAgent) -> Live:
     handshake = run.handshake
     assert handshake is not None and handshake.by == HUMAN
     supervisor = track(run.supervisor)
-    return Live(SupervisorApp(LiveRun(supervisor, handshake), guard_clock=quick_clock), supervisor, desktop)
+    return Live(supervisor_app(LiveRun(supervisor, handshake), guard_clock=quick_clock), supervisor, desktop)
 
 
-async def until_decision(pilot: Pilot[Any], app: SupervisorApp, index: int, kind: str = "action") -> None:
+async def until_decision(pilot: Pilot[Any], app: CuaApp, index: int, kind: str = "action") -> None:
     def pending() -> bool:
-        return app.pending is not None and app.pending.index == index and app.pending.kind == kind
+        return app.main.pending is not None and app.main.pending.index == index and app.main.pending.kind == kind
 
     await until(pilot, pending, f"a {kind} decision on #{index + 1}")
     await pilot.pause()
 
 
-def status_text(app: SupervisorApp) -> str:
+def status_text(app: CuaApp) -> str:
     return plain(app.query_one(StatusBar))
 
 
-def model_texts(app: SupervisorApp) -> list[str]:
+def model_texts(app: CuaApp) -> list[str]:
     return [plain(w) for w in app.query_one(BatchPane).query(".model-text").results(Static)]
 
 
-def states(app: SupervisorApp) -> list[str]:
+def states(app: CuaApp) -> list[str]:
     rows = app.query_one(BatchPane).rows
     return [rows[i].state for i in sorted(rows)]
 
@@ -201,7 +202,7 @@ async def test_y_approves_the_typing_and_the_model_run_passes(
 
         await answer(pilot, "y")
         await until_ended(pilot, app)
-        assert app.final_status == "passed", status_text(app)
+        assert app.main.final_status == "passed", status_text(app)
         status = status_text(app)
         assert "finished: passed" in status
         assert "3150 tok" in status
@@ -247,7 +248,7 @@ async def test_n_declines_and_the_server_receives_the_declined_message(
         await until_decision(pilot, app, 1)
         await answer(pilot, "n", "escape")  # reject, without a reason
         await until_ended(pilot, app)
-        assert app.final_status == "failed"  # the verifier found no proof
+        assert app.main.final_status == "failed"  # the verifier found no proof
         assert states(app) == ["executed", "declined", "not_executed"]
         assert "final: You declined typing; stopping." in model_texts(app)
     assert run.desktop.app.values == {} and run.desktop.app.proofs == []
@@ -294,7 +295,7 @@ async def test_safety_checks_are_shown_and_acknowledged_only_on_y(
 
         await answer(pilot, *((key, "escape") if key == "n" else (key,)))  # n asks for a reason: none given
         await until_ended(pilot, app)  # y covered the typing it gated: no second decision
-        assert app.final_status == ("passed" if key == "y" else "failed")
+        assert app.main.final_status == ("passed" if key == "y" else "failed")
         expected = ["executed"] * 3 if key == "y" else ["declined", "not_executed", "not_executed"]
         assert states(app) == expected
     second = server.bodies(OPENAI_PATH)[1]
@@ -339,12 +340,12 @@ async def test_k_kills_the_run_while_the_model_request_hangs(tmp_path: Path, ser
         pressed = time.monotonic()
         await pilot.press("k")
         # Over once its end is on screen; sealing the log afterwards is disk-bound and waited for below.
-        await until(pilot, lambda: not app.running and "finished: killed" in status_text(app), "the kill")
+        await until(pilot, lambda: not app.main.running and "finished: killed" in status_text(app), "the kill")
         took = time.monotonic() - pressed
         assert took < 2.0, f"the kill took {took:.2f} s"
         assert not server.closing.is_set() and len(server.received) == 1  # the request is still hanging
         await until_ended(pilot, app)
-        assert app.final_status == "killed"
+        assert app.main.final_status == "killed"
     assert agent._calls.cancelled  # the supervisor told the adapter to give up its request
     assert run.result_json()["status"] == "killed"
     assert [r["by"] for r in run.audit() if r["kind"] == "kill"] == [HUMAN]
@@ -371,7 +372,7 @@ async def test_a_malformed_reply_ends_the_run_with_an_error_on_screen(
     app = run.app
     async with app.run_test(size=SIZE) as pilot:
         await until_ended(pilot, app)
-        assert app.final_status == "error"
+        assert app.main.final_status == "error"
         assert app.result is not None and app.result.status == "error"
         status = status_text(app)
         assert "finished: error · agent: malformed reply from the model API: not JSON" in status

@@ -17,7 +17,7 @@ from textual.widgets import Static
 from cua_tui.cli import main
 from cua_tui.core.runlog import RunReader
 from cua_tui.core.safeio import RunFileError
-from cua_tui.tui.replay import ReplayApp, chain_state
+from cua_tui.tui.replay import chain_state, replay_app
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -43,14 +43,14 @@ async def test_replay_survives_every_hostile_run_directory(case: Case, corpus_ru
     chain = chain_state(run)
     expected = {0: ("intact", "unsealed"), 1: ("tampered",), 2: ("unusable",)}[case.exit]
     assert chain.state in expected, (chain, case.exit)
-    app = ReplayApp(reader, chain)
+    app = replay_app(reader, chain)
     with reader:
         async with app.run_test(size=(160, 48)) as pilot:
             await pilot.pause()
             for key in ("end", "b", "z", "home", "right", "d", "r", "e", "g", "left", "down", "up"):
                 await pilot.press(key)
             deadline = time.monotonic() + 10
-            while not app.desktop.settled and time.monotonic() < deadline:  # the last frame (or why not)
+            while not app.main.desktop.settled and time.monotonic() < deadline:  # the last frame (or why not)
                 await pilot.pause(0.02)
             banner = plain(app.query_one("#banner", Static))
             assert chain.state.upper() in banner

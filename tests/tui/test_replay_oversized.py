@@ -21,8 +21,9 @@ from textual.widgets import Static
 from cua_tui.core import imaging
 from cua_tui.core.runlog import RunReader
 from cua_tui.ocr import ScreenReader
+from cua_tui.tui.app import CuaApp
 from cua_tui.tui.desktop_view import DesktopView
-from cua_tui.tui.replay import ReplayApp, chain_state
+from cua_tui.tui.replay import chain_state, replay_app
 from cua_tui.tui.screen_text import ScreenTextScreen
 
 pytestmark = pytest.mark.timeout(120)
@@ -35,15 +36,15 @@ WALK = """
 import asyncio, sys, time
 from cua_tui.core.runlog import RunReader
 from cua_tui.tui.desktop_view import DesktopView
-from cua_tui.tui.replay import ReplayApp, chain_state
+from cua_tui.tui.replay import replay_app, chain_state
 
 async def walk(run):
-    app = ReplayApp(RunReader(run), chain_state(run))
+    app = replay_app(RunReader(run), chain_state(run))
     async with app.run_test(size=(160, 48)) as pilot:
-        for key in ["home"] + ["right", "b", "z", "b", "z"] * len(app.steps):
+        for key in ["home"] + ["right", "b", "z", "b", "z"] * len(app.main.steps):
             await pilot.press(key)
             deadline = time.monotonic() + 30
-            while not app.desktop.settled and time.monotonic() < deadline:
+            while not app.main.desktop.settled and time.monotonic() < deadline:
                 await pilot.pause(0.02)
         await app.workers.wait_for_complete()
         print(app.query_one(DesktopView).placeholder)
@@ -61,9 +62,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return oversized_run(tmp_path_factory.mktemp("oversized") / "runs")
 
 
-async def shown(pilot: Any, app: ReplayApp) -> str:
+async def shown(pilot: Any, app: CuaApp) -> str:
     """The pane's placeholder once the selected step's frame (or why there is none) is on screen."""
-    await until(pilot, lambda: app.desktop.settled, "the frame or its refusal")
+    await until(pilot, lambda: app.main.desktop.settled, "the frame or its refusal")
     view = app.query_one(DesktopView)
     assert view.rendered is None
     return view.placeholder
@@ -74,19 +75,19 @@ async def test_every_screen_is_refused_before_decoding_and_said_so(
 ) -> None:
     monkeypatch.setattr("cua_tui.tui.screen_text.screenshots_dir", lambda: tmp_path / "shots")
     reader = RunReader(run)
-    app = ReplayApp(reader, chain_state(run), screen_reader=ScreenReader())
+    app = replay_app(reader, chain_state(run), screen_reader=ScreenReader())
     with reader:
         async with app.run_test(size=(160, 48)) as pilot:
-            assert app.screen_limit == imaging.ScreenLimit(*SCREEN)
-            assert len(app.steps) == COUNT - 1
+            assert app.main.screen_limit == imaging.ScreenLimit(*SCREEN)
+            assert len(app.main.steps) == COUNT - 1
             seen = set()
-            for number in range(len(app.steps)):
-                app.select(number)
+            for number in range(len(app.main.steps)):
+                app.main.select(number)
                 for key in ("", "b", "z", "b", "z"):  # after, before, zoomed before, zoomed after, after
                     if key:
                         await pilot.press(key)
                     assert await shown(pilot, app) == f"screenshot not shown: {REFUSED}"
-                step = app.steps[number]
+                step = app.main.steps[number]
                 seen.update(sha for sha in (step.before, step.after) if sha)
             assert len(seen) == COUNT  # every screen of the run was asked for
 

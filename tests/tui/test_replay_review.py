@@ -17,8 +17,9 @@ from textual.widgets import Static
 
 from cua_tui.core.ports import Answer
 from cua_tui.core.runlog import RunReader
+from cua_tui.tui.app import CuaApp
 from cua_tui.tui.desktop_view import DesktopView
-from cua_tui.tui.replay import ReplayApp, chain_state
+from cua_tui.tui.replay import chain_state, replay_app
 from cua_tui.tui.status import StatusBar
 
 pytestmark = pytest.mark.timeout(90)
@@ -26,30 +27,30 @@ pytestmark = pytest.mark.timeout(90)
 SIZE = (160, 48)
 
 
-def replay(path: Path, follow: bool = False) -> ReplayApp:
+def replay(path: Path, follow: bool = False) -> CuaApp:
     """The App as ``cua-tui replay [--follow]`` opens it."""
     verdict = lambda: chain_state(path, follow=follow)  # noqa: E731
-    return ReplayApp(RunReader(path), verdict(), follow=follow, reverify=verdict)
+    return replay_app(RunReader(path), verdict(), follow=follow, reverify=verdict)
 
 
-def panel(app: ReplayApp) -> str:
+def panel(app: CuaApp) -> str:
     return plain(app.query_one("#step", Static))
 
 
-def status(app: ReplayApp) -> str:
+def status(app: CuaApp) -> str:
     return plain(app.query_one(StatusBar))
 
 
-def shown(app: ReplayApp) -> str:
+def shown(app: CuaApp) -> str:
     """The SHA-256 of the screenshot the desktop pane shows."""
-    screen = app._shown_screen()
+    screen = app.main._shown_screen()
     assert screen is not None
     return screen.digest
 
 
-async def picture(pilot: Pilot[Any], app: ReplayApp) -> bytes:
+async def picture(pilot: Pilot[Any], app: CuaApp) -> bytes:
     """The pixels of the frame on screen, once the selected step's frame is there."""
-    await until(pilot, lambda: app.desktop.settled, "the step's frame on screen")
+    await until(pilot, lambda: app.main.desktop.settled, "the step's frame on screen")
     rendered = app.query_one(DesktopView).rendered
     assert rendered is not None
     return rendered.image.tobytes()

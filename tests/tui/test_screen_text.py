@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
 from PIL import Image
-from pilot_helpers import answer, drawn, footer_actions, plain, quick_clock, until
+from pilot_helpers import answer, drawn, footer_actions, plain, possible, quick_clock, until
 from textual.pilot import Pilot
 from textual.widgets import Input, Static
 
@@ -27,9 +27,10 @@ from cua_tui.core.imaging import ScreenLimit
 from cua_tui.core.screentext import ScreenText, ScreenTextReader, Word
 from cua_tui.desktops.sim import PHRASE, SimDesktop
 from cua_tui.ocr import INSTALL, ScreenReader
-from cua_tui.tui.app import SupervisorApp
+from cua_tui.tui.app import CuaApp
 from cua_tui.tui.decision_panel import DecisionPanel
 from cua_tui.tui.desktop_view import DesktopView
+from cua_tui.tui.run_screen import supervisor_app
 from cua_tui.tui.screen_text import NO_READER, ScreenTextScreen, ShownScreen, render_text
 from cua_tui.tui.source import LiveRun
 
@@ -52,7 +53,7 @@ FORM_TURN = {"actions": [click(FIELD), {"type": "type", "text": PHRASE}, click(V
 
 def live(
     tmp_path: Path, turns: list[dict[str, Any]], reader: ScreenTextReader | None = READER, **options: Any
-) -> tuple[SupervisorApp, list[ev.Event]]:
+) -> tuple[CuaApp, list[ev.Event]]:
     """A live run in the App, given ``reader`` (the real Tesseract reader unless a test says otherwise)."""
     events: list[ev.Event] = []
     options.setdefault("backend", "sim")
@@ -72,23 +73,26 @@ def live(
     )
     assert run.handshake is not None
     track(run.supervisor)
-    return SupervisorApp(LiveRun(run.supervisor, run.handshake), screen_reader=reader, guard_clock=quick_clock), events
+    return supervisor_app(LiveRun(run.supervisor, run.handshake), screen_reader=reader, guard_clock=quick_clock), events
 
 
-async def until_decision(pilot: Pilot[Any], app: SupervisorApp, index: int, timeout: float = 30) -> None:
+async def until_decision(pilot: Pilot[Any], app: CuaApp, index: int, timeout: float = 30) -> None:
     await until(
-        pilot, lambda: app.pending is not None and app.pending.index == index, f"decision #{index + 1}", timeout
+        pilot,
+        lambda: app.main.pending is not None and app.main.pending.index == index,
+        f"decision #{index + 1}",
+        timeout,
     )
     await pilot.pause()
 
 
-def body(app: SupervisorApp) -> str:
+def body(app: CuaApp) -> str:
     screen = app.screen
     assert isinstance(screen, ScreenTextScreen)
     return plain(screen.query_one("#screen-text-body", Static))
 
 
-def screen_shown(app: SupervisorApp) -> str:
+def screen_shown(app: CuaApp) -> str:
     """Every character the top screen draws on the terminal now, line by line (what is scrolled out of
     view is not there)."""
     return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
@@ -130,7 +134,7 @@ async def test_typing_says_where_the_text_goes_and_frames_the_field(tmp_path: Pa
         await pilot.press("z")
         await until(pilot, lambda: view.rendered is not None and view.rendered.zoomed, "framed again")
         await answer(pilot, "n", "escape")
-        await until(pilot, lambda: app.pending is None, "the rejection")
+        await until(pilot, lambda: app.main.pending is None, "the rejection")
 
 
 async def test_typing_before_any_click_says_the_field_is_unknown(tmp_path: Path) -> None:
@@ -173,7 +177,7 @@ async def test_t_lists_the_lines_nearest_the_target_then_the_page_and_searches(t
         assert page == ["Phrase: cua-tui verified"]
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, ScreenTextScreen), "the view closed")
-        assert app.pending is not None  # the decision is still there, unanswered
+        assert app.main.pending is not None  # the decision is still there, unanswered
         await answer(pilot, "n", "escape")
 
 
@@ -202,7 +206,7 @@ async def test_tesseract_missing_is_one_line_saying_how_to_install(tmp_path: Pat
         assert body(app).strip() == f"Tesseract is not installed: {INSTALL}"
         await pilot.press("escape")
         await answer(pilot, "y")  # the run goes on: nothing crashed
-        await until(pilot, lambda: not app.running, "the end of the run")
+        await until(pilot, lambda: not app.main.running, "the end of the run")
 
 
 async def test_without_a_screen_reader_the_panel_and_the_view_say_so_in_one_line(tmp_path: Path) -> None:
@@ -220,8 +224,8 @@ async def test_without_a_screen_reader_the_panel_and_the_view_say_so_in_one_line
         assert body(app).strip() == NO_READER and "\n" not in NO_READER
         await pilot.press("escape")
         await answer(pilot, "y")
-        await until(pilot, lambda: not app.running, "the end of the run")
-        assert app.final_status == "passed", app.final_status
+        await until(pilot, lambda: not app.main.running, "the end of the run")
+        assert app.main.final_status == "passed", app.main.final_status
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -256,7 +260,7 @@ async def test_o_writes_the_full_resolution_screenshot_and_says_where(
     written, expected = Image.open(files[0]), Image.open(io.BytesIO(shown.png))
     assert written.size == expected.size and written.convert("RGB").tobytes() == expected.convert("RGB").tobytes()
     assert shown.sha256[:16] in files[0].name
-    assert files[0].name.startswith(app.source.info.run_id)
+    assert files[0].name.startswith(app.main.source.info.run_id)
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700 and stat.S_IMODE(files[0].stat().st_mode) == 0o600
     message = next(m for m in said if "screenshot written to" in m)
     assert str(files[0]) in message and "no graphical session" in message
@@ -275,7 +279,7 @@ async def test_the_injection_notice_can_be_read_at_a_decision_at_160x48(tmp_path
     app, _ = live(tmp_path, [{"actions": [send]}], backend="local", lab="injection", task="Read the order number.")
     async with app.run_test(size=(160, 48)) as pilot:
         await until_decision(pilot, app, 0, timeout=90)
-        assert app.pending is not None and "send" in app.pending.reason.lower()
+        assert app.main.pending is not None and "send" in app.main.pending.reason.lower()
         await pilot.press("t")
         await until(pilot, lambda: isinstance(app.screen, ScreenTextScreen), "the screen-text view")
         await until(pilot, lambda: "The whole page" in body(app), "the OCR of the lab page", timeout=60)
@@ -287,7 +291,7 @@ async def test_the_injection_notice_can_be_read_at_a_decision_at_160x48(tmp_path
         assert "https://" + second in on_screen, on_screen
         await pilot.press("escape")
         await answer(pilot, "n", "escape")
-        await until(pilot, lambda: app.pending is None, "the rejection")
+        await until(pilot, lambda: app.main.pending is None, "the rejection")
 
 
 async def test_t_in_replay_reads_the_shown_screenshot() -> None:
@@ -309,17 +313,17 @@ async def test_keys_typed_in_the_search_never_answer_or_kill(tmp_path: Path) -> 
     app, _ = live(tmp_path, [{"actions": [click(SEND)]}], regions=(SEND_CONFIRM,))
     async with app.run_test(size=SIZE) as pilot:
         await until_decision(pilot, app, 0)
-        request = app.pending
+        request = app.main.pending
         await pilot.press("t")
         await until(pilot, lambda: isinstance(app.screen, ScreenTextScreen), "the screen-text view")
         await pilot.press(*"kayn")
         await pilot.pause()
         assert app.screen.query_one(Input).value == "kayn"
-        assert app.running and app.pending is request  # nothing answered, nothing killed
+        assert app.main.running and app.main.pending is request  # nothing answered, nothing killed
         for action in ("approve", "reject", "approve_scope", "kill"):
-            assert app.check_action(action, ()) is False, action
+            assert possible(app, action) is False, action
         await pilot.press("ctrl+k")
-        await until(pilot, lambda: not app.running, "the kill switch")
+        await until(pilot, lambda: not app.main.running, "the kill switch")
         assert not isinstance(app.screen, ScreenTextScreen)
 
 

@@ -15,7 +15,7 @@ from pilot_helpers import answer, live_app, plain, sim_run, until, until_ended
 from textual.widgets import Static
 
 from cua_tui.core.audit import verify_run
-from cua_tui.tui.app import SupervisorApp
+from cua_tui.tui.app import CuaApp
 from cua_tui.tui.audit_pane import AuditPane
 from cua_tui.tui.source import LiveRun
 from cua_tui.tui.status import StatusBar
@@ -26,22 +26,22 @@ SIZE = (160, 50)
 TYPING = {"text": "typing", "actions": [{"type": "type", "text": "hello"}]}
 
 
-def chain(app: SupervisorApp) -> str:
+def chain(app: CuaApp) -> str:
     return plain(app.query_one(AuditPane).query_one("#chain", Static))
 
 
 async def test_a_run_whose_result_json_cannot_be_written_is_shown_not_sealed(tmp_path: Path) -> None:
     app = live_app(sim_run(tmp_path, [TYPING]))
-    source = app.source
+    source = app.main.source
     assert isinstance(source, LiveRun)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.pending is not None, "the decision on the typed text")
+        await until(pilot, lambda: app.main.pending is not None, "the decision on the typed text")
         (source.run_dir / "result.json").mkdir()  # a folder in the way: the seal cannot be written
         await pilot.pause()
         await answer(pilot, "n", "escape")  # reject, without a reason
         await until_ended(pilot, app)
         assert app.result is not None and not app.result.sealed and app.result.exit_code == 1
-        assert app.final_status == "error"
+        assert app.main.final_status == "error"
         assert chain(app).startswith("chain NOT sealed · ")
         status = plain(app.query_one(StatusBar))
         assert "finished: error · storage: " in status  # the reason in full is in the notification
@@ -53,10 +53,10 @@ async def test_a_run_whose_result_json_cannot_be_written_is_shown_not_sealed(tmp
 
 async def test_a_sealed_run_is_shown_sealed_once_result_json_is_written(tmp_path: Path) -> None:
     app = live_app(sim_run(tmp_path, [TYPING]))
-    source = app.source
+    source = app.main.source
     assert isinstance(source, LiveRun)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.pending is not None, "the decision on the typed text")
+        await until(pilot, lambda: app.main.pending is not None, "the decision on the typed text")
         await pilot.pause()
         await answer(pilot, "n", "escape")  # reject, without a reason
         await until_ended(pilot, app)

@@ -47,7 +47,7 @@ async def test_the_panel_keeps_action_reason_model_and_keys(tmp_path: Path, size
     run = sim_run(tmp_path, turns())
     app = live_app(run)
     async with app.run_test(size=size) as pilot:
-        await until(pilot, lambda: app.pending is not None, "the typing decision")
+        await until(pilot, lambda: app.main.pending is not None, "the typing decision")
         await pilot.pause(0.3)
         panel = app.query_one(DecisionPanel)
         assert panel.compact
@@ -68,7 +68,7 @@ async def test_every_dialog_fits_with_its_way_out_in_view(tmp_path: Path, size: 
     run = sim_run(tmp_path, turns())
     app = live_app(run)
     async with app.run_test(size=size) as pilot:
-        await until(pilot, lambda: app.pending is not None, "the typing decision")
+        await until(pilot, lambda: app.main.pending is not None, "the typing decision")
         await pilot.pause(1.1)  # past the input guard
         await pilot.press("n")
         await until(pilot, lambda: isinstance(app.screen, RejectReason), "the reason dialog")

@@ -22,6 +22,6 @@ async def test_the_status_bar_says_what_isolation_the_desktop_obtained() -> None
         )
         app = make_app(source)
         async with app.run_test(size=(160, 20)) as pilot:
-            await until(pilot, lambda app=app: app.view.isolation is not None, "the desktop_ready event")
+            await until(pilot, lambda app=app: app.main.view.isolation is not None, "the desktop_ready event")
             await pilot.pause()
             assert expected in plain(app.query_one(StatusBar))

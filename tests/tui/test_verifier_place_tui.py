@@ -19,8 +19,9 @@ from cua_tui.build import HANDSHAKE, RunOptions, build_run
 from cua_tui.core.ports import process_user
 from cua_tui.core.runlog import RunReader
 from cua_tui.desktops.sim import PHRASE, SimDesktop
-from cua_tui.tui.app import SupervisorApp
-from cua_tui.tui.replay import ReplayApp, chain_state
+from cua_tui.tui.app import CuaApp
+from cua_tui.tui.replay import chain_state, replay_app
+from cua_tui.tui.run_screen import supervisor_app
 from cua_tui.tui.source import LiveRun
 from cua_tui.tui.status import StatusBar
 
@@ -56,9 +57,9 @@ async def test_the_live_end_line_names_the_controller_and_its_user(tmp_path: Pat
     )
     assert run.handshake is not None
     track(run.supervisor)
-    app = SupervisorApp(LiveRun(run.supervisor, run.handshake), guard_clock=quick_clock)
+    app = supervisor_app(LiveRun(run.supervisor, run.handshake), guard_clock=quick_clock)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.pending is not None, "the typing's decision")
+        await until(pilot, lambda: app.main.pending is not None, "the typing's decision")
         await pilot.pause()
         await answer(pilot, "y")
         await until_ended(pilot, app)
@@ -69,8 +70,8 @@ async def test_the_live_end_line_names_the_controller_and_its_user(tmp_path: Pat
         assert field(status, "verified in").style == ""  # the controller's own verdict: plain
 
 
-def replay(path: Path) -> ReplayApp:
-    return ReplayApp(RunReader(path), chain_state(path))
+def replay(path: Path) -> CuaApp:
+    return replay_app(RunReader(path), chain_state(path))
 
 
 @pytest.mark.parametrize(

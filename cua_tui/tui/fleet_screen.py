@@ -19,27 +19,21 @@ shown literally: rich Text after ``core.text.visible``.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.command import CommandPalette
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.reactive import reactive
-from textual.screen import ModalScreen, Screen
-from textual.widget import Widget
+from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
-from ..core import describe
 from ..core import events as ev
 from ..core.describe import verifier_place
 from ..core.fleet_queue import (
@@ -57,22 +51,19 @@ from ..core.fleet_queue import (
 from ..core.guard import DEFAULT_GUARD_S, DecisionGuard
 from ..core.ports import Answer, DecisionRequest, VerifierPlace
 from ..core.run_view import RunView
-from ..core.runlog import RunReader
-from ..core.safeio import RunFileError
-from ..core.text import failure, visible
+from ..core.text import visible
+from .app import LEAVE_WINDOW_S, CuaApp, ViewScreen
 from .audit_list import MAX_ENTRIES
-from .audit_pane import AuditPane
-from .batch import BatchPane
 from .decision_panel import DecisionPanel
 from .desktop_view import DesktopView
 from .dialogs import RejectReason
-from .goal import GoalBar
 from .help import HelpScreen
-from .messages import RunEvent, while_open
+from .messages import while_open
 from .row_table import RowTable
-from .screen_text import ScreenReading, ScreenTextRead, ScreenTextScreen, ShownScreen, screen_text_arrived
-from .signals import AlertBar, Signals, notification_escape
-from .status import RunInfo, StatusBar
+from .run_screen import RunScreen
+from .screen_text import ScreenTextRead, ScreenTextScreen, ShownScreen
+from .signals import Signals
+from .status import RunInfo
 from .target_view import (
     destination,
     focus_target,
@@ -82,12 +73,10 @@ from .target_view import (
     typing_field,
 )
 from .text_lines import TextLines
-from .themes import install_themes, project_themes_dir
 
 if TYPE_CHECKING:
     from ..core.screentext import ScreenTextReader
 
-LEAVE_WINDOW_S = 3.0  # a second q within this many seconds leaves (and kills every run)
 SEAL_WAIT_S = 60.0  # leaving: how long the TUI waits for every run to be sealed before it closes anyway
 WHAT_CHARS = 60  # the queue's "what" column
 REFRESH_EVERY_S = 0.03  # at most one refresh of the queue this often: under load, many changes make one
@@ -113,14 +102,6 @@ ORDER_LINE = (
     "Queue order: model safety checks first, then clicks in marked regions and transmissions (typing, "
     "Return and the keys that send), then any other rule; the oldest first within each."
 )
-
-
-class AuditHistory(Message):
-    """A run's audit events up to ``upto`` read back from its log (the last AUDIT_HISTORY of them)."""
-
-    def __init__(self, events: list[ev.Stamped], upto: int, problem: str | None) -> None:
-        super().__init__()
-        self.events, self.upto, self.problem = events, upto, problem
 
 
 class FleetChanged(Message):
@@ -156,38 +137,6 @@ class KillAllScreen(ModalScreen[bool]):
 
     def action_answer(self, kill: bool) -> None:
         self.dismiss(kill)
-
-
-class FleetDecisionPanel(DecisionPanel):
-    """The decision panel of a fleet: it names the run asking (tasks of the same text differ only there),
-    and a request no longer pending reads closed, offering no key that would answer it."""
-
-    run_name = ""  # the fleet task's name and the run's id
-    closed: str | None = None  # why the request shown is no longer pending (None: it is)
-
-    def framed(self, parts: list[tuple[str, str]]) -> list[tuple[str, str]]:
-        return fleet_parts(parts, self.run_name, self.closed)
-
-
-def fleet_parts(parts: list[tuple[str, str]], run_name: str, closed: str | None) -> list[tuple[str, str]]:
-    """The single run's panel parts with the run named under the title; closed: the title says so and the
-    keys that answer give way to why it closed."""
-    title, rest = parts[0], parts[1:]
-    out = [title]
-    if closed is not None:
-        head = title[0].replace("DECISION NEEDED", "CLOSED", 1)
-        out = [(head if head != title[0] else " CLOSED ·" + head, title[1])]
-    if run_name:
-        out += [("run     ", describe.LABEL), (run_name + "\n", "")]
-    if closed is None:
-        return out + rest
-    keys = next((i for i, (text, role) in enumerate(rest) if role == describe.KEY and text == "y"), len(rest))
-    return [
-        *out,
-        *rest[:keys],
-        ("closed  ", describe.LABEL),
-        (f"{closed}: nothing here can be answered; up / down picks another request", ""),
-    ]
 
 
 def tail_path(path: str, width: int) -> str:
@@ -235,171 +184,60 @@ def run_info(row: RunRow, view: RunView) -> RunInfo:
 
 
 # ---------------------------------------------------------------------------------------------------
-# One run's full live view
+# One run of the fleet, as a run's screen sees it
 # ---------------------------------------------------------------------------------------------------
-class RunScreen(Screen[None]):
-    """The single-run panes for one run of the fleet, fed by ``FleetControl.watch``: its RunView copy first,
-    then every later event. y / n / a / k are the App's and act on this run's pending request."""
+class FleetRun:
+    """One run of the fleet as a RunScreen's source: its state when the view opened and every later event
+    (``FleetControl.watch``), and the answers, through the fleet, to that run's own pending request."""
 
-    BINDINGS = [
-        Binding("escape", "back", "back to the fleet", id="back"),
-        Binding("z", "zoom", "zoom", id="run_zoom"),
-        Binding("t", "screen_text", "screen text", id="run_screen_text"),
-    ]
-    # The run's state: a copy when the view opened, then every later event; the panes render from it.
-    view: reactive[RunView] = reactive(RunView, init=False, layout=False, repaint=False)
+    live = True
+    owned = False  # the fleet runs it: leaving its view leaves it running
+    policy_lines: list[str] = []
 
-    def __init__(self, app: FleetApp, task: str) -> None:
-        super().__init__()
-        self.fleet_app = app
-        self.run_task = task
+    def __init__(self, fleet: FleetControl, task: str) -> None:
+        self.fleet = fleet
+        self.task = self.label = task
         # The runner's row as it is now, not the table's copy: that one is refreshed on a timer and may not
         # have the run's directory yet, whose audit log the earlier events are read back from.
-        self.row = app.fleet.row(task)
+        self.row = fleet.row(task)
+        self.run_name = run_name(task, self.row.run_id)
+        self.run_dir = Path(self.row.path) if self.row.path else None
+        self.info = run_info(self.row, RunView())
         self._unwatch: Callable[[], None] | None = None
-        self.desktop = DesktopView(graphics=app.graphics, id="desktop")
-        self._backlog: deque[ev.Stamped] | None = None  # live events while the earlier ones are read back
-        self.guard = DecisionGuard(app.guard.seconds, app.guard.clock)  # this view's own: what it paints
 
-    def compose(self) -> ComposeResult:
-        snapshot, self._unwatch = self.fleet_app.fleet.watch(self.run_task, self._told)
-        self.set_reactive(RunScreen.view, snapshot)
-        info = run_info(self.row, snapshot)
-        yield GoalBar(info, id="goal")
-        yield AlertBar(id="alerts").data_bind(view=RunScreen.view)
-        with Horizontal(id="main"):
-            yield self.desktop
-            with Vertical(id="side"):
-                yield FleetDecisionPanel(id="decision")
-                yield BatchPane(id="batch", history=True).data_bind(view=RunScreen.view)
-                yield AuditPane(id="audit")
-        yield StatusBar(info, clock=self.fleet_app.clock, id="status").data_bind(view=RunScreen.view)
-        yield Footer()
+    def attach(self, on_event: Callable[[ev.Stamped], None]) -> RunView:
+        snapshot, self._unwatch = self.fleet.watch(self.task, on_event)
+        self.info = run_info(self.row, snapshot)
+        return snapshot
 
-    def _told(self, stamped: ev.Stamped) -> None:  # the fleet's dispatcher thread: post, never wait
-        self.post_message(RunEvent(stamped))
-
-    def on_mount(self) -> None:
-        # Text: a str border title is parsed as markup, and a task's name is the tasks file's own text
-        self.desktop.border_title = Text(f"Desktop · {visible(self.run_task, limit=64)} (live)")
-        if self.view.ended is not None:
-            self.query_one(AuditPane).set_state("sealed")
-        if self.view.seq >= 0 and self.row.path:
-            # The events before the copy the view started from: read back from the run's audit log (the
-            # record itself) in a worker; events arriving meanwhile wait, so the pane keeps the chain's order.
-            self._backlog = deque(maxlen=AUDIT_HISTORY)
-            upto = self.view.seq
-            self.run_worker(partial(self._read_history, self.row.path, upto), thread=True, exit_on_error=False)
-        self._show()
-
-    def _read_history(self, path: str, upto: int) -> None:
-        """Worker thread: the last events of the run's audit log up to ``upto``, posted as one AuditHistory."""
-        tail: deque[ev.Stamped] = deque(maxlen=AUDIT_HISTORY)
-        problem = None
-        try:
-            with RunReader(path) as reader:
-                for stamped in reader.poll():
-                    if stamped.seq > upto:
-                        break
-                    tail.append(stamped)
-        except (OSError, RunFileError) as exc:
-            problem = failure(exc)
-        self.post_message(AuditHistory(list(tail), upto, problem))
-
-    def on_audit_history(self, message: AuditHistory) -> None:
-        message.stop()
-        pane = self.query_one(AuditPane)
-        history, backlog, self._backlog = message.events, self._backlog or (), None
-        for stamped in history:
-            pane.record(stamped.event, stamped.seq, stamped.head, chain=False)
-        if not history or history[-1].seq != message.upto:
-            why = message.problem or "the audit log holds fewer events than the run has told"
-            self.notify(
-                f"earlier audit events not all shown: {visible(why, limit=200)}",
-                severity="warning",
-                markup=False,
-            )
-        for stamped in backlog:
-            pane.record(stamped.event, stamped.seq, stamped.head, chain=False)
-        pane.set_state("sealed" if self.view.ended is not None else "live")
-
-    def on_unmount(self) -> None:
+    def detach(self) -> None:
         if self._unwatch is not None:
             self._unwatch()
             self._unwatch = None
 
-    @property
-    def pending(self) -> DecisionRequest | None:
-        return self.view.pending
+    def run(self) -> None:
+        return None  # the fleet's own threads run it
 
-    def on_run_event(self, message: RunEvent) -> None:
-        message.stop()
-        stamped = message.stamped
-        if stamped.seq <= self.view.seq:
-            return  # already in the copy the view started from
-        was = self.view.pending
-        self.view.apply(stamped)
-        backlog = self._backlog
-        audit = self.query_one(AuditPane)
-        if backlog is not None:
-            backlog.append(stamped)  # the audit pane shows it after the history read back
-        else:
-            audit.record(stamped.event, stamped.seq, stamped.head)
-        if isinstance(stamped.event, ev.RunEnded):
-            audit.set_state("sealed")
-        self.mutate_reactive(RunScreen.view)
-        new_screen = isinstance(stamped.event, ev.ScreenCaptured) and stamped.event.png is not None
-        if new_screen or self.view.pending is not was:
-            self._show()
+    def kill(self, by: str = KILLED_BY) -> None:
+        self.fleet.kill(self.task, by=KILLED_BY)
 
-    def _show(self) -> None:
-        view, request = self.view, self.view.pending
-        shot = shot_of(view)
-        reading = self.fleet_app.reading
-        self.desktop.show_shot(shot, labelled(focus_target(request, view), reading, shot.sha if shot else None))
-        self.guard.arm(request)  # y / a / n count once this request has been on screen a moment
-        panel = self.query_one(FleetDecisionPanel)
-        panel.run_name = run_name(self.run_task, self.row.run_id)
-        panel.show_request(
-            request,
-            view.batch_size,
-            view.started.task if view.started else "",
-            destination(request, view, reading, shot.sha if shot else None),
-            field=typing_field(request, view) is not None,
-            model_text=view.batch_text,
-        )
-        self.query_one(BatchPane).mark_pending(request.index if request is not None else None)
-        if request is not None and (shown := self._shown_screen()) is not None:
-            self.fleet_app.reading.request(shown)
-        self.fleet_app.bindings_may_have_changed()
+    def answer(
+        self,
+        answer: Answer,
+        request: DecisionRequest,
+        *,
+        note: str = "",
+        grant: bool = False,
+        screen: str = "",
+        shown_ms: int | None = None,
+    ) -> str | None:
+        item = next((item for item in self.fleet.queue() if item.request is request), None)
+        if item is None:
+            return "it is no longer pending"
+        return self.fleet.answer(item, answer, note=note, grant=grant, screen=screen, shown_ms=shown_ms)
 
-    def _shown_screen(self) -> ShownScreen | None:
-        return shown_screen(self.desktop.shot, self.desktop.target, self.row.run_id)
-
-    def screen_text_read(self, message: ScreenTextRead) -> None:
-        """The App got the OCR of a screen: the panel's "goes to" line and the framed label follow it."""
-        shot = self.desktop.shot
-        if shot is not None and message.digest == shot.sha and self.view.pending is not None:
-            self._show()
-
-    def on_desktop_view_refused(self, message: DesktopView.Refused) -> None:
-        message.stop()
-        self.notify(f"screenshot not shown: {message.reason}", title="desktop", severity="warning", markup=False)
-
-    def on_desktop_view_resized(self, message: DesktopView.Resized) -> None:
-        message.stop()
-
-    def action_back(self) -> None:
-        self.dismiss()
-
-    def action_zoom(self) -> None:
-        self.desktop.set_zoom(not self.desktop.zoom)
-
-    def action_screen_text(self) -> None:
-        shown = self._shown_screen()
-        if shown is not None:
-            self.fleet_app.reading.request(shown)
-            self.app.push_screen(ScreenTextScreen(shown, self.fleet_app.reading))
+    def revoke(self, grant_id: int) -> bool:
+        return False  # grants are revoked from a lone run's view only
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -415,55 +253,30 @@ RUN_COLUMNS = (
     ("verified", 8),
     ("log", 10),
 )
-CHECKED_ACTIONS = ("approve", "approve_scope", "reject", "kill", "kill_all", "open_run", "zoom", "screen_text")
+APP_ACTIONS = ("approve", "approve_scope", "reject", "kill", "zoom", "screen_text")  # the App's, done here
+SCREEN_ACTIONS = ("kill_all", "open_run")
 QUEUE_COLUMNS = (("#", 2), ("priority", 12), ("rule", 16), ("task", 12), ("what", 16), ("waited", 6))  # what: flex
 
 
-class FleetApp(App[None]):
-    """The fleet TUI. ``fleet`` is the running fleet (started on mount if it is not yet); ``screen_reader`` the OCR
-    engine of the screen text (None: Tesseract through cua_tui.ocr)."""
+class FleetScreen(ViewScreen):
+    """The fleet: ``fleet`` is the running fleet (started on mount if it is not yet)."""
 
-    CSS_PATH = Path(__file__).with_name("app.tcss")
-    TITLE = "cua-tui fleet"
     BINDINGS = [
-        Binding("y", "approve", "approve", id="approve"),
-        Binding("a", "approve_scope", "approve scope", id="approve_scope"),
-        Binding("n", "reject", "reject", id="reject"),
         Binding("enter", "open_run", "live view", id="open_run"),
-        Binding("k", "kill", "kill run", id="kill"),
-        Binding("ctrl+k", "kill", "kill run", id="kill_always", priority=True, show=False),
+        # the App's kill switch, worded for what it kills here: the selected run (K: every run)
+        Binding("k", "app.kill", "kill run", id="kill_run", priority=True),
         Binding("K", "kill_all", "kill all", id="kill_all"),
-        Binding("z", "zoom", "zoom", id="zoom"),
-        Binding("t", "screen_text", "screen text", id="screen_text"),
-        Binding("question_mark", "help", "help", id="help"),
         Binding("q", "leave", "quit", id="leave"),
     ]
 
-    def __init__(
-        self,
-        fleet: FleetControl,
-        *,
-        theme: str = "cua-dark",
-        theme_dirs: tuple[Path, ...] = (),
-        graphics: type[Widget] | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        signals: Signals | None = None,
-        env: Mapping[str, str] | None = None,
-        screen_reader: ScreenTextReader | None = None,
-        measure: bool = False,
-        guard_s: float = DEFAULT_GUARD_S,
-        guard_clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, app: CuaApp, fleet: FleetControl, *, measure: bool = False) -> None:
         super().__init__()
+        self.cua = app
         self.fleet = fleet
-        self.guard = DecisionGuard(guard_s, guard_clock)  # y / a / n count only once the selection was seen
-        self.requested_theme = theme
-        self.theme_dirs = (project_themes_dir(), *theme_dirs)
-        self.graphics = graphics
-        self.clock = clock
-        self.signals = signals or Signals()
-        self.env = os.environ if env is None else env
-        self.reading = ScreenReading(self, screen_reader)  # the screen as text (OCR in a worker), shared by every run
+        self.guard = app.new_guard()  # y / a / n count only once the selection was seen
+        self.graphics = app.graphics
+        self.clock = app.clock
+        self.reading = app.reading  # the screen as text (OCR in a worker), shared by every run
         self.fleet_rows: dict[str, RunRow] = {}  # as shown
         self.items: list[QueueItem] = []  # pending, first to decide first (the fleet's order)
         self.selected: QueueItem | None = None  # the request the decision panel shows and y / n / a answer
@@ -475,7 +288,6 @@ class FleetApp(App[None]):
         self._dirty_tasks: set[str] = set()
         self._queue_dirty = False
         self._woken = False
-        self._leave_asked = -LEAVE_WINDOW_S
         self._last_refresh = 0.0
         self._last_runs = 0.0
         self._runs_timer = False
@@ -488,7 +300,7 @@ class FleetApp(App[None]):
         self._offered: tuple[object, ...] = ()  # the screen and the actions check_action allowed, when last told
         # The two tables and the pane, held (not queried): check_action may run while another screen is on
         # top, or as the App closes and its widgets are gone.
-        self.desktop = DesktopView(graphics=graphics, id="desktop")
+        self.desktop = DesktopView(graphics=app.graphics, id="desktop")
         self.queue_table = RowTable(QUEUE_COLUMNS, flex="what", id="queue")
         self.runs_table = RowTable(RUN_COLUMNS, flex="task", id="runs")
         # The benchmark's measurements (``measure``): UI-thread CPU per refresh, when each ticket was shown.
@@ -507,12 +319,11 @@ class FleetApp(App[None]):
                 yield TextLines(id="run-detail")
                 yield TextLines(wrap=True, id="run-why")
             with Vertical(id="fleet-decision"):
-                yield FleetDecisionPanel(id="decision")
+                yield DecisionPanel(id="decision")
                 yield self.desktop
         yield Footer()
 
     def on_mount(self) -> None:
-        install_themes(self, self.requested_theme, self.theme_dirs)
         queue = self.queue_table
         queue.border_title = "Approval queue"
         runs = self.runs_table
@@ -599,7 +410,7 @@ class FleetApp(App[None]):
             self._show_selected(force=True)  # "Every run ended."
         self.bindings_may_have_changed()
         if self.finished and self.leaving:
-            self.exit()
+            self.app.exit()
         if self.measure:
             self.refresh_ms.append((time.thread_time() - started) * 1000)
 
@@ -800,7 +611,7 @@ class FleetApp(App[None]):
         if shown == self._selected_shown and not force and item is not None:
             return
         self._selected_shown = shown
-        panel = self.query_one(FleetDecisionPanel)
+        panel = self.query_one(DecisionPanel)
         desktop = self.desktop
         if item is None:
             panel.run_name, panel.closed = "", None
@@ -853,7 +664,7 @@ class FleetApp(App[None]):
         """The runs table's cursor on the selected request's run (unless the analyst is moving it there)."""
         table = self.runs_table
         index = table.row_index(item.task)
-        if index is not None and self.focused is not table and table.cursor_row != index:
+        if index is not None and self.app.focused is not table and table.cursor_row != index:
             table.move_cursor(row=index)
 
     def _shown_screen(self) -> ShownScreen | None:
@@ -862,23 +673,11 @@ class FleetApp(App[None]):
 
     def _signal(self, item: QueueItem, count: int) -> None:
         """New requests arrived: the bell, and a desktop notification where the terminal shows one."""
-        if self.signals.bell:
-            self.bell()
-        if self.signals.notify:
-            request = item.request
-            what = request.action.describe() if request.action is not None else "model safety checks"
-            more = f" (+{count - 1} more)" if count > 1 else ""
-            body = f"{item.task}: turn {request.turn}, action {request.index + 1}: {what} · {request.reason}{more}"
-            sequence = notification_escape("cua-tui fleet: decision needed", body, self.env)
-            if sequence is not None:
-                self.write_escape(sequence)
-
-    def write_escape(self, sequence: str) -> None:
-        """Send an escape sequence to the terminal (not to a headless test driver)."""
-        driver = self._driver
-        if driver is not None and not self.is_headless:
-            driver.write(sequence)
-            driver.flush()
+        request = item.request
+        what = request.action.describe() if request.action is not None else "model safety checks"
+        more = f" (+{count - 1} more)" if count > 1 else ""
+        body = f"{item.task}: turn {request.turn}, action {request.index + 1}: {what} · {request.reason}{more}"
+        self.cua.signal("cua-tui fleet: decision needed", body)
 
     # ------------------------------------------------------------------------------------------------
     # Frames and the screen's text
@@ -890,78 +689,54 @@ class FleetApp(App[None]):
     def on_desktop_view_resized(self, message: DesktopView.Resized) -> None:
         self._show_run_detail()  # its path cut to the new width
 
-    @while_open
-    def on_screen_text_read(self, message: ScreenTextRead) -> None:
-        screen_text_arrived(self, self.reading, message)
-        for screen in self.screen_stack:
-            if isinstance(screen, RunScreen):
-                screen.screen_text_read(message)
+    def screen_text_read(self, message: ScreenTextRead) -> None:
         shot = self.desktop.shot
         if shot is not None and message.digest == shot.sha and self.selected is not None:
             self._show_selected(force=True)
 
     # ------------------------------------------------------------------------------------------------
-    # Keys
+    # Keys: y / a / n / k / z / t / ? are the App's, done here for the fleet's selection
     # ------------------------------------------------------------------------------------------------
-    def _live_screen(self) -> RunScreen | None:
-        return self.screen if isinstance(self.screen, RunScreen) else None
-
-    def answerable(self) -> QueueItem | None:
-        """The request y / n / a answer: in a run's live view, that run's pending request; else the
-        selected one (pending, or closed and still selected: then the fleet refuses, and says why)."""
-        live = self._live_screen()
-        if live is not None:
-            pending = live.pending
-            return next((item for item in self.items if item.request is pending), None) if pending else None
-        return self.selected
-
     def selected_task(self) -> str | None:
-        """The run k kills and Enter opens: the live view's, the run table's row when it has the focus,
-        else the selected request's run."""
-        live = self._live_screen()
-        if live is not None:
-            return live.run_task
-        if self.focused is self.runs_table:
+        """The run k kills and Enter opens: the run table's row when it has the focus, else the selected
+        request's run."""
+        if self.app.focused is self.runs_table:
             return self._runs_cursor_task()
         return self.selected.task if self.selected is not None else self._runs_cursor_task()
 
     def bindings_may_have_changed(self) -> None:
         """Refresh the footer's keys when what they would do changed. Not on every change of the fleet: each
         refresh of the bindings makes the Footer compose itself again, a new layout of the whole screen."""
-        offered = (id(self.screen), *(self.check_action(action, ()) for action in CHECKED_ACTIONS))
+        app = self.app
+        offered = (
+            id(app.screen),
+            *(app.check_action(action, ()) for action in APP_ACTIONS),
+            *(self.check_action(action, ()) for action in SCREEN_ACTIONS),
+        )
         if offered != self._offered:
             self._offered = offered
-            self.refresh_bindings()
+            app.refresh_bindings()
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        covered = any(not isinstance(s, CommandPalette | RunScreen) for s in self.screen_stack[1:])
+    def can(self, action: str, parameters: tuple[object, ...]) -> bool:
         if action in ("approve", "reject", "approve_scope"):
-            item = self.answerable()
-            if covered or item is None:
-                return False
-            return action != "approve_scope" or item.request.scope is not None
+            item = self.selected
+            return item is not None and (action != "approve_scope" or item.request.scope is not None)
         if action == "kill":
             task = self.selected_task()
             row = self.fleet_rows.get(task) if task else None
             # While a reason or a search is typed, k is a letter of it (the Input takes it); ctrl+k kills.
             return row is not None and not row.ended
-        if action in ("kill_all", "open_run"):
-            return not covered and (action == "open_run" or not self.finished)
         if action in ("zoom", "screen_text"):
-            return not covered and self.desktop.shot is not None and self.selected is not None
+            return self.desktop.shot is not None and self.selected is not None
+        return action == "help"
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "kill_all":
+            return not self.finished
         return True
 
-    def _guarded(self) -> tuple[DecisionGuard, DesktopView]:
-        """The guard and the desktop pane of the view the analyst answers from: a run's, or the fleet's."""
-        live = self._live_screen()
-        return (live.guard, live.desktop) if live is not None else (self.guard, self.desktop)
-
-    def _held(self, key: str) -> bool:
-        """The request was painted too recently for ``key`` to count: say so; it is ignored."""
-        why = self._guarded()[0].refusal(key)
-        if why is not None:
-            self.notify(why, title="input guard", severity="warning", timeout=4, markup=False)
-        return why is not None
+    def guard_for(self) -> DecisionGuard:
+        return self.guard
 
     def _answer(
         self,
@@ -972,10 +747,10 @@ class FleetApp(App[None]):
         grant: bool = False,
         seen: tuple[DecisionGuard, DesktopView] | None = None,
     ) -> None:
-        guard, desktop = seen or self._guarded()  # what was seen, and how long, where the key was pressed
-        screen = desktop.painted_sha
-        answer_with: Any = self.fleet.answer  # the runner's (cua_tui.fleet_runner.Fleet) takes what was seen too
-        why = answer_with(item, answer, note=note, grant=grant, screen=screen, shown_ms=guard.shown_ms())
+        guard, desktop = seen or (self.guard, self.desktop)  # what was seen, and how long, where it was
+        why = self.fleet.answer(
+            item, answer, note=note, grant=grant, screen=desktop.painted_sha, shown_ms=guard.shown_ms()
+        )
         request = item.request
         if why is not None:
             self.notify(
@@ -995,34 +770,31 @@ class FleetApp(App[None]):
         self._show_selected()
         self._update_header()
 
-    def action_approve(self) -> None:
-        if (item := self.answerable()) is not None and not self._held("y"):
-            self._answer(item, Answer.APPROVE)
+    def approve(self, *, scope: bool = False) -> None:
+        """``y``; ``a``: it and every later action of its scope, for that run only."""
+        item = self.selected
+        if item is not None and (not scope or item.request.scope is not None):
+            self._answer(item, Answer.APPROVE, grant=scope)
 
-    def action_approve_scope(self) -> None:
-        item = self.answerable()
-        if item is not None and item.request.scope is not None and not self._held("a"):
-            self._answer(item, Answer.APPROVE, grant=True)
-
-    def action_reject(self) -> None:
+    def reject(self) -> None:
         """``n``: an optional one-line reason (Enter sends, Esc none), then reject that same request."""
-        item = self.answerable()
-        if item is None or self._held("n"):
+        item = self.selected
+        if item is None:
             return
-        seen = self._guarded()  # the view under the reason's dialog
+        seen = (self.guard, self.desktop)  # the view under the reason's dialog
 
         def done(reason: str | None) -> None:
             # refused with a message if it closed meanwhile
             self._answer(item, Answer.REJECT, note=reason or "", seen=seen)
 
-        self.push_screen(RejectReason(), done)
+        self.app.push_screen(RejectReason(), done)
 
-    def action_kill(self) -> None:
+    def kill(self, how: str = "") -> None:
         task = self.selected_task()
         if task is None:
             return
-        if isinstance(self.screen, RejectReason | ScreenTextScreen):
-            self.pop_screen()
+        if isinstance(self.app.screen, RejectReason | ScreenTextScreen):
+            self.app.pop_screen()
         if self.fleet.kill(task, by=KILLED_BY):
             self.notify(f"kill switch: {visible(task, limit=64)} stops (it is sealed as killed)", markup=False)
 
@@ -1034,56 +806,53 @@ class FleetApp(App[None]):
                 self.fleet.kill_all(by=KILLED_BY)
                 self.notify(f"kill switch: every run stops ({going} not ended); each is sealed", markup=False)
 
-        self.push_screen(KillAllScreen(going), done)
+        self.app.push_screen(KillAllScreen(going), done)
 
     def action_open_run(self, task: str | None = None) -> None:
         task = task or self.selected_task()
-        if task is None or isinstance(self.screen, RunScreen):
+        if task is None or self.app.screen is not self:
             return
         # back from a run's view, the fleet's decision is painted again: its keys count after the guard
-        self.push_screen(RunScreen(self, task), lambda _: self.guard.rearm())
+        self.app.push_screen(RunScreen(self.cua, FleetRun(self.fleet, task)), lambda _: self.guard.rearm())
 
-    def action_zoom(self) -> None:
+    def zoom(self) -> None:
         self.desktop.set_zoom(not self.desktop.zoom)
 
-    def action_screen_text(self) -> None:
+    def screen_text(self) -> None:
         shown = self._shown_screen()
-        if shown is None or isinstance(self.screen, ScreenTextScreen):
+        if shown is None or isinstance(self.app.screen, ScreenTextScreen):
             return
         self.reading.request(shown)
-        self.push_screen(ScreenTextScreen(shown, self.reading))
+        self.app.push_screen(ScreenTextScreen(shown, self.reading))
 
-    def action_help(self) -> None:
-        if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen([ORDER_LINE], keys=KEYS))
+    def show_help(self) -> None:
+        if not isinstance(self.app.screen, HelpScreen):
+            self.app.push_screen(HelpScreen([ORDER_LINE], keys=KEYS))
 
     def action_leave(self) -> None:
-        """``q``: once every run ended, quit. While runs go on, the first press says that leaving kills
-        them; a second within a few seconds kills every run and leaves once each is sealed."""
+        self.cua.action_leave()
+
+    def leave_warning(self) -> str | None:
+        """Once every run ended, nothing: q quits. While runs go on, leaving kills them."""
         if self.fleet.done or self.finished:
-            self.exit()
-            return
-        now = time.monotonic()
-        if now - self._leave_asked < LEAVE_WINDOW_S:
-            self.leaving = True
-            self.fleet.kill_all(by=LEFT_BY)
-            self.notify("leaving: every run is killed and sealed first…", severity="warning", markup=False)
-            self.set_timer(SEAL_WAIT_S, self.exit)  # the command line waits for the seals in any case
-            return
-        self._leave_asked = now
+            return None
         going = sum(1 for row in self.fleet_rows.values() if not row.ended)
-        self.notify(
+        return (
             f"{going} runs are still going: leaving kills every one (each is sealed as killed). Press q again "
-            f"within {LEAVE_WINDOW_S:g} s to leave; k kills the selected run, K every run.",
-            title="leave?",
-            severity="warning",
-            timeout=LEAVE_WINDOW_S,
-            markup=False,
+            f"within {LEAVE_WINDOW_S:g} s to leave; k kills the selected run, K every run."
         )
 
-    async def action_quit(self) -> None:
-        """Textual's ctrl+q and the palette's Quit: the same as q."""
-        self.action_leave()
+    def leave(self) -> None:
+        """Kill every run and leave once each is sealed (the command line waits for the seals in any case)."""
+        self.leaving = True
+        self.fleet.kill_all(by=LEFT_BY)
+        self.notify("leaving: every run is killed and sealed first…", severity="warning", markup=False)
+        self.set_timer(SEAL_WAIT_S, self.app.exit)
+
+
+def fleet_app(fleet: FleetControl, *, measure: bool = False, **settings: Any) -> CuaApp:
+    """The App answering ``fleet``'s queue (``settings``: CuaApp's: theme, graphics, screen reader, ...)."""
+    return CuaApp(partial(FleetScreen, fleet=fleet, measure=measure), title="cua-tui fleet", **settings)
 
 
 def run_fleet_tui(
@@ -1092,7 +861,7 @@ def run_fleet_tui(
     theme: str | None = None,
     settings: Any = None,
     screen_reader: ScreenTextReader | None = None,
-    on_start: Callable[[App[None]], None] | None = None,
+    on_start: Callable[[CuaApp], None] | None = None,
 ) -> None:
     """Start ``fleet`` and answer its queue in the fleet TUI until the analyst leaves. Raises OSError when
     the fleet cannot start (its runs directory cannot be written). Leaving kills every run; the caller
@@ -1102,7 +871,7 @@ def run_fleet_tui(
 
     fleet.start()
     graphics = graphics_widget()  # probes the terminal: before the App runs
-    app = FleetApp(
+    app = fleet_app(
         fleet,
         theme=theme or getattr(settings, "theme", "cua-dark"),
         theme_dirs=(settings.themes_dir,) if settings is not None else (),

@@ -1,0 +1,489 @@
+"""One run's screen: the live screen, the pending batch with its risks, the audit log and the status, and
+the decision in view (y / a / n through the App, g the scoped approvals, x the alerts). The same screen
+shows a lone run (``cua-tui run``, ``demo``) and a fleet's run opened from its queue: its source says
+which (``RunSource``)."""
+
+from __future__ import annotations
+
+from collections import deque
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+from textual import events
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widgets import Footer
+
+from ..core import events as ev
+from ..core.guard import DecisionGuard
+from ..core.ports import Answer, DecisionRequest
+from ..core.run_view import RunView
+from ..core.runlog import RunReader
+from ..core.safeio import RunFileError
+from ..core.text import failure, visible
+from .app import ViewScreen
+from .audit_list import MAX_ENTRIES
+from .audit_pane import AuditPane
+from .batch import BatchPane
+from .commands import HistoryActions
+from .decision_panel import DecisionPanel, compact_terminal
+from .desktop_view import DesktopView
+from .dialogs import GrantsScreen, RejectReason
+from .frames import Target
+from .goal import GoalBar
+from .help import HelpScreen
+from .messages import RunEvent, RunFinished, while_open
+from .screen_text import ScreenReading, ScreenTextRead, ScreenTextScreen, ShownScreen, write_and_open
+from .signals import AlertBar
+from .source import RunSource
+from .status import StatusBar
+from .target_view import destination, focus_target, labelled, shot_of, shown_screen, typing_field
+
+if TYPE_CHECKING:
+    from .app import CuaApp
+
+AUDIT_HISTORY = MAX_ENTRIES  # earlier events a view opened on a going run reads back from its audit log
+
+
+class AuditHistory(Message):
+    """A run's audit events up to ``upto`` read back from its log (the last AUDIT_HISTORY of them)."""
+
+    def __init__(self, events: list[ev.Stamped], upto: int, problem: str | None) -> None:
+        super().__init__()
+        self.events, self.upto, self.problem = events, upto, problem
+
+
+class RunScreen(HistoryActions, ViewScreen):
+    """desktop pane | decision + batch + audit panes, status bar, footer, for the run ``source`` tells."""
+
+    BINDINGS = [
+        Binding("g", "grants", "grants", id="grants"),
+        Binding("x", "alerts_seen", "alerts seen", id="alerts_seen"),
+        Binding("escape", "back", "back to the fleet", id="back"),
+        Binding("q", "quit_when_done", "quit", id="quit"),
+        Binding("q", "leave", "leave", id="leave", show=False),  # during a run: says what leaving means
+        Binding("slash", "search", "search", id="search", show=False),  # the audit log, by text and kind
+    ]
+    # The run's state, from its event stream alone: the panes are bound to it and render their part.
+    view: reactive[RunView] = reactive(RunView, init=False, layout=False, repaint=False)
+
+    def __init__(self, app: CuaApp, source: RunSource) -> None:
+        super().__init__()
+        self.cua = app
+        self.source = source
+        self.guard: DecisionGuard = app.new_guard()  # y / a / n count only once the decision was seen
+        self.desktop = DesktopView(graphics=app.graphics, id="desktop")
+        self._answered: DecisionRequest | None = None
+        self.running = True
+        self.final_status = ""
+        self._sealed_known = False  # the run's own result said whether its seal reached the disk
+        self.zoomed = False
+        self._backlog: deque[ev.Stamped] | None = None  # live events while the earlier ones are read back
+
+    @property
+    def reading(self) -> ScreenReading:
+        return self.cua.reading
+
+    @property
+    def run_task(self) -> str:
+        """The fleet task whose run this is ("" for a lone run)."""
+        return self.source.label
+
+    def compose(self) -> ComposeResult:
+        self.set_reactive(RunScreen.view, self.source.attach(self._told))
+        self.running = self.view.ended is None
+        info = self.source.info
+        yield GoalBar(info, id="goal")
+        yield AlertBar(id="alerts").data_bind(view=RunScreen.view)
+        with Horizontal(id="main"):
+            yield self.desktop
+            with Vertical(id="side"):
+                yield DecisionPanel(id="decision")
+                yield BatchPane(id="batch", history=True).data_bind(view=RunScreen.view)
+                yield AuditPane(id="audit")
+        yield StatusBar(info, clock=self.cua.clock, id="status").data_bind(view=RunScreen.view)
+        yield Footer()
+
+    def _told(self, stamped: ev.Stamped) -> None:  # the run's thread: post, never wait
+        self.post_message(RunEvent(stamped))
+
+    def on_mount(self) -> None:
+        source = self.source
+        # Text: a str border title is parsed as markup, and a fleet task's name is the tasks file's own text
+        title = f"Desktop · {visible(source.label, limit=64)} (live)" if source.label else "Desktop"
+        self.desktop.border_title = Text(title)
+        panel = self.query_one(DecisionPanel)
+        panel.run_name = source.run_name
+        if self.view.ended is not None:
+            self.query_one(AuditPane).set_state("sealed")
+        if self.view.seq >= 0 and source.run_dir is not None:
+            # The events before the copy the view started from: read back from the run's audit log (the
+            # record itself) in a worker; events arriving meanwhile wait, so the pane keeps the chain's order.
+            self._backlog = deque(maxlen=AUDIT_HISTORY)
+            reader = partial(self._read_history, str(source.run_dir), self.view.seq)
+            self.run_worker(reader, thread=True, exit_on_error=False)
+        if source.owned:
+            self.cua.drive(source, self)
+        self._show_pending()
+        self.render_frame()
+
+    def on_unmount(self) -> None:
+        self.source.detach()
+        # Leaving the TUI while the run goes on is a kill: the run's thread must end, or the process could
+        # not exit (asyncio waits for the worker's thread) and the caller's own kill would never come.
+        if self.source.owned and self.running:
+            self.source.kill(by="human (left the TUI)")
+
+    # ------------------------------------------------------------------------------------------------
+    # The earlier events of a run opened mid-way
+    # ------------------------------------------------------------------------------------------------
+    def _read_history(self, path: str, upto: int) -> None:
+        """Worker thread: the last events of the run's audit log up to ``upto``, posted as one AuditHistory."""
+        tail: deque[ev.Stamped] = deque(maxlen=AUDIT_HISTORY)
+        problem = None
+        try:
+            with RunReader(path) as reader:
+                for stamped in reader.poll():
+                    if stamped.seq > upto:
+                        break
+                    tail.append(stamped)
+        except (OSError, RunFileError) as exc:
+            problem = failure(exc)
+        self.post_message(AuditHistory(list(tail), upto, problem))
+
+    def on_audit_history(self, message: AuditHistory) -> None:
+        message.stop()
+        pane = self.query_one(AuditPane)
+        history, backlog, self._backlog = message.events, self._backlog or (), None
+        for stamped in history:
+            pane.record(stamped.event, stamped.seq, stamped.head, chain=False)
+        if not history or history[-1].seq != message.upto:
+            why = message.problem or "the audit log holds fewer events than the run has told"
+            self.notify(
+                f"earlier audit events not all shown: {visible(why, limit=200)}", severity="warning", markup=False
+            )
+        for stamped in backlog:
+            pane.record(stamped.event, stamped.seq, stamped.head, chain=False)
+        pane.set_state("sealed" if self.view.ended is not None else "live")
+
+    # ------------------------------------------------------------------------------------------------
+    # Events
+    # ------------------------------------------------------------------------------------------------
+    @property
+    def pending(self) -> DecisionRequest | None:
+        """The request awaiting the reviewer: the run's own (from the event stream, through the RunView),
+        unless this reviewer has already answered it and the stream has not yet said so."""
+        request = self.view.pending
+        if request is None or request is self._answered or not self.running:
+            return None
+        return request
+
+    @while_open
+    def on_run_event(self, message: RunEvent) -> None:
+        message.stop()
+        stamped = message.stamped
+        if stamped.seq <= self.view.seq:
+            return  # already in the copy the view started from
+        event = stamped.event
+        view = self.view
+        was_pending = self.pending
+        view.apply(stamped)
+        audit = self.query_one(AuditPane)
+        if self._backlog is not None:
+            self._backlog.append(stamped)  # the audit pane shows it after the history read back
+        else:
+            audit.record(event, stamped.seq, stamped.head)
+        self.mutate_reactive(RunScreen.view)  # the batch pane, the status bar and the alerts follow it
+        match event:
+            case ev.RunEnded():
+                self.running = False
+                # result.json is written after this last event and may fail: sealed only once it is there
+                sealing = self.source.owned and self.source.live and not self._sealed_known
+                audit.set_state("sealing…" if sealing else "sealed")
+            case ev.Killed() if self.source.owned:
+                self.notify("kill switch: run stopped", severity="error", markup=False)
+        if view.alert is not None:
+            self.refresh_bindings()
+        if isinstance(event, ev.ScreenCaptured) and event.png is not None:
+            self.render_frame()
+            if self.pending is not None and self.pending is was_pending:  # a new screen during a decision
+                self._read_screen()
+        if self.pending is not was_pending:
+            self._show_pending()
+
+    @while_open
+    def on_run_finished(self, message: RunFinished) -> None:
+        message.stop()
+        self.running = False
+        self.final_status = message.status
+        self._sealed_known = True
+        if self.source.live:
+            self._show_seal(message)
+        self._show_pending()
+        if message.status:
+            self.notify(f"run ended: {visible(message.status)} · press q to quit", timeout=30, markup=False)
+
+    def _show_seal(self, message: RunFinished) -> None:
+        """The audit pane and the status bar as the run's result has them: a run whose seal could not be
+        written (its RunEnded record says how it ended, not that it was sealed) is shown not sealed, why."""
+        sealed = bool(getattr(self.cua.result, "sealed", False))
+        self.query_one(AuditPane).set_state("sealed" if sealed else "NOT sealed")
+        if sealed:
+            return
+        reason = visible(message.reason or "the run ended without a result", limit=300)
+        status = self.query_one(StatusBar)
+        status.final = f"{visible(message.status or 'error')} · {reason}"
+        status.ended = status.ended or self.cua.clock()
+        status.show(self.view)
+        self.notify(f"not sealed: {reason}", title="seal", severity="error", timeout=60, markup=False)
+
+    def _show_pending(self) -> None:
+        """Show what ``pending`` says (the one place that reads it for the panes)."""
+        request = self.pending
+        self.guard.arm(request)  # a new decision on screen: its keys count after the guard
+        self.zoomed = self._focus_target() is not None  # at a decision the pane frames the target (z: whole)
+        panel = self.query_one(DecisionPanel)
+        panel.set_compact(compact_terminal(self.app.size.width, self.app.size.height))
+        started = self.view.started
+        panel.show_request(
+            request,
+            self.view.batch_size,
+            self.source.info.task or (started.task if started else ""),
+            self._destination(),
+            field=self._field() is not None,
+            model_text=self.view.batch_text,
+        )
+        if request is not None:
+            self._read_screen()
+        self.query_one(BatchPane).mark_pending(request.index if request is not None else None)
+        self.render_frame()
+        self.app.refresh_bindings()
+        if request is not None and self.source.owned:
+            what = request.action.describe() if request.action is not None else "model safety checks"
+            body = f"turn {request.turn}, action {request.index + 1}: {what} · {request.reason}"
+            self.cua.signal("cua-tui: decision needed", body)
+
+    # ------------------------------------------------------------------------------------------------
+    # Frames
+    # ------------------------------------------------------------------------------------------------
+    @property
+    def painted_sha(self) -> str:
+        """The SHA-256 of the screenshot the pane shows ("": none, refused, or none yet)."""
+        return self.desktop.painted_sha
+
+    def render_frame(self) -> None:
+        shot = shot_of(self.view)
+        if shot is None:
+            return
+        # the zoom keeps the target's label in view
+        target = labelled(self._focus_target(), self.reading, shot.sha)
+        self.desktop.show_shot(shot, target, zoom=self.zoomed)
+
+    @while_open
+    def on_desktop_view_refused(self, message: DesktopView.Refused) -> None:
+        message.stop()
+        self.notify(f"screenshot not shown: {message.reason}", title="desktop", severity="warning", markup=False)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.query_one(DecisionPanel).set_compact(compact_terminal(event.size.width, event.size.height))
+
+    def on_desktop_view_resized(self, message: DesktopView.Resized) -> None:
+        message.stop()
+        if self.pending is not None:  # the pending row back in view at the new size (unless read back)
+            self.query_one(BatchPane).reveal_pending()
+
+    # ------------------------------------------------------------------------------------------------
+    # What the App's keys do here
+    # ------------------------------------------------------------------------------------------------
+    def can(self, action: str, parameters: tuple[object, ...]) -> bool:
+        if action in ("approve", "reject", "approve_scope"):
+            return self.pending is not None and (action != "approve_scope" or self.pending.scope is not None)
+        if action == "kill":
+            # While a reason is typed, k is a letter of it: ctrl+k (always bound) is the kill switch there.
+            # So is it in the screen-text view's search box.
+            typing = isinstance(self.app.screen, RejectReason | ScreenTextScreen)
+            return self.running and (parameters == ("always",) or not typing)
+        if action == "zoom":
+            return self._focus_target() is not None
+        if action in ("screen_text", "open_screenshot"):
+            return self.view.screen is not None
+        return action == "help"
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "grants":
+            return self.running and bool(self.view.grants) and self.source.owned
+        if action == "alerts_seen":
+            return bool(self.view.attention.unseen)
+        if action == "back":
+            return not self.source.owned
+        if action == "leave":
+            return self.cua.main.leave_warning() is not None
+        if action == "quit_when_done":
+            return self.cua.main.leave_warning() is None
+        if (possible := self.check_history_action(action)) is not None:
+            return possible
+        return True
+
+    def guard_for(self) -> DecisionGuard:
+        return self.guard
+
+    def _answer(self, answer: Answer, *, note: str = "", grant: bool = False) -> None:
+        request = self.pending
+        if request is None:
+            return
+        why = self.source.answer(
+            answer, request, note=note, grant=grant, screen=self.painted_sha, shown_ms=self.guard.shown_ms()
+        )
+        if why is not None:
+            self.notify(
+                f"not applied (turn {request.turn}, action {request.index + 1}): {visible(why, limit=200)}",
+                title="answer refused",
+                severity="warning",
+                timeout=8,
+                markup=False,
+            )
+            return
+        self._answered = request  # answered: hidden until the stream records the decision
+        self._show_pending()
+
+    def approve(self, *, scope: bool = False) -> None:
+        """``y``; ``a``: this action and every later one of its scope (shown in the panel) for the run."""
+        if not scope or (self.pending is not None and self.pending.scope is not None):
+            self._answer(Answer.APPROVE, grant=scope)
+
+    def reject(self) -> None:
+        """``n``: ask for an optional reason first (Enter sends it, Esc skips), then reject."""
+        request = self.pending
+        if request is None:
+            return
+
+        def done(reason: str | None) -> None:
+            if self.pending is request:  # still the same decision (not killed or timed out meanwhile)
+                self._answer(Answer.REJECT, note=reason or "")
+
+        self.app.push_screen(RejectReason(), done)
+
+    def kill(self, how: str = "") -> None:
+        if not self.running:
+            return
+        if isinstance(self.app.screen, RejectReason | ScreenTextScreen):
+            self.app.pop_screen()
+        self.source.kill()  # returns at once; the run's own thread ends it and seals the log
+        if self.pending is not None:
+            self._answered = self.pending  # nobody may answer it any more
+            self._show_pending()
+        self.query_one(StatusBar).stopping()
+        if not self.source.owned:
+            self.notify(
+                f"kill switch: {visible(self.source.label, limit=64)} stops (it is sealed as killed)", markup=False
+            )
+
+    def zoom(self) -> None:
+        self.zoomed = not self.zoomed
+        self.desktop.set_zoom(self.zoomed)
+
+    def action_grants(self) -> None:
+        """The scoped approvals in force; the one selected is revoked."""
+
+        def done(grant_id: int | None) -> None:
+            if grant_id is not None and self.source.revoke(grant_id):
+                self.notify(f"grant #{grant_id} revoked: its actions are asked again", markup=False)
+
+        self.app.push_screen(GrantsScreen(list(self.view.grants.values())), done)
+
+    def action_alerts_seen(self) -> None:
+        """``x``: the alerts have been seen; the line goes until the next one (the audit log keeps them all)."""
+        if self.view.attention.seen():
+            self.mutate_reactive(RunScreen.view)
+            self.app.refresh_bindings()
+
+    def action_back(self) -> None:
+        self.dismiss()
+
+    def action_leave(self) -> None:
+        self.cua.action_leave()
+
+    def action_quit_when_done(self) -> None:
+        self.cua.action_leave()
+
+    def leave_warning(self) -> str | None:
+        if not self.running:
+            return None
+        return (
+            "The run is still going: k is the kill switch. Press q again within 3 s to leave the TUI, which "
+            "kills the run (it is sealed as killed)."
+        )
+
+    def leave(self) -> None:
+        self.source.kill(by="human (left the TUI)")
+        self.app.exit(self.cua.result)
+
+    # ------------------------------------------------------------------------------------------------
+    # The screen as text (t), the screenshot in a file (o); the bulk is in screen_text.py
+    # ------------------------------------------------------------------------------------------------
+    def _field(self) -> tuple[int, int] | None:
+        """For pending typing: the last click point (the field it focused), else None."""
+        return typing_field(self.pending, self.view)
+
+    def _focus_target(self) -> Target | None:
+        """What the pane frames at a decision: the action's target, or for typing the focused field."""
+        return focus_target(self.pending, self.view)
+
+    def _sha(self) -> str | None:
+        """The SHA-256 of the newest screenshot (the screen-text cache's key)."""
+        return self.view.screen.sha256 if self.view.screen is not None else None
+
+    def _destination(self) -> str | None:
+        """The panel's "goes to" line for pending typing (None for anything else)."""
+        return destination(self.pending, self.view, self.reading, self._sha())
+
+    def _shown_screen(self) -> ShownScreen | None:
+        return shown_screen(shot_of(self.view), self._focus_target(), self.source.info.run_id)
+
+    def _read_screen(self) -> None:
+        shown = self._shown_screen()
+        if shown is not None:
+            self.reading.request(shown)
+
+    def screen_text_read(self, message: ScreenTextRead) -> None:
+        if message.digest != self._sha() or self.pending is None:
+            return
+        if self._focus_target() is not None:
+            self.query_one(DecisionPanel).set_destination(self._destination(), field=self._field() is not None)
+            self.query_one(BatchPane).mark_pending(self.pending.index)  # the panel grew: the row back in view
+        if message.text is not None:
+            self.render_frame()  # framed with the target's label in view
+
+    def screen_text(self) -> None:
+        """``t``: the screen as text, nearest the pending target first, searchable."""
+        shown = self._shown_screen()
+        if shown is None or isinstance(self.app.screen, ScreenTextScreen):
+            return
+        self.reading.request(shown)
+        self.app.push_screen(ScreenTextScreen(shown, self.reading))
+
+    def open_screenshot(self) -> None:
+        """``o``: the current screenshot at full resolution in a file (said where), opened in the viewer."""
+        shown = self._shown_screen()
+        if shown is not None:
+            write_and_open(self.app, shown)
+
+    def show_help(self) -> None:
+        if not isinstance(self.app.screen, HelpScreen):
+            grants = [f"grant #{g.grant}: {g.label} (given by {g.by})" for g in self.view.grants.values()]
+            lines = [
+                *self.source.policy_lines,
+                *(["", "Scoped approvals in force (g revokes):", *grants] if grants else []),
+            ]
+            self.app.push_screen(HelpScreen(lines))
+
+
+def supervisor_app(source: RunSource, **settings: Any) -> CuaApp:
+    """The App supervising the run ``source`` (``settings``: CuaApp's: theme, graphics, screen reader, ...)."""
+    from .app import CuaApp
+
+    return CuaApp(partial(RunScreen, source=source), **settings)
