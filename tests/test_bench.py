@@ -147,7 +147,7 @@ def test_quick_local_benchmark_writes_sane_json(tmp_path: Path) -> None:
 
 
 def test_quick_replay_benchmark_writes_sane_json(tmp_path: Path) -> None:
-    """The replay suite opens real sim runs in the real ReplayApp: first screen, one step, peak heap."""
+    """The replay suite opens real sim runs in the real replay screen: first screen, one step, peak heap."""
     out = tmp_path / "replay.json"
     proc = subprocess.run(
         [sys.executable, "-m", "cua_tui.bench", "replay", "--quick", "--json", str(out)],

@@ -1,7 +1,7 @@
 """Resize to redrawn picture: how long after the last resize event the desktop pane shows the screenshot
 re-rendered for its new size (issue 11, point 3: within 150 ms).
 
-A real run of the real supervisor on the sim desktop waits at a decision inside a headless SupervisorApp;
+A real run of the real supervisor on the sim desktop waits at a decision inside a headless run screen;
 the terminal is resized alternately between 160x48 and 80x24, and each time the wall-clock time is taken
 from the resize until the pane shows a frame fitted to its new size (the 50 ms settle, the conversion in a
 worker, the swap on the UI thread).

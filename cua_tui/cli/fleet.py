@@ -1,6 +1,6 @@
 """``cua-tui fleet``: the tasks of a tasks file as independent runs, at most N at a time, one approval queue.
 
-Without ``--headless`` the fleet TUI (cua_tui.tui.fleet_app's ``run_fleet_tui``) answers the queue. Headless,
+Without ``--headless`` the fleet TUI (cua_tui.tui.fleet_screen's ``run_fleet_tui``) answers the queue. Headless,
 every decision of every run goes to the same ``--on-confirm`` rule or approver command (whose JSON request
 carries the run id), the fleet's changes are printed as lines, and a summary lists each run's status and
 directory. Exit status: 0 when every run ended passed (or finished where no verifier exists), 1 otherwise,
@@ -103,7 +103,7 @@ def _run_in_tui(fleet: Any, theme: str, config: Any) -> None:
     """The fleet in its TUI, which answers the queue. Leaving it (or a signal) kills every run; the seals
     are waited for before the summary."""
     from ..ocr import ScreenReader
-    from ..tui.fleet_app import run_fleet_tui
+    from ..tui.fleet_screen import run_fleet_tui
 
     apps: list[Any] = []
     closing: list[bool] = []
