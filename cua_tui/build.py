@@ -125,8 +125,9 @@ def build_run(options: RunOptions) -> Run:
     rundir = _rundir(runs, options.run_id)
     # A remote desktop tags its sandbox with the run id and writes sandbox-id.txt in the run's directory.
     desktop.bind_run(rundir)
+    from .agents.redaction import public_url
     from .agents.vendor_agent import VendorAgent
-    from .factory import public_url, versions
+    from .factory import versions
 
     extra = {
         "model_base_url": public_url(agent.base_url) if isinstance(agent, VendorAgent) else None,

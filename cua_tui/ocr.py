@@ -152,7 +152,8 @@ class ScreenReader:
             return ""
         crop = ImageOps.autocontrast(image.crop((x0, y0, x1, y1)).convert("L"), cutoff=1)
         corners = [crop.getpixel(p) for p in ((0, 0), (crop.width - 1, 0), (0, crop.height - 1))]
-        if sum(int(c) for c in corners if isinstance(c, int)) < 3 * 128:  # light words on a dark fill
+        # Light words on a dark fill: the engine reads dark on light. A grey image's pixels are numbers.
+        if sum(c for c in corners if isinstance(c, (int, float))) < 3 * 128:
             crop = ImageOps.invert(crop)
         crop = crop.resize((crop.width * CROP_SCALE, crop.height * CROP_SCALE), Image.Resampling.LANCZOS)
         crop = ImageOps.expand(crop, border=CROP_PAD, fill=255)

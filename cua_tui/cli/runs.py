@@ -378,7 +378,7 @@ def layout(entries: list[RunEntry], width: int | None = None) -> tuple[list[str]
 
     raw = [entry.cells() for entry in entries]
     limits = list(LIMITS)
-    header = HEADER
+    header: tuple[str, ...] = HEADER
     if any(entry.fleet is not None for entry in entries):  # runs of a fleet: which one, and which task
         header = (*HEADER, "FLEET")
         limits.append(FLEET_LIMIT)

@@ -127,12 +127,12 @@ class FirstPaint:
     def __init__(self, background: tuple[int, int, int] = ROOT_COLOUR, *, flat_page: bool = True) -> None:
         self.background = background
         self.flat_page = flat_page  # False: the page is known to have content (a lab's), a flat frame never counts
-        self._last: bytes | None = None
+        self._last: bytes | bytearray | None = None
         self._colours: set[tuple[int, ...]] | None = {background}  # the last frame's, if two at most
         self._since = 0.0  # when the frame last changed
         self._content_at: float | None = None  # when content first showed
 
-    def ready(self, raw: bytes, size: tuple[int, int], now: float, *, fetched: bool = True) -> bool:
+    def ready(self, raw: bytes | bytearray, size: tuple[int, int], now: float, *, fetched: bool = True) -> bool:
         """``fetched``: the page's document has been served (only a page of one or two colours needs it)."""
         if raw != self._last:
             self._last, self._since = raw, now
@@ -145,15 +145,16 @@ class FirstPaint:
         return fetched and shown and now - self._since >= FLAT_PAGE_WAIT
 
 
-def few_colours(raw: bytes, size: tuple[int, int]) -> set[tuple[int, ...]] | None:
+def few_colours(raw: bytes | bytearray, size: tuple[int, int]) -> set[tuple[int, ...]] | None:
     """The colours of a BGRX frame if it has two at most, judged on every pixel; None if it has more."""
     from PIL import Image
 
     found = Image.frombuffer("RGB", size, bytes(raw), "raw", "BGRX", 0, 1).getcolors(2)  # bytes(): see x11.encode
-    return None if found is None else {colour for _count, colour in found}
+    # An RGB image's colours are tuples; Pillow's type also allows a single-band float.
+    return None if found is None else {colour for _count, colour in found if isinstance(colour, tuple)}
 
 
-def is_flat(raw: bytes, size: tuple[int, int]) -> bool:
+def is_flat(raw: bytes | bytearray, size: tuple[int, int]) -> bool:
     colours = few_colours(raw, size)
     return colours is not None and len(colours) == 1
 

@@ -592,4 +592,4 @@ def keysym_for_key(key: str) -> int:
         sym = keysym_for_char(key)
     if sym == X.NoSymbol:
         raise DesktopError(f"no X keysym for key {key!r}")
-    return sym
+    return int(sym)

@@ -184,7 +184,8 @@ class EgressProxy:
         self.stop()
 
     def _run(self) -> None:
-        loop = asyncio.new_event_loop()
+        # The selector loop new_event_loop() makes on Unix, named so: its executor shutdown takes a timeout.
+        loop = asyncio.SelectorEventLoop()
         self._loop = loop
         try:
             self._server = loop.run_until_complete(self._listen())
