@@ -331,22 +331,10 @@ class LocalDesktop(BaseDesktop):
         self._workspace = ws
         home, run, config, etc = _lay_out_workspace(ws, uid)
         start_url = self._start_proxy(run, uid)
-        # The X server's socket folder, bound at /tmp/.X11-unix inside, where the X server makes it
-        # world-writable: the folder above it is the sandbox user's, 0700, so on the host only that user
-        # and root reach the socket.
-        x_dir = ws / "x11" / "sockets"
-        x_dir.mkdir(parents=True)
-        _own(x_dir.parent, uid, 0o700)
-        _own(x_dir, uid, 0o700)
+        x_dir = _x_socket_dir(ws, uid)
         number = self._claim_display(x_dir if self.bubblewrap else None)
         display_name = self._display = f":{number}"
-        cookie_file = run / "xauth"
-        subprocess.run(
-            ["xauth", "-q", "-f", str(cookie_file), "add", display_name, ".", secrets.token_hex(16)],
-            check=True,
-            capture_output=True,
-        )
-        _own(cookie_file, uid, 0o600)
+        cookie_file = _x_cookie(run, display_name, uid)
         env = {
             "DISPLAY": display_name,
             "XAUTHORITY": str(cookie_file),
@@ -359,7 +347,8 @@ class LocalDesktop(BaseDesktop):
             init = _write_init(run, config, self.size, display_name, cookie_file, relay_to)
             command = _bwrap_command(uid, home, run, etc, x_dir, init)
             x_socket = x_dir / f"X{number}"
-        else:  # the init script's scratch files in the run's own folder, /tmp being shared
+        else:
+            # The init script's scratch files in the run's own folder, /tmp being shared.
             scratch = home / ".init"
             scratch.mkdir(mode=0o700)
             _own(scratch, uid, 0o700)
@@ -615,6 +604,29 @@ def _lay_out_workspace(ws: Path, uid: int) -> tuple[Path, Path, Path, Path]:
     for name, text in etc_files(uid, str(home)).items():
         _write_readonly(etc / name, text)
     return home, run, config, etc
+
+
+def _x_socket_dir(ws: Path, uid: int) -> Path:
+    """The X server's socket folder, bound at /tmp/.X11-unix inside, where the X server makes it
+    world-writable: the folder above it is the sandbox user's, 0700, so on the host only that user and
+    root reach the socket."""
+    x_dir = ws / "x11" / "sockets"
+    x_dir.mkdir(parents=True)
+    _own(x_dir.parent, uid, 0o700)
+    _own(x_dir, uid, 0o700)
+    return x_dir
+
+
+def _x_cookie(run: Path, display_name: str, uid: int) -> Path:
+    """A fresh X authorization cookie for the display, in a file only the sandbox user reads."""
+    cookie_file = run / "xauth"
+    subprocess.run(
+        ["xauth", "-q", "-f", str(cookie_file), "add", display_name, ".", secrets.token_hex(16)],
+        check=True,
+        capture_output=True,
+    )
+    _own(cookie_file, uid, 0o600)
+    return cookie_file
 
 
 def _write_init(
