@@ -472,14 +472,7 @@ class DockerDesktop(HelperDesktop):
         """Record the container before it runs anything; remove it at once if a stop came meanwhile."""
         with self._lock:
             self._container = ident
-        try:
-            if self._run is not None:
-                self._run.write_sandbox_id(ident)
-            if self._sink is not None:
-                self._sink(ev.SandboxCreated(self.name, ident, self.labels))
-        finally:
-            if self._stopping.is_set():
-                self._remove()
+        self._announce(ident, self.labels, self._remove)
 
     def _find_lost(self) -> None:
         """The create failed or was cut off, perhaps after the engine made the container: find it by label."""
