@@ -12,13 +12,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .core import events as ev
 from .core.approvers import HandshakeApprover
 from .core.errors import UsageError
 from .core.ports import Agent, Approver, Desktop
 from .core.supervisor import Listener, RunConfig, RunResult, Supervisor
+
+if TYPE_CHECKING:
+    from .config import Settings
+    from .core.audit import AuditKey
+    from .core.geometry import Size
+    from .core.policy import Policy
+    from .core.rundir import RunDir
+    from .labs.base import Lab
 
 HANDSHAKE = "tui"  # ``RunOptions.decisions`` for a front end that answers through the handshake (the TUI)
 TUI_REVIEWER = "human (TUI)"
@@ -102,17 +110,8 @@ class Run:
 
 def build_run(options: RunOptions) -> Run:
     """Check the options and make the run. Raises BuildError; creates the run directory last."""
-    from .config import ConfigError, Settings
-    from .core.geometry import Size
-
-    try:
-        settings = options.settings or Settings.load()
-    except ConfigError as exc:
-        raise BuildError(str(exc)) from None
-    try:
-        size = Size.parse(options.screen)
-    except ValueError as exc:
-        raise BuildError(str(exc)) from None
+    settings = _settings(options)
+    size = _screen(options.screen)
     _check_allow_domains(options.allow_domains)
     _check_url(options.url)
     lab = _lab(options.lab)
@@ -125,18 +124,9 @@ def build_run(options: RunOptions) -> Run:
     rundir = _rundir(runs, options.run_id)
     # A remote desktop tags its sandbox with the run id and writes sandbox-id.txt in the run's directory.
     desktop.bind_run(rundir)
-    from .agents.vendor_agent import VendorAgent
-    from .factory import public_url, versions
+    from .factory import versions
 
-    extra = {
-        "model_base_url": public_url(agent.base_url) if isinstance(agent, VendorAgent) else None,
-        "lab": options.lab,
-        "url": options.url,
-        "allow_domains": list(options.allow_domains),
-        "lab_regions": lab.regions() if lab is not None else [],
-        **({"sandbox": sandbox} if (sandbox := desktop.record()) else {}),
-        **options.extra,
-    }
+    extra = _extra(options, agent, lab, desktop)
     config = RunConfig(
         task=options.task or (lab.task if lab is not None else "scripted run"),
         backend=options.backend,
@@ -164,6 +154,40 @@ def build_run(options: RunOptions) -> Run:
     except OSError as exc:
         raise BuildError(f"run directory {rundir.path}: cannot write it ({exc.strerror or exc})", 1) from None
     return Run(supervisor, approver, options)
+
+
+def _settings(options: RunOptions) -> Settings:
+    from .config import ConfigError, Settings
+
+    try:
+        return options.settings or Settings.load()
+    except ConfigError as exc:
+        raise BuildError(str(exc)) from None
+
+
+def _screen(text: str) -> Size:
+    from .core.geometry import Size
+
+    try:
+        return Size.parse(text)
+    except ValueError as exc:
+        raise BuildError(str(exc)) from None
+
+
+def _extra(options: RunOptions, agent: Agent, lab: Lab | None, desktop: Desktop) -> dict[str, Any]:
+    """What run.json records beyond the run's config: the model's endpoint, the lab, the sandbox."""
+    from .agents.redaction import public_url
+    from .agents.vendor_agent import VendorAgent
+
+    return {
+        "model_base_url": public_url(agent.base_url) if isinstance(agent, VendorAgent) else None,
+        "lab": options.lab,
+        "url": options.url,
+        "allow_domains": list(options.allow_domains),
+        "lab_regions": lab.regions() if lab is not None else [],
+        **({"sandbox": sandbox} if (sandbox := desktop.record()) else {}),
+        **options.extra,
+    }
 
 
 def default_operator() -> str:
@@ -203,7 +227,7 @@ def _check_allow_domains(entries: tuple[str, ...]) -> None:
         raise BuildError(f"--allow-domain: {exc}") from None
 
 
-def _lab(name: str | None) -> Any:
+def _lab(name: str | None) -> Lab | None:
     if not name:
         return None
     from .labs import get_lab
@@ -214,7 +238,7 @@ def _lab(name: str | None) -> Any:
         raise BuildError(str(exc)) from None
 
 
-def _policy(options: RunOptions, settings: Any, lab: Any) -> Any:
+def _policy(options: RunOptions, settings: Settings, lab: Lab | None) -> Policy:
     from .core.policy import Policy, PolicyError
 
     try:
@@ -230,7 +254,7 @@ def _policy(options: RunOptions, settings: Any, lab: Any) -> Any:
     return policy
 
 
-def _audit_key(path: Path | None, runs: Path) -> Any:
+def _audit_key(path: Path | None, runs: Path) -> AuditKey | None:
     if path is None:
         return None
     from .core.audit import AuditKey, AuditKeyError
@@ -261,7 +285,7 @@ def _approver(decisions: str) -> Approver:
         raise BuildError(str(exc)) from None
 
 
-def _agent(options: RunOptions, policy: Any, settings: Any) -> tuple[Agent, str]:
+def _agent(options: RunOptions, policy: Policy, settings: Settings) -> tuple[Agent, str]:
     from .agents.script import Script, ScriptAgent, ScriptError, load_texts
     from .agents.vendors import DEFAULT_MODELS
     from .factory import UnavailableError, make_agent
@@ -293,7 +317,7 @@ def _agent(options: RunOptions, policy: Any, settings: Any) -> tuple[Agent, str]
         raise BuildError(str(exc)) from None
 
 
-def _desktop(options: RunOptions, size: Any, lab: Any, policy: Any, settings: Any) -> Desktop:
+def _desktop(options: RunOptions, size: Size, lab: Lab | None, policy: Policy, settings: Settings) -> Desktop:
     from .factory import UnavailableError, make_desktop
 
     try:
@@ -309,7 +333,7 @@ def _desktop(options: RunOptions, size: Any, lab: Any, policy: Any, settings: An
         raise BuildError(str(exc)) from None
 
 
-def _rundir(runs: Path, run_id: str | None) -> Any:
+def _rundir(runs: Path, run_id: str | None) -> RunDir:
     from .core.rundir import RunDir
 
     try:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from .build import BuildError, Run, RunOptions, build_run
 from .core import events as ev
@@ -35,7 +35,7 @@ from .core.fleet_queue import (
     RunState,
     priority,
 )
-from .core.ports import Answer
+from .core.ports import Answer, AnswerDetails
 from .core.run_view import RunView
 from .core.rundir import new_run_id, write_json_atomic
 from .core.supervisor import RunResult, iso_time
@@ -311,16 +311,7 @@ class Fleet:
     # ------------------------------------------------------------------------------------------------
     # What a front end does
     # ------------------------------------------------------------------------------------------------
-    def answer(
-        self,
-        item: QueueItem,
-        answer: Answer,
-        *,
-        note: str = "",
-        grant: bool = False,
-        screen: str = "",
-        shown_ms: int | None = None,
-    ) -> str | None:
+    def answer(self, item: QueueItem, answer: Answer, **details: Unpack[AnswerDetails]) -> str | None:
         """Answer the request of ``item``, and only it. None when the answer was taken; otherwise why it
         was refused (the request is no longer pending: answered, decided, its run killed or ended), and
         nothing was applied anywhere."""
@@ -338,7 +329,7 @@ class Fleet:
                 return "no longer pending: its run is ending"
             # The handshake takes the answer only for this very request object (identity), pending or
             # about to be asked: never for the run's next request, never for another run's.
-            if not handshake.answer(answer, item.request, note=note, grant=grant, screen=screen, shown_ms=shown_ms):
+            if not handshake.answer(answer, item.request, **details):
                 return "no longer pending: the run moved on"
             self._close(item, "answered")
         self._post(RequestClosed(item, "answered"))

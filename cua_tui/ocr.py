@@ -53,6 +53,14 @@ def sha256(png: bytes) -> str:
     return hashlib.sha256(png).hexdigest()
 
 
+def _keep[K, V](cache: OrderedDict[K, V], key: K, value: V, size: int) -> None:
+    """Put ``value`` in the LRU ``cache`` as the most recent, dropping the oldest beyond ``size``."""
+    cache[key] = value
+    cache.move_to_end(key)
+    while len(cache) > size:
+        cache.popitem(last=False)
+
+
 class ScreenReader:
     """Reads screenshots as text with Tesseract; thread-safe (workers of the App call ``read``), cached by
     screen hash. A ``core.screentext.ScreenTextReader``."""
@@ -91,17 +99,11 @@ class ScreenReader:
         found = self.cached(digest)
         if found is not None:
             return found
-        try:
-            image = decode_screen(png, limit, max_pixels=self.max_pixels)
-        except ImageRefused as exc:
-            raise OcrFailed(f"screenshot not read: {exc}") from None
+        image = self._decode(png, limit)
         data = self._engine(image)
         text = from_data(data, image.width, image.height)
         with self._lock:
-            self._cache[digest] = text
-            self._cache.move_to_end(digest)
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
+            _keep(self._cache, digest, text, self.cache_size)
         return text
 
     def cached_target(self, digest: str, point: tuple[int, int]) -> TargetText | None:
@@ -114,10 +116,7 @@ class ScreenReader:
         found = self.cached_target(digest, point)
         if found is not None:
             return found
-        try:
-            image = decode_screen(png, limit, max_pixels=self.max_pixels)
-        except ImageRefused as exc:
-            raise OcrFailed(f"screenshot not read: {exc}") from None
+        image = self._decode(png, limit)
         box = element_box(image, point)
         x, y = point
         inside = (
@@ -139,10 +138,14 @@ class ScreenReader:
                     break
         found = TargetText(point, box, text, label, label_box)
         with self._lock:
-            self._targets[(digest, point)] = found
-            while len(self._targets) > TARGET_CACHE:
-                self._targets.popitem(last=False)
+            _keep(self._targets, (digest, point), found, TARGET_CACHE)
         return found
+
+    def _decode(self, png: bytes, limit: ScreenLimit) -> Image.Image:
+        try:
+            return decode_screen(png, limit, max_pixels=self.max_pixels)
+        except ImageRefused as exc:
+            raise OcrFailed(f"screenshot not read: {exc}") from None
 
     def _line(self, image: Image.Image, box: Box) -> str:
         """The words the engine is sure of in ``box`` of ``image``, read as one line ("" for none)."""
@@ -152,7 +155,8 @@ class ScreenReader:
             return ""
         crop = ImageOps.autocontrast(image.crop((x0, y0, x1, y1)).convert("L"), cutoff=1)
         corners = [crop.getpixel(p) for p in ((0, 0), (crop.width - 1, 0), (0, crop.height - 1))]
-        if sum(int(c) for c in corners if isinstance(c, int)) < 3 * 128:  # light words on a dark fill
+        # Light words on a dark fill: the engine reads dark on light. A grey image's pixels are numbers.
+        if sum(c for c in corners if isinstance(c, (int, float))) < 3 * 128:
             crop = ImageOps.invert(crop)
         crop = crop.resize((crop.width * CROP_SCALE, crop.height * CROP_SCALE), Image.Resampling.LANCZOS)
         crop = ImageOps.expand(crop, border=CROP_PAD, fill=255)

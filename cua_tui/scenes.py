@@ -161,9 +161,9 @@ def record(
             run.supervisor.kill(by="scene recorded")
         worker.join(30)
         policy = run.supervisor.config.policy
-        source = RecordedRun(
-            run_info(run.supervisor.config, run.run_id), shown if until else events, policy_lines=policy.summary()
-        )
+        # ``shown`` is set exactly when ``until`` held (the wait above asserts it).
+        recorded = events if shown is None else shown
+        source = RecordedRun(run_info(run.supervisor.config, run.run_id), recorded, policy_lines=policy.summary())
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return source

@@ -10,15 +10,17 @@ import shutil
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn, Self
+from typing import Any, NoReturn, Self, TypeVar
 
 import click
 
 from .. import __version__
 from ..core.errors import CommandError, UsageError
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 # One prefix for every error, click's own (a missing option, a bad choice) included.
 ERROR_PREFIX = "Error: "
@@ -30,6 +32,12 @@ _HELP_AS_ERROR = getattr(click.exceptions, "NoArgsIsHelpError", ())
 def fail(reason: str, *, path: str | Path | None = None, hint: str | None = None) -> NoReturn:
     """Stop the command with a usage error (exit 2): ``Error: PATH: REASON; HINT``."""
     raise UsageError(reason, path=path, hint=hint)
+
+
+def path_option(*decls: str, help: str, file: bool = False, required: bool = False) -> Callable[[F], F]:
+    """An option that names a path (with ``file``, not a folder's): a ``Path``, or None when not given."""
+    kind = click.Path(path_type=Path, dir_okay=False) if file else click.Path(path_type=Path)
+    return click.option(*decls, type=kind, required=required, help=help)
 
 
 @contextmanager

@@ -8,50 +8,36 @@ from typing import Any
 
 import click
 
-from .base import fail, run_directory
+from .base import fail, path_option, run_directory
 
 EXIT_WRITTEN, EXIT_TAMPERED = 0, 1
 
 
 @click.command("export")
 @click.argument("run")
-@click.option(
+@path_option(
     "--html",
     "html_out",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
+    file=True,
     help="One self-contained HTML file: verdict and chain head, the timeline, frames with their targets "
     "marked, verdicts, decisions and who made them, outcomes, refused egress. No script; opens offline.",
 )
-@click.option(
+@path_option(
     "--gif",
     "gif_out",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
+    file=True,
     help="An animated film strip of the run, markers drawn (at most 100 frames, 800 px wide, 16 MiB).",
 )
-@click.option(
-    "--webp",
-    "webp_out",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
-    help="The same film strip as an animated WebP.",
-)
-@click.option(
+@path_option("--webp", "webp_out", file=True, help="The same film strip as an animated WebP.")
+@path_option(
     "--script",
     "script_out",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
+    file=True,
     help="A script file for `run --agent script:FILE` that replays the run's actions; typed texts are "
     "placeholders (their length and SHA-256) that `run --texts FILE` fills.",
 )
-@click.option(
-    "--key",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="The audit key the run was signed with, to check the seal's signature (as `verify --key`).",
-)
-@click.option("--runs-dir", type=click.Path(path_type=Path), default=None, help="Where to look up a run id.")
+@path_option("--key", help="The audit key the run was signed with, to check the seal's signature (as `verify --key`).")
+@path_option("--runs-dir", help="Where to look up a run id.")
 def command(
     run: str,
     html_out: Path | None,

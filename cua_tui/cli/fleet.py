@@ -17,15 +17,14 @@ from typing import Any
 import click
 
 from ..core.errors import CommandError
-from .base import OnSignal, fail, next_steps, program, settings
+from .base import OnSignal, fail, next_steps, path_option, program, settings
 from .flags import flag, run_flags, run_options
 
 
 @click.command("fleet")
-@click.option(
+@path_option(
     "--tasks",
     "tasks_path",
-    type=click.Path(path_type=Path),
     required=True,
     help="Tasks file (TOML): one [[tasks]] table per run (see the README's fleet section).",
 )

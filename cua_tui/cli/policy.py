@@ -6,16 +6,12 @@ from pathlib import Path
 
 import click
 
+from .base import path_option
+
 
 @click.command("policy")
 @click.option("--print", "print_default", is_flag=True, help="Print the built-in policy as TOML.")
-@click.option(
-    "--check",
-    "check_path",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Validate a policy file and summarise it.",
-)
+@path_option("--check", "check_path", help="Validate a policy file and summarise it.")
 def command(print_default: bool, check_path: Path | None) -> None:
     """Show the built-in policy, or check a policy file (exit 2 with the line of the error)."""
     from ..core.policy import DEFAULT_POLICY_TOML, Policy

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .base import fail, settings
+from .base import fail, path_option, settings
 
 if TYPE_CHECKING:
     from ..core.audit import VerifyReport
@@ -378,7 +378,7 @@ def layout(entries: list[RunEntry], width: int | None = None) -> tuple[list[str]
 
     raw = [entry.cells() for entry in entries]
     limits = list(LIMITS)
-    header = HEADER
+    header: tuple[str, ...] = HEADER
     if any(entry.fleet is not None for entry in entries):  # runs of a fleet: which one, and which task
         header = (*HEADER, "FLEET")
         limits.append(FLEET_LIMIT)
@@ -414,7 +414,7 @@ def layout(entries: list[RunEntry], width: int | None = None) -> tuple[list[str]
 
 
 @click.command("runs")
-@click.option("--runs-dir", type=click.Path(path_type=Path), default=None, help="Where run directories are.")
+@path_option("--runs-dir", help="Where run directories are.")
 @click.option(
     "--status",
     "statuses",

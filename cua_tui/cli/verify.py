@@ -7,17 +7,12 @@ from pathlib import Path
 
 import click
 
-from .base import fail, run_directory
+from .base import fail, path_option, run_directory
 
 
 @click.command("verify")
 @click.argument("run", metavar="RUN")
-@click.option(
-    "--key",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="The audit key the run was signed with (HMAC secret, or Ed25519 private/public PEM).",
-)
+@path_option("--key", help="The audit key the run was signed with (HMAC secret, or Ed25519 private/public PEM).")
 def command(run: str, key: Path | None) -> None:
     """Check a run directory for tampering. RUN is its path, or a run id as `cua-tui runs` lists it (or a
     unique beginning of one) in the runs directory.

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import threading
+from typing import Unpack
 
-from .ports import Answer, DecisionRequest, Ruling
+from .ports import Answer, AnswerDetails, DecisionRequest, Ruling
 
 SAFETY_CHECKS_RULE = "headless rule: safety checks need a reviewer"
 KILL_SWITCH = "kill switch"
@@ -41,11 +42,11 @@ class HandshakeApprover:
         self._cond = threading.Condition()
         self._pending: DecisionRequest | None = None
         self._answer: Answer | None = None
-        self._extra: tuple[str, bool, str, int | None] = ("", False, "", None)  # reason, grant, screen, shown ms
+        self._details: AnswerDetails = {}
         self._last: DecisionRequest | None = None  # the request decided last
         # An answer to a request whose event the UI has shown before the run's thread reached ``decide``
         # (the event is written first): kept for exactly that request object, taken when it is asked.
-        self._early: tuple[DecisionRequest, Answer, str, bool, str, int | None] | None = None
+        self._early: tuple[DecisionRequest, Answer, AnswerDetails] | None = None
 
     @property
     def pending(self) -> DecisionRequest | None:
@@ -59,9 +60,9 @@ class HandshakeApprover:
 
     def decide(self, request: DecisionRequest, cancel: threading.Event) -> Ruling:
         with self._cond:
-            self._pending, self._answer, self._extra = request, None, ("", False, "", None)
+            self._pending, self._answer, self._details = request, None, {}
             if self._early is not None and self._early[0] is request:
-                self._answer, self._extra = self._early[1], self._early[2:]
+                _request, self._answer, self._details = self._early
             self._early = None
             self._cond.notify_all()
         try:
@@ -74,41 +75,31 @@ class HandshakeApprover:
                 self._pending, self._last = None, request
         if answer is None:  # cancelled: the kill switch won, nobody answered
             return Ruling(Answer.KILL, KILL_SWITCH, "cancelled")
-        note, grant, screen, shown_ms = self._extra
+        details = self._details
         return Ruling(
             answer,
             self.by,
-            note,
+            details.get("note", ""),
             human=True,
-            grant=grant and answer is Answer.APPROVE,
-            screen=screen,
-            shown_ms=shown_ms,
+            grant=details.get("grant", False) and answer is Answer.APPROVE,
+            screen=details.get("screen", ""),
+            shown_ms=details.get("shown_ms"),
         )
 
-    def answer(
-        self,
-        answer: Answer,
-        request: DecisionRequest | None = None,
-        *,
-        note: str = "",
-        grant: bool = False,
-        screen: str = "",
-        shown_ms: int | None = None,
-    ) -> bool:
+    def answer(self, answer: Answer, request: DecisionRequest | None = None, **details: Unpack[AnswerDetails]) -> bool:
         """Answer the pending request (only if it is still ``request`` when given). True if taken.
 
-        ``note`` is the reviewer's reason; ``grant`` extends an approval to the request's scope. A
-        ``request`` not yet asked (its event is out, ``decide`` not yet called) is answered as soon as it
-        is asked; one already decided, or another than the one pending, is refused. ``screen`` (the SHA-256
-        of the screenshot shown with it) and ``shown_ms`` (how long it was on screen) go into the ruling."""
+        A ``request`` not yet asked (its event is out, ``decide`` not yet called) is answered as soon as it
+        is asked; one already decided, or another than the one pending, is refused. The ``details`` (the
+        reviewer's note, a grant, the screen shown and for how long) go into the ruling."""
         with self._cond:
             if self._pending is None and request is not None and request is not self._last:
-                self._early = (request, answer, note, grant, screen, shown_ms)
+                self._early = (request, answer, details)
                 return True
             if self._pending is None or (request is not None and request is not self._pending):
                 return False
             if self._answer is not None:
                 return False
-            self._answer, self._extra = answer, (note, grant, screen, shown_ms)
+            self._answer, self._details = answer, details
             self._cond.notify_all()
             return True

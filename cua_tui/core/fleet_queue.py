@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Protocol
+from typing import Protocol, Unpack
 
 from .events import Stamped
-from .ports import Answer, DecisionRequest
+from .ports import Answer, AnswerDetails, DecisionRequest
 from .run_view import RunView
 
 
@@ -223,16 +223,7 @@ class FleetControl(Protocol):
     def rows(self) -> list[RunRow]: ...
     def row(self, task: str) -> RunRow: ...  # KeyError for a task not in the fleet
     def queue(self) -> list[QueueItem]: ...
-    def answer(
-        self,
-        item: QueueItem,
-        answer: Answer,
-        *,
-        note: str = "",
-        grant: bool = False,
-        screen: str = "",
-        shown_ms: int | None = None,
-    ) -> str | None: ...
+    def answer(self, item: QueueItem, answer: Answer, **details: Unpack[AnswerDetails]) -> str | None: ...
     def kill(self, task: str, by: str = ...) -> bool: ...
     def kill_all(self, by: str = ...) -> None: ...
     def revoke(self, task: str, grant_id: int) -> bool: ...

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, runtime_checkable
 
 from .actions import Action
 from .geometry import Scaling, Size
@@ -291,6 +291,17 @@ class Ruling:
     grant: bool = False  # approve this and every later action of the request's scope (``a``)
     screen: str = ""  # the SHA-256 of the screenshot the reviewer was shown with the request
     shown_ms: int | None = None  # how long the request was on screen before this answer
+
+
+class AnswerDetails(TypedDict, total=False):
+    """What a person's answer carries beside the answer, as keywords of every ``answer`` on its way to the
+    approver: ``note`` the reviewer's reason, ``grant`` extends an approval to the request's scope, ``screen``
+    the SHA-256 of the screenshot shown with it, ``shown_ms`` how long it was on screen."""
+
+    note: str
+    grant: bool
+    screen: str
+    shown_ms: int | None
 
 
 @dataclass(frozen=True, slots=True)

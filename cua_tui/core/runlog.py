@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import events as ev
-from .safeio import LINE_CAP, SCREEN_CAP, RunFileError, RunFolder, decode_json
+from .safeio import LINE_CAP, SCREEN_CAP, FdOwner, RunFileError, RunFolder, decode_json
 
 AUDIT = "audit.jsonl"
 _BLOCK = 1 << 20
@@ -82,7 +82,7 @@ def event_of(record: dict[str, Any]) -> ev.Event:
         return ev.Note(f"{kind} record with fields this version cannot read")
 
 
-class RunLog:
+class RunLog(FdOwner):
     """``audit.jsonl`` of one run directory, read line by line from where the last ``poll`` stopped.
 
     ``poll()`` returns the events of the complete lines written since; a last line without its newline is
@@ -91,22 +91,12 @@ class RunLog:
     def __init__(self, folder: RunFolder, *, max_line: int = LINE_CAP, cap: int = 1 << 62) -> None:
         self.folder = folder
         self.max_line = max_line
-        self._fd, _size = folder.open_file(AUDIT, cap)  # streamed: each line is capped, and the file at ``cap``
+        # Streamed: each line is capped, and the file at ``cap``.
+        self.fd, _size = folder.open_file(AUDIT, cap)
         self._offset = 0
         self._carry = b""
         self._skipping = False
         self.lines = 0  # lines read so far (the next line's number, from 0)
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-    def __enter__(self) -> RunLog:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __iter__(self) -> Iterator[ev.Stamped]:
         """Every event written so far."""
@@ -117,7 +107,7 @@ class RunLog:
         out: list[ev.Stamped] = []
         while True:
             try:
-                chunk = os.pread(self._fd, _BLOCK, self._offset)
+                chunk = os.pread(self.fd, _BLOCK, self._offset)
             except OSError as exc:
                 raise RunFileError(AUDIT, "unreadable", f"cannot read it ({exc.strerror or exc})") from None
             if not chunk:

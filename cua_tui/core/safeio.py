@@ -19,7 +19,7 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import msgspec
 
@@ -77,7 +77,24 @@ def _size(n: int) -> str:
     return f"{n // MiB} MiB" if n >= MiB and n % MiB == 0 else f"{n:,} bytes"
 
 
-class RunFolder:
+class FdOwner:
+    """Owns one open file descriptor, ``fd`` (-1 once closed): ``close`` closes it once; a context manager."""
+
+    fd: int
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class RunFolder(FdOwner):
     """An open directory of a run; every read is relative to its descriptor and stays inside it.
 
     ``path`` is only for messages. Use as a context manager (or call ``close``)."""
@@ -224,19 +241,8 @@ class RunFolder:
         fd, _size_now = self.open_file(name, 1 << 62)  # streamed: only each line is capped
         return LineReader(fd, name, max_line)
 
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
 
-    def __enter__(self) -> RunFolder:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class LineReader:
+class LineReader(FdOwner):
     """Iterates ``(line, status)`` over a JSONL file, one block at a time: ``line`` without its newline,
     ``status`` one of ``LINE_OK``, ``LINE_INCOMPLETE`` (the last line lacks its newline), ``LINE_TOO_LONG``
     (longer than the cap: ``line`` is empty, the rest up to the next newline is skipped) or ``LINE_BAD_UTF8``.
@@ -292,17 +298,6 @@ class LineReader:
             if len(carry) > cap:
                 yield too_long  # the rest of it is skipped up to its newline
                 carry, skipping = b"", True
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-    def __enter__(self) -> LineReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _block_lines(body: bytes, cap: int) -> tuple[list[bytes], dict[int, int] | None]:

@@ -141,6 +141,8 @@ class Supervisor:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
+        """Long on purpose: it declares the whole state of a run (its writers, locks and events, counters,
+        the step in hand) in one place, each attribute with what it is for."""
         self.config = config
         self.policy = config.policy
         self.desktop = desktop
@@ -904,63 +906,31 @@ class Supervisor:
 
     def _finalize(self, status: RunStatus, reason: str, verified: bool | None) -> None:
         seal: dict[str, Any] = {}
-        verdict = self._verdict if verified is not None else None  # only the verifier's own ending has one
+        # Only the verifier's own ending has a verdict.
+        verdict = self._verdict if verified is not None else None
         try:
-            if self._deadline_timer is not None:
-                self._deadline_timer.cancel()
-            self._emit_safe(ev.Phase(RunPhase.STOPPING, "stopping the desktop"), final=True)
-            ok, detail = self._stop_desktop()
-            self._emit_safe(ev.Cleanup(ok, detail), final=True)
-            self._close_open_actions(reason)
+            ok, detail = self._wind_down(reason)
             self._emit_safe(
                 ev.RunEnded(status, reason, self.turn, self.steps, self.executed, verified, self._final_text),
                 final=True,
             )
-            with self._emit_lock:
-                if self._lost is None:
-                    try:
-                        seal = self.audit.seal(self.config.audit_key)
-                    except OSError as exc:
-                        self._lost = f"could not write audit.jsonl: {exc.strerror or exc}"
-                if self._lost is not None:
-                    # The end of the run is not on disk whole: leave the log unsealed (verify reports an
-                    # interrupted prefix) rather than seal a record that misses its ending.
-                    self.audit.close()
-                    status, reason = RunStatus.ERROR, _storage_reason(reason, self._lost)
+            seal, lost = self._seal_audit()
+            if lost is not None:
+                status, reason = RunStatus.ERROR, _storage_reason(reason, lost)
             with contextlib.suppress(OSError):
                 self.transcript.close()
             self._caller.close()
             if seal:
-                ended = self._wall_clock()
-                record = {
-                    "run_id": self.run_id,
-                    "status": status,
-                    "reason": reason,
-                    "verified": verified,
-                    "verifier": None
-                    if verdict is None
-                    else {"name": verdict.verifier, "where": verdict.where, "user": verdict.user},
-                    "cleanup": {"ok": ok, "detail": detail},
-                    "counts": {
-                        "turns": self.turn,
-                        "steps": self.steps,
-                        "executed": self.executed,
-                        "events": seal["events"],
-                    },
-                    "tokens": self.total_tokens,
-                    "cost_usd": self.total_cost,
-                    "final_text": self._final_text,
-                    "ended_at": ended,
-                    "ended_at_iso": iso_time(ended),
-                    "seal": seal,
-                }
+                record = self._result_record(status, reason, verified, verdict, (ok, detail), seal)
                 try:
                     self.rundir.write_result(record)
-                except Exception as exc:  # a full disk, a read-only folder, or a bug: not sealed either way
+                # A full disk, a read-only folder, or a bug: not sealed either way.
+                except Exception as exc:
                     seal = {}
                     why = exc.strerror if isinstance(exc, OSError) and exc.strerror else failure(exc)
                     status, reason = RunStatus.ERROR, _storage_reason(reason, f"could not write result.json: {why}")
-        except Exception as exc:  # a bug while ending: what is on disk is not sealed, and the result says so
+        # A bug while ending: what is on disk is not sealed, and the result says so.
+        except Exception as exc:
             seal = {}
             for close in (self.audit.close, self.transcript.close, self._caller.close):
                 with contextlib.suppress(Exception):
@@ -981,6 +951,63 @@ class Supervisor:
                 verdict,
             )
             self._finished.set()
+
+    def _wind_down(self, reason: str) -> tuple[bool, str]:
+        """Stop the clock and the desktop, and give every open action its outcome: (stopped cleanly, detail)."""
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+        self._emit_safe(ev.Phase(RunPhase.STOPPING, "stopping the desktop"), final=True)
+        ok, detail = self._stop_desktop()
+        self._emit_safe(ev.Cleanup(ok, detail), final=True)
+        self._close_open_actions(reason)
+        return ok, detail
+
+    def _seal_audit(self) -> tuple[dict[str, Any], str | None]:
+        """The audit log's seal, or ({}, why) when the end of the run is not on disk whole."""
+        with self._emit_lock:
+            if self._lost is None:
+                try:
+                    return self.audit.seal(self.config.audit_key), None
+                except OSError as exc:
+                    self._lost = f"could not write audit.jsonl: {exc.strerror or exc}"
+            # Leave the log unsealed (verify reports an interrupted prefix) rather than seal a record that
+            # misses its ending.
+            self.audit.close()
+            return {}, self._lost
+
+    def _result_record(
+        self,
+        status: RunStatus,
+        reason: str,
+        verified: bool | None,
+        verdict: ev.VerificationDone | None,
+        cleanup: tuple[bool, str],
+        seal: dict[str, Any],
+    ) -> dict[str, Any]:
+        """result.json: how the run ended, its counts and the seal (the run directory contract)."""
+        ended = self._wall_clock()
+        return {
+            "run_id": self.run_id,
+            "status": status,
+            "reason": reason,
+            "verified": verified,
+            "verifier": None
+            if verdict is None
+            else {"name": verdict.verifier, "where": verdict.where, "user": verdict.user},
+            "cleanup": {"ok": cleanup[0], "detail": cleanup[1]},
+            "counts": {
+                "turns": self.turn,
+                "steps": self.steps,
+                "executed": self.executed,
+                "events": seal["events"],
+            },
+            "tokens": self.total_tokens,
+            "cost_usd": self.total_cost,
+            "final_text": self._final_text,
+            "ended_at": ended,
+            "ended_at_iso": iso_time(ended),
+            "seal": seal,
+        }
 
     # ------------------------------------------------------------------------------------------------
     # Events

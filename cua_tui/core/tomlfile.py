@@ -12,6 +12,7 @@ import json
 import re
 import tomllib
 from collections.abc import Collection, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -295,104 +296,136 @@ class _Layout:
 
     def _scan(self) -> Iterator[tuple[KeyPath, int]]:
         """(path, line) for every key, header and list element, in order; stops after the first path longer
-        than MAX_NESTING (nothing deeper can be valid). One loop, long on purpose: the scanner is a state
-        machine, and its states are easier to check against each other when they sit side by side."""
-        table: KeyPath = ()
-        arrays_of_tables: dict[KeyPath, int] = {}
-        # The values being read, innermost last: ["array", path, index, waiting for an element]
-        # or ["inline", path, state (key, keyparts, value, after), key parts].
-        stack: list[list[Any]] = []
-        # At statement level: start (of a line), header, key, value (after "="), rest (of the line).
-        parts: list[Any] = []
-        state, new_element = "start", False
-        value_path: KeyPath = ()
+        than MAX_NESTING (nothing deeper can be valid)."""
+        scanner = _Scanner()
         for kind, token, line in self._tokens():
-            # The path of a value that starts with this token.
-            opened: KeyPath | None = None
-            if not stack:
-                if kind == "nl":
-                    state = "start"
-                elif state == "start":
-                    if kind == "[":
-                        state, parts, new_element = "header", [], False
-                    elif kind == "key":
-                        state, parts = "key", [_key_name(token)]
-                    else:
-                        state = "rest"
-                elif state == "header":
-                    if kind == "[" and not parts:
-                        # "[[name]]": a new element of an array of tables.
-                        new_element = True
-                    elif kind == "key":
-                        parts.append(_key_name(token))
-                        if len(parts) > MAX_NESTING:
-                            yield tuple(parts), line
-                            return
-                    elif kind == "]":
-                        table = _resolve(parts, arrays_of_tables, new_element)
-                        yield table, line
-                        if len(table) > MAX_NESTING:
-                            return
-                        # The second "]" of "[[name]]" is ignored there.
-                        state = "rest"
-                elif state == "key":
-                    if kind == "key":
-                        parts.append(_key_name(token))
-                        if len(table) + len(parts) > MAX_NESTING:
-                            yield (*table, *parts), line
-                            return
-                    elif kind == "=":
-                        for n in range(1, len(parts)):
-                            yield (*table, *parts[:n]), line
-                        value_path, state = (*table, *parts), "value"
-                        opened = value_path
-                    elif kind != ".":
-                        state = "rest"
-                elif state == "value":
-                    if kind in ("[", "{"):
-                        stack.append(_frame(kind, value_path))
-                    state = "rest"
-            elif stack[-1][0] == "array":
-                top = stack[-1]
-                if kind == ",":
-                    top[2], top[3] = top[2] + 1, True
-                elif kind == "]":
-                    stack.pop()
-                elif kind in _STARTS_VALUE and top[3]:
-                    top[3] = False
-                    opened = (*top[1], top[2])
-                    if kind in ("[", "{"):
-                        stack.append(_frame(kind, opened))
-            else:
-                top = stack[-1]
-                if kind == "}":
-                    stack.pop()
-                elif top[2] == "key" and kind == "key":
-                    top[2], top[3] = "keyparts", [_key_name(token)]
-                elif top[2] == "keyparts" and kind == "key":
-                    top[3].append(_key_name(token))
-                    if len(top[1]) + len(top[3]) > MAX_NESTING:
-                        yield (*top[1], *top[3]), line
-                        return
-                elif top[2] == "keyparts" and kind == "=":
-                    for n in range(1, len(top[3])):
-                        yield (*top[1], *top[3][:n]), line
-                    top[2] = "value"
-                    opened = (*top[1], *top[3])
-                elif top[2] == "value" and kind in _STARTS_VALUE:
-                    top[2] = "after"
-                    if kind in ("[", "{"):
-                        stack.append(_frame(kind, (*top[1], *top[3])))
-                elif top[2] == "after" and kind == ",":
-                    top[2] = "key"
-            if opened is not None:
-                yield opened, line
-                if len(opened) > MAX_NESTING:
+            for path in scanner.step(kind, token):
+                yield path, line
+                if len(path) > MAX_NESTING:
                     return
 
 
-def _frame(opener: str, path: KeyPath) -> list[Any]:
-    return ["array", path, 0, True] if opener == "[" else ["inline", path, "key", []]
+@dataclass
+class _Array:
+    """An array being read: its path, the index of its current element, and whether one is awaited."""
+
+    path: KeyPath
+    index: int = 0
+    waiting: bool = True
+
+
+@dataclass
+class _Inline:
+    """An inline table being read: its path, where it is in a ``key = value`` (key, keyparts, value,
+    after), and the parts of that key."""
+
+    path: KeyPath
+    state: str = "key"
+    parts: list[str] = field(default_factory=list)
+
+
+class _Scanner:
+    """The state machine of the scan: each token moves it on and may find paths (a path longer than
+    MAX_NESTING is found as soon as it is, so that the scan can stop there)."""
+
+    def __init__(self) -> None:
+        self.table: KeyPath = ()
+        self.arrays_of_tables: dict[KeyPath, int] = {}
+        # The values being read, innermost last.
+        self.stack: list[_Array | _Inline] = []
+        # At statement level: start (of a line), header, key, value (after "="), rest (of the line).
+        self.state = "start"
+        self.parts: list[str] = []
+        self.new_element = False
+        self.value_path: KeyPath = ()
+
+    def step(self, kind: str, token: str) -> Iterator[KeyPath]:
+        if not self.stack:
+            return self._statement(kind, token)
+        top = self.stack[-1]
+        if isinstance(top, _Array):
+            return self._array(top, kind)
+        return self._inline(top, kind, token)
+
+    def _open(self, opener: str, path: KeyPath) -> None:
+        if opener in ("[", "{"):
+            self.stack.append(_Array(path) if opener == "[" else _Inline(path))
+
+    def _statement(self, kind: str, token: str) -> Iterator[KeyPath]:
+        if kind == "nl":
+            self.state = "start"
+        elif self.state == "start":
+            if kind == "[":
+                self.state, self.parts, self.new_element = "header", [], False
+            elif kind == "key":
+                self.state, self.parts = "key", [_key_name(token)]
+            else:
+                self.state = "rest"
+        elif self.state == "header":
+            yield from self._header(kind, token)
+        elif self.state == "key":
+            yield from self._key(kind, token)
+        elif self.state == "value":
+            self._open(kind, self.value_path)
+            self.state = "rest"
+
+    def _header(self, kind: str, token: str) -> Iterator[KeyPath]:
+        if kind == "[" and not self.parts:
+            # "[[name]]": a new element of an array of tables.
+            self.new_element = True
+        elif kind == "key":
+            self.parts.append(_key_name(token))
+            if len(self.parts) > MAX_NESTING:
+                yield tuple(self.parts)
+        elif kind == "]":
+            self.table = _resolve(self.parts, self.arrays_of_tables, self.new_element)
+            # The second "]" of "[[name]]" is ignored there.
+            self.state = "rest"
+            yield self.table
+
+    def _key(self, kind: str, token: str) -> Iterator[KeyPath]:
+        if kind == "key":
+            self.parts.append(_key_name(token))
+            if len(self.table) + len(self.parts) > MAX_NESTING:
+                yield (*self.table, *self.parts)
+        elif kind == "=":
+            for n in range(1, len(self.parts)):
+                yield (*self.table, *self.parts[:n])
+            self.value_path, self.state = (*self.table, *self.parts), "value"
+            yield self.value_path
+        elif kind != ".":
+            self.state = "rest"
+
+    def _array(self, top: _Array, kind: str) -> Iterator[KeyPath]:
+        if kind == ",":
+            top.index, top.waiting = top.index + 1, True
+        elif kind == "]":
+            self.stack.pop()
+        elif kind in _STARTS_VALUE and top.waiting:
+            top.waiting = False
+            element = (*top.path, top.index)
+            self._open(kind, element)
+            yield element
+
+    def _inline(self, top: _Inline, kind: str, token: str) -> Iterator[KeyPath]:
+        if kind == "}":
+            self.stack.pop()
+        elif top.state == "key" and kind == "key":
+            top.state, top.parts = "keyparts", [_key_name(token)]
+        elif top.state == "keyparts" and kind == "key":
+            top.parts.append(_key_name(token))
+            if len(top.path) + len(top.parts) > MAX_NESTING:
+                yield (*top.path, *top.parts)
+        elif top.state == "keyparts" and kind == "=":
+            for n in range(1, len(top.parts)):
+                yield (*top.path, *top.parts[:n])
+            top.state = "value"
+            yield (*top.path, *top.parts)
+        elif top.state == "value" and kind in _STARTS_VALUE:
+            top.state = "after"
+            self._open(kind, (*top.path, *top.parts))
+        elif top.state == "after" and kind == ",":
+            top.state = "key"
 
 
 def _key_name(token: str) -> str:

@@ -327,14 +327,7 @@ class CWSandboxDesktop(HelperDesktop):
         """Record the sandbox before anything else; stop it at once if a stop came during the create."""
         with self._lock:
             self._sandbox, self._sandbox_id = sandbox, sandbox_id
-        try:
-            if self._run is not None:
-                self._run.write_sandbox_id(sandbox_id)
-            if self._sink is not None:
-                self._sink(ev.SandboxCreated(self.name, sandbox_id, self.tags))
-        finally:
-            if self._stopping.is_set():
-                self._stop_sandbox()
+        self._announce(sandbox_id, self.tags, self._stop_sandbox)
 
     def _find_lost(self, cwsandbox: Any) -> None:
         """The create failed, perhaps after the service made the sandbox: look for it by the run's tag."""

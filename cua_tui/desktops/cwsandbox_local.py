@@ -171,6 +171,20 @@ class SandboxService(pb_grpc.SandboxServiceServicer):
             self.requests.append(Request(rpc, sandbox_id, op, path))
             self.metadata.append({k: v for k, v in context.invocation_metadata()})
 
+    def _count(
+        self,
+        rpc: str,
+        context: grpc.ServicerContext,
+        sandbox_id: str,
+        path: DataPath,
+        admit: Admit | None,
+        op: str = "",
+    ) -> None:
+        """A data call on either path, counted; then, on the direct one, its certificate checked."""
+        self._record(rpc, context, sandbox_id, op, path)
+        if admit is not None:
+            admit(sandbox_id, context)
+
     def _fault(self, rpc: str, op: str = "") -> Fault | None:
         with self._lock:
             for fault in self.faults:
@@ -333,9 +347,7 @@ class SandboxService(pb_grpc.SandboxServiceServicer):
     def _read_file(
         self, request: Any, context: grpc.ServicerContext, path: DataPath, admit: Admit | None = None
     ) -> Any:
-        self._record("ReadFile", context, request.sandbox_id, path=path)
-        if admit is not None:
-            admit(request.sandbox_id, context)
+        self._count("ReadFile", context, request.sandbox_id, path, admit)
         self._apply(self._fault("ReadFile"), context)
         self._get(request.sandbox_id, context)
         try:
@@ -346,9 +358,7 @@ class SandboxService(pb_grpc.SandboxServiceServicer):
     def _write_file(
         self, request: Any, context: grpc.ServicerContext, path: DataPath, admit: Admit | None = None
     ) -> Any:
-        self._record("WriteFile", context, request.sandbox_id, path=path)
-        if admit is not None:
-            admit(request.sandbox_id, context)
+        self._count("WriteFile", context, request.sandbox_id, path, admit)
         self._get(request.sandbox_id, context)
         Path(request.path).write_bytes(request.content)
         return pb.WriteFileResponse()
@@ -360,9 +370,7 @@ class SandboxService(pb_grpc.SandboxServiceServicer):
         init = first.init
         argv = list(init.command)
         op = _helper_op(argv)
-        self._record("StreamExec", context, init.sandbox_id, op, path)
-        if admit is not None:
-            admit(init.sandbox_id, context)
+        self._count("StreamExec", context, init.sandbox_id, path, admit, op)
         with self._lock:
             self.exec_argv.append(argv)
         fault = self._fault("StreamExec", op)

@@ -114,26 +114,18 @@ def container_argv(
         f"{TMPFS[1]}:{tmpfs},noexec,size=64m,uid={UID},gid={GID},mode=0700",
         "--tmpfs",
         f"{TMPFS[2]}:{tmpfs},noexec,size=1m,uid={UID},gid={GID},mode=0700",
-        # asked for by name: an engine's default may be "host" (cgroupns on cgroup v1) or "shareable" (ipc)
+        # Asked for by name: an engine's default may be "host" (cgroupns on cgroup v1) or "shareable" (ipc).
         "--ipc",
         "private",
         "--cgroupns",
         "private",
-        "--shm-size",
-        settings.shm_size,
-        "--pids-limit",
-        str(settings.pids_limit),
-        "--memory",
-        settings.memory,
-        "--memory-swap",
-        settings.memory,
-        "--cpus",
-        settings.cpus,
+        *_limit_flags(settings),
         "--network",
         "none",
         "--mount",
         f"type=bind,source={helper},target={HELPER_PATH},readonly",
-        "--mount",  # connecting needs no write access to the mount: read-only, and nothing beside it
+        # Connecting needs no write access to the mount: read-only, and nothing beside it.
+        "--mount",
         f"type=bind,source={egress_socket},target={EGRESS_SOCKET},readonly",
         "--env",
         f"HOME={HOME}",
@@ -149,6 +141,22 @@ def container_argv(
     ]
 
 
+def _limit_flags(settings: DockerSettings) -> list[str]:
+    """What the container may use: shared memory, processes, memory (no swap beyond it) and CPUs."""
+    return [
+        "--shm-size",
+        settings.shm_size,
+        "--pids-limit",
+        str(settings.pids_limit),
+        "--memory",
+        settings.memory,
+        "--memory-swap",
+        settings.memory,
+        "--cpus",
+        settings.cpus,
+    ]
+
+
 def hardening(
     info: dict[str, Any], *, mounts: dict[str, tuple[str, bool]], tmpfs: tuple[str, ...], engine: EngineSecurity
 ) -> tuple[dict[str, Any], list[str]]:
@@ -156,51 +164,48 @@ def hardening(
     of the backend's: ``mounts`` (target -> host source, read-only) the only host paths in, ``tmpfs`` the
     only writable places, ``engine`` what the engine applies by default. Run between create and start."""
     host = info.get("HostConfig") or {}
-    config = info.get("Config") or {}
     security = [str(o) for o in host.get("SecurityOpt") or []]
+    profile = str(info.get("AppArmorProfile") or "")
+    summary = _confinement(info, security, profile, engine)
+    problems = [
+        *_privilege_problems(summary, security, profile, engine),
+        *_isolation_problems(summary),
+        *_resource_problems(summary, tmpfs),
+        *_exposure_problems(summary, mounts, publish_all=bool(host.get("PublishAllPorts"))),
+    ]
+    return summary, list(dict.fromkeys(problems))
+
+
+def _confinement(info: dict[str, Any], security: list[str], profile: str, engine: EngineSecurity) -> dict[str, Any]:
+    """The isolation record: each item of the inspection that bears on confinement, as the run shows it."""
+    host = info.get("HostConfig") or {}
+    config = info.get("Config") or {}
     default = "engine default"
-    seen = [
-        {
-            "target": m.get("Destination"),
-            "source": m.get("Source"),
-            "type": m.get("Type"),
-            "read_only": not m.get("RW", True),
-        }
-        for m in info.get("Mounts") or []
-    ]
-    devices = [
-        f"{d.get('PathOnHost')}:{d.get('PathInContainer')}:{d.get('CgroupPermissions')}"
-        for d in host.get("Devices") or []
-        if isinstance(d, dict)
-    ]
-    profile = apparmor = str(info.get("AppArmorProfile") or "")
-    seccomp = next((o.replace(":", "=", 1).split("=", 1)[-1] for o in security if o.startswith("seccomp")), None)
-    if seccomp is None:
-        seccomp = "docker default" if engine.seccomp_default else "none"
-    elif seccomp != "unconfined":
-        seccomp = "a profile of its own"  # (the option carries the whole profile)
-    if not engine.apparmor:
-        apparmor = f"not on this host (asked for: {truncate(profile, 80)})" if profile else "not on this host"
-    summary: dict[str, Any] = {
+    return {
         "user": config.get("User"),
         "group_add": [str(g) for g in host.get("GroupAdd") or []],
         "cap_drop": host.get("CapDrop") or [],
         "cap_add": host.get("CapAdd") or [],
         "privileged": bool(host.get("Privileged")),
-        "security_opt": [truncate(o, 200) for o in security],  # a seccomp option carries its whole profile
+        # A seccomp option carries its whole profile.
+        "security_opt": [truncate(o, 200) for o in security],
         "no_new_privileges": any(o in NO_NEW_PRIVILEGES for o in security),
-        "seccomp": seccomp,
-        "apparmor": apparmor or "none",
+        "seccomp": _seccomp_mode(security, engine),
+        "apparmor": _apparmor_mode(profile, engine) or "none",
         "masked_paths": list(host.get("MaskedPaths") or []),
         "readonly_paths": list(host.get("ReadonlyPaths") or []),
-        # "" is Docker's private namespace for pid and uts; ipc and cgroup are asked for as "private"
+        # "" is Docker's private namespace for pid and uts; ipc and cgroup are asked for as "private".
         "pid_mode": host.get("PidMode") or "private",
         "ipc_mode": host.get("IpcMode") or default,
         "uts_mode": host.get("UTSMode") or "private",
         "userns_mode": host.get("UsernsMode")
         or ("private (remapped)" if engine.userns_remap else f"{default} (not remapped)"),
         "cgroupns_mode": host.get("CgroupnsMode") or default,
-        "devices": devices,
+        "devices": [
+            f"{d.get('PathOnHost')}:{d.get('PathInContainer')}:{d.get('CgroupPermissions')}"
+            for d in host.get("Devices") or []
+            if isinstance(d, dict)
+        ],
         "device_cgroup_rules": [str(r) for r in host.get("DeviceCgroupRules") or []],
         "device_requests": len(host.get("DeviceRequests") or []),
         "sysctls": dict(host.get("Sysctls") or {}),
@@ -215,8 +220,36 @@ def hardening(
         "shm_size": host.get("ShmSize"),
         "network": host.get("NetworkMode"),
         "published_ports": host.get("PortBindings") or {},
-        "mounts": seen,
+        "mounts": [
+            {
+                "target": m.get("Destination"),
+                "source": m.get("Source"),
+                "type": m.get("Type"),
+                "read_only": not m.get("RW", True),
+            }
+            for m in info.get("Mounts") or []
+        ],
     }
+
+
+def _seccomp_mode(security: list[str], engine: EngineSecurity) -> str:
+    option = next((o.replace(":", "=", 1).split("=", 1)[-1] for o in security if o.startswith("seccomp")), None)
+    if option is None:
+        return "docker default" if engine.seccomp_default else "none"
+    # The option carries the whole profile: the record names it only.
+    return option if option == "unconfined" else "a profile of its own"
+
+
+def _apparmor_mode(profile: str, engine: EngineSecurity) -> str:
+    if engine.apparmor:
+        return profile
+    return f"not on this host (asked for: {truncate(profile, 80)})" if profile else "not on this host"
+
+
+def _privilege_problems(
+    summary: dict[str, Any], security: list[str], profile: str, engine: EngineSecurity
+) -> list[str]:
+    """Who the container runs as, and what may widen its rights: capabilities, seccomp, AppArmor."""
     problems = []
     if summary["user"] != f"{UID}:{GID}":
         problems.append(f"runs as {summary['user']!r}, not {UID}:{GID}")
@@ -226,21 +259,28 @@ def hardening(
         problems.append("keeps capabilities")
     if not summary["no_new_privileges"]:
         problems.append("may gain privileges")
-    if seccomp == "none":
+    if summary["seccomp"] == "none":
         problems.append("has no seccomp profile")
     for option in security:
         kind, _sep, value = option.replace(":", "=", 1).partition("=")
+        # no-new-privileges is judged above.
         if option in NO_NEW_PRIVILEGES or kind == "no-new-privileges":
-            continue  # judged above
+            continue
         if kind == "seccomp":
             problems.append("has seccomp off" if value == "unconfined" else "has a seccomp profile of its own")
         elif kind == "apparmor":
             problems.append("has AppArmor off" if value == "unconfined" else "has an AppArmor profile of its own")
         else:
             problems.append(f"sets the security option {truncate(option, 80)!r}")
-    # with AppArmor, the engine's own profile; without, none asked for (an ask is a loosening meant)
+    # With AppArmor, the engine's own profile; without, none asked for (an ask is a loosening meant).
     if profile != (APPARMOR_DEFAULT if engine.apparmor else ""):
         problems.append("has AppArmor off" if profile in ("", "unconfined") else "has an AppArmor profile of its own")
+    return problems
+
+
+def _isolation_problems(summary: dict[str, Any]) -> list[str]:
+    """What the container shares of the host: /proc and /sys, namespaces, devices, kernel settings."""
+    problems = []
     if not summary["masked_paths"] or not summary["readonly_paths"]:
         problems.append("sees /proc and /sys unmasked")
     for key, name, own in NAMESPACES:
@@ -259,6 +299,12 @@ def hardening(
         problems.append("sets kernel parameters")
     if summary["oom_kill_disable"] or summary["oom_score_adj"] < 0:
         problems.append("is shielded from the OOM killer")
+    return problems
+
+
+def _resource_problems(summary: dict[str, Any], tmpfs: tuple[str, ...]) -> list[str]:
+    """Where the container may write, and the limits on what it may use."""
+    problems = []
     if not summary["read_only_root"]:
         problems.append("has a writable root")
     if sorted(tmpfs) != summary["tmpfs"]:
@@ -268,14 +314,21 @@ def hardening(
             problems.append(f"has no {limit.replace('_', ' ')}")
     if summary["memory_swap"] != summary["memory"]:
         problems.append("may swap beyond its memory")
+    return problems
+
+
+def _exposure_problems(summary: dict[str, Any], mounts: dict[str, tuple[str, bool]], *, publish_all: bool) -> list[str]:
+    """What reaches the container from outside: a network, published ports, host paths."""
+    problems = []
     if summary["network"] != "none":
         problems.append(f"is on network {summary['network']!r}")
-    if summary["published_ports"] or host.get("PublishAllPorts"):
+    if summary["published_ports"] or publish_all:
         problems.append("publishes ports")
+    seen = summary["mounts"]
     found = {m["target"]: (m["source"], m["read_only"]) for m in seen}
     if found != mounts or any(m["type"] != "bind" for m in seen):
         problems.append("mounts more (or otherwise) than the run's own files")
-    return summary, list(dict.fromkeys(problems))
+    return problems
 
 
 class DockerDesktop(HelperDesktop):
@@ -419,14 +472,7 @@ class DockerDesktop(HelperDesktop):
         """Record the container before it runs anything; remove it at once if a stop came meanwhile."""
         with self._lock:
             self._container = ident
-        try:
-            if self._run is not None:
-                self._run.write_sandbox_id(ident)
-            if self._sink is not None:
-                self._sink(ev.SandboxCreated(self.name, ident, self.labels))
-        finally:
-            if self._stopping.is_set():
-                self._remove()
+        self._announce(ident, self.labels, self._remove)
 
     def _find_lost(self) -> None:
         """The create failed or was cut off, perhaps after the engine made the container: find it by label."""

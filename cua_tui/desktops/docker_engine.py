@@ -19,7 +19,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 from ..core.ports import DesktopError
 from ..core.text import one_line, truncate
@@ -67,38 +67,7 @@ def run_bounded(
         started(proc)
     out, err = bytearray(), bytearray()
     try:
-        with selectors.DefaultSelector() as sel:
-            assert proc.stdout is not None and proc.stderr is not None
-            sel.register(proc.stdout, selectors.EVENT_READ, out)
-            sel.register(proc.stderr, selectors.EVENT_READ, err)
-            pending = memoryview(stdin)
-            if stdin:
-                assert proc.stdin is not None
-                os.set_blocking(proc.stdin.fileno(), False)
-                sel.register(proc.stdin, selectors.EVENT_WRITE, None)
-            deadline = time.monotonic() + timeout
-            while sel.get_map():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise EngineError(f"`{_name(argv)}` did not answer within {timeout:g} s")
-                for key, _mask in sel.select(left):
-                    if key.data is None:  # stdin: write what the pipe takes
-                        try:
-                            pending = pending[os.write(key.fd, pending) :]
-                        except BrokenPipeError:
-                            pending = pending[:0]
-                        if not pending:
-                            sel.unregister(key.fileobj)
-                            key.fileobj.close()  # type: ignore[union-attr]
-                        continue
-                    chunk = os.read(key.fd, 1 << 20)
-                    if not chunk:
-                        sel.unregister(key.fileobj)
-                        continue
-                    key.data.extend(chunk)
-                    if len(out) > cap or len(err) > ERROR_CAP:
-                        raise EngineError(f"`{_name(argv)}` printed more than {cap} bytes")
-            returncode = proc.wait(max(0.1, deadline - time.monotonic()))
+        returncode = _exchange(proc, argv, stdin, out, err, timeout=timeout, cap=cap)
     except (EngineError, subprocess.TimeoutExpired) as exc:
         kill(proc)
         if isinstance(exc, subprocess.TimeoutExpired):
@@ -112,6 +81,60 @@ def run_bounded(
         if started is not None:
             started(None)
     return returncode, bytes(out), bytes(err)
+
+
+def _exchange(
+    proc: subprocess.Popen[bytes],
+    argv: list[str],
+    stdin: bytes,
+    out: bytearray,
+    err: bytearray,
+    *,
+    timeout: float,
+    cap: int,
+) -> int:
+    """Write ``stdin``, read stdout into ``out`` and stderr into ``err`` until both close, then reap the
+    process: its exit status. EngineError past the deadline or a cap."""
+    with selectors.DefaultSelector() as sel:
+        assert proc.stdout is not None and proc.stderr is not None
+        sel.register(proc.stdout, selectors.EVENT_READ, out)
+        sel.register(proc.stderr, selectors.EVENT_READ, err)
+        pending = memoryview(stdin)
+        if stdin:
+            assert proc.stdin is not None
+            os.set_blocking(proc.stdin.fileno(), False)
+            sel.register(proc.stdin, selectors.EVENT_WRITE, None)
+        deadline = time.monotonic() + timeout
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise EngineError(f"`{_name(argv)}` did not answer within {timeout:g} s")
+            for key, _mask in sel.select(left):
+                if key.data is None:
+                    assert proc.stdin is not None
+                    pending = _feed(sel, proc.stdin, pending)
+                    continue
+                chunk = os.read(key.fd, 1 << 20)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    continue
+                key.data.extend(chunk)
+                if len(out) > cap or len(err) > ERROR_CAP:
+                    raise EngineError(f"`{_name(argv)}` printed more than {cap} bytes")
+        return proc.wait(max(0.1, deadline - time.monotonic()))
+
+
+def _feed(sel: selectors.BaseSelector, stream: IO[bytes], pending: memoryview) -> memoryview:
+    """Write to ``stream`` what its pipe takes of ``pending``; closed once all is written (or the reader
+    left). What remains to write."""
+    try:
+        pending = pending[os.write(stream.fileno(), pending) :]
+    except BrokenPipeError:
+        pending = pending[:0]
+    if not pending:
+        sel.unregister(stream)
+        stream.close()
+    return pending
 
 
 def kill(proc: subprocess.Popen[bytes]) -> None:

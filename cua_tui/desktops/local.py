@@ -127,12 +127,12 @@ class FirstPaint:
     def __init__(self, background: tuple[int, int, int] = ROOT_COLOUR, *, flat_page: bool = True) -> None:
         self.background = background
         self.flat_page = flat_page  # False: the page is known to have content (a lab's), a flat frame never counts
-        self._last: bytes | None = None
+        self._last: bytes | bytearray | None = None
         self._colours: set[tuple[int, ...]] | None = {background}  # the last frame's, if two at most
         self._since = 0.0  # when the frame last changed
         self._content_at: float | None = None  # when content first showed
 
-    def ready(self, raw: bytes, size: tuple[int, int], now: float, *, fetched: bool = True) -> bool:
+    def ready(self, raw: bytes | bytearray, size: tuple[int, int], now: float, *, fetched: bool = True) -> bool:
         """``fetched``: the page's document has been served (only a page of one or two colours needs it)."""
         if raw != self._last:
             self._last, self._since = raw, now
@@ -145,15 +145,16 @@ class FirstPaint:
         return fetched and shown and now - self._since >= FLAT_PAGE_WAIT
 
 
-def few_colours(raw: bytes, size: tuple[int, int]) -> set[tuple[int, ...]] | None:
+def few_colours(raw: bytes | bytearray, size: tuple[int, int]) -> set[tuple[int, ...]] | None:
     """The colours of a BGRX frame if it has two at most, judged on every pixel; None if it has more."""
     from PIL import Image
 
     found = Image.frombuffer("RGB", size, bytes(raw), "raw", "BGRX", 0, 1).getcolors(2)  # bytes(): see x11.encode
-    return None if found is None else {colour for _count, colour in found}
+    # An RGB image's colours are tuples; Pillow's type also allows a single-band float.
+    return None if found is None else {colour for _count, colour in found if isinstance(colour, tuple)}
 
 
-def is_flat(raw: bytes, size: tuple[int, int]) -> bool:
+def is_flat(raw: bytes | bytearray, size: tuple[int, int]) -> bool:
     colours = few_colours(raw, size)
     return colours is not None and len(colours) == 1
 
@@ -330,22 +331,10 @@ class LocalDesktop(BaseDesktop):
         self._workspace = ws
         home, run, config, etc = _lay_out_workspace(ws, uid)
         start_url = self._start_proxy(run, uid)
-        # The X server's socket folder, bound at /tmp/.X11-unix inside, where the X server makes it
-        # world-writable: the folder above it is the sandbox user's, 0700, so on the host only that user
-        # and root reach the socket.
-        x_dir = ws / "x11" / "sockets"
-        x_dir.mkdir(parents=True)
-        _own(x_dir.parent, uid, 0o700)
-        _own(x_dir, uid, 0o700)
+        x_dir = _x_socket_dir(ws, uid)
         number = self._claim_display(x_dir if self.bubblewrap else None)
         display_name = self._display = f":{number}"
-        cookie_file = run / "xauth"
-        subprocess.run(
-            ["xauth", "-q", "-f", str(cookie_file), "add", display_name, ".", secrets.token_hex(16)],
-            check=True,
-            capture_output=True,
-        )
-        _own(cookie_file, uid, 0o600)
+        cookie_file = _x_cookie(run, display_name, uid)
         env = {
             "DISPLAY": display_name,
             "XAUTHORITY": str(cookie_file),
@@ -358,7 +347,8 @@ class LocalDesktop(BaseDesktop):
             init = _write_init(run, config, self.size, display_name, cookie_file, relay_to)
             command = _bwrap_command(uid, home, run, etc, x_dir, init)
             x_socket = x_dir / f"X{number}"
-        else:  # the init script's scratch files in the run's own folder, /tmp being shared
+        else:
+            # The init script's scratch files in the run's own folder, /tmp being shared.
             scratch = home / ".init"
             scratch.mkdir(mode=0o700)
             _own(scratch, uid, 0o700)
@@ -614,6 +604,29 @@ def _lay_out_workspace(ws: Path, uid: int) -> tuple[Path, Path, Path, Path]:
     for name, text in etc_files(uid, str(home)).items():
         _write_readonly(etc / name, text)
     return home, run, config, etc
+
+
+def _x_socket_dir(ws: Path, uid: int) -> Path:
+    """The X server's socket folder, bound at /tmp/.X11-unix inside, where the X server makes it
+    world-writable: the folder above it is the sandbox user's, 0700, so on the host only that user and
+    root reach the socket."""
+    x_dir = ws / "x11" / "sockets"
+    x_dir.mkdir(parents=True)
+    _own(x_dir.parent, uid, 0o700)
+    _own(x_dir, uid, 0o700)
+    return x_dir
+
+
+def _x_cookie(run: Path, display_name: str, uid: int) -> Path:
+    """A fresh X authorization cookie for the display, in a file only the sandbox user reads."""
+    cookie_file = run / "xauth"
+    subprocess.run(
+        ["xauth", "-q", "-f", str(cookie_file), "add", display_name, ".", secrets.token_hex(16)],
+        check=True,
+        capture_output=True,
+    )
+    _own(cookie_file, uid, 0o600)
+    return cookie_file
 
 
 def _write_init(

@@ -263,11 +263,6 @@ class X11Session:
         same for ``quiet`` seconds; if nothing changes within ``first_change`` seconds, returns that frame.
         ``limit`` caps the wait (a blinking caret or an animation never settles). The three are the least
         waits: this desktop's paint times so far lengthen them (PaintTiming; ``keys``: the keyboard's).
-
-        The PNG is encoded ahead, in the last few ms before the deadline that would end the wait, instead
-        of polling then; it is returned only when the grab that ends the wait is still the same frame (the
-        same bytes), so the result is exactly the encoding of that last grab. Any change meanwhile restarts
-        the wait as before, and the newer frame is encoded.
         """
         near = self._point
         start = time.perf_counter()
@@ -278,13 +273,14 @@ class X11Session:
         first_seen: float | None = None
         longest_gap = 0.0
         encoded: Frame | None = None
-        encoded_raw: object = None  # the ``last`` object that ``encoded`` shows
+        # The ``last`` object that ``encoded`` shows.
+        encoded_raw: object = None
         while True:
             deadline = last_change + quiet if changed else start + first_change
+            # The PNG is encoded ahead, in the last few ms before the wait would end, instead of polling then;
+            # it is returned only if the grab that ends the wait is still that frame (a change re-encodes).
             if encoded_raw is not last and time.perf_counter() >= min(deadline, start + limit) - self._encode_cost:
-                t0 = time.perf_counter()
-                encoded, encoded_raw = self.encode(shot), last  # shot.raw == last here
-                self._encode_cost = 0.8 * self._encode_cost + 0.2 * min(time.perf_counter() - t0, 0.05)
+                encoded, encoded_raw = self._encode_ahead(shot), last
             else:
                 self._stopped.wait(SETTLE_POLL)
             shot = self.grab_raw()
@@ -312,6 +308,13 @@ class X11Session:
         if encoded is not None and encoded_raw is last:
             return encoded
         return self.encode(shot)
+
+    def _encode_ahead(self, shot: mss.screenshot.ScreenShot) -> Frame:
+        """``encode``, keeping a running estimate of its cost (how far ahead of a deadline to start it)."""
+        t0 = time.perf_counter()
+        frame = self.encode(shot)
+        self._encode_cost = 0.8 * self._encode_cost + 0.2 * min(time.perf_counter() - t0, 0.05)
+        return frame
 
     def _late_paint(self) -> None:
         """Before an action's input: did the screen change since the last settle ended (a paint that came
@@ -511,64 +514,18 @@ class X11Session:
         return self.perform(action)
 
     def perform(self, action: Action) -> StepResult:
-        output: str | None = None
-        image: Frame | None = None
         started = time.perf_counter()
         self._late_paint()
         self.press_modifiers(action.hold, True)
         try:
-            match action.kind:
-                case Kind.CLICK | Kind.DOUBLE_CLICK | Kind.TRIPLE_CLICK:
-                    assert action.point is not None
-                    count = {Kind.CLICK: 1, Kind.DOUBLE_CLICK: 2, Kind.TRIPLE_CLICK: 3}[action.kind]
-                    self.click(*action.point, button=action.button, count=count)
-                case Kind.MOVE:
-                    assert action.point is not None
-                    self.move(*action.point)
-                case Kind.DRAG:
-                    self.move(*action.path[0])
-                    self.button(BUTTONS["left"], True)
-                    for point in action.path[1:]:
-                        self._stopped.wait(0.008)  # pages need motion events spread in time to see a drag
-                        self.move(*point)
-                    self.button(BUTTONS["left"], False)
-                case Kind.SCROLL:
-                    x, y = action.point or self.pointer()
-                    self.scroll(x, y, action.scroll_x, action.scroll_y)
-                case Kind.KEYPRESS:
-                    for _ in range(action.repeat):
-                        self.chord(action.chord)
-                case Kind.HOLD_KEY:
-                    self.chord(action.chord, hold=action.duration_ms / 1000)
-                case Kind.TYPE:
-                    self.type_text(action.text)
-                case Kind.WAIT:
-                    self._stopped.wait(action.duration_ms / 1000)
-                case Kind.MOUSE_DOWN | Kind.MOUSE_UP:
-                    if action.point is not None:
-                        self.move(*action.point)
-                    self.button(BUTTONS[action.button], action.kind is Kind.MOUSE_DOWN)
-                case Kind.CURSOR_POSITION:
-                    x, y = self.pointer()
-                    output = f"X={x},Y={y}"
-                case Kind.ZOOM:
-                    assert action.region is not None
-                    image = self.encode(self.grab_raw(action.region))
-                case Kind.SCREENSHOT:
-                    pass
+            output, image = self._input(action)
         finally:
             if action.hold and not self._stopped.is_set():
                 self.press_modifiers(action.hold, False)
         inputs = time.perf_counter()
-        self._encoded_ms = 0.0  # a zoom's picture is the action's own work, not the screenshot's
-        if action.kind in (Kind.WAIT, Kind.SCREENSHOT, Kind.CURSOR_POSITION, Kind.ZOOM):
-            frame = self.screenshot()
-        elif action.kind in KEYBOARD_KINDS:
-            self.sync()
-            frame = self.settled_screenshot(first_change=KEYBOARD_FIRST_CHANGE, keys=True)
-        else:
-            self.sync()
-            frame = self.settled_screenshot()
+        # A zoom's picture is the action's own work, not the screenshot's.
+        self._encoded_ms = 0.0
+        frame = self._screen_after(action)
         done = time.perf_counter()
         encoded, self._encoded_ms = self._encoded_ms, 0.0
         self.timing = {
@@ -577,6 +534,59 @@ class X11Session:
             "encode": encoded,
         }
         return StepResult(frame, output=output, image=image)
+
+    def _input(self, action: Action) -> tuple[str | None, Frame | None]:
+        """Send the action's input; what it reads (the pointer's place, a zoomed picture) comes back."""
+        match action.kind:
+            case Kind.CLICK | Kind.DOUBLE_CLICK | Kind.TRIPLE_CLICK:
+                assert action.point is not None
+                count = {Kind.CLICK: 1, Kind.DOUBLE_CLICK: 2, Kind.TRIPLE_CLICK: 3}[action.kind]
+                self.click(*action.point, button=action.button, count=count)
+            case Kind.MOVE:
+                assert action.point is not None
+                self.move(*action.point)
+            case Kind.DRAG:
+                self.move(*action.path[0])
+                self.button(BUTTONS["left"], True)
+                for point in action.path[1:]:
+                    # Pages need motion events spread in time to see a drag.
+                    self._stopped.wait(0.008)
+                    self.move(*point)
+                self.button(BUTTONS["left"], False)
+            case Kind.SCROLL:
+                x, y = action.point or self.pointer()
+                self.scroll(x, y, action.scroll_x, action.scroll_y)
+            case Kind.KEYPRESS:
+                for _ in range(action.repeat):
+                    self.chord(action.chord)
+            case Kind.HOLD_KEY:
+                self.chord(action.chord, hold=action.duration_ms / 1000)
+            case Kind.TYPE:
+                self.type_text(action.text)
+            case Kind.WAIT:
+                self._stopped.wait(action.duration_ms / 1000)
+            case Kind.MOUSE_DOWN | Kind.MOUSE_UP:
+                if action.point is not None:
+                    self.move(*action.point)
+                self.button(BUTTONS[action.button], action.kind is Kind.MOUSE_DOWN)
+            case Kind.CURSOR_POSITION:
+                x, y = self.pointer()
+                return f"X={x},Y={y}", None
+            case Kind.ZOOM:
+                assert action.region is not None
+                return None, self.encode(self.grab_raw(action.region))
+            case Kind.SCREENSHOT:
+                pass
+        return None, None
+
+    def _screen_after(self, action: Action) -> Frame:
+        """The screen once the action's effect has painted (at once for an action that changes nothing)."""
+        if action.kind in (Kind.WAIT, Kind.SCREENSHOT, Kind.CURSOR_POSITION, Kind.ZOOM):
+            return self.screenshot()
+        self.sync()
+        if action.kind in KEYBOARD_KINDS:
+            return self.settled_screenshot(first_change=KEYBOARD_FIRST_CHANGE, keys=True)
+        return self.settled_screenshot()
 
 
 def keysym_for_char(char: str) -> int:
@@ -592,4 +602,4 @@ def keysym_for_key(key: str) -> int:
         sym = keysym_for_char(key)
     if sym == X.NoSymbol:
         raise DesktopError(f"no X keysym for key {key!r}")
-    return sym
+    return int(sym)

@@ -66,9 +66,11 @@ def to_openai(record: Any) -> dict[str, Any] | str:
             chord = record.get("keys")
             if record.get("repeat", 1) != 1:
                 return "a key pressed several times in one action (not in the OpenAI format)"
+            if not isinstance(chord, str):
+                return "a key press without readable keys"
             try:
                 return {"type": "keypress", "keys": chord_tokens(chord)}
-            except (ActionError, TypeError, AttributeError):
+            except ActionError:
                 return "a key press without readable keys"
         case "type":
             sha, length = record.get("text_sha256"), record.get("text_len")
@@ -141,7 +143,9 @@ def _was(event: ev.ActionProposed) -> str:
 
 def _description(run: Run) -> str:
     info = run.info
-    policy = info.get("policy") if isinstance(info.get("policy"), dict) else {}
+    policy = info.get("policy")
+    if not isinstance(policy, dict):
+        policy = {}
     parts = [
         f"exported from run {run.run_id}",
         f"backend {info.get('backend', '?')}",

@@ -126,14 +126,14 @@ $('export').addEventListener('click', () => {
             results = [f"Result for {query}"] if query else []
             return Response.json({"query": query, "results": results})
         if request.path == "/export":
-            query = request.arg("q")
-            if query is None or len(query) > MAX_QUERY:
+            wanted = request.arg("q")
+            if wanted is None or len(wanted) > MAX_QUERY:
                 return Response.text("export needs ?q=\n", 400)
             with self.lock:
-                self.exports.append(query)
+                self.exports.append(wanted)
             return Response(
                 200,
-                export_body(query),
+                export_body(wanted),
                 "text/plain; charset=utf-8",
                 {"Content-Disposition": 'attachment; filename="export.txt"'},
             )

@@ -11,7 +11,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...core.allowlist import AllowList, show_host
@@ -62,6 +62,18 @@ def _close(writer: asyncio.StreamWriter | None, abort: bool = False) -> None:
             writer.transport.abort()
         else:
             writer.close()
+
+
+@dataclass
+class _Client:
+    """One client connection: its streams, the upstream connections opened for it (closed with it), and
+    its stage: "request" once its head is read (a connection opened ahead, idle, is none), then "tunnel"
+    once a CONNECT tunnel is open (from then on no request is in flight)."""
+
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    upstream: list[asyncio.StreamWriter] = field(default_factory=list)
+    stage: str = ""
 
 
 class EgressProxy:
@@ -184,7 +196,8 @@ class EgressProxy:
         self.stop()
 
     def _run(self) -> None:
-        loop = asyncio.new_event_loop()
+        # The selector loop new_event_loop() makes on Unix, named so: its executor shutdown takes a timeout.
+        loop = asyncio.SelectorEventLoop()
         self._loop = loop
         try:
             self._server = loop.run_until_complete(self._listen())
@@ -281,25 +294,21 @@ class EgressProxy:
         task.add_done_callback(self._tasks.discard)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        upstream: list[asyncio.StreamWriter] = []
-        # "request" once its head is read (a connection opened ahead, idle, is none), then "tunnel" once a
-        # CONNECT tunnel is open: from then on it is no request in flight
-        stage: list[str] = []
+        client = _Client(reader, writer)
         try:
-            await self._serve(reader, writer, upstream, stage)
+            await self._serve(client)
         except (asyncio.CancelledError, ConnectionError, OSError):
             pass
         except Exception:
             log.exception("egress proxy connection failed")
         finally:
-            for w in (*upstream, writer):
+            for w in (*client.upstream, writer):
                 _close(w, abort=self._closing)
                 self._writers.discard(w)
-            self._activity(-1 if stage == ["request"] else 0)
+            self._activity(-1 if client.stage == "request" else 0)
 
-    async def _respond(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, status: int, message: str
-    ) -> None:
+    async def _respond(self, client: _Client, status: int, message: str) -> None:
+        writer = client.writer
         writer.write(error_response(status, message))
         await writer.drain()
         if writer.can_write_eof():
@@ -309,37 +318,31 @@ class EgressProxy:
         with contextlib.suppress(Exception):
             async with asyncio.timeout(1.0):
                 drained = 0
-                while drained < 1 << 20 and (data := await reader.read(COPY_CHUNK)):
+                while drained < 1 << 20 and (data := await client.reader.read(COPY_CHUNK)):
                     drained += len(data)
 
-    async def _serve(
-        self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        upstream: list[asyncio.StreamWriter],
-        stage: list[str],
-    ) -> None:
+    async def _serve(self, client: _Client) -> None:
         """One request: a CONNECT tunnel or one forwarded http:// request; a bad or refused one is answered."""
         method, host, port = "", "", 0
         try:
-            req = await self._read_request(reader)
+            req = await self._read_request(client.reader)
             if req is None:
                 return
-            stage.append("request")
+            client.stage = "request"
             self._activity(+1)
             method = req.method
             if method == "CONNECT":
                 host, port = connect_target(req.target)
-                await self._tunnel(reader, writer, method, host, port, upstream, stage)
+                await self._tunnel(client, method, host, port)
                 return
             path, host, port = absolute_target(req.target)
-            await self._forward(req, path, host, port, reader, writer, upstream)
+            await self._forward(client, req, path, host, port)
         except BadRequest as exc:
             self._record(host, port, method, False, f"bad request: {exc}")
-            await self._respond(reader, writer, 400, f"cua-tui egress proxy: bad request: {exc}")
+            await self._respond(client, 400, f"cua-tui egress proxy: bad request: {exc}")
         except Refused as exc:
             self._record(exc.host, exc.port, method, False, exc.reason)
-            await self._respond(reader, writer, 403, f"cua-tui egress proxy: {exc.reason}")
+            await self._respond(client, 403, f"cua-tui egress proxy: {exc.reason}")
 
     async def _read_request(self, reader: asyncio.StreamReader) -> Request | None:
         """The request head; None when nothing usable arrived in time, or the client closed without one."""
@@ -347,69 +350,50 @@ class EgressProxy:
             async with asyncio.timeout(self._header_timeout):
                 lines = await read_head(reader)
         except TimeoutError:
-            return None  # nothing usable arrived in time: just close
+            # Nothing usable arrived in time: just close.
+            return None
         if lines is None:
-            return None  # connected and closed without a request (a relay probe, a port scan)
+            # Connected and closed without a request (a relay probe, a port scan).
+            return None
         return parse_request(lines)
 
-    async def _tunnel(
-        self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        method: str,
-        host: str,
-        port: int,
-        upstream: list[asyncio.StreamWriter],
-        stage: list[str],
-    ) -> None:
+    async def _tunnel(self, client: _Client, method: str, host: str, port: int) -> None:
         """CONNECT: once allowed and connected, copy both ways until both ends are done."""
-        up = await self._open(reader, writer, method, host, port, upstream)
+        up = await self._open(client, method, host, port)
         if up is None:
             return
-        writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
-        await writer.drain()
-        stage.append("tunnel")
+        client.writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+        await client.writer.drain()
+        client.stage = "tunnel"
         self._activity(-1)
-        await self._relay(pipe(reader, up[1]), pipe(up[0], writer))
+        await self._relay(pipe(client.reader, up[1]), pipe(up[0], client.writer))
 
-    async def _forward(
-        self,
-        req: Request,
-        path: str,
-        host: str,
-        port: int,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        upstream: list[asyncio.StreamWriter],
-    ) -> None:
+    async def _forward(self, client: _Client, req: Request, path: str, host: str, port: int) -> None:
         """An absolute http:// request: forwarded with its body, the answer relayed back."""
         framing = body_framing(req)
-        if not path.startswith("/") and self.allow.judge(host, port).allowed:  # refused hosts get their 403
+        # A refused host gets its 403 rather than this.
+        if not path.startswith("/") and self.allow.judge(host, port).allowed:
             raise BadRequest("malformed path in the request target")
-        up = await self._open(reader, writer, req.method, host, port, upstream)
+        up = await self._open(client, req.method, host, port)
         if up is None:
             return
         ureader, uwriter = up
         uwriter.write(request_head(req, path, judged_authority(self.allow, host, port)))
         await self._relay(
-            self._send_body(framing, reader, uwriter), self._relay_response(ureader, writer), until_second=True
+            self._send_body(framing, client.reader, uwriter),
+            self._relay_response(ureader, client.writer),
+            until_second=True,
         )
 
     async def _open(
-        self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        method: str,
-        host: str,
-        port: int,
-        upstream: list[asyncio.StreamWriter],
+        self, client: _Client, method: str, host: str, port: int
     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
         """Judge host:port, connect if allowed, record the decision, answer 403/502 if it goes no further."""
         j = self.allow.judge(host, port)
         shown = f"{show_host(j.host or host)}:{port}"
         if not j.allowed or j.host is None:
             self._record(j.host or host, port, method, False, j.reason)
-            await self._respond(reader, writer, 403, f"cua-tui egress proxy refused {shown}: {j.reason}")
+            await self._respond(client, 403, f"cua-tui egress proxy refused {shown}: {j.reason}")
             return None
         try:
             async with asyncio.timeout(self._connect_timeout):
@@ -417,22 +401,21 @@ class EgressProxy:
         except NotPublic as exc:
             reason = f"refused: {exc}"
             self._record(j.host, port, method, False, reason)
-            await self._respond(reader, writer, 403, f"cua-tui egress proxy refused {shown}: {reason}")
+            await self._respond(client, 403, f"cua-tui egress proxy refused {shown}: {reason}")
             return None
         except TimeoutError:
             reason = f"{j.reason}; connection failed: no answer within {self._connect_timeout:g} s"
-            self._record(j.host, port, method, True, reason)
-            await self._respond(reader, writer, 502, f"cua-tui egress proxy could not reach {shown}: {reason}")
-            return None
         except OSError as exc:
             what = "DNS lookup failed" if isinstance(exc, socket.gaierror) else "connection failed"
             reason = f"{j.reason}; {what}: {exc.strerror or exc}"
-            self._record(j.host, port, method, True, reason)
-            await self._respond(reader, writer, 502, f"cua-tui egress proxy could not reach {shown}: {reason}")
-            return None
-        upstream.append(self._track(uwriter))
-        self._record(j.host, port, method, True, j.reason)
-        return ureader, uwriter
+        else:
+            client.upstream.append(self._track(uwriter))
+            self._record(j.host, port, method, True, j.reason)
+            return ureader, uwriter
+        # Allowed, but not reached.
+        self._record(j.host, port, method, True, reason)
+        await self._respond(client, 502, f"cua-tui egress proxy could not reach {shown}: {reason}")
+        return None
 
     @staticmethod
     async def _relay(

@@ -49,6 +49,18 @@ class HelperDesktop(BaseDesktop):
     def bind_events(self, sink: Callable[[ev.Event], None]) -> None:
         self._sink = sink
 
+    def _announce(self, ident: str, tags: list[str], stop: Callable[[], None]) -> None:
+        """A new sandbox, before it runs anything: its id in the run's directory and on the event stream;
+        ``stop`` it at once if a stop came meanwhile."""
+        try:
+            if self._run is not None:
+                self._run.write_sandbox_id(ident)
+            if self._sink is not None:
+                self._sink(ev.SandboxCreated(self.name, ident, tags))
+        finally:
+            if self._stopping.is_set():
+                stop()
+
     def _check_stopping(self) -> None:
         if self._stopping.is_set():
             raise DesktopError("the desktop was stopped", fatal=True)
