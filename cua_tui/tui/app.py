@@ -21,6 +21,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from ..core.guard import DEFAULT_GUARD_S, DecisionGuard
 from ..core.screentext import ScreenTextReader
+from ..core.supervisor import RunResult
 from ..core.text import failure, visible
 from .commands import CuaCommands
 from .messages import RunFinished, while_open
@@ -127,7 +128,7 @@ class CuaApp(App[Any]):
         self.env = os.environ if env is None else env  # which terminal this is (its notification escape)
         self.reading = ScreenReading(self, screen_reader)  # the screen as text (OCR in a worker; none: it says so)
         self.guard_s, self.guard_clock = guard_s, guard_clock
-        self.result: Any = None  # a live run's result, once it has one
+        self.result: RunResult | None = None  # a live run's result, once it has one
         self._leave_asked = -LEAVE_WINDOW_S
         self.main = main(self)
 
@@ -285,11 +286,11 @@ class CuaApp(App[Any]):
         if message.worker.group != "run":
             return
         if message.state is WorkerState.SUCCESS:
-            self.result = message.worker.result
-            status = getattr(self.result, "status", "") if self.result is not None else ""
-            self._run_screen.post_message(RunFinished(status, getattr(self.result, "reason", "")))
+            result = self.result = message.worker.result
+            status, reason = (str(result.status), result.reason) if result is not None else ("", "")
+            self._run_screen.post_message(RunFinished(status, reason))
         elif message.state is WorkerState.ERROR:
-            error = visible(failure(message.worker.error))
+            error = visible(failure(message.worker.error) if message.worker.error else "the run failed")
             self.notify(error, title="run failed", severity="error", timeout=30, markup=False)
             self._run_screen.post_message(RunFinished("error", error))
 

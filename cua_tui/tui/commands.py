@@ -26,6 +26,7 @@ from .detail import action_detail, copy, text_screen, turn_detail
 if TYPE_CHECKING:
     from ..core.audit import VerifyReport
     from .app import CuaApp
+    from .source import RunSource
 
 # (title, what it does, the action as a key binding names it)
 COMMANDS: tuple[tuple[str, str, str], ...] = (
@@ -89,7 +90,7 @@ class HistoryActions:
     """A run screen's actions for history and detail (a mixin: the screen's own file stays small). It
     expects the screen's ``source`` (a RunSource), ``view`` (the RunView) and ``running``."""
 
-    source: Any
+    source: RunSource
     view: Any
     running: bool
     app: Any

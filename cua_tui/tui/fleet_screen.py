@@ -301,6 +301,7 @@ class FleetScreen(ViewScreen):
         # The two tables and the pane, held (not queried): check_action may run while another screen is on
         # top, or as the App closes and its widgets are gone.
         self.desktop = DesktopView(graphics=app.graphics, id="desktop")
+        self.panel = DecisionPanel(id="decision")
         self.queue_table = RowTable(QUEUE_COLUMNS, flex="what", id="queue")
         self.runs_table = RowTable(RUN_COLUMNS, flex="task", id="runs")
         # The benchmark's measurements (``measure``): UI-thread CPU per refresh, when each ticket was shown.
@@ -319,7 +320,7 @@ class FleetScreen(ViewScreen):
                 yield TextLines(id="run-detail")
                 yield TextLines(wrap=True, id="run-why")
             with Vertical(id="fleet-decision"):
-                yield DecisionPanel(id="decision")
+                yield self.panel
                 yield self.desktop
         yield Footer()
 
@@ -330,7 +331,7 @@ class FleetScreen(ViewScreen):
         runs.border_title = "Runs"
         self.desktop.border_title = "Desktop"
         self.desktop.placeholder = "no request selected"
-        self.query_one(DecisionPanel).show_request(None)
+        self.panel.show_request(None)
         for row in self.fleet.rows():
             self.fleet_rows[row.task] = row
         runs.set_rows([(task, self._run_cells(row)) for task, row in self.fleet_rows.items()])
@@ -611,7 +612,7 @@ class FleetScreen(ViewScreen):
         if shown == self._selected_shown and not force and item is not None:
             return
         self._selected_shown = shown
-        panel = self.query_one(DecisionPanel)
+        panel = self.panel
         desktop = self.desktop
         if item is None:
             panel.run_name, panel.closed = "", None
@@ -656,8 +657,8 @@ class FleetScreen(ViewScreen):
             field=typing_field(request, view) is not None,
             model_text=view.batch_text,
         )
-        if (shown := self._shown_screen()) is not None:
-            self.reading.request(shown)
+        if (screen_shown := self._shown_screen()) is not None:
+            self.reading.request(screen_shown)
         self.bindings_may_have_changed()
 
     def _show_run_of(self, item: QueueItem) -> None:

@@ -162,20 +162,29 @@ class ReplayScreen(ViewScreen):
         return self.builder.timeline.steps
 
     def compose(self) -> ComposeResult:
-        yield Static(id="banner")
+        # The panes, held (not queried): the step panel, the banner and the audit tail are fed here.
+        self.banner, self.step_panel = Static(id="banner"), Static(id="step")
+        self.desktop = DesktopView(graphics=self.graphics, id="desktop")
+        self.batch_pane, self.audit = BatchPane(id="batch"), AuditPane(id="audit")
+        self.status = StatusBar(self._info(), clock=self._clock, id="status")
+        yield self.banner
         yield GoalBar(self._info(), live=False, id="goal")
         with Horizontal(id="main"):
-            yield DesktopView(graphics=self.graphics, id="desktop")
+            yield self.desktop
             with Vertical(id="side"):
-                yield Static(id="step")
-                yield BatchPane(id="batch").data_bind(view=ReplayScreen.view)
-                yield AuditPane(id="audit")
-        yield StatusBar(self._info(), clock=self._clock, id="status").data_bind(view=ReplayScreen.view)
+                yield self.step_panel
+                yield self.batch_pane.data_bind(view=ReplayScreen.view)
+                yield self.audit
+        yield self.status.data_bind(view=ReplayScreen.view)
         yield Footer()
 
     def _info(self) -> RunInfo:
         info = self.reader.info
-        limits = info.get("limits") if isinstance(info.get("limits"), dict) else {}
+
+        def table(value: Any) -> dict[str, Any]:
+            return value if isinstance(value, dict) else {}
+
+        limits = table(info.get("limits"))
 
         def number(value: Any) -> int:
             return value if type(value) is int else 0
@@ -184,9 +193,11 @@ class ReplayScreen(ViewScreen):
             value = info.get(key)
             return value if isinstance(value, str) else ""
 
-        policy = info.get("policy") if isinstance(info.get("policy"), dict) else {}
-        allowed = info.get("allow_domains") if isinstance(info.get("allow_domains"), list) else []
-        sha = policy.get("sha256") if isinstance(policy.get("sha256"), str) else ""
+        policy = table(info.get("policy"))
+        allowed = info.get("allow_domains")
+        allowed = allowed if isinstance(allowed, list) else []
+        sha = policy.get("sha256")
+        sha = sha if isinstance(sha, str) else ""
         return RunInfo(
             visible(str(info.get("run_id", "?")), limit=40),
             visible(str(info.get("backend", "?")), limit=20),
@@ -205,8 +216,8 @@ class ReplayScreen(ViewScreen):
         return 0.0  # a recorded run: no clock runs
 
     def on_mount(self) -> None:
-        self.query_one("#desktop", DesktopView).border_title = "Recorded screen"
-        self.query_one(BatchPane).border_title = "Turn"
+        self.desktop.border_title = "Recorded screen"
+        self.batch_pane.border_title = "Turn"
         self._take(self.reader.poll())
         self._show_banner()
         self.select(self._newest() if self.follow else self.selected)
@@ -286,7 +297,7 @@ class ReplayScreen(ViewScreen):
         step = steps[self.selected]
         view = self._fold_to(step.last_seq + 1)
         self._show_view(view)
-        self.query_one(BatchPane).mark_pending(step.index)
+        self.batch_pane.mark_pending(step.index)
         self._show_step(step)
         if self.live and self.selected == self._newest():  # the status says what the run does now
             self._show_status_and_audit(upto=len(self.reader.events))
@@ -304,7 +315,7 @@ class ReplayScreen(ViewScreen):
             step, len(self.steps), showing=self.showing, untrusted=self._untrusted(step), live=self.live
         ):
             text.append(part, style=STYLES.get(role, "bold reverse" if role == describe.WARN else None))
-        self.query_one("#step", Static).update(text)
+        self.step_panel.update(text)
 
     def _show_view(self, view: RunView) -> None:
         """The panes bound to the view render the run at the selected step (the same folded object, moved)."""
@@ -315,7 +326,7 @@ class ReplayScreen(ViewScreen):
         events = self.reader.events
         if upto is None:
             upto = (self.steps[self.selected].last_seq + 1) if self.steps else len(events)
-        status = self.query_one(StatusBar)
+        status = self.status
         if view is None:  # the status alone says what the run does now; the batch stays at the step
             view = self._fold_to(upto)
             status.view = view
@@ -324,7 +335,7 @@ class ReplayScreen(ViewScreen):
         if label:  # a replay never awaits its viewer's decision: it says what the run was doing
             status.phase = label
             status.redraw()
-        audit = self.query_one(AuditPane)
+        audit = self.audit
         audit.state = self.chain.state
         audit.show_tail(events, upto, AUDIT_TAIL)
 
@@ -342,10 +353,10 @@ class ReplayScreen(ViewScreen):
             text.append(describe.verified_by(line.verification), style="bold reverse" if not_ours else None)
         if self.follow:
             text.append(" · following" if line.ended is None else " · the run has ended")
-        self.query_one("#banner", Static).update(text)
+        self.banner.update(text)
 
     def _show_empty(self) -> None:
-        self.query_one("#step", Static).update(Text("no action was proposed in this run"))
+        self.step_panel.update(Text("no action was proposed in this run"))
         self._show_status_and_audit(upto=len(self.reader.events))
         sha = self.builder.timeline.first_screen
         if sha is not None:
@@ -354,10 +365,6 @@ class ReplayScreen(ViewScreen):
     # ------------------------------------------------------------------------------------------------
     # Frames
     # ------------------------------------------------------------------------------------------------
-    @property
-    def desktop(self) -> DesktopView:
-        return self.query_one("#desktop", DesktopView)
-
     def render_frame(self) -> None:
         if not self.steps:
             return

@@ -150,9 +150,9 @@ class RowTable(ScrollView, can_focus=True):
             raise ValueError("row keys must be unique")
         held = self.cursor_key
         cells = {key: self._cell_tuple(row) for key, row in rows}
-        for key in list(self._strips):
-            if key not in cells or cells[key] != self._cells.get(key):
-                del self._strips[key]
+        for kept in list(self._strips):
+            if kept not in cells or cells[kept] != self._cells.get(kept):
+                del self._strips[kept]
         self._keys, self._cells = keys, cells
         self._index = {key: i for i, key in enumerate(keys)}
         if held is not None and held in self._index:

@@ -76,7 +76,12 @@ class RunScreen(HistoryActions, ViewScreen):
         self.cua = app
         self.source = source
         self.guard: DecisionGuard = app.new_guard()  # y / a / n count only once the decision was seen
+        # The panes, held (not queried): the screen feeds them what the view does not say.
         self.desktop = DesktopView(graphics=app.graphics, id="desktop")
+        self.panel = DecisionPanel(id="decision")
+        self.batch_pane = BatchPane(id="batch", history=True)
+        self.audit = AuditPane(id="audit")
+        self.status = StatusBar(source.info, clock=app.clock, id="status")
         self._answered: DecisionRequest | None = None
         self.running = True
         self.final_status = ""
@@ -102,10 +107,11 @@ class RunScreen(HistoryActions, ViewScreen):
         with Horizontal(id="main"):
             yield self.desktop
             with Vertical(id="side"):
-                yield DecisionPanel(id="decision")
-                yield BatchPane(id="batch", history=True).data_bind(view=RunScreen.view)
-                yield AuditPane(id="audit")
-        yield StatusBar(info, clock=self.cua.clock, id="status").data_bind(view=RunScreen.view)
+                yield self.panel
+                yield self.batch_pane.data_bind(view=RunScreen.view)
+                yield self.audit
+        self.status.info = info
+        yield self.status.data_bind(view=RunScreen.view)
         yield Footer()
 
     def _told(self, stamped: ev.Stamped) -> None:  # the run's thread: post, never wait
@@ -116,10 +122,10 @@ class RunScreen(HistoryActions, ViewScreen):
         # Text: a str border title is parsed as markup, and a fleet task's name is the tasks file's own text
         title = f"Desktop · {visible(source.label, limit=64)} (live)" if source.label else "Desktop"
         self.desktop.border_title = Text(title)
-        panel = self.query_one(DecisionPanel)
+        panel = self.panel
         panel.run_name = source.run_name
         if self.view.ended is not None:
-            self.query_one(AuditPane).set_state("sealed")
+            self.audit.set_state("sealed")
         if self.view.seq >= 0 and source.run_dir is not None:
             # The events before the copy the view started from: read back from the run's audit log (the
             # record itself) in a worker; events arriving meanwhile wait, so the pane keeps the chain's order.
@@ -157,7 +163,7 @@ class RunScreen(HistoryActions, ViewScreen):
 
     def on_audit_history(self, message: AuditHistory) -> None:
         message.stop()
-        pane = self.query_one(AuditPane)
+        pane = self.audit
         history, backlog, self._backlog = message.events, self._backlog or (), None
         for stamped in history:
             pane.record(stamped.event, stamped.seq, stamped.head, chain=False)
@@ -192,7 +198,7 @@ class RunScreen(HistoryActions, ViewScreen):
         view = self.view
         was_pending = self.pending
         view.apply(stamped)
-        audit = self.query_one(AuditPane)
+        audit = self.audit
         if self._backlog is not None:
             self._backlog.append(stamped)  # the audit pane shows it after the history read back
         else:
@@ -230,12 +236,12 @@ class RunScreen(HistoryActions, ViewScreen):
     def _show_seal(self, message: RunFinished) -> None:
         """The audit pane and the status bar as the run's result has them: a run whose seal could not be
         written (its RunEnded record says how it ended, not that it was sealed) is shown not sealed, why."""
-        sealed = bool(getattr(self.cua.result, "sealed", False))
-        self.query_one(AuditPane).set_state("sealed" if sealed else "NOT sealed")
+        sealed = self.cua.result is not None and self.cua.result.sealed
+        self.audit.set_state("sealed" if sealed else "NOT sealed")
         if sealed:
             return
         reason = visible(message.reason or "the run ended without a result", limit=300)
-        status = self.query_one(StatusBar)
+        status = self.status
         status.final = f"{visible(message.status or 'error')} · {reason}"
         status.ended = status.ended or self.cua.clock()
         status.show(self.view)
@@ -246,7 +252,7 @@ class RunScreen(HistoryActions, ViewScreen):
         request = self.pending
         self.guard.arm(request)  # a new decision on screen: its keys count after the guard
         self.zoomed = self._focus_target() is not None  # at a decision the pane frames the target (z: whole)
-        panel = self.query_one(DecisionPanel)
+        panel = self.panel
         panel.set_compact(compact_terminal(self.app.size.width, self.app.size.height))
         started = self.view.started
         panel.show_request(
@@ -259,7 +265,7 @@ class RunScreen(HistoryActions, ViewScreen):
         )
         if request is not None:
             self._read_screen()
-        self.query_one(BatchPane).mark_pending(request.index if request is not None else None)
+        self.batch_pane.mark_pending(request.index if request is not None else None)
         self.render_frame()
         self.app.refresh_bindings()
         if request is not None and self.source.owned:
@@ -289,12 +295,12 @@ class RunScreen(HistoryActions, ViewScreen):
         self.notify(f"screenshot not shown: {message.reason}", title="desktop", severity="warning", markup=False)
 
     def on_resize(self, event: events.Resize) -> None:
-        self.query_one(DecisionPanel).set_compact(compact_terminal(event.size.width, event.size.height))
+        self.panel.set_compact(compact_terminal(event.size.width, event.size.height))
 
     def on_desktop_view_resized(self, message: DesktopView.Resized) -> None:
         message.stop()
         if self.pending is not None:  # the pending row back in view at the new size (unless read back)
-            self.query_one(BatchPane).reveal_pending()
+            self.batch_pane.reveal_pending()
 
     # ------------------------------------------------------------------------------------------------
     # What the App's keys do here
@@ -376,7 +382,7 @@ class RunScreen(HistoryActions, ViewScreen):
         if self.pending is not None:
             self._answered = self.pending  # nobody may answer it any more
             self._show_pending()
-        self.query_one(StatusBar).stopping()
+        self.status.stopping()
         if not self.source.owned:
             self.notify(
                 f"kill switch: {visible(self.source.label, limit=64)} stops (it is sealed as killed)", markup=False
@@ -453,8 +459,8 @@ class RunScreen(HistoryActions, ViewScreen):
         if message.digest != self._sha() or self.pending is None:
             return
         if self._focus_target() is not None:
-            self.query_one(DecisionPanel).set_destination(self._destination(), field=self._field() is not None)
-            self.query_one(BatchPane).mark_pending(self.pending.index)  # the panel grew: the row back in view
+            self.panel.set_destination(self._destination(), field=self._field() is not None)
+            self.batch_pane.mark_pending(self.pending.index)  # the panel grew: the row back in view
         if message.text is not None:
             self.render_frame()  # framed with the target's label in view
 

@@ -12,10 +12,12 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from ..core.describe import PHASE_LABELS, isolation_label, verifier_place
-from ..core.events import VerificationDone
+from ..core.events import RunPhase, VerificationDone
 from ..core.ports import VerifierPlace
 from ..core.run_view import RunView
 from ..core.text import visible
+
+PHASE_VALUES = frozenset(phase.value for phase in RunPhase if phase in PHASE_LABELS)
 
 
 @dataclass
@@ -140,7 +142,8 @@ class StatusBar(Static):
                 where = verifier_place(self.verification.where, self.verification.user)  # the name is in the log
                 fields.append((1, Text(f"verified {where}", style="bold reverse" if not_ours else "")))
         else:
-            label = PHASE_LABELS.get(self.phase, self.phase)
+            # the phase as recorded, or a replay's own word for it
+            label = PHASE_LABELS[RunPhase(self.phase)] if self.phase in PHASE_VALUES else self.phase
             fields.append((0, Text(label, style="bold reverse" if self.phase == "awaiting_decision" else "bold")))
         if self.isolation is not None:  # a missing bubblewrap stands out and stays; the full label is less vital
             weak = self.isolation.get("bubblewrap") is False

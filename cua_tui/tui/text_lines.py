@@ -51,13 +51,13 @@ class TextLines(Widget):
         if old is None or self._width != self.content_region.width:
             self.refresh()
             return
-        new = self._render(self._width)
+        new = self._lines_for(self._width)
         self._lines = new
         for y in range(max(len(old), len(new))):
             if y >= len(old) or y >= len(new) or old[y] != new[y]:
                 self.refresh(Region(0, y, self._width, 1))
 
-    def _render(self, width: int) -> list[Strip]:
+    def _lines_for(self, width: int) -> list[Strip]:
         console = self.app.console
         strips = []
         for paragraph in self._text.split("\n", allow_blank=True):
@@ -73,7 +73,7 @@ class TextLines(Widget):
         width = self.content_region.width
         if self._lines is None or width != self._width:
             self._width = width
-            self._lines = self._render(width)
+            self._lines = self._lines_for(width)
         base = self.rich_style
         if y >= len(self._lines):
             return Strip.blank(width, base)
