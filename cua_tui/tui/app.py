@@ -24,8 +24,16 @@ from ..core.screentext import ScreenTextReader
 from ..core.supervisor import RunResult
 from ..core.text import failure, visible
 from .commands import CuaCommands
+from .help import HelpScreen
 from .messages import RunFinished, while_open
-from .screen_text import ScreenReading, ScreenTextRead, screen_text_arrived
+from .screen_text import (
+    ScreenReading,
+    ScreenTextRead,
+    ScreenTextScreen,
+    ShownScreen,
+    screen_text_arrived,
+    write_and_open,
+)
 from .signals import Signals, notification_escape
 from .source import RunSource
 from .themes import install_themes, project_themes_dir
@@ -41,6 +49,8 @@ LAST = ("leave", "quit", "quit_when_done")
 class ViewScreen(Screen[None]):
     """A screen the App's keys act on: one run's view or the fleet's. Each says which of the App's actions
     it can do now (``can``) and does them; the App checks that nothing covers it before a y counts."""
+
+    cua: CuaApp  # the App, typed (each view is given it)
 
     @property
     def active_bindings(self) -> dict[str, ActiveBinding]:
@@ -65,9 +75,43 @@ class ViewScreen(Screen[None]):
     def reject(self) -> None: ...
     def kill(self, how: str = "") -> None: ...
     def zoom(self) -> None: ...
-    def screen_text(self) -> None: ...
-    def open_screenshot(self) -> None: ...
-    def show_help(self) -> None: ...
+
+    def shown_screen(self) -> ShownScreen | None:
+        """The screenshot the desktop pane shows, with the point that matters (None: none)."""
+        return None
+
+    def screen_text(self) -> None:
+        """``t``: the shown screen as text, nearest the target first, searchable."""
+        shown = self.shown_screen()
+        if shown is None or isinstance(self.app.screen, ScreenTextScreen):
+            return
+        self.cua.reading.request(shown)
+        self.app.push_screen(ScreenTextScreen(shown, self.cua.reading))
+
+    def open_screenshot(self) -> None:
+        """``o``: the shown screenshot at full resolution in a file (said where), opened in the viewer."""
+        shown = self.shown_screen()
+        if shown is not None:
+            write_and_open(self.app, shown)
+
+    def help_lines(self) -> tuple[list[str], list[tuple[str, str]] | None]:
+        """The help screen's lines of policy, and its keys (None: a run's)."""
+        return [], None
+
+    def show_help(self) -> None:
+        if not isinstance(self.app.screen, HelpScreen):
+            lines, keys = self.help_lines()
+            self.app.push_screen(HelpScreen(lines) if keys is None else HelpScreen(lines, keys))
+
+    def refused(self, whose: str, turn: int, index: int, why: str) -> None:
+        """An answer did not reach its request (it closed meanwhile): said, never applied to another."""
+        self.notify(
+            f"not applied{whose} (turn {turn}, action {index + 1}): {visible(why, limit=200)}",
+            title="answer refused",
+            severity="warning",
+            timeout=8,
+            markup=False,
+        )
 
     def leave_warning(self) -> str | None:
         """What leaving now would end (said before a second q leaves); None: nothing, q quits at once."""

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -49,7 +49,7 @@ from ..core.fleet_queue import (
     RunState,
 )
 from ..core.guard import DEFAULT_GUARD_S, DecisionGuard
-from ..core.ports import Answer, DecisionRequest, VerifierPlace
+from ..core.ports import Answer, AnswerDetails, DecisionRequest, VerifierPlace
 from ..core.run_view import RunView
 from ..core.text import visible
 from .app import LEAVE_WINDOW_S, CuaApp, ViewScreen
@@ -57,7 +57,6 @@ from .audit_list import MAX_ENTRIES
 from .decision_panel import DecisionPanel
 from .desktop_view import DesktopView
 from .dialogs import RejectReason
-from .help import HelpScreen
 from .messages import while_open
 from .row_table import RowTable
 from .run_screen import RunScreen
@@ -221,20 +220,11 @@ class FleetRun:
     def kill(self, by: str = KILLED_BY) -> None:
         self.fleet.kill(self.task, by=KILLED_BY)
 
-    def answer(
-        self,
-        answer: Answer,
-        request: DecisionRequest,
-        *,
-        note: str = "",
-        grant: bool = False,
-        screen: str = "",
-        shown_ms: int | None = None,
-    ) -> str | None:
+    def answer(self, answer: Answer, request: DecisionRequest, **details: Unpack[AnswerDetails]) -> str | None:
         item = next((item for item in self.fleet.queue() if item.request is request), None)
         if item is None:
             return "it is no longer pending"
-        return self.fleet.answer(item, answer, note=note, grant=grant, screen=screen, shown_ms=shown_ms)
+        return self.fleet.answer(item, answer, **details)
 
     def revoke(self, grant_id: int) -> bool:
         return False  # grants are revoked from a lone run's view only
@@ -657,7 +647,7 @@ class FleetScreen(ViewScreen):
             field=typing_field(request, view) is not None,
             model_text=view.batch_text,
         )
-        if (screen_shown := self._shown_screen()) is not None:
+        if (screen_shown := self.shown_screen()) is not None:
             self.reading.request(screen_shown)
         self.bindings_may_have_changed()
 
@@ -668,7 +658,7 @@ class FleetScreen(ViewScreen):
         if index is not None and self.app.focused is not table and table.cursor_row != index:
             table.move_cursor(row=index)
 
-    def _shown_screen(self) -> ShownScreen | None:
+    def shown_screen(self) -> ShownScreen | None:
         item = self.selected
         return shown_screen(self.desktop.shot, self.desktop.target, item.run_id) if item is not None else None
 
@@ -754,14 +744,7 @@ class FleetScreen(ViewScreen):
         )
         request = item.request
         if why is not None:
-            self.notify(
-                f"not applied to {visible(item.task, limit=64)} (turn {request.turn}, action {request.index + 1}): "
-                f"{visible(why, limit=200)}",
-                title="answer refused",
-                severity="warning",
-                timeout=8,
-                markup=False,
-            )
+            self.refused(f" to {visible(item.task, limit=64)}", request.turn, request.index, why)
             return
         self.items = [i for i in self.items if i.ticket != item.ticket]
         self.closed[item.ticket] = "answered"
@@ -819,16 +802,8 @@ class FleetScreen(ViewScreen):
     def zoom(self) -> None:
         self.desktop.set_zoom(not self.desktop.zoom)
 
-    def screen_text(self) -> None:
-        shown = self._shown_screen()
-        if shown is None or isinstance(self.app.screen, ScreenTextScreen):
-            return
-        self.reading.request(shown)
-        self.app.push_screen(ScreenTextScreen(shown, self.reading))
-
-    def show_help(self) -> None:
-        if not isinstance(self.app.screen, HelpScreen):
-            self.app.push_screen(HelpScreen([ORDER_LINE], keys=KEYS))
+    def help_lines(self) -> tuple[list[str], list[tuple[str, str]] | None]:
+        return [ORDER_LINE], KEYS
 
     def action_leave(self) -> None:
         self.cua.action_leave()

@@ -42,12 +42,9 @@ from .decision_panel import STYLES
 from .desktop_view import DesktopView, Shot
 from .frames import Target
 from .goal import GoalBar
-from .help import HelpScreen
 from .messages import while_open
 from .screen_text import (
-    ScreenTextScreen,
     ShownScreen,
-    write_and_open,
 )
 from .status import RunInfo, StatusBar
 
@@ -457,7 +454,7 @@ class ReplayScreen(ViewScreen):
         self.zoomed = not self.zoomed
         self.render_frame()
 
-    def _shown_screen(self) -> ShownScreen | None:
+    def shown_screen(self) -> ShownScreen | None:
         """The screenshot the pane shows (the selected step's, before or after), its action's target."""
         if not self.steps:
             return None
@@ -478,26 +475,18 @@ class ReplayScreen(ViewScreen):
         return ShownScreen(sha, load, point, label if point else "", run_id, limit=self.screen_limit)
 
     def screen_text(self) -> None:
-        shown = self._shown_screen()
-        if shown is None:
+        if self.shown_screen() is None:
             self.notify("no screenshot recorded for this step", timeout=3, markup=False)
-            return
-        if not isinstance(self.app.screen, ScreenTextScreen):
-            self.reading.request(shown)
-            self.app.push_screen(ScreenTextScreen(shown, self.reading))
+        super().screen_text()
 
     def open_screenshot(self) -> None:
-        shown = self._shown_screen()
-        if shown is None:
+        if self.shown_screen() is None:
             self.notify("no screenshot recorded for this step", timeout=3, markup=False)
-            return
-        write_and_open(self.app, shown)
+        super().open_screenshot()
 
-    def show_help(self) -> None:
-        if not isinstance(self.app.screen, HelpScreen):
-            policy = self.reader.info.get("policy")
-            lines = [f"policy {visible(str(policy.get('name', '?')))}"] if isinstance(policy, dict) else []
-            self.app.push_screen(HelpScreen(lines, KEYS))
+    def help_lines(self) -> tuple[list[str], list[tuple[str, str]] | None]:
+        policy = self.reader.info.get("policy")
+        return ([f"policy {visible(str(policy.get('name', '?')))}"] if isinstance(policy, dict) else []), KEYS
 
     def action_quit(self) -> None:
         self.app.exit()

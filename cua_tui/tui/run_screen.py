@@ -35,9 +35,8 @@ from .desktop_view import DesktopView
 from .dialogs import GrantsScreen, RejectReason
 from .frames import Target
 from .goal import GoalBar
-from .help import HelpScreen
 from .messages import RunEvent, RunFinished, while_open
-from .screen_text import ScreenReading, ScreenTextRead, ScreenTextScreen, ShownScreen, write_and_open
+from .screen_text import ScreenReading, ScreenTextRead, ScreenTextScreen, ShownScreen
 from .signals import AlertBar
 from .source import RunSource
 from .status import StatusBar
@@ -345,13 +344,7 @@ class RunScreen(HistoryActions, ViewScreen):
             answer, request, note=note, grant=grant, screen=self.painted_sha, shown_ms=self.guard.shown_ms()
         )
         if why is not None:
-            self.notify(
-                f"not applied (turn {request.turn}, action {request.index + 1}): {visible(why, limit=200)}",
-                title="answer refused",
-                severity="warning",
-                timeout=8,
-                markup=False,
-            )
+            self.refused("", request.turn, request.index, why)
             return
         self._answered = request  # answered: hidden until the stream records the decision
         self._show_pending()
@@ -447,11 +440,11 @@ class RunScreen(HistoryActions, ViewScreen):
         """The panel's "goes to" line for pending typing (None for anything else)."""
         return destination(self.pending, self.view, self.reading, self._sha())
 
-    def _shown_screen(self) -> ShownScreen | None:
+    def shown_screen(self) -> ShownScreen | None:
         return shown_screen(shot_of(self.view), self._focus_target(), self.source.info.run_id)
 
     def _read_screen(self) -> None:
-        shown = self._shown_screen()
+        shown = self.shown_screen()
         if shown is not None:
             self.reading.request(shown)
 
@@ -464,28 +457,13 @@ class RunScreen(HistoryActions, ViewScreen):
         if message.text is not None:
             self.render_frame()  # framed with the target's label in view
 
-    def screen_text(self) -> None:
-        """``t``: the screen as text, nearest the pending target first, searchable."""
-        shown = self._shown_screen()
-        if shown is None or isinstance(self.app.screen, ScreenTextScreen):
-            return
-        self.reading.request(shown)
-        self.app.push_screen(ScreenTextScreen(shown, self.reading))
-
-    def open_screenshot(self) -> None:
-        """``o``: the current screenshot at full resolution in a file (said where), opened in the viewer."""
-        shown = self._shown_screen()
-        if shown is not None:
-            write_and_open(self.app, shown)
-
-    def show_help(self) -> None:
-        if not isinstance(self.app.screen, HelpScreen):
-            grants = [f"grant #{g.grant}: {g.label} (given by {g.by})" for g in self.view.grants.values()]
-            lines = [
-                *self.source.policy_lines,
-                *(["", "Scoped approvals in force (g revokes):", *grants] if grants else []),
-            ]
-            self.app.push_screen(HelpScreen(lines))
+    def help_lines(self) -> tuple[list[str], list[tuple[str, str]] | None]:
+        grants = [f"grant #{g.grant}: {g.label} (given by {g.by})" for g in self.view.grants.values()]
+        lines = [
+            *self.source.policy_lines,
+            *(["", "Scoped approvals in force (g revokes):", *grants] if grants else []),
+        ]
+        return lines, None
 
 
 def supervisor_app(source: RunSource, **settings: Any) -> CuaApp:

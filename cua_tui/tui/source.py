@@ -7,13 +7,13 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, Unpack
 
 from textual.worker import NoActiveWorker, get_current_worker
 
 from ..core import events as ev
 from ..core.approvers import HandshakeApprover
-from ..core.ports import Answer, DecisionRequest
+from ..core.ports import Answer, AnswerDetails, DecisionRequest
 from ..core.run_view import RunView
 from ..core.supervisor import RunConfig, RunResult, Supervisor
 from .status import RunInfo
@@ -30,7 +30,11 @@ class RunSource(Protocol):
     owned: bool
     run_name: str
     label: str  # the fleet task's name ("" for a lone run)
-    run_dir: Path | None
+
+    @property
+    def run_dir(self) -> Path | None:
+        """The run directory being written (copied and verified from the TUI), None for a recording."""
+        ...
 
     def attach(self, on_event: Callable[[ev.Stamped], None]) -> RunView:
         """Start telling ``on_event`` every later event; the run's state so far (empty for a new run)."""
@@ -39,16 +43,7 @@ class RunSource(Protocol):
     def detach(self) -> None: ...
     def run(self) -> RunResult | None: ...
     def kill(self, by: str = "human (TUI)") -> None: ...
-    def answer(
-        self,
-        answer: Answer,
-        request: DecisionRequest,
-        *,
-        note: str = "",
-        grant: bool = False,
-        screen: str = "",  # the SHA-256 of the screenshot shown with the request ("" none)
-        shown_ms: int | None = None,  # how long the request was on screen
-    ) -> str | None:
+    def answer(self, answer: Answer, request: DecisionRequest, **details: Unpack[AnswerDetails]) -> str | None:
         """None when the answer reached ``request``; else why not (it is no longer pending)."""
         ...
 
@@ -106,17 +101,8 @@ class LiveRun:
     def kill(self, by: str = "human (TUI)") -> None:
         self.supervisor.kill(by=by)
 
-    def answer(
-        self,
-        answer: Answer,
-        request: DecisionRequest,
-        *,
-        note: str = "",
-        grant: bool = False,
-        screen: str = "",
-        shown_ms: int | None = None,
-    ) -> str | None:
-        if self.approver.answer(answer, request, note=note, grant=grant, screen=screen, shown_ms=shown_ms):
+    def answer(self, answer: Answer, request: DecisionRequest, **details: Unpack[AnswerDetails]) -> str | None:
+        if self.approver.answer(answer, request, **details):
             return None
         return "it is no longer pending"
 
@@ -182,16 +168,7 @@ class RecordedRun:
         self.killed = True
         self._killed.set()
 
-    def answer(
-        self,
-        answer: Answer,
-        request: DecisionRequest,
-        *,
-        note: str = "",
-        grant: bool = False,
-        screen: str = "",
-        shown_ms: int | None = None,
-    ) -> str | None:
+    def answer(self, answer: Answer, request: DecisionRequest, **details: Unpack[AnswerDetails]) -> str | None:
         self.answers.append(answer)
         return None
 

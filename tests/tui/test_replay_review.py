@@ -43,7 +43,7 @@ def status(app: CuaApp) -> str:
 
 def shown(app: CuaApp) -> str:
     """The SHA-256 of the screenshot the desktop pane shows."""
-    screen = app.main._shown_screen()
+    screen = app.main.shown_screen()
     assert screen is not None
     return screen.digest
 
