@@ -46,7 +46,7 @@ from cua_tui.labs import get_lab
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from recorder import Recorder
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.e2e, pytest.mark.engine, pytest.mark.timeout(300)]
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "cw-container-key-5d2e81"  # reaches the service and nothing else
 DESKTOP = "cua-tui-desktop:latest"  # scripts/setup.sh docker builds it from docker/desktop/Dockerfile

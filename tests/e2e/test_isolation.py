@@ -33,7 +33,6 @@ from cua_tui.desktops import isolation
 from cua_tui.desktops.local import FIRST_PAINT_QUIET, FLAT_PAGE_WAIT, FirstPaint, LocalDesktop, is_flat
 from cua_tui.labs import get_lab
 
-pytestmark = pytest.mark.e2e
 SIZE = Size(1024, 720)
 SCALING = Scaling.identity(SIZE)
 NAMESPACE_KINDS = ("user", "mnt", "pid", "net", "ipc", "uts")
@@ -172,6 +171,7 @@ def _hostile_menu(command: str) -> str:
 """
 
 
+@pytest.mark.e2e
 def test_a_hijacked_window_manager_config_runs_nothing_and_nothing_reaches_the_host(tmp_path: Path) -> None:
     """The attack of issue 8: as the sandbox user, write openbox's configuration wherever it could be read,
     reconfigure and restart openbox, press the bound key and click. Nothing runs, the host's loopback is
@@ -261,6 +261,7 @@ def test_a_hijacked_window_manager_config_runs_nothing_and_nothing_reaches_the_h
         shutil.rmtree(outside, ignore_errors=True)
 
 
+@pytest.mark.e2e
 def test_everything_started_for_the_desktop_runs_inside_one_sandbox() -> None:
     """The X server, the relay, openbox and Chromium share the sandbox's namespaces and uid; on the host
     there is only bwrap's outer process (which holds the sandbox, as the sandbox's uid)."""
@@ -298,6 +299,7 @@ def test_everything_started_for_the_desktop_runs_inside_one_sandbox() -> None:
         assert listing == [f"X{desktop.display.lstrip(':')}"]
 
 
+@pytest.mark.e2e
 # ------------------------------------------------------------------------ point 1: the host file system
 def test_a_world_readable_host_file_is_not_visible_inside() -> None:
     token = secrets.token_hex(6)
@@ -348,6 +350,7 @@ def test_a_world_readable_host_file_is_not_visible_inside() -> None:
             folder.rmdir()
 
 
+@pytest.mark.e2e
 # -------------------------------------------------------------------------- point 1: a uid per run
 def test_two_desktops_get_their_own_uids_and_cannot_read_each_other() -> None:
     with (
@@ -440,6 +443,8 @@ def test_without_root_the_sandbox_runs_as_the_callers_uid_and_says_so(
     assert info["uid"] == 4242 and info["uid_per_run"] is False and "not root" in info["note"]
 
 
+@pytest.mark.e2e
+@pytest.mark.alone
 def test_a_killed_controllers_display_claim_is_swept() -> None:
     """SIGKILL leaves the display's lock file and host link behind; the next start's sweep frees them."""
     import signal
@@ -489,6 +494,7 @@ class _Page(BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.e2e
 def test_a_mostly_white_page_with_a_few_words_starts() -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Page)
     threading.Thread(target=server.serve_forever, daemon=True).start()

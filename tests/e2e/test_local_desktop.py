@@ -314,6 +314,7 @@ def test_release_all_lets_go_of_held_keys_and_buttons(tmp_path: Path) -> None:
         desktop.perform(parse_anthropic("left_click", {"coordinate": [10, 10]}, Scaling.identity(SIZE)))
 
 
+@pytest.mark.alone
 def test_a_controller_killed_outright_leaves_no_desktop_behind(tmp_path: Path) -> None:
     """SIGKILL on the controller (no chance to clean up): every desktop process dies with it."""
     import signal

@@ -21,7 +21,7 @@ import pytest
 from model_server import OPENAI_PATH, ModelServer, computer_call, message, openai_response
 from test_tmux_demo import Tmux, cua_tui_shell, decision
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.terminal, pytest.mark.timeout(180)]
 
 FIELD = {"type": "click", "button": "left", "x": 250, "y": 182}
 OTHER = {"type": "click", "button": "left", "x": 250, "y": 400}
@@ -154,6 +154,7 @@ def test_a_reason_given_with_n_reaches_the_models_next_request(tmp_path: Path) -
     assert decisions[0]["operator"] == "alice@desk-7"
 
 
+@pytest.mark.alone
 def test_a_double_tap_of_y_approves_only_the_first_decision(tmp_path: Path) -> None:
     turns = [{"actions": [FIELD, {"type": "type", "text": "first"}, {"type": "type", "text": "second"}]}]
     tmux = Tmux(run_command(tmp_path, "--agent", f"script:{script(tmp_path, turns)}"), width=160, height=48)

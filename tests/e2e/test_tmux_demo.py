@@ -20,7 +20,7 @@ import pytest
 
 from cua_tui.core.guard import DEFAULT_GUARD_S
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.terminal, pytest.mark.timeout(180)]
 
 DECISION = re.compile(r"DECISION NEEDED · turn (\d+) · action (\d+)")
 # A decision's y / a / n count once it has been on screen this long (its input guard), and a little more.

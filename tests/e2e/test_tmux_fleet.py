@@ -23,7 +23,7 @@ from test_tmux_demo import GUARD_WAIT_S, Tmux, cua_tui_command
 from cua_tui.desktops.local import missing_programs
 from cua_tui.labs import get_lab
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.terminal, pytest.mark.timeout(300)]
 
 TASKS = ("form-1", "form-2", "form-3")
 
@@ -53,6 +53,8 @@ def fleet_command(tmp_path: Path, tasks: Path) -> str:
     return f"{command}; echo EXIT=$?; sleep 30"
 
 
+@pytest.mark.e2e
+@pytest.mark.alone
 def test_a_fleet_of_three_local_desktops_answered_with_y_in_tmux(tmp_path: Path) -> None:
     assert shutil.which("tmux"), "tmux is not installed (apt-get install tmux)"
     assert missing_programs() == [], "run `bash scripts/setup.sh env` as root"

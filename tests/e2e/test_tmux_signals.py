@@ -15,7 +15,7 @@ import pytest
 from test_tmux_demo import Tmux, cua_tui_command, cua_tui_shell, decision
 from test_tmux_fleet import children
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.terminal, pytest.mark.timeout(120)]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
