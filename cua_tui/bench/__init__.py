@@ -4,7 +4,8 @@ capture and input, side by side with baselines.
 Run ``python -m cua_tui.bench`` (or ``python -m cua_tui.bench core``: sections 1-3),
 ``python -m cua_tui.bench local`` (section 4, needs the desktop's programs plus xdotool and scrot) or
 ``python -m cua_tui.bench all`` (both); ``--quick`` is a smoke run of a few seconds, ``--json PATH`` also
-writes the results as JSON. Everything happens in a temporary directory.
+writes the results as JSON, ``--check`` holds each ratio of ours to its same-run baseline to its target
+(:mod:`.check`, docs/benchmarks-gate.md). Everything happens in a temporary directory.
 
 What is measured (``time.perf_counter_ns``; medians and p90 over many samples):
 
