@@ -625,4 +625,3 @@ def test_without_an_engine_or_its_image_one_line_and_exit_2(tmp_path: Path, env:
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0] and "bash scripts/setup.sh docker" in lines[0], lines
     assert not (tmp_path / "runs").exists()  # nothing started
-
