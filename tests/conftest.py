@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,3 +127,16 @@ def opened(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
     monkeypatch.setattr(imaging.Image, "open", spy)
     return calls
+
+
+@pytest.fixture(scope="session")
+def form_desktop() -> Iterator[Any]:
+    """One local desktop on the form lab (Xvfb, openbox, Chromium in its sandbox), started once for the
+    checks that only look at it (its processes, its sandbox from inside): none may act on its page."""
+    from cua_tui.desktops.local import LocalDesktop
+    from cua_tui.labs import get_lab
+
+    desktop = LocalDesktop(Size(1024, 720), lab=get_lab("form"))
+    desktop.start()
+    yield desktop
+    desktop.stop()
