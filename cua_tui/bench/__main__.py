@@ -218,8 +218,9 @@ def main(argv: list[str] | None = None) -> int:
         help="the speed gate: hold each ratio of ours to the baseline measured in the same run (never an "
         "absolute time) to its target, one line per target, and exit 1 when one falls short (2 when one cannot "
         f"be measured here). A time ratio passes at {round((1 - check.MARGIN) * 100)}%% of its target or above: "
-        "a quick run takes a few samples a side, and on a 2-CPU machine running other work its ratios move by "
-        "up to about a fifth; a count (requests per step) must meet its target. Without a suite: every suite "
+        "a quick run takes a few samples a side, and on a 2-CPU machine busy with other work its ratios fell "
+        "up to about a quarter below their medians; a count (requests per step) must meet its target. Without a "
+        "suite: every suite "
         f"with a baseline ({', '.join(check.CHECKED_SUITES)}). See docs/benchmarks-gate.md",
     )
     parser.add_argument("--json", metavar="PATH", type=Path, help="also write the results as JSON to PATH")

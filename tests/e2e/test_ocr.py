@@ -19,7 +19,8 @@ from cua_tui.labs import get_lab
 from cua_tui.labs.base import Box
 from cua_tui.ocr import INSTALL, OcrFailed, OcrUnavailable, ScreenReader, sha256
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+# one worker runs them all: the screenshots are taken once (a module fixture), not once per worker
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("ocr"), pytest.mark.timeout(180)]
 LIMIT = ScreenLimit(1024, 720)  # the screen the shots are taken at, as their run records it
 
 
