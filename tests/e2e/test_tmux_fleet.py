@@ -140,7 +140,8 @@ def test_a_signal_to_the_fleet_tui_kills_and_seals_every_run_and_leaves(tmp_path
         os.kill(fleet, sig)
         started = time.monotonic()
         screen = tmux.wait_for(lambda s: "EXIT=" in s, "the fleet command to exit", 30)
-        assert time.monotonic() - started < 8, screen
+        # about 2 s alone; a hang would reach the 30 s wait, a loaded machine (the suite's first part) takes longer
+        assert time.monotonic() - started < 20, screen
         assert "EXIT=1" in screen and "0 of 3 passed" in screen, screen
         assert "Approval queue" not in screen  # the TUI closed and gave the terminal back
     finally:
