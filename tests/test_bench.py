@@ -162,11 +162,12 @@ def _cwsandbox_is_sane(result: dict[str, Any]) -> None:
         assert _positive(cw["ours_ms"]) and _positive(cw["tutorial_ms"]) and cw["ours_png_kb"] > 5
         assert all(_positive(cw["parts_ms"][k]) for k in ("round_trip", "transfer", "input", "settle", "encode"))
         assert cw["exec_paths"] == ["direct"]  # the path a real run takes
-    zero, far = result["delays"]
-    # an injected 30 ms each way costs our one request about 60 ms and the tutorial's four about 240
-    assert far["ours_ms"] - zero["ours_ms"] > 50 and far["tutorial_ms"] - zero["tutorial_ms"] > 200
+    far = result["delays"][1]
+    # 30 ms injected each way: our one request cannot take less than 60 ms, the tutorial's four 240 (lower
+    # bounds, which a busy machine only makes easier to meet; the ratios are the gate's)
+    assert far["ours_ms"] >= 60 and far["tutorial_ms"] >= 240
     # stdin costs a request a round trip more: the client waits for the exec's ready frame before sending it
-    assert far["request_on_stdin_ms"] - far["request_in_argv_ms"] > 50
+    assert far["request_in_argv_ms"] >= 60 and far["request_on_stdin_ms"] >= 120
 
 
 # ---------------------------------------------------------------------------------------------------
