@@ -38,7 +38,8 @@ def exported(
 ) -> dict[str, tuple[Path, subprocess.CompletedProcess[str]]]:
     """``cua-tui export RUN`` of every run of ``runs``, in one child (each bounded in time: a FIFO that got
     opened would hang it, and the test would say which), each format to ``out/N/x.<suffix>``."""
-    commands, outs = [], {}
+    commands: list[list[str | Path]] = []
+    outs: dict[str, Path] = {}
     for name, run in runs.items():
         outs[name] = folder / "out" / str(len(outs))
         outs[name].mkdir(parents=True)
