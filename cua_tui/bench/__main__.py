@@ -241,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         return _main_check(args, argv)
     suite = args.suite or "core"
     if suite in ("local", "ocr", "all"):
-        missing = missing_for("ocr" if suite == "ocr" else "local")
+        missing = missing_for("ocr" if suite in ("ocr", "all") else "local")
         if missing:
             print(f"the {suite} suite cannot run: {missing}", file=sys.stderr)
             return 2
