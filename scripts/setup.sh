@@ -179,24 +179,28 @@ case "$job" in
     ensure_docker
     set +e
     if [ "$#" -eq 0 ]; then
-      # The whole suite in two parts: every test but the desktop, terminal and container ones (the benchmarks
-      # on desktops among them) on two workers (pytest-xdist), then those alone, one at a time
-      # (tests/conftest.py marks them). The tests marked beside (an install that mostly waits on the network)
-      # run on their own meanwhile; their report follows the second part's.
+      # The whole suite in three parts, by what each test needs (tests/conftest.py): every test but those
+      # needing a desktop, the Docker engine or the machine to itself on two workers (pytest-xdist); then
+      # the desktop and engine ones two at a time (the engine's in turn, on one worker); then the ones
+      # needing the machine to itself, alone (the speed gate among them). The tests marked beside (an
+      # install that mostly waits on the network) run on their own meanwhile; their report comes last.
       beside_log="$(mktemp)"
       # At the lowest priority: it mostly waits on the network, and its unpacking must not slow the parts.
       nice -n 19 .venv/bin/python -m pytest -m beside >"$beside_log" 2>&1 &
       beside=$!
       .venv/bin/python -m pytest -n 2 -m "not desktops"
       rc=$?
-      .venv/bin/python -m pytest -m "desktops and not beside"
+      .venv/bin/python -m pytest -n 2 --dist loadgroup -m "desktops and not alone and not beside"
       rc2=$?
-      wait "$beside"
+      .venv/bin/python -m pytest -m "alone and not beside"
       rc3=$?
+      wait "$beside"
+      rc4=$?
       cat "$beside_log"
       rm -f "$beside_log"
       [ "$rc" -ne 0 ] || rc=$rc2
       [ "$rc" -ne 0 ] || rc=$rc3
+      [ "$rc" -ne 0 ] || rc=$rc4
     else
       .venv/bin/python -m pytest "$@"
       rc=$?

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,17 +93,24 @@ def screen() -> Size:
 
 
 # ---------------------------------------------------------------------------------------------------
-# The suite in two parts (scripts/setup.sh test): first every test but these on two workers (pytest-xdist),
-# then these alone, one at a time: the tests that drive real desktops, terminals, containers and the
-# benchmarks on them (they measure or wait on screens painted by Chromium, which a busy machine paints late).
-# The benchmarks of in-process code (core, replay, tui) assert no timing: they share the first part's workers.
+# The suite in three parts (scripts/setup.sh test), by what each test needs (its marks, pyproject.toml):
+# 1. the rest on two workers (pytest-xdist): in-process code, the sim desktop, a terminal alone;
+# 2. the tests needing a real desktop (e2e) or the Docker engine, two at a time: a desktop test keeps
+#    about one CPU busy, so two share a 2-CPU machine as one did alone; the engine's tests one after another
+#    (they count the containers labelled cua-tui);
+# 3. the tests needing the machine to itself (alone), one at a time.
 # ---------------------------------------------------------------------------------------------------
+AFTER = ("e2e", "engine", "alone")
+
+
 @pytest.hookimpl(tryfirst=True)  # before the mark plugin selects by ``-m``
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        path = Path(str(item.path))
-        if "e2e" in path.parts or item.get_closest_marker("e2e"):
+        if any(item.get_closest_marker(name) for name in AFTER):
             item.add_marker(pytest.mark.desktops)
+        if item.get_closest_marker("engine"):
+            # one worker runs them all, in turn (xdist's --dist loadgroup)
+            item.add_marker(pytest.mark.xdist_group("engine"))
 
 
 @pytest.fixture
@@ -120,3 +127,16 @@ def opened(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
     monkeypatch.setattr(imaging.Image, "open", spy)
     return calls
+
+
+@pytest.fixture(scope="session")
+def form_desktop() -> Iterator[Any]:
+    """One local desktop on the form lab (Xvfb, openbox, Chromium in its sandbox), started once for the
+    checks that only look at it (its processes, its sandbox from inside): none may act on its page."""
+    from cua_tui.desktops.local import LocalDesktop
+    from cua_tui.labs import get_lab
+
+    desktop = LocalDesktop(Size(1024, 720), lab=get_lab("form"))
+    desktop.start()
+    yield desktop
+    desktop.stop()

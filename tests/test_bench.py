@@ -1,4 +1,7 @@
-"""The shipped benchmark runs and reports sane numbers. Timing targets are reported, never asserted here."""
+"""The shipped benchmark. The speed gate (``python -m cua_tui.bench --quick --check``: every suite with a
+baseline, in one child process) holds each ratio of ours to its same-run baseline to its target and
+reports sane numbers; the gate's arithmetic fails a ratio that falls short; the replay suite's smoke.
+Absolute times are reported, never asserted."""
 
 from __future__ import annotations
 
@@ -11,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from cua_tui.bench import __main__ as bench
+from cua_tui.bench import check
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,28 +34,54 @@ def _check_latency(stats: dict[str, Any], where: str) -> None:
     assert stats["min_us"] <= stats["median_us"] <= stats["p90_us"] <= stats["max_us"], where
 
 
-def test_quick_benchmark_writes_sane_json(tmp_path: Path) -> None:
-    out = tmp_path / "results" / "bench.json"
+# ---------------------------------------------------------------------------------------------------
+# The gate, once, on the real desktops, the cwsandbox service and the Docker engine
+# ---------------------------------------------------------------------------------------------------
+@pytest.mark.e2e
+@pytest.mark.engine
+@pytest.mark.alone  # it measures: nothing else may run meanwhile
+@pytest.mark.timeout(420)
+def test_the_speed_gate_holds_every_ratio_to_its_target_and_every_suite_reports_sane_numbers(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "gate.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "cua_tui.bench", "--quick", "--json", str(out)],
+        [sys.executable, "-m", "cua_tui.bench", "--quick", "--check", "--json", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=110,
+        timeout=400,
+        env={**os.environ, "GRPC_VERBOSITY": "ERROR"},
     )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "verify_run" in proc.stdout and "seed audit()" in proc.stdout
+    print(proc.stdout)  # the figures of this run, in the test's report
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    gate = proc.stdout[proc.stdout.index("speed targets: ") :].splitlines()  # after the full report
+    verdicts = [line for line in gate if line.split(" ", 1)[0] in check.CHECKED_SUITES]
+    assert len(verdicts) == len(check.TARGETS) and all(line.endswith(" pass") for line in verdicts), verdicts
+    assert f"{len(check.TARGETS)} targets: {len(check.TARGETS)} pass, 0 fail, 0 not run" in proc.stdout
+    for words in ("seed audit()", "verify_run", "xdotool click 1 + scrot", "desktop.perform(click)", "Sixel path"):
+        assert words in proc.stdout, words  # the full report comes first
+    for words in ("extraction: ScreenReader.read, nothing cached", "Docker backend vs local desktop", "reproduce:"):
+        assert words in proc.stdout, words
     data = json.loads(out.read_text(encoding="utf-8"))
+    assert data["quick"] is True and data["suite"] == "check" and _positive(data["elapsed_s"]) and data["command"]
+    assert [(v["suite"], v["passed"]) for v in data["check"]] == [(t.suite, True) for t in check.TARGETS]
+    assert data["targets"]["action_median_us_nofsync"] == 1000.0 and data["targets"]["verify_eps"] == 200000.0
+    _core_is_sane(data)
+    _local_is_sane(data)
+    _tui_is_sane(data["tui"])
+    _ocr_is_sane(data["ocr"])
+    _cwsandbox_is_sane(data["cwsandbox"])
+    for key in ("start_s", "click_ms", "type_ms"):
+        sides = data["docker"][key]
+        assert set(sides) == {"local", "docker", "docker_exec"} and all(v > 0 for v in sides.values())
 
-    assert data["quick"] is True and data["suite"] == "core"
-    assert _positive(data["elapsed_s"]) and data["command"]
-    assert data["targets"] == {"action_median_us_nofsync": 1000.0, "verify_eps": 200000.0}
 
+def _core_is_sane(data: dict[str, Any]) -> None:
     sup = data["supervisor"]
     for name in ("micro_nofsync", "micro_fsync"):
         _check_latency(sup[name], name)
-        assert sup[name]["records_per_action"] == 4
-        assert sup[name]["listener_events"] > 0
+        assert sup[name]["records_per_action"] == 4 and sup[name]["listener_events"] > 0
         for stage in ("parse", "classify", "emit4"):
             _check_latency(sup[name]["stages"][stage], f"{name}.{stage}")
     assert sup["micro_nofsync"]["fsync"] is False and sup["micro_fsync"]["fsync"] is True
@@ -63,87 +95,137 @@ def test_quick_benchmark_writes_sane_json(tmp_path: Path) -> None:
         assert e2e["intact"] is True
         assert e2e["statuses"] == {"executed": e2e["actions_per_run"] * e2e["runs"]}
         assert e2e["records_per_action"] >= 4  # proposal, verdict, decision, outcome at least
-    for name in (
-        "ratio_target_nofsync",
-        "ratio_target_fsync",
-        "ratio_target_e2e_nofsync",
-        "ratio_seed_audit",
-        "ratio_seed_full",
-        "ratio_seed_full_fsync",
-    ):
-        assert _positive(sup[name]), name
-
+    ratios = ("ratio_target_nofsync", "ratio_target_fsync", "ratio_target_e2e_nofsync", "ratio_seed_full_fsync")
+    assert all(_positive(sup[name]) for name in ratios)
     ver = data["verify"]
-    assert ver["events"] == 10_000
-    assert 200 <= ver["avg_line_bytes"] <= 400
+    assert ver["events"] == 10_000 and 200 <= ver["avg_line_bytes"] <= 400
     assert ver["bytes"] == round(ver["avg_line_bytes"] * ver["events"])
     for name in ("ours", "naive"):
-        for key in RATE:
-            assert _positive(ver[name][key]), f"verify.{name}.{key}"
-        assert ver[name]["best_s"] <= ver[name]["median_s"]
-        assert ver[name]["best_eps"] >= ver[name]["median_eps"]
-    for name in ("target_eps", "ratio_target", "ratio_vs_naive", "generate_s"):
-        assert _positive(ver[name]), name
+        assert all(_positive(ver[name][key]) for key in RATE), name
+        assert ver[name]["best_s"] <= ver[name]["median_s"] and ver[name]["best_eps"] >= ver[name]["median_eps"]
+    assert all(_positive(ver[name]) for name in ("target_eps", "ratio_target", "generate_s"))
 
 
-def test_bench_rejects_an_unknown_suite() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "cua_tui.bench", "nonsense"], cwd=ROOT, capture_output=True, text=True, timeout=60
-    )
-    assert proc.returncode == 2
-    assert "invalid choice" in proc.stderr
-
-
-@pytest.mark.e2e
-@pytest.mark.timeout(240)
-def test_quick_local_benchmark_writes_sane_json(tmp_path: Path) -> None:
-    """The seeds' subprocesses vs ours on one real local desktop (Xvfb + Chromium, installed by the suite)."""
-    out = tmp_path / "results" / "local.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "cua_tui.bench", "local", "--quick", "--json", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "xdotool click 1 + scrot" in proc.stdout and "desktop.perform(click)" in proc.stdout
-    assert "reproduce:" in proc.stdout
-    data = json.loads(out.read_text(encoding="utf-8"))
-
-    assert data["quick"] is True and data["suite"] == "local"
-    assert _positive(data["elapsed_s"]) and data["command"]
-    assert "supervisor" not in data and "verify" not in data
+def _local_is_sane(data: dict[str, Any]) -> None:
+    """The seeds' subprocesses vs ours on one real local desktop, and the typing check before them."""
     assert data["targets"]["local_screenshot_median_ms"] == 25.0
-    assert data["targets"]["local_click_speedup"] == 3.0
-    assert data["targets"]["local_type_speedup"] == 5.0
-
     loc = data["local"]
     n = loc["samples"]
-    assert n == 5 and loc["warmup"] >= 1
-    assert loc["screen"] == "1024x720" and loc["lab"] == "form"
-    assert str(loc["display"]).startswith(":")
-    assert loc["text_chars"] == len(loc["text"]) == 20
-    assert loc["seed_type_delay_ms"] == 25
+    assert n == 3 and loc["warmup"] >= 1
+    assert loc["screen"] == "1024x720" and loc["lab"] == "form" and str(loc["display"]).startswith(":")
+    assert loc["text_chars"] == len(loc["text"]) == 20 and loc["seed_type_delay_ms"] == 25
     assert _positive(loc["start_s"]) and _positive(loc["fresh_after_s"])
     for step in ("screenshot", "click", "type"):
         entry = loc[step]
         for way in ("ours", "seed"):
             _check_latency(entry[way], f"local.{step}.{way}")
-            assert entry[way]["n"] == n
-            assert _positive(entry[way]["png_bytes"]), f"local.{step}.{way}.png_bytes"
+            assert entry[way]["n"] == n and _positive(entry[way]["png_bytes"])
             if step != "screenshot":
                 assert isinstance(entry[way]["fresh"], int) and 0 <= entry[way]["fresh"] <= n
-        for key in ("speedup_vs_seed", "ratio_target"):
-            assert _positive(entry[key]), f"local.{step}.{key}"
-        assert isinstance(entry["met"], bool)
-    assert loc["screenshot"]["target_ms"] == 25.0
+        assert _positive(entry["ratio_target"]) and isinstance(entry["met"], bool)
     assert loc["click"]["target_speedup"] == 3.0 and loc["type"]["target_speedup"] == 5.0
     assert isinstance(loc["stale"], list)
-    check = loc["typing_check"]
-    assert check["phrase"] == "cua-tui verified"
-    assert check["rounds"] >= 1 and check["intact"] == check["rounds"]
-    assert check["verify_passed"] is True
+    typed = loc["typing_check"]
+    assert typed["phrase"] == "cua-tui verified" and typed["rounds"] >= 1
+    assert typed["intact"] == typed["rounds"] and typed["verify_passed"] is True
+
+
+def _tui_is_sane(tui: dict[str, Any]) -> None:
+    assert tui["pane_cells"] == [100, 40]
+    for key in (
+        "ours_ui_thread",
+        "ours_worker_conversion",
+        "textual_image_halfcell_ui_thread",
+        "sixel_ui_thread",
+        "sixel_worker_conversion",
+        "sixel_encoded_on_ui_thread",
+    ):
+        assert tui[key]["n"] >= 1 and 0 < tui[key]["median_ms"] <= tui[key]["p90_ms"] + 1e-9, key
+
+
+def _ocr_is_sane(ocr: dict[str, Any]) -> None:
+    """A real injection-lab page read as text: the notice word for word, against the 1.5 s target."""
+    assert ocr["target_s"] == 1.5 and ocr["screen"] == "1024x720" and ocr["lab"] == "injection"
+    assert ocr["notice_read"] is True and ocr["words"] > 20
+    for key in ("extraction", "cli_default_threads", "cached_lookup"):
+        stats = ocr[key]
+        assert stats["n"] >= 3 and 0 < stats["min_us"] <= stats["median_us"] <= stats["max_us"], key
+    assert ocr["ratio_target"] == pytest.approx(1.5e6 / ocr["extraction"]["median_us"])
+    assert ocr["met"] is (ocr["extraction"]["median_us"] <= 1.5e6)
+
+
+def _cwsandbox_is_sane(result: dict[str, Any]) -> None:
+    """Both ways through the real client and the local service, interleaved, at 0 and 30 ms each way."""
+    assert [d["delay_ms"] for d in result["delays"]] == [0, 30]
+    for cw in result["delays"]:
+        assert cw["ours_requests"] == 1.0 and cw["tutorial_requests"] == 4.0
+        assert _positive(cw["ours_ms"]) and _positive(cw["tutorial_ms"]) and cw["ours_png_kb"] > 5
+        assert all(_positive(cw["parts_ms"][k]) for k in ("round_trip", "transfer", "input", "settle", "encode"))
+        assert cw["exec_paths"] == ["direct"]  # the path a real run takes
+    far = result["delays"][1]
+    # 30 ms injected each way: our one request cannot take less than 60 ms, the tutorial's four 240 (lower
+    # bounds, which a busy machine only makes easier to meet; the ratios are the gate's)
+    assert far["ours_ms"] >= 60 and far["tutorial_ms"] >= 240
+    # stdin costs a request a round trip more: the client waits for the exec's ready frame before sending it
+    assert far["request_in_argv_ms"] >= 60 and far["request_on_stdin_ms"] >= 120
+
+
+# ---------------------------------------------------------------------------------------------------
+# The gate's arithmetic and exit status
+# ---------------------------------------------------------------------------------------------------
+def test_a_ratio_below_its_floor_fails_a_count_must_be_met_and_a_suite_not_run_is_said() -> None:
+    results = {
+        "supervisor": {"ratio_seed_audit": 1.49, "ratio_seed_full": 0.75},  # floors 1.50 and 0.75
+        "verify": {"ratio_vs_naive": 9.0},
+        "cwsandbox": {
+            "delays": [
+                {"delay_ms": 0, "requests_ratio": 3.99, "latency_ratio": 1.5},
+                {"delay_ms": 30, "requests_ratio": 4.0, "latency_ratio": 2.25},
+            ]
+        },
+    }
+    verdicts = check.evaluate(results, ("core", "cwsandbox", "docker"), {"docker": "cannot run here: no engine"})
+    by_what = {v.target.what: v for v in verdicts}
+    assert not by_what["audit: 4 x AuditWriter.append vs 4 x seed audit()"].passed
+    assert by_what["whole action (parse, policy, 4 appends, dispatch) vs 4 x seed audit()"].passed
+    assert not by_what["requests per step: the tutorial's vs ours"].passed  # a count: no margin
+    assert by_what["click + screenshot, 30 ms each way: the tutorial's vs ours"].passed  # 3.0 x 0.75
+    assert [v.passed for v in verdicts if v.target.suite == "docker"] == [False] * 4
+    report = check.render(verdicts)
+    assert "FAIL (below 1.50x)" in report and "FAIL (below 4.00x)" in report and "exact" in report
+    assert report.count("NOT RUN: cannot run here: no engine") == 4
+    assert report.splitlines()[-1] == f"{len(verdicts)} targets: {len(verdicts) - 6} pass, 2 fail, 4 not run"
+    assert check.status(verdicts) == 1
+    assert check.status([v for v in verdicts if v.passed or v.measured is None]) == 2
+    assert check.status([v for v in verdicts if v.passed]) == 0
+
+
+def test_the_gate_on_a_real_core_run_exits_1_when_a_target_is_above_the_measured_ratio(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A real quick core run in this process, its targets held as shipped and then one raised past any
+    machine: the same measurement passes, then fails with exit status 1 and says which target."""
+    raised = tuple(
+        check.Target(t.suite, t.what, 1000.0, t.measure) if t.what.startswith("audit:") else t for t in check.TARGETS
+    )
+    monkeypatch.setattr(check, "TARGETS", raised)
+    out = tmp_path / "core.json"
+    assert bench.main(["core", "--quick", "--check", "--json", str(out)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    (failed,) = [line for line in lines if "FAIL" in line]
+    assert failed.startswith("core       audit: 4 x AuditWriter.append") and "FAIL (below 750.00x)" in failed
+    assert lines[-1] == "3 targets: 2 pass, 1 fail, 0 not run"
+    assert [v["passed"] for v in json.loads(out.read_text())["check"]] == [False, True, True]
+
+
+def test_bench_rejects_an_unknown_suite_and_a_check_of_a_suite_without_baseline(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        bench.main(["nonsense"])
+    assert exit_.value.code == 2 and "invalid choice" in capsys.readouterr().err
+    assert bench.main(["replay", "--quick", "--check"]) == 2
+    assert "the replay suite has no baseline" in capsys.readouterr().err
 
 
 def test_quick_replay_benchmark_writes_sane_json(tmp_path: Path) -> None:
@@ -159,36 +241,8 @@ def test_quick_replay_benchmark_writes_sane_json(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "move one step: panes and frame redrawn" in proc.stdout
     replay = json.loads(out.read_text(encoding="utf-8"))["replay"]
-    assert replay["short_steps"] == 100 and replay["long_steps"] == 300
+    assert replay["short_steps"] == 60 and replay["long_steps"] == 150
     for key in ("first_screen_s", "step_ms_median", "step_ms_p90", "long_peak_heap_mb", "long_first_screen_s"):
         assert _positive(replay[key]), key
-    assert replay["step_samples"] >= 25  # 30 moves in quick, every tenth a jump
+    assert replay["step_samples"] >= 16  # 20 moves in quick, every tenth a jump
     assert 0 < replay["long_cached_screens"] <= 12  # screens are fetched lazily and only a few are kept
-
-
-@pytest.mark.e2e
-def test_quick_cwsandbox_benchmark_counts_one_request_per_step_against_four(tmp_path: Path) -> None:
-    """The cwsandbox suite runs both ways through the real client and the local service, interleaved."""
-    out = tmp_path / "cw.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "cua_tui.bench", "cwsandbox", "--quick", "--json", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "GRPC_VERBOSITY": "ERROR"},
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    result = json.loads(out.read_text(encoding="utf-8"))["cwsandbox"]
-    assert [d["delay_ms"] for d in result["delays"]] == [0, 30]
-    for cw in result["delays"]:
-        assert cw["ours_requests"] == 1.0 and cw["tutorial_requests"] == 4.0
-        assert cw["requests_ratio"] == 4.0 and _positive(cw["latency_ratio"])
-        assert _positive(cw["ours_ms"]) and _positive(cw["tutorial_ms"]) and cw["ours_png_kb"] > 5
-        assert all(_positive(cw["parts_ms"][k]) for k in ("round_trip", "transfer", "input", "settle", "encode"))
-        assert cw["exec_paths"] == ["direct"]  # the path a real run takes
-    zero, far = result["delays"]
-    # an injected 30 ms each way costs our one request about 60 ms and the tutorial's four about 240
-    assert far["ours_ms"] - zero["ours_ms"] > 50 and far["tutorial_ms"] - zero["tutorial_ms"] > 200
-    # stdin costs a request a round trip more: the client waits for the exec's ready frame before sending it
-    assert far["request_on_stdin_ms"] - far["request_in_argv_ms"] > 50

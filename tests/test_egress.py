@@ -578,9 +578,7 @@ def test_wait_quiet_waits_for_the_quiet_time_after_the_last_request(proxy: Egres
     start = time.monotonic()
     assert proxy.wait_quiet(quiet=0.4, limit=5)
     assert 0.3 <= time.monotonic() - start < 2
-    start = time.monotonic()
-    assert proxy.wait_quiet(quiet=0.4, limit=5)  # quiet already: no wait
-    assert time.monotonic() - start < 0.2
+    assert proxy.wait_quiet(quiet=0.4, limit=0)  # quiet already: true with no time to wait
 
 
 def test_wait_quiet_gives_up_at_its_limit(proxy: EgressProxy, lab: _Lab) -> None:
@@ -590,7 +588,7 @@ def test_wait_quiet_gives_up_at_its_limit(proxy: EgressProxy, lab: _Lab) -> None
         time.sleep(0.01)
     start = time.monotonic()
     assert not proxy.wait_quiet(quiet=0.1, limit=0.3)
-    assert 0.25 <= time.monotonic() - start < 1.5
+    assert 0.25 <= time.monotonic() - start < 3
     client.join(timeout=5)
 
 
@@ -599,9 +597,7 @@ def test_an_idle_connection_or_an_open_tunnel_is_no_request_in_flight(proxy: Egr
     with connect(proxy) as idle, connect(proxy) as tunnel:
         tunnel.sendall(f"CONNECT 127.0.0.1:{lab.port} HTTP/1.1\r\n\r\n".encode())
         assert read_head(tunnel) == b"HTTP/1.1 200 Connection Established\r\n\r\n"
-        start = time.monotonic()
-        assert proxy.wait_quiet(quiet=0.2, limit=3)
-        assert time.monotonic() - start < 1.5
+        assert proxy.wait_quiet(quiet=0.2, limit=3)  # held by either, it would never be quiet
         idle.sendall(b"x")  # both still open
         tunnel.sendall(b"GET /still HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         assert read_all(tunnel).endswith(b"lab page /still")

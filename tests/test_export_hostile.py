@@ -6,13 +6,12 @@ The damaged directories come from ``export_runs.DAMAGED`` (switch to tests/hosti
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_batch import batch
 from export_runs import DAMAGED, bomb_png, sim_run
 
 from cua_tui.export import html as html_export
@@ -27,23 +26,6 @@ def good_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return sim_run(tmp_path_factory.mktemp("good") / "runs")
 
 
-def export(run: Path, tmp_path: Path, flags: tuple[str, ...]) -> tuple[Path, subprocess.CompletedProcess[str]]:
-    """``cua-tui export RUN`` in a real process with a timeout (a FIFO that got opened would hang it, and the
-    test would say so), each format to ``out/x.<suffix>``."""
-    outs = tmp_path / "out"
-    outs.mkdir()
-    args = [arg for flag in flags for arg in (flag, str(outs / f"x.{SUFFIX[flag]}"))]
-    proc = subprocess.run(
-        [sys.executable, "-m", "cua_tui.cli", "export", str(run), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "CUA_TUI_CONFIG": str(tmp_path / "none.toml"), "CUA_TUI_RUNS_DIR": str(tmp_path / "runs")},
-        check=False,
-    )
-    return outs, proc
-
-
 def damaged(good_run: Path, tmp_path: Path, name: str) -> Path:
     copy = tmp_path / good_run.name
     shutil.copytree(good_run, copy)
@@ -51,11 +33,38 @@ def damaged(good_run: Path, tmp_path: Path, name: str) -> Path:
     return copy
 
 
+def exported(
+    folder: Path, runs: dict[str, Path], flags: tuple[str, ...]
+) -> dict[str, tuple[Path, subprocess.CompletedProcess[str]]]:
+    """``cua-tui export RUN`` of every run of ``runs``, in one child (each bounded in time: a FIFO that got
+    opened would hang it, and the test would say which), each format to ``out/N/x.<suffix>``."""
+    commands: list[list[str | Path]] = []
+    outs: dict[str, Path] = {}
+    for name, run in runs.items():
+        outs[name] = folder / "out" / str(len(outs))
+        outs[name].mkdir(parents=True)
+        commands.append(["export", run, *(a for f in flags for a in (f, outs[name] / f"x.{SUFFIX[f]}"))])
+    answers = batch(folder / "batch", commands, env={"CUA_TUI_RUNS_DIR": str(folder / "runs")})
+    return {
+        name: (outs[name], subprocess.CompletedProcess(answer.argv, *answer.answered()))
+        for name, answer in zip(runs, answers, strict=True)
+    }
+
+
+@pytest.fixture(scope="module")
+def damaged_exports(
+    good_run: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, tuple[Path, subprocess.CompletedProcess[str]]]:
+    folder = tmp_path_factory.mktemp("damaged")
+    return exported(folder, {name: damaged(good_run, folder / str(n), name) for n, name in enumerate(DAMAGED)}, FORMATS)
+
+
 @pytest.mark.parametrize("name", sorted(DAMAGED))
-def test_damaged_run_gets_one_line_and_its_exit_code(good_run: Path, tmp_path: Path, name: str) -> None:
-    run = damaged(good_run, tmp_path, name)
+def test_damaged_run_gets_one_line_and_its_exit_code(
+    damaged_exports: dict[str, tuple[Path, subprocess.CompletedProcess[str]]], name: str
+) -> None:
     expected = DAMAGED[name][1]
-    outs, proc = export(run, tmp_path, FORMATS)
+    outs, proc = damaged_exports[name]
     assert proc.returncode == expected, proc.stderr
     assert "Traceback" not in proc.stderr and proc.stdout == ""
     problem = [line for line in proc.stderr.splitlines() if line.startswith(("Error:", "TAMPERED"))]
@@ -148,10 +157,31 @@ def corpus_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return pristine_run(tmp_path_factory.mktemp("corpus"))
 
 
+@pytest.fixture(scope="module")
+def corpus_exports(
+    corpus_run: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, tuple[Path, subprocess.CompletedProcess[str]] | str]:
+    """Every case made, then exported to HTML and a script in one child; a case this machine cannot make
+    (a device without mknod) maps to why."""
+    folder = tmp_path_factory.mktemp("corpus-exports")
+    runs: dict[str, Path] = {}
+    why: dict[str, tuple[Path, subprocess.CompletedProcess[str]] | str] = {}
+    for number, case in enumerate(ALL):
+        try:
+            runs[case.name] = case.build(corpus_run, folder / str(number) / "runs", folder / str(number) / "outside")
+        except pytest.skip.Exception as exc:
+            why[case.name] = str(exc)
+    return {**why, **exported(folder, runs, ("--html", "--script"))}
+
+
 @pytest.mark.parametrize("case", ALL, ids=str)
-def test_export_answers_every_case_of_the_shared_corpus(case: Case, corpus_run: Path, tmp_path: Path) -> None:
-    run = case.build(corpus_run, tmp_path / "runs", tmp_path / "outside")
-    outs, proc = export(run, tmp_path, ("--html", "--script"))
+def test_export_answers_every_case_of_the_shared_corpus(
+    case: Case, corpus_exports: dict[str, tuple[Path, subprocess.CompletedProcess[str]] | str]
+) -> None:
+    answer = corpus_exports[case.name]
+    if isinstance(answer, str):
+        pytest.skip(answer)
+    outs, proc = answer
     assert "Traceback" not in proc.stderr and proc.stdout == ""
     written = sorted(p.name for p in outs.iterdir())
     if proc.returncode == 2:  # nothing to export: one line, nothing written

@@ -314,7 +314,7 @@ def test_a_key_path_that_is_not_a_small_regular_file_is_refused_at_once(tmp_path
     started = time.monotonic()
     with pytest.raises(AuditKeyError, match="cannot read it"):
         AuditKey.load(path)
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < 5  # a read of the FIFO or /dev/zero would never end
 
 
 @pytest.mark.parametrize(

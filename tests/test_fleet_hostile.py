@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_batch import batch
 from fleet_cases import opts
 from hostile_sandbox import HostileLocalService, HostileService
 
@@ -449,14 +450,14 @@ def assert_complete(runs: Path, svc: HostileService) -> dict[str, dict[str, Any]
     entry = manifest_of(runs)
     assert "ended_at" in entry
     by_task = {r["task"]: r for r in entry["runs"]}
+    paths = [runs / row["run_id"] for row in by_task.values() if row["run_id"]]
+    answers = iter(batch(runs.parent / "verified", [["verify", path] for path in paths]))  # one child for all
     for row in by_task.values():
         assert row["status"] in ("passed", "finished", "failed", "killed", "limit", "error"), row
         if row["run_id"]:
             path = runs / row["run_id"]
-            verified = subprocess.run(
-                [sys.executable, "-m", "cua_tui.cli", "verify", str(path)], capture_output=True, text=True, cwd=ROOT
-            )
-            assert verified.returncode == 0, verified.stdout + verified.stderr
+            code, out, err = next(answers).answered()
+            assert code == 0, out + err
             assert result_of(path)["status"] == row["status"]
             for file in path.rglob("*"):
                 if file.is_file():
@@ -569,7 +570,9 @@ def test_a_signal_ends_a_headless_cwsandbox_fleet_in_every_state(
         assert [r["run_id"] is None for r in by_task.values()] == [False, True, True]
         assert by_task["two"]["reason"] == f"killed by signal {sig.name} before it started"
     if state == "creating":
-        time.sleep(4.5)  # had the stop not waited, the sandboxes would come into being now
+        # both delayed creates have made their sandbox by now (the stop waited for them) or will (it did
+        # not, and they would run on): once both exist, none may run
+        waiting(svc, lambda: len(svc.sandboxes) == 2, 10)
         assert svc.live() == [] and len(svc.runs) == 2
     if state == "deciding":
         for marker in asked.iterdir():  # the approver commands ended with their runs

@@ -417,11 +417,10 @@ def test_cancel_makes_a_hung_call_return(server: ModelServer) -> None:
     worker.start()
     while not server.received:
         time.sleep(0.01)
-    started = time.monotonic()
     agent.cancel()
     agent.cancel()  # harmless twice
-    worker.join(3)
-    assert not worker.is_alive() and time.monotonic() - started < 1
+    worker.join(10)
+    assert not worker.is_alive(), "the call did not return at the cancel (its reply is 30 s away)"
     assert "cancelled" in str(box["error"])
 
 

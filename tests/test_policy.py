@@ -795,7 +795,7 @@ def test_a_long_line_costs_linear_time_and_the_error_names_its_line(case: str, n
     message = error_of(prefix + ERROR_AFTER)
     elapsed = time.perf_counter() - started
     assert message == f"policy file p.toml, line {lines + 2}: limits.max_turns: max_turns must be at least 1"
-    assert elapsed < 1.0, f"{elapsed:.2f} s for a {n}-character line"
+    assert elapsed < 5.0, f"{elapsed:.2f} s for a {n}-character line"  # the quadratic pattern took hours
 
 
 @pytest.mark.parametrize("n", [4_000, 30_000])
@@ -803,7 +803,7 @@ def test_a_long_list_still_locates_the_bad_element(n: int) -> None:
     kinds = ", ".join(['"click"'] * (n // 9))
     started = time.perf_counter()
     message = error_of(f'[actions]\nallow = [{kinds},\n  "shell"]\n')
-    assert time.perf_counter() - started < 1.0
+    assert time.perf_counter() - started < 5.0
     assert message.startswith("policy file p.toml, line 3: actions.allow: unknown action kind 'shell'")
 
 
@@ -906,7 +906,7 @@ DEEP = 100_000
 def test_deep_nesting_is_a_clear_error_naming_its_line(text: str, line: int) -> None:
     started = time.perf_counter()
     message = error_of(text)
-    assert time.perf_counter() - started < 1.0
+    assert time.perf_counter() - started < 5.0
     assert message == (
         f"policy file p.toml, line {line}: nested more than 32 levels deep (arrays, tables or dotted keys)"
     )
@@ -938,7 +938,7 @@ def test_only_regular_files_are_read(tmp_path: Path) -> None:
         started = time.perf_counter()
         with pytest.raises(PolicyError) as info:
             Policy.load(path)
-        assert time.perf_counter() - started < 1.0
+        assert time.perf_counter() - started < 5.0  # a read of the FIFO or /dev/zero would never end
         assert str(info.value) == f"policy file {path}: cannot read it (not a regular file)"
     regular = tmp_path / "link.toml"
     (tmp_path / "real.toml").write_text("version = 1\nname = 'linked'\n")

@@ -1,5 +1,5 @@
 """``python -m cua_tui.bench [core|supervisor|verify|local|tui|replay|ocr|cwsandbox|docker|fleet|all] [--quick]
-[--json PATH] [--fleet-parts sim,idle,local,cwsandbox,tui]``."""
+[--check] [--json PATH] [--fleet-parts sim,idle,local,cwsandbox,tui]``."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.ports import DesktopError
+from . import check
 from .common import SIZES, log, pn
 from .local import (
     TARGET_LOCAL_CLICK_X,
@@ -51,9 +52,15 @@ def _tmp_fs(path: str) -> str:
 
 
 def run(
-    suite: str, quick: bool, verify_events: int | None = None, fleet_parts: tuple[str, ...] = FLEET_PARTS
+    suite: str,
+    quick: bool,
+    verify_events: int | None = None,
+    fleet_parts: tuple[str, ...] = FLEET_PARTS,
+    *,
+    resize: bool = True,
 ) -> dict[str, Any]:
-    """Run ``suite`` in a temporary directory; the results as the JSON written by ``--json``."""
+    """Run ``suite`` in a temporary directory; the results as the JSON written by ``--json``. ``resize``
+    off leaves the resize measurement out of the tui suite (it has no baseline the gate could hold)."""
     pick = 1 if quick else 0
     size = {name: values[pick] for name, values in SIZES.items()}
     if verify_events:
@@ -86,11 +93,11 @@ def run(
         if suite in ("cwsandbox", "all"):
             from .cwsandbox import run as run_cwsandbox  # imports the vendor SDK: only for this suite
 
-            results["cwsandbox"] = run_cwsandbox(tmp, 5 if quick else 30)
+            results["cwsandbox"] = run_cwsandbox(tmp, size["cwsandbox_samples"])
         if suite in ("docker", "all"):
             from .docker import run as run_docker
 
-            results["docker"] = run_docker(tmp, 5 if quick else 30, 1 if quick else 3)
+            results["docker"] = run_docker(tmp, size["docker_samples"], size["docker_starts"])
         if suite in ("fleet", "all"):
             from .fleet import TARGET_QUEUE_MS, TARGET_REFRESH_MS
             from .fleet import run as run_fleet
@@ -106,17 +113,18 @@ def run(
         if suite in ("ocr", "all"):
             from .ocr import TARGET_CACHED_MS, TARGET_OCR_S, bench_ocr
 
-            results["ocr"] = bench_ocr(3 if quick else 10)
+            results["ocr"] = bench_ocr(size["ocr_samples"])
             results["targets"].update({"ocr_extraction_s": TARGET_OCR_S, "ocr_cached_lookup_ms": TARGET_CACHED_MS})
     if suite in ("tui", "all"):
         from .tui import run as run_tui  # imports Textual: only for the suites that measure it
 
         log("tui: UI-thread time per new frame, ours vs textual-image's half-cell widget, and the Sixel path")
-        results["tui"] = run_tui(8 if quick else 30)
-        from .resize import run as run_resize
+        results["tui"] = run_tui(size["tui_frames"])
+        if resize:
+            from .resize import run as run_resize
 
-        log("tui: resize to redrawn picture, at a decision")
-        results["resize"] = run_resize(6 if quick else 20)
+            log("tui: resize to redrawn picture, at a decision")
+            results["resize"] = run_resize(size["resizes"])
     results["elapsed_s"] = (pn() - started) / 1e9
     return results
 
@@ -133,6 +141,53 @@ def _machine() -> dict[str, Any]:
     }
 
 
+def missing_for(suite: str) -> str | None:
+    """What ``suite`` needs and this machine lacks, in one line; None when it can run."""
+    import importlib.util
+
+    from .ocr import ocr_missing
+
+    if suite in ("local", "ocr", "cwsandbox", "docker", "all"):
+        missing = local_missing() + (ocr_missing() if suite in ("ocr", "all") else [])
+        if missing:
+            return (
+                f"{', '.join(missing)} not found on this machine. Run `bash scripts/setup.sh bench local` as root: "
+                "it installs the local desktop's programs (Xvfb, openbox, Chromium, bubblewrap, socat, xauth, "
+                "Tesseract) and the seeds' xdotool and scrot."
+            )
+    if suite in ("cwsandbox", "all") and importlib.util.find_spec("cwsandbox") is None:
+        return "the cwsandbox package is not installed (`bash scripts/setup.sh env`)"
+    if suite in ("docker", "all"):
+        from ..desktops.docker import DockerSettings
+        from ..desktops.docker_engine import Engine
+
+        return Engine().problem(DockerSettings().image)
+    return None
+
+
+def _check(suites: tuple[str, ...], quick: bool) -> tuple[dict[str, Any], list[check.Verdict], bool]:
+    """Each suite of ``suites`` run on its own (one that cannot run or fails costs only its targets); the
+    merged results, one verdict per target, and whether a suite failed while measuring."""
+    merged: dict[str, Any] = {}
+    not_run: dict[str, str] = {}
+    failed = False
+    for suite in suites:
+        missing = missing_for(suite)
+        if missing:
+            not_run[suite] = f"cannot run here: {missing}"
+            continue
+        log(f"check: the {suite} suite")
+        try:
+            results = run(suite, quick, resize=False)
+        except Exception as exc:  # a suite that breaks is reported as such; the others still run
+            not_run[suite] = f"failed: {type(exc).__name__}: {exc}"
+            failed = True
+            continue
+        merged.setdefault("targets", {}).update(results.pop("targets"))
+        merged.update(results)
+    return merged, check.evaluate(merged, suites, not_run), failed
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse the arguments, run the suite, print the report (and write the JSON); the exit status."""
     parser = argparse.ArgumentParser(
@@ -143,9 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "suite",
         nargs="?",
-        default="core",
         choices=SUITES,
-        help="what to run: core (default: supervisor + verify), local (the real local desktop vs the seeds' "
+        help="what to run: core (the default: supervisor + verify), local (the real local desktop vs the seeds' "
         "tools), tui (UI-thread time per screenshot frame), replay (opening and stepping through recorded runs), "
         "ocr (a real lab page read as text with Tesseract, and the cached lookup), "
         "cwsandbox (requests and latency per step in a CoreWeave sandbox, ours vs the tutorial's, against a "
@@ -154,7 +208,20 @@ def main(argv: list[str] | None = None) -> int:
         "cwsandbox runs at once, the fleet TUI's UI-thread time per refresh and queue latency), all (every suite)",
     )
     parser.add_argument(
-        "--quick", action="store_true", help="a fast smoke run: fewer samples, 10,000 events, 5 local samples"
+        "--quick",
+        action="store_true",
+        help="a smoke run: a few samples a side (3 steps on each desktop), 10,000 events",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="the speed gate: hold each ratio of ours to the baseline measured in the same run (never an "
+        "absolute time) to its target, one line per target, and exit 1 when one falls short (2 when one cannot "
+        f"be measured here). A time ratio passes at {round((1 - check.MARGIN) * 100)}%% of its target or above: "
+        "a quick run takes a few samples a side, and on a 2-CPU machine busy with other work its ratios fell "
+        "up to about a quarter below their medians; a count (requests per step) must meet its target. Without a "
+        "suite: every suite "
+        f"with a baseline ({', '.join(check.CHECKED_SUITES)}). See docs/benchmarks-gate.md",
     )
     parser.add_argument("--json", metavar="PATH", type=Path, help="also write the results as JSON to PATH")
     parser.add_argument("--events", type=int, metavar="N", help="events in the verify run (default 100,000)")
@@ -167,37 +234,82 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.events is not None and args.events < 10:
         parser.error("--events must be at least 10")
-    if args.suite in ("local", "ocr", "all"):
-        from .ocr import ocr_missing
-
-        missing = local_missing() + (ocr_missing() if args.suite != "local" else [])
-        if missing:
-            print(
-                f"the local suite cannot run: {', '.join(missing)} not found on this machine. Run "
-                "`bash scripts/setup.sh bench local` as root: it installs the local desktop's programs (Xvfb, "
-                "openbox, Chromium, bubblewrap, socat, xauth, Tesseract) and the seeds' xdotool and scrot.",
-                file=sys.stderr,
-            )
-            return 2
     parts = tuple(p.strip() for p in args.fleet_parts.split(",") if p.strip())
     if not parts or any(p not in FLEET_PARTS for p in parts):
         parser.error(f"--fleet-parts: choose among {', '.join(FLEET_PARTS)}")
+    if args.check:
+        return _main_check(args, argv)
+    suite = args.suite or "core"
+    if suite in ("local", "ocr", "all"):
+        missing = missing_for("ocr" if suite in ("ocr", "all") else "local")
+        if missing:
+            print(f"the {suite} suite cannot run: {missing}", file=sys.stderr)
+            return 2
     try:
-        results = run(args.suite, args.quick, args.events, parts)
+        results = run(suite, args.quick, args.events, parts)
     except (DesktopError, LocalBenchError) as exc:
-        print(f"the {args.suite} benchmark failed: {exc}", file=sys.stderr)
+        print(f"the {suite} benchmark failed: {exc}", file=sys.stderr)
         return 1
-    results["command"] = shlex.join([sys.executable, "-m", "cua_tui.bench", *(sys.argv[1:] if argv is None else argv)])
+    _finish(results, args, argv)
     print(render(results))
+    check_typing = results.get("local", {}).get("typing_check")
+    if check_typing and not (check_typing["intact"] == check_typing["rounds"] and check_typing["verify_passed"]):
+        log("the typing check failed: typed text did not arrive intact")
+        return 1
+    return 0
+
+
+def _finish(results: dict[str, Any], args: argparse.Namespace, argv: list[str] | None) -> None:
+    """The command that reproduces the run, and the JSON when asked for."""
+    results["command"] = shlex.join([sys.executable, "-m", "cua_tui.bench", *(sys.argv[1:] if argv is None else argv)])
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
         log(f"results written to {args.json}")
-    check = results.get("local", {}).get("typing_check")
-    if check and not (check["intact"] == check["rounds"] and check["verify_passed"]):
-        log("the typing check failed: typed text did not arrive intact")
-        return 1
-    return 0
+
+
+def _main_check(args: argparse.Namespace, argv: list[str] | None) -> int:
+    """``--check``: the chosen suite (or every one with a baseline), then one line per target."""
+    suites: tuple[str, ...]
+    if args.suite in (None, "all"):
+        suites = check.CHECKED_SUITES
+    elif args.suite in ("supervisor", "verify"):
+        suites = ("core",)
+    elif args.suite in check.CHECKED_SUITES:
+        suites = (args.suite,)
+    else:
+        print(
+            f"--check: the {args.suite} suite has no baseline to hold a ratio to; choose among "
+            f"{', '.join(check.CHECKED_SUITES)}",
+            file=sys.stderr,
+        )
+        return 2
+    started = pn()
+    merged, verdicts, failed = _check(suites, args.quick)
+    merged.update({"schema": 1, "suite": "check", "quick": args.quick, "machine": _machine()})
+    merged["elapsed_s"] = (pn() - started) / 1e9
+    merged["check"] = [
+        {
+            "suite": v.target.suite,
+            "what": v.target.what,
+            "measured": v.measured,
+            "target": v.target.target,
+            "margin": v.target.margin,
+            "passed": v.passed,
+            "why": v.why,
+        }
+        for v in verdicts
+    ]
+    _finish(merged, args, argv)
+    if any(name in merged for name in ("supervisor", "local", "tui", "ocr", "cwsandbox", "docker")):
+        print(render(merged))
+        print()
+    print(check.render(verdicts))
+    typing = merged.get("local", {}).get("typing_check")
+    if typing and not (typing["intact"] == typing["rounds"] and typing["verify_passed"]):
+        print("the local suite's typing check failed: typed text did not arrive intact", file=sys.stderr)
+        failed = True
+    return 1 if failed else check.status(verdicts)
 
 
 if __name__ == "__main__":

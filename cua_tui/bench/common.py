@@ -14,7 +14,8 @@ from ..core.geometry import Size
 SCREEN = Size(1024, 720)
 ACTIONS_PER_TURN = 5
 
-# Sample sizes: (full, quick).
+# Sample sizes: (full, quick). The quick ones are a smoke: the few samples a ratio of ours to a baseline
+# needs to tell a regression (bench/check.py), in the seconds the suite can spare.
 SIZES = {
     "micro_nofsync": (20_000, 2_000),
     "micro_fsync": (1_000, 60),
@@ -24,8 +25,14 @@ SIZES = {
     "e2e_runs": (3, 1),
     "verify_events": (100_000, 10_000),
     "verify_repeats": (5, 3),
-    "local_samples": (30, 5),
-    "local_checks": (5, 2),
+    "local_samples": (30, 3),
+    "local_checks": (5, 1),
+    "cwsandbox_samples": (30, 3),
+    "docker_samples": (30, 3),
+    "docker_starts": (3, 1),
+    "ocr_samples": (10, 3),
+    "tui_frames": (30, 6),
+    "resizes": (20, 6),
 }
 WARMUP = 200
 

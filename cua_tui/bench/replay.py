@@ -99,8 +99,9 @@ async def _open_and_walk(path: Path, moves: int, seed: int = 7) -> dict[str, Any
 
 def run(tmp: Path, quick: bool) -> dict[str, Any]:
     """The suite: a 1,000-step run (first screen, steps) and a 10,000-step one (memory); smaller with quick."""
-    short, long_ = (100, 300) if quick else (1000, 10000)
-    moves, long_moves = (30, 20) if quick else (60, 40)
+    # quick: a smoke, though the long run still has many more screens than the replay keeps cached
+    short, long_ = (60, 150) if quick else (1000, 10000)
+    moves, long_moves = (20, 10) if quick else (60, 40)
     log(f"replay: generating a {short:,}-step sim run")
     path = make_run(tmp / "replay-short", short)
     opens = [asyncio.run(_open_and_walk(path, 0 if i else moves)) for i in range(3)]

@@ -18,7 +18,10 @@ from cua_tui.core.stale import StaleGuard
 from cua_tui.desktops.local import missing_programs
 from cua_tui.desktops.x11 import X11Session
 
-pytestmark = pytest.mark.skipif("Xvfb" in missing_programs(), reason="needs Xvfb (scripts/setup.sh env)")
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif("Xvfb" in missing_programs(), reason="needs Xvfb (scripts/setup.sh env)"),
+]
 SIZE = Size(320, 240)
 TARGET = (160, 120)
 

@@ -297,8 +297,10 @@ def test_kill_cancels_a_hung_exec_and_stops_the_sandbox_within_seconds(tmp_path:
 # ---------------------------------------------------------------------------------------------------
 # Many at once
 # ---------------------------------------------------------------------------------------------------
-def test_eight_parallel_runs_do_not_interfere(tmp_path: Path, service: LocalService) -> None:
-    runs = [lab_run(tmp_path, "form", "approve")[0] for _ in range(8)]
+def test_parallel_runs_do_not_interfere(tmp_path: Path, service: LocalService) -> None:
+    """Three at once (the suite's load of eight Chromiums is the container fleet's, in
+    test_cwsandbox_container.py): each its own sandbox, uid and sealed run."""
+    runs = [lab_run(tmp_path, "form", "approve")[0] for _ in range(3)]
     results: dict[str, Any] = {}
 
     def drive(run: Any) -> None:
@@ -309,21 +311,21 @@ def test_eight_parallel_runs_do_not_interfere(tmp_path: Path, service: LocalServ
         thread.start()
     for thread in threads:
         thread.join(timeout=240)
-    assert len(results) == 8
+    assert len(results) == 3
     # Every run passes: each sees its own lab page from the first screenshot on. (Eight Chromiums on two CPUs
     # showed their empty window for over 3 s after the page was served; the first screenshot was taken of it,
     # the script's Verify click planned on it, and the stale-screen guard refused that click. A lab's page is
     # now waited for until its text shows, and the settle after input follows the desktop's paint times.)
     assert {run_id: result.status for run_id, result in results.items()} == {run.run_id: "passed" for run in runs}
     ids = {(run.path / "sandbox-id.txt").read_text().strip() for run in runs}
-    assert len(ids) == 8 and len({run.path for run in runs}) == 8
+    assert len(ids) == 3 and len({run.path for run in runs}) == 3
     for run in runs:
         assert verify_run(run.path).code is VerifyExit.INTACT
         info = json.loads((run.path / "run.json").read_text())
         assert info["isolation"]["sandbox_id"] == (run.path / "sandbox-id.txt").read_text().strip()
     assert service.service.live() == []
     uids = {json.loads((run.path / "run.json").read_text())["isolation"]["uid"] for run in runs}
-    assert len(uids) == 8  # a uid (and so a proxy socket, an X cookie) of its own inside each
+    assert len(uids) == 3  # a uid (and so a proxy socket, an X cookie) of its own inside each
 
 
 def test_sandboxes_command_lists_and_stops_leftovers_twice_harmlessly(tmp_path: Path, service: LocalService) -> None:

@@ -8,7 +8,8 @@ of the run's image on this machine's Docker engine, the helper inside it on the 
 - The service's own promises (resources, lifetime, mounted files, environment, egress, tags, exit status),
   read from ``docker inspect`` and from inside.
 - ``cua-tui fleet --backend cwsandbox`` (the real command line, in a subprocess) with 8 runs, each its own
-  container, all removed; a fleet sent SIGTERM mid-run leaves no container; ``cua-tui sandboxes`` finds none.
+  container, all removed (the suite's one load of eight Chromiums, run alone); a fleet of three sent SIGTERM
+  mid-run leaves no container; ``cua-tui sandboxes`` finds none.
 
 Skipped, with the reason, only where no Docker engine answers.
 """
@@ -46,7 +47,7 @@ from cua_tui.labs import get_lab
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from recorder import Recorder
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.e2e, pytest.mark.engine, pytest.mark.timeout(300)]
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "cw-container-key-5d2e81"  # reaches the service and nothing else
 DESKTOP = "cua-tui-desktop:latest"  # scripts/setup.sh docker builds it from docker/desktop/Dockerfile
@@ -400,6 +401,7 @@ def none_left(tmp_path: Path, svc: ContainerService) -> None:
     assert listed.stdout.strip().splitlines()[-1] == "0 sandbox(es) tagged cua-tui", listed.stdout
 
 
+@pytest.mark.alone  # eight Chromiums at once: the machine to itself
 def test_a_fleet_of_eight_runs_each_in_its_own_container(tmp_path: Path, service: ContainerService) -> None:
     started = time.monotonic()
     proc = fleet(tmp_path, service, 8, "approve")
@@ -421,27 +423,27 @@ def test_a_fleet_of_eight_runs_each_in_its_own_container(tmp_path: Path, service
 
 
 def test_a_fleet_sent_sigterm_mid_run_leaves_no_container(tmp_path: Path, service: ContainerService) -> None:
-    """Eight runs, each at its first decision (an approver that never answers), their desktops up in their
+    """Three runs, each at its first decision (an approver that never answers), their desktops up in their
     containers: SIGTERM ends the fleet, every run killed and sealed, every container removed."""
     asked = tmp_path / "asked"
     asked.mkdir()
     (tmp_path / "approver.py").write_text(APPROVER)
-    proc = fleet(tmp_path, service, 8, f"approver:{sys.executable} {tmp_path / 'approver.py'} {asked}")
+    proc = fleet(tmp_path, service, 3, f"approver:{sys.executable} {tmp_path / 'approver.py'} {asked}")
     deadline = time.monotonic() + 120
-    while len(list(asked.iterdir())) < 8:
+    while len(list(asked.iterdir())) < 3:
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
         time.sleep(0.1)
-    assert len(service.containers(running=True)) == 8
+    assert len(service.containers(running=True)) == 3
     proc.send_signal(signal.SIGTERM)
     started = time.monotonic()
     _out, err = proc.communicate(timeout=60)
     print(f"SIGTERM: the fleet exited {time.monotonic() - started:.2f} s after the signal")
     assert proc.returncode == 1, err[-3000:]
     rows = manifest(tmp_path / "runs")
-    assert [r["status"] for r in rows] == ["killed"] * 8, rows
+    assert [r["status"] for r in rows] == ["killed"] * 3, rows
     for row in rows:
         report = verify_run(tmp_path / "runs" / row["run_id"])
         assert report.code is VerifyExit.INTACT and report.sealed, report.summary
-    assert len(set(service.service.made)) == 8
+    assert len(set(service.service.made)) == 3
     none_left(tmp_path, service)
     assert "Traceback" not in err

@@ -6,7 +6,7 @@ guide's hardening; a ``docker`` wrapper that loosens ``create`` refused before t
 loosening at a time; no host disk the container can write to; why the network is ``none`` (an
 ``--internal`` network exposes the host's bridge address); a kill, a controller SIGTERM and a controller
 SIGKILL, each leaving no container; leftovers listed and removed by label; no engine, no image: one line
-and exit 2.
+and exit 2. The benchmark's docker suite runs in the speed gate (tests/test_bench.py).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from cua_tui.labs import get_lab
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from recorder import Recorder
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.e2e, pytest.mark.engine, pytest.mark.timeout(180)]
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "cua_tui.cli"]
 WAITS = {"turns": [{"actions": [{"type": "wait"}] * 5} for _ in range(12)], "final_text": "waited"}
@@ -625,22 +625,3 @@ def test_without_an_engine_or_its_image_one_line_and_exit_2(tmp_path: Path, env:
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0] and "bash scripts/setup.sh docker" in lines[0], lines
     assert not (tmp_path / "runs").exists()  # nothing started
-
-
-def test_the_docker_benchmark_reports_both_ways_against_local(engine: Engine, tmp_path: Path) -> None:
-    """``python -m cua_tui.bench docker --quick``: start and step medians of each side, with ratios; the
-    attached exec the backend uses is the faster way."""
-    out = tmp_path / "bench.json"
-    done = subprocess.run(
-        [*[sys.executable, "-m", "cua_tui.bench"], "docker", "--quick", "--json", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=170,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    result = json.loads(out.read_text())["docker"]
-    for key in ("start_s", "click_ms", "type_ms"):
-        assert set(result[key]) == {"local", "docker", "docker_exec"} and all(v > 0 for v in result[key].values())
-    assert result["click_ms"]["docker"] < result["click_ms"]["docker_exec"]
-    assert "Docker backend vs local desktop" in done.stdout and "one attached exec" in done.stdout

@@ -15,7 +15,7 @@ from cua_tui.core.audit import verify_run
 from cua_tui.desktops.local import missing_programs
 from cua_tui.labs import get_lab
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.alone]  # three desktops at once
 
 APPROVER = """\
 import json, pathlib, sys

@@ -33,7 +33,6 @@ from cua_tui.desktops import isolation
 from cua_tui.desktops.local import FIRST_PAINT_QUIET, FLAT_PAGE_WAIT, FirstPaint, LocalDesktop, is_flat
 from cua_tui.labs import get_lab
 
-pytestmark = pytest.mark.e2e
 SIZE = Size(1024, 720)
 SCALING = Scaling.identity(SIZE)
 NAMESPACE_KINDS = ("user", "mnt", "pid", "net", "ipc", "uts")
@@ -172,6 +171,7 @@ def _hostile_menu(command: str) -> str:
 """
 
 
+@pytest.mark.e2e
 def test_a_hijacked_window_manager_config_runs_nothing_and_nothing_reaches_the_host(tmp_path: Path) -> None:
     """The attack of issue 8: as the sandbox user, write openbox's configuration wherever it could be read,
     reconfigure and restart openbox, press the bound key and click. Nothing runs, the host's loopback is
@@ -261,45 +261,49 @@ def test_a_hijacked_window_manager_config_runs_nothing_and_nothing_reaches_the_h
         shutil.rmtree(outside, ignore_errors=True)
 
 
-def test_everything_started_for_the_desktop_runs_inside_one_sandbox() -> None:
+@pytest.mark.e2e
+def test_everything_started_for_the_desktop_runs_inside_one_sandbox(form_desktop: LocalDesktop) -> None:
     """The X server, the relay, openbox and Chromium share the sandbox's namespaces and uid; on the host
     there is only bwrap's outer process (which holds the sandbox, as the sandbox's uid)."""
-    with running(LocalDesktop(SIZE, lab=get_lab("form"))) as desktop:
-        uid = desktop.isolation["uid"]
-        init = sandbox_init(desktop)
-        own = namespaces(init)
-        family = []
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                with contextlib.suppress(OSError, ValueError):
-                    pid = int(entry)
-                    cur = pid
-                    while cur > 1:
-                        cur = int(Path(f"/proc/{cur}/stat").read_text().rsplit(")", 1)[1].split()[1])
-                        if cur == init:
-                            family.append(pid)
-                            break
-        names = {Path(f"/proc/{pid}/comm").read_text().strip() for pid in family}
-        assert {"Xvfb", "socat", "openbox", "chromium"} <= names, names
-        pids = desktop.processes()
-        assert set(pids) == {"browser", "xvfb", "openbox"}
-        assert pids["xvfb"] in family and pids["openbox"] in family
-        outer = Path(f"/proc/{pids['browser']}/status").read_text()
-        assert next(line for line in outer.splitlines() if line.startswith("Uid:")).split()[1:] == [str(uid)] * 4
-        for pid in family:
-            status = Path(f"/proc/{pid}/status").read_text()
-            uids = next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1:]
-            assert set(uids) == {str(uid)}, (pid, uids)
-            ns = namespaces(pid)
-            assert ns["pid"] == own["pid"] or Path(f"/proc/{pid}/comm").read_text().startswith("chromium")
-            assert ns["net"] == own["net"] or Path(f"/proc/{pid}/comm").read_text().startswith("chromium")
-        # the X socket is this run's only
-        listing = inside(desktop, "ls -A /tmp/.X11-unix").stdout.split()
-        assert listing == [f"X{desktop.display.lstrip(':')}"]
+    desktop = form_desktop
+    uid = desktop.isolation["uid"]
+    init = sandbox_init(desktop)
+    own = namespaces(init)
+    family = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, ValueError):
+                pid = int(entry)
+                cur = pid
+                while cur > 1:
+                    cur = int(Path(f"/proc/{cur}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                    if cur == init:
+                        family.append(pid)
+                        break
+    names = {Path(f"/proc/{pid}/comm").read_text().strip() for pid in family}
+    assert {"Xvfb", "socat", "openbox", "chromium"} <= names, names
+    pids = desktop.processes()
+    assert set(pids) == {"browser", "xvfb", "openbox"}
+    assert pids["xvfb"] in family and pids["openbox"] in family
+    outer = Path(f"/proc/{pids['browser']}/status").read_text()
+    assert next(line for line in outer.splitlines() if line.startswith("Uid:")).split()[1:] == [str(uid)] * 4
+    for pid in family:
+        status = Path(f"/proc/{pid}/status").read_text()
+        uids = next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1:]
+        assert set(uids) == {str(uid)}, (pid, uids)
+        ns = namespaces(pid)
+        assert ns["pid"] == own["pid"] or Path(f"/proc/{pid}/comm").read_text().startswith("chromium")
+        assert ns["net"] == own["net"] or Path(f"/proc/{pid}/comm").read_text().startswith("chromium")
+    # the X socket is this run's only
+    listing = inside(desktop, "ls -A /tmp/.X11-unix").stdout.split()
+    assert listing == [f"X{desktop.display.lstrip(':')}"]
 
 
 # ------------------------------------------------------------------------ point 1: the host file system
-def test_a_world_readable_host_file_is_not_visible_inside() -> None:
+@pytest.mark.e2e
+def test_a_world_readable_host_file_is_not_visible_inside(form_desktop: LocalDesktop) -> None:
+    """Planted after the desktop started: a host folder bound into the sandbox would show them (binds are
+    live), so none of them may be seen inside."""
     token = secrets.token_hex(6)
     places = ["/srv", "/opt", "/var/tmp", "/var/lib", "/etc", "/usr/local", "/root", "/home", "/mnt", "/tmp", "/"]
     planted: list[Path] = []
@@ -314,33 +318,33 @@ def test_a_world_readable_host_file_is_not_visible_inside() -> None:
             target.write_text("secret of the host\n")
             target.chmod(0o644)
             planted.append(target)
-        with running(LocalDesktop(SIZE, lab=get_lab("form"))) as desktop:
-            uid = desktop.isolation["uid"]
-            # Control: the same uid reads them on the host (all but the one under the private /root).
-            readable = [p for p in planted if not str(p).startswith("/root/")]
-            seen = as_uid_on_host(uid, " && ".join(f"cat {p}" for p in readable))
-            assert seen.returncode == 0 and seen.stdout.count("secret of the host") == len(readable), seen.stderr
-            # Inside: none of them exists.
-            probe = inside(desktop, "".join(f"[ -e {p} ] && echo VISIBLE {p}; cat {p} 2>/dev/null\n" for p in planted))
-            assert "VISIBLE" not in probe.stdout and "secret" not in probe.stdout, probe.stdout
-            # And only what the desktop needs is there at all.
-            top = set(inside(desktop, "ls -A /").stdout.split())
-            assert top <= {"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "var", "dev", "proc", "tmp"}
-            assert inside(desktop, "ls -A /var").stdout.split() == ["cache"]
-            assert inside(desktop, "ls -A /usr/local").stdout.split() == []
-            etc = set(inside(desktop, "ls -A /etc").stdout.split())
-            allowed = {Path(p).name for p in isolation.ETC_ENTRIES} | {
-                "ssl",
-                "passwd",
-                "group",
-                "nsswitch.conf",
-                "hosts",
-            }
-            assert etc <= allowed, etc - allowed
-            for secret in ("shadow", "machine-id", "hostname", "resolv.conf", "subuid"):
-                assert secret not in etc
-            # the root of the sandbox is read-only: nothing can be planted inside for later either
-            assert inside(desktop, "touch /planted || touch /etc/planted || exit 0; exit 1").returncode == 0
+        desktop = form_desktop
+        uid = desktop.isolation["uid"]
+        # Control: the same uid reads them on the host (all but the one under the private /root).
+        readable = [p for p in planted if not str(p).startswith("/root/")]
+        seen = as_uid_on_host(uid, " && ".join(f"cat {p}" for p in readable))
+        assert seen.returncode == 0 and seen.stdout.count("secret of the host") == len(readable), seen.stderr
+        # Inside: none of them exists.
+        probe = inside(desktop, "".join(f"[ -e {p} ] && echo VISIBLE {p}; cat {p} 2>/dev/null\n" for p in planted))
+        assert "VISIBLE" not in probe.stdout and "secret" not in probe.stdout, probe.stdout
+        # And only what the desktop needs is there at all.
+        top = set(inside(desktop, "ls -A /").stdout.split())
+        assert top <= {"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "var", "dev", "proc", "tmp"}
+        assert inside(desktop, "ls -A /var").stdout.split() == ["cache"]
+        assert inside(desktop, "ls -A /usr/local").stdout.split() == []
+        etc = set(inside(desktop, "ls -A /etc").stdout.split())
+        allowed = {Path(p).name for p in isolation.ETC_ENTRIES} | {
+            "ssl",
+            "passwd",
+            "group",
+            "nsswitch.conf",
+            "hosts",
+        }
+        assert etc <= allowed, etc - allowed
+        for secret in ("shadow", "machine-id", "hostname", "resolv.conf", "subuid"):
+            assert secret not in etc
+        # the root of the sandbox is read-only: nothing can be planted inside for later either
+        assert inside(desktop, "touch /planted || touch /etc/planted || exit 0; exit 1").returncode == 0
     finally:
         for target in planted:
             target.unlink(missing_ok=True)
@@ -349,11 +353,10 @@ def test_a_world_readable_host_file_is_not_visible_inside() -> None:
 
 
 # -------------------------------------------------------------------------- point 1: a uid per run
-def test_two_desktops_get_their_own_uids_and_cannot_read_each_other() -> None:
-    with (
-        running(LocalDesktop(SIZE, lab=get_lab("form"))) as one,
-        running(LocalDesktop(SIZE, lab=get_lab("form"))) as two,
-    ):
+@pytest.mark.e2e
+def test_two_desktops_get_their_own_uids_and_cannot_read_each_other(form_desktop: LocalDesktop) -> None:
+    one = form_desktop
+    with running(LocalDesktop(SIZE, lab=get_lab("form"))) as two:
         assert one.workspace is not None and two.workspace is not None
         uid_one, uid_two = one.isolation["uid"], two.isolation["uid"]
         assert uid_one != uid_two and one.isolation["uid_per_run"] and two.isolation["uid_per_run"]
@@ -440,6 +443,8 @@ def test_without_root_the_sandbox_runs_as_the_callers_uid_and_says_so(
     assert info["uid"] == 4242 and info["uid_per_run"] is False and "not root" in info["note"]
 
 
+@pytest.mark.e2e
+@pytest.mark.alone
 def test_a_killed_controllers_display_claim_is_swept() -> None:
     """SIGKILL leaves the display's lock file and host link behind; the next start's sweep frees them."""
     import signal
@@ -489,6 +494,7 @@ class _Page(BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.e2e
 def test_a_mostly_white_page_with_a_few_words_starts() -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Page)
     threading.Thread(target=server.serve_forever, daemon=True).start()

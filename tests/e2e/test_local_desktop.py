@@ -180,48 +180,44 @@ def test_the_injection_send_button_needs_a_decision_and_rejection_sends_nothing(
     assert_nothing_survives(run)
 
 
-def test_the_browser_namespace_has_no_route_out(tmp_path: Path) -> None:
+def test_the_browser_namespace_has_no_route_out(form_desktop: LocalDesktop) -> None:
     """Inside the browser's network namespace there is only lo: no route, and the host's loopback services
     (the lab itself) are unreachable except through the proxy."""
-    lab = get_lab("form")
-    desktop = LocalDesktop(SIZE, lab=lab)
-    desktop.start()
-    try:
-        browser = desktop.processes()["browser"]
-        inside = _namespace_member(browser)
-        links = subprocess.run(
-            ["nsenter", f"--net=/proc/{inside}/ns/net", "ip", "-o", "link"], capture_output=True, text=True, check=True
-        ).stdout
-        assert [line.split(":")[1].strip() for line in links.splitlines()] == ["lo"]
-        routes = subprocess.run(
-            ["nsenter", f"--net=/proc/{inside}/ns/net", "ip", "-4", "route"], capture_output=True, text=True, check=True
-        ).stdout
-        assert "default" not in routes
-        port = lab.port
-        probe = subprocess.run(
-            ["nsenter", f"--net=/proc/{inside}/ns/net", "curl", "-sS", "-m", "3", f"http://127.0.0.1:{port}/"],
-            capture_output=True,
-            text=True,
-        )
-        assert probe.returncode != 0  # the lab is only reachable through the proxy
-        via_proxy = subprocess.run(
-            [
-                "nsenter",
-                f"--net=/proc/{inside}/ns/net",
-                "curl",
-                "-sS",
-                "-m",
-                "5",
-                "--proxy",
-                "http://127.0.0.1:3128",
-                f"http://127.0.0.1:{port}/",
-            ],
-            capture_output=True,
-            text=True,
-        )
-        assert via_proxy.returncode == 0 and "<html" in via_proxy.stdout.lower()
-    finally:
-        desktop.stop()
+    desktop = form_desktop
+    lab = desktop.lab
+    browser = desktop.processes()["browser"]
+    inside = _namespace_member(browser)
+    links = subprocess.run(
+        ["nsenter", f"--net=/proc/{inside}/ns/net", "ip", "-o", "link"], capture_output=True, text=True, check=True
+    ).stdout
+    assert [line.split(":")[1].strip() for line in links.splitlines()] == ["lo"]
+    routes = subprocess.run(
+        ["nsenter", f"--net=/proc/{inside}/ns/net", "ip", "-4", "route"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "default" not in routes
+    port = lab.port
+    probe = subprocess.run(
+        ["nsenter", f"--net=/proc/{inside}/ns/net", "curl", "-sS", "-m", "3", f"http://127.0.0.1:{port}/"],
+        capture_output=True,
+        text=True,
+    )
+    assert probe.returncode != 0  # the lab is only reachable through the proxy
+    via_proxy = subprocess.run(
+        [
+            "nsenter",
+            f"--net=/proc/{inside}/ns/net",
+            "curl",
+            "-sS",
+            "-m",
+            "5",
+            "--proxy",
+            "http://127.0.0.1:3128",
+            f"http://127.0.0.1:{port}/",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert via_proxy.returncode == 0 and "<html" in via_proxy.stdout.lower()
 
 
 def _namespace_member(bwrap_pid: int) -> int:
@@ -314,6 +310,7 @@ def test_release_all_lets_go_of_held_keys_and_buttons(tmp_path: Path) -> None:
         desktop.perform(parse_anthropic("left_click", {"coordinate": [10, 10]}, Scaling.identity(SIZE)))
 
 
+@pytest.mark.alone
 def test_a_controller_killed_outright_leaves_no_desktop_behind(tmp_path: Path) -> None:
     """SIGKILL on the controller (no chance to clean up): every desktop process dies with it."""
     import signal

@@ -19,7 +19,8 @@ from cua_tui.labs import get_lab
 from cua_tui.labs.base import Box
 from cua_tui.ocr import INSTALL, OcrFailed, OcrUnavailable, ScreenReader, sha256
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+# one worker runs them all: the screenshots are taken once (a module fixture), not once per worker
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("ocr"), pytest.mark.timeout(180)]
 LIMIT = ScreenLimit(1024, 720)  # the screen the shots are taken at, as their run records it
 
 
@@ -115,12 +116,9 @@ def test_a_point_with_no_element_is_read_around_it(shots: dict[str, bytes]) -> N
 def test_the_cache_is_by_screen_hash_and_bounded(shots: dict[str, bytes]) -> None:
     reader = ScreenReader(cache_size=1)
     injection, form = shots["injection"], shots["form"]
-    started = time.perf_counter()
     first = reader.read(injection, limit=LIMIT)
-    engine_s = time.perf_counter() - started
-    started = time.perf_counter()
-    assert reader.read(injection, limit=LIMIT) is first  # cached: the same object
-    assert time.perf_counter() - started < engine_s / 10
+    # cached: the same object, the engine not run again (the gate holds the lookup's speed: bench/check.py)
+    assert reader.read(injection, limit=LIMIT) is first
     assert reader.cached(sha256(injection)) is first
     reader.read(form, limit=LIMIT)  # evicts the injection page (one screen kept)
     assert reader.cached(sha256(injection)) is None and reader.cached(sha256(form)) is not None

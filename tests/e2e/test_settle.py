@@ -64,6 +64,8 @@ def press_and_check(x: X11Session) -> bool:
     return frame.sha256 == x.screenshot().sha256
 
 
+@pytest.mark.e2e
+@pytest.mark.alone
 def test_a_desktop_that_paints_late_is_waited_for_once_seen(session: X11Session, xvfb: str) -> None:
     """Each press shows 250 ms after the key (past the 100 ms first-change wait): the first screenshots miss
     it, the next action sees that it came late, and the wait grows until the paint is caught."""
@@ -78,6 +80,8 @@ def test_a_desktop_that_paints_late_is_waited_for_once_seen(session: X11Session,
     assert 0.25 < first <= FIRST_CHANGE_CAP
 
 
+@pytest.mark.e2e
+@pytest.mark.alone
 def test_an_update_painted_in_pieces_is_waited_for_to_its_end(session: X11Session, xvfb: str) -> None:
     """Three strips 60 ms apart (past the 20 ms quiet wait): the quiet wait grows until the last strip is in."""
     pieces = painter(xvfb, 0.0, chunks=3, gap=0.06)
@@ -91,6 +95,8 @@ def test_an_update_painted_in_pieces_is_waited_for_to_its_end(session: X11Sessio
     assert quiet > 0.06
 
 
+@pytest.mark.e2e
+@pytest.mark.alone
 def test_a_prompt_desktop_keeps_the_short_waits_and_a_caret_is_no_late_paint(session: X11Session, xvfb: str) -> None:
     prompt = painter(xvfb, 0.0, caret=True)
     try:

@@ -37,7 +37,7 @@ import pytest
 from PIL import Image, ImageChops, ImageFilter
 from xvfb import Xvfb
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.e2e, pytest.mark.terminal, pytest.mark.timeout(120)]
 
 COLS, ROWS = 160, 48
 MATCH = 0.7  # band-pass NCC a pane must reach; every negative must stay below it

@@ -20,7 +20,7 @@ import pytest
 
 from cua_tui.core.guard import DEFAULT_GUARD_S
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.terminal, pytest.mark.timeout(180)]
 
 DECISION = re.compile(r"DECISION NEEDED · turn (\d+) · action (\d+)")
 # A decision's y / a / n count once it has been on screen this long (its input guard), and a little more.
@@ -62,7 +62,7 @@ class Tmux:
         time.sleep(max(0.0, self.seen_at + GUARD_WAIT_S - time.monotonic()))
         self.keys(*keys)
 
-    def wait_for(self, found: Callable[[str], object], what: str, timeout: float = 40.0) -> str:
+    def wait_for(self, found: Callable[[str], object], what: str, timeout: float = 40.0, *, poll: float = 0.2) -> str:
         deadline = time.monotonic() + timeout
         screen = ""
         while time.monotonic() < deadline:
@@ -70,7 +70,7 @@ class Tmux:
             if found(screen):
                 self.seen_at = time.monotonic()
                 return screen
-            time.sleep(0.2)
+            time.sleep(poll)
         raise AssertionError(f"timed out after {timeout} s waiting for {what}; the screen:\n{screen}")
 
     def close(self) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from test_tmux_demo import Tmux, cua_tui_command, decision, demo_command
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.e2e, pytest.mark.terminal, pytest.mark.timeout(240)]
 
 # lab -> the label expected in the panel at each decision, in order
 LABS = {

@@ -15,7 +15,7 @@ import pytest
 from literal_runs import MARKUP, finish, forged, recorded
 from test_tmux_demo import Tmux, cua_tui_shell
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.terminal, pytest.mark.timeout(180)]
 
 
 def test_replay_follow_shows_a_hostile_end_reason_literally_in_tmux(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from test_tmux_demo import Tmux, cua_tui_command, cua_tui_shell, decision
 
 from cua_tui.labs.injection import DONE, NOTICE, SEND
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.e2e, pytest.mark.terminal, pytest.mark.timeout(180)]
 
 
 def test_the_injection_notice_is_readable_as_text_in_tmux_at_160x48(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import pytest
 from test_tmux_demo import Tmux, cua_tui_command, cua_tui_shell, decision
 from test_tmux_fleet import children
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.terminal, pytest.mark.timeout(120)]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
@@ -37,7 +37,8 @@ def test_a_signal_to_the_run_tui_kills_and_seals_the_run_and_leaves(tmp_path: Pa
         os.kill(cua, sig)
         started = time.monotonic()
         screen = tmux.wait_for(lambda s: "EXIT=" in s, "the run command to exit", 30)
-        assert time.monotonic() - started < 8, screen
+        # about 2 s alone; a hang would reach the 30 s wait, a loaded machine (the suite's first part) takes longer
+        assert time.monotonic() - started < 20, screen
         assert "EXIT=1" in screen, screen
         assert "DECISION NEEDED" not in screen  # the TUI closed and gave the terminal back
     finally:
