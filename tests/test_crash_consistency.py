@@ -2,8 +2,9 @@
 with SIGKILL at 100 random moments across sim and dry runs, and every run directory left behind must
 verify as an intact prefix, with no action executed before the intent to execute it was durably written.
 
-Each run is a forked child of the test process (the modules are already imported, so a child starts in
-milliseconds and the kill lands inside the run loop, not in interpreter start-up). The child's desktop
+Each run is a forked child of a fresh interpreter that does nothing else (the modules are already imported,
+so a child starts in milliseconds and the kill lands inside the run loop, not in interpreter start-up; a fork
+of the test process itself could inherit a lock held by another test's thread, and hang). The child's desktop
 writes a journal (fsynced) the moment an action reaches it; the journal is the ground truth of what ran.
 """
 
@@ -13,6 +14,8 @@ import json
 import os
 import random
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -162,7 +165,20 @@ def fast_dir(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 def test_sigkill_at_100_random_moments_leaves_only_intact_prefixes(fast_dir: Path) -> None:
-    tmp_path = fast_dir
+    # the forks come from a fresh, single-threaded interpreter running kill_runs below
+    done = subprocess.run(
+        [sys.executable, __file__, str(fast_dir)],
+        capture_output=True,
+        text=True,
+        timeout=200,
+        cwd=Path(__file__).parent,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "unsealed" in done.stdout
+
+
+def kill_runs(tmp_path: Path) -> dict[str, int]:
+    """Full runs of each backend, then KILLS runs each killed at a random moment; every directory checked."""
     rng = random.Random(SEED)
     durations = {}
     for backend in ("sim", "dry"):  # a whole run of each, to spread the kills over its length
@@ -183,6 +199,7 @@ def test_sigkill_at_100_random_moments_leaves_only_intact_prefixes(fast_dir: Pat
             assert any("outcome unknown (interrupted)" in note for note in outcome["report"].notes), outcome
     # The kills really landed inside runs (not all before or after them).
     assert seen["unsealed"] >= KILLS // 2, seen
+    return seen
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -270,3 +287,7 @@ def test_sigkill_of_a_local_run_leaves_no_desktop_process_and_an_intact_prefix(t
     (folder,) = (tmp_path / "runs").iterdir()
     report = verify_run(folder)
     assert report.code == 0 and not report.sealed, report.summary
+
+
+if __name__ == "__main__":
+    print(json.dumps(kill_runs(Path(sys.argv[1]))))
