@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from .core.rundir import RunDir
     from .labs.base import Lab
 
-HANDSHAKE = "tui"  # ``RunOptions.decisions`` for a front end that answers through the handshake (the TUI)
+# ``RunOptions.decisions`` for a front end that answers through the handshake (the TUI)
+HANDSHAKE = "tui"
 TUI_REVIEWER = "human (TUI)"
 
 
@@ -54,7 +55,8 @@ class RunOptions:
     screen: str = "1024x720"
     agent: str | None = "openai"  # openai | anthropic | script:PATH
     script: dict[str, Any] | None = None
-    texts: Path | None = None  # typed texts for a script's placeholders (JSON: sha256 -> text), ``run --texts``
+    # typed texts for a script's placeholders (JSON: sha256 -> text), ``run --texts``
+    texts: Path | None = None
     agent_label: str | None = None
     model: str | None = None
     base_url: str | None = None
@@ -69,7 +71,8 @@ class RunOptions:
     runs_dir: Path | None = None
     run_id: str | None = None
     audit_key: Path | None = None
-    decisions: str = "reject"  # reject | approve | ask | approver:CMD | tui (the handshake)
+    # reject | approve | ask | approver:CMD | tui (the handshake)
+    decisions: str = "reject"
     operator: str | None = None  # who reviews; default user@host
     listeners: tuple[Listener, ...] = ()
     fsync: bool = True
@@ -221,7 +224,8 @@ def _check_url(url: str | None) -> None:
 def _check_allow_domains(entries: tuple[str, ...]) -> None:
     from .core.allowlist import AllowList, AllowListError
 
-    try:  # the same grammar as the policy file's allow_domains and the proxy: refused here, not at start
+    try:
+        # the same grammar as the policy file's allow_domains and the proxy: refused here, not at start
         AllowList.parse(entries)
     except AllowListError as exc:
         raise BuildError(f"--allow-domain: {exc}") from None
@@ -277,7 +281,8 @@ def _approver(decisions: str) -> Approver:
     from .headless_approvers import headless_approver
 
     if decisions == HANDSHAKE:
-        return HandshakeApprover(by=TUI_REVIEWER)  # its answers carry the screen the reviewer was shown
+        # its answers carry the screen the reviewer was shown
+        return HandshakeApprover(by=TUI_REVIEWER)
 
     try:
         return headless_approver(decisions)

@@ -37,7 +37,8 @@ class _File(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     anthropic_api_key: str | None = None
     model_timeout: float | None = None  # seconds per model request
     model_retries: int | None = None  # retries on 429, 5xx and connection errors
-    model_prices: dict[str, list[float]] | None = None  # model -> [input, output] USD per million tokens
+    # model -> [input, output] USD per million tokens
+    model_prices: dict[str, list[float]] | None = None
     cwsandbox_base_url: str | None = None
     cwsandbox_api_key: str | None = None
     cwsandbox_image: str | None = None
@@ -46,9 +47,12 @@ class _File(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     cwsandbox_max_lifetime: int | None = None
     cwsandbox_placement: str | None = None
     docker_image: str | None = None
-    bell: bool | None = None  # ring the terminal bell when a decision starts waiting
-    notify: bool | None = None  # and send a desktop notification escape where the terminal shows one
-    decision_guard_s: float | None = None  # seconds a new decision ignores y / a / n (never below the floor)
+    # ring the terminal bell when a decision starts waiting
+    bell: bool | None = None
+    # and send a desktop notification escape where the terminal shows one
+    notify: bool | None = None
+    # seconds a new decision ignores y / a / n (never below the floor)
+    decision_guard_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -66,12 +70,14 @@ class Settings:
     model_timeout: float = DEFAULT_TIMEOUT
     model_retries: int = DEFAULT_RETRIES
     model_prices: dict[str, tuple[float, float]] = field(default_factory=dict)
-    cwsandbox: dict[str, str | int] = field(default_factory=dict)  # the cwsandbox_* settings, without the key
+    # the cwsandbox_* settings, without the key
+    cwsandbox: dict[str, str | int] = field(default_factory=dict)
     cwsandbox_api_key: str | None = field(default=None, repr=False)
     docker_image: str | None = None  # None: the backend's default
     bell: bool = True
     notify: bool = True
-    decision_guard_s: float = DEFAULT_GUARD_S  # seconds a decision just painted ignores y / a / n (k passes)
+    # seconds a decision just painted ignores y / a / n (k passes)
+    decision_guard_s: float = DEFAULT_GUARD_S
 
     def sandbox_endpoint(self, env: dict[str, str] | None = None) -> tuple[str | None, str | None]:
         """CoreWeave's endpoint and API key: the client's own variables first, then the settings file."""
@@ -146,7 +152,8 @@ def _sandbox_settings(doc: TomlDoc, data: _File, env: dict[str, str]) -> dict[st
         value = getattr(data, f"cwsandbox_{name}")
         if value is not None and value.strip():
             out[name] = value.strip()
-    if (env.get("CUA_TUI_CWSANDBOX_IMAGE") or "").strip():  # as CUA_TUI_DOCKER_IMAGE for the docker backend
+    if (env.get("CUA_TUI_CWSANDBOX_IMAGE") or "").strip():
+        # as CUA_TUI_DOCKER_IMAGE for the docker backend
         out["image"] = env["CUA_TUI_CWSANDBOX_IMAGE"].strip()
     if data.cwsandbox_max_lifetime is not None:
         if not 60 <= data.cwsandbox_max_lifetime <= 86400:

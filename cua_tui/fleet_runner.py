@@ -43,19 +43,27 @@ from .core.tasks import TasksFile, TaskSpec
 from .core.text import failure, one_line
 
 KILLED_BY = "human (fleet)"
-MANIFEST = "fleet.json"  # <runs-dir>/fleet.json: every fleet of the runs directory, by fleet id (DESIGN.md)
-MANIFEST_CAP = 64 * 1024 * 1024  # a fleet.json larger than this is not read back (it is set aside)
-_CLOSED_KEPT = 100_000  # why a closed request closed, for the refusal of a late answer (bounded)
-KILL_WAIT = 2.0  # seconds kill_all waits for the kill switches it pressed (each returns at once, unless wedged)
-SEAL_GRACE = 5.0  # seconds, beyond a run's stop timeout, for a killed run to seal itself
-LISTENER_GRACE = 2.0  # seconds a listener that does not return may hold up the fleet's end after a kill_all
-MANIFEST_LOCK_WAIT = 10.0  # seconds to wait for another process's lock on fleet.json before giving up
+# <runs-dir>/fleet.json: every fleet of the runs directory, by fleet id (DESIGN.md)
+MANIFEST = "fleet.json"
+# a fleet.json larger than this is not read back (it is set aside)
+MANIFEST_CAP = 64 * 1024 * 1024
+# why a closed request closed, for the refusal of a late answer (bounded)
+_CLOSED_KEPT = 100_000
+# seconds kill_all waits for the kill switches it pressed (each returns at once, unless wedged)
+KILL_WAIT = 2.0
+# seconds, beyond a run's stop timeout, for a killed run to seal itself
+SEAL_GRACE = 5.0
+# seconds a listener that does not return may hold up the fleet's end after a kill_all
+LISTENER_GRACE = 2.0
+# seconds to wait for another process's lock on fleet.json before giving up
+MANIFEST_LOCK_WAIT = 10.0
 
 # Local desktops: each counted as 300 MB (226-263 MB measured) and 3 per CPU, from `python -m cua_tui.bench
 # fleet` on two machines; the figures are in docs/benchmarks.md, "Local desktops at once".
 LOCAL_DESKTOP_BYTES = 300 * 1024 * 1024
 LOCAL_DESKTOPS_PER_CPU = 3
-LOCAL_MEMORY_SHARE = 0.5  # of the machine's memory, for desktops: the rest is the controller's and others'
+# of the machine's memory, for desktops: the rest is the controller's and others'
+LOCAL_MEMORY_SHARE = 0.5
 SAME_MACHINE_BACKENDS = ("local", "docker")  # backends whose desktops run on this machine
 DEFAULT_CONCURRENCY = 8  # other backends (remote sandboxes, sim, dry)
 
@@ -143,11 +151,13 @@ class _Entry:
     view: RunView = field(default_factory=RunView)
     lock: threading.Lock = field(default_factory=threading.Lock)
     run: Run | None = None
-    started: bool = False  # its run_started event is out (a kill before that waits for it)
+    # its run_started event is out (a kill before that waits for it)
+    started: bool = False
     kill_pending: str | None = None
     cancelled: bool = False  # killed before it was built: it never starts
     watchers: list[Callable[[ev.Stamped], None]] = field(default_factory=list)
-    rules: dict[tuple[int, int], str] = field(default_factory=dict)  # the current turn's verdict rules
+    # the current turn's verdict rules
+    rules: dict[tuple[int, int], str] = field(default_factory=dict)
     finished: threading.Event = field(default_factory=threading.Event)
 
 
@@ -218,9 +228,11 @@ class Fleet:
         self._scheduler: threading.Thread | None = None
         self.started_at: float | None = None
         self.manifest_path = self.runs_dir / MANIFEST
-        self.manifest_problem: str | None = None  # why fleet.json could not be written last time, if it could not
+        # why fleet.json could not be written last time, if it could not
+        self.manifest_problem: str | None = None
         self._reaper: threading.Thread | None = None
-        self._give_up = threading.Event()  # stop_waiting: the runs still sealing are waited for no longer
+        # stop_waiting: the runs still sealing are waited for no longer
+        self._give_up = threading.Event()
 
     # ------------------------------------------------------------------------------------------------
     # Life cycle
@@ -354,7 +366,8 @@ class Fleet:
         if run.supervisor.finished.is_set():
             return False
         with entry.lock:
-            if not entry.started:  # its first record is not out yet: the kill follows it (see _on_event)
+            if not entry.started:
+                # its first record is not out yet: the kill follows it (see _on_event)
                 entry.kill_pending = by
                 return True
         run.supervisor.kill(by=by)
@@ -363,7 +376,8 @@ class Fleet:
     def kill_all(self, by: str = KILLED_BY) -> None:
         """Kill every run and start nothing more; each run ends ``killed`` and sealed (``wait`` for it). The
         fleet ends within every run's stop timeout and ``SEAL_GRACE`` even if a run's thread is wedged."""
-        self._start_reaper()  # first: a builder holding the start lock must not hold up the fleet's end
+        # first: a builder holding the start lock must not hold up the fleet's end
+        self._start_reaper()
         with self._start_lock:
             self._stopping = True  # nothing is built from here on
         # Each run's kill switch on a thread of its own: one that a wedged run holds up (a listener that never
@@ -411,7 +425,8 @@ class Fleet:
             else:
                 try:
                     launched = self._launch(entry)
-                except BaseException as exc:  # whatever fails here ends this task, never the scheduler
+                except BaseException as exc:
+                    # whatever fails here ends this task, never the scheduler
                     launched = False
                     self._quietly(self._end_unstarted, entry, "error", f"could not start the run: {_why(exc)}")
                 if not launched:
@@ -436,7 +451,8 @@ class Fleet:
             )
             try:
                 run = self._builder(options)
-                if entry.row.ended:  # the fleet stopped waiting while it was built: it never starts
+                if entry.row.ended:
+                    # the fleet stopped waiting while it was built: it never starts
                     self._quietly(run.supervisor.kill, "the fleet (stopped while the run was built)")
                     return False
             except BuildError as exc:
@@ -454,7 +470,8 @@ class Fleet:
         thread = threading.Thread(target=self._drive, args=(entry, run), name=f"cua-fleet-{run.run_id}", daemon=True)
         try:
             thread.start()
-        except BaseException as exc:  # no thread for it (the process's limit): it ends here, never started
+        except BaseException as exc:
+            # no thread for it (the process's limit): it ends here, never started
             self._finish(entry, "error", f"could not start the run's thread: {_why(exc)}", None, None)
             self._quietly(run.supervisor.kill, "fleet (no thread for the run)")
             return False
@@ -467,12 +484,15 @@ class Fleet:
         try:
             try:
                 status, reason, verified = _ended(run.run())
-            except BaseException as exc:  # the supervisor ends every run itself; this is the last defence
+            except BaseException as exc:
+                # the supervisor ends every run itself; this is the last defence
                 status, reason, verified = self._escaped(run, exc)
             intact, why = self._intact(run)
-            if intact is False and status != "error":  # what is on disk decides: no success without a whole record
+            if intact is False and status != "error":
+                # what is on disk decides: no success without a whole record
                 status, reason, verified = "error", f"{why} (it ended {status}: {reason})", None
-        except BaseException as exc:  # a failure while the one above was handled (memory, most likely)
+        except BaseException as exc:
+            # a failure while the one above was handled (memory, most likely)
             reason = f"{reason}; then {_why(exc)}"
         finally:
             try:
@@ -557,7 +577,8 @@ class Fleet:
                     self._write_manifest(ended=True)
                     self._post(FleetFinished(tuple(self.rows())))
                 finally:
-                    self._events.put(None)  # the dispatcher sets _all_done once everything before is told
+                    # the dispatcher sets _all_done once everything before is told
+                    self._events.put(None)
 
     # ------------------------------------------------------------------------------------------------
     # The fleet's end after kill_all, even with a run whose thread is wedged
@@ -586,7 +607,8 @@ class Fleet:
             if not entry.finished.is_set():
                 self._quietly(self._finish_late, entry, grace)
         if not self._all_done.wait(LISTENER_GRACE):
-            self._all_done.set()  # a listener that does not return is left behind, not the fleet
+            # a listener that does not return is left behind, not the fleet
+            self._all_done.set()
 
     def _finish_late(self, entry: _Entry, grace: float) -> None:
         """A task that did not end in time: its run's result if its supervisor has one (its own thread is
@@ -624,7 +646,8 @@ class Fleet:
         with entry.lock:
             try:
                 entry.view.apply(stamped)
-            except Exception:  # the view is for people; the queue below must still hear of the request
+            except Exception:
+                # the view is for people; the queue below must still hear of the request
                 pass
             if isinstance(event, ev.RunStarted):
                 entry.started = True
@@ -769,7 +792,8 @@ class Fleet:
                 self.manifest_problem = None
             except Exception as exc:
                 if self._scheduler is None and isinstance(exc, OSError):
-                    raise  # at start: nothing has run yet, the caller reports it
+                    # at start: nothing has run yet, the caller reports it
+                    raise
                 # later: the runs themselves are complete run directories; the manifest is an index, and
                 # the next write (every task's end, the fleet's) brings it up to date if it can
                 self.manifest_problem = f"{self.manifest_path} could not be written: {failure(exc)}"

@@ -39,7 +39,8 @@ class TerminalApprover:
     def __init__(self, stdin: TextIO | None = None, stdout: TextIO | None = None) -> None:
         self.stdin = stdin or sys.stdin
         self.stdout = stdout or sys.stderr
-        self._pending = b""  # bytes read past the last answer (piped input arrives in chunks)
+        # bytes read past the last answer (piped input arrives in chunks)
+        self._pending = b""
         self._eof = False
 
     def decide(self, request: DecisionRequest, cancel: threading.Event) -> Ruling:
@@ -51,7 +52,8 @@ class TerminalApprover:
             line = self._readline(cancel)
             if line is None:
                 return Ruling(Answer.KILL, KILL_SWITCH, "cancelled")
-            if line == "":  # nobody answered: the prompt's fail-closed default, not a person, rejects
+            if line == "":
+                # nobody answered: the prompt's fail-closed default, not a person, rejects
                 return Ruling(Answer.REJECT, NO_ANSWER_EOF, "end of input")
             choice = line.strip().lower()
             if choice in ("y", "yes"):
@@ -136,7 +138,8 @@ class CommandApprover:
         if shutil.which(self.argv[0]) is None:
             return Ruling(Answer.REJECT, APPROVER_FAILED, f"could not start: no executable {self.argv[0]!r}")
         payload = json.dumps(request.to_json()).encode() + b"\n"
-        watch, alive = os.pipe()  # both ends close on exec: only the guard gets ``watch``, through pass_fds
+        # both ends close on exec: only the guard gets ``watch``, through pass_fds
+        watch, alive = os.pipe()
         try:
             try:
                 proc = subprocess.Popen(
@@ -170,7 +173,8 @@ class CommandApprover:
             out, _ = talk.result()
             answer = json.loads(out.decode("utf-8"))
             decision = Answer(answer["decision"])
-        except Exception:  # a broken pipe, no output, not JSON, not one of the three answers
+        except Exception:
+            # a broken pipe, no output, not JSON, not one of the three answers
             return Ruling(Answer.REJECT, APPROVER_FAILED, "malformed answer")
         return Ruling(decision, APPROVER_COMMAND)
 

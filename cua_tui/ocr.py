@@ -29,24 +29,31 @@ from .core.text import one_line
 os.environ.setdefault("OMP_THREAD_LIMIT", "1")
 
 INSTALL = "apt-get install tesseract-ocr tesseract-ocr-eng (bash scripts/setup.sh env does it)"
-TIMEOUT_S = 15.0  # the engine's wall-clock budget for one screen (a 1024x720 page takes about 0.2 s)
-MAX_PIXELS = 3840 * 2160  # a 4K screen; OCR of a bigger one would take many seconds
+# the engine's wall-clock budget for one screen (a 1024x720 page takes about 0.2 s)
+TIMEOUT_S = 15.0
+# a 4K screen; OCR of a bigger one would take many seconds
+MAX_PIXELS = 3840 * 2160
 CACHE_SIZE = 16  # screens whose text is kept
 LANGUAGE = "eng"
 # Reading one element: its inside (borders confuse the engine's page segmentation), enlarged, as one line.
-CROP_SCALE = 3  # a 16 px label becomes 48 px, where Tesseract reads best
+# a 16 px label becomes 48 px, where Tesseract reads best
+CROP_SCALE = 3
 CROP_PAD = 16  # white around the crop, as on a page
-LOOSE = (120, 14)  # half the window read around a point with no element box (a link, text on the page)
+# half the window read around a point with no element box (a link, text on the page)
+LOOSE = (120, 14)
 LABEL_ABOVE = 34  # pixels above a field searched for its label
 LABEL_LEFT = 240  # pixels left of a field searched for its label
-MIN_CONF = 55.0  # words the engine is less sure of are left out of a target's name
+# words the engine is less sure of are left out of a target's name
+MIN_CONF = 55.0
 TARGET_CACHE = 64  # (screen, point) readings kept
 # A text cursor just before the first letter reads as "|", "[", "l" or "I": dropped before a capital.
 CARET = re.compile(r"^[|\[\]lI!](?=[A-Z])")
 
 
-OcrUnavailable = ScreenTextUnavailable  # Tesseract (or its English data) is not installed: how to install it
-OcrFailed = ScreenTextFailed  # this screenshot could not be read (refused image, timeout, engine error)
+# Tesseract (or its English data) is not installed: how to install it
+OcrUnavailable = ScreenTextUnavailable
+# this screenshot could not be read (refused image, timeout, engine error)
+OcrFailed = ScreenTextFailed
 
 
 def sha256(png: bytes) -> str:
@@ -130,7 +137,8 @@ class ScreenReader:
             height = box[3] - box[1]
             for near in (
                 (box[0] - 4, box[1] - 2 - LABEL_ABOVE, box[2], box[1] - 3),  # above
-                (box[0] - 3 - LABEL_LEFT, box[1] - 2, box[0] - 4, box[1] + max(height, 20)),  # to the left
+                # to the left
+                (box[0] - 3 - LABEL_LEFT, box[1] - 2, box[0] - 4, box[1] + max(height, 20)),
             ):
                 label = self._line(image, near)
                 if label:
@@ -174,7 +182,8 @@ class ScreenReader:
 
     def _engine(self, image: Any, config: str = "") -> dict[str, Any]:
         try:
-            import pytesseract  # imported on first use: only the screen-text view needs it
+            # imported on first use: only the screen-text view needs it
+            import pytesseract
         except ImportError:
             raise OcrUnavailable("the screen text needs pytesseract: uv sync (it is a dependency)") from None
         pytesseract.pytesseract.tesseract_cmd = self.command

@@ -41,9 +41,11 @@ SIZE = (160, 50)  # terminal cells of every picture and snapshot
 RUN_ID = "20250301-101500-4f2a9c"
 AGENT = "script:form.json (scripted demo)"
 ELAPSED = 12.0  # seconds the status bar shows
-OPERATOR = "analyst@workstation"  # not this machine's user and host: pictures must not depend on them
+# not this machine's user and host: pictures must not depend on them
+OPERATOR = "analyst@workstation"
 VERIFIER_USER = "analyst"  # the sim verdict's user, for the same reason
-WALL = 1740823700.0  # the wall clock of every scene's records (2025-03-01 10:15 UTC)
+# the wall clock of every scene's records (2025-03-01 10:15 UTC)
+WALL = 1740823700.0
 
 TASK = "Complete the verification form: type the phrase shown on the page into the field and click Verify."
 VERIFY_REGION = {
@@ -141,7 +143,8 @@ def record(
         nonlocal shown
         events.append(stamped)
         if shown is None and until is not None and until(events):
-            shown = list(events)  # taken in the run's thread, under its emit lock: the exact prefix
+            # taken in the run's thread, under its emit lock: the exact prefix
+            shown = list(events)
             reached.set()
 
     app = SimApp() if page_text is None else SimApp(page_text=page_text)
@@ -341,7 +344,8 @@ async def _steady(pilot: Pilot[Any], ready: Callable[[], bool], timeout: float, 
 @dataclass(frozen=True)
 class Scene:
     name: str
-    source: Callable[[], RecordedRun] | None = None  # a live run's recorded stream, in its RunScreen
+    # a live run's recorded stream, in its RunScreen
+    source: Callable[[], RecordedRun] | None = None
     press: tuple[str, ...] = ()
     description: str = ""
     make: Callable[..., App[Any]] | None = None  # another App (the replay of a run directory)
@@ -409,7 +413,8 @@ async def settle(pilot: Pilot[Any], timeout: float = 10.0) -> None:
         applied = app.view.seq == last_seq
         decided = app.view.pending is None or (app.pending is not None and app.query_one(DecisionPanel).display)
         ended = not source.ends or not app.running
-        read = not reading.busy  # the screen's OCR (the panel's "goes to" line) has arrived
+        # the screen's OCR (the panel's "goes to" line) has arrived
+        read = not reading.busy
         # the batch's scroll to the pending row has landed (on a loaded machine it takes several refreshes)
         view = batch.scrollable_content_region
         landed = all(view.contains(*row.region.offset) for row in batch.query(ActionRow) if row.has_class("pending"))

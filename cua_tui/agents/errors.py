@@ -32,7 +32,8 @@ def describe_sdk_error(exc: BaseException, sdk: Any, *, timeout: float, retries:
         return f"malformed reply from the model API: {one_line(str(exc), 200)}"
     if isinstance(exc, RecursionError):  # decode_json caps nesting; this is the net below it
         return "malformed reply from the model API: nested too deeply to read"
-    if isinstance(exc, (ValueError, UnicodeDecodeError)):  # e.g. a JSON body the SDK could not decode
+    if isinstance(exc, (ValueError, UnicodeDecodeError)):
+        # e.g. a JSON body the SDK could not decode
         return f"malformed reply from the model API: {one_line(str(exc), 160)}"
     return f"model request failed: {type(exc).__name__}: {one_line(str(exc), 200)}"
 

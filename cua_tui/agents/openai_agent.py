@@ -132,7 +132,8 @@ def _call(item: dict[str, Any], scaling: Scaling) -> Call:
     call_id = reply_id(item.get("call_id"), "a computer_call", "call_id")
     if "actions" in item and item["actions"] is not None:
         batch = item["actions"]
-        actions = tuple(batch) if isinstance(batch, list) else (batch,)  # not a list: the parser refuses it
+        # not a list: the parser refuses it
+        actions = tuple(batch) if isinstance(batch, list) else (batch,)
     elif "action" in item:
         actions = (item["action"],)
     else:
@@ -142,7 +143,8 @@ def _call(item: dict[str, Any], scaling: Scaling) -> Call:
     for check in raw_checks if isinstance(raw_checks, list) else [raw_checks]:
         if isinstance(check, dict):
             checks.append(SafetyCheck(_text(check.get("id")), _text(check.get("code")), _text(check.get("message"))))
-        else:  # unreadable, yet a check: it still needs a person's decision (fail closed)
+        else:
+            # unreadable, yet a check: it still needs a person's decision (fail closed)
             checks.append(SafetyCheck("", "malformed", one_line(repr(check), 120)))
     return Call(call_id, "openai", actions, tuple(checks), scaling)
 

@@ -56,7 +56,8 @@ class Script:
         read = _Reader(source, texts)
         if not isinstance(data, dict):
             raise read.fail('the top level must be an object {"turns": [...], "final_text": "..."}')
-        if strictjson.depth_exceeds(data, strictjson.MAX_DEPTH):  # data built in Python, not read by parse()
+        if strictjson.depth_exceeds(data, strictjson.MAX_DEPTH):
+            # data built in Python, not read by parse()
             raise read.fail(f"nesting deeper than {strictjson.MAX_DEPTH}")
         unknown = set(data) - {"turns", "final_text", "task", "description"}
         if unknown:

@@ -10,8 +10,10 @@ DEFAULT_MODELS = {"openai": "gpt-5.6-sol", "anthropic": "claude-sonnet-5"}
 KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 BASE_URL_VARIABLES = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
 
-DEFAULT_TIMEOUT = 120.0  # seconds per HTTP request (the SDKs' own timeout, per attempt)
-DEFAULT_RETRIES = 2  # the SDKs retry 408/409/429/5xx and connection errors with exponential backoff
+# seconds per HTTP request (the SDKs' own timeout, per attempt)
+DEFAULT_TIMEOUT = 120.0
+# the SDKs retry 408/409/429/5xx and connection errors with exponential backoff
+DEFAULT_RETRIES = 2
 
 INSTRUCTIONS = (
     "You operate a sandboxed Linux desktop for the user's task only, through screenshots and computer "

@@ -91,7 +91,8 @@ def run(
                 }
             )
         if suite in ("cwsandbox", "all"):
-            from .cwsandbox import run as run_cwsandbox  # imports the vendor SDK: only for this suite
+            # imports the vendor SDK: only for this suite
+            from .cwsandbox import run as run_cwsandbox
 
             results["cwsandbox"] = run_cwsandbox(tmp, size["cwsandbox_samples"])
         if suite in ("docker", "all"):
@@ -107,7 +108,8 @@ def run(
             if "tui" in fleet_parts:
                 results["targets"]["fleet_tui_refresh_ms"] = TARGET_REFRESH_MS
         if suite in ("replay", "all"):
-            from .replay import run as run_replay  # imports Textual: only for the suites that measure it
+            # imports Textual: only for the suites that measure it
+            from .replay import run as run_replay
 
             results["replay"] = run_replay(tmp, quick)
         if suite in ("ocr", "all"):
@@ -116,7 +118,8 @@ def run(
             results["ocr"] = bench_ocr(size["ocr_samples"])
             results["targets"].update({"ocr_extraction_s": TARGET_OCR_S, "ocr_cached_lookup_ms": TARGET_CACHED_MS})
     if suite in ("tui", "all"):
-        from .tui import run as run_tui  # imports Textual: only for the suites that measure it
+        # imports Textual: only for the suites that measure it
+        from .tui import run as run_tui
 
         log("tui: UI-thread time per new frame, ours vs textual-image's half-cell widget, and the Sixel path")
         results["tui"] = run_tui(size["tui_frames"])
@@ -179,7 +182,8 @@ def _check(suites: tuple[str, ...], quick: bool) -> tuple[dict[str, Any], list[c
         log(f"check: the {suite} suite")
         try:
             results = run(suite, quick, resize=False)
-        except Exception as exc:  # a suite that breaks is reported as such; the others still run
+        except Exception as exc:
+            # a suite that breaks is reported as such; the others still run
             not_run[suite] = f"failed: {type(exc).__name__}: {exc}"
             failed = True
             continue

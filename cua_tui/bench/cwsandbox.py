@@ -15,7 +15,8 @@ from typing import Any
 
 from .common import log
 
-KEY = "bench-key"  # a credential for the local service (it checks nothing; the client sends it as any)
+# a credential for the local service (it checks nothing; the client sends it as any)
+KEY = "bench-key"
 
 
 def _tutorial_sandbox(settings: Any, display: int) -> Any:
@@ -47,7 +48,8 @@ def _tutorial_step(sandbox: Any, x: int, y: int, shot: str) -> bytes:
     return png
 
 
-DELAYS_MS = (0, 30)  # one way, injected by the service: none, and a CoreWeave region away from the controller
+# one way, injected by the service: none, and a CoreWeave region away from the controller
+DELAYS_MS = (0, 30)
 PARTS = ("input", "settle", "encode")
 
 

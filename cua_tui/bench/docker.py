@@ -71,13 +71,15 @@ def run(tmp: Path, samples: int, starts: int) -> dict[str, Any]:
         desktops = {side: kept[side] for side in SIDES}
         log(f"docker: {samples} clicks and typings on each side, interleaved")
         for i in range(samples + 1):  # the first round warms up
-            x, y = 60 + (i * 71) % 900, 520 + (i * 13) % 150  # below the form: nothing a click there acts on
+            # below the form: nothing a click there acts on
+            x, y = 60 + (i * 71) % 900, 520 + (i * 13) % 150
             for side, desktop in desktops.items():
                 t0 = time.perf_counter()
                 desktop.perform(act({"type": "click", "button": "left", "x": x, "y": y}))
                 t1 = time.perf_counter()
                 desktop.perform(field)
-                desktop.perform(select_all)  # the typing replaces the last one: the page redraws alike
+                # the typing replaces the last one: the page redraws alike
+                desktop.perform(select_all)
                 t2 = time.perf_counter()
                 desktop.perform(typing)
                 t3 = time.perf_counter()

@@ -23,9 +23,11 @@ from ..core import fleet_queue as cf
 from ..core.ports import Answer
 from .common import SCREEN, log
 
-TARGET_QUEUE_MS = 100.0  # a new request shows in the queue within this of its decision request
+# a new request shows in the queue within this of its decision request
+TARGET_QUEUE_MS = 100.0
 TARGET_REFRESH_MS = 10.0  # the fleet TUI's UI-thread time per refresh
-ANSWER_DELAY_S = 0.5  # how long the benchmark's reviewer takes to answer each request
+# how long the benchmark's reviewer takes to answer each request
+ANSWER_DELAY_S = 0.5
 FORM = {
     "turns": [
         {
@@ -41,7 +43,8 @@ FORM = {
 
 
 def _settings(tmp: Path) -> Settings:
-    return Settings.load({"CUA_TUI_CONFIG": str(tmp / "no-config.toml")})  # built-in policy, whatever the user's
+    # built-in policy, whatever the user's
+    return Settings.load({"CUA_TUI_CONFIG": str(tmp / "no-config.toml")})
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -239,7 +242,8 @@ def bench_local_desktops(counts: tuple[int, ...], steps: int) -> dict[str, Any]:
             started.append(time.perf_counter() - t0)
             desktops.append(desktop)
             log(f"fleet: local desktop {i + 1} of {most} started in {started[-1]:.1f} s")
-        time.sleep(2.0)  # let the pages settle (Chromium's start-up work) before measuring
+        # let the pages settle (Chromium's start-up work) before measuring
+        time.sleep(2.0)
         pss = _pss(_descendants(os.getpid())) - before
         per_desktop = pss / most
         latency: dict[int, float] = {}
@@ -383,7 +387,8 @@ def bench_fleet_tui(tmp: Path, runs: int, concurrency: int) -> dict[str, Any]:
     from ..tui.fleet_screen import FleetScreen, fleet_app
     from ..tui.signals import Signals
 
-    asked: dict[int, tuple[str, int]] = {}  # ticket -> (run id, seq) of its decision_requested event
+    # ticket -> (run id, seq) of its decision_requested event
+    asked: dict[int, tuple[str, int]] = {}
     fleet, written, lock = _stamped_sim_fleet(tmp, "fleet-tui", runs, concurrency)
 
     def reviewer(event: cf.FleetEvent) -> None:

@@ -19,15 +19,22 @@ from ..core.actions import Action, parse_openai
 from ..core.geometry import Scaling
 from .common import SCREEN, log, pn, summarize_ns
 
-TARGET_LOCAL_SHOT_MS = 25.0  # median of desktop.screenshot() (PNG bytes in memory)
-TARGET_LOCAL_CLICK_X = 3.0  # click + fresh screenshot: times faster than xdotool click + scrot
-TARGET_LOCAL_TYPE_X = 5.0  # typing 20 characters + fresh screenshot: times faster than xdotool type + scrot
-LOCAL_TOOLS = ("xdotool", "scrot")  # the seeds' way; the desktop's own programs come from missing_programs()
+# median of desktop.screenshot() (PNG bytes in memory)
+TARGET_LOCAL_SHOT_MS = 25.0
+# click + fresh screenshot: times faster than xdotool click + scrot
+TARGET_LOCAL_CLICK_X = 3.0
+# typing 20 characters + fresh screenshot: times faster than xdotool type + scrot
+TARGET_LOCAL_TYPE_X = 5.0
+# the seeds' way; the desktop's own programs come from missing_programs()
+LOCAL_TOOLS = ("xdotool", "scrot")
 LOCAL_TEXT = "The quick brown fox!"  # 20 characters, shifted ones included
 SEED_TYPE_DELAY_MS = 25
-BLANK_POINT = (760, 600)  # nothing of the form lab's page there: a click blurs the field
-LOCAL_IDLE_S = 0.05  # pause after each untimed preparation step, so every timed step starts on a quiet screen
-FRESH_AFTER_S = 0.15  # a frame is "fresh" when it equals the screen this long after the step returned
+# nothing of the form lab's page there: a click blurs the field
+BLANK_POINT = (760, 600)
+# pause after each untimed preparation step, so every timed step starts on a quiet screen
+LOCAL_IDLE_S = 0.05
+# a frame is "fresh" when it equals the screen this long after the step returned
+FRESH_AFTER_S = 0.15
 LOCAL_WARMUP = 1
 
 
@@ -264,7 +271,8 @@ def _sample(desktop: Any, seed: SeedWay, acts: _Actions, n: int) -> _Samples:
     fx, fy = acts.field
 
     def foreign(step: Callable[[], bytes]) -> bytes:
-        desktop.foreign_input()  # xdotool's input is not our session's: what it changes says nothing of our waits
+        # xdotool's input is not our session's: what it changes says nothing of our waits
+        desktop.foreign_input()
         return step()
 
     ways: dict[str, dict[str, Callable[[], bytes]]] = {

@@ -89,7 +89,8 @@ async def _open_and_walk(path: Path, moves: int, seed: int = 7) -> dict[str, Any
             await _until(
                 pilot, lambda serial=serial, n=redraws: screen.desktop.serial > serial and len(screen.redraw_ms) > n
             )
-            if key == "right":  # from the key's handler until the new frame was painted (the App's own time)
+            if key == "right":
+                # from the key's handler until the new frame was painted (the App's own time)
                 step_ms.append(screen.redraw_ms[-1])
         steps = len(screen.steps)
         cached = len(screen.reader._screens)

@@ -25,7 +25,8 @@ from ..core.policy import Policy, Verdict
 from ..core.rundir import new_run_id
 from .common import ACTIONS_PER_TURN, SCREEN, WARMUP, action_mix, log, pn, summarize_ns
 
-TARGET_ACTION_US = 1000.0  # median supervisor overhead per action, without fsync
+# median supervisor overhead per action, without fsync
+TARGET_ACTION_US = 1000.0
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -120,7 +121,8 @@ def bench_micro(tmp: Path, raws: list[dict[str, Any]], n: int, *, fsync: bool) -
         emit(ev.PolicyVerdict(turn, index, decision.verdict.value, decision.reason, decision.rule))
         if decision.verdict is Verdict.ALLOW:
             emit(ev.DecisionMade(turn, index, "approve", "policy", note=decision.reason))
-        else:  # confirm: the approver's ruling (headless approve); a block would not reach here in this mix
+        else:
+            # confirm: the approver's ruling (headless approve); a block would not reach here in this mix
             emit(ev.DecisionMade(turn, index, "approve", "headless rule: approve", subject="action"))
         emit(ev.Outcome(turn, index, call_id, "executed", "OK", i + 1, 0.0))
         t3 = pn()
@@ -172,7 +174,8 @@ def bench_audit_vs_seed(tmp: Path, raws: list[dict[str, Any]], n: int) -> dict[s
             append(kind, record)
         t1 = pn()
         for kind, record in records:
-            audit({"kind": kind, **record})  # the seed builds a fresh dict per record too ({**rec, ...})
+            # the seed builds a fresh dict per record too ({**rec, ...})
+            audit({"kind": kind, **record})
         t2 = pn()
         if i >= warmup:
             ours_ns.append(t1 - t0)
@@ -214,11 +217,13 @@ def bench_e2e(tmp: Path, n_actions: int, runs: int, *, fsync: bool) -> dict[str,
     records = 0
     statuses: dict[str, int] = {}
     intact = True
-    settings = Settings.load({"CUA_TUI_CONFIG": str(tmp / "no-config.toml")})  # built-in policy, whatever the user's
+    # built-in policy, whatever the user's
+    settings = Settings.load({"CUA_TUI_CONFIG": str(tmp / "no-config.toml")})
     for _ in range(runs):
         sink: list[ev.Event] = []
         stamps: list[int] = []
-        run = build_run(  # made as the command line makes a run: the one builder
+        # made as the command line makes a run: the one builder
+        run = build_run(
             RunOptions(
                 task="benchmark",
                 backend="dry",
@@ -257,7 +262,8 @@ def bench_e2e(tmp: Path, n_actions: int, runs: int, *, fsync: bool) -> dict[str,
             "fsync": fsync,
             "actions_per_run": n_actions,
             "runs": runs,
-            "per_action_run_us": statistics.median(per_action_ns) / 1e3,  # run time / actions (median of runs)
+            # run time / actions (median of runs)
+            "per_action_run_us": statistics.median(per_action_ns) / 1e3,
             "per_action_run": summarize_ns(per_action_ns),
             "records_per_action": records / (n_actions * runs),
             "statuses": statuses,

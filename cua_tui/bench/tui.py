@@ -52,7 +52,8 @@ def frames(count: int) -> list[bytes]:
     return out
 
 
-CELL_PIXELS = (8, 17)  # xterm's cell with DejaVu Sans Mono 10 (as the Sixel test in xterm measures it)
+# xterm's cell with DejaVu Sans Mono 10 (as the Sixel test in xterm measures it)
+CELL_PIXELS = (8, 17)
 
 
 def pin_cell_size() -> None:
@@ -93,7 +94,8 @@ async def _measure(widget: Widget, apply, pngs: list[bytes]) -> list[float]:
             payload = apply.prepare(png) if hasattr(apply, "prepare") else png
             start = time.thread_time()
             apply(widget, payload)
-            await pilot.pause()  # the app processes the refresh and composes the screen
+            # the app processes the refresh and composes the screen
+            await pilot.pause()
             samples.append((time.thread_time() - start) * 1000)
     return samples
 

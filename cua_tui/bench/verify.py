@@ -98,7 +98,8 @@ def _write_turns(
             shot += 1
             seq = _action_records(raw, policy, scaling, turn, index, step, f, frames[shot % len(frames)])
             f = frames[shot % len(frames)]
-            if writer.seq + len(seq) > last:  # an action's records go in whole: each proposal has its outcome
+            if writer.seq + len(seq) > last:
+                # an action's records go in whole: each proposal has its outcome
                 running = False
                 break
             for event in seq:

@@ -83,7 +83,8 @@ def command(
             if out is not None:
                 _write(opened, fmt, out)
         refused = opened.refused()
-        if refused:  # each is marked in place of its picture; said once here, with the first reason
+        if refused:
+            # each is marked in place of its picture; said once here, with the first reason
             first = refused[0]
             click.echo(
                 f"warning: {len(refused)} screenshot(s) not shown, each marked as refused "

@@ -200,7 +200,8 @@ def _run_headless(fleet: Any) -> None:
         except OSError as exc:
             raise CommandError(f"cannot start the fleet ({exc.strerror or exc})", path=fleet.runs_dir) from None
         click.echo(f"fleet {fleet.fleet_id} · {fleet.manifest_path}", err=True)
-        while not fleet.wait(0.2):  # a timed wait: the main thread runs the signal handler at once
+        while not fleet.wait(0.2):
+            # a timed wait: the main thread runs the signal handler at once
             pass
 
 
@@ -224,7 +225,8 @@ class StopOnSignal(OnSignal):
         # On a thread of its own: a kill switch held up by a wedged run must not hold up a second signal.
         killer = threading.Thread(target=self.fleet.kill_all, args=(by,), name="cua-fleet-kill-all", daemon=True)
         killer.start()
-        killer.join(1.0)  # the kill switches first, so that each run records the signal as its killer
+        # the kill switches first, so that each run records the signal as its killer
+        killer.join(1.0)
         if self.then is not None:
             try:
                 self.then()
@@ -243,7 +245,8 @@ def _summary(fleet: Any, settings_runs: Path | None = None) -> int:
     width = max(len(r.task) for r in rows)
     runs = f"{len(rows)} run{'s' if len(rows) != 1 else ''}"
     click.echo(f"fleet {fleet.fleet_id}: {runs} · manifest {fleet.manifest_path}", err=True)
-    if fleet.manifest_problem:  # the runs are complete run directories; only the index is behind
+    if fleet.manifest_problem:
+        # the runs are complete run directories; only the index is behind
         click.echo(f"warning: {visible(fleet.manifest_problem)}", err=True)
     for row in rows:
         verified = {True: "intact", False: "NOT INTACT", None: "-"}[row.intact]

@@ -50,5 +50,6 @@ def command(run: str, follow: bool, theme: str | None) -> None:
             screen_reader=ScreenReader(),
         )
         app.run()
-    if app.return_code:  # the App ended on an error (Textual printed it): not a review that went well
+    if app.return_code:
+        # the App ended on an error (Textual printed it): not a review that went well
         sys.exit(1)

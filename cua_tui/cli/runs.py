@@ -72,7 +72,8 @@ SHRINKABLE = ("TASK", "AGENT", "REASON", "FLEET")
 # Where shrinking is not enough (80 columns cannot hold them all), these go, first first; RUN (what every
 # command takes), TASK, STATUS and VERIFIED always stay. `--json` and a wider terminal show them all.
 HIDE_ORDER = ("BACKEND", "DECISIONS", "STEPS", "FLEET", "VERIFIER", "DURATION", "AGENT", "STARTED", "REASON")
-FLEET_LIMIT = 48  # the FLEET column (fleet id / task name), shown when a listed run belongs to a fleet
+# the FLEET column (fleet id / task name), shown when a listed run belongs to a fleet
+FLEET_LIMIT = 48
 SHRINK_FLOOR = 12
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -95,13 +96,15 @@ class RunEntry:
     reason: str | None = None
     steps: int | None = None
     decisions: int | None = None
-    verified: str | None = None  # intact, unsealed, tampered, unusable; None when not checked
+    # intact, unsealed, tampered, unusable; None when not checked
+    verified: str | None = None
     unknown_outcomes: int = 0
     verify_summary: str | None = None
     # Who vouched for the verdict (result.json's "verifier"): {"name", "where", "user"}, "where" one of
     # controller, sandbox, unknown; None when the run has no verdict.
     verifier: dict[str, str | None] | None = None
-    fleet: str | None = None  # the fleet id from run.json, for a run made by `cua-tui fleet`
+    # the fleet id from run.json, for a run made by `cua-tui fleet`
+    fleet: str | None = None
     fleet_task: str | None = None  # its task's name in the tasks file
 
     @property
@@ -166,7 +169,8 @@ def _agent_name(agent: str | None) -> str | None:
     """A script agent by its file's name (``script:form.json``): its path is run.json's (and --json's)."""
     if agent is None or not agent.startswith("script:"):
         return agent
-    path = agent.removeprefix("script:").split(" (", 1)[0]  # the demo's label adds " (scripted demo)"
+    # the demo's label adds " (scripted demo)"
+    path = agent.removeprefix("script:").split(" (", 1)[0]
     return f"script:{PurePath(path).name or path}"
 
 
@@ -238,7 +242,8 @@ def _verifier(result: dict[str, Any]) -> dict[str, str | None] | None:
     """Who vouched for the verdict, from result.json; a verdict recorded before runs said so (or said it
     in a shape this version does not read) is one from a place unknown, never the controller."""
     if type(result.get("verified")) is not bool:
-        return None  # no verdict: no verifier ran (or result.json does not say it did)
+        # no verdict: no verifier ran (or result.json does not say it did)
+        return None
     said = result.get("verifier")
     said = said if isinstance(said, dict) else {}
     where = said.get("where")
@@ -259,7 +264,8 @@ def _apply_verify(entry: RunEntry, report: VerifyReport) -> None:
     else:
         entry.verified = "intact" if report.sealed else "unsealed"
         entry.unknown_outcomes = len(report.unknown_outcomes)
-        entry.decisions = report.decisions  # counted over the whole chain: only then is it the run's
+        # counted over the whole chain: only then is it the run's
+        entry.decisions = report.decisions
         if entry.steps is None:
             entry.steps = report.proposals
     entry.verify_summary = report.summary
@@ -274,7 +280,8 @@ def _read_run(run: RunFolder, name: str, check: bool) -> RunEntry:
         entry.task, entry.backend = _text(info.get("task")), _text(info.get("backend"))
         entry.agent, entry.model = _text(info.get("agent")), _text(info.get("model"))
         entry.fleet, entry.fleet_task = _text(info.get("fleet")), _text(info.get("fleet_task"))
-    if result is not None:  # {}: no result.json (still running, or interrupted); None: unreadable, "?"
+    if result is not None:
+        # {}: no result.json (still running, or interrupted); None: unreadable, "?"
         entry.status = (_text(result.get("status")) or "?") if result else "unfinished"
         entry.reason = _text(result.get("reason"))
         entry.ended_at = _epoch(result.get("ended_at"))
@@ -379,7 +386,8 @@ def layout(entries: list[RunEntry], width: int | None = None) -> tuple[list[str]
     raw = [entry.cells() for entry in entries]
     limits = list(LIMITS)
     header: tuple[str, ...] = HEADER
-    if any(entry.fleet is not None for entry in entries):  # runs of a fleet: which one, and which task
+    if any(entry.fleet is not None for entry in entries):
+        # runs of a fleet: which one, and which task
         header = (*HEADER, "FLEET")
         limits.append(FLEET_LIMIT)
         raw = [(*cells, _fleet_cell(entry)) for cells, entry in zip(raw, entries, strict=True)]
@@ -394,14 +402,16 @@ def layout(entries: list[RunEntry], width: int | None = None) -> tuple[list[str]
         def need(columns: list[int], sizes: dict[int, int]) -> int:
             return sum(sizes[i] for i in columns) + 2 * (len(columns) - 1)
 
-        for name in HIDE_ORDER:  # a column goes before a shrinkable one would be cut below SHRINK_FLOOR
+        for name in HIDE_ORDER:
+            # a column goes before a shrinkable one would be cut below SHRINK_FLOOR
             if need(shown, floor) <= width:
                 break
             if name in header:
                 shown.remove(header.index(name))
                 hidden.append(name)
         excess = need(shown, widths) - width
-        while excess > 0:  # one character at a time off the widest shrinkable column: they end up even
+        while excess > 0:
+            # one character at a time off the widest shrinkable column: they end up even
             cuttable = [i for i in shown if widths[i] > floor[i]]
             if not cuttable:
                 break
@@ -454,7 +464,8 @@ def command(
     try:
         top = RunFolder.open(folder, follow_link=True)
     except RunFileError as exc:
-        if exc.reason != "missing":  # a file, a FIFO, a folder it may not read: not "no runs"
+        if exc.reason != "missing":
+            # a file, a FIFO, a folder it may not read: not "no runs"
             fail(
                 f"not a runs directory ({exc.detail})",
                 path=folder,

@@ -82,7 +82,8 @@ def _run_in_tui(run: Run, theme: str | None, settings: Any) -> Any:
     )
     with KillOnSignal(supervisor, then=lambda: app.call_from_thread(app.exit)):
         app.run()
-    if supervisor.result is None:  # the user left (ctrl+q) before the end: that is a kill
+    if supervisor.result is None:
+        # the user left (ctrl+q) before the end: that is a kill
         supervisor.kill(by="human (left the TUI)")
     result = supervisor.wait(60)
     if result is None:
@@ -103,7 +104,8 @@ class KillOnSignal(OnSignal):
     def act(self, signum: int, count: int) -> None:
         self.supervisor.kill(by="signal " + signal.Signals(signum).name)
         if self.then is not None:
-            with contextlib.suppress(Exception):  # the App may be gone already: the run's end does not wait
+            with contextlib.suppress(Exception):
+                # the App may be gone already: the run's end does not wait
                 self.then()
 
 
@@ -116,6 +118,7 @@ def _run_with_interrupt(run: Run) -> Any:
         worker.start()
         while worker.is_alive():
             worker.join(0.2)
-    if "result" not in box:  # run() ends every run itself; this is the last line of defence
+    if "result" not in box:
+        # run() ends every run itself; this is the last line of defence
         raise CommandError("the run ended without a result", path=run.path, hint="see its audit.jsonl")
     return box["result"]

@@ -34,7 +34,8 @@ def command(run: str, key: Path | None) -> None:
     except AuditKeyError as exc:
         fail(str(exc))
     report = verify_run(run_dir, audit_key)
-    if report.code == VerifyExit.UNUSABLE:  # not a verdict on the run: the error every command gives
+    if report.code == VerifyExit.UNUSABLE:
+        # not a verdict on the run: the error every command gives
         fail(report.summary)
     stream_err = report.code != VerifyExit.INTACT
     # the summary quotes the run directory's own text (run ids, paths): shown literally, never as escapes

@@ -30,9 +30,12 @@ MAX_SCROLL_PIXELS = 10_000
 MAX_WAIT_MS = 120_000
 MAX_KEYS_PER_CHORD = 6
 MAX_REPEAT = 100
-MAX_NESTING = 8  # lists and objects inside a raw action; the deepest real one (a drag path point) is 3
-MAX_VALUES = 4096  # values in a raw action, all levels; a drag path at its bound has under 800
-PIXELS_PER_NOTCH = 100  # OpenAI scrolls in pixels; the desktop scrolls in wheel notches.
+# lists and objects inside a raw action; the deepest real one (a drag path point) is 3
+MAX_NESTING = 8
+# values in a raw action, all levels; a drag path at its bound has under 800
+MAX_VALUES = 4096
+# OpenAI scrolls in pixels; the desktop scrolls in wheel notches.
+PIXELS_PER_NOTCH = 100
 DEFAULT_WAIT_MS = 1000
 
 
@@ -40,7 +43,8 @@ class ActionError(ValueError):
     """A proposed action that cannot be accepted. ``code`` is stable, ``reason`` is for people."""
 
     def __init__(self, code: str, reason: str) -> None:
-        reason = encodable(reason)  # it quotes untrusted input and is recorded in the audit log
+        # it quotes untrusted input and is recorded in the audit log
+        reason = encodable(reason)
         super().__init__(reason)
         self.code = code
         self.reason = reason
@@ -305,7 +309,8 @@ def _held(value: Any, *, field_name: str) -> tuple[str, ...]:
 Point = tuple[int, int]
 
 
-FOCUS_TEXT = ("\t", "\n", "\r")  # typed text with one of these moves the focus (xdotool types a Tab as Tab)
+# typed text with one of these moves the focus (xdotool types a Tab as Tab)
+FOCUS_TEXT = ("\t", "\n", "\r")
 
 
 def text_sha256(text: str) -> str:
@@ -371,7 +376,8 @@ class Action:
             rec["text_len"] = len(self.text)
             rec["text_sha256"] = self.text_sha256
             if any(c in self.text for c in FOCUS_TEXT):
-                rec["moves_focus"] = True  # the text leaves its field (core/focus.py), the one fact told of it
+                # the text leaves its field (core/focus.py), the one fact told of it
+                rec["moves_focus"] = True
         if self.duration_ms:
             rec["duration_ms"] = self.duration_ms
         if self.region is not None:
@@ -425,12 +431,14 @@ class _ShortRepr(reprlib.Repr):
     """repr() in bounded time and space, whatever the value (deep, long, or an integer too long to print)."""
 
     def __init__(self) -> None:
-        super().__init__()  # set as attributes: Debian's python 3.11 in the sandbox image takes no keywords
+        # set as attributes: Debian's python 3.11 in the sandbox image takes no keywords
+        super().__init__()
         self.maxlevel, self.maxlist, self.maxdict = 3, 4, 4
         self.maxstring = self.maxother = self.maxlong = 48
 
     def repr_int(self, x: int, level: int) -> str:
-        if x.bit_length() > 512:  # str() of a long int costs quadratic time, and fails past 4300 digits
+        if x.bit_length() > 512:
+            # str() of a long int costs quadratic time, and fails past 4300 digits
             return f"<{x.bit_length()}-bit integer>"
         return super().repr_int(x, level)
 
@@ -565,7 +573,8 @@ def parse_openai(raw: Any, scaling: Scaling) -> Action:
         return _parse_openai(raw, scaling)
     except ActionError:
         raise
-    except Exception as exc:  # a parser bug must not end the run either; it is still a refusal
+    except Exception as exc:
+        # a parser bug must not end the run either; it is still a refusal
         raise ActionError("malformed", f"could not read the action ({type(exc).__name__})") from None
 
 

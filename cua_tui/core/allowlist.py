@@ -139,7 +139,8 @@ def parse_entry(raw: object) -> Entry:
         raise AllowListError(raw, "is not a host name or IP address: unbalanced or misplaced brackets")
     elif text.count(":") == 1:
         host, port_text = text.split(":")
-    else:  # a plain host, or a bare IPv6 literal (which cannot carry a port)
+    else:
+        # a plain host, or a bare IPv6 literal (which cannot carry a port)
         host, port_text = text, None
     ports = DEFAULT_PORTS
     if port_text is not None:

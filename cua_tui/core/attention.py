@@ -53,10 +53,12 @@ class Attention:
     unseen: list[Alert] = field(default_factory=list)
     folded: int = 0  # routine refused requests
     folded_hosts: list[str] = field(default_factory=list)  # their hosts, first seen first
-    _refused: set[tuple[str, int]] = field(default_factory=set)  # non-routine hosts alerted once each
+    # non-routine hosts alerted once each
+    _refused: set[tuple[str, int]] = field(default_factory=set)
     _names: dict[int, str] = field(default_factory=dict)  # the current turn's actions, by index
 
-    MAX_UNSEEN = 200  # a hostile page can make the browser ask thousands of hosts: the oldest go first
+    # a hostile page can make the browser ask thousands of hosts: the oldest go first
+    MAX_UNSEEN = 200
 
     def name(self, index: int) -> str:
         """``#2 click at (550, 182)``: an action of the current turn as people read it."""

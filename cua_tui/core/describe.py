@@ -271,7 +271,8 @@ def request_panel(
             parts += [(f"  {gated_line(g)}\n", TYPED if g.covered else "") for g in request.gated]
     if action is not None:
         said = visible(action.describe())
-        if action.kind is not Kind.TYPE and destination and " at (" in said:  # the words read at the target
+        if action.kind is not Kind.TYPE and destination and " at (" in said:
+            # the words read at the target
             said = said.replace(" at (", f" “{visible(destination, limit=60)}” at (", 1)
         parts += [("action  ", LABEL), (said + "\n", "")]
         if action.kind is Kind.TYPE:
@@ -281,7 +282,8 @@ def request_panel(
             if destination is not None:
                 parts += [("goes to ", LABEL), ((one_line(destination, 80) if compact else destination) + "\n", "")]
     parts += [("why     ", LABEL), (visible(request.reason, limit=400) + "\n", "")]
-    if model_text.strip():  # the model's reason for its batch: untrusted, and cut short
+    if model_text.strip():
+        # the model's reason for its batch: untrusted, and cut short
         parts += [("model   ", LABEL), (visible(one_line(model_text, 80 if compact else 300)) + "\n", "")]
     if not compact:
         parts += _keys(request, field, compact=False)
@@ -295,7 +297,8 @@ def _keys(request: DecisionRequest, field: bool, *, compact: bool) -> list[tuple
     action = request.action
     gap = "  " if compact else "   "
     parts = [("y", KEY), (f" approve{gap}", ""), ("n", KEY), (f" reject{gap}", ""), ("k", KEY), (" kill switch", "")]
-    if request.scope is not None:  # shown before it can be pressed: what exactly a grant would cover
+    if request.scope is not None:
+        # shown before it can be pressed: what exactly a grant would cover
         typing = request.scope.kind == "typing"
         if compact:
             what = "typing into this field, till the focus leaves" if typing else f"{request.scope.label}"
@@ -315,7 +318,8 @@ def _keys(request: DecisionRequest, field: bool, *, compact: bool) -> list[tuple
 # ---------------------------------------------------------------------------------------------------
 # A step of a recorded run (replay, export)
 # ---------------------------------------------------------------------------------------------------
-WARN = "warn"  # a role for what a reviewer must not miss (untrusted steps, refusals)
+# a role for what a reviewer must not miss (untrusted steps, refusals)
+WARN = "warn"
 
 
 def step_action(step: Step) -> str:
@@ -386,7 +390,8 @@ MAX_SHOWN_MS = 7 * 24 * 3600 * 1000  # a week: longer than any run's deadline
 def shown_for(decision: ev.DecisionMade) -> str:
     """How long the reviewer had the decision on screen ("shown 2.4 s before the answer"), or ""."""
     if type(decision.shown_ms) is not int or not 0 <= decision.shown_ms <= MAX_SHOWN_MS:
-        return ""  # a recorded figure no run could have (a hostile run directory) says nothing
+        # a recorded figure no run could have (a hostile run directory) says nothing
+        return ""
     return f"shown {decision.shown_ms / 1000:.1f} s before the answer"
 
 

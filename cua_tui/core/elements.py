@@ -14,10 +14,14 @@ from PIL import Image
 
 Box = tuple[int, int, int, int]  # x0, y0, x1, y1 (x1, y1 exclusive)
 
-TOLERANCE = 40  # summed RGB difference that counts as another colour (anti-aliasing stays below it)
-LINE = 9  # a border is at least this long beside the scan line; a letter's stroke is shorter
-MIN_SIZE = (16, 14)  # smaller than this is a glyph or an icon, not a field or a button
-MAX_SIZE = (1400, 240)  # larger than this is a panel or the page, not one element
+# summed RGB difference that counts as another colour (anti-aliasing stays below it)
+TOLERANCE = 40
+# a border is at least this long beside the scan line; a letter's stroke is shorter
+LINE = 9
+# smaller than this is a glyph or an icon, not a field or a button
+MIN_SIZE = (16, 14)
+# larger than this is a panel or the page, not one element
+MAX_SIZE = (1400, 240)
 
 
 def _distance(a: tuple[int, ...], b: tuple[int, ...]) -> int:
@@ -80,7 +84,8 @@ def element_box(image: Image.Image, point: tuple[int, int]) -> Box | None:
     top, bottom = edge(-1, columns), edge(1, columns)
     if top is None or bottom is None or bottom - top < MIN_SIZE[1]:
         return None
-    row = top + 2 if bottom - top > 6 else y  # just inside the top border: above any text in the element
+    # just inside the top border: above any text in the element
+    row = top + 2 if bottom - top > 6 else y
 
     def side(step: int) -> int | None:
         cx = x

@@ -69,7 +69,8 @@ class RunStatus(StrEnum):
 
     PASSED = "passed"
     FAILED = "failed"
-    FINISHED = "finished"  # the agent finished and no verifier exists for the task
+    # the agent finished and no verifier exists for the task
+    FINISHED = "finished"
     KILLED = "killed"
     LIMIT = "limit"
     ERROR = "error"
@@ -216,12 +217,16 @@ class DecisionMade(Event):
     turn: int
     index: int
     decision: Answer
-    by: str  # human, policy, headless rule: ..., approver command, grant #N, no approver (fail closed)
+    # human, policy, headless rule: ..., approver command, grant #N, no approver (fail closed)
+    by: str
     subject: str = "action"
     note: str = ""
-    operator: str = ""  # who, when a person decided (user@host or --operator); never set otherwise
-    screen: str = ""  # the SHA-256 of the screenshot the reviewer was shown ("" when no screen was shown)
-    shown_ms: int | None = None  # how long the decision was on screen before the answer (a person's only)
+    # who, when a person decided (user@host or --operator); never set otherwise
+    operator: str = ""
+    # the SHA-256 of the screenshot the reviewer was shown ("" when no screen was shown)
+    screen: str = ""
+    # how long the decision was on screen before the answer (a person's only)
+    shown_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,8 @@ class Tier(IntEnum):
     """A request's risk tier: lower comes first."""
 
     SAFETY_CHECK = 0
-    RISKY = 1  # a marked region, or a transmission (typing, a key that submits or sends)
+    # a marked region, or a transmission (typing, a key that submits or sends)
+    RISKY = 1
     OTHER = 2
 
 
@@ -154,14 +155,18 @@ class RunRow:
     phase: str = ""
     turn: int = 0
     steps: int = 0
-    waiting_since: float | None = None  # runner clock: when its oldest pending request was asked
+    # runner clock: when its oldest pending request was asked
+    waiting_since: float | None = None
     status: str = ""
     reason: str = ""
     verified: bool | None = None
-    verifier: str = ""  # where the verdict's verifier ran (core.ports.VerifierPlace), "" without a verdict
+    # where the verdict's verifier ran (core.ports.VerifierPlace), "" without a verdict
+    verifier: str = ""
     intact: bool | None = None
-    target: str = ""  # where its desktop goes: "lab form", or the URL it opens
-    allowed: tuple[str, ...] = ()  # hosts the task lets the browser reach besides its target
+    # where its desktop goes: "lab form", or the URL it opens
+    target: str = ""
+    # hosts the task lets the browser reach besides its target
+    allowed: tuple[str, ...] = ()
 
     @property
     def ended(self) -> bool:
@@ -218,7 +223,8 @@ class FleetControl(Protocol):
 
     fleet_id: str
 
-    def start(self) -> None: ...  # returns at once; a second call does nothing; OSError: the runs dir
+    # returns at once; a second call does nothing; OSError: the runs dir
+    def start(self) -> None: ...
     def subscribe(self, listener: FleetListener) -> Callable[[], None]: ...
     def rows(self) -> list[RunRow]: ...
     def row(self, task: str) -> RunRow: ...  # KeyError for a task not in the fleet

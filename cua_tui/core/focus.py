@@ -51,16 +51,19 @@ def after(
     try:
         kind = Kind(kind)
     except ValueError:
-        return None  # an action this version does not know: the field is unknown
+        # an action this version does not know: the field is unknown
+        return None
     if kind in CLICKS:
-        return point  # a click names the field it lands in (None when the point is not known)
+        # a click names the field it lands in (None when the point is not known)
+        return point
     if kind in KEEPS:
         return field
     if kind is Kind.TYPE:
         return None if moves_focus else field
     if kind is Kind.KEYPRESS:
         return field if keeps_focus(chord) else None
-    return None  # drag, hold_key, mouse_down / mouse_up: the focus may have gone anywhere
+    # drag, hold_key, mouse_down / mouse_up: the focus may have gone anywhere
+    return None
 
 
 def after_action(field: Point | None, action: Action) -> Point | None:

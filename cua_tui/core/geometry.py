@@ -111,6 +111,7 @@ def _centre(v: int, model_side: int, display_side: int) -> int:
     # Display pixels [v*D/M, (v+1)*D/M) belong to model pixel v; take the middle one, in integers.
     lo = -(-v * display_side // model_side)  # ceil(v*D/M): first display pixel mapping back to v
     hi = ((v + 1) * display_side - 1) // model_side  # last display pixel mapping back to v
-    if hi < lo:  # upscaling: several model pixels share one display pixel
+    if hi < lo:
+        # upscaling: several model pixels share one display pixel
         return v * display_side // model_side
     return (lo + hi) // 2

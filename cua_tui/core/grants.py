@@ -12,7 +12,8 @@ from .actions import Action, Kind
 from .policy import Decision, Verdict
 from .ports import Scope
 
-FIELD_RADIUS = 8  # pixels: a click this close to the field's point is a click into the same field
+# pixels: a click this close to the field's point is a click into the same field
+FIELD_RADIUS = 8
 CLICKS = (Kind.CLICK, Kind.DOUBLE_CLICK, Kind.TRIPLE_CLICK)
 
 
@@ -35,7 +36,8 @@ def scope_for(action: Action, decision: Decision, field: tuple[int, int] | None)
 def covers(scope: Scope, action: Action, decision: Decision, field: tuple[int, int] | None) -> bool:
     """Whether ``scope`` covers ``action`` (classified ``decision``, the focused field at ``field``)."""
     if decision.verdict is not Verdict.CONFIRM or decision.sends_out:
-        return False  # a block is never covered; an allow needs nothing; sending out always asks
+        # a block is never covered; an allow needs nothing; sending out always asks
+        return False
     if scope.kind == "chord":
         return action.kind is Kind.KEYPRESS and action.chord == scope.key
     if scope.kind == "typing":

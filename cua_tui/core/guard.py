@@ -14,7 +14,8 @@ from collections.abc import Callable
 DEFAULT_GUARD_S = 1.0
 # Chromium's InputEventActivationProtector ignores input for 500 ms after a dialog shows: never less.
 GUARD_FLOOR_S = 0.5
-GUARD_CEILING_S = 10.0  # longer only locks the analyst out of their own decisions
+# longer only locks the analyst out of their own decisions
+GUARD_CEILING_S = 10.0
 
 
 def check_guard(seconds: float) -> str | None:
@@ -67,7 +68,8 @@ class DecisionGuard:
         age = self.age()
         if age is None or age >= self.seconds:
             return None
-        shown = math.floor(round(age, 6) * 10) / 10  # never "1.0 s ago" while a 1.0 s guard still holds
+        # never "1.0 s ago" while a 1.0 s guard still holds
+        shown = math.floor(round(age, 6) * 10) / 10
         return f"{key} ignored: this decision appeared {shown:.1f} s ago; keys count after {self.seconds:.1f} s"
 
     def shown_ms(self) -> int | None:

@@ -40,7 +40,8 @@ class Decision:
     verdict: Verdict
     reason: str
     rule: str
-    sends_out: bool = False  # a click in a region marked as sending data out of the sandbox: never granted
+    # a click in a region marked as sending data out of the sandbox: never granted
+    sends_out: bool = False
 
 
 class PolicyError(TomlFileError):
@@ -48,8 +49,10 @@ class PolicyError(TomlFileError):
     made visible: core.tomlfile)."""
 
 
-MAX_POLICY_BYTES = 1024 * 1024  # a real policy is a few kilobytes; this bounds what a hostile file costs
-MAX_LIMIT = 10**9  # any cap in [limits]: 31 years of seconds, a billion steps or dollars
+# a real policy is a few kilobytes; this bounds what a hostile file costs
+MAX_POLICY_BYTES = 1024 * 1024
+# any cap in [limits]: 31 years of seconds, a billion steps or dollars
+MAX_LIMIT = 10**9
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -186,7 +189,8 @@ class Region:
     height: int
     verdict: Verdict
     reason: str
-    sends_out: bool = False  # the control sends data out of the sandbox: asked every time, never grouped
+    # the control sends data out of the sandbox: asked every time, never grouped
+    sends_out: bool = False
 
     def contains(self, point: tuple[int, int]) -> bool:
         px, py = point
@@ -267,7 +271,8 @@ class Policy:
                     )
         if any(d.verdict is Verdict.BLOCK for d in found):
             return next(d for d in found if d.verdict is Verdict.BLOCK)
-        if found:  # the first names the rule; a region that sends data out marks the decision whatever names it
+        if found:
+            # the first names the rule; a region that sends data out marks the decision whatever names it
             return dataclasses.replace(found[0], sends_out=any(d.sends_out for d in found))
         if kind in self.confirm:
             reason = KIND_REASONS.get(kind, f"{kind.value} actions need a decision under this policy")
@@ -397,7 +402,8 @@ def _check_limits(doc: TomlDoc, lim: _Limits) -> None:
         if isinstance(value, float) and not math.isfinite(value):
             # nan compares false with everything: a cap of nan would never fire.
             raise doc.error(("limits", name), f"{name} must be a finite number")
-        if value > MAX_LIMIT:  # beyond what a timer or a counter can use (a wait overflows past ~2**33 s)
+        if value > MAX_LIMIT:
+            # beyond what a timer or a counter can use (a wait overflows past ~2**33 s)
             raise doc.error(("limits", name), f"{name} must be at most {MAX_LIMIT}")
     for name in ("max_turns", "max_steps", "deadline_seconds", "max_text_length", "max_scroll", "max_drag_points"):
         if getattr(lim, name) < 1:
@@ -446,7 +452,8 @@ def _regions(doc: TomlDoc, regions: list[_Region]) -> tuple[Region, ...]:
 
 
 def _domains(doc: TomlDoc, names: list[str]) -> tuple[str, ...]:
-    domains: dict[str, None] = {}  # the proxy's own grammar: what passes here is what a run accepts
+    # the proxy's own grammar: what passes here is what a run accepts
+    domains: dict[str, None] = {}
     for i, domain in enumerate(names):
         try:
             domains.setdefault(parse_entry(domain).text)
@@ -481,7 +488,8 @@ def chord_matches(pattern: str, chord: str) -> bool:
 def _chords_of(action: Action) -> list[str]:
     if action.chord:
         return [action.chord]
-    if action.hold:  # modifiers held during a click count as pressed keys (super+click opens menus)
+    if action.hold:
+        # modifiers held during a click count as pressed keys (super+click opens menus)
         return ["+".join(action.hold)]
     return []
 

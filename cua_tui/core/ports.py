@@ -65,16 +65,20 @@ class StepResult:
     frame: Frame
     output: str | None = None  # e.g. "X=10,Y=20" for cursor_position
     image: Frame | None = None  # e.g. the zoomed region for zoom
-    stale: bool = False  # the action's area had changed: nothing ran, ``frame`` is the screen now
+    # the action's area had changed: nothing ran, ``frame`` is the screen now
+    stale: bool = False
 
 
 class VerifierPlace(StrEnum):
     """Where a verdict's verifier ran: who vouches for it (DESIGN.md, "A verdict records where its verifier
     ran"). A verdict from inside the sandbox is the sandbox's own word, as untrusted as anything it sends."""
 
-    CONTROLLER = "controller"  # in the controller's process (a lab server it runs, the sim's app)
-    SANDBOX = "sandbox"  # inside the sandbox (the helper's lab server, a command run there)
-    UNKNOWN = "unknown"  # not recorded: a run from before the field, or an adapter that does not say
+    # in the controller's process (a lab server it runs, the sim's app)
+    CONTROLLER = "controller"
+    # inside the sandbox (the helper's lab server, a command run there)
+    SANDBOX = "sandbox"
+    # not recorded: a run from before the field, or an adapter that does not say
+    UNKNOWN = "unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,12 +289,18 @@ class Answer(StrEnum):
 @dataclass(frozen=True, slots=True)
 class Ruling:
     answer: Answer
-    by: str  # "human", "headless rule: reject", "approver command", "no approver (fail closed)", ...
-    note: str = ""  # a reviewer's reason (a rejection's goes to the model too)
-    human: bool = False  # a person decided (then the operator is recorded with the decision)
-    grant: bool = False  # approve this and every later action of the request's scope (``a``)
-    screen: str = ""  # the SHA-256 of the screenshot the reviewer was shown with the request
-    shown_ms: int | None = None  # how long the request was on screen before this answer
+    # "human", "headless rule: reject", "approver command", "no approver (fail closed)", ...
+    by: str
+    # a reviewer's reason (a rejection's goes to the model too)
+    note: str = ""
+    # a person decided (then the operator is recorded with the decision)
+    human: bool = False
+    # approve this and every later action of the request's scope (``a``)
+    grant: bool = False
+    # the SHA-256 of the screenshot the reviewer was shown with the request
+    screen: str = ""
+    # how long the request was on screen before this answer
+    shown_ms: int | None = None
 
 
 class AnswerDetails(TypedDict, total=False):
@@ -352,8 +362,10 @@ class DecisionRequest:
     action: Action | None = None
     safety_checks: tuple[SafetyCheck, ...] = ()
     frame: Frame | None = None
-    scope: Scope | None = None  # what ``a`` would approve for the rest of the run (None: not offered)
-    gated: tuple[Gated, ...] = ()  # a safety check's: the call's actions, which its approval covers if confirm
+    # what ``a`` would approve for the rest of the run (None: not offered)
+    scope: Scope | None = None
+    # a safety check's: the call's actions, which its approval covers if confirm
+    gated: tuple[Gated, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The request as sent to an ``approver:CMD`` process (the reviewer sees the text in full)."""

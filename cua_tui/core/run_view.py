@@ -55,7 +55,8 @@ class ActionView:
     params: str
     error: str = ""
     parsed: Action | None = None
-    record: dict[str, Any] | None = None  # the action as recorded (what a run read back from disk has)
+    # the action as recorded (what a run read back from disk has)
+    record: dict[str, Any] | None = None
     verdict: Verdict | None = None  # None: not classified yet
     reason: str = ""
     state: ActionState = ActionState.WAITING
@@ -81,17 +82,22 @@ class RunView:
     batch_size: int = 0
     actions: dict[int, ActionView] = field(default_factory=dict)
     final_text: str | None = None
-    pending: DecisionRequest | None = None  # the request the run waits on, from its decision_requested event
+    # the request the run waits on, from its decision_requested event
+    pending: DecisionRequest | None = None
     screen: ev.ScreenCaptured | None = None  # the newest screenshot with pixels
     ended: ev.RunEnded | None = None
     verification: ev.VerificationDone | None = None  # the verdict and who vouched for it
     killed: bool = False
     grants: dict[int, ev.GrantAdded] = field(default_factory=dict)  # scoped approvals in force
-    isolation: dict[str, Any] | None = None  # what the desktop's sandbox obtained (desktop_ready)
-    attention: Attention = field(default_factory=Attention)  # alerts not yet seen, routine noise folded
+    # what the desktop's sandbox obtained (desktop_ready)
+    isolation: dict[str, Any] | None = None
+    # alerts not yet seen, routine noise folded
+    attention: Attention = field(default_factory=Attention)
     alert: Alert | None = None  # the alert the last event raised, if any
-    focused: tuple[int, int] | None = None  # the focused field (core/focus.py): where typing goes
-    started: ev.RunStarted | None = None  # the run's task, agent, limits and policy, as it started
+    # the focused field (core/focus.py): where typing goes
+    focused: tuple[int, int] | None = None
+    # the run's task, agent, limits and policy, as it started
+    started: ev.RunStarted | None = None
 
     @property
     def events(self) -> int:
@@ -130,7 +136,8 @@ class RunView:
                 self.actions[event.index] = view
             case ev.PolicyVerdict():
                 if (row := self.actions.get(event.index)) is not None:
-                    known = event.verdict in Verdict.__members__.values()  # else: not a verdict this version knows
+                    # else: not a verdict this version knows
+                    known = event.verdict in Verdict.__members__.values()
                     row.verdict, row.reason = (Verdict(event.verdict) if known else None), event.reason
             case ev.DecisionRequested():
                 if self.ended is None and not self.killed:
@@ -139,7 +146,8 @@ class RunView:
                 self._decision(event)
             case ev.Outcome():
                 if (row := self.actions.get(event.index)) is not None:
-                    row.state = _enum(ActionState, event.status, row.state)  # an unknown status claims nothing
+                    # an unknown status claims nothing
+                    row.state = _enum(ActionState, event.status, row.state)
                     self.focused = focus.after_outcome(self.focused, event.status, row.parsed, row.record)
                 self.steps = event.step
             case ev.GrantAdded():
@@ -161,7 +169,8 @@ class RunView:
             self.batch_turn, self.batch_text, self.batch_size = event.turn, event.text, event.actions
             self.actions = {}
             self.final_text = None
-        else:  # the agent is done: the last batch stays in view with its final words
+        else:
+            # the agent is done: the last batch stays in view with its final words
             self.final_text = event.text
 
     def _decision(self, event: ev.DecisionMade) -> None:

@@ -75,7 +75,8 @@ def write_json_atomic(path: Path, data: Any) -> None:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except OSError:
-        with contextlib.suppress(OSError):  # no half-written temp file left beside the run's files
+        with contextlib.suppress(OSError):
+            # no half-written temp file left beside the run's files
             tmp.unlink()
         raise
     _fsync_dir(path.parent)
@@ -193,7 +194,8 @@ class RunDir:
 
     def write_sandbox_id(self, sandbox_id: str) -> None:
         tmp = self.sandbox_id.with_suffix(".tmp")
-        tmp.write_text(encodable(sandbox_id) + "\n", encoding="utf-8")  # an id the sandbox side named
+        # an id the sandbox side named
+        tmp.write_text(encodable(sandbox_id) + "\n", encoding="utf-8")
         os.replace(tmp, self.sandbox_id)
 
     @property
@@ -210,7 +212,8 @@ class RunDir:
         try:
             os.posix_fallocate(fd, 0, nbytes)
         except OSError:
-            pass  # no room even now, or a file system without fallocate: run without a reserve
+            # no room even now, or a file system without fallocate: run without a reserve
+            pass
         finally:
             os.close(fd)
 

@@ -116,7 +116,8 @@ class RunLog(FdOwner):
             self._take(chunk, out)
 
     def _take(self, chunk: bytes, out: list[ev.Stamped]) -> None:
-        if self._skipping:  # inside an over-long line: drop it up to its newline
+        if self._skipping:
+            # inside an over-long line: drop it up to its newline
             cut = chunk.find(b"\n")
             if cut < 0:
                 return
@@ -150,8 +151,10 @@ class RunLog(FdOwner):
 
 
 SCREENS = "screens"
-AUDIT_CAP = 256 << 20  # a 10,000-step run's log is about 3 MB: a larger one is not a run to open
-SCREEN_CACHE = 12  # decoded-on-demand screenshots kept in memory (a few MB): replay of any length stays small
+# a 10,000-step run's log is about 3 MB: a larger one is not a run to open
+AUDIT_CAP = 256 << 20
+# decoded-on-demand screenshots kept in memory (a few MB): replay of any length stays small
+SCREEN_CACHE = 12
 
 
 class RunReader:

@@ -25,13 +25,15 @@ import msgspec
 
 MiB = 1 << 20
 JSON_CAP = 16 * MiB  # run.json, result.json: a few KB in practice
-SCREEN_CAP = 64 * MiB  # one PNG screenshot: well under 10 MB even for an 8K screen
+# one PNG screenshot: well under 10 MB even for an 8K screen
+SCREEN_CAP = 64 * MiB
 LINE_CAP = 8 * MiB  # one audit record: a few hundred bytes in practice
 _BLOCK = 1 * MiB
 
 # status of a line read from a JSONL file
 LINE_OK = 0
-LINE_INCOMPLETE = 1  # the last line, without its newline (an interrupted write)
+# the last line, without its newline (an interrupted write)
+LINE_INCOMPLETE = 1
 LINE_TOO_LONG = 2  # longer than the cap; its bytes are not kept
 LINE_BAD_UTF8 = 3  # not valid UTF-8
 
@@ -177,7 +179,8 @@ class RunFolder(FdOwner):
     def open_file(self, name: str, cap: int) -> tuple[int, int]:
         """(descriptor, size) of a regular file of at most ``cap`` bytes. The caller closes the descriptor."""
         st = self._lstat(name)
-        if not stat.S_ISREG(st.st_mode):  # refused before open: opening a FIFO or a device can block or act
+        if not stat.S_ISREG(st.st_mode):
+            # refused before open: opening a FIFO or a device can block or act
             raise RunFileError(name, "not_regular", f"{kind_of(st.st_mode)}, not a regular file")
         if st.st_size > cap:
             raise RunFileError(name, "too_large", f"larger than {_size(cap)} ({st.st_size:,} bytes)")
@@ -306,7 +309,8 @@ def _block_lines(body: bytes, cap: int) -> tuple[list[bytes], dict[int, int] | N
     lines.pop()
     marks: dict[int, int] = {}
     start = 0
-    while True:  # one C-speed pass; after a bad byte, go on from the next line
+    while True:
+        # one C-speed pass; after a bad byte, go on from the next line
         try:
             body[start:].decode("utf-8") if start else body.decode("utf-8")
             break

@@ -17,18 +17,25 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-if TYPE_CHECKING:  # imaging loads Pillow; the protocol only names its limit
+if TYPE_CHECKING:
+    # imaging loads Pillow; the protocol only names its limit
     from .imaging import ScreenLimit
 
-MAX_WORDS = 5_000  # a dense 4K page has about 3,000; more is not a screen a person reads
-MAX_WORD_CHARS = 120  # one recognised "word" longer than this is cut (a URL fits)
-AROUND_RADIUS = 120  # pixels: how far from a point the words "around" it may be (a field and its label)
-AROUND_GAP = 40  # pixels: words farther than the nearest one by more than this belong to something else
-ROW_WEIGHT = 3  # horizontal pixels that count as one vertical pixel: a field is wide, its text on its row
+# a dense 4K page has about 3,000; more is not a screen a person reads
+MAX_WORDS = 5_000
+# one recognised "word" longer than this is cut (a URL fits)
+MAX_WORD_CHARS = 120
+# pixels: how far from a point the words "around" it may be (a field and its label)
+AROUND_RADIUS = 120
+# pixels: words farther than the nearest one by more than this belong to something else
+AROUND_GAP = 40
+# horizontal pixels that count as one vertical pixel: a field is wide, its text on its row
+ROW_WEIGHT = 3
 AROUND_WORDS = 10
 
 Point = tuple[int, int]
-Box = tuple[int, int, int, int]  # x0, y0, x1, y1 (x1 and y1 exclusive), display pixels
+# x0, y0, x1, y1 (x1 and y1 exclusive), display pixels
+Box = tuple[int, int, int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,7 +280,8 @@ def matches(text: str, query: str) -> list[tuple[int, int]]:
     if not query:
         return []
     haystack, needle = text.casefold(), query.casefold()
-    if len(haystack) != len(text):  # casefold changed the length (ß -> ss): fall back to lower()
+    if len(haystack) != len(text):
+        # casefold changed the length (ß -> ss): fall back to lower()
         haystack, needle = text.lower(), query.lower()
         if len(haystack) != len(text):
             return []

@@ -18,7 +18,8 @@ from PIL import Image, ImageChops
 
 from .ports import Frame
 
-MAX_REFERENCE_BYTES = 256 * 1024  # a 64 x 64 crop's PNG is a few KB; a wire check larger than this is refused
+# a 64 x 64 crop's PNG is a few KB; a wire check larger than this is refused
+MAX_REFERENCE_BYTES = 256 * 1024
 
 
 class CheckError(ValueError):
@@ -34,7 +35,8 @@ class ScreenCheck:
     reference: bytes
     pixel_threshold: int = 48
     changed_fraction: float = 0.04
-    seen: str = ""  # the SHA-256 of the screenshot the reference was cut from (not sent: the controller's)
+    # the SHA-256 of the screenshot the reference was cut from (not sent: the controller's)
+    seen: str = ""
 
     def changed(self, region: Image.Image) -> bool:
         """Whether ``region`` (the same box, captured now) differs from the reference beyond the tolerances."""
@@ -43,7 +45,8 @@ class ScreenCheck:
         after = region.convert("RGB")
         if before.size != after.size:
             return True
-        diff = ImageChops.difference(before, after).convert("L")  # L is a weighted mean of the channel deltas
+        # L is a weighted mean of the channel deltas
+        diff = ImageChops.difference(before, after).convert("L")
         changed = sum(diff.histogram()[self.pixel_threshold // 2 :])
         return changed > self.changed_fraction * before.width * before.height
 
@@ -100,9 +103,12 @@ class ScreenCheck:
 
 @dataclass(frozen=True, slots=True)
 class StaleGuard:
-    radius: int = 32  # half the side of the compared square, in display pixels
-    pixel_threshold: int = 48  # a pixel "changed" when one channel moved by more than this
-    changed_fraction: float = 0.04  # the area is stale when more than this share of pixels changed
+    # half the side of the compared square, in display pixels
+    radius: int = 32
+    # a pixel "changed" when one channel moved by more than this
+    pixel_threshold: int = 48
+    # the area is stale when more than this share of pixels changed
+    changed_fraction: float = 0.04
 
     def check(self, before: Frame, point: tuple[int, int]) -> ScreenCheck | None:
         """The check for an action at ``point`` on the screen the model saw (None: the point is off it)."""

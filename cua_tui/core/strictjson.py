@@ -21,7 +21,8 @@ import re
 import sys
 from typing import Any
 
-MAX_DEPTH = 64  # containers inside containers; real replies and scripts nest fewer than 10 deep
+# containers inside containers; real replies and scripts nest fewer than 10 deep
+MAX_DEPTH = 64
 
 
 class JSONError(ValueError):
@@ -45,11 +46,13 @@ def loads(text: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
         value = json.loads(text, parse_constant=_constant, parse_float=_float)
     except json.JSONDecodeError as exc:
         raise JSONError(f"line {exc.lineno}, column {exc.colno}: {exc.msg}", syntax=True) from None
-    except RecursionError:  # the decoder's own limit, far above max_depth: locate the first level too deep
+    except RecursionError:
+        # the decoder's own limit, far above max_depth: locate the first level too deep
         raise JSONError(_too_deep(max_depth, text), syntax=False) from None
     except _Refused as exc:
         raise JSONError(str(exc), syntax=True) from None
-    except ValueError:  # int() past the interpreter's digit limit, with advice meant for programmers
+    except ValueError:
+        # int() past the interpreter's digit limit, with advice meant for programmers
         limit = sys.get_int_max_str_digits()
         raise JSONError(f"an integer of more than {limit} digits", syntax=True) from None
     if depth_exceeds(value, max_depth):
@@ -94,7 +97,8 @@ def _float(literal: str) -> float:
 _TOKENS = re.compile(r'"(?:[^"\\]++|\\.|\\\Z)*+(?:"|\Z)|[\[\]{}]', re.DOTALL)
 
 
-_LOCATE_TOKENS = 2_000_000  # past this many tokens (~0.5 s) the place is not worth finding
+# past this many tokens (~0.5 s) the place is not worth finding
+_LOCATE_TOKENS = 2_000_000
 
 
 def _too_deep(max_depth: int, text: str) -> str:

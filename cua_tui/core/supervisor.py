@@ -66,7 +66,8 @@ MAX_ACTIONS_PER_TURN = 100
 # Room kept free in the run directory so that the end of a run can still be recorded on a full disk.
 RESERVE_BYTES = 512 * 1024
 
-Listener = Callable[[ev.Stamped], None]  # told each event right after it was written, with its chain place
+# told each event right after it was written, with its chain place
+Listener = Callable[[ev.Stamped], None]
 
 
 # One planned action of a turn: (index in the turn, position in its call, the raw action, parsed, error).
@@ -96,8 +97,10 @@ class RunConfig:
     audit_key: AuditKey | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # lab, url, ... for run.json
     versions: dict[str, str] = field(default_factory=dict)
-    stop_timeout: float = 15.0  # how long kill waits for the desktop to stop before moving on
-    operator: str = ""  # who reviews (user@host or --operator): recorded with every decision a person makes
+    # how long kill waits for the desktop to stop before moving on
+    stop_timeout: float = 15.0
+    # who reviews (user@host or --operator): recorded with every decision a person makes
+    operator: str = ""
 
 
 @dataclass(frozen=True)
@@ -110,8 +113,10 @@ class RunResult:
     turns: int
     steps: int
     executed: int
-    seal: dict[str, Any]  # as written to result.json; empty when the run could not be sealed
-    verification: ev.VerificationDone | None = None  # the verdict and who vouched for it, when there was one
+    # as written to result.json; empty when the run could not be sealed
+    seal: dict[str, Any]
+    # the verdict and who vouched for it, when there was one
+    verification: ev.VerificationDone | None = None
 
     @property
     def sealed(self) -> bool:
@@ -153,7 +158,8 @@ class Supervisor:
         self._listeners: list[Listener] = list(listeners)
         self._stale = stale_guard or StaleGuard()
         self._clock = clock  # durations, the deadline
-        self._wall_clock = wall_clock  # timestamps on record (run.json, audit lines, result.json)
+        # timestamps on record (run.json, audit lines, result.json)
+        self._wall_clock = wall_clock
         self.audit = AuditWriter(rundir.audit, self.run_id, fsync=fsync, key=config.audit_key, clock=wall_clock)
         self.transcript = TranscriptWriter(rundir.transcript)
         rundir.reserve_space(RESERVE_BYTES)
@@ -183,13 +189,18 @@ class Supervisor:
         self._observed: Frame | None = None  # the screenshot the model acted on
         self._final_text = ""
         self._pending_end: tuple[RunStatus, str] | None = None
-        self._open: dict[int, str] = {}  # proposals of the current turn still owed an outcome -> call id
+        # proposals of the current turn still owed an outcome -> call id
+        self._open: dict[int, str] = {}
         self._in_flight: int | None = None  # index of the action whose desktop call is running
-        self._performed: dict[int, str] = {}  # actions that ran but whose outcome is not yet recorded
-        self._lost: str | None = None  # set when a record of the ending could not be written
-        self._final = False  # set once the run is ending: only the finalizer may still write events
+        # actions that ran but whose outcome is not yet recorded
+        self._performed: dict[int, str] = {}
+        # set when a record of the ending could not be written
+        self._lost: str | None = None
+        # set once the run is ending: only the finalizer may still write events
+        self._final = False
         self._grants = grants.Grants()  # scoped approvals (``a``) in force
-        self._field: tuple[int, int] | None = None  # the focused field (core/focus.py), where typing goes
+        # the focused field (core/focus.py), where typing goes
+        self._field: tuple[int, int] | None = None
         # A safety-check approval (call id, ruling, indexes) that approves the call's confirm actions too
         self._covered: tuple[str, Ruling, frozenset[int]] | None = None
 
@@ -236,7 +247,8 @@ class Supervisor:
         except DesktopError as exc:
             self._emit_safe(ev.ErrorRaised("desktop", one_line(str(exc))))
             self._finish(RunStatus.ERROR, f"desktop: {one_line(str(exc))}")
-        except Exception as exc:  # a bug must still end the run cleanly, sealed and stopped
+        except Exception as exc:
+            # a bug must still end the run cleanly, sealed and stopped
             detail = "".join(traceback.format_exception_only(exc)).strip()
             self._emit_safe(ev.ErrorRaised("supervisor", one_line(detail)))
             self._finish(RunStatus.ERROR, f"internal error: {one_line(detail)}")
@@ -347,7 +359,8 @@ class Supervisor:
                 truncate(verification.user, 100),
             )
             self._emit(done)
-            self._verdict = done  # for result.json: who vouched for the verdict it records
+            # for result.json: who vouched for the verdict it records
+            self._verdict = done
             status = RunStatus.PASSED if verification.passed else RunStatus.FAILED
             self._finish(status, verification.detail, verified=verification.passed)
 
@@ -467,7 +480,8 @@ class Supervisor:
                 call_results.append(self._refuse(call, index, position, "duplicate_call_id", reason))
                 continue
             if not safety_ok:
-                self._emit(  # who rejected the call's safety checks decided this action's fate too
+                # who rejected the call's safety checks decided this action's fate too
+                self._emit(
                     ev.DecisionMade(
                         self.turn, index, Answer.REJECT, safety_by, subject="safety_check", note="safety check rejected"
                     )
@@ -565,7 +579,8 @@ class Supervisor:
         self._check_abort()
         self.steps += 1
         lim = self.policy.limits
-        if self.steps > lim.max_steps:  # before parsing: a malformed proposal counts and must not skip the cap
+        if self.steps > lim.max_steps:
+            # before parsing: a malformed proposal counts and must not skip the cap
             self._request_end(RunStatus.LIMIT, f"step limit of {lim.max_steps} reached")
             raise _Halt(
                 self._refuse(call, index, position, "limits.max_steps", f"step limit of {lim.max_steps} reached")
@@ -596,7 +611,8 @@ class Supervisor:
         a reason with a rejection, which the model hears after the fixed text. Raises _Halt when declined."""
         covered = self._covered
         if covered is not None and covered[0] == call.call_id and index in covered[2]:
-            ruling = covered[1]  # the reviewer saw this action listed under the call's safety checks
+            # the reviewer saw this action listed under the call's safety checks
+            ruling = covered[1]
             self._emit(
                 ev.DecisionMade(
                     self.turn,
@@ -673,7 +689,8 @@ class Supervisor:
                 self._in_flight = None
                 if step.stale:
                     self._check_abort()
-                    self._record_frame(frame, "stale_check", index=index)  # the model gets the screen as it is now
+                    # the model gets the screen as it is now
+                    self._record_frame(frame, "stale_check", index=index)
                     raise _Halt(self._outcome(call, index, position, OutcomeStatus.STALE, MSG_STALE))
                 if image is not None and not _asked_for(action, image):
                     raise DesktopError(
@@ -684,7 +701,8 @@ class Supervisor:
         except DesktopError as exc:
             self._in_flight = None
             self._check_abort()
-            self._move_focus(None)  # it may have run part-way: where the focus is now is unknown
+            # it may have run part-way: where the focus is now is unknown
+            self._move_focus(None)
             result = self._outcome(
                 call,
                 index,
@@ -697,7 +715,8 @@ class Supervisor:
                 raise
             raise _Halt(result) from None
         self.executed += 1
-        self._performed[index] = output or MSG_OK  # it ran: an ending from here on records it as executed
+        # it ran: an ending from here on records it as executed
+        self._performed[index] = output or MSG_OK
         self._move_focus(focus.after_action(self._field, action))
         self._check_abort()
         self._record_frame(frame, "after_action", index=index)
@@ -821,7 +840,8 @@ class Supervisor:
     def _call(self, fn: Callable[..., T], *args: Any) -> T:
         self._check_abort()
         job = Job(fn, *args)
-        with self._waiters_lock:  # an abort sets every waiter's event: the wait below ends at once
+        with self._waiters_lock:
+            # an abort sets every waiter's event: the wait below ends at once
             self._waiters.add(job.done)
         try:
             self._caller.submit(job)
@@ -855,7 +875,8 @@ class Supervisor:
             for waiter in list(self._waiters):
                 waiter.set()
         during = self.phase
-        with self._emit_lock:  # from here on the run's own thread can no longer record anything
+        with self._emit_lock:
+            # from here on the run's own thread can no longer record anything
             self._final = True
             if announce is None:
                 announce = ev.Killed(by, during) if status is RunStatus.KILLED else ev.Note(f"run stopped: {reason}")
@@ -893,7 +914,8 @@ class Supervisor:
             for name, step in (("release_all", self.desktop.release_all), ("stop", self.desktop.stop)):
                 try:
                     step()
-                except BaseException as exc:  # on a thread of its own: whatever it raises, the run still seals
+                except BaseException as exc:
+                    # on a thread of its own: whatever it raises, the run still seals
                     problems.append(f"{name}: {failure(exc)}")
             return problems
 
@@ -1016,7 +1038,8 @@ class Supervisor:
         """Give every proposal still owed an outcome its one outcome (the run ended before it ran)."""
         with self._emit_lock:
             for index, call_id in sorted(self._open.items()):
-                if index in self._performed:  # it ran; the run ended before its outcome was recorded
+                if index in self._performed:
+                    # it ran; the run ended before its outcome was recorded
                     status, message = OutcomeStatus.EXECUTED, self._performed[index]
                 elif index == self._in_flight:
                     status, message = OutcomeStatus.FAILED, f"Failed: interrupted before it completed ({reason})"
@@ -1044,7 +1067,8 @@ class Supervisor:
             for listener in self._listeners:
                 try:
                     listener(stamped)
-                except Exception:  # a broken listener (UI) must not break the run or its audit trail
+                except Exception:
+                    # a broken listener (UI) must not break the run or its audit trail
                     pass
 
     def _emit_safe(self, event: ev.Event, *, final: bool = False) -> None:

@@ -23,7 +23,8 @@ from .tomlfile import KeyPath, TomlDoc, TomlFileError
 
 MAX_TASKS_BYTES = 1024 * 1024
 MAX_TASKS = 1000
-MAX_TASK_TEXT = 8000  # characters of task text: a paragraph or two is typical
+# characters of task text: a paragraph or two is typical
+MAX_TASK_TEXT = 8000
 MAX_FIELD = 4096  # a path, a model name, a URL
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 AGENTS = ("openai", "anthropic")
@@ -80,7 +81,8 @@ class TasksFile:
     name: str
     tasks: tuple[TaskSpec, ...]
     sha256: str
-    folder: str = "."  # the file's folder: relative paths in it are relative to this
+    # the file's folder: relative paths in it are relative to this
+    folder: str = "."
 
     def path_of(self, written: str) -> str:
         """A path as the file wrote it, resolved against the file's folder (absolute paths stay)."""

@@ -15,7 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-POLL = 0.05  # seconds between looks at a cancel event that nobody can make wake the waiter
+# seconds between looks at a cancel event that nobody can make wake the waiter
+POLL = 0.05
 
 
 class Job[T]:

@@ -13,14 +13,18 @@ from dataclasses import dataclass, field
 
 from . import events as ev
 
-NOT_RUN = frozenset({"refused", "declined", "stale", "not_executed"})  # outcomes of steps that never ran
-_LATEST = ("initial", "after_action", "stale_check")  # screens the supervisor keeps as the desktop's latest
+# outcomes of steps that never ran
+NOT_RUN = frozenset({"refused", "declined", "stale", "not_executed"})
+# screens the supervisor keeps as the desktop's latest
+_LATEST = ("initial", "after_action", "stale_check")
 
 # What a reviewer jumps to (replay's keys, export's marks): the step's "flags".
-DECISION = "decision"  # a person, an approver command or a headless rule decided
+# a person, an approver command or a headless rule decided
+DECISION = "decision"
 REFUSAL = "refusal"  # refused by the policy, declined, stale, malformed
 ERROR = "error"  # failed, or an error record during the step
-EGRESS = "egress"  # the sandbox tried to reach a host the proxy refused
+# the sandbox tried to reach a host the proxy refused
+EGRESS = "egress"
 
 
 @dataclass
@@ -31,18 +35,21 @@ class Step:
     turn: int
     index: int
     first_seq: int  # the proposal's place in the chain
-    last_seq: int  # the last event that belongs to the step (its outcome, or what came before the next)
+    # the last event that belongs to the step (its outcome, or what came before the next)
+    last_seq: int
     proposal: ev.ActionProposed
     verdict: ev.PolicyVerdict | None = None
     requests: list[ev.DecisionRequested] = field(default_factory=list)
     decisions: list[ev.DecisionMade] = field(default_factory=list)
     outcome: ev.Outcome | None = None
-    observed: str | None = None  # sha256 of the screen the model acted on (its turn's screenshot)
+    # sha256 of the screen the model acted on (its turn's screenshot)
+    observed: str | None = None
     # The screen on the desktop when the step was decided or run: the newest one when its first event after
     # the proposal came (after the batch's previous executed action, or the turn's screenshot for the first).
     before: str | None = None
     after: str | None = None  # the screen taken after it ran
-    reviewed: ev.DecisionMade | None = None  # the last decision that names the screen its reviewer was shown
+    # the last decision that names the screen its reviewer was shown
+    reviewed: ev.DecisionMade | None = None
     waiting: bool = False  # a decision was requested and none is recorded yet
     executing: bool = False  # its intent to run was recorded
     refused_egress: list[ev.Egress] = field(default_factory=list)
@@ -158,11 +165,13 @@ class Builder:
             case ev.PolicyVerdict() | ev.DecisionRequested() | ev.DecisionMade() | ev.Executing() | ev.Outcome():
                 owner = self._by_key.get((event.turn, event.index))
                 if owner is not None:
-                    if _untouched(owner):  # its first event since the proposal: it is decided or run now
+                    if _untouched(owner):
+                        # its first event since the proposal: it is decided or run now
                         owner.before = self._latest
                     _attach(owner, event)
                     if isinstance(event, ev.DecisionMade) and event.screen and event.screen in self._recorded:
-                        owner.reviewed = event  # only a screen of this run, recorded before it was shown
+                        # only a screen of this run, recorded before it was shown
+                        owner.reviewed = event
                     owner.last_seq = max(owner.last_seq, stamped.seq)
                     self._current = owner
                 return owner
@@ -214,10 +223,13 @@ def _untouched(step: Step) -> bool:
 class Screens:
     """Which screens a review shows for a step (replay, the HTML export and the film strip alike)."""
 
-    before: str | None  # the screen the reviewer was shown at its decision when recorded, else ``Step.before``
+    # the screen the reviewer was shown at its decision when recorded, else ``Step.before``
+    before: str | None
     after: str | None  # the screen after it ran; None when it never ran
-    shown: ev.DecisionMade | None  # the decision that recorded ``before`` as the screen its reviewer saw
-    not_run: str  # the status of a step that never ran ("declined", ...), else ""
+    # the decision that recorded ``before`` as the screen its reviewer saw
+    shown: ev.DecisionMade | None
+    # the status of a step that never ran ("declined", ...), else ""
+    not_run: str
 
     def pick(self, showing: str) -> str | None:
         """The screen to show for "after" (the one before when there is none after) or "before"."""

@@ -25,8 +25,10 @@ from .text import visible
 T = TypeVar("T")
 KeyPath = tuple[Any, ...]
 
-MAX_BYTES = 1024 * 1024  # a real settings-like file is a few kilobytes; this bounds what a hostile one costs
-MAX_NESTING = 32  # the longest key path (tables, dotted keys, arrays, inline tables); the schemas need 3
+# a real settings-like file is a few kilobytes; this bounds what a hostile one costs
+MAX_BYTES = 1024 * 1024
+# the longest key path (tables, dotted keys, arrays, inline tables); the schemas need 3
+MAX_NESTING = 32
 
 
 class TomlFileError(ValueError, UsageError):

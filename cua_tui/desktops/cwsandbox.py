@@ -33,7 +33,8 @@ from .remote.zipapp import helper_sha256, helper_zipapp
 
 TAG = "cua-tui"
 RUN_TAG_PREFIX = "cua-tui-run-"
-STOCK_IMAGE = "debian:bookworm-slim"  # what every CoreWeave user has (the tutorial's): the packages go in at start
+# what every CoreWeave user has (the tutorial's): the packages go in at start
+STOCK_IMAGE = "debian:bookworm-slim"
 HELPER_DIR = "/opt/cua-tui"
 SOCKET_DIR = "/run/cua-tui"
 # What the desktop needs from Debian (the tutorial's list, less its xdotool and scrot: the helper does both).
@@ -47,7 +48,8 @@ INSTALL_HOSTS = ("deb.debian.org",)
 BUILD_HINT = (
     "build the desktop image (docker build -t REGISTRY/cua-tui-desktop docker/desktop), push it and set cwsandbox_image"
 )
-INSTALL_OUTPUT_CAP = 16 * 1024 * 1024  # an install's output, counted as it streams (apt writes about 200 KB)
+# an install's output, counted as it streams (apt writes about 200 KB)
+INSTALL_OUTPUT_CAP = 16 * 1024 * 1024
 # A step's exec: the request to the resident helper's socket, its (armored) reply to stdout. -t: how long
 # socat waits for the reply once the request is sent (its default, 0.5 s, is shorter than a settle can be).
 RELAY = 'printf "%s\\n" "$1" | exec socat -t 120 - UNIX-CONNECT:"$2"'
@@ -96,8 +98,10 @@ rm -rf /var/lib/apt/lists/*
 mkdir -p "$(dirname "$go")" && : > "$go"
 echo "cua-tui: done"
 """
-MAX_EGRESS_PER_RUN = 20_000  # about 4 MB of audit log: past it, each reply's records are only counted
-CREATE_WAIT = 10.0  # seconds a stop waits for a create in flight, to stop the sandbox it makes (within the kill's 15)
+# about 4 MB of audit log: past it, each reply's records are only counted
+MAX_EGRESS_PER_RUN = 20_000
+# seconds a stop waits for a create in flight, to stop the sandbox it makes (within the kill's 15)
+CREATE_WAIT = 10.0
 
 
 def run_tag(run_id: str) -> str:
@@ -125,7 +129,8 @@ class SandboxSettings:
 
     base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
-    image: str | None = None  # None: the stock image, its packages installed at start
+    # None: the stock image, its packages installed at start
+    image: str | None = None
     cpu: str = "2"
     memory: str = "4Gi"
     max_lifetime_seconds: int = 1800
@@ -201,7 +206,8 @@ class CWSandboxDesktop(HelperDesktop):
         self._stopped = False
         self._egress_recorded = 0
         self.wire_timing: dict[str, float] = {}
-        self._text_key = new_key()  # typed text travels sealed under it (remote/sealed.py); it stays in memory
+        # typed text travels sealed under it (remote/sealed.py); it stays in memory
+        self._text_key = new_key()
         self._no_create = threading.Event()  # clear while a create is in flight
         self._no_create.set()
 
@@ -262,7 +268,8 @@ class CWSandboxDesktop(HelperDesktop):
             # gRPC's fork handlers would print errors in every process the controller forks later (an
             # approver command); nothing forked uses gRPC. Read when gRPC loads: set before the import.
             os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
-            import cwsandbox  # the vendor SDK: imported only by this backend, only when it starts
+            # the vendor SDK: imported only by this backend, only when it starts
+            import cwsandbox
         except ImportError:
             raise DesktopError("the cwsandbox backend needs the 'cwsandbox' package", fatal=True) from None
         cwsandbox.disable_signal_handlers()  # before the first sandbox: SIGINT/SIGTERM stay ours
@@ -296,7 +303,8 @@ class CWSandboxDesktop(HelperDesktop):
         serve = ["python3", self.helper_path, "serve", json.dumps(spec)]
         # The helper starts once the probe (a configured image) or the install (the stock image) says so.
         argv = ["sh", "-c", WAIT_THEN_SERVE, "cua-tui-wait", self.go_path, *serve]
-        self._no_create.clear()  # before the stopping check: a stop either waits for this create or prevents it
+        # before the stopping check: a stop either waits for this create or prevents it
+        self._no_create.clear()
         try:
             self._check_stopping()
             self._create_sandbox(cwsandbox, argv)
@@ -336,7 +344,8 @@ class CWSandboxDesktop(HelperDesktop):
                 timeout=30
             )
         except Exception:
-            return  # nothing found now; ``cua-tui sandboxes`` finds it later by the same tag
+            # nothing found now; ``cua-tui sandboxes`` finds it later by the same tag
+            return
         for sandbox in found:
             if sandbox.sandbox_id:
                 self._adopt(sandbox, sandbox.sandbox_id)
@@ -344,7 +353,8 @@ class CWSandboxDesktop(HelperDesktop):
 
     def _mounted_files(self) -> list[dict[str, Any]]:
         files: list[dict[str, Any]] = [{"mount_path": self.helper_path, "file_content": helper_zipapp()}]
-        if self.settings.installs:  # the stock image has no CA certificates: apt checks its mirror with ours
+        if self.settings.installs:
+            # the stock image has no CA certificates: apt checks its mirror with ours
             files.append({"mount_path": self.ca_path, "file_content": ca_bundle()})
         return files
 
@@ -381,7 +391,8 @@ class CWSandboxDesktop(HelperDesktop):
         if code == 0 and out.strip() == "ok":
             return
         said = out.strip().removeprefix("missing:").split() if out.startswith("missing:") else []
-        missing = [name for name in PROBED if name in said]  # the sandbox's words, kept to names we know
+        # the sandbox's words, kept to names we know
+        missing = [name for name in PROBED if name in said]
         if missing:
             raise DesktopError(f"cwsandbox: the image {image} lacks {', '.join(missing)}: {BUILD_HINT}", fatal=True)
         detail = one_line(err.strip().splitlines()[-1] if err.strip() else f"status {code}", 200)
@@ -473,7 +484,8 @@ class CWSandboxDesktop(HelperDesktop):
         up, goes through ``remote/call.py``."""
         self._check_stopping()
         ready = request.get("op") == "ready"
-        if ready:  # the run's key for sealed text goes on stdin, once (one round trip more, at the start only)
+        if ready:
+            # the run's key for sealed text goes on stdin, once (one round trip more, at the start only)
             request = {**request, "key": "stdin"}
             argv = ["python3", "-S", self.helper_path, "call", self.socket_path, json.dumps(request), "20", "base64"]
         else:
@@ -518,7 +530,8 @@ class CWSandboxDesktop(HelperDesktop):
                 process.cancel()
 
         def drain_stderr() -> None:
-            with contextlib.suppress(Exception):  # the stream's own failure reaches ``result()`` below
+            with contextlib.suppress(Exception):
+                # the stream's own failure reaches ``result()`` below
                 for text in process.stderr:
                     if not errors.add(text):
                         cut_off(f"the sandbox's helper wrote more than {STDERR_CAP // 1024} KiB to stderr")
@@ -587,7 +600,8 @@ class CWSandboxDesktop(HelperDesktop):
         """Release held input, unless a stop is under way (the sandbox goes, input with it) or an exec
         is in flight (it is being cancelled)."""
         if self._stopping.is_set() or self._process is not None or self._sandbox is None or not self._isolation:
-            return  # (no ``ready`` reply yet: the helper never took input, and may not be running at all)
+            # (no ``ready`` reply yet: the helper never took input, and may not be running at all)
+            return
         try:
             self._request({"op": "release"}, timeout=5)
         except DesktopError:
@@ -601,7 +615,8 @@ class CWSandboxDesktop(HelperDesktop):
         if process is not None:
             try:
                 process.cancel()
-            except Exception:  # cancelling is best effort: stopping the sandbox ends the exec anyway
+            except Exception:
+                # cancelling is best effort: stopping the sandbox ends the exec anyway
                 pass
         # A create in flight stops its sandbox the moment it exists (``_adopt``): wait for that, so that a stop
         # that returned (a killed run, a fleet that then exits) leaves no sandbox behind.
@@ -612,7 +627,8 @@ class CWSandboxDesktop(HelperDesktop):
         with self._lock:
             sandbox = self._sandbox
             if sandbox is None or self._stopped:
-                return  # no sandbox yet: the create's end (``_adopt``) stops it
+                # no sandbox yet: the create's end (``_adopt``) stops it
+                return
             self._stopped = True
         try:
             sandbox.stop(missing_ok=True).result(timeout=60)
@@ -714,8 +730,10 @@ def stop_sandbox(settings: SandboxSettings, sandbox_id: str) -> None:
 # ---------------------------------------------------------------------------------------------------
 # The start's scripts: their output, their progress, the CA bundle the install checks its mirror with
 # ---------------------------------------------------------------------------------------------------
-LINE_CAP = 64 * 1024  # a longer "line" is cut into pieces of about this size
-TAIL_CAP = 64 * 1024  # what is kept of a script's stdout and stderr: their ends, where the reasons are
+# a longer "line" is cut into pieces of about this size
+LINE_CAP = 64 * 1024
+# what is kept of a script's stdout and stderr: their ends, where the reasons are
+TAIL_CAP = 64 * 1024
 NOTE_EVERY = 10.0  # seconds between two progress notes of an install
 
 
@@ -736,7 +754,8 @@ def _consume_lines(process: Any, timeout: float, on_line: Callable[[str], None] 
         return not cut
 
     def drain_stderr() -> None:
-        with contextlib.suppress(Exception):  # the stream's own failure reaches ``result()`` below
+        with contextlib.suppress(Exception):
+            # the stream's own failure reaches ``result()`` below
             for text in process.stderr:
                 err.add(text)
                 if not count(text):
@@ -831,7 +850,8 @@ class InstallProgress:
             self.note(f"installing: apt-get install ({len(INSTALL_PACKAGES)} packages and what they need)")
         elif text == "cua-tui: done":
             self.finished = True
-        elif self.stage == "apt-get install" and text.startswith("Get:"):  # (update's Get lines are its lists)
+        elif self.stage == "apt-get install" and text.startswith("Get:"):
+            # (update's Get lines are its lists)
             self.fetched += 1
         elif self.stage == "apt-get install" and text.startswith("Setting up "):
             self.set_up += 1

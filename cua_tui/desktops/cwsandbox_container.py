@@ -29,9 +29,11 @@ SANDBOX_LABEL = "cua-tui-local.sandbox"  # = the sandbox id
 TAGS_LABEL = "cua-tui-local.tags"  # = the sandbox's tags, a JSON list
 NAME_PREFIX = "cua-tui-local-"  # + the sandbox id: the container's name
 SHM_MIN, SHM_MAX = 64 * 1024**2, 1024**3
-CONTROL_TIMEOUT = 60.0  # seconds for a control command (create, start, rm, ps)
+# seconds for a control command (create, start, rm, ps)
+CONTROL_TIMEOUT = 60.0
 FILE_CAP = 64 * 1024 * 1024  # bytes a ReadFile answers at most
-LOG_CAP = 256 * 1024  # bytes of a container's output kept when it is removed
+# bytes of a container's output kept when it is removed
+LOG_CAP = 256 * 1024
 # The watcher: the container's exit status, once it exits; then its last output kept, and the container removed.
 WATCH = """status=$("$1" wait "$2") || exit 125
 "$1" logs --tail 200 "$2" > "$3" 2>&1
@@ -79,7 +81,8 @@ def resources(container: Any) -> tuple[Decimal | None, int | None]:
         cpu, memory = cpu or source.cpu, memory or source.memory
     cpus = quantity(cpu, cpu=True) if cpu else None
     size = int(quantity(memory, cpu=False)) if memory else None
-    if (cpus is not None and cpus <= 0) or (size is not None and size < 6 * 1024**2):  # Docker's own minimum
+    if (cpus is not None and cpus <= 0) or (size is not None and size < 6 * 1024**2):
+        # Docker's own minimum
         raise LaunchError(f"resources the engine cannot give: cpu {cpu!r}, memory {memory!r}")
     return cpus, size
 
@@ -105,8 +108,10 @@ class ContainerSandboxService(SandboxService):
     def __init__(self, root: Path, path: str) -> None:
         super().__init__(root, path)
         self.service_id = secrets.token_hex(6)
-        self.made: list[str] = []  # every container this service created (ids), removed or not
-        self.cpu_shares: int | None = None  # the containers' CPU weight (Docker's default 1024; 2 yields to all)
+        # every container this service created (ids), removed or not
+        self.made: list[str] = []
+        # the containers' CPU weight (Docker's default 1024; 2 yields to all)
+        self.cpu_shares: int | None = None
 
     @property
     def label(self) -> str:
@@ -145,7 +150,8 @@ class ContainerSandboxService(SandboxService):
             with contextlib.suppress(LaunchError):
                 self._docker("rm", "--force", ident)
             raise
-        watcher = subprocess.Popen(  # its status: the container's, once it exits; it then removes the container
+        # its status: the container's, once it exits; it then removes the container
+        watcher = subprocess.Popen(
             ["sh", "-c", WATCH, "watch", self.docker, ident, str(self.root / f"{sandbox_id}.log")],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -198,7 +204,8 @@ class ContainerSandboxService(SandboxService):
         assert isinstance(sb, ContainerSandbox)
         if sb.expiry is not None:
             sb.expiry.cancel()
-        if sb.proc.poll() is None:  # the container runs: the watcher goes first (it would keep the output too)
+        if sb.proc.poll() is None:
+            # the container runs: the watcher goes first (it would keep the output too)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(sb.proc.pid, signal.SIGKILL)
             sb.proc.wait()
@@ -225,7 +232,8 @@ class ContainerSandboxService(SandboxService):
 
     def close(self) -> None:
         super().close()
-        with contextlib.suppress(LaunchError):  # whatever is left of this service's containers, by label
+        with contextlib.suppress(LaunchError):
+            # whatever is left of this service's containers, by label
             for ident in self._docker("ps", "--all", "--quiet", "--filter", f"label={self.label}").split():
                 with contextlib.suppress(LaunchError):
                     self._docker("rm", "--force", ident.decode())

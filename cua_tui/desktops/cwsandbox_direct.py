@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 HOST = "127.0.0.1"
 CLIENT_LIFETIME = dt.timedelta(hours=1)  # the client renews 30 s before the end
 CA_LIFETIME = dt.timedelta(days=2)
-SKEW = dt.timedelta(minutes=1)  # certificates start a little in the past, as a clock may be behind
+# certificates start a little in the past, as a clock may be behind
+SKEW = dt.timedelta(minutes=1)
 SANDBOX_URI = "urn:cwsandbox:sandbox:"
 PERMISSION_URI = "urn:cwsandbox:permission:"
 STREAM_EXEC = pb.SANDBOX_DATA_PERMISSION_STREAM_EXEC
@@ -42,7 +43,8 @@ WRITE_FILE = pb.SANDBOX_DATA_PERMISSION_WRITE_FILE
 # the client, missing the permission, takes the gateway for them.
 SERVED = (STREAM_EXEC, READ_FILE, WRITE_FILE)
 
-Admit = Callable[[str, Any], None]  # (sandbox id, gRPC context): returns, or aborts the request
+# (sandbox id, gRPC context): returns, or aborts the request
+Admit = Callable[[str, Any], None]
 
 
 def _now() -> dt.datetime:
@@ -242,7 +244,8 @@ class DirectDataPlane:
             csr = x509.load_der_x509_csr(bytes(request.csr_der))
         except ValueError:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "csr_der is not a DER certificate signing request")
-        if not csr.is_signature_valid:  # the client must prove it holds the key the certificate will name
+        if not csr.is_signature_valid:
+            # the client must prove it holds the key the certificate will name
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the CSR's signature does not verify")
         granted = [p for p in dict.fromkeys(request.requested_permissions) if p in SERVED]
         chain, expires = self.ca.issue(csr.public_key(), request.sandbox_id, granted, self.lifetime)

@@ -69,7 +69,8 @@ class Fault:
     code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE
     seconds: float = 0.0
     skip: int = 0
-    op: str | None = None  # StreamExec only: the helper request it applies to ("perform", ...)
+    # StreamExec only: the helper request it applies to ("perform", ...)
+    op: str | None = None
 
 
 @dataclass
@@ -132,7 +133,8 @@ class SandboxService(pb_grpc.SandboxServiceServicer):
         self.creates: list[Any] = []  # every CreateSandboxRequest as received
         self.faults: list[Fault] = []
         self.exec_argv: list[list[str]] = []
-        self.direct: DirectDataPlane | None = None  # ConnectSandbox answers UNIMPLEMENTED without one
+        # ConnectSandbox answers UNIMPLEMENTED without one
+        self.direct: DirectDataPlane | None = None
         self.interceptors: list[Any] = []  # the servers' (``Delay``), the data plane's too
         self._lock = threading.Lock()
 
@@ -233,7 +235,8 @@ class SandboxService(pb_grpc.SandboxServiceServicer):
         sandbox_id = sb.sandbox_id
         with self._lock:
             self.sandboxes[sandbox_id] = sb
-        if fault is not None:  # lost_reply: the sandbox exists, the client never hears of it
+        if fault is not None:
+            # lost_reply: the sandbox exists, the client never hears of it
             context.abort(fault.code, "injected: the reply was lost")
         return self._message(sb)
 
@@ -262,11 +265,13 @@ class SandboxService(pb_grpc.SandboxServiceServicer):
             with contextlib.suppress(OSError):
                 path.unlink()
             with contextlib.suppress(OSError):
-                path.parent.rmdir()  # the run's own folder (/opt/cua-tui/<run id>), now empty
+                # the run's own folder (/opt/cua-tui/<run id>), now empty
+                path.parent.rmdir()
 
     def _exec_popen(self, sb: LocalSandbox, argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
         """Start one exec in the sandbox, its stdin, stdout and stderr piped (a subclass may exec in a container)."""
-        if sb.spec.containers[0].image == STOCK_IMAGE:  # its install at start would run apt on this host, as root
+        if sb.spec.containers[0].image == STOCK_IMAGE:
+            # its install at start would run apt on this host, as root
             raise OSError(f"the process-group mode runs execs on this host: it cannot be {STOCK_IMAGE}")
         return subprocess.Popen(
             argv,
@@ -497,7 +502,8 @@ def _delay_line(messages: Any, wait: float) -> Any:
         try:
             for message in messages:
                 line.put((time.monotonic() + wait, message))
-        except BaseException as exc:  # the stream's own end (a cancel, an abort) is given out in its turn
+        except BaseException as exc:
+            # the stream's own end (a cancel, an abort) is given out in its turn
             failure.append(exc)
         line.put(None)
 

@@ -47,8 +47,10 @@ HOME = "/home/agent"
 HELPER_PATH = "/opt/cua-tui/helper.pyz"
 SOCKET_DIR = "/run/cua-tui"
 SOCKET_PATH = f"{SOCKET_DIR}/helper.sock"
-EGRESS_SOCKET = "/run/cua-tui-egress/proxy.sock"  # the proxy's socket alone: its folder is the read-only root
-MOUNTS = (HELPER_PATH, EGRESS_SOCKET)  # the only host paths in the container, both read-only
+# the proxy's socket alone: its folder is the read-only root
+EGRESS_SOCKET = "/run/cua-tui-egress/proxy.sock"
+# the only host paths in the container, both read-only
+MOUNTS = (HELPER_PATH, EGRESS_SOCKET)
 TMPFS = ("/tmp", HOME, SOCKET_DIR)  # the only writable places (memory, size-capped)
 APPARMOR_DEFAULT = "docker-default"
 # the isolation record's namespace modes (as ``hardening`` writes them) and the values that are its own
@@ -61,7 +63,8 @@ NAMESPACES = (
 )
 # no-new-privileges as it may be spelled; every other security option is the container's own profile
 NO_NEW_PRIVILEGES = ("no-new-privileges", "no-new-privileges:true", "no-new-privileges=true")
-CONNECT_WAIT = "20"  # seconds a request waits for the helper's socket (the first one: the helper starting)
+# seconds a request waits for the helper's socket (the first one: the helper starting)
+CONNECT_WAIT = "20"
 WORKSPACE_PREFIX = "cua-tui-docker-"
 DOWNLOAD_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
 
@@ -76,10 +79,12 @@ class DockerSettings:
     cpus: str = "2"
     pids_limit: int = 256
     shm_size: str = "512m"
-    tmp_size: str = "512m"  # the browser's profile, the X socket and the downloads
+    # the browser's profile, the X socket and the downloads
+    tmp_size: str = "512m"
     start_timeout: float = 60.0  # until the desktop inside shows its page
     step_timeout: float = 30.0  # one request
-    transport: str = "stream"  # "stream": one attached exec for the run; "exec": one docker exec a request
+    # "stream": one attached exec for the run; "exec": one docker exec a request
+    transport: str = "stream"
 
     def public(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if k != "docker"}
@@ -365,7 +370,8 @@ class DockerDesktop(HelperDesktop):
         self._requests = threading.Lock()  # one request at a time
         self._removed = False
         self._stopped = False
-        self._started = False  # ``docker start`` done: before it, nothing inside holds input (or runs)
+        # ``docker start`` done: before it, nothing inside holds input (or runs)
+        self._started = False
 
     # ------------------------------------------------------------------------------------------------
     @property
@@ -420,18 +426,21 @@ class DockerDesktop(HelperDesktop):
             raise DesktopError(f"docker: could not start the desktop: {failure(exc)}", fatal=True) from None
 
     def _start(self) -> None:
-        ws = self._workspace = Path(tempfile.mkdtemp(prefix=WORKSPACE_PREFIX))  # 0700, this controller's
+        # 0700, this controller's
+        ws = self._workspace = Path(tempfile.mkdtemp(prefix=WORKSPACE_PREFIX))
         helper = ws / "helper.pyz"
         helper.write_bytes(helper_zipapp())
         os.chmod(helper, 0o644)
-        egress = ws / "egress"  # this controller's: only the socket in it is mounted, read-only
+        # this controller's: only the socket in it is mounted, read-only
+        egress = ws / "egress"
         egress.mkdir(mode=0o700)
         start_url, allow = start_target(self.lab, self.url, self.allow_domains)
         self._egress_socket = egress / "proxy.sock"
         self._proxy = EgressProxy(self._egress_socket, allow, on_event=self._on_egress)
         self._proxy.start()  # before the create: the mount's source must exist
         if os.getuid() == 0:
-            os.chown(self._egress_socket, UID, GID)  # connecting takes write permission on the socket
+            # connecting takes write permission on the socket
+            os.chown(self._egress_socket, UID, GID)
         os.chmod(self._egress_socket, 0o600)
         spec = {
             "socket": SOCKET_PATH,
@@ -558,7 +567,8 @@ class DockerDesktop(HelperDesktop):
             safe = base if DOWNLOAD_NAME.fullmatch(base) and base not in (".", "..") else f"download-{number}"
             (folder / f"{number:02d}-{safe}").write_bytes(data)
         if self._proxy is not None:
-            self._proxy.wait_quiet()  # a request the last action caused is judged (and logged) too
+            # a request the last action caused is judged (and logged) too
+            self._proxy.wait_quiet()
         # The lab's server and this proxy run in the controller: the container only handed over files.
         verdict: Verification = self.lab.verify(folder, self.egress())
         return verdict.in_controller()
@@ -602,7 +612,8 @@ class DockerDesktop(HelperDesktop):
         if self.lab is not None:
             with contextlib.suppress(Exception):
                 self.lab.stop()
-        if self._requests.acquire(timeout=5):  # the request in flight has given up: close its pipes
+        if self._requests.acquire(timeout=5):
+            # the request in flight has given up: close its pipes
             try:
                 if self._channel is not None:
                     self._channel.dispose()

@@ -222,21 +222,24 @@ class Engine:
     def remove(self, ident: str) -> bool:
         """Remove a container (killing it) or a network by id or name; False if there was none (harmless)."""
         code, _out, err = run_bounded([self.docker, "rm", "--force", "--volumes", ident], timeout=self.timeout)
-        if b"No such container" in err:  # (--force says so and exits 0): a network, or gone already
+        if b"No such container" in err:
+            # (--force says so and exits 0): a network, or gone already
             code, _out, err = run_bounded([self.docker, "network", "rm", ident], timeout=self.timeout)
             if code == 0:
                 return True
             if b"No such network" in err or b"not found" in err:
                 return False
             raise EngineError(f"docker network rm: {first_line(err)}")
-        if code == 0 or b"already in progress" in err:  # the engine removes it already (--rm, after its end)
+        if code == 0 or b"already in progress" in err:
+            # the engine removes it already (--rm, after its end)
             return True
         raise EngineError(f"docker rm: {first_line(err)}")
 
     def remove_run(self, run_id: str) -> list[str]:
         """Remove every container and network of a run (by its label): their ids."""
         rows = self.by_label(f"{RUN_LABEL}={run_id}")
-        for row in sorted(rows, key=lambda r: r["kind"] != "container"):  # containers before their networks
+        for row in sorted(rows, key=lambda r: r["kind"] != "container"):
+            # containers before their networks
             self.remove(row["id"])
         return [row["id"] for row in rows]
 

@@ -20,18 +20,22 @@ SANDBOX_NAME = "cua-sandbox"
 # Host paths the desktop needs, bound read-only when they exist. Everything else of /etc is absent.
 ETC_ENTRIES = (
     "/etc/fonts",  # fontconfig
-    "/etc/ld.so.cache",  # the loader finds libraries in /usr/lib/<triplet> through it
+    # the loader finds libraries in /usr/lib/<triplet> through it
+    "/etc/ld.so.cache",
     "/etc/ld.so.conf",
     "/etc/ld.so.conf.d",
     "/etc/localtime",
     "/etc/mime.types",
     "/etc/ssl/certs",
     "/etc/ssl/openssl.cnf",
-    "/etc/chromium",  # Debian's launcher script sources chromium.d and reads master_preferences
+    # Debian's launcher script sources chromium.d and reads master_preferences
+    "/etc/chromium",
     "/etc/chromium.d",
 )
-OTHER_ENTRIES = ("/var/cache/fontconfig",)  # without it fontconfig rescans every font at each start
-TOP_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")  # merged-/usr links, or directories
+# without it fontconfig rescans every font at each start
+OTHER_ENTRIES = ("/var/cache/fontconfig",)
+# merged-/usr links, or directories
+TOP_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 NAMESPACES = ("user", "mount", "pid", "net", "ipc", "uts", "cgroup")
 
 
@@ -86,7 +90,8 @@ def _uids_running() -> set[int]:
 def filesystem_args() -> list[str]:
     """bwrap arguments for the host files the desktop needs, read-only; nothing else of the host."""
     args = ["--ro-bind", "/usr", "/usr"]
-    if os.path.isdir("/usr/local"):  # what was installed by hand on this host: not the desktop's business
+    if os.path.isdir("/usr/local"):
+        # what was installed by hand on this host: not the desktop's business
         args += ["--perms", "0555", "--tmpfs", "/usr/local", "--remount-ro", "/usr/local"]
     for top in TOP_LINKS:
         if os.path.islink(top):

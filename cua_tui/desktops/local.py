@@ -42,7 +42,8 @@ from .isolation import (
 )
 from .x11 import X11Session, grant_local_user
 
-if TYPE_CHECKING:  # the events (and the policy they name) are not shipped into a remote sandbox's helper
+if TYPE_CHECKING:
+    # the events (and the policy they name) are not shipped into a remote sandbox's helper
     from ..core import events as ev
 
 INNER_PROXY_PORT = 3128
@@ -57,8 +58,10 @@ REQUIRED = ("Xvfb", "openbox", "chromium", "bwrap", "socat", "xauth")
 # the model was shown an empty screen, planned on it, and the stale-screen guard refused its click.
 FIRST_PAINT_POLL = 0.05
 FIRST_PAINT_QUIET = 0.3  # painted, then unchanged this long: settled
-FIRST_PAINT_LIMIT = 2.0  # an animated page never settles: it counts as painted this long after it showed
-FLAT_PAGE_WAIT = 8.0  # a frame of at most two colours, unchanged this long (the page fetched): a flat page
+# an animated page never settles: it counts as painted this long after it showed
+FIRST_PAINT_LIMIT = 2.0
+# a frame of at most two colours, unchanged this long (the page fetched): a flat page
+FLAT_PAGE_WAIT = 8.0
 ROOT_COLOUR = (0, 0, 0)
 
 
@@ -79,7 +82,8 @@ def sweep_stale_workspaces(root: Path | None = None) -> list[Path]:
         if owner != os.getpid() and not Path(f"/proc/{owner}").exists():
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder)
-    if removed:  # the display numbers they claimed: the link to their X socket and its lock file
+    if removed:
+        # the display numbers they claimed: the link to their X socket and its lock file
         for link in Path("/tmp/.X11-unix").glob("X*"):
             with contextlib.suppress(OSError):
                 if link.is_symlink() and any(Path(os.readlink(link)).is_relative_to(f) for f in removed):
@@ -126,9 +130,11 @@ class FirstPaint:
 
     def __init__(self, background: tuple[int, int, int] = ROOT_COLOUR, *, flat_page: bool = True) -> None:
         self.background = background
-        self.flat_page = flat_page  # False: the page is known to have content (a lab's), a flat frame never counts
+        # False: the page is known to have content (a lab's), a flat frame never counts
+        self.flat_page = flat_page
         self._last: bytes | bytearray | None = None
-        self._colours: set[tuple[int, ...]] | None = {background}  # the last frame's, if two at most
+        # the last frame's, if two at most
+        self._colours: set[tuple[int, ...]] | None = {background}
         self._since = 0.0  # when the frame last changed
         self._content_at: float | None = None  # when content first showed
 
@@ -149,7 +155,8 @@ def few_colours(raw: bytes | bytearray, size: tuple[int, int]) -> set[tuple[int,
     """The colours of a BGRX frame if it has two at most, judged on every pixel; None if it has more."""
     from PIL import Image
 
-    found = Image.frombuffer("RGB", size, bytes(raw), "raw", "BGRX", 0, 1).getcolors(2)  # bytes(): see x11.encode
+    # bytes(): see x11.encode
+    found = Image.frombuffer("RGB", size, bytes(raw), "raw", "BGRX", 0, 1).getcolors(2)
     # An RGB image's colours are tuples; Pillow's type also allows a single-band float.
     return None if found is None else {colour for _count, colour in found if isinstance(colour, tuple)}
 
@@ -451,7 +458,8 @@ class LocalDesktop(BaseDesktop):
     def _wait_for_page(self) -> None:
         """Wait until the browser painted its page and the screen settled (see ``FirstPaint``)."""
         assert self._x11 is not None
-        watch = FirstPaint(flat_page=self.lab is None)  # a lab's page has text: it waits for the text
+        # a lab's page has text: it waits for the text
+        watch = FirstPaint(flat_page=self.lab is None)
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if self._procs["browser"].poll() is not None:
@@ -511,7 +519,8 @@ class LocalDesktop(BaseDesktop):
         if self.lab is None:
             return None
         if self._proxy is not None:
-            self._proxy.wait_quiet()  # a request the last action caused is judged (and logged) too
+            # a request the last action caused is judged (and logged) too
+            self._proxy.wait_quiet()
         # The lab's server is a thread of this process, so this process judged. Inside a remote sandbox's
         # helper this process is the sandbox's: the helper sends only the verdict, the controller says where.
         verdict: Verification = self.lab.verify(self.downloads, self.egress())
@@ -527,7 +536,8 @@ class LocalDesktop(BaseDesktop):
             self._x11.stop()
         proc = self._procs.get("browser")
         if proc is not None:
-            kill_group(proc)  # the sandbox: everything of the desktop dies with its namespace
+            # the sandbox: everything of the desktop dies with its namespace
+            kill_group(proc)
         if self._proxy is not None:
             self._proxy.stop()
         if self.lab is not None:
@@ -540,7 +550,8 @@ class LocalDesktop(BaseDesktop):
         if self._workspace is not None:
             shutil.rmtree(self._workspace, ignore_errors=True)
         if self._lease is not None:
-            self._lease.release()  # only now: nothing of the run is left that could use the uid
+            # only now: nothing of the run is left that could use the uid
+            self._lease.release()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -581,7 +592,8 @@ def _lay_out_workspace(ws: Path, uid: int) -> tuple[Path, Path, Path, Path]:
     read-only inside: openbox's configuration and the sandbox's /etc files). Returns home, run, the
     openbox configuration folder and the /etc folder."""
     (ws / "owner.pid").write_text(str(os.getpid()))
-    os.chmod(ws, 0o711)  # the sandbox user binds its two folders from here; nobody else lists it
+    # the sandbox user binds its two folders from here; nobody else lists it
+    os.chmod(ws, 0o711)
     home, run = ws / "home", ws / "run"
     config = run / "openbox"
     for folder in (home, home / "Downloads", home / "profile" / "Default", run, config):
@@ -641,7 +653,8 @@ def _write_init(
         "-screen",
         "0",
         f"{size.width}x{size.height}x24",
-        "-br",  # a black root window: what FirstPaint takes for "nothing shown yet"
+        # a black root window: what FirstPaint takes for "nothing shown yet"
+        "-br",
         "-nolisten",
         "tcp",
         "-noreset",
@@ -655,7 +668,8 @@ def _write_init(
         "--config-file",
         str(config / "openbox" / "rc.xml"),
         "--sm-disable",
-        "--startup",  # run once it manages the screen (again after a restart: harmless)
+        # run once it manages the screen (again after a restart: harmless)
+        "--startup",
         f"touch {scratch}/wm-ready",
     ]
     init = run / "init.sh"

@@ -101,7 +101,8 @@ class SimApp:
 
     def type(self, text: str) -> None:
         if self.focus is None:
-            return  # typing without focus goes nowhere, as on a real page
+            # typing without focus goes nowhere, as on a real page
+            return
         current = "" if self.select_all else self.values.get(self.focus, "")
         self.values[self.focus] = current + text
         self.select_all = False
@@ -141,7 +142,8 @@ class SimDesktop(BaseDesktop):
         self.size = size
         self.app = app or SimApp()
         self.with_verifier = verifier
-        self.user = user  # the user its verdicts name, None: this process's (scenes fix it: stable pictures)
+        # the user its verdicts name, None: this process's (scenes fix it: stable pictures)
+        self.user = user
         self.pointer = (size.width // 2, size.height // 2)
         self.held_keys: set[str] = set()
         self.held_buttons: set[str] = set()
@@ -178,7 +180,8 @@ class SimDesktop(BaseDesktop):
         if self.before_action is not None:
             self.before_action(self, action)
         with self._lock:
-            self._check()  # stopped (or gone) while we waited: input in flight becomes a no-op
+            # stopped (or gone) while we waited: input in flight becomes a no-op
+            self._check()
             output, image = self._apply(action)
             self.executed.append(action)
             return StepResult(self._render(), output=output, image=image)
@@ -240,7 +243,8 @@ class SimDesktop(BaseDesktop):
                 case Kind.HOLD_KEY:
                     time.sleep(action.duration_ms / 1000)
                 case Kind.WAIT:
-                    time.sleep(min(action.duration_ms, 50) / 1000)  # the page is static: no need to wait long
+                    # the page is static: no need to wait long
+                    time.sleep(min(action.duration_ms, 50) / 1000)
                 case Kind.MOUSE_DOWN:
                     self.held_buttons.add(action.button)
                 case Kind.MOUSE_UP:

@@ -39,10 +39,13 @@ MODIFIER_KEYSYMS = {"ctrl": "Control_L", "alt": "Alt_L", "shift": "Shift_L", "su
 # a freshly focused field missed characters that showed later; with 20 ms, 1 of 80; with 30 ms, none,
 # at +13 ms median per typing step.
 SETTLE_POLL = 0.004  # between two raw grabs
-SETTLE_QUIET = 0.02  # once the screen changed, unchanged this long means settled (over one frame)
-SETTLE_FIRST_CHANGE = 0.05  # nothing changed this long after the input: the action changed nothing visible
+# once the screen changed, unchanged this long means settled (over one frame)
+SETTLE_QUIET = 0.02
+# nothing changed this long after the input: the action changed nothing visible
+SETTLE_FIRST_CHANGE = 0.05
 SETTLE_LIMIT = 0.4  # a blinking caret or an animation never settles
-KEYBOARD_FIRST_CHANGE = 0.1  # the first typed character can show 70 ms after the last key
+# the first typed character can show 70 ms after the last key
+KEYBOARD_FIRST_CHANGE = 0.1
 KEYBOARD_KINDS = frozenset({Kind.TYPE, Kind.KEYPRESS, Kind.HOLD_KEY})
 
 # A busy machine paints later than the waits above allow (with the fixed waits, 3 of 30 screenshots after
@@ -51,14 +54,19 @@ KEYBOARD_KINDS = frozenset({Kind.TYPE, Kind.KEYPRESS, Kind.HOLD_KEY})
 # approved click. The waits therefore follow what this
 # desktop has shown (PaintTiming): how late a first change came, the longest pause between two changes of
 # one update, and the changes that came after a settle had ended (seen before the next action's input).
-TIMING_DECAY = 0.9  # per settle: what a burst of load taught is forgotten over a few tens of steps
-LATENCY_FACTOR = 2.0  # the first-change wait: at least twice the latest (decaying) first change seen
-GAP_FACTOR = 1.5  # the quiet wait: at least 1.5 times the longest (decaying) pause inside one update
+# per settle: what a burst of load taught is forgotten over a few tens of steps
+TIMING_DECAY = 0.9
+# the first-change wait: at least twice the latest (decaying) first change seen
+LATENCY_FACTOR = 2.0
+# the quiet wait: at least 1.5 times the longest (decaying) pause inside one update
+GAP_FACTOR = 1.5
 FIRST_CHANGE_CAP = 0.6  # seconds: the waits never grow past these
 QUIET_CAP = 0.15
 LIMIT_CAP = 1.2
-LATE_WINDOW = 1.0  # a change this soon after a settle ended, before the next input, is a late paint
-LATE_MIN_AREA = 64  # square pixels: a smaller change (a caret blinking) is no paint of an update
+# a change this soon after a settle ended, before the next input, is a late paint
+LATE_WINDOW = 1.0
+# square pixels: a smaller change (a caret blinking) is no paint of an update
+LATE_MIN_AREA = 64
 # Only a change near where the input went tells of its paint (typed text shows along the clicked field, a
 # click's effect around it, a new page everywhere); a clock ticking or an animation elsewhere on the page
 # would lengthen every wait for nothing. Half the width and height of the box looked at, in pixels:
@@ -96,7 +104,8 @@ class PaintTiming:
 
 @dataclass(frozen=True, slots=True)
 class _Settled:
-    timing: PaintTiming  # the waits it used (the keyboard's or the pointer's)
+    # the waits it used (the keyboard's or the pointer's)
+    timing: PaintTiming
     raw: bytearray  # the grab the settle returned (mss's own buffer)
     size: tuple[int, int]
     at: float  # perf_counter when it ended
@@ -146,7 +155,8 @@ def changed_at_least(
     return False
 
 
-REMAP_GRACE = 0.25  # a spare keycode lent to another character is remapped this long after its last press
+# a spare keycode lent to another character is remapped this long after its last press
+REMAP_GRACE = 0.25
 _ENV_LOCK = threading.Lock()
 
 
@@ -170,7 +180,8 @@ def grant_local_user(display_name: str, cookie_file: str, user: str) -> None:
     with xauthority(cookie_file):
         d = display.Display(display_name)
     try:
-        d.change_hosts(X.HostInsert, 5, b"localuser\x00" + user.encode())  # 5: FamilyServerInterpreted
+        # 5: FamilyServerInterpreted
+        d.change_hosts(X.HostInsert, 5, b"localuser\x00" + user.encode())
         d.sync()
     finally:
         d.close()
@@ -193,14 +204,18 @@ class X11Session:
         self._spare: list[int] = []
         self._lent: dict[int, int] = {}
         self._lent_used: dict[int, float] = {}
-        self._encode_cost = 0.01  # seconds, a running estimate: when to start encoding while settling
-        self.timing: dict[str, float] = {}  # the last action's parts, in ms (input, settle, encode): benchmarks
+        # seconds, a running estimate: when to start encoding while settling
+        self._encode_cost = 0.01
+        # the last action's parts, in ms (input, settle, encode): benchmarks
+        self.timing: dict[str, float] = {}
         self._encoded_ms = 0.0
         # typed text paints in pieces, a click's effect at once: each kind of input has its own waits
         self.key_timing = PaintTiming()
         self.pointer_timing = PaintTiming()
-        self._settled: _Settled | None = None  # the last settle's end, until the next action's input
-        self._point: tuple[int, int] | None = None  # where the pointer was last moved: where input goes
+        # the last settle's end, until the next action's input
+        self._settled: _Settled | None = None
+        # where the pointer was last moved: where input goes
+        self._point: tuple[int, int] | None = None
         try:
             self._d = display.Display(display_name)
         except Exception as exc:
@@ -358,7 +373,8 @@ class X11Session:
                 xtest.fake_input(self._d, kind, x=x, y=y)
             else:
                 xtest.fake_input(self._d, kind, detail)
-            self._d.flush()  # sent now, in order; no round trip per event (see ``sync``)
+            # sent now, in order; no round trip per event (see ``sync``)
+            self._d.flush()
             if kind == X.KeyPress:
                 self._pressed_keys.add(detail)
             elif kind == X.KeyRelease:
@@ -387,7 +403,8 @@ class X11Session:
                 raise DesktopError(f"no free keycode to type keysym {keysym:#x}")
             if len(self._lent) < len(self._spare):
                 code = self._spare[len(self._lent)]
-            else:  # all lent: take back the least recently used one, once its last press is old enough
+            else:
+                # all lent: take back the least recently used one, once its last press is old enough
                 code = self._lent.pop(next(iter(self._lent)))
                 self._stopped.wait(max(0.0, self._lent_used.get(code, 0.0) + REMAP_GRACE - time.monotonic()))
             with self._lock:
@@ -395,7 +412,8 @@ class X11Session:
                     raise DesktopError("the desktop was stopped", fatal=True)
                 self._d.change_keyboard_mapping(code, [(keysym, keysym)])
                 self._d.sync()
-            time.sleep(0.01)  # clients must see the MappingNotify before the key event
+            # clients must see the MappingNotify before the key event
+            time.sleep(0.01)
         self._lent[keysym] = code  # most recently used last
         self._lent_used[code] = time.monotonic()
         return code, False
@@ -487,7 +505,8 @@ class X11Session:
                     if entry:
                         xtest.fake_input(self._d, X.KeyRelease, entry[0])
                 self._d.sync()
-            except Exception:  # the X server may already be gone: nothing is held then
+            except Exception:
+                # the X server may already be gone: nothing is held then
                 pass
             self._pressed_keys.clear()
             self._pressed_buttons.clear()

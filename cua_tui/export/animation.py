@@ -86,7 +86,8 @@ class _Painter:
         self.font = ImageFont.load_default(size=14)
 
     def _screen(self, sha: Any) -> tuple[Image.Image | None, str, tuple[int, int]]:
-        if not isinstance(sha, str):  # an edited record may name a screen by anything JSON holds
+        if not isinstance(sha, str):
+            # an edited record may name a screen by anything JSON holds
             sha = None
         if sha not in self.cache:
             if sha is None:
@@ -148,7 +149,8 @@ def render(run: Run, fmt: str) -> bytes:
     """The film strip of ``run`` as ``fmt`` ("gif" or "webp") bytes, within the caps (AnimationError if not)."""
     shots = _shots(run)
     frames, width = MAX_FRAMES, MAX_WIDTH
-    screen_widths = [w for w, _h in run.sizes.values() if 0 < w <= run.limit.width]  # a larger one is refused
+    # a larger one is refused
+    screen_widths = [w for w, _h in run.sizes.values() if 0 < w <= run.limit.width]
     if screen_widths:
         width = min(width, max(screen_widths))
     size = 0

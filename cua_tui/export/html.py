@@ -19,10 +19,13 @@ from ..core.timeline import Step, screens
 from .marks import Marker, marker_of
 from .source import Run, key
 
-MAX_STEPS = 2_000  # steps drawn in full; a longer run lists the rest as a count
-MAX_EMBEDDED = 48 * (1 << 20)  # screenshot bytes embedded (base64 makes the file about 4/3 of it)
+# steps drawn in full; a longer run lists the rest as a count
+MAX_STEPS = 2_000
+# screenshot bytes embedded (base64 makes the file about 4/3 of it)
+MAX_EMBEDDED = 48 * (1 << 20)
 TEXT_LIMIT = 2_000  # characters of one message, reason or model text
-FRAME_BORDER = "#5a2d82"  # every frame's border (the Chromium test finds frames by it)
+# every frame's border (the Chromium test finds frames by it)
+FRAME_BORDER = "#5a2d82"
 
 
 def e(value: Any, limit: int = TEXT_LIMIT, *, lines: bool = False) -> str:
@@ -328,7 +331,8 @@ def _step(page: _Page, step: Step) -> None:
     before = page.frame(shots.before, f"before step {number}" + (f": {what}" if what else ""), marker, verdict)
     if shots.after:
         after = page.frame(shots.after, f"after step {number}", marker, verdict)
-    elif shots.not_run:  # never "after it ran": it did not run, and there is no screen after it
+    elif shots.not_run:
+        # never "after it ran": it did not run, and there is no screen after it
         after = f'<figure class="frame"><div class="shot missing">step {number} not run: {e(shots.not_run, 20)}'
         after += "; no screen after it</div></figure>"
     else:

@@ -15,8 +15,10 @@ from .source import Run, key
 
 PLACEHOLDER = "not_replayable"
 _BUTTONS = {"left": "left", "right": "right", "middle": "wheel", "back": "back", "forward": "forward"}
-_PIXELS_PER_NOTCH = 100  # the parser's: OpenAI scrolls in pixels, the desktop in wheel notches
-_MAX_REFUSED_TURN = 101  # one more than a turn may hold: the re-run refuses such a turn whole again
+# the parser's: OpenAI scrolls in pixels, the desktop in wheel notches
+_PIXELS_PER_NOTCH = 100
+# one more than a turn may hold: the re-run refuses such a turn whole again
+_MAX_REFUSED_TURN = 101
 
 
 @dataclass

@@ -43,7 +43,8 @@ class Screen:
     width: int
     height: int
     png: bytes | None = None
-    refused: str = ""  # why there is no picture (missing, a link, not a PNG, a bomb, another hash, ...)
+    # why there is no picture (missing, a link, not a PNG, a bomb, another hash, ...)
+    refused: str = ""
 
 
 @dataclass
@@ -52,12 +53,15 @@ class Run:
 
     path: Path
     run_id: str
-    info: dict[str, Any]  # run.json ({} when it is missing or unreadable: see ``notes``)
+    # run.json ({} when it is missing or unreadable: see ``notes``)
+    info: dict[str, Any]
     stamped: list[ev.Stamped]
     timeline: timeline.Timeline
     report: VerifyReport
-    sizes: dict[str, tuple[int, int]]  # sha256 -> (width, height) as the screen events record it
-    limit: ScreenLimit  # the run's screen as run.json and run_started record it: no screen may be larger
+    # sha256 -> (width, height) as the screen events record it
+    sizes: dict[str, tuple[int, int]]
+    # the run's screen as run.json and run_started record it: no screen may be larger
+    limit: ScreenLimit
     notes: list[str] = field(default_factory=list)
     _folder: RunFolder | None = None
     _screens: dict[str, Screen] = field(default_factory=dict)
@@ -150,7 +154,8 @@ def _read(folder: RunFolder, path: Path, key: AuditKey | None) -> Run:
     notes: list[str] = []
     stamped: list[ev.Stamped] = []
     try:
-        fd, _size = folder.open_file(AUDIT, AUDIT_CAP)  # only to refuse a log over the cap before reading it
+        # only to refuse a log over the cap before reading it
+        fd, _size = folder.open_file(AUDIT, AUDIT_CAP)
         os.close(fd)
         with RunLog(folder) as log:
             stamped = log.poll()
@@ -169,7 +174,8 @@ def _read(folder: RunFolder, path: Path, key: AuditKey | None) -> Run:
     run_id = info.get("run_id") if isinstance(info.get("run_id"), str) else path.name
     try:
         line = timeline.build(stamped)
-    except (TypeError, AttributeError, ValueError) as exc:  # fields of the wrong type in an edited log
+    except (TypeError, AttributeError, ValueError) as exc:
+        # fields of the wrong type in an edited log
         raise RunUnusable(f"{where}: audit.jsonl holds records of the wrong shape ({type(exc).__name__})") from None
     started = line.started.screen if line.started is not None else None
     limit = ScreenLimit.of_run(info.get("screen"), started)

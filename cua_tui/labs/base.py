@@ -136,7 +136,8 @@ class Response:
 @dataclass(frozen=True, slots=True)
 class Request:
     method: str
-    target: str  # the request target's path and query ("/export?q=penguin")
+    # the request target's path and query ("/export?q=penguin")
+    target: str
     path: str
     query: dict[str, list[str]]
     body: bytes
@@ -317,7 +318,8 @@ def _handler_for(lab: Lab) -> type[BaseHTTPRequestHandler]:
                 self._send(Response.text("bad or too large body\n", 413), method)
                 return
             body = self.rfile.read(length) if length else b""
-            parts = urlsplit(self.path)  # origin-form, or absolute-form when a proxy forwards it as is
+            # origin-form, or absolute-form when a proxy forwards it as is
+            parts = urlsplit(self.path)
             target = parts.path + (f"?{parts.query}" if parts.query else "")
             request = Request(method, target, parts.path, parse_qs(parts.query, keep_blank_values=True), body)
             try:

@@ -38,7 +38,8 @@ from .signals import Signals, notification_escape
 from .source import RunSource
 from .themes import install_themes, project_themes_dir
 
-LEAVE_WINDOW_S = 3.0  # a second q within this many seconds leaves what goes on (and kills it)
+# a second q within this many seconds leaves what goes on (and kills it)
+LEAVE_WINDOW_S = 3.0
 # The keys whose possibility the shown view decides; y / a / n also need the decision in view.
 VIEW_ACTIONS = ("approve", "approve_scope", "reject", "kill", "zoom", "screen_text", "open_screenshot", "help")
 ANSWERS = ("approve", "approve_scope", "reject")
@@ -167,10 +168,13 @@ class CuaApp(App[Any]):
         self.theme_dirs = (project_themes_dir(), *theme_dirs)
         self.tell_theme = tell_theme
         self.graphics = graphics
-        self.clock = clock  # the status bars' elapsed time; fixtures pass a fixed one
+        # the status bars' elapsed time; fixtures pass a fixed one
+        self.clock = clock
         self.signals = signals or Signals()
-        self.env = os.environ if env is None else env  # which terminal this is (its notification escape)
-        self.reading = ScreenReading(self, screen_reader)  # the screen as text (OCR in a worker; none: it says so)
+        # which terminal this is (its notification escape)
+        self.env = os.environ if env is None else env
+        # the screen as text (OCR in a worker; none: it says so)
+        self.reading = ScreenReading(self, screen_reader)
         self.guard_s, self.guard_clock = guard_s, guard_clock
         self.result: RunResult | None = None  # a live run's result, once it has one
         self._leave_asked = -LEAVE_WINDOW_S
@@ -350,5 +354,6 @@ def graphics_widget() -> type[Widget] | None:
     if renderable.Image is renderable.TGPImage:
         return TGPImage
     if renderable.Image is renderable.SixelImage:
-        return sixel_widget()  # textual-image's SixelImage, given the data the worker encoded
+        # textual-image's SixelImage, given the data the worker encoded
+        return sixel_widget()
     return None

@@ -27,7 +27,8 @@ from ..core.describe import audit_line
 from ..core.text import visible
 from .scrolling import set_virtual_size
 
-MAX_ENTRIES = 2000  # events kept and shown (the audit log on disk keeps them all)
+# events kept and shown (the audit log on disk keeps them all)
+MAX_ENTRIES = 2000
 LINE_LIMIT = 300  # characters of one line
 HAYSTACK_LIMIT = 4000  # characters of an event's JSON searched by `/`
 KINDS = tuple(sorted(ev.EVENT_TYPES))  # the event type names `kind:` accepts
@@ -143,7 +144,8 @@ class AuditList(ScrollView, can_focus=True):
         self.entries: deque[Entry] = deque(maxlen=max_entries)
         self.search = Query()
         self._shown: list[Entry] | None = None  # the entries matching the query; None: all of them
-        self.cursor: int | None = None  # index into ``shown``; None follows the newest event
+        # index into ``shown``; None follows the newest event
+        self.cursor: int | None = None
         self._widest = 0
 
     # ------------------------------------------------------------------------------------------------
@@ -200,7 +202,8 @@ class AuditList(ScrollView, can_focus=True):
         self.scroll_end(animate=False, immediate=False, x_axis=False)
 
     def _resize(self) -> None:
-        set_virtual_size(self, Size(self._widest, len(self.shown)))  # no new layout of the screen per event
+        # no new layout of the screen per event
+        set_virtual_size(self, Size(self._widest, len(self.shown)))
         self.refresh()
 
     # ------------------------------------------------------------------------------------------------

@@ -126,7 +126,8 @@ class AuditPane(Vertical):
 
     def on_key(self, event: events.Key) -> None:
         search = next(self.query("#audit-search").results(Input), None)
-        if event.key == "escape" and search is not None and search.has_focus:  # Esc clears the filter
+        if event.key == "escape" and search is not None and search.has_focus:
+            # Esc clears the filter
             event.stop()
             self._close_search(keep=False)
 

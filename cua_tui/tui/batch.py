@@ -18,7 +18,8 @@ from ..core.run_view import ActionState, RunView
 from ..core.text import visible
 from .detail import RowSnapshot
 
-EARLIER_TURNS = 50  # earlier turns kept as sections; older ones are counted in one line
+# earlier turns kept as sections; older ones are counted in one line
+EARLIER_TURNS = 50
 
 
 class ActionRow(Static):
@@ -47,7 +48,8 @@ class ActionRow(Static):
         self.redraw()
 
     def set_verdict(self, verdict: str | None, reason: str) -> None:
-        verdict = verdict or "…"  # None: not a verdict this version knows (a hostile run directory)
+        # None: not a verdict this version knows (a hostile run directory)
+        verdict = verdict or "…"
         self.verdict, self.reason = verdict, reason
         for risk in ("allow", "confirm", "block"):
             self.set_class(verdict == risk, f"risk-{risk}")
@@ -134,7 +136,8 @@ class BatchPane(VerticalScroll):
     turn clears the pane."""
 
     can_focus = False
-    KEEP = EARLIER_TURNS  # earlier turns kept as sections, unless ``keep`` says otherwise
+    # earlier turns kept as sections, unless ``keep`` says otherwise
+    KEEP = EARLIER_TURNS
 
     def __init__(self, *, history: bool = False, keep: int | None = None, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -145,8 +148,10 @@ class BatchPane(VerticalScroll):
         self.rows: dict[int, ActionRow] = {}
         self.earlier: deque[TurnSummary] = deque()
         self.dropped = 0  # earlier turns beyond ``keep``, no longer shown
-        self.following = True  # the view follows the current turn (until the reviewer scrolls back)
-        self._current: list[Widget] = []  # the current turn's widgets: its words, its rows, its end
+        # the view follows the current turn (until the reviewer scrolls back)
+        self.following = True
+        # the current turn's widgets: its words, its rows, its end
+        self._current: list[Widget] = []
         self._final: str | None = None
         self._elided: Static | None = None
         self.pending: int | None = None
@@ -243,7 +248,8 @@ class BatchPane(VerticalScroll):
         self.scroll_to(y=min(self.max_scroll_y, top), animate=False, immediate=True)
 
     def _on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
-        self.following = False  # the reviewer reads back: new rows do not pull the view away
+        # the reviewer reads back: new rows do not pull the view away
+        self.following = False
         super()._on_mouse_scroll_up(event)
 
     def _on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
@@ -264,7 +270,8 @@ class BatchPane(VerticalScroll):
     def mark_pending(self, index: int | None) -> None:
         self.pending = index
         if index is not None:
-            self.following = True  # a decision brings the view back to the current turn
+            # a decision brings the view back to the current turn
+            self.following = True
         for i, row in self.rows.items():
             pending = i == index
             if row.has_class("pending") != pending:

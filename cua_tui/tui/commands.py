@@ -135,7 +135,8 @@ class HistoryActions:
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="verify", description="verify the audit log")
     def _verify(self, run_dir: Path) -> None:
-        from ..core.audit import verify_run  # the same check as `cua-tui verify`, off the UI thread
+        # the same check as `cua-tui verify`, off the UI thread
+        from ..core.audit import verify_run
 
         report = verify_run(run_dir)
         self.app.call_from_thread(self._verified, report)

@@ -17,7 +17,8 @@ STYLES = {
 }
 
 
-COMPACT_BELOW = (120, 36)  # columns, rows: a terminal smaller either way gets the compact panel
+# columns, rows: a terminal smaller either way gets the compact panel
+COMPACT_BELOW = (120, 36)
 
 
 def compact_terminal(width: int, height: int) -> bool:
@@ -28,13 +29,16 @@ def compact_terminal(width: int, height: int) -> bool:
 class DecisionPanel(Static):
     """Hidden unless a decision is pending. Typed text is shown in full with control characters visible."""
 
-    _shown: tuple[DecisionRequest | None, int, str, bool, str] = (None, 0, "", False, "")  # show_request's
+    # show_request's
+    _shown: tuple[DecisionRequest | None, int, str, bool, str] = (None, 0, "", False, "")
     # Where there are many runs the panel names the one asking (tasks of the same text differ only there),
     # and a request no longer pending reads closed, offering no key that would answer it.
     run_name = ""
-    closed: str | None = None  # why the request shown is no longer pending (None: it is)
+    # why the request shown is no longer pending (None: it is)
+    closed: str | None = None
     _destination: str | None = None
-    compact = False  # a small terminal: the same facts in fewer lines, the keys first (describe.request_panel)
+    # a small terminal: the same facts in fewer lines, the keys first (describe.request_panel)
+    compact = False
 
     def show_request(
         self,
@@ -50,7 +54,8 @@ class DecisionPanel(Static):
         arrive later, from the screen's OCR: ``set_destination``); ``model_text``: the model's words for
         its batch."""
         self.display = request is not None
-        if self.parent is not None:  # a small terminal at a decision: the panes beside it make room
+        if self.parent is not None:
+            # a small terminal at a decision: the panes beside it make room
             self.parent.set_class(request is not None and self.compact, "deciding-compact")
         self._shown = (request, batch_size, task, field, model_text)
         self._destination = destination

@@ -27,8 +27,10 @@ from ..core.text import visible
 from .frames import Rendered, Target, prepare
 from .messages import FrameRefused, FrameRendered
 
-RESIZE_SETTLE = 0.05  # seconds without a resize event before the picture is redrawn for the new size
-FRAME_CACHE = 8  # rendered frames kept: the shown one, its zoom, a replay's neighbours
+# seconds without a resize event before the picture is redrawn for the new size
+RESIZE_SETTLE = 0.05
+# rendered frames kept: the shown one, its zoom, a replay's neighbours
+FRAME_CACHE = 8
 
 
 @dataclass(frozen=True)
@@ -181,7 +183,8 @@ class DesktopView(Widget):
     def _prefetch(self, keys: list[tuple[Shot, FrameKey]], serial: int) -> None:
         for shot, key in keys:
             if serial != self.serial:
-                return  # the view moved on: these are no longer its neighbours
+                # the view moved on: these are no longer its neighbours
+                return
             self._frame(shot, key)
 
     def _frame(self, shot: Shot, key: FrameKey) -> Rendered | str:
@@ -318,7 +321,8 @@ def sixel_widget() -> type[Widget]:
         encoded: tuple[PILImage.Image, str | None] | None = None
 
         def _scale_image(self, image_data, terminal_sizes):  # type: ignore[no-untyped-def]
-            return image_data  # frames.prepare fitted it to the pane's pixels already
+            # frames.prepare fitted it to the pane's pixels already
+            return image_data
 
         def _image_to_sixels(self, image, sixel_options=None, background=None):  # type: ignore[no-untyped-def]
             encoded, cells = self.encoded, get_cell_size()

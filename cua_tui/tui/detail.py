@@ -23,7 +23,8 @@ from ..core import events as ev
 from ..core.text import visible
 from .audit_list import Entry
 
-DETAIL_LIMIT = 200_000  # characters of one event's JSON shown (a model's text can be long)
+# characters of one event's JSON shown (a model's text can be long)
+DETAIL_LIMIT = 200_000
 
 
 def copy(app: App[Any], label: str, value: str) -> None:
@@ -57,7 +58,8 @@ class DetailScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="detail-body") as body:
-            body.border_title = Text(visible(self.title_text, limit=100))  # a str border title is parsed as markup
+            # a str border title is parsed as markup
+            body.border_title = Text(visible(self.title_text, limit=100))
             keys = "  ".join(f"{c.key} copies the {c.label}" for c in self.copies.values())
             body.border_subtitle = Text(f"{keys}  · esc closes" if keys else "esc closes")
             yield Static(self.body, id="detail-text")

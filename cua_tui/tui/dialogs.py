@@ -15,7 +15,8 @@ from ..core import events as ev
 from ..core.text import visible
 from .literal import LiteralInput
 
-REASON_MAX = 300  # characters: a one-line reason, as the model hears it after the fixed decline text
+# characters: a one-line reason, as the model hears it after the fixed decline text
+REASON_MAX = 300
 
 
 class RejectReason(ModalScreen[str | None]):
@@ -38,7 +39,8 @@ class RejectReason(ModalScreen[str | None]):
             yield LiteralInput(
                 placeholder="why (the model hears it after: Declined by the user…)",
                 max_length=REASON_MAX,
-                select_on_focus=False,  # a letter typed before the focus came must not be selected away
+                # a letter typed before the focus came must not be selected away
+                select_on_focus=False,
             )
 
     def on_mount(self) -> None:

@@ -76,11 +76,15 @@ from .text_lines import TextLines
 if TYPE_CHECKING:
     from ..core.screentext import ScreenTextReader
 
-SEAL_WAIT_S = 60.0  # leaving: how long the TUI waits for every run to be sealed before it closes anyway
+# leaving: how long the TUI waits for every run to be sealed before it closes anyway
+SEAL_WAIT_S = 60.0
 WHAT_CHARS = 60  # the queue's "what" column
-REFRESH_EVERY_S = 0.03  # at most one refresh of the queue this often: under load, many changes make one
-RUNS_EVERY_S = 0.25  # the table of runs (turn and step of every run) at most this often
-AUDIT_HISTORY = MAX_ENTRIES  # earlier events a run's live view reads back from its audit log
+# at most one refresh of the queue this often: under load, many changes make one
+REFRESH_EVERY_S = 0.03
+# the table of runs (turn and step of every run) at most this often
+RUNS_EVERY_S = 0.25
+# earlier events a run's live view reads back from its audit log
+AUDIT_HISTORY = MAX_ENTRIES
 KILLED_BY = "human (fleet TUI)"
 LEFT_BY = "human (left the fleet TUI)"
 
@@ -190,7 +194,8 @@ class FleetRun:
     (``FleetControl.watch``), and the answers, through the fleet, to that run's own pending request."""
 
     live = True
-    owned = False  # the fleet runs it: leaving its view leaves it running
+    # the fleet runs it: leaving its view leaves it running
+    owned = False
     policy_lines: list[str] = []
 
     def __init__(self, fleet: FleetControl, task: str) -> None:
@@ -243,9 +248,11 @@ RUN_COLUMNS = (
     ("verified", 8),
     ("log", 10),
 )
-APP_ACTIONS = ("approve", "approve_scope", "reject", "kill", "zoom", "screen_text")  # the App's, done here
+# the App's, done here
+APP_ACTIONS = ("approve", "approve_scope", "reject", "kill", "zoom", "screen_text")
 SCREEN_ACTIONS = ("kill_all", "open_run")
-QUEUE_COLUMNS = (("#", 2), ("priority", 12), ("rule", 16), ("task", 12), ("what", 16), ("waited", 6))  # what: flex
+# what: flex
+QUEUE_COLUMNS = (("#", 2), ("priority", 12), ("rule", 16), ("task", 12), ("what", 16), ("waited", 6))
 
 
 class FleetScreen(ViewScreen):
@@ -266,11 +273,14 @@ class FleetScreen(ViewScreen):
         self.guard = app.new_guard()  # y / a / n count only once the selection was seen
         self.graphics = app.graphics
         self.clock = app.clock
-        self.reading = app.reading  # the screen as text (OCR in a worker), shared by every run
+        # the screen as text (OCR in a worker), shared by every run
+        self.reading = app.reading
         self.fleet_rows: dict[str, RunRow] = {}  # as shown
         self.items: list[QueueItem] = []  # pending, first to decide first (the fleet's order)
-        self.selected: QueueItem | None = None  # the request the decision panel shows and y / n / a answer
-        self.closed: dict[int, str] = {}  # why recent requests left the queue (ticket -> why), bounded
+        # the request the decision panel shows and y / n / a answer
+        self.selected: QueueItem | None = None
+        # why recent requests left the queue (ticket -> why), bounded
+        self.closed: dict[int, str] = {}
         self.seen: set[int] = set()  # tickets already signalled
         self.finished = False
         self.leaving = False
@@ -285,9 +295,12 @@ class FleetScreen(ViewScreen):
         self._view: RunView = RunView()  # the selected request's run, when it was selected
         self._view_of: int | None = None  # the ticket _view was taken for
         self._queue_keys: set[int] = set()  # the tickets the queue table lists
-        self._queue_shown: tuple[tuple[int, bool], ...] = ()  # what the queue table lists, and which are pending
-        self._selected_shown: tuple[int, bool] | None = None  # the decision view shows (ticket, pending)
-        self._offered: tuple[object, ...] = ()  # the screen and the actions check_action allowed, when last told
+        # what the queue table lists, and which are pending
+        self._queue_shown: tuple[tuple[int, bool], ...] = ()
+        # the decision view shows (ticket, pending)
+        self._selected_shown: tuple[int, bool] | None = None
+        # the screen and the actions check_action allowed, when last told
+        self._offered: tuple[object, ...] = ()
         # The two tables and the pane, held (not queried): check_action may run while another screen is on
         # top, or as the App closes and its widgets are gone.
         self.desktop = DesktopView(graphics=app.graphics, id="desktop")
@@ -333,7 +346,8 @@ class FleetScreen(ViewScreen):
         with self._inbox_lock:
             self._dirty_tasks.update(self.fleet_rows)
             self._queue_dirty = True
-            if self.fleet.done:  # it ended before this App listened (every task failed to build, say)
+            if self.fleet.done:
+                # it ended before this App listened (every task failed to build, say)
                 self.finished = True
         self._take_changes()
         queue.focus()
@@ -342,7 +356,8 @@ class FleetScreen(ViewScreen):
     def on_unmount(self) -> None:
         if self._unsubscribe is not None:
             self._unsubscribe()
-        if not self.fleet.done:  # leaving the fleet TUI however it happens kills every run (each is sealed)
+        if not self.fleet.done:
+            # leaving the fleet TUI however it happens kills every run (each is sealed)
             self.fleet.kill_all(by=LEFT_BY)
 
     # ------------------------------------------------------------------------------------------------
@@ -375,7 +390,8 @@ class FleetScreen(ViewScreen):
         else:
             self._take_changes()
 
-    @while_open  # a timer's too: one can fire as the App closes and its widgets go
+    # a timer's too: one can fire as the App closes and its widgets go
+    @while_open
     def _take_changes(self) -> None:
         started = time.thread_time()
         self._last_refresh = time.monotonic()
@@ -386,7 +402,8 @@ class FleetScreen(ViewScreen):
             while len(self.closed) > 10_000:
                 self.closed.pop(next(iter(self.closed)))
         if tasks and self._last_runs + RUNS_EVERY_S > self._last_refresh and not self.finished:
-            with self._inbox_lock:  # the runs table waits a little: its changes are kept for then
+            with self._inbox_lock:
+                # the runs table waits a little: its changes are kept for then
                 self._dirty_tasks |= tasks
             if not self._runs_timer:
                 self._runs_timer = True
@@ -418,7 +435,8 @@ class FleetScreen(ViewScreen):
             old = self.fleet_rows.get(row.task)
             self.fleet_rows[row.task] = row
             if old is not row:
-                table.update_row(row.task, self._run_cells(row, now))  # redrawn only if a cell changed
+                # redrawn only if a cell changed
+                table.update_row(row.task, self._run_cells(row, now))
         self._show_run_detail()
 
     def _run_cells(self, row: RunRow, now: float | None = None) -> list[Text]:
@@ -546,7 +564,8 @@ class FleetScreen(ViewScreen):
                 text.append(f" · run {visible(row.run_id)}")
             if row.phase and not row.ended:
                 text.append(f" · {visible(row.phase, limit=40)}")
-            if row.path:  # where it is, by its last folders when the line is short: they tell runs apart
+            if row.path:
+                # where it is, by its last folders when the line is short: they tell runs apart
                 width = self.query_one("#run-detail", TextLines).size.width
                 path = visible(row.path, limit=300)
                 text.append(f" · {tail_path(path, width - text.cell_len - 3) if width else path}")
@@ -597,7 +616,8 @@ class FleetScreen(ViewScreen):
         """The decision view of the selected request: the panel, the framed target, the screen's text
         (redrawn when the selection or its state changed, or with ``force``: the screen's text arrived)."""
         item = self.selected
-        self.guard.arm(item.ticket if item is not None else None)  # another request shown: the guard again
+        # another request shown: the guard again
+        self.guard.arm(item.ticket if item is not None else None)
         shown = (item.ticket, item.ticket in self.pending_tickets) if item is not None else None
         if shown == self._selected_shown and not force and item is not None:
             return
@@ -634,7 +654,8 @@ class FleetScreen(ViewScreen):
         panel.run_name = run_name(item.task, item.run_id)
         panel.closed = None if pending else visible(self.closed.get(item.ticket, "no longer pending"), limit=120)
         shot = shot_of(view)
-        desktop.border_title = Text(f"Desktop · {visible(item.task, limit=64)} · turn {request.turn}")  # not markup
+        # not markup
+        desktop.border_title = Text(f"Desktop · {visible(item.task, limit=64)} · turn {request.turn}")
         if shot is None:
             desktop.blank("no screenshot of this run yet")
         else:
@@ -738,7 +759,8 @@ class FleetScreen(ViewScreen):
         grant: bool = False,
         seen: tuple[DecisionGuard, DesktopView] | None = None,
     ) -> None:
-        guard, desktop = seen or (self.guard, self.desktop)  # what was seen, and how long, where it was
+        # what was seen, and how long, where it was
+        guard, desktop = seen or (self.guard, self.desktop)
         why = self.fleet.answer(
             item, answer, note=note, grant=grant, screen=desktop.painted_sha, shown_ms=guard.shown_ms()
         )

@@ -20,16 +20,21 @@ from textual.strip import Strip
 from ..core.actions import Action
 from ..core.imaging import ScreenLimit, decode_screen
 
-MAX_MARKED_PATH = 64  # points of a drag path drawn (a recorded path can be as long as the parser allows)
-MARKER = (255, 0, 200)  # magenta: stands out on the pages the labs and most sites use
+# points of a drag path drawn (a recorded path can be as long as the parser allows)
+MAX_MARKED_PATH = 64
+# magenta: stands out on the pages the labs and most sites use
+MARKER = (255, 0, 200)
 MARKER_EDGE = (0, 0, 0)
-FRAMED = (255, 200, 0)  # amber: the framed area's outline in the overview inset
+# amber: the framed area's outline in the overview inset
+FRAMED = (255, 200, 0)
 INSET_EDGE = (20, 20, 20)
 # A zoom magnifies further (half-blocks: 2, 3, ... pixels per half-cell) only while the pane still shows at
 # least this much of the screen around the target: a button with its label, a field with its label.
 NEIGHBOURHOOD = (240, 120)
-INSET_FRACTION = 4  # the overview inset is a quarter of the pane's width
-INSET_MIN = 16  # pixels of width below which the inset is left out (a pane too small for it)
+# the overview inset is a quarter of the pane's width
+INSET_FRACTION = 4
+# pixels of width below which the inset is left out (a pane too small for it)
+INSET_MIN = 16
 
 
 @dataclass(frozen=True)
@@ -40,8 +45,10 @@ class Target:
     path: tuple[tuple[int, int], ...] = ()
     region: tuple[int, int, int, int] | None = None
     kind: str = ""
-    label: tuple[int, int, int, int] | None = None  # the words naming it (OCR): a zoom shows them too if it can
-    element: tuple[int, int, int, int] | None = None  # the field or button under it (core.elements): framed
+    # the words naming it (OCR): a zoom shows them too if it can
+    label: tuple[int, int, int, int] | None = None
+    # the field or button under it (core.elements): framed
+    element: tuple[int, int, int, int] | None = None
 
     @classmethod
     def of(cls, action: Action | None) -> Target | None:
@@ -91,14 +98,17 @@ class Rendered:
     strips: list[Strip]
     width: int  # cells
     height: int  # cells
-    image: Image.Image  # the fitted, marked picture (for graphics protocols)
+    # the fitted, marked picture (for graphics protocols)
+    image: Image.Image
     zoomed: bool = False
     # Sixel data for the whole pane (the picture padded to its cells' pixels), encoded in the worker so
     # the UI thread only writes it (textual-image would encode in render_lines, on the UI thread)
     sixel: str | None = None
     magnify: int = 1  # zoomed: picture pixels per screen pixel
-    framed: tuple[int, int, int, int] | None = None  # zoomed: the screen area shown (x0, y0, x1, y1)
-    inset: tuple[int, int, int, int] | None = None  # zoomed: where the overview inset sits in the picture
+    # zoomed: the screen area shown (x0, y0, x1, y1)
+    framed: tuple[int, int, int, int] | None = None
+    # zoomed: where the overview inset sits in the picture
+    inset: tuple[int, int, int, int] | None = None
 
 
 def decode(png: bytes, limit: ScreenLimit) -> Image.Image:

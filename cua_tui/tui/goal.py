@@ -18,7 +18,8 @@ class GoalBar(Static):
     def __init__(self, info: RunInfo, *, live: bool = True, id: str | None = None) -> None:
         super().__init__(id=id)
         self.info = info
-        self.live = live  # a replay is not steered by anyone: no note about answers
+        # a replay is not steered by anyone: no note about answers
+        self.live = live
 
     def on_mount(self) -> None:
         info = self.info

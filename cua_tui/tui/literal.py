@@ -25,5 +25,6 @@ class LiteralInput(Input):
                 self.insert_text_at_cursor(line)
             else:
                 self.replace(line, *selection)
-        event.prevent_default()  # Input's own handler would insert the raw text as well
+        # Input's own handler would insert the raw text as well
+        event.prevent_default()
         event.stop()

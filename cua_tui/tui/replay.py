@@ -48,9 +48,12 @@ from .screen_text import (
 )
 from .status import RunInfo, StatusBar
 
-SNAPSHOT_EVERY = 512  # a RunView copy every so many events: any step is folded from at most that many
-AUDIT_TAIL = 40  # audit lines shown up to the selected step (the pane shows about 20)
-POLL_S = 0.1  # --follow: how often the run directory is read for new lines
+# a RunView copy every so many events: any step is folded from at most that many
+SNAPSHOT_EVERY = 512
+# audit lines shown up to the selected step (the pane shows about 20)
+AUDIT_TAIL = 40
+# --follow: how often the run directory is read for new lines
+POLL_S = 0.1
 
 KEYS = [
     ("← →", "previous / next step (one proposed action)"),
@@ -148,7 +151,8 @@ class ReplayScreen(ViewScreen):
         self._folded_to = 0  # events applied to _folded
         self._reader_lock = threading.Lock()
         self.redraw_started = 0.0  # when the last move began
-        self.redraw_ms: list[float] = []  # from a move's start until its frame was on screen (the benchmark)
+        # from a move's start until its frame was on screen (the benchmark)
+        self.redraw_ms: list[float] = []
         self.ended_seen = False
         self.sealed_seen = False
         self.reading = app.reading  # the shown screen as text (t; none: it says so)
@@ -242,7 +246,8 @@ class ReplayScreen(ViewScreen):
         new = self.reader.poll()
         if not new:
             return
-        at_end = not self.steps or self.selected == self._newest()  # following the run's step under way
+        # following the run's step under way
+        at_end = not self.steps or self.selected == self._newest()
         self._take(new)
         ended = self.builder.timeline.ended
         if ended is not None and not self.ended_seen:
@@ -254,7 +259,8 @@ class ReplayScreen(ViewScreen):
         if at_end and self.steps:
             self.select(self._newest())
         else:
-            self._show_step(self.steps[self.selected])  # the step looked at may have moved on (decided, run)
+            # the step looked at may have moved on (decided, run)
+            self._show_step(self.steps[self.selected])
             self._show_status_and_audit()
 
     def _newest(self) -> int:
@@ -273,7 +279,8 @@ class ReplayScreen(ViewScreen):
         events = self.reader.events
         n = max(0, min(n, len(events)))
         base = min(n // SNAPSHOT_EVERY, len(self._snapshots) - 1)
-        if n < self._folded_to or self._folded_to < base * SNAPSHOT_EVERY:  # going back, or far ahead
+        if n < self._folded_to or self._folded_to < base * SNAPSHOT_EVERY:
+            # going back, or far ahead
             self._folded = copy.deepcopy(self._snapshots[base])
             self._folded_to = base * SNAPSHOT_EVERY
         for stamped in events[self._folded_to : n]:
@@ -324,12 +331,14 @@ class ReplayScreen(ViewScreen):
         if upto is None:
             upto = (self.steps[self.selected].last_seq + 1) if self.steps else len(events)
         status = self.status
-        if view is None:  # the status alone says what the run does now; the batch stays at the step
+        if view is None:
+            # the status alone says what the run does now; the batch stays at the step
             view = self._fold_to(upto)
             status.view = view
         newest = not self.steps or self.selected == self._newest()
         label = describe.replay_phase(view.phase, live=self.live, newest=newest)
-        if label:  # a replay never awaits its viewer's decision: it says what the run was doing
+        if label:
+            # a replay never awaits its viewer's decision: it says what the run was doing
             status.phase = label
             status.redraw()
         audit = self.audit
@@ -344,7 +353,8 @@ class ReplayScreen(ViewScreen):
         text.append(" " + visible(self.chain.text, limit=200))
         line = self.builder.timeline
         text.append(f" · {len(line.steps)} steps · {line.events} events")
-        if line.verification is not None:  # who vouched for the verdict: the sandbox's own word stands out
+        if line.verification is not None:
+            # who vouched for the verdict: the sandbox's own word stands out
             not_ours = line.verification.where != VerifierPlace.CONTROLLER
             text.append(" · ")
             text.append(describe.verified_by(line.verification), style="bold reverse" if not_ours else None)
@@ -396,7 +406,8 @@ class ReplayScreen(ViewScreen):
 
     def _shot(self, sha: str) -> Shot:
         def load() -> bytes | str:
-            with self._reader_lock:  # the reader's screen cache is shared by the frame workers
+            with self._reader_lock:
+                # the reader's screen cache is shared by the frame workers
                 png = self.reader.screen(sha)
                 return png if png is not None else self.reader.screen_problem.get(sha, "") or "missing"
 

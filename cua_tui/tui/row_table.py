@@ -99,17 +99,20 @@ class RowTable(ScrollView, can_focus=True):
         if flex is not None and flex not in self._column_of:
             raise ValueError(f"no column {flex!r} to widen")
         self._flex = self._column_of[flex] if flex is not None else None
-        self._widths = tuple(width for _, width in self.columns)  # as drawn: the flex column takes what is left
+        # as drawn: the flex column takes what is left
+        self._widths = tuple(width for _, width in self.columns)
         self._width = self._total(self._widths)
         self._keys: list[str] = []
         self._index: dict[str, int] = {}
         self._cells: dict[str, Cells] = {}
-        self._strips: dict[str, Strip] = {}  # each row's rendered line (no cursor), until its cells change
+        # each row's rendered line (no cursor), until its cells change
+        self._strips: dict[str, Strip] = {}
         self._header: Strip | None = None
         self._cell_cache: LRUCache[tuple[object, ...], list[Segment]] = LRUCache(CELL_CACHE)
         self._cursor = 0
         self._cursor_key: str | None = None  # the key Highlighted was last posted for
-        self._base = Style()  # the widget's style and the cursor's, as of the current repaint
+        # the widget's style and the cursor's, as of the current repaint
+        self._base = Style()
         self._cursor_style = Style()
         self.virtual_size = Size(self._width, 1)
 

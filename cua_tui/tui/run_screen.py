@@ -45,7 +45,8 @@ from .target_view import destination, focus_target, labelled, shot_of, shown_scr
 if TYPE_CHECKING:
     from .app import CuaApp
 
-AUDIT_HISTORY = MAX_ENTRIES  # earlier events a view opened on a going run reads back from its audit log
+# earlier events a view opened on a going run reads back from its audit log
+AUDIT_HISTORY = MAX_ENTRIES
 
 
 class AuditHistory(Message):
@@ -64,8 +65,10 @@ class RunScreen(HistoryActions, ViewScreen):
         Binding("x", "alerts_seen", "alerts seen", id="alerts_seen"),
         Binding("escape", "back", "back to the fleet", id="back"),
         Binding("q", "quit_when_done", "quit", id="quit"),
-        Binding("q", "leave", "leave", id="leave", show=False),  # during a run: says what leaving means
-        Binding("slash", "search", "search", id="search", show=False),  # the audit log, by text and kind
+        # during a run: says what leaving means
+        Binding("q", "leave", "leave", id="leave", show=False),
+        # the audit log, by text and kind
+        Binding("slash", "search", "search", id="search", show=False),
     ]
     # The run's state, from its event stream alone: the panes are bound to it and render their part.
     view: reactive[RunView] = reactive(RunView, init=False, layout=False, repaint=False)
@@ -74,7 +77,8 @@ class RunScreen(HistoryActions, ViewScreen):
         super().__init__()
         self.cua = app
         self.source = source
-        self.guard: DecisionGuard = app.new_guard()  # y / a / n count only once the decision was seen
+        # y / a / n count only once the decision was seen
+        self.guard: DecisionGuard = app.new_guard()
         # The panes, held (not queried): the screen feeds them what the view does not say.
         self.desktop = DesktopView(graphics=app.graphics, id="desktop")
         self.panel = DecisionPanel(id="decision")
@@ -84,9 +88,11 @@ class RunScreen(HistoryActions, ViewScreen):
         self._answered: DecisionRequest | None = None
         self.running = True
         self.final_status = ""
-        self._sealed_known = False  # the run's own result said whether its seal reached the disk
+        # the run's own result said whether its seal reached the disk
+        self._sealed_known = False
         self.zoomed = False
-        self._backlog: deque[ev.Stamped] | None = None  # live events while the earlier ones are read back
+        # live events while the earlier ones are read back
+        self._backlog: deque[ev.Stamped] | None = None
 
     @property
     def reading(self) -> ScreenReading:
@@ -199,10 +205,12 @@ class RunScreen(HistoryActions, ViewScreen):
         view.apply(stamped)
         audit = self.audit
         if self._backlog is not None:
-            self._backlog.append(stamped)  # the audit pane shows it after the history read back
+            # the audit pane shows it after the history read back
+            self._backlog.append(stamped)
         else:
             audit.record(event, stamped.seq, stamped.head)
-        self.mutate_reactive(RunScreen.view)  # the batch pane, the status bar and the alerts follow it
+        # the batch pane, the status bar and the alerts follow it
+        self.mutate_reactive(RunScreen.view)
         match event:
             case ev.RunEnded():
                 self.running = False
@@ -215,7 +223,8 @@ class RunScreen(HistoryActions, ViewScreen):
             self.refresh_bindings()
         if isinstance(event, ev.ScreenCaptured) and event.png is not None:
             self.render_frame()
-            if self.pending is not None and self.pending is was_pending:  # a new screen during a decision
+            if self.pending is not None and self.pending is was_pending:
+                # a new screen during a decision
                 self._read_screen()
         if self.pending is not was_pending:
             self._show_pending()
@@ -249,8 +258,10 @@ class RunScreen(HistoryActions, ViewScreen):
     def _show_pending(self) -> None:
         """Show what ``pending`` says (the one place that reads it for the panes)."""
         request = self.pending
-        self.guard.arm(request)  # a new decision on screen: its keys count after the guard
-        self.zoomed = self._focus_target() is not None  # at a decision the pane frames the target (z: whole)
+        # a new decision on screen: its keys count after the guard
+        self.guard.arm(request)
+        # at a decision the pane frames the target (z: whole)
+        self.zoomed = self._focus_target() is not None
         panel = self.panel
         panel.set_compact(compact_terminal(self.app.size.width, self.app.size.height))
         started = self.view.started
@@ -298,7 +309,8 @@ class RunScreen(HistoryActions, ViewScreen):
 
     def on_desktop_view_resized(self, message: DesktopView.Resized) -> None:
         message.stop()
-        if self.pending is not None:  # the pending row back in view at the new size (unless read back)
+        if self.pending is not None:
+            # the pending row back in view at the new size (unless read back)
             self.batch_pane.reveal_pending()
 
     # ------------------------------------------------------------------------------------------------
@@ -346,7 +358,8 @@ class RunScreen(HistoryActions, ViewScreen):
         if why is not None:
             self.refused("", request.turn, request.index, why)
             return
-        self._answered = request  # answered: hidden until the stream records the decision
+        # answered: hidden until the stream records the decision
+        self._answered = request
         self._show_pending()
 
     def approve(self, *, scope: bool = False) -> None:
@@ -361,7 +374,8 @@ class RunScreen(HistoryActions, ViewScreen):
             return
 
         def done(reason: str | None) -> None:
-            if self.pending is request:  # still the same decision (not killed or timed out meanwhile)
+            if self.pending is request:
+                # still the same decision (not killed or timed out meanwhile)
                 self._answer(Answer.REJECT, note=reason or "")
 
         self.app.push_screen(RejectReason(), done)
@@ -371,7 +385,8 @@ class RunScreen(HistoryActions, ViewScreen):
             return
         if isinstance(self.app.screen, RejectReason | ScreenTextScreen):
             self.app.pop_screen()
-        self.source.kill()  # returns at once; the run's own thread ends it and seals the log
+        # returns at once; the run's own thread ends it and seals the log
+        self.source.kill()
         if self.pending is not None:
             self._answered = self.pending  # nobody may answer it any more
             self._show_pending()

@@ -45,9 +45,11 @@ from ..core.text import visible
 from .literal import LiteralInput
 
 NEAR_LINES = 6  # lines listed under "near the target"
-LINE_CHARS = 400  # a recognised line longer than this is cut (visible() adds the ellipsis)
+# a recognised line longer than this is cut (visible() adds the ellipsis)
+LINE_CHARS = 400
 LOW_CONFIDENCE = 50.0  # words the engine was unsure of are dimmed
-PROBLEMS_KEPT = 32  # screens whose OCR problem is remembered (each PNG is read at most once)
+# screens whose OCR problem is remembered (each PNG is read at most once)
+PROBLEMS_KEPT = 32
 NO_READER = "no screen reader was given (the screen is not read as text)"
 
 
@@ -72,11 +74,13 @@ class ShownScreen:
     """The screenshot a pane shows, and the point that matters on it (display pixels), with what it is."""
 
     digest: str  # SHA-256 of the PNG
-    load: Callable[[], bytes | None]  # the PNG bytes (called in a worker: a replay reads its run directory)
+    # the PNG bytes (called in a worker: a replay reads its run directory)
+    load: Callable[[], bytes | None]
     point: tuple[int, int] | None = None
     point_label: str = ""  # "the pending target", "the last click point"
     run_id: str = ""
-    limit: ScreenLimit = field(kw_only=True)  # the run's screen: a larger PNG is refused, never decoded
+    # the run's screen: a larger PNG is refused, never decoded
+    limit: ScreenLimit = field(kw_only=True)
 
 
 class ScreenTextRead(Message):
@@ -100,8 +104,10 @@ class ScreenReading:
         self.app = app
         self.reader: ScreenTextReader = reader if reader is not None else NoReader()
         self.problems: dict[str, str] = {}
-        self.unread_targets: set[tuple[str, tuple[int, int]]] = set()  # points whose element could not be read
-        self.unavailable = "" if reader is not None else NO_READER  # set once there is no engine: nothing is tried
+        # points whose element could not be read
+        self.unread_targets: set[tuple[str, tuple[int, int]]] = set()
+        # set once there is no engine: nothing is tried
+        self.unavailable = "" if reader is not None else NO_READER
         self._lock = threading.Lock()
         self._busy: str | None = None  # the digest being read
         self._next: ShownScreen | None = None
@@ -140,7 +146,8 @@ class ScreenReading:
             if self._busy == shown.digest:
                 return
             if self._busy is not None:
-                self._next = shown  # read after the current one; an older waiting request is dropped
+                # read after the current one; an older waiting request is dropped
+                self._next = shown
                 return
             self._busy = shown.digest
         self._start(shown)
@@ -162,13 +169,15 @@ class ScreenReading:
                 message = ScreenTextRead(shown.digest, None, "the screenshot could not be read back")
             else:
                 text = self.reader.read(png, shown.digest, limit=shown.limit)
-                if shown.point is not None:  # the target's own words and label, from crops of its element
+                if shown.point is not None:
+                    # the target's own words and label, from crops of its element
                     try:
                         self.reader.read_target(png, shown.digest, shown.point, limit=shown.limit)
                     except ScreenTextFailed:
                         if len(self.unread_targets) >= PROBLEMS_KEPT:
                             self.unread_targets.clear()
-                        self.unread_targets.add((shown.digest, shown.point))  # tried once; the screen's text stands
+                        # tried once; the screen's text stands
+                        self.unread_targets.add((shown.digest, shown.point))
                 message = ScreenTextRead(shown.digest, text)
         except ScreenTextUnavailable as exc:
             message = ScreenTextRead(shown.digest, None, str(exc), unavailable=True)
@@ -325,7 +334,8 @@ def save_screenshot(png: bytes, run_id: str = "", folder: Path | None = None, *,
     ``limit``) and written re-encoded, so the viewer gets the pixels that were shown and nothing else. The
     name is made of the PNG's own SHA-256 and the run id's letters, digits, - and _ only: a recorded digest
     or run id never chooses a path."""
-    image = decode_screen(png, limit)  # ImageRefused for what is not a PNG of the run's screen
+    # ImageRefused for what is not a PNG of the run's screen
+    image = decode_screen(png, limit)
     folder = folder or screenshots_dir()
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(folder, 0o700)
@@ -355,11 +365,13 @@ def open_viewer(path: Path) -> str:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            start_new_session=True,  # its own session: our terminal's Ctrl-C and hang-up are not its business
+            # its own session: our terminal's Ctrl-C and hang-up are not its business
+            start_new_session=True,
         )
     except OSError as exc:
         return f"xdg-open could not start ({exc.strerror})"
-    threading.Thread(target=child.wait, name="cua-tui-viewer", daemon=True).start()  # reaped, not awaited
+    # reaped, not awaited
+    threading.Thread(target=child.wait, name="cua-tui-viewer", daemon=True).start()
     return "opened with xdg-open"
 
 

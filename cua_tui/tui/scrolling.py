@@ -17,6 +17,7 @@ def set_virtual_size(view: ScrollView, size: Size) -> None:
     if size == view.virtual_size:
         return
     view.set_reactive(ScrollView.virtual_size, size)
-    view._scroll_update(size)  # the scroll bars' sizes (and showing or hiding one), as a layout would
+    # the scroll bars' sizes (and showing or hiding one), as a layout would
+    view._scroll_update(size)
     if view.scroll_offset.y > view.max_scroll_y:
         view.scroll_to(y=view.max_scroll_y, animate=False, immediate=True)

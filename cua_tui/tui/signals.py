@@ -91,7 +91,8 @@ class AlertBar(Static):
         unseen = attention.unseen
         shown = (len(unseen), unseen[-1] if unseen else None)
         if shown == self._shown:
-            return  # the same alerts: no redraw on every event of the run
+            # the same alerts: no redraw on every event of the run
+            return
         self._shown = shown
         self.display = bool(unseen)
         if not unseen:

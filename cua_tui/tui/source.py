@@ -130,7 +130,8 @@ class RecordedRun:
     policy_lines: list[str] = field(default_factory=list)
     answers: list[Answer] = field(default_factory=list)
     killed: bool = False
-    run_dir: Path | None = None  # a recording has none unless it names the directory it came from
+    # a recording has none unless it names the directory it came from
+    run_dir: Path | None = None
     live = False
     owned = True
     run_name = ""
@@ -160,7 +161,8 @@ class RecordedRun:
         try:
             worker = get_current_worker()
         except NoActiveWorker:
-            return  # not driven by an App: nothing could ever release us
+            # not driven by an App: nothing could ever release us
+            return
         while not self._killed.wait(0.05) and not worker.is_cancelled:
             pass
 

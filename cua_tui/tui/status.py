@@ -54,7 +54,8 @@ class StatusBar(Static):
         self.final = ""
         self.isolation: dict[str, Any] | None = None
         self.verification: VerificationDone | None = None
-        self.folded = 0  # the browser's routine refused requests (core.attention), only counted
+        # the browser's routine refused requests (core.attention), only counted
+        self.folded = 0
 
     view: reactive[RunView | None] = reactive(None, init=False, always_update=True, layout=False, repaint=False)
 
@@ -67,7 +68,8 @@ class StatusBar(Static):
             return
         if view.ended is None:
             self.final = ""
-        elif not self.final:  # the end as recorded (a live run's result may say more: ``final``)
+        elif not self.final:
+            # the end as recorded (a live run's result may say more: ``final``)
             self.final = f"{view.ended.status} · {visible(view.ended.reason, limit=80)}"
             self.ended = self.ended or self.clock()
         self.show(view)
@@ -94,7 +96,8 @@ class StatusBar(Static):
         keep = sorted(range(len(fields)), key=lambda i: fields[i][0])  # most important first
         chosen: set[int] = set()
         used = -3  # each field but the first comes after a " · "
-        for i in keep:  # strictly by importance: once one does not fit, none less important is shown
+        for i in keep:
+            # strictly by importance: once one does not fit, none less important is shown
             cost = len(fields[i][1]) + 3
             if used + cost > width and chosen:
                 break
@@ -102,7 +105,8 @@ class StatusBar(Static):
             used += cost
         room = width - used - 3
         left = [i for i in keep if i not in chosen]
-        if left and room >= 12:  # the most important field left out gets what room is left, cut short
+        if left and room >= 12:
+            # the most important field left out gets what room is left, cut short
             part = fields[left[0]][1].copy()
             part.truncate(room, overflow="ellipsis")
             fields[left[0]] = (fields[left[0]][0], part)
@@ -131,21 +135,25 @@ class StatusBar(Static):
             fields.append((4, Text(f"{self.tokens} tok")))
         if self.cost is not None:
             fields.append((4, Text(f"${self.cost:.4f}")))
-        if self.final:  # "status · reason": the status stays to the last; the reason outlives the names
+        if self.final:
+            # "status · reason": the status stays to the last; the reason outlives the names
             status, _sep, reason = self.final.partition(" · ")
             fields.append((0, Text(f"finished: {status}", style="bold reverse")))
             if reason:
                 fields.append((5, Text(reason, style="bold")))  # why it ended: outlives the names
-            if self.verification is not None:  # who vouched for the verdict, kept with the status; the
+            if self.verification is not None:
+                # who vouched for the verdict, kept with the status; the
                 # sandbox's own word (or a place not recorded) stands out
                 not_ours = self.verification.where != VerifierPlace.CONTROLLER
-                where = verifier_place(self.verification.where, self.verification.user)  # the name is in the log
+                # the name is in the log
+                where = verifier_place(self.verification.where, self.verification.user)
                 fields.append((1, Text(f"verified {where}", style="bold reverse" if not_ours else "")))
         else:
             # the phase as recorded, or a replay's own word for it
             label = PHASE_LABELS[RunPhase(self.phase)] if self.phase in PHASE_VALUES else self.phase
             fields.append((0, Text(label, style="bold reverse" if self.phase == "awaiting_decision" else "bold")))
-        if self.isolation is not None:  # a missing bubblewrap stands out and stays; the full label is less vital
+        if self.isolation is not None:
+            # a missing bubblewrap stands out and stays; the full label is less vital
             weak = self.isolation.get("bubblewrap") is False
             fields.append(
                 (2 if weak else 9, Text(isolation_label(self.isolation), style="bold reverse" if weak else ""))

@@ -27,7 +27,8 @@ def focus_target(request: DecisionRequest | None, view: RunView) -> Target | Non
     """What the pane frames at a decision: the action's target, or for typing the focused field."""
     if request is None:
         return None
-    if request.action is None and request.gated:  # a safety check: the first action it approves, else the first
+    if request.action is None and request.gated:
+        # a safety check: the first action it approves, else the first
         order = sorted(request.gated, key=lambda g: not g.covered)
         return next((t for g in order if (t := Target.of(g.action)) is not None), None)
     target = Target.of(request.action)

@@ -28,7 +28,8 @@ class TextLines(Widget):
 
     def __init__(self, text: Text | None = None, *, wrap: bool = False, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.wrap = wrap  # each line wrapped at the width (words; a longer word folded) instead of cut
+        # each line wrapped at the width (words; a longer word folded) instead of cut
+        self.wrap = wrap
         self._text = text or Text()
         self._lines: list[Strip] | None = None  # rendered for _width
         self._width = -1

@@ -11,7 +11,8 @@ from ..safeio import LINE_TOO_LONG, LineReader
 from .chain import BAD_RECORD, GENESIS, decode_envelope
 from .findings import Finding, FindingKind, edited
 
-_CONTEXT_AFTER = 100_000  # lines after a broken link searched for the seq it lacks
+# lines after a broken link searched for the seq it lacks
+_CONTEXT_AFTER = 100_000
 
 
 @dataclass
@@ -19,9 +20,11 @@ class Context:
     """What the lines around a broken link say, to tell inserts, swaps, deletions and edits apart.
     Gathered by reading the log again (only when a link is broken), so the walk keeps no per-line state."""
 
-    prev_line: int | None = None  # the earlier line whose hash is the broken line's prev
+    # the earlier line whose hash is the broken line's prev
+    prev_line: int | None = None
     seq_line: int | None = None  # the earlier line with the broken line's seq
-    seq_later: bool = False  # a later line carries the seq that was expected here
+    # a later line carries the seq that was expected here
+    seq_later: bool = False
     has_next: bool = False
     next_prev: Any = None
     next_hash: str | None = None
@@ -38,7 +41,8 @@ def context(reader: LineReader, number: int, seq: int, prev: str, expected_seq: 
             continue
         ctx.has_next = True
         if status == LINE_TOO_LONG or n > number + _CONTEXT_AFTER:
-            break  # a reordering is told from a deletion nearby; a huge tail is not read to its end
+            # a reordering is told from a deletion nearby; a huge tail is not read to its end
+            break
         if n == number + 1:
             ctx.next_hash = hashlib.sha256(line).hexdigest()
         try:
@@ -90,7 +94,8 @@ def _same_seq(number: int, digest: str, ctx: Context) -> Finding:
         return Finding(
             FindingKind.EDITED, "edited (its prev is not the genesis hash), or lines were deleted from the start", 1
         )
-    if ctx.next_prev is not None and ctx.next_prev != digest:  # the next link is broken too: this line changed
+    if ctx.next_prev is not None and ctx.next_prev != digest:
+        # the next link is broken too: this line changed
         return edited(number, f"its prev does not match line {number - 1}")
     return edited(number - 1, f"its hash no longer matches the prev recorded on line {number}")
 

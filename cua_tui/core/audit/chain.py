@@ -53,7 +53,8 @@ class Envelope(msgspec.Struct):
     turn: Any = None  # proposal, executing, outcome
     index: Any = None
     by: Any = None  # decision: who decided (counted by `cua-tui runs`)
-    width: Any = None  # screen: the size recorded, checked against the PNG's header
+    # screen: the size recorded, checked against the PNG's header
+    width: Any = None
     height: Any = None
 
 
@@ -61,7 +62,8 @@ class Rare(msgspec.Struct):
     """Fields of the rare records (line 1, checkpoints), decoded apart: each field of the envelope costs
     time on every line."""
 
-    signed: Any = msgspec.UNSET  # run_started: absent in logs written before runs recorded it
+    # run_started: absent in logs written before runs recorded it
+    signed: Any = msgspec.UNSET
     events: Any = None  # checkpoint
     head: Any = None
     signature: Any = None

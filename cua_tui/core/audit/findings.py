@@ -12,7 +12,8 @@ class VerifyExit(enum.IntEnum):
 
     INTACT = 0
     TAMPERED = 1  # or, with a key, not vouched for by a signed seal
-    UNUSABLE = 2  # not a run directory, unreadable, or too large to check
+    # not a run directory, unreadable, or too large to check
+    UNUSABLE = 2
 
 
 class FindingKind(enum.Enum):
@@ -22,20 +23,28 @@ class FindingKind(enum.Enum):
     DELETED = "deleted"  # lines missing in the middle of the chain
     INSERTED = "inserted"  # a line that the chain links past
     REORDERED = "reordered"  # lines whose links or seqs are out of order
-    TRUNCATED = "truncated"  # fewer lines than the seal records, or a last line cut short
+    # fewer lines than the seal records, or a last line cut short
+    TRUNCATED = "truncated"
     APPENDED_AFTER_SEAL = "appended_after_seal"
     MALFORMED_RECORD = "malformed_record"  # a line that is not a JSON record with the envelope
-    OUTCOME_MISSING = "outcome_missing"  # a sealed run with an action that never got its outcome
-    SEAL_MALFORMED = "seal_malformed"  # result.json unreadable as JSON, or without a usable seal
-    NOT_REGULAR_FILE = "not_regular_file"  # a link, FIFO, device or socket in the run directory
+    # a sealed run with an action that never got its outcome
+    OUTCOME_MISSING = "outcome_missing"
+    # result.json unreadable as JSON, or without a usable seal
+    SEAL_MALFORMED = "seal_malformed"
+    # a link, FIFO, device or socket in the run directory
+    NOT_REGULAR_FILE = "not_regular_file"
     SCREENSHOT_MISSING = "screenshot_missing"
     SCREENSHOT_ALTERED = "screenshot_altered"
-    SCREENSHOT_INVALID = "screenshot_invalid"  # not a PNG of the recorded size (a bomb, a renamed file)
+    # not a PNG of the recorded size (a bomb, a renamed file)
+    SCREENSHOT_INVALID = "screenshot_invalid"
     SIGNATURE_MISSING = "signature_missing"  # a key was given, the seal is not signed
-    SIGNATURE_MISMATCH = "signature_mismatch"  # the seal's or a checkpoint's signature does not hold
+    # the seal's or a checkpoint's signature does not hold
+    SIGNATURE_MISMATCH = "signature_mismatch"
     WRONG_KEY = "wrong_key"  # the key given is not the one the run names
-    UNVOUCHED = "unvouched"  # checked with a key, but no signed seal vouches for the run's end (exit 1)
-    UNUSABLE_INPUT = "unusable_input"  # the run directory cannot be checked at all (exit 2)
+    # checked with a key, but no signed seal vouches for the run's end (exit 1)
+    UNVOUCHED = "unvouched"
+    # the run directory cannot be checked at all (exit 2)
+    UNUSABLE_INPUT = "unusable_input"
 
     @property
     def tampered(self) -> bool:

@@ -52,7 +52,8 @@ class AuditKey:
         else:
             secret = data.strip()
             key = cls("hmac-sha256", secret, hashlib.sha256(b"key-id" + secret).hexdigest()[:16])
-        if for_signing and key.can_sign:  # a public key may be readable by anyone; a secret may not
+        if for_signing and key.can_sign:
+            # a public key may be readable by anyone; a secret may not
             _check_private(path)
         return key
 

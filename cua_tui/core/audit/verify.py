@@ -102,7 +102,8 @@ def verify_run(
             return _verify(folder, key, check_screens)
     except UnusableInput as exc:
         return VerifyReport([unusable(str(exc))])
-    except RunFileError as exc:  # a read the checks below did not expect to fail (an I/O error)
+    except RunFileError as exc:
+        # a read the checks below did not expect to fail (an I/O error)
         return VerifyReport([unusable(f"{run_dir}: {exc}")])
 
 
@@ -130,7 +131,8 @@ def _verify(folder: RunFolder, key: AuditKey | None, check_screens: bool) -> Ver
     if not findings and check_screens:
         _check_screens(folder, walk, findings)
     if findings:
-        if walk.checkpoint is not None:  # checked before the walk stopped: that prefix is still vouched for
+        if walk.checkpoint is not None:
+            # checked before the walk stopped: that prefix is still vouched for
             notes.append(f"signed up to checkpoint at event {walk.checkpoint} of {walk.count}")
     elif seal is None:
         _conclude_unsealed(walk, key, report)
@@ -355,7 +357,8 @@ def _check_screens(folder: RunFolder, walk: Walk, findings: list[Finding]) -> No
 
 def _not_the_screenshot(head: bytes, recorded: tuple[Any, Any] | None) -> str | None:
     """Why a screenshot's header is not that of the PNG its record describes; None when it is."""
-    from ..imaging import ImageRefused, png_size  # imaging loads Pillow: only once a screenshot is read
+    # imaging loads Pillow: only once a screenshot is read
+    from ..imaging import ImageRefused, png_size
 
     try:
         size = png_size(head)

@@ -18,7 +18,8 @@ from .errors import UnusableInput
 from .findings import Finding, FindingKind, edited
 from .keys import ALGORITHMS, AuditKey, Checker, checkpoint_message
 
-MAX_TRACKED = 200_000  # distinct screenshots, or actions awaiting an outcome: far beyond any real run
+# distinct screenshots, or actions awaiting an outcome: far beyond any real run
+MAX_TRACKED = 200_000
 _ACTION_KINDS = frozenset(("proposal", "executing", "outcome"))
 _KEY_ID_RE = re.compile(r"^[0-9a-f]{16}$")
 
@@ -30,15 +31,20 @@ class Walk:
     count: int = 0
     head: str = GENESIS
     run_id: str | None = None
-    run_signed: bool | None = None  # run_started's "signed": None when the log predates it
+    # run_started's "signed": None when the log predates it
+    run_signed: bool | None = None
     signer: tuple[str, str] | None = None  # (algorithm, key_id) from run_started
     checkpoint: int | None = None  # last checkpoint whose signature was checked
     screens: dict[str, int] = field(default_factory=dict)  # sha -> first line referencing it
-    sizes: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # sha -> (width, height) first recorded
+    # sha -> (width, height) first recorded
+    sizes: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     proposals: int = 0  # proposed actions (the run's steps)
-    decisions: int = 0  # decisions by someone other than the policy (a person, a headless rule, a command)
-    pending: dict[tuple[int, int], int] = field(default_factory=dict)  # proposed, no outcome: -> line
-    executing: dict[tuple[int, int], int] = field(default_factory=dict)  # handed to the desktop: -> line
+    # decisions by someone other than the policy (a person, a headless rule, a command)
+    decisions: int = 0
+    # proposed, no outcome: -> line
+    pending: dict[tuple[int, int], int] = field(default_factory=dict)
+    # handed to the desktop: -> line
+    executing: dict[tuple[int, int], int] = field(default_factory=dict)
 
 
 def action_name(slot: tuple[int, int]) -> str:
@@ -199,7 +205,8 @@ def _broken_link(
 ) -> Finding:
     ctx = context(reader, number, seq, prev, count)
     if not ctx.has_next and seal is not None:
-        ctx.next_prev = seal["head"]  # the seal links to the last line as a next line would
+        # the seal links to the last line as a next line would
+        ctx.next_prev = seal["head"]
     return explain(number, seq, prev, digest, count, expected_prev, ctx)
 
 

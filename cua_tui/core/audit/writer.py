@@ -15,7 +15,8 @@ from .chain import GENESIS, encode_record
 from .errors import AuditClosed, AuditWriteError
 from .keys import AuditKey, checkpoint_message, seal_message, signature
 
-CHECKPOINT_EVERY = 256  # a signed run signs its chain every 256 events, so a crash loses at most that much
+# a signed run signs its chain every 256 events, so a crash loses at most that much
+CHECKPOINT_EVERY = 256
 
 
 class AuditWriter:

@@ -57,7 +57,8 @@ async def read_head(reader: asyncio.StreamReader) -> list[bytes] | None:
         if not line:
             if lines:
                 return lines
-            continue  # RFC 9112 2.2: ignore empty lines before the request line
+            # RFC 9112 2.2: ignore empty lines before the request line
+            continue
         lines.append(line)
 
 

@@ -36,7 +36,8 @@ from .judge import NotPublic, Refused, absolute_target, connect_target, judged_a
 
 # The package's name, as when the proxy was one module: logging configuration keeps matching it.
 log = logging.getLogger(__package__)
-log.addHandler(logging.NullHandler())  # a library: say nothing on stderr (under the TUI) unless logging is set up
+# a library: say nothing on stderr (under the TUI) unless logging is set up
+log.addHandler(logging.NullHandler())
 
 _RECORD_HOST_MAX = 300
 _RECORD_METHOD_MAX = 40
@@ -183,7 +184,8 @@ class EgressProxy:
         if first:
             try:
                 asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(timeout=10)
-            except Exception:  # the loop already ended, or shutdown hung: still clean up what we can
+            except Exception:
+                # the loop already ended, or shutdown hung: still clean up what we can
                 log.debug("egress proxy shutdown", exc_info=True)
                 self._remove_socket()
         thread.join(timeout=10)
@@ -249,7 +251,8 @@ class EgressProxy:
                     loop.remove_reader(sock.fileno())
             for _ in range(5):
                 await asyncio.sleep(0)
-            self._server.close()  # connections still queued on the listening socket are reset by the kernel
+            # connections still queued on the listening socket are reset by the kernel
+            self._server.close()
         for writer in list(self._writers):
             _close(writer, abort=True)
         tasks = [t for t in self._tasks if t is not asyncio.current_task()]
@@ -470,7 +473,8 @@ class EgressProxy:
                 if not m:
                     raise BadRequest("the server did not answer in HTTP/1.x")
                 code = int(m[1])
-                if 100 <= code < 200 and code != 101:  # interim response (100 Continue): pass it on as is
+                if 100 <= code < 200 and code != 101:
+                    # interim response (100 Continue): pass it on as is
                     writer.write(b"\r\n".join(lines) + b"\r\n\r\n")
                     await writer.drain()
                     sent = True

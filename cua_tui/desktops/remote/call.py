@@ -12,7 +12,8 @@ import sys
 import time
 
 MAX_REQUEST = 1 << 20
-MAX_REPLY = 64 << 20  # what is read from the resident helper's socket at most (the controller caps it lower)
+# what is read from the resident helper's socket at most (the controller caps it lower)
+MAX_REPLY = 64 << 20
 
 
 def _connect(path: str, wait: float) -> socket.socket | None:
@@ -66,7 +67,8 @@ def _with_key(request: bytes) -> bytes:
     sealed.py) gets the key from the first line of stdin, so that it never stands in a command line."""
     if b'"key"' not in request:
         return request
-    import json  # only for this one request: a step's exec starts with as little as it can
+    # only for this one request: a step's exec starts with as little as it can
+    import json
 
     try:
         parsed = json.loads(request)

@@ -32,14 +32,16 @@ class HelperDesktop(BaseDesktop):
     def __init__(self, size: Size, *, step_timeout: float) -> None:
         self.size = size
         self.step_timeout = step_timeout
-        self._first: Frame | None = None  # the ``ready`` reply's screen: the run's first screenshot
+        # the ``ready`` reply's screen: the run's first screenshot
+        self._first: Frame | None = None
         self._isolation: dict[str, Any] = {}
         self.run_id = ""
         self._run: RunHandle | None = None
         self._sink: Callable[[ev.Event], None] | None = None
         self._stopping = threading.Event()
         self.reply_cap = reply_cap(size)
-        self.timing: dict[str, float] = {}  # the last step's parts as the helper measured them (benchmarks)
+        # the last step's parts as the helper measured them (benchmarks)
+        self.timing: dict[str, float] = {}
 
     def bind_run(self, run: RunHandle) -> None:
         """The run: its id (the sandbox's tag or label) and its directory (sandbox-id.txt goes there)."""
@@ -109,7 +111,8 @@ class HelperDesktop(BaseDesktop):
     # ------------------------------------------------------------------------------------------------
     def screenshot(self) -> Frame:
         first, self._first = self._first, None
-        if first is not None:  # the ``ready`` reply already carried it: no round trip for the first one
+        if first is not None:
+            # the ``ready`` reply already carried it: no round trip for the first one
             return first
         _header, blobs = self._request({"op": "screenshot"}, timeout=self.step_timeout)
         asked_only(blobs, {"screen"}, "screenshot")

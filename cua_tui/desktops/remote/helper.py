@@ -52,7 +52,8 @@ def probe_bubblewrap(timeout: float = 10.0) -> tuple[bool, str]:
     return True, "bubblewrap works"
 
 
-CHROME_SANDBOX = "/usr/lib/chromium/chrome-sandbox"  # Debian's setuid helper (package chromium-sandbox)
+# Debian's setuid helper (package chromium-sandbox)
+CHROME_SANDBOX = "/usr/lib/chromium/chrome-sandbox"
 NOBODY = 65534
 
 
@@ -129,17 +130,20 @@ class Resident:
         )
         self._started = threading.Event()
         self._start_error: str | None = None
-        self._lock = threading.Lock()  # one desktop operation at a time (release and stop excepted)
+        # one desktop operation at a time (release and stop excepted)
+        self._lock = threading.Lock()
         self._egress_sent = 0
         self._egress_lock = threading.Lock()
-        self._text_key: bytes | None = None  # for typed text sealed in a command line (sealed.py)
+        # for typed text sealed in a command line (sealed.py)
+        self._text_key: bytes | None = None
 
     def start(self) -> None:
         try:
             self.desktop.start()
         except DesktopError as exc:
             self._start_error = str(exc)
-        except Exception as exc:  # the reason reaches the controller as the reply to ``ready``
+        except Exception as exc:
+            # the reason reaches the controller as the reply to ``ready``
             self._start_error = f"could not start the desktop: {exc}"
         finally:
             self._started.set()
@@ -152,7 +156,8 @@ class Resident:
         info["browser_sandbox"] = self.desktop.browser_sandbox
         if not self.desktop.browser_sandbox:
             info["browser_sandbox_note"] = self.browser_sandbox_note
-        info["helper_python"] = f"{platform.python_version()} ({sys.executable})"  # the sandbox's own python3
+        # the sandbox's own python3
+        info["helper_python"] = f"{platform.python_version()} ({sys.executable})"
         return info
 
     def _egress(self) -> list[dict[str, Any]]:
@@ -170,7 +175,8 @@ class Resident:
             header, blobs = self._dispatch(op, request)
         except DesktopError as exc:
             header, blobs = {"ok": False, "error": str(exc), "fatal": exc.fatal}, {}
-        except Exception as exc:  # a bug inside must reach the controller as a failure, not a silence
+        except Exception as exc:
+            # a bug inside must reach the controller as a failure, not a silence
             header, blobs = {"ok": False, "error": f"helper error: {failure(exc)}", "fatal": True}, {}
         return encode_reply({**header, "egress": self._egress()}, blobs)
 
@@ -199,7 +205,8 @@ class Resident:
             if op == "perform":
                 check = ScreenCheck.from_wire(request["check"]) if request.get("check") is not None else None
                 action = dict(request["action"])
-                if "sealed_text" in action:  # typed text that travelled in a command line: sealed (sealed.py)
+                if "sealed_text" in action:
+                    # typed text that travelled in a command line: sealed (sealed.py)
                     if self._text_key is None:
                         raise DesktopError("sealed text came before the run's key", fatal=True)
                     action["text"] = unseal(self._text_key, action.pop("sealed_text"))
@@ -246,7 +253,8 @@ def _downloads(folder: Path | None) -> tuple[dict[str, Any], Blobs]:
             skipped.append(name)
             continue
         with open(path, "rb") as fh:
-            data = fh.read(size)  # no more than was counted, should the file still grow
+            # no more than was counted, should the file still grow
+            data = fh.read(size)
         blobs[name] = (data, 0, 0)
         total += len(data)
     return {"ok": True, "skipped": skipped[:MAX_DOWNLOADS]}, blobs
@@ -294,7 +302,8 @@ def serve(spec: dict[str, Any], get_lab: Callable[[str], Any]) -> int:
     read on their own threads and queued to it, except ``release``, which must get in at any moment."""
     path = Path(spec["socket"])
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(path.parent, 0o700)  # the sandbox's unprivileged users (the browser's) cannot reach it
+    # the sandbox's unprivileged users (the browser's) cannot reach it
+    os.chmod(path.parent, 0o700)
     path.unlink(missing_ok=True)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(path))
@@ -311,7 +320,8 @@ def serve(spec: dict[str, Any], get_lab: Callable[[str], Any]) -> int:
         if request is None:
             with conn, contextlib.suppress(OSError):
                 conn.sendall(encode_reply({"ok": False, "error": "malformed request", "fatal": False, "egress": []}))
-        elif request.get("op") == "shutdown":  # the controller's stream ended (call.py, ``stream``)
+        elif request.get("op") == "shutdown":
+            # the controller's stream ended (call.py, ``stream``)
             with conn, contextlib.suppress(OSError):
                 conn.sendall(encode_reply({"ok": True, "egress": []}))
             jobs.put(None)
