@@ -125,7 +125,8 @@ def build_run(options: RunOptions) -> Run:
     agent, label = _agent(options, policy, settings)
     desktop = options.desktop or _desktop(options, size, lab, policy, settings)
     rundir = _rundir(runs, options.run_id)
-    # A remote desktop tags its sandbox with the run id and writes sandbox-id.txt in the run's directory.
+    # A remote desktop tags its sandbox with the run id and writes sandbox-id.txt in the run's
+    # directory.
     desktop.bind_run(rundir)
     from .factory import versions
 
@@ -225,7 +226,8 @@ def _check_allow_domains(entries: tuple[str, ...]) -> None:
     from .core.allowlist import AllowList, AllowListError
 
     try:
-        # the same grammar as the policy file's allow_domains and the proxy: refused here, not at start
+        # the same grammar as the policy file's allow_domains and the proxy: refused here, not at
+        # start
         AllowList.parse(entries)
     except AllowListError as exc:
         raise BuildError(f"--allow-domain: {exc}") from None

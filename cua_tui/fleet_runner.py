@@ -58,8 +58,9 @@ LISTENER_GRACE = 2.0
 # seconds to wait for another process's lock on fleet.json before giving up
 MANIFEST_LOCK_WAIT = 10.0
 
-# Local desktops: each counted as 300 MB (226-263 MB measured) and 3 per CPU, from `python -m cua_tui.bench
-# fleet` on two machines; the figures are in docs/benchmarks.md, "Local desktops at once".
+# Local desktops: each counted as 300 MB (226-263 MB measured) and 3 per CPU, from `python -m
+# cua_tui.bench fleet` on two machines; the figures are in docs/benchmarks.md, "Local desktops at
+# once".
 LOCAL_DESKTOP_BYTES = 300 * 1024 * 1024
 LOCAL_DESKTOPS_PER_CPU = 3
 # of the machine's memory, for desktops: the rest is the controller's and others'
@@ -138,9 +139,9 @@ def concurrency_for(backend: str, asked: int | None, tasks: int) -> tuple[int, s
     return max(1, min(asked or DEFAULT_CONCURRENCY, tasks)), None
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # The runner
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 @dataclass
 class _Entry:
     """One task of the fleet, as the runner keeps it (the lock guards view, watchers and row)."""
@@ -234,9 +235,9 @@ class Fleet:
         # stop_waiting: the runs still sealing are waited for no longer
         self._give_up = threading.Event()
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Life cycle
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def start(self) -> None:
         """Write the manifest and start the first runs; returns at once. Raises OSError when the runs
         directory cannot be written (nothing started then)."""
@@ -268,9 +269,9 @@ class Fleet:
         """The fleet's clock (monotonic seconds): what ``QueueItem.asked_at`` is measured on."""
         return self._clock()
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # What a front end reads
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def subscribe(self, listener: FleetListener) -> Callable[[], None]:
         """Be told of every change (core.fleet events) on the dispatcher thread; returns the unsubscribe."""
         with self._lock:
@@ -320,9 +321,9 @@ class Fleet:
 
         return snapshot, unwatch
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # What a front end does
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def answer(self, item: QueueItem, answer: Answer, **details: Unpack[AnswerDetails]) -> str | None:
         """Answer the request of ``item``, and only it. None when the answer was taken; otherwise why it
         was refused (the request is no longer pending: answered, decided, its run killed or ended), and
@@ -339,8 +340,8 @@ class Fleet:
                 return f"decided by this fleet's rule ({run.options.decisions}), not here"
             if run.supervisor.finished.is_set() or run.supervisor.ending:
                 return "no longer pending: its run is ending"
-            # The handshake takes the answer only for this very request object (identity), pending or
-            # about to be asked: never for the run's next request, never for another run's.
+            # The handshake takes the answer only for this very request object (identity), pending
+            # or about to be asked: never for the run's next request, never for another run's.
             if not handshake.answer(answer, item.request, **details):
                 return "no longer pending: the run moved on"
             self._close(item, "answered")
@@ -380,8 +381,8 @@ class Fleet:
         self._start_reaper()
         with self._start_lock:
             self._stopping = True  # nothing is built from here on
-        # Each run's kill switch on a thread of its own: one that a wedged run holds up (a listener that never
-        # returns holds its emit lock) must not keep the other runs going.
+        # Each run's kill switch on a thread of its own: one that a wedged run holds up (a listener
+        # that never returns holds its emit lock) must not keep the other runs going.
         pressing = []
         for name in self._order:
             entry = self._entries[name]
@@ -407,9 +408,9 @@ class Fleet:
         run = self._entry(task).run
         return run.supervisor.revoke_grant(grant_id, KILLED_BY) if run else False
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Scheduling and running
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def _entry(self, task: str) -> _Entry:
         try:
             return self._entries[task]
@@ -580,9 +581,9 @@ class Fleet:
                     # the dispatcher sets _all_done once everything before is told
                     self._events.put(None)
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # The fleet's end after kill_all, even with a run whose thread is wedged
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def _start_reaper(self) -> None:
         with self._lock:
             if self._reaper is not None:
@@ -628,9 +629,10 @@ class Fleet:
         finally:
             self._finish(entry, status, reason, verified, intact)
 
-    # ------------------------------------------------------------------------------------------------
-    # Each run's events (on the run's thread, under its supervisor's emit lock: quick, never blocking)
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
+    # Each run's events (on the run's thread, under its supervisor's emit lock: quick, never
+    # blocking)
+    # ----------------------------------------------------------------------------------------------
     def _listener(self, entry: _Entry) -> Callable[[ev.Stamped], None]:
         def on_event(stamped: ev.Stamped) -> None:
             self._on_event(entry, stamped)
@@ -724,9 +726,9 @@ class Fleet:
         if len(self._closed) > _CLOSED_KEPT:
             del self._closed[next(iter(self._closed))]
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Telling the listeners (one thread, in order)
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def _post(self, event: FleetEvent) -> None:
         self._events.put(("fleet", event))
 
@@ -736,7 +738,8 @@ class Fleet:
             if got is None:
                 self._all_done.set()
                 return
-            # A broken listener or watcher (a UI), whatever it raises, must not stop the others or the fleet.
+            # A broken listener or watcher (a UI), whatever it raises, must not stop the others or
+            # the fleet.
             try:
                 if got[0] == "watch":
                     _, watcher, stamped = got
@@ -749,9 +752,9 @@ class Fleet:
             except BaseException:
                 pass
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # The manifest
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def manifest(self) -> dict[str, Any]:
         """This fleet's entry in fleet.json: the fleet, the tasks file's hash, and each task's run."""
         runs = []
@@ -794,8 +797,8 @@ class Fleet:
                 if self._scheduler is None and isinstance(exc, OSError):
                     # at start: nothing has run yet, the caller reports it
                     raise
-                # later: the runs themselves are complete run directories; the manifest is an index, and
-                # the next write (every task's end, the fleet's) brings it up to date if it can
+                # later: the runs themselves are complete run directories; the manifest is an index,
+                # and the next write (every task's end, the fleet's) brings it up to date if it can
                 self.manifest_problem = f"{self.manifest_path} could not be written: {failure(exc)}"
 
 

@@ -70,8 +70,9 @@ class TerminalApprover:
             fd = self.stdin.fileno()
         except (AttributeError, OSError, ValueError):
             return self.stdin.readline()
-        # Read the descriptor ourselves: a buffered ``readline`` would swallow the following lines of piped
-        # input into the file object's buffer, where ``select`` cannot see them (the next prompt would hang).
+        # Read the descriptor ourselves: a buffered ``readline`` would swallow the following lines
+        # of piped input into the file object's buffer, where ``select`` cannot see them (the next
+        # prompt would hang).
         while not cancel.is_set():
             end = self._pending.find(b"\n")
             if end >= 0 or (self._eof and self._pending):
@@ -88,15 +89,16 @@ class TerminalApprover:
         return None
 
 
-# Runs as `python -I -S -c _GUARD WATCH_FD CMD...`, the leader of the approver's process group: it starts CMD
-# and waits for it, and if the read end WATCH_FD of a pipe whose only writer is the controller reports end of
-# file, the controller has died (even by SIGKILL: the kernel closes its descriptors), and it kills the group.
+# Runs as `python -I -S -c _GUARD WATCH_FD CMD...`, the leader of the approver's process group: it
+# starts CMD and waits for it, and if the read end WATCH_FD of a pipe whose only writer is the
+# controller reports end of file, the controller has died (even by SIGKILL: the kernel closes its
+# descriptors), and it kills the group.
 #
-# Why not PR_SET_PDEATHSIG (prctl in preexec_fn, or `setpriv --pdeathsig`): it fires when the *thread* that
-# forked exits, not the process, and decisions run on a helper thread; it leaves a window between fork and
-# prctl in which the controller's death goes unseen; it signals one process, not the command's children; and
-# preexec_fn is unsafe in a threaded program. The pipe exists before the fork, so there is no window, and
-# nothing but the process's end closes it.
+# Why not PR_SET_PDEATHSIG (prctl in preexec_fn, or `setpriv --pdeathsig`): it fires when the
+# *thread* that forked exits, not the process, and decisions run on a helper thread; it leaves a
+# window between fork and prctl in which the controller's death goes unseen; it signals one process,
+# not the command's children; and preexec_fn is unsafe in a threaded program. The pipe exists before
+# the fork, so there is no window, and nothing but the process's end closes it.
 _GUARD = r"""
 import os, select, signal, sys
 watch = int(sys.argv[1])

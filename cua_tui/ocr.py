@@ -22,10 +22,11 @@ from .core.imaging import ImageRefused, ScreenLimit, decode_screen
 from .core.screentext import MAX_WORD_CHARS, ScreenText, ScreenTextFailed, ScreenTextUnavailable, TargetText, from_data
 from .core.text import one_line
 
-# Tesseract's OpenMP threads spin while they wait for work: on this project's 2-CPU machines (shared with a
-# browser and Xvfb) a 1024x720 page took 1.2 s wall with them and 0.2 s with one thread (measured, Tesseract
-# 5.3.0). pytesseract passes the process environment to the engine, so the limit is set there, once, at
-# import (before any thread of the App starts); a user's own OMP_THREAD_LIMIT wins.
+# Tesseract's OpenMP threads spin while they wait for work: on this project's 2-CPU machines (shared
+# with a browser and Xvfb) a 1024x720 page took 1.2 s wall with them and 0.2 s with one thread
+# (measured, Tesseract 5.3.0). pytesseract passes the process environment to the engine, so the
+# limit is set there, once, at import (before any thread of the App starts); a user's own
+# OMP_THREAD_LIMIT wins.
 os.environ.setdefault("OMP_THREAD_LIMIT", "1")
 
 INSTALL = "apt-get install tesseract-ocr tesseract-ocr-eng (bash scripts/setup.sh env does it)"
@@ -35,8 +36,8 @@ TIMEOUT_S = 15.0
 MAX_PIXELS = 3840 * 2160
 CACHE_SIZE = 16  # screens whose text is kept
 LANGUAGE = "eng"
-# Reading one element: its inside (borders confuse the engine's page segmentation), enlarged, as one line.
-# a 16 px label becomes 48 px, where Tesseract reads best
+# Reading one element: its inside (borders confuse the engine's page segmentation), enlarged, as one
+# line. a 16 px label becomes 48 px, where Tesseract reads best
 CROP_SCALE = 3
 CROP_PAD = 16  # white around the crop, as on a page
 # half the window read around a point with no element box (a link, text on the page)
@@ -46,7 +47,8 @@ LABEL_LEFT = 240  # pixels left of a field searched for its label
 # words the engine is less sure of are left out of a target's name
 MIN_CONF = 55.0
 TARGET_CACHE = 64  # (screen, point) readings kept
-# A text cursor just before the first letter reads as "|", "[", "l" or "I": dropped before a capital.
+# A text cursor just before the first letter reads as "|", "[", "l" or "I": dropped before a
+# capital.
 CARET = re.compile(r"^[|\[\]lI!](?=[A-Z])")
 
 
@@ -163,7 +165,8 @@ class ScreenReader:
             return ""
         crop = ImageOps.autocontrast(image.crop((x0, y0, x1, y1)).convert("L"), cutoff=1)
         corners = [crop.getpixel(p) for p in ((0, 0), (crop.width - 1, 0), (0, crop.height - 1))]
-        # Light words on a dark fill: the engine reads dark on light. A grey image's pixels are numbers.
+        # Light words on a dark fill: the engine reads dark on light. A grey image's pixels are
+        # numbers.
         if sum(c for c in corners if isinstance(c, (int, float))) < 3 * 128:
             crop = ImageOps.invert(crop)
         crop = crop.resize((crop.width * CROP_SCALE, crop.height * CROP_SCALE), Image.Resampling.LANCZOS)
@@ -187,8 +190,8 @@ class ScreenReader:
         except ImportError:
             raise OcrUnavailable("the screen text needs pytesseract: uv sync (it is a dependency)") from None
         pytesseract.pytesseract.tesseract_cmd = self.command
-        # Our own file (Pillow's re-encoding of the checked pixels, fast compression) in a private directory:
-        # the engine never sees the sandbox's bytes themselves.
+        # Our own file (Pillow's re-encoding of the checked pixels, fast compression) in a private
+        # directory: the engine never sees the sandbox's bytes themselves.
         with tempfile.TemporaryDirectory(prefix="cua-tui-ocr-") as folder:
             path = Path(folder) / "screen.png"
             image.save(path, format="PNG", compress_level=1)

@@ -252,9 +252,9 @@ def make_app(source: RecordedRun, **kwargs: Any) -> CuaApp:
     return supervisor_app(source, **kwargs)
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # The fleet: four tasks, three at a time, one approval queue
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 FLEET_ID = "fleet-20250301-101500-4f2a9c"
 SAFETY_TURN = {
     "text": "The page carries instructions for AI assistants; I will click the field first.",
@@ -338,9 +338,9 @@ async def _steady(pilot: Pilot[Any], ready: Callable[[], bool], timeout: float, 
     await pilot.pause()
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # Scenes: a recorded run, the keys pressed once it is on screen, and what to wait for
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Scene:
     name: str
@@ -415,7 +415,8 @@ async def settle(pilot: Pilot[Any], timeout: float = 10.0) -> None:
         ended = not source.ends or not app.running
         # the screen's OCR (the panel's "goes to" line) has arrived
         read = not reading.busy
-        # the batch's scroll to the pending row has landed (on a loaded machine it takes several refreshes)
+        # the batch's scroll to the pending row has landed (on a loaded machine it takes several
+        # refreshes)
         view = batch.scrollable_content_region
         landed = all(view.contains(*row.region.offset) for row in batch.query(ActionRow) if row.has_class("pending"))
         still, last_scroll[0] = batch.scroll_offset == last_scroll[0], batch.scroll_offset

@@ -75,9 +75,9 @@ class AnthropicAgent(VendorAgent["anthropic.Anthropic"]):
         client: anthropic.Anthropic = sdk.Anthropic(**options)
         return client
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Agent protocol
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def start(self, task: str, frame: Frame) -> Turn:
         png, scaling = fit_png(frame, self.limits)
         self.messages.append({"role": "user", "content": [_image(png), {"type": "text", "text": task}]})
@@ -99,7 +99,7 @@ class AnthropicAgent(VendorAgent["anthropic.Anthropic"]):
         self.messages.append({"role": "user", "content": blocks})
         return self._request(scaling)
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     def _tool_result(self, block: dict[str, Any], action: ActionResult | None) -> dict[str, Any]:
         result: dict[str, Any] = {"type": "tool_result", "tool_use_id": block["id"]}
         if isinstance(block.get("toolset_name"), str):
@@ -185,8 +185,9 @@ class AnthropicAgent(VendorAgent["anthropic.Anthropic"]):
         elif stop == "max_tokens" and not calls:
             self.notes.append(f"turn {self.turns}: the reply was cut at max_tokens={self.max_tokens}")
         usage = self._usage(data, INPUT_TOKENS)
-        # Sent back as history, and echoed in the results (toolset_name): made encodable, since the SDK
-        # cannot send a lone surrogate. The calls above carry the blocks as received, for the parser.
+        # Sent back as history, and echoed in the results (toolset_name): made encodable, since the
+        # SDK cannot send a lone surrogate. The calls above carry the blocks as received, for the
+        # parser.
         history = encodable_tree(kept)
         self.messages.append({"role": "assistant", "content": history})
         self._pending = [history[i] for i in pending]

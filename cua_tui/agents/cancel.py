@@ -44,8 +44,8 @@ class Cancellable:
                 except Exception:  # best effort: a cancel never raises
                     pass
 
-            # On its own thread: closing a client while another thread is inside it must not make the
-            # kill switch wait.
+            # On its own thread: closing a client while another thread is inside it must not make
+            # the kill switch wait.
             threading.Thread(target=close, name="cua-model-cancel", daemon=True).start()
 
     def run[T](self, fn: Callable[[], T]) -> T:

@@ -25,9 +25,9 @@ class ImageLimits:
 
 
 # Anthropic (REFERENCE.md and the vision / computer-use docs): the API does NOT downscale toolset
-# screenshots, it rejects oversized ones. Models that support computer_toolset_20260801 accept 2576 px on
-# the long edge and 4,784 visual tokens ("about 3.75 MP"; 3.58 MP at 750 px a token, the safer reading);
-# earlier models 1568 px and ~1.15 MP. An unknown model gets the earlier, safe tier.
+# screenshots, it rejects oversized ones. Models that support computer_toolset_20260801 accept 2576
+# px on the long edge and 4,784 visual tokens ("about 3.75 MP"; 3.58 MP at 750 px a token, the safer
+# reading); earlier models 1568 px and ~1.15 MP. An unknown model gets the earlier, safe tier.
 ANTHROPIC_NEW = ImageLimits(2576, 3_580_000, "toolset-generation Claude: 2576 px long edge, ~3.58 MP")
 ANTHROPIC_OLD = ImageLimits(1568, 1_150_000, "earlier Claude: 1568 px long edge, ~1.15 MP")
 ANTHROPIC_IMAGE_LIMITS: tuple[tuple[str, ImageLimits], ...] = (
@@ -40,8 +40,8 @@ ANTHROPIC_IMAGE_LIMITS: tuple[tuple[str, ImageLimits], ...] = (
     ("claude-opus-4-7", ANTHROPIC_NEW),
     ("claude-", ANTHROPIC_OLD),
 )
-# OpenAI: `detail: "original"` keeps screenshots at full resolution up to 10.24 MP and 6000 px on the
-# long edge; common screens (1024x720, 1920x1080, 2560x1440) go out unscaled.
+# OpenAI: `detail: "original"` keeps screenshots at full resolution up to 10.24 MP and 6000 px on
+# the long edge; common screens (1024x720, 1920x1080, 2560x1440) go out unscaled.
 OPENAI_ORIGINAL = ImageLimits(6000, 10_240_000, "OpenAI detail=original: 6000 px long edge, 10.24 MP")
 OPENAI_IMAGE_LIMITS: tuple[tuple[str, ImageLimits], ...] = (("", OPENAI_ORIGINAL),)
 

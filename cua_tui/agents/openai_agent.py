@@ -43,9 +43,9 @@ class OpenAIAgent(VendorAgent["openai.OpenAI"]):
         client: openai.OpenAI = sdk.OpenAI(**options)
         return client
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Agent protocol
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def start(self, task: str, frame: Frame) -> Turn:
         png, scaling = fit_png(frame, self.limits)
         content = [
@@ -78,7 +78,7 @@ class OpenAIAgent(VendorAgent["openai.OpenAI"]):
             items.append({"role": "user", "content": [{"type": "input_text", "text": report}]})
         return self._request(items, scaling)
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     def _request(self, items: list[dict[str, Any]], scaling: Scaling) -> Turn:
         kwargs: dict[str, Any] = {
             "model": self.model,

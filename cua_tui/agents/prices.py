@@ -6,9 +6,9 @@ import re
 from typing import Any
 
 # USD per million tokens (input, output): list prices as published when this table was written. An
-# ESTIMATE: cached, batch and long-context rates are ignored (every input token is priced at the base
-# rate, which over-counts cached ones). An unknown model has no estimate (cost None); the settings file
-# can add or correct entries under [model_prices].
+# ESTIMATE: cached, batch and long-context rates are ignored (every input token is priced at the
+# base rate, which over-counts cached ones). An unknown model has no estimate (cost None); the
+# settings file can add or correct entries under [model_prices].
 PRICES: dict[str, tuple[float, float]] = {
     # OpenAI
     "gpt-5.6-sol": (5.00, 30.00),

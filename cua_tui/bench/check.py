@@ -10,14 +10,16 @@ from typing import Any
 
 from .local import TARGET_LOCAL_CLICK_X, TARGET_LOCAL_TYPE_X
 
-# A time ratio passes at (1 - MARGIN) of its target or above. A quick run takes 3 samples a side on the
-# desktops; eight quick runs on a 2-CPU machine busy with other work (load average up to 7) put the local
-# click and typing ratios, the targets with the least room, up to about a quarter below their medians. A
-# quarter keeps the gate quiet about that noise and still fails a change that loses a quarter of a ratio.
+# A time ratio passes at (1 - MARGIN) of its target or above. A quick run takes 3 samples a side on
+# the desktops; eight quick runs on a 2-CPU machine busy with other work (load average up to 7) put
+# the local click and typing ratios, the targets with the least room, up to about a quarter below
+# their medians. A quarter keeps the gate quiet about that noise and still fails a change that loses
+# a quarter of a ratio.
 MARGIN = 0.25
 
-# The suites that have a baseline to measure against, in the order the gate runs them. The replay, resize
-# and fleet figures are absolute times (no baseline runs beside them): the full report states them.
+# The suites that have a baseline to measure against, in the order the gate runs them. The replay,
+# resize and fleet figures are absolute times (no baseline runs beside them): the full report states
+# them.
 CHECKED_SUITES = ("core", "local", "tui", "ocr", "cwsandbox", "docker")
 
 Measure = Callable[[dict[str, Any]], float]

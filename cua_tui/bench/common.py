@@ -14,8 +14,8 @@ from ..core.geometry import Size
 SCREEN = Size(1024, 720)
 ACTIONS_PER_TURN = 5
 
-# Sample sizes: (full, quick). The quick ones are a smoke: the few samples a ratio of ours to a baseline
-# needs to tell a regression (bench/check.py), in the seconds the suite can spare.
+# Sample sizes: (full, quick). The quick ones are a smoke: the few samples a ratio of ours to a
+# baseline needs to tell a regression (bench/check.py), in the seconds the suite can spare.
 SIZES = {
     "micro_nofsync": (20_000, 2_000),
     "micro_fsync": (1_000, 60),

@@ -87,9 +87,9 @@ def _at_delay(tmp: Path, samples: int, delay_ms: int) -> dict[str, Any]:
         parts: dict[str, list[float]] = {name: [] for name in (*PARTS, "helper", "to_reply", "transfer")}
         log(f"cwsandbox: {samples} clicks each, ours and the tutorial's interleaved")
         try:
-            # As the local desktop's benchmark does (bench/local.py): each timed click focuses the form's field
-            # (a visible change, so the settle ends once the page is quiet) after an untimed click elsewhere
-            # blurred it.
+            # As the local desktop's benchmark does (bench/local.py): each timed click focuses the
+            # form's field (a visible change, so the settle ends once the page is quiet) after an
+            # untimed click elsewhere blurred it.
             x, y = INPUT.center
             for i in range(samples + 1):  # the first pair warms up
                 ours.perform(Action(Kind.CLICK, point=BLANK_POINT))
@@ -124,10 +124,12 @@ def _at_delay(tmp: Path, samples: int, delay_ms: int) -> dict[str, Any]:
         "tutorial_ms": med["tutorial"],
         "parts_ms": {
             **{n: part_ms[n] for n in PARTS},
-            # the exec's way there and back, its start and the relay: all but the helper's work and the reply
+            # the exec's way there and back, its start and the relay: all but the helper's work and
+            # the reply
             "round_trip": part_ms["to_reply"] - part_ms["helper"],
             "transfer": part_ms["transfer"],
-            # after the reply came: its checks in the controller (shape, lengths, the PNG decoded and checked)
+            # after the reply came: its checks in the controller (shape, lengths, the PNG decoded
+            # and checked)
             "checks": med["ours"] - part_ms["to_reply"] - part_ms["transfer"],
         },
         "ours_requests": statistics.mean(requests["ours"]),

@@ -62,7 +62,8 @@ def run(tmp: Path, samples: int, starts: int) -> dict[str, Any]:
                 t0 = time.perf_counter()
                 desktop.start()
                 start_s[side].append(time.perf_counter() - t0)
-                # the last round's desktops are the ones sampled (idle meanwhile): three starts fewer
+                # the last round's desktops are the ones sampled (idle meanwhile): three starts
+                # fewer
                 if round_ == starts - 1:
                     kept[side] = desktop
                 else:

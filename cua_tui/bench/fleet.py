@@ -81,9 +81,9 @@ def _stamped_sim_fleet(
     return Fleet(tasks, runs_dir=tmp / name, concurrency=concurrency), written, lock
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # 1. 200 sim runs, 32 at a time
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 def bench_sim_fleet(tmp: Path, runs: int, concurrency: int) -> dict[str, Any]:
 
     fleet, written, lock = _stamped_sim_fleet(tmp, "fleet-sim", runs, concurrency)
@@ -105,7 +105,8 @@ def bench_sim_fleet(tmp: Path, runs: int, concurrency: int) -> dict[str, Any]:
                 if why is not None:
                     refused.append(why)
 
-            # A reviewer takes a moment: the runs overlap, so the queue is measured with the fleet at its limit.
+            # A reviewer takes a moment: the runs overlap, so the queue is measured with the fleet
+            # at its limit.
             timer = threading.Timer(ANSWER_DELAY_S, approve)
             timer.daemon = True
             timer.start()
@@ -144,9 +145,9 @@ def bench_sim_fleet(tmp: Path, runs: int, concurrency: int) -> dict[str, Any]:
     }
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # 2. Memory per idle run
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 def _rss() -> int:
     with open("/proc/self/statm", encoding="ascii") as fh:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -189,9 +190,9 @@ def bench_idle_memory(tmp: Path, runs: int) -> dict[str, Any]:
     }
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # 3. Local desktops at once
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 def _descendants(root: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
@@ -290,9 +291,9 @@ def bench_local_desktops(counts: tuple[int, ...], steps: int) -> dict[str, Any]:
     }
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # 4. cwsandbox: 8 runs at once against the local service, one exec per step
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 def bench_cwsandbox_fleet(tmp: Path, runs: int) -> dict[str, Any]:
     import json
 
@@ -351,8 +352,9 @@ def bench_cwsandbox_fleet(tmp: Path, runs: int) -> dict[str, Any]:
             continue
         window = log_[start:end]
         records = [json.loads(line) for line in (Path(row.path) / "audit.jsonl").read_text().splitlines()]
-        # Steps as the supervisor counts them: one outcome per proposed action. Those that never reached the
-        # desktop (declined, refused) cost no request, so they are counted out; a stale one did reach it.
+        # Steps as the supervisor counts them: one outcome per proposed action. Those that never
+        # reached the desktop (declined, refused) cost no request, so they are counted out; a stale
+        # one did reach it.
         outcomes = [r for r in records if r["kind"] == "outcome"]
         reached = [r for r in outcomes if r["status"] in ("executed", "stale")]
         per_run.append(
@@ -378,9 +380,9 @@ def bench_cwsandbox_fleet(tmp: Path, runs: int) -> dict[str, Any]:
     }
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # 5. The fleet TUI at that load
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 def bench_fleet_tui(tmp: Path, runs: int, concurrency: int) -> dict[str, Any]:
     import asyncio
 
@@ -447,7 +449,7 @@ def bench_fleet_tui(tmp: Path, runs: int, concurrency: int) -> dict[str, Any]:
     }
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 def run(
     tmp: Path, quick: bool, parts: tuple[str, ...] = ("sim", "idle", "local", "cwsandbox", "tui")
 ) -> dict[str, Any]:

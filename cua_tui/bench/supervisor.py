@@ -29,9 +29,9 @@ from .common import ACTIONS_PER_TURN, SCREEN, WARMUP, action_mix, log, pn, summa
 TARGET_ACTION_US = 1000.0
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # The seed executor's audit() (seed 003, "Step 6"), verbatim apart from its module globals
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 class SeedAudit:
     """Append-only log; each line carries the hash of the previous line (reopens the file per line)."""
 
@@ -48,9 +48,9 @@ class SeedAudit:
             fh.write(line + "\n")
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # 1. Supervisor overhead per action, micro
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 class Emitter:
     """``Supervisor._emit``: append to the audit log first, then tell the listeners."""
 
@@ -122,7 +122,8 @@ def bench_micro(tmp: Path, raws: list[dict[str, Any]], n: int, *, fsync: bool) -
         if decision.verdict is Verdict.ALLOW:
             emit(ev.DecisionMade(turn, index, "approve", "policy", note=decision.reason))
         else:
-            # confirm: the approver's ruling (headless approve); a block would not reach here in this mix
+            # confirm: the approver's ruling (headless approve); a block would not reach here in
+            # this mix
             emit(ev.DecisionMade(turn, index, "approve", "headless rule: approve", subject="action"))
         emit(ev.Outcome(turn, index, call_id, "executed", "OK", i + 1, 0.0))
         t3 = pn()
@@ -192,9 +193,9 @@ def bench_audit_vs_seed(tmp: Path, raws: list[dict[str, Any]], n: int) -> dict[s
     return {"ours_audit4_nofsync": ours, "seed_audit4": theirs}
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # 2. End to end through the Supervisor on the dry desktop
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 def _stamping_listener(sink: list[ev.Event], stamps: list[int]) -> Callable[[ev.Stamped], None]:
     """One listener that appends every event to a list and notes when each outcome arrives."""
     outcome = ev.Outcome

@@ -158,8 +158,8 @@ def run(count: int) -> dict:
     ours = _Ours()
     ours_ms = asyncio.run(_measure(DesktopView(id="pane"), ours, pngs))[3:]
     theirs_ms = asyncio.run(_measure(HalfcellImage(id="pane"), _theirs, pngs))[3:]
-    # Sixel: textual-image's own widget (it encodes in render_lines, on the UI thread), then the pane's
-    # widget, which is handed the Sixel data the worker encoded.
+    # Sixel: textual-image's own widget (it encodes in render_lines, on the UI thread), then the
+    # pane's widget, which is handed the Sixel data the worker encoded.
     plain = _OursGraphics(encode=False)
     plain_ms = asyncio.run(_measure(DesktopView(graphics=SixelImage, id="pane"), plain, pngs))[3:]
     pre = _OursGraphics(encode=True)

@@ -64,7 +64,8 @@ def command(
         fail("nothing to export", hint="give --html, --gif, --webp or --script")
     # The run directory before the outputs: a folder that is none gets that error, wherever they go.
     path = run_directory(run, runs_dir)
-    # Imported here, not at the top: the exporters pull in the core and Pillow, and --help should start fast.
+    # Imported here, not at the top: the exporters pull in the core and Pillow, and --help should
+    # start fast.
     from ..core.audit import AuditKey, AuditKeyError
     from ..core.text import visible
     from ..export import RunUnusable, open_run
@@ -141,7 +142,8 @@ def _write(run: Any, fmt: str, out: Path) -> None:
     except OSError as exc:
         fail(f"cannot write it ({exc.strerror or exc})", path=out)
     except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
-        # Last line of defence: the exporters read every field defensively (a test throws records of every
-        # shape at them), but a record shaped in a way nobody foresaw still gets one line, not a traceback.
+        # Last line of defence: the exporters read every field defensively (a test throws records of
+        # every shape at them), but a record shaped in a way nobody foresaw still gets one line, not
+        # a traceback.
         fail(f"a record of an unexpected shape stopped the export ({type(exc).__name__})", path=out)
     click.echo(f"wrote {out} ({what})", err=True)

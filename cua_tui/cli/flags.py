@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# How a run is driven, not what it is made of: no RunOptions field of their own (``run_options`` turns
-# --headless and --on-confirm into ``decisions``; the TUI takes --theme).
+# How a run is driven, not what it is made of: no RunOptions field of their own (``run_options``
+# turns --headless and --on-confirm into ``decisions``; the TUI takes --theme).
 DRIVING = ("headless", "theme", "on_confirm")
 
 _COUNT = click.IntRange(1, 10**9)

@@ -222,7 +222,8 @@ class StopOnSignal(OnSignal):
             self.fleet.stop_waiting()
             return
         by = "signal " + signal.Signals(signum).name
-        # On a thread of its own: a kill switch held up by a wedged run must not hold up a second signal.
+        # On a thread of its own: a kill switch held up by a wedged run must not hold up a second
+        # signal.
         killer = threading.Thread(target=self.fleet.kill_all, args=(by,), name="cua-fleet-kill-all", daemon=True)
         killer.start()
         # the kill switches first, so that each run records the signal as its killer

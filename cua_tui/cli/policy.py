@@ -26,6 +26,7 @@ def command(print_default: bool, check_path: Path | None) -> None:
     if policy.description:
         lines.insert(1, f"description: {policy.description}")
     lines += [f"region {r.name} reason: {r.reason}" for r in policy.regions]
-    # Names, descriptions, reasons and the path come from the file: shown literally, never as escapes.
+    # Names, descriptions, reasons and the path come from the file: shown literally, never as
+    # escapes.
     for line in lines:
         click.echo(visible(line))

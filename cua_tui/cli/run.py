@@ -22,7 +22,8 @@ def command(**values: Any) -> None:
     ends error and says why in one line); 2 bad usage or configuration.
     """
     options = run_options(values)
-    # --model and --base-url with a script agent: refused where every run's agent is made (factory.py)
+    # --model and --base-url with a script agent: refused where every run's agent is made
+    # (factory.py)
     if options.lab and options.url:
         fail("--lab and --url: choose one")
     from .session import execute

@@ -66,11 +66,13 @@ HEADER = (
     "DECISIONS",
     "VERIFIED",
 )
-# widest a cell may be; the SHRINKABLE columns shrink further to fit a terminal, down to SHRINK_FLOOR
+# widest a cell may be; the SHRINKABLE columns shrink further to fit a terminal, down to
+# SHRINK_FLOOR
 LIMITS = (40, 16, 9, 40, 12, 32, 16, 28, 48, 6, 9, 24)
 SHRINKABLE = ("TASK", "AGENT", "REASON", "FLEET")
-# Where shrinking is not enough (80 columns cannot hold them all), these go, first first; RUN (what every
-# command takes), TASK, STATUS and VERIFIED always stay. `--json` and a wider terminal show them all.
+# Where shrinking is not enough (80 columns cannot hold them all), these go, first first; RUN (what
+# every command takes), TASK, STATUS and VERIFIED always stay. `--json` and a wider terminal show
+# them all.
 HIDE_ORDER = ("BACKEND", "DECISIONS", "STEPS", "FLEET", "VERIFIER", "DURATION", "AGENT", "STARTED", "REASON")
 # the FLEET column (fleet id / task name), shown when a listed run belongs to a fleet
 FLEET_LIMIT = 48
@@ -100,8 +102,8 @@ class RunEntry:
     verified: str | None = None
     unknown_outcomes: int = 0
     verify_summary: str | None = None
-    # Who vouched for the verdict (result.json's "verifier"): {"name", "where", "user"}, "where" one of
-    # controller, sandbox, unknown; None when the run has no verdict.
+    # Who vouched for the verdict (result.json's "verifier"): {"name", "where", "user"}, "where" one
+    # of controller, sandbox, unknown; None when the run has no verdict.
     verifier: dict[str, str | None] | None = None
     # the fleet id from run.json, for a run made by `cua-tui fleet`
     fleet: str | None = None
@@ -174,9 +176,9 @@ def _agent_name(agent: str | None) -> str | None:
     return f"script:{PurePath(path).name or path}"
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # Values from a run directory: anything that is not the expected type is absent
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 def _epoch(value: Any) -> float | None:
     if type(value) not in (int, float) or not math.isfinite(value) or not 0 < value <= _LAST_EPOCH:
         return None
@@ -224,9 +226,9 @@ def _duration(seconds: float | None) -> str:
     return f"{s // 86400}d {s % 86400 // 3600:02d}h"
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # Reading
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 def _read_json(run: RunFolder, name: str) -> dict[str, Any] | None:
     """A run's JSON file through safeio: {} when absent, None when hostile or not an object."""
     from ..core.safeio import RunFileError
@@ -339,9 +341,9 @@ def read_runs(top: RunFolder, check: bool) -> list[RunEntry]:
     return entries
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # Filters
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 def parse_since(text: str, now: float | None = None) -> float:
     """``--since``: a relative age (``90s``, ``30m``, ``2h``, ``3d``, ``1w``) or an ISO 8601 date or date
     and time (``2026-12-01``, ``2026-12-01T14:00``, ``2026-12-01 14:00+01:00``; local time when no offset
@@ -368,9 +370,9 @@ def _keep(entry: RunEntry, statuses: tuple[str, ...], since: float | None, fleet
     return since is None or (entry.started_at is not None and entry.started_at >= since)
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # Output
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 def table(entries: list[RunEntry], width: int | None = None) -> list[str]:
     """The header and one line per run (see ``layout``)."""
     return layout(entries, width)[0]
@@ -486,7 +488,8 @@ def command(
         click.echo(f"no runs in {visible(str(folder))}" + (" match the filters" if filtered else ""))
         return
     if as_json:
-        # ensure_ascii: every character beyond ASCII (C1 controls such as U+009B included) leaves escaped
+        # ensure_ascii: every character beyond ASCII (C1 controls such as U+009B included) leaves
+        # escaped
         click.echo(json.dumps([e.as_json() for e in entries], ensure_ascii=True, indent=2))
         return
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None

@@ -25,7 +25,8 @@ def execute(options: RunOptions, *, headless: bool, theme: str | None) -> None:
         options = replace(options, listeners=(*options.listeners, printer(sys.stderr)))
     else:
         check_theme(theme, options.settings)
-    # a BuildError is the command line's: exit 2 for usage, 1 for a run directory that cannot be written
+    # a BuildError is the command line's: exit 2 for usage, 1 for a run directory that cannot be
+    # written
     run = build_run(options)
     if headless:
         click.echo(f"run {run.run_id} · {run.path}", err=True)

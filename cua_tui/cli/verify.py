@@ -38,7 +38,8 @@ def command(run: str, key: Path | None) -> None:
         # not a verdict on the run: the error every command gives
         fail(report.summary)
     stream_err = report.code != VerifyExit.INTACT
-    # the summary quotes the run directory's own text (run ids, paths): shown literally, never as escapes
+    # the summary quotes the run directory's own text (run ids, paths): shown literally, never as
+    # escapes
     click.echo(visible(report.summary), err=stream_err)
     for note in report.notes:
         click.echo(f"note: {visible(note)}", err=stream_err)

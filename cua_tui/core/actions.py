@@ -21,8 +21,8 @@ from typing import Any
 from .geometry import OutOfRange, Scaling
 from .text import encodable, truncate
 
-# Hard bounds of the parser. The policy has its own, usually lower, caps; these exist so that nothing
-# unbounded ever reaches the policy, the audit log or the desktop.
+# Hard bounds of the parser. The policy has its own, usually lower, caps; these exist so that
+# nothing unbounded ever reaches the policy, the audit log or the desktop.
 MAX_TEXT = 10_000
 MAX_PATH_POINTS = 256
 MAX_SCROLL_NOTCHES = 100
@@ -72,10 +72,10 @@ class Kind(StrEnum):
 
 BUTTONS = ("left", "right", "middle", "back", "forward")
 
-# ---------------------------------------------------------------------------------------------------
-# Key grammar. A chord is modifiers (in canonical order) + one key, written "ctrl+alt+Delete".
-# Keys are X keysym names (what xdotool and XTEST speak) or one printable ASCII character.
-# ---------------------------------------------------------------------------------------------------
+# -------------------------------------------------------------------------------------------------
+# Key grammar. A chord is modifiers (in canonical order) + one key, written "ctrl+alt+Delete". Keys
+# are X keysym names (what xdotool and XTEST speak) or one printable ASCII character.
+# --------------------------------------------------------------------------------------------------
 MODIFIERS = ("ctrl", "alt", "shift", "super")
 _MODIFIER_ALIASES = {
     "ctrl": "ctrl",
@@ -303,9 +303,9 @@ def _held(value: Any, *, field_name: str) -> tuple[str, ...]:
     return tuple(m for m in MODIFIERS if m in names)
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # The Action type
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 Point = tuple[int, int]
 
 
@@ -420,9 +420,9 @@ class Action:
                 return self.kind.value.replace("_", " ")
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # Field helpers: strict types, clear reasons
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 def _type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
@@ -543,9 +543,9 @@ def _notches_from_pixels(px: int) -> int:
     return notches if px > 0 else -notches
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # OpenAI Responses `computer` tool actions
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 _OPENAI_FIELDS = {
     "click": {"type", "button", "x", "y", "keys"},
     "double_click": {"type", "x", "y", "keys"},
@@ -646,9 +646,9 @@ def _openai_path(path: Any, scaling: Scaling) -> tuple[Point, ...]:
     return tuple(points)
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # Anthropic computer toolset members (computer_toolset_20260801)
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 _CLICKS = {
     "left_click": ("left", Kind.CLICK),
     "right_click": ("right", Kind.CLICK),
@@ -817,8 +817,8 @@ def _anthropic_zoom(region: Any, scaling: Scaling) -> tuple[int, int, int, int]:
     )
     if x1 < x0 or y1 < y0:
         raise ActionError("bad_field", "zoom region must run from its top-left to its bottom-right corner")
-    # Zoom is captured at display resolution: cover every display pixel of the model's region, not just the
-    # centres of its corner pixels (which would drop up to half a model pixel per side).
+    # Zoom is captured at display resolution: cover every display pixel of the model's region, not
+    # just the centres of its corner pixels (which would drop up to half a model pixel per side).
     dx0, dx1 = _display_span(region[0], region[2], scaling.model.width, scaling.display.width)
     dy0, dy1 = _display_span(region[1], region[3], scaling.model.height, scaling.display.height)
     return dx0, dy0, dx1, dy1

@@ -81,7 +81,8 @@ def canonical_host(text: str) -> tuple[str, bool]:
     if any(label.startswith("-") or label.endswith("-") for label in labels):
         raise HostError("not a valid host name (a label starts or ends with '-')")
     if _NUMERIC_LABEL.fullmatch(labels[-1]):
-        # A URL parser reads such a host as an IPv4 address in some notation; accept only the canonical one.
+        # A URL parser reads such a host as an IPv4 address in some notation; accept only the
+        # canonical one.
         try:
             ip4 = ipaddress.IPv4Address(host)
         except ValueError:

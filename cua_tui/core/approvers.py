@@ -20,9 +20,10 @@ class FixedApprover:
 
     def decide(self, request: DecisionRequest, cancel: threading.Event) -> Ruling:
         if request.kind == "safety_check" and self.answer is Answer.APPROVE:
-            # The model's safety checks are acknowledged only after a person (or the user's own approver
-            # program) has looked: a blanket rule must not acknowledge them on anyone's behalf. The reject
-            # is that rule's, so it is named, not the "approve" rule that was asked.
+            # The model's safety checks are acknowledged only after a person (or the user's own
+            # approver program) has looked: a blanket rule must not acknowledge them on anyone's
+            # behalf. The reject is that rule's, so it is named, not the "approve" rule that was
+            # asked.
             return Ruling(Answer.REJECT, SAFETY_CHECKS_RULE, "a blanket approve never acknowledges safety checks")
         return Ruling(self.answer, f"headless rule: {self.answer.value}")
 
@@ -44,8 +45,9 @@ class HandshakeApprover:
         self._answer: Answer | None = None
         self._details: AnswerDetails = {}
         self._last: DecisionRequest | None = None  # the request decided last
-        # An answer to a request whose event the UI has shown before the run's thread reached ``decide``
-        # (the event is written first): kept for exactly that request object, taken when it is asked.
+        # An answer to a request whose event the UI has shown before the run's thread reached
+        # ``decide`` (the event is written first): kept for exactly that request object, taken when
+        # it is asked.
         self._early: tuple[DecisionRequest, Answer, AnswerDetails] | None = None
 
     @property

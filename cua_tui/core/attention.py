@@ -11,8 +11,8 @@ from . import events as ev
 from .policy import Verdict
 from .text import visible
 
-# The hosts Chromium 156 asks on its own (seen in the audit logs of the labs' runs, and Chromium's own
-# component updater, sync and safe-browsing endpoints). Exact names only.
+# The hosts Chromium 156 asks on its own (seen in the audit logs of the labs' runs, and Chromium's
+# own component updater, sync and safe-browsing endpoints). Exact names only.
 BROWSER_BACKGROUND_HOSTS = frozenset(
     {
         "accounts.google.com",

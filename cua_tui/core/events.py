@@ -58,7 +58,8 @@ def _enum_fields(cls: type) -> dict[str, type[StrEnum]]:
     """The fields of an event class whose type is an enum (worked out once per class)."""
     cached = _ENUM_FIELDS.get(cls)
     if cached is None:
-        # Annotations are strings (postponed evaluation); an enum field's is the bare name of its enum.
+        # Annotations are strings (postponed evaluation); an enum field's is the bare name of its
+        # enum.
         found = {f.name: globals().get(f.type) if isinstance(f.type, str) else f.type for f in dataclasses.fields(cls)}
         cached = _ENUM_FIELDS[cls] = {n: t for n, t in found.items() if isinstance(t, type) and issubclass(t, StrEnum)}
     return cached
@@ -99,7 +100,8 @@ class RunStarted(Event):
     policy_sha256: str
     limits: dict[str, Any]
     # {"algorithm", "key_id"} when the run is signed: then a run without a valid signed seal fails
-    # ``verify --key``, so deleting result.json and cutting the log short is no longer a clean prefix.
+    # ``verify --key``, so deleting result.json and cutting the log short is no longer a clean
+    # prefix.
     signed: dict[str, str] | None = None
 
 
@@ -142,8 +144,9 @@ class ScreenCaptured(Event):
     turn: int
     step: int
     purpose: str = "after_action"  # initial, after_action, stale_check, zoom
-    # The action (index in its turn) the screen belongs to: after it ran, or checked before it (stale_check,
-    # zoom); None for a turn's screenshot. Runs recorded before this field existed read as None.
+    # The action (index in its turn) the screen belongs to: after it ran, or checked before it
+    # (stale_check, zoom); None for a turn's screenshot. Runs recorded before this field existed
+    # read as None.
     index: int | None = None
     png: builtins.bytes | None = memory_only()  # "bytes" alone would name the field above
 
@@ -207,7 +210,8 @@ class DecisionRequested(Event):
     subject: str  # action | safety_check
     reason: str
     # The request itself travels with its event (live runs only: it holds the parsed action with its
-    # typed text), so a UI learns what is pending from the event stream alone, through no second channel.
+    # typed text), so a UI learns what is pending from the event stream alone, through no second
+    # channel.
     request: DecisionRequest | None = memory_only()
 
 

@@ -19,7 +19,8 @@ Point = tuple[int, int]
 CLICKS = frozenset({Kind.CLICK, Kind.DOUBLE_CLICK, Kind.TRIPLE_CLICK})
 # Actions that leave the keyboard focus where it was.
 KEEPS = frozenset({Kind.MOVE, Kind.SCROLL, Kind.WAIT, Kind.SCREENSHOT, Kind.CURSOR_POSITION, Kind.ZOOM})
-# Keys that edit text inside the focused field and never move the focus (alone or with shift / ctrl).
+# Keys that edit text inside the focused field and never move the focus (alone or with shift /
+# ctrl).
 EDITING_KEYS = frozenset({"BackSpace", "Delete", "Left", "Right", "Home", "End", "Insert", "space"})
 # ctrl+KEY shortcuts that edit inside a field (select all, copy, cut, paste, undo, redo).
 EDITING_CTRL = frozenset({"a", "c", "x", "v", "z", "y"})

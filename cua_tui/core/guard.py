@@ -12,7 +12,8 @@ from collections.abc import Callable
 
 # Firefox holds a security dialog's buttons this long (security.dialog_enable_delay, 1000 ms).
 DEFAULT_GUARD_S = 1.0
-# Chromium's InputEventActivationProtector ignores input for 500 ms after a dialog shows: never less.
+# Chromium's InputEventActivationProtector ignores input for 500 ms after a dialog shows: never
+# less.
 GUARD_FLOOR_S = 0.5
 # longer only locks the analyst out of their own decisions
 GUARD_CEILING_S = 10.0

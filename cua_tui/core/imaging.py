@@ -28,14 +28,16 @@ def crop_frame(frame: Frame, region: tuple[int, int, int, int]) -> Frame:
         return encode_png(img.convert("RGB").crop(region))
 
 
-# Screens are at most 8K (7680 x 4320 = 33 MP); anything that claims more is refused before decoding, so a
-# PNG whose header claims 40,000 x 40,000 pixels (a decompression bomb) never reaches the decoder.
+# Screens are at most 8K (7680 x 4320 = 33 MP); anything that claims more is refused before
+# decoding, so a PNG whose header claims 40,000 x 40,000 pixels (a decompression bomb) never reaches
+# the decoder.
 MAX_PIXELS = 40_000_000
 MAX_SIDE = 16_384
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-# A run that records no usable screen size is held to the default --screen: cua-tui records the size in
-# run.json and in run_started, so such a directory was edited or made elsewhere, and its screens get the
-# room of a run made with the defaults (1024 x 720: 3 MB once decoded), not the global cap's 40 MP.
+# A run that records no usable screen size is held to the default --screen: cua-tui records the size
+# in run.json and in run_started, so such a directory was edited or made elsewhere, and its screens
+# get the room of a run made with the defaults (1024 x 720: 3 MB once decoded), not the global cap's
+# 40 MP.
 DEFAULT_SCREEN = Size(1024, 720)
 
 

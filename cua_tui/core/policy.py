@@ -55,9 +55,10 @@ MAX_POLICY_BYTES = 1024 * 1024
 MAX_LIMIT = 10**9
 
 
-# ---------------------------------------------------------------------------------------------------
-# File schema (validated with msgspec; unknown keys are errors, so a typo never silently weakens policy)
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
+# File schema (validated with msgspec; unknown keys are errors, so a typo never silently weakens
+# policy)
+# --------------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Limits:
     """The caps of a run. These defaults are the one source of the built-in policy's ``[limits]`` and of a
@@ -223,7 +224,7 @@ class Policy:
         """Kinds that are neither allowed nor confirmed: blocked, and disabled where a vendor allows it."""
         return frozenset(Kind) - self.allow - self.confirm
 
-    # -----------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     def classify(self, action: Action) -> Decision:
         """Verdict for one action. Block wins over confirm, confirm over allow."""
         kind = action.kind
@@ -272,7 +273,8 @@ class Policy:
         if any(d.verdict is Verdict.BLOCK for d in found):
             return next(d for d in found if d.verdict is Verdict.BLOCK)
         if found:
-            # the first names the rule; a region that sends data out marks the decision whatever names it
+            # the first names the rule; a region that sends data out marks the decision whatever
+            # names it
             return dataclasses.replace(found[0], sends_out=any(d.sends_out for d in found))
         if kind in self.confirm:
             reason = KIND_REASONS.get(kind, f"{kind.value} actions need a decision under this policy")
@@ -319,7 +321,7 @@ class Policy:
             lines.append("allowed domains: " + ", ".join(self.allow_domains))
         return lines
 
-    # -----------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     @classmethod
     def default(cls) -> Policy:
         return cls.from_toml(DEFAULT_POLICY_TOML, source="built-in")
@@ -384,9 +386,9 @@ class Policy:
         return dataclasses.replace(self, regions=self.regions + extra.regions, _key_cache={})
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # Reading and validating a policy file, section by section (each error names the file and the line)
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 def _read_policy_text(text: str, source: str) -> tuple[_PolicyFile, TomlDoc]:
     """The TOML text checked against the schema (sizes and nesting bounded first)."""
     doc = tomlfile.parse(text, f"policy file {source}", cap=MAX_POLICY_BYTES, error=PolicyError)

@@ -19,7 +19,8 @@ from .actions import Action
 from .geometry import Scaling, Size
 
 if TYPE_CHECKING:
-    # For annotations only: events and stale import this module, so a runtime import would be a cycle.
+    # For annotations only: events and stale import this module, so a runtime import would be a
+    # cycle.
     from .events import Event
     from .stale import ScreenCheck
 
@@ -190,9 +191,9 @@ class BaseDesktop(ABC):
         return {}
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # Agent
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class SafetyCheck:
     id: str
@@ -277,9 +278,9 @@ class Agent(Protocol):
     def cancel(self) -> None: ...
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # Approver
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 class Answer(StrEnum):
     APPROVE = "approve"
     REJECT = "reject"

@@ -28,8 +28,8 @@ _BLOCK = 1 << 20
 _ENVELOPE = frozenset(ev.ENVELOPE)
 
 
-# The JSON types each annotation of an event field admits (a record is untrusted: a field of another type
-# would reach code that trusts it, e.g. a list where a turn number belongs).
+# The JSON types each annotation of an event field admits (a record is untrusted: a field of another
+# type would reach code that trusts it, e.g. a list where a turn number belongs).
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "int": (int,),
     "float": (int, float),

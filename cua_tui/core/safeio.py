@@ -372,9 +372,9 @@ def read_json(run_dir: str | Path, name: str, cap: int = JSON_CAP) -> Any:
         return folder.read_json(name, cap)
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # A settings-like file given by name (a policy file, a tasks file): bounded, regular files only
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 class FileProblem(Exception):
     """Why a named file could not be read (the caller says which file it was)."""
 

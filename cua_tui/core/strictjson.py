@@ -92,8 +92,9 @@ def _float(literal: str) -> float:
     return value
 
 
-# One token per match, strings whole (so brackets inside them do not count). A string always matches up to
-# its closing quote or the end of the text (even unterminated), so the scan stays linear on any input.
+# One token per match, strings whole (so brackets inside them do not count). A string always matches
+# up to its closing quote or the end of the text (even unterminated), so the scan stays linear on
+# any input.
 _TOKENS = re.compile(r'"(?:[^"\\]++|\\.|\\\Z)*+(?:"|\Z)|[\[\]{}]', re.DOTALL)
 
 

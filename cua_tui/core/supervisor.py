@@ -60,8 +60,9 @@ MSG_DECLINED = "Declined by the user. Do not retry this action."
 MSG_REFUSED = "Refused by sandbox policy. Stop and report."
 MSG_NOT_EXECUTED = "Not executed: an earlier action in this turn did not run."
 MSG_STALE = "Not executed: the screen changed since the model's screenshot."
-# A reply with more actions than this in one turn is refused whole, with one record (not one per action):
-# no computer-use model batches anywhere near this many, and a flood must not flood the audit log.
+# A reply with more actions than this in one turn is refused whole, with one record (not one per
+# action): no computer-use model batches anywhere near this many, and a flood must not flood the
+# audit log.
 MAX_ACTIONS_PER_TURN = 100
 # Room kept free in the run directory so that the end of a run can still be recorded on a full disk.
 RESERVE_BYTES = 512 * 1024
@@ -70,7 +71,8 @@ RESERVE_BYTES = 512 * 1024
 Listener = Callable[[ev.Stamped], None]
 
 
-# One planned action of a turn: (index in the turn, position in its call, the raw action, parsed, error).
+# One planned action of a turn: (index in the turn, position in its call, the raw action, parsed,
+# error).
 _Planned = tuple[int, int, Any, "Action | None", "ActionError | None"]
 
 
@@ -201,12 +203,13 @@ class Supervisor:
         self._grants = grants.Grants()  # scoped approvals (``a``) in force
         # the focused field (core/focus.py), where typing goes
         self._field: tuple[int, int] | None = None
-        # A safety-check approval (call id, ruling, indexes) that approves the call's confirm actions too
+        # A safety-check approval (call id, ruling, indexes) that approves the call's confirm
+        # actions too
         self._covered: tuple[str, Ruling, frozenset[int]] | None = None
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Public API
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
 
@@ -256,9 +259,9 @@ class Supervisor:
         assert self.result is not None
         return self.result
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # The loop
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def _run(self) -> None:
         run_info = self._record_start()
         self._start_desktop(run_info)
@@ -466,8 +469,9 @@ class Supervisor:
         safety_ok, safety_by = True, ""
         self._covered = None  # a safety-check answer covers only its own call
         if call.safety_checks and items and not halted and not duplicate:
-            # Safety checks are decided before anything of their call runs, with the actions they gate shown;
-            # an approval also approves those of them that would need a decision of their own.
+            # Safety checks are decided before anything of their call runs, with the actions they
+            # gate shown; an approval also approves those of them that would need a decision of
+            # their own.
             acknowledged, safety_by = self._decide_safety_checks(call, items)
             safety_ok = bool(acknowledged)
         for index, position, _raw, action, error in items:
@@ -601,7 +605,8 @@ class Supervisor:
             self._emit(ev.DecisionMade(self.turn, index, Answer.APPROVE, "policy", note=decision.reason))
         check = None
         if reviewed and action.target is not None and self._observed is not None:
-            # Performed only if the target's area still looks as the model saw it, in the same request.
+            # Performed only if the target's area still looks as the model saw it, in the same
+            # request.
             check = self._stale.check(self._observed, action.target)
         return self._execute(call, index, position, action, decision, check)
 
@@ -732,9 +737,9 @@ class Supervisor:
             image=image,
         )
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Decisions
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def _ask(self, request: DecisionRequest) -> Ruling:
         self._emit(
             ev.DecisionRequested(
@@ -771,9 +776,9 @@ class Supervisor:
             raise Aborted()
         return ruling
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Outcomes, frames, phases
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def _refuse(self, call: Call, index: int, position: int, rule: str, reason: str) -> ActionResult:
         self._emit(ev.PolicyVerdict(self.turn, index, Verdict.BLOCK, reason, rule))
         self._emit(ev.DecisionMade(self.turn, index, Answer.REJECT, "policy", note=reason))
@@ -828,15 +833,15 @@ class Supervisor:
         )
 
     def _set_phase(self, phase: RunPhase, detail: str = "") -> None:
-        # Each action's own ``executing`` record (the intent) says which action runs: the phase record is
-        # written only when the phase changes.
+        # Each action's own ``executing`` record (the intent) says which action runs: the phase
+        # record is written only when the phase changes.
         if phase != self.phase:
             self.phase = phase
             self._emit(ev.Phase(phase, detail))
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Calling adapters so that an abort always wins
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def _call(self, fn: Callable[..., T], *args: Any) -> T:
         self._check_abort()
         job = Job(fn, *args)
@@ -861,9 +866,9 @@ class Supervisor:
         if self._pending_end is None:
             self._pending_end = (status, reason)
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Ending
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def _abort(self, status: RunStatus, reason: str, by: str = "", announce: ev.Event | None = None) -> None:
         with self._end_lock:
             if self._ending is not None:
@@ -992,8 +997,8 @@ class Supervisor:
                     return self.audit.seal(self.config.audit_key), None
                 except OSError as exc:
                     self._lost = f"could not write audit.jsonl: {exc.strerror or exc}"
-            # Leave the log unsealed (verify reports an interrupted prefix) rather than seal a record that
-            # misses its ending.
+            # Leave the log unsealed (verify reports an interrupted prefix) rather than seal a
+            # record that misses its ending.
             self.audit.close()
             return {}, self._lost
 
@@ -1031,9 +1036,9 @@ class Supervisor:
             "seal": seal,
         }
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Events
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def _close_open_actions(self, reason: str) -> None:
         """Give every proposal still owed an outcome its one outcome (the run ended before it ran)."""
         with self._emit_lock:

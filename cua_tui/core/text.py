@@ -50,8 +50,8 @@ def truncate(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-# A path under a temporary directory: gone (the run's workspace is removed when it stops) by the time a person
-# reads the message that names it.
+# A path under a temporary directory: gone (the run's workspace is removed when it stops) by the
+# time a person reads the message that names it.
 _TEMP_PATH = re.compile(r"(?:/tmp|/var/tmp|/dev/shm|/run/user/\d+)/[^\s'\"():,;]*")
 _REPR = re.compile(r"\b([A-Z][A-Za-z]*Path|[A-Za-z_.]+Error|[A-Za-z_.]+Exception)\(('[^']*'|\"[^\"]*\")\)")
 

@@ -44,8 +44,9 @@ class Step:
     outcome: ev.Outcome | None = None
     # sha256 of the screen the model acted on (its turn's screenshot)
     observed: str | None = None
-    # The screen on the desktop when the step was decided or run: the newest one when its first event after
-    # the proposal came (after the batch's previous executed action, or the turn's screenshot for the first).
+    # The screen on the desktop when the step was decided or run: the newest one when its first
+    # event after the proposal came (after the batch's previous executed action, or the turn's
+    # screenshot for the first).
     before: str | None = None
     after: str | None = None  # the screen taken after it ran
     # the last decision that names the screen its reviewer was shown
@@ -148,7 +149,8 @@ class Builder:
                 if event.purpose in _LATEST:
                     line.first_screen = line.first_screen or event.sha256
                     self._latest = event.sha256
-                    # The action it follows is named by its index (runs recorded before that: the current one).
+                    # The action it follows is named by its index (runs recorded before that: the
+                    # current one).
                     owner = self._current if event.index is None else self._by_key.get((event.turn, event.index))
                     if owner is not None and event.purpose == "after_action":
                         owner.after = event.sha256
@@ -176,7 +178,8 @@ class Builder:
                     self._current = owner
                 return owner
             case ev.Phase() if self._current is not None and self._current.outcome is None:
-                # What the run does about a step still open (awaiting its decision, running it) belongs to it.
+                # What the run does about a step still open (awaiting its decision, running it)
+                # belongs to it.
                 self._current.last_seq = max(self._current.last_seq, stamped.seq)
                 return self._current
             case ev.Egress() if not event.allowed and self._current is not None:

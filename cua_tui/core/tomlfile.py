@@ -41,9 +41,9 @@ class TomlFileError(ValueError, UsageError):
         super().__init__(visible(message))
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # Reading: bounded, regular files only, UTF-8
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 def read_bytes(
     path: Path, label: str, *, cap: int = MAX_BYTES, what: str = "a file", error: type[TomlFileError] = TomlFileError
 ) -> bytes:
@@ -83,8 +83,9 @@ def parse(text: str, label: str, *, cap: int = MAX_BYTES, error: type[TomlFileEr
     if len(text) > cap:
         raise error(f"{label}: too large (over {cap} characters)")
     layout = _Layout(text)
-    # tomllib takes quadratic time on a key of many dotted parts ("a.a.a...a = 1"): refuse those first.
-    # A quick pattern finds candidates (it also sees dots inside strings); the scanner decides.
+    # tomllib takes quadratic time on a key of many dotted parts ("a.a.a...a = 1"): refuse those
+    # first. A quick pattern finds candidates (it also sees dots inside strings); the scanner
+    # decides.
     if _MANY_PARTS_RE.search(text) and layout.too_deep_line() is not None:
         raise error(_too_deep(label, layout))
     try:
@@ -92,7 +93,8 @@ def parse(text: str, label: str, *, cap: int = MAX_BYTES, error: type[TomlFileEr
     except tomllib.TOMLDecodeError as exc:
         raise error(_toml_error(label, text, str(exc))) from None
     except RecursionError:
-        # tomllib descends one Python call per level of nesting: a deep enough file exhausts the stack.
+        # tomllib descends one Python call per level of nesting: a deep enough file exhausts the
+        # stack.
         raise error(_too_deep(label, layout)) from None
     if _depth(data) > MAX_NESTING:
         raise error(_too_deep(label, layout))
@@ -142,9 +144,9 @@ class TomlDoc:
         return self._error(self.message(path, problem, item))
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # Messages: tomllib says "... (at line 3, column 7)"; msgspec "... - at `$.limits.max_turns`"
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 _TOML_WHERE_RE = re.compile(r" \(at line (\d+), column (\d+)\)$")
 _AT_END = " (at end of document)"
 _PATH_RE = re.compile(r" - at `\$((?:\.[A-Za-z0-9_-]+|\[\d+\])*)`")
@@ -204,22 +206,23 @@ def _depth(data: Any) -> int:
     return deepest
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # Where each key path starts: tomllib keeps no positions, so the text is scanned for them
-# ---------------------------------------------------------------------------------------------------
-# MAX_NESTING parts of a key, each followed by a dot, where a key may start (a line, "[", "{", ","). Linear:
-# the quantifiers are possessive, an attempt starts only there, and a quoted part ends at the first quote
-# that could start another attempt, so what two attempts scan overlaps by one key at most.
+# --------------------------------------------------------------------------------------------------
+# MAX_NESTING parts of a key, each followed by a dot, where a key may start (a line, "[", "{", ",").
+# Linear: the quantifiers are possessive, an attempt starts only there, and a quoted part ends at
+# the first quote that could start another attempt, so what two attempts scan overlaps by one key at
+# most.
 _MANY_PARTS_RE = re.compile(
     r"(?:^|[\[{,])[ \t]*+(?:(?:[A-Za-z0-9_-]++|\"(?:[^\"\\\n]|\\.)*+\"|'[^'\n]*+')[ \t]*+\.[ \t]*+)"
     + f"{{{MAX_NESTING}}}",
     re.MULTILINE,
 )
 
-# A hand-written scanner instead of regular expressions over whole lines: a pattern such as "a run of spaces,
-# then key characters or spaces, then spaces" backtracks cubically on a long hostile line. Every step
-# consumes input and a multi-line string that never closes ends the scan, so the cost is linear in the size
-# of the text, whatever it holds.
+# A hand-written scanner instead of regular expressions over whole lines: a pattern such as "a run
+# of spaces, then key characters or spaces, then spaces" backtracks cubically on a long hostile
+# line. Every step consumes input and a multi-line string that never closes ends the scan, so the
+# cost is linear in the size of the text, whatever it holds.
 _WS_RE = re.compile(r"[ \t\r]+")
 _BARE_RE = re.compile(r"[^\s\[\]{},=\"'#.]+")
 _BASIC_RE = re.compile(r'"(?:[^"\\\n]|\\.)*"')

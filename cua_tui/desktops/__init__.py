@@ -2,5 +2,6 @@
 
 from __future__ import annotations
 
-# Every backend the command line names (``--backend``). Here, importing nothing, so that ``--help`` starts fast.
+# Every backend the command line names (``--backend``). Here, importing nothing, so that ``--help``
+# starts fast.
 BACKENDS = ("local", "cwsandbox", "docker", "dry", "sim")

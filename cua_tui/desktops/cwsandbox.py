@@ -37,23 +37,26 @@ RUN_TAG_PREFIX = "cua-tui-run-"
 STOCK_IMAGE = "debian:bookworm-slim"
 HELPER_DIR = "/opt/cua-tui"
 SOCKET_DIR = "/run/cua-tui"
-# What the desktop needs from Debian (the tutorial's list, less its xdotool and scrot: the helper does both).
-# mss is not packaged in bookworm: it travels in the helper zipapp.
+# What the desktop needs from Debian (the tutorial's list, less its xdotool and scrot: the helper
+# does both). mss is not packaged in bookworm: it travels in the helper zipapp.
 INSTALL_PACKAGES = (
     "xvfb", "openbox", "chromium", "bubblewrap", "socat", "xauth", "util-linux", "fonts-dejavu-core",
     "python3", "python3-pil", "python3-xlib", "ca-certificates",
 )  # fmt: skip
-# Reached over HTTPS only: a dns_name egress rule grants TCP 443 alone, so apt's http:// sources are rewritten.
+# Reached over HTTPS only: a dns_name egress rule grants TCP 443 alone, so apt's http:// sources are
+# rewritten.
 INSTALL_HOSTS = ("deb.debian.org",)
 BUILD_HINT = (
     "build the desktop image (docker build -t REGISTRY/cua-tui-desktop docker/desktop), push it and set cwsandbox_image"
 )
 # an install's output, counted as it streams (apt writes about 200 KB)
 INSTALL_OUTPUT_CAP = 16 * 1024 * 1024
-# A step's exec: the request to the resident helper's socket, its (armored) reply to stdout. -t: how long
-# socat waits for the reply once the request is sent (its default, 0.5 s, is shorter than a settle can be).
+# A step's exec: the request to the resident helper's socket, its (armored) reply to stdout. -t: how
+# long socat waits for the reply once the request is sent (its default, 0.5 s, is shorter than a
+# settle can be).
 RELAY = 'printf "%s\\n" "$1" | exec socat -t 120 - UNIX-CONNECT:"$2"'
-# The sandbox's command waits for this file before it starts the helper: the probe or the install makes it.
+# The sandbox's command waits for this file before it starts the helper: the probe or the install
+# makes it.
 WAIT_THEN_SERVE = 'while [ ! -e "$1" ]; do sleep 0.05; done; shift; exec "$@"'
 # One exec at start for a configured image: is everything the desktop needs there?
 PROBE = """missing=""
@@ -80,7 +83,8 @@ PROBED = (
     "python3-xlib",
     "python3",
 )
-# The tutorial's way, for the stock image: apt over HTTPS, verified with the CA bundle mounted beside the helper.
+# The tutorial's way, for the stock image: apt over HTTPS, verified with the CA bundle mounted
+# beside the helper.
 INSTALL = r"""set -eu
 ca=$1; go=$2; shift 2
 export DEBIAN_FRONTEND=noninteractive
@@ -211,7 +215,7 @@ class CWSandboxDesktop(HelperDesktop):
         self._no_create = threading.Event()  # clear while a create is in flight
         self._no_create.set()
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     @property
     def sandbox_id(self) -> str | None:
         return self._sandbox_id
@@ -258,15 +262,16 @@ class CWSandboxDesktop(HelperDesktop):
             "sandbox_network": self._network_note(),
         }
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Start
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def start(self) -> None:
         if not self.run_id:
             raise DesktopError("the cwsandbox desktop was not bound to a run", fatal=True)
         try:
-            # gRPC's fork handlers would print errors in every process the controller forks later (an
-            # approver command); nothing forked uses gRPC. Read when gRPC loads: set before the import.
+            # gRPC's fork handlers would print errors in every process the controller forks later
+            # (an approver command); nothing forked uses gRPC. Read when gRPC loads: set before the
+            # import.
             os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
             # the vendor SDK: imported only by this backend, only when it starts
             import cwsandbox
@@ -301,7 +306,8 @@ class CWSandboxDesktop(HelperDesktop):
             "start_timeout": self.settings.start_timeout,
         }
         serve = ["python3", self.helper_path, "serve", json.dumps(spec)]
-        # The helper starts once the probe (a configured image) or the install (the stock image) says so.
+        # The helper starts once the probe (a configured image) or the install (the stock image)
+        # says so.
         argv = ["sh", "-c", WAIT_THEN_SERVE, "cua-tui-wait", self.go_path, *serve]
         # before the stopping check: a stop either waits for this create or prevents it
         self._no_create.clear()
@@ -381,9 +387,9 @@ class CWSandboxDesktop(HelperDesktop):
             note += f"; {', '.join(INSTALL_HOSTS)} is for the install at start and stays for the sandbox's life"
         return note
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Before the helper: probe a configured image, or install on the stock one
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def _probe(self) -> None:
         """One exec: does the configured image have what the desktop needs? Then the helper may start."""
         image = self.settings.image_name
@@ -474,9 +480,9 @@ class CWSandboxDesktop(HelperDesktop):
         self._check_stopping()
         return result
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # One exec per request
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def _request(self, request: dict[str, Any], *, timeout: float) -> tuple[dict[str, Any], Blobs]:
         """One exec: the request in argv (stdin would cost a round trip more), the reply streamed from stdout.
         A step's exec is socat relaying to the resident helper, which armors its reply itself (a Python
@@ -485,7 +491,8 @@ class CWSandboxDesktop(HelperDesktop):
         self._check_stopping()
         ready = request.get("op") == "ready"
         if ready:
-            # the run's key for sealed text goes on stdin, once (one round trip more, at the start only)
+            # the run's key for sealed text goes on stdin, once (one round trip more, at the start
+            # only)
             request = {**request, "key": "stdin"}
             argv = ["python3", "-S", self.helper_path, "call", self.socket_path, json.dumps(request), "20", "base64"]
         else:
@@ -549,7 +556,8 @@ class CWSandboxDesktop(HelperDesktop):
                     break
         finally:
             reader.join(5)
-        # where the step's time went on our side, for the benchmarks: until the reply began, and its transfer
+        # where the step's time went on our side, for the benchmarks: until the reply began, and its
+        # transfer
         self.wire_timing = {"to_reply": (first - asked) * 1000, "transfer": (time.perf_counter() - first) * 1000}
         if cut:
             last = errors.last_line()  # a traceback's last line says what went wrong
@@ -589,9 +597,9 @@ class CWSandboxDesktop(HelperDesktop):
             message = message.replace(self.settings.api_key, "[redacted]")
         return DesktopError(truncate(message, 300), fatal=True)
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Desktop
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def verify(self) -> Verification | None:
         header, _blobs = self._request({"op": "verify"}, timeout=self.settings.step_timeout)
         return verdict(header.get("verification"))
@@ -618,8 +626,9 @@ class CWSandboxDesktop(HelperDesktop):
             except Exception:
                 # cancelling is best effort: stopping the sandbox ends the exec anyway
                 pass
-        # A create in flight stops its sandbox the moment it exists (``_adopt``): wait for that, so that a stop
-        # that returned (a killed run, a fleet that then exits) leaves no sandbox behind.
+        # A create in flight stops its sandbox the moment it exists (``_adopt``): wait for that, so
+        # that a stop that returned (a killed run, a fleet that then exits) leaves no sandbox
+        # behind.
         self._no_create.wait(CREATE_WAIT)
         self._stop_sandbox()
 
@@ -727,9 +736,10 @@ def stop_sandbox(settings: SandboxSettings, sandbox_id: str) -> None:
     cwsandbox.Sandbox.delete(sandbox_id, missing_ok=True, **settings.auth_options()).result(timeout=90)
 
 
-# ---------------------------------------------------------------------------------------------------
-# The start's scripts: their output, their progress, the CA bundle the install checks its mirror with
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
+# The start's scripts: their output, their progress, the CA bundle the install checks its mirror
+# with
+# --------------------------------------------------------------------------------------------------
 # a longer "line" is cut into pieces of about this size
 LINE_CAP = 64 * 1024
 # what is kept of a script's stdout and stderr: their ends, where the reasons are

@@ -34,7 +34,8 @@ CONTROL_TIMEOUT = 60.0
 FILE_CAP = 64 * 1024 * 1024  # bytes a ReadFile answers at most
 # bytes of a container's output kept when it is removed
 LOG_CAP = 256 * 1024
-# The watcher: the container's exit status, once it exits; then its last output kept, and the container removed.
+# The watcher: the container's exit status, once it exits; then its last output kept, and the
+# container removed.
 WATCH = """status=$("$1" wait "$2") || exit 125
 "$1" logs --tail 200 "$2" > "$3" 2>&1
 "$1" rm --force "$2" > /dev/null 2>&1
@@ -127,7 +128,8 @@ class ContainerSandboxService(SandboxService):
             raise LaunchError(f"docker {args[0]}: {first_line(err) or f'status {code}'}")
         return out
 
-    # ------------------------------------------------------------------------------------------ hooks
+    # ---------------------------------------------------------------------------------------------
+    # hooks
     def CreateSandbox(self, request: Any, context: grpc.ServicerContext) -> Any:
         try:
             return super().CreateSandbox(request, context)
@@ -238,8 +240,9 @@ class ContainerSandboxService(SandboxService):
                 with contextlib.suppress(LaunchError):
                     self._docker("rm", "--force", ident.decode())
 
-    # ---------------------------------------------------------------------------------- files, inside
-    # ``_read_file``/``_write_file``: what either data path calls (the gateway's RPCs below, the direct plane).
+    # ---------------------------------------------------------------------------------- files,
+    # inside ``_read_file``/``_write_file``: what either data path calls (the gateway's RPCs below,
+    # the direct plane).
     def ReadFile(self, request: Any, context: grpc.ServicerContext) -> Any:
         return self._read_file(request, context, "gateway")
 

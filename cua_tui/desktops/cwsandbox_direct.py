@@ -39,8 +39,8 @@ PERMISSION_URI = "urn:cwsandbox:permission:"
 STREAM_EXEC = pb.SANDBOX_DATA_PERMISSION_STREAM_EXEC
 READ_FILE = pb.SANDBOX_DATA_PERMISSION_READ_FILE
 WRITE_FILE = pb.SANDBOX_DATA_PERMISSION_WRITE_FILE
-# What the data plane serves. Exec and StreamLogs are not granted (the gateway does not serve them either):
-# the client, missing the permission, takes the gateway for them.
+# What the data plane serves. Exec and StreamLogs are not granted (the gateway does not serve them
+# either): the client, missing the permission, takes the gateway for them.
 SERVED = (STREAM_EXEC, READ_FILE, WRITE_FILE)
 
 # (sandbox id, gRPC context): returns, or aborts the request

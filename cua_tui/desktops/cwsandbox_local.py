@@ -29,8 +29,8 @@ from .cwsandbox import STOCK_IMAGE, helper_request
 from .cwsandbox_direct import Admit, DirectDataPlane
 
 STATE = pb.State
-# The image a run names for this mode's sandboxes: this host's own programs (the helper runs with the test's
-# Python, Xvfb and Chromium). The probe at start checks them as it checks any image.
+# The image a run names for this mode's sandboxes: this host's own programs (the helper runs with
+# the test's Python, Xvfb and Chromium). The probe at start checks them as it checks any image.
 HOST_IMAGE = "cua-tui-host"
 STDOUT = pb.ExecStreamOutput.Stream.STREAM_STDOUT
 STDERR = pb.ExecStreamOutput.Stream.STREAM_STDERR
@@ -138,7 +138,8 @@ class SandboxService(pb_grpc.SandboxServiceServicer):
         self.interceptors: list[Any] = []  # the servers' (``Delay``), the data plane's too
         self._lock = threading.Lock()
 
-    # ------------------------------------------------------------------------------------------ tools
+    # ---------------------------------------------------------------------------------------------
+    # tools
     def inject(self, fault: Fault) -> None:
         with self._lock:
             self.faults.append(fault)
@@ -223,7 +224,8 @@ class SandboxService(pb_grpc.SandboxServiceServicer):
     def _message(self, sb: LocalSandbox) -> Any:
         return pb.Sandbox(sandbox_id=sb.sandbox_id, spec=sb.spec, status=pb.SandboxStatus(state=sb.state))
 
-    # ------------------------------------------------------------------------------------------- RPCs
+    # ---------------------------------------------------------------------------------------------
+    # RPCs
     def CreateSandbox(self, request: Any, context: grpc.ServicerContext) -> Any:
         self._record("CreateSandbox", context)
         with self._lock:
@@ -347,8 +349,9 @@ class SandboxService(pb_grpc.SandboxServiceServicer):
     def StreamExec(self, request_iterator: Any, context: grpc.ServicerContext) -> Any:
         yield from self._stream_exec(request_iterator, context, "gateway")
 
-    # The gateway's RPCs and the data plane's (cwsandbox_direct.py) are these, on either path: the same
-    # processes, faults and counts. ``admit`` checks a direct request's certificate once it is counted.
+    # The gateway's RPCs and the data plane's (cwsandbox_direct.py) are these, on either path: the
+    # same processes, faults and counts. ``admit`` checks a direct request's certificate once it is
+    # counted.
     def _read_file(
         self, request: Any, context: grpc.ServicerContext, path: DataPath, admit: Admit | None = None
     ) -> Any:

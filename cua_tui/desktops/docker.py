@@ -53,7 +53,8 @@ EGRESS_SOCKET = "/run/cua-tui-egress/proxy.sock"
 MOUNTS = (HELPER_PATH, EGRESS_SOCKET)
 TMPFS = ("/tmp", HOME, SOCKET_DIR)  # the only writable places (memory, size-capped)
 APPARMOR_DEFAULT = "docker-default"
-# the isolation record's namespace modes (as ``hardening`` writes them) and the values that are its own
+# the isolation record's namespace modes (as ``hardening`` writes them) and the values that are its
+# own
 NAMESPACES = (
     ("pid_mode", "PID", ("private",)),
     ("ipc_mode", "IPC", ("private",)),
@@ -119,7 +120,8 @@ def container_argv(
         f"{TMPFS[1]}:{tmpfs},noexec,size=64m,uid={UID},gid={GID},mode=0700",
         "--tmpfs",
         f"{TMPFS[2]}:{tmpfs},noexec,size=1m,uid={UID},gid={GID},mode=0700",
-        # Asked for by name: an engine's default may be "host" (cgroupns on cgroup v1) or "shareable" (ipc).
+        # Asked for by name: an engine's default may be "host" (cgroupns on cgroup v1) or
+        # "shareable" (ipc).
         "--ipc",
         "private",
         "--cgroupns",
@@ -199,7 +201,8 @@ def _confinement(info: dict[str, Any], security: list[str], profile: str, engine
         "apparmor": _apparmor_mode(profile, engine) or "none",
         "masked_paths": list(host.get("MaskedPaths") or []),
         "readonly_paths": list(host.get("ReadonlyPaths") or []),
-        # "" is Docker's private namespace for pid and uts; ipc and cgroup are asked for as "private".
+        # "" is Docker's private namespace for pid and uts; ipc and cgroup are asked for as
+        # "private".
         "pid_mode": host.get("PidMode") or "private",
         "ipc_mode": host.get("IpcMode") or default,
         "uts_mode": host.get("UTSMode") or "private",
@@ -277,7 +280,8 @@ def _privilege_problems(
             problems.append("has AppArmor off" if value == "unconfined" else "has an AppArmor profile of its own")
         else:
             problems.append(f"sets the security option {truncate(option, 80)!r}")
-    # With AppArmor, the engine's own profile; without, none asked for (an ask is a loosening meant).
+    # With AppArmor, the engine's own profile; without, none asked for (an ask is a loosening
+    # meant).
     if profile != (APPARMOR_DEFAULT if engine.apparmor else ""):
         problems.append("has AppArmor off" if profile in ("", "unconfined") else "has an AppArmor profile of its own")
     return problems
@@ -373,7 +377,7 @@ class DockerDesktop(HelperDesktop):
         # ``docker start`` done: before it, nothing inside holds input (or runs)
         self._started = False
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     @property
     def sandbox_id(self) -> str | None:
         return self._container
@@ -410,9 +414,9 @@ class DockerDesktop(HelperDesktop):
         if self._sink is not None:
             self._sink(ev.Egress(record.host, record.port, record.method, record.allowed, record.reason))
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Start
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def start(self) -> None:
         if not self.run_id:
             raise DesktopError("the docker desktop was not bound to a run", fatal=True)
@@ -524,9 +528,9 @@ class DockerDesktop(HelperDesktop):
         with self._lock:
             self._process = proc
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # One request per step
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def _request(self, request: dict[str, Any], *, timeout: float) -> tuple[dict[str, Any], Blobs]:
         self._check_stopping()
         if not self._requests.acquire(timeout=timeout):
@@ -569,7 +573,8 @@ class DockerDesktop(HelperDesktop):
         if self._proxy is not None:
             # a request the last action caused is judged (and logged) too
             self._proxy.wait_quiet()
-        # The lab's server and this proxy run in the controller: the container only handed over files.
+        # The lab's server and this proxy run in the controller: the container only handed over
+        # files.
         verdict: Verification = self.lab.verify(folder, self.egress())
         return verdict.in_controller()
 
@@ -586,9 +591,9 @@ class DockerDesktop(HelperDesktop):
         finally:
             self._requests.release()
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Stop
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def stop(self) -> None:
         """Cut off the request in flight, remove the container (and anything else of the run), stop the
         proxy and the lab, delete the workspace. Any thread, any moment, idempotent."""

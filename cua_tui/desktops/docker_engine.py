@@ -200,7 +200,8 @@ class Engine:
             raise EngineError("docker info: its security options are not a list")
         fields = [dict(p.split("=", 1) for p in str(o).split(",") if "=" in p) for o in options]
         names = {f.get("name") for f in fields}
-        # the profile the engine ships: "default" on older engines (20.10 here), "builtin" on newer ones
+        # the profile the engine ships: "default" on older engines (20.10 here), "builtin" on newer
+        # ones
         seccomp = any(f.get("name") == "seccomp" and f.get("profile") in ("default", "builtin") for f in fields)
         return EngineSecurity(seccomp_default=seccomp, apparmor="apparmor" in names, userns_remap="userns" in names)
 
@@ -250,8 +251,8 @@ class Channel:
 
     def __init__(self, argv: list[str], *, stderr_path: str) -> None:
         self._err = open(stderr_path, "wb")  # noqa: SIM115 (closed in close())
-        # setpriv: the exec's client dies with this controller, even killed outright; its stdin then ends,
-        # and the helper inside shuts the container down (and the engine removes it: --rm)
+        # setpriv: the exec's client dies with this controller, even killed outright; its stdin then
+        # ends, and the helper inside shuts the container down (and the engine removes it: --rm)
         self.proc = subprocess.Popen(
             ["setpriv", "--pdeathsig", "KILL", "--", *argv],
             stdin=subprocess.PIPE,

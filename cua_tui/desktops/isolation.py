@@ -147,7 +147,8 @@ def openbox_files(config_dir: str) -> dict[str, str]:
   <menu id="root-menu" label="cua-tui"></menu>
 </openbox_menu>
 """
-    # in the usual layout (XDG_CONFIG_HOME/openbox/), so openbox finds its own folder and never makes one
+    # in the usual layout (XDG_CONFIG_HOME/openbox/), so openbox finds its own folder and never
+    # makes one
     return {"openbox/rc.xml": rc, "openbox/menu.xml": menu}
 
 

@@ -49,13 +49,14 @@ if TYPE_CHECKING:
 INNER_PROXY_PORT = 3128
 REQUIRED = ("Xvfb", "openbox", "chromium", "bwrap", "socat", "xauth")
 
-# First paint. Chromium shows its empty window (one flat colour) before the page, for over a second on a
-# loaded machine. A page is on screen once the frame holds more than two colours (the black root and an
-# empty window are two at most; text, even a few words, is drawn with many shades), then it gets a quiet
-# period to finish painting. A page that really is one or two flat colours counts only once its document
-# went through the proxy and the frame then held still for a long while; a lab's page never does (each has
-# text). With eight Chromiums on two cores the empty window stayed over 3 s after the document was served:
-# the model was shown an empty screen, planned on it, and the stale-screen guard refused its click.
+# First paint. Chromium shows its empty window (one flat colour) before the page, for over a second
+# on a loaded machine. A page is on screen once the frame holds more than two colours (the black
+# root and an empty window are two at most; text, even a few words, is drawn with many shades), then
+# it gets a quiet period to finish painting. A page that really is one or two flat colours counts
+# only once its document went through the proxy and the frame then held still for a long while; a
+# lab's page never does (each has text). With eight Chromiums on two cores the empty window stayed
+# over 3 s after the document was served: the model was shown an empty screen, planned on it, and
+# the stale-screen guard refused its click.
 FIRST_PAINT_POLL = 0.05
 FIRST_PAINT_QUIET = 0.3  # painted, then unchanged this long: settled
 # an animated page never settles: it counts as painted this long after it showed
@@ -239,7 +240,7 @@ class LocalDesktop(BaseDesktop):
         self._lease: UidLease | None = None
         self._inside: dict[str, int] = {}  # host pids of Xvfb and openbox, inside the sandbox
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     @property
     def workspace(self) -> Path | None:
         return self._workspace
@@ -312,7 +313,7 @@ class LocalDesktop(BaseDesktop):
     def egress(self) -> list[EgressRecord]:
         return self._proxy.records if self._proxy else []
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     def start(self) -> None:
         missing = [name for name in missing_programs() if self.bubblewrap or name != "bwrap"]
         if missing:
@@ -374,11 +375,11 @@ class LocalDesktop(BaseDesktop):
             cwd=None if self.bubblewrap else home,
         )
         self._wait_for_x(x_socket)
-        # As root, the controller is not mapped in the sandbox's user namespace: the X server sees it as
-        # the overflow user "nobody". It connects once with the cookie and lets "nobody" in: on the host
-        # only root gets through the socket folder (0700, the sandbox user's), and inside only the sandbox
-        # user exists. Without root the controller shares the sandbox's uid, which the X server knows by
-        # the sandbox's name for it.
+        # As root, the controller is not mapped in the sandbox's user namespace: the X server sees
+        # it as the overflow user "nobody". It connects once with the cookie and lets "nobody" in:
+        # on the host only root gets through the socket folder (0700, the sandbox user's), and
+        # inside only the sandbox user exists. Without root the controller shares the sandbox's uid,
+        # which the X server knows by the sandbox's name for it.
         grant_local_user(display_name, str(cookie_file), self._controller_name(lease.per_run))
         self._x11 = X11Session(display_name, self.size)
         self._wait_for_page()
@@ -479,7 +480,7 @@ class LocalDesktop(BaseDesktop):
 
             self._sink(ev.Egress(record.host, record.port, record.method, record.allowed, record.reason))
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     def _session(self) -> X11Session:
         if self._stopped or self._x11 is None:
             raise DesktopError("the desktop was stopped", fatal=True)
@@ -521,8 +522,9 @@ class LocalDesktop(BaseDesktop):
         if self._proxy is not None:
             # a request the last action caused is judged (and logged) too
             self._proxy.wait_quiet()
-        # The lab's server is a thread of this process, so this process judged. Inside a remote sandbox's
-        # helper this process is the sandbox's: the helper sends only the verdict, the controller says where.
+        # The lab's server is a thread of this process, so this process judged. Inside a remote
+        # sandbox's helper this process is the sandbox's: the helper sends only the verdict, the
+        # controller says where.
         verdict: Verification = self.lab.verify(self.downloads, self.egress())
         return verdict.in_controller()
 
@@ -554,7 +556,7 @@ class LocalDesktop(BaseDesktop):
             self._lease.release()
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 def _as_user(uid: int | None) -> list[str]:
     """setpriv prefix: die with this process (SIGKILL when it exits, even if it is killed itself, so no
     desktop process outlives a crashed controller) and, as root, drop to the unprivileged ``uid``."""
@@ -605,8 +607,9 @@ def _lay_out_workspace(ws: Path, uid: int) -> tuple[Path, Path, Path, Path]:
     _chown_tree(home, uid)
     os.chmod(home, 0o700)
     # run/ stays the controller's: the sandbox sees it read-only (its init script, openbox's
-    # configuration, its /etc files), and only the cookie and the proxy socket are the sandbox user's.
-    # Modes are explicit: whatever this process's umask, the sandbox user reads them and cannot write.
+    # configuration, its /etc files), and only the cookie and the proxy socket are the sandbox
+    # user's. Modes are explicit: whatever this process's umask, the sandbox user reads them and
+    # cannot write.
     os.chmod(run, 0o755)
     os.chmod(config, 0o755)
     for name, text in openbox_files(str(config)).items():

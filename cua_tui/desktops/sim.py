@@ -160,7 +160,7 @@ class SimDesktop(BaseDesktop):
         self._lock = threading.RLock()
         self._font = ImageFont.load_default(size=18)
 
-    # ----------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     def start(self) -> None:
         self.started = True
 
@@ -206,7 +206,7 @@ class SimDesktop(BaseDesktop):
         verdict = self.app.verify().in_controller()
         return verdict if self.user is None else replace(verdict, user=self.user)
 
-    # ----------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     def _check(self) -> None:
         if self.dead:
             raise DesktopError("the sandbox is gone (connection lost)", fatal=True)

@@ -32,12 +32,12 @@ XK.load_keysym_group("xf86")
 BUTTONS = {"left": 1, "middle": 2, "right": 3, "back": 8, "forward": 9}
 MODIFIER_KEYSYMS = {"ctrl": "Control_L", "alt": "Alt_L", "shift": "Shift_L", "super": "Super_L"}
 
-# Settling after input, measured with Chromium on Xvfb (it paints in 60 Hz frames, 16.7 ms apart) on a
-# loaded 2-core machine: a click shows 5-25 ms after the input, usually in one frame; typed text shows
-# 5-70 ms after the last key, often in two or three chunks. A quiet period shorter than one frame can end
-# between two frames of the same update: with 12 ms, 4 of 80 screenshots after typing 20 characters into
-# a freshly focused field missed characters that showed later; with 20 ms, 1 of 80; with 30 ms, none,
-# at +13 ms median per typing step.
+# Settling after input, measured with Chromium on Xvfb (it paints in 60 Hz frames, 16.7 ms apart) on
+# a loaded 2-core machine: a click shows 5-25 ms after the input, usually in one frame; typed text
+# shows 5-70 ms after the last key, often in two or three chunks. A quiet period shorter than one
+# frame can end between two frames of the same update: with 12 ms, 4 of 80 screenshots after typing
+# 20 characters into a freshly focused field missed characters that showed later; with 20 ms, 1 of
+# 80; with 30 ms, none, at +13 ms median per typing step.
 SETTLE_POLL = 0.004  # between two raw grabs
 # once the screen changed, unchanged this long means settled (over one frame)
 SETTLE_QUIET = 0.02
@@ -48,13 +48,13 @@ SETTLE_LIMIT = 0.4  # a blinking caret or an animation never settles
 KEYBOARD_FIRST_CHANGE = 0.1
 KEYBOARD_KINDS = frozenset({Kind.TYPE, Kind.KEYPRESS, Kind.HOLD_KEY})
 
-# A busy machine paints later than the waits above allow (with the fixed waits, 3 of 30 screenshots after
-# typing in the local benchmark differed from the screen 150 ms later), and a screenshot taken before the
-# paint shows a screen the model then acts on while it changes: the stale-screen guard refuses the next
-# approved click. The waits therefore follow what this
-# desktop has shown (PaintTiming): how late a first change came, the longest pause between two changes of
-# one update, and the changes that came after a settle had ended (seen before the next action's input).
-# per settle: what a burst of load taught is forgotten over a few tens of steps
+# A busy machine paints later than the waits above allow (with the fixed waits, 3 of 30 screenshots
+# after typing in the local benchmark differed from the screen 150 ms later), and a screenshot taken
+# before the paint shows a screen the model then acts on while it changes: the stale-screen guard
+# refuses the next approved click. The waits therefore follow what this desktop has shown
+# (PaintTiming): how late a first change came, the longest pause between two changes of one update,
+# and the changes that came after a settle had ended (seen before the next action's input). per
+# settle: what a burst of load taught is forgotten over a few tens of steps
 TIMING_DECAY = 0.9
 # the first-change wait: at least twice the latest (decaying) first change seen
 LATENCY_FACTOR = 2.0
@@ -67,9 +67,10 @@ LIMIT_CAP = 1.2
 LATE_WINDOW = 1.0
 # square pixels: a smaller change (a caret blinking) is no paint of an update
 LATE_MIN_AREA = 64
-# Only a change near where the input went tells of its paint (typed text shows along the clicked field, a
-# click's effect around it, a new page everywhere); a clock ticking or an animation elsewhere on the page
-# would lengthen every wait for nothing. Half the width and height of the box looked at, in pixels:
+# Only a change near where the input went tells of its paint (typed text shows along the clicked
+# field, a click's effect around it, a new page everywhere); a clock ticking or an animation
+# elsewhere on the page would lengthen every wait for nothing. Half the width and height of the box
+# looked at, in pixels:
 NEAR = (320, 120)
 
 
@@ -199,8 +200,9 @@ class X11Session:
         self._stopped = threading.Event()
         self._pressed_keys: set[int] = set()
         self._pressed_buttons: set[int] = set()
-        # Spare keycodes (no keysym) lent to characters the keymap lacks: keysym -> keycode, least recently
-        # used first, and when each was last pressed. A lent keycode is remapped only after REMAP_GRACE.
+        # Spare keycodes (no keysym) lent to characters the keymap lacks: keysym -> keycode, least
+        # recently used first, and when each was last pressed. A lent keycode is remapped only after
+        # REMAP_GRACE.
         self._spare: list[int] = []
         self._lent: dict[int, int] = {}
         self._lent_used: dict[int, float] = {}
@@ -209,7 +211,8 @@ class X11Session:
         # the last action's parts, in ms (input, settle, encode): benchmarks
         self.timing: dict[str, float] = {}
         self._encoded_ms = 0.0
-        # typed text paints in pieces, a click's effect at once: each kind of input has its own waits
+        # typed text paints in pieces, a click's effect at once: each kind of input has its own
+        # waits
         self.key_timing = PaintTiming()
         self.pointer_timing = PaintTiming()
         # the last settle's end, until the next action's input
@@ -222,9 +225,9 @@ class X11Session:
             raise DesktopError(f"cannot connect to X display {display_name}: {exc}", fatal=True) from None
         self._keymap = self._read_keymap()
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Capture
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def _mss(self) -> mss.base.MSSBase:
         grabber = getattr(self._local, "mss", None)
         if grabber is None:
@@ -255,7 +258,8 @@ class X11Session:
 
     def _encode(self, shot: mss.screenshot.ScreenShot) -> Frame:
         # BGRX -> RGB in Pillow's C unpacker: the same bytes as ``shot.rgb``, in about half the time
-        # bytes(): Debian's Pillow 9 (the sandbox image's) decodes only immutable buffers; the copy is ~0.3 ms
+        # bytes(): Debian's Pillow 9 (the sandbox image's) decodes only immutable buffers; the copy
+        # is ~0.3 ms
         rgb = Image.frombuffer("RGB", shot.size, bytes(shot.raw), "raw", "BGRX", 0, 1).tobytes()
         png = mss.tools.to_png(rgb, shot.size, level=self.png_level)
         assert png is not None
@@ -292,8 +296,9 @@ class X11Session:
         encoded_raw: object = None
         while True:
             deadline = last_change + quiet if changed else start + first_change
-            # The PNG is encoded ahead, in the last few ms before the wait would end, instead of polling then;
-            # it is returned only if the grab that ends the wait is still that frame (a change re-encodes).
+            # The PNG is encoded ahead, in the last few ms before the wait would end, instead of
+            # polling then; it is returned only if the grab that ends the wait is still that frame
+            # (a change re-encodes).
             if encoded_raw is not last and time.perf_counter() >= min(deadline, start + limit) - self._encode_cost:
                 encoded, encoded_raw = self._encode_ahead(shot), last
             else:
@@ -301,8 +306,8 @@ class X11Session:
             shot = self.grab_raw()
             now = time.perf_counter()
             if shot.raw != last:
-                # What would lengthen the waits must be a paint, not a caret blinking meanwhile (checked only
-                # then: a prompt paint costs nothing)
+                # What would lengthen the waits must be a paint, not a caret blinking meanwhile
+                # (checked only then: a prompt paint costs nothing)
                 if changed:
                     gap = now - last_change
                     if GAP_FACTOR * gap > quiet and changed_at_least(last, shot.raw, shot.size, LATE_MIN_AREA, near):
@@ -348,9 +353,9 @@ class X11Session:
         if changed_at_least(settled.raw, shot.raw, shot.size, LATE_MIN_AREA, settled.near):
             settled.timing.came_late(settled.changed, settled.quiet, settled.first_change)
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Input
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def _read_keymap(self) -> dict[int, tuple[int, bool]]:
         """keysym -> (keycode, needs shift) for the current keyboard mapping."""
         d = self._d
@@ -394,9 +399,9 @@ class X11Session:
     def _keycode(self, keysym: int) -> tuple[int, bool]:
         if keysym in self._keymap:
             return self._keymap[keysym]
-        # Borrow a spare keycode for a character the keymap lacks (as xdotool does). One keycode per such
-        # character, kept while spares last: remapping a keycode whose key event the client has not read
-        # yet would make it read the new character (typing "é☃" gave "☃☃").
+        # Borrow a spare keycode for a character the keymap lacks (as xdotool does). One keycode per
+        # such character, kept while spares last: remapping a keycode whose key event the client has
+        # not read yet would make it read the new character (typing "é☃" gave "☃☃").
         code = self._lent.pop(keysym, None)
         if code is None:
             if not self._spare:
@@ -520,9 +525,9 @@ class X11Session:
             except Exception:
                 pass
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # One action, then a settled screenshot
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def perform_checked(self, action: Action, check: ScreenCheck | None) -> StepResult:
         """The action, only if its area still looks as the model saw it (one grab of the area, ~1 ms);
         else nothing runs and the screen as it is now comes back, marked stale."""

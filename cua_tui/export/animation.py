@@ -62,7 +62,8 @@ def _shots(run: Run) -> list[_Shot]:
         what = summary or (f"malformed {step.proposal.raw_kind}" if step.proposal.error else step.kind)
         caption = f"step {step.number + 1} · turn {step.turn} · {what} · {status}"
         colour = verdict if ran and verdict in _COLOURS else "block"
-        # A step that never ran shows the screen it was decided on (the one its reviewer saw, when recorded).
+        # A step that never ran shows the screen it was decided on (the one its reviewer saw, when
+        # recorded).
         shots.append(_Shot(screens.after if ran else screens.before, caption, step.proposal.action, colour))
     return shots
 

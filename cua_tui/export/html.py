@@ -216,7 +216,8 @@ def _summary(page: _Page) -> None:
     for done in run.events(ev.VerificationDone):
         verdict = "PASSED" if done.passed is True else "FAILED"
         rows.append(("verification", f"{e(done.verifier, 200)}: <strong>{verdict}</strong> · {e(done.detail, 500)}"))
-        # who vouched for it: the sandbox's own word (or a place not recorded) is marked, not a footnote
+        # who vouched for it: the sandbox's own word (or a place not recorded) is marked, not a
+        # footnote
         place = e(describe.verified_by(done), 300)
         rows.append(("verified by", place if done.where == VerifierPlace.CONTROLLER else f"<strong>{place}</strong>"))
     for kill in run.events(ev.Killed):

@@ -25,8 +25,9 @@ from ..core.runlog import AUDIT, RunLog
 from ..core.safeio import SCREEN_CAP, MiB, RunFileError, RunFolder
 from ..core.text import visible
 
-# A run of the default policy (200 steps) writes well under 1 MiB of audit log; the 100,000-event benchmark
-# run about 40 MiB. Past this, an export would hold too many events in memory: refused, not attempted.
+# A run of the default policy (200 steps) writes well under 1 MiB of audit log; the 100,000-event
+# benchmark run about 40 MiB. Past this, an export would hold too many events in memory: refused,
+# not attempted.
 AUDIT_CAP = 64 * MiB
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 

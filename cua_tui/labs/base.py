@@ -156,8 +156,9 @@ class Lab:
     task: ClassVar[str] = ""
     description: ClassVar[str] = ""
     controls: ClassVar[dict[str, Box]] = {}  # named control boxes, for tests and documentation
-    # The script `cua-tui demo` plays (a variant's name; "" = the lab's own script). A demo should make the
-    # analyst meet the lab's decision, so a lab whose point is a hostile page plays the agent that obeys it.
+    # The script `cua-tui demo` plays (a variant's name; "" = the lab's own script). A demo should
+    # make the analyst meet the lab's decision, so a lab whose point is a hostile page plays the
+    # agent that obeys it.
     demo_script: ClassVar[str] = ""
 
     def __init__(self) -> None:
@@ -167,9 +168,9 @@ class Lab:
         self._thread: threading.Thread | None = None
         self._port: int | None = None
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Lifecycle
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def start(self) -> None:
         """Bind 127.0.0.1 on an ephemeral port and serve in a daemon thread. Starting twice is harmless."""
         if self._server is not None:
@@ -230,9 +231,9 @@ class Lab:
         with self.lock:
             return list(self._requests)
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # What a lab defines
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def page(self) -> str:
         raise NotImplementedError
 
@@ -247,9 +248,9 @@ class Lab:
     def verify(self, downloads: Path | None = None, egress: Iterable[EgressRecord] = ()) -> Verification:
         raise NotImplementedError
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Scripts
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def script_file(self, variant: str | None = None) -> Path:
         """The scripted turns' JSON file: ``labs/scripts/<name>.json`` or ``<variant>.json``."""
         ref = resources.files(__package__).joinpath("scripts", f"{variant or self.name}.json")
@@ -262,7 +263,7 @@ class Lab:
             raise ValueError(f"lab script {variant or self.name}: the top level must be an object")
         return data
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     def _verification(self, passed: bool, detail: str) -> Verification:
         return Verification(passed=passed, detail=detail, verifier=f"lab:{self.name} (server-side)")
 

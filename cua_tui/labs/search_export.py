@@ -140,7 +140,8 @@ $('export').addEventListener('click', () => {
         return None
 
     def regions(self) -> list[dict[str, Any]]:
-        # Export downloads the results: a file the agent causes to be written, so the analyst confirms it.
+        # Export downloads the results: a file the agent causes to be written, so the analyst
+        # confirms it.
         return [EXPORT.region("export", "confirm", "downloads a file (the search results)")]
 
     def verify(self, downloads: Path | None = None, egress: Iterable[EgressRecord] = ()) -> Verification:

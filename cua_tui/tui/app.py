@@ -190,9 +190,9 @@ class CuaApp(App[Any]):
         """A view's own input guard: y / a / n count only once its decision has been on screen a moment."""
         return DecisionGuard(self.guard_s, self.guard_clock)
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # The shared keys, done by the view they act on
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     @property
     def view_screen(self) -> ViewScreen | None:
         """The topmost view in the stack (a dialog may be above it)."""
@@ -255,9 +255,9 @@ class CuaApp(App[Any]):
         if (view := self.view_screen) is not None:
             view.show_help()
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Leaving: what goes on ends only on a second q
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def action_leave(self) -> None:
         """``q``: with nothing going on, quit. Otherwise the first press says what leaving ends; a second
         within a few seconds leaves (what goes on is killed and sealed on the way out)."""
@@ -276,9 +276,9 @@ class CuaApp(App[Any]):
         """Textual's ctrl+q and the palette's Quit: the same as q."""
         self.action_leave()
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Signals: the bell and a desktop notification when a decision starts waiting
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def signal(self, title: str, body: str) -> None:
         if self.signals.bell:
             self.bell()
@@ -292,9 +292,9 @@ class CuaApp(App[Any]):
             driver.write(sequence)
             driver.flush()
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # The screen reader's results reach every view that may show them
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     @while_open
     def on_screen_text_read(self, message: ScreenTextRead) -> None:
         screen_text_arrived(self, self.reading, message)
@@ -302,9 +302,9 @@ class CuaApp(App[Any]):
             if isinstance(screen, ViewScreen):
                 screen.screen_text_read(message)
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # A live run, driven from a worker thread
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def drive(self, source: RunSource, screen: Screen[Any]) -> None:
         """Run ``source`` in a thread worker; ``screen`` is told when it has finished (RunFinished)."""
         self._run_screen = screen
@@ -312,9 +312,10 @@ class CuaApp(App[Any]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="run", description="supervised run")
     def _drive(self, source: RunSource) -> Any:
-        # Textual marks this worker cancelled whenever the App's message loop ends, even if on_unmount is
-        # skipped; a watcher turns that into the kill switch, so a live run never outlives its TUI (its
-        # non-daemon worker thread would otherwise hold the process open until the run's deadline).
+        # Textual marks this worker cancelled whenever the App's message loop ends, even if
+        # on_unmount is skipped; a watcher turns that into the kill switch, so a live run never
+        # outlives its TUI (its non-daemon worker thread would otherwise hold the process open until
+        # the run's deadline).
         worker = get_current_worker()
         done = threading.Event()
 

@@ -148,7 +148,7 @@ class AuditList(ScrollView, can_focus=True):
         self.cursor: int | None = None
         self._widest = 0
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     @property
     def shown(self) -> list[Entry] | deque[Entry]:
         return self.entries if self._shown is None else self._shown
@@ -206,7 +206,7 @@ class AuditList(ScrollView, can_focus=True):
         set_virtual_size(self, Size(self._widest, len(self.shown)))
         self.refresh()
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         width = self.scrollable_content_region.width

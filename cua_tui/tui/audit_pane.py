@@ -81,14 +81,15 @@ class AuditPane(Vertical):
         if search.active:
             shown, held = len(self.audit_list.shown), len(self.audit_list.entries)
             unknown = f" · no kind {visible(', '.join(search.unknown), limit=40)}" if search.unknown else ""
-            # Text: a str border title is parsed as markup, and the filter may be text pasted from the page
+            # Text: a str border title is parsed as markup, and the filter may be text pasted from
+            # the page
             self.border_subtitle = Text(f"filter: {visible(search.text, limit=40)} · {shown} of {held}{unknown}")
         else:
             self.border_subtitle = ""
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Search and detail
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def action_search(self) -> None:
         """``/``: type words (all must appear) and ``kind:NAME`` terms; the list filters as you type."""
         found = self.query("#audit-search").results(Input)

@@ -8,7 +8,8 @@ from textual.widgets import Static
 from ..core import describe
 from ..core.ports import DecisionRequest
 
-# The wording is core/describe's; the panel only styles its parts (appended as text, never as markup).
+# The wording is core/describe's; the panel only styles its parts (appended as text, never as
+# markup).
 STYLES = {
     describe.TITLE: "bold reverse",
     describe.LABEL: "bold",
@@ -31,8 +32,8 @@ class DecisionPanel(Static):
 
     # show_request's
     _shown: tuple[DecisionRequest | None, int, str, bool, str] = (None, 0, "", False, "")
-    # Where there are many runs the panel names the one asking (tasks of the same text differ only there),
-    # and a request no longer pending reads closed, offering no key that would answer it.
+    # Where there are many runs the panel names the one asking (tasks of the same text differ only
+    # there), and a request no longer pending reads closed, offering no key that would answer it.
     run_name = ""
     # why the request shown is no longer pending (None: it is)
     closed: str | None = None

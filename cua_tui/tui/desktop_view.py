@@ -109,9 +109,9 @@ class DesktopView(Widget):
         """The newest frame asked for is on the pane, or was refused."""
         return self.serial > 0 and self.shown == self.serial
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # What to show
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def show_shot(self, shot: Shot | None, target: Target | None = None, *, zoom: bool | None = None) -> None:
         """Show ``shot`` with ``target`` marked (None: no screenshot yet: the placeholder stays). A new
         screenshot or target zooms on the target unless ``zoom`` says otherwise."""
@@ -166,9 +166,9 @@ class DesktopView(Widget):
         width, height = self.size.width, self.size.height
         return (shot.sha, width, height, target, self.zoom and target is not None, self.wants_strips, self.wants_sixel)
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # The worker
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     @work(thread=True, exclusive=False, exit_on_error=False, group="frame", description="convert screenshot")
     def _convert(self, shot: Shot, key: FrameKey, serial: int) -> None:
         if serial != self.serial:
@@ -251,12 +251,12 @@ class DesktopView(Widget):
         self._shas = {k: v for k, v in self._shas.items() if k > serial}
         return sha
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Painting
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def on_resize(self) -> None:
-        # A drag of the terminal's corner sends a burst of resize events: redraw once it settles, so the
-        # picture is re-rendered for the new size, never left cropped at the old one.
+        # A drag of the terminal's corner sends a burst of resize events: redraw once it settles, so
+        # the picture is re-rendered for the new size, never left cropped at the old one.
         if self._settle is not None:
             self._settle.stop()
         self._settle = self.set_timer(RESIZE_SETTLE, self._settled_size)

@@ -75,9 +75,9 @@ class DetailScreen(ModalScreen[None]):
             copy(self.app, found.label, found.value)
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # What the screens show
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 def pretty(record: dict[str, Any]) -> str:
     """The record as indented JSON, shown literally: control characters come out as JSON escapes
     (``\\u001b``) and the rest through ``visible`` (bidi overrides, zero-width characters)."""

@@ -186,9 +186,9 @@ def run_info(row: RunRow, view: RunView) -> RunInfo:
     )
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # One run of the fleet, as a run's screen sees it
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 class FleetRun:
     """One run of the fleet as a RunScreen's source: its state when the view opened and every later event
     (``FleetControl.watch``), and the answers, through the fleet, to that run's own pending request."""
@@ -201,8 +201,9 @@ class FleetRun:
     def __init__(self, fleet: FleetControl, task: str) -> None:
         self.fleet = fleet
         self.task = self.label = task
-        # The runner's row as it is now, not the table's copy: that one is refreshed on a timer and may not
-        # have the run's directory yet, whose audit log the earlier events are read back from.
+        # The runner's row as it is now, not the table's copy: that one is refreshed on a timer and
+        # may not have the run's directory yet, whose audit log the earlier events are read back
+        # from.
         self.row = fleet.row(task)
         self.run_name = run_name(task, self.row.run_id)
         self.run_dir = Path(self.row.path) if self.row.path else None
@@ -235,9 +236,9 @@ class FleetRun:
         return False  # grants are revoked from a lone run's view only
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # The fleet
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 RUN_COLUMNS = (
     ("task", 10),  # at least: it takes the width the others leave
     ("backend", 7),
@@ -301,18 +302,19 @@ class FleetScreen(ViewScreen):
         self._selected_shown: tuple[int, bool] | None = None
         # the screen and the actions check_action allowed, when last told
         self._offered: tuple[object, ...] = ()
-        # The two tables and the pane, held (not queried): check_action may run while another screen is on
-        # top, or as the App closes and its widgets are gone.
+        # The two tables and the pane, held (not queried): check_action may run while another screen
+        # is on top, or as the App closes and its widgets are gone.
         self.desktop = DesktopView(graphics=app.graphics, id="desktop")
         self.panel = DecisionPanel(id="decision")
         self.queue_table = RowTable(QUEUE_COLUMNS, flex="what", id="queue")
         self.runs_table = RowTable(RUN_COLUMNS, flex="task", id="runs")
-        # The benchmark's measurements (``measure``): UI-thread CPU per refresh, when each ticket was shown.
+        # The benchmark's measurements (``measure``): UI-thread CPU per refresh, when each ticket
+        # was shown.
         self.measure = measure
         self.refresh_ms: list[float] = []
         self.shown_at: dict[int, float] = {}
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield TextLines(id="fleet-header")
         with Horizontal(id="main"):
@@ -360,9 +362,9 @@ class FleetScreen(ViewScreen):
             # leaving the fleet TUI however it happens kills every run (each is sealed)
             self.fleet.kill_all(by=LEFT_BY)
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # The fleet's changes: noted on the fleet's thread, taken on the UI thread
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def _told(self, event: FleetEvent) -> None:
         with self._inbox_lock:
             if isinstance(event, RequestClosed):
@@ -382,8 +384,8 @@ class FleetScreen(ViewScreen):
 
     @while_open
     def on_fleet_changed(self, message: FleetChanged) -> None:
-        # Under load, the changes of a few tens of milliseconds make one refresh, well within the queue's
-        # 100 ms; each redraws only the table rows whose cells changed (row_table.py).
+        # Under load, the changes of a few tens of milliseconds make one refresh, well within the
+        # queue's 100 ms; each redraws only the table rows whose cells changed (row_table.py).
         wait = self._last_refresh + REFRESH_EVERY_S - time.monotonic()
         if wait > 0:
             self.set_timer(wait, self._take_changes)
@@ -443,8 +445,8 @@ class FleetScreen(ViewScreen):
         now = self.fleet.now() if now is None else now
         waiting = f"{int(now - row.waiting_since)}s" if row.waiting_since is not None else ""
         verified = {True: "yes", False: "NO", None: "-"}[row.verified] if row.ended else ""
-        # a verdict the sandbox gave (or from a place not recorded) is its word, not the controller's: it
-        # stands out here, and the run's detail line says whose it is
+        # a verdict the sandbox gave (or from a place not recorded) is its word, not the
+        # controller's: it stands out here, and the run's detail line says whose it is
         ours = row.verifier in ("", VerifierPlace.CONTROLLER)
         log = {True: "intact", False: "NOT INTACT", None: "-"}[row.intact] if row.ended else ""
         state_style = {RunState.WAITING: "bold reverse", RunState.RUNNING: "bold"}.get(row.state, "")
@@ -585,14 +587,15 @@ class FleetScreen(ViewScreen):
     def _runs_cursor_task(self) -> str | None:
         return self.runs_table.cursor_key
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # The selected request
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def on_row_table_highlighted(self, message: RowTable.Highlighted) -> None:
         if message.table.id == "runs":
             self._show_run_detail()
             return
-        # The cursor as it is now (not as the message says it was): a rebuild may move it before this is handled.
+        # The cursor as it is now (not as the message says it was): a rebuild may move it before
+        # this is handled.
         key = message.table.cursor_key
         item = next((i for i in self._queue_rows() if str(i.ticket) == key), None)
         if item is None:
@@ -691,9 +694,9 @@ class FleetScreen(ViewScreen):
         body = f"{item.task}: turn {request.turn}, action {request.index + 1}: {what} · {request.reason}{more}"
         self.cua.signal("cua-tui fleet: decision needed", body)
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Frames and the screen's text
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     @while_open
     def on_desktop_view_refused(self, message: DesktopView.Refused) -> None:
         self.notify(f"screenshot not shown: {message.reason}", title="desktop", severity="warning", markup=False)
@@ -706,9 +709,9 @@ class FleetScreen(ViewScreen):
         if shot is not None and message.digest == shot.sha and self.selected is not None:
             self._show_selected(force=True)
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Keys: y / a / n / k / z / t / ? are the App's, done here for the fleet's selection
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def selected_task(self) -> str | None:
         """The run k kills and Enter opens: the run table's row when it has the focus, else the selected
         request's run."""
@@ -736,7 +739,8 @@ class FleetScreen(ViewScreen):
         if action == "kill":
             task = self.selected_task()
             row = self.fleet_rows.get(task) if task else None
-            # While a reason or a search is typed, k is a letter of it (the Input takes it); ctrl+k kills.
+            # While a reason or a search is typed, k is a letter of it (the Input takes it); ctrl+k
+            # kills.
             return row is not None and not row.ended
         if action in ("zoom", "screen_text"):
             return self.desktop.shot is not None and self.selected is not None
@@ -818,7 +822,8 @@ class FleetScreen(ViewScreen):
         task = task or self.selected_task()
         if task is None or self.app.screen is not self:
             return
-        # back from a run's view, the fleet's decision is painted again: its keys count after the guard
+        # back from a run's view, the fleet's decision is painted again: its keys count after the
+        # guard
         self.app.push_screen(RunScreen(self.cua, FleetRun(self.fleet, task)), lambda _: self.guard.rearm())
 
     def zoom(self) -> None:

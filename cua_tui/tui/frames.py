@@ -28,8 +28,9 @@ MARKER_EDGE = (0, 0, 0)
 # amber: the framed area's outline in the overview inset
 FRAMED = (255, 200, 0)
 INSET_EDGE = (20, 20, 20)
-# A zoom magnifies further (half-blocks: 2, 3, ... pixels per half-cell) only while the pane still shows at
-# least this much of the screen around the target: a button with its label, a field with its label.
+# A zoom magnifies further (half-blocks: 2, 3, ... pixels per half-cell) only while the pane still
+# shows at least this much of the screen around the target: a button with its label, a field with
+# its label.
 NEIGHBOURHOOD = (240, 120)
 # the overview inset is a quarter of the pane's width
 INSET_FRACTION = 4
@@ -101,8 +102,8 @@ class Rendered:
     # the fitted, marked picture (for graphics protocols)
     image: Image.Image
     zoomed: bool = False
-    # Sixel data for the whole pane (the picture padded to its cells' pixels), encoded in the worker so
-    # the UI thread only writes it (textual-image would encode in render_lines, on the UI thread)
+    # Sixel data for the whole pane (the picture padded to its cells' pixels), encoded in the worker
+    # so the UI thread only writes it (textual-image would encode in render_lines, on the UI thread)
     sixel: str | None = None
     magnify: int = 1  # zoomed: picture pixels per screen pixel
     # zoomed: the screen area shown (x0, y0, x1, y1)
@@ -188,7 +189,8 @@ def _zoom(
     x, y = target.centre
     interest = _interest(target)
     if interest is not None and not graphics:
-        # as large as the element (with its label) still fits, at least 1:1, at most what the rule allows
+        # as large as the element (with its label) still fits, at least 1:1, at most what the rule
+        # allows
         most = max(1, min(box_w // NEIGHBOURHOOD[0], box_h // NEIGHBOURHOOD[1]) + 1)
         fits = min(box_w // max(1, interest[2] - interest[0]), box_h // max(1, interest[3] - interest[1]))
         magnify = max(1, min(most, fits))
@@ -197,8 +199,9 @@ def _zoom(
     crop_w, crop_h = min(box_w // magnify, source.width), min(box_h // magnify, source.height)
     cx, cy = x, y
     if interest is not None:
-        # The element and its label in the frame where they fit (per axis); a field wider than the frame
-        # shows its start (where its words are); a button wider than it stays centred on the point.
+        # The element and its label in the frame where they fit (per axis); a field wider than the
+        # frame shows its start (where its words are); a button wider than it stays centred on the
+        # point.
         ix0, iy0, ix1, iy1 = interest
         if ix1 - ix0 <= crop_w:
             cx = (ix0 + ix1) // 2
@@ -207,8 +210,8 @@ def _zoom(
         if iy1 - iy0 <= crop_h:
             cy = (iy0 + iy1) // 2
     elif target.label is not None:
-        # The target's label in the frame too where both fit (per axis); where they do not, the target
-        # stays centred: it is what is being decided.
+        # The target's label in the frame too where both fit (per axis); where they do not, the
+        # target stays centred: it is what is being decided.
         lx0, ly0, lx1, ly1 = target.label
         if max(x, lx1) - min(x, lx0) <= crop_w - 8:
             cx = (max(x, lx1) + min(x, lx0)) // 2
@@ -318,8 +321,8 @@ def _mark(img: Image.Image, target: Target, scale: float, offset: tuple[int, int
     assert target.point is not None
     x, y = at(target.point)
     if zoom:
-        # Magnified, the label under the target is what the reviewer reads: a ring with ticks outside it
-        # and one centre pixel, instead of a cross drawn over the letters.
+        # Magnified, the label under the target is what the reviewer reads: a ring with ticks
+        # outside it and one centre pixel, instead of a cross drawn over the letters.
         ring = 7
         draw.ellipse((x - ring, y - ring, x + ring, y + ring), outline=MARKER, width=1)
         for dx, dy in ((1, 0), (-1, 0), (0, 1), (0, -1)):

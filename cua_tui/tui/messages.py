@@ -51,9 +51,10 @@ class FrameRendered(Message):
         self.serial = serial
 
     def can_replace(self, message: Message) -> bool:
-        # Textual asks whether ``message``, queued right after this one, may supersede it. Frames are
-        # converted in parallel and can arrive out of order: only a newer frame may, or the newest one
-        # would be dropped for an older one and the pane would show a stale picture until the next frame.
+        # Textual asks whether ``message``, queued right after this one, may supersede it. Frames
+        # are converted in parallel and can arrive out of order: only a newer frame may, or the
+        # newest one would be dropped for an older one and the pane would show a stale picture until
+        # the next frame.
         return isinstance(message, FrameRendered) and message.serial >= self.serial
 
 

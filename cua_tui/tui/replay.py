@@ -157,7 +157,7 @@ class ReplayScreen(ViewScreen):
         self.sealed_seen = False
         self.reading = app.reading  # the shown screen as text (t; none: it says so)
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     @property
     def steps(self) -> list[tl.Step]:
         return self.builder.timeline.steps
@@ -225,9 +225,9 @@ class ReplayScreen(ViewScreen):
         if self.follow:
             self.set_interval(POLL_S, self._poll)
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Events in
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def _take(self, events: list[Stamped]) -> None:
         self.builder.feed(events)
         all_events = self.reader.events
@@ -238,7 +238,8 @@ class ReplayScreen(ViewScreen):
     @while_open
     def _poll(self) -> None:
         if self.ended_seen and not self.sealed_seen and self.reader.result():
-            # The seal (result.json) is written after the last event: verify once more when it is there.
+            # The seal (result.json) is written after the last event: verify once more when it is
+            # there.
             self.sealed_seen = True
             if self.reverify is not None:
                 self.chain = self.reverify()
@@ -252,7 +253,8 @@ class ReplayScreen(ViewScreen):
         ended = self.builder.timeline.ended
         if ended is not None and not self.ended_seen:
             self.ended_seen = True
-            # markup=False: the reason is the run's own text (a sandbox's error), and "[/]" as markup kills the App
+            # markup=False: the reason is the run's own text (a sandbox's error), and "[/]" as
+            # markup kills the App
             reason = visible(ended.reason, limit=80)
             self.notify(f"the run ended: {visible(str(ended.status))} · {reason}", markup=False)
         self._show_banner()
@@ -288,9 +290,9 @@ class ReplayScreen(ViewScreen):
         self._folded_to = n
         return self._folded
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Showing a step
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def select(self, number: int) -> None:
         self.redraw_started = time.perf_counter()
         steps = self.steps
@@ -369,9 +371,9 @@ class ReplayScreen(ViewScreen):
         if sha is not None:
             self._show_shot(sha, None)
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Frames
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def render_frame(self) -> None:
         if not self.steps:
             return
@@ -425,9 +427,9 @@ class ReplayScreen(ViewScreen):
     def _redrawn(self) -> None:
         self.redraw_ms.append((time.perf_counter() - self.redraw_started) * 1000)
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Keys
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def action_step(self, delta: int) -> None:
         self.select(self.selected + delta)
 

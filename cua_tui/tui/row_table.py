@@ -116,9 +116,9 @@ class RowTable(ScrollView, can_focus=True):
         self._cursor_style = Style()
         self.virtual_size = Size(self._width, 1)
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # The rows
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     @property
     def row_count(self) -> int:
         return len(self._keys)
@@ -229,9 +229,9 @@ class RowTable(ScrollView, can_focus=True):
         if 1 <= y < self.size.height:
             self.refresh(Region(0, y, self.size.width, 1))
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Drawing
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def _render_cells(self, cells: Sequence[Text], style: Style | None = None) -> Strip:
         """One row's line: each cell cut or padded to its column, a gap after each. A cell's rendering is
         kept by its width and content, so a row where one cell changed renders that cell only."""
@@ -292,9 +292,9 @@ class RowTable(ScrollView, can_focus=True):
     def on_blur(self) -> None:
         self._refresh_row(self._cursor)
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # The cursor
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def move_cursor(self, *, row: int, scroll: bool = True) -> None:
         """Put the cursor on row ``row`` (clamped), bring it into view."""
         if not self._keys:

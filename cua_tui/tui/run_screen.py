@@ -124,7 +124,8 @@ class RunScreen(HistoryActions, ViewScreen):
 
     def on_mount(self) -> None:
         source = self.source
-        # Text: a str border title is parsed as markup, and a fleet task's name is the tasks file's own text
+        # Text: a str border title is parsed as markup, and a fleet task's name is the tasks file's
+        # own text
         title = f"Desktop · {visible(source.label, limit=64)} (live)" if source.label else "Desktop"
         self.desktop.border_title = Text(title)
         panel = self.panel
@@ -132,8 +133,9 @@ class RunScreen(HistoryActions, ViewScreen):
         if self.view.ended is not None:
             self.audit.set_state("sealed")
         if self.view.seq >= 0 and source.run_dir is not None:
-            # The events before the copy the view started from: read back from the run's audit log (the
-            # record itself) in a worker; events arriving meanwhile wait, so the pane keeps the chain's order.
+            # The events before the copy the view started from: read back from the run's audit log
+            # (the record itself) in a worker; events arriving meanwhile wait, so the pane keeps the
+            # chain's order.
             self._backlog = deque(maxlen=AUDIT_HISTORY)
             reader = partial(self._read_history, str(source.run_dir), self.view.seq)
             self.run_worker(reader, thread=True, exit_on_error=False)
@@ -144,14 +146,15 @@ class RunScreen(HistoryActions, ViewScreen):
 
     def on_unmount(self) -> None:
         self.source.detach()
-        # Leaving the TUI while the run goes on is a kill: the run's thread must end, or the process could
-        # not exit (asyncio waits for the worker's thread) and the caller's own kill would never come.
+        # Leaving the TUI while the run goes on is a kill: the run's thread must end, or the process
+        # could not exit (asyncio waits for the worker's thread) and the caller's own kill would
+        # never come.
         if self.source.owned and self.running:
             self.source.kill(by="human (left the TUI)")
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # The earlier events of a run opened mid-way
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def _read_history(self, path: str, upto: int) -> None:
         """Worker thread: the last events of the run's audit log up to ``upto``, posted as one AuditHistory."""
         tail: deque[ev.Stamped] = deque(maxlen=AUDIT_HISTORY)
@@ -181,9 +184,9 @@ class RunScreen(HistoryActions, ViewScreen):
             pane.record(stamped.event, stamped.seq, stamped.head, chain=False)
         pane.set_state("sealed" if self.view.ended is not None else "live")
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Events
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     @property
     def pending(self) -> DecisionRequest | None:
         """The request awaiting the reviewer: the run's own (from the event stream, through the RunView),
@@ -214,7 +217,8 @@ class RunScreen(HistoryActions, ViewScreen):
         match event:
             case ev.RunEnded():
                 self.running = False
-                # result.json is written after this last event and may fail: sealed only once it is there
+                # result.json is written after this last event and may fail: sealed only once it is
+                # there
                 sealing = self.source.owned and self.source.live and not self._sealed_known
                 audit.set_state("sealing…" if sealing else "sealed")
             case ev.Killed() if self.source.owned:
@@ -283,9 +287,9 @@ class RunScreen(HistoryActions, ViewScreen):
             body = f"turn {request.turn}, action {request.index + 1}: {what} · {request.reason}"
             self.cua.signal("cua-tui: decision needed", body)
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Frames
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     @property
     def painted_sha(self) -> str:
         """The SHA-256 of the screenshot the pane shows ("": none, refused, or none yet)."""
@@ -313,15 +317,15 @@ class RunScreen(HistoryActions, ViewScreen):
             # the pending row back in view at the new size (unless read back)
             self.batch_pane.reveal_pending()
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # What the App's keys do here
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def can(self, action: str, parameters: tuple[object, ...]) -> bool:
         if action in ("approve", "reject", "approve_scope"):
             return self.pending is not None and (action != "approve_scope" or self.pending.scope is not None)
         if action == "kill":
-            # While a reason is typed, k is a letter of it: ctrl+k (always bound) is the kill switch there.
-            # So is it in the screen-text view's search box.
+            # While a reason is typed, k is a letter of it: ctrl+k (always bound) is the kill switch
+            # there. So is it in the screen-text view's search box.
             typing = isinstance(self.app.screen, RejectReason | ScreenTextScreen)
             return self.running and (parameters == ("always",) or not typing)
         if action == "zoom":
@@ -436,9 +440,9 @@ class RunScreen(HistoryActions, ViewScreen):
         self.source.kill(by="human (left the TUI)")
         self.app.exit(self.cua.result)
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # The screen as text (t), the screenshot in a file (o); the bulk is in screen_text.py
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def _field(self) -> tuple[int, int] | None:
         """For pending typing: the last click point (the field it focused), else None."""
         return typing_field(self.pending, self.view)

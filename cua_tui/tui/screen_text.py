@@ -204,9 +204,9 @@ class ScreenReading:
             self._start(upcoming)
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # The view
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 def _line_text(text: str, query: str, words: list[tuple[str, float]] | None = None) -> Text:
     """One line of page text, literally, with the search's matches highlighted."""
     shown = visible(text, limit=LINE_CHARS)
@@ -316,9 +316,9 @@ def screen_text_arrived(app: App[Any], reading: ScreenReading, message: ScreenTe
         screen.refresh_text()
 
 
-# ---------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # The full-resolution screenshot in a file
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 def screenshots_dir() -> Path:
     """A private folder under the user's cache dir (not the run directory: verify checks what is there)."""
     from platformdirs import user_cache_path

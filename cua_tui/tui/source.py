@@ -88,7 +88,8 @@ class LiveRun:
         self.policy_lines = supervisor.config.policy.summary()
 
     def attach(self, on_event: Callable[[ev.Stamped], None]) -> RunView:
-        # Called right after each record was appended, under the supervisor's emit lock, with its chain place.
+        # Called right after each record was appended, under the supervisor's emit lock, with its
+        # chain place.
         self.supervisor.subscribe(on_event)
         return RunView()
 

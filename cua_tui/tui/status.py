@@ -29,7 +29,8 @@ class RunInfo:
     max_turns: int = 0
     max_steps: int = 0
     deadline: int = 0
-    # The goal, in view in every state: what the agent was asked, where, what it may reach, under which policy.
+    # The goal, in view in every state: what the agent was asked, where, what it may reach, under
+    # which policy.
     task: str = ""
     target: str = ""  # "lab form", or the URL the desktop opened
     allowed: tuple[str, ...] = ()  # hosts the browser may reach besides its own target

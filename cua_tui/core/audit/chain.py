@@ -27,8 +27,9 @@ def encode_record(record: Any) -> bytes:
     try:
         return _encoder.encode(record)
     except UnicodeEncodeError:
-        # Rare, so the fast path above stays msgspec's own: only now is the value walked, as plain data
-        # (dataclasses, structs, enums become dicts and strings) so that no string is left unvisited.
+        # Rare, so the fast path above stays msgspec's own: only now is the value walked, as plain
+        # data (dataclasses, structs, enums become dicts and strings) so that no string is left
+        # unvisited.
         return _encoder.encode(_encodable(msgspec.to_builtins(record)))
 
 

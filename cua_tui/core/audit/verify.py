@@ -218,8 +218,8 @@ def _check_seal_signature(seal: dict[str, Any], walk: Walk, key: AuditKey | None
             report.signature_checked = True
         return
     if walk.run_signed and not report.signed:
-        # Without the key this proves nothing either way (a forger can rewrite run_started too): say it loudly,
-        # and leave the verdict to `verify --key`, which fails such a run.
+        # Without the key this proves nothing either way (a forger can rewrite run_started too): say
+        # it loudly, and leave the verdict to `verify --key`, which fails such a run.
         report.notes.append(
             "WARNING: the seal is not signed, but run_started says the run was signed (signature removed?); "
             "only `verify --key` can tell whether this log is authentic"

@@ -112,12 +112,13 @@ class EgressProxy:
         self._tasks: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
         self._socket_ino: tuple[int, int] | None = None
-        # Requests being handled (an open tunnel is not one: its bytes are no new request), and when the last
-        # one came or went: what wait_quiet watches.
+        # Requests being handled (an open tunnel is not one: its bytes are no new request), and when
+        # the last one came or went: what wait_quiet watches.
         self._busy = 0
         self._last_activity = time.monotonic()
 
-    # ----------------------------------------------------------------------------------------- lifecycle
+    # ---------------------------------------------------------------------------------------------
+    # lifecycle
 
     @property
     def records(self) -> list[EgressRecord]:
@@ -198,7 +199,8 @@ class EgressProxy:
         self.stop()
 
     def _run(self) -> None:
-        # The selector loop new_event_loop() makes on Unix, named so: its executor shutdown takes a timeout.
+        # The selector loop new_event_loop() makes on Unix, named so: its executor shutdown takes a
+        # timeout.
         loop = asyncio.SelectorEventLoop()
         self._loop = loop
         try:
@@ -243,8 +245,9 @@ class EgressProxy:
     async def _shutdown(self) -> None:
         self._closing = True
         if self._server is not None:
-            # Stop accepting first and let connections already accepted reach _accept (which now aborts them):
-            # asyncio fails to build, and leaks without closing, a connection it accepts after Server.close().
+            # Stop accepting first and let connections already accepted reach _accept (which now
+            # aborts them): asyncio fails to build, and leaks without closing, a connection it
+            # accepts after Server.close().
             loop = asyncio.get_running_loop()
             for sock in self._server.sockets:
                 with contextlib.suppress(Exception):
@@ -266,7 +269,8 @@ class EgressProxy:
         self._remove_socket()
         asyncio.get_running_loop().call_soon(asyncio.get_running_loop().stop)
 
-    # ------------------------------------------------------------------------------------------ requests
+    # ---------------------------------------------------------------------------------------------
+    # requests
 
     def _record(self, host: str, port: int, method: str, allowed: bool, reason: str) -> None:
         rec = EgressRecord(
@@ -316,8 +320,8 @@ class EgressProxy:
         await writer.drain()
         if writer.can_write_eof():
             writer.write_eof()
-        # Lingering close: read (and drop) what the client still sends, briefly, so that closing with unread
-        # data does not turn into a reset that swallows the answer.
+        # Lingering close: read (and drop) what the client still sends, briefly, so that closing
+        # with unread data does not turn into a reset that swallows the answer.
         with contextlib.suppress(Exception):
             async with asyncio.timeout(1.0):
                 drained = 0
@@ -449,7 +453,8 @@ class EgressProxy:
             await copy_exactly(reader, uwriter, length)
         elif kind == "chunked":
             await copy_chunked(reader, uwriter)
-        # Anything the client sends after this one request (a pipelined second request) is not forwarded.
+        # Anything the client sends after this one request (a pipelined second request) is not
+        # forwarded.
 
     async def _relay_response(self, ureader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         lines = await self._final_head(ureader, writer)

@@ -56,8 +56,9 @@ def _stream(path: str, wait: float) -> int:
             return 3
         out.write(b"%d\n" % len(reply) + reply)
         out.flush()
-    # stdin ended: the controller closed the stream, or died. The desktop goes with it (and the container
-    # with the desktop, its main process): nothing of the run outlives its controller for long.
+    # stdin ended: the controller closed the stream, or died. The desktop goes with it (and the
+    # container with the desktop, its main process): nothing of the run outlives its controller for
+    # long.
     _ask(path, b'{"op": "shutdown"}', 1.0)
     return 0
 

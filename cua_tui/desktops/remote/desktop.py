@@ -67,7 +67,7 @@ class HelperDesktop(BaseDesktop):
         if self._stopping.is_set():
             raise DesktopError("the desktop was stopped", fatal=True)
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     def _request(self, request: dict[str, Any], *, timeout: float) -> tuple[dict[str, Any], Blobs]:
         """One request to the helper; its header (``ok`` true) and blobs, or a DesktopError."""
         raise NotImplementedError
@@ -106,9 +106,9 @@ class HelperDesktop(BaseDesktop):
         asked_only(blobs, {"screen"}, "ready request")
         self._first = picture(blobs, self.size)
 
-    # ------------------------------------------------------------------------------------------------
+    # ---------------------------------------------------------------------------------------------
     # Desktop
-    # ------------------------------------------------------------------------------------------------
+    # ----------------------------------------------------------------------------------------------
     def screenshot(self) -> Frame:
         first, self._first = self._first, None
         if first is not None:

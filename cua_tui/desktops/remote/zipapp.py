@@ -16,8 +16,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2]  # cua_tui/
 
-# The modules the helper needs, relative to cua_tui/ (whole folders end with "/"): nothing that imports a
-# vendor SDK, the UI, the builder or the audit log.
+# The modules the helper needs, relative to cua_tui/ (whole folders end with "/"): nothing that
+# imports a vendor SDK, the UI, the builder or the audit log.
 SHIPPED = (
     "__init__.py",
     "procs.py",
@@ -59,8 +59,8 @@ sys.exit(main(sys.argv[1:], get_lab))
 _EPOCH = (2020, 1, 1, 0, 0, 0)
 
 
-# Pure-Python packages the helper needs that Debian bookworm does not package: copied from this environment
-# (the locked version) into the zipapp's root, so a sandbox needs no package index.
+# Pure-Python packages the helper needs that Debian bookworm does not package: copied from this
+# environment (the locked version) into the zipapp's root, so a sandbox needs no package index.
 VENDORED = ("mss",)
 
 
