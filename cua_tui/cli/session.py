@@ -81,7 +81,9 @@ def _run_in_tui(run: Run, theme: str | None, settings: Any) -> Any:
         screen_reader=ScreenReader(),
         guard_s=settings.decision_guard_s,
     )
-    with KillOnSignal(supervisor, then=lambda: app.call_from_thread(app.exit)):
+    # App.exit only posts a message: safe from the signal thread, and it never waits on a loop that may be
+    # stopping already (call_from_thread would, for ever, if the terminal went away first)
+    with KillOnSignal(supervisor, then=app.exit):
         app.run()
     if supervisor.result is None:
         # the user left (ctrl+q) before the end: that is a kill
