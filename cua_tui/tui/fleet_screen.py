@@ -1,21 +1,7 @@
-"""The fleet TUI: many runs, one approval queue, one analyst (``cua-tui fleet`` without ``--headless``).
-
-One screen: the table of runs (task, backend, state, turn and step, waiting time, status when ended,
-verified, the audit log's check), the one approval queue across runs in the runner's order (risk, then
-age: each item's place and the rule behind it shown), and the selected request in the same decision view
-as a single run (decision_view.py: the DecisionPanel with the task line, the framed target in the desktop
-pane, the screen as text with ``t``). ``y``, ``n`` (with a reason) and ``a`` (scoped to that run) answer
-the selected request, through ``FleetControl.answer`` for that very item: a refusal (the request is no
-longer pending) is said, never applied to another. Enter opens the run's full live view (RunScreen, fed by
-``FleetControl.watch``), Esc returns; ``k`` kills the selected run, ``K`` every run after a confirmation;
-leaving (q twice, ctrl+q) kills every run and waits until each is sealed.
-
-The App knows the runner only as ``core.fleet.FleetControl``. The fleet's listener runs on the fleet's
-dispatcher thread: it only notes that something changed and posts one wake-up message; the UI thread then
-reads the current rows and queue from the fleet (immutable snapshots), so many events cost one refresh and
-a table never shows an older state than the fleet's. Untrusted text (model and page text, reasons) is
-shown literally: rich Text after ``core.text.visible``.
-"""
+"""The fleet's screen: many runs, one approval queue, one analyst (``cua-tui fleet`` without ``--headless``).
+The table of runs, the queue in the runner's order, and the selected request in the same decision view as
+a lone run; Enter opens the run's own screen. It knows the runner only as ``core.fleet_queue.FleetControl``.
+How it stays responsive under load: docs/development.md, "The TUI"."""
 
 from __future__ import annotations
 

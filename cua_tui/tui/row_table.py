@@ -1,17 +1,6 @@
-"""A table of keyed rows drawn through the line API, where a change redraws only the rows that changed.
-
-The fleet TUI's runs table and approval queue change many times a second under load (hundreds of runs, a
-row's turn and step, a waiting time ticking). Textual's DataTable forgets every rendered row on any cell
-update and repaints the whole table; this one keeps each row's rendered line until that row's cells
-change, and asks Textual to repaint only the lines whose content changed (or the two the cursor moved
-between). Rows are keyed (a run's task, a request's ticket); the cursor stays on its row's key when rows
-are replaced, reordered or removed around it.
-
-Cells are ``rich.text.Text`` built by the caller from ``visible`` text: nothing is parsed as markup. Each
-column has a fixed width (a cell is cut with an ellipsis) but one, ``flex``, which takes the width the
-others leave (never less than its own); a table still wider than its widget scrolls sideways. The header
-line stays at the top.
-"""
+"""A table of keyed rows drawn through the line API, where a change redraws only the rows that changed (the
+fleet's runs and queue change many times a second: Textual's DataTable repaints the whole table on any cell
+update). Rows keep their cursor by key; cells are Rich Text, never markup. docs/development.md, "The TUI"."""
 
 from __future__ import annotations
 

@@ -1,17 +1,6 @@
-"""Getting the analyst's attention: the bell and a desktop notification when a decision starts waiting,
-and the alert line (core/attention's alerts) that stays until it has been seen.
-
-Desktop notifications are terminal escape sequences, each understood by some terminals only, so one is sent
-only where the environment names a terminal known to show it (an unknown terminal could print it):
-
-- OSC 99 (kitty's notification protocol): kitty.
-- OSC 9: iTerm2, WezTerm, Ghostty, Windows Terminal.
-- OSC 777 ``notify``: foot, urxvt, VTE terminals (GNOME Terminal, Tilix, ...), Ghostty.
-
-Inside tmux the sequence is wrapped for tmux's passthrough (shown only with ``allow-passthrough on``).
-The body is page- and model-derived text: every control character is dropped, so nothing in it can end
-the sequence early or start another.
-"""
+"""Getting the analyst's attention: the bell and a desktop notification when a decision starts waiting (a
+terminal escape sent only where the environment names a terminal known to show it, its body stripped of
+control characters), and the alert line that stays until it has been seen. Which terminals: docs/tui.md."""
 
 from __future__ import annotations
 
