@@ -18,7 +18,9 @@ from cua_tui.build import HANDSHAKE, Run, RunOptions, build_run
 from cua_tui.core.guard import DecisionGuard
 from cua_tui.desktops.sim import SimDesktop
 from cua_tui.tui.app import CuaApp
-from cua_tui.tui.run_screen import supervisor_app
+from cua_tui.tui.fleet_screen import FleetScreen
+from cua_tui.tui.replay import ReplayScreen
+from cua_tui.tui.run_screen import RunScreen, supervisor_app
 from cua_tui.tui.source import LiveRun
 
 # Deadlines for things that happen "soon": generous, because a loaded machine (a full suite next to other
@@ -43,6 +45,24 @@ def quick_clock() -> float:
     return time.monotonic() * 10
 
 
+def run_screen(app: App[Any]) -> RunScreen:
+    """The app's first screen, a run's view (live or recorded), typed for the tests that reach into it."""
+    assert isinstance(app, CuaApp) and isinstance(app.main, RunScreen), "not a run's app"
+    return app.main
+
+
+def fleet_screen(app: App[Any]) -> FleetScreen:
+    """The app's first screen, a fleet's, typed for the tests that reach into it."""
+    assert isinstance(app, CuaApp) and isinstance(app.main, FleetScreen), "not a fleet's app"
+    return app.main
+
+
+def replay_screen(app: App[Any]) -> ReplayScreen:
+    """The app's first screen, a replay's, typed for the tests that reach into it."""
+    assert isinstance(app, CuaApp) and isinstance(app.main, ReplayScreen), "not a replay's app"
+    return app.main
+
+
 def guard_of(app: App[Any]) -> DecisionGuard:
     """The input guard of the decision the app's y / a / n would answer (a fleet run's view has its own)."""
     assert isinstance(app, CuaApp)
@@ -61,9 +81,8 @@ async def answer(pilot: Pilot[Any], *keys: str) -> None:
 
 
 async def until_ended(pilot: Pilot[Any], app: CuaApp, timeout: float = SOON) -> float:
-    took = await until(
-        pilot, lambda: not app.main.running and bool(app.main.final_status), "the end of the run", timeout
-    )
+    main = run_screen(app)
+    took = await until(pilot, lambda: not main.running and bool(main.final_status), "the end of the run", timeout)
     await pilot.pause()
     return took
 
@@ -81,9 +100,16 @@ def drawn(widget: Widget) -> str:
     return "\n".join("".join(segment.text for segment in line) for line in lines)
 
 
-def footer_actions(app: CuaApp) -> set[str]:
+def footer_actions(app: App[Any]) -> set[str]:
     """Actions the footer shows as applicable now."""
-    return {key.action for key in app.query_one(Footer).query("FooterKey") if not key.has_class("-disabled")}
+    actions = set()
+    for key in app.query_one(Footer).query("FooterKey"):
+        # FooterKey is private to Textual: found by name, the action it runs read (and checked) by name
+        action = getattr(key, "action", None)
+        assert isinstance(action, str), key
+        if not key.has_class("-disabled"):
+            actions.add(action)
+    return actions
 
 
 def sim_run(tmp_path: Path, turns: list[dict[str, Any]], *, task: str = "test task") -> Run:

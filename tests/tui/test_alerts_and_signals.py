@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
-from pilot_helpers import answer, footer_actions, plain, quick_clock, until, until_ended
+from pilot_helpers import answer, footer_actions, plain, quick_clock, run_screen, until, until_ended
 
 from cua_tui.build import HANDSHAKE, RunOptions, build_run
 from cua_tui.core import events as ev
@@ -62,8 +62,9 @@ def live(tmp_path: Path, **kwargs: Any) -> Recording:
 
 async def test_a_waiting_decision_rings_and_notifies_where_the_terminal_shows_it(tmp_path: Path) -> None:
     app = live(tmp_path, env={"TERM": "xterm-kitty"})
+    main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.main.pending is not None, "the decision")
+        await until(pilot, lambda: main.pending is not None, "the decision")
         await pilot.pause()
         assert app.bells == 1
         assert len(app.escapes) == 1 and app.escapes[0].startswith("\x1b]99;")
@@ -76,8 +77,9 @@ async def test_a_waiting_decision_rings_and_notifies_where_the_terminal_shows_it
 
 async def test_bell_and_notification_can_be_turned_off(tmp_path: Path) -> None:
     app = live(tmp_path, env={"TERM": "xterm-kitty"}, signals=Signals(bell=False, notify=False))
+    main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.main.pending is not None, "the decision")
+        await until(pilot, lambda: main.pending is not None, "the decision")
         await pilot.pause()
         assert app.bells == 0 and app.escapes == []
         await answer(pilot, "n", "escape")
@@ -86,8 +88,9 @@ async def test_bell_and_notification_can_be_turned_off(tmp_path: Path) -> None:
 
 async def test_an_unknown_terminal_gets_the_bell_and_no_escape(tmp_path: Path) -> None:
     app = live(tmp_path, env={"TERM": "xterm-256color"})
+    main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.main.pending is not None, "the decision")
+        await until(pilot, lambda: main.pending is not None, "the decision")
         await pilot.pause()
         assert app.bells == 1 and app.escapes == []
         await pilot.press("k")
@@ -96,6 +99,7 @@ async def test_an_unknown_terminal_gets_the_bell_and_no_escape(tmp_path: Path) -
 
 async def test_a_blocked_action_raises_an_alert_that_stays_until_seen() -> None:
     app = SCENES["refused"].app()
+    main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         bar = app.query_one(AlertBar)
         await until(pilot, lambda: bar.display, "the alert line")
@@ -107,7 +111,7 @@ async def test_a_blocked_action_raises_an_alert_that_stays_until_seen() -> None:
         assert bar.display  # it stays: no timeout takes it away
         await pilot.press("x")
         await pilot.pause()
-        assert not bar.display and app.main.view.attention.unseen == []
+        assert not bar.display and main.view.attention.unseen == []
         await until(pilot, lambda: "alerts_seen" not in footer_actions(app), "x gone from the footer")
         await pilot.press("k")
 
@@ -121,9 +125,10 @@ async def test_routine_refusals_are_counted_and_an_outside_host_alerts() -> None
     hosts = ["clients2.google.com", "update.googleapis.com", "update.googleapis.com", "collect.evil.example"]
     source = RecordedRun(RunInfo("r1", "local", "openai", task="t"), [egress(i, h) for i, h in enumerate(hosts)])
     app = supervisor_app(source)
+    main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         bar = app.query_one(AlertBar)
-        await until(pilot, lambda: app.main.view.seq == 3, "the events")
+        await until(pilot, lambda: main.view.seq == 3, "the events")
         await pilot.pause()
         assert "egress refused: CONNECT collect.evil.example:443" in plain(bar)
         assert "google" not in plain(bar)  # the browser's own traffic never alerts

@@ -17,7 +17,19 @@ from typing import Any
 import pytest
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
 from PIL import Image
-from pilot_helpers import SOON, answer, drawn, footer_actions, plain, possible, quick_clock, until, until_ended
+from pilot_helpers import (
+    SOON,
+    answer,
+    drawn,
+    footer_actions,
+    plain,
+    possible,
+    quick_clock,
+    run_screen,
+    until,
+    until_ended,
+)
+from textual.app import App
 from textual.message import Message
 from textual.pilot import Pilot
 from textual.widgets import Static
@@ -38,7 +50,7 @@ from cua_tui.tui.frames import MARKER, prepare
 from cua_tui.tui.help import HelpScreen
 from cua_tui.tui.messages import FrameRendered
 from cua_tui.tui.run_screen import supervisor_app
-from cua_tui.tui.source import LiveRun
+from cua_tui.tui.source import LiveRun, RecordedRun
 from cua_tui.tui.status import StatusBar
 from cua_tui.tui.themes import BUILTIN, load_theme_file, load_themes, project_themes_dir
 
@@ -127,13 +139,12 @@ def live(
 
 
 async def until_decision(pilot: Pilot[Any], app: CuaApp, index: int) -> None:
-    await until(
-        pilot, lambda: app.main.pending is not None and app.main.pending.index == index, f"decision on #{index + 1}"
-    )
+    main = run_screen(app)
+    await until(pilot, lambda: main.pending is not None and main.pending.index == index, f"decision on #{index + 1}")
     await pilot.pause()
 
 
-def row(app: CuaApp, index: int) -> ActionRow:
+def row(app: App[Any], index: int) -> ActionRow:
     return app.query_one(BatchPane).rows[index]
 
 
@@ -155,10 +166,11 @@ def near(pixels: list[tuple[int, int]], point: tuple[int, int], radius: int) -> 
 async def test_y_approves_the_typed_text_and_the_run_passes(tmp_path: Path) -> None:
     run = live(tmp_path, [FORM_TURN])
     app = run.app
+    main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         await until_decision(pilot, app, 1)
-        assert app.main.pending is not None and app.main.pending.action is not None
-        assert app.main.pending.action.kind is Kind.TYPE
+        assert main.pending is not None and main.pending.action is not None
+        assert main.pending.action.kind is Kind.TYPE
         panel = app.query_one(DecisionPanel)
         assert panel.display
         assert "DECISION NEEDED" in plain(panel) and PHRASE in plain(panel)
@@ -173,9 +185,9 @@ async def test_y_approves_the_typed_text_and_the_run_passes(tmp_path: Path) -> N
 
         await answer(pilot, "y")
         await until_ended(pilot, app)
-        assert app.main.final_status == "passed"
+        assert main.final_status == "passed"
         assert app.result is not None and app.result.status == "passed"
-        assert not panel.display and app.main.pending is None
+        assert not panel.display and main.pending is None
         assert [row(app, i).state for i in range(3)] == ["executed"] * 3
         assert row(app, 1).decided_by == HUMAN
         assert run.desktop.app.values == {"phrase": PHRASE}
@@ -199,6 +211,7 @@ async def test_y_approves_the_typed_text_and_the_run_passes(tmp_path: Path) -> N
 async def test_n_declines_halts_the_batch_and_nothing_is_typed(tmp_path: Path) -> None:
     run = live(tmp_path, [FORM_TURN])
     app = run.app
+    main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         await until_decision(pilot, app, 1)
         await answer(pilot, "n", "escape")  # reject, without a reason
@@ -206,7 +219,7 @@ async def test_n_declines_halts_the_batch_and_nothing_is_typed(tmp_path: Path) -
         await until(pilot, lambda: row(app, 2).state == "not_executed", "row 3 not executed")
         assert row(app, 1).has_class("state-declined") and row(app, 2).has_class("state-not_executed")
         await until_ended(pilot, app)
-        assert app.main.final_status == "failed"
+        assert main.final_status == "failed"
         assert app.result is not None and app.result.status == "failed"
     assert run.desktop.app.values == {}  # nothing typed reached the page
     assert run.desktop.app.proofs == []  # and Verify was never clicked
@@ -219,13 +232,14 @@ async def test_n_declines_halts_the_batch_and_nothing_is_typed(tmp_path: Path) -
 async def test_k_at_a_decision_kills_the_run(tmp_path: Path) -> None:
     run = live(tmp_path, [FORM_TURN])
     app = run.app
+    main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         await until_decision(pilot, app, 1)
         executed_before = list(run.desktop.executed)
         await pilot.press("k")
         await until_ended(pilot, app)
-        assert app.main.final_status == "killed"
-        assert app.main.pending is None and not app.query_one(DecisionPanel).display
+        assert main.final_status == "killed"
+        assert main.pending is None and not app.query_one(DecisionPanel).display
         assert row(app, 1).state == "not_executed" and row(app, 2).state == "not_executed"
         assert "finished: killed" in plain(app.query_one(StatusBar))
     assert run.result_json()["status"] == "killed"
@@ -250,6 +264,7 @@ async def test_k_ends_the_run_while_a_desktop_command_hangs(tmp_path: Path) -> N
     desktop.before_action = hang
     run = live(tmp_path, [FORM_TURN], desktop=desktop)
     app = run.app
+    main = run_screen(app)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, entered.is_set, "the first click to reach the desktop")
@@ -266,11 +281,11 @@ async def test_k_ends_the_run_while_a_desktop_command_hangs(tmp_path: Path) -> N
             # The run is over once its end is on screen (desktop stopped, every action closed); sealing the
             # log afterwards is disk-bound (fsync) and gets the generous deadline of until_ended.
             status = app.query_one(StatusBar)
-            await until(pilot, lambda: not app.main.running and "finished: killed" in plain(status), "the kill")
+            await until(pilot, lambda: not main.running and "finished: killed" in plain(status), "the kill")
             took = time.monotonic() - pressed
             assert took < 2.0, f"the kill took {took:.2f} s"
             await until_ended(pilot, app)
-            assert app.main.final_status == "killed"
+            assert main.final_status == "killed"
             assert not returned.is_set(), "the desktop command was expected to still hang"
             assert "quit_when_done" in footer_actions(app) and "kill" not in footer_actions(app)
             assert row(app, 0).state == "failed"  # interrupted in flight
@@ -309,12 +324,14 @@ async def test_leaving_the_tui_during_a_run_kills_it(tmp_path: Path) -> None:
 async def test_y_and_n_do_nothing_without_a_pending_decision_and_q_waits_for_the_end() -> None:
     scene = SCENES["refused"]  # the run goes on (waiting for the model); nothing is pending
     app = scene.app()
-    source = app.main.source
+    main = run_screen(app)
+    source = main.source
+    assert isinstance(source, RecordedRun)
     async with app.run_test(size=SIZE) as pilot:
         rows = app.query_one(BatchPane).rows
         await until(pilot, lambda: 2 in rows and rows[2].state == "not_executed", "the replay")
         await pilot.pause()
-        assert app.main.running and app.main.pending is None
+        assert main.running and main.pending is None
         for action in ("approve", "reject", "zoom", "quit_when_done"):
             assert possible(app, action) is False, action
         assert possible(app, "kill") is True
@@ -329,13 +346,13 @@ async def test_y_and_n_do_nothing_without_a_pending_decision_and_q_waits_for_the
         states = [row(app, i).state for i in range(3)]
         await pilot.press("y", "n", "z", "q")
         await pilot.pause()
-        assert app.is_running and app.main.running  # q did not quit a run that goes on
+        assert app.is_running and main.running  # q did not quit a run that goes on
         assert any("k is the kill switch" in str(n.message) for n in app._notifications)
-        assert source.answers == [] and not source.killed  # type: ignore[attr-defined]
+        assert source.answers == [] and not source.killed
         assert [row(app, i).state for i in range(3)] == states
         await pilot.press("k")
-        await until(pilot, lambda: not app.main.running, "the kill")
-        assert source.killed  # type: ignore[attr-defined]
+        await until(pilot, lambda: not main.running, "the kill")
+        assert source.killed
         await pilot.pause()
         assert "quit_when_done" in footer_actions(app)
         await pilot.press("q")
@@ -344,13 +361,16 @@ async def test_y_and_n_do_nothing_without_a_pending_decision_and_q_waits_for_the
 
 async def test_keys_on_a_finished_run() -> None:
     app = SCENES["finished"].app()
+    main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: not app.main.running, "the recorded end")
+        await until(pilot, lambda: not main.running, "the recorded end")
         await pilot.pause()
         assert footer_actions(app) == {"help", "quit_when_done", "command_palette", "screen_text", "open_screenshot"}
         assert possible(app, "kill") is False
         await pilot.press("y", "n", "k")
-        assert app.main.source.answers == [] and not app.main.source.killed  # type: ignore[attr-defined]
+        source = main.source
+        assert isinstance(source, RecordedRun)
+        assert source.answers == [] and not source.killed
         await pilot.press("q")
         await until(pilot, lambda: not app.is_running, "the app to exit")
 
@@ -406,9 +426,10 @@ async def test_frames_finished_out_of_order_still_leave_the_newest_on_screen() -
     The newest must stay on screen: coalescing used to let the late, older frame supersede the newer one
     queued just before it, and the pane kept a stale picture (no target marker) until the next frame."""
     app = SCENES["finished"].app()
+    main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(DesktopView)
-        await until(pilot, lambda: not app.main.running and view.shown > 0, "the recorded end on screen")
+        await until(pilot, lambda: not main.running and view.shown > 0, "the recorded end on screen")
         await pilot.pause()
         png = SimDesktop().screenshot().png
         newer, older = prepare(png, 40, 20, limit=SIM_SCREEN), prepare(png, 30, 10, limit=SIM_SCREEN)
@@ -456,6 +477,7 @@ async def test_untrusted_text_is_shown_literally(tmp_path: Path) -> None:
 async def test_help_lists_the_keys_and_the_policy_and_k_still_kills(tmp_path: Path) -> None:
     run = live(tmp_path, [FORM_TURN], regions=(SEND_CONFIRM,))
     app = run.app
+    main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         await until_decision(pilot, app, 1)
         await pilot.press("question_mark")
@@ -473,10 +495,10 @@ async def test_help_lists_the_keys_and_the_policy_and_k_still_kills(tmp_path: Pa
         assert isinstance(app.screen, HelpScreen)
         await answer(pilot, "y")  # the guard has passed, but the help screen is modal: y does not reach the decision
         await pilot.pause(0.1)
-        assert app.main.pending is not None and app.main.pending.index == 1
+        assert main.pending is not None and main.pending.index == 1
         await pilot.press("k")  # the kill switch is a priority binding: it works over the help screen
         await until_ended(pilot, app)
-        assert app.main.final_status == "killed"
+        assert main.final_status == "killed"
     assert run.result_json()["status"] == "killed"
     assert run.desktop.app.values == {}
 
@@ -487,7 +509,7 @@ async def test_help_lists_the_keys_and_the_policy_and_k_still_kills(tmp_path: Pa
 GOOD_THEME = 'name = "test-night"\nprimary = "#268bd2"\nbackground = "#002b36"\ndark = true\n'
 
 
-def notifications(app: CuaApp) -> list[Any]:
+def notifications(app: App[Any]) -> list[Any]:
     return list(app._notifications)
 
 
@@ -496,8 +518,9 @@ async def test_a_broken_theme_file_is_a_notification_and_the_app_starts(tmp_path
     (tmp_path / "markup.toml").write_text('name = "markup"\nprimary = "#123456"\n"[/]" = 1\n')
     (tmp_path / "good.toml").write_text(GOOD_THEME)
     app = SCENES["finished"].app(theme="cua-light", theme_dirs=(tmp_path,))
+    main = run_screen(app)
     async with app.run_test(size=SIZE, notifications=True) as pilot:  # toasts drawn, as in a terminal
-        await until(pilot, lambda: not app.main.running, "the recorded end")
+        await until(pilot, lambda: not main.running, "the recorded end")
         await pilot.pause(0.2)
         assert app.theme == "cua-light"
         warnings = [n for n in notifications(app) if n.title == "theme"]
@@ -593,16 +616,18 @@ async def test_a_second_q_within_seconds_leaves_and_kills_the_run() -> None:
     """Issue 11, point 7: leaving is unambiguous. The first q says that k kills the run and what a second q
     does; the second leaves, and the run is killed on the way out."""
     app = SCENES["refused"].app()
-    source = app.main.source
+    main = run_screen(app)
+    source = main.source
+    assert isinstance(source, RecordedRun)
     async with app.run_test(size=SIZE) as pilot:
         rows = app.query_one(BatchPane).rows
         await until(pilot, lambda: 2 in rows and rows[2].state == "not_executed", "the recording on screen")
         await pilot.press("q")
         await pilot.pause()
-        assert app.is_running and not source.killed  # type: ignore[attr-defined]
+        assert app.is_running and not source.killed
         await pilot.press("q")
         await until(pilot, lambda: not app.is_running, "the app to exit")
-    assert source.killed  # type: ignore[attr-defined]
+    assert source.killed
 
 
 @pytest.mark.parametrize("scene", ["awaiting-decision", "replay", "fleet"])
@@ -624,7 +649,7 @@ async def test_a_workers_message_queued_as_the_app_closes_is_dropped(scene: str)
             ScreenTextRead("0" * 64, None, "read late"),
             FrameRendered(prepare(SimDesktop().screenshot().png, 40, 12, limit=SIM_SCREEN), 10**6),
             FrameRefused("refused late", 10**6 + 1),
-            RunEvent(ev.Stamped(10**6, "0" * 64, ev.RunEnded("passed", "late", 1, 1, 1))),
+            RunEvent(ev.Stamped(10**6, "0" * 64, ev.RunEnded(ev.RunStatus.PASSED, "late", 1, 1, 1))),
             RunFinished("passed", "late"),
             FleetChanged(),
         )

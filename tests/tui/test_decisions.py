@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
-from pilot_helpers import answer, plain, possible, quick_clock, until, until_ended
+from pilot_helpers import answer, plain, possible, quick_clock, run_screen, until, until_ended
 from textual.widgets import Input
 
 from cua_tui.build import HANDSHAKE, RunOptions, build_run
@@ -55,9 +55,8 @@ def live(tmp_path: Path, turns: list[dict[str, Any]]) -> tuple[CuaApp, list[ev.E
 
 
 async def until_asked(pilot: Any, app: CuaApp, turn: int) -> None:
-    await until(
-        pilot, lambda: app.main.pending is not None and app.main.pending.turn == turn, f"a decision in turn {turn}"
-    )
+    main = run_screen(app)
+    await until(pilot, lambda: main.pending is not None and main.pending.turn == turn, f"a decision in turn {turn}")
     await pilot.pause()
 
 
@@ -68,6 +67,7 @@ async def test_a_approves_the_scope_shown_and_a_matching_action_is_not_asked_aga
         {"actions": [click(FIELD), {"type": "keypress", "keys": ["ENTER"]}]},  # not the grant's: asked
     ]
     app, events, _run = live(tmp_path, turns)
+    main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         await until_asked(pilot, app, 1)
         text = plain(app.query_one(DecisionPanel))
@@ -76,12 +76,12 @@ async def test_a_approves_the_scope_shown_and_a_matching_action_is_not_asked_aga
         await answer(pilot, "a")
         await until_asked(pilot, app, 3)  # turn 2's typing went by the grant; turn 3's Enter is asked
         assert [e.index for e in events if isinstance(e, ev.DecisionRequested)] == [1, 1]
-        assert app.main.view.grants  # the focus stayed in the field: the grant is still in force
+        assert main.view.grants  # the focus stayed in the field: the grant is still in force
         assert possible(app, "grants") is True
         await pilot.press("g")
         assert isinstance(app.screen, GrantsScreen)
         await pilot.press("enter")  # revoke the selected (only) grant
-        await until(pilot, lambda: not app.main.view.grants, "the grant revoked")
+        await until(pilot, lambda: not main.view.grants, "the grant revoked")
         await answer(pilot, "y")
         await until_ended(pilot, app)
     grant = next(e for e in events if isinstance(e, ev.GrantAdded))
@@ -94,13 +94,14 @@ async def test_a_approves_the_scope_shown_and_a_matching_action_is_not_asked_aga
 async def test_n_with_a_reason_reaches_the_model(tmp_path: Path) -> None:
     turns = [{"actions": [click(FIELD), {"type": "type", "text": "secret"}]}]
     app, events, run = live(tmp_path, turns)
+    main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         await until_asked(pilot, app, 1)
         await answer(pilot, "n")
         assert isinstance(app.screen, RejectReason)
         await pilot.press(*"use the search box, k is a letter here")  # k types, it does not kill
         assert app.screen.query_one(Input).value.endswith("k is a letter here")
-        assert app.main.running
+        assert main.running
         await pilot.press("enter")
         await until_ended(pilot, app)
     message = f"{MSG_DECLINED} The reviewer said: use the search box, k is a letter here"
@@ -170,6 +171,7 @@ async def test_a_resize_redraws_the_picture_and_the_decision_stays_in_view(tmp_p
 
     turns = [{"actions": [click(FIELD), {"type": "type", "text": "x"}, click((550, 182)), click((560, 182))]}]
     app, _events, _run = live(tmp_path, turns)
+    main = run_screen(app)
     async with app.run_test(size=(160, 48)) as pilot:
         await until_asked(pilot, app, 1)
         view = app.query_one(DesktopView)
@@ -181,7 +183,7 @@ async def test_a_resize_redraws_the_picture_and_the_decision_stays_in_view(tmp_p
                 and rendered.width == view.size.width
                 and rendered.height == view.size.height
                 and len(rendered.strips) <= view.size.height
-                and app.main.desktop.settled
+                and main.desktop.settled
             )
 
         await until(pilot, fitted, "the picture at 160x48")
@@ -203,6 +205,7 @@ async def test_y_does_nothing_under_a_dialog_that_hides_the_decision(tmp_path: P
     """A y (or n, or a) pressed while help, an event's detail or the policy covers the decision panel must not
     decide what the analyst cannot see; once the dialog is closed, it does."""
     app, events, _run = live(tmp_path, [{"actions": [click(FIELD), {"type": "type", "text": "x"}]}])
+    main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         await until_asked(pilot, app, 1)
         await pilot.press("question_mark")
@@ -210,7 +213,7 @@ async def test_y_does_nothing_under_a_dialog_that_hides_the_decision(tmp_path: P
         assert app.screen is not app.screen_stack[0]  # the help screen covers the decision
         await answer(pilot, "y", "a", "n")  # the guard has passed: only the dialog stands in the way
         await pilot.pause(0.2)
-        assert app.main.pending is not None and not [
+        assert main.pending is not None and not [
             e for e in events if isinstance(e, ev.DecisionMade) and e.by != "policy"
         ]
         await pilot.press("escape")

@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 from fleet_cases import SAFETY, SAVE_KEY, opts
-from pilot_helpers import answer, plain, possible, quick_clock, until
+from pilot_helpers import answer, fleet_screen, plain, possible, quick_clock, until
 from textual.widgets import Input, Static
 
 from cua_tui.build import RunOptions
 from cua_tui.config import Settings
 from cua_tui.core import events as ev
 from cua_tui.core.audit import verify_run
-from cua_tui.core.fleet_queue import RunRow, RunState
+from cua_tui.core.fleet_queue import QueueItem, RunRow, RunState
 from cua_tui.core.run_view import RunView
 from cua_tui.fleet_runner import Fleet, FleetTask
 from cua_tui.tui.app import CuaApp
@@ -92,21 +92,23 @@ def run_cells(app: CuaApp, task: str) -> dict[str, str]:
 
 
 async def until_queued(pilot: Any, app: CuaApp, n: int) -> None:
-    await until(pilot, lambda: len(app.main.items) >= n and app.main.selected is not None, f"{n} requests in the queue")
+    main = fleet_screen(app)
+    await until(pilot, lambda: len(main.items) >= n and main.selected is not None, f"{n} requests in the queue")
     await pilot.pause()
 
 
 async def select_pending(pilot: Any, app: CuaApp) -> None:
     """The queue's cursor on a pending request. The selection stays on a request that closed (a killed run's)
     until it moves, and y would be refused there: by design, never applied to another request."""
-    pending = {str(item.ticket) for item in app.main.items}
-    if app.main.selected is not None and str(app.main.selected.ticket) in pending:
+    main = fleet_screen(app)
+    pending = {str(item.ticket) for item in main.items}
+    if main.selected is not None and str(main.selected.ticket) in pending:
         return
     queue = app.query_one("#queue", RowTable)
     queue.move_cursor(row=next(i for i, key in enumerate(queue.keys) if key in pending))
     await until(
         pilot,
-        lambda: app.main.selected is not None and str(app.main.selected.ticket) in pending,
+        lambda: main.selected is not None and str(main.selected.ticket) in pending,
         "a pending request selected",
     )
 
@@ -114,16 +116,22 @@ async def select_pending(pilot: Any, app: CuaApp) -> None:
 async def approve_all(pilot: Any, app: CuaApp) -> None:
     """y to each queued request, each once the queue shows what the one before did (a loaded machine is slow:
     a y pressed before the selection moved on would meet the request just answered, and be refused)."""
-    for left in range(len(app.main.items) - 1, -1, -1):
+    main = fleet_screen(app)
+    for left in range(len(main.items) - 1, -1, -1):
         await select_pending(pilot, app)
         await answer(pilot, "y")
-        await until(pilot, lambda left=left: len(app.main.items) == left, f"{left} requests left in the queue")
+
+        def answered(left: int = left) -> bool:
+            return len(main.items) == left
+
+        await until(pilot, answered, f"{left} requests left in the queue")
         if left:
-            await until(pilot, lambda: app.main.selected is not None, "the next request selected")
+            await until(pilot, lambda: main.selected is not None, "the next request selected")
 
 
 async def until_done(pilot: Any, app: CuaApp, fleet: Fleet) -> None:
-    await until(pilot, lambda: fleet.done and app.main.finished, "every run to end")
+    main = fleet_screen(app)
+    await until(pilot, lambda: fleet.done and main.finished, "every run to end")
     await pilot.pause(0.1)
 
 
@@ -142,6 +150,7 @@ async def test_the_queue_shows_safety_checks_first_then_sending_then_the_rest(
         },
     )
     app = App(fleet)
+    main = fleet_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         await until_queued(pilot, app, 3)
         rows = queue_rows(app)
@@ -154,17 +163,13 @@ async def test_the_queue_shows_safety_checks_first_then_sending_then_the_rest(
         assert "t1 #2 type" in rows[1][4] and "ctrl+s" in rows[2][4]
         # The selected request (the first) in the single run's decision view: the task line, the checks.
         await pilot.press("ctrl+home")
-        await until(
-            pilot, lambda: app.main.selected is not None and app.main.selected.task == "safety", "the first selected"
-        )
+        await until(pilot, lambda: main.selected is not None and main.selected.task == "safety", "the first selected")
         panel = plain(app.query_one(DecisionPanel))
         assert "DECISION NEEDED" in panel and "task    fill the form" in panel and "malicious_instructions" in panel
         why = app.query_one("#queue-why", TextLines).plain
         assert "SAFETY CHECK" in why and "the model raised safety checks: first" in why
         await pilot.press("down")
-        await until(
-            pilot, lambda: app.main.selected is not None and app.main.selected.task == "typing", "the typing selected"
-        )
+        await until(pilot, lambda: main.selected is not None and main.selected.task == "typing", "the typing selected")
         panel = plain(app.query_one(DecisionPanel))
         assert "cua-tui verified" in panel and "goes to" in panel  # the typed text in full, and where it goes
         assert "typing can send data out: second" in app.query_one("#queue-why", TextLines).plain
@@ -174,16 +179,15 @@ async def test_the_queue_shows_safety_checks_first_then_sending_then_the_rest(
 async def test_y_n_and_a_answer_the_selected_request_only(tmp_path: Path, settings: Settings) -> None:
     fleet = fleet_of(tmp_path, {"approve": opts(settings), "reject": opts(settings), "scope": opts(settings)})
     app = App(fleet)
+    main = fleet_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         await until_queued(pilot, app, 3)
 
         async def select(task: str) -> None:
             table = app.query_one("#queue", RowTable)
-            ticket = next(str(item.ticket) for item in app.main.items if item.task == task)
+            ticket = next(str(item.ticket) for item in main.items if item.task == task)
             table.move_cursor(row=table.keys.index(ticket))  # the table's rows, not the queue's: see select_pending
-            await until(
-                pilot, lambda: app.main.selected is not None and app.main.selected.task == task, f"{task} selected"
-            )
+            await until(pilot, lambda: main.selected is not None and main.selected.task == task, f"{task} selected")
 
         await select("reject")
         await answer(pilot, "n")
@@ -219,16 +223,17 @@ async def test_an_answer_to_a_request_whose_run_was_killed_is_refused_with_a_mes
 ) -> None:
     fleet = fleet_of(tmp_path, {"a": opts(settings), "b": opts(settings)})
     app = App(fleet)
+    main = fleet_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         await until_queued(pilot, app, 2)
-        stale = app.main.selected
+        stale = main.selected
         assert stale is not None
-        other = next(i for i in app.main.items if i.ticket != stale.ticket)
+        other = next(i for i in main.items if i.ticket != stale.ticket)
         await pilot.press("k")  # the selected request's run
-        await until(pilot, lambda: stale.ticket not in app.main.pending_tickets, "the killed run's request to close")
+        await until(pilot, lambda: stale.ticket not in main.pending_tickets, "the killed run's request to close")
         await pilot.pause()
         # The closed request stays selected, marked, so that y is not taken for the next one.
-        assert app.main.selected is stale
+        assert main.selected is stale
         assert "CLOSED" in app.query_one("#queue-why", TextLines).plain
         assert [r[0] for r in queue_rows(app)].count("-") == 1
         await answer(pilot, "y")
@@ -239,9 +244,7 @@ async def test_an_answer_to_a_request_whose_run_was_killed_is_refused_with_a_mes
         assert human_decisions(fleet.row(other.task).path) == []
         # moving off the closed row drops it; y then answers the other run's request
         await pilot.press("down")
-        await until(
-            pilot, lambda: app.main.selected is not None and app.main.selected.ticket == other.ticket, "the other"
-        )
+        await until(pilot, lambda: main.selected is not None and main.selected.ticket == other.ticket, "the other")
         assert len(queue_rows(app)) == 1
         await answer(pilot, "y")
         await until(pilot, lambda: fleet.row(other.task).ended, "the other run to end")
@@ -257,13 +260,18 @@ async def test_the_panel_names_the_run_asking_and_the_runs_table_follows_the_sel
     and selecting a request in the queue puts the runs table's cursor on its run."""
     fleet = fleet_of(tmp_path, {name: opts(settings) for name in ("first", "second", "third")})
     app = App(fleet)
+    main = fleet_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         await until_queued(pilot, app, 3)
         queue, runs = app.query_one("#queue", RowTable), app.query_one("#runs", RowTable)
         for row in (2, 0, 1):
             queue.move_cursor(row=row)
-            item = next(i for i in app.main.items if str(i.ticket) == queue.keys[row])
-            await until(pilot, lambda item=item: app.main.selected is item, f"{item.task} selected")
+            item = next(i for i in main.items if str(i.ticket) == queue.keys[row])
+
+            def chosen(item: QueueItem = item) -> bool:
+                return main.selected is item
+
+            await until(pilot, chosen, f"{item.task} selected")
             await pilot.pause()
             panel = plain(app.query_one(DecisionPanel)).splitlines()
             assert panel[0].startswith(" DECISION NEEDED") and "task    fill the form" in panel
@@ -273,12 +281,12 @@ async def test_the_panel_names_the_run_asking_and_the_runs_table_follows_the_sel
             assert item.task in app.query_one("#run-detail", TextLines).plain
         # the runs table keeps its own cursor while the analyst moves it there
         runs.focus()
-        selected = app.main.selected
+        selected = main.selected
         assert selected is not None
         other = next(i for i, key in enumerate(runs.keys) if key != selected.task)
         runs.move_cursor(row=other)
         await pilot.pause()
-        assert runs.cursor_key != selected.task and app.main.selected is selected
+        assert runs.cursor_key != selected.task and main.selected is selected
         await pilot.press("K")
         await pilot.press("y")
         await until_done(pilot, app, fleet)
@@ -289,14 +297,15 @@ async def test_a_request_whose_run_was_killed_reads_closed_and_offers_no_answer(
 ) -> None:
     fleet = fleet_of(tmp_path, {"a": opts(settings), "b": opts(settings)})
     app = App(fleet)
+    main = fleet_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         await until_queued(pilot, app, 2)
-        stale = app.main.selected
+        stale = main.selected
         assert stale is not None
         panel = app.query_one(DecisionPanel)
         assert "y approve" in plain(panel) and "n reject" in plain(panel)
         await pilot.press("k")
-        await until(pilot, lambda: stale.ticket not in app.main.pending_tickets, "the killed run's request to close")
+        await until(pilot, lambda: stale.ticket not in main.pending_tickets, "the killed run's request to close")
         await until(pilot, lambda: "CLOSED" in plain(panel), "the panel to say closed")
         text = plain(panel)
         assert text.startswith(f" CLOSED · turn {stale.request.turn} · action {stale.request.index + 1}")
@@ -308,9 +317,7 @@ async def test_a_request_whose_run_was_killed_reads_closed_and_offers_no_answer(
         assert panel.has_class("closed")
         # moving on to the other request: it reads as a decision again
         await pilot.press("down")
-        await until(
-            pilot, lambda: app.main.selected is not None and app.main.selected.ticket != stale.ticket, "the other"
-        )
+        await until(pilot, lambda: main.selected is not None and main.selected.ticket != stale.ticket, "the other")
         await pilot.pause()
         assert plain(panel).startswith(" DECISION NEEDED") and "y approve" in plain(panel)
         assert not panel.has_class("closed")
@@ -329,6 +336,7 @@ def test_a_long_path_keeps_its_last_folders() -> None:
 async def test_k_kills_the_selected_run_and_the_others_go_on(tmp_path: Path, settings: Settings) -> None:
     fleet = fleet_of(tmp_path, {"a": opts(settings), "b": opts(settings), "c": opts(settings)})
     app = App(fleet)
+    main = fleet_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         await until_queued(pilot, app, 3)
         runs = app.query_one("#runs", RowTable)
@@ -338,7 +346,7 @@ async def test_k_kills_the_selected_run_and_the_others_go_on(tmp_path: Path, set
         await pilot.press("k")
         await until(pilot, lambda: run_cells(app, "b")["status"] == "killed", "b shown killed")
         assert run_cells(app, "b")["log"] == "intact"
-        assert {i.task for i in app.main.items} == {"a", "c"}
+        assert {i.task for i in main.items} == {"a", "c"}
         assert [run_cells(app, t)["state"] for t in ("a", "c")] == [RunState.WAITING] * 2
         app.query_one("#queue", RowTable).focus()
         await approve_all(pilot, app)
@@ -391,13 +399,14 @@ async def test_a_crashing_run_is_shown_as_error_while_the_others_go_on(tmp_path:
         },
     )
     app = App(fleet)
+    main = fleet_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: run_cells(app, "raises")["status"] == "error", "the crash shown")
         await until_queued(pilot, app, 2)
         runs = app.query_one("#runs", RowTable)
         runs.move_cursor(row=1)
         await until(pilot, lambda: "the adapter broke" in app.query_one("#run-why", TextLines).plain, "why")
-        assert {i.task for i in app.main.items} == {"ok", "ok-2"}  # the others wait for their decision
+        assert {i.task for i in main.items} == {"ok", "ok-2"}  # the others wait for their decision
         await approve_all(pilot, app)
         await until_done(pilot, app, fleet)
         assert [run_cells(app, t)["status"] for t in ("ok", "raises", "ok-2")] == ["passed", "error", "passed"]
@@ -409,9 +418,10 @@ async def test_a_crashing_run_is_shown_as_error_while_the_others_go_on(tmp_path:
 async def test_enter_opens_the_runs_live_view_fed_by_watch_and_esc_returns(tmp_path: Path, settings: Settings) -> None:
     fleet = fleet_of(tmp_path, {"a": opts(settings), "b": opts(settings)})
     app = App(fleet)
+    main = fleet_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         await until_queued(pilot, app, 2)
-        task = app.main.selected.task if app.main.selected else ""
+        task = main.selected.task if main.selected else ""
         await pilot.press("enter")
         assert isinstance(app.screen, RunScreen) and app.screen.run_task == task
         live = app.screen
@@ -440,7 +450,7 @@ async def test_enter_opens_the_runs_live_view_fed_by_watch_and_esc_returns(tmp_p
         assert "sealed" in plain(audit.query_one("#chain", Static))
         await pilot.press("escape")
         assert not isinstance(app.screen, RunScreen)
-        assert [i.task for i in app.main.items] == [t for t in ("a", "b") if t != task]
+        assert [i.task for i in main.items] == [t for t in ("a", "b") if t != task]
     assert fleet.row(task).status == "passed"
 
 
@@ -483,6 +493,7 @@ async def test_a_click_on_a_run_or_a_double_click_on_a_request_opens_the_live_vi
 ) -> None:
     fleet = fleet_of(tmp_path, {"a": opts(settings), "b": opts(settings)})
     app = App(fleet)
+    main = fleet_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         await until_queued(pilot, app, 2)
         runs = app.query_one("#runs", RowTable)
@@ -494,7 +505,7 @@ async def test_a_click_on_a_run_or_a_double_click_on_a_request_opens_the_live_vi
         assert isinstance(app.screen, RunScreen) and app.screen.run_task == "b"
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, RunScreen), "back to the fleet")
-        first = app.main.items[0].task
+        first = main.items[0].task
         await pilot.click("#queue", offset=(3, 2), times=2)  # a double click on the first request
         await until(pilot, lambda: isinstance(app.screen, RunScreen), "the request's run's live view")
         assert isinstance(app.screen, RunScreen) and app.screen.run_task == first
@@ -512,8 +523,9 @@ async def test_a_fleet_that_ended_before_the_tui_listened_says_so_and_q_quits(
     fleet.start()
     assert fleet.wait(15)
     app = App(fleet)
+    main = fleet_screen(app)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.main.finished, "the TUI to know the fleet ended")
+        await until(pilot, lambda: main.finished, "the TUI to know the fleet ended")
         header = app.query_one("#fleet-header", TextLines).plain
         assert "1 run: " in header and "every run ended: q quits" in header
         assert "need the local desktop" in app.query_one("#run-why", TextLines).plain

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from hostile_runs import BOMB, forged_png  # tests/ (on the path with its conftest): the corpus's forger
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
-from pilot_helpers import until, until_ended
+from pilot_helpers import run_screen, until, until_ended
 
 from cua_tui.build import HANDSHAKE, RunOptions, build_run
 from cua_tui.core.ports import Frame
@@ -74,6 +74,7 @@ def desktop_notes(app: CuaApp) -> list[str]:
 
 async def test_a_bomb_screenshot_is_one_notification_and_a_pane_that_says_so(tmp_path: Path, opened: list[Any]) -> None:
     app = live_app(tmp_path, BombDesktop(bombs=1_000))
+    main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         await until_ended(pilot, app)
         view = app.query_one(DesktopView)
@@ -83,7 +84,7 @@ async def test_a_bomb_screenshot_is_one_notification_and_a_pane_that_says_so(tmp
         assert desktop_notes(app) == [f"screenshot not shown: {REFUSED}"]  # once, for every refused frame
         assert view.rendered is None and view.placeholder == f"screenshot not shown: {REFUSED}"
         assert not any(n.title == "run failed" for n in app._notifications)
-        assert app.main.final_status  # the run went on to its end; the TUI did not stop it
+        assert main.final_status  # the run went on to its end; the TUI did not stop it
         assert opened == []  # refused from the header: never handed to the decoder
         await pilot.press("q")
         await until(pilot, lambda: not app.is_running, "the app to exit")

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from fleet_cases import opts
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
-from pilot_helpers import until, until_ended
+from pilot_helpers import fleet_screen, run_screen, until, until_ended
 
 from cua_tui.build import HANDSHAKE, RunOptions, build_run
 from cua_tui.config import ConfigError, Settings
@@ -152,25 +152,24 @@ async def test_keys_pressed_as_a_decision_appears_are_ignored_and_said_then_y_ap
 ) -> None:
     turns = [{"actions": [FIELD, {"type": "type", "text": "one"}, {"type": "type", "text": "two"}]}]
     app, path = live(tmp_path, turns)
+    main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
-        await until(
-            pilot, lambda: app.main.pending is not None and app.main.pending.index == 1, "the first typing decision"
-        )
-        first = app.main.pending
+        await until(pilot, lambda: main.pending is not None and main.pending.index == 1, "the first typing decision")
+        first = main.pending
         await pilot.press("y", "a", "n")
-        assert app.main.pending is first and app.screen is app.screen_stack[0]  # nothing answered, no reason asked
+        assert main.pending is first and app.screen is app.screen_stack[0]  # nothing answered, no reason asked
         for key in "yan":
             (said,) = ignored(app, key)
             assert said.endswith("; keys count after 1.0 s")
-        await until(pilot, lambda: app.main.painted_sha != "", "the screen painted with it")
-        shown = app.main.painted_sha
-        await until(pilot, app.main.guard.passed, "the guard to pass", timeout=5)
+        await until(pilot, lambda: main.painted_sha != "", "the screen painted with it")
+        shown = main.painted_sha
+        await until(pilot, main.guard.passed, "the guard to pass", timeout=5)
         await pilot.press("y")
         # A double tap: the second y lands right after the next decision appears, and is ignored.
-        await until(pilot, lambda: app.main.pending is not None and app.main.pending.index == 2, "the second decision")
+        await until(pilot, lambda: main.pending is not None and main.pending.index == 2, "the second decision")
         await pilot.press("y")
-        assert app.main.pending is not None and app.main.pending.index == 2 and len(ignored(app, "y")) == 2
-        await until(pilot, app.main.guard.passed, "the guard to pass", timeout=5)
+        assert main.pending is not None and main.pending.index == 2 and len(ignored(app, "y")) == 2
+        await until(pilot, main.guard.passed, "the guard to pass", timeout=5)
         await pilot.press("n", "escape")
         await until_ended(pilot, app)
     records = audit(path)
@@ -186,14 +185,15 @@ async def test_keys_pressed_as_a_decision_appears_are_ignored_and_said_then_y_ap
 async def test_k_passes_at_once(tmp_path: Path) -> None:
     # A long guard (the real clock), so that it surely still holds when k is pressed on a loaded machine.
     app, path = live(tmp_path, [{"actions": [FIELD, {"type": "type", "text": "one"}]}], guard_s=10.0)
+    main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.main.pending is not None, "the decision")
+        await until(pilot, lambda: main.pending is not None, "the decision")
         await pilot.press("y")
-        assert ignored(app, "y") and app.main.pending is not None  # the guard holds
+        assert ignored(app, "y") and main.pending is not None  # the guard holds
         await pilot.press("k")
-        assert not app.main.guard.passed()
+        assert not main.guard.passed()
         await until_ended(pilot, app)
-        assert app.main.final_status == "killed" and not ignored(app, "k")
+        assert main.final_status == "killed" and not ignored(app, "k")
     records = audit(path)
     assert [r["by"] for r in records if r["kind"] == "kill"] == ["human (TUI)"]
     assert not [r for r in records if r["kind"] == "decision" and r["by"] == "human (TUI)"]
@@ -222,27 +222,24 @@ async def test_the_fleet_guards_each_request_shown_in_the_queue_and_in_a_runs_vi
     )
     # a guard long enough that a key pressed right after a request is shown falls in it on a loaded machine
     app = FleetTold(fleet, guard_s=3.0)
+    main = fleet_screen(app)
     async with app.run_test(size=(200, 50)) as pilot:
-        await until(pilot, lambda: len(app.main.items) == 2 and app.main.selected is not None, "both requests queued")
-        await until(pilot, app.main.guard.passed, "the guard to pass", timeout=10)
+        await until(pilot, lambda: len(main.items) == 2 and main.selected is not None, "both requests queued")
+        await until(pilot, main.guard.passed, "the guard to pass", timeout=10)
         # another request selected: shown just now, so its keys wait again
         await pilot.press("down")
-        await until(
-            pilot, lambda: app.main.selected is not None and app.main.selected.ticket == app.main.items[1].ticket, "b"
-        )
-        chosen = app.main.selected
+        await until(pilot, lambda: main.selected is not None and main.selected.ticket == main.items[1].ticket, "b")
+        chosen = main.selected
         assert chosen is not None
         await pilot.press("y")
         assert [m for m in app.told if m.startswith("y ignored")] and len(fleet.queue()) == 2
-        await until(pilot, app.main.guard.passed, "the guard to pass", timeout=10)
+        await until(pilot, main.guard.passed, "the guard to pass", timeout=10)
         await pilot.press("y")
         await until(pilot, lambda: len(fleet.queue()) == 1, "the request answered")
         assert fleet.queue()[0].ticket != chosen.ticket
         # a run's view opening on its request: the guard again, its own
-        await until(
-            pilot, lambda: app.main.selected is not None and app.main.selected.ticket == fleet.queue()[0].ticket, "a"
-        )
-        await until(pilot, app.main.guard.passed, "the guard to pass", timeout=10)
+        await until(pilot, lambda: main.selected is not None and main.selected.ticket == fleet.queue()[0].ticket, "a")
+        await until(pilot, main.guard.passed, "the guard to pass", timeout=10)
         await pilot.press("enter")
         assert isinstance(app.screen, RunScreen)
         live_view = app.screen

@@ -17,11 +17,12 @@ from typing import Any
 
 import pytest
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
-from pilot_helpers import answer, live_app, plain, sim_run, until, until_ended
-from textual.command import CommandList, CommandPalette
+from pilot_helpers import answer, live_app, plain, run_screen, sim_run, until, until_ended
+from textual.app import App
+from textual.command import Command, CommandList, CommandPalette
 from textual.events import MouseScrollDown, MouseScrollUp
 from textual.pilot import Pilot
-from textual.widgets import Input
+from textual.widgets import Input, Static
 
 from cua_tui.core.supervisor import Supervisor
 from cua_tui.desktops.sim import PHRASE
@@ -79,8 +80,10 @@ def live(tmp_path: Path, turns: list[dict[str, Any]]) -> Live:
 
 
 async def until_decision(pilot: Pilot[Any], app: CuaApp, turn: int, index: int) -> None:
+    main = run_screen(app)
+
     def asked() -> bool:
-        return app.main.pending is not None and (app.main.pending.turn, app.main.pending.index) == (turn, index)
+        return main.pending is not None and (main.pending.turn, main.pending.index) == (turn, index)
 
     await until(pilot, asked, f"the decision on turn {turn}, action {index + 1}")
     await pilot.pause()
@@ -88,12 +91,12 @@ async def until_decision(pilot: Pilot[Any], app: CuaApp, turn: int, index: int) 
 
 def detail(app: CuaApp) -> str:
     assert isinstance(app.screen, DetailScreen), app.screen
-    return plain(app.screen.query_one("#detail-text"))  # type: ignore[arg-type]
+    return plain(app.screen.query_one("#detail-text", Static))
 
 
 def drawn_screen(app: CuaApp) -> str:
     """Every character the terminal shows now (all layers composed)."""
-    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())  # type: ignore[attr-defined]
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
 
 
 def osc52(app: CuaApp) -> list[str]:
@@ -165,7 +168,7 @@ async def test_the_pending_row_is_in_view_at_80x24_after_many_turns(tmp_path: Pa
         assert "▶" in drawn_screen(app)  # the marker on the terminal
         assert [s.turn for s in batch.query(TurnSummary) if not s.has_class("turn-elided")] == [8, 9, 10, 11, 12]
         assert batch.dropped == 7
-        assert plain(batch.query_one(".turn-elided")).startswith("7 earlier turns not shown here")  # type: ignore[arg-type]
+        assert plain(batch.query_one(".turn-elided", Static)).startswith("7 earlier turns not shown here")
         assert len(batch.children) <= 5 + 1 + 1 + 3  # the bound: sections, the count, the words, the rows
         await pilot.press("k")
         await until_ended(pilot, app)
@@ -271,6 +274,7 @@ async def test_enter_on_an_audit_row_shows_the_whole_event_literally_and_c_copie
 async def test_slash_filters_the_audit_list_by_kind_and_by_text(tmp_path: Path) -> None:
     run = live(tmp_path, [*clicks(2), TYPE_TURN])
     app = run.app
+    main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         await until_decision(pilot, app, 3, 1)
         log = app.query_one(AuditList)
@@ -280,7 +284,7 @@ async def test_slash_filters_the_audit_list_by_kind_and_by_text(tmp_path: Path) 
         assert app.focused is search
         await pilot.press(*"kind:outcome")  # k is a letter here, not the kill switch
         await pilot.pause()
-        assert app.main.running and not app.main.view.killed and "kill" not in [r["kind"] for r in run.records()]
+        assert main.running and not main.view.killed and "kill" not in [r["kind"] for r in run.records()]
         outcomes = [r for r in run.records() if r["kind"] == "outcome"]
         assert shown(app) == ["outcome"] * len(outcomes) and len(outcomes) == 3  # turn 1, turn 2, turn 3's first
         await pilot.press("enter")  # keeps the filter, back to the list
@@ -306,7 +310,7 @@ async def test_slash_filters_the_audit_list_by_kind_and_by_text(tmp_path: Path) 
         assert not app.query("#audit-search")
         await pilot.press("slash", *"kind:nonsense")
         await pilot.pause()
-        assert shown(app) == [] and "no kind nonsense" in app.query_one(AuditPane).border_subtitle
+        assert shown(app) == [] and "no kind nonsense" in str(app.query_one(AuditPane).border_subtitle)
         await pilot.press("enter")
         assert any("no event kind nonsense; kinds: " in m for _, m in messages(app))
         await pilot.press("slash", "escape")
@@ -318,7 +322,7 @@ async def test_slash_filters_the_audit_list_by_kind_and_by_text(tmp_path: Path) 
 # ---------------------------------------------------------------------------------------------------
 # The command palette: cua-tui's own commands, those possible now
 # ---------------------------------------------------------------------------------------------------
-async def palette_titles(pilot: Pilot[Any], app: CuaApp, query: str = "") -> list[str]:
+async def palette_titles(pilot: Pilot[Any], app: App[Any], query: str = "") -> list[str]:
     await pilot.press("ctrl+p")
     await until(pilot, lambda: isinstance(app.screen, CommandPalette), "the command palette")
     if query:
@@ -326,7 +330,11 @@ async def palette_titles(pilot: Pilot[Any], app: CuaApp, query: str = "") -> lis
     palette = app.screen
 
     def titles() -> list[str]:
-        return [str(option.hit.text) for option in palette.query_one(CommandList).options]  # type: ignore[attr-defined]
+        found = []
+        for option in palette.query_one(CommandList).options:
+            assert isinstance(option, Command), option
+            found.append(str(option.hit.text))
+        return found
 
     await until(pilot, lambda: bool(titles()), "the palette's entries")
     await pilot.pause(0.3)  # every provider answered
@@ -336,6 +344,7 @@ async def palette_titles(pilot: Pilot[Any], app: CuaApp, query: str = "") -> lis
 async def test_the_palette_lists_cua_commands_and_kill_from_it_kills(tmp_path: Path) -> None:
     run = live(tmp_path, [TYPE_TURN])
     app = run.app
+    main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         await until_decision(pilot, app, 1, 1)
         titles = await palette_titles(pilot, app)
@@ -348,10 +357,10 @@ async def test_the_palette_lists_cua_commands_and_kill_from_it_kills(tmp_path: P
         await until(pilot, lambda: not isinstance(app.screen, CommandPalette), "the palette closed")
 
         titles = await palette_titles(pilot, app, "kill")
-        assert titles[0] == "Kill switch" and app.main.running  # typing k in the palette is no kill
+        assert titles[0] == "Kill switch" and main.running  # typing k in the palette is no kill
         await pilot.press("enter")
         await until_ended(pilot, app)
-        assert app.main.final_status == "killed"
+        assert main.final_status == "killed"
         assert [r["by"] for r in run.records() if r["kind"] == "kill"] == ["human (TUI)"]
 
         titles = await palette_titles(pilot, app)  # after the end: nothing to decide, kill or verify live
@@ -414,8 +423,9 @@ async def test_palette_entries_follow_the_actions_the_app_has() -> None:
     from cua_tui.tui.screen_text import ScreenTextScreen
 
     app = SCENES["awaiting-decision"].app()
+    main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.main.pending is not None, "the recorded decision")
+        await until(pilot, lambda: main.pending is not None, "the recorded decision")
         titles = await palette_titles(pilot, app)
         assert {"Approve", "Screen text", "Open screenshot", "Copy run id"} <= set(titles)
         assert "Copy run directory" not in titles and "Verify now" not in titles

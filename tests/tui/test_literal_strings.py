@@ -23,7 +23,7 @@ import pytest
 from literal_runs import FIELD, HOSTILE, IN_JSON, MARKUP, SHOWN, click, finish, forged, recorded
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
 from model_server import OPENAI_PATH, ModelServer, Reply, computer_call, message, openai_response
-from pilot_helpers import answer, quick_clock, until, until_ended
+from pilot_helpers import answer, fleet_screen, quick_clock, replay_screen, run_screen, until, until_ended
 from textual import events
 from textual.app import App
 from textual.command import CommandPalette
@@ -151,11 +151,10 @@ async def test_the_live_run_the_palette_and_its_notifications_show_run_strings_l
     )
     assert run.handshake is not None
     app = supervisor_app(LiveRun(track(run.supervisor), run.handshake), guard_clock=quick_clock)
+    main = run_screen(app)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         # the safety check: its message, the task line, the model's words
-        await until(
-            pilot, lambda: app.main.pending is not None and app.main.pending.kind == "safety_check", "the safety check"
-        )
+        await until(pilot, lambda: main.pending is not None and main.pending.kind == "safety_check", "the safety check")
         await pilot.pause()
         panel = app.query_one(DecisionPanel)
         assert shows(panel) and shows(panel, f"task{SHOWN}")
@@ -165,7 +164,7 @@ async def test_the_live_run_the_palette_and_its_notifications_show_run_strings_l
         await answer(pilot, "y")  # it covers the typing it gates (shown, in full, in the same panel)
         # the model API's error text is the end reason
         await until_ended(pilot, app)
-        assert app.main.final_status == "error"
+        assert main.final_status == "error"
         assert shows(app.query_one(StatusBar), f"HTTP 500: {MARKUP}")  # the reason is cut at 80 characters
         check_screen(app)
 
@@ -216,15 +215,16 @@ async def test_replay_shows_every_recorded_string_literally(real_run: Path, tmp_
     path, tail, writer = forged(real_run, tmp_path / "forged")
     finish(path, writer, tail)
     app = replay_app(RunReader(path), chain_state(path))
+    main = replay_screen(app)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
-        await until(pilot, lambda: bool(app.main.steps), "the steps")
+        await until(pilot, lambda: bool(main.steps), "the steps")
         await pilot.pause()
         goal = app.query_one(GoalBar)
         assert shows(goal, f"TASK{SHOWN}") and shows(goal, f"mayreach{SHOWN}·policy{SHOWN}")
         assert shows(app.query_one(".model-text"), f"model:{SHOWN}")
         check_screen(app)
         await pilot.press("g")  # the step of the refused egress: the malformed action, its host and reason
-        await until(pilot, lambda: app.main.selected == len(app.main.steps) - 1, "the egress step")
+        await until(pilot, lambda: main.selected == len(main.steps) - 1, "the egress step")
         await pilot.pause()
         step = app.query_one("#step")
         assert shows(step, f"egressrefusedCONNECT{SHOWN}:443·{SHOWN}")
@@ -255,12 +255,13 @@ async def test_follow_shows_the_end_reason_of_a_hostile_run_literally(real_run: 
     path, tail, writer = forged(real_run, tmp_path / "forged")
     verdict = lambda: chain_state(path, follow=True)  # noqa: E731
     app = replay_app(RunReader(path), verdict(), follow=True, reverify=verdict)
+    main = replay_screen(app)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
-        await until(pilot, lambda: bool(app.main.steps), "the steps")
+        await until(pilot, lambda: bool(main.steps), "the steps")
         finish(path, writer, tail)
-        await until(pilot, lambda: app.main.ended_seen, "the end read")
+        await until(pilot, lambda: main.ended_seen, "the end read")
         await until(pilot, lambda: toast_shows(app, f"the run ended: error · {SHOWN}"), "the end said")
-        await until(pilot, lambda: app.main.sealed_seen, "the seal read")
+        await until(pilot, lambda: main.sealed_seen, "the seal read")
         await pilot.pause()
         assert shows(app.query_one("#banner"), "the run has ended")
         assert shows(app.query_one("#step"), f"egressrefusedCONNECT{SHOWN}:443·{SHOWN}")
@@ -284,11 +285,12 @@ async def test_the_fleet_shows_task_names_texts_and_reasons_literally(tmp_path: 
     ]
     fleet = Fleet(tasks, runs_dir=tmp_path / "runs", concurrency=2, tasks_sha256="ab" * 32)
     app = fleet_app(fleet)
+    main = fleet_screen(app)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
-        await until(pilot, lambda: any(i.task == HOSTILE for i in app.main.items), "the typing request queued")
+        await until(pilot, lambda: any(i.task == HOSTILE for i in main.items), "the typing request queued")
         queue = app.query_one("#queue", RowTable)
-        queue.move_cursor(row=next(i for i, item in enumerate(app.main.items) if item.task == HOSTILE))
-        await until(pilot, lambda: app.main.selected is not None and app.main.selected.task == HOSTILE, "it selected")
+        queue.move_cursor(row=next(i for i, item in enumerate(main.items) if item.task == HOSTILE))
+        await until(pilot, lambda: main.selected is not None and main.selected.task == HOSTILE, "it selected")
         await pilot.pause()
         assert shows(queue, "[/][@click=")  # the task column is narrow: the name cut short, literally
         assert shows(app.query_one("#runs", RowTable), SHOWN[:40])
@@ -325,7 +327,7 @@ async def test_the_fleet_shows_task_names_texts_and_reasons_literally(tmp_path: 
         await until(
             pilot, lambda: toast_shows(app, f"kill switch: {visible(HOSTILE, limit=64)} stops"), "the kill said"
         )
-        await until(pilot, lambda: fleet.done and app.main.finished, "every run to end")
+        await until(pilot, lambda: fleet.done and main.finished, "every run to end")
         check_screen(app)
         alive(app)
 
@@ -365,8 +367,8 @@ def test_no_tui_source_hands_textual_a_built_str_as_markup() -> None:
                     found.append(f"{where}: notify without markup=False")
             if isinstance(node, ast.Assign):
                 for target in node.targets:
-                    titled = isinstance(target, ast.Attribute) and target.attr in ("border_title", "border_subtitle")
-                    if titled and built_str(node.value):
+                    title_attrs = ("border_title", "border_subtitle")
+                    if isinstance(target, ast.Attribute) and target.attr in title_attrs and built_str(node.value):
                         found.append(f"{where}: {target.attr} given a built str (parsed as markup)")
             if isinstance(node, ast.Call) and node.args and built_str(node.args[0]):
                 func = node.func

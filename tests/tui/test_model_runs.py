@@ -31,7 +31,7 @@ from model_server import (
     text_block,
     tool_use,
 )
-from pilot_helpers import answer, drawn, footer_actions, plain, quick_clock, until, until_ended
+from pilot_helpers import answer, drawn, footer_actions, plain, quick_clock, run_screen, until, until_ended
 from textual.pilot import Pilot
 from textual.widgets import Static
 
@@ -120,8 +120,10 @@ def live(tmp_path: Path, agent: OpenAIAgent | AnthropicAgent) -> Live:
 
 
 async def until_decision(pilot: Pilot[Any], app: CuaApp, index: int, kind: str = "action") -> None:
+    main = run_screen(app)
+
     def pending() -> bool:
-        return app.main.pending is not None and app.main.pending.index == index and app.main.pending.kind == kind
+        return main.pending is not None and main.pending.index == index and main.pending.kind == kind
 
     await until(pilot, pending, f"a {kind} decision on #{index + 1}")
     await pilot.pause()
@@ -182,6 +184,7 @@ async def test_y_approves_the_typing_and_the_model_run_passes(
     agent = (openai_agent if vendor == "openai" else anthropic_agent)(server, model=model)
     run = live(tmp_path, agent)
     app = run.app
+    main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         await until_decision(pilot, app, 1)
         panel = app.query_one(DecisionPanel)
@@ -202,7 +205,7 @@ async def test_y_approves_the_typing_and_the_model_run_passes(
 
         await answer(pilot, "y")
         await until_ended(pilot, app)
-        assert app.main.final_status == "passed", status_text(app)
+        assert main.final_status == "passed", status_text(app)
         status = status_text(app)
         assert "finished: passed" in status
         assert "3150 tok" in status
@@ -244,11 +247,12 @@ async def test_n_declines_and_the_server_receives_the_declined_message(
         agent = anthropic_agent(server)
     run = live(tmp_path, agent)
     app = run.app
+    main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         await until_decision(pilot, app, 1)
         await answer(pilot, "n", "escape")  # reject, without a reason
         await until_ended(pilot, app)
-        assert app.main.final_status == "failed"  # the verifier found no proof
+        assert main.final_status == "failed"  # the verifier found no proof
         assert states(app) == ["executed", "declined", "not_executed"]
         assert "final: You declined typing; stopping." in model_texts(app)
     assert run.desktop.app.values == {} and run.desktop.app.proofs == []
@@ -283,6 +287,7 @@ async def test_safety_checks_are_shown_and_acknowledged_only_on_y(
     )
     run = live(tmp_path, openai_agent(server))
     app = run.app
+    main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         await until_decision(pilot, app, 0, kind="safety_check")
         panel = app.query_one(DecisionPanel)
@@ -295,7 +300,7 @@ async def test_safety_checks_are_shown_and_acknowledged_only_on_y(
 
         await answer(pilot, *((key, "escape") if key == "n" else (key,)))  # n asks for a reason: none given
         await until_ended(pilot, app)  # y covered the typing it gated: no second decision
-        assert app.main.final_status == ("passed" if key == "y" else "failed")
+        assert main.final_status == ("passed" if key == "y" else "failed")
         expected = ["executed"] * 3 if key == "y" else ["declined", "not_executed", "not_executed"]
         assert states(app) == expected
     second = server.bodies(OPENAI_PATH)[1]
@@ -325,6 +330,7 @@ async def test_k_kills_the_run_while_the_model_request_hangs(tmp_path: Path, ser
         agent = anthropic_agent(server, timeout=30)
     run = live(tmp_path, agent)
     app = run.app
+    main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: len(server.received) == 1, "the request to reach the server")
         status = app.query_one(StatusBar)
@@ -340,12 +346,12 @@ async def test_k_kills_the_run_while_the_model_request_hangs(tmp_path: Path, ser
         pressed = time.monotonic()
         await pilot.press("k")
         # Over once its end is on screen; sealing the log afterwards is disk-bound and waited for below.
-        await until(pilot, lambda: not app.main.running and "finished: killed" in status_text(app), "the kill")
+        await until(pilot, lambda: not main.running and "finished: killed" in status_text(app), "the kill")
         took = time.monotonic() - pressed
         assert took < 2.0, f"the kill took {took:.2f} s"
         assert not server.closing.is_set() and len(server.received) == 1  # the request is still hanging
         await until_ended(pilot, app)
-        assert app.main.final_status == "killed"
+        assert main.final_status == "killed"
     assert agent._calls.cancelled  # the supervisor told the adapter to give up its request
     assert run.result_json()["status"] == "killed"
     assert [r["by"] for r in run.audit() if r["kind"] == "kill"] == [HUMAN]
@@ -370,9 +376,10 @@ async def test_a_malformed_reply_ends_the_run_with_an_error_on_screen(
         agent = anthropic_agent(server)
     run = live(tmp_path, agent)
     app = run.app
+    main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         await until_ended(pilot, app)
-        assert app.main.final_status == "error"
+        assert main.final_status == "error"
         assert app.result is not None and app.result.status == "error"
         status = status_text(app)
         assert "finished: error · agent: malformed reply from the model API: not JSON" in status

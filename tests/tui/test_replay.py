@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pilot_helpers import plain, possible, until
+from pilot_helpers import plain, possible, replay_screen, until
 from textual.pilot import Pilot
 from textual.widgets import Static
 
@@ -74,7 +74,8 @@ def banner(app: CuaApp) -> str:
 
 
 async def shown(pilot: Pilot[Any], app: CuaApp) -> None:
-    await until(pilot, lambda: app.main.desktop.settled, "the step's frame on screen")
+    main = replay_screen(app)
+    await until(pilot, lambda: main.desktop.settled, "the step's frame on screen")
 
 
 async def test_replay_walks_the_steps_with_verdicts_decisions_and_outcomes(tmp_path: Path) -> None:
@@ -120,7 +121,8 @@ async def test_b_flips_between_the_screens_before_and_after_the_action(tmp_path:
         assert after is not None and before is not None and before.image.tobytes() != after.image.tobytes()
         await pilot.press("z")
         await shown(pilot, app)
-        assert app.query_one(DesktopView).rendered.zoomed  # type: ignore[union-attr]
+        zoomed = app.query_one(DesktopView).rendered
+        assert zoomed is not None and zoomed.zoomed
 
 
 async def test_replay_is_read_only(tmp_path: Path) -> None:
@@ -157,8 +159,9 @@ async def test_a_missing_screenshot_is_said_not_crashed_on(tmp_path: Path) -> No
     for png in (path / "screens").iterdir():
         png.unlink()
     app = replay(path)
+    main = replay_screen(app)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.main.desktop.settled, "the refusal on screen")
+        await until(pilot, lambda: main.desktop.settled, "the refusal on screen")
         assert "screenshot not shown" in app.query_one(DesktopView).placeholder
         assert "STEP 1 of 6" in panel(app)
 
@@ -181,12 +184,13 @@ async def test_follow_shows_a_run_another_process_is_still_writing(tmp_path: Pat
             time.sleep(0.05)
         path = next(runs.glob("*/audit.jsonl")).parent
         app = replay(path, follow=True)
+        main = replay_screen(app)
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, lambda: "following" in banner(app), "the banner says following", timeout=20)
-            await until(pilot, lambda: len(app.main.steps) >= 2, "the first steps", timeout=20)
+            await until(pilot, lambda: len(main.steps) >= 2, "the first steps", timeout=20)
             assert "unsealed" in banner(app).lower() or "UNSEALED" in banner(app)
             await until(pilot, lambda: "the run has ended" in banner(app), "the end of the run", timeout=30)
-            assert app.main.selected == len(app.main.steps) - 1 == 5  # it followed to the newest step
+            assert main.selected == len(main.steps) - 1 == 5  # it followed to the newest step
             await until(pilot, lambda: "INTACT" in banner(app), "verified again once sealed", timeout=5)
     finally:
         proc.wait(30)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from hostile_runs import ALL, Case, pristine_run
-from pilot_helpers import plain
+from pilot_helpers import plain, replay_screen
 from textual.widgets import Static
 
 from cua_tui.cli import main
@@ -44,13 +44,14 @@ async def test_replay_survives_every_hostile_run_directory(case: Case, corpus_ru
     expected = {0: ("intact", "unsealed"), 1: ("tampered",), 2: ("unusable",)}[case.exit]
     assert chain.state in expected, (chain, case.exit)
     app = replay_app(reader, chain)
+    replay = replay_screen(app)
     with reader:
         async with app.run_test(size=(160, 48)) as pilot:
             await pilot.pause()
             for key in ("end", "b", "z", "home", "right", "d", "r", "e", "g", "left", "down", "up"):
                 await pilot.press(key)
             deadline = time.monotonic() + 10
-            while not app.main.desktop.settled and time.monotonic() < deadline:  # the last frame (or why not)
+            while not replay.desktop.settled and time.monotonic() < deadline:  # the last frame (or why not)
                 await pilot.pause(0.02)
             banner = plain(app.query_one("#banner", Static))
             assert chain.state.upper() in banner

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pilot_helpers import plain, until
+from pilot_helpers import plain, replay_screen, until
 from screen_bombs import CLAIM, COUNT, SCREEN, oversized_run
 from textual.widgets import Static
 
@@ -64,7 +64,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 async def shown(pilot: Any, app: CuaApp) -> str:
     """The pane's placeholder once the selected step's frame (or why there is none) is on screen."""
-    await until(pilot, lambda: app.main.desktop.settled, "the frame or its refusal")
+    main = replay_screen(app)
+    await until(pilot, lambda: main.desktop.settled, "the frame or its refusal")
     view = app.query_one(DesktopView)
     assert view.rendered is None
     return view.placeholder
@@ -76,18 +77,19 @@ async def test_every_screen_is_refused_before_decoding_and_said_so(
     monkeypatch.setattr("cua_tui.tui.screen_text.screenshots_dir", lambda: tmp_path / "shots")
     reader = RunReader(run)
     app = replay_app(reader, chain_state(run), screen_reader=ScreenReader())
+    main = replay_screen(app)
     with reader:
         async with app.run_test(size=(160, 48)) as pilot:
-            assert app.main.screen_limit == imaging.ScreenLimit(*SCREEN)
-            assert len(app.main.steps) == COUNT - 1
-            seen = set()
-            for number in range(len(app.main.steps)):
-                app.main.select(number)
+            assert main.screen_limit == imaging.ScreenLimit(*SCREEN)
+            assert len(main.steps) == COUNT - 1
+            seen: set[str] = set()
+            for number in range(len(main.steps)):
+                main.select(number)
                 for key in ("", "b", "z", "b", "z"):  # after, before, zoomed before, zoomed after, after
                     if key:
                         await pilot.press(key)
                     assert await shown(pilot, app) == f"screenshot not shown: {REFUSED}"
-                step = app.main.steps[number]
+                step = main.steps[number]
                 seen.update(sha for sha in (step.before, step.after) if sha)
             assert len(seen) == COUNT  # every screen of the run was asked for
 

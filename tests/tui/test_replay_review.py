@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pilot_helpers import plain, until
+from pilot_helpers import plain, replay_screen, until
 from review_runs import Reviewer, reviewed_run, waiting_run
 from runlogs import UNSIGNED, interrupted_turn, write_run
 from textual.pilot import Pilot
@@ -43,14 +43,16 @@ def status(app: CuaApp) -> str:
 
 def shown(app: CuaApp) -> str:
     """The SHA-256 of the screenshot the desktop pane shows."""
-    screen = app.main.shown_screen()
+    main = replay_screen(app)
+    screen = main.shown_screen()
     assert screen is not None
     return screen.digest
 
 
 async def picture(pilot: Pilot[Any], app: CuaApp) -> bytes:
     """The pixels of the frame on screen, once the selected step's frame is there."""
-    await until(pilot, lambda: app.main.desktop.settled, "the step's frame on screen")
+    main = replay_screen(app)
+    await until(pilot, lambda: main.desktop.settled, "the step's frame on screen")
     rendered = app.query_one(DesktopView).rendered
     assert rendered is not None
     return rendered.image.tobytes()

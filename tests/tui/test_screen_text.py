@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
 from PIL import Image
-from pilot_helpers import answer, drawn, footer_actions, plain, possible, quick_clock, until
+from pilot_helpers import answer, drawn, footer_actions, plain, possible, quick_clock, run_screen, until
+from textual.app import App
 from textual.pilot import Pilot
 from textual.widgets import Input, Static
 
@@ -77,16 +78,17 @@ def live(
 
 
 async def until_decision(pilot: Pilot[Any], app: CuaApp, index: int, timeout: float = 30) -> None:
+    main = run_screen(app)
     await until(
         pilot,
-        lambda: app.main.pending is not None and app.main.pending.index == index,
+        lambda: main.pending is not None and main.pending.index == index,
         f"decision #{index + 1}",
         timeout,
     )
     await pilot.pause()
 
 
-def body(app: CuaApp) -> str:
+def body(app: App[Any]) -> str:
     screen = app.screen
     assert isinstance(screen, ScreenTextScreen)
     return plain(screen.query_one("#screen-text-body", Static))
@@ -103,6 +105,7 @@ def screen_shown(app: CuaApp) -> str:
 # ---------------------------------------------------------------------------------------------------
 async def test_typing_says_where_the_text_goes_and_frames_the_field(tmp_path: Path) -> None:
     app, _ = live(tmp_path, [FORM_TURN])
+    main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         await until_decision(pilot, app, 1)
         panel = app.query_one(DecisionPanel)
@@ -134,7 +137,7 @@ async def test_typing_says_where_the_text_goes_and_frames_the_field(tmp_path: Pa
         await pilot.press("z")
         await until(pilot, lambda: view.rendered is not None and view.rendered.zoomed, "framed again")
         await answer(pilot, "n", "escape")
-        await until(pilot, lambda: app.main.pending is None, "the rejection")
+        await until(pilot, lambda: main.pending is None, "the rejection")
 
 
 async def test_typing_before_any_click_says_the_field_is_unknown(tmp_path: Path) -> None:
@@ -152,6 +155,7 @@ async def test_typing_before_any_click_says_the_field_is_unknown(tmp_path: Path)
 # ---------------------------------------------------------------------------------------------------
 async def test_t_lists_the_lines_nearest_the_target_then_the_page_and_searches(tmp_path: Path) -> None:
     app, _ = live(tmp_path, [{"actions": [click(SEND)]}], regions=(SEND_CONFIRM,))
+    main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         await until_decision(pilot, app, 0)
         assert "screen_text" in footer_actions(app)
@@ -177,7 +181,7 @@ async def test_t_lists_the_lines_nearest_the_target_then_the_page_and_searches(t
         assert page == ["Phrase: cua-tui verified"]
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, ScreenTextScreen), "the view closed")
-        assert app.main.pending is not None  # the decision is still there, unanswered
+        assert main.pending is not None  # the decision is still there, unanswered
         await answer(pilot, "n", "escape")
 
 
@@ -196,6 +200,7 @@ def test_page_text_is_shown_literally() -> None:
 
 async def test_tesseract_missing_is_one_line_saying_how_to_install(tmp_path: Path) -> None:
     app, _ = live(tmp_path, [FORM_TURN], reader=ScreenReader(command=str(tmp_path / "no-such-tesseract")))
+    main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         await until_decision(pilot, app, 1)
         panel = app.query_one(DecisionPanel)
@@ -206,12 +211,13 @@ async def test_tesseract_missing_is_one_line_saying_how_to_install(tmp_path: Pat
         assert body(app).strip() == f"Tesseract is not installed: {INSTALL}"
         await pilot.press("escape")
         await answer(pilot, "y")  # the run goes on: nothing crashed
-        await until(pilot, lambda: not app.main.running, "the end of the run")
+        await until(pilot, lambda: not main.running, "the end of the run")
 
 
 async def test_without_a_screen_reader_the_panel_and_the_view_say_so_in_one_line(tmp_path: Path) -> None:
     """The App is given its reader; given none, nothing is read, the run goes on, and both places say why."""
     app, _ = live(tmp_path, [FORM_TURN], reader=None)
+    main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         await until_decision(pilot, app, 1)
         assert not app.reading.busy  # nothing is being read, nothing waits to be
@@ -224,8 +230,8 @@ async def test_without_a_screen_reader_the_panel_and_the_view_say_so_in_one_line
         assert body(app).strip() == NO_READER and "\n" not in NO_READER
         await pilot.press("escape")
         await answer(pilot, "y")
-        await until(pilot, lambda: not app.main.running, "the end of the run")
-        assert app.main.final_status == "passed", app.main.final_status
+        await until(pilot, lambda: not main.running, "the end of the run")
+        assert main.final_status == "passed", main.final_status
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -238,6 +244,7 @@ async def test_o_writes_the_full_resolution_screenshot_and_says_where(
     monkeypatch.delenv("DISPLAY", raising=False)  # no viewer is opened by the test
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
     app, events = live(tmp_path, [{"actions": [click(SEND)]}], regions=(SEND_CONFIRM,))
+    main = run_screen(app)
     said: list[str] = []
     async with app.run_test(size=SIZE) as pilot:
         await until_decision(pilot, app, 0)
@@ -249,6 +256,7 @@ async def test_o_writes_the_full_resolution_screenshot_and_says_where(
 
         app.notify = notify  # type: ignore[method-assign]
         shown = [e for e in events if isinstance(e, ev.ScreenCaptured) and e.png is not None][-1]
+        assert shown.png is not None
         await pilot.press("o")
         await until(pilot, lambda: any("screenshot written to" in m for m in said), "the notification")
         await answer(pilot, "n", "escape")
@@ -260,7 +268,7 @@ async def test_o_writes_the_full_resolution_screenshot_and_says_where(
     written, expected = Image.open(files[0]), Image.open(io.BytesIO(shown.png))
     assert written.size == expected.size and written.convert("RGB").tobytes() == expected.convert("RGB").tobytes()
     assert shown.sha256[:16] in files[0].name
-    assert files[0].name.startswith(app.main.source.info.run_id)
+    assert files[0].name.startswith(main.source.info.run_id)
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700 and stat.S_IMODE(files[0].stat().st_mode) == 0o600
     message = next(m for m in said if "screenshot written to" in m)
     assert str(files[0]) in message and "no graphical session" in message
@@ -277,9 +285,10 @@ async def test_the_injection_notice_can_be_read_at_a_decision_at_160x48(tmp_path
 
     send = {"type": "click", "button": "left", "x": SEND.center[0], "y": SEND.center[1]}
     app, _ = live(tmp_path, [{"actions": [send]}], backend="local", lab="injection", task="Read the order number.")
+    main = run_screen(app)
     async with app.run_test(size=(160, 48)) as pilot:
         await until_decision(pilot, app, 0, timeout=90)
-        assert app.main.pending is not None and "send" in app.main.pending.reason.lower()
+        assert main.pending is not None and "send" in main.pending.reason.lower()
         await pilot.press("t")
         await until(pilot, lambda: isinstance(app.screen, ScreenTextScreen), "the screen-text view")
         await until(pilot, lambda: "The whole page" in body(app), "the OCR of the lab page", timeout=60)
@@ -291,7 +300,7 @@ async def test_the_injection_notice_can_be_read_at_a_decision_at_160x48(tmp_path
         assert "https://" + second in on_screen, on_screen
         await pilot.press("escape")
         await answer(pilot, "n", "escape")
-        await until(pilot, lambda: app.main.pending is None, "the rejection")
+        await until(pilot, lambda: main.pending is None, "the rejection")
 
 
 async def test_t_in_replay_reads_the_shown_screenshot() -> None:
@@ -311,19 +320,20 @@ async def test_t_in_replay_reads_the_shown_screenshot() -> None:
 async def test_keys_typed_in_the_search_never_answer_or_kill(tmp_path: Path) -> None:
     """y, n, a and k are letters of a search: only ctrl+k is the kill switch while the view is open."""
     app, _ = live(tmp_path, [{"actions": [click(SEND)]}], regions=(SEND_CONFIRM,))
+    main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         await until_decision(pilot, app, 0)
-        request = app.main.pending
+        request = main.pending
         await pilot.press("t")
         await until(pilot, lambda: isinstance(app.screen, ScreenTextScreen), "the screen-text view")
         await pilot.press(*"kayn")
         await pilot.pause()
         assert app.screen.query_one(Input).value == "kayn"
-        assert app.main.running and app.main.pending is request  # nothing answered, nothing killed
+        assert main.running and main.pending is request  # nothing answered, nothing killed
         for action in ("approve", "reject", "approve_scope", "kill"):
             assert possible(app, action) is False, action
         await pilot.press("ctrl+k")
-        await until(pilot, lambda: not app.main.running, "the kill switch")
+        await until(pilot, lambda: not main.running, "the kill switch")
         assert not isinstance(app.screen, ScreenTextScreen)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
-from pilot_helpers import answer, live_app, plain, sim_run, until, until_ended
+from pilot_helpers import answer, live_app, plain, run_screen, sim_run, until, until_ended
 from textual.widgets import Static
 
 from cua_tui.core.audit import verify_run
@@ -32,16 +32,17 @@ def chain(app: CuaApp) -> str:
 
 async def test_a_run_whose_result_json_cannot_be_written_is_shown_not_sealed(tmp_path: Path) -> None:
     app = live_app(sim_run(tmp_path, [TYPING]))
-    source = app.main.source
+    main = run_screen(app)
+    source = main.source
     assert isinstance(source, LiveRun)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.main.pending is not None, "the decision on the typed text")
+        await until(pilot, lambda: main.pending is not None, "the decision on the typed text")
         (source.run_dir / "result.json").mkdir()  # a folder in the way: the seal cannot be written
         await pilot.pause()
         await answer(pilot, "n", "escape")  # reject, without a reason
         await until_ended(pilot, app)
         assert app.result is not None and not app.result.sealed and app.result.exit_code == 1
-        assert app.main.final_status == "error"
+        assert main.final_status == "error"
         assert chain(app).startswith("chain NOT sealed · ")
         status = plain(app.query_one(StatusBar))
         assert "finished: error · storage: " in status  # the reason in full is in the notification
@@ -53,10 +54,11 @@ async def test_a_run_whose_result_json_cannot_be_written_is_shown_not_sealed(tmp
 
 async def test_a_sealed_run_is_shown_sealed_once_result_json_is_written(tmp_path: Path) -> None:
     app = live_app(sim_run(tmp_path, [TYPING]))
-    source = app.main.source
+    main = run_screen(app)
+    source = main.source
     assert isinstance(source, LiveRun)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.main.pending is not None, "the decision on the typed text")
+        await until(pilot, lambda: main.pending is not None, "the decision on the typed text")
         await pilot.pause()
         await answer(pilot, "n", "escape")  # reject, without a reason
         await until_ended(pilot, app)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import io
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from PIL import Image, ImageDraw
@@ -71,19 +72,21 @@ async def test_the_pane_writes_the_workers_sixel_data(pinned_cells: None) -> Non
         assert rendered.sixel is not None and rendered.sixel.startswith("\x1bP")
         own = rendered.sixel
         # tagged with a harmless colour selection before the terminator, so the test sees whose data is written
-        rendered = dataclasses.replace(rendered, sixel=own[: -len("\x1b\\")] + "#0\x1b\\")
+        tagged = own[: -len("\x1b\\")] + "#0\x1b\\"
+        rendered = dataclasses.replace(rendered, sixel=tagged)
         view.show(rendered)
         await pilot.pause()
-        impl = view.query_one("#desktop-image").children[0]
+        # the widget's class is local to sixel_widget() (over textual-image's private one): reached untyped
+        impl: Any = view.query_one("#desktop-image").children[0]
         assert impl.size == (w, h)  # the widget fills the pane: its crop is the worker's
         written = "".join(s.text for s in impl.render_lines(Region(0, 0, w, h))[-1])
-        assert rendered.sixel in written  # the worker's data, not a new encoding
+        assert tagged in written  # the worker's data, not a new encoding
         # Without the worker's data the widget encodes on the UI thread: the worker's untagged bytes.
         impl.encoded = None
         impl._cached_sixels = None
         again = "".join(s.text for s in impl.render_lines(Region(0, 0, w, h))[-1])
-        assert rendered.sixel not in again and own in again
+        assert tagged not in again and own in again
         # A partial crop (part of the pane redrawn) is encoded by the widget itself, not the whole pane's data.
-        impl.encoded = (rendered.image, rendered.sixel)
+        impl.encoded = (rendered.image, tagged)
         part = "".join(s.text for s in impl.render_lines(Region(0, 0, w, h // 2))[-1])
-        assert rendered.sixel not in part and "\x1bP" in part
+        assert tagged not in part and "\x1bP" in part

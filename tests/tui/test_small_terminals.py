@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from live_guard import no_run_outlives_its_test  # noqa: F401 (an autouse fixture)
-from pilot_helpers import drawn, live_app, sim_run, until
+from pilot_helpers import drawn, live_app, run_screen, sim_run, until
 from textual.geometry import Region
 from textual.widgets import Static
 
@@ -46,8 +46,9 @@ def within(region: Any, size: Any) -> bool:
 async def test_the_panel_keeps_action_reason_model_and_keys(tmp_path: Path, size: tuple[int, int]) -> None:
     run = sim_run(tmp_path, turns())
     app = live_app(run)
+    main = run_screen(app)
     async with app.run_test(size=size) as pilot:
-        await until(pilot, lambda: app.main.pending is not None, "the typing decision")
+        await until(pilot, lambda: main.pending is not None, "the typing decision")
         await pilot.pause(0.3)
         panel = app.query_one(DecisionPanel)
         assert panel.compact
@@ -67,8 +68,9 @@ async def test_the_panel_keeps_action_reason_model_and_keys(tmp_path: Path, size
 async def test_every_dialog_fits_with_its_way_out_in_view(tmp_path: Path, size: tuple[int, int]) -> None:
     run = sim_run(tmp_path, turns())
     app = live_app(run)
+    main = run_screen(app)
     async with app.run_test(size=size) as pilot:
-        await until(pilot, lambda: app.main.pending is not None, "the typing decision")
+        await until(pilot, lambda: main.pending is not None, "the typing decision")
         await pilot.pause(1.1)  # past the input guard
         await pilot.press("n")
         await until(pilot, lambda: isinstance(app.screen, RejectReason), "the reason dialog")

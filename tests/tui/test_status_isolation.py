@@ -3,10 +3,11 @@ plain data in tests/test_run_view.py)."""
 
 from __future__ import annotations
 
-from pilot_helpers import plain, until
+from pilot_helpers import plain, run_screen, until
 
 from cua_tui.core import events as ev
 from cua_tui.scenes import make_app
+from cua_tui.tui.run_screen import RunScreen
 from cua_tui.tui.source import RecordedRun
 from cua_tui.tui.status import RunInfo, StatusBar
 
@@ -21,7 +22,12 @@ async def test_the_status_bar_says_what_isolation_the_desktop_obtained() -> None
             RunInfo("r", "cwsandbox", "script"), [ev.Stamped(0, "0" * 64, ev.DesktopReady("x", isolation))]
         )
         app = make_app(source)
+        main = run_screen(app)
         async with app.run_test(size=(160, 20)) as pilot:
-            await until(pilot, lambda app=app: app.main.view.isolation is not None, "the desktop_ready event")
+            # bound as a default: each pass of the loop waits on its own app
+            def ready(main: RunScreen = main) -> bool:
+                return main.view.isolation is not None
+
+            await until(pilot, ready, "the desktop_ready event")
             await pilot.pause()
             assert expected in plain(app.query_one(StatusBar))

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
-from pilot_helpers import answer, plain, quick_clock, until, until_ended
+from pilot_helpers import answer, plain, quick_clock, run_screen, until, until_ended
 from rich.text import Text
 from textual.widgets import Static
 from verdict_runs import LAB, SANDBOX, recorded
@@ -58,8 +58,9 @@ async def test_the_live_end_line_names_the_controller_and_its_user(tmp_path: Pat
     assert run.handshake is not None
     track(run.supervisor)
     app = supervisor_app(LiveRun(run.supervisor, run.handshake), guard_clock=quick_clock)
+    main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.main.pending is not None, "the typing's decision")
+        await until(pilot, lambda: main.pending is not None, "the typing's decision")
         await pilot.pause()
         await answer(pilot, "y")
         await until_ended(pilot, app)
@@ -90,7 +91,9 @@ async def test_replay_says_who_vouched_and_marks_what_the_controller_did_not_jud
         await pilot.pause()
         banner = app.query_one("#banner", Static)
         assert "INTACT" in plain(banner) and said in plain(banner)
-        (part,) = [span for span in banner.content.spans if banner.content.plain[span.start : span.end] == said]
+        content = banner.content
+        assert isinstance(content, Text)
+        (part,) = [span for span in content.spans if content.plain[span.start : span.end] == said]
         assert str(part.style) == "bold reverse"
         status = app.query_one(StatusBar)  # a run without steps is shown at its end
         where = said.split(f"{LAB} ", 1)[1]
