@@ -163,10 +163,9 @@ class SixelPane(Widget, can_focus=False):
             return []
         blank = Strip.blank(crop.width, Style(bgcolor=self.background_colors[1].rich_color))
         lines = [blank] * crop.height
-        # A crop smaller than the pane (the pane clipped, or Textual asking for one line's style under
-        # the mouse) gets the blank strips: encoding the part here would cost the UI thread a frame's
-        # encoding. So does data for a larger pane (it would spill over its neighbours until the worker's
-        # next frame for the new size lands).
+        # A crop smaller than the pane (clipped, or one line's style asked for under the mouse) gets
+        # the blank strips: encoding the part here would cost the UI thread a frame's encoding. So
+        # does data for a larger pane: it would spill over the neighbours until the next frame.
         region = self.region
         whole = crop == self.size.region and region.size == crop.size
         if not whole or self.cells.width > crop.width or self.cells.height > crop.height or not crop.area:

@@ -66,7 +66,7 @@ async def test_the_pane_writes_the_workers_sixel_data() -> None:
             sixel=True,
         )
         assert rendered.sixel is not None and rendered.sixel.startswith("\x1bP")
-        # tagged with a harmless colour selection before the terminator, so the test sees whose data is written
+        # a harmless colour selection added before the terminator: the test sees whose data it is
         sixel = rendered.sixel[: -len("\x1b\\")] + "#0\x1b\\"
         rendered = dataclasses.replace(rendered, sixel=sixel)
         view.show(rendered)
@@ -80,8 +80,8 @@ async def test_the_pane_writes_the_workers_sixel_data() -> None:
         corner, back = Control.move_to(x, y).segment.text, Control.move_to(right, bottom - 1).segment.text
         assert written(lines[-1]).endswith(corner + sixel + back)
         assert not any("\x1bP" in written(line) for line in lines[:-1])
-        # A crop smaller than the pane (clipped, or one line asked for its style) gets blank lines: no
-        # encoding on the UI thread, no data for another size.
+        # A crop smaller than the pane (clipped, or one line asked for its style) gets blank lines:
+        # no encoding on the UI thread, no data for another size.
         for crop in (Region(0, 0, w, h // 2), Region(0, 3, w, 1)):
             part = pane.render_lines(crop)
             assert len(part) == crop.height and not any("\x1bP" in written(line) for line in part)
