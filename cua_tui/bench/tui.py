@@ -152,7 +152,7 @@ def run(count: int) -> dict:
     pin_cell_size()
     from textual_image.widget import HalfcellImage, SixelImage
 
-    from ..tui.desktop_view import sixel_widget
+    from ..tui.graphics import SixelPane
 
     pngs = frames(count + 3)
     ours = _Ours()
@@ -163,7 +163,7 @@ def run(count: int) -> dict:
     plain = _OursGraphics(encode=False)
     plain_ms = asyncio.run(_measure(DesktopView(graphics=SixelImage, id="pane"), plain, pngs))[3:]
     pre = _OursGraphics(encode=True)
-    pre_ms = asyncio.run(_measure(DesktopView(graphics=sixel_widget(), id="pane"), pre, pngs))[3:]
+    pre_ms = asyncio.run(_measure(DesktopView(graphics=SixelPane, id="pane"), pre, pngs))[3:]
 
     def stats(values: list[float]) -> dict:
         ordered = sorted(values)

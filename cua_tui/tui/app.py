@@ -345,16 +345,17 @@ class CuaApp(App[Any]):
 
 
 def graphics_widget() -> type[Widget] | None:
-    """The textual-image widget for the terminal's graphics protocol (Kitty TGP or Sixel), or None for the
-    fast half-block path. Importing textual_image.renderable probes the terminal: call before App.run."""
+    """The widget for the terminal's graphics protocol (textual-image's for Kitty TGP, our SixelPane for
+    Sixel), or None for the fast half-block path. Importing textual_image.renderable probes the terminal:
+    call before App.run."""
     from textual_image import renderable
     from textual_image.widget import TGPImage
 
-    from .desktop_view import sixel_widget
+    from .graphics import SixelPane
 
     if renderable.Image is renderable.TGPImage:
         return TGPImage
     if renderable.Image is renderable.SixelImage:
-        # textual-image's SixelImage, given the data the worker encoded
-        return sixel_widget()
+        # written from the data the worker encoded
+        return SixelPane
     return None

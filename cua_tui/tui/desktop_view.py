@@ -7,7 +7,6 @@ The pane converts its own pictures: a thread worker of the widget decodes, fits 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -17,6 +16,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual import work
 from textual.app import ComposeResult
+from textual.geometry import Size
 from textual.message import Message
 from textual.strip import Strip
 from textual.timer import Timer
@@ -25,6 +25,7 @@ from textual.widget import Widget
 from ..core.imaging import ImageRefused, ScreenLimit
 from ..core.text import visible
 from .frames import Rendered, Target, prepare
+from .graphics import SixelPane, cell_pixels
 from .messages import FrameRefused, FrameRendered
 
 # seconds without a resize event before the picture is redrawn for the new size
@@ -51,13 +52,14 @@ def _place(target: Target | None) -> Target | None:
     return dataclasses.replace(target, label=None, element=None) if target is not None else None
 
 
-type FrameKey = tuple[str, int, int, Target | None, bool, bool, bool]
+# screenshot, pane cells, target, zoom, the cell's pixels (None: half-blocks), Sixel
+type FrameKey = tuple[str, int, int, Target | None, bool, tuple[int, int] | None, bool]
 
 
 class DesktopView(Widget):
-    """Shows a screenshot as half-block strips, or through a textual-image widget where the terminal speaks
-    a graphics protocol (Kitty TGP or Sixel, as textual-image's probe found): the worker then hands it a
-    picture already fitted and marked, so only the protocol encoding is left to textual-image."""
+    """Shows a screenshot as half-block strips, or through a graphics widget where the terminal speaks a
+    graphics protocol (as textual-image's probe found): for Kitty TGP textual-image's widget, handed a
+    picture the worker fitted and marked; for Sixel a ``SixelPane``, handed the data the worker encoded."""
 
     can_focus = False
 
@@ -101,8 +103,8 @@ class DesktopView(Widget):
 
     @property
     def wants_sixel(self) -> bool:
-        """The graphics widget takes Sixel data encoded in the worker (``sixel_widget``)."""
-        return bool(getattr(self.graphics, "takes_encoded_sixel", False))
+        """The graphics widget takes Sixel data encoded in the worker (a ``SixelPane``)."""
+        return self.graphics is not None and issubclass(self.graphics, SixelPane)
 
     @property
     def settled(self) -> bool:
@@ -164,7 +166,9 @@ class DesktopView(Widget):
 
     def _key(self, shot: Shot, target: Target | None) -> FrameKey:
         width, height = self.size.width, self.size.height
-        return (shot.sha, width, height, target, self.zoom and target is not None, self.wants_strips, self.wants_sixel)
+        # asked at each frame: a font size changed in the terminal changes the picture's pixels
+        cells = None if self.wants_strips else cell_pixels()
+        return (shot.sha, width, height, target, self.zoom and target is not None, cells, self.wants_sixel)
 
     # ---------------------------------------------------------------------------------------------
     # The worker
@@ -198,17 +202,11 @@ class DesktopView(Widget):
         png = shot.load()
         if isinstance(png, str):
             return png
-        _sha, width, height, target, zoom, strips, sixel = key
-        cell_pixels = None
-        if not strips:
-            from textual_image._terminal import get_cell_size  # cached probe result
-
-            size = get_cell_size()
-            cell_pixels = (size.width, size.height)
+        _sha, width, height, target, zoom, cells, sixel = key
         try:
             rendered = prepare(
-                png, width, height, target, limit=shot.limit, zoom=zoom, strips=strips,
-                cell_pixels=cell_pixels, sixel=sixel,
+                png, width, height, target, limit=shot.limit, zoom=zoom, strips=cells is None,
+                cell_pixels=cells, sixel=sixel,
             )  # fmt: skip
         except ImageRefused as exc:
             return str(exc)
@@ -268,11 +266,14 @@ class DesktopView(Widget):
     def show(self, rendered: Rendered) -> None:
         """Swap in a finished frame (UI thread; cheap for half-blocks)."""
         self.rendered = rendered
-        if self.graphics is not None:
-            image = self.query_one("#desktop-image")
-            if self.wants_sixel:
-                image.encoded = (rendered.image, rendered.sixel)  # type: ignore[attr-defined]
-            image.image = rendered.image  # type: ignore[attr-defined]
+        if self.wants_sixel:
+            pane = self.query_one("#desktop-image", SixelPane)
+            if rendered.sixel is not None:
+                pane.show(rendered.sixel, Size(rendered.width, rendered.height))
+            else:
+                pane.clear()
+        elif self.graphics is not None:
+            self.query_one("#desktop-image").image = rendered.image  # type: ignore[attr-defined]
         self.refresh()
 
     def _clear(self, text: str) -> None:
@@ -280,7 +281,9 @@ class DesktopView(Widget):
         for the screen the pending action is about."""
         self.rendered = None
         self.placeholder = text
-        if self.graphics is not None:
+        if self.wants_sixel:
+            self.query_one("#desktop-image", SixelPane).clear()
+        elif self.graphics is not None:
             self.query_one("#desktop-image").image = None  # type: ignore[attr-defined]
         self.refresh()
 
@@ -301,44 +304,3 @@ class DesktopView(Widget):
                 strip = Strip.join([Strip.blank(left, self.rich_style), strip])
             return strip.crop_extend(0, width, self.rich_style)
         return Strip.blank(width, self.rich_style)
-
-
-@functools.cache
-def sixel_widget() -> type[Widget]:
-    """textual-image's Sixel widget, given the Sixel data the worker encoded (``frames.prepare(sixel=True)``).
-
-    textual-image's ``SixelImage`` scales, crops and encodes the picture in ``render_lines``, on the UI
-    thread (about 340 ms a frame for a 1024x720 picture without numpy). This one fills the pane, takes the
-    picture as the worker fitted it (no second scaling), and, when asked to encode the worker's picture for
-    the whole pane, returns the data encoded in the worker; anything else (a partial crop) it encodes itself.
-    """
-    from PIL import Image as PILImage
-    from textual_image._terminal import get_cell_size
-    from textual_image.widget.sixel import Image as SixelImage
-    from textual_image.widget.sixel import _ImageSixelImpl, _NoopRenderable
-
-    class _Impl(_ImageSixelImpl):
-        encoded: tuple[PILImage.Image, str | None] | None = None
-
-        def _scale_image(self, image_data, terminal_sizes):  # type: ignore[no-untyped-def]
-            # frames.prepare fitted it to the pane's pixels already
-            return image_data
-
-        def _image_to_sixels(self, image, sixel_options=None, background=None):  # type: ignore[no-untyped-def]
-            encoded, cells = self.encoded, get_cell_size()
-            whole = (self.content_size.width * cells.width, self.content_size.height * cells.height)
-            if encoded is not None and encoded[1] is not None and encoded[0] is self.image and image.size == whole:
-                return encoded[1]
-            return super()._image_to_sixels(image, sixel_options, background)
-
-    class PreencodedSixelImage(SixelImage, Renderable=_NoopRenderable):
-        DEFAULT_CSS = "PreencodedSixelImage { width: 100%; height: 100%; }"
-        takes_encoded_sixel = True
-        encoded: tuple[PILImage.Image, str | None] | None = None
-
-        def compose(self) -> ComposeResult:
-            impl = _Impl(self.image, self._sixel_options)
-            impl.encoded = self.encoded
-            yield impl
-
-    return PreencodedSixelImage

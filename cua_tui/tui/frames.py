@@ -19,6 +19,7 @@ from textual.strip import Strip
 
 from ..core.actions import Action
 from ..core.imaging import ScreenLimit, decode_screen
+from .graphics import encode_sixel
 
 # points of a drag path drawn (a recorded path can be as long as the parser allows)
 MAX_MARKED_PATH = 64
@@ -103,7 +104,7 @@ class Rendered:
     image: Image.Image
     zoomed: bool = False
     # Sixel data for the whole pane (the picture padded to its cells' pixels), encoded in the worker
-    # so the UI thread only writes it (textual-image would encode in render_lines, on the UI thread)
+    # so the UI thread only writes it (graphics.SixelPane)
     sixel: str | None = None
     magnify: int = 1  # zoomed: picture pixels per screen pixel
     # zoomed: the screen area shown (x0, y0, x1, y1)
@@ -164,11 +165,9 @@ def _with_sixel(rendered: Rendered, sixel: bool, cell_pixels: tuple[int, int] | 
     """The frame with its Sixel data for the whole pane, encoded here in the worker (see ``Rendered.sixel``)."""
     if not sixel or cell_pixels is None or strips:
         return rendered
-    from textual_image._sixel import image_to_sixels
-
-    # as textual-image crops the picture to the widget's cells (padding beyond it), then encodes
+    # the picture cropped to the pane's cells (black beyond it), as textual-image's widget crops it
     box = (0, 0, rendered.width * cell_pixels[0], rendered.height * cell_pixels[1])
-    return dataclasses.replace(rendered, sixel=image_to_sixels(rendered.image.crop(box)))
+    return dataclasses.replace(rendered, sixel=encode_sixel(rendered.image.crop(box)))
 
 
 def _zoom(

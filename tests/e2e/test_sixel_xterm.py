@@ -2,10 +2,11 @@
 
 xterm runs on an X display of its own (Xvfb picks a free number with ``-displayfd``, the way the local
 desktop's X server does). In the same xterm, first the probe the CLI uses (``graphics_widget()``, i.e.
-textual-image's terminal probe) must pick ``SixelImage`` and learn the real cell size, then the demo runs
-on the local backend (form lab, scripted turns) to its second decision, the Verify click, whose target is
-marked. After ``z`` (the whole screen instead of the framed target), a screenshot of the xterm window must
-show, in the desktop pane, the screenshot the run directory holds for that moment.
+textual-image's terminal probe) must pick Sixel (``SixelPane``) and ``cell_pixels()`` the real cell size,
+then the demo runs on the local backend (form lab, scripted turns) to its second decision, the Verify
+click, whose target is marked. After ``z`` (the whole screen instead of the framed target), a screenshot
+of the xterm window must show, in the desktop pane, the screenshot the run directory holds for that
+moment.
 
 The similarity measure: normalised cross-correlation (NCC) of band-pass greyscale images (a difference of
 Gaussians, sigma 1 minus sigma 4, amplified 4x and so clipped at +-32 grey levels: text strokes and edges
@@ -204,12 +205,10 @@ def test_sixel_picture_in_xterm_matches_the_runs_screenshot(tmp_path: Path) -> N
         "import json, sys\n"
         "from cua_tui.tui.app import graphics_widget\n"
         "from textual_image import renderable\n"
-        "from textual_image._terminal import get_cell_size\n"
-        "from textual_image.widget import SixelImage\n"
-        "widget, cell = graphics_widget(), get_cell_size()\n"
+        "from cua_tui.tui.graphics import SixelPane, cell_pixels\n"
+        "widget, cell = graphics_widget(), cell_pixels()\n"
         "json.dump({'renderable': renderable.Image.__module__, 'widget': widget and widget.__qualname__,"
-        " 'sixel_widget': bool(widget and issubclass(widget, SixelImage)),"
-        " 'cell': [cell.width, cell.height]}, open(sys.argv[1], 'w'))\n"
+        " 'sixel_widget': widget is SixelPane, 'cell': list(cell)}, open(sys.argv[1], 'w'))\n"
     )
     script = (
         f"{shlex.join([sys.executable, '-c', probe, str(probe_out)])} && "
@@ -252,7 +251,7 @@ def test_sixel_picture_in_xterm_matches_the_runs_screenshot(tmp_path: Path) -> N
         # 1. The probe picked Sixel and the real cell size.
         found = json.loads(wait_for(lambda: probe_out.exists() and probe_out.read_text(), "the probe", 20))
         assert found["renderable"] == "textual_image.renderable.sixel", found  # the probe's own pick
-        assert found["sixel_widget"] and found["widget"] == "sixel_widget.<locals>.PreencodedSixelImage", found
+        assert found["sixel_widget"] and found["widget"] == "SixelPane", found
         wx, wy, ww, wh = wait_for(lambda: _window(display), "the xterm window", 10)
         cell = (ww // COLS, wh // ROWS)
         assert tuple(found["cell"]) == cell, (found, (ww, wh))
