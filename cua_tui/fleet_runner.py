@@ -21,20 +21,8 @@ from typing import Any, Unpack
 
 from .build import BuildError, Run, RunOptions, build_run
 from .core import events as ev
-from .core.fleet_queue import (
-    ApprovalQueue,
-    FleetEvent,
-    FleetFinished,
-    FleetListener,
-    QueueItem,
-    RequestClosed,
-    RequestQueued,
-    RunChanged,
-    RunFinished,
-    RunRow,
-    RunState,
-    priority,
-)
+from .core import fleet_queue as fq
+from .core.fleet_queue import ApprovalQueue, FleetListener, QueueItem, RunRow, RunState, priority
 from .core.ports import Answer, AnswerDetails
 from .core.run_view import RunView
 from .core.rundir import new_run_id, write_json_atomic
@@ -345,7 +333,7 @@ class Fleet:
             if not handshake.answer(answer, item.request, **details):
                 return "no longer pending: the run moved on"
             self._close(item, "answered")
-        self._post(RequestClosed(item, "answered"))
+        self._post(fq.RequestClosed(item, "answered"))
         return None
 
     def kill(self, task: str, by: str = KILLED_BY) -> bool:
@@ -466,7 +454,7 @@ class Fleet:
                 entry.run = run
                 entry.row = replace(entry.row, state=RunState.RUNNING, run_id=run.run_id, path=str(run.path))
                 row = entry.row
-        self._post(RunChanged(row))
+        self._post(fq.RunChanged(row))
         self._write_manifest()
         thread = threading.Thread(target=self._drive, args=(entry, run), name=f"cua-fleet-{run.run_id}", daemon=True)
         try:
@@ -564,10 +552,10 @@ class Fleet:
                         self._close(item, f"run ended ({status})")
                         closed.append(item)
             for item in closed:
-                self._post(RequestClosed(item, f"run ended ({status})"))
+                self._post(fq.RequestClosed(item, f"run ended ({status})"))
             self._write_manifest()
-            self._post(RunChanged(row))
-            self._post(RunFinished(row))
+            self._post(fq.RunChanged(row))
+            self._post(fq.RunFinished(row))
         finally:
             entry.finished.set()
             with self._lock:
@@ -576,7 +564,7 @@ class Fleet:
             if last:
                 try:
                     self._write_manifest(ended=True)
-                    self._post(FleetFinished(tuple(self.rows())))
+                    self._post(fq.FleetFinished(tuple(self.rows())))
                 finally:
                     # the dispatcher sets _all_done once everything before is told
                     self._events.put(None)
@@ -643,7 +631,7 @@ class Fleet:
         event = stamped.event
         run = entry.run
         run_id = run.run_id if run is not None else ""
-        posts: list[FleetEvent] = []
+        posts: list[fq.FleetEvent] = []
         kill_by = None
         with entry.lock:
             try:
@@ -675,24 +663,24 @@ class Fleet:
                     stamped.seq,
                 )
                 self._queue.add(item)
-            posts.append(RequestQueued(item))
+            posts.append(fq.RequestQueued(item))
         elif isinstance(event, ev.DecisionMade) and event.by != "policy":
             with self._lock:
                 found = self._queue.find(run_id, event.turn, event.index, event.subject)
                 if found is not None:
                     self._close(found, f"decided by {event.by}")
             if found is not None:
-                posts.append(RequestClosed(found, f"decided by {event.by}"))
+                posts.append(fq.RequestClosed(found, f"decided by {event.by}"))
         elif isinstance(event, ev.Killed | ev.RunEnded):
             why = "run killed" if isinstance(event, ev.Killed) else f"run ended ({event.status})"
             with self._lock:
                 items = self._queue.of_run(run_id)
                 for item in items:
                     self._close(item, why)
-            posts += [RequestClosed(item, why) for item in items]
+            posts += [fq.RequestClosed(item, why) for item in items]
         row = self._row_of(entry, run_id)
         if row is not None:
-            posts.append(RunChanged(row))
+            posts.append(fq.RunChanged(row))
         for post in posts:
             self._post(post)
         if kill_by is not None and run is not None:
@@ -729,7 +717,7 @@ class Fleet:
     # ---------------------------------------------------------------------------------------------
     # Telling the listeners (one thread, in order)
     # ----------------------------------------------------------------------------------------------
-    def _post(self, event: FleetEvent) -> None:
+    def _post(self, event: fq.FleetEvent) -> None:
         self._events.put(("fleet", event))
 
     def _dispatch(self) -> None:

@@ -6,7 +6,6 @@ API is stateless) and every ``tool_use`` is answered. Wire format: docs/models.m
 from __future__ import annotations
 
 import re
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, Unpack
 
 from ..core.actions import ANTHROPIC_MEMBERS, ANTHROPIC_TO_KIND, Kind
@@ -14,12 +13,13 @@ from ..core.geometry import OutOfRange, Scaling
 from ..core.ports import ActionResult, AgentError, Call, CallResult, Frame, Turn
 from ..core.text import encodable, one_line
 from .images import b64, fit_png
-from .replies import encodable_tree, reply_id
+from .replies import encodable_tree, reply_id, reply_list
 from .vendor_agent import NO_RESULT, VendorAgent, VendorOptions, by_call
 from .vendors import DEFAULT_MODELS, KEY_VARIABLES
 
 if TYPE_CHECKING:
-    import anthropic
+    # the client type of the base class below (a string there: the SDK loads when the agent is built)
+    import anthropic  # noqa: F401
 
 DEFAULT_MODEL = DEFAULT_MODELS["anthropic"]
 ENV_KEY = KEY_VARIABLES["anthropic"]
@@ -46,6 +46,7 @@ class AnthropicAgent(VendorAgent["anthropic.Anthropic"]):
     """One run's conversation with a Claude model. Not reusable across runs."""
 
     name = "anthropic"
+    client_class = "Anthropic"
 
     def __init__(
         self,
@@ -65,15 +66,6 @@ class AnthropicAgent(VendorAgent["anthropic.Anthropic"]):
         # the tool_use blocks of the last reply, each owed a result
         self._pending: list[dict[str, Any]] = []
         self._scaling: Scaling | None = None
-
-    def _import_sdk(self) -> ModuleType:
-        import anthropic
-
-        return anthropic
-
-    def _connect(self, sdk: ModuleType, **options: Any) -> anthropic.Anthropic:
-        client: anthropic.Anthropic = sdk.Anthropic(**options)
-        return client
 
     # ---------------------------------------------------------------------------------------------
     # Agent protocol
@@ -146,9 +138,7 @@ class AnthropicAgent(VendorAgent["anthropic.Anthropic"]):
             error = data.get("error")
             detail = error.get("message") if isinstance(error, dict) else None
             raise AgentError(f"the model API answered an error: {one_line(str(detail or 'no detail'), 200)}")
-        content = data.get("content")
-        if not isinstance(content, list):
-            raise AgentError("malformed reply from the model API: 'content' is not a list")
+        content = reply_list(data, "content")
         calls: list[Call] = []
         texts: list[str] = []
         unknown: list[str] = []

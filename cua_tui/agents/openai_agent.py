@@ -5,19 +5,19 @@ they arrived, and every call id is answered. Wire format: docs/models.md, "What 
 
 from __future__ import annotations
 
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, Unpack
 
 from ..core.geometry import Scaling
 from ..core.ports import AgentError, Call, CallResult, Frame, SafetyCheck, Turn
 from ..core.text import encodable, one_line
 from .images import data_url, fit_png
-from .replies import reply_id
+from .replies import reply_id, reply_list
 from .vendor_agent import NO_RESULT, VendorAgent, VendorOptions, by_call
 from .vendors import DEFAULT_MODELS, KEY_VARIABLES
 
 if TYPE_CHECKING:
-    import openai
+    # the client type of the base class below (a string there: the SDK loads when the agent is built)
+    import openai  # noqa: F401
 
 DEFAULT_MODEL = DEFAULT_MODELS["openai"]
 ENV_KEY = KEY_VARIABLES["openai"]
@@ -27,21 +27,13 @@ class OpenAIAgent(VendorAgent["openai.OpenAI"]):
     """One run's conversation with a Responses model. Not reusable across runs."""
 
     name = "openai"
+    client_class = "OpenAI"
 
     def __init__(self, api_key: str, model: str = DEFAULT_MODEL, **options: Unpack[VendorOptions]) -> None:
         super().__init__(api_key, model, **options)
         self._previous_id: str | None = None
         # call id -> its number of actions: each call is owed one computer_call_output
         self._pending: dict[str, int] = {}
-
-    def _import_sdk(self) -> ModuleType:
-        import openai
-
-        return openai
-
-    def _connect(self, sdk: ModuleType, **options: Any) -> openai.OpenAI:
-        client: openai.OpenAI = sdk.OpenAI(**options)
-        return client
 
     # ---------------------------------------------------------------------------------------------
     # Agent protocol
@@ -103,9 +95,7 @@ class OpenAIAgent(VendorAgent["openai.OpenAI"]):
         response_id = data.get("id")
         if not isinstance(response_id, str) or not response_id:
             raise AgentError("malformed reply from the model API: no response id")
-        output = data.get("output")
-        if not isinstance(output, list):
-            raise AgentError("malformed reply from the model API: 'output' is not a list")
+        output = reply_list(data, "output")
         calls: list[Call] = []
         texts: list[str] = []
         unknown: list[str] = []

@@ -34,6 +34,14 @@ def reply_id(value: Any, owner: str, name: str) -> str:
     return value
 
 
+def reply_list(data: dict[str, Any], key: str) -> list[Any]:
+    """A reply's list of items (``output``, ``content``), or AgentError when it is not a list."""
+    items = data.get(key)
+    if not isinstance(items, list):
+        raise AgentError(f"malformed reply from the model API: {key!r} is not a list")
+    return items
+
+
 def encodable_tree(value: Any) -> Any:
     """``value`` (a decoded reply, nested at most strictjson.MAX_DEPTH) with every string made encodable,
     for sending it back (as Anthropic history): the SDK encodes requests as strict UTF-8."""

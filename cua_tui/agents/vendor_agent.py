@@ -6,8 +6,8 @@ wire format: the request it builds, how it reads a reply, what it sends back.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterable
-from types import ModuleType
 from typing import Any, ClassVar, Protocol, TypedDict
 
 from ..core.ports import AgentError, CallResult, Usage
@@ -55,9 +55,11 @@ class VendorOptions(TypedDict, total=False):
 
 class VendorAgent[C: SdkClient]:
     """One run's conversation with a vendor's model. Not reusable across runs. A subclass names its vendor
-    (``name``: its SDK, key variable and image limits) and says how its SDK makes a client (``_connect``)."""
+    (``name``: its SDK, key variable and image limits) and its SDK's client class (``client_class``)."""
 
     name: ClassVar[str]
+    # the class in the SDK module ``name`` that makes a client ("OpenAI": ``openai.OpenAI``)
+    client_class: ClassVar[str]
 
     def __init__(
         self,
@@ -70,7 +72,8 @@ class VendorAgent[C: SdkClient]:
         instructions: str = INSTRUCTIONS,
         prices: dict[str, tuple[float, float]] | None = None,
     ) -> None:
-        sdk = self._import_sdk()
+        # The SDK is imported only when its agent is built.
+        sdk = importlib.import_module(self.name)
         if not api_key:
             raise ValueError(f"the {self.name} agent needs an API key ({KEY_VARIABLES[self.name]})")
         self._sdk = sdk
@@ -81,21 +84,14 @@ class VendorAgent[C: SdkClient]:
         self.limits = image_limits(self.name, model)
         self.price = price_for(model, prices)
         self._redact = Redactor([api_key])
-        self._client = self._connect(sdk, api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries)
+        connect: Callable[..., C] = getattr(sdk, self.client_class)
+        self._client = connect(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries)
         # The effective base URL: the argument, the vendor's BASE_URL variable or the SDK's default.
         self.base_url = str(self._client.base_url)
         self._calls = Cancellable(overall_deadline(timeout, max_retries), on_cancel=self._client.close)
         self.turns = 0
         # What was ignored in replies (items or blocks of unknown type), for the curious.
         self.notes: list[str] = []
-
-    def _import_sdk(self) -> ModuleType:
-        """The vendor's SDK, imported only when its agent is built."""
-        raise NotImplementedError
-
-    def _connect(self, sdk: ModuleType, **options: Any) -> C:
-        """The SDK's client, made with ``options`` (key, base URL, timeout, retries)."""
-        raise NotImplementedError
 
     def cancel(self) -> None:
         self._calls.cancel()

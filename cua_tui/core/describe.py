@@ -140,6 +140,17 @@ def _model_turn_line(event: ev.ModelTurn) -> str:
     return f"turn {event.turn}: {event.actions} action(s){tokens}{text}"
 
 
+# The audit line of an event about one action of a turn: ``{n}`` is the action's number (from 1),
+# ``{e}`` the event.
+_ACTION_LINES: dict[type[ev.Event], str] = {
+    ev.PolicyVerdict: "verdict #{n} {e.verdict}: {e.reason}",
+    ev.DecisionRequested: "decision requested #{n} ({e.subject})",
+    ev.DecisionMade: "decision #{n} {e.decision} by {e.by}",
+    ev.Executing: "executing #{n}",
+    ev.Outcome: "outcome #{n} {e.status}: {e.message}",
+}
+
+
 def audit_line(event: ev.Event) -> str:
     """A compact one-line form of every audit event. Not yet made visible: the caller does that once, for
     the whole line, with its own limit."""
@@ -151,16 +162,8 @@ def audit_line(event: ev.Event) -> str:
         case ev.ActionProposed():
             what = event.summary or f"malformed {event.raw_kind or 'action'}: {event.error}"
             return f"proposal #{event.index + 1} {what}"
-        case ev.PolicyVerdict():
-            return f"verdict #{event.index + 1} {event.verdict}: {event.reason}"
-        case ev.DecisionRequested():
-            return f"decision requested #{event.index + 1} ({event.subject})"
-        case ev.DecisionMade():
-            return f"decision #{event.index + 1} {event.decision} by {event.by}"
-        case ev.Executing():
-            return f"executing #{event.index + 1}"
-        case ev.Outcome():
-            return f"outcome #{event.index + 1} {event.status}: {event.message}"
+        case ev.PolicyVerdict() | ev.DecisionRequested() | ev.DecisionMade() | ev.Executing() | ev.Outcome():
+            return _ACTION_LINES[type(event)].format(e=event, n=event.index + 1)
         case ev.Cleanup():
             return f"cleanup {'ok' if event.ok else 'PROBLEM'}: {event.detail}"
         case ev.Egress():

@@ -66,11 +66,16 @@ def new_run_id(now: float | None = None) -> str:
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON so that a reader never sees half a file: temp file, fsync, rename, fsync the folder.
     Any text encodes (the audit log's encoder); only the file system can fail it, with OSError."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     payload = msgspec.json.format(encode_record(data), indent=2) + b"\n"
+    _replace_whole(path, path.with_name(f".{path.name}.{os.getpid()}.tmp"), payload)
+    _fsync_dir(path.parent)
+
+
+def _replace_whole(path: Path, tmp: Path, data: bytes) -> None:
+    """``path`` holds ``data`` whole, or is left as it was: written to ``tmp``, fsynced, renamed."""
     try:
         with open(tmp, "wb") as fh:
-            fh.write(payload)
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -79,7 +84,6 @@ def write_json_atomic(path: Path, data: Any) -> None:
             # no half-written temp file left beside the run's files
             tmp.unlink()
         raise
-    _fsync_dir(path.parent)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -110,17 +114,11 @@ class ScreenStore:
         path = self.folder / f"{sha256}.png"
         if path.exists():
             return False
-        tmp = self.folder / f".{sha256}.tmp"
         try:
-            with open(tmp, "wb") as fh:
-                fh.write(png)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
+            _replace_whole(path, self.folder / f".{sha256}.tmp", png)
         except OSError:
             with self._lock:
                 self._known.discard(sha256)
-            tmp.unlink(missing_ok=True)
             raise
         return True
 
@@ -133,6 +131,16 @@ class ScreenStore:
         return self.path(sha256).read_bytes()
 
 
+class _File:
+    """A file of the run directory, as an attribute of ``RunDir``: its path inside the run's folder."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, run: RunDir, owner: type[RunDir] | None = None) -> Path:
+        return run.path / self.name
+
+
 @dataclass
 class RunDir:
     """One run's folder. ``create`` makes it; ``open`` reads an existing one."""
@@ -140,25 +148,12 @@ class RunDir:
     path: Path
     run_id: str
 
-    @property
-    def run_json(self) -> Path:
-        return self.path / "run.json"
-
-    @property
-    def audit(self) -> Path:
-        return self.path / "audit.jsonl"
-
-    @property
-    def transcript(self) -> Path:
-        return self.path / "transcript.jsonl"
-
-    @property
-    def result_json(self) -> Path:
-        return self.path / "result.json"
-
-    @property
-    def sandbox_id(self) -> Path:
-        return self.path / "sandbox-id.txt"
+    # The files of the run directory contract (DESIGN.md), by the names the code gives them.
+    run_json = _File("run.json")
+    audit = _File("audit.jsonl")
+    transcript = _File("transcript.jsonl")
+    result_json = _File("result.json")
+    sandbox_id = _File("sandbox-id.txt")
 
     @property
     def screens(self) -> ScreenStore:

@@ -35,31 +35,9 @@ class TasksError(TomlFileError):
     made visible: core.tomlfile)."""
 
 
-class _Task(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    name: str | None = None
-    task: str = ""
-    lab: str | None = None
-    url: str | None = None
-    agent: str | None = None
-    model: str | None = None
-    policy: str | None = None
-    max_turns: int | None = None
-    max_steps: int | None = None
-    deadline_seconds: int | None = None
-    allow_domains: list[str] = msgspec.field(default_factory=list)
+class _Settings(msgspec.Struct, frozen=True, kw_only=True):
+    """What a task may set for its run. ``None`` means "not set here": the command line's value applies."""
 
-
-class _TasksFile(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    version: int = 1
-    name: str = ""
-    tasks: list[_Task] = msgspec.field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class TaskSpec:
-    """One task of the file, validated. ``None`` means "not set here": the command line's value applies."""
-
-    name: str
     task: str = ""
     lab: str | None = None
     url: str | None = None
@@ -70,7 +48,25 @@ class TaskSpec:
     max_steps: int | None = None
     deadline_seconds: int | None = None
     allow_domains: tuple[str, ...] = ()
-    line: int | None = None  # where its table starts in the file
+
+
+class _Task(_Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A ``[[tasks]]`` table as written."""
+
+    name: str | None = None
+
+
+class _TasksFile(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    version: int = 1
+    name: str = ""
+    tasks: list[_Task] = msgspec.field(default_factory=list)
+
+
+class TaskSpec(_Settings, frozen=True, kw_only=True):
+    """One task of the file, validated: its settings, its name, and where its table starts in the file."""
+
+    name: str
+    line: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,17 +166,5 @@ def _task(doc: TomlDoc, i: int, task: _Task, labs: Collection[str] | None, line:
             domains.setdefault(parse_entry(domain).text)
         except AllowListError as exc:
             raise fail("allow_domains", f"{domain!r} {exc.problem}", item=n) from None
-    return TaskSpec(
-        name=name,
-        task=task.task,
-        lab=task.lab,
-        url=task.url,
-        agent=task.agent,
-        model=task.model,
-        policy=task.policy,
-        max_turns=task.max_turns,
-        max_steps=task.max_steps,
-        deadline_seconds=task.deadline_seconds,
-        allow_domains=tuple(domains),
-        line=line,
-    )
+    settings = msgspec.structs.asdict(task) | {"name": name, "allow_domains": tuple(domains), "line": line}
+    return TaskSpec(**settings)

@@ -101,20 +101,19 @@ def parse(text: str, label: str, *, cap: int = MAX_BYTES, error: type[TomlFileEr
     return TomlDoc(label, text, data, error, layout)
 
 
+@dataclass(frozen=True, slots=True)
 class TomlDoc:
     """A parsed TOML text that knows the line of each key path, for messages that name it.
 
     Paths are those msgspec reports: ``("regions", 1, "verdict")`` is the key ``verdict`` of the second
     ``[[regions]]`` table, ``("keys", "block", 2)`` the third element of ``block = [...]`` in ``[keys]``."""
 
-    def __init__(
-        self, label: str, text: str, data: dict[str, Any], error: type[TomlFileError], layout: _Layout
-    ) -> None:
-        self.label = label
-        self.text = text
-        self.data = data
-        self._error = error
-        self._layout = layout
+    label: str
+    text: str
+    data: dict[str, Any]
+    # the exception its errors are (the policy's, the tasks file's, ...) and where its keys stand
+    _error: type[TomlFileError]
+    _layout: _Layout
 
     def convert(self, schema: type[T]) -> T:
         """The data checked against a msgspec schema (strict: no coercion)."""

@@ -112,6 +112,22 @@ def run_tag(run_id: str) -> str:
     return RUN_TAG_PREFIX + run_id
 
 
+@dataclass(frozen=True, slots=True)
+class SandboxFiles:
+    """Where a run's files are inside its sandbox: the helper and the CA bundle shipped with it, the
+    helper's socket, and ``go``, the file the sandbox's command waits for (WAIT_THEN_SERVE)."""
+
+    helper: str
+    ca: str
+    socket: str
+    go: str
+
+    @classmethod
+    def of(cls, run_id: str) -> SandboxFiles:
+        shipped, sockets = f"{HELPER_DIR}/{run_id}", f"{SOCKET_DIR}/{run_id}"
+        return cls(f"{shipped}/helper.pyz", f"{shipped}/ca.pem", f"{sockets}/helper.sock", f"{sockets}.go")
+
+
 def helper_request(argv: list[str]) -> dict[str, Any] | None:
     """The helper request an exec of this backend carries (a step's relay or ``remote/call.py``'s ``call``),
     for the services that count them; None for any other exec."""
@@ -225,20 +241,8 @@ class CWSandboxDesktop(HelperDesktop):
         return [TAG, run_tag(self.run_id)]
 
     @property
-    def helper_path(self) -> str:
-        return f"{HELPER_DIR}/{self.run_id}/helper.pyz"
-
-    @property
-    def socket_path(self) -> str:
-        return f"{SOCKET_DIR}/{self.run_id}/helper.sock"
-
-    @property
-    def go_path(self) -> str:
-        return f"{SOCKET_DIR}/{self.run_id}.go"
-
-    @property
-    def ca_path(self) -> str:
-        return f"{HELPER_DIR}/{self.run_id}/ca.pem"
+    def files(self) -> SandboxFiles:
+        return SandboxFiles.of(self.run_id)
 
     def record(self) -> dict[str, Any]:
         """For run.json before the start: the sandbox's settings and the helper shipped into it."""
@@ -298,17 +302,17 @@ class CWSandboxDesktop(HelperDesktop):
 
     def _create(self, cwsandbox: Any) -> None:
         spec = {
-            "socket": self.socket_path,
+            "socket": self.files.socket,
             "screen": str(self.size),
             "lab": self.lab,
             "url": self.url,
             "allow_domains": list(self.allow_domains),
             "start_timeout": self.settings.start_timeout,
         }
-        serve = ["python3", self.helper_path, "serve", json.dumps(spec)]
+        serve = ["python3", self.files.helper, "serve", json.dumps(spec)]
         # The helper starts once the probe (a configured image) or the install (the stock image)
         # says so.
-        argv = ["sh", "-c", WAIT_THEN_SERVE, "cua-tui-wait", self.go_path, *serve]
+        argv = ["sh", "-c", WAIT_THEN_SERVE, "cua-tui-wait", self.files.go, *serve]
         # before the stopping check: a stop either waits for this create or prevents it
         self._no_create.clear()
         try:
@@ -358,10 +362,10 @@ class CWSandboxDesktop(HelperDesktop):
                 self._stop_sandbox()
 
     def _mounted_files(self) -> list[dict[str, Any]]:
-        files: list[dict[str, Any]] = [{"mount_path": self.helper_path, "file_content": helper_zipapp()}]
+        files: list[dict[str, Any]] = [{"mount_path": self.files.helper, "file_content": helper_zipapp()}]
         if self.settings.installs:
             # the stock image has no CA certificates: apt checks its mirror with ours
-            files.append({"mount_path": self.ca_path, "file_content": ca_bundle()})
+            files.append({"mount_path": self.files.ca, "file_content": ca_bundle()})
         return files
 
     def _hosts(self) -> list[str]:
@@ -393,7 +397,7 @@ class CWSandboxDesktop(HelperDesktop):
     def _probe(self) -> None:
         """One exec: does the configured image have what the desktop needs? Then the helper may start."""
         image = self.settings.image_name
-        code, out, err = self._run_script(PROBE, [self.go_path], timeout=60, what="probing the image")
+        code, out, err = self._run_script(PROBE, [self.files.go], timeout=60, what="probing the image")
         if code == 0 and out.strip() == "ok":
             return
         said = out.strip().removeprefix("missing:").split() if out.startswith("missing:") else []
@@ -411,7 +415,7 @@ class CWSandboxDesktop(HelperDesktop):
         progress = InstallProgress(self._note)
         code, _out, err = self._run_script(
             INSTALL,
-            [self.ca_path, self.go_path, *INSTALL_PACKAGES],
+            [self.files.ca, self.files.go, *INSTALL_PACKAGES],
             timeout=self.settings.install_timeout,
             what="installing the desktop's packages",
             on_line=progress.line,
@@ -494,7 +498,7 @@ class CWSandboxDesktop(HelperDesktop):
             # the run's key for sealed text goes on stdin, once (one round trip more, at the start
             # only)
             request = {**request, "key": "stdin"}
-            argv = ["python3", "-S", self.helper_path, "call", self.socket_path, json.dumps(request), "20", "base64"]
+            argv = ["python3", "-S", self.files.helper, "call", self.files.socket, json.dumps(request), "20", "base64"]
         else:
             argv = [
                 "sh",
@@ -502,7 +506,7 @@ class CWSandboxDesktop(HelperDesktop):
                 RELAY,
                 "cua-tui",
                 json.dumps({**self._sealed(request), "armor": True}),
-                self.socket_path,
+                self.files.socket,
             ]
         returncode, stdout, stderr = self._exec(
             argv,

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from textual import work
-from textual.app import App
+from textual.app import App, ComposeResult
 from textual.binding import ActiveBinding, Binding
 from textual.command import CommandPalette
+from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.worker import Worker, WorkerState, get_current_worker
@@ -45,6 +46,14 @@ VIEW_ACTIONS = ("approve", "approve_scope", "reject", "kill", "zoom", "screen_te
 ANSWERS = ("approve", "approve_scope", "reject")
 FIRST = ("approve", "approve_scope", "reject", "kill")  # the footer's first keys
 LAST = ("leave", "quit", "quit_when_done")
+
+
+def desktop_beside(desktop: Widget, *side: Widget) -> ComposeResult:
+    """A run's desktop, and beside it the column of ``side`` (its panel, the batch, the audit tail)."""
+    with Horizontal(id="main"):
+        yield desktop
+        with Vertical(id="side"):
+            yield from side
 
 
 class ViewScreen(Screen[None]):
@@ -235,25 +244,25 @@ class CuaApp(App[Any]):
         if (view := self.view_screen) is not None and not self.held("n"):
             view.reject()
 
-    def action_kill(self, how: str = "") -> None:
+    def _on_view(self, do: Callable[[ViewScreen], None]) -> None:
+        """Do what a key asks of the topmost view (with none, nothing)."""
         if (view := self.view_screen) is not None:
-            view.kill(how)
+            do(view)
+
+    def action_kill(self, how: str = "") -> None:
+        self._on_view(lambda view: view.kill(how))
 
     def action_zoom(self) -> None:
-        if (view := self.view_screen) is not None:
-            view.zoom()
+        self._on_view(lambda view: view.zoom())
 
     def action_screen_text(self) -> None:
-        if (view := self.view_screen) is not None:
-            view.screen_text()
+        self._on_view(lambda view: view.screen_text())
 
     def action_open_screenshot(self) -> None:
-        if (view := self.view_screen) is not None:
-            view.open_screenshot()
+        self._on_view(lambda view: view.open_screenshot())
 
     def action_help(self) -> None:
-        if (view := self.view_screen) is not None:
-            view.show_help()
+        self._on_view(lambda view: view.show_help())
 
     # ---------------------------------------------------------------------------------------------
     # Leaving: what goes on ends only on a second q

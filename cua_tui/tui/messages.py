@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Concatenate, Protocol
 
 from textual.message import Message
@@ -34,21 +35,20 @@ def while_open[A: _Pump, **P](handler: Callable[Concatenate[A, P], None]) -> Cal
     return handle
 
 
+# Messages are dataclasses, as Textual's own are (Message.__post_init__ does its set-up).
+@dataclass
 class RunEvent(Message):
     """One core event as written, with its place in the audit chain."""
 
-    def __init__(self, stamped: ev.Stamped) -> None:
-        super().__init__()
-        self.stamped = stamped
+    stamped: ev.Stamped
 
 
+@dataclass
 class FrameRendered(Message):
     """A screenshot converted off the UI thread; only the newest matters."""
 
-    def __init__(self, rendered: Rendered, serial: int) -> None:
-        super().__init__()
-        self.rendered = rendered
-        self.serial = serial
+    rendered: Rendered
+    serial: int
 
     def can_replace(self, message: Message) -> bool:
         # Textual asks whether ``message``, queued right after this one, may supersede it. Frames
@@ -58,18 +58,16 @@ class FrameRendered(Message):
         return isinstance(message, FrameRendered) and message.serial >= self.serial
 
 
+@dataclass
 class FrameRefused(Message):
     """A screenshot the frame worker refused to decode (not a PNG, or a header claiming more pixels than a
     screen has: a decompression bomb); ``reason`` is one line."""
 
-    def __init__(self, reason: str, serial: int) -> None:
-        super().__init__()
-        self.reason = reason
-        self.serial = serial
+    reason: str
+    serial: int
 
 
+@dataclass
 class RunFinished(Message):
-    def __init__(self, status: str, reason: str) -> None:
-        super().__init__()
-        self.status = status
-        self.reason = reason
+    status: str
+    reason: str

@@ -18,12 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
 from textual.widgets import Footer, Static
 
@@ -35,7 +34,7 @@ from ..core.ports import VerifierPlace
 from ..core.run_view import RunView
 from ..core.runlog import RunReader
 from ..core.text import visible
-from .app import CuaApp, ViewScreen
+from .app import CuaApp, ViewScreen, desktop_beside
 from .audit_pane import AuditPane
 from .batch import BatchPane
 from .decision_panel import STYLES
@@ -101,6 +100,15 @@ def chain_state(path: Path, *, follow: bool = False) -> ChainState:
     return ChainState(state, f"{report.summary} (steps from there on are untrusted)", bad)
 
 
+class ReplayOptions(TypedDict, total=False):
+    """How a replay opens: ``follow`` a run still being written, ``reverify`` (the chain checked again,
+    on demand), ``start`` (the step shown first; the newest when following)."""
+
+    follow: bool
+    reverify: Callable[[], ChainState] | None
+    start: int
+
+
 class ReplayScreen(ViewScreen):
     """A recorded run, read-only. ``reader`` is open on its directory; ``chain`` is verify's verdict."""
 
@@ -130,20 +138,17 @@ class ReplayScreen(ViewScreen):
         app: CuaApp,
         reader: RunReader,
         chain: ChainState,
-        *,
-        follow: bool = False,
-        reverify: Callable[[], ChainState] | None = None,
-        start: int = 0,
+        **options: Unpack[ReplayOptions],
     ) -> None:
         super().__init__()
         self.cua = app
         self.reader = reader
         self.chain = chain
-        self.follow = follow
-        self.reverify = reverify
+        self.follow = options.get("follow", False)
+        self.reverify = options.get("reverify")
         self.graphics = app.graphics
         self.builder = tl.Builder()
-        self.selected = start  # the step shown first (the newest when following)
+        self.selected = options.get("start", 0)
         self.showing = "after"
         self.zoomed = False
         self._snapshots: list[RunView] = [RunView()]  # the state before event k * SNAPSHOT_EVERY
@@ -170,12 +175,8 @@ class ReplayScreen(ViewScreen):
         self.status = StatusBar(self._info(), clock=self._clock, id="status")
         yield self.banner
         yield GoalBar(self._info(), live=False, id="goal")
-        with Horizontal(id="main"):
-            yield self.desktop
-            with Vertical(id="side"):
-                yield self.step_panel
-                yield self.batch_pane.data_bind(view=ReplayScreen.view)
-                yield self.audit
+        batch = self.batch_pane.data_bind(view=ReplayScreen.view)
+        yield from desktop_beside(self.desktop, self.step_panel, batch, self.audit)
         yield self.status.data_bind(view=ReplayScreen.view)
         yield Footer()
 

@@ -13,7 +13,6 @@ from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Footer
@@ -25,7 +24,7 @@ from ..core.run_view import RunView
 from ..core.runlog import RunReader
 from ..core.safeio import RunFileError
 from ..core.text import failure, visible
-from .app import ViewScreen
+from .app import ViewScreen, desktop_beside
 from .audit_list import MAX_ENTRIES
 from .audit_pane import AuditPane
 from .batch import BatchPane
@@ -109,12 +108,7 @@ class RunScreen(HistoryActions, ViewScreen):
         info = self.source.info
         yield GoalBar(info, id="goal")
         yield AlertBar(id="alerts").data_bind(view=RunScreen.view)
-        with Horizontal(id="main"):
-            yield self.desktop
-            with Vertical(id="side"):
-                yield self.panel
-                yield self.batch_pane.data_bind(view=RunScreen.view)
-                yield self.audit
+        yield from desktop_beside(self.desktop, self.panel, self.batch_pane.data_bind(view=RunScreen.view), self.audit)
         self.status.info = info
         yield self.status.data_bind(view=RunScreen.view)
         yield Footer()

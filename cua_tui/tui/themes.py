@@ -17,50 +17,6 @@ from textual.theme import Theme
 from ..core import tomlfile
 from ..core.text import visible
 
-BUILTIN = [
-    Theme(
-        name="cua-dark",
-        primary="#4f9cf9",
-        secondary="#7e8aa2",
-        accent="#ff4fd8",
-        warning="#f2b233",
-        error="#ff5c5c",
-        success="#3ccf7a",
-        foreground="#e6e9ef",
-        background="#11151c",
-        surface="#181d26",
-        panel="#222a36",
-        dark=True,
-    ),
-    Theme(
-        name="cua-light",
-        primary="#1f5fbf",
-        secondary="#5b667a",
-        accent="#b0209a",
-        warning="#b36b00",
-        error="#c41e1e",
-        success="#1b7f45",
-        foreground="#1b1f27",
-        background="#f6f7f9",
-        surface="#ffffff",
-        panel="#e6e9ef",
-        dark=False,
-    ),
-    Theme(
-        name="cua-contrast",
-        primary="#ffffff",
-        secondary="#c0c0c0",
-        accent="#ff00ff",
-        warning="#ffff00",
-        error="#ff3030",
-        success="#00ff66",
-        foreground="#ffffff",
-        background="#000000",
-        surface="#000000",
-        panel="#202020",
-        dark=True,
-    ),
-]
 COLOURS = (
     "primary",
     "secondary",
@@ -73,6 +29,20 @@ COLOURS = (
     "surface",
     "panel",
 )
+# cua-tui's own themes: name and dark, then the colours in the order of COLOURS.
+_BUILTIN = (
+    ("cua-dark", True, "#4f9cf9 #7e8aa2 #ff4fd8 #f2b233 #ff5c5c #3ccf7a #e6e9ef #11151c #181d26 #222a36"),
+    ("cua-light", False, "#1f5fbf #5b667a #b0209a #b36b00 #c41e1e #1b7f45 #1b1f27 #f6f7f9 #ffffff #e6e9ef"),
+    ("cua-contrast", True, "#ffffff #c0c0c0 #ff00ff #ffff00 #ff3030 #00ff66 #ffffff #000000 #000000 #202020"),
+)
+
+
+def _theme(name: str, dark: bool, colours: str) -> Theme:
+    named: dict[str, Any] = dict(zip(COLOURS, colours.split(), strict=True))
+    return Theme(name=name, dark=dark, **named)
+
+
+BUILTIN = [_theme(*row) for row in _BUILTIN]
 
 
 # A theme is a dozen lines; this bounds what a file in a themes folder that is not one costs.
