@@ -50,9 +50,10 @@ FORM = {
 }
 
 
-def _settings(tmp: Path) -> Settings:
-    # built-in policy, whatever the user's
-    return Settings.load({"CUA_TUI_CONFIG": str(tmp / "no-config.toml")})
+def _settings(tmp: Path, env: dict[str, str] | None = None) -> Settings:
+    """The settings of a run with the built-in policy, whatever the user's; ``env``: the variables its
+    settings read (the user's are not)."""
+    return Settings.load({**(env or {}), "CUA_TUI_CONFIG": str(tmp / "no-config.toml")})
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -361,12 +362,10 @@ def bench_cwsandbox_fleet(tmp: Path, runs: int) -> dict[str, Any]:
 
     cwsandbox.disable_signal_handlers()
     with LocalService(tmp / "fleet-cw-service") as service:
-        env = {
-            "CWSANDBOX_BASE_URL": service.base_url,
-            "CUA_TUI_CWSANDBOX_IMAGE": HOST_IMAGE,
-            "CWSANDBOX_API_KEY": "bench-key",
-        }
-        with _environment(env):
+        # the image through the settings, as the command line passes it; the client reads the endpoint
+        # and key from the environment
+        settings = _settings(tmp, {"CUA_TUI_CWSANDBOX_IMAGE": HOST_IMAGE})
+        with _environment({"CWSANDBOX_BASE_URL": service.base_url, "CWSANDBOX_API_KEY": "bench-key"}):
             lab = get_lab("form")
             base = RunOptions(
                 backend="cwsandbox",
@@ -375,7 +374,7 @@ def bench_cwsandbox_fleet(tmp: Path, runs: int) -> dict[str, Any]:
                 script=lab.script(),
                 decisions="approve",
                 fsync=False,
-                settings=_settings(tmp),
+                settings=settings,
             )
             fleet = Fleet(
                 [FleetTask(f"cw-{i}", base) for i in range(runs)], runs_dir=tmp / "fleet-cw", concurrency=runs
