@@ -14,6 +14,8 @@ import sys
 from typing import Any
 
 from cua_tui.desktops.cwsandbox import CWSandboxDesktop
+from cua_tui.desktops.remote.desktop import HelperDesktop
+from cua_tui.desktops.remote.wire import Blobs
 
 
 class Escaped(BaseException):
@@ -31,8 +33,10 @@ def install() -> None:
     at = os.environ.get("CUA_TEST_ESCAPE_AT", "reply")
     marked: set[int] = set()
 
-    def judged(self: CWSandboxDesktop, *args: Any, **kwargs: Any) -> Any:
-        header, blobs = answer(self, *args, **kwargs)
+    def judged(
+        self: HelperDesktop, returncode: int, stdout: bytes, stderr: bytes, *, cap: int | None = None
+    ) -> tuple[dict[str, Any], Blobs]:
+        header, blobs = answer(self, returncode, stdout, stderr, cap=cap)
         if header.get("escape"):
             marked.add(id(self))
             if at == "reply":

@@ -232,7 +232,7 @@ def in_line(number: int, old: bytes, new: bytes) -> Callable[[int, bytes], bytes
 
 def in_first_screen(change: Callable[[dict[str, Any]], None]) -> Callable[[int, bytes], bytes]:
     """A mutation of the first screen record's fields (the rest of the log as it was)."""
-    done = []
+    done: list[bool] = []
 
     def mutate(_n: int, data: bytes) -> bytes:
         if done or b'"kind":"screen"' not in data:
@@ -480,8 +480,8 @@ def _cases() -> list[Case]:
     # screens/ and the screenshots in it
     screens = {"copy-outside": "screens: a symbolic link", "dev-zero": "screens: a symbolic link"}
     screens |= {"fifo": "screens: a FIFO", "directory": "missing", "missing": "missing from screens/"}
-    for how, says in screens.items():
-        cases.append(Case(f"screens-{how}", _replace("screens", how), 1, (says,)))
+    for how, said in screens.items():
+        cases.append(Case(f"screens-{how}", _replace("screens", how), 1, (said,)))
     for how in ("copy-outside", "dev-zero", "fifo", "directory", "fifo-outside"):
         what = _KINDS.get(how, "a symbolic link")
         cases.append(Case(f"screenshot-{how}", _in_screens(how), 1, ("screenshot {screen}", what)))

@@ -35,6 +35,9 @@ from cua_tui.desktops.cwsandbox_local import HOST_IMAGE, STDERR, STDOUT, LocalSe
 from cua_tui.desktops.remote.wire import encode_reply
 from cua_tui.labs import get_lab
 
+# stdout or stderr, as the exec's output frames name it
+Stream = pb.ExecStreamOutput.Stream
+
 FRAME = 1 << 16  # bytes per output frame, as the local service streams a real exec
 MiB = 1 << 20
 
@@ -130,7 +133,7 @@ class HostileService(SandboxService):
             yield pb.ExecStreamResponse(exit=pb.ExecStreamExit(exit_code=code))
 
     # ------------------------------------------------------------------------------------------------
-    def _answer(self, behaviour: str, op: str, argv: list[str]) -> Iterator[tuple[int, bytes]]:
+    def _answer(self, behaviour: str, op: str, argv: list[str]) -> Iterator[tuple[Stream, bytes]]:
         size = self._screen(argv)
         match behaviour:
             case "honest" if op == "probe":
@@ -210,12 +213,12 @@ def _op(argv: list[str]) -> str:
     return str(request.get("op", "")) if request is not None else ""
 
 
-def _frames(stream: int, data: bytes) -> Iterator[tuple[int, bytes]]:
+def _frames(stream: Stream, data: bytes) -> Iterator[tuple[Stream, bytes]]:
     for at in range(0, len(data), FRAME):
         yield stream, data[at : at + FRAME]
 
 
-def _flood(stream: int, byte: bytes, total: int) -> Iterator[tuple[int, bytes]]:
+def _flood(stream: Stream, byte: bytes, total: int) -> Iterator[tuple[Stream, bytes]]:
     block = byte * FRAME
     for _ in range(total // FRAME):
         yield stream, block
@@ -233,7 +236,8 @@ class HostileLocalService(LocalService):
 @contextlib.contextmanager
 def hostile_service(root: Path, monkeypatch: Any, key: str, image: str | None = HOST_IMAGE) -> Iterator[HostileService]:
     """A hostile service, the run's client pointed at it (``image`` None: no image configured)."""
-    with HostileLocalService(root) as svc:
+    svc = HostileLocalService(root)
+    with svc:
         monkeypatch.setenv("CWSANDBOX_BASE_URL", svc.base_url)
         monkeypatch.setenv("CWSANDBOX_API_KEY", key)
         if image is not None:

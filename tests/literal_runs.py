@@ -59,7 +59,7 @@ def forged(real: Path, folder: Path) -> tuple[Path, list[tuple[str, dict[str, An
     info["policy"]["name"] = HOSTILE
     info["allow_domains"] = [HOSTILE]
     write_json_atomic(folder / "run.json", info)
-    records = []
+    records: list[tuple[str, dict[str, Any]]] = []
     for line in (real / "audit.jsonl").read_text().splitlines():
         record = json.loads(line)
         kind = record.pop("kind")
@@ -68,7 +68,7 @@ def forged(real: Path, folder: Path) -> tuple[Path, list[tuple[str, dict[str, An
         records.append((kind, record))
     cut = next(i for i, (kind, _) in enumerate(records) if kind == "verification")
     head, tail = records[:cut], records[cut:]
-    hostile = [
+    hostile: list[tuple[str, dict[str, Any]]] = [
         ("egress", {"host": HOSTILE, "port": 443, "method": "CONNECT", "allowed": False, "reason": HOSTILE}),
         ("error", {"where": "desktop", "message": HOSTILE}),
     ]

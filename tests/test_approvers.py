@@ -374,9 +374,9 @@ def test_command_cancel_during_a_hang_kills_promptly_and_ends_the_child(tmp_path
 # headless_approver (--on-confirm)
 # ---------------------------------------------------------------------------------------------------
 def test_headless_approver_specs() -> None:
-    assert isinstance(headless_approver("reject"), FixedApprover)
-    assert headless_approver("reject").answer is Answer.REJECT
-    assert headless_approver("approve").answer is Answer.APPROVE
+    rejecting, approving = headless_approver("reject"), headless_approver("approve")
+    assert isinstance(rejecting, FixedApprover) and rejecting.answer is Answer.REJECT
+    assert isinstance(approving, FixedApprover) and approving.answer is Answer.APPROVE
     assert isinstance(headless_approver("ask"), TerminalApprover)
     command = headless_approver("approver:my-approver --strict 'a b'")
     assert isinstance(command, CommandApprover) and command.argv == ["my-approver", "--strict", "a b"]

@@ -84,7 +84,7 @@ def write_result(run_dir: Path, data: dict[str, Any]) -> None:
     (run_dir / "result.json").write_text(json.dumps(data, indent=2))
 
 
-def rechain(run_dir: Path, edit: Callable[[list[dict[str, Any]]], None]) -> None:
+def rechain(run_dir: Path, edit: Callable[[list[dict[str, Any]]], object]) -> None:
     """Edit the records, then recompute every seq and prev and the seal's count and head consistently
     (keeping whatever signature the seal had): what a forger without the key can do."""
     recs = records(run_dir)
@@ -214,7 +214,12 @@ def test_payload_key_colliding_with_envelope_is_refused(tmp_path: Path, key: str
 def test_every_line_is_fsynced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
     real_fsync = audit_writer.os.fsync
-    monkeypatch.setattr(audit_writer.os, "fsync", lambda fd: calls.append(fd) or real_fsync(fd))
+
+    def fsync(fd: int) -> None:
+        calls.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(audit_writer.os, "fsync", fsync)
     writer = AuditWriter(tmp_path / "audit.jsonl", "run-1")
     for i in range(3):
         writer.append("note", {"message": str(i)})
@@ -1019,7 +1024,12 @@ def test_checkpoints_cost_little(tmp_path: Path, ed_keys: tuple[Path, Path], mon
     assert len([r for r in records(run) if r["kind"] == "checkpoint"]) > 50
     loads: list[int] = []
     real = serialization.load_pem_private_key
-    monkeypatch.setattr(serialization, "load_pem_private_key", lambda *a, **k: loads.append(1) or real(*a, **k))
+
+    def load(*args: Any, **kwargs: Any) -> Any:
+        loads.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(serialization, "load_pem_private_key", load)
     report = verify_run(run, key)
     assert report.code == 0 and report.signature_checked, report.summary
     assert len(loads) <= 2  # once for the checkpoints, at most once more for the seal

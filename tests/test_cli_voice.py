@@ -53,6 +53,11 @@ def cli(env: dict[str, str], *args: str | Path) -> Result:
     return CliRunner().invoke(main, [str(a) for a in args], env=env, catch_exceptions=False)
 
 
+def html_for(cmd: str, out: Path) -> list[str | Path]:
+    """The output ``export`` needs (the other commands take none)."""
+    return ["--html", out] if cmd == "export" else []
+
+
 def one_error(result: Result, code: int = 2) -> str:
     """The one form: exit status, nothing on stdout, one line on stderr starting `Error: `."""
     assert result.exit_code == code, result.output
@@ -99,7 +104,7 @@ def test_the_same_bad_folder_gets_the_same_error_from_every_command(env: dict[st
 
     gone = tmp_path / "gone"
     missing = {
-        cmd: one_error(cli(env, cmd, gone, *(["--html", tmp_path / "y.html"] if cmd == "export" else [])))
+        cmd: one_error(cli(env, cmd, gone, *html_for(cmd, tmp_path / "y.html")))
         for cmd in ("verify", "replay", "export")
     }
     assert set(missing.values()) == {
@@ -111,14 +116,23 @@ def test_the_same_bad_folder_gets_the_same_error_from_every_command(env: dict[st
     # the other commands, on the same folder or a file: the same prefix, the path, the reason
     stop = one_error(cli(env, "sandboxes", "--backend", "docker", "--stop", bad))  # before any engine is asked
     assert stop.startswith(f"Error: {bad}: no readable sandbox-id.txt (does not exist); ")
-    for args in (["fleet", "--tasks", bad], ["policy", "--check", bad]):
+    unreadable: list[list[str | Path]] = [["fleet", "--tasks", bad], ["policy", "--check", bad]]
+    for args in unreadable:
         line = one_error(cli(env, *args))
         assert str(bad) in line and "cannot read it" in line, line
     file = bad / "todo.txt"
     listed = one_error(cli(env, "runs", "--runs-dir", file))
     assert listed.startswith(f"Error: {file}: not a runs directory (a regular file, not a directory); ")
     assert one_error(cli(env, "demo", "--lab", "nope")).startswith("Error: unknown lab 'nope'; choose one of form")
-    run_policy = ["run", "--backend", "sim", "--agent", f"script:{script_file(tmp_path)}", "--policy", bad]
+    run_policy: list[str | Path] = [
+        "run",
+        "--backend",
+        "sim",
+        "--agent",
+        f"script:{script_file(tmp_path)}",
+        "--policy",
+        bad,
+    ]
     assert str(bad) in one_error(cli(env, *run_policy))
 
 
@@ -126,8 +140,7 @@ def test_a_path_with_escapes_is_shown_literally_in_the_error(env: dict[str, str]
     bad = tmp_path / "\x1b]52;c;SGk=\x07"
     bad.mkdir()
     for cmd in ("verify", "replay", "export"):
-        args = [cmd, bad, *(["--html", tmp_path / "z.html"] if cmd == "export" else [])]
-        line = one_error(cli(env, *args))
+        line = one_error(cli(env, cmd, bad, *html_for(cmd, tmp_path / "z.html")))
         assert "\x1b" not in line and "\x07" not in line and "␛]52;c;SGk=␇: no audit.jsonl" in line
 
 
@@ -321,7 +334,7 @@ def test_every_layers_usage_error_takes_the_one_form(env: dict[str, str], tmp_pa
     broken_settings = tmp_path / "settings.toml"
     broken_settings.write_text("runs_dir = 5\n")
     script = f"script:{script_file(tmp_path)}"
-    cases = {
+    cases: dict[str, tuple[list[str | Path], str]] = {
         # the command line's own checks (fail)
         "lab and url": (["run", "--lab", "form", "--url", "http://x"], "Error: --lab and --url: choose one"),
         "no output": (["export", "x"], "Error: nothing to export; give --html"),

@@ -245,7 +245,7 @@ def csr_for(key: ec.EllipticCurvePrivateKey) -> bytes:
     return csr.public_bytes(serialization.Encoding.DER)
 
 
-def connect(svc: LocalService, sandbox_id: str, permission: int, csr_der: bytes) -> Any:
+def connect(svc: LocalService, sandbox_id: str, permission: pb.SandboxDataPermission, csr_der: bytes) -> Any:
     with grpc.insecure_channel(f"127.0.0.1:{svc.port}") as channel:
         request = pb.ConnectSandboxRequest(sandbox_id=sandbox_id, csr_der=csr_der, requested_permissions=[permission])
         return pb_grpc.SandboxServiceStub(channel).ConnectSandbox(request, timeout=5, metadata=AUTH)

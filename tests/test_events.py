@@ -63,4 +63,5 @@ def test_enum_fields_are_recorded_as_their_strings_and_read_back_as_enums(
 
 def test_a_value_this_version_does_not_know_is_left_as_recorded() -> None:
     record: dict[str, Any] = {"turn": 1, "index": 0, "verdict": "maybe", "reason": "", "rule": ""}
-    assert ev.PolicyVerdict.from_record(record).verdict == "maybe"
+    verdict = ev.PolicyVerdict.from_record(record)
+    assert isinstance(verdict, ev.PolicyVerdict) and verdict.verdict == "maybe"

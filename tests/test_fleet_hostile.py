@@ -167,7 +167,7 @@ def test_a_run_whose_ending_fails_past_every_handler_is_recorded_not_sealed(tmp_
         run = build_run(options)
         if run.options.extra.get("fleet_task") == "unsealable":
 
-            def write_result(record: dict[str, Any]) -> None:
+            def write_result(data: dict[str, Any]) -> None:
                 raise Escaped("injected while writing result.json")
 
             run.supervisor.rundir.write_result = write_result  # type: ignore[method-assign]
@@ -387,7 +387,8 @@ def test_a_second_signal_stops_waiting_for_a_wedged_run(tmp_path: Path, settings
 # ------------------------------------------------------------------------------------------------------
 @pytest.fixture
 def hostile(tmp_path: Path) -> Iterator[HostileLocalService]:
-    with HostileLocalService(tmp_path / "service") as svc:
+    svc = HostileLocalService(tmp_path / "service")
+    with svc:
         yield svc
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from conftest import make_supervisor
 
+from cua_tui.core import events as ev
 from cua_tui.core import focus, grants
 from cua_tui.core import timeline as tl
 from cua_tui.core.actions import Action, Kind, parse_openai
@@ -148,10 +149,10 @@ def test_a_typing_grant_ends_where_the_focus_moves_in_the_supervisor_the_reducer
     asked = [(r.turn, r.index) for r in reviewer.requests]
     assert asked == [(1, 1), (3, 1)], asked  # turn 2's typing went by the grant, turn 3's was asked
     assert reviewer.requests[1].scope is None  # the field after a Tab is unknown: no typing scope offered
-    revoked = [e for e in events if e.kind == "grant_revoked"]
+    revoked = [e for e in events if isinstance(e, ev.GrantRevoked)]
     assert len(revoked) == 1 and revoked[0].by == "the focus left the field"
     kinds = [e.kind for e in events]
-    tab_outcome = next(i for i, e in enumerate(events) if e.kind == "outcome" and e.turn == 3 and e.index == 0)
+    tab_outcome = next(i for i, e in enumerate(events) if isinstance(e, ev.Outcome) and e.turn == 3 and e.index == 0)
     assert kinds.index("grant_revoked") > kinds.index("grant") and kinds.index("grant_revoked") < tab_outcome + 3
 
     # the reducer (live TUI, fleet) at each decision shows the field the supervisor used
@@ -159,7 +160,7 @@ def test_a_typing_grant_ends_where_the_focus_moves_in_the_supervisor_the_reducer
     seen: dict[tuple[int, int], tuple[int, int] | None] = {}
     for item in stamped:
         view.apply(item)
-        if item.event.kind == "decision_requested":
+        if isinstance(item.event, ev.DecisionRequested):
             seen[(item.event.turn, item.event.index)] = view.focused
     assert seen == {(1, 1): FIELD, (3, 1): None}
     assert view.grants == {}  # the revoked grant is gone from the view too

@@ -144,8 +144,8 @@ def test_fit_respects_limits_aspect_and_never_upscales(display: Size, limits: tu
     hi = min(Fraction(w + 1, W), Fraction(h + 1, H))
     assert lo <= hi, f"{display} -> {scaling.model} distorts the aspect ratio"
     # Largest such image: one more pixel on each side would break a binding limit.
-    edge_tight = bool(long_edge) and max(w, h) >= long_edge - 1
-    pixels_tight = bool(max_pixels) and (w + 2) * (h + 2) > max_pixels
+    edge_tight = bool(long_edge and max(w, h) >= long_edge - 1)
+    pixels_tight = bool(max_pixels and (w + 2) * (h + 2) > max_pixels)
     assert edge_tight or pixels_tight, f"{display} -> {scaling.model} is needlessly small"
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from conftest import make_supervisor
 
+from cua_tui.core import events as ev
 from cua_tui.core import grants
 from cua_tui.core.actions import Action, Kind
 from cua_tui.core.policy import Decision, Policy, Verdict
@@ -138,14 +139,14 @@ def test_a_revoked_grant_asks_again(tmp_path: Path) -> None:
     sup.run()
     sup_box["revoked"].join(5)
     assert [e.kind for e in events if e.kind.startswith("grant")] == ["grant", "grant_revoked"]
-    assert [e.by for e in events if e.kind == "grant_revoked"] == ["bob@desk"]
+    assert [e.by for e in events if isinstance(e, ev.GrantRevoked)] == ["bob@desk"]
     assert len(reviewer.requests) == 2  # the second typing was asked again
     assert sup.revoke_grant(1) is False  # revoking twice is harmless
 
 
 def test_a_grant_never_covers_safety_checks_or_blocked_actions(tmp_path: Path) -> None:
     checks = [{"id": "sc1", "code": "malicious_instructions", "message": "the page says so"}]
-    turns = [
+    turns: list[dict[str, Any]] = [
         {"actions": [{"type": "keypress", "keys": ["ctrl", "Return"]}]},
         {"actions": [{"type": "keypress", "keys": ["ctrl", "Return"]}], "pending_safety_checks": checks},
         {"actions": [{"type": "keypress", "keys": ["ctrl", "alt", "t"]}]},  # blocked whatever was granted

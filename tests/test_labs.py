@@ -205,7 +205,12 @@ def test_search_requests_run_concurrently(started: Any, monkeypatch: pytest.Monk
     monkeypatch.setattr(se_mod, "SEARCH_DELAY", 2.0)
     lab = started("search-export")
     done = threading.Event()
-    worker = threading.Thread(target=lambda: (fetch(lab.origin + "/search?q=x"), done.set()))
+
+    def search() -> None:
+        fetch(lab.origin + "/search?q=x")
+        done.set()
+
+    worker = threading.Thread(target=search)
     worker.start()
     time.sleep(0.2)  # the search reaches the server first
     assert fetch(lab.start_url).status == 200

@@ -1,11 +1,12 @@
 """The layers of DESIGN.md, checked by machines: the core stays free of UI and vendor imports, every
 import-linter contract in pyproject.toml holds (so a future ``tui -> desktops`` import fails the suite),
-and the core type-checks under ``mypy --strict``."""
+the package type-checks under ``mypy --strict`` and the tests under mypy's default mode."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 FORBIDDEN = ("textual", "textual_image", "rich", "openai", "anthropic", "cwsandbox", "docker", "grpc", "pytesseract")
@@ -50,11 +51,29 @@ def test_every_import_linter_contract_holds() -> None:
     assert "0 broken" in out.stdout
 
 
-def test_the_core_type_checks_strictly() -> None:
+def test_the_package_type_checks_strictly() -> None:
+    """All of cua_tui, as pyproject.toml's [tool.mypy] says: strict."""
     out = subprocess.run(
         [sys.executable, "-m", "mypy", "--no-incremental"], capture_output=True, text=True, cwd=ROOT, timeout=300
     )
     assert out.returncode == 0, out.stdout[-4000:]
+    assert "Success" in out.stdout
+
+
+def test_the_tests_type_check_in_the_default_mode() -> None:
+    """Every file under tests/, with tests/mypy.ini (mypy's default mode); a failure names how many errors
+    each file has, then the first of them."""
+    out = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-incremental", "--config-file", "tests/mypy.ini", "tests"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    errors = [line for line in out.stdout.splitlines() if ": error: " in line]
+    per_file = Counter(line.split(":", 1)[0] for line in errors)
+    summary = "\n".join(f"{count:4} {path}" for path, count in per_file.most_common())
+    assert out.returncode == 0 and not errors, f"{summary}\n\n" + "\n".join(errors[:40]) + out.stderr[-1000:]
     assert "Success" in out.stdout
 
 

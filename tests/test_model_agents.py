@@ -294,7 +294,8 @@ def test_openai_actions_reach_the_parser_exactly_as_sent(tmp_path: Path, server:
         OPENAI_PATH,
         openai_response(computer_call("call_1", {"type": "click", "button": "left", "x": True, "y": 182})),
         openai_response(computer_call("call_2", {**click(*FIELD), "approved": True})),
-        openai_response(computer_call("call_3", "not an action")),
+        # a string where an action must be an object: what a model may send
+        openai_response(computer_call("call_3", "not an action")),  # type: ignore[arg-type]
         openai_response(message("giving up")),
     )
     run = supervise(tmp_path, openai_agent(server))
@@ -312,7 +313,8 @@ def test_openai_unknown_output_items_are_ignored(tmp_path: Path, server: ModelSe
         OPENAI_PATH,
         openai_response(
             {"type": "holographic_call", "id": "x1", "payload": [1, 2]},
-            "a bare string",
+            # a bare string where an output item must be an object: what a model may send
+            "a bare string",  # type: ignore[arg-type]
             message("filling"),
             computer_call("call_1", *FILL_BATCH),
         ),
@@ -581,6 +583,7 @@ def test_anthropic_scaled_screen_maps_back_exactly_and_refuses_outside(tmp_path:
     assert png_size(base64.b64decode(first_image["source"]["data"])) == tuple(model_size)
     results = bodies[1]["messages"][2]["content"]
     pointer = desktop.app.clicks[0][1:]
+    assert agent._scaling is not None
     assert results[2]["content"][0]["text"] == "X={},Y={}".format(*agent._scaling.to_model(*pointer))
     zoom_text, zoom_image, screen = results[3]["content"]
     assert zoom_text == {"type": "text", "text": "OK"}

@@ -32,8 +32,8 @@ def test_a_request_in_the_stream_is_pending_until_its_decision() -> None:
     assert view.pending.action is not None and view.pending.action.kind is Kind.TYPE
     assert view.phase == "awaiting_decision"
     assert view.seq == events[-1].seq and view.head == events[-1].head
-    asked = next(s for s in events if isinstance(s.event, ev.DecisionRequested))
-    assert asked.event.request is view.pending  # the request travels inside its event, nowhere else
+    asked = next(s.event for s in events if isinstance(s.event, ev.DecisionRequested))
+    assert asked.request is view.pending  # the request travels inside its event, nowhere else
     assert [(a.index, a.state) for a in view.actions.values()] == [(0, "executed"), (1, "waiting"), (2, "waiting")]
 
 

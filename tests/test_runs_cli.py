@@ -48,7 +48,7 @@ def runs_cli(runs: Path, tmp_path: Path) -> tuple[int, list[str], str]:
     return proc.returncode, proc.stdout.splitlines(), proc.stderr
 
 
-def rows_by_name(lines: list[str]) -> dict[str, list[str]]:
+def rows_by_name(lines: list[str]) -> dict[str, str]:
     header, *rows = lines
     assert header.split() == list(HEADER)
     return {row.split("  ")[0].strip(): row for row in rows}

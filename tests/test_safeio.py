@@ -120,7 +120,12 @@ def test_line_reader_matches_the_obvious_reading_at_every_block_size(
 def test_line_reader_reads_in_blocks_not_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     reads: list[int] = []
     real = os.pread
-    monkeypatch.setattr(safeio.os, "pread", lambda fd, n, off: reads.append(n) or real(fd, n, off))
+
+    def pread(fd: int, n: int, off: int) -> bytes:
+        reads.append(n)
+        return real(fd, n, off)
+
+    monkeypatch.setattr(safeio.os, "pread", pread)
     (tmp_path / "a.jsonl").write_bytes(b'{"n":1}\n' * 400_000)  # 3.2 MB
     with RunFolder.open(tmp_path) as folder, folder.lines("a.jsonl") as reader:
         assert sum(1 for _ in reader) == 400_000

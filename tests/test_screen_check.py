@@ -53,6 +53,8 @@ def test_the_check_round_trips_and_a_malformed_one_is_refused() -> None:
     assert check is not None
     assert ScreenCheck.from_wire(check.to_wire()) == dataclasses.replace(check, seen="")  # the hash stays home
     wire = check.to_wire()
+    # anything a helper's command line may carry
+    bad: object
     for bad in (
         None,
         [],
@@ -112,6 +114,7 @@ def test_a_remote_stale_answer_is_read_and_checked() -> None:
     screen = blank_frame(SIZE)
     blobs = {"screen": (screen.png, SIZE.width, SIZE.height)}
     check = StaleGuard().check(frame(button_at(100, 60)), (100, 60))
+    assert check is not None
     desktop = Replying({"ok": True, "stale": True}, blobs)
     result = desktop.perform_checked(CLICK, check)
     assert result.stale and result.frame.sha256 == screen.sha256

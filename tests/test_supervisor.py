@@ -43,6 +43,7 @@ from cua_tui.core.supervisor import (
     MSG_OK,
     MSG_REFUSED,
     MSG_STALE,
+    RunResult,
     Supervisor,
 )
 from cua_tui.desktops.dry import DryDesktop
@@ -196,7 +197,7 @@ class Background:
 
     def __init__(self, sup: Supervisor) -> None:
         self.sup = sup
-        self.result = None
+        self.result: RunResult | None = None
         self.error: BaseException | None = None
         self.returned_at = 0.0
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -209,11 +210,18 @@ class Background:
             self.error = exc
         self.returned_at = time.monotonic()
 
-    def join(self, timeout: float = 5.0):  # type: ignore[no-untyped-def]
+    def join(self, timeout: float = 5.0) -> RunResult:
         self.thread.join(timeout)
         assert not self.thread.is_alive(), f"run() did not return within {timeout} s"
         assert self.error is None, f"run() raised {self.error!r}"
+        assert self.result is not None
         return self.result
+
+
+def sim_of(sup: Supervisor) -> SimDesktop:
+    """The supervisor's desktop, a SimDesktop in these tests (make_supervisor's default)."""
+    assert isinstance(sup.desktop, SimDesktop)
+    return sup.desktop
 
 
 def wait_for(event: threading.Event, what: str, timeout: float = 5.0) -> None:
@@ -404,8 +412,8 @@ def test_a_halt_in_one_call_answers_every_later_call_of_the_turn(tmp_path: Path)
     sup, _events, _ = make_supervisor(tmp_path, [], approver=approver)
     sup.agent = agent
     result = sup.run()
-    assert [a.kind.value for a in sup.desktop.executed] == ["move"]
-    assert sup.desktop.app.proofs == []
+    assert [a.kind.value for a in sim_of(sup).executed] == ["move"]
+    assert sim_of(sup).app.proofs == []
     assert approver.requests == []
     assert recorded_outcomes(result.path) == [
         (1, 0, "executed", MSG_OK),
@@ -608,7 +616,10 @@ def _send_click_run(tmp_path: Path, change) -> tuple[Any, SimDesktop, TurnsAgent
 
 def _pixel(frame: Frame, point: tuple[int, int]) -> tuple[int, int, int]:
     with Image.open(io.BytesIO(frame.png)) as img:
-        return img.convert("RGB").getpixel(point)
+        pixel = img.convert("RGB").getpixel(point)
+    assert isinstance(pixel, tuple)
+    r, g, b = pixel
+    return r, g, b
 
 
 def test_layout_change_before_an_approved_click_is_stale(tmp_path: Path) -> None:
@@ -879,7 +890,7 @@ def test_kill_while_the_approver_waits(tmp_path: Path) -> None:
     sup.kill()
     result = run.join(5)
     assert run.returned_at - killed_at < 2
-    desktop = sup.desktop
+    desktop = sim_of(sup)
     assert [a.kind.value for a in desktop.executed] == ["click"]  # the pending typing never ran
     assert desktop.app.values == {} and desktop.app.proofs == []
     gave_way = time.monotonic() + 1
@@ -935,8 +946,8 @@ def test_kill_while_the_agent_request_hangs(tmp_path: Path) -> None:
         agent.release.set()
     assert agent.cancelled.is_set()
     assert of_kind(result.path, "kill")[0]["during"] == "waiting_model"
-    assert [a.kind.value for a in sup.desktop.executed] == ["move"]
-    assert_killed(result, sup.desktop)
+    assert [a.kind.value for a in sim_of(sup).executed] == ["move"]
+    assert_killed(result, sim_of(sup))
 
 
 def test_pressing_kill_twice_and_after_the_end_is_harmless(tmp_path: Path) -> None:
@@ -956,8 +967,8 @@ def test_pressing_kill_twice_and_after_the_end_is_harmless(tmp_path: Path) -> No
     sup.kill("again")
     assert sup.wait(1) is result
     assert result.seal == seal and result_json(result.path)["seal"] == seal
-    assert sup.desktop.executed == []
-    assert_killed(result, sup.desktop)
+    assert sim_of(sup).executed == []
+    assert_killed(result, sim_of(sup))
 
 
 def test_kill_after_a_normal_end_changes_nothing(run_script) -> None:
@@ -1108,7 +1119,11 @@ def test_dry_backend_accepts_what_passes_policy_and_approval(run_script) -> None
 LOOK_ALIKE = SimpleNamespace(answer=Answer.APPROVE, by="x", note="")
 
 
-@pytest.mark.parametrize("ruling", [Ruling("approve", "x"), "approve", None, Ruling(Answer.APPROVE, "x"), LOOK_ALIKE])
+# Ruling("approve", ...): a plain string where the answer must be an Answer, on purpose
+@pytest.mark.parametrize(
+    "ruling",
+    [Ruling("approve", "x"), "approve", None, Ruling(Answer.APPROVE, "x"), LOOK_ALIKE],  # type: ignore[arg-type]
+)
 def test_a_malformed_ruling_is_a_reject_and_the_run_goes_on(run_script, ruling) -> None:
     class Odd:
         def decide(self, request, cancel):

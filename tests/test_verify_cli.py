@@ -6,6 +6,7 @@ import hashlib
 import json
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,7 @@ SCRIPT = {
 MIDDLE = 10
 
 
-def invoke(args: list[str], home: Path) -> Result:
+def invoke(args: Sequence[str | Path], home: Path) -> Result:
     """Run the CLI in-process with settings isolated from the user's (no config file, runs under home)."""
     env = {"CUA_TUI_CONFIG": str(home / "no-config.toml"), "CUA_TUI_RUNS_DIR": str(home / "default-runs")}
     return CliRunner().invoke(main, [str(a) for a in args], env=env, catch_exceptions=False)

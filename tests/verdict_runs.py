@@ -11,7 +11,12 @@ from cua_tui.core.audit import AuditWriter
 from cua_tui.core.rundir import write_json_atomic
 
 LAB = "lab:form (server-side)"
-SANDBOX = {"verifier": LAB, "passed": True, "detail": "the form server recorded the phrase", "where": "sandbox"}
+SANDBOX: dict[str, Any] = {
+    "verifier": LAB,
+    "passed": True,
+    "detail": "the form server recorded the phrase",
+    "where": "sandbox",
+}
 
 
 def recorded(runs: Path, name: str, verification: dict[str, Any], result_verifier: Any = "same") -> Path:

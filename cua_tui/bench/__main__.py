@@ -74,49 +74,7 @@ def run(
     }
     started = pn()
     with tempfile.TemporaryDirectory(prefix="cua-tui-bench-") as tmp_name:
-        tmp = Path(tmp_name)
-        if suite in ("core", "supervisor", "all"):
-            results["supervisor"] = run_supervisor(tmp, size)
-        if suite in ("core", "verify", "all"):
-            log(f"verify: generating {size['verify_events']:,} events, then {size['verify_repeats']} timed runs")
-            results["verify"] = bench_verify(tmp, size["verify_events"], size["verify_repeats"])
-        if suite in ("local", "all"):
-            log(f"local desktop: starting Xvfb + openbox + Chromium ({size['local_samples']} samples per measurement)")
-            results["local"] = bench_local(tmp, size["local_samples"], size["local_checks"])
-            results["targets"].update(
-                {
-                    "local_screenshot_median_ms": TARGET_LOCAL_SHOT_MS,
-                    "local_click_speedup": TARGET_LOCAL_CLICK_X,
-                    "local_type_speedup": TARGET_LOCAL_TYPE_X,
-                }
-            )
-        if suite in ("cwsandbox", "all"):
-            # imports the vendor SDK: only for this suite
-            from .cwsandbox import run as run_cwsandbox
-
-            results["cwsandbox"] = run_cwsandbox(tmp, size["cwsandbox_samples"])
-        if suite in ("docker", "all"):
-            from .docker import run as run_docker
-
-            results["docker"] = run_docker(tmp, size["docker_samples"], size["docker_starts"])
-        if suite in ("fleet", "all"):
-            from .fleet import TARGET_QUEUE_MS, TARGET_REFRESH_MS
-            from .fleet import run as run_fleet
-
-            results["fleet"] = run_fleet(tmp, quick, fleet_parts)
-            results["targets"]["fleet_queue_ms"] = TARGET_QUEUE_MS
-            if "tui" in fleet_parts:
-                results["targets"]["fleet_tui_refresh_ms"] = TARGET_REFRESH_MS
-        if suite in ("replay", "all"):
-            # imports Textual: only for the suites that measure it
-            from .replay import run as run_replay
-
-            results["replay"] = run_replay(tmp, quick)
-        if suite in ("ocr", "all"):
-            from .ocr import TARGET_CACHED_MS, TARGET_OCR_S, bench_ocr
-
-            results["ocr"] = bench_ocr(size["ocr_samples"])
-            results["targets"].update({"ocr_extraction_s": TARGET_OCR_S, "ocr_cached_lookup_ms": TARGET_CACHED_MS})
+        _run_in(Path(tmp_name), suite, quick, size, fleet_parts, results)
     if suite in ("tui", "all"):
         # imports Textual: only for the suites that measure it
         from .tui import run as run_tui
@@ -130,6 +88,55 @@ def run(
             results["resize"] = run_resize(size["resizes"])
     results["elapsed_s"] = (pn() - started) / 1e9
     return results
+
+
+def _run_in(
+    tmp: Path, suite: str, quick: bool, size: dict[str, int], fleet_parts: tuple[str, ...], results: dict[str, Any]
+) -> None:
+    """The suites of ``suite`` that work in the temporary directory ``tmp``, their results and targets
+    added to ``results``."""
+    if suite in ("core", "supervisor", "all"):
+        results["supervisor"] = run_supervisor(tmp, size)
+    if suite in ("core", "verify", "all"):
+        log(f"verify: generating {size['verify_events']:,} events, then {size['verify_repeats']} timed runs")
+        results["verify"] = bench_verify(tmp, size["verify_events"], size["verify_repeats"])
+    if suite in ("local", "all"):
+        log(f"local desktop: starting Xvfb + openbox + Chromium ({size['local_samples']} samples per measurement)")
+        results["local"] = bench_local(tmp, size["local_samples"], size["local_checks"])
+        results["targets"].update(
+            {
+                "local_screenshot_median_ms": TARGET_LOCAL_SHOT_MS,
+                "local_click_speedup": TARGET_LOCAL_CLICK_X,
+                "local_type_speedup": TARGET_LOCAL_TYPE_X,
+            }
+        )
+    if suite in ("cwsandbox", "all"):
+        # imports the vendor SDK: only for this suite
+        from .cwsandbox import run as run_cwsandbox
+
+        results["cwsandbox"] = run_cwsandbox(tmp, size["cwsandbox_samples"])
+    if suite in ("docker", "all"):
+        from .docker import run as run_docker
+
+        results["docker"] = run_docker(tmp, size["docker_samples"], size["docker_starts"])
+    if suite in ("fleet", "all"):
+        from .fleet import TARGET_QUEUE_MS, TARGET_REFRESH_MS
+        from .fleet import run as run_fleet
+
+        results["fleet"] = run_fleet(tmp, quick, fleet_parts)
+        results["targets"]["fleet_queue_ms"] = TARGET_QUEUE_MS
+        if "tui" in fleet_parts:
+            results["targets"]["fleet_tui_refresh_ms"] = TARGET_REFRESH_MS
+    if suite in ("replay", "all"):
+        # imports Textual: only for the suites that measure it
+        from .replay import run as run_replay
+
+        results["replay"] = run_replay(tmp, quick)
+    if suite in ("ocr", "all"):
+        from .ocr import TARGET_CACHED_MS, TARGET_OCR_S, bench_ocr
+
+        results["ocr"] = bench_ocr(size["ocr_samples"])
+        results["targets"].update({"ocr_extraction_s": TARGET_OCR_S, "ocr_cached_lookup_ms": TARGET_CACHED_MS})
 
 
 def _machine() -> dict[str, Any]:
@@ -192,8 +199,8 @@ def _check(suites: tuple[str, ...], quick: bool) -> tuple[dict[str, Any], list[c
     return merged, check.evaluate(merged, suites, not_run), failed
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Parse the arguments, run the suite, print the report (and write the JSON); the exit status."""
+def _parser() -> argparse.ArgumentParser:
+    """The command line's arguments, each with its help."""
     parser = argparse.ArgumentParser(
         prog="python -m cua_tui.bench",
         description="Benchmark cua-tui's supervisor overhead per action, verify throughput and the local desktop's "
@@ -235,6 +242,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="PARTS",
         help=f"the fleet suite's parts to run, comma-separated (default: {','.join(FLEET_PARTS)})",
     )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the arguments, run the suite, print the report (and write the JSON); the exit status."""
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.events is not None and args.events < 10:
         parser.error("--events must be at least 10")

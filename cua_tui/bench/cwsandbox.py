@@ -10,10 +10,14 @@ import os
 import random
 import statistics
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .common import log
+
+if TYPE_CHECKING:
+    from ..desktops.cwsandbox import CWSandboxDesktop
 
 # a credential for the local service (it checks nothing; the client sends it as any)
 KEY = "bench-key"
@@ -59,16 +63,26 @@ def run(tmp: Path, samples: int) -> dict[str, Any]:
     return {"samples": samples, "delays": [_at_delay(tmp / f"d{d}", samples, d) for d in DELAYS_MS]}
 
 
+@dataclass
+class _Samples:
+    """Per step, each side's ("ours", "tutorial") milliseconds, requests and PNG bytes, and the parts of
+    ours as the helper and the wire measured them."""
+
+    times: dict[str, list[float]] = field(default_factory=lambda: {"ours": [], "tutorial": []})
+    requests: dict[str, list[int]] = field(default_factory=lambda: {"ours": [], "tutorial": []})
+    sizes: dict[str, list[int]] = field(default_factory=lambda: {"ours": [], "tutorial": []})
+    parts: dict[str, list[float]] = field(
+        default_factory=lambda: {name: [] for name in (*PARTS, "helper", "to_reply", "transfer")}
+    )
+
+
 def _at_delay(tmp: Path, samples: int, delay_ms: int) -> dict[str, Any]:
     import cwsandbox
 
-    from ..core.actions import Action, Kind
     from ..core.geometry import Size
     from ..core.rundir import RunDir
     from ..desktops.cwsandbox import CWSandboxDesktop, SandboxSettings
     from ..desktops.cwsandbox_local import HOST_IMAGE, LocalService
-    from ..labs.form import INPUT
-    from .local import BLANK_POINT, LOCAL_IDLE_S
 
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     cwsandbox.disable_signal_handlers()
@@ -81,45 +95,58 @@ def _at_delay(tmp: Path, samples: int, delay_ms: int) -> dict[str, Any]:
         ours.start()
         theirs = _tutorial_sandbox(settings, 170 + random.randrange(60))
         shot = str(tmp / "cw-service" / "tutorial-shot.png")
-        times: dict[str, list[float]] = {"ours": [], "tutorial": []}
-        requests: dict[str, list[int]] = {"ours": [], "tutorial": []}
-        sizes: dict[str, list[int]] = {"ours": [], "tutorial": []}
-        parts: dict[str, list[float]] = {name: [] for name in (*PARTS, "helper", "to_reply", "transfer")}
         log(f"cwsandbox: {samples} clicks each, ours and the tutorial's interleaved")
         try:
-            # As the local desktop's benchmark does (bench/local.py): each timed click focuses the
-            # form's field (a visible change, so the settle ends once the page is quiet) after an
-            # untimed click elsewhere blurred it.
-            x, y = INPUT.center
-            for i in range(samples + 1):  # the first pair warms up
-                ours.perform(Action(Kind.CLICK, point=BLANK_POINT))
-                time.sleep(LOCAL_IDLE_S)
-                before = service.service.count()
-                t0 = time.perf_counter()
-                result = ours.perform(Action(Kind.CLICK, point=(x, y)))
-                t1 = time.perf_counter()
-                middle = service.service.count()
-                png = _tutorial_step(theirs, x, y, shot)
-                t2 = time.perf_counter()
-                after = service.service.count()
-                if i:
-                    times["ours"].append((t1 - t0) * 1000)
-                    times["tutorial"].append((t2 - t1) * 1000)
-                    requests["ours"].append(middle - before)
-                    requests["tutorial"].append(after - middle)
-                    sizes["ours"].append(len(result.frame.png))
-                    sizes["tutorial"].append(len(png))
-                    for name in parts:
-                        parts[name].append({**ours.timing, **ours.wire_timing}.get(name, float("nan")))
+            sampled = _interleaved(ours, theirs, service.service, samples, shot)
             paths = sorted(set(service.service.paths()))
             carried = _argv_or_stdin(theirs, samples)
         finally:
             ours.stop()
             theirs.stop(missing_ok=True).result()
-    med = {side: statistics.median(values) for side, values in times.items()}
-    part_ms = {name: statistics.median(values) for name, values in parts.items()}
+    return {"delay_ms": delay_ms, **_figures(sampled), "exec_paths": paths, **carried}
+
+
+def _interleaved(ours: CWSandboxDesktop, theirs: Any, service: Any, samples: int, shot: str) -> _Samples:
+    """``samples`` clicks on each side, one of ours then one of the tutorial's, after one pair warms up;
+    ``service`` counts the requests."""
+    from ..core.actions import Action, Kind
+    from ..labs.form import INPUT
+    from .local import BLANK_POINT, LOCAL_IDLE_S
+
+    out = _Samples()
+    # As the local desktop's benchmark does (bench/local.py): each timed click focuses the form's
+    # field (a visible change, so the settle ends once the page is quiet) after an untimed click
+    # elsewhere blurred it.
+    x, y = INPUT.center
+    for i in range(samples + 1):
+        ours.perform(Action(Kind.CLICK, point=BLANK_POINT))
+        time.sleep(LOCAL_IDLE_S)
+        before = service.count()
+        t0 = time.perf_counter()
+        result = ours.perform(Action(Kind.CLICK, point=(x, y)))
+        t1 = time.perf_counter()
+        middle = service.count()
+        png = _tutorial_step(theirs, x, y, shot)
+        t2 = time.perf_counter()
+        after = service.count()
+        if i:
+            out.times["ours"].append((t1 - t0) * 1000)
+            out.times["tutorial"].append((t2 - t1) * 1000)
+            out.requests["ours"].append(middle - before)
+            out.requests["tutorial"].append(after - middle)
+            out.sizes["ours"].append(len(result.frame.png))
+            out.sizes["tutorial"].append(len(png))
+            for name in out.parts:
+                out.parts[name].append({**ours.timing, **ours.wire_timing}.get(name, float("nan")))
+    return out
+
+
+def _figures(sampled: _Samples) -> dict[str, Any]:
+    """Medians and means of the samples, our step broken down, and the ratios tutorial / ours."""
+    med = {side: statistics.median(values) for side, values in sampled.times.items()}
+    part_ms = {name: statistics.median(values) for name, values in sampled.parts.items()}
+    requests, sizes = sampled.requests, sampled.sizes
     return {
-        "delay_ms": delay_ms,
         "ours_ms": med["ours"],
         "tutorial_ms": med["tutorial"],
         "parts_ms": {
@@ -138,17 +165,15 @@ def _at_delay(tmp: Path, samples: int, delay_ms: int) -> dict[str, Any]:
         "tutorial_png_kb": statistics.median(sizes["tutorial"]) / 1024,
         "latency_ratio": med["tutorial"] / med["ours"],
         "requests_ratio": statistics.mean(requests["tutorial"]) / statistics.mean(requests["ours"]),
-        "exec_paths": paths,
-        "request_in_argv_ms": carried["argv"],
-        "request_on_stdin_ms": carried["stdin"],
     }
 
 
 def _argv_or_stdin(sandbox: Any, samples: int) -> dict[str, float]:
-    """What carrying a step's request costs: in the exec's argv, or on its stdin (the client waits for the
-    exec's ready frame before it sends stdin), the same request echoed back, interleaved."""
+    """What carrying a step's request costs, ``request_in_argv_ms`` and ``request_on_stdin_ms``: in the
+    exec's argv, or on its stdin (the client waits for the exec's ready frame before it sends stdin), the
+    same request echoed back, interleaved."""
     request = json.dumps({"op": "perform", "action": {"kind": "type", "text": "x" * 40}, "armor": True})
-    times: dict[str, list[float]] = {"argv": [], "stdin": []}
+    times: dict[str, list[float]] = {"request_in_argv_ms": [], "request_on_stdin_ms": []}
     for i in range(samples + 1):
         t0 = time.perf_counter()
         sandbox.exec(["sh", "-c", 'printf "%s\\n" "$1"', "bench", request], timeout_seconds=10).result()
@@ -161,8 +186,8 @@ def _argv_or_stdin(sandbox: Any, samples: int) -> dict[str, float]:
         if echoed.stdout.strip() != request:
             raise RuntimeError("the stdin exec did not echo the request")
         if i:
-            times["argv"].append((t1 - t0) * 1000)
-            times["stdin"].append((t2 - t1) * 1000)
+            times["request_in_argv_ms"].append((t1 - t0) * 1000)
+            times["request_on_stdin_ms"].append((t2 - t1) * 1000)
     return {way: statistics.median(values) for way, values in times.items()}
 
 

@@ -33,60 +33,20 @@ def _desktop(side: str, tmp: Path) -> Any:
 
 def run(tmp: Path, samples: int, starts: int) -> dict[str, Any]:
     """Start times (``starts`` each) and ``samples`` clicks and typings per side, interleaved."""
-    from ..core.actions import parse_openai
-    from ..core.geometry import Scaling
     from ..core.ports import DesktopError
     from ..desktops.docker import DockerSettings
     from ..desktops.docker_engine import Engine
-    from ..labs.form import INPUT
 
     problem = Engine().problem(DockerSettings().image)
     if problem:
         raise DesktopError(problem, fatal=True)
     start_s: dict[str, list[float]] = {side: [] for side in SIDES}
     kept: dict[str, Any] = {}
-    click_ms: dict[str, list[float]] = {side: [] for side in SIDES}
-    type_ms: dict[str, list[float]] = {side: [] for side in SIDES}
-    scaling = Scaling.identity(SCREEN)
-
-    def act(data: dict[str, Any]) -> Any:
-        return parse_openai(data, scaling)
-
-    field = act({"type": "click", "button": "left", "x": INPUT.center[0], "y": INPUT.center[1]})
-    select_all = act({"type": "keypress", "keys": ["ctrl", "a"]})
-    typing = act({"type": "type", "text": TEXT})
     try:
-        for round_ in range(starts):
-            for side in SIDES if round_ % 2 == 0 else reversed(SIDES):
-                desktop = _desktop(side, tmp)
-                t0 = time.perf_counter()
-                desktop.start()
-                start_s[side].append(time.perf_counter() - t0)
-                # the last round's desktops are the ones sampled (idle meanwhile): three starts
-                # fewer
-                if round_ == starts - 1:
-                    kept[side] = desktop
-                else:
-                    desktop.stop()
+        _start(tmp, starts, start_s, kept)
         log(f"docker: start times { ({k: round(statistics.median(v), 2) for k, v in start_s.items()}) } s")
-        desktops = {side: kept[side] for side in SIDES}
         log(f"docker: {samples} clicks and typings on each side, interleaved")
-        for i in range(samples + 1):  # the first round warms up
-            # below the form: nothing a click there acts on
-            x, y = 60 + (i * 71) % 900, 520 + (i * 13) % 150
-            for side, desktop in desktops.items():
-                t0 = time.perf_counter()
-                desktop.perform(act({"type": "click", "button": "left", "x": x, "y": y}))
-                t1 = time.perf_counter()
-                desktop.perform(field)
-                # the typing replaces the last one: the page redraws alike
-                desktop.perform(select_all)
-                t2 = time.perf_counter()
-                desktop.perform(typing)
-                t3 = time.perf_counter()
-                if i:
-                    click_ms[side].append((t1 - t0) * 1000)
-                    type_ms[side].append((t3 - t2) * 1000)
+        click_ms, type_ms = _steps({side: kept[side] for side in SIDES}, samples)
     finally:
         for desktop in kept.values():
             desktop.stop()
@@ -95,6 +55,58 @@ def run(tmp: Path, samples: int, starts: int) -> dict[str, Any]:
         for name, values in (("start_s", start_s), ("click_ms", click_ms), ("type_ms", type_ms))
     }
     return {"samples": samples, "starts": starts, **med}
+
+
+def _start(tmp: Path, starts: int, start_s: dict[str, list[float]], kept: dict[str, Any]) -> None:
+    """Start and stop each side's desktop ``starts`` times, alternating the order, its seconds in
+    ``start_s``; the last round's desktops are left running in ``kept`` (the caller stops them)."""
+    for round_ in range(starts):
+        for side in SIDES if round_ % 2 == 0 else reversed(SIDES):
+            desktop = _desktop(side, tmp)
+            t0 = time.perf_counter()
+            desktop.start()
+            start_s[side].append(time.perf_counter() - t0)
+            # the last round's desktops are the ones sampled (idle meanwhile): three starts fewer
+            if round_ == starts - 1:
+                kept[side] = desktop
+            else:
+                desktop.stop()
+
+
+def _steps(desktops: dict[str, Any], samples: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """``samples`` clicks and typings on each desktop, side after side, after one round warms up; their
+    milliseconds per side."""
+    from ..core.actions import Action, parse_openai
+    from ..core.geometry import Scaling
+    from ..labs.form import INPUT
+
+    scaling = Scaling.identity(SCREEN)
+
+    def act(data: dict[str, Any]) -> Action:
+        return parse_openai(data, scaling)
+
+    field = act({"type": "click", "button": "left", "x": INPUT.center[0], "y": INPUT.center[1]})
+    select_all = act({"type": "keypress", "keys": ["ctrl", "a"]})
+    typing = act({"type": "type", "text": TEXT})
+    click_ms: dict[str, list[float]] = {side: [] for side in desktops}
+    type_ms: dict[str, list[float]] = {side: [] for side in desktops}
+    for i in range(samples + 1):
+        # below the form: nothing a click there acts on
+        x, y = 60 + (i * 71) % 900, 520 + (i * 13) % 150
+        for side, desktop in desktops.items():
+            t0 = time.perf_counter()
+            desktop.perform(act({"type": "click", "button": "left", "x": x, "y": y}))
+            t1 = time.perf_counter()
+            desktop.perform(field)
+            # the typing replaces the last one: the page redraws alike
+            desktop.perform(select_all)
+            t2 = time.perf_counter()
+            desktop.perform(typing)
+            t3 = time.perf_counter()
+            if i:
+                click_ms[side].append((t1 - t0) * 1000)
+                type_ms[side].append((t3 - t2) * 1000)
+    return click_ms, type_ms
 
 
 def report(r: dict[str, Any]) -> list[str]:

@@ -7,14 +7,17 @@ docs/benchmarks.md, "fleet".
 from __future__ import annotations
 
 import gc
+import json
 import math
 import os
 import statistics
 import threading
 import time
 import tracemalloc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..build import HANDSHAKE, RunOptions
 from ..config import Settings
@@ -22,6 +25,11 @@ from ..core import events as ev
 from ..core import fleet_queue as cf
 from ..core.ports import Answer
 from .common import SCREEN, log
+
+if TYPE_CHECKING:
+    from ..fleet_runner import Fleet
+    from ..tui.app import CuaApp
+    from ..tui.fleet_screen import FleetScreen
 
 # a new request shows in the queue within this of its decision request
 TARGET_QUEUE_MS = 100.0
@@ -42,9 +50,10 @@ FORM = {
 }
 
 
-def _settings(tmp: Path) -> Settings:
-    # built-in policy, whatever the user's
-    return Settings.load({"CUA_TUI_CONFIG": str(tmp / "no-config.toml")})
+def _settings(tmp: Path, env: dict[str, str] | None = None) -> Settings:
+    """The settings of a run with the built-in policy, whatever the user's; ``env``: the variables its
+    settings read (the user's are not)."""
+    return Settings.load({**(env or {}), "CUA_TUI_CONFIG": str(tmp / "no-config.toml")})
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -54,7 +63,7 @@ def _percentile(values: list[float], q: float) -> float:
 
 def _stamped_sim_fleet(
     tmp: Path, name: str, runs: int, concurrency: int
-) -> tuple[Any, dict[tuple[str, int], float], threading.Lock]:
+) -> tuple[Fleet, dict[tuple[str, int], float], threading.Lock]:
     """``runs`` scripted form runs on the sim desktop in one fleet, and when each decision_requested event
     was written: ``written[(run id, seq)]`` (monotonic seconds), under the returned lock."""
     from ..fleet_runner import Fleet, FleetTask
@@ -225,10 +234,33 @@ def _pss(pids: list[int]) -> int:
     return total
 
 
+def _step_latency(desktops: list[Any], steps: int) -> float:
+    """Median milliseconds of a click and its screenshot while every one of ``desktops`` steps at once."""
+    from ..core.actions import Action, Kind
+
+    samples: list[float] = []
+    lock = threading.Lock()
+
+    def stepper(desktop: Any, n: int) -> None:
+        for j in range(n):
+            action = Action(Kind.CLICK, point=(60 + (j * 71) % 900, 560 + (j * 13) % 120))
+            t0 = time.perf_counter()
+            desktop.perform(action)
+            with lock:
+                samples.append((time.perf_counter() - t0) * 1000)
+
+    threads = [threading.Thread(target=stepper, args=(d, steps)) for d in desktops]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return statistics.median(samples)
+
+
 def bench_local_desktops(counts: tuple[int, ...], steps: int) -> dict[str, Any]:
     """Start max(counts) local desktops; PSS per desktop; step latency with k of them stepping at once."""
-    from ..core.actions import Action, Kind
     from ..desktops.local import LocalDesktop
+    from ..fleet_runner import LOCAL_MEMORY_SHARE, memory_total
     from ..labs import get_lab
 
     most = max(counts)
@@ -249,32 +281,13 @@ def bench_local_desktops(counts: tuple[int, ...], steps: int) -> dict[str, Any]:
         per_desktop = pss / most
         latency: dict[int, float] = {}
         for k in counts:
-            samples: list[float] = []
-            lock = threading.Lock()
-
-            def stepper(desktop: Any, n: int, samples: list[float] = samples, lock: threading.Lock = lock) -> None:
-                for j in range(n):
-                    action = Action(Kind.CLICK, point=(60 + (j * 71) % 900, 560 + (j * 13) % 120))
-                    t0 = time.perf_counter()
-                    desktop.perform(action)
-                    with lock:
-                        samples.append((time.perf_counter() - t0) * 1000)
-
-            threads = [threading.Thread(target=stepper, args=(d, steps)) for d in desktops[:k]]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            latency[k] = statistics.median(samples)
+            latency[k] = _step_latency(desktops[:k], steps)
             log(f"fleet: {k} local desktop(s) stepping at once: median click + screenshot {latency[k]:.0f} ms")
     finally:
         for desktop in desktops:
             desktop.stop()
     one = latency[min(counts)]
     cpu_fit = max(k for k in counts if latency[k] <= 2 * one)
-    cpus = os.cpu_count() or 1
-    from ..fleet_runner import LOCAL_MEMORY_SHARE, memory_total
-
     mem_total = memory_total()
     memory_fit = int(mem_total * LOCAL_MEMORY_SHARE // per_desktop)
     return {
@@ -282,7 +295,7 @@ def bench_local_desktops(counts: tuple[int, ...], steps: int) -> dict[str, Any]:
         "start_s_median": statistics.median(started),
         "pss_per_desktop_mb": per_desktop / 2**20,
         "step_ms": {str(k): v for k, v in latency.items()},
-        "cpus": cpus,
+        "cpus": os.cpu_count() or 1,
         "mem_total_gb": mem_total / 2**30,
         "memory_fit": memory_fit,
         "cpu_fit_measured": cpu_fit,
@@ -294,9 +307,51 @@ def bench_local_desktops(counts: tuple[int, ...], steps: int) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------------
 # 4. cwsandbox: 8 runs at once against the local service, one exec per step
 # --------------------------------------------------------------------------------------------------
-def bench_cwsandbox_fleet(tmp: Path, runs: int) -> dict[str, Any]:
-    import json
+@contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """``values`` set in the environment for the block, what was there before put back after it."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
+
+def _run_requests(row: cf.RunRow, requests: list[tuple[str, str, str]]) -> dict[str, int] | None:
+    """The service's requests for one run's steps (between its desktop's ready and the verifier) and its
+    steps; None for a run that left no sandbox or no such window."""
+    if not row.path:
+        return None
+    sandbox_path = Path(row.path) / "sandbox-id.txt"
+    if not sandbox_path.exists():
+        return None
+    sandbox = sandbox_path.read_text().strip()
+    log_ = [(rpc, op) for rpc, sid, op in requests if sid == sandbox]
+    try:
+        start = log_.index(("StreamExec", "ready")) + 1
+        end = log_.index(("StreamExec", "verify"))
+    except ValueError:
+        return None
+    window = log_[start:end]
+    records = [json.loads(line) for line in (Path(row.path) / "audit.jsonl").read_text().splitlines()]
+    # Steps as the supervisor counts them: one outcome per proposed action. Those that never
+    # reached the desktop (declined, refused) cost no request, so they are counted out; a stale
+    # one did reach it.
+    outcomes = [r for r in records if r["kind"] == "outcome"]
+    reached = [r for r in outcomes if r["status"] in ("executed", "stale")]
+    return {
+        "requests": len(window),
+        "non_exec": sum(1 for rpc, _ in window if rpc != "StreamExec"),
+        "steps": len(reached),
+    }
+
+
+def bench_cwsandbox_fleet(tmp: Path, runs: int) -> dict[str, Any]:
     os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     import cwsandbox
@@ -306,12 +361,11 @@ def bench_cwsandbox_fleet(tmp: Path, runs: int) -> dict[str, Any]:
     from ..labs import get_lab
 
     cwsandbox.disable_signal_handlers()
-    saved = {k: os.environ.get(k) for k in ("CWSANDBOX_BASE_URL", "CWSANDBOX_API_KEY", "CUA_TUI_CWSANDBOX_IMAGE")}
     with LocalService(tmp / "fleet-cw-service") as service:
-        os.environ["CWSANDBOX_BASE_URL"] = service.base_url
-        os.environ["CUA_TUI_CWSANDBOX_IMAGE"] = HOST_IMAGE
-        os.environ["CWSANDBOX_API_KEY"] = "bench-key"
-        try:
+        # the image through the settings, as the command line passes it; the client reads the endpoint
+        # and key from the environment
+        settings = _settings(tmp, {"CUA_TUI_CWSANDBOX_IMAGE": HOST_IMAGE})
+        with _environment({"CWSANDBOX_BASE_URL": service.base_url, "CWSANDBOX_API_KEY": "bench-key"}):
             lab = get_lab("form")
             base = RunOptions(
                 backend="cwsandbox",
@@ -320,7 +374,7 @@ def bench_cwsandbox_fleet(tmp: Path, runs: int) -> dict[str, Any]:
                 script=lab.script(),
                 decisions="approve",
                 fsync=False,
-                settings=_settings(tmp),
+                settings=settings,
             )
             fleet = Fleet(
                 [FleetTask(f"cw-{i}", base) for i in range(runs)], runs_dir=tmp / "fleet-cw", concurrency=runs
@@ -329,41 +383,8 @@ def bench_cwsandbox_fleet(tmp: Path, runs: int) -> dict[str, Any]:
             t0 = time.perf_counter()
             rows = fleet.run()
             wall = time.perf_counter() - t0
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
-        requests = list(service.service.requests)
-    per_run = []
-    for row in rows:
-        if not row.path:
-            continue
-        sandbox_path = Path(row.path) / "sandbox-id.txt"
-        if not sandbox_path.exists():
-            continue
-        sandbox = sandbox_path.read_text().strip()
-        log_ = [(rpc, op) for rpc, sid, op in requests if sid == sandbox]
-        try:
-            start = log_.index(("StreamExec", "ready")) + 1
-            end = log_.index(("StreamExec", "verify"))
-        except ValueError:
-            continue
-        window = log_[start:end]
-        records = [json.loads(line) for line in (Path(row.path) / "audit.jsonl").read_text().splitlines()]
-        # Steps as the supervisor counts them: one outcome per proposed action. Those that never
-        # reached the desktop (declined, refused) cost no request, so they are counted out; a stale
-        # one did reach it.
-        outcomes = [r for r in records if r["kind"] == "outcome"]
-        reached = [r for r in outcomes if r["status"] in ("executed", "stale")]
-        per_run.append(
-            {
-                "requests": len(window),
-                "non_exec": sum(1 for rpc, _ in window if rpc != "StreamExec"),
-                "steps": len(reached),
-            }
-        )
+        requests: list[tuple[str, str, str]] = list(service.service.requests)
+    per_run = [counted for row in rows if (counted := _run_requests(row, requests)) is not None]
     statuses: dict[str, int] = {}
     for row in rows:
         statuses[row.status] = statuses.get(row.status, 0) + 1
@@ -383,15 +404,9 @@ def bench_cwsandbox_fleet(tmp: Path, runs: int) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------------
 # 5. The fleet TUI at that load
 # --------------------------------------------------------------------------------------------------
-def bench_fleet_tui(tmp: Path, runs: int, concurrency: int) -> dict[str, Any]:
-    import asyncio
-
-    from ..tui.fleet_screen import FleetScreen, fleet_app
-    from ..tui.signals import Signals
-
-    # ticket -> (run id, seq) of its decision_requested event
-    asked: dict[int, tuple[str, int]] = {}
-    fleet, written, lock = _stamped_sim_fleet(tmp, "fleet-tui", runs, concurrency)
+def _answer_later(fleet: Fleet, asked: dict[int, tuple[str, int]], lock: threading.Lock) -> cf.FleetListener:
+    """The benchmark's reviewer: notes each request's ``(run id, seq)`` under its ticket in ``asked``
+    and approves it ANSWER_DELAY_S later."""
 
     def reviewer(event: cf.FleetEvent) -> None:
         if isinstance(event, cf.RequestQueued):
@@ -402,23 +417,38 @@ def bench_fleet_tui(tmp: Path, runs: int, concurrency: int) -> dict[str, Any]:
             timer.daemon = True
             timer.start()
 
-    fleet.subscribe(reviewer)
+    return reviewer
+
+
+async def _drive(app: CuaApp, fleet: Fleet, screen: FleetScreen) -> dict[str, float]:
+    """Run the app until the fleet is done and shown; its UI thread's CPU and wall seconds, runs passed."""
+    async with app.run_test(size=(200, 50)) as pilot:
+        t0, c0 = time.perf_counter(), time.thread_time()
+        while not (fleet.done and screen.finished):
+            await pilot.pause(0.05)
+        await pilot.pause(0.2)
+        return {
+            "cpu_s": time.thread_time() - c0,
+            "wall_s": time.perf_counter() - t0,
+            "passed": sum(1 for r in screen.fleet_rows.values() if r.status == "passed"),
+        }
+
+
+def bench_fleet_tui(tmp: Path, runs: int, concurrency: int) -> dict[str, Any]:
+    import asyncio
+
+    from ..tui.fleet_screen import FleetScreen, fleet_app
+    from ..tui.signals import Signals
+
+    # ticket -> (run id, seq) of its decision_requested event
+    asked: dict[int, tuple[str, int]] = {}
+    fleet, written, lock = _stamped_sim_fleet(tmp, "fleet-tui", runs, concurrency)
+    fleet.subscribe(_answer_later(fleet, asked, lock))
     app = fleet_app(fleet, signals=Signals(bell=False, notify=False), measure=True)
     screen = app.main
     assert isinstance(screen, FleetScreen)
-    ui: dict[str, float] = {}
-
-    async def drive() -> None:
-        async with app.run_test(size=(200, 50)) as pilot:
-            t0, c0 = time.perf_counter(), time.thread_time()
-            while not (fleet.done and screen.finished):
-                await pilot.pause(0.05)
-            await pilot.pause(0.2)
-            ui["cpu_s"], ui["wall_s"] = time.thread_time() - c0, time.perf_counter() - t0
-            ui["passed"] = sum(1 for r in screen.fleet_rows.values() if r.status == "passed")
-
     log(f"fleet: the fleet TUI over {runs} sim runs, {concurrency} at a time")
-    asyncio.run(drive())
+    ui = asyncio.run(_drive(app, fleet, screen))
     refresh = screen.refresh_ms
     latencies = [
         (screen.shown_at[ticket] - written[key]) * 1000 for ticket, key in asked.items() if ticket in screen.shown_at

@@ -15,14 +15,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..build import RunOptions, build_run
+from ..build import Run, RunOptions, build_run
 from ..config import Settings
 from ..core import events as ev
 from ..core.actions import parse_openai
 from ..core.audit import AuditClosed, AuditWriter, verify_run
 from ..core.geometry import Scaling
 from ..core.policy import Policy, Verdict
+from ..core.ports import Answer, OutcomeStatus
 from ..core.rundir import new_run_id
+from ..core.supervisor import Listener
 from .common import ACTIONS_PER_TURN, SCREEN, WARMUP, action_mix, log, pn, summarize_ns
 
 # median supervisor overhead per action, without fsync
@@ -40,7 +42,7 @@ class SeedAudit:
         self.RUN_ID = run_id
         self.prev_hash = "0" * 64
 
-    def audit(self, event: dict) -> None:
+    def audit(self, event: dict[str, Any]) -> None:
         event.update({"run": self.RUN_ID, "ts": time.time(), "prev": self.prev_hash})
         line = json.dumps(event, sort_keys=True)
         self.prev_hash = hashlib.sha256(line.encode()).hexdigest()
@@ -73,30 +75,54 @@ class Emitter:
                     pass
 
 
-def action_events(raw: dict[str, Any], policy: Policy, scaling: Scaling, turn: int, index: int, step: int) -> list:
+def action_events(
+    raw: dict[str, Any], policy: Policy, scaling: Scaling, turn: int, index: int, step: int
+) -> list[ev.Event]:
     """The four events the supervisor emits for one action approved and executed (unmeasured helper)."""
     call_id = f"call_{turn:05d}"
     action = parse_openai(raw, scaling)
     decision = policy.classify(action)
     if decision.verdict is Verdict.ALLOW:
-        decided = ev.DecisionMade(turn, index, "approve", "policy", note=decision.reason)
+        decided = ev.DecisionMade(turn, index, Answer.APPROVE, "policy", note=decision.reason)
     else:
-        decided = ev.DecisionMade(turn, index, "approve", "headless rule: approve", subject="action")
+        decided = ev.DecisionMade(turn, index, Answer.APPROVE, "headless rule: approve", subject="action")
     return [
         ev.ActionProposed(turn, index, call_id, action.to_record(), action.describe(), "", "", raw["type"]),
-        ev.PolicyVerdict(turn, index, decision.verdict.value, decision.reason, decision.rule),
+        ev.PolicyVerdict(turn, index, decision.verdict, decision.reason, decision.rule),
         decided,
-        ev.Outcome(turn, index, call_id, "executed", "OK", step, 0.0),
+        ev.Outcome(turn, index, call_id, OutcomeStatus.EXECUTED, "OK", step, 0.0),
     ]
 
 
 def bench_micro(tmp: Path, raws: list[dict[str, Any]], n: int, *, fsync: bool) -> dict[str, Any]:
     """parse + classify + 4 x (event, audit append, dispatch) per action, timed one action at a time."""
-    policy = Policy.default()
-    scaling = Scaling.identity(SCREEN)
     writer = AuditWriter(tmp / f"micro-{'fsync' if fsync else 'nofsync'}.jsonl", new_run_id(), fsync=fsync)
     sink: list[ev.Event] = []
-    emit = Emitter(writer, (sink.append,)).emit
+    total, parse_ns, classify_ns, emit_ns = _time_actions(Emitter(writer, (sink.append,)).emit, raws, n)
+    writer.close()
+    records = writer.seq
+    size = writer.path.stat().st_size
+    writer.path.unlink()
+    return {
+        **summarize_ns(total),
+        "fsync": fsync,
+        "records_per_action": 4,
+        "avg_line_bytes": size / records,
+        "listener_events": len(sink),
+        "stages": {
+            "parse": summarize_ns(parse_ns),
+            "classify": summarize_ns(classify_ns),
+            "emit4": summarize_ns(emit_ns),
+        },
+    }
+
+
+def _time_actions(
+    emit: Callable[[ev.Event], None], raws: list[dict[str, Any]], n: int
+) -> tuple[list[int], list[int], list[int], list[int]]:
+    """Nanoseconds per action after the warm-up: in all, then parsing, classifying and the four emits."""
+    policy = Policy.default()
+    scaling = Scaling.identity(SCREEN)
     total: list[int] = []
     parse_ns: list[int] = []
     classify_ns: list[int] = []
@@ -118,39 +144,21 @@ def bench_micro(tmp: Path, raws: list[dict[str, Any]], n: int, *, fsync: bool) -
                 turn, index, call_id, action.to_record(), action.describe(), "", "", raw["type"], parsed=action
             )
         )
-        emit(ev.PolicyVerdict(turn, index, decision.verdict.value, decision.reason, decision.rule))
+        emit(ev.PolicyVerdict(turn, index, decision.verdict, decision.reason, decision.rule))
         if decision.verdict is Verdict.ALLOW:
-            emit(ev.DecisionMade(turn, index, "approve", "policy", note=decision.reason))
+            emit(ev.DecisionMade(turn, index, Answer.APPROVE, "policy", note=decision.reason))
         else:
             # confirm: the approver's ruling (headless approve); a block would not reach here in
             # this mix
-            emit(ev.DecisionMade(turn, index, "approve", "headless rule: approve", subject="action"))
-        emit(ev.Outcome(turn, index, call_id, "executed", "OK", i + 1, 0.0))
+            emit(ev.DecisionMade(turn, index, Answer.APPROVE, "headless rule: approve", subject="action"))
+        emit(ev.Outcome(turn, index, call_id, OutcomeStatus.EXECUTED, "OK", i + 1, 0.0))
         t3 = pn()
         if i >= warmup:
             total.append(t3 - t0)
             parse_ns.append(t1 - t0)
             classify_ns.append(t2 - t1)
             emit_ns.append(t3 - t2)
-    writer.close()
-    records = writer.seq
-    size = writer.path.stat().st_size
-    writer.path.unlink()
-    result = summarize_ns(total)
-    result.update(
-        {
-            "fsync": fsync,
-            "records_per_action": 4,
-            "avg_line_bytes": size / records,
-            "listener_events": len(sink),
-            "stages": {
-                "parse": summarize_ns(parse_ns),
-                "classify": summarize_ns(classify_ns),
-                "emit4": summarize_ns(emit_ns),
-            },
-        }
-    )
-    return result
+    return total, parse_ns, classify_ns, emit_ns
 
 
 def bench_audit_vs_seed(tmp: Path, raws: list[dict[str, Any]], n: int) -> dict[str, Any]:
@@ -209,10 +217,32 @@ def _stamping_listener(sink: list[ev.Event], stamps: list[int]) -> Callable[[ev.
     return listener
 
 
+def _e2e_run(tmp: Path, raws: list[dict[str, Any]], settings: Settings, listener: Listener, *, fsync: bool) -> Run:
+    """One scripted run of ``raws`` on the dry desktop, made as the command line makes a run: the one builder."""
+    turns = [{"actions": raws[i : i + ACTIONS_PER_TURN]} for i in range(0, len(raws), ACTIONS_PER_TURN)]
+    return build_run(
+        RunOptions(
+            task="benchmark",
+            backend="dry",
+            screen=str(SCREEN),
+            agent=None,
+            script={"turns": turns, "final_text": "done"},
+            agent_label="script",
+            max_turns=len(turns) + 2,
+            max_steps=len(raws) + 10,
+            deadline=3600,
+            runs_dir=tmp / "e2e",
+            decisions="approve",
+            listeners=(listener,),
+            fsync=fsync,
+            settings=settings,
+        )
+    )
+
+
 def bench_e2e(tmp: Path, n_actions: int, runs: int, *, fsync: bool) -> dict[str, Any]:
     """``runs`` real Supervisor runs of ``n_actions`` scripted actions on the dry desktop, every one approved."""
     raws = action_mix(n_actions, seed=99)
-    turns = [{"actions": raws[i : i + ACTIONS_PER_TURN]} for i in range(0, n_actions, ACTIONS_PER_TURN)]
     per_action_ns: list[int] = []
     intervals: list[int] = []
     records = 0
@@ -223,25 +253,7 @@ def bench_e2e(tmp: Path, n_actions: int, runs: int, *, fsync: bool) -> dict[str,
     for _ in range(runs):
         sink: list[ev.Event] = []
         stamps: list[int] = []
-        # made as the command line makes a run: the one builder
-        run = build_run(
-            RunOptions(
-                task="benchmark",
-                backend="dry",
-                screen=str(SCREEN),
-                agent=None,
-                script={"turns": turns, "final_text": "done"},
-                agent_label="script",
-                max_turns=len(turns) + 2,
-                max_steps=n_actions + 10,
-                deadline=3600,
-                runs_dir=tmp / "e2e",
-                decisions="approve",
-                listeners=(_stamping_listener(sink, stamps),),
-                fsync=fsync,
-                settings=settings,
-            )
-        )
+        run = _e2e_run(tmp, raws, settings, _stamping_listener(sink, stamps), fsync=fsync)
         sup, rundir = run.supervisor, run.supervisor.rundir
         gc.collect()
         t0 = pn()
@@ -257,21 +269,18 @@ def bench_e2e(tmp: Path, n_actions: int, runs: int, *, fsync: bool) -> dict[str,
                 statuses[str(e.status)] = statuses.get(str(e.status), 0) + 1
         intact = intact and verify_run(rundir.path).intact
         shutil.rmtree(rundir.path, ignore_errors=True)
-    out = summarize_ns(intervals)
-    out.update(
-        {
-            "fsync": fsync,
-            "actions_per_run": n_actions,
-            "runs": runs,
-            # run time / actions (median of runs)
-            "per_action_run_us": statistics.median(per_action_ns) / 1e3,
-            "per_action_run": summarize_ns(per_action_ns),
-            "records_per_action": records / (n_actions * runs),
-            "statuses": statuses,
-            "intact": intact,
-        }
-    )
-    return out
+    return {
+        **summarize_ns(intervals),
+        "fsync": fsync,
+        "actions_per_run": n_actions,
+        "runs": runs,
+        # run time / actions (median of runs)
+        "per_action_run_us": statistics.median(per_action_ns) / 1e3,
+        "per_action_run": summarize_ns(per_action_ns),
+        "records_per_action": records / (n_actions * runs),
+        "statuses": statuses,
+        "intact": intact,
+    }
 
 
 def run_supervisor(tmp: Path, size: dict[str, int]) -> dict[str, Any]:

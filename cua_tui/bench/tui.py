@@ -16,8 +16,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PIL import Image, ImageDraw
 from textual.app import App, ComposeResult
@@ -25,7 +26,11 @@ from textual.widget import Widget
 
 from ..core.imaging import ScreenLimit
 from ..tui.desktop_view import DesktopView
-from ..tui.frames import Target, prepare
+from ..tui.frames import Rendered, Target, prepare
+
+if TYPE_CHECKING:
+    # imported for real only once the cell size is pinned (its import probes the terminal)
+    from textual_image.widget import HalfcellImage
 
 PANE = (100, 40)
 LIMIT = ScreenLimit(1024, 720)  # the screenshots' run: its screen
@@ -85,67 +90,79 @@ class _Harness(App[None]):
         yield self.widget
 
 
-async def _measure(widget: Widget, apply, pngs: list[bytes]) -> list[float]:
+async def _measure[P](
+    widget: Widget, prepare: Callable[[bytes], P], show: Callable[[P], None], pngs: list[bytes]
+) -> list[float]:
+    """The UI thread's CPU milliseconds per frame: ``show`` of what ``prepare`` (the worker's part, not
+    timed here) made, until the app has composed the screen."""
     app = _Harness(widget)
     samples = []
     async with app.run_test(size=(PANE[0] + 10, PANE[1] + 4)) as pilot:
         await pilot.pause()
         for png in pngs:
-            payload = apply.prepare(png) if hasattr(apply, "prepare") else png
+            payload = prepare(png)
             start = time.thread_time()
-            apply(widget, payload)
+            show(payload)
             # the app processes the refresh and composes the screen
             await pilot.pause()
             samples.append((time.thread_time() - start) * 1000)
     return samples
 
 
-class _Ours:
-    def __init__(self) -> None:
-        self.worker_ms: list[float] = []
+class _Worker:
+    """The worker's conversion as the pane's own worker does it, timed on its own (wall milliseconds)."""
 
-    def prepare(self, png: bytes):  # runs in a worker in the app; timed separately here
-        start = time.perf_counter()
-        rendered = prepare(png, PANE[0], PANE[1], Target(point=(512, 360)), limit=LIMIT)
-        self.worker_ms.append((time.perf_counter() - start) * 1000)
-        return rendered
-
-    def __call__(self, widget: Widget, rendered) -> None:
-        widget.show(rendered)  # type: ignore[attr-defined]
-
-
-class _OursGraphics:
-    """The graphics path: the worker fits and marks the picture for the pane's pixels (and, where the
-    widget takes it, encodes the Sixel data); the UI thread hands it to the textual-image widget."""
-
-    def __init__(self, encode: bool) -> None:
+    def __init__(self, *, graphics: bool = False, encode: bool = False) -> None:
+        # graphics: fit and mark the picture for the pane's pixels (and, when encode, make the Sixel data)
+        # for a textual-image widget; else half-block strips
+        self.graphics = graphics
         self.encode = encode
         self.worker_ms: list[float] = []
 
-    def prepare(self, png: bytes):
+    def prepare(self, png: bytes) -> Rendered:
         start = time.perf_counter()
-        rendered = prepare(
-            png,
-            PANE[0],
-            PANE[1],
-            Target(point=(512, 360)),
-            limit=LIMIT,
-            strips=False,
-            cell_pixels=CELL_PIXELS,
-            sixel=self.encode,
-        )
+        if self.graphics:
+            rendered = prepare(
+                png,
+                PANE[0],
+                PANE[1],
+                Target(point=(512, 360)),
+                limit=LIMIT,
+                strips=False,
+                cell_pixels=CELL_PIXELS,
+                sixel=self.encode,
+            )
+        else:
+            rendered = prepare(png, PANE[0], PANE[1], Target(point=(512, 360)), limit=LIMIT)
         self.worker_ms.append((time.perf_counter() - start) * 1000)
         return rendered
 
-    def __call__(self, widget: Widget, rendered) -> None:
-        widget.show(rendered)  # type: ignore[attr-defined]
+
+def _ours(worker: _Worker, pane: DesktopView, pngs: list[bytes]) -> list[float]:
+    """UI-thread milliseconds per frame of the pane, given what ``worker`` made (the 3 untimed ones dropped)."""
+    return asyncio.run(_measure(pane, worker.prepare, pane.show, pngs))[3:]
 
 
-def _theirs(widget: Widget, png: bytes) -> None:
-    widget.image = Image.open(io.BytesIO(png))  # type: ignore[attr-defined]
+def _theirs(widget: HalfcellImage, pngs: list[bytes]) -> list[float]:
+    """UI-thread milliseconds per frame of textual-image's widget, which decodes and converts there."""
+
+    def show(png: bytes) -> None:
+        widget.image = Image.open(io.BytesIO(png))
+
+    return asyncio.run(_measure(widget, lambda png: png, show, pngs))[3:]
 
 
-def run(count: int) -> dict:
+def _stats(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    return {
+        "n": len(values),
+        "median_ms": statistics.median(values),
+        "p90_ms": ordered[int(0.9 * (len(ordered) - 1))],
+        "mean_ms": statistics.fmean(values),
+    }
+
+
+def run(count: int) -> dict[str, Any]:
     """Measure ``count`` frames (after 3 untimed ones) with both renderers; the results as JSON data."""
     if sys.__stdout__ is not None and sys.__stdout__.isatty():
         return _run_detached(count)
@@ -155,41 +172,31 @@ def run(count: int) -> dict:
     from ..tui.graphics import SixelPane
 
     pngs = frames(count + 3)
-    ours = _Ours()
-    ours_ms = asyncio.run(_measure(DesktopView(id="pane"), ours, pngs))[3:]
-    theirs_ms = asyncio.run(_measure(HalfcellImage(id="pane"), _theirs, pngs))[3:]
+    ours = _Worker()
+    ours_ms = _ours(ours, DesktopView(id="pane"), pngs)
+    theirs_ms = _theirs(HalfcellImage(id="pane"), pngs)
     # Sixel: textual-image's own widget (it encodes in render_lines, on the UI thread), then the
     # pane's widget, which is handed the Sixel data the worker encoded.
-    plain = _OursGraphics(encode=False)
-    plain_ms = asyncio.run(_measure(DesktopView(graphics=SixelImage, id="pane"), plain, pngs))[3:]
-    pre = _OursGraphics(encode=True)
-    pre_ms = asyncio.run(_measure(DesktopView(graphics=SixelPane, id="pane"), pre, pngs))[3:]
-
-    def stats(values: list[float]) -> dict:
-        ordered = sorted(values)
-        return {
-            "n": len(values),
-            "median_ms": statistics.median(values),
-            "p90_ms": ordered[int(0.9 * (len(ordered) - 1))],
-            "mean_ms": statistics.fmean(values),
-        }
-
+    plain = _Worker(graphics=True)
+    plain_ms = _ours(plain, DesktopView(graphics=SixelImage, id="pane"), pngs)
+    pre = _Worker(graphics=True, encode=True)
+    pre_ms = _ours(pre, DesktopView(graphics=SixelPane, id="pane"), pngs)
     return {
         "pane_cells": list(PANE),
         "frame": [1024, 720],
-        "ours_ui_thread": stats(ours_ms),
-        "ours_worker_conversion": stats(ours.worker_ms[3:]),
-        "textual_image_halfcell_ui_thread": stats(theirs_ms),
+        "ours_ui_thread": _stats(ours_ms),
+        "ours_worker_conversion": _stats(ours.worker_ms[3:]),
+        "textual_image_halfcell_ui_thread": _stats(theirs_ms),
         "sixel_cell_pixels": list(CELL_PIXELS),
-        "sixel_encoded_on_ui_thread": stats(plain_ms),
-        "sixel_encoded_on_ui_thread_worker": stats(plain.worker_ms[3:]),
-        "sixel_ui_thread": stats(pre_ms),
-        "sixel_worker_conversion": stats(pre.worker_ms[3:]),
+        "sixel_encoded_on_ui_thread": _stats(plain_ms),
+        "sixel_encoded_on_ui_thread_worker": _stats(plain.worker_ms[3:]),
+        "sixel_ui_thread": _stats(pre_ms),
+        "sixel_worker_conversion": _stats(pre.worker_ms[3:]),
         "target_ms": TARGET_MS,
     }
 
 
-def report(result: dict) -> str:
+def report(result: dict[str, Any]) -> str:
     """The section of the text report for ``run``'s results."""
     ours, theirs, worker = (
         result["ours_ui_thread"],

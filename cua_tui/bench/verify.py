@@ -18,7 +18,7 @@ from ..core.audit import GENESIS, AuditKey, AuditWriter, verify_run
 from ..core.geometry import Scaling, Size
 from ..core.imaging import blank_frame
 from ..core.policy import Policy, Verdict
-from ..core.ports import Frame
+from ..core.ports import Answer, Frame, OutcomeStatus
 from ..core.rundir import RunDir, ScreenStore, write_json_atomic
 from .common import ACTIONS_PER_TURN, SCREEN, action_mix, pn
 
@@ -62,10 +62,11 @@ def make_run_dir(root: Path, n_events: int, key: AuditKey) -> dict[str, Any]:
         )
     )
     turn, step = _write_turns(writer, emit, frames, policy, last)
-    while emit(ev.Phase("waiting_model", "waiting for the model")):
+    while emit(ev.Phase(ev.RunPhase.WAITING_MODEL, "waiting for the model")):
         pass  # exactly n_events records
     writer.append(
-        "run_ended", ev.RunEnded("finished", "the agent finished", turn, step, step, None, "done").to_record()
+        "run_ended",
+        ev.RunEnded(ev.RunStatus.FINISHED, "the agent finished", turn, step, step, None, "done").to_record(),
     )
     seal = writer.seal(key)
     write_json_atomic(
@@ -87,7 +88,7 @@ def _write_turns(
     while running:
         turn += 1
         f = frames[shot % len(frames)]
-        running = emit(ev.Phase("waiting_model", "waiting for the model")) and emit(
+        running = emit(ev.Phase(ev.RunPhase.WAITING_MODEL, "waiting for the model")) and emit(
             ev.ModelTurn(turn, _TURN_TEXTS[turn % len(_TURN_TEXTS)], 1, ACTIONS_PER_TURN, f"resp_{turn:08x}", 2100, 140)
         )
         for index in range(ACTIONS_PER_TURN):
@@ -124,20 +125,20 @@ def _action_records(
     call_id = f"call_{turn:08x}"
     seq: list[ev.Event] = [
         ev.ActionProposed(turn, index, call_id, action.to_record(), action.describe(), "", "", raw["type"]),
-        ev.PolicyVerdict(turn, index, decision.verdict.value, decision.reason, decision.rule),
+        ev.PolicyVerdict(turn, index, decision.verdict, decision.reason, decision.rule),
     ]
     if decision.verdict is Verdict.CONFIRM:
         seq += [
             ev.DecisionRequested(turn, index, call_id, "action", decision.reason),
-            ev.Phase("awaiting_decision", decision.reason),
-            ev.DecisionMade(turn, index, "approve", "human", subject="action"),
+            ev.Phase(ev.RunPhase.AWAITING_DECISION, decision.reason),
+            ev.DecisionMade(turn, index, Answer.APPROVE, "human", subject="action"),
             ev.ScreenCaptured(before.sha256, before.width, before.height, len(before.png), turn, step, "stale_check"),
         ]
     else:
-        seq.append(ev.DecisionMade(turn, index, "approve", "policy", note=decision.reason))
+        seq.append(ev.DecisionMade(turn, index, Answer.APPROVE, "policy", note=decision.reason))
     seq += [
-        ev.Phase("executing", action.describe()),
-        ev.Outcome(turn, index, call_id, "executed", "OK", step, 12.5 + index),
+        ev.Phase(ev.RunPhase.EXECUTING, action.describe()),
+        ev.Outcome(turn, index, call_id, OutcomeStatus.EXECUTED, "OK", step, 12.5 + index),
         ev.ScreenCaptured(after.sha256, after.width, after.height, len(after.png), turn, step, "after_action"),
     ]
     return seq

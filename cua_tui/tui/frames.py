@@ -181,48 +181,20 @@ def _zoom(
     graphics: bool,
     strips: bool,
 ) -> Rendered:
-    """The target's neighbourhood, magnified so that its label is legible, with an overview inset.
-
-    Half-blocks: at least 1:1 (one screen pixel per half-cell), more while the pane still holds
-    NEIGHBOURHOOD around the target. Graphics protocols already show every pixel: 2x."""
+    """The target's neighbourhood, magnified so that its label is legible, with an overview inset."""
     x, y = target.centre
     interest = _interest(target)
-    if interest is not None and not graphics:
-        # as large as the element (with its label) still fits, at least 1:1, at most what the rule
-        # allows
-        most = max(1, min(box_w // NEIGHBOURHOOD[0], box_h // NEIGHBOURHOOD[1]) + 1)
-        fits = min(box_w // max(1, interest[2] - interest[0]), box_h // max(1, interest[3] - interest[1]))
-        magnify = max(1, min(most, fits))
-    else:
-        magnify = 2 if graphics else max(1, min(box_w // NEIGHBOURHOOD[0], box_h // NEIGHBOURHOOD[1]))
+    magnify = _magnification(interest, box_w, box_h, graphics=graphics)
     crop_w, crop_h = min(box_w // magnify, source.width), min(box_h // magnify, source.height)
-    cx, cy = x, y
-    if interest is not None:
-        # The element and its label in the frame where they fit (per axis); a field wider than the
-        # frame shows its start (where its words are); a button wider than it stays centred on the
-        # point.
-        ix0, iy0, ix1, iy1 = interest
-        if ix1 - ix0 <= crop_w:
-            cx = (ix0 + ix1) // 2
-        elif target.kind == "type":
-            cx = ix0 + crop_w // 2
-        if iy1 - iy0 <= crop_h:
-            cy = (iy0 + iy1) // 2
-    elif target.label is not None:
-        # The target's label in the frame too where both fit (per axis); where they do not, the
-        # target stays centred: it is what is being decided.
-        lx0, ly0, lx1, ly1 = target.label
-        if max(x, lx1) - min(x, lx0) <= crop_w - 8:
-            cx = (max(x, lx1) + min(x, lx0)) // 2
-        if max(y, ly1) - min(y, ly0) <= crop_h - 8:
-            cy = (max(y, ly1) + min(y, ly0)) // 2
+    cx, cy = _zoom_centre(target, interest, crop_w, crop_h)
     left = min(max(0, cx - crop_w // 2), max(0, source.width - crop_w))
     top = min(max(0, cy - crop_h // 2), max(0, source.height - crop_h))
     framed = (left, top, left + crop_w, top + crop_h)
     picture = source.crop(framed)
     if magnify != 1:
         picture = picture.resize((picture.width * magnify, picture.height * magnify), Image.Resampling.NEAREST)
-    if target.element is not None and target.kind == "type":  # the field typing goes to, outlined
+    # the field typing goes to, outlined
+    if target.element is not None and target.kind == "type":
         ex0, ey0, ex1, ey1 = target.element
         ImageDraw.Draw(picture).rectangle(
             (
@@ -248,6 +220,47 @@ def _zoom(
         framed=framed,
         inset=inset,
     )
+
+
+def _magnification(interest: tuple[int, int, int, int] | None, box_w: int, box_h: int, *, graphics: bool) -> int:
+    """How many times a zoom magnifies. Half-blocks: at least 1:1 (one screen pixel per half-cell), more
+    while the pane still holds NEIGHBOURHOOD around the target. Graphics protocols already show every
+    pixel: 2x."""
+    if interest is not None and not graphics:
+        # as large as the element (with its label) still fits, at least 1:1, at most what the rule
+        # allows
+        most = max(1, min(box_w // NEIGHBOURHOOD[0], box_h // NEIGHBOURHOOD[1]) + 1)
+        fits = min(box_w // max(1, interest[2] - interest[0]), box_h // max(1, interest[3] - interest[1]))
+        return max(1, min(most, fits))
+    return 2 if graphics else max(1, min(box_w // NEIGHBOURHOOD[0], box_h // NEIGHBOURHOOD[1]))
+
+
+def _zoom_centre(
+    target: Target, interest: tuple[int, int, int, int] | None, crop_w: int, crop_h: int
+) -> tuple[int, int]:
+    """The screen point a zoom of ``crop_w`` x ``crop_h`` screen pixels is centred on."""
+    x, y = target.centre
+    cx, cy = x, y
+    if interest is not None:
+        # The element and its label in the frame where they fit (per axis); a field wider than the
+        # frame shows its start (where its words are); a button wider than it stays centred on the
+        # point.
+        ix0, iy0, ix1, iy1 = interest
+        if ix1 - ix0 <= crop_w:
+            cx = (ix0 + ix1) // 2
+        elif target.kind == "type":
+            cx = ix0 + crop_w // 2
+        if iy1 - iy0 <= crop_h:
+            cy = (iy0 + iy1) // 2
+    elif target.label is not None:
+        # The target's label in the frame too where both fit (per axis); where they do not, the
+        # target stays centred: it is what is being decided.
+        lx0, ly0, lx1, ly1 = target.label
+        if max(x, lx1) - min(x, lx0) <= crop_w - 8:
+            cx = (max(x, lx1) + min(x, lx0)) // 2
+        if max(y, ly1) - min(y, ly0) <= crop_h - 8:
+            cy = (max(y, ly1) + min(y, ly0)) // 2
+    return cx, cy
 
 
 def _interest(target: Target) -> tuple[int, int, int, int] | None:

@@ -258,10 +258,9 @@ def test_the_container_is_made_as_the_spec_says(service: ContainerService) -> No
     import cwsandbox
 
     cwsandbox.disable_signal_handlers()
-    options = {"defaults": cwsandbox.SandboxDefaults(base_url=service.base_url, auth=_auth())}
+    defaults = cwsandbox.SandboxDefaults(base_url=service.base_url, auth=_auth())
     # the command reads the mounted file as it starts: it was there before
     first = 'cat /opt/probe/f.txt > /tmp/seen; trap "exit 0" TERM; sleep infinity & wait'
-    common = {"container_image": BASE, "environment_variables": {"PROBE": "v=1"}, "tags": ["t1", "t2"]}
     denied = cwsandbox.Sandbox.run(
         "sh",
         "-c",
@@ -269,15 +268,19 @@ def test_the_container_is_made_as_the_spec_says(service: ContainerService) -> No
         resources={"cpu": "500m", "memory": "512Mi"},
         mounted_files=[{"mount_path": "/opt/probe/f.txt", "file_content": b"mounted"}],
         network=cwsandbox.NetworkOptions(deny_egress=True),
-        **common,
-        **options,
+        container_image=BASE,
+        environment_variables={"PROBE": "v=1"},
+        tags=["t1", "t2"],
+        defaults=defaults,
     )
     ruled = cwsandbox.Sandbox.run(
         "sleep",
         "600",
         network=cwsandbox.NetworkOptions(egress=[cwsandbox.EgressRule(dns_name="deb.debian.org")]),
-        **common,
-        **options,
+        container_image=BASE,
+        environment_variables={"PROBE": "v=1"},
+        tags=["t1", "t2"],
+        defaults=defaults,
     )
     try:
         for sandbox in (denied, ruled):
@@ -315,10 +318,10 @@ def test_an_exited_container_reads_completed_or_failed_and_the_lifetime_ends_it(
     import cwsandbox
 
     cwsandbox.disable_signal_handlers()
-    options = {"container_image": BASE, "defaults": cwsandbox.SandboxDefaults(base_url=service.base_url, auth=_auth())}
-    done = cwsandbox.Sandbox.run("true", **options)
-    failed = cwsandbox.Sandbox.run("sh", "-c", "exit 3", **options)
-    short = cwsandbox.Sandbox.run("sleep", "600", max_lifetime_seconds=2, **options)
+    defaults = cwsandbox.SandboxDefaults(base_url=service.base_url, auth=_auth())
+    done = cwsandbox.Sandbox.run("true", container_image=BASE, defaults=defaults)
+    failed = cwsandbox.Sandbox.run("sh", "-c", "exit 3", container_image=BASE, defaults=defaults)
+    short = cwsandbox.Sandbox.run("sleep", "600", max_lifetime_seconds=2, container_image=BASE, defaults=defaults)
     wanted = {"done": "COMPLETED", "failed": "FAILED", "short": "TERMINATED"}
     sandboxes = {"done": done, "failed": failed, "short": short}
     deadline = time.monotonic() + 30
@@ -327,6 +330,7 @@ def test_an_exited_container_reads_completed_or_failed_and_the_lifetime_ends_it(
         time.sleep(0.3)
         states = {name: sb.get_status().name for name, sb in sandboxes.items()}
     assert states == wanted  # "short": its lifetime ran out, and its container with it
+    assert short.sandbox_id is not None
     made = service.service.sandboxes[short.sandbox_id]
     assert isinstance(made, ContainerSandbox)
     assert made.container not in docker("ps", "-aq", "--no-trunc").split()

@@ -220,8 +220,8 @@ def test_the_container_is_hardened_as_the_guide_says(running: DockerDesktop) -> 
         "    except OSError: continue\n"
         "    if 'chromium' in s['Name']: print(s['Uid'].split()[0], s['CapEff'].strip(), s['NoNewPrivs'].strip())",
     ).split("\n")
-    browsers = [line.split() for line in browsers if line]
-    assert browsers and all(b == ["1000", "0000000000000000", "1"] for b in browsers), browsers
+    seen = [line.split() for line in browsers if line]
+    assert seen and all(b == ["1000", "0000000000000000", "1"] for b in seen), seen
     assert inside(running, "sh", "-c", "touch /usr/x /etc/x 2>/dev/null || echo read-only").strip() == "read-only"
     assert (
         inside(running, "sh", "-c", "test -e /var/run/docker.sock || test -e /run/docker.sock || echo none") == "none\n"

@@ -296,6 +296,7 @@ def test_everything_started_for_the_desktop_runs_inside_one_sandbox(form_desktop
         assert ns["net"] == own["net"] or Path(f"/proc/{pid}/comm").read_text().startswith("chromium")
     # the X socket is this run's only
     listing = inside(desktop, "ls -A /tmp/.X11-unix").stdout.split()
+    assert desktop.display is not None
     assert listing == [f"X{desktop.display.lstrip(':')}"]
 
 
@@ -358,6 +359,7 @@ def test_two_desktops_get_their_own_uids_and_cannot_read_each_other(form_desktop
     one = form_desktop
     with running(LocalDesktop(SIZE, lab=get_lab("form"))) as two:
         assert one.workspace is not None and two.workspace is not None
+        assert one.display is not None and two.display is not None
         uid_one, uid_two = one.isolation["uid"], two.isolation["uid"]
         assert uid_one != uid_two and one.isolation["uid_per_run"] and two.isolation["uid_per_run"]
         for desktop, uid in ((one, uid_one), (two, uid_two)):

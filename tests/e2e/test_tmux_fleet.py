@@ -82,7 +82,11 @@ def test_a_fleet_of_three_local_desktops_answered_with_y_in_tmux(tmp_path: Path)
             tmux.answer("y")  # once the request has been on screen for its input guard
             approvals += 1
             # the next request (or none) replaces this one in the panel before another y
-            tmux.wait_for(lambda s, asked=asked: pending(s) != asked, f"the answered {asked} to leave the panel", 30)
+
+            def answered(s: str, asked: tuple[tuple[int, int], str] | None = asked) -> bool:
+                return pending(s) != asked
+
+            tmux.wait_for(answered, f"the answered {asked} to leave the panel", 30)
         else:
             raise AssertionError(f"the fleet did not end within 200 s; the screen:\n{screen}")
         assert "3 ended (3 passed)" in screen, screen

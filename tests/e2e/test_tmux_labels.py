@@ -61,11 +61,11 @@ def test_each_decision_names_its_target_and_small_terminals_keep_the_decision(tm
     seen: list[tuple[int, int]] = []
     try:
         for number, label in enumerate(LABS[lab]):
-            screen = tmux.wait_for(
-                lambda s, label=label: awaiting(s) and decision(s) not in seen and label in flat(s),
-                f"decision {number + 1} of the {lab} lab naming {label}",
-                60,
-            )
+
+            def asked_about(s: str, label: str = label) -> bool:
+                return awaiting(s) and decision(s) not in seen and label in flat(s)
+
+            screen = tmux.wait_for(asked_about, f"decision {number + 1} of the {lab} lab naming {label}", 60)
             at = decision(screen)
             assert at is not None and (not seen or at > seen[-1])
             seen.append(at)
@@ -78,11 +78,11 @@ def test_each_decision_names_its_target_and_small_terminals_keep_the_decision(tm
             # the small terminals, at every decision
             for width, height in SMALL:
                 tmux.tmux("resize-window", "-t", tmux.session, "-x", str(width), "-y", str(height))
-                screen = tmux.wait_for(
-                    lambda s, w=width, label=label: widest(s) <= w and label in flat(s),
-                    f"the decision at {width}x{height}",
-                    20,
-                )
+
+                def fits(s: str, w: int = width, label: str = label) -> bool:
+                    return widest(s) <= w and label in flat(s)
+
+                screen = tmux.wait_for(fits, f"the decision at {width}x{height}", 20)
                 keep(tmp_path, f"{lab}-{number + 1}-{width}x{height}", screen)
                 panel = flat(screen)
                 assert "y approve" in panel and "n reject" in panel and "k kill switch" in panel, screen
