@@ -150,6 +150,17 @@ class _Entry:
     finished: threading.Event = field(default_factory=threading.Event)
 
 
+def _check_tasks(tasks: Sequence[FleetTask], concurrency: int) -> None:
+    """A fleet's tasks and concurrency, refused before anything is built."""
+    if not tasks:
+        raise ValueError("a fleet needs at least one task")
+    names = [t.name for t in tasks]
+    if len(set(names)) != len(names):
+        raise ValueError("task names must be unique")
+    if concurrency < 1:
+        raise ValueError("concurrency must be at least 1")
+
+
 class Fleet:
     """Runs ``tasks`` (each through ``build_run``), at most ``concurrency`` at a time, with one queue of
     their pending decisions. Implements core.fleet.FleetControl; see the module's threading rules.
@@ -176,13 +187,8 @@ class Fleet:
         wall_clock: Callable[[], float] = time.time,
         check: bool = True,
     ) -> None:
-        if not tasks:
-            raise ValueError("a fleet needs at least one task")
+        _check_tasks(tasks, concurrency)
         names = [t.name for t in tasks]
-        if len(set(names)) != len(names):
-            raise ValueError("task names must be unique")
-        if concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
         self.fleet_id = fleet_id or f"fleet-{new_run_id()}"
         self.runs_dir = Path(runs_dir).expanduser()
         self.concurrency = concurrency

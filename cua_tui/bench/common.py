@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
 import random
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from ..core.geometry import Size
@@ -89,3 +93,27 @@ def action_mix(count: int, seed: int = 1234) -> list[dict[str, Any]]:
             case _:
                 out.append({"type": "move", "x": x, "y": y})
     return out
+
+
+def standalone(
+    module: str,
+    doc: str | None,
+    count: str,
+    default: int,
+    run: Callable[[int], dict[str, Any]],
+    report: Callable[[dict[str, Any]], str],
+    argv: list[str] | None = None,
+) -> int:
+    """A suite run on its own, ``python -m MODULE [--COUNT N] [--json PATH]``: measure, print the report,
+    write the JSON when asked."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=(doc or "").splitlines()[0])
+    parser.add_argument(f"--{count}", type=int, default=default)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    n = vars(args)[count]
+    result = run(n)
+    print(report(result))
+    print(f"reproduce: {sys.executable} -m {module} --{count} {n}")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+    return 0

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from .supervisor import TARGET_ACTION_US
 from .verify import TARGET_VERIFY_EPS
+
+# The suites whose modules render their own part of the report, in the report's order.
+SUITE_REPORTS = ("tui", "cwsandbox", "docker", "fleet", "resize", "replay", "ocr")
 
 
 def _us(value: float) -> str:
@@ -39,34 +43,11 @@ def render(results: dict[str, Any]) -> str:
     loc = results.get("local")
     if loc:
         lines += ["", *render_local(loc)]
-    if results.get("tui"):
-        from .tui import report as tui_report  # imports Textual: only when the tui suite ran
-
-        lines += ["", tui_report(results["tui"])]
-    if results.get("cwsandbox"):
-        from .cwsandbox import report as cwsandbox_report
-
-        lines += ["", *cwsandbox_report(results["cwsandbox"])]
-    if results.get("docker"):
-        from .docker import report as docker_report
-
-        lines += ["", *docker_report(results["docker"])]
-    if results.get("fleet"):
-        from .fleet import report as fleet_report
-
-        lines += ["", *fleet_report(results["fleet"])]
-    if results.get("resize"):
-        from .resize import report as resize_report
-
-        lines += ["", resize_report(results["resize"])]
-    if results.get("replay"):
-        from .replay import report as replay_report
-
-        lines += ["", *replay_report(results["replay"])]
-    if results.get("ocr"):
-        from .ocr import report as ocr_report
-
-        lines += ["", *ocr_report(results["ocr"])]
+    for suite in SUITE_REPORTS:
+        if results.get(suite):
+            # imported only when the suite ran: some import Textual or a vendor SDK
+            part = importlib.import_module(f".{suite}", __package__).report(results[suite])
+            lines += ["", *([part] if isinstance(part, str) else part)]
     lines += ["", f"total time {results['elapsed_s']:.1f} s; reproduce: {results['command']}"]
     return "\n".join(lines)
 

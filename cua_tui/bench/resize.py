@@ -13,15 +13,14 @@ The ``tui`` suite of ``python -m cua_tui.bench`` runs the same measurement and a
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from .common import standalone
 
 TARGET_MS = 150.0
 SIZES = ((80, 24), (160, 48))
@@ -110,16 +109,8 @@ def report(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cua_tui.bench.resize", description=__doc__.splitlines()[0])
-    parser.add_argument("--resizes", type=int, default=20)
-    parser.add_argument("--json", type=Path, default=None)
-    args = parser.parse_args(argv)
-    result = run(args.resizes)
-    print(report(result))
-    print(f"reproduce: {sys.executable} -m cua_tui.bench.resize --resizes {args.resizes}")
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2))
-    return 0
+    """``python -m cua_tui.bench.resize``: measure, print the report, write the JSON when asked."""
+    return standalone("cua_tui.bench.resize", __doc__, "resizes", 20, run, report, argv)
 
 
 if __name__ == "__main__":

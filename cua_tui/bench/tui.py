@@ -6,7 +6,6 @@ cua_tui.bench.tui [--frames N] [--json PATH]``; how it is measured: docs/benchma
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import io
 import json
@@ -27,6 +26,7 @@ from textual.widget import Widget
 from ..core.imaging import ScreenLimit
 from ..tui.desktop_view import DesktopView
 from ..tui.frames import Rendered, Target, prepare
+from .common import standalone
 
 if TYPE_CHECKING:
     # imported for real only once the cell size is pinned (its import probes the terminal)
@@ -234,16 +234,7 @@ def report(result: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m cua_tui.bench.tui``: measure, print the report, write the JSON when asked."""
-    parser = argparse.ArgumentParser(prog="python -m cua_tui.bench.tui", description=__doc__.splitlines()[0])
-    parser.add_argument("--frames", type=int, default=30)
-    parser.add_argument("--json", type=Path, default=None)
-    args = parser.parse_args(argv)
-    result = run(args.frames)
-    print(report(result))
-    print(f"reproduce: {sys.executable} -m cua_tui.bench.tui --frames {args.frames}")
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2))
-    return 0
+    return standalone("cua_tui.bench.tui", __doc__, "frames", 30, run, report, argv)
 
 
 if __name__ == "__main__":

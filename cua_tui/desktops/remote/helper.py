@@ -299,7 +299,9 @@ def serve(spec: dict[str, Any], get_lab: Callable[[str], Any]) -> int:
 
     The desktop is started and driven from the main thread only: the processes it starts die with the
     thread that started them (parent-death signal), and the screen grabber is per thread. Connections are
-    read on their own threads and queued to it, except ``release``, which must get in at any moment."""
+    read on their own threads and queued to it, except ``release``, which must get in at any moment.
+    One function on purpose: the main thread's whole life in the sandbox (start, serve, stop) reads top to
+    bottom, each stage holding what the next one stops."""
     path = Path(spec["socket"])
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     # the sandbox's unprivileged users (the browser's) cannot reach it
