@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from cua_tui.bench import __main__ as bench
+from cua_tui.bench.common import SIZES
 from cua_tui.bench import check
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,7 +112,7 @@ def _local_is_sane(data: dict[str, Any]) -> None:
     assert data["targets"]["local_screenshot_median_ms"] == 25.0
     loc = data["local"]
     n = loc["samples"]
-    assert n == 3 and loc["warmup"] >= 1
+    assert n == SIZES["local_samples"][1] and loc["warmup"] >= 1  # a quick run's samples
     assert loc["screen"] == "1024x720" and loc["lab"] == "form" and str(loc["display"]).startswith(":")
     assert loc["text_chars"] == len(loc["text"]) == 20 and loc["seed_type_delay_ms"] == 25
     assert _positive(loc["start_s"]) and _positive(loc["fresh_after_s"])
