@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from cua_tui.bench import __main__ as bench
-from cua_tui.bench.common import SIZES
 from cua_tui.bench import check
+from cua_tui.bench.common import SIZES
 
 ROOT = Path(__file__).resolve().parents[1]
 
