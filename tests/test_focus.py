@@ -167,7 +167,8 @@ def test_a_typing_grant_ends_where_the_focus_moves_in_the_supervisor_the_reducer
 
     # replay, from the records alone
     line = tl.build(stamped)
-    host = SimpleNamespace(steps=line.steps)
+    host = SimpleNamespace(steps=line.steps, _fields=[None])
+    host._field_before = lambda number: ReplayScreen._field_before(host, number)  # type: ignore[arg-type]
     targets = {(s.turn, s.index): ReplayScreen._target(host, s) for s in line.steps if s.kind == "type"}  # type: ignore[arg-type]
     assert targets[(1, 1)] is not None and targets[(1, 1)].point == FIELD
     assert targets[(2, 0)] is not None and targets[(2, 0)].point == FIELD

@@ -155,6 +155,8 @@ class ReplayScreen(ViewScreen):
         self._folded = RunView()
         self._folded_to = 0  # events applied to _folded
         self._reader_lock = threading.Lock()
+        # the focused field before each step (index: the step's number), as far as outcomes are known
+        self._fields: list[tuple[int, int] | None] = [None]
         self.redraw_started = 0.0  # when the last move began
         # from a move's start until its frame was on screen (the benchmark)
         self.redraw_ms: list[float] = []
@@ -394,11 +396,21 @@ class ReplayScreen(ViewScreen):
         target = Target.from_record(step.proposal.action)
         if target is not None or (step.proposal.action or {}).get("kind") != "type":
             return target
-        field: tuple[int, int] | None = None
-        for earlier in self.steps[: step.number]:
+        field = self._field_before(step.number)
+        return Target(point=field, kind="type") if field is not None else None
+
+    def _field_before(self, number: int) -> tuple[int, int] | None:
+        """The focused field when step ``number`` was proposed. Folded once, step by step, and kept up to
+        the first step still without an outcome (a followed run's last ones may yet get theirs): a replay
+        at step 10,000 does not fold 10,000 steps per frame and per prefetched neighbour."""
+        known = self._fields
+        field = known[-1]
+        for earlier in self.steps[len(known) - 1 : number]:
             status = earlier.outcome.status if earlier.outcome is not None else ""
             field = focus.after_outcome(field, status, record=earlier.proposal.action)
-        return Target(point=field, kind="type") if field is not None else None
+            if earlier.outcome is not None and len(known) == earlier.number + 1:
+                known.append(field)
+        return known[number] if number < len(known) else field
 
     def _show_shot(self, sha: str | None, target: Target | None) -> None:
         if sha is None:
