@@ -24,6 +24,9 @@ from textual.widget import Widget
 
 # what textual-image assumes when nothing tells it the cell size: a VT340's
 DEFAULT_CELL = (10, 20)
+# the largest cell believed: the pane's pictures are sized from it, so a terminal or a setting that
+# claims an absurd one must not make a worker allocate a picture of gigapixels
+MAX_CELL = (128, 256)
 # rows of pixels in a Sixel band
 BAND = 6
 MAX_COLOURS = 256
@@ -54,6 +57,7 @@ _COUNTS = [b"!%d" % n for n in range(2048)]
 # marked as a no-op control (cursor forward by 0): Rich and Textual give the data no width
 _NO_WIDTH = ((ControlType.CURSOR_FORWARD, 0),)
 _PLAIN = Style()
+_DIGITS = re.compile(r"[0-9]{1,4}")
 
 
 def cell_pixels() -> tuple[int, int]:
@@ -61,7 +65,8 @@ def cell_pixels() -> tuple[int, int]:
 
     From the pixel fields of the tty's window size, which a Sixel terminal fills (xterm, foot, WezTerm,
     mlterm, tmux); asked at each call, so a font size changed in the terminal counts at the next frame.
-    Else TEXTUAL_CELL_WIDTH / TEXTUAL_CELL_HEIGHT (textual-serve sets them), else a VT340's cell.
+    Else TEXTUAL_CELL_WIDTH / TEXTUAL_CELL_HEIGHT (textual-serve sets them), else a VT340's cell. A size
+    past ``MAX_CELL`` is not believed.
     """
     stdout = sys.__stdout__
     if stdout is not None and not stdout.closed and stdout.isatty():
@@ -71,12 +76,17 @@ def cell_pixels() -> tuple[int, int]:
         except OSError:
             pass
         rows, columns, width, height = size
-        if rows and columns and width // columns and height // rows:
+        if rows and columns and _believable(width // columns, height // rows):
             return width // columns, height // rows
     cell_w, cell_h = os.environ.get("TEXTUAL_CELL_WIDTH", ""), os.environ.get("TEXTUAL_CELL_HEIGHT", "")
-    if cell_w.isdigit() and cell_h.isdigit() and int(cell_w) and int(cell_h):
+    # ASCII digits only: str.isdigit takes "²", which int() refuses
+    if _DIGITS.fullmatch(cell_w) and _DIGITS.fullmatch(cell_h) and _believable(int(cell_w), int(cell_h)):
         return int(cell_w), int(cell_h)
     return DEFAULT_CELL
+
+
+def _believable(width: int, height: int) -> bool:
+    return 0 < width <= MAX_CELL[0] and 0 < height <= MAX_CELL[1]
 
 
 def _count(n: int) -> bytes:

@@ -212,3 +212,12 @@ def test_without_a_terminal_the_cell_size_is_textuals_setting(monkeypatch: pytes
     assert cell_pixels() == (9, 18)
     monkeypatch.delenv("TEXTUAL_CELL_WIDTH")
     assert cell_pixels() == (10, 20)
+
+
+@pytest.mark.parametrize("width,height", [("100000", "18"), ("9", "99999999999999999999"), ("0", "18"), ("²", "18")])
+def test_an_absurd_cell_size_is_not_believed(monkeypatch: pytest.MonkeyPatch, width: str, height: str) -> None:
+    """The pane's pictures are sized from the cell: a setting claiming a huge one would have a worker
+    allocate gigapixels. It is not believed; the default stands."""
+    monkeypatch.setenv("TEXTUAL_CELL_WIDTH", width)
+    monkeypatch.setenv("TEXTUAL_CELL_HEIGHT", height)
+    assert cell_pixels() == (10, 20)
