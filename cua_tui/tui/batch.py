@@ -265,7 +265,12 @@ class BatchPane(VerticalScroll):
     def reveal_pending(self) -> None:
         """After a resize: the pending row back in view, unless the reviewer has scrolled back to read."""
         if self.following and self.pending is not None and self.pending in self.rows:
-            self.call_after_refresh(self.scroll_to_widget, self.rows[self.pending], animate=False, top=True)
+            self.call_after_refresh(self._to_pending)
+
+    def _to_pending(self) -> None:
+        # decided when it runs: a wheel turned after it was asked for wins
+        if self.following and self.pending is not None and self.pending in self.rows:
+            self.scroll_to_widget(self.rows[self.pending], animate=False, top=True)
 
     def mark_pending(self, index: int | None) -> None:
         self.pending = index
@@ -279,4 +284,4 @@ class BatchPane(VerticalScroll):
                 row.redraw()
         if index is not None and index in self.rows:
             # after the next refresh: rows mounted just now have no place in the layout yet
-            self.call_after_refresh(self.scroll_to_widget, self.rows[index], animate=False, top=True)
+            self.call_after_refresh(self._to_pending)

@@ -28,7 +28,7 @@ CELL_CACHE = 4096  # rendered cells kept (by width and content)
 
 class RowTable(ScrollView, can_focus=True):
     """Keyed rows under a header. ``columns``: (label, width) each. Up / down / page up / page down / home /
-    end (and a click) move the cursor (``Highlighted``); Enter, a second click on the cursor's row or a
+    end (and a click) move the cursor (``Highlighted``); Enter, a second click on the same row or a
     double click choose it (``Selected``)."""
 
     DEFAULT_CSS = """
@@ -100,6 +100,9 @@ class RowTable(ScrollView, can_focus=True):
         self._cell_cache: LRUCache[tuple[object, ...], list[Segment]] = LRUCache(CELL_CACHE)
         self._cursor = 0
         self._cursor_key: str | None = None  # the key Highlighted was last posted for
+        # the row the last click landed on: a second click on it chooses it; a first click only moves
+        # the cursor, even onto the row the cursor was already on
+        self._clicked: str | None = None
         # the widget's style and the cursor's, as of the current repaint
         self._base = Style()
         self._cursor_style = Style()
@@ -279,6 +282,7 @@ class RowTable(ScrollView, can_focus=True):
         self._refresh_row(self._cursor)
 
     def on_blur(self) -> None:
+        self._clicked = None
         self._refresh_row(self._cursor)
 
     # ---------------------------------------------------------------------------------------------
@@ -331,7 +335,9 @@ class RowTable(ScrollView, can_focus=True):
             return
         index = self.scroll_offset.y + offset.y - 1
         if 0 <= index < len(self._keys):
-            again = index == self._cursor and self.has_focus
+            key = self._keys[index]
+            again = key == self._clicked and key == self.cursor_key
+            self._clicked = key
             self.focus()
             self.move_cursor(row=index)
             if again or event.chain > 1:

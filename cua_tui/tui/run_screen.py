@@ -466,7 +466,8 @@ class RunScreen(HistoryActions, ViewScreen):
             return
         if self._focus_target() is not None:
             self.panel.set_destination(self._destination(), field=self._field() is not None)
-            self.batch_pane.mark_pending(self.pending.index)  # the panel grew: the row back in view
+            # the panel grew: the row back in view, unless the reviewer has scrolled back to read
+            self.batch_pane.reveal_pending()
         if message.text is not None:
             self.render_frame()  # framed with the target's label in view
 

@@ -32,6 +32,7 @@ from cua_tui.tui.audit_list import AuditList
 from cua_tui.tui.audit_pane import AuditPane
 from cua_tui.tui.batch import BatchPane, TurnSummary
 from cua_tui.tui.detail import DetailScreen
+from cua_tui.tui.screen_text import ScreenTextRead
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -187,6 +188,12 @@ async def test_mouse_wheel_scrolls_the_batch_pane_and_a_click_opens_a_row(tmp_pa
         await until(pilot, lambda: batch.scroll_offset.y < before, "the wheel to scroll the batch up")
         assert not batch.following
         up = batch.scroll_offset.y
+        # the screen's text read late (the panel grows): the reviewer's place is kept
+        screen = run_screen(app)
+        assert screen.view.screen is not None and screen._focus_target() is not None
+        screen.screen_text_read(ScreenTextRead(screen.view.screen.sha256, None, problem="read late"))
+        await pilot.pause(0.2)
+        assert batch.scroll_offset.y == up and not batch.following
         await pilot._post_mouse_events([MouseScrollDown], batch, offset=(10, 3))
         await until(pilot, lambda: batch.scroll_offset.y > up, "the wheel to scroll the batch down")
 

@@ -164,6 +164,15 @@ async def test_the_cursor_stays_on_its_row_and_keys_and_clicks_move_and_choose()
         await pilot.click(CountingTable, offset=(3, 0))  # the header chooses nothing
         await settled(pilot)
         assert app.selected == ["r5", "r4"] and app.highlighted[-1] == "r4"
+        # the cursor put on a row by other means (keys, or a screen that follows a request): one click
+        # on that row only confirms the cursor; it takes a second click on it to choose it
+        await pilot.press("home")
+        assert table.cursor_key == "r5"
+        await pilot.click(CountingTable, offset=(3, 1))
+        await settled(pilot)
+        assert app.selected == ["r5", "r4"] and table.cursor_key == "r5"
+        await pilot.click(CountingTable, offset=(3, 1))
+        await until(pilot, lambda: app.selected == ["r5", "r4", "r5"], "the second click to choose the row")
 
 
 async def test_cells_are_cut_to_their_column_and_shown_literally() -> None:
