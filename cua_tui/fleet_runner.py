@@ -23,6 +23,7 @@ from .build import BuildError, Run, RunOptions, build_run
 from .core import events as ev
 from .core import fleet_queue as fq
 from .core.fleet_queue import ApprovalQueue, FleetListener, QueueItem, RunRow, RunState, priority
+from .core.policy import Policy
 from .core.ports import Answer, AnswerDetails
 from .core.run_view import RunView
 from .core.rundir import new_run_id, write_json_atomic
@@ -293,6 +294,11 @@ class Fleet:
     def run_of(self, task: str) -> Run | None:
         """The task's built run (None before it started): its supervisor, approver and run directory."""
         return self._entry(task).run
+
+    def policy(self, task: str) -> Policy | None:
+        """The policy the task's run classifies by (None before it started): an edit is checked by it."""
+        run = self.run_of(task)
+        return run.supervisor.config.policy if run is not None else None
 
     def view(self, task: str) -> RunView:
         """A private copy of the task's RunView (its state after the events so far)."""

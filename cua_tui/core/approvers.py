@@ -86,6 +86,7 @@ class HandshakeApprover:
             grant=details.get("grant", False) and answer is Answer.APPROVE,
             screen=details.get("screen", ""),
             shown_ms=details.get("shown_ms"),
+            edit=details.get("edit") if answer is Answer.APPROVE else None,
         )
 
     def answer(self, answer: Answer, request: DecisionRequest | None = None, **details: Unpack[AnswerDetails]) -> bool:
@@ -93,7 +94,7 @@ class HandshakeApprover:
 
         A ``request`` not yet asked (its event is out, ``decide`` not yet called) is answered as soon as it
         is asked; one already decided, or another than the one pending, is refused. The ``details`` (the
-        reviewer's note, a grant, the screen shown and for how long) go into the ruling."""
+        reviewer's note, a grant, the screen shown and for how long, an edit) go into the ruling."""
         with self._cond:
             if self._pending is None and request is not None and request is not self._last:
                 self._early = (request, answer, details)

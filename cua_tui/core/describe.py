@@ -249,18 +249,20 @@ def request_panel(
     field: bool = False,
     model_text: str = "",
     compact: bool = False,
+    edit: bool = False,
 ) -> list[tuple[str, str]]:
     """The decision panel as (text, role) parts, role "" for plain text: what is decided (typed text in
     full, shown and never stored), the words read at the target (``destination``: for typing the "goes to"
     line of ``text_destination`` / ``field_destination``, else the target's name), why, the model's own words
     for its batch (``model_text``, untrusted), and the keys that answer (z only where there is a target or,
-    for typing, a known ``field``). ``compact`` (a small terminal): the same facts in fewer lines, the keys
-    first so that they are never cut, no task line (the goal bar above holds it)."""
+    for typing, a known ``field``; e where the action can be ``edit``ed). ``compact`` (a small terminal):
+    the same facts in fewer lines, the keys first so that they are never cut, no task line (the goal bar
+    above holds it)."""
     of = f" of {batch_size}" if batch_size else ""
     action = request.action
     if compact:
         parts = [(f" DECISION NEEDED · turn {request.turn} · action {request.index + 1}{of} \n", TITLE)]
-        parts += [*_keys(request, field, compact=True), ("\n", "")]
+        parts += [*_keys(request, field, compact=True, edit=edit), ("\n", "")]
     else:
         parts = [(f" DECISION NEEDED · turn {request.turn} · action {request.index + 1}{of} \n", TITLE)]
         if task:  # the goal, repeated where the decision is made
@@ -289,17 +291,20 @@ def request_panel(
         # the model's reason for its batch: untrusted, and cut short
         parts += [("model   ", LABEL), (visible(one_line(model_text, 80 if compact else 300)) + "\n", "")]
     if not compact:
-        parts += _keys(request, field, compact=False)
+        parts += _keys(request, field, compact=False, edit=edit)
     elif parts[-1][0].endswith("\n"):
         parts[-1] = (parts[-1][0][:-1], parts[-1][1])
     return parts
 
 
-def _keys(request: DecisionRequest, field: bool, *, compact: bool) -> list[tuple[str, str]]:
+def _keys(request: DecisionRequest, field: bool, *, compact: bool, edit: bool = False) -> list[tuple[str, str]]:
     """The keys that answer a decision; a scope is named before ``a`` can be pressed."""
     action = request.action
     gap = "  " if compact else "   "
-    parts = [("y", KEY), (f" approve{gap}", ""), ("n", KEY), (f" reject{gap}", ""), ("k", KEY), (" kill switch", "")]
+    parts = [("y", KEY), (f" approve{gap}", "")]
+    if edit:
+        parts += [("e", KEY), (f" edit{gap}", "")]
+    parts += [("n", KEY), (f" reject{gap}", ""), ("k", KEY), (" kill switch", "")]
     if request.scope is not None:
         # shown before it can be pressed: what exactly a grant would cover
         typing = request.scope.kind == "typing"
@@ -361,6 +366,8 @@ def step_panel(
         if shown_for(decision):
             line += f" · {shown_for(decision)}"
         parts += [("decision ", LABEL), (line + "\n", "")]
+        if isinstance(decision.edited, dict):
+            parts += [("edited   ", LABEL), (edit_line(step, decision.edited) + "\n", WARN)]
     outcome = step.outcome
     if outcome is None:
         parts += [("outcome  ", LABEL), (_no_outcome(step, live) + "\n", WARN)]
@@ -377,6 +384,21 @@ def step_panel(
         parts += [("error    ", LABEL), (f"{visible(error.where)}: {visible(error.message, limit=300)}\n", WARN)]
     parts += [("screen   ", LABEL), (f"{step_screen(step, showing, live=live)} (b flips)\n", "")]
     return parts
+
+
+def edit_line(step: Step, edited: dict[str, Any]) -> str:
+    """A reviewer's edit in one line: what the model proposed, what ran instead (or why it did not), and
+    typed text by the start of its SHA-256 (the text is never stored)."""
+    ran = edited.get("ran")
+    summary = edited.get("summary")
+    words = visible(summary, limit=160) if isinstance(summary, str) else "?"
+    if isinstance(ran, dict) and isinstance(ran.get("text_sha256"), str):
+        words += f" (sha256 {visible(ran['text_sha256'])[:16]}…)"
+    proposed = visible(step.proposal.summary or step.kind, limit=160)
+    refused = edited.get("refused")
+    if refused is not None:
+        return f"the reviewer's edit to {words} was refused ({visible(str(refused), limit=160)}); proposed: {proposed}"
+    return f"ran as the reviewer changed it: {words}; the model proposed: {proposed}"
 
 
 def _no_outcome(step: Step, live: bool) -> str:

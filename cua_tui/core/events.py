@@ -231,6 +231,11 @@ class DecisionMade(Event):
     screen: str = ""
     # how long the decision was on screen before the answer (a person's only)
     shown_ms: int | None = None
+    # an approval of an action the reviewer changed first (``e``): the action as proposed and as run
+    # (typed text as length and SHA-256), and the policy's verdict on the changed one
+    edited: dict[str, Any] | None = None
+    # the changed action itself, with its typed text (live listeners only)
+    ran: Action | None = memory_only()
 
 
 @dataclass(frozen=True, slots=True)

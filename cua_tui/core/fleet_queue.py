@@ -11,6 +11,7 @@ from enum import IntEnum
 from typing import Protocol, Unpack
 
 from .events import Stamped
+from .policy import Policy
 from .ports import Answer, AnswerDetails, DecisionRequest
 from .run_view import RunView
 
@@ -234,6 +235,7 @@ class FleetControl(Protocol):
     def kill_all(self, by: str = ...) -> None: ...
     def revoke(self, task: str, grant_id: int) -> bool: ...
     def view(self, task: str) -> RunView: ...  # a private copy of the run's view
+    def policy(self, task: str) -> Policy | None: ...  # the run's policy (None: not started)
     # (that copy, unwatch); then every Stamped event of the task's run, on the dispatcher thread
     def watch(self, task: str, listener: Callable[[Stamped], None]) -> tuple[RunView, Callable[[], None]]: ...
     def now(self) -> float: ...

@@ -302,17 +302,21 @@ class Ruling:
     screen: str = ""
     # how long the request was on screen before this answer
     shown_ms: int | None = None
+    # the action as the reviewer changed it before approving it (``e``); checked again by the run
+    edit: Action | None = None
 
 
 class AnswerDetails(TypedDict, total=False):
     """What a person's answer carries beside the answer, as keywords of every ``answer`` on its way to the
     approver: ``note`` the reviewer's reason, ``grant`` extends an approval to the request's scope, ``screen``
-    the SHA-256 of the screenshot shown with it, ``shown_ms`` how long it was on screen."""
+    the SHA-256 of the screenshot shown with it, ``shown_ms`` how long it was on screen, ``edit`` the action
+    as the reviewer changed it (an approval only)."""
 
     note: str
     grant: bool
     screen: str
     shown_ms: int | None
+    edit: Action
 
 
 @dataclass(frozen=True, slots=True)

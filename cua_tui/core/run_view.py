@@ -61,6 +61,9 @@ class ActionView:
     reason: str = ""
     state: ActionState = ActionState.WAITING
     decided_by: str = ""
+    # the reviewer changed it before approving it: what the model proposed (``params`` says what ran)
+    proposed: str = ""
+    edited: dict[str, Any] | None = None
 
 
 @dataclass
@@ -178,6 +181,18 @@ class RunView:
         if row is not None and event.subject == "action" and event.by != "policy":
             if event.decision == "approve":
                 row.state = ActionState.APPROVED
+                if isinstance(event.edited, dict) and isinstance(ran := event.edited.get("ran"), dict):
+                    self._edited(row, event.edited, ran, event.ran)
             row.decided_by = event.by
         if self.pending is not None and event.index == self.pending.index and event.turn == self.pending.turn:
             self.pending = None
+
+    @staticmethod
+    def _edited(row: ActionView, edited: dict[str, Any], ran: dict[str, Any], action: Action | None) -> None:
+        """What runs is the reviewer's action: the row says it (and keeps the proposal), and the focus
+        follows what ran."""
+        row.edited = edited
+        row.proposed = row.params
+        row.parsed, row.record = action, ran
+        summary = edited.get("summary")
+        row.params = action.describe() if action is not None else summary if isinstance(summary, str) else "(edited)"

@@ -17,7 +17,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,6 +26,7 @@ from . import events as ev
 from . import focus, grants
 from .actions import Action, ActionError, Kind, parse_anthropic, parse_openai
 from .audit import AuditClosed, AuditKey, AuditWriteError, AuditWriter
+from .edits import Edited, check_edit, edit_note
 from .events import RunPhase, RunStatus
 from .geometry import Scaling, Size
 from .policy import Decision, Policy, Verdict
@@ -595,12 +596,16 @@ class Supervisor:
         decision = self.policy.classify(action)
         self._emit(ev.PolicyVerdict(self.turn, index, decision.verdict, decision.reason, decision.rule))
         reviewed = False
+        edited: Edited | None = None
         if decision.verdict is Verdict.BLOCK:
             self._emit(ev.DecisionMade(self.turn, index, Answer.REJECT, "policy", note=decision.reason))
             raise _Halt(self._outcome(call, index, position, OutcomeStatus.REFUSED, MSG_REFUSED))
         if decision.verdict is Verdict.CONFIRM:
-            self._review(call, index, position, action, decision)
+            edited = self._review(call, index, position, action, decision)
             reviewed = True
+            if edited is not None:
+                # what runs from here on is the reviewer's action, checked and approved as such
+                action = edited.ran
         else:
             self._emit(ev.DecisionMade(self.turn, index, Answer.APPROVE, "policy", note=decision.reason))
         check = None
@@ -608,12 +613,14 @@ class Supervisor:
             # Performed only if the target's area still looks as the model saw it, in the same
             # request.
             check = self._stale.check(self._observed, action.target)
-        return self._execute(call, index, position, action, decision, check)
+        note = edit_note(edited, call.scaling or Scaling.identity(self.desktop.size)) if edited else ""
+        return self._execute(call, index, position, action, check, note)
 
-    def _review(self, call: Call, index: int, position: int, action: Action, decision: Decision) -> None:
+    def _review(self, call: Call, index: int, position: int, action: Action, decision: Decision) -> Edited | None:
         """A confirmation point: an active grant whose scope covers the action approves it (named as such,
-        never as a person); otherwise the reviewer decides, and may grant the action's scope (``a``) or give
-        a reason with a rejection, which the model hears after the fixed text. Raises _Halt when declined."""
+        never as a person); otherwise the reviewer decides, and may grant the action's scope (``a``), give
+        a reason with a rejection, which the model hears after the fixed text, or change the action before
+        approving it (returned). Raises _Halt when declined."""
         covered = self._covered
         if covered is not None and covered[0] == call.call_id and index in covered[2]:
             # the reviewer saw this action listed under the call's safety checks
@@ -629,7 +636,7 @@ class Supervisor:
                     screen=ruling.screen if _is_sha256(ruling.screen) else "",
                 )
             )
-            return
+            return None
         grant = self._grants.match(action, decision, self._field)
         if grant is not None:
             self._emit(
@@ -637,7 +644,7 @@ class Supervisor:
                     self.turn, index, Answer.APPROVE, f"grant #{grant.id} (given by {grant.by})", note=grant.scope.label
                 )
             )
-            return
+            return None
         scope = grants.scope_for(action, decision, self._field)
         request = DecisionRequest(
             self.run_id,
@@ -656,10 +663,14 @@ class Supervisor:
             if ruling.human and ruling.note:
                 message = f"{MSG_DECLINED} The reviewer said: {one_line(ruling.note, 300)}"
             raise _Halt(self._outcome(call, index, position, OutcomeStatus.DECLINED, message))
+        if ruling.edit is not None:
+            # an edit is a one-off: it grants nothing
+            return Edited(action, ruling.edit)
         if ruling.grant and scope is not None:
             with self._emit_lock:
                 given = self._grants.add(scope, self.config.operator or ruling.by, self.turn, index)
                 self._emit(ev.GrantAdded(given.id, scope.kind, scope.key, scope.label, given.by, self.turn, index))
+        return None
 
     def revoke_grant(self, grant_id: int, by: str = "") -> bool:
         """End a grant (from any thread): later actions of its scope are asked again. False if not active."""
@@ -678,8 +689,9 @@ class Supervisor:
                 self._emit(ev.GrantRevoked(grant.id, "the focus left the field"))
 
     def _execute(
-        self, call: Call, index: int, position: int, action: Action, decision: Decision, check: ScreenCheck | None
+        self, call: Call, index: int, position: int, action: Action, check: ScreenCheck | None, note: str = ""
     ) -> ActionResult:
+        """Run one approved action; ``note`` (a reviewer's edit) follows what the model hears of it."""
         self._set_phase(RunPhase.EXECUTING, action.describe())
         started = self._clock()
         try:
@@ -720,8 +732,9 @@ class Supervisor:
                 raise
             raise _Halt(result) from None
         self.executed += 1
+        said = f"{output or MSG_OK}. {note}" if note else output or MSG_OK
         # it ran: an ending from here on records it as executed
-        self._performed[index] = output or MSG_OK
+        self._performed[index] = said
         self._move_focus(focus.after_action(self._field, action))
         self._check_abort()
         self._record_frame(frame, "after_action", index=index)
@@ -732,7 +745,7 @@ class Supervisor:
             index,
             position,
             OutcomeStatus.EXECUTED,
-            output or MSG_OK,
+            said,
             duration=self._clock() - started,
             image=image,
         )
@@ -758,6 +771,7 @@ class Supervisor:
                 ruling = Ruling(Answer.REJECT, "approver error (fail closed)", failure(exc))
             ruling = _valid_ruling(ruling)
         self._check_abort()
+        ruling, edited = self._checked_edit(request, ruling)
         self._emit(
             ev.DecisionMade(
                 request.turn,
@@ -769,12 +783,40 @@ class Supervisor:
                 operator=self.config.operator if ruling.human else "",
                 screen=ruling.screen if _is_sha256(ruling.screen) else "",
                 shown_ms=ruling.shown_ms if ruling.human and type(ruling.shown_ms) is int else None,
+                edited=edited,
+                ran=ruling.edit,
             )
         )
         if ruling.answer is Answer.KILL:
             self.kill(by=ruling.by)
             raise Aborted()
         return ruling
+
+    def _checked_edit(self, request: DecisionRequest, ruling: Ruling) -> tuple[Ruling, dict[str, Any] | None]:
+        """A ruling's edit, checked as a proposal is: the run's own check of what the front end sent, then
+        the policy. An edit the policy blocks is never run (the answer becomes the policy's reject); one
+        that needs a decision is approved by the person who made it, with the same answer. Returns the
+        ruling to record and the decision's ``edited`` record (None: no edit)."""
+        edit = ruling.edit
+        if edit is None:
+            return ruling, None
+        proposed = request.action
+        if ruling.answer is not Answer.APPROVE or request.kind != "action" or proposed is None:
+            return replace(ruling, edit=None), None
+        if not ruling.human:
+            problem: str | None = "only a person's answer may change an action"
+        else:
+            problem = check_edit(proposed, edit, self.desktop.size)
+        record = Edited(proposed, edit).to_record()
+        if problem is not None:
+            note = f"the edit was refused: {problem}"
+            return Ruling(Answer.REJECT, "edit check (fail closed)", note), record | {"refused": problem}
+        verdict = self.policy.classify(edit)
+        record |= {"verdict": verdict.verdict.value, "rule": verdict.rule, "reason": verdict.reason}
+        if verdict.verdict is Verdict.BLOCK:
+            note = f"the reviewer's edit is blocked: {verdict.reason}"
+            return Ruling(Answer.REJECT, "policy", note), record | {"refused": verdict.reason}
+        return ruling, record
 
     # ---------------------------------------------------------------------------------------------
     # Outcomes, frames, phases

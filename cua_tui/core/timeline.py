@@ -10,6 +10,7 @@ pixels.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from . import events as ev
 
@@ -76,6 +77,23 @@ class Step:
         """The status of a step that never ran ("declined", "refused", ...), else ""."""
         status = str(self.outcome.status) if self.outcome is not None else ""
         return status if status in NOT_RUN else ""
+
+    @property
+    def edit(self) -> dict[str, Any] | None:
+        """What the reviewer changed before approving (``edited`` of the approval: the action as proposed
+        and as run), None when the action ran as proposed or the edit was refused."""
+        for decision in self.decisions:
+            edited = decision.edited
+            approved = decision.decision == "approve" and isinstance(edited, dict) and "refused" not in edited
+            if approved and isinstance(edited, dict) and isinstance(edited.get("ran"), dict):
+                return edited
+        return None
+
+    @property
+    def ran(self) -> dict[str, Any] | None:
+        """The action's record as it ran (a reviewer's edit, or the proposal)."""
+        edit = self.edit
+        return edit["ran"] if edit is not None else self.proposal.action
 
     @property
     def kind(self) -> str:

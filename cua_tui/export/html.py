@@ -312,6 +312,8 @@ def _step(page: _Page, step: Step) -> None:
         page.add(
             f"<dt>decision</dt><dd><strong>{e(decision.decision, 20)}</strong> by {e(decision.by, 200)}{note}</dd>"
         )
+        if isinstance(decision.edited, dict):
+            page.add(f'<dt>edited</dt><dd class="v-confirm">{e(describe.edit_line(step, decision.edited))}</dd>')
     if step.outcome is not None:
         outcome = step.outcome
         duration = f" · {outcome.duration_ms:.1f} ms" if type(outcome.duration_ms) in (int, float) else ""
@@ -326,7 +328,8 @@ def _step(page: _Page, step: Step) -> None:
     for error in step.errors:
         page.add(f"<dt>error</dt><dd>{e(error.where, 100)}: {e(error.message)}</dd>")
     page.add("</dl>")
-    marker = step.proposal.action
+    # where it ran (a reviewer's edit moves it)
+    marker = step.ran
     shots = screens(step)
     what = describe.screen_before(step)
     before = page.frame(shots.before, f"before step {number}" + (f": {what}" if what else ""), marker, verdict)

@@ -42,9 +42,11 @@ from .themes import install_themes, project_themes_dir
 # a second q within this many seconds leaves what goes on (and kills it)
 LEAVE_WINDOW_S = 3.0
 # The keys whose possibility the shown view decides; y / a / n also need the decision in view.
-VIEW_ACTIONS = ("approve", "approve_scope", "reject", "kill", "zoom", "screen_text", "open_screenshot", "help")
-ANSWERS = ("approve", "approve_scope", "reject")
-FIRST = ("approve", "approve_scope", "reject", "kill")  # the footer's first keys
+VIEW_ACTIONS = (
+    "approve", "approve_scope", "edit", "reject", "kill", "zoom", "screen_text", "open_screenshot", "help",
+)  # fmt: skip
+ANSWERS = ("approve", "approve_scope", "edit", "reject")
+FIRST = ("approve", "approve_scope", "edit", "reject", "kill")  # the footer's first keys
 LAST = ("leave", "quit", "quit_when_done")
 
 
@@ -82,6 +84,7 @@ class ViewScreen(Screen[None]):
         return None
 
     def approve(self, *, scope: bool = False) -> None: ...
+    def edit(self) -> None: ...
     def reject(self) -> None: ...
     def kill(self, how: str = "") -> None: ...
     def zoom(self) -> None: ...
@@ -146,6 +149,7 @@ class CuaApp(App[Any]):
     BINDINGS = [
         Binding("y", "approve", "approve", id="approve"),
         Binding("a", "approve_scope", "approve scope", id="approve_scope"),
+        Binding("e", "edit", "edit", id="edit"),
         Binding("n", "reject", "reject", id="reject"),
         Binding("k", "kill", "KILL SWITCH", id="kill", priority=True),
         Binding("ctrl+k", "kill('always')", "kill", id="kill_always", priority=True, show=False),
@@ -239,6 +243,11 @@ class CuaApp(App[Any]):
     def action_approve_scope(self) -> None:
         if (view := self.view_screen) is not None and view.can("approve_scope", ()) and not self.held("a"):
             view.approve(scope=True)
+
+    def action_edit(self) -> None:
+        # the editor shows what will run; opening it counts as an answer's first key
+        if (view := self.view_screen) is not None and view.can("edit", ()) and not self.held("e"):
+            view.edit()
 
     def action_reject(self) -> None:
         if (view := self.view_screen) is not None and not self.held("n"):

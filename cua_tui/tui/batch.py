@@ -43,8 +43,14 @@ class ActionRow(Static):
         self.reason = error
         self.state = "waiting"
         self.decided_by = ""
+        # the model's proposal, when the reviewer changed it before approving it (``params``: what runs)
+        self.proposed = ""
 
     def on_mount(self) -> None:
+        self.redraw()
+
+    def set_edited(self, params: str, proposed: str) -> None:
+        self.params, self.proposed = params, proposed
         self.redraw()
 
     def set_verdict(self, verdict: str | None, reason: str) -> None:
@@ -65,8 +71,9 @@ class ActionRow(Static):
 
     def snapshot(self) -> RowSnapshot:
         return RowSnapshot(
-            self.turn, self.index, self.kind, self.params, self.verdict, self.reason, self.state, self.decided_by
-        )
+            self.turn, self.index, self.kind, self.params, self.verdict, self.reason, self.state, self.decided_by,
+            self.proposed,
+        )  # fmt: skip
 
     def on_click(self, event: events.Click) -> None:
         event.stop()
@@ -79,6 +86,8 @@ class ActionRow(Static):
         text.append(f"{self.index + 1:>2} ", style="bold")
         text.append(f"{visible(self.kind, limit=16):<14}", style="bold")
         text.append(visible(self.params, limit=80))
+        if self.proposed:
+            text.append(f"  (edited; proposed: {visible(self.proposed, limit=60)})", style="italic")
         text.append("\n     ")
         verdict = self.verdict.upper()
         text.append(f"{verdict:<8}", style="bold")
@@ -175,6 +184,8 @@ class BatchPane(VerticalScroll):
                 row.set_verdict(action.verdict, action.reason)
             if (row.state, row.decided_by) != (action.state, action.decided_by or row.decided_by):
                 row.set_state(action.state, action.decided_by)
+            if action.proposed and row.proposed != action.proposed:
+                row.set_edited(action.params, action.proposed)
         if view.final_text is not None and self._final is None:
             self.final_text(view.final_text)
 

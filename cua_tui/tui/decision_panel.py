@@ -40,6 +40,8 @@ class DecisionPanel(Static):
     _destination: str | None = None
     # a small terminal: the same facts in fewer lines, the keys first (describe.request_panel)
     compact = False
+    # ``e`` can edit the request shown (its screen says, before it is shown)
+    can_edit = False
 
     def show_request(
         self,
@@ -65,8 +67,9 @@ class DecisionPanel(Static):
             return
         text = Text()
         parts = describe.request_panel(
-            request, batch_size, task, destination, field=field, model_text=model_text, compact=self.compact
-        )
+            request, batch_size, task, destination, field=field, model_text=model_text, compact=self.compact,
+            edit=self.can_edit,
+        )  # fmt: skip
         for part, role in self.framed(parts):
             text.append(part, style=STYLES.get(role))
         self.update(text)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from rich.segment import Segment
 from rich.style import Style
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.geometry import Size
 from textual.message import Message
@@ -53,7 +53,7 @@ def _place(target: Target | None) -> Target | None:
 
 
 # screenshot, pane cells, target, zoom, the cell's pixels (None: half-blocks), Sixel
-type FrameKey = tuple[str, int, int, Target | None, bool, tuple[int, int] | None, bool]
+type FrameKey = tuple[str, int, int, Target | None, bool, tuple[int, int] | None, bool, bool]
 
 
 class DesktopView(Widget):
@@ -76,6 +76,13 @@ class DesktopView(Widget):
     class Painted(Message):
         """The newest frame asked for is on the pane (after the screen was refreshed)."""
 
+    class Pointed(Message):
+        """A click on the picture: the screen pixel under it (``point``), or why there is none."""
+
+        def __init__(self, point: tuple[int, int] | None, why: str = "") -> None:
+            super().__init__()
+            self.point, self.why = point, why
+
     def __init__(self, *, graphics: type[Widget] | None = None, id: str | None = None) -> None:
         super().__init__(id=id)
         self.rendered: Rendered | None = None
@@ -84,6 +91,8 @@ class DesktopView(Widget):
         self.shot: Shot | None = None
         self.target: Target | None = None
         self.zoom = False
+        # a zoom of at least one cell per screen pixel (an action being edited)
+        self.exact = False
         self.serial = 0  # frames asked for
         self.shown = 0  # the newest frame on the pane (or refused)
         self.painted_sha = ""  # the screenshot on the pane ("": none, or refused)
@@ -168,7 +177,8 @@ class DesktopView(Widget):
         width, height = self.size.width, self.size.height
         # asked at each frame: a font size changed in the terminal changes the picture's pixels
         cells = None if self.wants_strips else cell_pixels()
-        return (shot.sha, width, height, target, self.zoom and target is not None, cells, self.wants_sixel)
+        zoom = self.zoom and target is not None
+        return (shot.sha, width, height, target, zoom, cells, self.wants_sixel, zoom and self.exact)
 
     # ---------------------------------------------------------------------------------------------
     # The worker
@@ -202,11 +212,11 @@ class DesktopView(Widget):
         png = shot.load()
         if isinstance(png, str):
             return png
-        _sha, width, height, target, zoom, cells, sixel = key
+        _sha, width, height, target, zoom, cells, sixel, exact = key
         try:
             rendered = prepare(
                 png, width, height, target, limit=shot.limit, zoom=zoom, strips=cells is None,
-                cell_pixels=cells, sixel=sixel,
+                cell_pixels=cells, sixel=sixel, exact=exact,
             )  # fmt: skip
         except ImageRefused as exc:
             return str(exc)
@@ -286,6 +296,29 @@ class DesktopView(Widget):
         elif self.graphics is not None:
             self.query_one("#desktop-image").image = None  # type: ignore[attr-defined]
         self.refresh()
+
+    # ---------------------------------------------------------------------------------------------
+    # Pointing
+    # ----------------------------------------------------------------------------------------------
+    def point_at(self, x: int, y: int) -> tuple[int, int] | None:
+        """The screen pixel shown at cell ``(x, y)`` of the pane (None: no picture there)."""
+        rendered = self.rendered
+        if rendered is None:
+            return None
+        if self.wants_strips:
+            # as render_line places the strips: centred
+            top = max(0, (self.size.height - len(rendered.strips)) // 2)
+            left = max(0, (self.size.width - rendered.image.width) // 2)
+            return rendered.screen_point(x - left, y - top)
+        # a graphics widget shows the picture from the pane's top left, a cell its pixels
+        return rendered.screen_point(x, y, cell_pixels())
+
+    def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is None or self.rendered is None or self.painted_sha == "":
+            return
+        point = self.point_at(offset.x, offset.y)
+        self.post_message(self.Pointed(point, "" if point is not None else "not on the screenshot"))
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width

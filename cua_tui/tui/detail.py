@@ -118,6 +118,8 @@ class RowSnapshot:
     reason: str
     state: str
     decided_by: str
+    # what the model proposed, when the reviewer changed it (``params`` is what ran)
+    proposed: str = ""
 
 
 def _action_events(entries: Iterable[Entry], turn: int, index: int) -> list[Entry]:
@@ -131,6 +133,7 @@ def action_detail(row: RowSnapshot, entries: Iterable[Entry]) -> DetailScreen:
     text.append(f"Turn {row.turn} · action {row.index + 1} · {visible(row.kind, limit=40)}\n", style="bold")
     for label, value in (
         ("parameters", row.params),
+        ("as proposed", f"{row.proposed} (the reviewer changed it before it ran)" if row.proposed else ""),
         ("verdict", f"{row.verdict.upper()}: {row.reason}" if row.reason else row.verdict.upper()),
         ("state", row.state.replace("_", " ")),
         ("decided by", row.decided_by),

@@ -35,6 +35,7 @@ from ..core.fleet_queue import (
     RunState,
 )
 from ..core.guard import DEFAULT_GUARD_S, DecisionGuard
+from ..core.policy import Policy
 from ..core.ports import Answer, AnswerDetails, DecisionRequest, VerifierPlace
 from ..core.run_view import RunView
 from ..core.text import visible
@@ -220,6 +221,10 @@ class FleetRun:
 
     def revoke(self, grant_id: int) -> bool:
         return False  # grants are revoked from a lone run's view only
+
+    @property
+    def policy(self) -> Policy | None:
+        return self.fleet.policy(self.task)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -111,6 +111,28 @@ class Rendered:
     framed: tuple[int, int, int, int] | None = None
     # zoomed: where the overview inset sits in the picture
     inset: tuple[int, int, int, int] | None = None
+    # the screenshot's size in screen pixels
+    source: tuple[int, int] = (0, 0)
+
+    def screen_point(self, col: int, row: int, cell: tuple[int, int] = (1, 2)) -> tuple[int, int] | None:
+        """The screen pixel under the centre of cell ``(col, row)`` of the picture (counted from its top
+        left), where a cell is ``cell`` picture pixels (half-blocks: 1 x 2). None off the picture and on a
+        zoom's overview inset. Exact (one cell, one screen pixel) in a zoom magnified at least ``cell``;
+        in the whole-screen view off by at most half a cell's worth of screen pixels each way."""
+        cw, ch = cell
+        px, py = col * cw + cw // 2, row * ch + ch // 2
+        if col < 0 or row < 0 or not (px < self.image.width and py < self.image.height):
+            return None
+        if self.inset is not None:
+            ix0, iy0, ix1, iy1 = self.inset
+            if ix0 <= px < ix1 and iy0 <= py < iy1:
+                return None
+        width, height = self.source
+        if self.zoomed and self.framed is not None:
+            x, y = self.framed[0] + px // self.magnify, self.framed[1] + py // self.magnify
+        else:
+            x, y = px * width // self.image.width, py * height // self.image.height
+        return min(max(0, x), width - 1), min(max(0, y), height - 1)
 
 
 def decode(png: bytes, limit: ScreenLimit) -> Image.Image:
@@ -131,6 +153,7 @@ def prepare(
     strips: bool = True,
     cell_pixels: tuple[int, int] | None = None,
     sixel: bool = False,
+    exact: bool = False,
 ) -> Rendered:
     """The picture for a pane of ``cells_w`` x ``cells_h`` cells: fitted (or, with ``zoom``, the target's
     neighbourhood magnified with an overview inset: ``_zoom``), with the target marked, as half-block strips.
@@ -138,6 +161,8 @@ def prepare(
     For a graphics protocol (``strips=False``) pass the terminal's ``cell_pixels``: the picture is then
     fitted to the pane's real pixel size (never enlarged), so the terminal shows it at full resolution;
     with ``sixel`` it is also encoded as Sixel data for the whole pane (``Rendered.sixel``).
+    With ``exact`` a zoom magnifies at least one cell per screen pixel, so a cell names one pixel (an
+    action being edited, the desktop taken over).
     Raises core.imaging.ImageRefused for what is not a PNG the run's screen (``limit``) could produce."""
     cells_w, cells_h = max(cells_w, 2), max(cells_h, 2)
     source = decode(png, limit)
@@ -149,16 +174,16 @@ def prepare(
         box_w, box_h = cells_w, cells_h * 2  # half-block pixels are about square
     if zoom and target is not None and target.point is not None:
         graphics = cell_pixels is not None and not strips
-        zoomed = _zoom(source, target, cells_w, cells_h, box_w, box_h, graphics=graphics, strips=strips)
+        least = (max(cell_pixels) if graphics and cell_pixels else 2) if exact else 1
+        zoomed = _zoom(source, target, cells_w, cells_h, box_w, box_h, graphics=graphics, least=least)
         return _with_sixel(zoomed, sixel, cell_pixels, strips)
     scale = min(box_w / source.width, box_h / source.height)
     size = (max(1, round(source.width * scale)), max(1, round(source.height * scale)))
     picture = source.resize(size, Image.Resampling.BILINEAR)
     if target is not None:
         _mark(picture, target, scale, (0, 0), False)
-    return _with_sixel(
-        Rendered(halfblock(picture) if strips else [], cells_w, cells_h, picture), sixel, cell_pixels, strips
-    )
+    rendered = Rendered(halfblock(picture) if strips else [], cells_w, cells_h, picture, source=source.size)
+    return _with_sixel(rendered, sixel, cell_pixels, strips)
 
 
 def _with_sixel(rendered: Rendered, sixel: bool, cell_pixels: tuple[int, int] | None, strips: bool) -> Rendered:
@@ -179,12 +204,13 @@ def _zoom(
     box_h: int,
     *,
     graphics: bool,
-    strips: bool,
+    least: int = 1,
 ) -> Rendered:
-    """The target's neighbourhood, magnified so that its label is legible, with an overview inset."""
+    """The target's neighbourhood, magnified so that its label is legible (at least ``least`` times), with
+    an overview inset."""
     x, y = target.centre
     interest = _interest(target)
-    magnify = _magnification(interest, box_w, box_h, graphics=graphics)
+    magnify = max(least, _magnification(interest, box_w, box_h, graphics=graphics))
     crop_w, crop_h = min(box_w // magnify, source.width), min(box_h // magnify, source.height)
     cx, cy = _zoom_centre(target, interest, crop_w, crop_h)
     left = min(max(0, cx - crop_w // 2), max(0, source.width - crop_w))
@@ -211,7 +237,7 @@ def _zoom(
     marked = ((x - left) * magnify, (y - top) * magnify)
     inset = _inset(picture, source, framed, marked)
     return Rendered(
-        halfblock(picture) if strips else [],
+        [] if graphics else halfblock(picture),
         cells_w,
         cells_h,
         picture,
@@ -219,6 +245,7 @@ def _zoom(
         magnify=magnify,
         framed=framed,
         inset=inset,
+        source=source.size,
     )
 
 

@@ -393,7 +393,7 @@ class ReplayScreen(ViewScreen):
 
     def _target(self, step: tl.Step) -> Target | None:
         """The step's target; for typing, the focused field (core/focus.py, the rule of a live run)."""
-        target = Target.from_record(step.proposal.action)
+        target = Target.from_record(step.ran)
         if target is not None or (step.proposal.action or {}).get("kind") != "type":
             return target
         field = self._field_before(step.number)

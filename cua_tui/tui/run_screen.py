@@ -18,6 +18,9 @@ from textual.reactive import reactive
 from textual.widgets import Footer
 
 from ..core import events as ev
+from ..core.actions import Action
+from ..core.edits import editable
+from ..core.geometry import Size
 from ..core.guard import DecisionGuard
 from ..core.ports import Answer, DecisionRequest
 from ..core.run_view import RunView
@@ -32,6 +35,7 @@ from .commands import HistoryActions
 from .decision_panel import DecisionPanel, compact_terminal
 from .desktop_view import DesktopView
 from .dialogs import GrantsScreen, RejectReason
+from .editor import ActionEditor
 from .frames import Target
 from .goal import GoalBar
 from .messages import RunEvent, RunFinished, while_open
@@ -92,6 +96,8 @@ class RunScreen(HistoryActions, ViewScreen):
         self.zoomed = False
         # live events while the earlier ones are read back
         self._backlog: deque[ev.Stamped] | None = None
+        # ``e``: the pending action being edited (the panel steps aside for it)
+        self.editor: ActionEditor | None = None
 
     @property
     def reading(self) -> ScreenReading:
@@ -256,12 +262,15 @@ class RunScreen(HistoryActions, ViewScreen):
     def _show_pending(self) -> None:
         """Show what ``pending`` says (the one place that reads it for the panes)."""
         request = self.pending
+        if self.editor is not None and request is not self.editor.request:
+            self._close_editor("the decision you were editing closed: nothing was sent")
         # a new decision on screen: its keys count after the guard
         self.guard.arm(request)
         # at a decision the pane frames the target (z: whole)
         self.zoomed = self._focus_target() is not None
         panel = self.panel
         panel.set_compact(compact_terminal(self.app.size.width, self.app.size.height))
+        panel.can_edit = self._editable() is not None
         started = self.view.started
         panel.show_request(
             request,
@@ -293,6 +302,10 @@ class RunScreen(HistoryActions, ViewScreen):
         shot = shot_of(self.view)
         if shot is None:
             return
+        if self.editor is not None:
+            # where the draft lands, a cell a screen pixel
+            self.desktop.show_shot(shot, self.editor.target(), zoom=self.zoomed)
+            return
         # the zoom keeps the target's label in view
         target = labelled(self._focus_target(), self.reading, shot.sha)
         self.desktop.show_shot(shot, target, zoom=self.zoomed)
@@ -316,11 +329,18 @@ class RunScreen(HistoryActions, ViewScreen):
     # ----------------------------------------------------------------------------------------------
     def can(self, action: str, parameters: tuple[object, ...]) -> bool:
         if action in ("approve", "reject", "approve_scope"):
-            return self.pending is not None and (action != "approve_scope" or self.pending.scope is not None)
+            # while an edit is open, Enter approves the edit and Esc goes back: y / n / a wait
+            pending = self.pending if self.editor is None else None
+            return pending is not None and (action != "approve_scope" or pending.scope is not None)
+        if action == "edit":
+            return self.editor is None and self._editable() is not None
         if action == "kill":
             # While a reason is typed, k is a letter of it: ctrl+k (always bound) is the kill switch
-            # there. So is it in the screen-text view's search box.
-            typing = isinstance(self.app.screen, RejectReason | ScreenTextScreen)
+            # there. So is it in the screen-text view's search box, and in an edit's field.
+            field = self.editor.field if self.editor is not None else None
+            typing = isinstance(self.app.screen, RejectReason | ScreenTextScreen) or (
+                field is not None and field.has_focus
+            )
             return self.running and (parameters == ("always",) or not typing)
         if action == "zoom":
             return self._focus_target() is not None
@@ -346,13 +366,15 @@ class RunScreen(HistoryActions, ViewScreen):
     def guard_for(self) -> DecisionGuard:
         return self.guard
 
-    def _answer(self, answer: Answer, *, note: str = "", grant: bool = False) -> None:
+    def _answer(self, answer: Answer, *, note: str = "", grant: bool = False, edit: Action | None = None) -> None:
         request = self.pending
         if request is None:
             return
-        why = self.source.answer(
-            answer, request, note=note, grant=grant, screen=self.painted_sha, shown_ms=self.guard.shown_ms()
-        )
+        shown = self.guard.shown_ms()
+        if edit is not None:
+            why = self.source.answer(answer, request, edit=edit, screen=self.painted_sha, shown_ms=shown)
+        else:
+            why = self.source.answer(answer, request, note=note, grant=grant, screen=self.painted_sha, shown_ms=shown)
         if why is not None:
             self.refused("", request.turn, request.index, why)
             return
@@ -364,6 +386,70 @@ class RunScreen(HistoryActions, ViewScreen):
         """``y``; ``a``: this action and every later one of its scope (shown in the panel) for the run."""
         if not scope or (self.pending is not None and self.pending.scope is not None):
             self._answer(Answer.APPROVE, grant=scope)
+
+    # ---------------------------------------------------------------------------------------------
+    # e: the pending action changed, then approved
+    # ----------------------------------------------------------------------------------------------
+    def _editable(self) -> tuple[DecisionRequest, Size] | None:
+        """The pending request if ``e`` can edit it, with the desktop's size (None: it cannot)."""
+        request = self.pending
+        if request is None or request.kind != "action" or not editable(request.action) or self.source.policy is None:
+            return None
+        started = self.view.started
+        try:
+            return request, Size.parse(started.screen) if started is not None else Size(0, 0)
+        except ValueError:
+            return None
+
+    def edit(self) -> None:
+        """``e``: the editor in the panel's place, the desktop zoomed on the draft a cell a pixel."""
+        found, policy = self._editable(), self.source.policy
+        if found is None or policy is None or self.editor is not None:
+            return
+        request, size = found
+        self.editor = ActionEditor(request, size, policy, id="editor")
+        self.panel.display = False
+        self.panel.parent.mount(self.editor, after=self.panel)  # type: ignore[union-attr]
+        self.zoomed = True
+        self.desktop.exact = True
+        self.app.refresh_bindings()
+
+    def _close_editor(self, why: str = "") -> None:
+        editor, self.editor = self.editor, None
+        if editor is None:
+            return
+        editor.remove()
+        self.desktop.exact = False
+        self.panel.display = self.pending is not None
+        self.app.refresh_bindings()
+        if why:
+            self.notify(why, title="edit", severity="warning", markup=False)
+
+    def on_action_editor_changed(self, message: ActionEditor.Changed) -> None:
+        message.stop()
+        self.render_frame()
+
+    def on_action_editor_confirmed(self, message: ActionEditor.Confirmed) -> None:
+        message.stop()
+        if message.request is not self.pending:
+            self._close_editor("the decision you were editing closed: nothing was sent")
+            return
+        self._close_editor()
+        self._answer(Answer.APPROVE, edit=message.action)
+
+    def on_action_editor_cancelled(self, message: ActionEditor.Cancelled) -> None:
+        message.stop()
+        self._close_editor()
+        self._show_pending()
+
+    def on_desktop_view_pointed(self, message: DesktopView.Pointed) -> None:
+        message.stop()
+        if self.editor is None:
+            return
+        if message.point is None:
+            self.notify(f"not moved: {message.why}", title="edit", markup=False)
+            return
+        self.editor.place(message.point)
 
     def reject(self) -> None:
         """``n``: ask for an optional reason first (Enter sends it, Esc skips), then reject."""

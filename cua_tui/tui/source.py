@@ -12,7 +12,9 @@ from typing import Protocol, Unpack
 from textual.worker import NoActiveWorker, get_current_worker
 
 from ..core import events as ev
+from ..core.actions import Action
 from ..core.approvers import HandshakeApprover
+from ..core.policy import Policy
 from ..core.ports import Answer, AnswerDetails, DecisionRequest
 from ..core.run_view import RunView
 from ..core.supervisor import RunConfig, RunResult, Supervisor
@@ -30,6 +32,11 @@ class RunSource(Protocol):
     owned: bool
     run_name: str
     label: str  # the fleet task's name ("" for a lone run)
+
+    @property
+    def policy(self) -> Policy | None:
+        """What an edit is classified by before it is sent (the run classifies it again); None: no edits."""
+        ...
 
     @property
     def run_dir(self) -> Path | None:
@@ -86,6 +93,7 @@ class LiveRun:
         self.approver = approver
         self.info = run_info(supervisor.config, supervisor.run_id)
         self.policy_lines = supervisor.config.policy.summary()
+        self.policy: Policy | None = supervisor.config.policy
 
     def attach(self, on_event: Callable[[ev.Stamped], None]) -> RunView:
         # Called right after each record was appended, under the supervisor's emit lock, with its
@@ -133,6 +141,10 @@ class RecordedRun:
     killed: bool = False
     # a recording has none unless it names the directory it came from
     run_dir: Path | None = None
+    # what edits are checked by (None: the recording offers none)
+    policy: Policy | None = None
+    # the edits the reviewer approved, beside ``answers``
+    edits: list[Action] = field(default_factory=list)
     live = False
     owned = True
     run_name = ""
@@ -173,6 +185,8 @@ class RecordedRun:
 
     def answer(self, answer: Answer, request: DecisionRequest, **details: Unpack[AnswerDetails]) -> str | None:
         self.answers.append(answer)
+        if "edit" in details:
+            self.edits.append(details["edit"])
         return None
 
     def revoke(self, grant_id: int) -> bool:

@@ -1,0 +1,177 @@
+"""Edit, then approve, in the TUI (issue 24, point 1): ``e`` at a decision opens the editor in the panel's
+place; the text (control characters written out), the chord, the scroll and the point (arrows: one screen
+pixel, shift: ten; a click on the desktop pane) change; Enter approves the edit, which the run checks and
+classifies again; Esc goes back. Live runs on the sim desktop through the TUI's handshake."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
+from pilot_helpers import answer, live_app, plain, possible, run_screen, until, until_ended
+from textual.widgets import Input, Static
+
+from cua_tui.build import HANDSHAKE, Run, RunOptions, build_run
+from cua_tui.core.actions import text_sha256
+from cua_tui.desktops.sim import SimDesktop
+from cua_tui.tui.desktop_view import DesktopView
+from cua_tui.tui.detail import action_detail
+from cua_tui.tui.editor import ActionEditor
+
+SIZE = (160, 48)
+FIELD = {"type": "click", "button": "left", "x": 250, "y": 182}
+SEND = {"name": "send", "x": 40, "y": 400, "width": 160, "height": 44, "verdict": "confirm", "reason": "sends"}
+WIPE = {"name": "wipe", "x": 600, "y": 400, "width": 100, "height": 40, "verdict": "block", "reason": "wipes"}
+
+
+def run_of(tmp_path: Path, turns: list[dict[str, Any]], regions: tuple[dict[str, Any], ...] = ()) -> Run:
+    run = build_run(
+        RunOptions(
+            task="edit test",
+            backend="sim",
+            agent=None,
+            script={"turns": turns, "final_text": "done"},
+            runs_dir=tmp_path / "runs",
+            decisions=HANDSHAKE,
+            fsync=False,
+            desktop=SimDesktop(),
+            regions=regions,
+        )
+    )
+    track(run.supervisor)
+    return run
+
+
+def decisions(run: Run) -> list[dict[str, Any]]:
+    lines = (run.supervisor.rundir.path / "audit.jsonl").read_text().splitlines()
+    return [r for r in map(json.loads, lines) if r["kind"] == "decision" and r["by"] != "policy"]
+
+
+def outcomes(run: Run) -> list[dict[str, Any]]:
+    lines = (run.supervisor.rundir.path / "audit.jsonl").read_text().splitlines()
+    return [r for r in map(json.loads, lines) if r["kind"] == "outcome"]
+
+
+async def until_asked(pilot: Any, app: Any) -> None:
+    await until(pilot, lambda: run_screen(app).pending is not None, "a decision")
+
+
+def editor_of(app: Any) -> ActionEditor:
+    editor = run_screen(app).editor
+    assert editor is not None
+    return editor
+
+
+async def test_typed_text_is_corrected_with_its_control_characters_written_out(tmp_path: Path) -> None:
+    run = run_of(tmp_path, [{"actions": [FIELD, {"type": "type", "text": "helo\tx"}]}])
+    app = live_app(run)
+    async with app.run_test(size=SIZE) as pilot:
+        await until_asked(pilot, app)
+        screen = run_screen(app)
+        assert "e edit" in plain(screen.panel).replace("  ", " ")
+        await answer(pilot, "e")
+        editor = editor_of(app)
+        field = editor.query_one(Input)
+        assert field.value == "helo\\tx" and field.has_focus
+        # y, n and a wait while the edit is open; k is a letter of the text (ctrl+k is the kill switch)
+        assert not possible(app, "approve") and not possible(app, "reject") and not possible(app, "kill")
+        await pilot.press(*["backspace"] * 4, "l", "o", "\\", "n")
+        assert field.value == "hello\\n"
+        assert "as edited: type 6 characters: hello↵" in plain(editor.query_one("#edit-draft", Static))
+        assert "needs a decision" in plain(editor.query_one("#edit-verdict", Static))
+        await pilot.press("enter")
+        await until_ended(pilot, app)
+    (decision,) = decisions(run)
+    assert decision["decision"] == "approve" and decision["edited"]["ran"]["text_len"] == 6
+    assert decision["edited"]["ran"]["text_sha256"] == text_sha256("hello\n")
+    assert decision["screen"] and decision["shown_ms"] >= 0
+    said = outcomes(run)[-1]["message"]
+    assert said == "OK. The reviewer changed the text before it ran: 6 characters were typed (you proposed 6)."
+
+
+async def test_a_click_is_moved_with_the_arrows_and_a_click_on_the_pane(tmp_path: Path) -> None:
+    click = {"type": "click", "button": "left", "x": 45, "y": 405}
+    run = run_of(tmp_path, [{"actions": [click]}], regions=(SEND, WIPE))
+    app = live_app(run)
+    async with app.run_test(size=SIZE) as pilot:
+        await until_asked(pilot, app)
+        await answer(pilot, "e")
+        editor = editor_of(app)
+        assert editor.has_focus and run_screen(app).desktop.exact
+        await pilot.press("right", "right", "down", "shift+right", "shift+down")
+        assert editor.point == (57, 416)
+        desktop = run_screen(app).desktop
+        await until(pilot, lambda: desktop.settled and desktop.rendered is not None, "the exact zoom")
+        rendered = desktop.rendered
+        assert rendered is not None and rendered.zoomed and rendered.magnify >= 2
+        # a click on the pane: the pixel under it, exactly (a cell is one screen pixel here)
+        width, height = desktop.size
+        # the pane's border: a click's offset counts from the widget's edge, the picture from its content
+        dx, dy = desktop.content_region.x - desktop.region.x, desktop.content_region.y - desktop.region.y
+        for col, row in ((width // 2, height // 2), (width // 2 + 7, height // 2 - 3)):
+            await until(pilot, lambda: desktop.settled, "the frame around the point")
+            expected = desktop.point_at(col, row)
+            assert expected is not None
+            await pilot.click(DesktopView, offset=(col + dx, row + dy))
+            assert editor.point == expected
+        # into the blocked region: shown, and Enter does not approve it
+        editor.place((650, 420))
+        await pilot.pause()
+        assert "BLOCKED" in plain(editor.query_one("#edit-verdict", Static))
+        await pilot.press("enter")
+        await pilot.pause()
+        assert run_screen(app).editor is editor
+        editor.place((120, 422))
+        await pilot.pause()
+        await pilot.press("enter")
+        await until_ended(pilot, app)
+        # the batch row and its detail: what ran, and what the model proposed
+        shown = run_screen(app).batch_pane.rows[0]
+        await until(pilot, lambda: shown.proposed != "", "the row to say it was edited")
+        assert (shown.params, shown.proposed) == ("click at (120, 422)", "click at (45, 405)")
+        assert "(edited; proposed: click at (45, 405))" in str(shown.content)
+        detail = action_detail(shown.snapshot(), [])
+        assert "as proposed click at (45, 405) (the reviewer changed it before it ran)" in detail.body.plain
+    (decision,) = decisions(run)
+    assert decision["edited"]["ran"] == {"kind": "click", "x": 120, "y": 422, "button": "left"}
+    assert outcomes(run)[0]["message"].endswith("click at (120, 422) ran, not click at (45, 405).")
+
+
+async def test_escape_goes_back_and_a_decision_that_closes_takes_the_editor_with_it(tmp_path: Path) -> None:
+    run = run_of(tmp_path, [{"actions": [{"type": "keypress", "keys": ["Return"]}]}])
+    app = live_app(run)
+    async with app.run_test(size=SIZE) as pilot:
+        await until_asked(pilot, app)
+        await answer(pilot, "e")
+        field = editor_of(app).query_one(Input)
+        assert field.value == "Return"
+        await pilot.press("escape")
+        screen = run_screen(app)
+        assert screen.editor is None and screen.panel.display and possible(app, "approve")
+        await answer(pilot, "e")
+        editor = editor_of(app)
+        await pilot.press("ctrl+k")  # the kill switch while typing in the field
+        await until(pilot, lambda: run_screen(app).editor is None, "the editor closed with its decision")
+        assert not editor.is_attached
+        await until_ended(pilot, app)
+    assert decisions(run) == [] and [o["status"] for o in outcomes(run)] != ["executed"]
+    kinds = [json.loads(line)["kind"] for line in (run.supervisor.rundir.path / "audit.jsonl").read_text().splitlines()]
+    assert "kill" in kinds
+
+
+@pytest.mark.parametrize(("written", "sent"), [("tab", "Tab"), ("ctrl+shift+T", "ctrl+shift+t")])
+async def test_a_chord_is_changed(tmp_path: Path, written: str, sent: str) -> None:
+    run = run_of(tmp_path, [{"actions": [{"type": "keypress", "keys": ["Return"]}]}])
+    app = live_app(run)
+    async with app.run_test(size=SIZE) as pilot:
+        await until_asked(pilot, app)
+        await answer(pilot, "e")
+        editor_of(app).query_one(Input).value = written
+        await pilot.pause()
+        await pilot.press("enter")
+        await until_ended(pilot, app)
+    (decision,) = decisions(run)
+    assert decision["edited"]["ran"]["keys"] == sent
