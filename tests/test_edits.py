@@ -288,3 +288,38 @@ def test_the_escaped_form_of_typed_text_goes_back_exactly() -> None:
         unescape_text("\\q")
     with pytest.raises(ActionError, match="a backslash at the end"):
         unescape_text("abc\\")
+
+
+# ---------------------------------------------------------------------------------------------------
+# What each vendor's adapter sends (the real SDKs, talking to the loopback model server)
+# ---------------------------------------------------------------------------------------------------
+def test_the_anthropic_adapter_sends_the_edit_in_the_calls_tool_result(tmp_path: Path) -> None:
+    from model_server import ANTHROPIC_PATH, ModelServer, anthropic_message, text_block, tool_use
+
+    from cua_tui.agents.anthropic_agent import AnthropicAgent
+    from cua_tui.core.rundir import RunDir
+    from cua_tui.core.supervisor import RunConfig, Supervisor
+    from cua_tui.desktops.sim import SimDesktop
+
+    with ModelServer() as server:
+        server.script(
+            ANTHROPIC_PATH,
+            anthropic_message(tool_use("toolu_1", "left_click", coordinate=[45, 405])),
+            anthropic_message(text_block("done"), stop_reason="end_turn"),
+        )
+        agent = AnthropicAgent("sk-ant-test-not-a-key", base_url=server.anthropic_base_url, timeout=5.0, max_retries=1)
+        desktop = SimDesktop()
+        config = RunConfig(
+            task="t", backend="sim", agent=agent.name, model=agent.model, screen=desktop.size, policy=GUARDED,
+            operator=OPERATOR,
+        )  # fmt: skip
+        editor = Editor(lambda a: dataclasses.replace(a, point=(120, 422)))
+        Supervisor(config, desktop, agent, editor, RunDir.create(tmp_path / "runs")).run()
+        bodies = server.bodies(ANTHROPIC_PATH)
+    (result,) = [b for b in bodies[1]["messages"][-1]["content"] if b.get("type") == "tool_result"]
+    assert result["tool_use_id"] == "toolu_1" and not result.get("is_error")
+    assert result["content"][0] == {
+        "type": "text",
+        "text": "OK. The reviewer changed this action before it ran: click at (120, 422) ran, not click at (45, 405).",
+    }
+    assert result["content"][1]["type"] == "image"

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("Approve", "approve the pending action (y)", "approve"),
     ("Approve scope", "approve it and every later action of its scope for the run (a)", "approve_scope"),
+    ("Edit", "change the pending action, then approve it as changed (e)", "edit"),
     ("Reject", "reject the pending action, with an optional reason (n)", "reject"),
     ("Kill switch", "stop the run now: nothing more runs, it ends killed (k, ctrl+k)", "kill('always')"),
     ("Zoom", "zoom on the pending action's target (z)", "zoom"),

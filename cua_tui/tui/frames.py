@@ -120,7 +120,8 @@ class Rendered:
         zoom's overview inset. Exact (one cell, one screen pixel) in a zoom magnified at least ``cell``;
         in the whole-screen view off by at most half a cell's worth of screen pixels each way."""
         cw, ch = cell
-        px, py = col * cw + cw // 2, row * ch + ch // 2
+        # the cell's centre, in picture pixels
+        px, py = (col + 0.5) * cw, (row + 0.5) * ch
         if col < 0 or row < 0 or not (px < self.image.width and py < self.image.height):
             return None
         if self.inset is not None:
@@ -129,9 +130,9 @@ class Rendered:
                 return None
         width, height = self.source
         if self.zoomed and self.framed is not None:
-            x, y = self.framed[0] + px // self.magnify, self.framed[1] + py // self.magnify
+            x, y = self.framed[0] + int(px // self.magnify), self.framed[1] + int(py // self.magnify)
         else:
-            x, y = px * width // self.image.width, py * height // self.image.height
+            x, y = int(px * width / self.image.width), int(py * height / self.image.height)
         return min(max(0, x), width - 1), min(max(0, y), height - 1)
 
 

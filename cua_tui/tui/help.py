@@ -14,6 +14,7 @@ from ..core.text import visible
 KEYS = [
     ("y", "approve the pending action (only while a decision is pending)"),
     ("a", "approve it and every later action of its scope (shown in the panel) for the rest of the run"),
+    ("e", "edit it (the text, the point, the chord, the scroll), then Enter approves it as edited"),
     ("n", "reject it, with an optional reason the model hears: the batch halts"),
     ("k", "kill switch: nothing more runs, input released, desktop stopped, run ends killed (ctrl+k too)"),
     ("g", "the scoped approvals in force; Enter revokes the selected one"),

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
-from pilot_helpers import answer, live_app, plain, possible, run_screen, until, until_ended
+from pilot_helpers import answer, guard_of, live_app, plain, possible, run_screen, until, until_ended
 from textual.widgets import Input, Static
 
 from cua_tui.build import HANDSHAKE, Run, RunOptions, build_run
@@ -175,3 +175,24 @@ async def test_a_chord_is_changed(tmp_path: Path, written: str, sent: str) -> No
         await until_ended(pilot, app)
     (decision,) = decisions(run)
     assert decision["edited"]["ran"]["keys"] == sent
+
+
+async def test_the_palette_opens_the_editor_with_the_focus_in_its_field(tmp_path: Path) -> None:
+    from textual.command import CommandPalette
+
+    run = run_of(tmp_path, [{"actions": [FIELD, {"type": "type", "text": "x"}]}])
+    app = live_app(run)
+    async with app.run_test(size=SIZE) as pilot:
+        await until_asked(pilot, app)
+        await until(pilot, guard_of(app).passed, "the input guard")
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette), "the palette")
+        await pilot.press(*"edit")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await until(pilot, lambda: run_screen(app).editor is not None, "the editor")
+        await until(pilot, lambda: editor_of(app).query_one(Input).has_focus, "the focus in the editor's field")
+        await pilot.press("y")  # a letter of the text, not an approval
+        assert editor_of(app).query_one(Input).value == "xy"
+        await pilot.press("ctrl+k")
+        await until_ended(pilot, app)

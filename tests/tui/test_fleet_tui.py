@@ -532,3 +532,36 @@ async def test_a_fleet_that_ended_before_the_tui_listened_says_so_and_q_quits(
         assert app.query_one("#queue-why", TextLines).plain == "Every run ended."
         await pilot.press("q")
         await until(pilot, lambda: not app.is_running, "q to quit at once")
+
+
+async def test_e_edits_in_the_runs_view_for_that_run_only(tmp_path: Path, settings: Settings) -> None:
+    """Issue 24, point 5: the queue's own panel offers no e; the view of a run opened from it does, and its
+    edit reaches that run alone (the other's request stays in the queue)."""
+    fleet = fleet_of(tmp_path, {"a": opts(settings), "b": opts(settings)})
+    app = App(fleet)
+    main = fleet_screen(app)
+    async with app.run_test(size=SIZE) as pilot:
+        await until_queued(pilot, app, 2)
+        assert not possible(app, "edit")
+        task = main.selected.task if main.selected else ""
+        await pilot.press("enter")
+        live = app.screen
+        assert isinstance(live, RunScreen) and live.run_task == task
+        await until(pilot, lambda: live.pending is not None, "the run's pending request in its view")
+        await answer(pilot, "e")
+        editor = live.editor
+        assert editor is not None
+        field = editor.query_one(Input)
+        assert field.value == "cua-tui verified"
+        field.value = "cua-tui verified!"
+        await pilot.pause()
+        await pilot.press("enter")
+        await until(pilot, lambda: live.view.ended is not None, "the edited run to end")
+        await pilot.press("escape")
+        other = "b" if task == "a" else "a"
+        assert [i.task for i in main.items] == [other]
+        (decision,) = [r for r in audit(fleet.row(task).path) if r["kind"] == "decision" and r["by"] != "policy"]
+        assert decision["edited"]["ran"]["text_len"] == 17
+        await approve_all(pilot, app)
+        await until_done(pilot, app, fleet)
+    assert [r for r in audit(fleet.row(other).path) if r["kind"] == "decision" and r.get("edited")] == []

@@ -355,7 +355,7 @@ async def test_the_palette_lists_cua_commands_and_kill_from_it_kills(tmp_path: P
     async with app.run_test(size=SIZE) as pilot:
         await until_decision(pilot, app, 1, 1)
         titles = await palette_titles(pilot, app)
-        for title in ("Approve", "Reject", "Kill switch", "Copy run directory", "Verify now", "Show policy", "Help"):
+        for title in ("Approve", "Edit", "Reject", "Kill switch", "Copy run directory", "Verify now", "Help"):
             assert title in titles, titles
         assert {"Zoom", "Screen text", "Open screenshot"} <= set(titles)  # z frames the field clicked last
         assert "Grants" not in titles  # none in force
