@@ -212,7 +212,7 @@ class RaisingAgent:
     def start(self, task: str, frame: Any) -> Any:
         raise RuntimeError("the adapter broke")
 
-    def next_turn(self, results: Any, frame: Any) -> Any:
+    def next_turn(self, results: Any, frame: Any, note: str = "") -> Any:
         raise RuntimeError("unreachable")
 
     def cancel(self) -> None:

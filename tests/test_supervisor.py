@@ -138,7 +138,7 @@ class TurnsAgent:
         self.frames.append(frame)
         return self._next()
 
-    def next_turn(self, results: tuple[CallResult, ...], frame: Frame) -> Turn:
+    def next_turn(self, results: tuple[CallResult, ...], frame: Frame, note: str = "") -> Turn:
         self.received.append(results)
         self.frames.append(frame)
         return self._next()
@@ -158,7 +158,7 @@ class HangingAgent(TurnsAgent):
         self.entered = threading.Event()
         self.release = threading.Event()
 
-    def next_turn(self, results: tuple[CallResult, ...], frame: Frame) -> Turn:
+    def next_turn(self, results: tuple[CallResult, ...], frame: Frame, note: str = "") -> Turn:
         self.entered.set()
         self.release.wait(30)
         return super().next_turn(results, frame)

@@ -75,7 +75,7 @@ class AnthropicAgent(VendorAgent["anthropic.Anthropic"]):
         self.messages.append({"role": "user", "content": [_image(png), {"type": "text", "text": task}]})
         return self._request(scaling)
 
-    def next_turn(self, results: tuple[CallResult, ...], frame: Frame) -> Turn:
+    def next_turn(self, results: tuple[CallResult, ...], frame: Frame, note: str = "") -> Turn:
         png, scaling = fit_png(frame, self.limits)
         found = by_call(results)
         blocks: list[dict[str, Any]] = []
@@ -88,6 +88,9 @@ class AnthropicAgent(VendorAgent["anthropic.Anthropic"]):
         else:
             # an error result carries text only: the screen follows the results
             blocks.append(_image(png))
+        if note:
+            # after the results: what else happened on the desktop (a takeover), in the supervisor's words
+            blocks.append({"type": "text", "text": encodable(note)})
         self.messages.append({"role": "user", "content": blocks})
         return self._request(scaling)
 

@@ -46,7 +46,7 @@ class OpenAIAgent(VendorAgent["openai.OpenAI"]):
         ]
         return self._request([{"role": "user", "content": content}], scaling)
 
-    def next_turn(self, results: tuple[CallResult, ...], frame: Frame) -> Turn:
+    def next_turn(self, results: tuple[CallResult, ...], frame: Frame, note: str = "") -> Turn:
         png, scaling = fit_png(frame, self.limits)
         url = data_url(png)
         found = by_call(results)
@@ -68,6 +68,9 @@ class OpenAIAgent(VendorAgent["openai.OpenAI"]):
         report = _report(self._pending, found)
         if report:
             items.append({"role": "user", "content": [{"type": "input_text", "text": report}]})
+        if note:
+            # after the results: what else happened on the desktop (a takeover), in the supervisor's words
+            items.append({"role": "user", "content": [{"type": "input_text", "text": encodable(note)}]})
         return self._request(items, scaling)
 
     # ---------------------------------------------------------------------------------------------

@@ -202,12 +202,14 @@ class ScriptAgent:
         self.model = None
         self._next = 0
         self.received: list[tuple[CallResult, ...]] = []  # what the agent heard back, for tests
+        self.notes: list[str] = []  # and what it was told besides (a takeover's account)
 
     def start(self, task: str, frame: Frame) -> Turn:
         return self._turn()
 
-    def next_turn(self, results: tuple[CallResult, ...], frame: Frame) -> Turn:
+    def next_turn(self, results: tuple[CallResult, ...], frame: Frame, note: str = "") -> Turn:
         self.received.append(results)
+        self.notes.append(note)
         return self._turn()
 
     def cancel(self) -> None:

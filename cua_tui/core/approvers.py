@@ -87,6 +87,7 @@ class HandshakeApprover:
             screen=details.get("screen", ""),
             shown_ms=details.get("shown_ms"),
             edit=details.get("edit") if answer is Answer.APPROVE else None,
+            takeover=details.get("takeover", False) and answer is Answer.REJECT,
         )
 
     def answer(self, answer: Answer, request: DecisionRequest | None = None, **details: Unpack[AnswerDetails]) -> bool:

@@ -125,7 +125,7 @@ def check_edit(proposed: Action, ran: Action, screen: Size) -> str | None:
 def edit_note(edited: Edited, scaling: Scaling) -> str:
     """What the model hears after ``OK`` for an action a reviewer changed: that it was changed, and what
     ran, in the model's own coordinates (typed text by its length only, as the record keeps it)."""
-    before, after = _for_model(edited.proposed, scaling), _for_model(edited.ran, scaling)
+    before, after = model_words(edited.proposed, scaling), model_words(edited.ran, scaling)
     if edited.ran.kind is Kind.TYPE:
         return (
             f"The reviewer changed the text before it ran: {after} were typed "
@@ -134,8 +134,8 @@ def edit_note(edited: Edited, scaling: Scaling) -> str:
     return f"The reviewer changed this action before it ran: {after} ran, not {before}."
 
 
-def _for_model(action: Action, scaling: Scaling) -> str:
-    """``describe`` in the coordinates of the screenshot the model was shown."""
+def model_words(action: Action, scaling: Scaling) -> str:
+    """``describe`` in the coordinates of the screenshot the model was shown (typed text by its length)."""
     if scaling.is_identity:
         return _words(action)
     try:

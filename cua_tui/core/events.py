@@ -84,6 +84,8 @@ class RunPhase(StrEnum):
     WAITING_MODEL = "waiting_model"
     AWAITING_DECISION = "awaiting_decision"
     EXECUTING = "executing"
+    # the reviewer has the desktop (a takeover): the model waits
+    TAKEN_OVER = "taken_over"
     VERIFYING = "verifying"
     STOPPING = "stopping"
 
@@ -189,6 +191,8 @@ class ActionProposed(Event):
     error_code: str = ""
     raw_kind: str = ""
     parsed: Action | None = memory_only()
+    # who proposed it: "" the model; ``human (takeover)`` the reviewer at the desktop (core/takeover.py)
+    by: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,6 +304,41 @@ class Outcome(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class TakeoverStarted(Event):
+    """The reviewer took control of the desktop; the run paused ``where`` nothing was in flight. Until
+    ``TakeoverEnded`` every action is the reviewer's (its proposal says ``by``)."""
+
+    kind: ClassVar[str] = "takeover"
+    turn: int
+    by: str
+    operator: str
+    where: str
+
+
+@dataclass(frozen=True, slots=True)
+class TakeoverPrivate(Event):
+    """A private stretch of a takeover begins (``private``) or ends: its screens are never sent to the
+    model, and its actions are told to the model only as a count."""
+
+    kind: ClassVar[str] = "takeover_private"
+    turn: int
+    private: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TakeoverEnded(Event):
+    """Control back to the model (``how``: handed back), with ``told``, exactly what the model's next
+    input says of the takeover, and the screen it is given (``screen``, its SHA-256)."""
+
+    kind: ClassVar[str] = "takeover_ended"
+    turn: int
+    actions: int
+    told: str
+    screen: str = ""
+    how: str = "handed back"
+
+
+@dataclass(frozen=True, slots=True)
 class Killed(Event):
     kind: ClassVar[str] = "kill"
     by: str
@@ -393,6 +432,9 @@ EVENT_TYPES: dict[str, type[Event]] = {
         Executing,
         TurnRefused,
         Outcome,
+        TakeoverStarted,
+        TakeoverPrivate,
+        TakeoverEnded,
         Killed,
         ErrorRaised,
         Note,

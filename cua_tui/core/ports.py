@@ -274,7 +274,8 @@ class Agent(Protocol):
     def model(self) -> str | None: ...
 
     def start(self, task: str, frame: Frame) -> Turn: ...
-    def next_turn(self, results: tuple[CallResult, ...], frame: Frame) -> Turn: ...
+    # ``note``: what the model is told besides the results (after a takeover: what the person did)
+    def next_turn(self, results: tuple[CallResult, ...], frame: Frame, note: str = "") -> Turn: ...
     def cancel(self) -> None: ...
 
 
@@ -304,6 +305,8 @@ class Ruling:
     shown_ms: int | None = None
     # the action as the reviewer changed it before approving it (``e``); checked again by the run
     edit: Action | None = None
+    # the reviewer took control of the desktop instead of answering (``T``): the action does not run
+    takeover: bool = False
 
 
 class AnswerDetails(TypedDict, total=False):
@@ -317,6 +320,7 @@ class AnswerDetails(TypedDict, total=False):
     screen: str
     shown_ms: int | None
     edit: Action
+    takeover: bool
 
 
 @dataclass(frozen=True, slots=True)

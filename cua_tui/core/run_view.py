@@ -64,6 +64,8 @@ class ActionView:
     # the reviewer changed it before approving it: what the model proposed (``params`` says what ran)
     proposed: str = ""
     edited: dict[str, Any] | None = None
+    # who proposed it: "" the model, ``human (takeover)`` the reviewer at the desktop
+    by: str = ""
 
 
 @dataclass
@@ -101,6 +103,9 @@ class RunView:
     focused: tuple[int, int] | None = None
     # the run's task, agent, limits and policy, as it started
     started: ev.RunStarted | None = None
+    # the reviewer has the desktop (until it is handed back), and whether a private stretch is on
+    takeover: ev.TakeoverStarted | None = None
+    private: bool = False
 
     @property
     def events(self) -> int:
@@ -132,8 +137,9 @@ class RunView:
             case ev.ActionProposed():
                 kind = (event.action or {}).get("kind", "") if event.action else (event.raw_kind or "?")
                 view = ActionView(
-                    event.index, kind, event.summary or event.error, event.error, event.parsed, event.action
-                )
+                    event.index, kind, event.summary or event.error, event.error, event.parsed, event.action,
+                    by=event.by,
+                )  # fmt: skip
                 if event.error:
                     view.verdict, view.reason = Verdict.BLOCK, f"malformed: {event.error}"
                 self.actions[event.index] = view
@@ -153,16 +159,22 @@ class RunView:
                     row.state = _enum(ActionState, event.status, row.state)
                     self.focused = focus.after_outcome(self.focused, event.status, row.parsed, row.record)
                 self.steps = event.step
+            case ev.TakeoverStarted():
+                self.takeover, self.private = event, False
+            case ev.TakeoverPrivate():
+                self.private = event.private is True
+            case ev.TakeoverEnded():
+                self.takeover, self.private = None, False
             case ev.GrantAdded():
                 self.grants[event.grant] = event
             case ev.GrantRevoked():
                 self.grants.pop(event.grant, None)
             case ev.Killed():
-                self.killed, self.pending = True, None
+                self.killed, self.pending, self.takeover = True, None, None
             case ev.VerificationDone():
                 self.verification = event
             case ev.RunEnded():
-                self.ended, self.pending = event, None
+                self.ended, self.pending, self.takeover = event, None, None
 
     def _model_turn(self, event: ev.ModelTurn) -> None:
         self.turn = event.turn

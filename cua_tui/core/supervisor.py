@@ -13,6 +13,7 @@ thread ends the run at once even while a model request or a desktop command hang
 from __future__ import annotations
 
 import contextlib
+import queue
 import threading
 import time
 import traceback
@@ -51,6 +52,7 @@ from .ports import (
 )
 from .rundir import RunDir, TranscriptWriter
 from .stale import ScreenCheck, StaleGuard
+from .takeover import BY_TAKEOVER, MSG_TAKEN_OVER, Done, takeover_note
 from .text import failure, one_line, truncate
 from .threads import Job, Worker, spawn
 
@@ -207,6 +209,17 @@ class Supervisor:
         # A safety-check approval (call id, ruling, indexes) that approves the call's confirm
         # actions too
         self._covered: tuple[str, Ruling, frozenset[int]] | None = None
+        # A takeover (``T``): asked by (operator), taken at the next point with nothing in flight;
+        # the reviewer's inputs reach the run's thread through the queue, in order
+        self._takeover_lock = threading.Lock()
+        self._takeover_by: str | None = None
+        self._taken = False
+        self._inputs: queue.Queue[Action | bool | None] = queue.Queue()
+        self._takeovers = 0
+        # the next index of the turn (a takeover's actions follow the batch's)
+        self._next_index = 0
+        # the last call's scaling: a takeover is told in the model's coordinates
+        self._scaling: Scaling | None = None
 
     # ---------------------------------------------------------------------------------------------
     # Public API
@@ -231,6 +244,47 @@ class Supervisor:
         """End the run ``error`` from any thread, as the kill switch ends it (nothing further executes, the
         desktop stops, the log is sealed): for a caller whose thread driving ``run()`` failed past its loop."""
         self._abort(RunStatus.ERROR, reason, announce=ev.ErrorRaised("supervisor", reason))
+
+    # ---------------------------------------------------------------------------------------------
+    # A takeover, asked from another thread (the TUI)
+    # ----------------------------------------------------------------------------------------------
+    def take_over(self, by: str = "") -> str | None:
+        """Ask for the desktop (any thread): the run pauses at the next point where nothing is in flight (a
+        decision the caller answers with ``takeover``, between two actions, or before the model's next
+        turn). None when asked; else why not."""
+        with self._takeover_lock:
+            if self.ending or self._finished.is_set():
+                return "the run is ending"
+            if self._takeover_by is not None:
+                return "the desktop is already taken over (or asked for)"
+            self._takeover_by = by or self.config.operator or "reviewer"
+        return None
+
+    @property
+    def taken_over(self) -> bool:
+        """The reviewer has the desktop now (their inputs run); False while it is only asked for."""
+        return self._taken
+
+    def takeover_input(self, action: Action) -> str | None:
+        """One input of the reviewer's (any thread), run in order on the run's thread, checked by the
+        policy. None when queued; else why not."""
+        if not self._taken or self.ending:
+            return "the desktop is not taken over"
+        self._inputs.put(action)
+        return None
+
+    def takeover_private(self, private: bool) -> None:
+        """Start or end a private stretch of the takeover (any thread)."""
+        if self._taken:
+            self._inputs.put(private)
+
+    def hand_back(self) -> None:
+        """Give the desktop back to the model (any thread); before the takeover began, cancel the ask."""
+        with self._takeover_lock:
+            if not self._taken:
+                self._takeover_by = None
+                return
+        self._inputs.put(None)
 
     def wait(self, timeout: float | None = None) -> RunResult | None:
         self._finished.wait(timeout)
@@ -286,10 +340,15 @@ class Supervisor:
             if self.turn >= limits.max_turns:
                 self._finish(RunStatus.LIMIT, f"turn limit of {limits.max_turns} reached")
                 return
+            note = self._takeover("before the model's next turn") if self._takeover_by is not None else ""
             frame = self._frame or self._capture()
             self._set_phase(RunPhase.WAITING_MODEL, "waiting for the model")
             self._observed = frame
-            turn = self._call(self.agent.next_turn, results, frame)
+            turn = (
+                self._call(self.agent.next_turn, results, frame, note)
+                if note
+                else self._call(self.agent.next_turn, results, frame)
+            )
         self._check_abort()
         self._verify()
 
@@ -397,6 +456,7 @@ class Supervisor:
 
     def _execute_turn(self, turn: Turn) -> tuple[CallResult, ...]:
         self._performed.clear()
+        self._next_index = 0
         n_actions = sum(len(call.actions) for call in turn.calls)
         if n_actions > MAX_ACTIONS_PER_TURN:
             return self._refuse_turn(turn, n_actions)
@@ -458,6 +518,8 @@ class Supervisor:
                 items.append((index, position, raw, action, error))
                 index += 1
             plan.append((call, items))
+            self._scaling = scaling
+        self._next_index = index
         return plan
 
     def _run_call(self, call: Call, items: list[_Planned], halted: bool) -> tuple[CallResult, bool]:
@@ -582,6 +644,9 @@ class Supervisor:
     ) -> ActionResult:
         """One action from verdict to outcome. Raises _Halt(result) when the batch must stop."""
         self._check_abort()
+        if self._takeover_by is not None:
+            # between two actions: the reviewer takes the desktop, the rest of the batch waits for none
+            raise _Halt(self._outcome(call, index, position, OutcomeStatus.NOT_EXECUTED, MSG_TAKEN_OVER))
         self.steps += 1
         lim = self.policy.limits
         if self.steps > lim.max_steps:
@@ -658,6 +723,8 @@ class Supervisor:
             scope=scope,
         )
         ruling = self._ask(request)
+        if ruling.takeover and ruling.answer is Answer.REJECT:
+            raise _Halt(self._outcome(call, index, position, OutcomeStatus.DECLINED, MSG_TAKEN_OVER))
         if ruling.answer is not Answer.APPROVE:
             message = MSG_DECLINED
             if ruling.human and ruling.note:
@@ -817,6 +884,79 @@ class Supervisor:
             note = f"the reviewer's edit is blocked: {verdict.reason}"
             return Ruling(Answer.REJECT, "policy", note), record | {"refused": verdict.reason}
         return ruling, record
+
+    # ---------------------------------------------------------------------------------------------
+    # The takeover, on the run's thread
+    # ----------------------------------------------------------------------------------------------
+    def _takeover(self, where: str) -> str:
+        """The reviewer has the desktop until they hand it back: each input is an action of the turn,
+        proposed by them, checked by the policy, approved by being done, followed by its screen. Returns
+        what the model is told of it."""
+        operator = self.config.operator or self._takeover_by or ""
+        self._takeovers += 1
+        call = Call(f"takeover_{self._takeovers}", "openai", ())
+        with self._takeover_lock:
+            self._taken = True
+        done: list[Done] = []
+        private = False
+        self._emit(ev.TakeoverStarted(self.turn, BY_TAKEOVER, operator, where))
+        self._set_phase(RunPhase.TAKEN_OVER, f"the desktop is {operator}'s")
+        try:
+            while True:
+                self._check_abort()
+                try:
+                    item = self._inputs.get(timeout=0.05)
+                except queue.Empty:
+                    continue
+                if item is None:
+                    break
+                if isinstance(item, bool):
+                    if item != private:
+                        private = item
+                        self._emit(ev.TakeoverPrivate(self.turn, private))
+                    continue
+                done.append(Done(item, self._human_action(call, item, operator), private))
+        finally:
+            with self._takeover_lock:
+                self._taken, self._takeover_by = False, None
+            self._drain_inputs()
+        if private:
+            self._emit(ev.TakeoverPrivate(self.turn, False))
+        # the model's screen: taken now, after any private stretch
+        frame = self._capture("takeover_end")
+        told = takeover_note(done, self._scaling or Scaling.identity(self.desktop.size))
+        self._emit(ev.TakeoverEnded(self.turn, len(done), told, frame.sha256))
+        return told
+
+    def _human_action(self, call: Call, action: Action, operator: str) -> bool:
+        """One input of the reviewer's as an action on record; True if it ran."""
+        self._check_abort()
+        index = self._next_index
+        self._next_index += 1
+        self._open[index] = call.call_id
+        summary = action.describe()
+        self._emit(ev.ActionProposed(self.turn, index, call.call_id, action.to_record(), summary, parsed=action,
+                                     by=BY_TAKEOVER))  # fmt: skip
+        decision = self.policy.classify(action)
+        self._emit(ev.PolicyVerdict(self.turn, index, decision.verdict, decision.reason, decision.rule))
+        if decision.verdict is Verdict.BLOCK:
+            # a blocked action stays blocked for the reviewer too
+            self._emit(ev.DecisionMade(self.turn, index, Answer.REJECT, "policy", note=decision.reason))
+            self._outcome(call, index, index, OutcomeStatus.REFUSED, MSG_REFUSED)
+            return False
+        how = "approved by being done" if decision.verdict is Verdict.CONFIRM else decision.reason
+        self._emit(ev.DecisionMade(self.turn, index, Answer.APPROVE, BY_TAKEOVER, note=how, operator=operator))
+        try:
+            result = self._execute(call, index, index, action, None)
+        except _Halt as stop:
+            return bool(stop.args[0].ok)
+        self._set_phase(RunPhase.TAKEN_OVER, f"the desktop is {operator}'s")
+        return result.ok
+
+    def _drain_inputs(self) -> None:
+        with contextlib.suppress(queue.Empty):
+            while True:
+                self._inputs.get_nowait()
 
     # ---------------------------------------------------------------------------------------------
     # Outcomes, frames, phases

@@ -17,7 +17,7 @@ from . import events as ev
 # outcomes of steps that never ran
 NOT_RUN = frozenset({"refused", "declined", "stale", "not_executed"})
 # screens the supervisor keeps as the desktop's latest
-_LATEST = ("initial", "after_action", "stale_check")
+_LATEST = ("initial", "after_action", "stale_check", "takeover_end")
 
 # What a reviewer jumps to (replay's keys, export's marks): the step's "flags".
 # a person, an approver command or a headless rule decided

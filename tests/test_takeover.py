@@ -1,0 +1,288 @@
+"""Take over, hand back (issue 24, points 2 and 3), in the core: the run pauses where nothing is in flight,
+the reviewer's inputs are actions on record (proposed, checked and approved by them, each followed by its
+screen), a private stretch keeps its actions out of what the model is told, and at hand-back the model
+hears what the person did with the screen as it is now.
+
+Real supervisor runs on the sim desktop with a script agent; the reviewer's inputs come from another
+thread, as the TUI's do."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import make_supervisor
+
+from cua_tui.core import events as ev
+from cua_tui.core.actions import Action, Kind, text_sha256
+from cua_tui.core.audit import verify_run
+from cua_tui.core.geometry import Scaling, Size
+from cua_tui.core.ports import Answer, DecisionRequest, Ruling
+from cua_tui.core.supervisor import Supervisor
+from cua_tui.core.takeover import BY_TAKEOVER, MSG_TAKEN_OVER, Done, takeover_note
+from cua_tui.desktops.sim import PHRASE, SimDesktop
+
+OPERATOR = "alice@desk-7"
+FIELD = {"type": "click", "button": "left", "x": 250, "y": 182}
+VERIFY = {"type": "click", "button": "left", "x": 550, "y": 182}
+
+
+class TakingOver:
+    """At the first decision, takes the desktop instead of answering (as ``T`` does)."""
+
+    def __init__(self) -> None:
+        self.supervisor: Supervisor | None = None
+        self.requests: list[DecisionRequest] = []
+
+    def decide(self, request: DecisionRequest, cancel: threading.Event) -> Ruling:
+        self.requests.append(request)
+        if len(self.requests) == 1:
+            assert self.supervisor is not None and self.supervisor.take_over() is None
+            return Ruling(Answer.REJECT, "human (TUI)", human=True, takeover=True)
+        return Ruling(Answer.APPROVE, "human (TUI)", human=True)
+
+
+def run(
+    tmp_path: Path, turns: list[dict[str, Any]], inputs: list[Action | bool], approver: Any = None, **kw: Any
+) -> tuple[Any, list[ev.Event], Any]:
+    """Run ``turns``; once the takeover starts, feed ``inputs`` from another thread, then hand back."""
+    desktop = kw.pop("desktop", None) or SimDesktop()
+    sup, events, agent = make_supervisor(
+        tmp_path, turns, approver=approver or TakingOver(), desktop=desktop, operator=OPERATOR, **kw
+    )
+    if isinstance(approver or sup.approver, TakingOver):
+        sup.approver.supervisor = sup  # type: ignore[union-attr]
+
+    def feed() -> None:
+        for item in inputs:
+            if isinstance(item, bool):
+                sup.takeover_private(item)
+            else:
+                assert sup.takeover_input(item) is None
+        sup.hand_back()
+
+    def on_event(stamped: ev.Stamped) -> None:
+        if isinstance(stamped.event, ev.TakeoverStarted):
+            threading.Thread(target=feed, daemon=True).start()
+
+    sup.subscribe(on_event)
+    result = sup.run()
+    return result, events, agent
+
+
+def of(events: list[ev.Event], kind: type[ev.Event]) -> list[Any]:
+    return [e for e in events if isinstance(e, kind)]
+
+
+def test_a_takeover_at_a_decision_does_the_persons_actions_on_record_and_tells_the_model(tmp_path: Path) -> None:
+    turns: list[dict[str, Any]] = [
+        {"actions": [FIELD, {"type": "type", "text": "wrong words"}, VERIFY]},
+        {"actions": [{"type": "wait"}]},
+    ]
+    inputs: list[Action | bool] = [
+        Action(Kind.CLICK, point=(250, 182)),
+        True,
+        Action(Kind.TYPE, text=PHRASE),
+        False,
+        Action(Kind.KEYPRESS, chord="ctrl+alt+Delete"),  # blocked for the person too
+        Action(Kind.CLICK, point=(550, 182)),
+    ]
+    result, events, agent = run(tmp_path, turns, inputs)
+    assert result.status == "passed", result.reason  # the person typed the phrase and clicked Verify
+    outcomes = {(o.turn, o.index): o for o in of(events, ev.Outcome)}
+    assert (outcomes[1, 1].status, outcomes[1, 1].message) == ("declined", MSG_TAKEN_OVER)
+    assert outcomes[1, 2].status == "not_executed"
+    (started,) = of(events, ev.TakeoverStarted)
+    assert (started.turn, started.by, started.operator) == (1, BY_TAKEOVER, OPERATOR)
+    assert started.where == "before the model's next turn"
+    theirs = [p for p in of(events, ev.ActionProposed) if p.by == BY_TAKEOVER]
+    assert [p.index for p in theirs] == [3, 4, 5, 6]
+    assert [outcomes[1, p.index].status for p in theirs] == ["executed", "executed", "refused", "executed"]
+    decisions = {(d.turn, d.index): d for d in of(events, ev.DecisionMade)}
+    assert decisions[1, 4].by == BY_TAKEOVER and decisions[1, 4].operator == OPERATOR
+    assert decisions[1, 4].note == "approved by being done"
+    assert decisions[1, 5].by == "policy" and decisions[1, 5].decision == "reject"
+    # each input that ran is followed by its screen
+    screens = [s for s in of(events, ev.ScreenCaptured) if s.index in (3, 4, 6) and s.turn == 1]
+    assert len(screens) == 3
+    assert [p.private for p in of(events, ev.TakeoverPrivate)] == [True, False]
+    (ended,) = of(events, ev.TakeoverEnded)
+    assert ended.actions == 4 and ended.screen
+    assert ended.told == (
+        "The person supervising this run took control of the desktop and did 3 actions: click at (250, 182); "
+        "click at (550, 182); plus 1 action in a private stretch, not described. 1 action of theirs did not "
+        "run. They handed control back: the screenshot shows the desktop now. Continue the task from here."
+    )
+    # what the model heard next: its results, then the account (and nothing more the turn after)
+    assert agent.notes == [ended.told, ""]
+    assert PHRASE not in (result.path / "audit.jsonl").read_text()
+    typed = theirs[1].action
+    assert (typed["text_len"], typed["text_sha256"]) == (len(PHRASE), text_sha256(PHRASE))
+    report = verify_run(result.path)
+    assert report.finding is None and report.sealed
+
+
+def test_a_takeover_between_two_actions_stops_the_rest_of_the_batch(tmp_path: Path) -> None:
+    desktop = SimDesktop()
+    holder: dict[str, Supervisor] = {}
+
+    def first(_desktop: SimDesktop, action: Action) -> None:
+        if action.point == (250, 182) and "asked" not in holder:
+            holder["asked"] = holder["sup"]
+            assert holder["sup"].take_over() is None
+
+    desktop.before_action = first
+    turns = [{"actions": [FIELD, {"type": "wait"}, {"type": "wait"}]}]
+    sup, events, agent = make_supervisor(tmp_path, turns, desktop=desktop, operator=OPERATOR)
+    holder["sup"] = sup
+
+    def on_event(stamped: ev.Stamped) -> None:
+        if isinstance(stamped.event, ev.TakeoverStarted):
+            threading.Thread(target=sup.hand_back, daemon=True).start()
+
+    sup.subscribe(on_event)
+    result = sup.run()
+    assert result.status == "failed", result.reason  # nothing typed: the sim form's verifier fails it
+    statuses = [(o.index, o.status, o.message) for o in of(events, ev.Outcome)]
+    assert statuses[0][1] == "executed"
+    assert statuses[1] == (1, "not_executed", MSG_TAKEN_OVER)
+    assert statuses[2][1] == "not_executed"
+    (ended,) = of(events, ev.TakeoverEnded)
+    assert ended.told.startswith("The person supervising this run took control of the desktop and did nothing")
+    assert agent.notes == [ended.told]
+
+
+def test_a_hand_back_before_the_takeover_began_cancels_it(tmp_path: Path) -> None:
+    sup, events, _agent = make_supervisor(tmp_path, [{"actions": [{"type": "wait"}]}])
+    assert sup.take_over() is None
+    assert sup.take_over() is not None  # asked already
+    sup.hand_back()
+    result = sup.run()
+    # the run went on as if nothing was asked (the sim form's verifier fails it: nothing was typed)
+    assert of(events, ev.TakeoverStarted) == [] and result.status == "failed"
+    assert "ending" in (sup.take_over() or "")
+
+
+def test_the_kill_switch_ends_a_takeover_sealed(tmp_path: Path) -> None:
+    turns = [{"actions": [FIELD, {"type": "type", "text": "x"}]}]
+    sup, events, _agent = make_supervisor(tmp_path, turns, approver=TakingOver(), operator=OPERATOR)
+    sup.approver.supervisor = sup  # type: ignore[union-attr]
+
+    def on_event(stamped: ev.Stamped) -> None:
+        if isinstance(stamped.event, ev.TakeoverStarted):
+            threading.Thread(target=lambda: sup.kill(by="human (TUI)"), daemon=True).start()
+
+    sup.subscribe(on_event)
+    result = sup.run()
+    assert result.status == "killed" and result.seal
+    assert of(events, ev.TakeoverEnded) == []
+    report = verify_run(result.path)
+    assert report.finding is None and report.sealed
+
+
+def test_inputs_are_refused_unless_the_desktop_is_taken_over(tmp_path: Path) -> None:
+    sup, _events, _agent = make_supervisor(tmp_path, [])
+    assert sup.takeover_input(Action(Kind.CLICK, point=(1, 1))) == "the desktop is not taken over"
+
+
+@pytest.mark.parametrize(
+    ("done", "told"),
+    [
+        ([], "and did nothing on it."),
+        ([Done(Action(Kind.TYPE, text="abc"), True)], "and did 1 action: type 3 characters."),
+        ([Done(Action(Kind.TYPE, text="pw"), True, private=True)], "did 1 action, 1 action in a private stretch,"),
+        ([Done(Action(Kind.CLICK, point=(1000, 700)), True)], "did 1 action: click at (500, 350)."),
+    ],
+)
+def test_what_the_model_is_told(done: list[Done], told: str) -> None:
+    note = takeover_note(done, Scaling(Size(1024, 720), Size(512, 360)))
+    assert told in note and "pw" not in note
+
+
+def test_a_long_takeover_is_told_in_a_bounded_sentence() -> None:
+    done = [Done(Action(Kind.CLICK, point=(i, i)), True) for i in range(500)]
+    note = takeover_note(done, Scaling.identity(Size(1024, 720)))
+    assert "and 480 more" in note and len(note) < 1200
+
+
+# ---------------------------------------------------------------------------------------------------
+# What each vendor's adapter sends at hand-back (the real SDKs, talking to the loopback model server)
+# ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("vendor", ["openai", "anthropic"])
+def test_each_adapter_sends_the_account_after_the_results_with_the_screen_now(tmp_path: Path, vendor: str) -> None:
+    from model_server import (
+        ANTHROPIC_PATH,
+        OPENAI_PATH,
+        ModelServer,
+        anthropic_message,
+        computer_call,
+        message,
+        openai_response,
+        text_block,
+        tool_use,
+    )
+
+    from cua_tui.agents.anthropic_agent import AnthropicAgent
+    from cua_tui.agents.openai_agent import OpenAIAgent
+    from cua_tui.core.policy import Policy
+    from cua_tui.core.rundir import RunDir
+    from cua_tui.core.supervisor import RunConfig
+
+    with ModelServer() as server:
+        agent: Any
+        if vendor == "openai":
+            path = OPENAI_PATH
+            server.script(
+                path,
+                openai_response(computer_call("call_1", {"type": "type", "text": "wrong"})),
+                openai_response(message("done")),
+            )
+            agent = OpenAIAgent("sk-test-not-a-key", base_url=server.openai_base_url, timeout=5.0, max_retries=1)
+        else:
+            path = ANTHROPIC_PATH
+            server.script(
+                path,
+                anthropic_message(tool_use("toolu_1", "type", text="wrong")),
+                anthropic_message(text_block("done"), stop_reason="end_turn"),
+            )
+            agent = AnthropicAgent("sk-ant-test", base_url=server.anthropic_base_url, timeout=5.0, max_retries=1)
+        desktop = SimDesktop()
+        config = RunConfig(
+            task="t", backend="sim", agent=agent.name, model=agent.model, screen=desktop.size,
+            policy=Policy.default(), operator=OPERATOR,
+        )  # fmt: skip
+        approver = TakingOver()
+        sup = Supervisor(config, desktop, agent, approver, RunDir.create(tmp_path / "runs"))
+        approver.supervisor = sup
+        events: list[ev.Event] = []
+        sup.subscribe(lambda s: events.append(s.event))
+
+        def on_event(stamped: ev.Stamped) -> None:
+            if isinstance(stamped.event, ev.TakeoverStarted):
+
+                def feed() -> None:
+                    sup.takeover_input(Action(Kind.CLICK, point=(250, 182)))
+                    sup.hand_back()
+
+                threading.Thread(target=feed, daemon=True).start()
+
+        sup.subscribe(on_event)
+        sup.run()
+        bodies = server.bodies(path)
+    (ended,) = of(events, ev.TakeoverEnded)
+    assert "did 1 action: click at (250, 182)" in ended.told
+    if vendor == "openai":
+        items = bodies[1]["input"]
+        assert items[0]["type"] == "computer_call_output"  # the screen now, for the call
+        assert items[-2]["content"][0]["text"].startswith("What happened to your last computer actions:")
+        assert MSG_TAKEN_OVER in items[-2]["content"][0]["text"]
+        assert items[-1] == {"role": "user", "content": [{"type": "input_text", "text": ended.told}]}
+    else:
+        content = bodies[1]["messages"][-1]["content"]
+        result = content[0]
+        assert result["type"] == "tool_result" and result["is_error"] is True
+        assert result["content"][0]["text"] == MSG_TAKEN_OVER
+        assert content[1]["type"] == "image"  # the screen now
+        assert content[2] == {"type": "text", "text": ended.told}
