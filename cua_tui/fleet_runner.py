@@ -28,6 +28,7 @@ from .core.ports import Answer, AnswerDetails
 from .core.run_view import RunView
 from .core.rundir import new_run_id, write_json_atomic
 from .core.supervisor import RunResult, iso_time
+from .core.takeover import Desk
 from .core.tasks import TasksFile, TaskSpec
 from .core.text import failure, one_line
 
@@ -299,6 +300,11 @@ class Fleet:
         """The policy the task's run classifies by (None before it started): an edit is checked by it."""
         run = self.run_of(task)
         return run.supervisor.config.policy if run is not None else None
+
+    def desk(self, task: str) -> Desk | None:
+        """The task's run's desktop for a takeover (None before it started): only that run pauses."""
+        run = self.run_of(task)
+        return run.supervisor if run is not None else None
 
     def view(self, task: str) -> RunView:
         """A private copy of the task's RunView (its state after the events so far)."""

@@ -14,6 +14,7 @@ from .events import Stamped
 from .policy import Policy
 from .ports import Answer, AnswerDetails, DecisionRequest
 from .run_view import RunView
+from .takeover import Desk
 
 
 class Tier(IntEnum):
@@ -236,6 +237,7 @@ class FleetControl(Protocol):
     def revoke(self, task: str, grant_id: int) -> bool: ...
     def view(self, task: str) -> RunView: ...  # a private copy of the run's view
     def policy(self, task: str) -> Policy | None: ...  # the run's policy (None: not started)
+    def desk(self, task: str) -> Desk | None: ...  # the run's desktop, to take over (None: not started)
     # (that copy, unwatch); then every Stamped event of the task's run, on the dispatcher thread
     def watch(self, task: str, listener: Callable[[Stamped], None]) -> tuple[RunView, Callable[[], None]]: ...
     def now(self) -> float: ...

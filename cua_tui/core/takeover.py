@@ -4,6 +4,7 @@ them when control comes back."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from .actions import Action, Kind
 from .edits import model_words
@@ -15,6 +16,18 @@ BY_TAKEOVER = "human (takeover)"
 MSG_TAKEN_OVER = "Not executed: the reviewer took control of the desktop (what they did follows)."
 # the most actions a hand-back describes one by one
 DESCRIBED = 20
+
+
+class Desk(Protocol):
+    """What a front end may do with a run's desktop (implemented by the Supervisor): every method is safe
+    from any thread and returns at once; the run's own thread does the work, in order."""
+
+    def take_over(self, by: str = "") -> str | None: ...  # None: asked; else why not
+    @property
+    def taken_over(self) -> bool: ...
+    def takeover_input(self, action: Action) -> str | None: ...
+    def takeover_private(self, private: bool) -> None: ...
+    def hand_back(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ from .screen_text import (
 )
 from .signals import Signals, notification_escape
 from .source import RunSource
+from .takeover import PassthroughScreen
 from .themes import install_themes, project_themes_dir
 
 # a second q within this many seconds leaves what goes on (and kills it)
@@ -218,6 +219,9 @@ class CuaApp(App[Any]):
         return any(not isinstance(screen, CommandPalette) for screen in above)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if isinstance(self.screen, PassthroughScreen):
+            # every key is the desktop's until ctrl+] leaves (the kill switch too)
+            return False
         if action not in VIEW_ACTIONS:
             return True
         view = self.view_screen

@@ -83,6 +83,20 @@ class DesktopView(Widget):
             super().__init__()
             self.point, self.why = point, why
 
+    class Dragged(Message):
+        """The mouse pressed on one pixel of the picture and released on another."""
+
+        def __init__(self, start: tuple[int, int], end: tuple[int, int]) -> None:
+            super().__init__()
+            self.start, self.end = start, end
+
+    class Hovered(Message):
+        """The mouse is over the pixel ``point`` of the picture (None: off it)."""
+
+        def __init__(self, point: tuple[int, int] | None) -> None:
+            super().__init__()
+            self.point = point
+
     def __init__(self, *, graphics: type[Widget] | None = None, id: str | None = None) -> None:
         super().__init__(id=id)
         self.rendered: Rendered | None = None
@@ -101,6 +115,9 @@ class DesktopView(Widget):
         self._cache: OrderedDict[FrameKey, Rendered] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._settle: Timer | None = None
+        # where a press landed (a release elsewhere is a drag), and whether the last release was one
+        self._pressed: tuple[int, int] | None = None
+        self._dragged = False
 
     def compose(self) -> ComposeResult:
         if self.graphics is not None:
@@ -313,11 +330,33 @@ class DesktopView(Widget):
         # a graphics widget shows the picture from the pane's top left, a cell its pixels
         return rendered.screen_point(x, y, cell_pixels())
 
-    def on_click(self, event: events.Click) -> None:
+    def _under(self, event: events.MouseEvent) -> tuple[int, int] | None:
         offset = event.get_content_offset(self)
         if offset is None or self.rendered is None or self.painted_sha == "":
+            return None
+        return self.point_at(offset.x, offset.y)
+
+    def on_mouse_down(self, event: events.MouseDown) -> None:
+        self._pressed, self._dragged = self._under(event), False
+
+    def on_mouse_up(self, event: events.MouseUp) -> None:
+        start, self._pressed = self._pressed, None
+        end = self._under(event)
+        if start is not None and end is not None and start != end:
+            self._dragged = True
+            self.post_message(self.Dragged(start, end))
+
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        self.post_message(self.Hovered(self._under(event)))
+
+    def on_click(self, event: events.Click) -> None:
+        if self._dragged:
+            # the release ended a drag: no click
+            self._dragged = False
             return
-        point = self.point_at(offset.x, offset.y)
+        if event.get_content_offset(self) is None or self.rendered is None or self.painted_sha == "":
+            return
+        point = self._under(event)
         self.post_message(self.Pointed(point, "" if point is not None else "not on the screenshot"))
 
     def render_line(self, y: int) -> Strip:

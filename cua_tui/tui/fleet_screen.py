@@ -38,6 +38,7 @@ from ..core.guard import DEFAULT_GUARD_S, DecisionGuard
 from ..core.policy import Policy
 from ..core.ports import Answer, AnswerDetails, DecisionRequest, VerifierPlace
 from ..core.run_view import RunView
+from ..core.takeover import Desk
 from ..core.text import visible
 from .app import LEAVE_WINDOW_S, CuaApp, ViewScreen
 from .audit_list import MAX_ENTRIES
@@ -225,6 +226,10 @@ class FleetRun:
     @property
     def policy(self) -> Policy | None:
         return self.fleet.policy(self.task)
+
+    @property
+    def desk(self) -> Desk | None:
+        return self.fleet.desk(self.task)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -15,10 +15,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
 from textual.reactive import reactive
-from textual.widgets import Footer
+from textual.timer import Timer
+from textual.widgets import Footer, Static
 
 from ..core import events as ev
-from ..core.actions import Action
+from ..core.actions import Action, Kind
 from ..core.edits import editable
 from ..core.geometry import Size
 from ..core.guard import DecisionGuard
@@ -43,6 +44,7 @@ from .screen_text import ScreenReading, ScreenTextRead, ScreenTextScreen, ShownS
 from .signals import AlertBar
 from .source import RunSource
 from .status import StatusBar
+from .takeover import PassthroughScreen, panel_text
 from .target_view import destination, focus_target, labelled, shot_of, shown_screen, typing_field
 
 if TYPE_CHECKING:
@@ -50,6 +52,8 @@ if TYPE_CHECKING:
 
 # earlier events a view opened on a going run reads back from its audit log
 AUDIT_HISTORY = MAX_ENTRIES
+# how often the takeover's marker follows the mouse at most
+HOVER_REDRAW_S = 0.15
 
 
 class AuditHistory(Message):
@@ -72,6 +76,10 @@ class RunScreen(HistoryActions, ViewScreen):
         Binding("q", "leave", "leave", id="leave", show=False),
         # the audit log, by text and kind
         Binding("slash", "search", "search", id="search", show=False),
+        # the desktop taken over, and handed back
+        Binding("T", "takeover", "take over", id="takeover"),
+        Binding("p", "passthrough", "passthrough", id="passthrough"),
+        Binding("s", "private", "private", id="private"),
     ]
     # The run's state, from its event stream alone: the panes are bound to it and render their part.
     view: reactive[RunView] = reactive(RunView, init=False, layout=False, repaint=False)
@@ -98,6 +106,13 @@ class RunScreen(HistoryActions, ViewScreen):
         self._backlog: deque[ev.Stamped] | None = None
         # ``e``: the pending action being edited (the panel steps aside for it)
         self.editor: ActionEditor | None = None
+        # ``T``: a takeover asked for (the run pauses once nothing is in flight), and its panel; the
+        # pixel the mouse is over (where a click lands) and the last one clicked
+        self.asked = False
+        self.takeover_panel = Static(id="takeover")
+        self.hover: tuple[int, int] | None = None
+        self.last_point: tuple[int, int] | None = None
+        self._marking: Timer | None = None
 
     @property
     def reading(self) -> ScreenReading:
@@ -114,7 +129,9 @@ class RunScreen(HistoryActions, ViewScreen):
         info = self.source.info
         yield GoalBar(info, id="goal")
         yield AlertBar(id="alerts").data_bind(view=RunScreen.view)
-        yield from desktop_beside(self.desktop, self.panel, self.batch_pane.data_bind(view=RunScreen.view), self.audit)
+        yield from desktop_beside(
+            self.desktop, self.panel, self.takeover_panel, self.batch_pane.data_bind(view=RunScreen.view), self.audit
+        )
         self.status.info = info
         yield self.status.data_bind(view=RunScreen.view)
         yield Footer()
@@ -142,7 +159,7 @@ class RunScreen(HistoryActions, ViewScreen):
         if source.owned:
             self.cua.drive(source, self)
         self._show_pending()
-        self.render_frame()
+        self._show_takeover()
 
     def on_unmount(self) -> None:
         self.source.detach()
@@ -232,6 +249,10 @@ class RunScreen(HistoryActions, ViewScreen):
                 self._read_screen()
         if self.pending is not was_pending:
             self._show_pending()
+        if isinstance(event, ev.TakeoverStarted | ev.TakeoverEnded | ev.TakeoverPrivate | ev.RunEnded | ev.Killed):
+            if not isinstance(event, ev.TakeoverPrivate):
+                self.asked = False
+            self._show_takeover()
 
     @while_open
     def on_run_finished(self, message: RunFinished) -> None:
@@ -302,6 +323,13 @@ class RunScreen(HistoryActions, ViewScreen):
         shot = shot_of(self.view)
         if shot is None:
             return
+        if self.view.takeover is not None:
+            # where a click lands, marked; a zoom stays on the last point clicked (it would move under
+            # the mouse if it followed it)
+            point = self.last_point if self.zoomed else self.hover or self.last_point
+            target = Target(point=point, kind="click") if point is not None else None
+            self.desktop.show_shot(shot, target, zoom=self.zoomed and target is not None)
+            return
         if self.editor is not None:
             # where the draft lands, a cell a screen pixel
             self.desktop.show_shot(shot, self.editor.target(), zoom=self.zoomed)
@@ -330,10 +358,10 @@ class RunScreen(HistoryActions, ViewScreen):
     def can(self, action: str, parameters: tuple[object, ...]) -> bool:
         if action in ("approve", "reject", "approve_scope"):
             # while an edit is open, Enter approves the edit and Esc goes back: y / n / a wait
-            pending = self.pending if self.editor is None else None
+            pending = self.pending if self.editor is None and not self.asked else None
             return pending is not None and (action != "approve_scope" or pending.scope is not None)
         if action == "edit":
-            return self.editor is None and self._editable() is not None
+            return self.editor is None and self._editable() is not None and self.view.takeover is None
         if action == "kill":
             # While a reason is typed, k is a letter of it: ctrl+k (always bound) is the kill switch
             # there. So is it in the screen-text view's search box, and in an edit's field.
@@ -343,12 +371,18 @@ class RunScreen(HistoryActions, ViewScreen):
             )
             return self.running and (parameters == ("always",) or not typing)
         if action == "zoom":
+            if self.view.takeover is not None:
+                return self.last_point is not None
             return self._focus_target() is not None
         if action in ("screen_text", "open_screenshot"):
             return self.view.screen is not None
         return action == "help"
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "takeover":
+            return self.running and self.source.desk is not None and self.editor is None
+        if action in ("passthrough", "private"):
+            return self.running and self.view.takeover is not None
         if action == "grants":
             return self.running and bool(self.view.grants) and self.source.owned
         if action == "alerts_seen":
@@ -366,12 +400,16 @@ class RunScreen(HistoryActions, ViewScreen):
     def guard_for(self) -> DecisionGuard:
         return self.guard
 
-    def _answer(self, answer: Answer, *, note: str = "", grant: bool = False, edit: Action | None = None) -> None:
+    def _answer(
+        self, answer: Answer, *, note: str = "", grant: bool = False, edit: Action | None = None, takeover: bool = False
+    ) -> None:
         request = self.pending
         if request is None:
             return
         shown = self.guard.shown_ms()
-        if edit is not None:
+        if takeover:
+            why = self.source.answer(answer, request, takeover=True, screen=self.painted_sha, shown_ms=shown)
+        elif edit is not None:
             why = self.source.answer(answer, request, edit=edit, screen=self.painted_sha, shown_ms=shown)
         else:
             why = self.source.answer(answer, request, note=note, grant=grant, screen=self.painted_sha, shown_ms=shown)
@@ -444,12 +482,118 @@ class RunScreen(HistoryActions, ViewScreen):
 
     def on_desktop_view_pointed(self, message: DesktopView.Pointed) -> None:
         message.stop()
+        if self.view.takeover is not None:
+            if message.point is not None:
+                self.last_point = message.point
+                self._send(Action(Kind.CLICK, point=message.point))
+            return
         if self.editor is None:
             return
         if message.point is None:
             self.notify(f"not moved: {message.why}", title="edit", markup=False)
             return
         self.editor.place(message.point)
+
+    # ---------------------------------------------------------------------------------------------
+    # T: the desktop taken over, then handed back
+    # ----------------------------------------------------------------------------------------------
+    def action_takeover(self) -> None:
+        """``T``: ask for the desktop (the run pauses once nothing is in flight; a pending decision is
+        answered by it: its action does not run); ``T`` again hands it back, or cancels the ask."""
+        desk = self.source.desk
+        if desk is None:
+            return
+        if self.view.takeover is not None or self.asked:
+            desk.hand_back()
+            self.asked = False
+            self.notify("the desktop goes back to the model", title="takeover", markup=False)
+            self._show_takeover()
+            return
+        why = desk.take_over()
+        if why is not None:
+            self.notify(f"no takeover: {visible(why, limit=200)}", title="takeover", severity="warning", markup=False)
+            return
+        self.asked = True
+        request = self.pending
+        if request is not None:
+            # the decision is answered by the takeover: recorded, with the screen shown
+            self._answer(Answer.REJECT, takeover=True)
+        self._show_takeover()
+
+    def action_passthrough(self) -> None:
+        """``p``: every key to the desktop until ctrl+]."""
+        self.app.push_screen(PassthroughScreen(self._send, self._not_sent))
+
+    def action_private(self) -> None:
+        desk = self.source.desk
+        if desk is not None:
+            desk.takeover_private(not self.view.private)
+
+    def _send(self, action: Action) -> None:
+        """One input of the reviewer's to the run (it runs in order on the run's thread)."""
+        desk = self.source.desk
+        why = desk.takeover_input(action) if desk is not None else "this run has no desktop to take over"
+        if why is not None:
+            self._not_sent(why)
+
+    def _not_sent(self, why: str) -> None:
+        self.notify(f"not sent: {visible(why, limit=200)}", title="takeover", severity="warning", markup=False)
+
+    def _show_takeover(self, *, render: bool = True) -> None:
+        """The takeover panel, in the decision panel's place while the desktop is the reviewer's (and the
+        desktop pane redrawn, unless only the words changed)."""
+        taken = self.view.takeover
+        panel = self.takeover_panel
+        panel.display = self.running and (taken is not None or self.asked)
+        if not panel.display:
+            self.hover = self.last_point = None
+            if self.pending is not None:
+                self.panel.display = True
+            self.render_frame()
+            self.app.refresh_bindings()
+            return
+        self.panel.display = False
+        self.desktop.exact = taken is not None or self.editor is not None
+        if taken is None:
+            asked = "the run pauses once nothing is in flight (a decision, between two actions, or after the model)"
+            panel.update(panel_text("", asked=asked))
+        else:
+            panel.update(panel_text(taken.operator or taken.by, private=self.view.private, lands=self._lands()))
+        self.app.refresh_bindings()
+        if render:
+            self.render_frame()
+
+    def _lands(self) -> str:
+        """Where a click on the pane lands now, and how exactly."""
+        point, rendered = self.hover, self.desktop.rendered
+        if point is None or rendered is None:
+            return ""
+        if rendered.zoomed:
+            return f"a click here lands at ({point[0]}, {point[1]}), exactly (a cell is a screen pixel)"
+        width, height = rendered.source
+        off_x = round(width / max(1, rendered.image.width) / 2)
+        off_y = round(height / max(1, rendered.image.height))
+        return f"a click here lands at ({point[0]}, {point[1]}), within {off_x} px across and {off_y} down (z: exact)"
+
+    def on_desktop_view_hovered(self, message: DesktopView.Hovered) -> None:
+        message.stop()
+        if self.view.takeover is None or message.point == self.hover:
+            return
+        self.hover = message.point
+        self._show_takeover(render=False)
+        if not self.zoomed and self._marking is None:
+            # the marker follows the mouse, redrawn a few times a second at most
+            self._marking = self.set_timer(HOVER_REDRAW_S, self._mark_hover)
+
+    def _mark_hover(self) -> None:
+        self._marking = None
+        self.render_frame()
+
+    def on_desktop_view_dragged(self, message: DesktopView.Dragged) -> None:
+        message.stop()
+        if self.view.takeover is not None:
+            self.last_point = message.end
+            self._send(Action(Kind.DRAG, path=(message.start, message.end)))
 
     def reject(self) -> None:
         """``n``: ask for an optional reason first (Enter sends it, Esc skips), then reject."""

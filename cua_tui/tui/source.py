@@ -18,6 +18,7 @@ from ..core.policy import Policy
 from ..core.ports import Answer, AnswerDetails, DecisionRequest
 from ..core.run_view import RunView
 from ..core.supervisor import RunConfig, RunResult, Supervisor
+from ..core.takeover import Desk
 from .status import RunInfo
 
 
@@ -36,6 +37,11 @@ class RunSource(Protocol):
     @property
     def policy(self) -> Policy | None:
         """What an edit is classified by before it is sent (the run classifies it again); None: no edits."""
+        ...
+
+    @property
+    def desk(self) -> Desk | None:
+        """The run's desktop, to take over (``T``); None: this source has none to give."""
         ...
 
     @property
@@ -94,6 +100,7 @@ class LiveRun:
         self.info = run_info(supervisor.config, supervisor.run_id)
         self.policy_lines = supervisor.config.policy.summary()
         self.policy: Policy | None = supervisor.config.policy
+        self.desk: Desk | None = supervisor
 
     def attach(self, on_event: Callable[[ev.Stamped], None]) -> RunView:
         # Called right after each record was appended, under the supervisor's emit lock, with its
@@ -145,6 +152,8 @@ class RecordedRun:
     policy: Policy | None = None
     # the edits the reviewer approved, beside ``answers``
     edits: list[Action] = field(default_factory=list)
+    # a recording has no desktop to take over
+    desk: Desk | None = None
     live = False
     owned = True
     run_name = ""

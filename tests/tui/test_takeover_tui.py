@@ -1,0 +1,104 @@
+"""Take over, hand back, in the TUI (issue 24, points 2, 3 and 6): ``T`` at a decision takes the desktop
+(the decision is answered by it), a click on the desktop pane is a click at the pixel under it, passthrough
+sends the keys typed to the desktop until ctrl+], ``s`` marks a private stretch, ``T`` hands back and the
+run goes on. Live runs on the sim desktop through the TUI's handshake."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
+from pilot_helpers import live_app, plain, possible, run_screen, sim_run, until, until_ended
+
+from cua_tui.core.takeover import BY_TAKEOVER, MSG_TAKEN_OVER
+from cua_tui.desktops.sim import PHRASE
+from cua_tui.tui.desktop_view import DesktopView
+from cua_tui.tui.takeover import LEAVE, PassthroughScreen, key_action
+
+SIZE = (160, 48)
+FIELD = {"type": "click", "button": "left", "x": 250, "y": 182}
+
+
+def cell_near(desktop: DesktopView, point: tuple[int, int]) -> tuple[int, int]:
+    """A cell of the pane whose pixel is within a cell of ``point`` (the whole-screen view)."""
+    return next(
+        (c, r)
+        for r in range(desktop.size.height)
+        for c in range(desktop.size.width)
+        if (p := desktop.point_at(c, r)) is not None and abs(p[0] - point[0]) <= 12 and abs(p[1] - point[1]) <= 12
+    )
+
+
+def records(run: Any) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run.supervisor.rundir.path / "audit.jsonl").read_text().splitlines()]
+
+
+async def test_t_at_a_decision_takes_the_desktop_and_t_hands_it_back(tmp_path: Path) -> None:
+    run = sim_run(tmp_path, [{"actions": [FIELD, {"type": "type", "text": "wrong"}]}, {"actions": [{"type": "wait"}]}])
+    app = live_app(run)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = run_screen(app)
+        await until(pilot, lambda: screen.pending is not None, "the typing decision")
+        assert possible(app, "takeover") is True or screen.check_action("takeover", ()) is True
+        await pilot.press("T")
+        await until(pilot, lambda: screen.view.takeover is not None, "the desktop taken over")
+        panel = plain(screen.takeover_panel)
+        assert "YOU HAVE THE DESKTOP" in panel and "passthrough" in panel
+        assert not screen.panel.display and not possible(app, "approve")
+        desktop = screen.desktop
+        await until(pilot, lambda: desktop.rendered is not None and desktop.settled, "the desktop pane")
+        # a click on the pane: at the field's pixel (the pane's border: offsets count from its content)
+        dx, dy = desktop.content_region.x - desktop.region.x, desktop.content_region.y - desktop.region.y
+        cell = cell_near(desktop, (250, 182))
+        await pilot.hover(DesktopView, offset=(cell[0] + dx, cell[1] + dy))
+        await until(pilot, lambda: "a click here lands at" in plain(screen.takeover_panel), "where a click lands")
+        await pilot.click(DesktopView, offset=(cell[0] + dx, cell[1] + dy))
+        # passthrough: the phrase typed in the terminal reaches the desktop, key by key
+        await pilot.press("p")
+        await until(pilot, lambda: isinstance(app.screen, PassthroughScreen), "passthrough")
+        await pilot.press(*PHRASE, "k")  # k too is the desktop's here
+        await pilot.press("backspace", LEAVE)
+        await until(pilot, lambda: not isinstance(app.screen, PassthroughScreen), "passthrough left")
+        await pilot.press("s")
+        await until(pilot, lambda: screen.view.private, "the private stretch")
+        await pilot.press("s")
+        await until(pilot, lambda: not screen.view.private, "the private stretch ended")
+        verify = cell_near(desktop, (550, 182))
+        await pilot.click(DesktopView, offset=(verify[0] + dx, verify[1] + dy))
+        taken = sum(1 for r in records(run) if r["kind"] == "proposal" and r.get("by") == BY_TAKEOVER)
+        await until(pilot, lambda: sum(
+            1 for r in records(run) if r["kind"] == "outcome" and r["index"] >= 2
+        ) >= taken and taken == len(PHRASE) + 4, "every input run")  # fmt: skip
+        await pilot.press("T")
+        await until_ended(pilot, app)
+        assert not screen.takeover_panel.display
+    audit = records(run)
+    theirs = [r for r in audit if r["kind"] == "proposal" and r.get("by") == BY_TAKEOVER]
+    assert theirs[0]["action"]["kind"] == "click"
+    assert abs(theirs[0]["action"]["x"] - 250) <= 12 and abs(theirs[0]["action"]["y"] - 182) <= 12
+    typed = [r["action"] for r in theirs[1:]]
+    assert [a["kind"] for a in typed] == ["type"] * (len(PHRASE) + 1) + ["keypress", "click"]
+    assert typed[-2]["keys"] == "BackSpace"
+    assert PHRASE not in json.dumps(audit)
+    decisions = [r for r in audit if r["kind"] == "decision" and r["by"] == BY_TAKEOVER]
+    assert len(decisions) == len(theirs) and all(d["operator"] for d in decisions)
+    first = next(r for r in audit if r["kind"] == "decision" and r["by"] != "policy")
+    assert first["decision"] == "reject" and first["screen"]  # the decision T answered, with its screen
+    outcome = next(r for r in audit if r["kind"] == "outcome" and r["index"] == 1)
+    assert (outcome["status"], outcome["message"]) == ("declined", MSG_TAKEN_OVER)
+    (ended,) = [r for r in audit if r["kind"] == "takeover_ended"]
+    assert f"did {len(PHRASE) + 4} actions" in ended["told"]
+    assert run.supervisor.result is not None and run.supervisor.result.status == "passed"
+
+
+def test_keys_become_the_desktops_actions() -> None:
+    typed = key_action("a", "a")
+    assert not isinstance(typed, str) and typed.text == "a"
+    upper = key_action("A", "A")
+    assert not isinstance(upper, str) and upper.text == "A"
+    for key, chord in (("enter", "Return"), ("ctrl+a", "ctrl+a"), ("shift+tab", "shift+Tab"), ("f5", "F5")):
+        action = key_action(key, None)
+        assert not isinstance(action, str) and action.chord == chord, key
+    assert isinstance(key_action("ctrl+nonsense_key", None), str)
