@@ -28,6 +28,11 @@ from .procs import kill_group
 
 HUMAN_TERMINAL = "human (terminal)"
 NO_ANSWER_EOF = "no answer: end of input"
+# a headless run's one line for T and e
+NO_DESKTOP_PANE = (
+    "No takeover or edit here: a headless run has no desktop pane (run it in the TUI, without --headless, to take "
+    "over the desktop or edit an action)."
+)
 APPROVER_COMMAND = "approver command"
 APPROVER_TIMED_OUT = "no answer: approver command timed out"
 APPROVER_FAILED = "fail closed: no valid answer from the approver command"
@@ -62,6 +67,9 @@ class TerminalApprover:
                 return Ruling(Answer.REJECT, HUMAN_TERMINAL, human=True)
             if choice in ("k", "kill"):
                 return Ruling(Answer.KILL, HUMAN_TERMINAL, human=True)
+            if choice in ("t", "takeover", "e", "edit"):
+                out.write(f"{NO_DESKTOP_PANE}\n")
+                continue
             out.write("Please answer y, n or k.\n")
         return Ruling(Answer.KILL, KILL_SWITCH, "cancelled")
 

@@ -30,6 +30,7 @@ from cua_tui.headless_approvers import (
     APPROVER_TIMED_OUT,
     HUMAN_TERMINAL,
     NO_ANSWER_EOF,
+    NO_DESKTOP_PANE,
     CommandApprover,
     TerminalApprover,
     headless_approver,
@@ -204,6 +205,16 @@ def test_terminal_asks_again_after_garbage(terminal) -> None:
     assert Decision(approver).result().answer is Answer.APPROVE
     assert "Please answer y, n or k." in out.getvalue()
     assert out.getvalue().count("Approve?") == 2
+
+
+def test_a_headless_run_refuses_takeover_and_edit_in_one_line(terminal) -> None:
+    """Issue 24, point 5: T (and e) at the headless prompt: one line says why not, and it asks again."""
+    approver, feed, out = terminal
+    feed.write("T\ne\nn\n")
+    feed.flush()
+    assert Decision(approver).result().answer is Answer.REJECT
+    assert out.getvalue().count(NO_DESKTOP_PANE + "\n") == 2
+    assert "\n" not in NO_DESKTOP_PANE and "no desktop pane" in NO_DESKTOP_PANE
 
 
 def test_terminal_piped_answers_serve_consecutive_decisions(terminal) -> None:

@@ -8,6 +8,7 @@ thread, as the TUI's do."""
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -286,3 +287,78 @@ def test_each_adapter_sends_the_account_after_the_results_with_the_screen_now(tm
         assert result["content"][0]["text"] == MSG_TAKEN_OVER
         assert content[1]["type"] == "image"  # the screen now
         assert content[2] == {"type": "text", "text": ended.told}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Replay, export and re-run (issue 24, point 4)
+# ---------------------------------------------------------------------------------------------------
+def _taken_run(tmp_path: Path) -> Any:
+    turns: list[dict[str, Any]] = [
+        {"actions": [FIELD, {"type": "type", "text": "wrong"}]},
+        {"actions": [{"type": "wait"}]},
+    ]
+    inputs: list[Action | bool] = [
+        Action(Kind.CLICK, point=(250, 182)),
+        Action(Kind.TYPE, text=PHRASE),
+        Action(Kind.CLICK, point=(550, 182)),
+    ]
+    result, _events, _agent = run(tmp_path, turns, inputs)
+    assert result.status == "passed", result.reason
+    return result
+
+
+def test_replay_and_the_html_export_show_the_takeover_as_its_own_stretch(tmp_path: Path) -> None:
+    from cua_tui.core import describe
+    from cua_tui.core.runlog import RunReader
+    from cua_tui.core.timeline import TAKEOVER, build
+    from cua_tui.export import html as html_export
+    from cua_tui.export import open_run
+
+    result = _taken_run(tmp_path)
+    with RunReader(result.path) as reader:
+        steps = build(reader.poll()).steps
+    theirs = [s for s in steps if s.by_reviewer]
+    assert [s.index for s in theirs] == [2, 3, 4] and all(TAKEOVER in s.flags for s in theirs)
+    assert all(s.takeover_number == 1 for s in theirs) and not any(s.by_reviewer for s in steps[:2])
+    panel = "".join(text for text, _role in describe.step_panel(theirs[0], len(steps)))
+    assert f"by       {BY_TAKEOVER} #1 · {OPERATOR}" in panel
+    last = "".join(text for text, _role in describe.step_panel(theirs[-1], len(steps)))
+    assert "told     at hand-back the model heard: The person supervising this run took control" in last
+    with open_run(result.path) as opened:
+        page = html_export.render(opened)
+    assert f"Takeover #1: the desktop was {OPERATOR}'s (before the model&#x27;s next turn)" in page
+    assert len(re.findall(r'class="step [^"]*flag-takeover', page)) == 3 and "told at hand-back" in page
+
+
+def test_a_re_run_from_the_exported_script_replays_the_reviewers_actions(tmp_path: Path) -> None:
+    from cua_tui.agents.script import Script
+    from cua_tui.export import open_run
+    from cua_tui.export import script as script_export
+
+    result = _taken_run(tmp_path / "first")
+    with open_run(result.path) as opened:
+        exported = script_export.build(opened)
+    turns = exported.data["turns"]
+    assert [t.get("text", "")[:40] for t in turns][1] == script_export.TAKEOVER_TEXT[:40]
+    assert [a["type"] for a in turns[1]["actions"]] == ["click", "type", "click"]
+    assert turns[1]["call_id"] == "takeover_1_replayed"
+    texts = {text_sha256("wrong"): "wrong", text_sha256(PHRASE): PHRASE}
+    script = Script.from_data(exported.data, texts=texts)
+
+    class Second:
+        """The re-run's reviewer: rejects the model's typing, approves the replayed actions."""
+
+        def decide(self, request: DecisionRequest, cancel: threading.Event) -> Ruling:
+            answer = Answer.REJECT if request.call_id != "takeover_1_replayed" else Answer.APPROVE
+            return Ruling(answer, "human (TUI)", human=True)
+
+    from cua_tui.agents.script import ScriptAgent
+    from cua_tui.core.policy import Policy
+    from cua_tui.core.rundir import RunDir
+    from cua_tui.core.supervisor import RunConfig
+
+    desktop = SimDesktop()
+    policy = Policy.default()
+    config = RunConfig(task="t", backend="sim", agent="script", model=None, screen=desktop.size, policy=policy)
+    again = Supervisor(config, desktop, ScriptAgent(script), Second(), RunDir.create(tmp_path / "again")).run()
+    assert again.status == "passed", again.reason

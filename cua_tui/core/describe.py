@@ -353,6 +353,8 @@ def step_panel(
     if untrusted:
         parts.append((" UNTRUSTED: recorded after the chain's first bad line \n", WARN))
     parts += [("action   ", LABEL), (step_action(step) + "\n", "")]
+    if step.by_reviewer:
+        parts += [("by       ", LABEL), (takeover_line(step) + "\n", WARN)]
     verdict = step.verdict
     if verdict is not None:
         line = f"{str(verdict.verdict).upper()} · rule {visible(verdict.rule)} · {visible(verdict.reason, limit=300)}"
@@ -382,8 +384,19 @@ def step_panel(
         parts.append((f"         … and {len(step.refused_egress) - 5} more refused requests\n", WARN))
     for error in step.errors:
         parts += [("error    ", LABEL), (f"{visible(error.where)}: {visible(error.message, limit=300)}\n", WARN)]
+    if step.told:
+        parts += [("told     ", LABEL), (f"at hand-back the model heard: {visible(step.told, limit=600)}\n", "")]
     parts += [("screen   ", LABEL), (f"{step_screen(step, showing, live=live)} (b flips)\n", "")]
     return parts
+
+
+def takeover_line(step: Step) -> str:
+    """Who did a reviewer's action: the takeover it belongs to and the person who had the desktop."""
+    who = next((d.operator for d in step.decisions if d.operator), "")
+    if not who and step.takeover is not None:
+        who = step.takeover.operator
+    number = f" #{step.takeover_number}" if step.takeover_number else ""
+    return f"{visible(step.proposal.by, limit=40)}{number} · {visible(who, limit=80) or 'operator not recorded'}"
 
 
 def edit_line(step: Step, edited: dict[str, Any]) -> str:

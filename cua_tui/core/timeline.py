@@ -26,6 +26,8 @@ REFUSAL = "refusal"  # refused by the policy, declined, stale, malformed
 ERROR = "error"  # failed, or an error record during the step
 # the sandbox tried to reach a host the proxy refused
 EGRESS = "egress"
+# the reviewer's own action, in a takeover
+TAKEOVER = "takeover"
 
 
 @dataclass
@@ -57,6 +59,12 @@ class Step:
     refused_egress: list[ev.Egress] = field(default_factory=list)
     errors: list[ev.ErrorRaised] = field(default_factory=list)
     model_text: str = ""
+    # the takeover this step belongs to (the reviewer's action) or that followed it (the model's action
+    # it stopped), numbered from 1 over the run, with who had the desktop
+    takeover: ev.TakeoverStarted | None = None
+    takeover_number: int = 0
+    # what the model was told after this step besides its outcome (a takeover's account at hand-back)
+    told: str = ""
 
     @property
     def flags(self) -> frozenset[str]:
@@ -70,7 +78,14 @@ class Step:
             flags.add(ERROR)
         if self.refused_egress:
             flags.add(EGRESS)
+        if self.by_reviewer:
+            flags.add(TAKEOVER)
         return frozenset(flags)
+
+    @property
+    def by_reviewer(self) -> bool:
+        """The reviewer proposed it (a takeover), not the model."""
+        return bool(self.proposal.by)
 
     @property
     def not_run(self) -> str:
@@ -140,6 +155,9 @@ class Builder:
         self._current: Step | None = None  # the step the latest events belong to
         self._text = ""
         self._recorded: set[str] = set()  # the screens the run recorded so far
+        # the takeover under way and how many the run had
+        self._takeover: ev.TakeoverStarted | None = None
+        self._takeovers = 0
 
     @property
     def current(self) -> Step | None:
@@ -179,6 +197,8 @@ class Builder:
                 step = Step(len(line.steps), event.turn, event.index, stamped.seq, stamped.seq, event)
                 step.observed = self._observed
                 step.model_text = self._text
+                if self._takeover is not None and event.by:
+                    step.takeover, step.takeover_number = self._takeover, self._takeovers
                 line.steps.append(step)
                 self._by_key[(event.turn, event.index)] = self._current = step
                 return step
@@ -206,6 +226,15 @@ class Builder:
             case ev.ErrorRaised() if self._current is not None and self._current.outcome is None:
                 self._current.errors.append(event)
                 return self._current
+            case ev.TakeoverStarted():
+                self._takeover, self._takeovers = event, self._takeovers + 1
+            case ev.TakeoverEnded() if self._current is not None:
+                # the model hears it after the last step before it
+                self._takeover = None
+                self._current.told = event.told
+                return self._current
+            case ev.TakeoverEnded():
+                self._takeover = None
             case ev.VerificationDone():
                 line.verification = event
             case ev.RunEnded():

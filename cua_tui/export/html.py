@@ -49,6 +49,7 @@ text-align:left;vertical-align:top}
 .step{border:1px solid var(--line);border-radius:6px;padding:10px 12px;margin:12px 0}
 .step.flag-refusal,.step.flag-error{border-left:5px solid var(--bad)}
 .step.flag-decision{border-left:5px solid var(--warn)}
+.step.flag-takeover{border-left:5px solid #8250df;background:#fbefff}
 .v-allow{color:var(--ok)}.v-confirm{color:var(--warn);font-weight:600}.v-block{color:var(--bad);font-weight:600}
 .o-executed{color:var(--ok)}
 .o-declined,.o-refused,.o-failed,.o-stale,.o-not_executed{color:var(--bad);font-weight:600}
@@ -250,10 +251,19 @@ def _steps(page: _Page) -> None:
     for raised in page.run.events(ev.SafetyChecksRaised):
         checks.setdefault(key(raised.turn), []).append(raised)
     last_turn: Any = None
+    last_takeover = 0
     for step in steps[:MAX_STEPS]:
         if step.turn != last_turn:
             last_turn = step.turn
             _turn_heading(page, step, checks.get(key(step.turn), []))
+        if step.takeover is not None and step.takeover_number != last_takeover:
+            # the reviewer's own stretch of the timeline
+            last_takeover = step.takeover_number
+            page.add(
+                f'<h3 class="takeover">Takeover #{step.takeover_number}: the desktop was '
+                f"{e(step.takeover.operator or step.takeover.by, 200)}'s ({e(step.takeover.where, 200)}); "
+                "the steps below are the reviewer's actions, not the model's</h3>"
+            )
         _step(page, step)
     if len(steps) > MAX_STEPS:
         page.add(f"<p><strong>{len(steps) - MAX_STEPS} more step(s) not drawn</strong> (at most {MAX_STEPS}).</p>")
@@ -300,6 +310,8 @@ def _step(page: _Page, step: Step) -> None:
             f"<dt>typed text</dt><dd>{e(action.get('text_len', '?'), 12)} characters, never stored; SHA-256 "
             f"<code>{e(action.get('text_sha256', ''), 64)}</code></dd>"
         )
+    if step.by_reviewer:
+        page.add(f"<dt>by</dt><dd><strong>{e(describe.takeover_line(step), 300)}</strong></dd>")
     if step.verdict is not None:
         rule = f" (rule <code>{e(step.verdict.rule, 200)}</code>)" if step.verdict.rule else ""
         page.add(f'<dt>verdict</dt><dd class="v-{verdict}">{e(verdict, 12)}: {e(step.verdict.reason)}{rule}</dd>')
@@ -325,6 +337,8 @@ def _step(page: _Page, step: Step) -> None:
         page.add("<dt>outcome</dt><dd><strong>none recorded</strong></dd>")
     for egress in step.refused_egress:
         page.add(f"<dt>egress refused</dt><dd>{_egress(egress)}</dd>")
+    if step.told:
+        page.add(f'<dt>told at hand-back</dt><dd><code class="pre">{e(step.told, 2000, lines=True)}</code></dd>')
     for error in step.errors:
         page.add(f"<dt>error</dt><dd>{e(error.where, 100)}: {e(error.message)}</dd>")
     page.add("</dl>")

@@ -14,6 +14,7 @@ from ..core.actions import ActionError, chord_tokens
 from .source import Run, key
 
 PLACEHOLDER = "not_replayable"
+TAKEOVER_TEXT = "The reviewer's own actions in a takeover of the original run, replayed as recorded."
 _BUTTONS = {"left": "left", "right": "right", "middle": "wheel", "back": "back", "forward": "forward"}
 # the parser's: OpenAI scrolls in pixels, the desktop in wheel notches
 _PIXELS_PER_NOTCH = 100
@@ -103,6 +104,14 @@ def build(run: Run) -> ScriptExport:
                     for c in checks
                     if isinstance(c.get("id"), str) and isinstance(c.get("code"), str)
                 )
+            case ev.ActionProposed() if event.by:
+                # the reviewer's actions in a takeover: a turn of their own after the model's, replayed as
+                # recorded (the re-run's reviewer decides them again)
+                call = f"{event.call_id}_replayed" if isinstance(event.call_id, str) else "takeover_replayed"
+                turn = turns.setdefault(
+                    (key(event.turn), "takeover"), {"actions": [], "text": TAKEOVER_TEXT, "call_id": call[:200]}
+                )
+                _proposal(turn, event, export)
             case ev.ActionProposed():
                 _proposal(turns.setdefault(key(event.turn), {"actions": []}), event, export)
             case ev.TurnRefused():

@@ -62,6 +62,7 @@ KEYS = [
     ("r R", "next / previous refusal (policy, declined, stale, malformed)"),
     ("e E", "next / previous error or failure"),
     ("g G", "next / previous refused egress"),
+    ("h H", "next / previous action of the reviewer's own, in a takeover"),
     ("b", "flip between the screen before and after the selected action"),
     ("z", "zoom on the action's target"),
     ("t", "the shown screen as text (OCR): nearest the action's target first, then the whole page; searchable"),
@@ -127,6 +128,8 @@ class ReplayScreen(ViewScreen):
         Binding("E", "find('error', -1)", show=False),
         Binding("g", "find('egress', 1)", "egress", id="next_egress"),
         Binding("G", "find('egress', -1)", show=False),
+        Binding("h", "find('takeover', 1)", "takeover", id="next_takeover", show=False),
+        Binding("H", "find('takeover', -1)", show=False),
         Binding("b", "flip", "before/after", id="flip"),
         Binding("q", "quit", "quit", id="quit"),
     ]
