@@ -28,7 +28,7 @@ from .core.ports import Answer, AnswerDetails
 from .core.run_view import RunView
 from .core.rundir import new_run_id, write_json_atomic
 from .core.supervisor import RunResult, iso_time
-from .core.takeover import Desk
+from .core.takeover import TAKEOVER_NOTE, Desk
 from .core.tasks import TasksFile, TaskSpec
 from .core.text import failure, one_line
 
@@ -350,8 +350,9 @@ class Fleet:
             # or about to be asked: never for the run's next request, never for another run's.
             if not handshake.answer(answer, item.request, **details):
                 return "no longer pending: the run moved on"
-            self._close(item, "answered")
-        self._post(fq.RequestClosed(item, "answered"))
+            why = TAKEN_OVER if details.get("takeover") else "answered"
+            self._close(item, why)
+        self._post(fq.RequestClosed(item, why))
         return None
 
     def kill(self, task: str, by: str = KILLED_BY) -> bool:
@@ -683,12 +684,13 @@ class Fleet:
                 self._queue.add(item)
             posts.append(fq.RequestQueued(item))
         elif isinstance(event, ev.DecisionMade) and event.by != "policy":
+            why = TAKEN_OVER if event.note == TAKEOVER_NOTE else f"decided by {event.by}"
             with self._lock:
                 found = self._queue.find(run_id, event.turn, event.index, event.subject)
                 if found is not None:
-                    self._close(found, f"decided by {event.by}")
+                    self._close(found, why)
             if found is not None:
-                posts.append(fq.RequestClosed(found, f"decided by {event.by}"))
+                posts.append(fq.RequestClosed(found, why))
         elif isinstance(event, ev.Killed | ev.RunEnded):
             why = "run killed" if isinstance(event, ev.Killed) else f"run ended ({event.status})"
             with self._lock:
@@ -712,9 +714,10 @@ class Fleet:
             if entry.row.ended:
                 return None
             view = entry.view
+            state = RunState.WAITING if waiting else RunState.RUNNING
             row = replace(
                 entry.row,
-                state=RunState.WAITING if waiting else RunState.RUNNING,
+                state=RunState.TAKEN if view.takeover is not None else state,
                 phase=str(view.phase),
                 turn=view.turn,
                 steps=view.steps,
@@ -873,6 +876,10 @@ def _why(exc: BaseException) -> str:
     except BaseException:  # a message that cannot even be made into text
         return name
     return name if text == name else f"{name}: {text}"
+
+
+# why a request left the queue when its run was taken over at it
+TAKEN_OVER = "taken over: the reviewer has this run's desktop (only this run is paused)"
 
 
 def _copy_view(view: RunView) -> RunView:

@@ -136,6 +136,7 @@ class RunState:
     QUEUED = "queued"  # not started yet (the concurrency limit)
     RUNNING = "running"
     WAITING = "waiting"  # a decision request of this run is pending
+    TAKEN = "taken"  # the reviewer has its desktop (a takeover): it alone is paused
     ENDED = "ended"
 
 

@@ -52,7 +52,7 @@ from .ports import (
 )
 from .rundir import RunDir, TranscriptWriter
 from .stale import ScreenCheck, StaleGuard
-from .takeover import BY_TAKEOVER, MSG_TAKEN_OVER, Done, takeover_note
+from .takeover import BY_TAKEOVER, MSG_TAKEN_OVER, TAKEOVER_NOTE, Done, takeover_note
 from .text import failure, one_line, truncate
 from .threads import Job, Worker, spawn
 
@@ -839,6 +839,8 @@ class Supervisor:
             ruling = _valid_ruling(ruling)
         self._check_abort()
         ruling, edited = self._checked_edit(request, ruling)
+        if ruling.takeover:
+            ruling = replace(ruling, note=TAKEOVER_NOTE)
         self._emit(
             ev.DecisionMade(
                 request.turn,

@@ -14,6 +14,8 @@ from .geometry import Scaling
 BY_TAKEOVER = "human (takeover)"
 # what the model hears for an action of its batch that the takeover stopped
 MSG_TAKEN_OVER = "Not executed: the reviewer took control of the desktop (what they did follows)."
+# the note of the decision a takeover answered
+TAKEOVER_NOTE = "the reviewer took control of the desktop instead (T)"
 # the most actions a hand-back describes one by one
 DESCRIBED = 20
 

@@ -565,3 +565,41 @@ async def test_e_edits_in_the_runs_view_for_that_run_only(tmp_path: Path, settin
         await approve_all(pilot, app)
         await until_done(pilot, app, fleet)
     assert [r for r in audit(fleet.row(other).path) if r["kind"] == "decision" and r.get("edited")] == []
+
+
+async def test_t_takes_over_one_run_of_the_fleet_and_the_others_go_on(tmp_path: Path, settings: Settings) -> None:
+    """Issue 24, point 5: a takeover from a run's view pauses that run alone: its request leaves the queue
+    saying so, its row reads taken, and another run's request is answered meanwhile."""
+    from cua_tui.core.fleet_queue import RequestClosed, RunState
+    from cua_tui.fleet_runner import TAKEN_OVER
+
+    fleet = fleet_of(tmp_path, {"a": opts(settings), "b": opts(settings)})
+    closed: list[RequestClosed] = []
+    fleet.subscribe(lambda event: closed.append(event) if isinstance(event, RequestClosed) else None)
+    app = App(fleet)
+    main = fleet_screen(app)
+    async with app.run_test(size=SIZE) as pilot:
+        await until_queued(pilot, app, 2)
+        task = main.selected.task if main.selected else ""
+        other = "b" if task == "a" else "a"
+        await pilot.press("enter")
+        live = app.screen
+        assert isinstance(live, RunScreen)
+        await until(pilot, lambda: live.pending is not None, "the run's request in its view")
+        await pilot.press("T")
+        await until(pilot, lambda: live.view.takeover is not None, "the run taken over")
+        assert fleet.row(task).state == RunState.TAKEN
+        await pilot.press("escape")
+        await until(pilot, lambda: [i.task for i in main.items] == [other], "only the other run's request")
+        assert [(c.item.task, c.why) for c in closed] == [(task, TAKEN_OVER)]
+        await approve_all(pilot, app)  # the other run goes on
+        await until(pilot, lambda: fleet.row(other).status == "passed", "the other run to pass")
+        assert fleet.row(task).state == RunState.TAKEN and not fleet.row(task).ended
+        desk = fleet.desk(task)
+        assert desk is not None and desk.taken_over
+        desk.hand_back()
+        await until_done(pilot, app, fleet)
+    records = audit(fleet.row(task).path)
+    first = next(r for r in records if r["kind"] == "decision" and r["by"] != "policy")
+    assert first["decision"] == "reject" and "took control" in first["note"]
+    assert [r["kind"] for r in records].count("takeover_ended") == 1
