@@ -22,6 +22,7 @@ PHASE_LABELS = {
     ev.RunPhase.WAITING_MODEL: "waiting for the model",
     ev.RunPhase.AWAITING_DECISION: "AWAITING YOUR DECISION",
     ev.RunPhase.EXECUTING: "executing",
+    ev.RunPhase.TAKEN_OVER: "TAKEN OVER: the desktop is yours",
     ev.RunPhase.VERIFYING: "verifying",
     ev.RunPhase.STOPPING: "stopping",
 }

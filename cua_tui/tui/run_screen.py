@@ -78,6 +78,7 @@ class RunScreen(HistoryActions, ViewScreen):
         Binding("slash", "search", "search", id="search", show=False),
         # the desktop taken over, and handed back
         Binding("T", "takeover", "take over", id="takeover"),
+        Binding("T", "hand_back", "hand back", id="hand_back"),
         Binding("p", "passthrough", "passthrough", id="passthrough"),
         Binding("s", "private", "private", id="private"),
     ]
@@ -379,8 +380,10 @@ class RunScreen(HistoryActions, ViewScreen):
         return action == "help"
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "takeover":
-            return self.running and self.source.desk is not None and self.editor is None
+        if action in ("takeover", "hand_back"):
+            taken = self.view.takeover is not None or self.asked
+            offered = self.running and self.source.desk is not None and self.editor is None
+            return offered and taken == (action == "hand_back")
         if action in ("passthrough", "private"):
             return self.running and self.view.takeover is not None
         if action == "grants":
@@ -519,6 +522,10 @@ class RunScreen(HistoryActions, ViewScreen):
             # the decision is answered by the takeover: recorded, with the screen shown
             self._answer(Answer.REJECT, takeover=True)
         self._show_takeover()
+
+    def action_hand_back(self) -> None:
+        """``T`` while the desktop is the reviewer's (or asked for): back to the model."""
+        self.action_takeover()
 
     def action_passthrough(self) -> None:
         """``p``: every key to the desktop until ctrl+]."""

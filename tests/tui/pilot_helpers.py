@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.text import Text
 from textual.app import App
+from textual.command import Command, CommandList, CommandPalette
 from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.widget import Widget
@@ -146,3 +147,22 @@ def possible(app: App[Any], action: str) -> bool | None:
     from cua_tui.tui.app import VIEW_ACTIONS
 
     return app.check_action(action, ()) if action in VIEW_ACTIONS else app.screen.check_action(action, ())
+
+
+async def palette_titles(pilot: Pilot[Any], app: App[Any], query: str = "") -> list[str]:
+    await pilot.press("ctrl+p")
+    await until(pilot, lambda: isinstance(app.screen, CommandPalette), "the command palette")
+    if query:
+        await pilot.press(*query)
+    palette = app.screen
+
+    def titles() -> list[str]:
+        found = []
+        for option in palette.query_one(CommandList).options:
+            assert isinstance(option, Command), option
+            found.append(str(option.hit.text))
+        return found
+
+    await until(pilot, lambda: bool(titles()), "the palette's entries")
+    await pilot.pause(0.3)  # every provider answered
+    return titles()

@@ -17,9 +17,8 @@ from typing import Any
 
 import pytest
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
-from pilot_helpers import answer, live_app, plain, run_screen, sim_run, until, until_ended
-from textual.app import App
-from textual.command import Command, CommandList, CommandPalette
+from pilot_helpers import answer, live_app, palette_titles, plain, run_screen, sim_run, until, until_ended
+from textual.command import CommandPalette
 from textual.events import MouseScrollDown, MouseScrollUp
 from textual.pilot import Pilot
 from textual.widgets import Input, Static
@@ -329,23 +328,6 @@ async def test_slash_filters_the_audit_list_by_kind_and_by_text(tmp_path: Path) 
 # ---------------------------------------------------------------------------------------------------
 # The command palette: cua-tui's own commands, those possible now
 # ---------------------------------------------------------------------------------------------------
-async def palette_titles(pilot: Pilot[Any], app: App[Any], query: str = "") -> list[str]:
-    await pilot.press("ctrl+p")
-    await until(pilot, lambda: isinstance(app.screen, CommandPalette), "the command palette")
-    if query:
-        await pilot.press(*query)
-    palette = app.screen
-
-    def titles() -> list[str]:
-        found = []
-        for option in palette.query_one(CommandList).options:
-            assert isinstance(option, Command), option
-            found.append(str(option.hit.text))
-        return found
-
-    await until(pilot, lambda: bool(titles()), "the palette's entries")
-    await pilot.pause(0.3)  # every provider answered
-    return titles()
 
 
 async def test_the_palette_lists_cua_commands_and_kill_from_it_kills(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
-from pilot_helpers import live_app, plain, possible, run_screen, sim_run, until, until_ended
+from pilot_helpers import live_app, palette_titles, plain, possible, run_screen, sim_run, until, until_ended
 
 from cua_tui.core.takeover import BY_TAKEOVER, MSG_TAKEN_OVER
 from cua_tui.desktops.sim import PHRASE
@@ -102,3 +102,20 @@ def test_keys_become_the_desktops_actions() -> None:
         action = key_action(key, None)
         assert not isinstance(action, str) and action.chord == chord, key
     assert isinstance(key_action("ctrl+nonsense_key", None), str)
+
+
+async def test_the_palette_takes_over_and_hands_back(tmp_path: Path) -> None:
+    run = sim_run(tmp_path, [{"actions": [FIELD, {"type": "type", "text": "wrong"}]}])
+    app = live_app(run)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = run_screen(app)
+        await until(pilot, lambda: screen.pending is not None, "the typing decision")
+        titles = await palette_titles(pilot, app, "take over")
+        assert titles[0] == "Take over" and "Hand back" not in titles
+        await pilot.press("enter")
+        await until(pilot, lambda: screen.view.takeover is not None, "the desktop taken over")
+        titles = await palette_titles(pilot, app, "hand back")
+        assert titles[0] == "Hand back" and "Take over" not in titles
+        await pilot.press("enter")
+        await until_ended(pilot, app)
+    assert [r["kind"] for r in records(run)].count("takeover_ended") == 1
