@@ -362,3 +362,19 @@ def test_a_re_run_from_the_exported_script_replays_the_reviewers_actions(tmp_pat
     config = RunConfig(task="t", backend="sim", agent="script", model=None, screen=desktop.size, policy=policy)
     again = Supervisor(config, desktop, ScriptAgent(script), Second(), RunDir.create(tmp_path / "again")).run()
     assert again.status == "passed", again.reason
+
+
+def test_an_input_off_the_screen_or_of_a_kind_no_terminal_gives_is_refused_on_record(tmp_path: Path) -> None:
+    turns: list[dict[str, Any]] = [{"actions": [FIELD, {"type": "type", "text": "x"}]}]
+    inputs: list[Action | bool] = [
+        Action(Kind.CLICK, point=(5000, 10)),
+        Action(Kind.WAIT, duration_ms=100),
+        Action(Kind.CLICK, point=(250, 182)),
+    ]
+    _result, events, _agent = run(tmp_path, turns, inputs)
+    theirs = [p.index for p in of(events, ev.ActionProposed) if p.by == BY_TAKEOVER]
+    outcomes = {o.index: o.status for o in of(events, ev.Outcome)}
+    assert [outcomes[i] for i in theirs] == ["refused", "refused", "executed"]
+    verdicts = {v.index: v for v in of(events, ev.PolicyVerdict)}
+    assert "outside the 1024x720 screen" in verdicts[theirs[0]].reason
+    assert verdicts[theirs[1]].reason == "a wait is not an input of a takeover"

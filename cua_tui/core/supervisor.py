@@ -52,7 +52,7 @@ from .ports import (
 )
 from .rundir import RunDir, TranscriptWriter
 from .stale import ScreenCheck, StaleGuard
-from .takeover import BY_TAKEOVER, MSG_TAKEN_OVER, TAKEOVER_NOTE, Done, takeover_note
+from .takeover import BY_TAKEOVER, MSG_TAKEN_OVER, TAKEOVER_NOTE, Done, input_problem, takeover_note
 from .text import failure, one_line, truncate
 from .threads import Job, Worker, spawn
 
@@ -939,6 +939,10 @@ class Supervisor:
         summary = action.describe()
         self._emit(ev.ActionProposed(self.turn, index, call.call_id, action.to_record(), summary, parsed=action,
                                      by=BY_TAKEOVER))  # fmt: skip
+        problem = input_problem(action, self.desktop.size)
+        if problem is not None:
+            self._refuse(call, index, index, "takeover.input", problem)
+            return False
         decision = self.policy.classify(action)
         self._emit(ev.PolicyVerdict(self.turn, index, decision.verdict, decision.reason, decision.rule))
         if decision.verdict is Verdict.BLOCK:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from .actions import Action, Kind
+from .actions import MAX_TEXT, Action, Kind
 from .edits import model_words
-from .geometry import Scaling
+from .geometry import Scaling, Size
 
 # who proposed, approved and ran an action of a takeover (the operator is named beside it)
 BY_TAKEOVER = "human (takeover)"
@@ -39,6 +39,26 @@ class Done:
     action: Action
     ran: bool
     private: bool = False
+
+
+# what a takeover's inputs may be: the pointer and the keys a terminal gives
+INPUT_KINDS = frozenset({Kind.CLICK, Kind.DOUBLE_CLICK, Kind.DRAG, Kind.MOVE, Kind.SCROLL, Kind.TYPE, Kind.KEYPRESS})
+
+
+def input_problem(action: Action, screen: Size) -> str | None:
+    """Why the run does not take ``action`` as a takeover's input (None: it does): a kind a terminal does not
+    give, a point off the screen, typed text past the parser's bound. The policy still judges the rest."""
+    if action.kind not in INPUT_KINDS:
+        return f"a {action.kind.value} is not an input of a takeover"
+    points = ([action.point] if action.point is not None else []) + list(action.path)
+    off = next((p for p in points if not screen.contains(*p)), None)
+    if off is not None:
+        return f"({off[0]}, {off[1]}) is outside the {screen} screen"
+    if action.kind is Kind.DRAG and len(action.path) < 2:
+        return "a drag needs two points"
+    if action.kind is Kind.TYPE and not 0 < len(action.text) <= MAX_TEXT:
+        return f"typed text must be 1 to {MAX_TEXT} characters"
+    return None
 
 
 def takeover_note(done: list[Done], scaling: Scaling) -> str:

@@ -8,6 +8,7 @@ a worker; the UI thread only swaps the finished list of strips in.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -347,7 +348,9 @@ def _mark(img: Image.Image, target: Target, scale: float, offset: tuple[int, int
     draw = ImageDraw.Draw(img)
 
     def at(p: tuple[int, int]) -> tuple[int, int]:
-        return round((p[0] + offset[0]) * scale), round((p[1] + offset[1]) * scale)
+        # the picture pixel holding the screen pixel (floor, not round: rounding put the mark up to half a
+        # picture pixel off, in the next cell of the pane, where a click would not land on it)
+        return math.floor((p[0] + offset[0]) * scale), math.floor((p[1] + offset[1]) * scale)
 
     if target.region is not None and target.kind == "zoom":
         x0, y0 = at(target.region[:2])

@@ -196,3 +196,33 @@ async def test_the_palette_opens_the_editor_with_the_focus_in_its_field(tmp_path
         assert editor_of(app).query_one(Input).value == "xy"
         await pilot.press("ctrl+k")
         await until_ended(pilot, app)
+
+
+async def test_a_drags_ends_and_a_scrolls_notches_and_point_are_edited(tmp_path: Path) -> None:
+    drag = {"type": "drag", "path": [{"x": 50, "y": 410}, {"x": 300, "y": 300}]}
+    scroll = {"type": "scroll", "x": 60, "y": 420, "scroll_x": 0, "scroll_y": 300}
+    run = run_of(tmp_path, [{"actions": [drag]}, {"actions": [scroll]}], regions=(SEND,))
+    app = live_app(run)
+    async with app.run_test(size=SIZE) as pilot:
+        await until_asked(pilot, app)
+        await answer(pilot, "e")
+        editor = editor_of(app)
+        assert editor.ends == [(50, 410), (300, 300)] and editor.handle == 1  # the end moves first
+        await pilot.press("right", "tab", "shift+down")
+        assert editor.ends == [(50, 420), (301, 300)]
+        assert "(moving its start)" in plain(editor.query_one("#edit-draft", Static))
+        await pilot.press("enter")
+        await until(pilot, lambda: len(decisions(run)) == 1, "the drag's decision recorded")
+        await until(pilot, lambda: run_screen(app).pending is not None, "the scroll's decision")
+        await answer(pilot, "e")
+        editor = editor_of(app)
+        field = editor.query_one(Input)
+        assert field.value == "0 3"
+        field.value = "0 -2"
+        await pilot.press("up")  # the arrows move the scroll's point while its amount has the focus
+        assert editor.point == (60, 419)
+        await pilot.press("enter")
+        await until_ended(pilot, app)
+    first, second = decisions(run)
+    assert first["edited"]["ran"]["path"] == [[50, 420], [301, 300]]
+    assert (second["edited"]["ran"]["scroll_y"], second["edited"]["ran"]["y"]) == (-2, 419)

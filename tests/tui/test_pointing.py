@@ -81,3 +81,31 @@ def test_nothing_is_named_off_the_picture_or_on_the_inset() -> None:
     inset = rendered.inset
     assert inset is not None
     assert rendered.screen_point(inset[0] + 1, (inset[1] + 2) // 2) is None
+
+
+@pytest.mark.parametrize("zoom", [True, False])
+@pytest.mark.parametrize("point", [(500, 300), (120, 422), (900, 80)])
+def test_the_marker_is_drawn_where_a_click_on_it_lands(zoom: bool, point: tuple[int, int]) -> None:
+    """The marker's centre, found in the picture by its colour, sits in a cell that names the marked
+    pixel: exactly in the exact zoom, within half a cell in the whole view."""
+    from cua_tui.tui.frames import MARKER
+
+    rendered = prepare(PICTURE, 94, 40, Target(point=point), limit=LIMIT, zoom=zoom, exact=zoom)
+    image = rendered.image
+    inset = rendered.inset or (0, 0, 0, 0)
+    marked = [
+        (x, y)
+        for y in range(image.height)
+        for x in range(image.width)
+        if image.getpixel((x, y)) == MARKER and not (inset[0] <= x < inset[2] and inset[1] <= y < inset[3])
+    ]
+    assert marked, "no marker drawn"
+    xs, ys = [x for x, _ in marked], [y for _, y in marked]
+    centre = ((min(xs) + max(xs)) // 2, (min(ys) + max(ys)) // 2)
+    named = rendered.screen_point(centre[0], centre[1] // 2)
+    assert named is not None
+    if zoom:
+        assert named == point
+    else:
+        half_w, half_h = SCREEN[0] / image.width / 2, SCREEN[1] / image.height
+        assert abs(named[0] - point[0]) <= half_w + 1 and abs(named[1] - point[1]) <= half_h + 1
