@@ -787,14 +787,8 @@ class Supervisor:
             self._check_abort()
             # it may have run part-way: where the focus is now is unknown
             self._move_focus(None)
-            result = self._outcome(
-                call,
-                index,
-                position,
-                OutcomeStatus.FAILED,
-                f"Failed: {one_line(str(exc))}",
-                duration=self._clock() - started,
-            )
+            failed, message = OutcomeStatus.FAILED, f"Failed: {one_line(str(exc))}"
+            result = self._outcome(call, index, position, failed, message, duration=self._clock() - started)
             if exc.fatal:
                 raise
             raise _Halt(result) from None
@@ -807,15 +801,8 @@ class Supervisor:
         self._record_frame(frame, "after_action", index=index)
         if image is not None:
             self._record_frame(image, "zoom", latest=False, index=index)
-        return self._outcome(
-            call,
-            index,
-            position,
-            OutcomeStatus.EXECUTED,
-            said,
-            duration=self._clock() - started,
-            image=image,
-        )
+        took = self._clock() - started
+        return self._outcome(call, index, position, OutcomeStatus.EXECUTED, said, duration=took, image=image)
 
     # ---------------------------------------------------------------------------------------------
     # Decisions

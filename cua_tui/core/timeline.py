@@ -226,20 +226,24 @@ class Builder:
             case ev.ErrorRaised() if self._current is not None and self._current.outcome is None:
                 self._current.errors.append(event)
                 return self._current
-            case ev.TakeoverStarted():
-                self._takeover, self._takeovers = event, self._takeovers + 1
-            case ev.TakeoverEnded() if self._current is not None:
-                # the model hears it after the last step before it
-                self._takeover = None
-                self._current.told = event.told
-                return self._current
-            case ev.TakeoverEnded():
-                self._takeover = None
+            case ev.TakeoverStarted() | ev.TakeoverEnded():
+                return self._takeover_event(event)
             case ev.VerificationDone():
                 line.verification = event
             case ev.RunEnded():
                 line.ended = event
         return None
+
+    def _takeover_event(self, event: ev.TakeoverStarted | ev.TakeoverEnded) -> Step | None:
+        """A takeover begins (its actions are numbered by it) or ends: the model hears its account after
+        the last step before the hand-back."""
+        if isinstance(event, ev.TakeoverStarted):
+            self._takeover, self._takeovers = event, self._takeovers + 1
+            return None
+        self._takeover = None
+        if self._current is not None:
+            self._current.told = event.told
+        return self._current
 
 
 def _attach(step: Step, event: ev.Event) -> None:

@@ -294,6 +294,19 @@ def _action_text(step: Step) -> str:
     return proposal.summary if isinstance(proposal.summary, str) and proposal.summary else step.kind
 
 
+def _decisions(page: _Page, step: Step) -> None:
+    """Who decided a step and how; a reviewer's edit beside the decision that carried it."""
+    for decision in step.decisions:
+        note = f" · {e(decision.note)}" if decision.note and decision.by != "policy" else ""
+        shown = describe.shown_for(decision)
+        note += f" · {e(shown)}" if shown else ""
+        page.add(
+            f"<dt>decision</dt><dd><strong>{e(decision.decision, 20)}</strong> by {e(decision.by, 200)}{note}</dd>"
+        )
+        if isinstance(decision.edited, dict):
+            page.add(f'<dt>edited</dt><dd class="v-confirm">{e(describe.edit_line(step, decision.edited))}</dd>')
+
+
 def _step(page: _Page, step: Step) -> None:
     """One step: what was proposed, judged, decided and done, and the screens before and after it."""
     verdict = _verdict_of(step)
@@ -317,15 +330,7 @@ def _step(page: _Page, step: Step) -> None:
         page.add(f'<dt>verdict</dt><dd class="v-{verdict}">{e(verdict, 12)}: {e(step.verdict.reason)}{rule}</dd>')
     for request in step.requests:
         page.add(f"<dt>asked</dt><dd>{e(request.subject, 40)}: {e(request.reason)}</dd>")
-    for decision in step.decisions:
-        note = f" · {e(decision.note)}" if decision.note and decision.by != "policy" else ""
-        shown = describe.shown_for(decision)
-        note += f" · {e(shown)}" if shown else ""
-        page.add(
-            f"<dt>decision</dt><dd><strong>{e(decision.decision, 20)}</strong> by {e(decision.by, 200)}{note}</dd>"
-        )
-        if isinstance(decision.edited, dict):
-            page.add(f'<dt>edited</dt><dd class="v-confirm">{e(describe.edit_line(step, decision.edited))}</dd>')
+    _decisions(page, step)
     if step.outcome is not None:
         outcome = step.outcome
         duration = f" · {outcome.duration_ms:.1f} ms" if type(outcome.duration_ms) in (int, float) else ""
