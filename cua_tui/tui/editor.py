@@ -111,6 +111,7 @@ class ActionEditor(Vertical, can_focus=True):
         return f"arrows move the point one screen pixel (shift: 10), or click on the desktop · {keys}"
 
     def on_mount(self) -> None:
+        self.border_title = Text(f"EDIT · turn {self.request.turn} · action {self.request.index + 1}")
         (self.field or self).focus()
         self._show()
 
