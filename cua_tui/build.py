@@ -68,6 +68,9 @@ class RunOptions:
     max_turns: int | None = None
     max_steps: int | None = None
     deadline: int | None = None
+    # seconds a decision waits before it is rejected (a tasks file's task); None: the policy's, else
+    # the settings'
+    decision_timeout: float | None = None
     runs_dir: Path | None = None
     run_id: str | None = None
     audit_key: Path | None = None
@@ -250,9 +253,14 @@ def _policy(options: RunOptions, settings: Settings, lab: Lab | None) -> Policy:
     try:
         path = options.policy_path or settings.policy
         policy = Policy.load(path) if path else Policy.default()
+        # the task's deadline for decisions, else the policy's, else the user's settings'
+        timeout = options.decision_timeout
+        if timeout is None and not policy.limits.decision_timeout and settings.decision_timeout:
+            timeout = settings.decision_timeout
         policy = policy.with_limits(
-            max_turns=options.max_turns, max_steps=options.max_steps, deadline_seconds=options.deadline
-        )
+            max_turns=options.max_turns, max_steps=options.max_steps, deadline_seconds=options.deadline,
+            decision_timeout=timeout,
+        )  # fmt: skip
         if lab is not None or options.regions:
             policy = policy.with_regions([*(lab.regions() if lab is not None else []), *options.regions])
     except PolicyError as exc:

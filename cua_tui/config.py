@@ -18,6 +18,7 @@ from platformdirs import user_config_path, user_data_path
 from .agents.vendors import DEFAULT_RETRIES, DEFAULT_TIMEOUT, KEY_VARIABLES
 from .core import tomlfile
 from .core.guard import DEFAULT_GUARD_S, check_guard
+from .core.policy import check_decision_timeout
 from .core.tomlfile import TomlDoc, TomlFileError
 
 APP = "cua-tui"
@@ -53,6 +54,8 @@ class _File(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     notify: bool | None = None
     # seconds a new decision ignores y / a / n (never below the floor)
     decision_guard_s: float | None = None
+    # seconds a decision waits before it is rejected, where the policy sets none (0 or absent: none)
+    decision_timeout: float | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,7 @@ class Settings:
     notify: bool = True
     # seconds a decision just painted ignores y / a / n (k passes)
     decision_guard_s: float = DEFAULT_GUARD_S
+    decision_timeout: float = 0.0
 
     def sandbox_endpoint(self, env: dict[str, str] | None = None) -> tuple[str | None, str | None]:
         """CoreWeave's endpoint and API key: the client's own variables first, then the settings file."""
@@ -112,6 +116,8 @@ class Settings:
             raise doc.error(("model_retries",), "must be between 0 and 10")
         if data.decision_guard_s is not None and (why := check_guard(data.decision_guard_s)) is not None:
             raise doc.error(("decision_guard_s",), why)
+        if data.decision_timeout is not None and (why := check_decision_timeout(data.decision_timeout)) is not None:
+            raise doc.error(("decision_timeout",), why)
         prices: dict[str, tuple[float, float]] = {}
         for model, pair in (data.model_prices or {}).items():
             if len(pair) != 2 or not all(math.isfinite(p) and p >= 0 for p in pair):
@@ -135,6 +141,7 @@ class Settings:
             bell=_switch(env, "CUA_TUI_BELL", data.bell),
             notify=_switch(env, "CUA_TUI_NOTIFY", data.notify),
             decision_guard_s=data.decision_guard_s if data.decision_guard_s is not None else DEFAULT_GUARD_S,
+            decision_timeout=data.decision_timeout or 0.0,
         )
 
 

@@ -86,6 +86,7 @@ def task_options(spec: TaskSpec, tasks: TasksFile, base: RunOptions) -> RunOptio
         max_turns=spec.max_turns if spec.max_turns is not None else base.max_turns,
         max_steps=spec.max_steps if spec.max_steps is not None else base.max_steps,
         deadline=spec.deadline_seconds if spec.deadline_seconds is not None else base.deadline,
+        decision_timeout=spec.decision_timeout if spec.decision_timeout is not None else base.decision_timeout,
         allow_domains=(*base.allow_domains, *spec.allow_domains),
     )
 

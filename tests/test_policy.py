@@ -865,7 +865,7 @@ INT_LIMITS = [f.name for f in dataclasses.fields(Limits) if f.type in ("int", in
 @pytest.mark.parametrize("value", ["nan", "+nan", "-nan", "inf", "+inf", "-inf"])
 @pytest.mark.parametrize("name", FLOAT_LIMITS)
 def test_float_limits_must_be_finite(name: str, value: str) -> None:
-    assert FLOAT_LIMITS == ["max_wait_seconds", "max_cost_usd"]
+    assert FLOAT_LIMITS == ["max_wait_seconds", "max_cost_usd", "decision_timeout"]
     message = error_of(f"version = 1\n[limits]\n{name} = {value}\n")
     assert message == f"policy file p.toml, line 3: limits.{name}: {name} must be a finite number"
 

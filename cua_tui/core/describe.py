@@ -8,6 +8,7 @@ length limit.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -251,12 +252,14 @@ def request_panel(
     model_text: str = "",
     compact: bool = False,
     edit: bool = False,
+    left: float | None = None,
 ) -> list[tuple[str, str]]:
     """The decision panel as (text, role) parts, role "" for plain text: what is decided (typed text in
     full, shown and never stored), the words read at the target (``destination``: for typing the "goes to"
     line of ``text_destination`` / ``field_destination``, else the target's name), why, the model's own words
     for its batch (``model_text``, untrusted), and the keys that answer (z only where there is a target or,
-    for typing, a known ``field``; e where the action can be ``edit``ed). ``compact`` (a small terminal):
+    for typing, a known ``field``; e where the action can be ``edit``ed), and with a deadline the seconds
+    ``left`` before the run rejects it. ``compact`` (a small terminal):
     the same facts in fewer lines, the keys first so that they are never cut, no task line (the goal bar
     above holds it)."""
     of = f" of {batch_size}" if batch_size else ""
@@ -288,6 +291,9 @@ def request_panel(
             if destination is not None:
                 parts += [("goes to ", LABEL), ((one_line(destination, 80) if compact else destination) + "\n", "")]
     parts += [("why     ", LABEL), (visible(request.reason, limit=400) + "\n", "")]
+    if left is not None:
+        # fails closed: what happens at the deadline is said, not only the time
+        parts += [("deadline", LABEL), (f" {deadline_words(left)}\n", TYPED if left < URGENT_S else "")]
     if model_text.strip():
         # the model's reason for its batch: untrusted, and cut short
         parts += [("model   ", LABEL), (visible(one_line(model_text, 80 if compact else 300)) + "\n", "")]
@@ -296,6 +302,15 @@ def request_panel(
     elif parts[-1][0].endswith("\n"):
         parts[-1] = (parts[-1][0][:-1], parts[-1][1])
     return parts
+
+
+# the last seconds of a deadline are shown loud
+URGENT_S = 10.0
+
+
+def deadline_words(left: float) -> str:
+    """A decision's countdown: ``rejected in 12 s unless answered``."""
+    return f"rejected in {max(0, math.ceil(left))} s unless answered (the deadline fails closed)"
 
 
 def _keys(request: DecisionRequest, field: bool, *, compact: bool, edit: bool = False) -> list[tuple[str, str]]:

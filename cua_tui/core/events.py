@@ -213,6 +213,8 @@ class DecisionRequested(Event):
     call_id: str
     subject: str  # action | safety_check
     reason: str
+    # seconds it waits for an answer before it is rejected (None: no deadline)
+    deadline_s: float | None = None
     # The request itself travels with its event (live runs only: it holds the parsed action with its
     # typed text), so a UI learns what is pending from the event stream alone, through no second
     # channel.

@@ -73,6 +73,8 @@ class Limits:
     max_drag_points: int = 64
     max_tokens: int = 0  # 0: no cap
     max_cost_usd: float = 0.0  # 0: no cap
+    # seconds a decision may wait for its answer before it is rejected (fails closed); 0: no deadline
+    decision_timeout: float = 0.0
 
 
 _DEFAULT_LIMITS = Limits()
@@ -88,6 +90,7 @@ class _Limits(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     max_drag_points: int = _DEFAULT_LIMITS.max_drag_points
     max_tokens: int = _DEFAULT_LIMITS.max_tokens
     max_cost_usd: float = _DEFAULT_LIMITS.max_cost_usd
+    decision_timeout: float = _DEFAULT_LIMITS.decision_timeout
 
 
 class _Actions(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -311,6 +314,8 @@ class Policy:
             "blocked keys: " + (", ".join(self.block_keys) or "-"),
             f"limits: {lim.max_turns} turns, {lim.max_steps} steps, {lim.deadline_seconds} s, "
             f"text <= {lim.max_text_length}, wait <= {lim.max_wait_seconds:g} s, scroll <= {lim.max_scroll}",
+            "decision deadline: "
+            + (f"{lim.decision_timeout:g} s, then rejected" if lim.decision_timeout else "none (a decision waits)"),
         ]
         lines += [
             f"region {r.name}: {r.verdict} at {r.x},{r.y} {r.width}x{r.height}"
@@ -398,6 +403,20 @@ def _read_policy_text(text: str, source: str) -> tuple[_PolicyFile, TomlDoc]:
     return parsed, doc
 
 
+# a deadline shorter than this could not be met by a person (the input guard alone takes a second)
+MIN_DECISION_TIMEOUT = 2.0
+MAX_DECISION_TIMEOUT = 86_400.0
+
+
+def check_decision_timeout(seconds: float) -> str | None:
+    """Why ``seconds`` is not a decision deadline (None: it is one, or 0: none)."""
+    if seconds == 0:
+        return None
+    if not MIN_DECISION_TIMEOUT <= seconds <= MAX_DECISION_TIMEOUT:
+        return f"decision_timeout must be 0 (none) or {MIN_DECISION_TIMEOUT:g} to {MAX_DECISION_TIMEOUT:g} seconds"
+    return None
+
+
 def _check_limits(doc: TomlDoc, lim: _Limits) -> None:
     for name in lim.__struct_fields__:
         value = getattr(lim, name)
@@ -414,6 +433,8 @@ def _check_limits(doc: TomlDoc, lim: _Limits) -> None:
         raise doc.error(("limits", "max_wait_seconds"), "must be between 0 and 120")
     if lim.max_tokens < 0 or lim.max_cost_usd < 0:
         raise doc.error(("limits",), "max_tokens and max_cost_usd must be >= 0")
+    if (why := check_decision_timeout(lim.decision_timeout)) is not None:
+        raise doc.error(("limits", "decision_timeout"), why)
 
 
 def _kinds(doc: TomlDoc, section: str, names: list[str]) -> frozenset[Kind]:
@@ -512,6 +533,7 @@ max_scroll = 15           # wheel notches per scroll action
 max_drag_points = 64      # points in one drag path
 max_tokens = 0            # model tokens per run (0: no cap)
 max_cost_usd = 0          # estimated model cost per run (0: no cap)
+decision_timeout = 0      # seconds a decision waits before it is rejected (0: no deadline)
 
 [actions]
 # Kinds not listed in any of the three lists are withheld (blocked).

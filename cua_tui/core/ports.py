@@ -375,6 +375,8 @@ class DecisionRequest:
     scope: Scope | None = None
     # a safety check's: the call's actions, which its approval covers if confirm
     gated: tuple[Gated, ...] = ()
+    # seconds it waits for an answer before the run rejects it (None: it waits)
+    deadline_s: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The request as sent to an ``approver:CMD`` process (the reviewer sees the text in full)."""

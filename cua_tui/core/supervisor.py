@@ -63,6 +63,15 @@ MSG_DECLINED = "Declined by the user. Do not retry this action."
 MSG_REFUSED = "Refused by sandbox policy. Stop and report."
 MSG_NOT_EXECUTED = "Not executed: an earlier action in this turn did not run."
 MSG_STALE = "Not executed: the screen changed since the model's screenshot."
+# who rejected a decision nobody answered in time (its seconds follow)
+BY_DEADLINE = "deadline"
+
+
+def deadline_message(seconds: float) -> str:
+    """What the model hears of an action its reviewer did not decide in time (and the decision's note)."""
+    return f"Declined: no decision was made within the {seconds:g} s deadline. Do not retry this action."
+
+
 # A reply with more actions than this in one turn is refused whole, with one record (not one per
 # action): no computer-use model batches anywhere near this many, and a flood must not flood the
 # audit log.
@@ -727,6 +736,8 @@ class Supervisor:
             raise _Halt(self._outcome(call, index, position, OutcomeStatus.DECLINED, MSG_TAKEN_OVER))
         if ruling.answer is not Answer.APPROVE:
             message = MSG_DECLINED
+            if ruling.by.startswith(BY_DEADLINE):
+                message = ruling.note
             if ruling.human and ruling.note:
                 message = f"{MSG_DECLINED} The reviewer said: {one_line(ruling.note, 300)}"
             raise _Halt(self._outcome(call, index, position, OutcomeStatus.DECLINED, message))
@@ -808,22 +819,19 @@ class Supervisor:
     # Decisions
     # ----------------------------------------------------------------------------------------------
     def _ask(self, request: DecisionRequest) -> Ruling:
+        timeout = self.policy.limits.decision_timeout or None
+        if timeout is not None:
+            request = replace(request, deadline_s=timeout)
         self._emit(
             ev.DecisionRequested(
-                request.turn, request.index, request.call_id, request.kind, request.reason, request=request
+                request.turn, request.index, request.call_id, request.kind, request.reason, timeout, request=request
             )
         )
         if self.approver is None:
             ruling = Ruling(Answer.REJECT, "no approver (fail closed)")
         else:
             self._set_phase(RunPhase.AWAITING_DECISION, request.reason)
-            try:
-                ruling = self._call(self.approver.decide, request, self._cancel)
-            except Aborted:
-                raise
-            except Exception as exc:  # a broken approver rejects: fail closed
-                ruling = Ruling(Answer.REJECT, "approver error (fail closed)", failure(exc))
-            ruling = _valid_ruling(ruling)
+            ruling = self._decide(self.approver, request, timeout)
         self._check_abort()
         ruling, edited = self._checked_edit(request, ruling)
         if ruling.takeover:
@@ -846,6 +854,42 @@ class Supervisor:
         if ruling.answer is Answer.KILL:
             self.kill(by=ruling.by)
             raise Aborted()
+        return ruling
+
+    def _decide(self, approver: Approver, request: DecisionRequest, timeout: float | None) -> Ruling:
+        """The approver's ruling, or, once ``timeout`` seconds pass without one, the deadline's reject: the
+        approver is told to stop as the kill switch tells it, and whatever it answers then is not taken
+        (a decision is never approved at or after its deadline)."""
+        stop, expired = self._cancel, threading.Event()
+        timer = None
+        if timeout is not None:
+            stop = threading.Event()
+            with self._waiters_lock:
+                # the kill switch wakes it too
+                self._waiters.add(stop)
+            if self._aborted.is_set():
+                stop.set()
+
+            def expire() -> None:
+                expired.set()
+                stop.set()
+
+            timer = threading.Timer(timeout, expire)
+            timer.daemon = True
+            timer.start()
+        try:
+            ruling = _valid_ruling(self._call(approver.decide, request, stop))
+        except Aborted:
+            raise
+        except Exception as exc:  # a broken approver rejects: fail closed
+            ruling = Ruling(Answer.REJECT, "approver error (fail closed)", failure(exc))
+        finally:
+            if timer is not None:
+                timer.cancel()
+                with self._waiters_lock:
+                    self._waiters.discard(stop)
+        if timeout is not None and expired.is_set() and not (ruling.answer is Answer.KILL and ruling.human):
+            return Ruling(Answer.REJECT, f"{BY_DEADLINE} ({timeout:g} s)", deadline_message(timeout))
         return ruling
 
     def _checked_edit(self, request: DecisionRequest, ruling: Ruling) -> tuple[Ruling, dict[str, Any] | None]:

@@ -7,6 +7,7 @@ The format: docs/files/tasks.md.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import re
 from collections.abc import Collection
@@ -18,7 +19,7 @@ import msgspec
 
 from . import tomlfile
 from .allowlist import AllowListError, parse_entry
-from .policy import MAX_LIMIT
+from .policy import MAX_LIMIT, check_decision_timeout
 from .tomlfile import KeyPath, TomlDoc, TomlFileError
 
 MAX_TASKS_BYTES = 1024 * 1024
@@ -47,6 +48,8 @@ class _Settings(msgspec.Struct, frozen=True, kw_only=True):
     max_turns: int | None = None
     max_steps: int | None = None
     deadline_seconds: int | None = None
+    # this task's decisions are rejected after so many seconds without an answer (0: none)
+    decision_timeout: float | None = None
     allow_domains: tuple[str, ...] = ()
 
 
@@ -160,6 +163,11 @@ def _task(doc: TomlDoc, i: int, task: _Task, labs: Collection[str] | None, line:
         value = getattr(task, key)
         if value is not None and not 1 <= value <= MAX_LIMIT:
             raise fail(key, f"{key} must be between 1 and {MAX_LIMIT}")
+    if task.decision_timeout is not None:
+        timeout = task.decision_timeout
+        why = "decision_timeout must be a finite number" if not math.isfinite(timeout) else None
+        if (why := why or check_decision_timeout(timeout)) is not None:
+            raise fail("decision_timeout", why)
     domains: dict[str, None] = {}
     for n, domain in enumerate(task.allow_domains):
         try:

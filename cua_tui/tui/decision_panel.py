@@ -42,6 +42,8 @@ class DecisionPanel(Static):
     compact = False
     # ``e`` can edit the request shown (its screen says, before it is shown)
     can_edit = False
+    # seconds before the request's deadline rejects it (None: it has none); its screen counts them down
+    left: float | None = None
 
     def show_request(
         self,
@@ -68,7 +70,7 @@ class DecisionPanel(Static):
         text = Text()
         parts = describe.request_panel(
             request, batch_size, task, destination, field=field, model_text=model_text, compact=self.compact,
-            edit=self.can_edit,
+            edit=self.can_edit, left=self.left,
         )  # fmt: skip
         for part, role in self.framed(parts):
             text.append(part, style=STYLES.get(role))
@@ -77,6 +79,13 @@ class DecisionPanel(Static):
     def framed(self, parts: list[tuple[str, str]]) -> list[tuple[str, str]]:
         """The panel's parts as shown: as ``describe.request_panel`` words them, a fleet's run named."""
         return fleet_parts(parts, self.run_name, self.closed) if self.run_name or self.closed else parts
+
+    def set_left(self, left: float | None) -> None:
+        """The countdown moved (a second passed): the panel says the time left."""
+        self.left = left
+        request, batch_size, task, field, model_text = self._shown
+        if request is not None:
+            self.show_request(request, batch_size, task, self._destination, field=field, model_text=model_text)
 
     def set_destination(self, destination: str | None, *, field: bool = False) -> None:
         """Redraw the shown request with new words read at the target (the OCR of the screen arrived)."""

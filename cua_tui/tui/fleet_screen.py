@@ -5,6 +5,7 @@ How it stays responsive under load: docs/development.md, "The TUI"."""
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
 from ..core import events as ev
-from ..core.describe import verifier_place
+from ..core.describe import URGENT_S, verifier_place
 from ..core.fleet_queue import (
     FleetControl,
     FleetEvent,
@@ -146,6 +147,15 @@ def tail_path(path: str, width: int) -> str:
 def run_name(task: str, run_id: str) -> str:
     """The run a request is of, as the decision panel names it."""
     return f"{visible(task, limit=64)} · run {visible(run_id, limit=80) or '(not started)'}"
+
+
+def waited_cell(item: QueueItem, now: float) -> Text:
+    """How long a request has waited, or with a deadline the seconds left before it is rejected (``⏱``)."""
+    deadline = item.request.deadline_s
+    if deadline is None:
+        return Text(f"{int(item.waited(now))}s")
+    left = max(0, math.ceil(deadline - item.waited(now)))
+    return Text(f"⏱{left}s", style="bold reverse" if left < URGENT_S else "bold")
 
 
 def run_info(row: RunRow, view: RunView) -> RunInfo:
@@ -469,7 +479,15 @@ class FleetScreen(ViewScreen):
         queue = self.queue_table
         for item in self.items:
             if item.ticket in self._queue_keys:
-                queue.update_cell(str(item.ticket), "waited", Text(f"{int(item.waited(now))}s"))
+                queue.update_cell(str(item.ticket), "waited", waited_cell(item, now))
+        selected = self.selected
+        if selected is not None and selected.request.deadline_s is not None and selected in self.items:
+            self.panel.set_left(self._left(selected))
+
+    def _left(self, item: QueueItem) -> float | None:
+        """Seconds before ``item``'s deadline rejects it (None: it has none)."""
+        deadline = item.request.deadline_s
+        return None if deadline is None else deadline - item.waited(self.fleet.now())
 
     def _queue_rows(self) -> list[QueueItem]:
         """What the queue table lists: the pending items, and the selected one even once it has closed
@@ -524,7 +542,7 @@ class FleetScreen(ViewScreen):
             Text(visible(item.priority.rule, limit=40), style=dim),
             Text(visible(item.task, limit=64), style=dim),
             Text(f"t{request.turn} #{request.index + 1} " + visible(what, limit=WHAT_CHARS), style=dim),
-            Text(f"{int(item.waited(now))}s" if pending else "closed", style=dim),
+            waited_cell(item, now) if pending else Text("closed", style=dim),
         ]
 
     def _update_header(self) -> None:
@@ -659,6 +677,7 @@ class FleetScreen(ViewScreen):
             desktop.blank("no screenshot of this run yet")
         else:
             desktop.show_shot(shot, labelled(focus_target(request, view), self.reading, shot.sha))
+        panel.left = self._left(item) if pending else None
         panel.show_request(
             request,
             view.batch_size,

@@ -5,6 +5,7 @@ which (``RunSource``)."""
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -114,6 +115,10 @@ class RunScreen(HistoryActions, ViewScreen):
         self.hover: tuple[int, int] | None = None
         self.last_point: tuple[int, int] | None = None
         self._marking: Timer | None = None
+        # a pending request's deadline (monotonic) and the timer counting it down in the panel
+        self._due: float | None = None
+        self._due_for: DecisionRequest | None = None
+        self._countdown: Timer | None = None
 
     @property
     def reading(self) -> ScreenReading:
@@ -293,6 +298,7 @@ class RunScreen(HistoryActions, ViewScreen):
         panel = self.panel
         panel.set_compact(compact_terminal(self.app.size.width, self.app.size.height))
         panel.can_edit = self._editable() is not None
+        self._count_down(request)
         started = self.view.started
         panel.show_request(
             request,
@@ -311,6 +317,26 @@ class RunScreen(HistoryActions, ViewScreen):
             what = request.action.describe() if request.action is not None else "model safety checks"
             body = f"turn {request.turn}, action {request.index + 1}: {what} · {request.reason}"
             self.cua.signal("cua-tui: decision needed", body)
+
+    def _count_down(self, request: DecisionRequest | None) -> None:
+        """A request with a deadline: the panel counts the seconds left, once a second, until it closes."""
+        deadline = request.deadline_s if request is not None else None
+        if deadline is None:
+            self._due = self.panel.left = self._due_for = None
+            if self._countdown is not None:
+                self._countdown.stop()
+                self._countdown = None
+            return
+        if request is not self._due_for:
+            # counted from when it was shown: the run's own clock started a moment before, never after
+            self._due, self._due_for = time.monotonic() + deadline, request
+        if self._countdown is None:
+            self._countdown = self.set_interval(1.0, self._tick_deadline)
+        self.panel.left = self._due - time.monotonic() if self._due is not None else None
+
+    def _tick_deadline(self) -> None:
+        if self._due is not None and self.pending is not None:
+            self.panel.set_left(self._due - time.monotonic())
 
     # ---------------------------------------------------------------------------------------------
     # Frames
