@@ -1,5 +1,5 @@
-"""Command line: one thin module per command (demo, run, fleet, replay, verify, export, runs, sandboxes, locate,
-policy).
+"""Command line: one thin module per command (demo, run, fleet, replay, verify, export, runs, stats, sandboxes,
+locate, policy).
 
 Exit codes: ``run`` 0 when the run ended passed (or finished where no verifier exists), 1 for any other
 end, 2 for bad usage or configuration. ``verify`` 0 intact, 1 tampered, 2 unusable input. ``export`` 0
@@ -9,10 +9,10 @@ Heavy and vendor imports happen inside the commands that need them, so ``--help`
 
 from __future__ import annotations
 
-from . import demo, export, fleet, locate, policy, replay, run, runs, sandboxes, verify
+from . import demo, export, fleet, locate, policy, replay, run, runs, sandboxes, stats, verify
 from .base import main
 
-for _module in (demo, run, fleet, replay, verify, export, runs, sandboxes, locate, policy):
+for _module in (demo, run, fleet, replay, verify, export, runs, stats, sandboxes, locate, policy):
     main.add_command(_module.command)
 
 __all__ = ["main"]

@@ -86,6 +86,7 @@ class HandshakeApprover:
             grant=details.get("grant", False) and answer is Answer.APPROVE,
             screen=details.get("screen", ""),
             shown_ms=details.get("shown_ms"),
+            guard_ms=details.get("guard_ms"),
             edit=details.get("edit") if answer is Answer.APPROVE else None,
             takeover=details.get("takeover", False) and answer is Answer.REJECT,
         )

@@ -237,6 +237,8 @@ class DecisionMade(Event):
     screen: str = ""
     # how long the decision was on screen before the answer (a person's only)
     shown_ms: int | None = None
+    # the input guard in force when it was shown (y / a / n ignored for so long; a person's only)
+    guard_ms: int | None = None
     # an approval of an action the reviewer changed first (``e``): the action as proposed and as run
     # (typed text as length and SHA-256), and the policy's verdict on the changed one
     edited: dict[str, Any] | None = None

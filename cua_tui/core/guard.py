@@ -73,6 +73,11 @@ class DecisionGuard:
         shown = math.floor(round(age, 6) * 10) / 10
         return f"{key} ignored: this decision appeared {shown:.1f} s ago; keys count after {self.seconds:.1f} s"
 
+    @property
+    def ms(self) -> int:
+        """The guard's length in milliseconds (recorded with each answer)."""
+        return round(self.seconds * 1000)
+
     def shown_ms(self) -> int | None:
         """Milliseconds the decision has been on screen (None: none is shown)."""
         age = self.age()

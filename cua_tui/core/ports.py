@@ -303,6 +303,8 @@ class Ruling:
     screen: str = ""
     # how long the request was on screen before this answer
     shown_ms: int | None = None
+    # the input guard in force when it was shown
+    guard_ms: int | None = None
     # the action as the reviewer changed it before approving it (``e``); checked again by the run
     edit: Action | None = None
     # the reviewer took control of the desktop instead of answering (``T``): the action does not run
@@ -319,6 +321,7 @@ class AnswerDetails(TypedDict, total=False):
     grant: bool
     screen: str
     shown_ms: int | None
+    guard_ms: int
     edit: Action
     takeover: bool
 

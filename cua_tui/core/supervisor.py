@@ -847,6 +847,7 @@ class Supervisor:
                 operator=self.config.operator if ruling.human else "",
                 screen=ruling.screen if _is_sha256(ruling.screen) else "",
                 shown_ms=ruling.shown_ms if ruling.human and type(ruling.shown_ms) is int else None,
+                guard_ms=ruling.guard_ms if ruling.human and type(ruling.guard_ms) is int else None,
                 edited=edited,
                 ran=ruling.edit,
             )

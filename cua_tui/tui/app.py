@@ -21,7 +21,9 @@ from textual.widget import Widget
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from ..core.guard import DEFAULT_GUARD_S, DecisionGuard
+from ..core.ports import Answer
 from ..core.screentext import ScreenTextReader
+from ..core.stats import Pace
 from ..core.supervisor import RunResult
 from ..core.text import failure, visible
 from .commands import CuaCommands
@@ -190,6 +192,8 @@ class CuaApp(App[Any]):
         # the screen as text (OCR in a worker; none: it says so)
         self.reading = ScreenReading(self, screen_reader)
         self.guard_s, self.guard_clock = guard_s, guard_clock
+        # the approvals' pace, over every view (one person answers them all)
+        self.pace = Pace()
         self.result: RunResult | None = None  # a live run's result, once it has one
         self._leave_asked = -LEAVE_WINDOW_S
         self.main = main(self)
@@ -230,6 +234,12 @@ class CuaApp(App[Any]):
         if action in ANSWERS and self.covered(view):
             return False
         return view.can(action, parameters)
+
+    def paced(self, answer: Answer, shown_ms: int | None) -> None:
+        """An answer given: after a run of approvals each faster than a person reads, say so once."""
+        warning = self.pace.answered(answer.value, shown_ms)
+        if warning is not None:
+            self.notify(warning, title="pace", severity="warning", timeout=15, markup=False)
 
     def held(self, key: str) -> bool:
         """The decision was painted too recently for ``key`` to count: say so; it is ignored."""

@@ -780,13 +780,15 @@ class FleetScreen(ViewScreen):
     ) -> None:
         # what was seen, and how long, where it was
         guard, desktop = seen or (self.guard, self.desktop)
+        shown = guard.shown_ms()
         why = self.fleet.answer(
-            item, answer, note=note, grant=grant, screen=desktop.painted_sha, shown_ms=guard.shown_ms()
+            item, answer, note=note, grant=grant, screen=desktop.painted_sha, shown_ms=shown, guard_ms=guard.ms
         )
         request = item.request
         if why is not None:
             self.refused(f" to {visible(item.task, limit=64)}", request.turn, request.index, why)
             return
+        self.cua.paced(answer, shown)
         self.items = [i for i in self.items if i.ticket != item.ticket]
         self.closed[item.ticket] = "answered"
         if self.selected is not None and self.selected.ticket == item.ticket:

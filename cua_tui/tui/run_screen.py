@@ -435,16 +435,20 @@ class RunScreen(HistoryActions, ViewScreen):
         request = self.pending
         if request is None:
             return
-        shown = self.guard.shown_ms()
+        # what was seen, how long, behind which input guard
+        shown, guard, screen = self.guard.shown_ms(), self.guard.ms, self.painted_sha
         if takeover:
-            why = self.source.answer(answer, request, takeover=True, screen=self.painted_sha, shown_ms=shown)
+            why = self.source.answer(answer, request, takeover=True, screen=screen, shown_ms=shown, guard_ms=guard)
         elif edit is not None:
-            why = self.source.answer(answer, request, edit=edit, screen=self.painted_sha, shown_ms=shown)
+            why = self.source.answer(answer, request, edit=edit, screen=screen, shown_ms=shown, guard_ms=guard)
         else:
-            why = self.source.answer(answer, request, note=note, grant=grant, screen=self.painted_sha, shown_ms=shown)
+            why = self.source.answer(
+                answer, request, note=note, grant=grant, screen=screen, shown_ms=shown, guard_ms=guard
+            )
         if why is not None:
             self.refused("", request.turn, request.index, why)
             return
+        self.cua.paced(answer, shown)
         # answered: hidden until the stream records the decision
         self._answered = request
         self._show_pending()

@@ -119,3 +119,26 @@ async def test_the_palette_takes_over_and_hands_back(tmp_path: Path) -> None:
         await pilot.press("enter")
         await until_ended(pilot, app)
     assert [r["kind"] for r in records(run)].count("takeover_ended") == 1
+
+
+async def test_a_run_of_fast_approvals_is_said_once(tmp_path: Path) -> None:
+    """Issue 25, point 5: the pace check, through the App every view answers with (once, not a dialog)."""
+    from cua_tui.core.ports import Answer
+
+    run = sim_run(tmp_path, [{"actions": [{"type": "wait"}]}])
+    app = live_app(run)
+    told: list[str] = []
+    async with app.run_test(size=SIZE) as pilot:
+        real = app.notify
+
+        def notify(message: str, **kwargs: Any) -> None:
+            told.append(message)
+            real(message, **kwargs)
+
+        app.notify = notify  # type: ignore[method-assign]
+        for _ in range(7):
+            app.paced(Answer.APPROVE, 300)
+        await pilot.pause()
+        assert len(app.screen_stack) == 1  # a notice, not a dialog over the run
+        await until_ended(pilot, app)
+    assert len([m for m in told if "approvals in a row" in m]) == 1

@@ -1,0 +1,96 @@
+"""``cua-tui stats``: the analysts' own record over a runs directory, per operator (core/stats.py). Every run
+directory is untrusted: it is read through core/safeio and core/runlog (bounded), and every operator name
+it supplies is shown literally."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from .base import fail, path_option, settings
+from .runs import parse_since, read_runs
+
+COLUMNS = ("OPERATOR", "DECISIONS", "APPROVED", "REJECTED", "MEDIAN", "P10", "PER HOUR", "STREAK", "UNDER 1 S", "RUNS")
+
+
+def _seconds(ms: int | None) -> str:
+    return "-" if ms is None else f"{ms / 1000:.1f}s"
+
+
+@click.command("stats")
+@path_option("--runs-dir", help="Where run directories are.")
+@click.option(
+    "--since", default=None, metavar="WHEN", help="Only runs started since WHEN: 30m, 2h, 3d, 1w or an ISO date/time."
+)
+@click.option("--operator", "operators", multiple=True, metavar="NAME", help="Only this operator (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array, one object per operator.")
+def command(runs_dir: Path | None, since: str | None, operators: tuple[str, ...], as_json: bool) -> None:
+    """Per operator, the decisions they made: how many, approved and rejected, the median and 10th
+    percentile of the time each was on screen before the answer, decisions per hour of supervision (the
+    runs' durations), the longest run of approvals in a row, and the share answered in under a second."""
+    from ..core.runlog import RunReader
+    from ..core.safeio import RunFileError, RunFolder
+    from ..core.stats import RunSamples, operator_stats, samples_of
+    from ..core.text import visible
+
+    try:
+        since_at = parse_since(since) if since is not None else None
+    except ValueError as exc:
+        fail(str(exc))
+    folder = runs_dir or settings().runs_dir
+    try:
+        top = RunFolder.open(folder, follow_link=True)
+    except RunFileError as exc:
+        if exc.reason != "missing":
+            fail(
+                f"not a runs directory ({exc.detail})",
+                path=folder,
+                hint="--runs-dir names the folder of run directories",
+            )
+        entries = []
+    else:
+        with top:
+            entries = read_runs(top, check=False)
+    entries = [e for e in entries if since_at is None or (e.started_at is not None and e.started_at >= since_at)]
+    entries.sort(key=lambda e: (e.started_at or 0.0, e.id))
+    runs, unreadable = [], 0
+    for entry in entries:
+        try:
+            with RunReader(entry.path) as reader:
+                samples = samples_of(stamped.event for stamped in reader.poll())
+        except (OSError, RunFileError):
+            unreadable += 1
+            continue
+        if operators:
+            samples = [s for s in samples if s.operator in operators]
+        runs.append(RunSamples(tuple(samples), entry.duration))
+    found = operator_stats(runs)
+    if as_json:
+        click.echo(json.dumps([s.as_json() for s in found], ensure_ascii=True, indent=2))
+    elif not found:
+        click.echo(
+            f"no decisions made by a person in {visible(str(folder))}" + (" that match" if since or operators else "")
+        )
+    else:
+        rows = [COLUMNS] + [
+            (
+                visible(s.operator, limit=40),
+                str(s.decisions),
+                str(s.approvals),
+                str(s.rejections),
+                _seconds(s.median_ms),
+                _seconds(s.p10_ms),
+                "-" if s.per_hour is None else f"{s.per_hour:.0f}",
+                str(s.longest_approval_streak),
+                "-" if s.under_a_second is None else f"{s.under_a_second:.0%}",
+                str(s.runs),
+            )
+            for s in found
+        ]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+        for row in rows:
+            click.echo("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+    if unreadable:
+        click.echo(f"note: {unreadable} run director{'y' if unreadable == 1 else 'ies'} could not be read", err=True)

@@ -1,0 +1,112 @@
+"""The analyst's own record (issue 25, point 5): each decision a person makes records how long it was on
+screen and the input guard in force; ``cua-tui stats`` reports per operator over a runs folder made by real
+supervisor runs; the pace check warns once after a run of fast approvals."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from conftest import make_supervisor
+
+from cua_tui.cli import main
+from cua_tui.core.ports import Answer, DecisionRequest, Ruling
+from cua_tui.core.stats import Pace, RunSamples, Sample, operator_stats
+
+TYPING = {"actions": [{"type": "click", "button": "left", "x": 250, "y": 182}, {"type": "type", "text": "x"}]}
+
+
+class Person:
+    """Answers each request in turn with ``(answer, shown_ms)``, as the TUI's handshake records a person."""
+
+    def __init__(self, *answers: tuple[Answer, int]) -> None:
+        self.answers = list(answers)
+
+    def decide(self, request: DecisionRequest, cancel: threading.Event) -> Ruling:
+        answer, shown = self.answers.pop(0) if self.answers else (Answer.REJECT, 5000)
+        return Ruling(answer, "human (TUI)", human=True, shown_ms=shown, guard_ms=1000)
+
+
+def supervised(runs: Path, operator: str, *answers: tuple[Answer, int]) -> None:
+    sup, _events, _agent = make_supervisor(
+        runs / operator.replace("@", "-"), [TYPING] * len(answers), approver=Person(*answers), operator=operator
+    )
+    sup.run()
+
+
+def stats(runs: Path, *args: str) -> list[dict[str, Any]]:
+    result = CliRunner().invoke(main, ["stats", "--runs-dir", str(runs), "--json", *args])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_the_figures_over_runs_per_operator() -> None:
+    runs = [
+        RunSamples((Sample("a", "approve", 400, 1000), Sample("a", "approve", 2000, 1000)), 1800.0),
+        RunSamples((Sample("a", "approve", 800, 1000), Sample("b", "reject", 9000, 1000)), 1800.0),
+        RunSamples((Sample("a", "reject", 6000, 1000), Sample("a", "approve", None, None)), None),
+    ]
+    a, b = operator_stats(runs)
+    assert (a.operator, a.decisions, a.approvals, a.rejections, a.runs) == ("a", 5, 4, 1, 3)
+    assert a.longest_approval_streak == 3  # it runs on across runs, as attention does
+    assert (a.median_ms, a.p10_ms) == (1400, 400)
+    assert a.under_a_second == 0.5 and a.within_guard == 2
+    assert a.per_hour == 5 / 1.0  # two runs of half an hour; the third's length is unknown
+    assert (b.decisions, b.rejections, b.longest_approval_streak, b.under_a_second) == (1, 1, 0, 0.0)
+
+
+def test_the_pace_check_warns_once_after_a_run_of_fast_approvals() -> None:
+    pace = Pace(count=3, fast_ms=2000)
+    said = [pace.answered("approve", 500) for _ in range(5)]
+    assert said[:2] == [None, None] and said[2] is not None and said[3:] == [None, None]
+    assert "3 approvals in a row, each within 2 s of being shown" in said[2]
+    assert pace.answered("reject", 100) is None  # a reject starts the count again
+    assert [pace.answered("approve", 100) for _ in range(3)][-1] is not None
+    assert pace.answered("approve", 2500) is None  # so does a slow approval
+
+
+def test_stats_over_a_runs_folder_of_real_runs(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    supervised(runs, "alice@desk-7", (Answer.APPROVE, 300), (Answer.APPROVE, 700), (Answer.REJECT, 4000))
+    supervised(runs, "bob@desk-9", (Answer.APPROVE, 2500))
+    folders = [p for p in runs.rglob("audit.jsonl")]
+    assert len(folders) == 2
+    # the records carry what the person had
+    records = [json.loads(x) for x in folders[0].read_text().splitlines()]
+    line = next(r for r in records if r["kind"] == "decision" and r["operator"])
+    assert line["shown_ms"] is not None and line["guard_ms"] == 1000
+    # each operator's runs are in a folder of their own here; stats reads one folder
+    (alice,) = stats(runs / "alice-desk-7" / "runs")
+    assert (alice["operator"], alice["decisions"], alice["approvals"], alice["rejections"]) == ("alice@desk-7", 3, 2, 1)
+    assert (alice["median_ms"], alice["p10_ms"], alice["longest_approval_streak"]) == (700, 300, 2)
+    assert alice["under_a_second"] == round(2 / 3, 3) and alice["decisions_per_hour"] > 0
+    assert stats(runs / "alice-desk-7" / "runs", "--operator", "bob@desk-9") == []
+    assert stats(runs / "alice-desk-7" / "runs", "--since", "2999-01-01") == []
+    table = CliRunner().invoke(main, ["stats", "--runs-dir", str(runs / "bob-desk-9" / "runs")])
+    assert table.exit_code == 0
+    header, row = table.stdout.splitlines()
+    assert header.split()[:3] == ["OPERATOR", "DECISIONS", "APPROVED"] and row.split()[:3] == ["bob@desk-9", "1", "1"]
+
+
+def test_a_hostile_operator_name_is_shown_literally(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    supervised(runs, "\x1b[31mmallory\x1b]0;owned\x07", (Answer.APPROVE, 300))
+    (folder,) = [p for p in runs.iterdir()]
+    table = CliRunner().invoke(main, ["stats", "--runs-dir", str(folder / "runs")])
+    assert table.exit_code == 0 and "\x1b" not in table.stdout and "␛[31mmallory" in table.stdout
+
+
+@pytest.mark.parametrize("folder", ["missing", "file"])
+def test_an_empty_or_missing_folder_says_so_and_a_file_is_a_usage_error(tmp_path: Path, folder: str) -> None:
+    path = tmp_path / "runs"
+    if folder == "file":
+        path.write_text("not a folder")
+    result = CliRunner().invoke(main, ["stats", "--runs-dir", str(path)])
+    if folder == "missing":
+        assert result.exit_code == 0 and "no decisions made by a person" in result.stdout
+    else:
+        assert result.exit_code == 2 and "not a runs directory" in result.output
