@@ -264,11 +264,14 @@ def request_panel(
     above holds it)."""
     of = f" of {batch_size}" if batch_size else ""
     action = request.action
+    title = f" DECISION NEEDED · turn {request.turn} · action {request.index + 1}{of} \n"
+    if request.kind == "budget":
+        title = f" SOFT BUDGET · turn {request.turn} · before action {request.index + 1}{of} \n"
     if compact:
-        parts = [(f" DECISION NEEDED · turn {request.turn} · action {request.index + 1}{of} \n", TITLE)]
+        parts = [(title, TITLE)]
         parts += [*_keys(request, field, compact=True, edit=edit), ("\n", "")]
     else:
-        parts = [(f" DECISION NEEDED · turn {request.turn} · action {request.index + 1}{of} \n", TITLE)]
+        parts = [(title, TITLE)]
         if task:  # the goal, repeated where the decision is made
             parts += [("task    ", LABEL), (visible(one_line(task, 110)) + "\n", "")]
     if request.kind == "safety_check":

@@ -48,6 +48,8 @@ def priority(request: DecisionRequest, rule: str) -> Priority:
     safety check, which no policy rule raises)."""
     if request.kind == "safety_check":
         return Priority(Tier.SAFETY_CHECK, "safety check", "safety_check", "the model raised safety checks: first")
+    if request.kind == "budget":
+        return Priority(Tier.OTHER, "budget", "soft budget", "a soft budget was crossed: after the risky actions")
     if rule.startswith(REGION_PREFIX):
         name = rule.removeprefix(REGION_PREFIX)
         return Priority(Tier.RISKY, "region", rule, f"a click in the marked region {name!r}: second")

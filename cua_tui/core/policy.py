@@ -75,6 +75,11 @@ class Limits:
     max_cost_usd: float = 0.0  # 0: no cap
     # seconds a decision may wait for its answer before it is rejected (fails closed); 0: no deadline
     decision_timeout: float = 0.0
+    # soft budgets (core/budgets.py): crossing one asks whether to go on; 0: none
+    ask_at_cost_usd: float = 0.0
+    ask_at_tokens: int = 0
+    ask_at_steps: int = 0
+    ask_at_seconds: int = 0
 
 
 _DEFAULT_LIMITS = Limits()
@@ -91,6 +96,10 @@ class _Limits(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     max_tokens: int = _DEFAULT_LIMITS.max_tokens
     max_cost_usd: float = _DEFAULT_LIMITS.max_cost_usd
     decision_timeout: float = _DEFAULT_LIMITS.decision_timeout
+    ask_at_cost_usd: float = _DEFAULT_LIMITS.ask_at_cost_usd
+    ask_at_tokens: int = _DEFAULT_LIMITS.ask_at_tokens
+    ask_at_steps: int = _DEFAULT_LIMITS.ask_at_steps
+    ask_at_seconds: int = _DEFAULT_LIMITS.ask_at_seconds
 
 
 class _Actions(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -435,6 +444,15 @@ def _check_limits(doc: TomlDoc, lim: _Limits) -> None:
         raise doc.error(("limits",), "max_tokens and max_cost_usd must be >= 0")
     if (why := check_decision_timeout(lim.decision_timeout)) is not None:
         raise doc.error(("limits", "decision_timeout"), why)
+    for ask, cap in (
+        ("ask_at_cost_usd", "max_cost_usd"), ("ask_at_tokens", "max_tokens"), ("ask_at_steps", "max_steps"),
+        ("ask_at_seconds", "deadline_seconds"),
+    ):  # fmt: skip
+        value, hard = getattr(lim, ask), getattr(lim, cap)
+        if value < 0:
+            raise doc.error(("limits", ask), f"{ask} must be >= 0 (0: no soft budget)")
+        if value and hard and value >= hard:
+            raise doc.error(("limits", ask), f"{ask} must be below {cap} ({hard:g}): the hard cap ends the run unasked")
 
 
 def _kinds(doc: TomlDoc, section: str, names: list[str]) -> frozenset[Kind]:
@@ -534,6 +552,10 @@ max_drag_points = 64      # points in one drag path
 max_tokens = 0            # model tokens per run (0: no cap)
 max_cost_usd = 0          # estimated model cost per run (0: no cap)
 decision_timeout = 0      # seconds a decision waits before it is rejected (0: no deadline)
+ask_at_cost_usd = 0       # soft budgets: crossing one asks whether to go on (0: none)
+ask_at_tokens = 0
+ask_at_steps = 0
+ask_at_seconds = 0
 
 [actions]
 # Kinds not listed in any of the three lists are withheld (blocked).

@@ -369,7 +369,8 @@ class DecisionRequest:
     turn: int
     index: int
     call_id: str
-    kind: Literal["action", "safety_check"]
+    # a soft budget's question has no action of its own
+    kind: Literal["action", "safety_check", "budget"]
     reason: str
     action: Action | None = None
     safety_checks: tuple[SafetyCheck, ...] = ()

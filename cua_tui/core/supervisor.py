@@ -27,6 +27,7 @@ from . import events as ev
 from . import focus, grants
 from .actions import Action, ActionError, Kind, parse_anthropic, parse_openai
 from .audit import AuditClosed, AuditKey, AuditWriteError, AuditWriter
+from .budgets import SoftBudgets
 from .edits import Edited, check_edit, edit_note
 from .events import RunPhase, RunStatus
 from .geometry import Scaling, Size
@@ -229,6 +230,9 @@ class Supervisor:
         self._next_index = 0
         # the last call's scaling: a takeover is told in the model's coordinates
         self._scaling: Scaling | None = None
+        # the soft budgets (ask_at) and when the run began (the seconds one counts)
+        self._budgets = SoftBudgets(config.policy.limits)
+        self._began = clock()
 
     # ---------------------------------------------------------------------------------------------
     # Public API
@@ -656,6 +660,12 @@ class Supervisor:
         if self._takeover_by is not None:
             # between two actions: the reviewer takes the desktop, the rest of the batch waits for none
             raise _Halt(self._outcome(call, index, position, OutcomeStatus.NOT_EXECUTED, MSG_TAKEN_OVER))
+        stop = self._soft_budgets(call, index)
+        if stop is not None:
+            self._request_end(RunStatus.LIMIT, stop)
+            raise _Halt(
+                self._outcome(call, index, position, OutcomeStatus.NOT_EXECUTED, f"Not executed: the run {stop}.")
+            )
         self.steps += 1
         lim = self.policy.limits
         if self.steps > lim.max_steps:
@@ -856,6 +866,25 @@ class Supervisor:
             self.kill(by=ruling.by)
             raise Aborted()
         return ruling
+
+    def _soft_budgets(self, call: Call, index: int) -> str | None:
+        """Before an action: each soft budget crossed is put to the reviewer (go on, or stop); the run's end
+        reason when they stop it, else None."""
+        while True:
+            spent = {
+                "cost": self.total_cost or 0.0,
+                "tokens": float(self.total_tokens),
+                "steps": float(self.steps),
+                "seconds": self._clock() - self._began,
+            }
+            budget = self._budgets.crossed(spent)
+            if budget is None:
+                return None
+            question = self._budgets.question(budget, spent[budget.name])
+            ruling = self._ask(DecisionRequest(self.run_id, self.turn, index, call.call_id, "budget", question))
+            if ruling.answer is not Answer.APPROVE:
+                return self._budgets.stopped(budget, spent[budget.name])
+            self._budgets.go_on(budget)
 
     def _decide(self, approver: Approver, request: DecisionRequest, timeout: float | None) -> Ruling:
         """The approver's ruling, or, once ``timeout`` seconds pass without one, the deadline's reject: the

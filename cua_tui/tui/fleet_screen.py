@@ -534,7 +534,13 @@ class FleetScreen(ViewScreen):
 
     def _queue_cells(self, item: QueueItem, position: int, now: float, pending: bool) -> list[Text]:
         request = item.request
-        what = request.action.describe() if request.action is not None else "the model's safety checks"
+        what = (
+            request.action.describe()
+            if request.action is not None
+            else "a soft budget: go on?"
+            if request.kind == "budget"
+            else "the model's safety checks"
+        )
         dim = "" if pending else "dim strike"
         return [
             Text(str(position) if pending else "-", style=dim),
@@ -809,6 +815,10 @@ class FleetScreen(ViewScreen):
         if item is None:
             return
         seen = (self.guard, self.desktop)  # the view under the reason's dialog
+        if item.request.kind == "budget":
+            # no to a soft budget stops the run: there is no model to tell a reason to
+            self._answer(item, Answer.REJECT, seen=seen)
+            return
 
         def done(reason: str | None) -> None:
             # refused with a message if it closed meanwhile

@@ -408,7 +408,9 @@ class RunScreen(HistoryActions, ViewScreen):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("takeover", "hand_back"):
             taken = self.view.takeover is not None or self.asked
-            offered = self.running and self.source.desk is not None and self.editor is None
+            # a soft budget's question is go on or stop: a takeover is no answer to it
+            budget = self.pending is not None and self.pending.kind == "budget"
+            offered = self.running and self.source.desk is not None and self.editor is None and not budget
             return offered and taken == (action == "hand_back")
         if action in ("passthrough", "private"):
             return self.running and self.view.takeover is not None
@@ -636,6 +638,10 @@ class RunScreen(HistoryActions, ViewScreen):
         """``n``: ask for an optional reason first (Enter sends it, Esc skips), then reject."""
         request = self.pending
         if request is None:
+            return
+        if request.kind == "budget":
+            # no to a soft budget stops the run: there is no model to tell a reason to
+            self._answer(Answer.REJECT)
             return
 
         def done(reason: str | None) -> None:

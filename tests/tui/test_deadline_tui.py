@@ -59,3 +59,50 @@ async def test_the_fleet_queue_shows_the_seconds_left_and_the_deadline_closes_ea
     for task in ("a", "b"):
         decided = [r for r in audit(fleet.row(task).path) if r["kind"] == "decision" and r["by"] != "policy"]
         assert next((r["decision"], r["by"]) for r in decided) == ("reject", "deadline (3 s)")
+
+
+def budget_policy(tmp_path: Path) -> Path:
+    from cua_tui.core.policy import DEFAULT_POLICY_TOML
+
+    path = tmp_path / "policy.toml"
+    path.write_text(DEFAULT_POLICY_TOML.replace("ask_at_steps = 0", "ask_at_steps = 1", 1))
+    return path
+
+
+async def test_a_soft_budget_is_a_decision_in_the_panel_and_n_ends_the_run_limit(tmp_path: Path) -> None:
+    """Issue 25, point 3, in the TUI: the question with the spend, y goes on, n ends the run."""
+    from pilot_helpers import answer
+
+    turns = [{"actions": [{"type": "screenshot"}] * 3}]
+    run = build_run(
+        RunOptions(backend="sim", agent=None, script={"turns": turns, "final_text": "done"},
+                   runs_dir=tmp_path / "runs", decisions=HANDSHAKE, fsync=False, desktop=SimDesktop(),
+                   policy_path=budget_policy(tmp_path))
+    )  # fmt: skip
+    track(run.supervisor)
+    app = live_app(run)
+    async with app.run_test(size=(160, 48)) as pilot:
+        screen = run_screen(app)
+        await until(pilot, lambda: screen.pending is not None, "the budget's question")
+        panel = plain(screen.panel)
+        assert "SOFT BUDGET · turn 1 · before action 2" in panel
+        assert "this run has spent 1 steps of its 200 steps cap" in panel and "y approve" in panel
+        assert "e edit" not in panel and not screen.check_action("takeover", ())
+        first = screen.pending
+        await answer(pilot, "y")
+        await until(pilot, lambda: screen.pending is not None and screen.pending is not first, "the next question")
+        await answer(pilot, "n")
+        await until_ended(pilot, app)
+    assert run.supervisor.result is not None and run.supervisor.result.status == "limit"
+
+
+def test_headless_the_blanket_rule_answers_a_soft_budget(tmp_path: Path) -> None:
+    turns = [{"actions": [{"type": "screenshot"}] * 3}]
+    for rule, status in (("reject", "limit"), ("approve", "failed")):
+        run = build_run(
+            RunOptions(backend="sim", agent=None, script={"turns": turns, "final_text": "done"},
+                       runs_dir=tmp_path / rule, decisions=rule, fsync=False, desktop=SimDesktop(),
+                       policy_path=budget_policy(tmp_path))
+        )  # fmt: skip
+        result = run.supervisor.run()
+        assert result.status == status, (rule, result.reason)
