@@ -6,13 +6,40 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from .base import fail, path_option, settings
+
+if TYPE_CHECKING:
+    from ..core.stats import OperatorStats
 from .runs import parse_since, read_runs
 
 COLUMNS = ("OPERATOR", "DECISIONS", "APPROVED", "REJECTED", "MEDIAN", "P10", "PER HOUR", "STREAK", "UNDER 1 S", "RUNS")
+
+
+def _table(found: list[OperatorStats]) -> list[str]:
+    """The figures as aligned columns, each operator's name shown literally."""
+    from ..core.text import visible
+
+    rows = [COLUMNS] + [
+        (
+            visible(s.operator, limit=40),
+            str(s.decisions),
+            str(s.approvals),
+            str(s.rejections),
+            _seconds(s.median_ms),
+            _seconds(s.p10_ms),
+            "-" if s.per_hour is None else f"{s.per_hour:.0f}",
+            str(s.longest_approval_streak),
+            "-" if s.under_a_second is None else f"{s.under_a_second:.0%}",
+            str(s.runs),
+        )
+        for s in found
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+    return ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
 
 
 def _seconds(ms: int | None) -> str:
@@ -74,23 +101,7 @@ def command(runs_dir: Path | None, since: str | None, operators: tuple[str, ...]
             f"no decisions made by a person in {visible(str(folder))}" + (" that match" if since or operators else "")
         )
     else:
-        rows = [COLUMNS] + [
-            (
-                visible(s.operator, limit=40),
-                str(s.decisions),
-                str(s.approvals),
-                str(s.rejections),
-                _seconds(s.median_ms),
-                _seconds(s.p10_ms),
-                "-" if s.per_hour is None else f"{s.per_hour:.0f}",
-                str(s.longest_approval_streak),
-                "-" if s.under_a_second is None else f"{s.under_a_second:.0%}",
-                str(s.runs),
-            )
-            for s in found
-        ]
-        widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
-        for row in rows:
-            click.echo("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+        for line in _table(found):
+            click.echo(line)
     if unreadable:
         click.echo(f"note: {unreadable} run director{'y' if unreadable == 1 else 'ies'} could not be read", err=True)

@@ -264,23 +264,16 @@ def request_panel(
     above holds it)."""
     of = f" of {batch_size}" if batch_size else ""
     action = request.action
-    title = f" DECISION NEEDED · turn {request.turn} · action {request.index + 1}{of} \n"
-    if request.kind == "budget":
-        title = f" SOFT BUDGET · turn {request.turn} · before action {request.index + 1}{of} \n"
+    what = "SOFT BUDGET" if request.kind == "budget" else "DECISION NEEDED"
+    where = "before action" if request.kind == "budget" else "action"
+    parts = [(f" {what} · turn {request.turn} · {where} {request.index + 1}{of} \n", TITLE)]
     if compact:
-        parts = [(title, TITLE)]
         parts += [*_keys(request, field, compact=True, edit=edit), ("\n", "")]
     else:
-        parts = [(title, TITLE)]
         if task:  # the goal, repeated where the decision is made
             parts += [("task    ", LABEL), (visible(one_line(task, 110)) + "\n", "")]
     if request.kind == "safety_check":
-        parts.append(("The model raised safety checks; approving acknowledges them to the model:\n", LABEL))
-        for check in request.safety_checks:
-            parts.append((f"  • {visible(check.code)}: {visible(check.message, limit=300)}\n", ""))
-        if request.gated:
-            parts.append((GATED_HEAD + "\n", LABEL))
-            parts += [(f"  {gated_line(g)}\n", TYPED if g.covered else "") for g in request.gated]
+        parts += _safety_parts(request)
     if action is not None:
         said = visible(action.describe())
         if action.kind is not Kind.TYPE and destination and " at (" in said:
@@ -304,6 +297,17 @@ def request_panel(
         parts += _keys(request, field, compact=False, edit=edit)
     elif parts[-1][0].endswith("\n"):
         parts[-1] = (parts[-1][0][:-1], parts[-1][1])
+    return parts
+
+
+def _safety_parts(request: DecisionRequest) -> list[tuple[str, str]]:
+    """The model's safety checks, and the actions of the call they gate."""
+    parts = [("The model raised safety checks; approving acknowledges them to the model:\n", LABEL)]
+    for check in request.safety_checks:
+        parts.append((f"  • {visible(check.code)}: {visible(check.message, limit=300)}\n", ""))
+    if request.gated:
+        parts.append((GATED_HEAD + "\n", LABEL))
+        parts += [(f"  {gated_line(g)}\n", TYPED if g.covered else "") for g in request.gated]
     return parts
 
 
