@@ -1138,3 +1138,23 @@ def test_a_malformed_ruling_is_a_reject_and_the_run_goes_on(run_script, ruling) 
         assert statuses == ["declined", "not_executed", "executed"]
         assert "approver error (fail closed)" in [d[3] for d in decisions(run.path)]
     assert_one_outcome_each(run.path)
+
+
+def test_a_kill_as_a_turn_arrives_leaves_no_outcome_for_an_unwritten_proposal(tmp_path: Path) -> None:
+    """The kill switch pressed the moment turn 2 is recorded: its proposals can no longer be written, and
+    the run's end must not close one that never was (an outcome awaiting nothing reads as tampering)."""
+    from cua_tui.core.audit import verify_run
+
+    turns = [{"actions": [{"type": "screenshot"}]}, {"actions": [{"type": "screenshot"}, {"type": "screenshot"}]}]
+    sup, events, _agent = make_supervisor(tmp_path, turns)
+
+    def kill_at_turn_two(stamped: ev.Stamped) -> None:
+        if isinstance(stamped.event, ev.ModelTurn) and stamped.event.turn == 2:
+            sup.kill(by="human (TUI)")
+
+    sup.subscribe(kill_at_turn_two)
+    result = sup.run()
+    assert result.status == "killed"
+    assert [(o.turn, o.index) for o in events if isinstance(o, ev.Outcome)] == [(1, 0)]
+    report = verify_run(result.path)
+    assert report.finding is None, report.finding

@@ -514,26 +514,31 @@ class Supervisor:
             items: list[_Planned] = []
             for position, raw in enumerate(call.actions):
                 action, error = self._parse(call, raw, scaling)
-                self._open[index] = call.call_id
-                self._emit(
-                    ev.ActionProposed(
-                        self.turn,
-                        index,
-                        call.call_id,
-                        action.to_record() if action else None,
-                        action.describe() if action else "",
-                        error.reason if error else "",
-                        error.code if error else "",
-                        _raw_kind(call, raw),
-                        parsed=action,
-                    )
+                proposed = ev.ActionProposed(
+                    self.turn,
+                    index,
+                    call.call_id,
+                    action.to_record() if action else None,
+                    action.describe() if action else "",
+                    error.reason if error else "",
+                    error.code if error else "",
+                    _raw_kind(call, raw),
+                    parsed=action,
                 )
+                self._propose_one(proposed)
                 items.append((index, position, raw, action, error))
                 index += 1
             plan.append((call, items))
             self._scaling = scaling
         self._next_index = index
         return plan
+
+    def _propose_one(self, proposed: ev.ActionProposed) -> None:
+        """Write a proposal and, in the same hold of the lock, owe it its outcome: a kill between the two
+        would otherwise close a proposal that was never written (or leave a written one unclosed)."""
+        with self._emit_lock:
+            self._emit(proposed)
+            self._open[proposed.index] = proposed.call_id
 
     def _run_call(self, call: Call, items: list[_Planned], halted: bool) -> tuple[CallResult, bool]:
         """One call's actions in order (its safety checks decided first); returns its result and whether
@@ -996,10 +1001,9 @@ class Supervisor:
         self._check_abort()
         index = self._next_index
         self._next_index += 1
-        self._open[index] = call.call_id
         summary = action.describe()
-        self._emit(ev.ActionProposed(self.turn, index, call.call_id, action.to_record(), summary, parsed=action,
-                                     by=BY_TAKEOVER))  # fmt: skip
+        self._propose_one(ev.ActionProposed(self.turn, index, call.call_id, action.to_record(), summary,
+                                            parsed=action, by=BY_TAKEOVER))  # fmt: skip
         problem = input_problem(action, self.desktop.size)
         if problem is not None:
             self._refuse(call, index, index, "takeover.input", problem)

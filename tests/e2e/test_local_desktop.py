@@ -102,9 +102,13 @@ def assert_nothing_survives(run: LabRun) -> None:
         # Another test's X server on this host (the suite runs two desktop tests at a time) may have taken
         # the freed display number since: the lock then names that live Xvfb. One naming no live Xvfb is
         # a leftover.
+        # The pid in it is the server's own, which for a sandboxed desktop is a pid of its namespace:
+        # a live Xvfb that names the display in its arguments counts as well.
         written = lock.read_text(errors="replace").strip()
         owner = int(written) if written.isdigit() else 0
-        assert owner and _alive(owner) and _comm(owner) == "Xvfb", f"{lock} left behind (it names {written!r})"
+        named = [p for p in _all_pids() if _comm(p) == "Xvfb" and display in _cmdline(p).split()]
+        held = bool(named) or (owner > 0 and _alive(owner) and _comm(owner) == "Xvfb")
+        assert held, f"{lock} left behind (it names {written!r}, and no Xvfb serves {display})"
 
 
 def _alive(pid: int) -> bool:
