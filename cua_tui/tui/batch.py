@@ -138,6 +138,10 @@ class TurnSummary(Static):
         self.post_message(self.Selected(self))
 
 
+# refreshes a scroll to the pending row waits for the row to be placed, at most
+PLACE_TRIES = 20
+
+
 class BatchPane(VerticalScroll):
     """Rows of the current turn. With ``history`` (a live run) each earlier turn stays above it as a
     compact section (at most ``keep`` of them, older ones counted in one line), and the view follows the
@@ -278,10 +282,17 @@ class BatchPane(VerticalScroll):
         if self.following and self.pending is not None and self.pending in self.rows:
             self.call_after_refresh(self._to_pending)
 
-    def _to_pending(self) -> None:
+    def _to_pending(self, tries: int = 0) -> None:
         # decided when it runs: a wheel turned after it was asked for wins
-        if self.following and self.pending is not None and self.pending in self.rows:
-            self.scroll_to_widget(self.rows[self.pending], animate=False, top=True)
+        if not (self.following and self.pending is not None and self.pending in self.rows):
+            return
+        row = self.rows[self.pending]
+        if row.region.height == 0 and tries < PLACE_TRIES:
+            # mounted but not yet placed (a loaded machine lays out a refresh or two later): a scroll to it
+            # now would go nowhere, and no resize may follow to ask again
+            self.call_after_refresh(self._to_pending, tries + 1)
+            return
+        self.scroll_to_widget(row, animate=False, top=True)
 
     def mark_pending(self, index: int | None) -> None:
         self.pending = index
