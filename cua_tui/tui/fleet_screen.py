@@ -401,6 +401,9 @@ class FleetScreen(ViewScreen):
     # a timer's too: one can fire as the App closes and its widgets go
     @while_open
     def _take_changes(self) -> None:
+        if not self.runs_table.is_attached:
+            # the screen is being taken away (its widgets go first) while a timer still fires
+            return
         started = time.thread_time()
         self._last_refresh = time.monotonic()
         with self._inbox_lock:
