@@ -341,6 +341,35 @@ def read_runs(top: RunFolder, check: bool) -> list[RunEntry]:
     return entries
 
 
+def runs_in(runs_dir: Path | None, *, check: bool) -> tuple[Path, list[RunEntry] | None]:
+    """The runs directory (``--runs-dir``, else the settings') and its runs; None when there is no such
+    folder. Anything else that is not a readable folder (a file, a FIFO) is a usage error."""
+    from ..core.safeio import RunFileError, RunFolder
+
+    folder = runs_dir or settings().runs_dir
+    try:
+        top = RunFolder.open(folder, follow_link=True)
+    except RunFileError as exc:
+        if exc.reason != "missing":
+            # a file, a FIFO, a folder it may not read: not "no runs"
+            fail(
+                f"not a runs directory ({exc.detail})",
+                path=folder,
+                hint="--runs-dir names the folder of run directories",
+            )
+        return folder, None
+    with top:
+        return folder, read_runs(top, check=check)
+
+
+def since_option(since: str | None) -> float | None:
+    """``--since`` as epoch seconds (None: not given); a usage error when it cannot be read."""
+    try:
+        return parse_since(since) if since is not None else None
+    except ValueError as exc:
+        fail(str(exc))
+
+
 # ------------------------------------------------------------------------------------------------
 # Filters
 # --------------------------------------------------------------------------------------------------
@@ -455,31 +484,14 @@ def command(
     TAMPERED or unusable (`cua-tui verify RUN` says why). VERIFIER says who vouched for the verdict:
     in the controller or inside the sandbox (its own word), and as which user. FLEET (shown when a listed
     run belongs to a fleet) is the fleet id and the task's name."""
-    from ..core.safeio import RunFileError, RunFolder
     from ..core.text import visible
 
-    try:
-        since_at = parse_since(since) if since is not None else None
-    except ValueError as exc:
-        fail(str(exc))
-    folder = runs_dir or settings().runs_dir
-    try:
-        top = RunFolder.open(folder, follow_link=True)
-    except RunFileError as exc:
-        if exc.reason != "missing":
-            # a file, a FIFO, a folder it may not read: not "no runs"
-            fail(
-                f"not a runs directory ({exc.detail})",
-                path=folder,
-                hint="--runs-dir names the folder of run directories",
-            )
-        entries: list[RunEntry] = []
-        if not as_json:
-            click.echo(f"no runs in {visible(str(folder))}")
-            return
-    else:
-        with top:
-            entries = read_runs(top, check=not no_check)
+    since_at = since_option(since)
+    folder, found = runs_in(runs_dir, check=not no_check)
+    if found is None and not as_json:
+        click.echo(f"no runs in {visible(str(folder))}")
+        return
+    entries = found or []
     wanted = tuple(s.lower() for s in statuses)
     entries = [e for e in entries if _keep(e, wanted, since_at, fleet_id)]
     entries.sort(key=lambda e: (e.started_at or 0.0, e.id), reverse=True)

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from .base import fail, path_option, settings
+from .base import path_option
+from .runs import runs_in, since_option
 
 if TYPE_CHECKING:
     from ..core.stats import OperatorStats
-from .runs import parse_since, read_runs
 
 COLUMNS = ("OPERATOR", "DECISIONS", "APPROVED", "REJECTED", "MEDIAN", "P10", "PER HOUR", "STREAK", "UNDER 1 S", "RUNS")
 
@@ -58,29 +58,13 @@ def command(runs_dir: Path | None, since: str | None, operators: tuple[str, ...]
     percentile of the time each was on screen before the answer, decisions per hour of supervision (the
     runs' durations), the longest run of approvals in a row, and the share answered in under a second."""
     from ..core.runlog import RunReader
-    from ..core.safeio import RunFileError, RunFolder
+    from ..core.safeio import RunFileError
     from ..core.stats import RunSamples, operator_stats, samples_of
     from ..core.text import visible
 
-    try:
-        since_at = parse_since(since) if since is not None else None
-    except ValueError as exc:
-        fail(str(exc))
-    folder = runs_dir or settings().runs_dir
-    try:
-        top = RunFolder.open(folder, follow_link=True)
-    except RunFileError as exc:
-        if exc.reason != "missing":
-            fail(
-                f"not a runs directory ({exc.detail})",
-                path=folder,
-                hint="--runs-dir names the folder of run directories",
-            )
-        entries = []
-    else:
-        with top:
-            entries = read_runs(top, check=False)
-    entries = [e for e in entries if since_at is None or (e.started_at is not None and e.started_at >= since_at)]
+    since_at = since_option(since)
+    folder, listed = runs_in(runs_dir, check=False)
+    entries = [e for e in listed or [] if since_at is None or (e.started_at is not None and e.started_at >= since_at)]
     entries.sort(key=lambda e: (e.started_at or 0.0, e.id))
     runs, unreadable = [], 0
     for entry in entries:
