@@ -113,9 +113,10 @@ def footer_actions(app: App[Any]) -> set[str]:
     return actions
 
 
-def sim_run(tmp_path: Path, turns: list[dict[str, Any]], *, task: str = "test task") -> Run:
+def sim_run(tmp_path: Path, turns: list[dict[str, Any]], *, task: str = "test task", **options: Any) -> Run:
     """A run of scripted ``turns`` on the sim desktop, decided through the handshake (the TUI's way),
-    tracked so that it cannot outlive its test."""
+    tracked so that it cannot outlive its test. ``options``: more RunOptions (regions, a policy file, a
+    decision deadline)."""
     from live_guard import track
 
     run = build_run(
@@ -128,6 +129,7 @@ def sim_run(tmp_path: Path, turns: list[dict[str, Any]], *, task: str = "test ta
             decisions=HANDSHAKE,
             fsync=False,
             desktop=SimDesktop(),
+            **options,
         )
     )
     assert run.handshake is not None

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from fleet_cases import opts
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
-from pilot_helpers import fleet_screen, live_app, plain, run_screen, until, until_ended
+from pilot_helpers import fleet_screen, live_app, plain, run_screen, sim_run, until, until_ended
 from test_fleet_tui import App, audit, fleet_of, queue_rows, until_queued
 
-from cua_tui.build import HANDSHAKE, RunOptions, build_run
+from cua_tui.build import RunOptions, build_run
 from cua_tui.config import Settings
 from cua_tui.core.supervisor import deadline_message
 from cua_tui.desktops.sim import SimDesktop
@@ -22,12 +22,7 @@ TYPING = [{"actions": [{"type": "click", "button": "left", "x": 250, "y": 182}, 
 
 
 async def test_the_panel_counts_down_and_the_deadline_rejects(tmp_path: Path) -> None:
-    run = build_run(
-        RunOptions(backend="sim", agent=None, script={"turns": TYPING, "final_text": "done"},
-                   runs_dir=tmp_path / "runs", decisions=HANDSHAKE, fsync=False, desktop=SimDesktop(),
-                   decision_timeout=3)
-    )  # fmt: skip
-    track(run.supervisor)
+    run = sim_run(tmp_path, TYPING, decision_timeout=3)
     app = live_app(run)
     async with app.run_test(size=(160, 48)) as pilot:
         screen = run_screen(app)
@@ -74,12 +69,7 @@ async def test_a_soft_budget_is_a_decision_in_the_panel_and_n_ends_the_run_limit
     from pilot_helpers import answer
 
     turns = [{"actions": [{"type": "screenshot"}] * 3}]
-    run = build_run(
-        RunOptions(backend="sim", agent=None, script={"turns": turns, "final_text": "done"},
-                   runs_dir=tmp_path / "runs", decisions=HANDSHAKE, fsync=False, desktop=SimDesktop(),
-                   policy_path=budget_policy(tmp_path))
-    )  # fmt: skip
-    track(run.supervisor)
+    run = sim_run(tmp_path, turns, policy_path=budget_policy(tmp_path))
     app = live_app(run)
     async with app.run_test(size=(160, 48)) as pilot:
         screen = run_screen(app)

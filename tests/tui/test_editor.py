@@ -11,12 +11,11 @@ from typing import Any
 
 import pytest
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
-from pilot_helpers import answer, guard_of, live_app, plain, possible, run_screen, until, until_ended
+from pilot_helpers import answer, guard_of, live_app, plain, possible, run_screen, sim_run, until, until_ended
 from textual.widgets import Input, Static
 
-from cua_tui.build import HANDSHAKE, Run, RunOptions, build_run
+from cua_tui.build import Run
 from cua_tui.core.actions import text_sha256
-from cua_tui.desktops.sim import SimDesktop
 from cua_tui.tui.desktop_view import DesktopView
 from cua_tui.tui.detail import action_detail
 from cua_tui.tui.editor import ActionEditor
@@ -28,21 +27,7 @@ WIPE = {"name": "wipe", "x": 600, "y": 400, "width": 100, "height": 40, "verdict
 
 
 def run_of(tmp_path: Path, turns: list[dict[str, Any]], regions: tuple[dict[str, Any], ...] = ()) -> Run:
-    run = build_run(
-        RunOptions(
-            task="edit test",
-            backend="sim",
-            agent=None,
-            script={"turns": turns, "final_text": "done"},
-            runs_dir=tmp_path / "runs",
-            decisions=HANDSHAKE,
-            fsync=False,
-            desktop=SimDesktop(),
-            regions=regions,
-        )
-    )
-    track(run.supervisor)
-    return run
+    return sim_run(tmp_path, turns, task="edit test", regions=regions)
 
 
 def decisions(run: Run) -> list[dict[str, Any]]:
