@@ -76,7 +76,10 @@ class ActionEditor(Vertical, can_focus=True):
     # ---------------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         kind = self.proposed.kind
-        yield Static(Text.assemble(("Edit", "bold"), f" · {self.proposed.describe()} (as the model proposed it)"))
+        # the keys first: on a small terminal the frame cuts the last lines
+        yield Static(Text.assemble(("Enter", "bold reverse"), " approves it as edited  ", ("Esc", "bold reverse"),
+                                   " back  ", ("ctrl+k", "bold reverse"), " kill switch"))  # fmt: skip
+        yield Static(Text(f"proposed: {self.proposed.describe()}"))
         yield Static(id="edit-draft")
         written = self._written()
         if written is not None:
@@ -98,17 +101,16 @@ class ActionEditor(Vertical, can_focus=True):
 
     @staticmethod
     def _help(kind: Kind) -> str:
-        keys = "Enter approves it as edited · Esc back to the decision · ctrl+k kill switch"
         match kind:
             case Kind.TYPE:
-                return f"the text to type: \\n is Enter, \\t Tab, \\\\ a backslash, \\xNN any control · {keys}"
+                return "the text to type: \\n is Enter, \\t Tab, \\\\ a backslash, \\xNN any control"
             case Kind.KEYPRESS | Kind.HOLD_KEY:
-                return f"the key chord, e.g. ctrl+shift+t or Return · {keys}"
+                return "the key chord, e.g. ctrl+shift+t or Return"
             case Kind.SCROLL:
-                return f"notches right and down (e.g. 0 -3 scrolls up); a click on the desktop moves the point · {keys}"
+                return "notches right and down (e.g. 0 -3 scrolls up); a click on the desktop moves the point"
             case Kind.DRAG:
-                return f"arrows move the end (shift: 10 px), Tab the other end, or click on the desktop · {keys}"
-        return f"arrows move the point one screen pixel (shift: 10), or click on the desktop · {keys}"
+                return "arrows move the end (shift: 10 px), Tab the other end, or click on the desktop"
+        return "arrows move the point one screen pixel (shift: 10), or click on the desktop"
 
     def on_mount(self) -> None:
         self.border_title = Text(f"EDIT · turn {self.request.turn} · action {self.request.index + 1}")

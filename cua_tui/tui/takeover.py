@@ -75,16 +75,12 @@ def panel_text(operator: str, *, asked: str = "", private: bool = False, lands: 
     if private:
         text.append(" PRIVATE ", style="bold reverse")
         text.append(" typed text stays out of what the model is told; its screens are never sent to it\n")
-    for key, words in (
-        ("click", "on the desktop: a click there (press, move, release: a drag)"),
-        ("p", f"passthrough: every key to the desktop until {LEAVE_SHOWN}"),
-        ("s", "private stretch on / off"),
-        ("z", "whole screen / zoom on the last point (a cell a pixel)"),
-        ("T", "hand back to the model"),
-        ("k", "kill switch"),
-    ):
+    # the keys first: on a small terminal the frame cuts the last lines
+    for key, words in (("T", "hand back"), ("k", "kill switch"), ("p", f"passthrough ({LEAVE_SHOWN} leaves)"),
+                       ("s", "private"), ("z", "whole / zoom, a cell a pixel")):  # fmt: skip
         text.append(key, style="bold reverse")
-        text.append(f" {words}\n")
+        text.append(f" {words}  ")
+    text.append("\nclick on the desktop: a click there (press, move, release: a drag)\n")
     text.append(lands or "move the mouse over the desktop to see where a click lands", style="italic")
     return text
 
