@@ -14,23 +14,29 @@ import os
 import queue
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 from .build import BuildError, Run, RunOptions, build_run
 from .core import events as ev
 from .core import fleet_queue as fq
 from .core.fleet_queue import ApprovalQueue, FleetListener, QueueItem, RunRow, RunState, priority
+from .core.grouping import Likeness, likeness, never
+from .core.imaging import ImageRefused, ScreenLimit, decode_screen
 from .core.policy import Policy
-from .core.ports import Answer, AnswerDetails
+from .core.ports import Answer, AnswerDetails, DecisionRequest
 from .core.run_view import RunView
 from .core.rundir import new_run_id, write_json_atomic
 from .core.supervisor import RunResult, iso_time
 from .core.takeover import TAKEOVER_NOTE, Desk
 from .core.tasks import TasksFile, TaskSpec
 from .core.text import failure, one_line
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 KILLED_BY = "human (fleet)"
 # <runs-dir>/fleet.json: every fleet of the runs directory, by fleet id (DESIGN.md)
@@ -57,6 +63,7 @@ LOCAL_DESKTOPS_PER_CPU = 3
 LOCAL_MEMORY_SHARE = 0.5
 SAME_MACHINE_BACKENDS = ("local", "docker")  # backends whose desktops run on this machine
 DEFAULT_CONCURRENCY = 8  # other backends (remote sandboxes, sim, dry)
+SCREENS_KEPT = 8  # decoded screens kept to work out requests' likeness (core/grouping.py)
 
 
 @dataclass(frozen=True)
@@ -216,6 +223,8 @@ class Fleet:
         self._queue = ApprovalQueue()
         self._closed: dict[int, str] = {}
         self._tickets = itertools.count(1)
+        self._screens: OrderedDict[str, Image.Image] = OrderedDict()
+        self._screens_lock = threading.Lock()
         self._listeners: list[FleetListener] = []
         self._slots = threading.Semaphore(concurrency)
         self._stopping = False
@@ -672,15 +681,11 @@ class Fleet:
         if isinstance(event, ev.DecisionRequested) and event.request is not None:
             request = event.request
             rule = "" if request.kind == "safety_check" else entry.rules.get((request.turn, request.index), "")
+            rank = priority(request, rule)
+            like = self._likeness(entry, request, rule, int(rank.tier))
             with self._lock:
                 item = QueueItem(
-                    next(self._tickets),
-                    entry.name,
-                    run_id,
-                    request,
-                    priority(request, rule),
-                    self._clock(),
-                    stamped.seq,
+                    next(self._tickets), entry.name, run_id, request, rank, self._clock(), stamped.seq, like
                 )
                 self._queue.add(item)
             posts.append(fq.RequestQueued(item))
@@ -706,6 +711,30 @@ class Fleet:
             self._post(post)
         if kill_by is not None and run is not None:
             run.supervisor.kill(by=kill_by)
+
+    def _likeness(self, entry: _Entry, request: DecisionRequest, rule: str, tier: int) -> Likeness:
+        """What makes the request the same decision as another run's (core/grouping.py). Its screen is
+        decoded once per distinct screen (the runs of one task often wait on the very same one)."""
+        if request.kind != "action" or request.frame is None or entry.run is None:
+            return likeness(request, rule, tier, None, None, None)
+        with entry.lock:
+            focused = entry.view.focused
+            limit = ScreenLimit.of_run(entry.view.started.screen if entry.view.started is not None else None)
+        frame = request.frame
+        with self._screens_lock:
+            screen = self._screens.get(frame.sha256)
+            if screen is not None:
+                self._screens.move_to_end(frame.sha256)
+        if screen is None:
+            try:
+                screen = decode_screen(frame.png, limit, expect=(frame.width, frame.height))
+            except ImageRefused as exc:
+                return never(f"its screen could not be read ({exc})")
+            with self._screens_lock:
+                self._screens[frame.sha256] = screen
+                while len(self._screens) > SCREENS_KEPT:
+                    self._screens.popitem(last=False)
+        return likeness(request, rule, tier, entry.run.supervisor.config.policy, focused, screen)
 
     def _row_of(self, entry: _Entry, run_id: str) -> RunRow | None:
         """The task's row after an event, or None when nothing a table shows changed."""

@@ -89,6 +89,7 @@ class HandshakeApprover:
             guard_ms=details.get("guard_ms"),
             edit=details.get("edit") if answer is Answer.APPROVE else None,
             takeover=details.get("takeover", False) and answer is Answer.REJECT,
+            group=details.get("group"),
         )
 
     def answer(self, answer: Answer, request: DecisionRequest | None = None, **details: Unpack[AnswerDetails]) -> bool:

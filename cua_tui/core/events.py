@@ -244,6 +244,9 @@ class DecisionMade(Event):
     edited: dict[str, Any] | None = None
     # the changed action itself, with its typed text (live listeners only)
     ran: Action | None = memory_only()
+    # answered with the others of a group in the fleet queue (one keypress, each run its own decision):
+    # {"id": "g1a2b3c-17", "size": 12}
+    group: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from enum import IntEnum
 from typing import Protocol, Unpack
 
 from .events import Stamped
+from .grouping import Likeness
 from .policy import Policy
 from .ports import Answer, AnswerDetails, DecisionRequest
 from .run_view import RunView
@@ -75,6 +76,8 @@ class QueueItem:
     priority: Priority
     asked_at: float
     seq: int
+    # what makes it the same decision as another run's (core/grouping.py); None: not worked out
+    likeness: Likeness | None = None
 
     @property
     def order(self) -> tuple[int, float, int]:

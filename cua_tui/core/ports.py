@@ -309,6 +309,8 @@ class Ruling:
     edit: Action | None = None
     # the reviewer took control of the desktop instead of answering (``T``): the action does not run
     takeover: bool = False
+    # the fleet queue's group it was answered in: (id, size)
+    group: tuple[str, int] | None = None
 
 
 class AnswerDetails(TypedDict, total=False):
@@ -324,6 +326,8 @@ class AnswerDetails(TypedDict, total=False):
     guard_ms: int
     edit: Action
     takeover: bool
+    # answered with the others of a group in the fleet queue (core/grouping.py): its id and size
+    group: tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,8 @@ class DecisionPanel(Static):
     # Where there are many runs the panel names the one asking (tasks of the same text differ only
     # there), and a request no longer pending reads closed, offering no key that would answer it.
     run_name = ""
+    # the fleet queue's group shown (the same decision in many runs): who is in it, and what y answers
+    group = ""
     # why the request shown is no longer pending (None: it is)
     closed: str | None = None
     _destination: str | None = None
@@ -78,7 +80,9 @@ class DecisionPanel(Static):
 
     def framed(self, parts: list[tuple[str, str]]) -> list[tuple[str, str]]:
         """The panel's parts as shown: as ``describe.request_panel`` words them, a fleet's run named."""
-        return fleet_parts(parts, self.run_name, self.closed) if self.run_name or self.closed else parts
+        if self.run_name or self.closed:
+            return fleet_parts(parts, self.run_name, self.closed, self.group)
+        return parts
 
     def set_left(self, left: float | None) -> None:
         """The countdown moved (a second passed): the panel says the time left."""
@@ -102,9 +106,11 @@ class DecisionPanel(Static):
             self.show_request(request, batch_size, task, self._destination, field=field, model_text=model_text)
 
 
-def fleet_parts(parts: list[tuple[str, str]], run_name: str, closed: str | None) -> list[tuple[str, str]]:
-    """The single run's panel parts with the run named under the title; closed: the title says so and the
-    keys that answer give way to why it closed."""
+def fleet_parts(
+    parts: list[tuple[str, str]], run_name: str, closed: str | None, group: str = ""
+) -> list[tuple[str, str]]:
+    """The single run's panel parts with the run named under the title (and the group it stands for);
+    closed: the title says so and the keys that answer give way to why it closed."""
     title, rest = parts[0], parts[1:]
     out = [title]
     if closed is not None:
@@ -112,6 +118,8 @@ def fleet_parts(parts: list[tuple[str, str]], run_name: str, closed: str | None)
         out = [(head if head != title[0] else " CLOSED ·" + head, title[1])]
     if run_name:
         out += [("run     ", describe.LABEL), (run_name + "\n", "")]
+    if group and closed is None:
+        out += [("group   ", describe.LABEL), (group + "\n", "bold")]
     if closed is None:
         return out + rest
     keys = next((i for i, (text, role) in enumerate(rest) if role == describe.KEY and text == "y"), len(rest))

@@ -9,6 +9,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
@@ -35,6 +36,7 @@ from ..core.fleet_queue import (
     RunRow,
     RunState,
 )
+from ..core.grouping import Group, group_items
 from ..core.guard import DEFAULT_GUARD_S, DecisionGuard
 from ..core.policy import Policy
 from ..core.ports import Answer, AnswerDetails, DecisionRequest, VerifierPlace
@@ -81,7 +83,8 @@ KEYS = [
     ("y", "approve the selected request (the queue's highlighted row, shown in the decision panel)"),
     ("a", "approve it and every later action of its scope, for that run only (where the panel offers it)"),
     ("n", "reject it, with an optional one-line reason the model hears"),
-    ("enter", "the selected run's full live view (its desktop, batch, audit log, status); Esc returns"),
+    ("y n a on a group", "answer each of its runs, each its own recorded decision naming the group and its size"),
+    ("enter", "on a group (×N): list its runs, or fold them again; else the run's full live view; Esc returns"),
     ("k", "kill the selected run (the queue's request's run, or the run table's row when it has the focus)"),
     ("K", "kill every run (asks first)"),
     ("tab", "move between the queue and the table of runs; up / down select"),
@@ -94,6 +97,17 @@ ORDER_LINE = (
     "Queue order: model safety checks first, then clicks in marked regions and transmissions (typing, "
     "Return and the keys that send), then any other rule; the oldest first within each."
 )
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRow:
+    """A row of the queue table: one request, or a group's (``group``, more than one run) first line, or one
+    of an unfolded group's runs (``member``)."""
+
+    key: str
+    item: QueueItem
+    group: Group | None = None
+    member: bool = False
 
 
 class FleetChanged(Message):
@@ -156,6 +170,15 @@ def waited_cell(item: QueueItem, now: float) -> Text:
         return Text(f"{int(item.waited(now))}s")
     left = max(0, math.ceil(deadline - item.waited(now)))
     return Text(f"⏱{left}s", style="bold reverse" if left < URGENT_S else "bold")
+
+
+def group_line(group: Group) -> str:
+    """Who a group stands for, and what its y does, for the decision panel."""
+    tasks = [visible(item.task, limit=40) for item in group.members]
+    named = ", ".join(tasks[:4]) + (f" and {len(tasks) - 4} more" if len(tasks) > 4 else "")
+    target = group.first.likeness.target if group.first.likeness is not None else ""
+    where = f"; the same {visible(target, limit=60)}, the same screen around it" if target else ""
+    return f"{group.size} runs ask this{where}: {named} · y / n / a answer each of them (each recorded as its own)"
 
 
 def run_info(row: RunRow, view: RunView) -> RunInfo:
@@ -273,7 +296,7 @@ class FleetScreen(ViewScreen):
         Binding("q", "leave", "quit", id="leave"),
     ]
 
-    def __init__(self, app: CuaApp, fleet: FleetControl, *, measure: bool = False) -> None:
+    def __init__(self, app: CuaApp, fleet: FleetControl, *, measure: bool = False, grouping: bool = True) -> None:
         super().__init__()
         self.cua = app
         self.fleet = fleet
@@ -286,6 +309,14 @@ class FleetScreen(ViewScreen):
         self.items: list[QueueItem] = []  # pending, first to decide first (the fleet's order)
         # the request the decision panel shows and y / n / a answer
         self.selected: QueueItem | None = None
+        # the same decision in many runs, one row each (core/grouping.py); off: a row per request
+        self.grouping = grouping
+        self.groups: list[Group] = []
+        self.unfolded: set[str] = set()  # groups listed run by run (Enter)
+        # the group the selected row stands for (None: one request)
+        self.selected_group: Group | None = None
+        # what each group answer reached, beside what the group listed when it was answered (measure)
+        self.group_answers: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
         # why recent requests left the queue (ticket -> why), bounded
         self.closed: dict[int, str] = {}
         self.seen: set[int] = set()  # tickets already signalled
@@ -301,11 +332,11 @@ class FleetScreen(ViewScreen):
         self._unsubscribe: Callable[[], None] | None = None
         self._view: RunView = RunView()  # the selected request's run, when it was selected
         self._view_of: int | None = None  # the ticket _view was taken for
-        self._queue_keys: set[int] = set()  # the tickets the queue table lists
+        self._queue_keys: set[str] = set()  # the rows the queue table lists
         # what the queue table lists, and which are pending
-        self._queue_shown: tuple[tuple[int, bool], ...] = ()
+        self._queue_shown: tuple[tuple[str, tuple[int, ...], bool], ...] = ()
         # the decision view shows (ticket, pending)
-        self._selected_shown: tuple[int, bool] | None = None
+        self._selected_shown: tuple[int, bool, tuple[int, ...]] | None = None
         # the screen and the actions check_action allowed, when last told
         self._offered: tuple[object, ...] = ()
         # The two tables and the pane, held (not queried): check_action may run while another screen
@@ -480,9 +511,10 @@ class FleetScreen(ViewScreen):
             if row.waiting_since is not None:
                 runs.update_cell(row.task, "waiting", Text(f"{int(now - row.waiting_since)}s"))
         queue = self.queue_table
-        for item in self.items:
-            if item.ticket in self._queue_keys:
-                queue.update_cell(str(item.ticket), "waited", waited_cell(item, now))
+        pending = self.pending_tickets
+        for line in self._queue_rows():
+            if line.key in self._queue_keys and line.item.ticket in pending:
+                queue.update_cell(line.key, "waited", waited_cell(line.item, now))
         selected = self.selected
         if selected is not None and selected.request.deadline_s is not None and selected in self.items:
             self.panel.set_left(self._left(selected))
@@ -492,15 +524,42 @@ class FleetScreen(ViewScreen):
         deadline = item.request.deadline_s
         return None if deadline is None else deadline - item.waited(self.fleet.now())
 
-    def _queue_rows(self) -> list[QueueItem]:
-        """What the queue table lists: the pending items, and the selected one even once it has closed
-        (marked so), until the selection moves: what the cursor is on is what y / n / a answer."""
-        rows = list(self.items)
+    def _queue_rows(self) -> list[QueueRow]:
+        """What the queue table lists: a row per group (its runs too where unfolded) in the fleet's order,
+        and the selected request even once it has closed (marked so), until the selection moves: what
+        the cursor is on is what y / n / a answer."""
+        rows: list[QueueRow] = []
+        for group in self.groups:
+            if group.size == 1:
+                rows.append(QueueRow(str(group.first.ticket), group.first))
+                continue
+            rows.append(QueueRow(group.id, group.first, group))
+            if group.id in self.unfolded:
+                rows += [QueueRow(str(item.ticket), item, member=True) for item in group.members]
         selected = self.selected
-        if selected is not None and all(item.ticket != selected.ticket for item in rows):
-            rows.append(selected)
-            rows.sort(key=lambda item: item.order)
+        if selected is not None and self.selected_group is None and all(r.item.ticket != selected.ticket for r in rows):
+            place = next((i for i, r in enumerate(rows) if r.item.order > selected.order), len(rows))
+            rows.insert(place, QueueRow(str(selected.ticket), selected))
         return rows
+
+    def _regroup(self) -> None:
+        """The groups of the pending requests (one each with grouping off), and the selected group again."""
+        alone = frozenset() if self.grouping else frozenset(self.pending_tickets)
+        self.groups = group_items(self.items, alone)
+        self.unfolded &= {g.id for g in self.groups}
+        chosen = self.selected_group
+        if chosen is None:
+            return
+        # the same group, or the one its first runs went on in (its first member answered or closed)
+        tickets = set(chosen.tickets)
+        again = next((g for g in self.groups if g.id == chosen.id), None) or next(
+            (g for g in self.groups if g.size > 1 and tickets & set(g.tickets)), None
+        )
+        self.selected_group = again
+        if again is not None:
+            self.selected = again.first
+        elif self.selected is not None and self.selected.ticket not in self.pending_tickets:
+            self.selected = self.items[0] if self.items else None
 
     def _update_queue(self) -> None:
         items = self.fleet.queue()
@@ -511,31 +570,45 @@ class FleetScreen(ViewScreen):
             self.seen.add(item.ticket)
             if self.measure:
                 self.shown_at[item.ticket] = now_wall
+        self._regroup()
         if self.selected is None and items:
-            self.selected = items[0]
+            self._select_first()
         self._rebuild_queue(only_if_changed=True)
         if new:
             self._signal(new[0], len(new))
         self._show_selected()
 
+    def _select_first(self) -> None:
+        """The first row to decide: a group's when the first request stands for one."""
+        group = self.groups[0] if self.groups else None
+        self.selected = group.first if group is not None else None
+        self.selected_group = group if group is not None and group.size > 1 else None
+
     def _rebuild_queue(self, *, only_if_changed: bool = False) -> None:
         table = self.queue_table
         rows = self._queue_rows()
-        pending = {item.ticket for item in self.items}
-        shown = tuple((item.ticket, item.ticket in pending) for item in rows)
+        pending = self.pending_tickets
+        shown = tuple((row.key, row.group.tickets if row.group else (), row.item.ticket in pending) for row in rows)
         if only_if_changed and shown == self._queue_shown:
             return  # each rebuild redraws the table: not for nothing
         self._queue_shown = shown
         now = self.fleet.now()
-        cells = [self._queue_cells(item, place, now, item.ticket in pending) for place, item in enumerate(rows, 1)]
-        table.set_rows([(str(item.ticket), row) for item, row in zip(rows, cells, strict=True)])
-        self._queue_keys = {item.ticket for item in rows}
+        place = 0
+        cells = []
+        for row in rows:
+            if not row.member:
+                place += 1
+            cells.append(self._queue_cells(row, place, now, row.item.ticket in pending))
+        table.set_rows([(row.key, row_cells) for row, row_cells in zip(rows, cells, strict=True)])
+        self._queue_keys = {row.key for row in rows}
         if self.selected is not None:
-            index = next((i for i, item in enumerate(rows) if item.ticket == self.selected.ticket), None)
+            key = self.selected_group.id if self.selected_group is not None else str(self.selected.ticket)
+            index = next((i for i, row in enumerate(rows) if row.key == key), None)
             if index is not None:
                 table.move_cursor(row=index)
 
-    def _queue_cells(self, item: QueueItem, position: int, now: float, pending: bool) -> list[Text]:
+    def _queue_cells(self, row: QueueRow, position: int, now: float, pending: bool) -> list[Text]:
+        item = row.item
         request = item.request
         what = (
             request.action.describe()
@@ -545,8 +618,18 @@ class FleetScreen(ViewScreen):
             else "the model's safety checks"
         )
         dim = "" if pending else "dim strike"
+        if row.group is not None:
+            fold = "▾" if row.group.id in self.unfolded else "▸"
+            return [
+                Text(str(position), style="bold"),
+                Text(item.priority.label, style="bold" if item.priority.tier == 0 else ""),
+                Text(visible(item.priority.rule, limit=40)),
+                Text(f"{fold} ×{row.group.size} runs", style="bold reverse"),
+                Text(f"{visible(what, limit=WHAT_CHARS)} · same in {row.group.size} runs"),
+                waited_cell(item, now),
+            ]
         return [
-            Text(str(position) if pending else "-", style=dim),
+            Text("  ·" if row.member else str(position) if pending else "-", style=dim),
             Text(item.priority.label, style="bold" if item.priority.tier == 0 else dim),
             Text(visible(item.priority.rule, limit=40), style=dim),
             Text(visible(item.task, limit=64), style=dim),
@@ -620,18 +703,24 @@ class FleetScreen(ViewScreen):
         # The cursor as it is now (not as the message says it was): a rebuild may move it before
         # this is handled.
         key = message.table.cursor_key
-        item = next((i for i in self._queue_rows() if str(i.ticket) == key), None)
-        if item is None:
+        row = next((r for r in self._queue_rows() if r.key == key), None)
+        if row is None:
             return
-        if self.selected is not None and item.ticket == self.selected.ticket:
+        shown = self.selected_group.id if self.selected_group is not None else self.selected
+        if (row.group.id if row.group is not None else row.item) == shown:
             return
         left = self.selected
-        self.selected = item
-        if left is not None and left.ticket not in {i.ticket for i in self.items}:
+        self.selected, self.selected_group = row.item, row.group
+        if left is not None and left.ticket not in self.pending_tickets:
             self._rebuild_queue()  # the closed row the cursor left goes
         self._show_selected()
 
     def on_row_table_selected(self, message: RowTable.Selected) -> None:
+        if message.table.id == "queue" and (group := self.selected_group) is not None:
+            # Enter on a group lists its runs (each can be opened, or answered alone), or folds them
+            self.unfolded ^= {group.id}
+            self._rebuild_queue()
+            return
         self.action_open_run(task=message.key if message.table.id == "runs" else None)
 
     @property
@@ -642,16 +731,21 @@ class FleetScreen(ViewScreen):
         """The decision view of the selected request: the panel, the framed target, the screen's text
         (redrawn when the selection or its state changed, or with ``force``: the screen's text arrived)."""
         item = self.selected
-        # another request shown: the guard again
-        self.guard.arm(item.ticket if item is not None else None)
-        shown = (item.ticket, item.ticket in self.pending_tickets) if item is not None else None
+        group = self.selected_group
+        # another request shown, or a group with other runs: the guard again
+        self.guard.arm((group.id, group.tickets) if group is not None else item.ticket if item is not None else None)
+        shown = (
+            (item.ticket, item.ticket in self.pending_tickets, group.tickets if group else ())
+            if item is not None
+            else None
+        )
         if shown == self._selected_shown and not force and item is not None:
             return
         self._selected_shown = shown
         panel = self.panel
         desktop = self.desktop
         if item is None:
-            panel.run_name, panel.closed = "", None
+            panel.run_name, panel.closed, panel.group = "", None, ""
             panel.show_request(None)
             self._set("#queue-why", Text("No request waits." if not self.finished else "Every run ended.", style="dim"))
             desktop.border_title = "Desktop"
@@ -665,7 +759,11 @@ class FleetScreen(ViewScreen):
             self._view_of = item.ticket
         view, request = self._view, item.request
         text = Text()
-        if pending:
+        if group is not None:
+            text.append(f" {item.priority.label.upper()} ×{group.size} ", style="bold reverse")
+            text.append(f" the same decision in {group.size} runs · rule {visible(item.priority.rule, limit=60)} · ")
+            text.append("Enter lists them; y / n / a answer each, as its own decision")
+        elif pending:
             text.append(f" {item.priority.label.upper()} ", style="bold reverse")
             text.append(f" {visible(item.task, limit=64)} · rule {visible(item.priority.rule, limit=60)} · ")
             text.append(visible(item.priority.why, limit=120))
@@ -678,6 +776,7 @@ class FleetScreen(ViewScreen):
         panel.border_title = None if pending else "CLOSED: no longer answerable"
         panel.set_class(not pending, "closed")
         panel.run_name = run_name(item.task, item.run_id)
+        panel.group = group_line(group) if group is not None else ""
         panel.closed = None if pending else visible(self.closed.get(item.ticket, "no longer pending"), limit=120)
         shot = shot_of(view)
         # not markup
@@ -786,38 +885,83 @@ class FleetScreen(ViewScreen):
         note: str = "",
         grant: bool = False,
         seen: tuple[DecisionGuard, DesktopView] | None = None,
+        group: Group | None = None,
     ) -> None:
         # what was seen, and how long, where it was
         guard, desktop = seen or (self.guard, self.desktop)
         shown = guard.shown_ms()
-        why = self.fleet.answer(
-            item, answer, note=note, grant=grant, screen=desktop.painted_sha, shown_ms=shown, guard_ms=guard.ms
-        )
-        request = item.request
-        if why is not None:
-            self.refused(f" to {visible(item.task, limit=64)}", request.turn, request.index, why)
+        details: AnswerDetails = {
+            "note": note, "grant": grant, "screen": desktop.painted_sha or "", "shown_ms": shown, "guard_ms": guard.ms,
+        }  # fmt: skip
+        if group is not None:
+            answered = self._answer_group(group, answer, details)
+        else:
+            why = self.fleet.answer(item, answer, **details)
+            request = item.request
+            if why is not None:
+                self.refused(f" to {visible(item.task, limit=64)}", request.turn, request.index, why)
+                return
+            answered = [item.ticket]
+        if not answered:
             return
         self.cua.paced(answer, shown)
-        self.items = [i for i in self.items if i.ticket != item.ticket]
-        self.closed[item.ticket] = "answered"
-        if self.selected is not None and self.selected.ticket == item.ticket:
-            self.selected = self.items[0] if self.items else None  # the next first to decide
+        done = set(answered)
+        self.items = [i for i in self.items if i.ticket not in done]
+        for ticket in done:
+            self.closed[ticket] = "answered"
+        if self.selected is not None and (self.selected.ticket in done or group is not None):
+            self._regroup()
+            self._select_first()  # the next first to decide
+        else:
+            self._regroup()
         self._rebuild_queue()
         self._show_selected()
         self._update_header()
 
+    def _answer_group(self, group: Group, answer: Answer, details: AnswerDetails) -> list[int]:
+        """Each run of ``group`` as listed when the key was pressed, answered as its own decision naming the
+        group; a run whose request closed, or whose screen around the target differs from the first's,
+        has left the group and is not answered. The tickets answered."""
+        pending = {item.ticket for item in self.fleet.queue()}
+        like = group.first.likeness
+        members = [
+            m for m in group.members
+            if m.ticket in pending and like is not None and m.likeness is not None and m.likeness.looks_like(like)
+        ]  # fmt: skip
+        answered: list[int] = []
+        refusals: list[str] = []
+        tagged: AnswerDetails = {**details, "group": (group.id, len(members))}
+        for member in members:
+            why = self.fleet.answer(member, answer, **tagged)
+            if why is None:
+                answered.append(member.ticket)
+            else:
+                refusals.append(why)
+        if self.measure:
+            self.group_answers.append((group.tickets, tuple(answered)))
+        left = group.size - len(answered)
+        verb = {Answer.APPROVE: "approved", Answer.REJECT: "rejected"}.get(answer, str(answer))
+        message = f"{verb} the same decision in {len(answered)} runs, each recorded as its own"
+        if left:
+            why = visible(refusals[0], limit=120) if refusals else "its request closed or its screen changed"
+            message += f"; {left} of the {group.size} had left the group ({why}) and were not answered"
+        self.notify(message, title="group", severity="warning" if left else "information", markup=False)
+        return answered
+
     def approve(self, *, scope: bool = False) -> None:
-        """``y``; ``a``: it and every later action of its scope, for that run only."""
+        """``y``; ``a``: it and every later action of its scope, for that run only (each run of a group)."""
         item = self.selected
         if item is not None and (not scope or item.request.scope is not None):
-            self._answer(item, Answer.APPROVE, grant=scope)
+            self._answer(item, Answer.APPROVE, grant=scope, group=self.selected_group)
 
     def reject(self) -> None:
-        """``n``: an optional one-line reason (Enter sends, Esc none), then reject that same request."""
+        """``n``: an optional one-line reason (Enter sends, Esc none), then reject that same request (or each
+        run of that same group)."""
         item = self.selected
         if item is None:
             return
         seen = (self.guard, self.desktop)  # the view under the reason's dialog
+        group = self.selected_group
         if item.request.kind == "budget":
             # no to a soft budget stops the run: there is no model to tell a reason to
             self._answer(item, Answer.REJECT, seen=seen)
@@ -825,7 +969,7 @@ class FleetScreen(ViewScreen):
 
         def done(reason: str | None) -> None:
             # refused with a message if it closed meanwhile
-            self._answer(item, Answer.REJECT, note=reason or "", seen=seen)
+            self._answer(item, Answer.REJECT, note=reason or "", seen=seen, group=group)
 
         self.app.push_screen(RejectReason(), done)
 

@@ -59,8 +59,10 @@ def fleet_of(tmp_path: Path, tasks: dict[str, RunOptions], concurrency: int = 8)
 class App(CuaApp):
     """The fleet TUI, keeping what it told the analyst."""
 
-    def __init__(self, fleet: Fleet, **kwargs: Any) -> None:
-        super().__init__(partial(FleetScreen, fleet=fleet), **{"guard_clock": quick_clock, **kwargs})
+    # grouping off: these tests answer one request at a time (tests/tui/test_fleet_groups.py groups them)
+    def __init__(self, fleet: Fleet, *, grouping: bool = False, **kwargs: Any) -> None:
+        screen = partial(FleetScreen, fleet=fleet, grouping=grouping)
+        super().__init__(screen, **{"guard_clock": quick_clock, **kwargs})
         self.told: list[tuple[str, str]] = []
 
     def notify(self, message: str, *, title: str = "", severity: Any = "information", **kw: Any) -> None:

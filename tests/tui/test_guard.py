@@ -204,7 +204,8 @@ async def test_k_passes_at_once(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------------
 class FleetTold(CuaApp):
     def __init__(self, fleet: Fleet, guard_s: float = 1.0) -> None:
-        super().__init__(partial(FleetScreen, fleet=fleet), guard_s=guard_s)
+        # one request at a time (a group's guard: tests/tui/test_fleet_groups.py)
+        super().__init__(partial(FleetScreen, fleet=fleet, grouping=False), guard_s=guard_s)
         self.told: list[str] = []
 
     def notify(self, message: str, **kwargs: Any) -> None:
