@@ -1,5 +1,5 @@
 """``python -m cua_tui.bench [core|supervisor|verify|local|tui|replay|ocr|cwsandbox|docker|fleet|all] [--quick]
-[--check] [--json PATH] [--fleet-parts sim,idle,local,cwsandbox,tui]``."""
+[--check] [--json PATH] [--fleet-parts sim,idle,local,cwsandbox,tui,keys]``."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from .supervisor import TARGET_ACTION_US, run_supervisor
 from .verify import TARGET_VERIFY_EPS, bench_verify
 
 SUITES = ("core", "supervisor", "verify", "local", "tui", "replay", "ocr", "cwsandbox", "docker", "fleet", "all")
-FLEET_PARTS = ("sim", "idle", "local", "cwsandbox", "tui")
+FLEET_PARTS = ("sim", "idle", "local", "cwsandbox", "tui", "keys")
 
 
 def _tmp_fs(path: str) -> str:

@@ -14,7 +14,7 @@ import statistics
 import threading
 import time
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +36,11 @@ TARGET_QUEUE_MS = 100.0
 TARGET_REFRESH_MS = 10.0  # the fleet TUI's UI-thread time per refresh
 # how long the benchmark's reviewer takes to answer each request
 ANSWER_DELAY_S = 0.5
+# the keys part's simulated analyst: once a decision's guard has passed, it reads this long (seconds,
+# drawn evenly from the range by a seeded generator) before y, and reads again if what is shown changed
+READ_S = (0.5, 2.5)
+TARGET_KEYS_PER_100 = 5.0  # keypresses per 100 decisions with grouping on (issue 25)
+ANALYST = "sim-analyst@bench"
 FORM = {
     "turns": [
         {
@@ -62,7 +67,7 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def _stamped_sim_fleet(
-    tmp: Path, name: str, runs: int, concurrency: int
+    tmp: Path, name: str, runs: int, concurrency: int, operator: str | None = None
 ) -> tuple[Fleet, dict[tuple[str, int], float], threading.Lock]:
     """``runs`` scripted form runs on the sim desktop in one fleet, and when each decision_requested event
     was written: ``written[(run id, seq)]`` (monotonic seconds), under the returned lock."""
@@ -85,6 +90,7 @@ def _stamped_sim_fleet(
         fsync=True,
         settings=_settings(tmp),
         listeners=(stamp,),
+        operator=operator,
     )
     tasks = [FleetTask(f"form-{i:03d}", base) for i in range(runs)]
     return Fleet(tasks, runs_dir=tmp / name, concurrency=concurrency), written, lock
@@ -480,14 +486,114 @@ def bench_fleet_tui(tmp: Path, runs: int, concurrency: int) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------------
+# 6. Keypresses per 100 decisions: the fleet TUI's keys, with the grouping on and off
+# --------------------------------------------------------------------------------------------------
+async def _analyst(app: CuaApp, fleet: Fleet, screen: FleetScreen, read: Callable[[], float]) -> dict[str, Any]:
+    """The simulated analyst at the keys: for each decision shown, waits for its guard, reads, presses y
+    (again after reading again when what was shown changed meanwhile). Its keypresses and wall time."""
+    presses = 0
+    async with app.run_test(size=(200, 50)) as pilot:
+        t0 = time.perf_counter()
+        while not (fleet.done and screen.finished):
+            item = screen.selected
+            if app.screen is not screen or item is None or item.ticket not in screen.pending_tickets:
+                await pilot.pause(0.02)
+                continue
+            guard = screen.guard
+            if not guard.passed():
+                await pilot.pause(0.02)
+                continue
+            shown = guard.shown
+            await pilot.pause(read())
+            if guard.shown != shown or not guard.passed():
+                continue  # it changed while read: read it again
+            await pilot.press("y")
+            presses += 1
+            await pilot.pause(0.05)
+        return {"presses": presses, "wall_s": time.perf_counter() - t0}
+
+
+def _stats_lines(runs_dir: Path) -> list[str]:
+    """``cua-tui stats`` over the runs the simulated analyst supervised, as the command prints it."""
+    import subprocess
+    import sys
+
+    code = "from cua_tui.cli import main; main()"
+    out = subprocess.run(
+        [sys.executable, "-c", code, "stats", "--runs-dir", str(runs_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "CUA_TUI_CONFIG": str(runs_dir / "no-config.toml")},
+    )
+    return out.stdout.splitlines() or [f"(stats failed: {out.stderr.strip()[-200:]})"]
+
+
+def bench_fleet_keys(tmp: Path, runs: int, concurrency: int, grouping: bool) -> dict[str, Any]:
+    import asyncio
+    import random
+
+    from ..core.audit import verify_run
+    from ..tui.fleet_screen import FleetScreen, fleet_app
+    from ..tui.signals import Signals
+
+    name = f"fleet-keys-{'grouped' if grouping else 'single'}"
+    fleet, _written, _lock = _stamped_sim_fleet(tmp, name, runs, concurrency, operator=ANALYST)
+    app = fleet_app(fleet, signals=Signals(bell=False, notify=False), measure=True, grouping=grouping)
+    screen = app.main
+    assert isinstance(screen, FleetScreen)
+    rng = random.Random(25)
+    on = "on" if grouping else "off"
+    log(f"fleet: {runs} sim runs, {concurrency} at a time, answered at the keys, grouping {on}")
+    drove = asyncio.run(_analyst(app, fleet, screen, lambda: rng.uniform(*READ_S)))
+    decided = grouped = 0
+    rows = fleet.rows()
+    for row in rows:
+        for record in _decisions(Path(row.path)):
+            decided += 1
+            grouped += record.get("group") is not None
+    strays = [
+        sorted(set(answered) - set(shown)) for shown, answered in screen.group_answers if set(answered) - set(shown)
+    ]
+    presses = drove["presses"]
+    per_100 = presses * 100 / max(decided, 1)
+    return {
+        "runs": runs,
+        "concurrency": concurrency,
+        "grouping": grouping,
+        "decisions": decided,
+        "decided_in_groups": grouped,
+        "presses": presses,
+        "presses_per_100": per_100,
+        "group_answers": len(screen.group_answers),
+        "largest_group": max((len(a) for _, a in screen.group_answers), default=1),
+        "answers_outside_their_group": len(strays),
+        "passed": sum(1 for row in rows if row.status == "passed"),
+        "intact": sum(1 for row in rows if row.path and verify_run(row.path).intact),
+        "wall_s": drove["wall_s"],
+        "target_presses_per_100": TARGET_KEYS_PER_100,
+        "ratio_target": TARGET_KEYS_PER_100 / max(per_100, 1e-6),
+        "stats": _stats_lines(tmp / name) if grouping else [],
+    }
+
+
+def _decisions(path: Path) -> list[dict[str, Any]]:
+    records = [json.loads(line) for line in (path / "audit.jsonl").read_text().splitlines()]
+    return [r for r in records if r["kind"] == "decision" and r["by"] != "policy"]
+
+
+# ------------------------------------------------------------------------------------------------
 def run(
-    tmp: Path, quick: bool, parts: tuple[str, ...] = ("sim", "idle", "local", "cwsandbox", "tui")
+    tmp: Path, quick: bool, parts: tuple[str, ...] = ("sim", "idle", "local", "cwsandbox", "tui", "keys")
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if "sim" in parts:
         out["sim"] = bench_sim_fleet(tmp, 40 if quick else 200, 8 if quick else 32)
     if "tui" in parts:
         out["tui"] = bench_fleet_tui(tmp, 40 if quick else 200, 8 if quick else 32)
+    if "keys" in parts:
+        out["keys"] = [bench_fleet_keys(tmp, 40 if quick else 200, 8 if quick else 32, on) for on in (True, False)]
     if "idle" in parts:
         out["idle"] = bench_idle_memory(tmp, 8 if quick else 32)
     if "local" in parts:
@@ -530,6 +636,17 @@ def report(r: dict[str, Any]) -> list[str]:
             f"{tui['shown_requests']} of {tui['requests']} requests; target {tui['target_queue_ms']:.0f} ms (p99): "
             f"{tui['ratio_queue_shown_target']:.1f}x",
         ]
+    for keys in r.get("keys") or []:
+        on = "on" if keys["grouping"] else "off"
+        lines += [
+            f"keys, grouping {on}: {keys['runs']} runs ({keys['concurrency']} at a time), {keys['decisions']} "
+            f"decisions ({keys['decided_in_groups']} in groups) in {keys['presses']} keypresses: "
+            f"{keys['presses_per_100']:.1f} per 100 decisions (target {keys['target_presses_per_100']:.0f}: "
+            f"{keys['ratio_target']:.2f}x); largest group {keys['largest_group']}",
+            f"  answers that reached a request not in the group shown: {keys['answers_outside_their_group']}; "
+            f"passed {keys['passed']}, intact {keys['intact']}, {keys['wall_s']:.0f} s",
+        ]
+        lines += [f"  cua-tui stats> {line}" for line in keys["stats"]]
     idle = r.get("idle")
     if idle:
         lines.append(

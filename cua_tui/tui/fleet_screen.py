@@ -1027,9 +1027,10 @@ class FleetScreen(ViewScreen):
         self.set_timer(SEAL_WAIT_S, self.app.exit)
 
 
-def fleet_app(fleet: FleetControl, *, measure: bool = False, **settings: Any) -> CuaApp:
+def fleet_app(fleet: FleetControl, *, measure: bool = False, grouping: bool = True, **settings: Any) -> CuaApp:
     """The App answering ``fleet``'s queue (``settings``: CuaApp's: theme, graphics, screen reader, ...)."""
-    return CuaApp(partial(FleetScreen, fleet=fleet, measure=measure), title="cua-tui fleet", **settings)
+    screen = partial(FleetScreen, fleet=fleet, measure=measure, grouping=grouping)
+    return CuaApp(screen, title="cua-tui fleet", **settings)
 
 
 def run_fleet_tui(
