@@ -636,17 +636,7 @@ def report(r: dict[str, Any]) -> list[str]:
             f"{tui['shown_requests']} of {tui['requests']} requests; target {tui['target_queue_ms']:.0f} ms (p99): "
             f"{tui['ratio_queue_shown_target']:.1f}x",
         ]
-    for keys in r.get("keys") or []:
-        on = "on" if keys["grouping"] else "off"
-        lines += [
-            f"keys, grouping {on}: {keys['runs']} runs ({keys['concurrency']} at a time), {keys['decisions']} "
-            f"decisions ({keys['decided_in_groups']} in groups) in {keys['presses']} keypresses: "
-            f"{keys['presses_per_100']:.1f} per 100 decisions (target {keys['target_presses_per_100']:.0f}: "
-            f"{keys['ratio_target']:.2f}x); largest group {keys['largest_group']}",
-            f"  answers that reached a request not in the group shown: {keys['answers_outside_their_group']}; "
-            f"passed {keys['passed']}, intact {keys['intact']}, {keys['wall_s']:.0f} s",
-        ]
-        lines += [f"  cua-tui stats> {line}" for line in keys["stats"]]
+    lines += _keys_lines(r.get("keys") or [])
     idle = r.get("idle")
     if idle:
         lines.append(
@@ -674,4 +664,21 @@ def report(r: dict[str, Any]) -> list[str]:
             f"{(1.0 / rps if rps else 0):.2f}x), non-exec requests during steps: {cw['non_exec_requests']}"
         )
     lines.append("-" * 110)
+    return lines
+
+
+def _keys_lines(parts: list[dict[str, Any]]) -> list[str]:
+    """The keys part's lines: keypresses per 100 decisions with the grouping on and off."""
+    lines: list[str] = []
+    for keys in parts:
+        on = "on" if keys["grouping"] else "off"
+        lines += [
+            f"keys, grouping {on}: {keys['runs']} runs ({keys['concurrency']} at a time), {keys['decisions']} "
+            f"decisions ({keys['decided_in_groups']} in groups) in {keys['presses']} keypresses: "
+            f"{keys['presses_per_100']:.1f} per 100 decisions (target {keys['target_presses_per_100']:.0f}: "
+            f"{keys['ratio_target']:.2f}x); largest group {keys['largest_group']}",
+            f"  answers that reached a request not in the group shown: {keys['answers_outside_their_group']}; "
+            f"passed {keys['passed']}, intact {keys['intact']}, {keys['wall_s']:.0f} s",
+        ]
+        lines += [f"  cua-tui stats> {line}" for line in keys["stats"]]
     return lines

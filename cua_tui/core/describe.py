@@ -14,6 +14,7 @@ from typing import Any
 
 from . import events as ev
 from .actions import Kind
+from .injection import Injection
 from .ports import DecisionRequest, Gated, VerifierPlace
 from .text import one_line, visible
 from .timeline import Step, screens
@@ -253,20 +254,19 @@ def request_panel(
     compact: bool = False,
     edit: bool = False,
     left: float | None = None,
+    injection: Injection | None = None,
 ) -> list[tuple[str, str]]:
     """The decision panel as (text, role) parts, role "" for plain text: what is decided (typed text in
     full, shown and never stored), the words read at the target (``destination``: for typing the "goes to"
     line of ``text_destination`` / ``field_destination``, else the target's name), why, the model's own words
     for its batch (``model_text``, untrusted), and the keys that answer (z only where there is a target or,
     for typing, a known ``field``; e where the action can be ``edit``ed), and with a deadline the seconds
-    ``left`` before the run rejects it. ``compact`` (a small terminal):
+    ``left`` before the run rejects it; a possible ``injection``, the on-screen passage the model's words echo,
+    beside them. ``compact`` (a small terminal):
     the same facts in fewer lines, the keys first so that they are never cut, no task line (the goal bar
     above holds it)."""
-    of = f" of {batch_size}" if batch_size else ""
     action = request.action
-    what = "SOFT BUDGET" if request.kind == "budget" else "DECISION NEEDED"
-    where = "before action" if request.kind == "budget" else "action"
-    parts = [(f" {what} · turn {request.turn} · {where} {request.index + 1}{of} \n", TITLE)]
+    parts = _title_parts(request, batch_size, injection)
     if compact:
         parts += [*_keys(request, field, compact=True, edit=edit), ("\n", "")]
     else:
@@ -293,10 +293,34 @@ def request_panel(
     if model_text.strip():
         # the model's reason for its batch: untrusted, and cut short
         parts += [("model   ", LABEL), (visible(one_line(model_text, 80 if compact else 300)) + "\n", "")]
+    if injection is not None:
+        parts += _injection_parts(injection, compact)
     if not compact:
         parts += _keys(request, field, compact=False, edit=edit)
     elif parts[-1][0].endswith("\n"):
         parts[-1] = (parts[-1][0][:-1], parts[-1][1])
+    return parts
+
+
+def _title_parts(request: DecisionRequest, batch_size: int, injection: Injection | None) -> list[tuple[str, str]]:
+    """What is asked, of which turn and action; a possible injection, loud, at the top (the passage itself
+    is shown beside the model's words below)."""
+    of = f" of {batch_size}" if batch_size else ""
+    what = "SOFT BUDGET" if request.kind == "budget" else "DECISION NEEDED"
+    where = "before action" if request.kind == "budget" else "action"
+    parts = [(f" {what} · turn {request.turn} · {where} {request.index + 1}{of} \n", TITLE)]
+    if injection is not None:
+        parts += [(" POSSIBLE INJECTION ", TITLE), (" the model's words repeat an instruction on the screen\n", LABEL)]
+    return parts
+
+
+def _injection_parts(injection: Injection, compact: bool) -> list[tuple[str, str]]:
+    """The page's words the model repeated, beside its own: untrusted page text, shown literally."""
+    passage = visible(one_line(injection.passage, 80 if compact else 300))
+    parts = [("screen  ", LABEL), (f"“{passage}”\n", TYPED)]
+    if not compact:
+        parts += [("        ", ""), (f"possible injection: {visible(injection.summary, limit=200)}. ", TYPED)]
+        parts += [("A hint from the screen's text: it permits nothing.\n", LABEL)]
     return parts
 
 

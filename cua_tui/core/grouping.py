@@ -9,10 +9,10 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from .actions import Kind, Point
-from .policy import Verdict
+from .actions import Action, Kind, Point
+from .policy import Region, Verdict
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -94,22 +94,7 @@ def likeness(
     if screen is None:
         return never("its screen could not be read")
     record = action.to_record()
-    box: tuple[int, int, int, int] | None
-    if region is not None:
-        # the target is the region: where in it the click lands is not part of the decision
-        for coordinate in ("x", "y", "path"):
-            record.pop(coordinate, None)
-        box = _region_box(region.x, region.y, region.width, region.height)
-        target = f"region {region.name!r}"
-    else:
-        point = action.target
-        if point is None and action.kind in (Kind.TYPE, Kind.KEYPRESS) and focused is not None:
-            point = focused
-            record["field"] = list(point)
-            target = f"the focused field at ({point[0]}, {point[1]})"
-        else:
-            target = f"({point[0]}, {point[1]})" if point is not None else "the whole screen"
-        box = _around(point) if point is not None else None
+    box, target = _target(action, record, region, focused)
     key = json.dumps(
         {
             "policy": policy.sha256,
@@ -127,6 +112,25 @@ def likeness(
     if not patch:
         return never("its target is off the screen")
     return Likeness(key, patch, size, target=target)
+
+
+def _target(
+    action: Action, record: dict[str, Any], region: Region | None, focused: Point | None
+) -> tuple[tuple[int, int, int, int] | None, str]:
+    """The window compared around the action's target (None: the whole screen) and the target in words;
+    ``record`` (the action's) is made to name the target as the key needs it."""
+    if region is not None:
+        # the target is the region: where in it the click lands is not part of the decision
+        for coordinate in ("x", "y", "path"):
+            record.pop(coordinate, None)
+        return _region_box(region.x, region.y, region.width, region.height), f"region {region.name!r}"
+    point = action.target
+    if point is None and action.kind in (Kind.TYPE, Kind.KEYPRESS) and focused is not None:
+        record["field"] = list(focused)
+        return _around(focused), f"the focused field at ({focused[0]}, {focused[1]})"
+    if point is None:
+        return None, "the whole screen"
+    return _around(point), f"({point[0]}, {point[1]})"
 
 
 def _around(point: Point) -> tuple[int, int, int, int]:

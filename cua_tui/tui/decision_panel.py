@@ -6,6 +6,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ..core import describe
+from ..core.injection import Injection
 from ..core.ports import DecisionRequest
 
 # The wording is core/describe's; the panel only styles its parts (appended as text, never as
@@ -46,6 +47,8 @@ class DecisionPanel(Static):
     can_edit = False
     # seconds before the request's deadline rejects it (None: it has none); its screen counts them down
     left: float | None = None
+    # the on-screen passage the model's words echo (core/injection.py): a hint beside its reason
+    injection: Injection | None = None
 
     def show_request(
         self,
@@ -72,7 +75,7 @@ class DecisionPanel(Static):
         text = Text()
         parts = describe.request_panel(
             request, batch_size, task, destination, field=field, model_text=model_text, compact=self.compact,
-            edit=self.can_edit, left=self.left,
+            edit=self.can_edit, left=self.left, injection=self.injection,
         )  # fmt: skip
         for part, role in self.framed(parts):
             text.append(part, style=STYLES.get(role))
@@ -87,6 +90,15 @@ class DecisionPanel(Static):
     def set_left(self, left: float | None) -> None:
         """The countdown moved (a second passed): the panel says the time left."""
         self.left = left
+        request, batch_size, task, field, model_text = self._shown
+        if request is not None:
+            self.show_request(request, batch_size, task, self._destination, field=field, model_text=model_text)
+
+    def set_injection(self, injection: Injection | None) -> None:
+        """The screen's text arrived: a possible injection beside the model's words (or none)."""
+        if injection == self.injection:
+            return
+        self.injection = injection
         request, batch_size, task, field, model_text = self._shown
         if request is not None:
             self.show_request(request, batch_size, task, self._destination, field=field, model_text=model_text)

@@ -38,6 +38,7 @@ from ..core.fleet_queue import (
 )
 from ..core.grouping import Group, group_items
 from ..core.guard import DEFAULT_GUARD_S, DecisionGuard
+from ..core.injection import Injection, find_injection
 from ..core.policy import Policy
 from ..core.ports import Answer, AnswerDetails, DecisionRequest, VerifierPlace
 from ..core.run_view import RunView
@@ -58,6 +59,7 @@ from .target_view import (
     destination,
     focus_target,
     labelled,
+    screen_limit,
     shot_of,
     shown_screen,
     typing_field,
@@ -315,6 +317,9 @@ class FleetScreen(ViewScreen):
         self.unfolded: set[str] = set()  # groups listed run by run (Enter)
         # the group the selected row stands for (None: one request)
         self.selected_group: Group | None = None
+        # a possible injection per pending request, once its screen was read (None: none found); such a
+        # request goes first and alone (core/injection.py)
+        self.hints: dict[int, Injection | None] = {}
         # what each group answer reached, beside what the group listed when it was answered (measure)
         self.group_answers: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
         # why recent requests left the queue (ticket -> why), bounded
@@ -544,7 +549,8 @@ class FleetScreen(ViewScreen):
 
     def _regroup(self) -> None:
         """The groups of the pending requests (one each with grouping off), and the selected group again."""
-        alone = frozenset() if self.grouping else frozenset(self.pending_tickets)
+        hinted = frozenset(t for t, hint in self.hints.items() if hint is not None)
+        alone = hinted if self.grouping else frozenset(self.pending_tickets)
         self.groups = group_items(self.items, alone)
         self.unfolded &= {g.id for g in self.groups}
         chosen = self.selected_group
@@ -563,7 +569,7 @@ class FleetScreen(ViewScreen):
 
     def _update_queue(self) -> None:
         items = self.fleet.queue()
-        self.items = items
+        self.items = self._ordered(items)
         new = [item for item in items if item.ticket not in self.seen]
         now_wall = time.monotonic()
         for item in new:
@@ -571,12 +577,42 @@ class FleetScreen(ViewScreen):
             if self.measure:
                 self.shown_at[item.ticket] = now_wall
         self._regroup()
+        self._read_next()
         if self.selected is None and items:
             self._select_first()
         self._rebuild_queue(only_if_changed=True)
         if new:
             self._signal(new[0], len(new))
         self._show_selected()
+
+    def _ordered(self, items: list[QueueItem]) -> list[QueueItem]:
+        """The fleet's order, with the possible injections first."""
+        return sorted(items, key=lambda item: (self.hints.get(item.ticket) is None, item.order))
+
+    def _read_next(self) -> None:
+        """Each pending request's screen read in turn (one at a time, while nothing else is read), so that a
+        possible injection is found and put first; an engine that is missing reads nothing."""
+        for item in self.items:
+            if item.ticket in self.hints:
+                continue
+            frame = item.request.frame
+            if item.request.kind != "action" or frame is None:
+                self.hints[item.ticket] = None
+                continue
+            text, problem = self.reading.result(frame.sha256)
+            if text is not None or problem:
+                view = self.fleet.view(item.task)
+                allowed = self.fleet_rows[item.task].allowed if item.task in self.fleet_rows else ()
+                self.hints[item.ticket] = find_injection(text, view.batch_text, allowed)
+                continue
+            if not self.reading.busy:
+                limit = screen_limit(self.fleet.view(item.task))
+                load = partial(bytes, frame.png)
+                self.reading.request(ShownScreen(frame.sha256, load, run_id=item.run_id, limit=limit))
+            return
+        pending = self.pending_tickets
+        for ticket in [t for t in self.hints if t not in pending]:
+            del self.hints[ticket]
 
     def _select_first(self) -> None:
         """The first row to decide: a group's when the first request stands for one."""
@@ -618,6 +654,15 @@ class FleetScreen(ViewScreen):
             else "the model's safety checks"
         )
         dim = "" if pending else "dim strike"
+        if self.hints.get(item.ticket) is not None and pending:
+            return [
+                Text(str(position), style="bold"),
+                Text("INJECTION?", style="bold reverse"),
+                Text(visible(item.priority.rule, limit=40), style="bold"),
+                Text(visible(item.task, limit=64), style="bold"),
+                Text(f"t{request.turn} #{request.index + 1} " + visible(what, limit=WHAT_CHARS), style="bold"),
+                waited_cell(item, now),
+            ]
         if row.group is not None:
             fold = "▾" if row.group.id in self.unfolded else "▸"
             return [
@@ -758,21 +803,7 @@ class FleetScreen(ViewScreen):
             self._view = self.fleet.view(item.task)
             self._view_of = item.ticket
         view, request = self._view, item.request
-        text = Text()
-        if group is not None:
-            text.append(f" {item.priority.label.upper()} ×{group.size} ", style="bold reverse")
-            text.append(f" the same decision in {group.size} runs · rule {visible(item.priority.rule, limit=60)} · ")
-            text.append("Enter lists them; y / n / a answer each, as its own decision")
-        elif pending:
-            text.append(f" {item.priority.label.upper()} ", style="bold reverse")
-            text.append(f" {visible(item.task, limit=64)} · rule {visible(item.priority.rule, limit=60)} · ")
-            text.append(visible(item.priority.why, limit=120))
-        else:
-            closed = self.closed.get(item.ticket, "no longer pending")
-            text.append(" CLOSED ", style="bold reverse")
-            text.append(f" {visible(item.task, limit=64)}: {visible(closed, limit=120)} · y / n / a are refused; ")
-            text.append("up / down picks another")
-        self._set("#queue-why", text)
+        self._set("#queue-why", self._why_line(item, group, pending))
         panel.border_title = None if pending else "CLOSED: no longer answerable"
         panel.set_class(not pending, "closed")
         panel.run_name = run_name(item.task, item.run_id)
@@ -786,6 +817,7 @@ class FleetScreen(ViewScreen):
         else:
             desktop.show_shot(shot, labelled(focus_target(request, view), self.reading, shot.sha))
         panel.left = self._left(item) if pending else None
+        panel.injection = self.hints.get(item.ticket) if pending else None
         panel.show_request(
             request,
             view.batch_size,
@@ -797,6 +829,28 @@ class FleetScreen(ViewScreen):
         if (screen_shown := self.shown_screen()) is not None:
             self.reading.request(screen_shown)
         self.bindings_may_have_changed()
+
+    def _why_line(self, item: QueueItem, group: Group | None, pending: bool) -> Text:
+        """The line under the queue: what the selected row is, and why it sits where it does."""
+        text = Text()
+        if group is not None:
+            text.append(f" {item.priority.label.upper()} ×{group.size} ", style="bold reverse")
+            text.append(f" the same decision in {group.size} runs · rule {visible(item.priority.rule, limit=60)} · ")
+            text.append("Enter lists them; y / n / a answer each, as its own decision")
+        elif pending and (hint := self.hints.get(item.ticket)) is not None:
+            text.append(" POSSIBLE INJECTION ", style="bold reverse")
+            text.append(f" {visible(item.task, limit=64)} · the model's words echo the screen: ")
+            text.append(visible(hint.summary, limit=120))
+        elif pending:
+            text.append(f" {item.priority.label.upper()} ", style="bold reverse")
+            text.append(f" {visible(item.task, limit=64)} · rule {visible(item.priority.rule, limit=60)} · ")
+            text.append(visible(item.priority.why, limit=120))
+        else:
+            closed = self.closed.get(item.ticket, "no longer pending")
+            text.append(" CLOSED ", style="bold reverse")
+            text.append(f" {visible(item.task, limit=64)}: {visible(closed, limit=120)} · y / n / a are refused; ")
+            text.append("up / down picks another")
+        return text
 
     def _show_run_of(self, item: QueueItem) -> None:
         """The runs table's cursor on the selected request's run (unless the analyst is moving it there)."""
@@ -828,6 +882,14 @@ class FleetScreen(ViewScreen):
         self._show_run_detail()  # its path cut to the new width
 
     def screen_text_read(self, message: ScreenTextRead) -> None:
+        found = sum(hint is not None for hint in self.hints.values())
+        self._read_next()
+        if sum(hint is not None for hint in self.hints.values()) != found:
+            # a possible injection: first in the queue, and out of any group
+            self.items = self._ordered(self.items)
+            self._regroup()
+            self._rebuild_queue()
+            self._show_selected(force=True)
         shot = self.desktop.shot
         if shot is not None and message.digest == shot.sha and self.selected is not None:
             self._show_selected(force=True)

@@ -46,9 +46,10 @@ from .signals import AlertBar
 from .source import RunSource
 from .status import StatusBar
 from .takeover import PassthroughScreen, panel_text
-from .target_view import destination, focus_target, labelled, shot_of, shown_screen, typing_field
+from .target_view import destination, focus_target, injection_at, labelled, shot_of, shown_screen, typing_field
 
 if TYPE_CHECKING:
+    from ..core.injection import Injection
     from .app import CuaApp
 
 # earlier events a view opened on a going run reads back from its audit log
@@ -300,6 +301,7 @@ class RunScreen(HistoryActions, ViewScreen):
         panel.can_edit = self._editable() is not None
         self._count_down(request)
         started = self.view.started
+        panel.injection = self._injection()
         panel.show_request(
             request,
             self.view.batch_size,
@@ -718,6 +720,11 @@ class RunScreen(HistoryActions, ViewScreen):
         """What the pane frames at a decision: the action's target, or for typing the focused field."""
         return focus_target(self.pending, self.view)
 
+    def _injection(self) -> Injection | None:
+        """The on-screen passage the model's words echo, at a decision (core/injection.py): a hint."""
+        allowed = self.source.info.allowed
+        return injection_at(self.pending, self.view, self.reading, self._sha(), allowed)
+
     def _sha(self) -> str | None:
         """The SHA-256 of the newest screenshot (the screen-text cache's key)."""
         return self.view.screen.sha256 if self.view.screen is not None else None
@@ -737,6 +744,7 @@ class RunScreen(HistoryActions, ViewScreen):
     def screen_text_read(self, message: ScreenTextRead) -> None:
         if message.digest != self._sha() or self.pending is None:
             return
+        self.panel.set_injection(self._injection())
         if self._focus_target() is not None:
             self.panel.set_destination(self._destination(), field=self._field() is not None)
             # the panel grew: the row back in view, unless the reviewer has scrolled back to read

@@ -5,10 +5,12 @@ a pending request takes these from the request and the run's RunView."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 
 from ..core import describe
 from ..core.actions import Kind
 from ..core.imaging import ScreenLimit
+from ..core.injection import Injection, find_injection
 from ..core.ports import DecisionRequest
 from ..core.run_view import RunView
 from .desktop_view import Shot
@@ -55,6 +57,17 @@ def destination(
     if found is not None and (found.text or found.label):
         return describe.field_destination(field, found.text, found.label, boxed=found.box is not None)
     return describe.text_destination(field, text.around(field) if text and field else None, problem)
+
+
+def injection_at(
+    request: DecisionRequest | None, view: RunView, reading: ScreenReading, digest: str | None, allowed: Iterable[str]
+) -> Injection | None:
+    """At a decision on an action: the passage of its screen's text (once read) that reads as an instruction to
+    the agent and that the model's words for the turn echo (core/injection.py); None otherwise."""
+    if request is None or request.kind != "action" or digest is None:
+        return None
+    text, _problem = reading.result(digest)
+    return find_injection(text, view.batch_text, allowed)
 
 
 def labelled(target: Target | None, reading: ScreenReading, digest: str | None) -> Target | None:
