@@ -179,7 +179,7 @@ def group_line(group: Group) -> str:
     tasks = [visible(item.task, limit=40) for item in group.members]
     named = ", ".join(tasks[:4]) + (f" and {len(tasks) - 4} more" if len(tasks) > 4 else "")
     target = group.first.likeness.target if group.first.likeness is not None else ""
-    where = f"; the same {visible(target, limit=60)}, the same screen around it" if target else ""
+    where = f", at {visible(target, limit=60)} with the same screen around it" if target else ""
     return f"{group.size} runs ask this{where}: {named} · y / n / a answer each of them (each recorded as its own)"
 
 
@@ -555,6 +555,12 @@ class FleetScreen(ViewScreen):
         self.unfolded &= {g.id for g in self.groups}
         chosen = self.selected_group
         if chosen is None:
+            # the request selected alone has been joined by others: its row is now the group's (unless the
+            # group is listed run by run), and what y answers is what the row shows
+            item = self.selected
+            home = next((g for g in self.groups if item is not None and item.ticket in g.tickets), None)
+            if home is not None and home.size > 1 and home.id not in self.unfolded:
+                self.selected_group, self.selected = home, home.first
             return
         # the same group, or the one its first runs went on in (its first member answered or closed)
         tickets = set(chosen.tickets)
@@ -674,7 +680,7 @@ class FleetScreen(ViewScreen):
                 waited_cell(item, now),
             ]
         return [
-            Text("  ·" if row.member else str(position) if pending else "-", style=dim),
+            Text(" ·" if row.member else str(position) if pending else "-", style=dim),
             Text(item.priority.label, style="bold" if item.priority.tier == 0 else dim),
             Text(visible(item.priority.rule, limit=40), style=dim),
             Text(visible(item.task, limit=64), style=dim),

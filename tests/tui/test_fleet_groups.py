@@ -206,3 +206,26 @@ async def test_safety_checks_and_regions_that_send_out_are_never_grouped(tmp_pat
         assert "safety checks" in reasons["check-1"] and "sends data out" in reasons["send-1"]
         fleet.kill_all()
         await until(pilot, lambda: fleet.done, "every run to end")
+
+
+async def test_a_request_selected_alone_that_others_join_becomes_their_groups_row(
+    tmp_path: Path, settings: Settings
+) -> None:
+    late = SimDesktop()
+    late.hang.set()  # its actions wait until ``unhang``: its request comes after the first run's
+    fleet = fleet_of(tmp_path, {"first": opts(settings), "late": opts(settings, desktop=late)})
+    app = App(fleet)
+    main = fleet_screen(app)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: main.selected is not None and main.selected_group is None, "the first alone")
+        alone = main.selected
+        assert alone is not None and queue_keys(app) == [str(alone.ticket)]
+        late.unhang.set()
+        await until_group(pilot, app, 2)
+        group = main.selected_group
+        assert group is not None and group.first.ticket == alone.ticket
+        assert queue_keys(app) == [group.id]  # the row y answers is the row shown
+        assert main.guard.shown == (group.id, group.tickets)  # and the guard started again for it
+        await answer(pilot, "y")
+        await until(pilot, lambda: fleet.done, "every run to end")
+    assert all(decisions(r.path)[0]["group"]["size"] == 2 for r in fleet.rows())
