@@ -93,3 +93,21 @@ def test_groups_keep_the_queues_order_and_leave_out_the_tickets_asked() -> None:
     assert [g.tickets for g in groups] == [(1, 3, 4), (2,)]
     assert groups[0].id.startswith("g") and groups[0].id.endswith("-1")
     assert [g.tickets for g in group_items(items, frozenset({3}))] == [(1, 4), (2,), (3,)]
+
+
+def test_replay_and_the_export_say_which_group_a_decision_was_answered_in() -> None:
+    from cua_tui.core import events as ev
+    from cua_tui.core.describe import group_for
+    from cua_tui.core.ports import Answer
+
+    def made(group: object) -> ev.DecisionMade:
+        return ev.DecisionMade(1, 0, Answer.APPROVE, "human (fleet TUI)", group=group)  # type: ignore[arg-type]
+
+    assert (
+        group_for(made({"id": "g1a2b3c-17", "size": 12})) == "one of 12 runs answered with one key (group g1a2b3c-17)"
+    )
+    # a record no fleet writes (a hostile run directory) says nothing
+    for hostile in (None, {"id": "g", "size": 0}, {"id": "x" * 65, "size": 2}, {"id": "g", "size": True}, ["g", 2]):
+        assert group_for(made(hostile)) == ""
+    shown = group_for(made({"id": "\x1b[31mred", "size": 2}))
+    assert "\x1b" not in shown and shown.endswith("(group ␛[31mred)")  # shown literally

@@ -414,6 +414,8 @@ def step_panel(
             line += f" · {visible(decision.note, limit=200)}"
         if shown_for(decision):
             line += f" · {shown_for(decision)}"
+        if group_for(decision):
+            line += f" · {group_for(decision)}"
         parts += [("decision ", LABEL), (line + "\n", "")]
         if isinstance(decision.edited, dict):
             parts += [("edited   ", LABEL), (edit_line(step, decision.edited) + "\n", WARN)]
@@ -478,6 +480,18 @@ def shown_for(decision: ev.DecisionMade) -> str:
         # a recorded figure no run could have (a hostile run directory) says nothing
         return ""
     return f"shown {decision.shown_ms / 1000:.1f} s before the answer"
+
+
+def group_for(decision: ev.DecisionMade) -> str:
+    """The fleet queue's group a decision was answered in ("one of 12 runs answered with one key (group
+    g1a2b3c-17)"), or "" (none, or a record no fleet could have written)."""
+    group = decision.group
+    if not isinstance(group, dict):
+        return ""
+    gid, size = group.get("id"), group.get("size")
+    if not isinstance(gid, str) or not 0 < len(gid) <= 64 or type(size) is not int or not 1 <= size <= 100_000:
+        return ""
+    return f"one of {size} runs answered with one key (group {visible(gid)})"
 
 
 def screen_before(step: Step) -> str:

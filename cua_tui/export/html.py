@@ -300,6 +300,8 @@ def _decisions(page: _Page, step: Step) -> None:
         note = f" · {e(decision.note)}" if decision.note and decision.by != "policy" else ""
         shown = describe.shown_for(decision)
         note += f" · {e(shown)}" if shown else ""
+        group = describe.group_for(decision)
+        note += f" · {e(group)}" if group else ""
         page.add(
             f"<dt>decision</dt><dd><strong>{e(decision.decision, 20)}</strong> by {e(decision.by, 200)}{note}</dd>"
         )
