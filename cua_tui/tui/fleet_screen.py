@@ -320,6 +320,7 @@ class FleetScreen(ViewScreen):
         # a possible injection per pending request, once its screen was read (None: none found); such a
         # request goes first and alone (core/injection.py)
         self.hints: dict[int, Injection | None] = {}
+        self.unreadable: set[int] = set()  # pending requests whose screen the engine could not read
         # what each group answer reached, beside what the group listed when it was answered (measure)
         self.group_answers: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
         # why recent requests left the queue (ticket -> why), bounded
@@ -549,8 +550,15 @@ class FleetScreen(ViewScreen):
 
     def _regroup(self) -> None:
         """The groups of the pending requests (one each with grouping off), and the selected group again."""
-        hinted = frozenset(t for t, hint in self.hints.items() if hint is not None)
-        alone = hinted if self.grouping else frozenset(self.pending_tickets)
+        # With an OCR engine, a request joins a group only once its screen was read and no possible
+        # injection found: one answer must never carry a marked request along unseen.
+        unread = (
+            set()
+            if self.reading.unavailable
+            else {i.ticket for i in self.items if i.ticket not in self.hints} | self.unreadable
+        )
+        hinted = {t for t, hint in self.hints.items() if hint is not None}
+        alone = frozenset(hinted | unread) if self.grouping else frozenset(self.pending_tickets)
         self.groups = group_items(self.items, alone)
         self.unfolded &= {g.id for g in self.groups}
         chosen = self.selected_group
@@ -582,8 +590,8 @@ class FleetScreen(ViewScreen):
             self.seen.add(item.ticket)
             if self.measure:
                 self.shown_at[item.ticket] = now_wall
-        self._regroup()
         self._read_next()
+        self._regroup()
         if self.selected is None and items:
             self._select_first()
         self._rebuild_queue(only_if_changed=True)
@@ -610,6 +618,8 @@ class FleetScreen(ViewScreen):
                 view = self.fleet.view(item.task)
                 allowed = self.fleet_rows[item.task].allowed if item.task in self.fleet_rows else ()
                 self.hints[item.ticket] = find_injection(text, view.batch_text, allowed)
+                if text is None:
+                    self.unreadable.add(item.ticket)
                 continue
             if not self.reading.busy:
                 limit = screen_limit(self.fleet.view(item.task))
@@ -619,6 +629,7 @@ class FleetScreen(ViewScreen):
         pending = self.pending_tickets
         for ticket in [t for t in self.hints if t not in pending]:
             del self.hints[ticket]
+        self.unreadable &= pending
 
     def _select_first(self) -> None:
         """The first row to decide: a group's when the first request stands for one."""
@@ -888,10 +899,10 @@ class FleetScreen(ViewScreen):
         self._show_run_detail()  # its path cut to the new width
 
     def screen_text_read(self, message: ScreenTextRead) -> None:
-        found = sum(hint is not None for hint in self.hints.values())
+        known = set(self.hints)
         self._read_next()
-        if sum(hint is not None for hint in self.hints.values()) != found:
-            # a possible injection: first in the queue, and out of any group
+        if set(self.hints) != known:
+            # a screen read: a clean request may join its group; a possible injection goes first, alone
             self.items = self._ordered(self.items)
             self._regroup()
             self._rebuild_queue()

@@ -1,6 +1,7 @@
 """End to end through a real terminal: `cua-tui fleet --tasks FILE --backend local` in tmux, three form-lab
 runs on real local desktops (Xvfb + openbox + Chromium, each in its own sandbox), every decision approved
-with y as a person would (reading the screen with capture-pane), until every run has ended; then q.
+with y as a person would (reading the screen with capture-pane), until every run has ended; then q. The
+three runs ask the same thing at each step: the queue shows one row for the three, and one y answers each.
 
 The exit status must say every run passed, and every run directory must be complete: passed and verified
 by its lab, its audit log intact and sealed (``cua-tui verify``), its decisions made by a human through the
@@ -75,18 +76,24 @@ def test_a_fleet_of_three_local_desktops_answered_with_y_in_tmux(tmp_path: Path)
         screen = tmux.wait_for(lambda s: "FLEET" in s and "Approval queue" in s, "the fleet TUI", 60)
         deadline = time.monotonic() + 200
         while time.monotonic() < deadline:
-            screen = tmux.wait_for(lambda s: "every run ended" in s or pending(s), "a request or the end", 120)
+            # The three runs ask the same thing at each step (issue 25): once all three wait, the queue
+            # holds one row for them, and one y (after the group's guard) answers each.
+            screen = tmux.wait_for(
+                lambda s: "every run ended" in s or (pending(s) and "3 waiting for you" in s and "×3 runs" in s),
+                "the three runs' request as one row, or the end",
+                120,
+            )
             if "every run ended" in screen:
                 break
             asked = pending(screen)
-            tmux.answer("y")  # once the request has been on screen for its input guard
+            assert "3 runs ask this" in screen, screen
+            tmux.answer("y")  # once the group has been on screen for its input guard
             approvals += 1
-            # the next request (or none) replaces this one in the panel before another y
 
             def answered(s: str, asked: tuple[tuple[int, int], str] | None = asked) -> bool:
                 return pending(s) != asked
 
-            tmux.wait_for(answered, f"the answered {asked} to leave the panel", 30)
+            tmux.wait_for(answered, f"the group of {asked} to leave the panel", 30)
         else:
             raise AssertionError(f"the fleet did not end within 200 s; the screen:\n{screen}")
         assert "3 ended (3 passed)" in screen, screen
@@ -115,8 +122,10 @@ def test_a_fleet_of_three_local_desktops_answered_with_y_in_tmux(tmp_path: Path)
         records = [json.loads(line) for line in (run_dir / "audit.jsonl").read_text().splitlines()]
         decisions = [r for r in records if r["kind"] == "decision" and r["by"] != "policy"]
         assert decisions and all((d["decision"], d["by"]) == ("approve", "human (TUI)") for d in decisions)
+        assert all(d["group"]["size"] == 3 for d in decisions)  # each answered with its group of three
         humans += len(decisions)
-    assert humans <= approvals  # every decision came from a y pressed in the terminal
+    # the field's typing and the Verify click: two decisions a run, two keypresses in all
+    assert (humans, approvals) == (6, 2)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
