@@ -530,7 +530,9 @@ def _stats_lines(runs_dir: Path) -> list[str]:
     return out.stdout.splitlines() or [f"(stats failed: {out.stderr.strip()[-200:]})"]
 
 
-def bench_fleet_keys(tmp: Path, runs: int, concurrency: int, grouping: bool) -> dict[str, Any]:
+def bench_fleet_keys(
+    tmp: Path, runs: int, concurrency: int, grouping: bool, read_s: tuple[float, float] = READ_S
+) -> dict[str, Any]:
     import asyncio
     import random
 
@@ -546,7 +548,7 @@ def bench_fleet_keys(tmp: Path, runs: int, concurrency: int, grouping: bool) -> 
     rng = random.Random(25)
     on = "on" if grouping else "off"
     log(f"fleet: {runs} sim runs, {concurrency} at a time, answered at the keys, grouping {on}")
-    drove = asyncio.run(_analyst(app, fleet, screen, lambda: rng.uniform(*READ_S)))
+    drove = asyncio.run(_analyst(app, fleet, screen, lambda: rng.uniform(*read_s)))
     decided = grouped = 0
     rows = fleet.rows()
     for row in rows:

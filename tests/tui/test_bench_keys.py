@@ -9,8 +9,9 @@ from cua_tui.bench.fleet import ANALYST, _keys_lines, bench_fleet_keys
 
 
 def test_groups_take_fewer_keys_and_no_answer_leaves_its_group(tmp_path: Path) -> None:
-    grouped = bench_fleet_keys(tmp_path, 6, 3, True)
-    single = bench_fleet_keys(tmp_path, 3, 3, False)
+    # a quick reader: the part's logic, not its figures, is the point here
+    grouped = bench_fleet_keys(tmp_path, 6, 3, True, read_s=(0.05, 0.1))
+    single = bench_fleet_keys(tmp_path, 3, 3, False, read_s=(0.05, 0.1))
     assert grouped["decisions"] == 6 and grouped["passed"] == 6 and grouped["intact"] == 6
     assert grouped["presses"] < grouped["decisions"] and grouped["largest_group"] > 1
     assert grouped["answers_outside_their_group"] == 0 and grouped["decided_in_groups"] >= 2

@@ -297,17 +297,20 @@ async def test_slash_filters_the_audit_list_by_kind_and_by_text(tmp_path: Path) 
         assert app.focused is log
         assert app.query_one(AuditPane).border_subtitle == f"filter: kind:outcome · 3 of {len(log.entries)}"
 
-        await pilot.press("slash", *["backspace"] * len("kind:outcome"), *"step 2:")
+        await pilot.press("slash")
+        search = app.query_one("#audit-search", Input)
+        # the filter's words set at once (typing them, as above, costs a redraw a key on a loaded machine)
+        search.value = "step 2:"
         await pilot.pause()
         assert shown(app) == ["model_turn"]  # the words of turn 2
-        await pilot.press("space", *"kind:decision")  # words and kinds together: none of both
+        search.value = "step 2: kind:decision"  # words and kinds together: none of both
         await pilot.pause()
         assert shown(app) == []
-        await pilot.press(*["backspace"] * len(" kind:decision step 2:"), *"kind:verdict,decision_requested")
+        search.value = "kind:verdict,decision_requested"
         await pilot.pause()
         assert set(shown(app)) == {"verdict", "decision_requested"}
         assert shown(app).count("decision_requested") == 1
-        await pilot.press(*["backspace"] * len("verdict,decision_requested"), *"dec")  # the start of kinds
+        search.value = "kind:dec"  # the start of kinds
         await pilot.pause()
         assert set(shown(app)) == {"decision", "decision_requested"}
         await pilot.press("escape")  # clears the filter
