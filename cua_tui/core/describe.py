@@ -14,6 +14,7 @@ from typing import Any
 
 from . import events as ev
 from .actions import Kind
+from .grouping import group_record
 from .injection import Injection
 from .ports import DecisionRequest, Gated, VerifierPlace
 from .text import one_line, visible
@@ -485,13 +486,10 @@ def shown_for(decision: ev.DecisionMade) -> str:
 def group_for(decision: ev.DecisionMade) -> str:
     """The fleet queue's group a decision was answered in ("one of 12 runs answered with one key (group
     g1a2b3c-17)"), or "" (none, or a record no fleet could have written)."""
-    group = decision.group
-    if not isinstance(group, dict):
+    group = group_record(decision.group)
+    if group is None:
         return ""
-    gid, size = group.get("id"), group.get("size")
-    if not isinstance(gid, str) or not 0 < len(gid) <= 64 or type(size) is not int or not 1 <= size <= 100_000:
-        return ""
-    return f"one of {size} runs answered with one key (group {visible(gid)})"
+    return f"one of {group['size']} runs answered with one key (group {visible(group['id'])})"
 
 
 def screen_before(step: Step) -> str:

@@ -161,6 +161,28 @@ def _grey(screen: Image.Image, box: tuple[int, int, int, int]) -> tuple[bytes, t
     return screen.crop((x0, y0, x1, y1)).convert("L").tobytes(), (x0, y0, x1, y1)
 
 
+# a group's id as the fleet queue writes it, and the most runs one can hold
+GROUP_ID_CHARS = 64
+MAX_GROUP = 100_000
+
+
+def group_record(group: object) -> dict[str, Any] | None:
+    """The group an answer came with as a record, ``{"id", "size"}``, from the fleet's ``(id, size)`` or
+    a recorded dict; None for none, or for one no fleet writes (the supervisor writes only such, replay
+    and the export believe only such)."""
+    if isinstance(group, dict):
+        gid, size = group.get("id"), group.get("size")
+    elif isinstance(group, tuple) and len(group) == 2:
+        gid, size = group
+    else:
+        return None
+    if not isinstance(gid, str) or not gid.isprintable() or not 0 < len(gid) <= GROUP_ID_CHARS:
+        return None
+    if type(size) is not int or not 1 <= size <= MAX_GROUP:
+        return None
+    return {"id": gid, "size": size}
+
+
 # ------------------------------------------------------------------------------------------------
 # The groups the queue shows
 # --------------------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from .budgets import SoftBudgets
 from .edits import Edited, check_edit, edit_note
 from .events import RunPhase, RunStatus
 from .geometry import Scaling, Size
+from .grouping import group_record
 from .policy import Decision, Policy, Verdict
 from .ports import (
     ActionResult,
@@ -865,7 +866,7 @@ class Supervisor:
                 guard_ms=ruling.guard_ms if ruling.human and type(ruling.guard_ms) is int else None,
                 edited=edited,
                 ran=ruling.edit,
-                group=_group_record(ruling.group) if ruling.human else None,
+                group=group_record(ruling.group) if ruling.human else None,
             )
         )
         if ruling.answer is Answer.KILL:
@@ -1362,23 +1363,6 @@ def _valid_ruling(ruling: object) -> Ruling:
 
 def _is_sha256(value: object) -> bool:
     return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
-
-
-# a group's id as the fleet queue writes it (core/grouping.py), and the most members one can have
-GROUP_ID_CHARS = 64
-MAX_GROUP = 100_000
-
-
-def _group_record(group: object) -> dict[str, Any] | None:
-    """The group an answer came with, as recorded (None: none, or not one the fleet queue makes)."""
-    if not isinstance(group, tuple) or len(group) != 2:
-        return None
-    gid, size = group
-    if not isinstance(gid, str) or not gid.isprintable() or not 0 < len(gid) <= GROUP_ID_CHARS:
-        return None
-    if type(size) is not int or not 1 <= size <= MAX_GROUP:
-        return None
-    return {"id": gid, "size": size}
 
 
 def iso_time(epoch: float) -> str:
