@@ -28,11 +28,14 @@ IGNORE = re.compile(
     r"previous|prior|user)\b|\bnew (?:instructions?|task)\b|\binstead of (?:your|the) task\b",
     re.IGNORECASE,
 )
-# A host named in the text: a URL's, or a bare name with a dot and a known-looking last label.
-HOST = re.compile(
-    r"\b(?:https?://)?((?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,24})(?::\d{1,5})?(?:/\S*)?",
-    re.IGNORECASE,
-)
+# A host named in the text (a URL's, or a bare name): a run of host characters, split into its labels.
+# No nested repetition: a pattern that repeats "label." backtracks quadratically on "a.a.a.a…1" (40,000
+# such characters took 47 s), and page text and model text are hostile.
+HOST_RUN = re.compile(r"[a-z0-9.-]+", re.IGNORECASE)
+LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?", re.IGNORECASE)
+TOP_LABEL = re.compile(r"[a-z]{2,24}", re.IGNORECASE)
+MAX_HOST = 253
+MAX_SCANNED = 20_000  # characters of a text looked at
 # Words too common to show that the model took them from the passage.
 COMMON = frozenset(
     [
@@ -167,6 +170,7 @@ def passages(text: ScreenText) -> list[tuple[str, Box]]:
 
 def signals_of(passage: str, allowed: Sequence[str]) -> tuple[list[str], set[str]]:
     """Why ``passage`` reads as an instruction to the agent, and its words that say so (lower case)."""
+    passage = passage[:MAX_SCANNED]
     said: list[str] = []
     words: set[str] = set()
     if found := AUTHORITY.findall(passage):
@@ -175,7 +179,7 @@ def signals_of(passage: str, allowed: Sequence[str]) -> tuple[list[str], set[str
     if IGNORE.search(passage):
         said.append("asks to leave the task")
         words |= {"ignore", "disregard", "instructions", "task"}
-    outside = sorted({h.lower() for h in HOST.findall(passage) if not _allowed(h, allowed)})
+    outside = sorted({h for h in hosts(passage) if not _allowed(h, allowed)})
     if outside:
         said.append(f"names a host outside the allow-list ({', '.join(outside[:3])})")
         for host in outside:
@@ -189,14 +193,15 @@ def find_injection(text: ScreenText | None, model_text: str, allowed: Iterable[s
     (None: none). ``allowed``: the run's allow-list entries (its own hosts are no sign)."""
     if text is None or not model_text.strip():
         return None
-    said_words = set(_words(model_text)) | {h.lower() for h in HOST.findall(model_text)}
+    model_text = model_text[:MAX_SCANNED]
+    said_words = set(_words(model_text)) | set(hosts(model_text))
     allowed = tuple(allowed)
     best: Injection | None = None
     for passage, box in passages(text):
         signals, signal_words = signals_of(passage, allowed)
         if not signals:
             continue
-        shared = [w for w in dict.fromkeys(_words(passage) + [h.lower() for h in HOST.findall(passage)])]
+        shared = list(dict.fromkeys(_words(passage) + hosts(passage)))
         echoed = [w for w in shared if w in said_words]
         if len(echoed) < MIN_ECHO or not signal_words & set(echoed):
             continue
@@ -204,6 +209,20 @@ def find_injection(text: ScreenText | None, model_text: str, allowed: Iterable[s
         if best is None or len(found.echoed) > len(best.echoed):
             best = found
     return best
+
+
+def hosts(text: str) -> list[str]:
+    """The host names ``text`` names (lower case), in a URL or bare: two labels or more, the last of
+    letters. Linear in the text (its first MAX_SCANNED characters)."""
+    found = []
+    for run in HOST_RUN.findall(text[:MAX_SCANNED]):
+        name = run.strip(".-").lower()
+        labels = name.split(".")
+        if len(labels) < 2 or len(name) > MAX_HOST or not TOP_LABEL.fullmatch(labels[-1]):
+            continue
+        if all(LABEL.fullmatch(label) for label in labels):
+            found.append(name)
+    return found
 
 
 def _words(text: str) -> list[str]:
