@@ -67,6 +67,13 @@ def other_page() -> SimDesktop:
     return SimDesktop(app=app)
 
 
+def alike(tmp_path: Path, settings: Settings, *names: str) -> tuple[Fleet, App, FleetScreen]:
+    """A fleet of the same form task under ``names``, not started, in the fleet TUI."""
+    fleet = fleet_of(tmp_path, {name: opts(settings) for name in names})
+    app = App(fleet)
+    return fleet, app, fleet_screen(app)
+
+
 def queue_keys(app: CuaApp) -> list[str]:
     return list(app.query_one("#queue", RowTable).keys)
 
@@ -84,9 +91,7 @@ async def until_group(pilot: Any, app: App, size: int) -> None:
 async def test_the_same_decision_in_three_runs_is_one_row_and_y_answers_each_as_its_own(
     tmp_path: Path, settings: Settings
 ) -> None:
-    fleet = fleet_of(tmp_path, {name: opts(settings) for name in ("one", "two", "three")})
-    app = App(fleet)
-    main = fleet_screen(app)
+    fleet, app, main = alike(tmp_path, settings, "one", "two", "three")
     async with app.run_test(size=SIZE) as pilot:
         await until_group(pilot, app, 3)
         group = main.selected_group
@@ -146,9 +151,7 @@ async def test_requests_that_differ_in_text_or_around_the_target_are_not_grouped
 async def test_a_member_whose_request_closed_leaves_the_group_before_the_answer(
     tmp_path: Path, settings: Settings
 ) -> None:
-    fleet = fleet_of(tmp_path, {name: opts(settings) for name in ("one", "two", "three")})
-    app = App(fleet)
-    main = fleet_screen(app)
+    fleet, app, main = alike(tmp_path, settings, "one", "two", "three")
     async with app.run_test(size=SIZE) as pilot:
         await until_group(pilot, app, 3)
         shown = main.selected_group
@@ -170,8 +173,7 @@ async def test_a_member_whose_request_closed_leaves_the_group_before_the_answer(
 
 
 async def test_n_on_a_group_rejects_each_with_the_one_reason(tmp_path: Path, settings: Settings) -> None:
-    fleet = fleet_of(tmp_path, {name: opts(settings) for name in ("one", "two")})
-    app = App(fleet)
+    fleet, app, _main = alike(tmp_path, settings, "one", "two")
     async with app.run_test(size=SIZE) as pilot:
         await until_group(pilot, app, 2)
         await answer(pilot, "n")
