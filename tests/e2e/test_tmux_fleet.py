@@ -179,6 +179,42 @@ def test_a_signal_to_the_fleet_tui_kills_and_seals_every_run_and_leaves(tmp_path
         assert verify.returncode == 0, verify.stdout + verify.stderr
 
 
+def test_a_fleet_tui_whose_terminal_goes_away_seals_every_run_and_leaves(tmp_path: Path) -> None:
+    """The terminal itself goes (its tmux session killed) while both runs wait for a decision: every run is
+    killed by SIGHUP and sealed, and the process leaves. Textual's shutdown could block for good on its
+    output to the vanished terminal; the fleet then leaves on its own once every run is sealed."""
+    from cua_tui.bench.fleet import FORM
+
+    (tmp_path / "form.json").write_text(json.dumps(FORM))
+    tasks = tmp_path / "tasks.toml"
+    tasks.write_text(
+        'version = 1\nname = "hung-up"\n\n'
+        + "".join(f'[[tasks]]\nname = "{n}"\ntask = "fill the form"\nagent = "script:form.json"\n\n' for n in TASKS[:2])
+    )
+    runs = tmp_path / "runs"
+    command = fleet_command(tmp_path, tasks).replace("--backend local --concurrency 3", "--backend sim --concurrency 2")
+    # the fleet as the pane's own process (no shell around it to outlive): the terminal's going is its alone
+    command = command.removesuffix("; echo EXIT=$?; sleep 30")
+    tmux = Tmux(command, width=200, height=50)
+    try:
+        tmux.wait_for(lambda s: "2 waiting for you" in s, "both runs waiting for a decision", 60)
+        (fleet,) = [int(p) for p in tmux.tmux("list-panes", "-F", "#{pane_pid}").split()]
+        assert "fleet" in Path(f"/proc/{fleet}/cmdline").read_text()
+    finally:
+        tmux.close()  # the terminal goes away
+    deadline = time.monotonic() + 60
+    while Path(f"/proc/{fleet}").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not Path(f"/proc/{fleet}").exists(), "the fleet TUI stayed after its terminal went away"
+    for run_dir in [p for p in runs.iterdir() if (p / "audit.jsonl").is_file()]:
+        result = json.loads((run_dir / "result.json").read_text())
+        assert (result["status"], result["reason"]) == ("killed", "killed by signal SIGHUP"), result
+        verify = subprocess.run(
+            [*cua_tui_command(), "verify", str(run_dir)], capture_output=True, text=True, timeout=60
+        )
+        assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
 RUN = re.compile(r"\brun {5}(\S+)")
 
 
