@@ -10,6 +10,7 @@ import shutil
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -153,6 +154,10 @@ def main() -> None:
     log that `cua-tui verify` checks offline."""
 
 
+# after a hangup, once everything was sealed: how long a TUI has to close before the process leaves
+HANGUP_GRACE_S = 5.0
+
+
 class OnSignal:
     """While in effect, SIGINT, SIGTERM and SIGHUP (Ctrl-C, a service manager, the terminal going away) are
     acted on by ``act(signum, count)`` on a thread of its own. The handler only records the signal
@@ -161,9 +166,11 @@ class OnSignal:
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
-    def __init__(self) -> None:
+    def __init__(self, *, tui: bool = False) -> None:
         self.received: queue.SimpleQueue[int | None] = queue.SimpleQueue()
         self._previous: dict[int, Any] = {}
+        # a TUI is on the terminal: when the terminal goes, the process leaves once sealed (below)
+        self.tui = tui
 
     def __enter__(self) -> Self:
         threading.Thread(target=self._act, name="cua-signals", daemon=True).start()
@@ -182,8 +189,25 @@ class OnSignal:
         count = 0
         while (signum := self.received.get()) is not None:
             self.act(signum, count)
+            if signum == signal.SIGHUP and self.tui and count == 0:
+                threading.Thread(target=self._leave_once_sealed, name="cua-hangup", daemon=True).start()
             count += 1
 
     def act(self, signum: int, count: int) -> None:
         """What the ``count``-th signal (from 0) does."""
         raise NotImplementedError
+
+    def sealed(self, timeout: float) -> bool:
+        """Whether what the signal ended has sealed itself, waiting up to ``timeout`` seconds."""
+        return True
+
+    def _leave_once_sealed(self) -> None:
+        """The terminal went away under a TUI. Textual's shutdown can then block for good on its output queue
+        (py-spy: the main thread in ``Queue.put`` from ``LinuxDriver.close``; a demo and a fleet TUI whose
+        tmux sessions were killed stayed, parentless, for hours). Once everything the signal ended has
+        sealed itself, the process has HANGUP_GRACE_S to leave on its own, then leaves with status 1 (a
+        signalled run's), with no one left to read what it would have printed."""
+        while not self.sealed(0.5):
+            pass
+        time.sleep(HANGUP_GRACE_S)
+        os._exit(1)

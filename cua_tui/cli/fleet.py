@@ -205,17 +205,13 @@ def _run_headless(fleet: Any) -> None:
             pass
 
 
-# after a hangup, once every run sealed itself: how long the TUI has to close before the process leaves
-HANGUP_GRACE_S = 5.0
-
-
 class StopOnSignal(OnSignal):
     """While in effect, SIGINT, SIGTERM and SIGHUP end the fleet: the first kills every run (each ends
     ``killed`` and seals itself; the fleet ends within their stop timeouts, see ``Fleet.kill_all``), a second
     stops waiting for the seals still to come. ``then`` runs after the first (the fleet TUI's exit)."""
 
     def __init__(self, fleet: Any, then: Any = None) -> None:
-        super().__init__()
+        super().__init__(tui=then is not None)
         self.fleet = fleet
         self.then = then
 
@@ -237,21 +233,9 @@ class StopOnSignal(OnSignal):
                 self.then()
             except Exception:  # the fleet's end does not depend on it
                 pass
-            if signum == signal.SIGHUP:
-                threading.Thread(target=self._leave_once_sealed, name="cua-hangup", daemon=True).start()
 
-    def _leave_once_sealed(self) -> None:
-        """The terminal went away under the fleet TUI. Textual's shutdown can then block for good on its
-        output queue (seen: a fleet TUI whose tmux session was killed stayed, parentless, for an hour). Once
-        every run has ended and sealed itself, the process is given HANGUP_GRACE_S to leave on its own;
-        then it leaves, status 1 (a signalled fleet's), with no one left to read a summary."""
-        import os
-        import time
-
-        while not self.fleet.wait(0.5):
-            pass
-        time.sleep(HANGUP_GRACE_S)
-        os._exit(1)
+    def sealed(self, timeout: float) -> bool:
+        return bool(self.fleet.wait(timeout))
 
 
 def _summary(fleet: Any, settings_runs: Path | None = None) -> int:

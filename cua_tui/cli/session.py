@@ -100,7 +100,7 @@ class KillOnSignal(OnSignal):
     SIGTERM and leave the run unsealed)."""
 
     def __init__(self, supervisor: Any, then: Any = None) -> None:
-        super().__init__()
+        super().__init__(tui=then is not None)
         self.supervisor = supervisor
         self.then = then
 
@@ -110,6 +110,9 @@ class KillOnSignal(OnSignal):
             with contextlib.suppress(Exception):
                 # the App may be gone already: the run's end does not wait
                 self.then()
+
+    def sealed(self, timeout: float) -> bool:
+        return bool(self.supervisor.finished.wait(timeout))
 
 
 def _run_with_interrupt(run: Run) -> Any:

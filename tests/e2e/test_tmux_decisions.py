@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -184,3 +185,25 @@ def test_a_double_tap_of_y_approves_only_the_first_decision(tmp_path: Path) -> N
     assert decided == [(1, "approve"), (2, "reject")]  # the second y approved nothing
     asked = [r["index"] for r in records if r["kind"] == "decision_requested"]
     assert asked == [1, 2]
+
+
+def test_a_run_whose_terminal_goes_away_at_a_decision_is_sealed_and_the_process_leaves(tmp_path: Path) -> None:
+    """The terminal goes (its tmux session killed) while a lone run waits for a decision: the run is killed
+    by SIGHUP and sealed, and the process leaves, even where Textual's shutdown blocks on its output to the
+    vanished terminal (seen with the demos: such a process stayed for hours)."""
+    turns = [{"actions": [FIELD, {"type": "type", "text": "typed"}]}]
+    command = run_command(tmp_path, "--agent", f"script:{script(tmp_path, turns)}")
+    # the run as the pane's own process: no shell around it
+    tmux = Tmux(command.removesuffix("; echo EXIT=$?; sleep 30"), width=160, height=48)
+    try:
+        tmux.wait_for(awaiting, "the decision")
+        (pid,) = [int(p) for p in tmux.tmux("list-panes", "-F", "#{pane_pid}").split()]
+    finally:
+        tmux.close()
+    deadline = time.monotonic() + 60
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not Path(f"/proc/{pid}").exists(), "the run's TUI stayed after its terminal went away"
+    (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if (p / "audit.jsonl").is_file()]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert (result["status"], result["reason"]) == ("killed", "killed by signal SIGHUP"), result
