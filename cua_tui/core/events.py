@@ -418,6 +418,8 @@ class Stamped:
     seq: int
     head: str
     event: Event
+    # the record's ``ts`` (seconds since the epoch, as written); 0.0 where the line had none
+    ts: float = 0.0
 
 
 EVENT_TYPES: dict[str, type[Event]] = {

@@ -82,6 +82,11 @@ def event_of(record: dict[str, Any]) -> ev.Event:
         return ev.Note(f"{kind} record with fields this version cannot read")
 
 
+def _ts(value: Any) -> float:
+    """A record's time, if it is a plausible one (an edited record may hold anything)."""
+    return float(value) if type(value) in (int, float) and 0 <= value < 1e11 else 0.0
+
+
 class RunLog(FdOwner):
     """``audit.jsonl`` of one run directory, read line by line from where the last ``poll`` stopped.
 
@@ -142,7 +147,7 @@ class RunLog(FdOwner):
         self.lines += 1
         if not isinstance(record, dict):
             return ev.Stamped(seq, hashlib.sha256(line).hexdigest(), ev.Note(f"line {seq + 1}: not an object"))
-        return ev.Stamped(seq, hashlib.sha256(line).hexdigest(), event_of(record))
+        return ev.Stamped(seq, hashlib.sha256(line).hexdigest(), event_of(record), _ts(record.get("ts")))
 
     def _unreadable(self, why: str) -> ev.Stamped:
         seq = self.lines

@@ -1323,7 +1323,7 @@ class Supervisor:
                     self._lost = self._lost or str(exc)
                     raise StorageFailure(str(exc)) from None
                 self._storage_failed("audit.jsonl", exc)
-            stamped = ev.Stamped(seq, head, event)
+            stamped = ev.Stamped(seq, head, event, self.audit.last_ts)
             for listener in self._listeners:
                 try:
                     listener(stamped)

@@ -47,6 +47,7 @@ class AuditWriter:
         self._size = self._fh.tell()
         self.seq = 0
         self.head = GENESIS
+        self.last_ts = 0.0  # the ts of the last line written (the listeners get it with the event)
         self.closed = False
 
     def append(self, kind: str, payload: dict[str, Any]) -> tuple[int, str]:
@@ -69,7 +70,8 @@ class AuditWriter:
             return seq, digest
 
     def _write(self, kind: str, payload: dict[str, Any]) -> tuple[int, str]:
-        record = {"seq": self.seq, "ts": round(self._clock(), 6), "run": self.run_id, "kind": kind, "prev": self.head}
+        self.last_ts = round(self._clock(), 6)
+        record = {"seq": self.seq, "ts": self.last_ts, "run": self.run_id, "kind": kind, "prev": self.head}
         for key, value in payload.items():
             if key in record:
                 raise ValueError(f"payload key {key!r} collides with the audit envelope")
