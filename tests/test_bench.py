@@ -230,7 +230,8 @@ def test_bench_rejects_an_unknown_suite_and_a_check_of_a_suite_without_baseline(
 
 
 def test_quick_replay_benchmark_writes_sane_json(tmp_path: Path) -> None:
-    """The replay suite opens real sim runs in the real replay screen: first screen, one step, peak heap."""
+    """The replay suite opens a real sim run and two grown from it in the real replay screen, each in a
+    process of its own: first screen, steps, the log read and the chain verified, peak RSS."""
     out = tmp_path / "replay.json"
     proc = subprocess.run(
         [sys.executable, "-m", "cua_tui.bench", "replay", "--quick", "--json", str(out)],
@@ -240,10 +241,13 @@ def test_quick_replay_benchmark_writes_sane_json(tmp_path: Path) -> None:
         timeout=170,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "move one step: panes and frame redrawn" in proc.stdout
-    replay = json.loads(out.read_text(encoding="utf-8"))["replay"]
-    assert replay["short_steps"] == 60 and replay["long_steps"] == 150
-    for key in ("first_screen_s", "step_ms_median", "step_ms_p90", "long_peak_heap_mb", "long_first_screen_s"):
-        assert _positive(replay[key]), key
-    assert replay["step_samples"] >= 16  # 20 moves in quick, every tenth a jump
-    assert 0 < replay["long_cached_screens"] <= 12  # screens are fetched lazily and only a few are kept
+    assert "move one step, median (ms)" in proc.stdout and "peak RSS (MB)" in proc.stdout
+    rows = json.loads(out.read_text(encoding="utf-8"))["replay"]["rows"]
+    assert [row["length"] for row in rows] == [60, 150, 600]
+    for row in rows:
+        assert row["steps"] == row["length"]  # every step was read and counted
+        assert row["chain"] == "intact"  # grown runs verify: the chain is written, not patched
+        for key in ("first_screen_s", "read_s", "verified_s", "peak_rss_mb", "log_mb"):
+            assert _positive(row[key]), key
+        assert len(row["step_ms"]) == 20 and all(_positive(ms) for ms in row["step_ms"])
+    assert rows[2]["log_mb"] > 3 * rows[1]["log_mb"]  # grown, not copied

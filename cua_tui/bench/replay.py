@@ -5,11 +5,14 @@ real replay app. ``python -m cua_tui.bench replay [--quick]``; docs/benchmarks.m
 from __future__ import annotations
 
 import asyncio
-import gc
-import random
+import json
+import os
+import resource
+import shutil
 import statistics
+import subprocess
+import sys
 import time
-import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,7 @@ from .common import log
 SIZE = (160, 48)
 FIRST_SCREEN_TARGET_S = 1.0
 STEP_TARGET_MS = 50.0
+MEMORY_TARGET_MB = 150.0
 
 
 def make_run(folder: Path, steps: int) -> Path:
@@ -53,99 +57,207 @@ def make_run(folder: Path, steps: int) -> Path:
     return run.path
 
 
+def grow_run(source: Path, root: Path, steps: int) -> Path:
+    """A run of ``steps`` steps grown from a real sim run: its turns repeated, renumbered, written through
+    the real audit writer and sealed, its screens shared (hard links), so that a 100,000-step run takes
+    seconds to make rather than the quarter of an hour the sim desktop would take. It verifies intact."""
+    from ..core.audit import AuditWriter
+    from ..core.rundir import RunDir, write_json_atomic
+
+    records = [json.loads(line) for line in (source / "audit.jsonl").read_bytes().splitlines()]
+    turns = [i for i, r in enumerate(records) if r["kind"] == "model_turn" and r.get("actions")]
+    if not turns:
+        raise ValueError(f"{source}: no turn with actions to repeat")
+    # each turn from the phase before its model_turn; the run's head and tail as they are
+    starts = [i - 1 for i in turns]
+    final = next(i - 1 for i, r in enumerate(records) if r["kind"] == "model_turn" and not r.get("actions"))
+    blocks = [records[a:b] for a, b in zip(starts, [*starts[1:], final], strict=True)]
+    per_block = [sum(r["kind"] == "proposal" for r in block) for block in blocks]
+    rundir = RunDir.create(root)
+    shutil.rmtree(rundir.path / "screens", ignore_errors=True)
+    (rundir.path / "screens").mkdir()
+    for png in (source / "screens").iterdir():
+        os.link(png, rundir.path / "screens" / png.name)
+    writer = AuditWriter(rundir.audit, rundir.run_id, fsync=False)
+
+    def write(record: dict[str, Any], turn: int = 0, step: int = 0) -> None:
+        payload = {k: v for k, v in record.items() if k not in ("seq", "ts", "run", "kind", "prev")}
+        if turn and isinstance(payload.get("turn"), int):
+            payload["turn"] += turn
+        if step and isinstance(payload.get("step"), int) and payload["step"]:
+            payload["step"] += step
+        writer.append(record["kind"], payload)
+
+    for record in records[: starts[0]]:
+        write(record)
+    made = turn = 0
+    while made < steps:
+        for block, count in zip(blocks, per_block, strict=True):
+            if made + count > steps:
+                break
+            base_turn = turn - block[1]["turn"] + 1
+            for record in block:
+                write(record, base_turn, made - _first_step(block) + 1)
+            made, turn = made + count, turn + 1
+        else:
+            continue
+        break
+    last_turn = turn + 1
+    for record in records[final:]:
+        if record["kind"] == "model_turn":
+            record = {**record, "turn": last_turn}
+        elif record["kind"] == "run_ended":
+            record = {**record, "turns": last_turn, "steps": made, "executed": made}
+        write(record)
+    seal = writer.seal()
+    info = json.loads((source / "run.json").read_bytes())
+    write_json_atomic(rundir.path / "run.json", {**info, "run_id": rundir.run_id})
+    result = json.loads((source / "result.json").read_bytes())
+    counts = {"turns": last_turn, "steps": made, "executed": made, "events": seal["events"]}
+    write_json_atomic(rundir.result_json, {**result, "run_id": rundir.run_id, "counts": counts, "seal": seal})
+    return rundir.path
+
+
+def _first_step(block: list[dict[str, Any]]) -> int:
+    """The step number the block's first outcome records (its steps are numbered from there)."""
+    return next((r["step"] for r in block if r["kind"] == "outcome" and isinstance(r.get("step"), int)), 1)
+
+
 def _app(path: Path) -> Any:
     from ..core.runlog import RunReader
     from ..ocr import ScreenReader
     from ..tui.replay import chain_state, replay_app
 
-    return replay_app(RunReader(path), chain_state(path), screen_reader=ScreenReader())
+    # as `cua-tui replay` opens it: the chain verified in the background
+    return replay_app(RunReader(path), lambda: chain_state(path), screen_reader=ScreenReader())
 
 
-async def _until(pilot: Any, condition: Any, timeout: float = 30.0) -> None:
+async def _until(pilot: Any, condition: Any, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
-            raise TimeoutError("the replay did not show the step")
+            raise TimeoutError("the replay did not get there")
         await pilot.pause(0.001)
 
 
-def _frame_shown(app: Any) -> bool:
-    return bool(app.main.desktop.settled)
+async def _move(pilot: Any, screen: Any, key: str) -> float:
+    """Press ``key``; the milliseconds from its handler until the new frame was painted (the App's own time)."""
+    serial, redraws = screen.desktop.serial, len(screen.redraw_ms)
+    await pilot.press(key)
+    await _until(pilot, lambda: screen.desktop.serial > serial and len(screen.redraw_ms) > redraws)
+    return float(screen.redraw_ms[-1])
 
 
-async def _open_and_walk(path: Path, moves: int, seed: int = 7) -> dict[str, Any]:
-    started = time.perf_counter()
+async def _measure(path: Path, moves: int) -> dict[str, Any]:
+    """Open the run as `cua-tui replay` does; step through it while the log is still read in the
+    background, then at its end once everything is read and verified."""
+    import textual.app  # noqa: F401 - the App's own imports are not the run's cost (as in a warm process)
+
+    from ..tui import replay  # noqa: F401
+
+    started, clock = time.perf_counter(), time.monotonic()
     app = _app(path)
     screen: Any = app.main
     async with app.run_test(size=SIZE) as pilot:
-        await _until(pilot, lambda: _frame_shown(app))
+        await _until(pilot, lambda: bool(screen.desktop.settled))
         first = time.perf_counter() - started
-        step_ms: list[float] = []
-        rng = random.Random(seed)
-        for i in range(moves):
-            key = "right" if i % 10 else rng.choice(["end", "home", "d", "up", "down"])
-            serial, redraws = screen.desktop.serial, len(screen.redraw_ms)
-            await pilot.press(key)
-            await _until(
-                pilot, lambda serial=serial, n=redraws: screen.desktop.serial > serial and len(screen.redraw_ms) > n
-            )
-            if key == "right":
-                # from the key's handler until the new frame was painted (the App's own time)
-                step_ms.append(screen.redraw_ms[-1])
-        steps = len(screen.steps)
-        cached = len(screen.reader._screens)
+        early = [await _move(pilot, screen, "right") for _ in range(moves)]
+        await _until(pilot, lambda: screen.index.done, timeout=600)
+        read = screen.index.done_at - clock
+        await _until(pilot, lambda: screen.chain.state != "verifying", timeout=600)
+        verified = screen.verified_at - clock
+        await _move(pilot, screen, "end")
+        late = [await _move(pilot, screen, "left") for _ in range(moves)]
+        await _move(pilot, screen, "home")
+        steps, state = len(screen.steps), screen.chain.state
     screen.reader.close()
-    return {"first_screen_s": first, "step_ms": step_ms, "steps": steps, "cached_screens": cached}
-
-
-def run(tmp: Path, quick: bool) -> dict[str, Any]:
-    """The suite: a 1,000-step run (first screen, steps) and a 10,000-step one (memory); smaller with quick."""
-    # quick: a smoke, though the long run still has many more screens than the replay keeps cached
-    short, long_ = (60, 150) if quick else (1000, 10000)
-    moves, long_moves = (20, 10) if quick else (60, 40)
-    log(f"replay: generating a {short:,}-step sim run")
-    path = make_run(tmp / "replay-short", short)
-    opens = [asyncio.run(_open_and_walk(path, 0 if i else moves)) for i in range(3)]
-    walk = opens[0]
-    log(f"replay: generating a {long_:,}-step sim run")
-    long_path = make_run(tmp / "replay-long", long_)
-    disk = sum(p.stat().st_size for p in long_path.rglob("*") if p.is_file())
-    gc.collect()
-    tracemalloc.start()
-    big = asyncio.run(_open_and_walk(long_path, long_moves))
-    _current, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    firsts = [o["first_screen_s"] for o in opens]
-    steps = sorted(walk["step_ms"])
     return {
-        "short_steps": short,
-        "first_screen_s": statistics.median(firsts),
-        "first_screen_samples": firsts,
-        "step_ms_median": statistics.median(steps),
-        "step_ms_p90": steps[int(len(steps) * 0.9) - 1] if len(steps) >= 10 else max(steps),
-        "step_samples": len(steps),
-        "long_steps": long_,
-        "long_first_screen_s": big["first_screen_s"],
-        "long_peak_heap_mb": peak / 2**20,
-        "long_run_dir_mb": disk / 2**20,
-        "long_cached_screens": big["cached_screens"],
+        "first_screen_s": first,
+        "read_s": read,
+        "verified_s": verified,
+        "step_ms": sorted(early + late),
+        "step_ms_reading": sorted(early),
+        "step_ms_read": sorted(late),
+        "steps": steps,
+        "chain": state,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
 
 
+def _in_child(path: Path, moves: int) -> dict[str, Any]:
+    """``_measure`` in a process of its own, so that its peak RSS is the replay's alone."""
+    out = subprocess.run(
+        [sys.executable, "-m", "cua_tui.bench.replay", str(path), str(moves)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=1200,
+    )
+    if out.returncode:
+        raise RuntimeError(f"the replay measurement failed: {out.stderr[-2000:]}")
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def run(tmp: Path, quick: bool) -> dict[str, Any]:
+    """The suite: runs of 1,000, 10,000 and 100,000 steps (a real sim run, and two grown from it), each
+    opened, stepped through and read to its end in a process of its own; smaller with quick."""
+    lengths = (60, 150, 600) if quick else (1000, 10000, 100000)
+    moves = 10 if quick else 30
+    log(f"replay: generating a {lengths[0]:,}-step sim run")
+    real = make_run(tmp / "replay-real", lengths[0])
+    paths = [real]
+    for steps in lengths[1:]:
+        log(f"replay: growing it to {steps:,} steps")
+        paths.append(grow_run(real, tmp / f"replay-{steps}", steps))
+    rows = []
+    for steps, path in zip(lengths, paths, strict=True):
+        log(f"replay: opening the {steps:,}-step run")
+        row = _in_child(path, moves)
+        disk = sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+        rows.append(
+            {**row, "length": steps, "log_mb": (path / "audit.jsonl").stat().st_size / 2**20, "dir_mb": disk / 2**20}
+        )
+    return {"rows": rows}
+
+
+def _p90(samples: list[float]) -> float:
+    return samples[max(0, int(len(samples) * 0.9) - 1)]
+
+
 def report(r: dict[str, Any]) -> list[str]:
-    """The suite's lines for the benchmark report, with the ratio to each target."""
-    first, step = r["first_screen_s"], r["step_ms_median"]
-    return [
-        f"Replay ({r['short_steps']:,}-step and {r['long_steps']:,}-step sim runs, 160x48, headless)",
+    """The suite's lines for the benchmark report: the three lengths side by side, each against its target."""
+    rows = r["rows"]
+    width = 14
+
+    def line(label: str, cells: list[str], target: str = "") -> str:
+        return f"{label:<34}" + "".join(f"{c:>{width}}" for c in cells) + f"{target:>14}"
+
+    out = [
+        "Replay: runs of " + ", ".join(f"{row['length']:,}" for row in rows) + " steps (160x48, headless; "
+        "each opened in a process of its own)",
         "-" * 100,
-        f"{'measurement':<58}{'median':>12}{'target':>14}{'ratio':>10}",
-        f"{'open a ' + format(r['short_steps'], ',') + '-step run: first screen shown':<58}"
-        f"{first * 1000:>10.0f}ms{'< 1,000 ms':>14}{FIRST_SCREEN_TARGET_S / first:>9.2f}x",
-        f"{'move one step: panes and frame redrawn':<58}{step:>10.1f}ms{'< 50 ms':>14}{STEP_TARGET_MS / step:>9.2f}x",
-        f"{'  (p90 of ' + str(r['step_samples']) + ' steps)':<58}{r['step_ms_p90']:>10.1f}ms",
-        f"{'open a ' + format(r['long_steps'], ',') + '-step run: first screen (under tracemalloc)':<58}"
-        f"{r['long_first_screen_s'] * 1000:>10.0f}ms",
-        f"{'  peak Python heap while opened and walked':<58}{r['long_peak_heap_mb']:>10.1f}MB"
-        f"  (run directory {r['long_run_dir_mb']:.1f} MB; {r['long_cached_screens']} screens cached)",
+        line("measurement", [f"{row['length']:,} steps" for row in rows], "target"),
+        line("audit log (MB)", [f"{row['log_mb']:.1f}" for row in rows]),
+        line("first screen shown (ms)", [f"{row['first_screen_s'] * 1000:.0f}" for row in rows], "< 1,000"),
+        line("  ratio to the target", [f"{FIRST_SCREEN_TARGET_S / row['first_screen_s']:.2f}x" for row in rows]),
+        line("move one step, median (ms)", [f"{statistics.median(row['step_ms']):.1f}" for row in rows], "< 50"),
+        line("  p90", [f"{_p90(row['step_ms']):.1f}" for row in rows]),
+        line("  median while the log is read", [f"{statistics.median(row['step_ms_reading']):.1f}" for row in rows]),
+        line("  median once it is read", [f"{statistics.median(row['step_ms_read']):.1f}" for row in rows]),
+        line("  ratio to the target", [f"{STEP_TARGET_MS / statistics.median(row['step_ms']):.2f}x" for row in rows]),
+        line("log read to its end, after open (s)", [f"{row['read_s']:.1f}" for row in rows]),
+        line("chain verified, after open (s)", [f"{row['verified_s']:.1f}  " + row["chain"][:3] for row in rows]),
+        line("peak RSS (MB)", [f"{row['peak_rss_mb']:.0f}" for row in rows], "< 150"),
+        line("  ratio to the target", [f"{MEMORY_TARGET_MB / row['peak_rss_mb']:.2f}x" for row in rows]),
+        "Steps are timed from the key's handler until the new frame was painted, half of them while the log",
+        "is still read in the background and half at its end; the chain is verified in the background.",
+        "Before (the whole log held and folded at open, verified first): a 10,000-step run took 5.5 s to",
+        "show its first screen, with 51 MB of Python heap (docs/benchmarks.md, replay).",
         "-" * 100,
     ]
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(asyncio.run(_measure(Path(sys.argv[1]), int(sys.argv[2])))))

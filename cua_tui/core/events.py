@@ -40,7 +40,7 @@ class Event:
     def from_record(cls, record: dict[str, Any]) -> Event:
         """The event an audit record describes. Enum fields come back as their enum; a value this version
         does not know is left as recorded (a record is evidence, not input to validate here)."""
-        names = {f.name for f in dataclasses.fields(cls) if not f.metadata.get("memory_only")}
+        names = _record_names(cls)
         values = {k: v for k, v in record.items() if k in names}
         for name, enum in _enum_fields(cls).items():
             if name in values:
@@ -52,6 +52,17 @@ class Event:
 
 
 _ENUM_FIELDS: dict[type, dict[str, type[StrEnum]]] = {}
+_RECORD_NAMES: dict[type, frozenset[str]] = {}
+
+
+def _record_names(cls: type) -> frozenset[str]:
+    """The fields of an event class that its record holds (worked out once per class: a long run's replay
+    reads hundreds of thousands of records)."""
+    names = _RECORD_NAMES.get(cls)
+    if names is None:
+        fields = dataclasses.fields(cls)
+        names = _RECORD_NAMES[cls] = frozenset(f.name for f in fields if not f.metadata.get("memory_only"))
+    return names
 
 
 def _enum_fields(cls: type) -> dict[str, type[StrEnum]]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+from array import array
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,8 @@ _ENVELOPE = frozenset(ev.ENVELOPE)
 
 
 # The JSON types each annotation of an event field admits (a record is untrusted: a field of another
-# type would reach code that trusts it, e.g. a list where a turn number belongs).
+# type would reach code that trusts it, e.g. a list where a turn number belongs). Exact types: a decoded
+# record holds nothing else, and a bool is then never taken for an int.
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "int": (int,),
     "float": (int, float),
@@ -40,7 +42,7 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-def _admits(annotation: str) -> tuple[type, ...]:
+def _admits(annotation: str) -> frozenset[type]:
     allowed: list[type] = []
     for part in annotation.split("|"):
         name = part.strip().split("[", 1)[0]
@@ -48,17 +50,19 @@ def _admits(annotation: str) -> tuple[type, ...]:
             allowed.append(type(None))
         else:
             allowed.extend(_JSON_TYPES.get(name, (str,)))  # the enums are strings on record
-    return tuple(allowed)
+    return frozenset(allowed)
 
 
-_FIELDS: dict[type, dict[str, tuple[type, ...]]] = {}
+_FIELDS: dict[type, dict[str, frozenset[type]]] = {}
 
 
-def _fields_of(cls: type[ev.Event]) -> dict[str, tuple[type, ...]]:
+def _fields_of(cls: type[ev.Event]) -> dict[str, frozenset[type]]:
     spec = _FIELDS.get(cls)
     if spec is None:
         spec = _FIELDS[cls] = {
-            f.name: _admits(str(f.type)) for f in dataclasses.fields(cls) if not f.metadata.get("memory_only")
+            f.name: _admits(str(f.type))
+            for f in dataclasses.fields(cls)
+            if not f.metadata.get("memory_only") and f.name not in _ENVELOPE
         }
     return spec
 
@@ -71,10 +75,9 @@ def event_of(record: dict[str, Any]) -> ev.Event:
     if cls is None:
         return ev.Note(f"{kind if isinstance(kind, str) else '?'} record")
     spec = _fields_of(cls)
-    values = {k: v for k, v in record.items() if k in spec and k not in _ENVELOPE}
+    values = {k: v for k, v in record.items() if k in spec}
     for name, value in values.items():
-        allowed = spec[name]
-        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+        if type(value) not in spec[name]:
             return ev.Note(f"{kind} record whose {name} is not what it should be")
     try:
         return cls.from_record(values)
@@ -91,7 +94,8 @@ class RunLog(FdOwner):
     """``audit.jsonl`` of one run directory, read line by line from where the last ``poll`` stopped.
 
     ``poll()`` returns the events of the complete lines written since; a last line without its newline is
-    kept back until it is complete (a writer in the middle of a line)."""
+    kept back until it is complete (a writer in the middle of a line). Each line's offset is kept
+    (``offsets``, 8 bytes a line), so any line can be read again alone (``read``) without holding it."""
 
     def __init__(self, folder: RunFolder, *, max_line: int = LINE_CAP, cap: int = 1 << 62) -> None:
         self.folder = folder
@@ -102,57 +106,120 @@ class RunLog(FdOwner):
         self._carry = b""
         self._skipping = False
         self.lines = 0  # lines read so far (the next line's number, from 0)
+        self.offsets = array("q")  # where each line read so far begins
+        self.end = 0  # just past the last complete line (where the next one begins)
 
     def __iter__(self) -> Iterator[ev.Stamped]:
         """Every event written so far."""
         yield from self.poll()
 
-    def poll(self) -> list[ev.Stamped]:
-        """The events of the lines completed since the last call (none when nothing new was written)."""
+    @property
+    def offset(self) -> int:
+        """How many bytes of the log have been read (complete lines, and the start of one being written)."""
+        return self._offset
+
+    def size(self) -> int:
+        """The log's size now (to say how far a reading has got)."""
+        try:
+            return os.fstat(self.fd).st_size
+        except OSError:
+            return 0
+
+    def poll(self, limit: int = 1 << 62) -> list[ev.Stamped]:
+        """The events of the lines completed since the last call (none when nothing new was written); at
+        most about ``limit`` bytes are read in one call (a long log read a block at a time)."""
         out: list[ev.Stamped] = []
-        while True:
+        taken = 0
+        while taken < limit:
             try:
-                chunk = os.pread(self.fd, _BLOCK, self._offset)
+                chunk = os.pread(self.fd, min(_BLOCK, limit), self._offset)
             except OSError as exc:
                 raise RunFileError(AUDIT, "unreadable", f"cannot read it ({exc.strerror or exc})") from None
             if not chunk:
-                return out
+                break
             self._offset += len(chunk)
+            taken += len(chunk)
             self._take(chunk, out)
+        return out
 
     def _take(self, chunk: bytes, out: list[ev.Stamped]) -> None:
         if self._skipping:
             # inside an over-long line: drop it up to its newline
             cut = chunk.find(b"\n")
             if cut < 0:
+                self.end += len(chunk)
                 return
             chunk, self._skipping = chunk[cut + 1 :], False
+            self.end += cut + 1
         data = self._carry + chunk if self._carry else chunk
         end = data.rfind(b"\n") + 1
         body, self._carry = data[:end], data[end:]
+        start, offsets = self.end, self.offsets
         for line in body.split(b"\n")[:-1] if body else ():
+            offsets.append(start)
+            start += len(line) + 1
             out.append(self._line(line))
+        self.end = start
         if len(self._carry) > self.max_line:
+            offsets.append(start)
             out.append(self._unreadable("longer than the line cap"))
+            self.end += len(self._carry)
             self._carry, self._skipping = b"", True
 
+    def read(self, start: int, stop: int) -> list[ev.Stamped]:
+        """The events of lines ``start`` to ``stop`` (read so far), read again from their offsets; an
+        over-long line is not read again (it is unreadable, as the first time)."""
+        start, stop = max(0, start), min(stop, self.lines)
+        out: list[ev.Stamped] = []
+        seq = start
+        while seq < stop:
+            # as many whole lines as a block holds, in one read
+            first, last, span = self.offsets[seq], seq, max(_BLOCK, self.max_line)
+            while last < stop and self._line_end(last) - first <= span:
+                last += 1
+            if last == seq:  # a line over the cap
+                out.append(_unreadable(seq, "longer than the line cap"))
+                seq += 1
+                continue
+            try:
+                data = os.pread(self.fd, self._line_end(last - 1) - first, first)
+            except OSError as exc:
+                raise RunFileError(AUDIT, "unreadable", f"cannot read it ({exc.strerror or exc})") from None
+            for n in range(seq, last):
+                line = data[self.offsets[n] - first : self._line_end(n) - first]
+                too_long = len(line) > self.max_line
+                out.append(_unreadable(n, "longer than the line cap") if too_long else _stamped(n, line))
+            seq = last
+        return out
+
+    def _line_end(self, seq: int) -> int:
+        """Where line ``seq`` ends (its newline)."""
+        return (self.offsets[seq + 1] if seq + 1 < len(self.offsets) else self.end) - 1
+
     def _line(self, line: bytes) -> ev.Stamped:
-        if len(line) > self.max_line:
-            return self._unreadable("longer than the line cap")
-        try:
-            record = decode_json(AUDIT, line)
-        except RunFileError as exc:
-            return self._unreadable(exc.detail)
         seq = self.lines
         self.lines += 1
-        if not isinstance(record, dict):
-            return ev.Stamped(seq, hashlib.sha256(line).hexdigest(), ev.Note(f"line {seq + 1}: not an object"))
-        return ev.Stamped(seq, hashlib.sha256(line).hexdigest(), event_of(record), _ts(record.get("ts")))
+        return _unreadable(seq, "longer than the line cap") if len(line) > self.max_line else _stamped(seq, line)
 
     def _unreadable(self, why: str) -> ev.Stamped:
         seq = self.lines
         self.lines += 1
-        return ev.Stamped(seq, "", ev.Note(f"line {seq + 1}: unreadable ({why})"))
+        return _unreadable(seq, why)
+
+
+def _stamped(seq: int, line: bytes) -> ev.Stamped:
+    """Line ``seq`` of the log (its exact bytes, without the newline) as the event it records."""
+    try:
+        record = decode_json(AUDIT, line)
+    except RunFileError as exc:
+        return _unreadable(seq, exc.detail)
+    if not isinstance(record, dict):
+        return ev.Stamped(seq, hashlib.sha256(line).hexdigest(), ev.Note(f"line {seq + 1}: not an object"))
+    return ev.Stamped(seq, hashlib.sha256(line).hexdigest(), event_of(record), _ts(record.get("ts")))
+
+
+def _unreadable(seq: int, why: str) -> ev.Stamped:
+    return ev.Stamped(seq, "", ev.Note(f"line {seq + 1}: unreadable ({why})"))
 
 
 SCREENS = "screens"

@@ -9,6 +9,7 @@ pixels.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -143,21 +144,65 @@ def build(events: list[ev.Stamped]) -> Timeline:
     return builder.timeline
 
 
+@dataclass(frozen=True)
+class Context:
+    """What the builder carries from one step to the next, besides the steps themselves: a builder
+    started from it at a proposal (``Builder(context=...)``) groups the events from there exactly as one
+    that read the whole run (core/runindex rebuilds a long run's steps this way, a turn at a time)."""
+
+    number: int  # the next step's number
+    observed: str | None
+    latest: str | None
+    text: str
+    takeover: ev.TakeoverStarted | None
+    takeovers: int
+
+
 class Builder:
     """Builds a timeline event by event, so that following a run still being written costs only its new
-    events (``feed`` them as they come; ``timeline`` is always up to date)."""
+    events (``feed`` them as they come; ``timeline`` is always up to date).
 
-    def __init__(self) -> None:
+    ``recorded`` maps each screen to the line that first recorded it; a builder started from a ``context``
+    is handed the whole run's (it only trusts a screen recorded before the decision naming it).
+    ``outside`` says whether a (turn, index) is a step proposed before the context: its events then
+    belong to that step, not to the step under way here."""
+
+    def __init__(
+        self,
+        context: Context | None = None,
+        recorded: dict[str, int] | None = None,
+        outside: Callable[[tuple[int, int]], bool] | None = None,
+    ) -> None:
         self.timeline = Timeline([], 0, None, None, None)
         self._by_key: dict[tuple[int, int], Step] = {}
-        self._observed: str | None = None  # the screen the model acted on this turn
-        self._latest: str | None = None  # the newest screen
         self._current: Step | None = None  # the step the latest events belong to
-        self._text = ""
-        self._recorded: set[str] = set()  # the screens the run recorded so far
+        self._recorded = recorded if recorded is not None else {}
+        self._outside = outside
+        context = context or Context(0, None, None, "", None, 0)
+        self._base = context.number  # steps released from memory or before the context
+        self._observed = context.observed  # the screen the model acted on this turn
+        self._latest = context.latest  # the newest screen
+        self._text = context.text
         # the takeover under way and how many the run had
-        self._takeover: ev.TakeoverStarted | None = None
-        self._takeovers = 0
+        self._takeover = context.takeover
+        self._takeovers = context.takeovers
+
+    def context(self) -> Context:
+        """Where the builder stands, for a builder to start from at the next proposal."""
+        number = self._base + len(self.timeline.steps)
+        return Context(number, self._observed, self._latest, self._text, self._takeover, self._takeovers)
+
+    def release(self) -> list[Step]:
+        """Hand over the steps built so far and forget them (a long run's index keeps a mark of each, not
+        the step): a later event naming one of them then belongs to no step."""
+        released, self.timeline.steps = self.timeline.steps, []
+        self._base += len(released)
+        for step in released:
+            if self._by_key.get((step.turn, step.index)) is step:
+                del self._by_key[(step.turn, step.index)]
+        if self._current in released:
+            self._current = None
+        return released
 
     @property
     def current(self) -> Step | None:
@@ -181,7 +226,7 @@ class Builder:
             case ev.RunStarted():
                 line.started = event
             case ev.ScreenCaptured():
-                self._recorded.add(event.sha256)
+                self._recorded.setdefault(event.sha256, stamped.seq)
                 if event.purpose in _LATEST:
                     line.first_screen = line.first_screen or event.sha256
                     self._latest = event.sha256
@@ -194,7 +239,7 @@ class Builder:
             case ev.ModelTurn():
                 self._observed, self._text = self._latest, event.text
             case ev.ActionProposed():
-                step = Step(len(line.steps), event.turn, event.index, stamped.seq, stamped.seq, event)
+                step = Step(self._base + len(line.steps), event.turn, event.index, stamped.seq, stamped.seq, event)
                 step.observed = self._observed
                 step.model_text = self._text
                 if self._takeover is not None and event.by:
@@ -204,12 +249,15 @@ class Builder:
                 return step
             case ev.PolicyVerdict() | ev.DecisionRequested() | ev.DecisionMade() | ev.Executing() | ev.Outcome():
                 owner = self._by_key.get((event.turn, event.index))
+                if owner is None and self._outside is not None and self._outside((event.turn, event.index)):
+                    # a step proposed before this builder's context: the events after are its own
+                    self._current = None
                 if owner is not None:
                     if _untouched(owner):
                         # its first event since the proposal: it is decided or run now
                         owner.before = self._latest
                     _attach(owner, event)
-                    if isinstance(event, ev.DecisionMade) and event.screen and event.screen in self._recorded:
+                    if isinstance(event, ev.DecisionMade) and self._shown_before(event.screen, stamped):
                         # only a screen of this run, recorded before it was shown
                         owner.reviewed = event
                     owner.last_seq = max(owner.last_seq, stamped.seq)
@@ -233,6 +281,9 @@ class Builder:
             case ev.RunEnded():
                 line.ended = event
         return None
+
+    def _shown_before(self, screen: str, stamped: ev.Stamped) -> bool:
+        return bool(screen) and self._recorded.get(screen, stamped.seq) < stamped.seq
 
     def _takeover_event(self, event: ev.TakeoverStarted | ev.TakeoverEnded) -> Step | None:
         """A takeover begins (its actions are numbered by it) or ends: the model hears its account after

@@ -3,6 +3,8 @@ hash, and ``/`` to search and filter them by text and by kind."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
@@ -50,7 +52,7 @@ class AuditPane(Vertical):
         if chain:
             self._show_chain()
 
-    def show_tail(self, events: list[ev.Stamped], upto: int, tail: int) -> None:
+    def show_tail(self, events: Sequence[ev.Stamped], upto: int, tail: int) -> None:
         """Show the events of a run read back up to event ``upto`` (the last ``tail`` of them). Moving on
         by a few events only appends those (replay steps forward one action at a time)."""
         log = self.audit_list

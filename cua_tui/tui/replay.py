@@ -11,14 +11,14 @@ within a poll interval, following the newest step until the run ends.
 
 from __future__ import annotations
 
-import copy
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, TypedDict, Unpack
+from typing import Any, TypedDict, Unpack, overload
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -26,12 +26,13 @@ from textual.binding import Binding
 from textual.reactive import reactive
 from textual.widgets import Footer, Static
 
-from ..core import describe, focus
+from ..core import describe
 from ..core import timeline as tl
 from ..core.events import Stamped
 from ..core.imaging import ScreenLimit
 from ..core.ports import VerifierPlace
 from ..core.run_view import RunView
+from ..core.runindex import RunIndex
 from ..core.runlog import RunReader
 from ..core.text import visible
 from .app import CuaApp, ViewScreen, desktop_beside
@@ -47,12 +48,13 @@ from .screen_text import (
 )
 from .status import RunInfo, StatusBar
 
-# a RunView copy every so many events: any step is folded from at most that many
-SNAPSHOT_EVERY = 512
 # audit lines shown up to the selected step (the pane shows about 20)
 AUDIT_TAIL = 40
-# --follow: how often the run directory is read for new lines
+# --follow: how often the run directory is read for new lines; also how often the panes learn how far
+# the background reading of a long log has got
 POLL_S = 0.1
+VERIFYING = "verifying"
+BACKGROUND_AFTER_S = 0.5
 
 KEYS = [
     ("← →", "previous / next step (one proposed action)"),
@@ -110,8 +112,60 @@ class ReplayOptions(TypedDict, total=False):
     start: int
 
 
+class _Steps(Sequence[tl.Step]):
+    """The run's steps as far as read, each rebuilt from the index when asked for (a long run holds none)."""
+
+    def __init__(self, index: RunIndex) -> None:
+        self._index = index
+
+    def __len__(self) -> int:
+        return self._index.count
+
+    @overload
+    def __getitem__(self, number: int) -> tl.Step: ...
+    @overload
+    def __getitem__(self, number: slice) -> list[tl.Step]: ...
+    def __getitem__(self, number: int | slice) -> tl.Step | list[tl.Step]:
+        if isinstance(number, slice):
+            return [self._index.step(n) for n in range(*number.indices(len(self)))]
+        if number < 0:
+            number += len(self)
+        if not 0 <= number < len(self):
+            raise IndexError(number)
+        return self._index.step(number)
+
+
+class _Events(Sequence[Stamped]):
+    """The run's events as far as read, read again from the log by their offsets when asked for."""
+
+    def __init__(self, index: RunIndex) -> None:
+        self._index = index
+
+    def __len__(self) -> int:
+        return self._index.lines
+
+    @overload
+    def __getitem__(self, seq: int) -> Stamped: ...
+    @overload
+    def __getitem__(self, seq: slice) -> list[Stamped]: ...
+    def __getitem__(self, seq: int | slice) -> Stamped | list[Stamped]:
+        if isinstance(seq, slice):
+            start, stop, _step = seq.indices(len(self))
+            return self._index.events(start, stop)
+        if seq < 0:
+            seq += len(self)
+        found = self._index.events(seq, seq + 1)
+        if not found:
+            raise IndexError(seq)
+        return found[0]
+
+
 class ReplayScreen(ViewScreen):
-    """A recorded run, read-only. ``reader`` is open on its directory; ``chain`` is verify's verdict."""
+    """A recorded run, read-only. ``reader`` is open on its directory; ``chain`` is verify's verdict, or
+    how to get it: the chain is then verified in the background, the banner saying so until it is done.
+
+    The log is read in the background too, a block at a time (core/runindex): the first step shows as
+    soon as its lines are read, and the others as far as the reading has got."""
 
     BINDINGS = [
         Binding("right", "step(1)", "next", id="next", priority=True),
@@ -140,26 +194,29 @@ class ReplayScreen(ViewScreen):
         self,
         app: CuaApp,
         reader: RunReader,
-        chain: ChainState,
+        chain: ChainState | Callable[[], ChainState],
         **options: Unpack[ReplayOptions],
     ) -> None:
         super().__init__()
         self.cua = app
         self.reader = reader
-        self.chain = chain
+        self._verify = None if isinstance(chain, ChainState) else chain
+        self.chain = chain if isinstance(chain, ChainState) else ChainState(VERIFYING, "verifying the chain…")
         self.follow = options.get("follow", False)
         self.reverify = options.get("reverify")
         self.graphics = app.graphics
-        self.builder = tl.Builder()
+        self.index = RunIndex(reader.log)
+        self.events = _Events(self.index)
+        self._steps = _Steps(self.index)
+        self._stop = threading.Event()
+        self._read_to = (0, 0, False)  # (lines, steps, at the end) the panes have been told of
+        self._newest_told = 0
+        self._background = False  # the log's reader and the chain's verifier have been started
+        self.verified_at = 0.0  # when the background verification was done (time.monotonic)
         self.selected = options.get("start", 0)
         self.showing = "after"
         self.zoomed = False
-        self._snapshots: list[RunView] = [RunView()]  # the state before event k * SNAPSHOT_EVERY
-        self._folded = RunView()
-        self._folded_to = 0  # events applied to _folded
         self._reader_lock = threading.Lock()
-        # the focused field before each step (index: the step's number), as far as outcomes are known
-        self._fields: list[tuple[int, int] | None] = [None]
         self.redraw_started = 0.0  # when the last move began
         # from a move's start until its frame was on screen (the benchmark)
         self.redraw_ms: list[float] = []
@@ -169,8 +226,13 @@ class ReplayScreen(ViewScreen):
 
     # ---------------------------------------------------------------------------------------------
     @property
-    def steps(self) -> list[tl.Step]:
-        return self.builder.timeline.steps
+    def steps(self) -> Sequence[tl.Step]:
+        return self._steps
+
+    @property
+    def timeline(self) -> tl.Timeline:
+        """The run's start, end, verification and event count as far as read (its steps: ``steps``)."""
+        return self.index.timeline
 
     def compose(self) -> ComposeResult:
         # The panes, held (not queried): the step panel, the banner and the audit tail are fed here.
@@ -225,48 +287,85 @@ class ReplayScreen(ViewScreen):
     def on_mount(self) -> None:
         self.desktop.border_title = "Recorded screen"
         self.batch_pane.border_title = "Turn"
-        self._take(self.reader.poll())
+        # the first block at once (the first steps), the rest in the background
+        self.index.advance()
+        self._read_to = (self.index.lines, self.index.count, self.index.done)
+        self._newest_told = self._newest()  # the step under way when the panes were last told
         self._show_banner()
         self.select(self._newest() if self.follow else self.selected)
-        if self.follow:
-            self.set_interval(POLL_S, self._poll)
+        # the background readers start once the first frame is up (they would slow it down), or soon anyway
+        self.set_timer(BACKGROUND_AFTER_S, self._start_background)
+        self.set_interval(POLL_S, self._poll)
+
+    def _start_background(self) -> None:
+        if self._background:
+            return
+        self._background = True
+        threading.Thread(target=self._read_log, name="replay-index", daemon=True).start()
+        if self._verify is not None:
+            threading.Thread(target=self._verify_chain, args=(self._verify,), name="replay-verify", daemon=True).start()
+
+    def on_unmount(self) -> None:
+        self._stop.set()
+
+    def _read_log(self) -> None:
+        """Read the log to its end (and on, when following a run still being written)."""
+        while not self._stop.is_set():
+            if not self.index.advance():
+                if self.index.done and not self.follow:
+                    return
+                self._stop.wait(POLL_S)
+
+    def _verify_chain(self, verify: Callable[[], ChainState]) -> None:
+        state = verify()
+        with contextlib.suppress(RuntimeError):  # the App has gone
+            self.app.call_from_thread(self._verified, state)
+
+    def _verified(self, state: ChainState) -> None:
+        self.verified_at = time.monotonic()
+        self.chain = state
+        self._show_banner()
+        if self.steps:
+            # the steps after a bad line are marked now
+            self._show_step(self.steps[self.selected])
+            self._show_status_and_audit()
 
     # ---------------------------------------------------------------------------------------------
     # Events in
     # ----------------------------------------------------------------------------------------------
-    def _take(self, events: list[Stamped]) -> None:
-        self.builder.feed(events)
-        all_events = self.reader.events
-        while len(self._snapshots) * SNAPSHOT_EVERY <= len(all_events):
-            self._fold_to(len(self._snapshots) * SNAPSHOT_EVERY)
-            self._snapshots.append(copy.deepcopy(self._folded))
-
     @while_open
     def _poll(self) -> None:
-        if self.ended_seen and not self.sealed_seen and self.reader.result():
+        if self.ended_seen and not self.sealed_seen and self.follow and self.reader.result():
             # The seal (result.json) is written after the last event: verify once more when it is
             # there.
             self.sealed_seen = True
             if self.reverify is not None:
                 self.chain = self.reverify()
             self._show_banner()
-        new = self.reader.poll()
-        if not new:
+        told_lines, told_steps, _told_done = self._read_to
+        lines, count, done = self.index.lines, self.index.count, self.index.done
+        if (lines, count, done) == self._read_to:
+            return
+        self._read_to = (lines, count, done)
+        if (lines, count) == (told_lines, told_steps):
+            self._show_banner()  # the reading has got to the end
             return
         # following the run's step under way
-        at_end = not self.steps or self.selected == self._newest()
-        self._take(new)
-        ended = self.builder.timeline.ended
-        if ended is not None and not self.ended_seen:
+        at_end = self.follow and (not told_steps or self.selected == self._newest_told)
+        self._newest_told = self._newest()
+        ended = self.timeline.ended
+        if ended is not None and not self.ended_seen and self.follow:
             self.ended_seen = True
             # markup=False: the reason is the run's own text (a sandbox's error), and "[/]" as
             # markup kills the App
             reason = visible(ended.reason, limit=80)
             self.notify(f"the run ended: {visible(str(ended.status))} · {reason}", markup=False)
         self._show_banner()
-        if at_end and self.steps:
+        if at_end and count:
             self.select(self._newest())
-        else:
+        elif count and not told_steps:
+            self.select(self.selected)
+        elif count and self.follow:
             # the step looked at may have moved on (decided, run)
             self._show_step(self.steps[self.selected])
             self._show_status_and_audit()
@@ -274,27 +373,13 @@ class ReplayScreen(ViewScreen):
     def _newest(self) -> int:
         """The step a followed run is at: the one its newest events belong to (in a batch, the one awaiting
         its decision or running, not the last one proposed)."""
-        current = self.builder.current
-        return current.number if current is not None else len(self.steps) - 1
+        current = self.index.current()
+        return current if current is not None else len(self.steps) - 1
 
     @property
     def live(self) -> bool:
         """Following a run that has not ended: a step without an outcome is still under way."""
-        return self.follow and self.builder.timeline.ended is None
-
-    def _fold_to(self, n: int) -> RunView:
-        """The RunView after the first ``n`` events (from the nearest snapshot at or before ``n``)."""
-        events = self.reader.events
-        n = max(0, min(n, len(events)))
-        base = min(n // SNAPSHOT_EVERY, len(self._snapshots) - 1)
-        if n < self._folded_to or self._folded_to < base * SNAPSHOT_EVERY:
-            # going back, or far ahead
-            self._folded = copy.deepcopy(self._snapshots[base])
-            self._folded_to = base * SNAPSHOT_EVERY
-        for stamped in events[self._folded_to : n]:
-            self._folded.apply(stamped)
-        self._folded_to = n
-        return self._folded
+        return self.follow and self.timeline.ended is None
 
     # ---------------------------------------------------------------------------------------------
     # Showing a step
@@ -307,12 +392,12 @@ class ReplayScreen(ViewScreen):
             return
         self.selected = max(0, min(number, len(steps) - 1))
         step = steps[self.selected]
-        view = self._fold_to(step.last_seq + 1)
+        view = self.index.view(step.last_seq + 1)
         self._show_view(view)
         self.batch_pane.mark_pending(step.index)
         self._show_step(step)
         if self.live and self.selected == self._newest():  # the status says what the run does now
-            self._show_status_and_audit(upto=len(self.reader.events))
+            self._show_status_and_audit(upto=self.index.lines)
         else:
             self._show_status_and_audit(view, step.last_seq + 1)
         self.render_frame()
@@ -335,13 +420,13 @@ class ReplayScreen(ViewScreen):
         self.mutate_reactive(ReplayScreen.view)
 
     def _show_status_and_audit(self, view: RunView | None = None, upto: int | None = None) -> None:
-        events = self.reader.events
+        events = self.events
         if upto is None:
             upto = (self.steps[self.selected].last_seq + 1) if self.steps else len(events)
         status = self.status
         if view is None:
             # the status alone says what the run does now; the batch stays at the step
-            view = self._fold_to(upto)
+            view = self.index.view(upto)
             status.view = view
         newest = not self.steps or self.selected == self._newest()
         label = describe.replay_phase(view.phase, live=self.live, newest=newest)
@@ -356,11 +441,14 @@ class ReplayScreen(ViewScreen):
     def _show_banner(self) -> None:
         text = Text()
         state = self.chain.state
-        style = {"intact": "bold reverse green", "unsealed": "bold reverse yellow"}.get(state, "bold reverse red")
-        text.append(f" {state.upper()} ", style=style)
+        styles = {"intact": "bold reverse green", "unsealed": "bold reverse yellow", VERIFYING: "bold reverse"}
+        label = f" {state.upper()}… " if state == VERIFYING else f" {state.upper()} "
+        text.append(label, style=styles.get(state, "bold reverse red"))
         text.append(" " + visible(self.chain.text, limit=200))
-        line = self.builder.timeline
-        text.append(f" · {len(line.steps)} steps · {line.events} events")
+        line = self.timeline
+        text.append(f" · {len(self.steps):,} steps · {line.events:,} events")
+        if not self.index.done:
+            text.append(f" · reading the log… {self.index.progress():.0%}")
         if line.verification is not None:
             # who vouched for the verdict: the sandbox's own word stands out
             not_ours = line.verification.where != VerifierPlace.CONTROLLER
@@ -372,8 +460,8 @@ class ReplayScreen(ViewScreen):
 
     def _show_empty(self) -> None:
         self.step_panel.update(Text("no action was proposed in this run"))
-        self._show_status_and_audit(upto=len(self.reader.events))
-        sha = self.builder.timeline.first_screen
+        self._show_status_and_audit(upto=self.index.lines)
+        sha = self.timeline.first_screen
         if sha is not None:
             self._show_shot(sha, None)
 
@@ -403,17 +491,11 @@ class ReplayScreen(ViewScreen):
         return Target(point=field, kind="type") if field is not None else None
 
     def _field_before(self, number: int) -> tuple[int, int] | None:
-        """The focused field when step ``number`` was proposed. Folded once, step by step, and kept up to
-        the first step still without an outcome (a followed run's last ones may yet get theirs): a replay
-        at step 10,000 does not fold 10,000 steps per frame and per prefetched neighbour."""
-        known = self._fields
-        field = known[-1]
-        for earlier in self.steps[len(known) - 1 : number]:
-            status = earlier.outcome.status if earlier.outcome is not None else ""
-            field = focus.after_outcome(field, status, record=earlier.proposal.action)
-            if earlier.outcome is not None and len(known) == earlier.number + 1:
-                known.append(field)
-        return known[number] if number < len(known) else field
+        """The focused field when step ``number`` was run: the run's state (core/focus.py, the rule of a
+        live run) after the outcomes before its own, folded from the index's nearest checkpoint."""
+        step = self.steps[number]
+        own = step.outcome is not None
+        return self.index.probe(step.last_seq if own else step.last_seq + 1).focused
 
     def _show_shot(self, sha: str | None, target: Target | None) -> None:
         if sha is None:
@@ -434,7 +516,7 @@ class ReplayScreen(ViewScreen):
     @property
     def screen_limit(self) -> ScreenLimit:
         """The run's screen as run.json and run_started record it: no screenshot larger than it is decoded."""
-        started = self.builder.timeline.started
+        started = self.timeline.started
         return ScreenLimit.of_run(self.reader.info.get("screen"), started.screen if started is not None else None)
 
     def on_desktop_view_painted(self, message: DesktopView.Painted) -> None:
@@ -442,6 +524,7 @@ class ReplayScreen(ViewScreen):
 
     def _redrawn(self) -> None:
         self.redraw_ms.append((time.perf_counter() - self.redraw_started) * 1000)
+        self._start_background()
 
     # ---------------------------------------------------------------------------------------------
     # Keys
@@ -450,7 +533,7 @@ class ReplayScreen(ViewScreen):
         self.select(self.selected + delta)
 
     def action_turn(self, delta: int) -> None:
-        firsts = self.builder.timeline.turns()
+        firsts = self.index.turn_firsts()
         if not firsts:
             return
         current = max((i for i, first in enumerate(firsts) if first <= self.selected), default=0)
@@ -461,12 +544,10 @@ class ReplayScreen(ViewScreen):
         self.select(len(self.steps) - 1 if number < 0 else number)
 
     def action_find(self, flag: str, direction: int) -> None:
-        steps = self.steps
-        order = range(self.selected + 1, len(steps)) if direction > 0 else range(self.selected - 1, -1, -1)
-        for number in order:
-            if flag in steps[number].flags:
-                self.select(number)
-                return
+        found = self.index.find(flag, self.selected, direction)
+        if found is not None:
+            self.select(found)
+            return
         self.notify(f"no {'later' if direction > 0 else 'earlier'} {flag}", timeout=3, markup=False)
 
     def action_flip(self) -> None:
@@ -523,7 +604,7 @@ class ReplayScreen(ViewScreen):
 
 def replay_app(
     reader: RunReader,
-    chain: ChainState,
+    chain: ChainState | Callable[[], ChainState],
     *,
     follow: bool = False,
     reverify: Callable[[], ChainState] | None = None,

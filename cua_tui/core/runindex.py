@@ -1,0 +1,232 @@
+"""A run's audit log indexed for reading back at any length: what replay holds is what it shows.
+
+One pass over the log (``advance``, a block at a time, in the background) keeps, per line, its offset
+(core/runlog), per step a mark (its lines, turn and flags), per turn where its steps begin and the
+timeline builder's context there, and every ``CHECKPOINT_EVERY`` lines a copy of the RunView. A step is
+then rebuilt from its turn's lines alone (``step``), the RunView at any line is folded from the nearest
+checkpoint (``view``), and any lines are read again from their offsets (``events``). Nothing holds the
+run's events: memory grows by about 150 bytes a step, whatever the run says.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from array import array
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from . import events as ev
+from . import timeline as tl
+from .run_view import RunView
+from .runlog import RunLog
+
+# a RunView copy every so many lines (about 5 KB each): any line's state is at most this many folds away
+CHECKPOINT_EVERY = 512
+# read this much of the log per ``advance`` step while holding the lock (a few ms of work)
+ADVANCE_BYTES = 128 << 10
+# turns rebuilt in full, kept for the steps shown and their neighbours
+TURNS_KEPT = 6
+_FLAG_BITS = {flag: 1 << n for n, flag in enumerate((tl.DECISION, tl.REFUSAL, tl.ERROR, tl.EGRESS, tl.TAKEOVER))}
+
+
+def _bits(flags: frozenset[str]) -> int:
+    return sum(bit for flag, bit in _FLAG_BITS.items() if flag in flags)
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """The steps of one turn (consecutive proposals of one turn number): where they begin, and the builder's
+    context just before the first of them."""
+
+    first_step: int
+    first_seq: int
+    context: tl.Context
+
+
+class RunIndex:
+    """The index of one run's log (``RunLog``), built by ``advance`` and read by the other methods; a lock
+    makes it safe to build in one thread and read in another."""
+
+    def __init__(self, log: RunLog) -> None:
+        self.log = log
+        self.lock = threading.RLock()
+        self._recorded: dict[str, int] = {}  # screen -> the line that first recorded it
+        self._first_number: dict[tuple[int, int], int] = {}  # (turn, index) -> its first step's number
+        self._builder = tl.Builder(recorded=self._recorded, outside=self._released_key)
+        self._view = RunView()
+        self._checkpoints: list[RunView] = [RunView()]  # the state before line k * CHECKPOINT_EVERY
+        # per released step: its first and last line, its turn and its flags
+        self._first_seq, self._last_seq = array("q"), array("q")
+        self._turn_of, self._flags = array("q"), bytearray()
+        self._turns: list[Turn] = []  # released turns, in order
+        self._open: Turn | None = None  # the turn the builder holds now
+        self._rebuilt: OrderedDict[int, list[tl.Step]] = OrderedDict()  # turn position -> its steps
+        # the RunView shown and the one asked about, each with how many lines it has folded
+        self._shown: list[object] = [RunView(), 0]
+        self._probe: list[object] = [RunView(), 0]
+        self.done = False  # the whole log as it stands has been read
+        self.done_at = 0.0  # when it first was (time.monotonic)
+
+    # ---------------------------------------------------------------------------------------------
+    # Building
+    # ---------------------------------------------------------------------------------------------
+    def advance(self, limit: int = ADVANCE_BYTES) -> int:
+        """Read up to about ``limit`` more bytes of the log; returns how many (0: at the end of what is
+        written so far, and ``done`` says so)."""
+        with self.lock:
+            before = self.log.offset
+            for stamped in self.log.poll(limit):
+                self._take(stamped)
+            read = self.log.offset - before
+            self.done = not read and self.log.offset >= self.log.size()
+            if self.done and not self.done_at:
+                self.done_at = time.monotonic()
+            return read
+
+    def _take(self, stamped: ev.Stamped) -> None:
+        event = stamped.event
+        if isinstance(event, ev.ActionProposed):
+            current = self._open_steps()
+            if not current or current[-1].turn != event.turn:
+                self._release()
+                self._open = Turn(self._builder.context().number, stamped.seq, self._builder.context())
+            key = (event.turn, event.index)
+            self._first_number.setdefault(key, self._builder.context().number)
+        self._builder.feed([stamped])
+        self._view.apply(stamped)
+        if (stamped.seq + 1) % CHECKPOINT_EVERY == 0:
+            self._checkpoints.append(copy.deepcopy(self._view))
+
+    def _open_steps(self) -> list[tl.Step]:
+        return self._builder.timeline.steps
+
+    def _release(self) -> None:
+        """The turn the builder holds is over: keep a mark of each of its steps, not the steps."""
+        if self._open is None:
+            return
+        for step in self._builder.release():
+            self._first_seq.append(step.first_seq)
+            self._last_seq.append(step.last_seq)
+            self._turn_of.append(len(self._turns))
+            self._flags.append(_bits(step.flags))
+        self._turns.append(self._open)
+        self._open = None
+
+    def _released_key(self, key: tuple[int, int]) -> bool:
+        number = self._first_number.get(key)
+        return number is not None and number < len(self._flags)
+
+    # ---------------------------------------------------------------------------------------------
+    # Reading
+    # ---------------------------------------------------------------------------------------------
+    @property
+    def lines(self) -> int:
+        return self.log.lines
+
+    @property
+    def timeline(self) -> tl.Timeline:
+        """The run's timeline as far as read: its events count, start, end and verification (``steps``
+        holds only the open turn's: use ``count`` and ``step``)."""
+        return self._builder.timeline
+
+    @property
+    def count(self) -> int:
+        """Steps read so far."""
+        with self.lock:
+            return len(self._flags) + len(self._open_steps())
+
+    def progress(self) -> float:
+        """How much of the log has been read, from 0 to 1."""
+        size = self.log.size()
+        return 1.0 if self.done or not size else min(1.0, self.log.end / size)
+
+    def current(self) -> int | None:
+        """The number of the step the newest events belong to (a followed run's step under way)."""
+        with self.lock:
+            step = self._builder.current
+            return step.number if step is not None else None
+
+    def flags(self, number: int) -> int:
+        """Step ``number``'s flags as bits (``has``)."""
+        with self.lock:
+            if number < len(self._flags):
+                return self._flags[number]
+            return _bits(self.step(number).flags)
+
+    def find(self, flag: str, start: int, direction: int) -> int | None:
+        """The next (or previous) step from ``start`` (excluded) with ``flag``."""
+        bit = _FLAG_BITS[flag]
+        with self.lock:
+            count, released, flags = self.count, len(self._flags), self._flags
+            order = range(start + 1, count) if direction > 0 else range(min(start, count) - 1, -1, -1)
+            for number in order:
+                if (flags[number] if number < released else self.flags(number)) & bit:
+                    return number
+        return None
+
+    def turn_firsts(self) -> list[int]:
+        """The number of the first step of each turn."""
+        with self.lock:
+            firsts = [turn.first_step for turn in self._turns]
+            if self._open is not None and self._open_steps():
+                firsts.append(self._open.first_step)
+            return firsts
+
+    def step(self, number: int) -> tl.Step:
+        """Step ``number`` in full, rebuilt from its turn's lines (the open turn's from the builder)."""
+        with self.lock:
+            released = len(self._flags)
+            if number >= released:
+                return self._open_steps()[number - released]
+            where = self._turn_of[number]
+            steps = self._rebuilt.get(where)
+            if steps is None:
+                steps = self._rebuild(where)
+            self._rebuilt.move_to_end(where)
+            return steps[number - self._turns[where].first_step]
+
+    def _rebuild(self, where: int) -> list[tl.Step]:
+        turn = self._turns[where]
+        end = self._turns[where + 1].first_step if where + 1 < len(self._turns) else len(self._flags)
+        last = max(self._last_seq[n] for n in range(turn.first_step, end))
+        builder = tl.Builder(turn.context, self._recorded, outside=lambda key: self._before(key, turn.first_step))
+        builder.feed(self.log.read(turn.first_seq, last + 1))
+        steps = builder.timeline.steps[: end - turn.first_step]
+        self._rebuilt[where] = steps
+        while len(self._rebuilt) > TURNS_KEPT:
+            self._rebuilt.popitem(last=False)
+        return steps
+
+    def _before(self, key: tuple[int, int], first_step: int) -> bool:
+        number = self._first_number.get(key)
+        return number is not None and number < first_step
+
+    def events(self, start: int, stop: int) -> list[ev.Stamped]:
+        """Lines ``start`` to ``stop`` as events, read again from the log."""
+        with self.lock:
+            return self.log.read(start, stop)
+
+    def view(self, upto: int) -> RunView:
+        """The RunView after the first ``upto`` lines: folded from the nearest checkpoint (moving on from
+        the last one asked for when that is nearer). The same object is returned each time, moved: the
+        panes shown are bound to it."""
+        return self._fold(self._shown, upto)
+
+    def probe(self, upto: int) -> RunView:
+        """As ``view``, in an object of its own: asking about another line does not move what is shown."""
+        return self._fold(self._probe, upto)
+
+    def _fold(self, slot: list[object], upto: int) -> RunView:
+        with self.lock:
+            upto = max(0, min(upto, self.lines))
+            base = min(upto // CHECKPOINT_EVERY, len(self._checkpoints) - 1)
+            folded, folded_to = slot
+            assert isinstance(folded, RunView) and isinstance(folded_to, int)
+            if upto < folded_to or folded_to < base * CHECKPOINT_EVERY:
+                folded, folded_to = copy.deepcopy(self._checkpoints[base]), base * CHECKPOINT_EVERY
+            for stamped in self.log.read(folded_to, upto):
+                folded.apply(stamped)
+            slot[:] = [folded, upto]
+            return folded
