@@ -56,6 +56,8 @@ class _File(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     decision_guard_s: float | None = None
     # seconds a decision waits before it is rejected, where the policy sets none (0 or absent: none)
     decision_timeout: float | None = None
+    # where runs send their OpenTelemetry spans (OTLP over HTTP); absent: nowhere
+    otel_endpoint: str | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,8 @@ class Settings:
     # seconds a decision just painted ignores y / a / n (k passes)
     decision_guard_s: float = DEFAULT_GUARD_S
     decision_timeout: float = 0.0
+    # OTLP/HTTP endpoint for every run's spans (``--otel`` wins); None: no spans are sent
+    otel_endpoint: str | None = None
 
     def sandbox_endpoint(self, env: dict[str, str] | None = None) -> tuple[str | None, str | None]:
         """CoreWeave's endpoint and API key: the client's own variables first, then the settings file."""
@@ -118,6 +122,9 @@ class Settings:
             raise doc.error(("decision_guard_s",), why)
         if data.decision_timeout is not None and (why := check_decision_timeout(data.decision_timeout)) is not None:
             raise doc.error(("decision_timeout",), why)
+        otel = (data.otel_endpoint or "").strip() or None
+        if otel is not None and (why := check_otel_endpoint(otel)) is not None:
+            raise doc.error(("otel_endpoint",), why)
         prices: dict[str, tuple[float, float]] = {}
         for model, pair in (data.model_prices or {}).items():
             if len(pair) != 2 or not all(math.isfinite(p) and p >= 0 for p in pair):
@@ -142,7 +149,27 @@ class Settings:
             notify=_switch(env, "CUA_TUI_NOTIFY", data.notify),
             decision_guard_s=data.decision_guard_s if data.decision_guard_s is not None else DEFAULT_GUARD_S,
             decision_timeout=data.decision_timeout or 0.0,
+            otel_endpoint=otel,
         )
+
+
+def check_otel_endpoint(url: str) -> str | None:
+    """Why ``url`` cannot receive spans (None: it can): an http:// or https:// URL with a host and no user
+    part (credentials go in OTEL_EXPORTER_OTLP_HEADERS, never in a URL that is shown)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (a port that is not a number raises here)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        return "must be an http:// or https:// URL with a host (an OTLP/HTTP endpoint, e.g. http://localhost:4318)"
+    if parts.username is not None or parts.password is not None:
+        return "must not hold a user or password: give credentials in OTEL_EXPORTER_OTLP_HEADERS"
+    if any(c.isspace() or not c.isprintable() for c in url):
+        return "must not hold spaces or control characters"
+    return None
 
 
 def _switch(env: dict[str, str], name: str, stored: bool | None) -> bool:

@@ -13,7 +13,7 @@ from .flags import flag, run_flags, run_options
 
 @click.command("demo")
 @flag("lab", default="form", show_default=True, help="Which lab: form, search-export, injection.")
-@run_flags("runs_dir", "screen", "headless", "theme", "operator")
+@run_flags("runs_dir", "screen", "headless", "theme", "operator", "otel")
 @flag(
     "on_confirm",
     default=None,
@@ -52,4 +52,4 @@ def command(script_variant: str | None, **values: Any) -> None:
     )
     from .session import execute
 
-    execute(options, headless=values["headless"], theme=values["theme"])
+    execute(options, headless=values["headless"], theme=values["theme"], otel=values["otel"])

@@ -1,4 +1,5 @@
-"""``cua-tui export``: a run directory as an HTML report, an animated film strip or a replayable script."""
+"""``cua-tui export``: a run directory as an HTML report, an animated film strip, a replayable script or an
+ATIF trajectory."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 import click
 
 from .base import fail, path_option, run_directory
+from .flags import otel_endpoint
 
 EXIT_WRITTEN, EXIT_TAMPERED = 0, 1
 
@@ -36,6 +38,21 @@ EXIT_WRITTEN, EXIT_TAMPERED = 0, 1
     help="A script file for `run --agent script:FILE` that replays the run's actions; typed texts are "
     "placeholders (their length and SHA-256) that `run --texts FILE` fills.",
 )
+@path_option(
+    "--atif",
+    "atif_out",
+    file=True,
+    help="An ATIF trajectory (Harbor's Agent Trajectory Interchange Format, ATIF-v1.7): one agent step per "
+    "model turn, its actions as tool calls, the screenshots in NAME.images/ beside it (each once, named by "
+    "its SHA-256), cua-tui's verdicts, decisions and chain hashes under `extra`. See docs/atif.md.",
+)
+@click.option(
+    "--otel",
+    metavar="URL",
+    callback=lambda ctx, param, value: otel_endpoint(value),
+    help="Send the run's OpenTelemetry spans, with their recorded times, to this OTLP/HTTP endpoint (e.g. "
+    "http://localhost:4318), the verify verdict on the run's span. No message or typed text is in a span.",
+)
 @path_option("--key", help="The audit key the run was signed with, to check the seal's signature (as `verify --key`).")
 @path_option("--runs-dir", help="Where to look up a run id.")
 def command(
@@ -44,24 +61,30 @@ def command(
     gif_out: Path | None,
     webp_out: Path | None,
     script_out: Path | None,
+    atif_out: Path | None,
+    otel: str | None,
     key: Path | None,
     runs_dir: Path | None,
 ) -> None:
     """Export the run RUN (a run directory, a run id or a unique beginning of one).
 
-    Give one or more of --html, --gif, --webp, --script. The run is verified first and read only through
+    Give one or more of --html, --gif, --webp, --script, --atif. The run is verified first and read only through
     the bounded reader (no link followed, sizes capped, screenshots checked from their header before any
     decoding); each file is written whole or not at all. Caps: the audit log at most 64 MiB; the HTML
     embeds each distinct screenshot once, at most 48 MiB of them, and draws at most 2,000 steps; the film
-    strip has at most 100 frames (steps sampled evenly), 800 px wide, 16 MiB.
+    strip has at most 100 frames (steps sampled evenly), 800 px wide, 16 MiB; the trajectory has the HTML's
+    caps (2,000 actions, 48 MiB of screenshots) and says in its notes what they cut.
+
+    --otel URL sends the run's OpenTelemetry spans instead (or as well), timed as recorded; a collector that
+    does not take them is exit 2. A TAMPERED run's spans are sent with that verdict on the run's span.
 
     Exit status: 0 written; 1 the run is TAMPERED (still written, with the verdict at the top of the
-    HTML, so a reviewer sees what the altered log claims; said on stderr too); 2 bad usage or an unusable
-    run directory (nothing written).
+    HTML and in the trajectory's notes and extra, so a reviewer sees what the altered log claims; said on
+    stderr too); 2 bad usage or an unusable run directory (nothing written).
     """
-    outputs = {"html": html_out, "gif": gif_out, "webp": webp_out, "script": script_out}
-    if not any(outputs.values()):
-        fail("nothing to export", hint="give --html, --gif, --webp or --script")
+    outputs = {"html": html_out, "gif": gif_out, "webp": webp_out, "script": script_out, "atif": atif_out}
+    if not any(outputs.values()) and otel is None:
+        fail("nothing to export", hint="give --html, --gif, --webp, --script, --atif or --otel")
     # The run directory before the outputs: a folder that is none gets that error, wherever they go.
     path = run_directory(run, runs_dir)
     # Imported here, not at the top: the exporters pull in the core and Pillow, and --help should
@@ -71,6 +94,8 @@ def command(
     from ..export import RunUnusable, open_run
 
     _check_outputs(path, [p for p in outputs.values() if p is not None])
+    if atif_out is not None:
+        _check_atif(atif_out)
     try:
         audit_key = AuditKey.load(key) if key else None
     except AuditKeyError as exc:
@@ -83,6 +108,8 @@ def command(
         for fmt, out in outputs.items():
             if out is not None:
                 _write(opened, fmt, out)
+        if otel is not None:
+            _send_otel(opened, otel)
         refused = opened.refused()
         if refused:
             # each is marked in place of its picture; said once here, with the first reason
@@ -111,9 +138,47 @@ def _check_outputs(run_path: Path, outs: list[Path]) -> None:
             fail(f"no folder {parent}", path=out)
 
 
+def _send_otel(run: Any, endpoint: str) -> None:
+    """The run's spans to an OTLP/HTTP endpoint, with the times on record; a refusal is one line (exit 2)."""
+    # Imported here: the OpenTelemetry SDK costs start-up time that only --otel should pay.
+    from ..export import otel
+
+    try:
+        sent = otel.send_run(run, endpoint)
+    except otel.SendFailed as exc:
+        fail(str(exc))
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
+        # as for the files: a record of a shape nobody foresaw gets one line, not a traceback
+        fail(f"a record of an unexpected shape stopped the export ({type(exc).__name__})")
+    where = otel.public_endpoint(endpoint)
+    click.echo(f"sent {sent.spans} span(s) to {where} (trace {sent.trace_id})", err=True)
+
+
+def _check_atif(out: Path) -> None:
+    """The trajectory's images folder may be written (absent, or an earlier export's): said before anything is."""
+    from ..export.atif import AtifError, check_folder
+
+    try:
+        check_folder(out)
+    except AtifError as exc:
+        fail(str(exc))
+
+
+def _write_atif(run: Any, out: Path) -> str:
+    from ..core.text import visible
+    from ..export import atif
+
+    exported = atif.build(run, atif.images_folder(out).name)
+    atif.write(out, exported)
+    for line in exported.cut:
+        click.echo(f"warning: {visible(line)}", err=True)
+    return f"{atif.SCHEMA_VERSION}, {len(exported.data['steps'])} step(s), {len(exported.images)} screenshot(s)"
+
+
 def _write(run: Any, fmt: str, out: Path) -> None:
     from ..core.text import visible
     from ..export import animation, html, script, write_atomic
+    from ..export.atif import AtifError
 
     try:
         if fmt == "html":
@@ -133,12 +198,18 @@ def _write(run: Any, fmt: str, out: Path) -> None:
                     '(a JSON object {"<sha256>": "text"})',
                     err=True,
                 )
+        elif fmt == "atif":
+            # its images folder, then the JSON (each written whole)
+            data, what = b"", _write_atif(run, out)
         else:
             data = animation.render(run, fmt)
             what = f"{fmt.upper()}, {len(data):,} bytes"
-        write_atomic(out, data)
+        if fmt != "atif":
+            write_atomic(out, data)
     except animation.AnimationError as exc:
         fail(str(exc), path=out)
+    except AtifError as exc:
+        fail(str(exc))
     except OSError as exc:
         fail(f"cannot write it ({exc.strerror or exc})", path=out)
     except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:

@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 # How a run is driven, not what it is made of: no RunOptions field of their own (``run_options``
-# turns --headless and --on-confirm into ``decisions``; the TUI takes --theme).
-DRIVING = ("headless", "theme", "on_confirm")
+# turns --headless and --on-confirm into ``decisions``; the TUI takes --theme; --otel adds a listener).
+DRIVING = ("headless", "theme", "on_confirm", "otel")
 
 _COUNT = click.IntRange(1, 10**9)
 _PATH = click.Path(path_type=Path)
@@ -133,7 +133,29 @@ FLAGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
             '{"decision": "approve|reject|kill"} on stdout; timeout or bad answer = reject).',
         },
     ),
+    "otel": (
+        ("--otel",),
+        {
+            "metavar": "URL",
+            "default": None,
+            "callback": lambda ctx, param, value: otel_endpoint(value),
+            "help": "Send the run's OpenTelemetry spans to this OTLP/HTTP endpoint (e.g. http://localhost:4318; "
+            "default: the settings' otel_endpoint). No message or typed text is ever in a span.",
+        },
+    ),
 }
+
+
+def otel_endpoint(value: str | None) -> str | None:
+    """``--otel URL`` checked as the settings' ``otel_endpoint`` is: bad usage (exit 2) when it cannot be one."""
+    if value is None:
+        return None
+    from ..config import check_otel_endpoint
+
+    why = check_otel_endpoint(value.strip())
+    if why is not None:
+        raise click.BadParameter(why)
+    return value.strip()
 
 
 def flag(name: str, **changes: Any) -> Callable[[F], F]:

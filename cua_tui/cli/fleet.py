@@ -19,6 +19,7 @@ import click
 from ..core.errors import CommandError
 from .base import OnSignal, fail, next_steps, path_option, program, settings
 from .flags import flag, run_flags, run_options
+from .otel import close_sink, open_sink
 
 
 @click.command("fleet")
@@ -43,6 +44,11 @@ from .flags import flag, run_flags, run_options
 @run_flags("runs_dir")
 @flag("audit_key", help="Key kept outside the runs directory that signs every run's seal.")
 @run_flags("headless", "theme", "operator")
+@flag(
+    "otel",
+    help="Send every run's OpenTelemetry spans to this OTLP/HTTP endpoint, each run its own trace (default: the "
+    "settings' otel_endpoint). No message or typed text is ever in a span.",
+)
 @flag(
     "on_confirm",
     help="Headless decisions of every run: reject, approve or approver:CMD (one command for the whole fleet; "
@@ -78,9 +84,11 @@ def command(tasks_path: Path, concurrency: int | None, **values: Any) -> None:
     if message:
         click.echo(message, err=True)
     runs = (base.runs_dir or config.runs_dir).expanduser()
+    sink = open_sink(values["otel"], config, headless=headless)
+    made: list[Any] = []  # the fleet, which knows each run's id once the run is built
     try:
         fleet = Fleet(
-            [replace(t, options=replace(t.options, runs_dir=runs)) for t in specs],
+            _traced([replace(t, options=replace(t.options, runs_dir=runs)) for t in specs], sink, made),
             runs_dir=runs,
             concurrency=limit,
             backend=base.backend,
@@ -90,12 +98,34 @@ def command(tasks_path: Path, concurrency: int | None, **values: Any) -> None:
         )
     except ValueError as exc:
         fail(str(exc))
-    if headless:
-        fleet.subscribe(_printer())
-        _run_headless(fleet)
-    else:
-        _run_in_tui(fleet, theme or config.theme, config)
-    sys.exit(_summary(fleet, config.runs_dir))
+    made.append(fleet)
+    try:
+        if headless:
+            fleet.subscribe(_printer())
+            _run_headless(fleet)
+        else:
+            _run_in_tui(fleet, theme or config.theme, config)
+        code = _summary(fleet, config.runs_dir)
+    finally:
+        close_sink(sink)
+    sys.exit(code)
+
+
+def _traced(specs: list[Any], sink: Any, made: list[Any]) -> list[Any]:
+    """Each task with a span listener of its own (so each run is its own trace), or as it is without a sink.
+    A run's id is asked of the fleet at its first event, when the run has been built."""
+    if sink is None:
+        return specs
+    from dataclasses import replace
+
+    traced = []
+    for task in specs:
+        listen = sink.listener(
+            lambda name=task.name: made[0].row(name).run_id,
+            lambda name=task.name: {"cua_tui.fleet.id": made[0].fleet_id, "cua_tui.fleet.task": name},
+        )
+        traced.append(replace(task, options=replace(task.options, listeners=(*task.options.listeners, listen))))
+    return traced
 
 
 def _run_in_tui(fleet: Any, theme: str, config: Any) -> None:

@@ -28,4 +28,4 @@ def command(**values: Any) -> None:
         fail("--lab and --url: choose one")
     from .session import execute
 
-    execute(options, headless=values["headless"], theme=values["theme"])
+    execute(options, headless=values["headless"], theme=values["theme"], otel=values["otel"])

@@ -14,10 +14,12 @@ import click
 from ..build import Run, RunOptions, build_run
 from ..core.errors import CommandError
 from .base import OnSignal, fail, next_steps, settings
+from .otel import close_sink, open_sink
 
 
-def execute(options: RunOptions, *, headless: bool, theme: str | None) -> None:
-    """Build the run from the options, drive it in the TUI (or headless), exit with the run's status."""
+def execute(options: RunOptions, *, headless: bool, theme: str | None, otel: str | None = None) -> None:
+    """Build the run from the options, drive it in the TUI (or headless), exit with the run's status. Its
+    spans go to ``otel`` (or the settings' endpoint), if any."""
     options = replace(options, settings=options.settings or settings())
     if headless:
         from ..headless import printer
@@ -28,15 +30,21 @@ def execute(options: RunOptions, *, headless: bool, theme: str | None) -> None:
     # a BuildError is the command line's: exit 2 for usage, 1 for a run directory that cannot be
     # written
     run = build_run(options)
-    if headless:
-        click.echo(f"run {run.run_id} · {run.path}", err=True)
-        result = _run_with_interrupt(run)
-    else:
-        result = _run_in_tui(run, theme, options.settings)
-    click.echo(end_line(result), err=True)
-    click.echo(f"run directory: {result.path}", err=True)
-    for line in next_steps(result.path, options.settings.runs_dir):
-        click.echo(line, err=True)
+    sink = open_sink(otel, options.settings, headless=headless)
+    if sink is not None:
+        run.subscribe(sink.listener(run.run_id))
+    try:
+        if headless:
+            click.echo(f"run {run.run_id} · {run.path}", err=True)
+            result = _run_with_interrupt(run)
+        else:
+            result = _run_in_tui(run, theme, options.settings)
+        click.echo(end_line(result), err=True)
+        click.echo(f"run directory: {result.path}", err=True)
+        for line in next_steps(result.path, options.settings.runs_dir):
+            click.echo(line, err=True)
+    finally:
+        close_sink(sink)
     sys.exit(result.exit_code)
 
 
