@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
-from platformdirs import user_config_path, user_data_path
+from platformdirs import user_cache_path, user_config_path, user_data_path
 
 from .agents.vendors import DEFAULT_RETRIES, DEFAULT_TIMEOUT, KEY_VARIABLES
 from .core import tomlfile
@@ -69,6 +69,8 @@ class Settings:
     runs_dir: Path
     themes_dir: Path
     theme: str = "cua-dark"
+    # this user's cache (``runs`` remembers the verdicts of unchanged runs there); None: nothing kept
+    cache_dir: Path | None = None
     policy: Path | None = None
     openai_api_key: str | None = field(default=None, repr=False)
     anthropic_api_key: str | None = field(default=None, repr=False)
@@ -150,6 +152,7 @@ class Settings:
             decision_guard_s=data.decision_guard_s if data.decision_guard_s is not None else DEFAULT_GUARD_S,
             decision_timeout=data.decision_timeout or 0.0,
             otel_endpoint=otel,
+            cache_dir=Path(env.get("CUA_TUI_CACHE_DIR") or user_cache_path(APP)).expanduser(),
         )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,8 @@ import pytest
 # forked afterwards (the crash tests' children, a subprocess with a preexec_fn) then prints epoll errors on
 # its stderr, which tests of one-line answers read. Nothing forked here uses gRPC.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+# `cua-tui runs` remembers verdicts in this user's cache: the suite keeps its own, never the user's
+os.environ.setdefault("CUA_TUI_CACHE_DIR", tempfile.mkdtemp(prefix="cua-tui-test-cache-"))
 
 from cua_tui.agents.script import Script, ScriptAgent
 from cua_tui.core import events as ev

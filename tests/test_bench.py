@@ -251,3 +251,24 @@ def test_quick_replay_benchmark_writes_sane_json(tmp_path: Path) -> None:
             assert _positive(row[key]), key
         assert len(row["step_ms"]) == 20 and all(_positive(ms) for ms in row["step_ms"])
     assert rows[2]["log_mb"] > 3 * rows[1]["log_mb"]  # grown, not copied
+
+
+def test_quick_runs_benchmark_lists_real_runs_each_verified(tmp_path: Path) -> None:
+    """The runs suite copies a real sim run into runs directories and times the real command over them:
+    the baseline, the first listing and the next ones, each a process of its own."""
+    out = tmp_path / "runs.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "cua_tui.bench", "runs", "--quick", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=170,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "ours, next listings (unchanged runs remembered)" in proc.stdout
+    result = json.loads(out.read_text(encoding="utf-8"))["runs"]
+    assert [row["runs"] for row in result["rows"]] == [20, 200]
+    for row in result["rows"]:
+        for key in ("baseline_s", "first_s", "again_s"):
+            assert _positive(row[key]), key
+    assert result["run_lines"] > 100 and result["run_screens"] >= 1

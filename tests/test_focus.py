@@ -21,6 +21,8 @@ from cua_tui.core.geometry import Scaling, Size
 from cua_tui.core.policy import Decision, Policy, Verdict
 from cua_tui.core.ports import Answer, DecisionRequest, Ruling
 from cua_tui.core.run_view import RunView
+from cua_tui.core.runindex import RunIndex
+from cua_tui.core.runlog import RunReader
 from cua_tui.labs import LABS
 from cua_tui.tui.replay import ReplayScreen
 
@@ -165,11 +167,17 @@ def test_a_typing_grant_ends_where_the_focus_moves_in_the_supervisor_the_reducer
     assert seen == {(1, 1): FIELD, (3, 1): None}
     assert view.grants == {}  # the revoked grant is gone from the view too
 
-    # replay, from the records alone
+    # replay, from the records alone (read back from the log, by its index)
     line = tl.build(stamped)
-    host = SimpleNamespace(steps=line.steps, _fields=[None])
+    reader = RunReader(sup.audit.path.parent)
+    index = RunIndex(reader.log)
+    while index.advance():
+        pass
+    host = SimpleNamespace(steps=[index.step(n) for n in range(index.count)], index=index)
+    assert host.steps == line.steps
     host._field_before = lambda number: ReplayScreen._field_before(host, number)  # type: ignore[arg-type]
     targets = {(s.turn, s.index): ReplayScreen._target(host, s) for s in line.steps if s.kind == "type"}  # type: ignore[arg-type]
     assert targets[(1, 1)] is not None and targets[(1, 1)].point == FIELD
     assert targets[(2, 0)] is not None and targets[(2, 0)].point == FIELD
     assert targets[(3, 1)] is None
+    reader.close()

@@ -1,4 +1,4 @@
-"""``python -m cua_tui.bench [core|supervisor|verify|local|tui|replay|ocr|cwsandbox|docker|fleet|all] [--quick]
+"""``python -m cua_tui.bench [core|supervisor|verify|local|tui|replay|runs|ocr|cwsandbox|docker|fleet|all] [--quick]
 [--check] [--json PATH] [--fleet-parts sim,idle,local,cwsandbox,tui,keys]``."""
 
 from __future__ import annotations
@@ -28,7 +28,20 @@ from .report import render
 from .supervisor import TARGET_ACTION_US, run_supervisor
 from .verify import TARGET_VERIFY_EPS, bench_verify
 
-SUITES = ("core", "supervisor", "verify", "local", "tui", "replay", "ocr", "cwsandbox", "docker", "fleet", "all")
+SUITES = (
+    "core",
+    "supervisor",
+    "verify",
+    "local",
+    "tui",
+    "replay",
+    "runs",
+    "ocr",
+    "cwsandbox",
+    "docker",
+    "fleet",
+    "all",
+)
 FLEET_PARTS = ("sim", "idle", "local", "cwsandbox", "tui", "keys")
 
 
@@ -132,6 +145,10 @@ def _run_in(
         from .replay import run as run_replay
 
         results["replay"] = run_replay(tmp, quick)
+    if suite in ("runs", "all"):
+        from .runs import run as run_runs
+
+        results["runs"] = run_runs(tmp, quick)
     if suite in ("ocr", "all"):
         from .ocr import TARGET_CACHED_MS, TARGET_OCR_S, bench_ocr
 
@@ -212,6 +229,7 @@ def _parser() -> argparse.ArgumentParser:
         choices=SUITES,
         help="what to run: core (the default: supervisor + verify), local (the real local desktop vs the seeds' "
         "tools), tui (UI-thread time per screenshot frame), replay (opening and stepping through recorded runs), "
+        "runs (listing thousands of verified runs), "
         "ocr (a real lab page read as text with Tesseract, and the cached lookup), "
         "cwsandbox (requests and latency per step in a CoreWeave sandbox, ours vs the tutorial's, against a "
         "local service), docker (start time and step latency of the Docker backend vs the local desktop), fleet "

@@ -89,42 +89,54 @@ def command(
     path = run_directory(run, runs_dir)
     # Imported here, not at the top: the exporters pull in the core and Pillow, and --help should
     # start fast.
-    from ..core.audit import AuditKey, AuditKeyError
     from ..core.text import visible
-    from ..export import RunUnusable, open_run
 
     _check_outputs(path, [p for p in outputs.values() if p is not None])
     if atif_out is not None:
         _check_atif(atif_out)
-    try:
-        audit_key = AuditKey.load(key) if key else None
-    except AuditKeyError as exc:
-        fail(str(exc))
-    try:
-        opened = open_run(path, audit_key)
-    except RunUnusable as exc:
-        fail(str(exc))
-    with opened:
+    with _open(path, key) as opened:
         for fmt, out in outputs.items():
             if out is not None:
                 _write(opened, fmt, out)
         if otel is not None:
             _send_otel(opened, otel)
-        refused = opened.refused()
-        if refused:
-            # each is marked in place of its picture; said once here, with the first reason
-            first = refused[0]
-            click.echo(
-                f"warning: {len(refused)} screenshot(s) not shown, each marked as refused "
-                f"(screen {visible(first.sha256[:12])}: {visible(first.refused, limit=200)})",
-                err=True,
-            )
+        _warn_refused(opened)
         if opened.tampered:
             summary = visible(opened.report.summary)
             summary = summary if summary.startswith("TAMPERED") else f"TAMPERED: {summary}"
             click.echo(f"{summary}; exported anyway, with this verdict at the top", err=True)
             sys.exit(EXIT_TAMPERED)
     sys.exit(EXIT_WRITTEN)
+
+
+def _open(path: Path, key: Path | None) -> Any:
+    """The run read for export (verified with ``key`` when given), or exit 2 saying why it cannot be."""
+    from ..core.audit import AuditKey, AuditKeyError
+    from ..export import RunUnusable, open_run
+
+    try:
+        audit_key = AuditKey.load(key) if key else None
+    except AuditKeyError as exc:
+        fail(str(exc))
+    try:
+        return open_run(path, audit_key)
+    except RunUnusable as exc:
+        fail(str(exc))
+
+
+def _warn_refused(run: Any) -> None:
+    """The screenshots not shown, each marked as refused in place of its picture: said once, with the first
+    reason."""
+    from ..core.text import visible
+
+    refused = run.refused()
+    if refused:
+        first = refused[0]
+        click.echo(
+            f"warning: {len(refused)} screenshot(s) not shown, each marked as refused "
+            f"(screen {visible(first.sha256[:12])}: {visible(first.refused, limit=200)})",
+            err=True,
+        )
 
 
 def _check_outputs(run_path: Path, outs: list[Path]) -> None:

@@ -41,7 +41,8 @@ def command(run: str, follow: bool, theme: str | None) -> None:
 
         app = replay_app(
             reader,
-            chain_state(path, follow=follow),
+            # verified in the background: the banner says VERIFYING… until it is done
+            lambda: chain_state(path, follow=follow),
             follow=follow,
             theme=theme or where.theme,
             theme_dirs=(where.themes_dir,),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import calendar
 import json
 import math
+import os
 import re
 import shutil
 import stat
@@ -27,6 +28,10 @@ from .base import fail, path_option, settings
 if TYPE_CHECKING:
     from ..core.audit import VerifyReport
     from ..core.safeio import RunFolder
+    from .verified import Cache, Verdict
+
+    # a run listed, its name and identity (cli/verified.fingerprint), to be verified after the listing
+    Later = tuple["RunEntry", str, tuple[str, bool]]
 
 STATUSES = ("passed", "failed", "finished", "killed", "limit", "error", "unfinished")
 JSON_KEYS = (
@@ -80,6 +85,9 @@ SHRINK_FLOOR = 12
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _LAST_EPOCH = 253402300799  # 9999-12-31: any later "start time" is not one
+# runs to verify from which worker processes share them (fewer: one process is quicker), and how many
+PARALLEL_FROM = 48
+MAX_WORKERS = 4
 
 
 @dataclass
@@ -256,25 +264,31 @@ def _verifier(result: dict[str, Any]) -> dict[str, str | None] | None:
     }
 
 
-def _apply_verify(entry: RunEntry, report: VerifyReport) -> None:
+def _verdict(report: VerifyReport) -> Verdict:
     from ..core.audit import VerifyExit
+    from .verified import Verdict
 
     if report.code == VerifyExit.TAMPERED:
-        entry.verified = "tampered"
-    elif report.code == VerifyExit.UNUSABLE:
-        entry.verified = "unusable"
-    else:
-        entry.verified = "intact" if report.sealed else "unsealed"
-        entry.unknown_outcomes = len(report.unknown_outcomes)
-        # counted over the whole chain: only then is it the run's
-        entry.decisions = report.decisions
+        return Verdict("tampered", report.summary)
+    if report.code == VerifyExit.UNUSABLE:
+        return Verdict("unusable", report.summary)
+    # counted over the whole chain: only then is it the run's
+    state = "intact" if report.sealed else "unsealed"
+    return Verdict(state, report.summary, len(report.unknown_outcomes), report.decisions, report.proposals)
+
+
+def _apply_verify(entry: RunEntry, verdict: Verdict) -> None:
+    entry.verified, entry.verify_summary = verdict.verified, verdict.summary
+    if verdict.verified in ("intact", "unsealed"):
+        entry.unknown_outcomes = verdict.unknown_outcomes
+        entry.decisions = verdict.decisions
         if entry.steps is None:
-            entry.steps = report.proposals
-    entry.verify_summary = report.summary
+            entry.steps = verdict.proposals
 
 
-def _read_run(run: RunFolder, name: str, check: bool) -> RunEntry:
-    """One run directory (open): run.json and result.json, then the verifier's one walk of its log."""
+def _read_run(run: RunFolder, name: str, check: bool, later: list[Later] | None = None) -> RunEntry:
+    """One run directory (open): run.json and result.json, then the verifier's one walk of its log (or,
+    with ``later``, the run's identity put there to be looked up or verified after the listing)."""
     entry = RunEntry(name, str(run.path), started_at=_id_time(name))
     info, result = _read_json(run, "run.json"), _read_json(run, "result.json")
     if info is not None:
@@ -291,10 +305,87 @@ def _read_run(run: RunFolder, name: str, check: bool) -> RunEntry:
         counts = result.get("counts")
         entry.steps = _count(counts.get("steps")) if isinstance(counts, dict) else None
     if check:
-        from ..core.audit import verify_run
+        from .verified import fingerprint
 
-        _apply_verify(entry, verify_run(run))
+        known = fingerprint(run.fd) if later is not None else None
+        if later is not None and known is not None:
+            later.append((entry, name, known))
+        else:
+            from ..core.audit import verify_run
+
+            _apply_verify(entry, _verdict(verify_run(run)))
     return entry
+
+
+def _verify_later(top: RunFolder, later: list[Later], cache: Cache) -> None:
+    """The verdicts of the runs listed: remembered ones as they were (none of their files changed), the
+    others verified, in worker processes when there are many (cli/verified; docs/commands/runs.md)."""
+    from ..core.audit import verify_run
+    from ..core.safeio import RunFileError
+    from .verified import fingerprint
+
+    verdicts: list[Verdict | None] = [cache.get(entry.path, known[0]) for entry, _name, known in later]
+    missing = [i for i, verdict in enumerate(verdicts) if verdict is None]
+    workers = min(os.cpu_count() or 1, MAX_WORKERS)
+    # verified by a worker (by path), with the identity of what it verified
+    checked: list[tuple[Verdict, str | None] | None] = [None] * len(later)
+    if len(missing) >= PARALLEL_FROM and workers > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        paths = [later[i][0].path for i in missing]
+        # fork: the workers start at once, with everything imported; but only from a process of one
+        # thread (the command's), as a fork copies no other thread and any lock one of them holds
+        method = "fork" if _one_thread() else "forkserver"
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)) as pool:
+            for i, done in zip(missing, pool.map(_verify_path, paths, chunksize=16), strict=True):
+                checked[i] = done
+    for (entry, name, (identity, settled)), remembered, by_path in zip(later, verdicts, checked, strict=True):
+        if remembered is not None:
+            _apply_verify(entry, remembered)
+            continue
+        if by_path is not None and by_path[1] == identity:
+            # the worker verified the very files listed
+            verdict = by_path[0]
+        else:
+            # not verified yet, or something else than was listed: judged here, on what is there now
+            try:
+                run = top.subdir(name)
+            except RunFileError as exc:
+                entry.verified, entry.verify_summary = "unusable", f"{entry.path}: not a run directory ({exc.detail})"
+                continue
+            with run:
+                now = fingerprint(run.fd)
+                verdict = _verdict(verify_run(run))
+            if now is None or now[0] != identity:
+                _apply_verify(entry, verdict)
+                continue
+        if settled:
+            cache.put(entry.path, identity, verdict)
+        _apply_verify(entry, verdict)
+
+
+def _one_thread() -> bool:
+    """Whether this process runs one thread (Python's or not: a library may have started its own)."""
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return False
+
+
+def _verify_path(path: str) -> tuple[Verdict, str | None]:
+    """A worker's verification of one run directory, with the identity of the files it verified (the
+    parent takes the verdict only for the run it listed)."""
+    from ..core.audit import verify_run
+    from ..core.safeio import RunFileError, RunFolder
+    from .verified import Verdict, fingerprint
+
+    try:
+        with RunFolder.open(Path(path)) as folder:
+            known = fingerprint(folder.fd)
+            return _verdict(verify_run(folder)), known[0] if known is not None else None
+    except RunFileError as exc:
+        return Verdict("unusable", f"{path}: not a run directory ({exc.detail})"), None
 
 
 def _fleet_cell(entry: RunEntry) -> str:
@@ -311,12 +402,14 @@ def _unusable(name: str, path: Path, why: str, check: bool) -> RunEntry:
     return entry
 
 
-def read_runs(top: RunFolder, check: bool) -> list[RunEntry]:
+def read_runs(top: RunFolder, check: bool, cache: Cache | None = None) -> list[RunEntry]:
     """One entry per run directory under ``top``: a directory holding audit.jsonl, or anything named like
-    a run id (a link, a FIFO, an emptied directory: a row saying it is unusable, never followed)."""
+    a run id (a link, a FIFO, an emptied directory: a row saying it is unusable, never followed). With a
+    ``cache``, the verdicts of unchanged runs are remembered ones, and the others are verified together."""
     from ..core.rundir import RUN_ID_RE
     from ..core.safeio import RunFileError, kind_of
 
+    later: list[Later] | None = [] if cache is not None and check else None
     entries = []
     for name, mode in top.entries():
         named_as_run = bool(RUN_ID_RE.match(name))
@@ -337,7 +430,9 @@ def read_runs(top: RunFolder, check: bool) -> list[RunEntry]:
                 entries.append(_unusable(name, run.path, exc.detail, check))
                 continue
             if has_log or named_as_run:
-                entries.append(_read_run(run, name, check))
+                entries.append(_read_run(run, name, check, later))
+    if later and cache is not None:
+        _verify_later(top, later, cache)
     return entries
 
 
@@ -345,8 +440,11 @@ def runs_in(runs_dir: Path | None, *, check: bool) -> tuple[Path, list[RunEntry]
     """The runs directory (``--runs-dir``, else the settings') and its runs; None when there is no such
     folder. Anything else that is not a readable folder (a file, a FIFO) is a usage error."""
     from ..core.safeio import RunFileError, RunFolder
+    from .verified import NAME, Cache
 
-    folder = runs_dir or settings().runs_dir
+    where = settings()
+    folder = runs_dir or where.runs_dir
+    cache = Cache(where.cache_dir / NAME if where.cache_dir is not None else None) if check else None
     try:
         top = RunFolder.open(folder, follow_link=True)
     except RunFileError as exc:
@@ -359,7 +457,10 @@ def runs_in(runs_dir: Path | None, *, check: bool) -> tuple[Path, list[RunEntry]
             )
         return folder, None
     with top:
-        return folder, read_runs(top, check=check)
+        found = read_runs(top, check=check, cache=cache)
+    if cache is not None:
+        cache.save()
+    return folder, found
 
 
 def since_option(since: str | None) -> float | None:

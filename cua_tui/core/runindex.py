@@ -72,12 +72,12 @@ class RunIndex:
     # ---------------------------------------------------------------------------------------------
     # Building
     # ---------------------------------------------------------------------------------------------
-    def advance(self, limit: int = ADVANCE_BYTES) -> int:
-        """Read up to about ``limit`` more bytes of the log; returns how many (0: at the end of what is
-        written so far, and ``done`` says so)."""
+    def advance(self, limit: int | None = None) -> int:
+        """Read up to about ``limit`` more bytes of the log (``ADVANCE_BYTES``); returns how many (0: at the
+        end of what is written so far, and ``done`` says so)."""
         with self.lock:
             before = self.log.offset
-            for stamped in self.log.poll(limit):
+            for stamped in self.log.poll(ADVANCE_BYTES if limit is None else limit):
                 self._take(stamped)
             read = self.log.offset - before
             self.done = not read and self.log.offset >= self.log.size()

@@ -248,21 +248,7 @@ class Builder:
                 self._by_key[(event.turn, event.index)] = self._current = step
                 return step
             case ev.PolicyVerdict() | ev.DecisionRequested() | ev.DecisionMade() | ev.Executing() | ev.Outcome():
-                owner = self._by_key.get((event.turn, event.index))
-                if owner is None and self._outside is not None and self._outside((event.turn, event.index)):
-                    # a step proposed before this builder's context: the events after are its own
-                    self._current = None
-                if owner is not None:
-                    if _untouched(owner):
-                        # its first event since the proposal: it is decided or run now
-                        owner.before = self._latest
-                    _attach(owner, event)
-                    if isinstance(event, ev.DecisionMade) and self._shown_before(event.screen, stamped):
-                        # only a screen of this run, recorded before it was shown
-                        owner.reviewed = event
-                    owner.last_seq = max(owner.last_seq, stamped.seq)
-                    self._current = owner
-                return owner
+                return self._keyed(event, stamped)
             case ev.Phase() if self._current is not None and self._current.outcome is None:
                 # What the run does about a step still open (awaiting its decision, running it)
                 # belongs to it.
@@ -281,6 +267,28 @@ class Builder:
             case ev.RunEnded():
                 line.ended = event
         return None
+
+    def _keyed(
+        self,
+        event: ev.PolicyVerdict | ev.DecisionRequested | ev.DecisionMade | ev.Executing | ev.Outcome,
+        stamped: ev.Stamped,
+    ) -> Step | None:
+        """An event naming its step by (turn, index): the step's from now on."""
+        owner = self._by_key.get((event.turn, event.index))
+        if owner is None and self._outside is not None and self._outside((event.turn, event.index)):
+            # a step proposed before this builder's context: the events after are its own
+            self._current = None
+        if owner is not None:
+            if _untouched(owner):
+                # its first event since the proposal: it is decided or run now
+                owner.before = self._latest
+            _attach(owner, event)
+            if isinstance(event, ev.DecisionMade) and self._shown_before(event.screen, stamped):
+                # only a screen of this run, recorded before it was shown
+                owner.reviewed = event
+            owner.last_seq = max(owner.last_seq, stamped.seq)
+            self._current = owner
+        return owner
 
     def _shown_before(self, screen: str, stamped: ev.Stamped) -> bool:
         return bool(screen) and self._recorded.get(screen, stamped.seq) < stamped.seq

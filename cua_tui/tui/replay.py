@@ -369,6 +369,8 @@ class ReplayScreen(ViewScreen):
             # the step looked at may have moved on (decided, run)
             self._show_step(self.steps[self.selected])
             self._show_status_and_audit()
+        elif count != told_steps:
+            self._show_step(self.steps[self.selected])  # "step N of M": M as far as read
 
     def _newest(self) -> int:
         """The step a followed run is at: the one its newest events belong to (in a batch, the one awaiting

@@ -1,0 +1,192 @@
+"""`cua-tui runs` remembers the verdicts of runs whose files have not changed (cli/verified), and only those.
+
+Runs are real (the one builder on the sim desktop); every edit below is one an attacker with write access to
+the runs directory could make, including putting a file's modification time back: the change time, which
+no user sets, still gives it away. The hostile corpus lists the same with and without what is remembered.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from export_runs import sim_run
+from hostile_runs import CASES, DAMAGED, Case, pristine_run
+
+from cua_tui.cli import runs as runs_cli
+from cua_tui.cli import verified
+from cua_tui.cli.runs import RunEntry, read_runs
+from cua_tui.cli.verified import Cache
+from cua_tui.core.safeio import RunFolder
+
+
+@pytest.fixture(autouse=True)
+def settled_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # runs made a moment ago count as settled (the rule for coarse clocks has its own test)
+    monkeypatch.setattr(verified, "SETTLED_S", 0.0)
+
+
+def _runs(tmp_path: Path, count: int = 3) -> Path:
+    source = sim_run(tmp_path / "source")
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for i in range(count):
+        shutil.copytree(source, folder / f"20261201-00000{i}-00000{i}")
+    return folder
+
+
+def _list(folder: Path, cache: Cache | None) -> dict[str, RunEntry]:
+    with RunFolder.open(folder) as top:
+        entries = read_runs(top, check=True, cache=cache)
+    if cache is not None:
+        cache.save()
+    return {entry.id: entry for entry in entries}
+
+
+def _cells(entries: dict[str, RunEntry]) -> dict[str, tuple]:
+    return {k: (e.verified, e.verify_summary, e.unknown_outcomes, e.decisions, e.steps) for k, e in entries.items()}
+
+
+def _edit_in_place(path: Path, old: bytes, new: bytes) -> None:
+    """Change bytes of a file without changing its size, inode or modification time."""
+    assert len(old) == len(new)
+    info = path.stat()
+    data = path.read_bytes()
+    assert old in data
+    with path.open("r+b") as fh:
+        fh.write(data.replace(old, new, 1))
+    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
+    assert path.stat().st_mtime_ns == info.st_mtime_ns and path.stat().st_size == info.st_size
+
+
+def test_unchanged_runs_are_remembered_and_listed_the_same(tmp_path: Path) -> None:
+    folder = _runs(tmp_path)
+    store = tmp_path / "cache" / verified.NAME
+    first = Cache(store)
+    listed = _list(folder, first)
+    assert first.hits == 0 and {e.verified for e in listed.values()} == {"intact"}
+    again = Cache(store)
+    assert _cells(_list(folder, again)) == _cells(listed) == _cells(_list(folder, None))
+    assert again.hits == 3 and again.misses == 0
+    assert store.stat().st_mode & 0o777 == 0o600
+    assert not any(p.name == verified.NAME for p in folder.rglob("*"))  # never in a run directory
+
+
+@pytest.mark.parametrize(
+    ("target", "old", "new", "says"),
+    [
+        ("audit.jsonl", b'"turn":1', b'"turn":7', "TAMPERED"),  # a record edited in place
+        ("result.json", b'"passed"', b'"failed"', "TAMPERED"),  # the seal's file (counts no longer match)
+    ],
+)
+def test_a_file_edited_in_place_with_its_time_put_back_is_verified_again(
+    tmp_path: Path, target: str, old: bytes, new: bytes, says: str
+) -> None:
+    folder = _runs(tmp_path, 2)
+    store = tmp_path / "cache" / verified.NAME
+    _list(folder, Cache(store))
+    victim = folder / "20261201-000001-000001"
+    _edit_in_place(victim / target, old, new)
+    after = Cache(store)
+    listed = _list(folder, after)
+    assert after.hits == 1 and after.misses == 1
+    honest = _list(folder, None)
+    assert _cells(listed) == _cells(honest)
+    if target == "audit.jsonl":
+        assert listed[victim.name].verified == "tampered" and says in (listed[victim.name].verify_summary or "")
+
+
+def test_a_screenshot_altered_in_place_is_caught(tmp_path: Path) -> None:
+    folder = _runs(tmp_path, 1)
+    store = tmp_path / "cache" / verified.NAME
+    _list(folder, Cache(store))
+    run = folder / "20261201-000000-000000"
+    screen = next((run / "screens").iterdir())
+    data = screen.read_bytes()
+    _edit_in_place(screen, data[-20:], bytes(b ^ 1 for b in data[-20:]))
+    listed = _list(folder, Cache(store))
+    assert listed[run.name].verified == "tampered" and "altered" in (listed[run.name].verify_summary or "")
+
+
+def test_a_run_swapped_for_another_directory_is_verified_again(tmp_path: Path) -> None:
+    folder = _runs(tmp_path, 2)
+    store = tmp_path / "cache" / verified.NAME
+    _list(folder, Cache(store))
+    a, b = folder / "20261201-000000-000000", folder / "20261201-000001-000001"
+    (b / "audit.jsonl").write_bytes((b / "audit.jsonl").read_bytes()[:-200])  # b: cut short
+    a.rename(tmp_path / "a")
+    b.rename(a)  # the damaged run under the intact one's name
+    after = Cache(store)
+    listed = _list(folder, after)
+    assert after.hits == 0
+    assert listed[a.name].verified == "tampered"
+
+
+def test_runs_changed_a_moment_ago_are_not_remembered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(verified, "SETTLED_S", 3600.0)
+    folder = _runs(tmp_path, 2)
+    store = tmp_path / "cache" / verified.NAME
+    _list(folder, Cache(store))
+    again = Cache(store)
+    _list(folder, again)
+    assert again.hits == 0 and not store.exists()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"not json",
+        b'{"format": 1, "version": "0.0.0", "runs": {}}',
+        b'{"format": 1, "version": "%s", "runs": []}',
+        b'{"format": 1, "version": "%s", "runs": {"X": {"identity": 5, "verified": "intact"}}}',
+        b"[" * 100000,
+    ],
+    ids=["garbage", "another-version", "runs-a-list", "entry-of-wrong-types", "deep-nesting"],
+)
+def test_a_hostile_cache_file_is_ignored(tmp_path: Path, content: bytes) -> None:
+    from cua_tui import __version__
+
+    folder = _runs(tmp_path, 2)
+    store = tmp_path / "cache" / verified.NAME
+    store.parent.mkdir()
+    store.write_bytes(content.replace(b"%s", __version__.encode()))
+    assert _cells(_list(folder, Cache(store))) == _cells(_list(folder, None))
+
+
+def test_a_forged_entry_for_a_run_claims_nothing(tmp_path: Path) -> None:
+    """Someone who can write the cache (the user) could claim anything; a wrong shape or a verdict for
+    another identity is not taken."""
+    folder = _runs(tmp_path, 1)
+    store = tmp_path / "cache" / verified.NAME
+    cache = Cache(store)
+    run = str(folder / "20261201-000000-000000")
+    cache.put(run, "0" * 64, verified.Verdict("intact", "forged"))
+    cache.save()
+    listed = _list(folder, Cache(store))
+    assert listed["20261201-000000-000000"].verify_summary != "forged"
+
+
+def test_worker_processes_give_the_verdicts_one_process_gives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runs_cli, "PARALLEL_FROM", 2)
+    folder = _runs(tmp_path, 4)
+    victim = folder / "20261201-000002-000002"
+    _edit_in_place(victim / "audit.jsonl", b'"turn":1', b'"turn":8')
+    listed = _list(folder, Cache(tmp_path / "cache" / verified.NAME))
+    assert _cells(listed) == _cells(_list(folder, None))
+    assert listed[victim.name].verified == "tampered"
+
+
+@pytest.fixture(scope="module")
+def corpus_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return pristine_run(tmp_path_factory.mktemp("corpus"))
+
+
+@pytest.mark.parametrize("case", [*CASES, *DAMAGED], ids=str)
+def test_the_hostile_corpus_lists_the_same_remembered_or_not(case: Case, corpus_run: Path, tmp_path: Path) -> None:
+    case.build(corpus_run, tmp_path / "runs", tmp_path / "out")
+    store = tmp_path / "cache" / verified.NAME
+    honest = _cells(_list(tmp_path / "runs", None))
+    assert _cells(_list(tmp_path / "runs", Cache(store))) == honest
+    assert _cells(_list(tmp_path / "runs", Cache(store))) == honest
