@@ -243,13 +243,13 @@ def test_quick_replay_benchmark_writes_sane_json(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "move one step, median (ms)" in proc.stdout and "peak RSS (MB)" in proc.stdout
     rows = json.loads(out.read_text(encoding="utf-8"))["replay"]["rows"]
-    assert [row["length"] for row in rows] == [60, 150, 600]
+    assert [row["length"] for row in rows] == [40, 80, 320]
     for row in rows:
         assert row["steps"] == row["length"]  # every step was read and counted
         assert row["chain"] == "intact"  # grown runs verify: the chain is written, not patched
         for key in ("first_screen_s", "read_s", "verified_s", "peak_rss_mb", "log_mb"):
             assert _positive(row[key]), key
-        assert len(row["step_ms"]) == 20 and all(_positive(ms) for ms in row["step_ms"])
+        assert len(row["step_ms"]) == 12 and all(_positive(ms) for ms in row["step_ms"])
     assert rows[2]["log_mb"] > 3 * rows[1]["log_mb"]  # grown, not copied
 
 
@@ -267,7 +267,7 @@ def test_quick_runs_benchmark_lists_real_runs_each_verified(tmp_path: Path) -> N
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "ours, next listings (unchanged runs remembered)" in proc.stdout
     result = json.loads(out.read_text(encoding="utf-8"))["runs"]
-    assert [row["runs"] for row in result["rows"]] == [20, 200]
+    assert [row["runs"] for row in result["rows"]] == [10, 60]
     for row in result["rows"]:
         for key in ("baseline_s", "first_s", "again_s"):
             assert _positive(row[key]), key

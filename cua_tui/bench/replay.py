@@ -202,8 +202,8 @@ def _in_child(path: Path, moves: int) -> dict[str, Any]:
 def run(tmp: Path, quick: bool) -> dict[str, Any]:
     """The suite: runs of 1,000, 10,000 and 100,000 steps (a real sim run, and two grown from it), each
     opened, stepped through and read to its end in a process of its own; smaller with quick."""
-    lengths = (60, 150, 600) if quick else (1000, 10000, 100000)
-    moves = 10 if quick else 30
+    lengths = (40, 80, 320) if quick else (1000, 10000, 100000)
+    moves = 6 if quick else 30
     log(f"replay: generating a {lengths[0]:,}-step sim run")
     real = make_run(tmp / "replay-real", lengths[0])
     paths = [real]

@@ -14,10 +14,9 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from pilot_helpers import SOON, plain, replay_screen, until
-from test_replay import recorded
+from pilot_helpers import SOON, replay_screen, until
+from test_replay import banner, panel, recorded, shown
 from textual.pilot import Pilot
-from textual.widgets import Static
 
 from cua_tui.bench.replay import grow_run
 from cua_tui.cli import main as cli_main
@@ -46,19 +45,6 @@ class HeldVerifier:
         self.asked.set()
         self.released.wait(SOON)
         return chain_state(self.path)
-
-
-def panel(app: CuaApp) -> str:
-    return plain(app.query_one("#step", Static))
-
-
-def banner(app: CuaApp) -> str:
-    return plain(app.query_one("#banner", Static))
-
-
-async def shown(pilot: Pilot[Any], app: CuaApp) -> None:
-    main = replay_screen(app)
-    await until(pilot, lambda: main.desktop.settled, "the step's frame on screen")
 
 
 async def test_the_banner_says_verifying_until_the_verifier_answers_and_the_run_can_be_walked_meanwhile(
