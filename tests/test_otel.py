@@ -28,7 +28,7 @@ from cua_tui.cli import main
 from cua_tui.config import Settings
 from cua_tui.core.runlog import RunLog
 from cua_tui.core.safeio import RunFolder
-from cua_tui.export.otel import FLUSH_S, Sink
+from cua_tui.export.otel import EXPORT_TIMEOUT_S, FLUSH_S, Sink
 
 OK, ERROR = 1, 2  # the protobuf's Status.StatusCode
 
@@ -290,6 +290,21 @@ def test_an_unreachable_endpoint_never_slows_or_fails_a_run(tmp_path: Path, wher
     lines = said + closing
     assert len(lines) == 1 and lines[0].startswith(f"otel: spans not sent to {url}"), lines
     assert len(audit_records(path)) > 600  # the run was as busy as intended
+
+
+def test_the_end_does_not_wait_on_a_collector_known_to_be_down(tmp_path: Path) -> None:
+    """Once a send has failed, the spans left at the end are dropped at once (as the notice said), not
+    sent and waited on again; the next run of a long-lived process tries again after DOWN_S."""
+    said: list[str] = []
+    sink = Sink(closed_port_url(), say=said.append)
+    live_run(tmp_path / "first", sink)
+    sink._provider.force_flush(int(EXPORT_TIMEOUT_S * 1000) + 2000)  # the queued spans tried, and refused
+    assert len(said) == 1 and sink._exporter.down
+    live_run(tmp_path / "second", sink)  # more spans queued while the collector is down
+    began = time.monotonic()
+    closing = sink.close()
+    assert time.monotonic() - began < 1.0
+    assert closing == [] and len(said) == 1  # one notice in all
 
 
 def test_bad_endpoints_are_usage_errors(tmp_path: Path) -> None:

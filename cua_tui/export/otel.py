@@ -33,6 +33,8 @@ from .source import Run, key
 EXPORT_TIMEOUT_S = 3.0
 # seconds the end of a process waits for the spans still queued before it drops them
 FLUSH_S = 5.0
+# a collector that failed is not tried again for this long (its batches are dropped meanwhile)
+DOWN_S = 30.0
 # ended spans held for sending; past this the oldest are dropped (a run never waits for a collector)
 QUEUE_SPANS = 4096
 BATCH_SPANS = 512
@@ -465,16 +467,28 @@ def _exporter(endpoint: str) -> SpanExporter:
 
 
 class _Noticing(SpanExporter):
-    """The OTLP exporter, counting what was sent and saying the first failure once."""
+    """The OTLP exporter, counting what was sent and saying the first failure once. After a failure the
+    collector counts as down for ``DOWN_S``: batches meanwhile are dropped at once, not sent and waited on
+    (so the end of a process never waits on a collector already known not to answer)."""
 
     def __init__(self, inner: SpanExporter, notice: Callable[[str], None]) -> None:
         self.inner = inner
         self.notice = notice
         self.sent = 0
         self.failed = 0
+        self.down_until = 0.0  # time.monotonic()
         self.lock = threading.Lock()
 
+    @property
+    def down(self) -> bool:
+        with self.lock:
+            return time.monotonic() < self.down_until
+
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if self.down:
+            with self.lock:
+                self.failed += len(spans)
+            return SpanExportResult.FAILURE
         try:
             result = self.inner.export(spans)
         except Exception as exc:  # the exporter's own bug: these spans are lost, the run is not
@@ -487,6 +501,7 @@ class _Noticing(SpanExporter):
                 self.sent += len(spans)
                 return result
             self.failed += len(spans)
+            self.down_until = time.monotonic() + DOWN_S
             first = self.failed == len(spans)
         if first:
             self.notice(_cause(reason))
@@ -578,10 +593,11 @@ class Sink:
         self._say(line)
 
     def close(self, wait_s: float = FLUSH_S) -> list[str]:
-        """Send what is queued, waiting at most ``wait_s``; the lines still to say (held notices, the count)."""
+        """Send what is queued, waiting at most ``wait_s`` (not at all on a collector that just failed: what
+        is left is dropped, as said); the lines still to say (held notices, the count)."""
         closing = threading.Thread(target=self._provider.shutdown, name="cua-otel-close", daemon=True)
         closing.start()
-        closing.join(wait_s)
+        closing.join(0.0 if self._exporter.down else wait_s)
         with self._lock:
             # said already, or to be said now: nothing after this (an export still running past the wait)
             noticed, self._noticed = self._noticed, True
