@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path, PurePath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -155,7 +155,9 @@ class RunEntry:
 
         said = self.verifier
         where = "-" if said is None else verifier_place(said["where"] or "", said["user"] or "", short=True)
-        agent = "/".join(part for part in (_agent_name(self.agent), self.model) if part) or "-"
+        from ..core.describe import agent_name
+
+        agent = "/".join(part for part in (agent_name(self.agent), self.model) if part) or "-"
         verified = {"tampered": "TAMPERED", None: "-"}.get(self.verified, self.verified or "-")
         if self.verified == "unsealed" and self.unknown_outcomes:
             verified = f"unsealed, {self.unknown_outcomes} unknown"
@@ -173,15 +175,6 @@ class RunEntry:
             "-" if self.decisions is None else str(self.decisions),
             verified,
         )
-
-
-def _agent_name(agent: str | None) -> str | None:
-    """A script agent by its file's name (``script:form.json``): its path is run.json's (and --json's)."""
-    if agent is None or not agent.startswith("script:"):
-        return agent
-    # the demo's label adds " (scripted demo)"
-    path = agent.removeprefix("script:").split(" (", 1)[0]
-    return f"script:{PurePath(path).name or path}"
 
 
 # ------------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from pathlib import PurePosixPath
 from typing import Any
 
 from . import events as ev
@@ -529,3 +530,13 @@ def replay_phase(phase: str, *, live: bool, newest: bool) -> str:
     if not newest:
         return "a decision was asked at this step"
     return "waiting for a decision in the live run" if live else "the run was waiting for a decision when it ended"
+
+
+def agent_name(agent: str | None) -> str | None:
+    """A script agent by its file's name (``script:form.json``): its path (run.json's) says where one
+    machine keeps it, which neither a table nor a trajectory sent elsewhere needs."""
+    if agent is None or not agent.startswith("script:"):
+        return agent
+    # the demo's label adds " (scripted demo)"
+    path = agent.removeprefix("script:").split(" (", 1)[0]
+    return f"script:{PurePosixPath(path).name or path}"

@@ -19,6 +19,7 @@ from .. import __version__
 from ..core import events as ev
 from ..core.actions import Kind
 from ..core.audit import VerifyExit
+from ..core.describe import agent_name
 from ..core.takeover import TAKEOVER_NOTE
 from ..core.timeline import Step, screens
 from .html import MAX_EMBEDDED, MAX_STEPS
@@ -426,13 +427,16 @@ def _agent(run: Run) -> dict[str, Any]:
     model = info.get("model") if isinstance(info.get("model"), str) else _started(run, "model")
     recorded = versions.get("cua-tui") if isinstance(versions, dict) else None
     out: dict[str, Any] = {
-        "name": agent if isinstance(agent, str) and agent else "unknown",
+        # a script by its file's name: its path is where one machine keeps it (the label is in extra)
+        "name": agent_name(agent) if isinstance(agent, str) and agent else "unknown",
         "version": recorded if isinstance(recorded, str) else "unknown",
     }
     if isinstance(model, str) and model:
         out["model_name"] = model
     out["tool_definitions"] = [COMPUTER_TOOL]
     facts = {"supervisor": "cua-tui", "versions": versions}
+    if isinstance(agent, str) and agent_name(agent) != agent:
+        facts["agent_label"] = agent
     for name in ("backend", "screen", "lab", "url", "model_base_url"):
         value = info.get(name, _started(run, name))
         if value not in (None, "", []):
