@@ -118,3 +118,25 @@ def standalone(
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
     return 0
+
+
+def sim_run(folder: Path, turns: list[dict[str, Any]], task: str, **options: Any) -> Any:
+    """A real sim run of the scripted ``turns`` (the one builder, every decision approved, no fsync, no
+    settings file), run to its end; the built run (``.path``) and its result."""
+    from ..build import RunOptions, build_run
+    from ..config import Settings
+
+    run = build_run(
+        RunOptions(
+            task=task,
+            backend="sim",
+            agent=None,
+            script={"turns": turns, "final_text": "done"},
+            runs_dir=folder,
+            decisions="approve",
+            fsync=False,
+            settings=Settings.load({"CUA_TUI_CONFIG": str(folder / "no-config.toml")}),
+            **options,
+        )
+    )
+    return run, run.run()

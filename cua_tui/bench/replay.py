@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .common import log
+from .common import log, sim_run
 
 SIZE = (160, 48)
 FIRST_SCREEN_TARGET_S = 1.0
@@ -26,9 +26,6 @@ MEMORY_TARGET_MB = 150.0
 
 def make_run(folder: Path, steps: int) -> Path:
     """A passed-through sim run of ``steps`` actions that change the screen (clicks and scrolls)."""
-    from ..build import RunOptions, build_run
-    from ..config import Settings
-
     actions: list[dict[str, Any]] = []
     for i in range(steps):
         if i % 2:
@@ -36,25 +33,11 @@ def make_run(folder: Path, steps: int) -> Path:
         else:
             actions.append({"type": "click", "button": "left", "x": 60 + (i * 37) % 880, "y": 60 + (i * 53) % 600})
     turns = [{"text": f"turn {n + 1}", "actions": actions[i : i + 5]} for n, i in enumerate(range(0, steps, 5))]
-    run = build_run(
-        RunOptions(
-            task="replay benchmark",
-            backend="sim",
-            agent=None,
-            script={"turns": turns, "final_text": "done"},
-            runs_dir=folder,
-            decisions="approve",
-            fsync=False,
-            max_turns=len(turns) + 2,
-            max_steps=steps + 10,
-            deadline=24 * 3600,
-            settings=Settings.load({"CUA_TUI_CONFIG": str(folder / "no-config.toml")}),
-        )
-    )
-    result = run.run()
+    limits = {"max_turns": len(turns) + 2, "max_steps": steps + 10, "deadline": 24 * 3600}
+    run, result = sim_run(folder, turns, "replay benchmark", **limits)
     if result.steps != steps:
         raise RuntimeError(f"the generated run has {result.steps} steps, not {steps}: {result.reason}")
-    return run.path
+    return Path(run.path)
 
 
 def grow_run(source: Path, root: Path, steps: int) -> Path:

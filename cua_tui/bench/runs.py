@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .common import log
+from .common import log, sim_run
 
 TARGET_S = 2.0  # 2,000 runs listed, each verified
 REPEATS = 3
@@ -21,9 +21,6 @@ REPEATS = 3
 
 def _source(tmp: Path) -> Path:
     """A real sim run of a few turns (the one builder, the sim desktop), sealed: the run copied."""
-    from ..build import RunOptions, build_run
-    from ..config import Settings
-
     turns = [
         {
             "text": f"turn {n}",
@@ -32,20 +29,8 @@ def _source(tmp: Path) -> Path:
         }
         for n in range(4)
     ]
-    run = build_run(
-        RunOptions(
-            task="runs benchmark",
-            backend="sim",
-            agent=None,
-            script={"turns": turns, "final_text": "done"},
-            runs_dir=tmp / "source",
-            decisions="approve",
-            fsync=False,
-            settings=Settings.load({"CUA_TUI_CONFIG": str(tmp / "no-config.toml")}),
-        )
-    )
-    run.run()
-    return run.path
+    run, _result = sim_run(tmp / "source", turns, "runs benchmark")
+    return Path(run.path)
 
 
 def _runs_dir(source: Path, folder: Path, count: int) -> Path:
