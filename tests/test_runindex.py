@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from export_runs import TURNS, sim_run
 from hostile_runs import CASES, DAMAGED, Case, pristine_run
+from runlogs import UNSIGNED, action_records, write_run
 
 from cua_tui.bench.replay import grow_run
 from cua_tui.core import events as ev
@@ -92,6 +93,54 @@ def test_a_grown_run_of_thousands_of_steps_tells_the_same_story(tmp_path: Path, 
     assert verify_run(grown).code == VerifyExit.INTACT
     index = _same_story(grown)
     assert index.count == 3000
+
+
+def test_what_comes_after_a_steps_outcome_is_still_rebuilt_with_it(tmp_path: Path, monkeypatch) -> None:
+    """Refused egress and a takeover's account come after a step's outcome (the browser's own traffic
+    between turns, a hand-back): they belong to that step, and its turn rebuilt alone still has them."""
+    monkeypatch.setattr(runindex, "TURNS_KEPT", 1)
+    records = action_records(3)
+    at = next(i for i, (kind, _p) in enumerate(records) if kind == "model_turn" and _p["turn"] == 2)
+    records[at:at] = [
+        ("egress", {"host": "clients2.google.com", "port": 443, "method": "CONNECT", "allowed": False}),
+        ("takeover", {"turn": 1, "by": "human", "operator": "alice", "where": "tui"}),
+        ("takeover_ended", {"turn": 1, "actions": 0, "told": "the reviewer looked and handed back"}),
+        ("egress", {"host": "evil.example", "port": 80, "method": "GET", "allowed": False, "reason": "not listed"}),
+    ]
+    path = write_run(tmp_path / "20261201-000000-abcdef", None, records, signed=UNSIGNED)
+    _events, whole = _whole(path)
+    last = whole.steps[2]
+    assert len(last.refused_egress) == 2 and last.told  # the whole-log build: the turn's last step has them
+    _same_story(path)
+
+
+def test_a_turn_no_supervisor_writes_is_held_in_parts(tmp_path: Path, monkeypatch) -> None:
+    """An edited log can put any number of proposals in one turn: the index holds at most MAX_OPEN_STEPS of
+    them whole; each part is rebuilt with its proposals, and nothing fails."""
+    monkeypatch.setattr(runindex, "MAX_OPEN_STEPS", 4)
+    path = write_run(tmp_path / "20261201-000000-abcdef", None, action_records(2, per_turn=10), signed=UNSIGNED)
+    _events, whole = _whole(path)
+    reader = RunReader(path)
+    index = RunIndex(reader.log)
+    with reader:
+        while index.advance(300):
+            assert len(index._open_steps()) <= 4
+        assert index.count == len(whole.steps) == 20
+        for number in range(index.count):
+            step, same = index.step(number), whole.steps[number]
+            assert (step.number, step.turn, step.index, step.first_seq, step.proposal) == (
+                same.number, same.turn, same.index, same.first_seq, same.proposal)  # fmt: skip
+
+
+def test_a_log_changed_after_it_was_read_shows_that_not_another_step(tmp_path: Path) -> None:
+    path = sim_run(tmp_path / "runs", TURNS * 2)
+    reader, index = _indexed(path)
+    with reader:
+        log = path / "audit.jsonl"
+        log.write_bytes(log.read_bytes()[: log.stat().st_size // 3])  # cut while open
+        late = index._turns[-1].first_step  # in the last turn the index let go of: rebuilt from the file
+        assert "changed after it was read" in index.step(late).proposal.error
+        assert index.step(0).proposal.turn == 1  # what is still there is still shown
 
 
 def test_memory_holds_marks_not_events(tmp_path: Path) -> None:

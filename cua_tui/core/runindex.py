@@ -28,11 +28,21 @@ CHECKPOINT_EVERY = 512
 ADVANCE_BYTES = 128 << 10
 # turns rebuilt in full, kept for the steps shown and their neighbours
 TURNS_KEPT = 6
+# steps of one turn held whole while it is read: a supervisor proposes at most 100 a turn, so only an
+# edited log has more; past this its steps are released in parts (a later event for a released one then
+# belongs to no step, as a late one always does)
+MAX_OPEN_STEPS = 1024
 _FLAG_BITS = {flag: 1 << n for n, flag in enumerate((tl.DECISION, tl.REFUSAL, tl.ERROR, tl.EGRESS, tl.TAKEOVER))}
 
 
 def _bits(flags: frozenset[str]) -> int:
     return sum(bit for flag, bit in _FLAG_BITS.items() if flag in flags)
+
+
+def _changed(number: int, seq: int) -> tl.Step:
+    """A step the log no longer holds where it was read (the file was changed while it was open)."""
+    proposal = ev.ActionProposed(0, 0, "", None, error="this line of the log changed after it was read")
+    return tl.Step(number, 0, 0, seq, seq, proposal)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +67,9 @@ class RunIndex:
         self._builder = tl.Builder(recorded=self._recorded, outside=self._released_key)
         self._view = RunView()
         self._checkpoints: list[RunView] = [RunView()]  # the state before line k * CHECKPOINT_EVERY
-        # per released step: its first and last line, its turn and its flags
+        # per released step: its first line, the last that touched it, its turn and its flags
         self._first_seq, self._last_seq = array("q"), array("q")
+        self._touched: dict[int, int] = {}  # open step's number -> the last line that touched it
         self._turn_of, self._flags = array("q"), bytearray()
         self._turns: list[Turn] = []  # released turns, in order
         self._open: Turn | None = None  # the turn the builder holds now
@@ -89,12 +100,16 @@ class RunIndex:
         event = stamped.event
         if isinstance(event, ev.ActionProposed):
             current = self._open_steps()
-            if not current or current[-1].turn != event.turn:
+            context = self._builder.context()
+            if not current or current[-1].turn != event.turn or len(current) >= MAX_OPEN_STEPS:
                 self._release()
-                self._open = Turn(self._builder.context().number, stamped.seq, self._builder.context())
-            key = (event.turn, event.index)
-            self._first_number.setdefault(key, self._builder.context().number)
-        self._builder.feed([stamped])
+                context = self._builder.context()
+                self._open = Turn(context.number, stamped.seq, context)
+            self._first_number.setdefault((event.turn, event.index), context.number)
+        for step in self._builder.feed([stamped]):
+            # the last line that says something of the step (an egress or a hand-back after its outcome
+            # too): a rebuild of its turn reads up to there
+            self._touched[step.number] = stamped.seq
         self._view.apply(stamped)
         if (stamped.seq + 1) % CHECKPOINT_EVERY == 0:
             self._checkpoints.append(copy.deepcopy(self._view))
@@ -108,7 +123,7 @@ class RunIndex:
             return
         for step in self._builder.release():
             self._first_seq.append(step.first_seq)
-            self._last_seq.append(step.last_seq)
+            self._last_seq.append(self._touched.pop(step.number, step.last_seq))
             self._turn_of.append(len(self._turns))
             self._flags.append(_bits(step.flags))
         self._turns.append(self._open)
@@ -192,8 +207,12 @@ class RunIndex:
         end = self._turns[where + 1].first_step if where + 1 < len(self._turns) else len(self._flags)
         last = max(self._last_seq[n] for n in range(turn.first_step, end))
         builder = tl.Builder(turn.context, self._recorded, outside=lambda key: self._before(key, turn.first_step))
-        builder.feed(self.log.read(turn.first_seq, last + 1))
+        for start in range(turn.first_seq, last + 1, CHECKPOINT_EVERY):  # never the whole span in memory
+            builder.feed(self.log.read(start, min(start + CHECKPOINT_EVERY, last + 1)))
         steps = builder.timeline.steps[: end - turn.first_step]
+        if len(steps) < end - turn.first_step:
+            # the log changed under the reader after it was indexed: say so rather than show another step
+            steps += [_changed(n, self._first_seq[n]) for n in range(turn.first_step + len(steps), end)]
         self._rebuilt[where] = steps
         while len(self._rebuilt) > TURNS_KEPT:
             self._rebuilt.popitem(last=False)

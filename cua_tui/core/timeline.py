@@ -200,7 +200,7 @@ class Builder:
         for step in released:
             if self._by_key.get((step.turn, step.index)) is step:
                 del self._by_key[(step.turn, step.index)]
-        if self._current in released:
+        if any(step is self._current for step in released):
             self._current = None
         return released
 
