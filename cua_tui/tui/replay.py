@@ -112,51 +112,29 @@ class ReplayOptions(TypedDict, total=False):
     start: int
 
 
-class _Steps(Sequence[tl.Step]):
-    """The run's steps as far as read, each rebuilt from the index when asked for (a long run holds none)."""
+class _Lazy[T](Sequence[T]):
+    """Items of the run as far as read (its steps, its events), each fetched from the index when asked for:
+    a long run holds none of them."""
 
-    def __init__(self, index: RunIndex) -> None:
-        self._index = index
+    def __init__(self, length: Callable[[], int], items: Callable[[int, int], list[T]]) -> None:
+        self._length, self._items = length, items
 
     def __len__(self) -> int:
-        return self._index.count
+        return self._length()
 
     @overload
-    def __getitem__(self, number: int) -> tl.Step: ...
+    def __getitem__(self, number: int) -> T: ...
     @overload
-    def __getitem__(self, number: slice) -> list[tl.Step]: ...
-    def __getitem__(self, number: int | slice) -> tl.Step | list[tl.Step]:
+    def __getitem__(self, number: slice) -> list[T]: ...
+    def __getitem__(self, number: int | slice) -> T | list[T]:
         if isinstance(number, slice):
-            return [self._index.step(n) for n in range(*number.indices(len(self)))]
+            start, stop, _step = number.indices(len(self))
+            return self._items(start, stop)
         if number < 0:
             number += len(self)
-        if not 0 <= number < len(self):
-            raise IndexError(number)
-        return self._index.step(number)
-
-
-class _Events(Sequence[Stamped]):
-    """The run's events as far as read, read again from the log by their offsets when asked for."""
-
-    def __init__(self, index: RunIndex) -> None:
-        self._index = index
-
-    def __len__(self) -> int:
-        return self._index.lines
-
-    @overload
-    def __getitem__(self, seq: int) -> Stamped: ...
-    @overload
-    def __getitem__(self, seq: slice) -> list[Stamped]: ...
-    def __getitem__(self, seq: int | slice) -> Stamped | list[Stamped]:
-        if isinstance(seq, slice):
-            start, stop, _step = seq.indices(len(self))
-            return self._index.events(start, stop)
-        if seq < 0:
-            seq += len(self)
-        found = self._index.events(seq, seq + 1)
+        found = self._items(number, number + 1) if 0 <= number < len(self) else []
         if not found:
-            raise IndexError(seq)
+            raise IndexError(number)
         return found[0]
 
 
@@ -206,8 +184,9 @@ class ReplayScreen(ViewScreen):
         self.reverify = options.get("reverify")
         self.graphics = app.graphics
         self.index = RunIndex(reader.log)
-        self.events = _Events(self.index)
-        self._steps = _Steps(self.index)
+        index = self.index
+        self.events: Sequence[Stamped] = _Lazy(lambda: index.lines, index.events)
+        self._steps: Sequence[tl.Step] = _Lazy(lambda: index.count, lambda a, b: [index.step(n) for n in range(a, b)])
         self._stop = threading.Event()
         self._read_to = (0, 0, False)  # (lines, steps, at the end) the panes have been told of
         self._newest_told = 0
