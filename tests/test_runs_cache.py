@@ -155,6 +155,22 @@ def test_a_hostile_cache_file_is_ignored(tmp_path: Path, content: bytes) -> None
     assert _cells(_list(folder, Cache(store))) == _cells(_list(folder, None))
 
 
+def test_a_run_with_more_files_than_any_run_writes_is_verified_not_remembered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = _runs(tmp_path, 2)
+    crowded = folder / "20261201-000001-000001" / "screens"
+    monkeypatch.setattr(verified, "MAX_LISTED", len(list(crowded.iterdir())) + 2)
+    for n in range(3):
+        (crowded / f"extra-{n}").write_bytes(b"")  # one entry over the cap
+    store = tmp_path / "cache" / verified.NAME
+    _list(folder, Cache(store))
+    again = Cache(store)
+    assert _cells(_list(folder, again)) == _cells(_list(folder, None))
+    assert again.hits == 1  # the other one; the crowded one is verified each time, never looked up
+    assert str(crowded.parent) not in store.read_text() and str(folder / "20261201-000000-000000") in store.read_text()
+
+
 def test_a_forged_entry_for_a_run_claims_nothing(tmp_path: Path) -> None:
     """Someone who can write the cache (the user) could claim anything; a wrong shape or a verdict for
     another identity is not taken."""

@@ -29,6 +29,8 @@ FORMAT = 1
 # far beyond any runs directory listed at once; the oldest entries go first
 MAX_ENTRIES = 50_000
 MAX_BYTES = 64 << 20
+# entries of a run directory or its screens/ looked at: the verifier tracks at most 200,000 screenshots
+MAX_LISTED = 200_016
 # a run with a file changed this recently is verified every time (coarse file-system clocks)
 SETTLED_S = 2.0
 
@@ -52,13 +54,12 @@ def fingerprint(folder_fd: int) -> tuple[str, bool] | None:
     try:
         own = os.fstat(folder_fd)
         newest = _add(digest, ".", own)
-        with os.scandir(folder_fd) as entries:
-            listed = sorted((entry.name, entry.stat(follow_symlinks=False)) for entry in entries)
+        listed = _listed(folder_fd)
         for name, info in listed:
             newest = max(newest, _add(digest, name, info))
             if name == "screens" and stat.S_ISDIR(info.st_mode):
                 newest = max(newest, _screens(digest, folder_fd))
-    except OSError:
+    except (OSError, _TooMany):
         return None
     settled = newest < time.time_ns() - int(SETTLED_S * 1e9)
     return digest.hexdigest(), settled
@@ -67,14 +68,28 @@ def fingerprint(folder_fd: int) -> tuple[str, bool] | None:
 def _screens(digest: Any, folder_fd: int) -> int:
     fd = os.open("screens", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder_fd)
     try:
-        with os.scandir(fd) as entries:
-            listed = sorted((entry.name, entry.stat(follow_symlinks=False)) for entry in entries)
+        listed = _listed(fd)
         newest = _add(digest, "screens/", os.fstat(fd))
         for name, info in listed:
             newest = max(newest, _add(digest, "screens/" + name, info))
         return newest
     finally:
         os.close(fd)
+
+
+class _TooMany(Exception):
+    """A folder with more entries than any run writes (a hostile one): verified each time, not remembered."""
+
+
+def _listed(fd: int) -> list[tuple[str, os.stat_result]]:
+    """A folder's entries and their identities, sorted; never more than ``MAX_LISTED`` held."""
+    listed: list[tuple[str, os.stat_result]] = []
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            if len(listed) >= MAX_LISTED:
+                raise _TooMany()
+            listed.append((entry.name, entry.stat(follow_symlinks=False)))
+    return sorted(listed)
 
 
 def _add(digest: Any, name: str, info: os.stat_result) -> int:
