@@ -23,7 +23,7 @@ from cua_tui.core import events as ev
 from cua_tui.core import runindex
 from cua_tui.core import timeline as tl
 from cua_tui.core.audit import VerifyExit, verify_run
-from cua_tui.core.run_view import RunView
+from cua_tui.core.run_view import MAX_ROWS, RunView
 from cua_tui.core.runindex import RunIndex
 from cua_tui.core.runlog import RunLog, RunReader
 from cua_tui.core.safeio import RunFolder
@@ -130,6 +130,17 @@ def test_a_turn_no_supervisor_writes_is_held_in_parts(tmp_path: Path, monkeypatc
             step, same = index.step(number), whole.steps[number]
             assert (step.number, step.turn, step.index, step.first_seq, step.proposal) == (
                 same.number, same.turn, same.index, same.first_seq, same.proposal)  # fmt: skip
+
+
+def test_a_turn_of_thousands_of_proposals_costs_the_checkpoints_a_bounded_view(tmp_path: Path) -> None:
+    """Each checkpoint is a copy of the run's view: a turn no supervisor writes (5,000 proposals) must not
+    make every copy hold all of them."""
+    path = write_run(tmp_path / "20261201-000000-abcdef", None, action_records(1, per_turn=5000), signed=UNSIGNED)
+    reader, index = _indexed(path)
+    with reader:
+        assert index.count == 5000
+        assert all(len(view.actions) <= MAX_ROWS for view in index._checkpoints)
+        assert len(index._checkpoints) > 10 and len(index.view(index.lines).actions) == MAX_ROWS
 
 
 def test_a_log_changed_after_it_was_read_shows_that_not_another_step(tmp_path: Path) -> None:

@@ -46,6 +46,10 @@ class Alert:
     line: str
 
 
+# actions of one turn named in alerts (a supervisor proposes at most 100; an edited log may hold more)
+MAX_NAMES = 1000
+
+
 @dataclass
 class Attention:
     """Alerts not yet seen, and the count of routine refused requests folded away."""
@@ -72,7 +76,7 @@ class Attention:
         match event:
             case ev.ModelTurn():
                 self._names.clear()
-            case ev.ActionProposed():
+            case ev.ActionProposed() if len(self._names) < MAX_NAMES:
                 self._names[event.index] = visible(event.summary or event.raw_kind or "action", limit=80)
             case ev.Egress() if not event.allowed:
                 if routine_egress(event):

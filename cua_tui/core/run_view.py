@@ -21,6 +21,9 @@ from .policy import Verdict
 from .ports import DecisionRequest, OutcomeStatus
 
 ZERO_HEAD = "0" * 64
+# actions of one turn the view holds: a supervisor proposes at most 100, so only an edited log has more,
+# and each copy of the view (replay's checkpoints) would hold them all
+MAX_ROWS = 1000
 
 
 class ActionState(StrEnum):
@@ -134,7 +137,7 @@ class RunView:
                 self.screen = event
             case ev.ModelTurn():
                 self._model_turn(event)
-            case ev.ActionProposed():
+            case ev.ActionProposed() if len(self.actions) < MAX_ROWS or event.index in self.actions:
                 kind = (event.action or {}).get("kind", "") if event.action else (event.raw_kind or "?")
                 view = ActionView(
                     event.index, kind, event.summary or event.error, event.error, event.parsed, event.action,
