@@ -24,7 +24,7 @@ from .build import BuildError, Run, RunOptions, build_run
 from .core import events as ev
 from .core import fleet_queue as fq
 from .core.fleet_queue import ApprovalQueue, FleetListener, QueueItem, RunRow, RunState, priority
-from .core.grouping import Likeness, likeness, never
+from .core.grouping import Likeness, fingerprint, likeness, never
 from .core.imaging import ImageRefused, ScreenLimit, decode_screen
 from .core.policy import Policy
 from .core.ports import Answer, AnswerDetails, DecisionRequest
@@ -223,7 +223,8 @@ class Fleet:
         self._queue = ApprovalQueue()
         self._closed: dict[int, str] = {}
         self._tickets = itertools.count(1)
-        self._screens: OrderedDict[str, Image.Image] = OrderedDict()
+        # decoded screens and their row and column digests (core/grouping.py), by SHA-256
+        self._screens: OrderedDict[str, tuple[Image.Image, tuple[bytes, bytes]]] = OrderedDict()
         self._screens_lock = threading.Lock()
         self._listeners: list[FleetListener] = []
         self._slots = threading.Semaphore(concurrency)
@@ -722,19 +723,21 @@ class Fleet:
             limit = ScreenLimit.of_run(entry.view.started.screen if entry.view.started is not None else None)
         frame = request.frame
         with self._screens_lock:
-            screen = self._screens.get(frame.sha256)
-            if screen is not None:
+            known = self._screens.get(frame.sha256)
+            if known is not None:
                 self._screens.move_to_end(frame.sha256)
-        if screen is None:
+        if known is None:
             try:
                 screen = decode_screen(frame.png, limit, expect=(frame.width, frame.height))
             except ImageRefused as exc:
                 return never(f"its screen could not be read ({exc})")
+            known = screen, fingerprint(screen)
             with self._screens_lock:
-                self._screens[frame.sha256] = screen
+                self._screens[frame.sha256] = known
                 while len(self._screens) > SCREENS_KEPT:
                     self._screens.popitem(last=False)
-        return likeness(request, rule, tier, entry.run.supervisor.config.policy, focused, screen)
+        screen, prints = known
+        return likeness(request, rule, tier, entry.run.supervisor.config.policy, focused, screen, prints)
 
     def _row_of(self, entry: _Entry, run_id: str) -> RunRow | None:
         """The task's row after an event, or None when nothing a table shows changed."""

@@ -67,10 +67,11 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def _stamped_sim_fleet(
-    tmp: Path, name: str, runs: int, concurrency: int, operator: str | None = None
+    tmp: Path, name: str, runs: int, concurrency: int, operator: str | None = None, backend: str = "sim"
 ) -> tuple[Fleet, dict[tuple[str, int], float], threading.Lock]:
-    """``runs`` scripted form runs on the sim desktop in one fleet, and when each decision_requested event
-    was written: ``written[(run id, seq)]`` (monotonic seconds), under the returned lock."""
+    """``runs`` scripted form runs on the sim desktop (``backend`` "local": the form lab's own script on
+    local desktops) in one fleet, and when each decision_requested event was written:
+    ``written[(run id, seq)]`` (monotonic seconds), under the returned lock."""
     from ..fleet_runner import Fleet, FleetTask
 
     written: dict[tuple[str, int], float] = {}
@@ -81,10 +82,16 @@ def _stamped_sim_fleet(
             with lock:
                 written[(stamped.event.request.run_id, stamped.seq)] = time.monotonic()
 
+    lab, script = None, FORM
+    if backend == "local":
+        from ..labs import get_lab
+
+        lab, script = "form", get_lab("form").script(None)
     base = RunOptions(
-        backend="sim",
+        backend=backend,
         agent=None,
-        script=FORM,
+        lab=lab,
+        script=script,
         task="fill the form",
         decisions=HANDSHAKE,
         fsync=True,
@@ -531,7 +538,12 @@ def _stats_lines(runs_dir: Path) -> list[str]:
 
 
 def bench_fleet_keys(
-    tmp: Path, runs: int, concurrency: int, grouping: bool, read_s: tuple[float, float] = READ_S
+    tmp: Path,
+    runs: int,
+    concurrency: int,
+    grouping: bool,
+    read_s: tuple[float, float] = READ_S,
+    backend: str = "sim",
 ) -> dict[str, Any]:
     import asyncio
     import random
@@ -540,14 +552,14 @@ def bench_fleet_keys(
     from ..tui.fleet_screen import FleetScreen, fleet_app
     from ..tui.signals import Signals
 
-    name = f"fleet-keys-{'grouped' if grouping else 'single'}"
-    fleet, _written, _lock = _stamped_sim_fleet(tmp, name, runs, concurrency, operator=ANALYST)
+    name = f"fleet-keys-{backend}-{'grouped' if grouping else 'single'}"
+    fleet, _written, _lock = _stamped_sim_fleet(tmp, name, runs, concurrency, operator=ANALYST, backend=backend)
     app = fleet_app(fleet, signals=Signals(bell=False, notify=False), measure=True, grouping=grouping)
     screen = app.main
     assert isinstance(screen, FleetScreen)
     rng = random.Random(25)
     on = "on" if grouping else "off"
-    log(f"fleet: {runs} sim runs, {concurrency} at a time, answered at the keys, grouping {on}")
+    log(f"fleet: {runs} {backend} runs, {concurrency} at a time, answered at the keys, grouping {on}")
     drove = asyncio.run(_analyst(app, fleet, screen, lambda: rng.uniform(*read_s)))
     decided = grouped = 0
     rows = fleet.rows()
@@ -561,6 +573,7 @@ def bench_fleet_keys(
     presses = drove["presses"]
     per_100 = presses * 100 / max(decided, 1)
     return {
+        "backend": backend,
         "runs": runs,
         "concurrency": concurrency,
         "grouping": grouping,
@@ -596,6 +609,11 @@ def run(
         out["tui"] = bench_fleet_tui(tmp, 40 if quick else 200, 8 if quick else 32)
     if "keys" in parts:
         out["keys"] = [bench_fleet_keys(tmp, 40 if quick else 200, 8 if quick else 32, on) for on in (True, False)]
+        from .local import local_missing
+
+        if not local_missing():
+            # the rule on real screens: the form lab on as many local desktops, each its own Chromium
+            out["keys"].append(bench_fleet_keys(tmp, 2 if quick else 6, 2 if quick else 6, True, backend="local"))
     if "idle" in parts:
         out["idle"] = bench_idle_memory(tmp, 8 if quick else 32)
     if "local" in parts:
@@ -675,7 +693,8 @@ def _keys_lines(parts: list[dict[str, Any]]) -> list[str]:
     for keys in parts:
         on = "on" if keys["grouping"] else "off"
         lines += [
-            f"keys, grouping {on}: {keys['runs']} runs ({keys['concurrency']} at a time), {keys['decisions']} "
+            f"keys, grouping {on}: {keys['runs']} {keys.get('backend', 'sim')} runs ({keys['concurrency']} at a "
+            f"time), {keys['decisions']} "
             f"decisions ({keys['decided_in_groups']} in groups) in {keys['presses']} keypresses: "
             f"{keys['presses_per_100']:.1f} per 100 decisions (target {keys['target_presses_per_100']:.0f}: "
             f"{keys['ratio_target']:.2f}x); largest group {keys['largest_group']}",

@@ -1,6 +1,11 @@
 """One answer for the same decision across runs: when two pending requests of a fleet are the same
 decision, and the groups the queue shows. The rule, stated for people: docs/commands/fleet.md, "Groups".
 Pure: the pixels come in decoded; no threads, no I/O.
+
+Two requests are one group only if one answer means the same thing for both: the same action exactly
+(its point too, in a region as anywhere), the same rule and tier, and the same screen: the two
+screenshots identical but for one box of at most ``CARET`` pixels inside the focused field (its blinking
+caret). Text read from the screen never makes two screens alike.
 """
 
 from __future__ import annotations
@@ -11,39 +16,40 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from PIL import Image, ImageChops
+from PIL import Image
 
-from .actions import Action, Kind, Point
-from .policy import Region, Verdict
+from .actions import Kind, Point
+from .elements import element_box
+from .policy import Verdict
 
 if TYPE_CHECKING:
     from .fleet_queue import QueueItem
     from .policy import Policy
     from .ports import DecisionRequest
 
-# the screen around a target that must look the same in every member: this many pixels either side
-AROUND = (48, 24)
-# a region's box is compared whole, up to this size about its centre
-REGION_MOST = (160, 80)
-# pixels that differ by more than this (0-255, any channel) count as changed ...
-PIXEL_TOLERANCE = 32
-# ... and a member whose screen there has more than this share of them changed leaves the group (a
-# blinking text caret is 2 x 18 pixels: 0.8% of the window)
-CHANGED_SHARE = 0.01
+# the most two screens of one group may differ by: one box this wide and this tall (a text caret is 1 or
+# 2 pixels wide and about a line high), inside the focused field
+CARET = (4, 24)
 REGION_PREFIX = "regions."
+# bytes of each row's and column's digest: a screen's fingerprint is (width + height) x this many bytes
+_DIGEST = 16
+Box = tuple[int, int, int, int]
 
 
 @dataclass(frozen=True, slots=True)
 class Likeness:
-    """What makes a request the same decision as another (``key``), the screen around its target
-    (``patch``: the grey pixels of ``box``, where the window sits on the screen; or ``screen``, the whole
-    screen's SHA-256 when the action has no target), or why it is never grouped (``alone``)."""
+    """What makes a request the same decision as another (``key``) and the screen it was asked on (``screen``:
+    the screenshot's SHA-256; ``size``, ``rows`` and ``cols``: a digest of each row and each column of its
+    pixels, which locate any difference between two screens exactly; ``field``: the focused field's box,
+    where a caret may blink), or why it is never grouped (``alone``)."""
 
     key: str = ""
-    patch: bytes = b""
-    box: tuple[int, int, int, int] = (0, 0, 0, 0)
     screen: str = ""
-    target: str = ""  # the target, for people: "region 'send'", "(250, 182)", "the focused field (…)"
+    size: tuple[int, int] = (0, 0)
+    rows: bytes = b""
+    cols: bytes = b""
+    field: Box | None = None
+    target: str = ""  # the target, for people: "(250, 182) in region 'buy'", "the focused field at (…)"
     alone: str = ""
 
     @property
@@ -51,20 +57,63 @@ class Likeness:
         return not self.alone and bool(self.key)
 
     def looks_like(self, other: Likeness) -> bool:
-        """Whether the screen around the target is the same in both (within the caret's tolerance)."""
-        if self.screen or other.screen:
-            return self.screen == other.screen
-        # where the window sits is part of its look: one cut by the screen's edge differs
-        if self.box != other.box or not self.patch or len(self.patch) != len(other.patch):
+        """Whether both were asked on the same screen: the same picture, or pictures that differ only inside
+        one box of at most ``CARET`` pixels within the focused field (the same field in both)."""
+        if self.screen and self.screen == other.screen:
+            return True
+        if self.size != other.size or not self.rows or not self.cols:
             return False
-        if self.patch == other.patch:
-            return True  # the common case, the very same pixels: no pixel loop
-        # The fleet TUI groups on its UI thread at every refresh: the pixels compared in C (PIL), not in
-        # a Python loop over some 4,800 of them per pair.
-        size = (self.box[2] - self.box[0], self.box[3] - self.box[1])
-        diff = ImageChops.difference(Image.frombytes("L", size, self.patch), Image.frombytes("L", size, other.patch))
-        changed = sum(diff.histogram()[PIXEL_TOLERANCE + 1 :])
-        return changed <= CHANGED_SHARE * len(self.patch)
+        if len(self.rows) != len(other.rows) or len(self.cols) != len(other.cols):
+            return False
+        rows, cols = _differing(self.rows, other.rows), _differing(self.cols, other.cols)
+        if rows is None and cols is None:
+            return True  # the very same pixels, encoded differently
+        if rows is None or cols is None or self.field is None or self.field != other.field:
+            return False
+        (y0, y1), (x0, x1) = rows, cols
+        if x1 - x0 > CARET[0] or y1 - y0 > CARET[1]:
+            return False
+        fx0, fy0, fx1, fy1 = self.field
+        return fx0 <= x0 and x1 <= fx1 and fy0 <= y0 and y1 <= fy1
+
+
+def _differing(a: bytes, b: bytes) -> tuple[int, int] | None:
+    """The first and one past the last index whose digest differs in ``a`` and ``b`` (None: none does). A
+    pixel differs only where both its row and its column differ, so these bound every difference exactly."""
+    if a == b:
+        return None
+    # the longest equal prefix and suffix, by halving (each probe one memcmp in C, not a Python loop)
+    lo, hi = 0, len(a)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    first = lo
+    lo, hi = 0, len(a)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[len(a) - mid :] == b[len(b) - mid :]:
+            lo = mid
+        else:
+            hi = mid - 1
+    last = len(a) - lo  # one past the last differing byte
+    return first // _DIGEST, (last - 1) // _DIGEST + 1
+
+
+def fingerprint(screen: Image.Image) -> tuple[bytes, bytes]:
+    """A digest of each row and of each column of ``screen``'s RGB pixels."""
+    rgb = screen if screen.mode == "RGB" else screen.convert("RGB")
+    return _lines(rgb.tobytes(), rgb.width * 3), _lines(
+        rgb.transpose(Image.Transpose.TRANSPOSE).tobytes(), rgb.height * 3
+    )
+
+
+def _lines(data: bytes, stride: int) -> bytes:
+    view = memoryview(data)
+    blake = hashlib.blake2b
+    return b"".join(blake(view[i : i + stride], digest_size=_DIGEST).digest() for i in range(0, len(data), stride))
 
 
 def never(reason: str) -> Likeness:
@@ -78,9 +127,11 @@ def likeness(
     policy: Policy | None,
     focused: Point | None,
     screen: Image.Image | None,
+    prints: tuple[bytes, bytes] | None = None,
 ) -> Likeness:
     """The likeness of ``request``, asked by policy ``rule`` (its queue ``tier``), on the decoded ``screen``
-    it was asked on (None: not readable), ``focused`` the field typing goes to (core/focus.py)."""
+    it was asked on (None: not readable), ``focused`` the field typing goes to (core/focus.py); ``prints``:
+    the screen's ``fingerprint`` when already known (the runs of one task often wait on the same screen)."""
     action = request.action
     if request.kind == "safety_check":
         return never("the model raised safety checks: never grouped")
@@ -88,7 +139,7 @@ def likeness(
         return never(f"a {request.kind} question is each run's own")
     if policy is None:
         return never("its run's policy is not known")
-    region = None
+    where = ""
     if rule.startswith(REGION_PREFIX):
         name = rule.removeprefix(REGION_PREFIX)
         region = next((r for r in policy.regions if r.name == name), None)
@@ -96,12 +147,22 @@ def likeness(
             return never(f"the region of rule {rule!r} is not in its policy")
         if region.sends_out:
             return never(f"the region {name!r} sends data out: each is decided alone")
+        where = f" in region {name!r}"
     if policy.classify(action).verdict is Verdict.BLOCK:
         return never("a blocked action is never put to a group")
-    if screen is None:
+    if screen is None or request.frame is None:
         return never("its screen could not be read")
+    if (screen.width, screen.height) != (request.frame.width, request.frame.height):
+        return never("its screen is not the size its request names")
     record = action.to_record()
-    box, target = _target(action, record, region, focused)
+    point = action.target
+    if point is None and action.kind in (Kind.TYPE, Kind.KEYPRESS) and focused is not None:
+        record["field"] = list(focused)
+        target = f"the focused field at ({focused[0]}, {focused[1]})"
+    elif point is None:
+        target = "the whole screen"
+    else:
+        target = f"({point[0]}, {point[1]}){where}"
     key = json.dumps(
         {
             "policy": policy.sha256,
@@ -109,56 +170,13 @@ def likeness(
             "tier": tier,
             "action": record,
             "checks": sorted(c.code for c in request.safety_checks),
+            "focused": list(focused) if focused is not None else None,
         },
         sort_keys=True,
     )
-    if box is None:
-        digest = request.frame.sha256 if request.frame is not None else ""
-        return Likeness(key, screen=digest or "?", target=target) if digest else never("no screen")
-    patch, where = _grey(screen, box)
-    if not patch:
-        return never("its target is off the screen")
-    return Likeness(key, patch, where, target=target)
-
-
-def _target(
-    action: Action, record: dict[str, Any], region: Region | None, focused: Point | None
-) -> tuple[tuple[int, int, int, int] | None, str]:
-    """The window compared around the action's target (None: the whole screen) and the target in words;
-    ``record`` (the action's) is made to name the target as the key needs it."""
-    if region is not None:
-        # the target is the region: where in it the click lands is not part of the decision
-        for coordinate in ("x", "y", "path"):
-            record.pop(coordinate, None)
-        return _region_box(region.x, region.y, region.width, region.height), f"region {region.name!r}"
-    point = action.target
-    if point is None and action.kind in (Kind.TYPE, Kind.KEYPRESS) and focused is not None:
-        record["field"] = list(focused)
-        return _around(focused), f"the focused field at ({focused[0]}, {focused[1]})"
-    if point is None:
-        return None, "the whole screen"
-    return _around(point), f"({point[0]}, {point[1]})"
-
-
-def _around(point: Point) -> tuple[int, int, int, int]:
-    x, y = point
-    return x - AROUND[0], y - AROUND[1], x + AROUND[0] + 1, y + AROUND[1] + 1
-
-
-def _region_box(x: int, y: int, width: int, height: int) -> tuple[int, int, int, int]:
-    cx, cy = x + width // 2, y + height // 2
-    half_w, half_h = min(width, REGION_MOST[0]) // 2, min(height, REGION_MOST[1]) // 2
-    return cx - half_w, cy - half_h, cx + half_w + 1, cy + half_h + 1
-
-
-def _grey(screen: Image.Image, box: tuple[int, int, int, int]) -> tuple[bytes, tuple[int, int, int, int]]:
-    """The grey pixels of ``box`` within the screen, and the box as cut by the screen's edges."""
-    x0, y0, x1, y1 = box
-    x0, y0 = max(0, x0), max(0, y0)
-    x1, y1 = min(screen.width, x1), min(screen.height, y1)
-    if x1 <= x0 or y1 <= y0:
-        return b"", (0, 0, 0, 0)
-    return screen.crop((x0, y0, x1, y1)).convert("L").tobytes(), (x0, y0, x1, y1)
+    rows, cols = prints if prints is not None else fingerprint(screen)
+    field = element_box(screen.convert("RGB") if screen.mode != "RGB" else screen, focused) if focused else None
+    return Likeness(key, request.frame.sha256, (screen.width, screen.height), rows, cols, field, target)
 
 
 # a group's id as the fleet queue writes it, and the most runs one can hold
@@ -209,7 +227,7 @@ class Group:
 
 def group_items(items: Sequence[QueueItem], alone: frozenset[int] = frozenset()) -> list[Group]:
     """``items`` (in the queue's order) as groups, in the order of their first members: each request joins
-    the first group with its key whose first member's screen around the target looks like its own.
+    the first group with its key whose first member's screen is its own (a caret aside).
     ``alone``: tickets never grouped (a possible injection, say)."""
     groups: list[list[QueueItem]] = []
     open_by_key: dict[str, list[list[QueueItem]]] = {}

@@ -999,8 +999,8 @@ class FleetScreen(ViewScreen):
 
     def _answer_group(self, group: Group, answer: Answer, details: AnswerDetails) -> list[int]:
         """Each run of ``group`` as listed when the key was pressed, answered as its own decision naming the
-        group; a run whose request closed, or whose screen around the target differs from the first's,
-        has left the group and is not answered. The tickets answered."""
+        group; a run whose request closed, or whose screen differs from the first's, has left the
+        group and is not answered. The tickets answered."""
         pending = {item.ticket for item in self.fleet.queue()}
         like = group.first.likeness
         members = [
