@@ -378,9 +378,18 @@ def test_every_run_flag_fills_a_run_option_or_drives_the_run() -> None:
     from cua_tui.cli.flags import DRIVING, FLAGS
 
     assert set(FLAGS) - set(DRIVING) <= {f.name for f in fields(RunOptions)}
-    own = {"run": set(), "fleet": {"tasks_path", "concurrency"}, "demo": {"script_variant"}}
+    own = {"run": set(), "fleet": {"tasks_path", "concurrency"}, "demo": set()}
     for command, extra in own.items():
         names = {p.name for p in main.commands[command].params if p.name != "help"}
         assert names - extra <= set(FLAGS), command
         callback = main.commands[command].callback
         assert callback is not None and callback.__code__.co_argcount == len(extra), command
+
+
+@pytest.mark.parametrize("value", ["../../../etc/passwd", "/etc/passwd", "no-such-script"])
+def test_demo_takes_no_script_of_the_callers_naming(value: str) -> None:
+    # ``--script-variant`` joined its value into a path unchecked and ended in a traceback (issue 34, point 8):
+    # the option is gone, so any value is a usage error before anything is read or run
+    code, out = invoke("demo", "--headless", "--script-variant", value)
+    assert code == 2 and "No such option '--script-variant'" in out
+    assert "Traceback" not in out and "script-variant" not in invoke("demo", "--help")[1]

@@ -20,8 +20,7 @@ from .flags import flag, run_flags, run_options
     show_default=False,
     help="Headless decisions: ask (default on a terminal), reject (default otherwise), approve, or approver:CMD.",
 )
-@click.option("--script-variant", default=None, hidden=True, help="Another scripted variant of the lab (tests).")
-def command(script_variant: str | None, **values: Any) -> None:
+def command(**values: Any) -> None:
     """Offline first run: the local desktop, a lab, and that lab's SCRIPTED agent (no model, no key).
 
     The scripted turns solve the lab; they still stop at every confirmation point like any run, and the
@@ -35,7 +34,7 @@ def command(script_variant: str | None, **values: Any) -> None:
         lab = get_lab(values["lab"])
     except ValueError as exc:
         fail(str(exc))
-    script_file = lab.script_file(script_variant or lab.demo_script or None)
+    script_file = lab.script_file(lab.demo_script or None)
     on_confirm = values["on_confirm"] or ("ask" if sys.stdin.isatty() else "reject")
     click.echo(
         f"SCRIPTED DEMO · lab {values['lab']} · agent: recorded turns from {script_file.name} "
