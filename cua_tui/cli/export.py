@@ -53,6 +53,12 @@ EXIT_WRITTEN, EXIT_TAMPERED = 0, 1
     help="Send the run's OpenTelemetry spans, with their recorded times, to this OTLP/HTTP endpoint (e.g. "
     "http://localhost:4318), the verify verdict on the run's span. No message or typed text is in a span.",
 )
+@click.option(
+    "--include-private",
+    is_flag=True,
+    help="Put in the screens seen only inside a takeover's private stretch, each marked private (left out "
+    "by default, with a line saying how many).",
+)
 @path_option("--key", help="The audit key the run was signed with, to check the seal's signature (as `verify --key`).")
 @path_option("--runs-dir", help="Where to look up a run id.")
 def command(
@@ -63,6 +69,7 @@ def command(
     script_out: Path | None,
     atif_out: Path | None,
     otel: str | None,
+    include_private: bool,
     key: Path | None,
     runs_dir: Path | None,
 ) -> None:
@@ -77,6 +84,10 @@ def command(
 
     --otel URL sends the run's OpenTelemetry spans instead (or as well), timed as recorded; a collector that
     does not take them is exit 2. A TAMPERED run's spans are sent with that verdict on the run's span.
+
+    Screens seen only inside a takeover's private stretch are left out of the HTML, the film strip and the
+    trajectory (each says how many), unless --include-private puts them in, marked. The first screen after
+    hand-back, which the model gets by design, is not private and may still show what was typed.
 
     Exit status: 0 written; 1 the run is TAMPERED (still written, with the verdict at the top of the
     HTML and in the trajectory's notes and extra, so a reviewer sees what the altered log claims; said on
@@ -95,9 +106,12 @@ def command(
     if atif_out is not None:
         _check_atif(atif_out)
     with _open(path, key) as opened:
+        opened.include_private = include_private
         for fmt, out in outputs.items():
             if out is not None:
                 _write(opened, fmt, out)
+        if opened.private and any(outputs[fmt] for fmt in ("html", "gif", "webp", "atif")):
+            click.echo(f"note: {visible(opened.private_line())}", err=True)
         if otel is not None:
             _send_otel(opened, otel)
         _warn_refused(opened)

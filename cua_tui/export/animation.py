@@ -9,12 +9,13 @@ the HTML export, and a caption line (step, turn, action, outcome). Caps: at most
 quarters of the width, and refused after ``_ATTEMPTS`` tries.
 Every screenshot is decoded through ``core.imaging.decode_screen`` (header checked first against the run's
 own screen: a decompression bomb, or a picture larger than the run's screen, is refused, never decoded); a
-refused or missing screen becomes a grey frame that says so.
+refused, missing or private (``core.private``, left out) screen becomes a grey frame that says so.
 """
 
 from __future__ import annotations
 
 import io
+import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from ..core import timeline
 from ..core.imaging import ImageRefused, decode_screen
+from ..core.private import HAND_BACK, LEFT_OUT
 from ..core.text import visible
 from .marks import marker_of
 from .source import Run
@@ -96,6 +98,9 @@ class _Painter:
             else:
                 screen = self.run.screen(sha)
                 try:
+                    if screen.png is None and screen.private:
+                        count = len(self.run.private)
+                        raise ImageRefused(f"screen {sha[:12]}: {LEFT_OUT} ({count} in this run)\n{HAND_BACK}")
                     if screen.png is None:
                         raise ImageRefused(screen.refused or "missing")
                     image = decode_screen(screen.png, self.run.limit, expect=(screen.width, screen.height))
@@ -103,7 +108,8 @@ class _Painter:
                     height = max(1, round(image.height * self.width / image.width))
                     self.cache[sha] = (image.resize((self.width, height), Image.Resampling.LANCZOS), "", size)
                 except ImageRefused as exc:
-                    self.cache[sha] = (None, f"screen {sha[:12]}: {exc}", (0, 0))
+                    why = str(exc) if screen.private else f"screen {sha[:12]}: {exc}"
+                    self.cache[sha] = (None, why, (0, 0))
         return self.cache[sha]
 
     def frame(self, shot: _Shot, height: int) -> Image.Image:
@@ -113,8 +119,15 @@ class _Painter:
         if image is not None:
             canvas.paste(image.crop((0, 0, self.width, min(height, image.height))), (0, 0))
             self._mark(draw, shot, size)
+            if isinstance(shot.sha, str) and self.run.screen(shot.sha).private:
+                # included as asked (--include-private): marked on the frame itself
+                draw.rectangle((0, 0, self.width - 1, _CAPTION), fill=(224, 0, 0))
+                draw.text((6, 3), "PRIVATE (takeover's private stretch)", fill=(255, 255, 255), font=self.font)
         else:
-            draw.text((12, height // 2), visible(refused, limit=110), fill=(230, 230, 230), font=self.font)
+            rows = [row for line in refused.split("\n") for row in textwrap.wrap(line, 90) or [""]]
+            for row, text in enumerate(rows[:4]):
+                where = (12, height // 2 + row * _CAPTION)
+                draw.text(where, visible(text, limit=110), fill=(230, 230, 230), font=self.font)
         draw.text((6, height + 3), visible(shot.caption, limit=110), fill=(240, 240, 240), font=self.font)
         return canvas
 

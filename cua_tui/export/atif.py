@@ -144,10 +144,13 @@ class _Writer:
         if not isinstance(sha, str) or not sha:
             return text, {}
         path, refused = self.image(sha)
+        # seen only in a takeover's private stretch (core.private): marked, and left out unless asked for
+        screen: dict[str, Any] = {"sha256": sha, "private": True} if self.run.screen(sha).private else {"sha256": sha}
         if path is None:
-            return text, {"screen": {"sha256": sha, "refused": refused}}
+            left_out = screen.get("private") is True and not self.run.include_private
+            return text, {"screen": screen | ({"left_out": True} if left_out else {"refused": refused})}
         image = {"type": "image", "source": {"media_type": "image/png", "path": path}}
-        return [{"type": "text", "text": text}, image], {"screen": {"sha256": sha}}
+        return [{"type": "text", "text": text}, image], {"screen": screen}
 
     def chain(self, first: int, last: int) -> dict[str, Any]:
         """The stretch of the audit chain a step covers; ``head`` (its last line's hash) commits to it all."""
@@ -507,6 +510,7 @@ def _run_facts(run: Run, writer: _Writer, cut: list[str]) -> dict[str, Any]:
         "errors_total": len(errors),
         "screens_refused": [{"sha256": s.sha256, "refused": s.refused} for s in run.refused()],
         "images": {"folder": writer.folder, "written": len(writer.images), "bytes": writer.image_bytes},
+        "private_screens": {"count": len(run.private), "included": run.include_private, "note": run.private_line()},
         "cut": cut,
         "notes": run.notes[:MAX_FINDINGS],
     }
@@ -529,6 +533,8 @@ def _notes(run: Run, cut: list[str]) -> str:
         parts.append("What follows is what the altered log says, not a trustworthy record of the run.")
     if cut:
         parts.append("Cut: " + "; ".join(cut) + ".")
+    if run.private:
+        parts.append(f"Private screens: {run.private_line()}.")
     return " ".join(parts)
 
 

@@ -64,6 +64,7 @@ background-repeat:no-repeat}
 .mk{fill:none;stroke-width:4;vector-effect:non-scaling-stroke}.mk-allow{stroke:#d100d1}.mk-confirm{stroke:#e8a600}
 .mk-block{stroke:#e00000}.mk-dot{stroke:none}.mk-dot.mk-allow{fill:#d100d1}.mk-dot.mk-confirm{fill:#e8a600}
 .mk-dot.mk-block{fill:#e00000}.after .mk{stroke-dasharray:6 4}
+.frame.private .shot{border-style:dashed;border-width:4px}.frame.private figcaption{color:var(--bad);font-weight:600}
 """.replace("FRAME_BORDER", FRAME_BORDER)
 
 
@@ -103,11 +104,13 @@ class _Page:
             missing = '<div class="shot missing">no screen recorded</div>'
             return f'<figure class="frame">{missing}<figcaption>{e(caption, 200)}</figcaption></figure>'
         css, refused, width, height = self.shot_class(sha)
-        label = e(f"{caption} · screen {sha[:12]}", 200)
+        # seen only in a takeover's private stretch (core.private): marked, when it is in at all
+        private = " private" if self.run.screen(sha).private else ""
+        label = e(f"{caption} · screen {sha[:12]}{private and ' · private'}", 200)
         if not css:
             why = e(refused or "missing", 300)
             return (
-                f'<figure class="frame"><div class="shot missing">screen {e(sha[:12], 20)}…: {why}</div>'
+                f'<figure class="frame{private}"><div class="shot missing">screen {e(sha[:12], 20)}…: {why}</div>'
                 f"<figcaption>{label}</figcaption></figure>"
             )
         svg = ""
@@ -115,7 +118,7 @@ class _Page:
             svg = _svg(marker_of(marker_action, width, height), width, height, verdict)
         after = " after" if caption.startswith("after") else ""
         return (
-            f'<figure class="frame{after}"><div class="shot {css}" role="img" aria-label="{label}">{svg}</div>'
+            f'<figure class="frame{after}{private}"><div class="shot {css}" role="img" aria-label="{label}">{svg}</div>'
             f"<figcaption>{label}</figcaption></figure>"
         )
 
@@ -189,6 +192,8 @@ def _header(page: _Page) -> None:
         )
     for note in [*report.notes[:20], *run.notes[:20]]:
         page.add(f'<p class="note">note: {e(note, 500)}</p>')
+    if run.private:
+        page.add(f'<p class="note" id="private">private screens: {e(run.private_line(), 500)}</p>')
     page.add("</section>\n")
 
 

@@ -21,6 +21,7 @@ from ..core import events as ev
 from ..core import timeline
 from ..core.audit import AuditKey, VerifyExit, VerifyReport, verify_run
 from ..core.imaging import ImageRefused, ScreenLimit, screen_size
+from ..core.private import LEFT_OUT, private_line, private_screens
 from ..core.runlog import AUDIT, RunLog
 from ..core.safeio import SCREEN_CAP, MiB, RunFileError, RunFolder
 from ..core.text import visible
@@ -46,6 +47,8 @@ class Screen:
     png: bytes | None = None
     # why there is no picture (missing, a link, not a PNG, a bomb, another hash, ...)
     refused: str = ""
+    # seen only inside a takeover's private stretch (core.private): left out unless the run's export asked
+    private: bool = False
 
 
 @dataclass
@@ -64,6 +67,9 @@ class Run:
     # the run's screen as run.json and run_started record it: no screen may be larger
     limit: ScreenLimit
     notes: list[str] = field(default_factory=list)
+    # the screens seen only in a takeover's private stretch, and whether the export puts them in
+    private: frozenset[str] = frozenset()
+    include_private: bool = False
     _folder: RunFolder | None = None
     _screens: dict[str, Screen] = field(default_factory=dict)
 
@@ -87,6 +93,9 @@ class Run:
         very hash."""
         if not isinstance(sha256, str):  # an edited record: anything JSON can hold
             return Screen(visible(str(sha256), limit=64), 0, 0, refused="not a SHA-256 name")
+        if sha256 in self.private and not self.include_private:
+            width, height = self.sizes.get(sha256, (0, 0))
+            return Screen(sha256, width, height, refused=LEFT_OUT, private=True)
         cached = self._screens.get(sha256)
         if cached is None:
             cached = self._screens[sha256] = self._read_screen(sha256)
@@ -111,7 +120,11 @@ class Run:
             return Screen(sha256, width, height, refused=str(exc))
         if (width, height) not in ((0, 0), size):
             return Screen(sha256, width, height, refused=f"the PNG is {size[0]} x {size[1]}, not as recorded")
-        return Screen(sha256, size[0], size[1], png=data)
+        return Screen(sha256, size[0], size[1], png=data, private=sha256 in self.private)
+
+    def private_line(self) -> str:
+        """What the export says of the run's private screens, left out or included ("" when there are none)."""
+        return private_line(len(self.private), self.include_private)
 
     def refused(self) -> list[Screen]:
         """The screens read so far that have no picture, in the order they were first asked for."""
@@ -180,7 +193,8 @@ def _read(folder: RunFolder, path: Path, key: AuditKey | None) -> Run:
         raise RunUnusable(f"{where}: audit.jsonl holds records of the wrong shape ({type(exc).__name__})") from None
     started = line.started.screen if line.started is not None else None
     limit = ScreenLimit.of_run(info.get("screen"), started)
-    return Run(path, str(run_id), info, stamped, line, report, sizes, limit, notes, folder)
+    private = private_screens(item.event for item in stamped)
+    return Run(path, str(run_id), info, stamped, line, report, sizes, limit, notes, private, _folder=folder)
 
 
 def _run_json(folder: RunFolder, notes: list[str]) -> dict[str, Any]:
