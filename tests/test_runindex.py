@@ -10,6 +10,7 @@ hostile corpus.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -214,3 +215,117 @@ def test_every_damaged_run_indexes_as_the_whole_log_reads(case: Case, corpus_run
     except Exception:  # the reader refuses it (a link, a FIFO, ...): replay says so, tested elsewhere
         return
     _same_story(run)
+
+
+def _edit_in_place(path: Path, old: bytes, new: bytes) -> None:
+    """Change bytes of a file without changing its size or modification time (as an attacker would)."""
+    assert len(old) == len(new)
+    info, data = path.stat(), path.read_bytes()
+    assert data.count(old) == 1
+    with path.open("r+b") as fh:
+        fh.write(data.replace(old, new))
+    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
+
+
+BLOCK, ALLOW = b'"verdict":"block","reason":"a system key', b'"verdict":"allow","reason":"a system key'
+
+
+def test_a_line_edited_after_it_was_read_is_never_shown_as_it_now_reads(tmp_path: Path) -> None:
+    """Issue 34, point 2: a blocked step, edited in place to allow after the pass (same size, time put
+    back), is rebuilt as changed, its view folds no line of the changed span, and its lines read again are
+    notes saying so; the index says from which line."""
+    path = sim_run(tmp_path / "runs")
+    _events, whole = _whole(path)
+    blocked = next(s for s in whole.steps if s.verdict is not None and s.verdict.verdict == "block")
+    reader, index = _indexed(path)
+    with reader:
+        assert verify_run(path).code == VerifyExit.INTACT and index.confirm(index.lines, verify_run(path).head)
+        assert index.untrusted is None
+        _edit_in_place(path / "audit.jsonl", BLOCK, ALLOW)
+        assert verify_run(path).code == VerifyExit.TAMPERED
+        step = index.step(blocked.number)
+        assert step.verdict is None and "changed after it was read" in (step.proposal.error or "")
+        assert index.untrusted is not None and index.untrusted <= blocked.first_seq
+        folded = index.view(blocked.last_seq + 1)
+        assert all(row.verdict != "allow" or row.kind != "keypress" for row in folded.actions.values())
+        lines = index.events(blocked.first_seq, blocked.last_seq + 1)
+        assert all(isinstance(s.event, ev.Note) and "changed after it was read" in s.event.message for s in lines)
+        # the turns before the edit still read as they were: their own kept hashes still hold
+        assert index.step(0) == whole.steps[0]
+
+
+def test_a_turn_rebuilt_before_the_edit_and_one_after_both_hold(tmp_path: Path) -> None:
+    """The kept hash at each turn's end holds a turn read again alone; an edit in another turn changes
+    nothing of it (the chain from the edit on is another turn's)."""
+    path = sim_run(tmp_path / "runs", TURNS * 3)
+    _events, whole = _whole(path)
+    reader, index = _indexed(path)
+    with reader:
+        last_turn_first = index.turn_firsts()[-2]
+        log = path / "audit.jsonl"
+        lines = log.read_bytes().split(b"\n")
+        seq = whole.steps[last_turn_first].first_seq
+        _edit_in_place(log, lines[seq], lines[seq].replace(b'"summary":"drag', b'"summary":"DRAG'))
+        assert index.step(0) == whole.steps[0] and index.untrusted is None  # before the edit: as read
+        assert "changed after it was read" in (index.step(last_turn_first).proposal.error or "")
+        assert index.untrusted is not None
+
+
+def test_the_pass_is_held_to_the_head_verify_checked(tmp_path: Path) -> None:
+    """The log verified and the log indexed are one: a head verify ended on that the index did not read
+    (the log rewritten in between, its chain recomputed) marks every line untrusted, whenever it comes."""
+    path = sim_run(tmp_path / "runs")
+    report = verify_run(path)
+    reader, index = _indexed(path)
+    with reader:
+        assert index.confirm(report.events, report.head) and index.untrusted is None
+        assert not index.confirm(report.events, "f" * 64) and index.untrusted == 0
+    # asked before the pass reaches the line: checked when it does
+    reader = RunReader(path)
+    index = RunIndex(reader.log)
+    with reader:
+        assert index.confirm(report.events, "e" * 64)  # not read yet
+        while index.advance():
+            pass
+        assert index.untrusted == 0
+
+
+def test_lines_appended_while_followed_must_chain_from_the_head_read(tmp_path: Path) -> None:
+    """--follow: a line that arrives later must name the last line read; one that does not is untrusted
+    from there, and nothing before it is."""
+    path = sim_run(tmp_path / "runs")
+    lines = (path / "audit.jsonl").read_bytes().split(b"\n")[:-1]
+    growing = tmp_path / "growing"
+    shutil.copytree(path, growing)
+    (growing / "result.json").unlink()
+    target = growing / "audit.jsonl"
+    target.write_bytes(b"\n".join(lines[:20]) + b"\n")
+    reader, index = _indexed(growing)
+    with reader:
+        assert index.untrusted is None
+        record = json.loads(lines[20])
+        record["prev"] = "0" * 64  # a line slipped in that does not name the line before
+        with target.open("ab") as fh:
+            fh.write(json.dumps(record, separators=(",", ":")).encode() + b"\n" + b"\n".join(lines[21:]) + b"\n")
+        while index.advance():
+            pass
+        assert index.untrusted == 20
+        assert index.step(0).verdict is not None  # the lines before still read, held to their kept hash
+
+
+def test_a_verdict_on_more_lines_than_the_log_now_holds_is_not_this_log(tmp_path: Path) -> None:
+    """Lines verify checked and the log no longer holds (cut, then rewritten with a chain of its own): the
+    pass at its end without them vouches for nothing; lines written after the pass ended are read first."""
+    path = sim_run(tmp_path / "runs")
+    report = verify_run(path)
+    log = path / "audit.jsonl"
+    whole = log.read_bytes()
+    log.write_bytes(b"\n".join(whole.split(b"\n")[:20]) + b"\n")
+    reader, index = _indexed(path)
+    with reader:
+        assert not index.confirm(report.events, report.head) and index.untrusted == 0
+    reader, index = _indexed(path)
+    with reader:
+        log.write_bytes(whole)  # the rest written after the pass ended (a run still going): as verified
+        assert index.confirm(report.events, report.head) and index.untrusted is None
+        assert index.lines == report.events

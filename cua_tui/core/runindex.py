@@ -2,10 +2,11 @@
 
 One pass over the log (``advance``, a block at a time, in the background) keeps, per line, its offset
 (core/runlog), per step a mark (its lines, turn and flags), per turn where its steps begin and the
-timeline builder's context there, and every ``CHECKPOINT_EVERY`` lines a copy of the RunView. A step is
-then rebuilt from its turn's lines alone (``step``), the RunView at any line is folded from the nearest
-checkpoint (``view``), and any lines are read again from their offsets (``events``). Nothing holds the
-run's events: memory grows by about 150 bytes a step, whatever the run says.
+timeline builder's context there, every ``CHECKPOINT_EVERY`` lines a copy of the RunView, and the hash of
+each checkpoint's line and each turn's last line. A step is rebuilt from its turn's lines alone (``step``),
+the RunView at any line folded from the nearest checkpoint (``view``), any lines read again (``events``),
+each held to the hashes kept (``untrusted`` says from where they no longer hold; ``confirm`` holds the pass
+to the head ``verify`` checked). Nothing holds the run's events: about 150 bytes a step, whatever it says.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ import copy
 import threading
 import time
 from array import array
+from bisect import bisect_left
 from collections import OrderedDict
 from dataclasses import dataclass
 
 from . import events as ev
 from . import timeline as tl
 from .run_view import RunView
-from .runlog import RunLog
+from .runlog import LogChanged, RunLog
 
 # a RunView copy every so many lines (about 5 KB each): any line's state is at most this many folds away
 CHECKPOINT_EVERY = 512
@@ -37,6 +39,11 @@ _FLAG_BITS = {flag: 1 << n for n, flag in enumerate((tl.DECISION, tl.REFUSAL, tl
 
 def _bits(flags: frozenset[str]) -> int:
     return sum(bit for flag, bit in _FLAG_BITS.items() if flag in flags)
+
+
+def _digest(head: str) -> bytes:
+    """A line's hash as kept (32 bytes; an unreadable line's, which matches no line, as zeros)."""
+    return bytes.fromhex(head) if len(head) == 64 else bytes(32)
 
 
 def _changed(number: int, seq: int) -> tl.Step:
@@ -77,6 +84,16 @@ class RunIndex:
         # the RunView shown and the one asked about, each with how many lines it has folded
         self._shown: list[object] = [RunView(), 0]
         self._probe: list[object] = [RunView(), 0]
+        # kept hashes (32 bytes each): of line k * CHECKPOINT_EVERY - 1, and of each released turn's last
+        # line (``_ends``, in order), against which lines read again are held
+        self._marks = bytearray()
+        self._ends, self._end_hashes = array("q"), bytearray()
+        self._open_end: tuple[int, str] = (-1, "")  # the open turn's last line so far, and its hash
+        self._last_good: tuple[int, str] = (-1, "")  # the last line that linked, as first read
+        # (line, head) verify checked, not read yet; and whether more lines may come (a run followed)
+        self._expected: tuple[int, str] | None = None
+        self._more = False
+        self.changed: int | None = None  # the first line of a span found changed since first read
         self.done = False  # the whole log as it stands has been read
         self.done_at = 0.0  # when it first was (time.monotonic)
 
@@ -92,6 +109,8 @@ class RunIndex:
                 self._take(stamped)
             read = self.log.offset - before
             self.done = not read and self.log.offset >= self.log.size()
+            if self.done and self._expected is not None and not self._more:
+                self._confirm(self._expected[0], "", self._expected[1])  # the log verified was longer
             if self.done and not self.done_at:
                 self.done_at = time.monotonic()
             return read
@@ -110,9 +129,15 @@ class RunIndex:
             # the last line that says something of the step (an egress or a hand-back after its outcome
             # too): a rebuild of its turn reads up to there
             self._touched[step.number] = stamped.seq
+            self._open_end = (stamped.seq, stamped.head)
         self._view.apply(stamped)
+        if self.log.broken is None or stamped.seq < self.log.broken:
+            self._last_good = (stamped.seq, stamped.head)
+        if self._expected is not None and self._expected[0] == stamped.seq:
+            self._confirm(stamped.seq, stamped.head, self._expected[1])
         if (stamped.seq + 1) % CHECKPOINT_EVERY == 0:
             self._checkpoints.append(copy.deepcopy(self._view))
+            self._marks += _digest(stamped.head)
 
     def _open_steps(self) -> list[tl.Step]:
         return self._builder.timeline.steps
@@ -121,11 +146,16 @@ class RunIndex:
         """The turn the builder holds is over: keep a mark of each of its steps, not the steps."""
         if self._open is None:
             return
+        last = -1
         for step in self._builder.release():
             self._first_seq.append(step.first_seq)
             self._last_seq.append(self._touched.pop(step.number, step.last_seq))
+            last = max(last, self._last_seq[-1])
             self._turn_of.append(len(self._turns))
             self._flags.append(_bits(step.flags))
+        if last == self._open_end[0] and (not self._ends or last > self._ends[-1]):
+            self._ends.append(last)
+            self._end_hashes += _digest(self._open_end[1])
         self._turns.append(self._open)
         self._open = None
 
@@ -207,8 +237,11 @@ class RunIndex:
         end = self._turns[where + 1].first_step if where + 1 < len(self._turns) else len(self._flags)
         last = max(self._last_seq[n] for n in range(turn.first_step, end))
         builder = tl.Builder(turn.context, self._recorded, outside=lambda key: self._before(key, turn.first_step))
-        for start in range(turn.first_seq, last + 1, CHECKPOINT_EVERY):  # never the whole span in memory
-            builder.feed(self.log.read(start, min(start + CHECKPOINT_EVERY, last + 1)))
+        try:
+            for start in range(turn.first_seq, last + 1, CHECKPOINT_EVERY):  # never the whole span in memory
+                builder.feed(self._read(start, min(start + CHECKPOINT_EVERY, last + 1)))
+        except LogChanged:
+            builder = tl.Builder(turn.context, self._recorded)  # none of it is shown as it reads now
         steps = builder.timeline.steps[: end - turn.first_step]
         if len(steps) < end - turn.first_step:
             # the log changed under the reader after it was indexed: say so rather than show another step
@@ -223,9 +256,92 @@ class RunIndex:
         return number is not None and number < first_step
 
     def events(self, start: int, stop: int) -> list[ev.Stamped]:
-        """Lines ``start`` to ``stop`` as events, read again from the log."""
+        """Lines ``start`` to ``stop`` as events, read again from the log (held to the hashes kept: lines
+        changed since are each a note saying so)."""
         with self.lock:
-            return self.log.read(start, stop)
+            try:
+                return self._read(start, stop)
+            except LogChanged:
+                changed = "changed after it was read (the chain no longer holds)"
+                return [
+                    ev.Stamped(n, "", ev.Note(f"line {n + 1}: {changed}")) for n in range(start, min(stop, self.lines))
+                ]
+
+    def _read(self, start: int, stop: int) -> list[ev.Stamped]:
+        """Lines ``start`` to ``stop`` read again, each held to the chain as first read up to the next hash
+        kept (LogChanged, and ``changed`` set, when they are not). Lines from the first that did not link
+        the first time are read as they are: the verdict says they are untrusted."""
+        start, stop = max(0, start), min(stop, self.lines)
+        if start >= stop:
+            return []
+        broken = self.log.broken
+        if broken is not None and stop > broken:
+            return self._read(start, broken) + self.log.read(max(start, broken), stop)
+        out: list[ev.Stamped] = []
+        while start < stop:
+            # from one kept hash to the next: a change is placed after the last one that still holds
+            anchor, kept = self._anchor(start)
+            upto = min(stop, anchor + 1)
+            try:
+                out += self.log.read_chained(start, upto, anchor, kept)
+            except LogChanged:
+                self._mark(start)
+                raise
+            start = upto
+        return out
+
+    def _anchor(self, line: int) -> tuple[int, str]:
+        """The first line at or after ``line`` whose hash was kept (before any line that did not link)."""
+        found = self._last_good
+        at = (line // CHECKPOINT_EVERY) * CHECKPOINT_EVERY + CHECKPOINT_EVERY - 1
+        if (line // CHECKPOINT_EVERY + 1) * 32 <= len(self._marks) and at < found[0]:
+            where = 32 * (line // CHECKPOINT_EVERY)
+            found = (at, self._marks[where : where + 32].hex())
+        where = bisect_left(self._ends, line)
+        if where < len(self._ends) and self._ends[where] < found[0]:
+            found = (self._ends[where], self._end_hashes[32 * where : 32 * where + 32].hex())
+        return found
+
+    def _mark(self, line: int) -> None:
+        self.changed = line if self.changed is None else min(self.changed, line)
+
+    def confirm(self, lines: int, head: str, *, more: bool = False) -> bool:
+        """Hold the lines read to what ``verify`` checked: its first ``lines`` lines ending on ``head``.
+        False (and ``changed`` set) when they are not those; a line not read yet is checked when it is
+        (and, unless ``more`` lines may still be written, the log read to its end without it is not the
+        log verified)."""
+        with self.lock:
+            if lines <= 0:
+                return True
+            if lines > self.lines:
+                self._expected, self._more = (lines - 1, head), more
+                if self.done and not more:
+                    while self.advance():
+                        pass  # lines written since the pass reached the end (checked as they are read)
+                return self.changed != 0
+            if self.log.broken is not None and self.log.broken < lines:
+                return self._confirm(lines - 1, "", head)
+            try:
+                read = self._read(lines - 1, lines)
+            except LogChanged:
+                return False
+            return self._confirm(lines - 1, read[0].head if read else "", head)
+
+    def _confirm(self, line: int, ours: str, verified: str) -> bool:
+        self._expected = None
+        if ours == verified and (self.log.broken is None or self.log.broken > line):
+            return True
+        # somewhere up to ``line`` the log read is not the log verified: none of it is vouched for
+        self._mark(0)
+        return False
+
+    @property
+    def untrusted(self) -> int | None:
+        """The first line that is not what the verdict checked as far as the index knows: the first that
+        did not link when read, or the first of a span changed since (None: none found)."""
+        with self.lock:
+            found = [line for line in (self.log.broken, self.changed) if line is not None]
+            return min(found) if found else None
 
     def view(self, upto: int) -> RunView:
         """The RunView after the first ``upto`` lines: folded from the nearest checkpoint (moving on from
@@ -245,7 +361,13 @@ class RunIndex:
             assert isinstance(folded, RunView) and isinstance(folded_to, int)
             if upto < folded_to or folded_to < base * CHECKPOINT_EVERY:
                 folded, folded_to = copy.deepcopy(self._checkpoints[base]), base * CHECKPOINT_EVERY
-            for stamped in self.log.read(folded_to, upto):
+            try:
+                span = self._read(folded_to, upto)
+            except LogChanged:
+                # nothing read since the checkpoint is shown: the state there, as first read
+                folded, upto = copy.deepcopy(self._checkpoints[base]), base * CHECKPOINT_EVERY
+                span = []
+            for stamped in span:
                 folded.apply(stamped)
             slot[:] = [folded, upto]
             return folded

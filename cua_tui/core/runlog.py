@@ -4,11 +4,9 @@ Replay and ``--follow`` are one more source of the event stream: each line of ``
 ``Stamped(seq, head, event)``, ``head`` being the SHA-256 of the line's exact bytes (what the next line's
 ``prev`` names), so the same reducer (the TUI's RunView) and the same widgets serve a live run and a run
 read back. Reads go through ``safeio`` (regular files only, no link followed, each line capped and fully
-decoded); the log is read incrementally from where the last read stopped, so following a run that another
-process is still writing costs only its new lines.
-
-This module does not judge the chain (``verify`` does): a line that cannot be read becomes a ``note``
-event saying so, and the reader goes on, so a damaged run still opens.
+decoded), incrementally from where the last read stopped. This module does not judge the run (``verify``
+does): a line that cannot be read becomes a ``note`` event saying so, and the reader goes on. It checks
+the links as it reads (``broken``), and lines read again can be held to a hash kept (``read_chained``).
 """
 
 from __future__ import annotations
@@ -22,11 +20,22 @@ from pathlib import Path
 from typing import Any
 
 from . import events as ev
+from .audit.chain import GENESIS
 from .safeio import LINE_CAP, SCREEN_CAP, FdOwner, RunFileError, RunFolder, decode_json
 
 AUDIT = "audit.jsonl"
 _BLOCK = 1 << 20
 _ENVELOPE = frozenset(ev.ENVELOPE)
+
+
+class LogChanged(Exception):
+    """Lines read again do not chain to the hash kept when they were first read: the log was changed
+    since (``first``: the first line of the span read again, 0-based; ``anchor``: the line whose hash was
+    kept)."""
+
+    def __init__(self, first: int, anchor: int) -> None:
+        super().__init__(f"lines {first + 1} to {anchor + 1} changed after they were read")
+        self.first, self.anchor = first, anchor
 
 
 # The JSON types each annotation of an event field admits (a record is untrusted: a field of another
@@ -108,6 +117,8 @@ class RunLog(FdOwner):
         self.lines = 0  # lines read so far (the next line's number, from 0)
         self.offsets = array("q")  # where each line read so far begins
         self.end = 0  # just past the last complete line (where the next one begins)
+        self.head = GENESIS  # the hash of the last line read ("" when it could not be read)
+        self.broken: int | None = None  # the first line whose ``prev`` does not name the line before
 
     def __iter__(self) -> Iterator[ev.Stamped]:
         """Every event written so far."""
@@ -170,7 +181,33 @@ class RunLog(FdOwner):
         """The events of lines ``start`` to ``stop`` (read so far), read again from their offsets; an
         over-long line is not read again (it is unreadable, as the first time)."""
         start, stop = max(0, start), min(stop, self.lines)
+        return [stamped for stamped, _prev in self._records(start, stop)]
+
+    def read_chained(self, start: int, stop: int, anchor: int, kept: str) -> list[ev.Stamped]:
+        """As ``read``, held to the chain as first read: lines ``start`` to ``anchor`` (``anchor`` at or
+        past ``stop - 1``, a line whose hash ``kept`` was kept when it was first read) must link by
+        ``prev`` and the last must hash to ``kept``, so each line read again is, by its hash, the line
+        read the first time. LogChanged otherwise."""
+        start, stop = max(0, start), min(stop, self.lines)
+        if start >= stop:
+            return []
+        if not start <= stop - 1 <= anchor < self.lines:
+            raise ValueError(f"no kept hash at line {anchor + 1} covers lines {start + 1} to {stop}")
         out: list[ev.Stamped] = []
+        head: str | None = None
+        for first in range(start, anchor + 1, _SPAN):  # never the whole span in memory
+            for stamped, prev in self._records(first, min(first + _SPAN, anchor + 1)):
+                if not stamped.head or (head is not None and prev != head):
+                    raise LogChanged(start, anchor)
+                head = stamped.head
+                if stamped.seq < stop:
+                    out.append(stamped)
+        if head != kept:
+            raise LogChanged(start, anchor)
+        return out
+
+    def _records(self, start: int, stop: int) -> Iterator[tuple[ev.Stamped, object]]:
+        """Lines ``start`` to ``stop`` read again: each as its event and its record's ``prev``."""
         seq = start
         while seq < stop:
             # as many whole lines as a block holds, in one read
@@ -178,7 +215,7 @@ class RunLog(FdOwner):
             while last < stop and self._line_end(last) - first <= span:
                 last += 1
             if last == seq:  # a line over the cap
-                out.append(_unreadable(seq, "longer than the line cap"))
+                yield _unreadable(seq, "longer than the line cap"), None
                 seq += 1
                 continue
             try:
@@ -187,10 +224,11 @@ class RunLog(FdOwner):
                 raise RunFileError(AUDIT, "unreadable", f"cannot read it ({exc.strerror or exc})") from None
             for n in range(seq, last):
                 line = data[self.offsets[n] - first : self._line_end(n) - first]
-                too_long = len(line) > self.max_line
-                out.append(_unreadable(n, "longer than the line cap") if too_long else _stamped(n, line))
+                if len(line) > self.max_line:
+                    yield _unreadable(n, "longer than the line cap"), None
+                else:
+                    yield _record(n, line)
             seq = last
-        return out
 
     def _line_end(self, seq: int) -> int:
         """Where line ``seq`` ends (its newline)."""
@@ -199,23 +237,37 @@ class RunLog(FdOwner):
     def _line(self, line: bytes) -> ev.Stamped:
         seq = self.lines
         self.lines += 1
-        return _unreadable(seq, "longer than the line cap") if len(line) > self.max_line else _stamped(seq, line)
+        if len(line) > self.max_line:
+            return self._link(_unreadable(seq, "longer than the line cap"), None)
+        return self._link(*_record(seq, line))
 
     def _unreadable(self, why: str) -> ev.Stamped:
         seq = self.lines
         self.lines += 1
-        return _unreadable(seq, why)
+        return self._link(_unreadable(seq, why), None)
+
+    def _link(self, stamped: ev.Stamped, prev: object) -> ev.Stamped:
+        """Line ``stamped`` read for the first time: does it name the line before?"""
+        if self.broken is None and (not stamped.head or not self.head or prev != self.head):
+            self.broken = stamped.seq
+        self.head = stamped.head
+        return stamped
 
 
-def _stamped(seq: int, line: bytes) -> ev.Stamped:
-    """Line ``seq`` of the log (its exact bytes, without the newline) as the event it records."""
+# lines read again at once while a span is held to its kept hash
+_SPAN = 512
+
+
+def _record(seq: int, line: bytes) -> tuple[ev.Stamped, object]:
+    """Line ``seq`` as the event it records, and the record's ``prev`` (None when it has none)."""
+    head = hashlib.sha256(line).hexdigest()
     try:
         record = decode_json(AUDIT, line)
     except RunFileError as exc:
-        return _unreadable(seq, exc.detail)
+        return _unreadable(seq, exc.detail), None
     if not isinstance(record, dict):
-        return ev.Stamped(seq, hashlib.sha256(line).hexdigest(), ev.Note(f"line {seq + 1}: not an object"))
-    return ev.Stamped(seq, hashlib.sha256(line).hexdigest(), event_of(record), _ts(record.get("ts")))
+        return ev.Stamped(seq, head, ev.Note(f"line {seq + 1}: not an object")), None
+    return ev.Stamped(seq, head, event_of(record), _ts(record.get("ts"))), record.get("prev")
 
 
 def _unreadable(seq: int, why: str) -> ev.Stamped:

@@ -77,11 +77,25 @@ KEYS = [
 @dataclass(frozen=True)
 class ChainState:
     """What ``verify`` said of the run, for the banner: ``state`` is intact, unsealed, tampered or
-    unusable; steps whose events come at or after ``bad_seq`` are untrusted."""
+    unusable; steps whose events come at or after ``bad_seq`` are untrusted. ``lines`` and ``head``: what
+    it checked (the first ``lines`` lines, the last hashing to ``head``), which the index is held to."""
 
     state: str
     text: str
     bad_seq: int | None = None
+    lines: int = 0
+    head: str = ""
+
+
+def changed_since(state: ChainState, line: int, why: str) -> ChainState:
+    """The banner once the lines read from ``line`` on are found not to be the lines the verdict checked
+    (``why``: what was found there)."""
+    if state.state not in ("intact", "unsealed", VERIFYING):
+        if state.bad_seq is None or line >= state.bad_seq:
+            return state
+        return ChainState(state.state, state.text, line, state.lines, state.head)
+    text = f"TAMPERED: line {line + 1}: {why} (steps from there on are untrusted)"
+    return ChainState("tampered", text, line, state.lines, state.head)
 
 
 def chain_state(path: Path, *, follow: bool = False) -> ChainState:
@@ -92,11 +106,13 @@ def chain_state(path: Path, *, follow: bool = False) -> ChainState:
     if report.code == VerifyExit.INTACT:
         if report.sealed:
             how = "signed" if report.signed else "not signed"
-            return ChainState("intact", f"chain intact and sealed ({how}) · head {report.head[:16]}…")
+            text = f"chain intact and sealed ({how}) · head {report.head[:16]}…"
+            return ChainState("intact", text, lines=report.events, head=report.head)
         unknown = len(report.unknown_outcomes)
         state = "live, unsealed so far" if follow else "unsealed (interrupted)"
         extra = f" · {unknown} action(s) with outcome unknown" if unknown else ""
-        return ChainState("unsealed", f"chain intact, {state}{extra} · head {report.head[:16]}…")
+        text = f"chain intact, {state}{extra} · head {report.head[:16]}…"
+        return ChainState("unsealed", text, lines=report.events, head=report.head)
     finding = report.finding
     bad = finding.line - 1 if finding is not None and finding.line is not None else 0
     state = "tampered" if report.code == VerifyExit.TAMPERED else "unusable"
@@ -268,6 +284,9 @@ class ReplayScreen(ViewScreen):
         self.batch_pane.border_title = "Turn"
         # the first block at once (the first steps), the rest in the background
         self.index.advance()
+        if self._verify is None:
+            self.index.confirm(self.chain.lines, self.chain.head, more=self.follow)
+            self._held()
         self._read_to = (self.index.lines, self.index.count, self.index.done)
         self._newest_told = self._newest()  # the step under way when the panes were last told
         self._show_banner()
@@ -302,7 +321,7 @@ class ReplayScreen(ViewScreen):
 
     def _verified(self, state: ChainState) -> None:
         self.verified_at = time.monotonic()
-        self.chain = state
+        self._take_chain(state)
         self._show_banner()
         if self.steps:
             # the steps after a bad line are marked now
@@ -312,14 +331,42 @@ class ReplayScreen(ViewScreen):
     # ---------------------------------------------------------------------------------------------
     # Events in
     # ----------------------------------------------------------------------------------------------
+    def _take_chain(self, state: ChainState) -> None:
+        """A verdict: what the index reads is held to the lines it checked (and stays TAMPERED where the
+        index found lines changed since)."""
+        self.chain = state
+        if state.state in ("intact", "unsealed"):
+            self.index.confirm(state.lines, state.head, more=self.follow)
+        self._held()
+
+    def _held(self) -> bool:
+        """Whether the index has found lines that are not what the verdict checked, and the banner and
+        the steps from there on say so now (True when that is news)."""
+        line = self.index.untrusted
+        if line is None:
+            return False
+        if line == self.index.log.broken:
+            why = "its prev is not the hash of the line before (edited, inserted or deleted)"
+        else:
+            why = "the log changed after it was verified"
+        before = self.chain
+        self.chain = changed_since(before, line, why)
+        return self.chain != before
+
     @while_open
     def _poll(self) -> None:
+        if self._held():
+            # lines read since (the background pass, --follow) do not chain to those verified
+            self._show_banner()
+            if self.steps:
+                self._show_step(self.steps[self.selected])
+                self._show_status_and_audit()
         if self.ended_seen and not self.sealed_seen and self.follow and self.reader.result():
             # The seal (result.json) is written after the last event: verify once more when it is
             # there.
             self.sealed_seen = True
             if self.reverify is not None:
-                self.chain = self.reverify()
+                self._take_chain(self.reverify())
             self._show_banner()
         told_lines, told_steps, _told_done = self._read_to
         lines, count, done = self.index.lines, self.index.count, self.index.done
@@ -376,11 +423,18 @@ class ReplayScreen(ViewScreen):
         view = self.index.view(step.last_seq + 1)
         self._show_view(view)
         self.batch_pane.mark_pending(step.index)
-        self._show_step(step)
-        if self.live and self.selected == self._newest():  # the status says what the run does now
-            self._show_status_and_audit(upto=self.index.lines)
-        else:
-            self._show_status_and_audit(view, step.last_seq + 1)
+        held = self._held()  # the lines read again for the step and its view are not those verified
+        for _ in range(2):
+            self._show_step(step)
+            if self.live and self.selected == self._newest():  # the status says what the run does now
+                self._show_status_and_audit(upto=self.index.lines)
+            else:
+                self._show_status_and_audit(view, step.last_seq + 1)
+            if not self._held():  # the audit lines read again: once more when they are not
+                break
+            held = True
+        if held:
+            self._show_banner()
         self.render_frame()
 
     def _untrusted(self, step: tl.Step) -> bool:
