@@ -19,7 +19,7 @@ from typing import Any
 
 from ..core import events as ev
 from ..core import timeline
-from ..core.audit import AuditKey, VerifyExit, VerifyReport, verify_run
+from ..core.audit import GENESIS, AuditKey, Finding, FindingKind, VerifyExit, VerifyReport, verify_run
 from ..core.imaging import ImageRefused, ScreenLimit, screen_size
 from ..core.private import LEFT_OUT, private_line, private_screens
 from ..core.runlog import AUDIT, RunLog
@@ -173,6 +173,7 @@ def _read(folder: RunFolder, path: Path, key: AuditKey | None) -> Run:
         os.close(fd)
         with RunLog(folder) as log:
             stamped = log.poll()
+        _hold(report, stamped, log.broken)
     except RunFileError as exc:
         if exc.reason != "not_regular":
             raise RunUnusable(f"{where}: audit.jsonl: {visible(exc.detail)}") from None
@@ -195,6 +196,20 @@ def _read(folder: RunFolder, path: Path, key: AuditKey | None) -> Run:
     limit = ScreenLimit.of_run(info.get("screen"), started)
     private = private_screens(item.event for item in stamped)
     return Run(path, str(run_id), info, stamped, line, report, sizes, limit, notes, private, _folder=folder)
+
+
+def _hold(report: VerifyReport, stamped: list[ev.Stamped], broken: int | None) -> None:
+    """The lines exported are the lines ``verify`` checked (read again after it: the log may have changed
+    in between): they link, the one it ended on hashes to its head, and a sealed log has no more. Where
+    they are not, the report says TAMPERED from there."""
+    if report.code != VerifyExit.INTACT:
+        return
+    count = report.events
+    ours = GENESIS if count == 0 else stamped[count - 1].head if count <= len(stamped) else ""
+    if broken is None and ours == report.head and not (report.sealed and len(stamped) > count):
+        return
+    line = broken + 1 if broken is not None else count
+    report.findings.insert(0, Finding(FindingKind.EDITED, "the log changed after it was verified", line))
 
 
 def _run_json(folder: RunFolder, notes: list[str]) -> dict[str, Any]:
