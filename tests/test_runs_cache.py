@@ -7,6 +7,7 @@ no user sets, still gives it away. The hostile corpus lists the same with and wi
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -20,6 +21,9 @@ from cua_tui.cli import verified
 from cua_tui.cli.runs import RunEntry, read_runs
 from cua_tui.cli.verified import Cache
 from cua_tui.core.safeio import RunFolder
+
+# the user's cache key (cli/verified.cache_key makes and checks the real one: tested below)
+KEY = bytes(range(32))
 
 
 @pytest.fixture(autouse=True)
@@ -64,10 +68,10 @@ def _edit_in_place(path: Path, old: bytes, new: bytes) -> None:
 def test_unchanged_runs_are_remembered_and_listed_the_same(tmp_path: Path) -> None:
     folder = _runs(tmp_path)
     store = tmp_path / "cache" / verified.NAME
-    first = Cache(store)
+    first = Cache(store, KEY)
     listed = _list(folder, first)
     assert first.hits == 0 and {e.verified for e in listed.values()} == {"intact"}
-    again = Cache(store)
+    again = Cache(store, KEY)
     assert _cells(_list(folder, again)) == _cells(listed) == _cells(_list(folder, None))
     assert again.hits == 3 and again.misses == 0
     assert store.stat().st_mode & 0o777 == 0o600
@@ -86,10 +90,10 @@ def test_a_file_edited_in_place_with_its_time_put_back_is_verified_again(
 ) -> None:
     folder = _runs(tmp_path, 2)
     store = tmp_path / "cache" / verified.NAME
-    _list(folder, Cache(store))
+    _list(folder, Cache(store, KEY))
     victim = folder / "20261201-000001-000001"
     _edit_in_place(victim / target, old, new)
-    after = Cache(store)
+    after = Cache(store, KEY)
     listed = _list(folder, after)
     assert after.hits == 1 and after.misses == 1
     honest = _list(folder, None)
@@ -101,24 +105,24 @@ def test_a_file_edited_in_place_with_its_time_put_back_is_verified_again(
 def test_a_screenshot_altered_in_place_is_caught(tmp_path: Path) -> None:
     folder = _runs(tmp_path, 1)
     store = tmp_path / "cache" / verified.NAME
-    _list(folder, Cache(store))
+    _list(folder, Cache(store, KEY))
     run = folder / "20261201-000000-000000"
     screen = next((run / "screens").iterdir())
     data = screen.read_bytes()
     _edit_in_place(screen, data[-20:], bytes(b ^ 1 for b in data[-20:]))
-    listed = _list(folder, Cache(store))
+    listed = _list(folder, Cache(store, KEY))
     assert listed[run.name].verified == "tampered" and "altered" in (listed[run.name].verify_summary or "")
 
 
 def test_a_run_swapped_for_another_directory_is_verified_again(tmp_path: Path) -> None:
     folder = _runs(tmp_path, 2)
     store = tmp_path / "cache" / verified.NAME
-    _list(folder, Cache(store))
+    _list(folder, Cache(store, KEY))
     a, b = folder / "20261201-000000-000000", folder / "20261201-000001-000001"
     (b / "audit.jsonl").write_bytes((b / "audit.jsonl").read_bytes()[:-200])  # b: cut short
     a.rename(tmp_path / "a")
     b.rename(a)  # the damaged run under the intact one's name
-    after = Cache(store)
+    after = Cache(store, KEY)
     listed = _list(folder, after)
     assert after.hits == 0
     assert listed[a.name].verified == "tampered"
@@ -128,8 +132,8 @@ def test_runs_changed_a_moment_ago_are_not_remembered(tmp_path: Path, monkeypatc
     monkeypatch.setattr(verified, "SETTLED_S", 3600.0)
     folder = _runs(tmp_path, 2)
     store = tmp_path / "cache" / verified.NAME
-    _list(folder, Cache(store))
-    again = Cache(store)
+    _list(folder, Cache(store, KEY))
+    again = Cache(store, KEY)
     _list(folder, again)
     assert again.hits == 0 and not store.exists()
 
@@ -152,7 +156,7 @@ def test_a_hostile_cache_file_is_ignored(tmp_path: Path, content: bytes) -> None
     store = tmp_path / "cache" / verified.NAME
     store.parent.mkdir()
     store.write_bytes(content.replace(b"%s", __version__.encode()))
-    assert _cells(_list(folder, Cache(store))) == _cells(_list(folder, None))
+    assert _cells(_list(folder, Cache(store, KEY))) == _cells(_list(folder, None))
 
 
 def test_a_run_with_more_files_than_any_run_writes_is_verified_not_remembered(
@@ -164,8 +168,8 @@ def test_a_run_with_more_files_than_any_run_writes_is_verified_not_remembered(
     for n in range(3):
         (crowded / f"extra-{n}").write_bytes(b"")  # one entry over the cap
     store = tmp_path / "cache" / verified.NAME
-    _list(folder, Cache(store))
-    again = Cache(store)
+    _list(folder, Cache(store, KEY))
+    again = Cache(store, KEY)
     assert _cells(_list(folder, again)) == _cells(_list(folder, None))
     assert again.hits == 1  # the other one; the crowded one is verified each time, never looked up
     assert str(crowded.parent) not in store.read_text() and str(folder / "20261201-000000-000000") in store.read_text()
@@ -176,12 +180,101 @@ def test_a_forged_entry_for_a_run_claims_nothing(tmp_path: Path) -> None:
     another identity is not taken."""
     folder = _runs(tmp_path, 1)
     store = tmp_path / "cache" / verified.NAME
-    cache = Cache(store)
+    cache = Cache(store, KEY)
     run = str(folder / "20261201-000000-000000")
     cache.put(run, "0" * 64, verified.Verdict("intact", "forged"))
     cache.save()
-    listed = _list(folder, Cache(store))
+    listed = _list(folder, Cache(store, KEY))
     assert listed["20261201-000000-000000"].verify_summary != "forged"
+
+
+def _forge(store: Path, run: Path, verdict: dict[str, object], mac: str | None) -> None:
+    """A well-formed entry for ``run`` as it is now (its identity right), written straight into the cache
+    file by someone who can write the cache folder but does not hold the user's key."""
+    with RunFolder.open(run) as folder:
+        known = verified.fingerprint(folder.fd)
+    assert known is not None
+    entry: dict[str, object] = {"identity": known[0], **verdict}
+    if mac is not None:
+        entry["mac"] = mac
+    data = json.loads(store.read_text())
+    data["runs"][str(run)] = entry
+    store.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize("mac", [None, "0" * 64, "another key"], ids=["no-tag", "a-wrong-tag", "another-key"])
+def test_a_forged_entry_in_a_shared_cache_folder_cannot_make_a_tampered_run_intact(
+    tmp_path: Path, mac: str | None
+) -> None:
+    """The cache folder may be shared between users (CUA_TUI_CACHE_DIR): an entry that the old format took
+    (the right identity, a verdict of the right shape) is not taken without the user's key's tag."""
+    folder = _runs(tmp_path, 2)
+    store = tmp_path / "cache" / verified.NAME
+    _list(folder, Cache(store, KEY))
+    victim = folder / "20261201-000001-000001"
+    _edit_in_place(victim / "audit.jsonl", b'"verdict":"block"', b'"verdict":"allow"')
+    claim = {"verified": "intact", "summary": "intact: forged", "unknown_outcomes": 0, "decisions": 1, "proposals": 9}
+    if mac == "another key":
+        with RunFolder.open(victim) as opened:
+            known = verified.fingerprint(opened.fd)
+        assert known is not None
+        mac = verified._tag(bytes(32), str(victim), known[0], claim)
+    _forge(store, victim, claim, mac)
+    after = Cache(store, KEY)
+    listed = _list(folder, after)
+    assert listed[victim.name].verified == "tampered" and "forged" not in (listed[victim.name].verify_summary or "")
+    assert after.hits == 1 and after.misses == 1  # the other run, unchanged, is still remembered
+    # the same entry with the tag the user's key gives is taken: the tag is what decides
+    _forge(
+        store,
+        victim,
+        claim,
+        verified._tag(KEY, str(victim), json.loads(store.read_text())["runs"][str(victim)]["identity"], claim),
+    )
+    assert _list(folder, Cache(store, KEY))[victim.name].verify_summary == "intact: forged"
+
+
+def test_without_a_key_nothing_is_remembered_or_written(tmp_path: Path) -> None:
+    folder = _runs(tmp_path, 2)
+    store = tmp_path / "cache" / verified.NAME
+    _list(folder, Cache(store, KEY))
+    keyless = Cache(store, None)
+    assert _cells(_list(folder, keyless)) == _cells(_list(folder, None))
+    assert keyless.hits == 0 and keyless.misses == 2
+
+
+def test_the_key_is_made_once_private_to_the_user_and_never_in_the_cache_folder(tmp_path: Path) -> None:
+    config, cache = tmp_path / "config", tmp_path / "cache"
+    key = verified.cache_key(config, cache)
+    made = config / verified.KEY_NAME
+    assert len(key) == 32 and made.stat().st_mode & 0o777 == 0o600 and made.stat().st_uid == os.geteuid()
+    assert verified.cache_key(config, cache) == key  # the same key the next time
+    assert sorted(p.name for p in config.iterdir()) == [verified.KEY_NAME]  # no temporary file left
+    with pytest.raises(verified.KeyRefused, match="inside the cache folder"):
+        verified.cache_key(cache / "config", cache)
+
+
+@pytest.mark.parametrize("damage", ["mode-0644", "a-link", "short", "a-directory", "a-fifo"])
+def test_a_key_file_that_is_not_the_users_private_file_is_refused(tmp_path: Path, damage: str) -> None:
+    config, cache = tmp_path / "config", tmp_path / "cache"
+    config.mkdir()
+    made = config / verified.KEY_NAME
+    if damage == "mode-0644":
+        made.write_bytes(bytes(32))
+        made.chmod(0o644)  # readable by others: a key they could use to forge
+    elif damage == "a-link":
+        (tmp_path / "elsewhere").write_bytes(bytes(32))
+        (tmp_path / "elsewhere").chmod(0o600)
+        made.symlink_to(tmp_path / "elsewhere")
+    elif damage == "short":
+        made.write_bytes(bytes(31))
+        made.chmod(0o600)
+    elif damage == "a-directory":
+        made.mkdir()
+    else:
+        os.mkfifo(made, 0o600)
+    with pytest.raises(verified.KeyRefused, match=str(made)):
+        verified.cache_key(config, cache)
 
 
 def test_worker_processes_give_the_verdicts_one_process_gives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -189,7 +282,7 @@ def test_worker_processes_give_the_verdicts_one_process_gives(tmp_path: Path, mo
     folder = _runs(tmp_path, 4)
     victim = folder / "20261201-000002-000002"
     _edit_in_place(victim / "audit.jsonl", b'"turn":1', b'"turn":8')
-    listed = _list(folder, Cache(tmp_path / "cache" / verified.NAME))
+    listed = _list(folder, Cache(tmp_path / "cache" / verified.NAME, KEY))
     assert _cells(listed) == _cells(_list(folder, None))
     assert listed[victim.name].verified == "tampered"
 
@@ -204,5 +297,5 @@ def test_the_hostile_corpus_lists_the_same_remembered_or_not(case: Case, corpus_
     case.build(corpus_run, tmp_path / "runs", tmp_path / "out")
     store = tmp_path / "cache" / verified.NAME
     honest = _cells(_list(tmp_path / "runs", None))
-    assert _cells(_list(tmp_path / "runs", Cache(store))) == honest
-    assert _cells(_list(tmp_path / "runs", Cache(store))) == honest
+    assert _cells(_list(tmp_path / "runs", Cache(store, KEY))) == honest
+    assert _cells(_list(tmp_path / "runs", Cache(store, KEY))) == honest

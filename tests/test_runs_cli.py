@@ -41,7 +41,11 @@ def runs_cli(runs: Path, tmp_path: Path) -> tuple[int, list[str], str]:
         text=True,
         timeout=60,
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)),
-        env={**os.environ, "CUA_TUI_CONFIG": str(tmp_path / "no-config.toml")},
+        env={
+            **os.environ,
+            "CUA_TUI_CONFIG": str(tmp_path / "no-config.toml"),
+            "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        },
     )
     assert "Traceback" not in proc.stderr, proc.stderr
     assert not any(c in proc.stdout for c in "\x1b\x07\x9b\r"), repr(proc.stdout)
@@ -83,6 +87,22 @@ def test_escapes_in_a_directory_name_a_task_and_a_status_are_shown_literally(rea
     assert "20261201-000000-aaaaaa␛]52;c;SGVsbG8=␇" in row
     assert "passed␛]52" in row and "task␛]52;c;SGVsbG8=␇␍" in row
     assert row.rstrip().endswith("intact")  # the seal covers the log, not the status line of result.json
+
+
+def test_the_cache_key_is_made_in_the_config_folder_and_a_shared_one_is_refused_in_one_line(
+    real_run: Path, tmp_path: Path
+) -> None:
+    """Issue 34, point 2: the key that authenticates the cache is the user's (config folder, 0600), never in
+    the cache folder; one another user could read is not used, every run is verified and the note says so."""
+    runs = tmp_path / "runs"
+    copy(real_run, runs, "20261201-000000-aaaaaa")
+    code, lines, err = runs_cli(runs, tmp_path)
+    key = tmp_path / "config" / "cua-tui" / "cache-key"
+    assert code == 0 and not err and key.stat().st_mode & 0o777 == 0o600
+    key.chmod(0o644)
+    code, again, err = runs_cli(runs, tmp_path)
+    assert code == 0 and again == lines
+    assert err.count("\n") == 1 and "has mode 0644, not 0600" in err and "every run is verified" in err
 
 
 def test_hostile_run_directories_are_rows_never_a_hang_or_a_traceback(real_run: Path, tmp_path: Path) -> None:

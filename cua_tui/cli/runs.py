@@ -433,11 +433,21 @@ def runs_in(runs_dir: Path | None, *, check: bool) -> tuple[Path, list[RunEntry]
     """The runs directory (``--runs-dir``, else the settings') and its runs; None when there is no such
     folder. Anything else that is not a readable folder (a file, a FIFO) is a usage error."""
     from ..core.safeio import RunFileError, RunFolder
-    from .verified import NAME, Cache
+    from ..core.text import visible
+    from .verified import NAME, Cache, KeyRefused, cache_key
 
     where = settings()
     folder = runs_dir or where.runs_dir
-    cache = Cache(where.cache_dir / NAME if where.cache_dir is not None else None) if check else None
+    cache = None
+    if check:
+        key: bytes | None = None
+        if where.cache_dir is not None:
+            try:
+                key = cache_key(where.config_dir, where.cache_dir)
+            except KeyRefused as exc:
+                # the listing stays right, only slower: every run verified, nothing remembered
+                click.echo(f"note: {visible(str(exc))}; every run is verified, none remembered", err=True)
+        cache = Cache(where.cache_dir / NAME if where.cache_dir is not None else None, key)
     try:
         top = RunFolder.open(folder, follow_link=True)
     except RunFileError as exc:

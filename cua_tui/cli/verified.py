@@ -1,19 +1,22 @@
 """What ``cua-tui runs`` remembers of the runs it verified, so that a listing of thousands answers at once.
 
-A verdict is kept with the identity of every file the verifier read: the run directory, each entry in it and
-in its screens/ folder, by inode, size, modification and change time (nanoseconds). The change time is set
-by the kernel on any write, rename, link or chmod and no user can set it, so a run whose files all still
-have the identity they had when it was verified is the run that was verified; any other is verified again.
-A run changed within the last seconds is not remembered (a file system with coarse times could miss an edit
-made in the same tick). The cache is this user's own file (never a run directory's), read with a cap, and
-anything in it that is not what was written is ignored.
+A verdict is kept with the identity of every file the verifier read (the run directory, each entry in it and
+in its screens/ folder: inode, size, modification and change time in nanoseconds; no user sets a change
+time), so a run whose files all still have that identity is the run verified; any other is verified again,
+as is a run changed in the last seconds (coarse file-system clocks). The cache is this user's own file (never
+a run directory's), read with a cap; anything in it that is not what was written is ignored. The cache
+folder may be shared (``CUA_TUI_CACHE_DIR``), so each entry carries an HMAC-SHA256 under a key only this
+user holds (``cache-key`` in the config folder, 0600); an entry whose tag fails is verified again, and a
+key file that is not this user's private file is not used (nothing is remembered). docs/commands/runs.md.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
+import secrets
 import stat
 import time
 from dataclasses import asdict, dataclass
@@ -25,7 +28,11 @@ import msgspec
 from .. import __version__
 
 NAME = "verified-runs.json"
-FORMAT = 1
+# 2: every entry carries its HMAC ("mac"); entries of format 1 are not taken
+FORMAT = 2
+# the key that authenticates the entries, in the user's config folder
+KEY_NAME = "cache-key"
+KEY_BYTES = 32
 # far beyond any runs directory listed at once; the oldest entries go first
 MAX_ENTRIES = 50_000
 MAX_BYTES = 64 << 20
@@ -98,12 +105,86 @@ def _add(digest: Any, name: str, info: os.stat_result) -> int:
     return max(info.st_mtime_ns, info.st_ctime_ns)
 
 
-class Cache:
-    """The verdicts remembered, by run directory path; ``save`` writes them back (whole, or not at all)."""
+class KeyRefused(Exception):
+    """The cache key cannot be used; ``str()`` is one line naming the file and why."""
 
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
-        self._runs: dict[str, dict[str, Any]] = _load(path) if path is not None else {}
+
+def cache_key(config_dir: Path, cache_dir: Path | None) -> bytes:
+    """The key that authenticates the cache's entries: ``config_dir``/cache-key, 32 random bytes made on
+    first use (mode 0600, complete before it has its name). KeyRefused when there is none to use: a file
+    that is not a regular file of this user's with mode 0600 and 32 bytes (a link, another owner, other
+    permissions), one inside the cache folder, or one that cannot be made."""
+    path = config_dir / KEY_NAME
+    if cache_dir is not None and path.resolve().is_relative_to(cache_dir.resolve()):
+        raise KeyRefused(f"{path}: the cache key would be inside the cache folder {cache_dir}")
+    try:
+        return _read_key(path)
+    except FileNotFoundError:
+        pass
+    try:
+        _make_key(path)
+        return _read_key(path)
+    except OSError as exc:
+        raise KeyRefused(f"{path}: cannot make the cache key ({exc.strerror or exc})") from None
+
+
+def _read_key(path: Path) -> bytes:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise KeyRefused(f"{path}: cannot read the cache key ({exc.strerror or exc})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise KeyRefused(f"{path}: the cache key is not a regular file")
+        if info.st_uid != os.geteuid():
+            raise KeyRefused(f"{path}: the cache key belongs to another user (uid {info.st_uid})")
+        if stat.S_IMODE(info.st_mode) != 0o600:
+            raise KeyRefused(f"{path}: the cache key has mode {stat.S_IMODE(info.st_mode):04o}, not 0600")
+        key = os.read(fd, KEY_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(key) != KEY_BYTES:
+        raise KeyRefused(f"{path}: the cache key is not {KEY_BYTES} bytes")
+    return key
+
+
+def _make_key(path: Path) -> None:
+    """A new key, written whole under a name of its own, then linked to ``path`` (no reader ever sees it
+    half written; when another process got there first, its key stands)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            os.fchmod(fd, 0o600)  # whatever the umask
+            os.write(fd, secrets.token_bytes(KEY_BYTES))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _tag(key: bytes, run: str, identity: str, verdict: dict[str, Any]) -> str:
+    message = json.dumps([FORMAT, run, identity, verdict], sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+    return hmac.new(key, message.encode(), hashlib.sha256).hexdigest()
+
+
+class Cache:
+    """The verdicts remembered, by run directory path, each authenticated with ``key`` (None: nothing is
+    remembered); ``save`` writes them back (whole, or not at all)."""
+
+    def __init__(self, path: Path | None, key: bytes | None) -> None:
+        self.path = path if key is not None else None
+        self._key = key or b""
+        self._runs: dict[str, dict[str, Any]] = _load(self.path) if self.path is not None else {}
         self._changed = False
         self.hits = self.misses = 0
 
@@ -112,8 +193,16 @@ class Cache:
         if entry is None or entry.get("identity") != identity:
             self.misses += 1
             return None
+        fields = {k: v for k, v in entry.items() if k not in ("identity", "mac")}
+        mac = entry.get("mac")
+        if not (
+            isinstance(mac, str) and mac.isascii() and hmac.compare_digest(mac, _tag(self._key, run, identity, fields))
+        ):
+            # not written with this user's key: a hint nobody vouches for
+            self.misses += 1
+            return None
         try:
-            verdict = Verdict(**{k: v for k, v in entry.items() if k != "identity"})
+            verdict = Verdict(**fields)
         except TypeError:
             self.misses += 1
             return None
@@ -126,8 +215,11 @@ class Cache:
         return verdict
 
     def put(self, run: str, identity: str, verdict: Verdict) -> None:
+        if self.path is None:
+            return
         self._runs.pop(run, None)
-        self._runs[run] = {"identity": identity, **asdict(verdict)}
+        fields = asdict(verdict)
+        self._runs[run] = {"identity": identity, **fields, "mac": _tag(self._key, run, identity, fields)}
         self._changed = True
 
     def save(self) -> None:
