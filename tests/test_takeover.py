@@ -8,6 +8,7 @@ thread, as the TUI's do."""
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from pathlib import Path
@@ -378,3 +379,294 @@ def test_an_input_off_the_screen_or_of_a_kind_no_terminal_gives_is_refused_on_re
     verdicts = {v.index: v for v in of(events, ev.PolicyVerdict)}
     assert "outside the 1024x720 screen" in verdicts[theirs[0]].reason
     assert verdicts[theirs[1]].reason == "a wait is not an input of a takeover"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Typing stretches (issue 34, point 7): the keys typed one after another are one action on record, each
+# character sent as it comes; a pause (on the run's clock), another input or a refused character ends it
+# ---------------------------------------------------------------------------------------------------
+class Clock:
+    """The run's clock, moved by the test: a stretch's pause passes when the test says so. It counts its
+    readings: the run reads it each time it finds no input waiting, so a test can wait for the run to idle."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.reads = 0
+        self.read = threading.Condition()
+
+    def __call__(self) -> float:
+        with self.read:
+            self.reads += 1
+            self.read.notify_all()
+            return self.now
+
+    def idle(self) -> None:
+        """Wait until the run has looked at the clock again (with nothing to do: the test sends nothing)."""
+        with self.read:
+            seen = self.reads
+            assert self.read.wait_for(lambda: self.reads > seen + 1, timeout=20), "the run never idled"
+
+
+class Driven:
+    """A run taken over at its first decision, driven from the test: inputs fed, events awaited."""
+
+    def __init__(self, tmp_path: Path, *, policy: Any = None, desktop: SimDesktop | None = None) -> None:
+        from cua_tui.agents.script import Script, ScriptAgent
+        from cua_tui.core.policy import Policy
+        from cua_tui.core.rundir import RunDir
+        from cua_tui.core.supervisor import RunConfig
+
+        self.clock = Clock()
+        self.desktop = desktop or SimDesktop()
+        self.received: list[Action] = []  # what reached the desktop, in order
+        self.desktop.before_action = lambda _desktop, action: self.reached(action)
+        turns: list[dict[str, Any]] = [
+            {"actions": [FIELD, {"type": "type", "text": "wrong"}]},
+            {"actions": [{"type": "wait"}]},
+        ]
+        config = RunConfig(
+            task="t", backend="sim", agent="script", model=None, screen=self.desktop.size,
+            policy=policy or Policy.default(), operator=OPERATOR,
+        )  # fmt: skip
+        approver = TakingOver()
+        agent = ScriptAgent(Script.from_data({"turns": turns, "final_text": "done"}))
+        self.sup = Supervisor(
+            config, self.desktop, agent, approver, RunDir.create(tmp_path / "runs"), fsync=False, clock=self.clock
+        )
+        approver.supervisor = self.sup
+        self.agent = agent
+        self.events: list[ev.Event] = []
+        self.changed = threading.Condition()
+        self.sup.subscribe(self._on_event)
+        self.thread = threading.Thread(target=self.sup.run, daemon=True)
+        self.thread.start()
+        self.until(lambda: bool(self.of(ev.TakeoverStarted)), "the takeover")
+
+    def reached(self, action: Action) -> None:
+        with self.changed:
+            self.received.append(action)
+            self.changed.notify_all()
+
+    def _on_event(self, stamped: ev.Stamped) -> None:
+        with self.changed:
+            self.events.append(stamped.event)
+            self.changed.notify_all()
+
+    def until(self, predicate: Any, what: str) -> None:
+        with self.changed:
+            assert self.changed.wait_for(predicate, timeout=20), f"never: {what}"
+
+    def of(self, kind: type[ev.Event]) -> list[Any]:
+        return of(list(self.events), kind)
+
+    def type(self, text: str) -> None:
+        for character in text:
+            assert self.sup.takeover_input(Action(Kind.TYPE, text=character)) is None
+
+    def press(self, action: Action) -> None:
+        assert self.sup.takeover_input(action) is None
+
+    def theirs(self) -> list[ev.ActionProposed]:
+        return [p for p in self.of(ev.ActionProposed) if p.by == BY_TAKEOVER]
+
+    def typed_so_far(self, index: int) -> int:
+        """How many characters of the stretch ``index`` are on record."""
+        lengths = [t.text_len for t in self.of(ev.Typed) if t.index == index]
+        proposed = [(p.action or {})["text_len"] for p in self.theirs() if p.index == index]
+        return (lengths or proposed or [0])[-1]
+
+    def sent(self) -> str:
+        return "".join(a.text for a in self.received if a.kind is Kind.TYPE and a.text != "wrong")
+
+    def outcome(self, index: int) -> list[ev.Outcome]:
+        return [o for o in self.of(ev.Outcome) if o.index == index and o.turn == 1]
+
+    def hand_back(self) -> Any:
+        self.sup.hand_back()
+        self.thread.join(timeout=30)
+        assert self.sup.result is not None
+        return self.sup.result
+
+
+def test_sixteen_characters_typed_are_one_action_one_outcome_one_screen(tmp_path: Path) -> None:
+    run = Driven(tmp_path)
+    text = PHRASE[:16]
+    for n, character in enumerate(text, 1):
+        # typed as a person types (slower than the run): each reaches the desktop as it comes, on record first
+        run.type(character)
+        run.until(lambda n=n: run.sent() == text[:n], f"character {n} on the desktop")  # type: ignore[misc]
+        assert run.typed_so_far(2) == n
+        run.clock.idle()
+    assert [a.text for a in run.received if a.kind is Kind.TYPE] == list(text)
+    assert run.outcome(2) == []  # no pause yet on the run's clock: the stretch goes on
+    run.clock.now += 1.0
+    run.until(lambda: bool(run.outcome(2)), "the stretch's outcome")
+    result = run.hand_back()
+    assert [p.index for p in run.theirs()] == [2]
+    (outcome,) = run.outcome(2)
+    assert (outcome.status, outcome.message) == ("executed", "OK")
+    assert len([s for s in run.of(ev.ScreenCaptured) if s.turn == 1 and s.index == 2]) == 1
+    typed = run.of(ev.Typed)
+    assert [t.text_len for t in typed] == list(range(2, 17))
+    assert typed[-1].text_sha256 == text_sha256(text) and typed[0].text_sha256 == text_sha256(text[:2])
+    records = [json.loads(line) for line in (result.path / "audit.jsonl").read_text().splitlines()]
+    stretch = [r for r in records if r.get("index") == 2 and r.get("turn") == 1]
+    # proposal, verdict, decision, intent, one typed record a character after the first, outcome, screen
+    assert [r["kind"] for r in stretch] == ["proposal", "verdict", "decision", "executing", *["typed"] * 15,
+                                            "outcome", "screen"]  # fmt: skip
+    assert text not in json.dumps(records)
+    (ended,) = run.of(ev.TakeoverEnded)
+    assert "did 1 action: type 16 characters." in ended.told and run.agent.notes[0] == ended.told
+    report = verify_run(result.path)
+    assert report.finding is None and report.sealed
+
+    from cua_tui.core.runlog import RunReader
+    from cua_tui.core.timeline import build
+
+    with RunReader(result.path) as reader:
+        steps = [s for s in build(reader.poll()).steps if s.by_reviewer]
+    (step,) = steps
+    assert step.proposal.summary == "type 16 characters" and step.proposal.action is not None
+    assert (step.proposal.action["text_len"], step.proposal.action["text_sha256"]) == (16, text_sha256(text))
+
+
+def test_max_text_length_counts_the_whole_stretch(tmp_path: Path) -> None:
+    from cua_tui.core.policy import Policy
+    from cua_tui.core.takeover import TYPING_STOPPED
+
+    run = Driven(tmp_path, policy=Policy.default().with_limits(max_text_length=5))
+    run.type("abcdefgh")
+    run.press(Action(Kind.KEYPRESS, chord="Tab"))  # ends the window in which the rest is not sent
+    run.type("xy")
+    run.press(Action(Kind.CLICK, point=(550, 182)))
+    run.until(lambda: len(run.theirs()) == 4 and bool(run.outcome(5)), "every input handled")
+    run.hand_back()
+    # five characters went; the sixth was refused and ended the stretch; g and h were not sent
+    assert run.sent() == "abcdexy"
+    kinds = [(p.action or {})["kind"] for p in run.theirs()]
+    assert kinds == ["type", "keypress", "type", "click"]
+    assert [o.status for i in (2, 3, 4, 5) for o in run.outcome(i)] == ["executed"] * 4
+    (note,) = [n.message for n in run.of(ev.Note) if n.message.startswith(TYPING_STOPPED)]
+    assert note.startswith(f"{TYPING_STOPPED} 5 characters: typed text of 6 characters exceeds the cap of 5")
+    assert run.typed_so_far(2) == 5 and run.typed_so_far(4) == 2
+    (ended,) = run.of(ev.TakeoverEnded)
+    assert "type 5 characters; press Tab; type 2 characters; click at" in ended.told
+
+
+def test_a_stretch_refused_at_its_first_character_is_one_refused_action(tmp_path: Path) -> None:
+    from cua_tui.core.policy import Policy
+
+    # the model's click is the decision the takeover answers; typing is blocked for everyone
+    blocked = Policy.from_toml('version = 1\nname = "no typing"\n[actions]\nconfirm = ["click"]\nblock = ["type"]\n')
+    run = Driven(tmp_path, policy=blocked)
+    run.type("secret")
+    run.press(Action(Kind.CLICK, point=(550, 182)))
+    run.until(lambda: len(run.theirs()) == 2 and bool(run.outcome(3)), "every input handled")
+    run.hand_back()
+    assert run.sent() == ""
+    assert [o.status for o in run.outcome(2)] == ["refused"] and run.of(ev.Typed) == []
+    (ended,) = run.of(ev.TakeoverEnded)
+    assert "did 1 action: click at (550, 182). 1 action of theirs did not run." in ended.told
+
+
+def test_a_key_that_is_not_a_character_or_a_click_ends_the_stretch(tmp_path: Path) -> None:
+    run = Driven(tmp_path)
+    run.type("abc")
+    run.press(Action(Kind.KEYPRESS, chord="BackSpace"))
+    run.type("de")
+    run.press(Action(Kind.CLICK, point=(250, 182)))
+    run.until(lambda: bool(run.outcome(5)), "the click's outcome")
+    run.hand_back()
+    kinds = [(p.index, (p.action or {})["kind"]) for p in run.theirs()]
+    assert kinds == [(2, "type"), (3, "keypress"), (4, "type"), (5, "click")]
+    # each stretch's outcome and screen come before the next input is proposed
+    order = [(type(e).__name__, getattr(e, "index", None)) for e in run.events if getattr(e, "turn", 1) == 1]
+    assert order.index(("Outcome", 2)) < order.index(("ScreenCaptured", 2)) < order.index(("ActionProposed", 3))
+    assert order.index(("ScreenCaptured", 4)) < order.index(("ActionProposed", 5))
+    assert (run.typed_so_far(2), run.typed_so_far(4)) == (3, 2)
+    arrived = [a.kind for a in run.received]
+    runs = [k for n, k in enumerate(arrived) if n == 0 or arrived[n - 1] is not k]
+    assert runs[:5] == [Kind.CLICK, Kind.TYPE, Kind.KEYPRESS, Kind.TYPE, Kind.CLICK] and run.sent() == "abcde"
+
+
+def test_a_pause_on_the_runs_clock_ends_the_stretch(tmp_path: Path) -> None:
+    run = Driven(tmp_path)
+    run.type("ab")
+    run.until(lambda: run.sent() == "ab", "ab on the desktop")
+    run.clock.idle()
+    run.clock.now += 0.5
+    run.clock.idle()
+    run.type("c")
+    run.until(lambda: run.sent() == "abc", "c on the desktop")
+    run.clock.idle()
+    run.clock.now += 0.99  # less than a pause since c (1.49 s since a): d belongs to the same stretch
+    run.clock.idle()
+    run.type("d")
+    run.until(lambda: run.sent() == "abcd", "d on the desktop")
+    run.clock.idle()
+    assert run.outcome(2) == []
+    run.clock.now += 1.0
+    run.until(lambda: bool(run.outcome(2)), "the pause ends the stretch")
+    run.type("e")
+    run.until(lambda: run.sent() == "abcde", "e on the desktop")
+    run.hand_back()  # which ends that one
+    assert [p.index for p in run.theirs()] == [2, 3] and [len(run.outcome(i)) for i in (2, 3)] == [1, 1]
+    assert run.sent() == "abcde"
+    (ended,) = run.of(ev.TakeoverEnded)
+    assert "did 2 actions: type 4 characters; type 1 characters." in ended.told
+
+
+def test_a_crash_mid_stretch_leaves_the_typed_part_on_record(tmp_path: Path) -> None:
+    """What a crash leaves is the log as it stands when a character reaches the desktop (lines are written
+    before): copied at that moment, it verifies, and its last record of the stretch counts that character."""
+    import shutil
+
+    from cua_tui.core.runlog import RunReader
+
+    copies: list[tuple[Path, int]] = []
+    desktop = SimDesktop()
+    run = Driven(tmp_path, desktop=desktop)
+    typed = {"n": 0}
+
+    def crash_here(_desktop: SimDesktop, action: Action) -> None:
+        run.reached(action)
+        if action.kind is Kind.TYPE and action.text != "wrong":
+            typed["n"] += len(action.text)
+            if typed["n"] >= 5 and not copies:
+                copy = tmp_path / "crashed"
+                shutil.copytree(run.sup.rundir.path, copy)
+                copies.append((copy, typed["n"]))
+
+    desktop.before_action = crash_here
+    for n, character in enumerate("abcdefgh", 1):
+        run.type(character)
+        run.until(lambda n=n: run.sent() == "abcdefgh"[:n], f"character {n} on the desktop")  # type: ignore[misc]
+        run.clock.idle()
+    run.hand_back()
+    ((copy, reached),) = copies
+    report = verify_run(copy)
+    assert report.finding is None and not report.sealed
+    with RunReader(copy) as reader:
+        events = [s.event for s in reader.poll()]
+    theirs = [e for e in events if isinstance(e, ev.ActionProposed) and e.by == BY_TAKEOVER]
+    assert len(theirs) == 1 and not [e for e in events if isinstance(e, ev.Outcome) and e.index == 2]
+    lengths = [(e.text_len, e.text_sha256) for e in events if isinstance(e, ev.Typed)]
+    first = theirs[0].action or {}
+    last = lengths[-1] if lengths else (first["text_len"], first["text_sha256"])
+    assert last == (reached, text_sha256("abcdefgh"[:reached]))
+
+
+def test_the_kill_switch_mid_stretch_closes_it_as_typed(tmp_path: Path) -> None:
+    run = Driven(tmp_path)
+    run.type("abc")
+    run.until(lambda: run.sent() == "abc", "abc on the desktop")
+    run.type("d")  # its record is written once abc is typed
+    run.until(lambda: run.typed_so_far(2) == 4, "d on record")
+    run.sup.kill(by="human (TUI)")
+    run.thread.join(timeout=30)
+    result = run.sup.result
+    assert result is not None and result.status == "killed"
+    assert [(o.status, o.message) for o in run.outcome(2)] == [("executed", "OK")]
+    assert run.of(ev.Typed)[-1].text_sha256 == text_sha256("abcd") and run.sent() in ("abc", "abcd")
+    report = verify_run(result.path)
+    assert report.finding is None and report.sealed

@@ -169,6 +169,8 @@ def audit_line(event: ev.Event) -> str:
             return f"proposal #{event.index + 1} {what}"
         case ev.PolicyVerdict() | ev.DecisionRequested() | ev.DecisionMade() | ev.Executing() | ev.Outcome():
             return _ACTION_LINES[type(event)].format(e=event, n=event.index + 1)
+        case ev.Typed():
+            return f"typed #{event.index + 1} {event.text_len} characters so far"
         case ev.Cleanup():
             return f"cleanup {'ok' if event.ok else 'PROBLEM'}: {event.detail}"
         case ev.Egress():

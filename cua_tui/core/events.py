@@ -322,6 +322,21 @@ class Outcome(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class Typed(Event):
+    """A takeover's typing stretch so far (core/takeover.py): written before each further character (or burst
+    of characters already waiting) goes to the desktop, so the record always holds what was typed, the last
+    character possibly still in flight. The stretch is the action ``(turn, index)``, proposed at its first
+    character; its text is the last ``typed`` record's (length and SHA-256 of the whole stretch so far)."""
+
+    kind: ClassVar[str] = "typed"
+    turn: int
+    index: int
+    call_id: str
+    text_len: int
+    text_sha256: str
+
+
+@dataclass(frozen=True, slots=True)
 class TakeoverStarted(Event):
     """The reviewer took control of the desktop; the run paused ``where`` nothing was in flight. Until
     ``TakeoverEnded`` every action is the reviewer's (its proposal says ``by``)."""
@@ -452,6 +467,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         Executing,
         TurnRefused,
         Outcome,
+        Typed,
         TakeoverStarted,
         TakeoverPrivate,
         TakeoverEnded,

@@ -19,6 +19,7 @@ from .attention import Alert, Attention
 from .events import RunPhase
 from .policy import Verdict
 from .ports import DecisionRequest, OutcomeStatus
+from .takeover import typed_record, typed_summary
 
 ZERO_HEAD = "0" * 64
 # actions of one turn the view holds: a supervisor proposes at most 100, so only an edited log has more,
@@ -162,6 +163,12 @@ class RunView:
                     row.state = _enum(ActionState, event.status, row.state)
                     self.focused = focus.after_outcome(self.focused, event.status, row.parsed, row.record)
                 self.steps = event.step
+            case ev.Typed():
+                # a takeover's typing stretch so far: the row shows the stretch, not its first key
+                row = self.actions.get(event.index)
+                record = typed_record(row.record, event) if row is not None else None
+                if row is not None and record is not None:
+                    row.record, row.parsed, row.params = record, None, typed_summary(event)
             case ev.TakeoverStarted():
                 self.takeover, self.private = event, False
             case ev.TakeoverPrivate():

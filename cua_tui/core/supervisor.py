@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from . import events as ev
 from . import focus, grants
-from .actions import Action, ActionError, Kind, parse_anthropic, parse_openai
+from .actions import MAX_TEXT, Action, ActionError, Kind, parse_anthropic, parse_openai, text_sha256
 from .audit import AuditClosed, AuditKey, AuditWriteError, AuditWriter
 from .budgets import SoftBudgets
 from .edits import Edited, check_edit, edit_note
@@ -54,7 +54,18 @@ from .ports import (
 )
 from .rundir import RunDir, TranscriptWriter
 from .stale import ScreenCheck, StaleGuard
-from .takeover import BY_TAKEOVER, MSG_TAKEN_OVER, TAKEOVER_NOTE, Done, input_problem, takeover_note
+from .takeover import (
+    BY_TAKEOVER,
+    MSG_TAKEN_OVER,
+    TAKEOVER_NOTE,
+    TYPING,
+    TYPING_PAUSE_S,
+    TYPING_STOPPED,
+    Done,
+    Stretch,
+    input_problem,
+    takeover_note,
+)
 from .text import failure, one_line, truncate
 from .threads import Job, Worker, spawn
 
@@ -226,6 +237,8 @@ class Supervisor:
         self._takeover_by: str | None = None
         self._taken = False
         self._inputs: queue.Queue[Action | bool | None] = queue.Queue()
+        # an input taken from the queue while typing was gathered, first in line for the next round
+        self._held: list[Action | bool | None] = []
         self._takeovers = 0
         # the next index of the turn (a takeover's actions follow the batch's)
         self._next_index = 0
@@ -969,15 +982,27 @@ class Supervisor:
             self._taken = True
         done: list[Done] = []
         private = False
+        # the typing stretch under way: characters typed one after another are one action
+        stretch: Stretch | None = None
         self._emit(ev.TakeoverStarted(self.turn, BY_TAKEOVER, operator, where))
         self._set_phase(RunPhase.TAKEN_OVER, f"the desktop is {operator}'s")
         try:
             while True:
                 self._check_abort()
                 try:
-                    item = self._inputs.get(timeout=0.05)
+                    item = self._held.pop() if self._held else self._inputs.get(timeout=0.05)
                 except queue.Empty:
+                    if stretch is not None and self._clock() - stretch.last >= TYPING_PAUSE_S:
+                        done.append(self._end_stretch(call, stretch, operator))
+                        stretch = None
                     continue
+                if isinstance(item, Action) and item.kind is Kind.TYPE:
+                    stretch = self._typing(call, stretch, self._burst(item.text), operator, private)
+                    continue
+                if stretch is not None:
+                    # any other input ends the stretch first (its screen before a private stretch ends)
+                    done.append(self._end_stretch(call, stretch, operator))
+                    stretch = None
                 if item is None:
                     break
                 if isinstance(item, bool):
@@ -989,6 +1014,7 @@ class Supervisor:
         finally:
             with self._takeover_lock:
                 self._taken, self._takeover_by = False, None
+            self._held.clear()
             self._drain_inputs()
         if private:
             self._emit(ev.TakeoverPrivate(self.turn, False))
@@ -1025,6 +1051,136 @@ class Supervisor:
             return bool(stop.args[0].ok)
         self._set_phase(RunPhase.TAKEN_OVER, f"the desktop is {operator}'s")
         return result.ok
+
+    def _burst(self, text: str) -> str:
+        """``text`` and the characters already waiting behind it: sent in one go, with one record (a paste,
+        or keys that came while the last one ran). The first other input waits for the next round."""
+        parts = [text]
+        size = len(text)
+        while size < MAX_TEXT:
+            try:
+                item = self._inputs.get_nowait()
+            except queue.Empty:
+                break
+            if not (isinstance(item, Action) and item.kind is Kind.TYPE):
+                self._held.append(item)
+                break
+            parts.append(item.text)
+            size += len(item.text)
+        return "".join(parts)
+
+    def _typing(self, call: Call, stretch: Stretch | None, piece: str, operator: str, private: bool) -> Stretch:
+        """Characters the reviewer typed: the start of a stretch, or more of the one under way. Each goes to
+        the desktop once the policy has checked the stretch with it (``max_text_length`` counts the whole
+        stretch); the first refused ends the stretch, and what follows it in the stretch is not sent."""
+        now = self._clock()
+        if stretch is not None:
+            stretch.last = now
+            if stretch.refused:
+                return stretch
+            allowed, problem = self._allowed(stretch.text, piece)
+            if allowed:
+                self._emit(ev.Typed(self.turn, stretch.index, call.call_id, *_typed(stretch.text + allowed)))
+                self._type_piece(call, stretch, allowed)
+            if problem is not None and not stretch.closed:
+                self._stop_typing(call, stretch, operator, problem[1])
+            return stretch
+        index = self._next_index
+        self._next_index += 1
+        allowed, problem = self._allowed("", piece)
+        stretch = Stretch(index, private, now, now, proposed=allowed or piece[:1])
+        action = Action(Kind.TYPE, text=stretch.proposed)
+        self._propose_one(ev.ActionProposed(self.turn, index, call.call_id, action.to_record(), action.describe(),
+                                            parsed=action, by=BY_TAKEOVER))  # fmt: skip
+        if not allowed:
+            assert problem is not None
+            self._refuse(call, index, index, *problem)
+            stretch.closed, stretch.refused = True, problem[1]
+            return stretch
+        decision = self.policy.classify(action)
+        self._emit(ev.PolicyVerdict(self.turn, index, decision.verdict, decision.reason, decision.rule))
+        how = "approved by being done" if decision.verdict is Verdict.CONFIRM else decision.reason
+        self._emit(ev.DecisionMade(self.turn, index, Answer.APPROVE, BY_TAKEOVER, note=how, operator=operator))
+        self._set_phase(RunPhase.EXECUTING, TYPING)
+        # the intent is on disk before the first character goes; each later one has its ``typed`` record
+        self._emit(ev.Executing(self.turn, index, call.call_id, TYPING))
+        self._type_piece(call, stretch, allowed)
+        if problem is not None and not stretch.closed:
+            self._stop_typing(call, stretch, operator, problem[1])
+        return stretch
+
+    def _allowed(self, before: str, piece: str) -> tuple[str, tuple[str, str] | None]:
+        """How much of ``piece`` may follow ``before`` in a stretch, and the (rule, reason) that refuses the
+        character after that (None: all of it may)."""
+        problem = self._typing_problem(before + piece)
+        if problem is None:
+            return piece, None
+        for n in range(len(piece)):
+            # to the first character refused (only when the whole is)
+            problem = self._typing_problem(before + piece[: n + 1])
+            if problem is not None:
+                return piece[:n], problem
+        return piece, None
+
+    def _typing_problem(self, text: str) -> tuple[str, str] | None:
+        """Why a stretch of ``text`` may not be typed, as (rule, reason): as a takeover's input, then by
+        the policy; None when it may."""
+        action = Action(Kind.TYPE, text=text)
+        problem = input_problem(action, self.desktop.size)
+        if problem is not None:
+            return "takeover.input", problem
+        decision = self.policy.classify(action)
+        return (decision.rule, decision.reason) if decision.verdict is Verdict.BLOCK else None
+
+    def _type_piece(self, call: Call, stretch: Stretch, piece: str) -> None:
+        """Characters of a stretch to the desktop (their record is written). A failure ends the stretch."""
+        first = not stretch.text
+        started = self._clock()
+        try:
+            if first:
+                self._in_flight = stretch.index
+            self._call(self.desktop.perform_checked, Action(Kind.TYPE, text=piece), None)
+            self._in_flight = None
+        except DesktopError as exc:
+            self._in_flight = None
+            self._check_abort()
+            self._move_focus(None)
+            message = f"Failed: {one_line(str(exc))}"
+            self._outcome(call, stretch.index, stretch.index, OutcomeStatus.FAILED, message,
+                          duration=self._clock() - started)  # fmt: skip
+            stretch.closed, stretch.refused = True, message
+            if exc.fatal:
+                raise
+            return
+        stretch.text += piece
+        if first:
+            self.executed += 1
+            # it ran: an ending from here on records it as executed
+            self._performed[stretch.index] = MSG_OK
+            self._move_focus(focus.after_action(self._field, Action(Kind.TYPE, text=piece)))
+        self._check_abort()
+
+    def _stop_typing(self, call: Call, stretch: Stretch, operator: str, reason: str) -> None:
+        """The stretch's next character was refused: it ends here, saying why."""
+        rest = f"the characters typed after it are not sent until a pause of {TYPING_PAUSE_S:g} s or another input"
+        self._emit(ev.Note(f"{TYPING_STOPPED} {len(stretch.text)} characters: {reason}; {rest}"))
+        self._close_stretch(call, stretch, operator)
+        stretch.refused = reason
+
+    def _end_stretch(self, call: Call, stretch: Stretch, operator: str) -> Done:
+        """The stretch ends (a pause, another input): its outcome and its one screen, unless on record."""
+        if not stretch.closed:
+            self._close_stretch(call, stretch, operator)
+        return stretch.done()
+
+    def _close_stretch(self, call: Call, stretch: Stretch, operator: str) -> None:
+        """The stretch's one outcome (its text: the last ``typed`` record's, else the proposal's), then its
+        one screen."""
+        stretch.closed = True
+        took = self._clock() - stretch.started
+        self._outcome(call, stretch.index, stretch.index, OutcomeStatus.EXECUTED, MSG_OK, duration=took)
+        self._capture("after_action", index=stretch.index)
+        self._set_phase(RunPhase.TAKEN_OVER, f"the desktop is {operator}'s")
 
     def _drain_inputs(self) -> None:
         with contextlib.suppress(queue.Empty):
@@ -1346,6 +1502,11 @@ class Supervisor:
         self.rundir.release_reserve()  # room for the ending to be recorded
         self._abort(RunStatus.ERROR, f"storage: {reason}", announce=ev.ErrorRaised("storage", reason))
         raise StorageFailure(reason)
+
+
+def _typed(text: str) -> tuple[int, str]:
+    """A typing stretch's text as it is recorded: its length and SHA-256."""
+    return len(text), text_sha256(text)
 
 
 def _valid_ruling(ruling: object) -> Ruling:

@@ -3,11 +3,12 @@ them when control comes back."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 from .actions import MAX_TEXT, Action, Kind
 from .edits import model_words
+from .events import ActionProposed, Typed
 from .geometry import Scaling, Size
 
 # who proposed, approved and ran an action of a takeover (the operator is named beside it)
@@ -18,6 +19,13 @@ MSG_TAKEN_OVER = "Not executed: the reviewer took control of the desktop (what t
 TAKEOVER_NOTE = "the reviewer took control of the desktop instead (T)"
 # the most actions a hand-back describes one by one
 DESCRIBED = 20
+# A typing stretch (the characters a reviewer types one after another) ends after this long without a
+# key, or at any other input (a key that is not a character, a click, private on or off, hand-back).
+TYPING_PAUSE_S = 1.0
+# what the intent of a stretch says (the status line), before its length is known
+TYPING = "typing, each character as it is typed"
+# the note that says a stretch stopped because its next characters were refused
+TYPING_STOPPED = "the reviewer's typing stopped at"
 
 
 class Desk(Protocol):
@@ -39,6 +47,48 @@ class Done:
     action: Action
     ran: bool
     private: bool = False
+
+
+@dataclass(slots=True)
+class Stretch:
+    """A typing stretch of a takeover, on the run's thread: one action on record, proposed at its first
+    character, each character sent as it comes once the policy has checked the stretch so far (a
+    ``typed`` record before each), its outcome and screen when it ends. ``closed``: its outcome is on
+    record (it ended, or its first character was refused); ``refused``: why the characters typed after
+    that, until the stretch would have ended, are not sent."""
+
+    index: int
+    private: bool
+    started: float  # the run's clock at its first character
+    last: float  # and at its last key
+    text: str = field(default="", repr=False)  # what reached the desktop (memory only)
+    proposed: str = field(default="", repr=False)  # what its proposal records
+    closed: bool = False
+    refused: str = ""
+
+    def done(self) -> Done:
+        """What the hand-back tells of it: one action, the text typed (or the key refused, if none was)."""
+        return Done(Action(Kind.TYPE, text=self.text or self.proposed), bool(self.text), self.private)
+
+
+def typed_record(record: object, typed: Typed) -> dict[str, Any] | None:
+    """A typing stretch's action record as its ``typed`` record says the stretch is now (its text's length
+    and SHA-256); None when ``record`` is not one of typing."""
+    if not isinstance(record, dict) or record.get("kind") != Kind.TYPE.value:
+        return None
+    return record | {"text_len": typed.text_len, "text_sha256": typed.text_sha256}
+
+
+def typed_summary(typed: Typed) -> str:
+    """What a stretch is called once ``typed`` is recorded (as ``Action.describe`` calls typing)."""
+    return f"type {typed.text_len} characters"
+
+
+def typed_so_far(proposal: ActionProposed, typed: Typed) -> ActionProposed | None:
+    """A typing stretch's proposal as its ``typed`` record says the stretch is now: what replay and the
+    exports show of it. None when the proposal is not one of typing."""
+    record = typed_record(proposal.action, typed)
+    return None if record is None else replace(proposal, action=record, summary=typed_summary(typed), parsed=None)
 
 
 # what a takeover's inputs may be: the pointer and the keys a terminal gives

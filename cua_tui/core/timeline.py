@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import events as ev
+from .takeover import typed_so_far
 
 # outcomes of steps that never ran
 NOT_RUN = frozenset({"refused", "declined", "stale", "not_executed"})
@@ -249,6 +250,14 @@ class Builder:
                 return step
             case ev.PolicyVerdict() | ev.DecisionRequested() | ev.DecisionMade() | ev.Executing() | ev.Outcome():
                 return self._keyed(event, stamped)
+            case ev.Typed():
+                # a takeover's typing stretch so far: the step shows the stretch, not its first key
+                owner = self._by_key.get((event.turn, event.index))
+                now = typed_so_far(owner.proposal, event) if owner is not None else None
+                if owner is None or now is None:
+                    return None
+                owner.proposal, owner.last_seq = now, max(owner.last_seq, stamped.seq)
+                return owner
             case ev.Phase() if self._current is not None and self._current.outcome is None:
                 # What the run does about a step still open (awaiting its decision, running it)
                 # belongs to it.

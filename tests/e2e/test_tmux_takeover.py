@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from test_tmux_demo import Tmux, decision, demo_command
 
+from cua_tui.core.actions import text_sha256
 from cua_tui.desktops.sim import PHRASE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.terminal, pytest.mark.timeout(240)]
@@ -74,7 +75,11 @@ def test_the_form_lab_is_taken_over_typed_by_the_person_and_handed_back(tmp_path
     audit = [json.loads(line) for line in (run_dir / "audit.jsonl").read_text().splitlines()]
     theirs = [r for r in audit if r["kind"] == "proposal" and r.get("by") == "human (takeover)"]
     kinds = [r["action"]["kind"] for r in theirs]
-    assert kinds == ["click"] + ["type"] * len(PHRASE) + ["click"], kinds
+    # the phrase typed in passthrough is one typing stretch: one action (issue 34, point 7)
+    assert kinds == ["click", "type", "click"], kinds
+    typed = [r for r in audit if r["kind"] == "typed" and r["index"] == theirs[1]["index"]]
+    stretch = typed[-1] if typed else theirs[1]["action"]
+    assert (stretch["text_len"], stretch["text_sha256"]) == (len(PHRASE), text_sha256(PHRASE))
     for record, point in ((theirs[0], FIELD), (theirs[-1], VERIFY)):
         # the whole-screen view at 160x48: within half a cell (6 px across, 11 down) of the point aimed at
         assert abs(record["action"]["x"] - point[0]) <= 6 and abs(record["action"]["y"] - point[1]) <= 11

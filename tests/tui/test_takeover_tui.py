@@ -12,6 +12,7 @@ from typing import Any
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
 from pilot_helpers import live_app, palette_titles, plain, possible, run_screen, sim_run, until, until_ended
 
+from cua_tui.core.actions import text_sha256
 from cua_tui.core.takeover import BY_TAKEOVER, MSG_TAKEN_OVER
 from cua_tui.desktops.sim import PHRASE
 from cua_tui.tui.desktop_view import DesktopView
@@ -70,7 +71,7 @@ async def test_t_at_a_decision_takes_the_desktop_and_t_hands_it_back(tmp_path: P
         taken = sum(1 for r in records(run) if r["kind"] == "proposal" and r.get("by") == BY_TAKEOVER)
         await until(pilot, lambda: sum(
             1 for r in records(run) if r["kind"] == "outcome" and r["index"] >= 2
-        ) >= taken and taken == len(PHRASE) + 4, "every input run")  # fmt: skip
+        ) >= taken and taken == 4, "every input run")  # fmt: skip
         await pilot.press("T")
         await until_ended(pilot, app)
         assert not screen.takeover_panel.display
@@ -79,8 +80,12 @@ async def test_t_at_a_decision_takes_the_desktop_and_t_hands_it_back(tmp_path: P
     assert theirs[0]["action"]["kind"] == "click"
     assert abs(theirs[0]["action"]["x"] - 250) <= 12 and abs(theirs[0]["action"]["y"] - 182) <= 12
     typed = [r["action"] for r in theirs[1:]]
-    assert [a["kind"] for a in typed] == ["type"] * (len(PHRASE) + 1) + ["keypress", "click"]
+    # the phrase and the k typed after it are one stretch (one action), ended by the BackSpace
+    assert [a["kind"] for a in typed] == ["type", "keypress", "click"]
     assert typed[-2]["keys"] == "BackSpace"
+    stretch = [r for r in audit if r["kind"] == "typed" and r["index"] == theirs[1]["index"]]
+    last = stretch[-1] if stretch else theirs[1]["action"]
+    assert (last["text_len"], last["text_sha256"]) == (len(PHRASE) + 1, text_sha256(PHRASE + "k"))
     assert PHRASE not in json.dumps(audit)
     decisions = [r for r in audit if r["kind"] == "decision" and r["by"] == BY_TAKEOVER]
     assert len(decisions) == len(theirs) and all(d["operator"] for d in decisions)
@@ -89,7 +94,7 @@ async def test_t_at_a_decision_takes_the_desktop_and_t_hands_it_back(tmp_path: P
     outcome = next(r for r in audit if r["kind"] == "outcome" and r["index"] == 1)
     assert (outcome["status"], outcome["message"]) == ("declined", MSG_TAKEN_OVER)
     (ended,) = [r for r in audit if r["kind"] == "takeover_ended"]
-    assert f"did {len(PHRASE) + 4} actions" in ended["told"]
+    assert "did 4 actions: click at" in ended["told"] and f"type {len(PHRASE) + 1} characters" in ended["told"]
     assert run.supervisor.result is not None and run.supervisor.result.status == "passed"
 
 
