@@ -20,12 +20,15 @@ from cua_tui.core.audit import AuditWriter
 from cua_tui.core.rundir import write_json_atomic
 from cua_tui.core.text import visible
 
-# Markup that raises when parsed ([/]), a link that would quit the App, a style, a screen clear and an
-# OSC 52 clipboard write. No spaces: one token, found whole however a pane wraps it.
-HOSTILE = "[/][@click=app.quit]q[/][red]r[/red]\x1b[2J\x1b]52;c;aGk=\x07"
+# Markup that raises when parsed ([/]), a link that would quit the App, a style, a screen clear, an
+# OSC 52 clipboard write, and characters a terminal draws as nothing (a zero-width space, a soft hyphen, a
+# Unicode tag, a variation selector: issue #34). No spaces: one token, found whole however a pane wraps it.
+INVISIBLE = "\u200b\u00ad\U000e0041\ufe0f"
+HOSTILE = "[/][@click=app.quit]q[/][red]r[/red]\x1b[2J\x1b]52;c;aGk=\x07" + INVISIBLE
 MARKUP = "[/][@click=app.quit]q[/][red]r[/red]"  # its markup, shown where the string is cut short
-SHOWN = visible(HOSTILE)  # "[/][@click=app.quit]q[/][red]r[/red]␛[2J␛]52;c;aGk=␇"
-IN_JSON = json.dumps(HOSTILE)[1:-1]  # an event in full is its JSON: control characters as \u001b escapes
+SHOWN = visible(HOSTILE)  # "[/][@click=app.quit]q[/][red]r[/red]␛[2J␛]52;c;aGk=␇\u200b\xad\U000e0041\ufe0f"
+# an event in full is its JSON: control characters as \u001b escapes, the rest made visible
+IN_JSON = visible(json.dumps(HOSTILE, ensure_ascii=False)[1:-1])
 FIELD = (250, 182)  # the sim form's phrase field
 
 

@@ -91,7 +91,8 @@ def test_every_untrusted_string_is_escaped_and_made_visible(document: str) -> No
     assert htmllib.escape("<img src=x onerror=alert(1)>") in body
     assert htmllib.escape(HOSTILE_FINAL.split(" ")[0]) in body
     assert "\x1b" not in document and "\u202e" not in document  # escapes and bidi overrides made visible
-    assert "␛[31mred" in body and "\\u202e" in body
+    # each stand-in marked, drawn reversed: a real U+202E is not the six characters \u202e
+    assert '<mark class="esc">␛</mark>[31mred' in body and '<mark class="esc">\\u202e</mark>' in body
     assert htmllib.escape(HOSTILE_KIND) in body  # the malformed action's kind, quoted by its refusal
 
 

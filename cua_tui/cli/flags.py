@@ -122,7 +122,12 @@ FLAGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     ),
     "operator": (
         ("--operator",),
-        {"default": None, "help": "Who reviews, recorded with every decision a person makes (default: user@host)."},
+        {
+            "default": None,
+            "callback": lambda ctx, param, value: operator_name(value),
+            "help": "Who reviews, recorded with every decision a person makes (default: user@host): ASCII "
+            "letters, digits and . - _ @.",
+        },
     ),
     "on_confirm": (
         ("--on-confirm",),
@@ -156,6 +161,18 @@ def otel_endpoint(value: str | None) -> str | None:
     if why is not None:
         raise click.BadParameter(why)
     return value.strip()
+
+
+def operator_name(value: str | None) -> str | None:
+    """``--operator NAME`` checked at entry: bad usage (exit 2) for a name that could pass for another."""
+    if value is None:
+        return None
+    from ..core.text import operator_problem
+
+    why = operator_problem(value)
+    if why is not None:
+        raise click.BadParameter(why)
+    return value
 
 
 def flag(name: str, **changes: Any) -> Callable[[F], F]:

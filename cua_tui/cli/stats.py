@@ -21,11 +21,11 @@ COLUMNS = ("OPERATOR", "DECISIONS", "APPROVED", "REJECTED", "MEDIAN", "P10", "PE
 
 def _table(found: list[OperatorStats]) -> list[str]:
     """The figures as aligned columns, each operator's name shown literally."""
-    from ..core.text import visible
+    from ..core.text import shown_operator
 
     rows = [COLUMNS] + [
         (
-            visible(s.operator, limit=40),
+            shown_operator(s.operator, limit=40),
             str(s.decisions),
             str(s.approvals),
             str(s.rejections),

@@ -18,7 +18,7 @@ from .actions import Kind
 from .grouping import group_record
 from .injection import Injection
 from .ports import DecisionRequest, Gated, VerifierPlace
-from .text import one_line, visible
+from .text import one_line, truncate, visible, visible_parts
 from .timeline import Step, screens
 
 PHASE_LABELS = {
@@ -35,55 +35,58 @@ PHASE_LABELS = {
 # ------------------------------------------------------------------------------------------------
 # Events
 # --------------------------------------------------------------------------------------------------
-def event_line(event: ev.Event, name: Callable[[int], str] | None = None) -> str | None:
+def event_line(
+    event: ev.Event, name: Callable[[int], str] | None = None, *, shown: Callable[..., str] = visible
+) -> str | None:
     """The line a person reads for ``event`` in a log of the run (headless output), or None for events
     only the audit log needs (screens, phases, allowed verdicts, policy decisions, ...). ``name`` gives an
-    action of the current turn as people read it (``#2 click at (550, 182)``; core.attention keeps them)."""
+    action of the current turn as people read it (``#2 click at (550, 182)``; core.attention keeps them).
+    ``shown`` makes the untrusted parts visible (``audit_line`` leaves them raw, for its caller)."""
     said = name or (lambda index: f"#{index + 1}")
     match event:
         case ev.RunStarted():
             return (
-                f"run started · backend {event.backend} · agent {visible(event.agent)} · policy "
-                f"{visible(event.policy)} · screen {event.screen}"
+                f"run started · backend {event.backend} · agent {shown(event.agent)} · policy "
+                f"{shown(event.policy)} · screen {event.screen}"
             )
         case ev.SandboxCreated():
-            return f"sandbox created · {visible(event.backend)} · id {visible(event.sandbox_id)}"
+            return f"sandbox created · {shown(event.backend)} · id {shown(event.sandbox_id)}"
         case ev.DesktopReady():
             return f"desktop ready · {event.backend} · isolation: {isolation_label(event.isolation)}"
         case ev.ModelTurn():
-            return _model_turn_line(event)
+            return _model_turn_line(event, shown)
         case ev.SafetyChecksRaised():
-            codes = ", ".join(visible(c.get("code", "")) for c in event.checks)
+            codes = ", ".join(shown(c.get("code", "")) for c in event.checks)
             return f"  safety checks raised: {codes}"
         case ev.TurnRefused():
-            return f"  turn {event.turn} REFUSED whole: {visible(event.reason)}"
+            return f"  turn {event.turn} REFUSED whole: {shown(event.reason)}"
         case ev.ActionProposed() if event.error:
-            return f"  #{event.index + 1} malformed {visible(event.raw_kind) or 'action'}: {visible(event.error)}"
+            return f"  #{event.index + 1} malformed {shown(event.raw_kind) or 'action'}: {shown(event.error)}"
         case ev.PolicyVerdict() if event.verdict != "allow":
-            return f"  {said(event.index)}: {event.verdict.upper()}: {visible(event.reason)}"
+            return f"  {said(event.index)}: {event.verdict.upper()}: {shown(event.reason)}"
         case ev.DecisionMade() if event.by != "policy":
-            return f"  {said(event.index)}: decision: {event.decision} (by {visible(event.by)})"
+            return f"  {said(event.index)}: decision: {event.decision} (by {shown(event.by)})"
         case ev.Outcome():
-            message = visible(event.message, limit=200)
+            message = shown(event.message, limit=200)
             return f"  {said(event.index)}: {event.status}" + (f" · {message}" if message and message != "OK" else "")
         case ev.Killed():
-            return f"KILL SWITCH pressed by {visible(event.by)} while {event.during}"
+            return f"KILL SWITCH pressed by {shown(event.by)} while {event.during}"
         case ev.ErrorRaised():
-            return f"error in {event.where}: {visible(event.message)}"
+            return f"error in {event.where}: {shown(event.message)}"
         case ev.Note():
-            return visible(event.message)
+            return shown(event.message)
         case ev.Egress() if not event.allowed:
-            return f"  egress refused: {visible(event.method)} {visible(event.host)}:{event.port}"
+            return f"  egress refused: {shown(event.method)} {shown(event.host)}:{event.port}"
         case ev.VerificationDone():
             return (
-                f"verification by {visible(event.verifier)} {verifier_place(event.where, event.user)}: "
-                f"{'PASSED' if event.passed else 'FAILED'} · {visible(event.detail)}"
+                f"verification by {shown(event.verifier)} {verifier_place(event.where, event.user)}: "
+                f"{'PASSED' if event.passed else 'FAILED'} · {shown(event.detail)}"
             )
         case ev.Cleanup() if not event.ok:
-            return f"cleanup problem: {visible(event.detail)}"
+            return f"cleanup problem: {shown(event.detail)}"
         case ev.RunEnded():
             return (
-                f"run ended: {event.status} · {visible(event.reason)} · {event.turns} turn(s), "
+                f"run ended: {event.status} · {shown(event.reason)} · {event.turns} turn(s), "
                 f"{event.steps} step(s), {event.executed} executed"
             )
     return None
@@ -137,8 +140,8 @@ def isolation_label(isolation: dict[str, Any]) -> str:
     return visible(str(isolation.get("note", "as recorded")), limit=60)
 
 
-def _model_turn_line(event: ev.ModelTurn) -> str:
-    text = f" · says: {visible(event.text, limit=200)}" if event.text else ""
+def _model_turn_line(event: ev.ModelTurn, shown: Callable[..., str] = visible) -> str:
+    text = f" · says: {shown(event.text, limit=200)}" if event.text else ""
     tokens = f" · {event.input_tokens}+{event.output_tokens} tokens" if event.input_tokens else ""
     if event.total_cost_usd is not None:
         tokens += f" · ${event.total_cost_usd:.4f} so far (estimate)"
@@ -175,7 +178,12 @@ def audit_line(event: ev.Event) -> str:
             return f"cleanup {'ok' if event.ok else 'PROBLEM'}: {event.detail}"
         case ev.Egress():
             return f"egress {'allowed' if event.allowed else 'REFUSED'} {event.method} {event.host}:{event.port}"
-    return (event_line(event) or event.kind).strip()
+    return (event_line(event, shown=_raw) or event.kind).strip()
+
+
+def _raw(text: object, limit: int | None = None) -> str:
+    """Untrusted text left as it is (cut to ``limit``): ``audit_line``'s caller makes the line visible."""
+    return truncate(str(text), limit) if limit is not None else str(text)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -216,8 +224,30 @@ def request_lines(request: DecisionRequest) -> list[str]:
     return lines
 
 
-# Roles of the parts of a decision panel; a front end gives each its style.
+# Roles of the parts of a decision panel; a front end gives each its style. A stand-in for a hidden
+# character (core.text.visible_parts) has its text's role with ESCAPE after it ("typed+escape"), so that a
+# front end draws it apart (the TUI: reverse video) and the six characters "\u200b" never pass for one.
 TITLE, LABEL, TYPED, KEY = "title", "label", "typed", "key"
+ESCAPE = "+escape"
+
+
+def joined(parts: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``parts`` with neighbours of one role made one part, as they were before stand-ins had parts of their
+    own (a stand-in, a title and a key stay parts of their own: a front end finds them by their part)."""
+    out: list[tuple[str, str]] = []
+    for text, role in parts:
+        if out and out[-1][1] == role and role not in (TITLE, KEY) and not role.endswith(ESCAPE):
+            out[-1] = (out[-1][0] + text, role)
+        elif text:
+            out.append((text, role))
+    return out
+
+
+def shown_parts(text: str, role: str = "", *, limit: int | None = None, end: str = "") -> list[tuple[str, str]]:
+    """Untrusted ``text`` made visible as (text, role) parts, its stand-ins in the role ``role + ESCAPE``;
+    ``end`` (trusted wording, a newline) after it in ``role``."""
+    parts = [(part, role + ESCAPE if escaped else role) for part, escaped in visible_parts(text, limit=limit)]
+    return [*parts, (end, role)] if end else parts
 
 
 def text_destination(point: tuple[int, int] | None, words: str | None, problem: str = "") -> str:
@@ -275,7 +305,7 @@ def request_panel(
         parts += [*_keys(request, field, compact=True, edit=edit), ("\n", "")]
     else:
         if task:  # the goal, repeated where the decision is made
-            parts += [("task    ", LABEL), (visible(one_line(task, 110)) + "\n", "")]
+            parts += [("task    ", LABEL), *shown_parts(one_line(task, 110), end="\n")]
     if request.kind == "safety_check":
         parts += _safety_parts(request)
     if action is not None:
@@ -287,23 +317,23 @@ def request_panel(
         if action.kind is Kind.TYPE:
             if not compact:
                 parts.append((f"text    ({len(action.text)} chars, shown here only, never stored)\n", LABEL))
-            parts.append(("  " + visible(action.text) + "\n", TYPED))
+            parts += [("  ", TYPED), *shown_parts(action.text, TYPED, end="\n")]
             if destination is not None:
                 parts += [("goes to ", LABEL), ((one_line(destination, 80) if compact else destination) + "\n", "")]
-    parts += [("why     ", LABEL), (visible(request.reason, limit=400) + "\n", "")]
+    parts += [("why     ", LABEL), *shown_parts(request.reason, limit=400, end="\n")]
     if left is not None:
         # fails closed: what happens at the deadline is said, not only the time
         parts += [("deadline", LABEL), (f" {deadline_words(left)}\n", TYPED if left < URGENT_S else "")]
     if model_text.strip():
         # the model's reason for its batch: untrusted, and cut short
-        parts += [("model   ", LABEL), (visible(one_line(model_text, 80 if compact else 300)) + "\n", "")]
+        parts += [("model   ", LABEL), *shown_parts(one_line(model_text, 80 if compact else 300), end="\n")]
     if injection is not None:
         parts += _injection_parts(injection, compact)
     if not compact:
         parts += _keys(request, field, compact=False, edit=edit)
     elif parts[-1][0].endswith("\n"):
         parts[-1] = (parts[-1][0][:-1], parts[-1][1])
-    return parts
+    return joined(parts)
 
 
 def _title_parts(request: DecisionRequest, batch_size: int, injection: Injection | None) -> list[tuple[str, str]]:
@@ -320,8 +350,8 @@ def _title_parts(request: DecisionRequest, batch_size: int, injection: Injection
 
 def _injection_parts(injection: Injection, compact: bool) -> list[tuple[str, str]]:
     """The page's words the model repeated, beside its own: untrusted page text, shown literally."""
-    passage = visible(one_line(injection.passage, 80 if compact else 300))
-    parts = [("screen  ", LABEL), (f"“{passage}”\n", TYPED)]
+    passage = shown_parts(one_line(injection.passage, 80 if compact else 300), TYPED, end="”\n")
+    parts = [("screen  ", LABEL), ("“", TYPED), *passage]
     if not compact:
         parts += [("        ", ""), (f"possible injection: {visible(injection.summary, limit=200)}. ", TYPED)]
         parts += [("A hint from the screen's text: it permits nothing.\n", LABEL)]
@@ -332,7 +362,7 @@ def _safety_parts(request: DecisionRequest) -> list[tuple[str, str]]:
     """The model's safety checks, and the actions of the call they gate."""
     parts = [("The model raised safety checks; approving acknowledges them to the model:\n", LABEL)]
     for check in request.safety_checks:
-        parts.append((f"  • {visible(check.code)}: {visible(check.message, limit=300)}\n", ""))
+        parts += [(f"  • {visible(check.code)}: ", ""), *shown_parts(check.message, limit=300, end="\n")]
     if request.gated:
         parts.append((GATED_HEAD + "\n", LABEL))
         parts += [(f"  {gated_line(g)}\n", TYPED if g.covered else "") for g in request.gated]
@@ -408,19 +438,18 @@ def step_panel(
         parts += [("by       ", LABEL), (takeover_line(step) + "\n", WARN)]
     verdict = step.verdict
     if verdict is not None:
-        line = f"{str(verdict.verdict).upper()} · rule {visible(verdict.rule)} · {visible(verdict.reason, limit=300)}"
-        parts += [("verdict  ", LABEL), (line + "\n", WARN if verdict.verdict == "block" else "")]
+        role = WARN if verdict.verdict == "block" else ""
+        parts += [("verdict  ", LABEL), (f"{str(verdict.verdict).upper()} · rule ", role)]
+        parts += [*shown_parts(verdict.rule, role), (" · ", role)]
+        parts += shown_parts(verdict.reason, role, limit=300, end="\n")
     for decision in step.decisions:
-        line = f"{decision.decision} by {visible(decision.by, limit=80)}"
+        parts += [("decision ", LABEL), (f"{decision.decision} by ", ""), *shown_parts(decision.by, limit=80)]
         if decision.subject != "action":
-            line += f" ({visible(decision.subject)})"
+            parts += [(" (", ""), *shown_parts(decision.subject, end=")")]
         if decision.note:
-            line += f" · {visible(decision.note, limit=200)}"
-        if shown_for(decision):
-            line += f" · {shown_for(decision)}"
-        if group_for(decision):
-            line += f" · {group_for(decision)}"
-        parts += [("decision ", LABEL), (line + "\n", "")]
+            parts += [(" · ", ""), *shown_parts(decision.note, limit=200)]
+        line = "".join(f" · {said}" for said in (shown_for(decision), group_for(decision)) if said)
+        parts.append((line + "\n", ""))
         if isinstance(decision.edited, dict):
             parts += [("edited   ", LABEL), (edit_line(step, decision.edited) + "\n", WARN)]
     outcome = step.outcome
@@ -428,19 +457,22 @@ def step_panel(
         parts += [("outcome  ", LABEL), (_no_outcome(step, live) + "\n", WARN)]
     else:
         status = str(outcome.status).upper().replace("_", " ")
-        line = f"{status} · {outcome.duration_ms:.1f} ms · the model heard: {visible(outcome.message, limit=300)}"
-        parts += [("outcome  ", LABEL), (line + "\n", "" if outcome.status == "executed" else WARN)]
+        role = "" if outcome.status == "executed" else WARN
+        line = f"{status} · {outcome.duration_ms:.1f} ms · the model heard: "
+        parts += [("outcome  ", LABEL), (line, role), *shown_parts(outcome.message, role, limit=300, end="\n")]
     for egress in step.refused_egress[:5]:
         line = f"refused {visible(egress.method)} {visible(egress.host, limit=80)}:{egress.port}"
         parts += [("egress   ", LABEL), (line + (f" · {visible(egress.reason)}" if egress.reason else "") + "\n", WARN)]
     if len(step.refused_egress) > 5:
         parts.append((f"         … and {len(step.refused_egress) - 5} more refused requests\n", WARN))
     for error in step.errors:
-        parts += [("error    ", LABEL), (f"{visible(error.where)}: {visible(error.message, limit=300)}\n", WARN)]
+        parts += [("error    ", LABEL), (f"{visible(error.where)}: ", WARN)]
+        parts += shown_parts(error.message, WARN, limit=300, end="\n")
     if step.told:
-        parts += [("told     ", LABEL), (f"at hand-back the model heard: {visible(step.told, limit=600)}\n", "")]
+        parts += [("told     ", LABEL), ("at hand-back the model heard: ", "")]
+        parts += shown_parts(step.told, limit=600, end="\n")
     parts += [("screen   ", LABEL), (f"{step_screen(step, showing, live=live)} (b flips)\n", "")]
-    return parts
+    return joined(parts)
 
 
 def takeover_line(step: Step) -> str:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any
 
 from .actions import MAX_SCROLL_NOTCHES, MAX_TEXT, Action, ActionError, Kind, Point, parse_chord_text
 from .geometry import OutOfRange, Scaling, Size
+from .text import escape, hidden, visible
 
 # what an edit may change, by kind; every other field stays as proposed
 POINTED = frozenset({Kind.CLICK, Kind.DOUBLE_CLICK, Kind.TRIPLE_CLICK, Kind.MOVE, Kind.MOUSE_DOWN, Kind.MOUSE_UP})
@@ -165,40 +167,45 @@ def _on_screen(point: Point, screen: Size, what: str) -> Point:
 
 
 # ------------------------------------------------------------------------------------------------
-# Typed text in a one-line editor: every control character written out, and back
+# Typed text in a one-line editor: every hidden character written out, and back
 # --------------------------------------------------------------------------------------------------
 _NAMED = {"\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
-_HIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff\ud800-\udfff]")
-_ESCAPE = re.compile(r"\\(?:x([0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|(.)|$)", re.DOTALL)
+_ESCAPE = re.compile(r"\\(?:x([0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|(.)|$)", re.DOTALL)
 
 
 def escape_text(text: str) -> str:
-    """``text`` on one line with nothing hidden: a backslash, Enter (``\\n``), Tab, a carriage return and
-    every other control, bidi or zero-width character are written as backslash escapes."""
-    out = []
-    for char in text:
-        if char in _NAMED:
-            out.append(_NAMED[char])
-        elif _HIDDEN.match(char):
-            code = ord(char)
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-        else:
-            out.append(char)
-    return "".join(out)
+    """``text`` on one line with nothing hidden: a backslash, Enter (``\\n``), Tab and a carriage return
+    are written as backslash escapes, and so is every character ``core.text.hidden`` flags (``\\x1b``,
+    ``\\u200b``, ``\\U000e0041``): the same characters ``visible`` shows as stand-ins."""
+    return "".join(_NAMED.get(c) or (escape(c) if hidden(c) else c) for c in text)
 
 
 def unescape_text(written: str) -> str:
     """The text ``escape_text`` wrote (and what a reviewer typed in that form); ActionError for a backslash
-    that starts no escape."""
+    that starts no escape, or an escape of no code point."""
     singles = {"\\": "\\", "n": "\n", "t": "\t", "r": "\r"}
 
     def one(match: re.Match[str]) -> str:
-        hex2, hex4, other = match.groups()
-        if hex2 or hex4:
-            return chr(int(hex2 or hex4, 16))
+        hex2, hex4, hex8, other = match.groups()
+        digits = hex2 or hex4 or hex8
+        if digits:
+            if int(digits, 16) > sys.maxunicode:
+                raise ActionError("bad_text", f"\\U{digits} is not a code point (the last is \\U0010ffff)")
+            return chr(int(digits, 16))
         if other in singles:
             return singles[other]
-        shown = "a backslash at the end" if other is None else f"\\{other}"
+        shown = "a backslash at the end" if other is None else f"\\{visible(other)}"
         raise ActionError("bad_text", f"{shown} is not an escape (\\\\ types a backslash)")
 
     return _ESCAPE.sub(one, written)
+
+
+def written_escapes(written: str) -> list[tuple[int, int]]:
+    """Where ``written`` (the editor's form) escapes a character other than a backslash: the spans a front
+    end draws apart, read by the same grammar as ``unescape_text`` (``\\\\u200b`` is a backslash and text)."""
+    spans = []
+    for match in _ESCAPE.finditer(written):
+        hex2, hex4, hex8, other = match.groups()
+        if hex2 or hex4 or hex8 or other in ("n", "t", "r"):
+            spans.append(match.span())
+    return spans

@@ -14,7 +14,7 @@ from typing import Any
 from ..core import describe
 from ..core import events as ev
 from ..core.ports import VerifierPlace
-from ..core.text import visible
+from ..core.text import visible_parts
 from ..core.timeline import Step, screens
 from .marks import Marker, marker_of
 from .source import Run, key
@@ -29,8 +29,19 @@ FRAME_BORDER = "#5a2d82"
 
 
 def e(value: Any, limit: int = TEXT_LIMIT, *, lines: bool = False) -> str:
-    """Untrusted text for HTML: made visible, cut to ``limit``, then escaped (quotes too)."""
-    return html.escape(visible(value if isinstance(value, str) else str(value), limit=limit, keep_newlines=lines))
+    """Untrusted text for HTML: made visible, cut to ``limit``, then escaped (quotes too); each stand-in for
+    a hidden character in a ``<mark class="esc">``, drawn reversed, so a real U+200B is not the text ``\\u200b``."""
+    text = value if isinstance(value, str) else str(value)
+    return "".join(
+        f'<mark class="esc">{html.escape(part)}</mark>' if escaped else html.escape(part)
+        for part, escaped in visible_parts(text, limit=limit, keep_newlines=lines)
+    )
+
+
+def unmarked(escaped: str) -> str:
+    """``e``'s output for an attribute's value: the marks dropped (escaped text holds no ``<``, so every tag
+    in it is a mark), the stand-ins kept."""
+    return escaped.replace('<mark class="esc">', "").replace("</mark>", "")
 
 
 _BASE_CSS = """
@@ -42,6 +53,7 @@ h3{font-size:15px;margin:0 0 6px}code,.mono{font-family:ui-monospace,monospace;f
 .verdict.intact{border-color:var(--ok)}.verdict.tampered{border-color:var(--bad);background:#ffebe9}
 .verdict.unsealed{border-color:var(--warn);background:#fff8c5}
 .verdict strong{font-size:16px}.note{color:var(--muted)}
+mark.esc{background:var(--fg);color:#fff;padding:0 1px;border-radius:2px}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:6px 0}dt{color:var(--muted)}dd{margin:0}
 .pre{white-space:pre-wrap;overflow-wrap:anywhere}
 table{border-collapse:collapse;width:100%;font-size:13px}td,th{border-bottom:1px solid var(--line);padding:3px 6px;
@@ -118,7 +130,8 @@ class _Page:
             svg = _svg(marker_of(marker_action, width, height), width, height, verdict)
         after = " after" if caption.startswith("after") else ""
         return (
-            f'<figure class="frame{after}{private}"><div class="shot {css}" role="img" aria-label="{label}">{svg}</div>'
+            f'<figure class="frame{after}{private}"><div class="shot {css}" role="img" '
+            f'aria-label="{unmarked(label)}">{svg}</div>'
             f"<figcaption>{label}</figcaption></figure>"
         )
 

@@ -24,7 +24,8 @@ from textual.strip import Strip
 
 from ..core import events as ev
 from ..core.describe import audit_line
-from ..core.text import visible
+from ..core.text import visible_parts
+from .literal import escape_style
 from .scrolling import set_virtual_size
 
 # events kept and shown (the audit log on disk keeps them all)
@@ -32,6 +33,19 @@ MAX_ENTRIES = 2000
 LINE_LIMIT = 300  # characters of one line
 HAYSTACK_LIMIT = 4000  # characters of an event's JSON searched by `/`
 KINDS = tuple(sorted(ev.EVENT_TYPES))  # the event type names `kind:` accepts
+
+
+def marked(head: str, line: str) -> tuple[str, tuple[tuple[int, int], ...]]:
+    """``head`` and the untrusted ``line`` made visible (at most LINE_LIMIT characters), and where the
+    stand-ins are in the result."""
+    out, marks = [head], []
+    at = len(head)
+    for part, escaped in visible_parts(line, limit=LINE_LIMIT):
+        if escaped:
+            marks.append((at, at + len(part)))
+        out.append(part)
+        at += len(part)
+    return "".join(out), tuple(marks)
 
 
 @dataclass(slots=True)
@@ -44,6 +58,8 @@ class Entry:
     event: ev.Event
     prev: str | None = None
     line: str = ""
+    # where ``line`` has a stand-in for a hidden character (drawn in reverse video)
+    marks: tuple[tuple[int, int], ...] = ()
     _haystack: str | None = field(default=None, repr=False)
 
     @property
@@ -161,7 +177,7 @@ class AuditList(ScrollView, can_focus=True):
         return shown[self.cursor] if self.cursor is not None and self.cursor < len(shown) else shown[-1]
 
     def add(self, seq: int, head: str, event: ev.Event, prev: str | None = None) -> Entry:
-        entry = Entry(seq, head, event, prev, f"{seq:>4} {visible(audit_line(event), limit=LINE_LIMIT)}")
+        entry = Entry(seq, head, event, prev, *marked(f"{seq:>4} ", audit_line(event)))
         follow = self.cursor is None and self.scroll_offset.y >= self.max_scroll_y
         evicted = self.entries[0] if len(self.entries) == self.entries.maxlen else None
         self.entries.append(entry)
@@ -217,7 +233,10 @@ class AuditList(ScrollView, can_focus=True):
         style: Style = self.rich_style
         if index == self.cursor:
             style = style + self.get_component_rich_style("audit-list--cursor")
-        text = Text(shown[index].line, no_wrap=True, overflow="ignore", end="")
+        entry = shown[index]
+        text = Text(entry.line, no_wrap=True, overflow="ignore", end="")
+        for start, end in entry.marks:
+            text.stylize(escape_style(), start, end)
         strip = Strip(list(text.render(self.app.console)))
         return strip.crop_extend(scroll_x, scroll_x + width, style).apply_style(style)
 

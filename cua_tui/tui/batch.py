@@ -17,6 +17,7 @@ from textual.widgets import Static
 from ..core.run_view import ActionState, RunView
 from ..core.text import visible
 from .detail import RowSnapshot
+from .literal import literal
 
 # earlier turns kept as sections; older ones are counted in one line
 EARLIER_TURNS = 50
@@ -85,19 +86,21 @@ class ActionRow(Static):
         text.append(marker, style="bold")
         text.append(f"{self.index + 1:>2} ", style="bold")
         text.append(f"{visible(self.kind, limit=16):<14}", style="bold")
-        text.append(visible(self.params, limit=80))
+        text.append(literal(self.params, limit=80))
         if self.proposed:
-            text.append(f"  (edited; proposed: {visible(self.proposed, limit=60)})", style="italic")
+            text.append("  (edited; proposed: ", style="italic")
+            text.append(literal(self.proposed, limit=60, style="italic"))
+            text.append(")", style="italic")
         text.append("\n     ")
         verdict = self.verdict.upper()
         text.append(f"{verdict:<8}", style="bold")
         if self.reason:
-            text.append(visible(self.reason, limit=120))
+            text.append(literal(self.reason, limit=120))
         text.append("  →  ")
         state = self.state.replace("_", " ")
         text.append(state.upper() if self.state != "waiting" else state, style="bold")
         if self.decided_by and self.decided_by != "policy":
-            text.append(f" ({visible(self.decided_by, limit=40)})", style="italic")
+            text.append(Text.assemble(" (", literal(self.decided_by, limit=40), ")", style="italic"))
         self.update(text)
 
 
@@ -123,14 +126,15 @@ class TurnSummary(Static):
         count = len(self.rows)
         text.append(f"Turn {self.turn} · {count} action{'s' if count != 1 else ''}", style="bold")
         if self.text:
-            text.append(f" · model: {visible(self.text, limit=120)}")
+            text.append(Text.assemble(" · model: ", literal(self.text, limit=120)))
         for row in self.rows:
             text.append(f"\n  {row.index + 1:>2} {visible(row.kind, limit=16):<14}")
-            text.append(f"{visible(row.params, limit=60):<22}")
+            params = literal(row.params, limit=60)
+            text.append(params.append(" " * (22 - len(params))))
             verdict = f" · {row.verdict.upper()}" if row.verdict not in ("", "allow", "…") else ""
             text.append(f"{verdict} → {row.state.replace('_', ' ').upper()}", style="bold")
         if self.final is not None:
-            text.append(f"\n  final: {visible(self.final, limit=120) or '(no text)'}")
+            text.append(Text.assemble("\n  final: ", literal(self.final, limit=120) if self.final else "(no text)"))
         self.update(text)
 
     def on_click(self, event: events.Click) -> None:
@@ -214,7 +218,7 @@ class BatchPane(VerticalScroll):
         self.turn, self.text = turn, text
         self.border_title = Text(f"Turn {turn} batch")  # Text: a str title is parsed as markup
         if text:
-            self._put(Static(Text(f"model: {visible(text, limit=400)}"), classes="model-text"))
+            self._put(Static(Text.assemble("model: ", literal(text, limit=400)), classes="model-text"))
 
     def _keep_turn(self) -> None:
         """The turn shown so far becomes one compact section above the next one."""
@@ -241,7 +245,7 @@ class BatchPane(VerticalScroll):
         self._final = text
         self._put(
             Static(
-                Text(f"final: {visible(text, limit=400)}" if text else "final: (no text)"),
+                Text.assemble("final: ", literal(text, limit=400)) if text else Text("final: (no text)"),
                 classes="model-text final-text",
             )
         )

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from rich.style import Style
 from rich.text import Text
 from textual.widgets import Static
 
 from ..core import describe
 from ..core.injection import Injection
 from ..core.ports import DecisionRequest
+from .literal import escape_style
 
 # The wording is core/describe's; the panel only styles its parts (appended as text, never as
 # markup).
@@ -16,7 +18,17 @@ STYLES = {
     describe.LABEL: "bold",
     describe.TYPED: "reverse",
     describe.KEY: "bold reverse",
+    describe.WARN: "bold reverse",
 }
+
+
+def role_style(role: str, default: str | None = None) -> Style | str | None:
+    """The style of a part in ``role``: its text's style, and reverse video toggled for a stand-in
+    (``describe.ESCAPE``)."""
+    if role.endswith(describe.ESCAPE):
+        base = STYLES.get(role.removesuffix(describe.ESCAPE), default)
+        return (Style.parse(base) if base else Style()) + escape_style(base)
+    return STYLES.get(role, default)
 
 
 # columns, rows: a terminal smaller either way gets the compact panel
@@ -78,7 +90,7 @@ class DecisionPanel(Static):
             edit=self.can_edit, left=self.left, injection=self.injection,
         )  # fmt: skip
         for part, role in self.framed(parts):
-            text.append(part, style=STYLES.get(role))
+            text.append(part, style=role_style(role))
         self.update(text)
 
     def framed(self, parts: list[tuple[str, str]]) -> list[tuple[str, str]]:

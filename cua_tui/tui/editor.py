@@ -18,7 +18,7 @@ from ..core.policy import Policy, Verdict
 from ..core.ports import DecisionRequest
 from ..core.text import visible
 from .frames import Target
-from .literal import LiteralInput
+from .literal import EscapeHighlighter, LiteralInput, literal
 
 # a press moves the point one screen pixel; with shift, ten
 STEP, LEAP = 1, 10
@@ -83,7 +83,8 @@ class ActionEditor(Vertical, can_focus=True):
         yield Static(id="edit-draft")
         written = self._written()
         if written is not None:
-            self.field = LiteralInput(value=written, select_on_focus=False, id="edit-field")
+            highlighter = EscapeHighlighter() if self.proposed.kind is Kind.TYPE else None
+            self.field = LiteralInput(value=written, highlighter=highlighter, select_on_focus=False, id="edit-field")
             yield self.field
         yield Static(id="edit-verdict")
         yield Static(Text(self._help(kind), style="dim"), id="edit-help")
@@ -103,7 +104,10 @@ class ActionEditor(Vertical, can_focus=True):
     def _help(kind: Kind) -> str:
         match kind:
             case Kind.TYPE:
-                return "the text to type: \\n is Enter, \\t Tab, \\\\ a backslash, \\xNN any control"
+                return (
+                    "the text to type: \\n is Enter, \\t Tab, \\\\ a backslash, \\xNN, \\uNNNN, \\UNNNNNNNN "
+                    "any character (shown reversed: what no one would see)"
+                )
             case Kind.KEYPRESS | Kind.HOLD_KEY:
                 return "the key chord, e.g. ctrl+shift+t or Return"
             case Kind.SCROLL:
@@ -201,9 +205,9 @@ class ActionEditor(Vertical, can_focus=True):
             verdict_line.update("")
             return
         self.problem = ""
-        words = f": {visible(action.text, limit=200)}" if action.kind is Kind.TYPE else ""
+        words = Text.assemble(": ", literal(action.text, limit=200)) if action.kind is Kind.TYPE else ""
         handle = f" (moving its {'start' if self.handle == 0 else 'end'})" if self.ends else ""
-        draft_line.update(Text(f"as edited: {action.describe()}{handle}{words}", style="bold"))
+        draft_line.update(Text.assemble(f"as edited: {action.describe()}{handle}", words, style="bold"))
         verdict_line.update(self._verdict(action))
         self.post_message(self.Changed(self.target(action)))
 

@@ -1,4 +1,6 @@
-"""An Input for text that may be pasted from the page or the model: its control characters are made visible.
+"""Untrusted text as Rich draws it: ``literal`` makes a ``Text`` of ``core.text.visible`` with every stand-in
+in reverse video, so that a real U+200B (``\\u200b`` reversed) never looks like the six characters a model
+typed; and an Input for text that may be pasted from the page or the model.
 
 Typed keys never carry an escape byte, but a paste does (text copied from the page, a model's reply), and
 Textual's Input paints its value as it is: an ``ESC [2J`` pasted into a search box would reach the terminal.
@@ -7,10 +9,39 @@ A paste goes through ``core.text.visible``, as every run string shown elsewhere 
 
 from __future__ import annotations
 
+from rich.highlighter import Highlighter
+from rich.style import Style, StyleType
+from rich.text import Text
 from textual import events
 from textual.widgets import Input
 
-from ..core.text import visible
+from ..core.edits import written_escapes
+from ..core.text import visible, visible_parts
+
+
+def escape_style(base: StyleType | None = None) -> Style:
+    """The style of a stand-in drawn over ``base``: reverse video, or plain video where ``base`` is already
+    reversed (typed text in the decision panel), so a stand-in always stands apart from its text."""
+    reversed_base = bool(Style.parse(base).reverse) if isinstance(base, str) else bool(base and base.reverse)
+    return Style(reverse=not reversed_base, bold=True)
+
+
+def literal(text: object, *, limit: int | None = None, keep_newlines: bool = False, style: StyleType = "") -> Text:
+    """``visible(text)`` as a ``Text`` (never markup) in ``style``, each stand-in drawn in reverse video."""
+    out = Text(style=style, end="")
+    stand_in = escape_style(style)
+    for part, escaped in visible_parts(str(text), keep_newlines=keep_newlines, limit=limit):
+        out.append(part, style=stand_in if escaped else None)
+    return out
+
+
+class EscapeHighlighter(Highlighter):
+    """The editor's field (``core.edits.escape_text`` form) with each escape in reverse video, as
+    ``literal`` draws a stand-in: ``\\u200b`` reversed is a U+200B, ``\\\\u200b`` the six characters."""
+
+    def highlight(self, text: Text) -> None:
+        for start, end in written_escapes(text.plain):
+            text.stylize(escape_style(), start, end)
 
 
 class LiteralInput(Input):

@@ -38,7 +38,7 @@ from ..core.text import visible
 from .app import CuaApp, ViewScreen, desktop_beside
 from .audit_pane import AuditPane
 from .batch import BatchPane
-from .decision_panel import STYLES
+from .decision_panel import role_style
 from .desktop_view import DesktopView, Shot
 from .frames import Target
 from .goal import GoalBar
@@ -446,7 +446,7 @@ class ReplayScreen(ViewScreen):
         for part, role in describe.step_panel(
             step, len(self.steps), showing=self.showing, untrusted=self._untrusted(step), live=self.live
         ):
-            text.append(part, style=STYLES.get(role, "bold reverse" if role == describe.WARN else None))
+            text.append(part, style=role_style(role))
         self.step_panel.update(text)
 
     def _show_view(self, view: RunView) -> None:

@@ -36,7 +36,7 @@ from cua_tui.agents.openai_agent import OpenAIAgent
 from cua_tui.build import HANDSHAKE, RunOptions, build_run
 from cua_tui.config import Settings
 from cua_tui.core.runlog import RunReader
-from cua_tui.core.text import visible
+from cua_tui.core.text import hidden, visible
 from cua_tui.fleet_runner import Fleet, FleetTask
 from cua_tui.tui.audit_list import AuditList
 from cua_tui.tui.audit_pane import AuditPane
@@ -79,6 +79,7 @@ def shows(widget: Widget, literal: str = SHOWN) -> bool:
     """The widget draws ``literal`` (wrapped or not), and no escape or bell byte."""
     text = drawn(widget)
     assert "\x1b" not in text and "\x07" not in text, text
+    assert not any(hidden(c) for c in text if c not in " \n"), text  # nothing drawn that draws as nothing
     return squeezed(literal) in squeezed(text)
 
 
@@ -91,6 +92,7 @@ def check_screen(app: App[Any]) -> None:
     """Nothing on screen carries an escape or a bell, and no link on it quits the App."""
     text = screen_text(app)
     assert "\x1b" not in text and "\x07" not in text
+    assert not any(hidden(c) for c in text if c not in " \n"), text
     for strip in app.screen._compositor.render_strips():
         for segment in strip:
             meta = segment.style.meta if segment.style is not None else {}
@@ -239,7 +241,12 @@ async def test_replay_shows_every_recorded_string_literally(real_run: Path, tmp_
         # the first step's audit events: run_started and the model's turn in full
         await pilot.press("home")
         await pilot.pause()
-        assert shows(app.query_one("#audit-log", AuditList), f"says:{SHOWN}")
+        audit = app.query_one("#audit-log", AuditList)
+        assert shows(audit, f"says:{SHOWN[:48]}")  # as wide as the pane: the rest scrolls into view
+        turn = next(e for e in audit.entries if e.kind == "model_turn")
+        at = turn.line.index(SHOWN)
+        # the model's words whole, and their stand-ins (only those) drawn reversed
+        assert [turn.line[a:b] for a, b in turn.marks if a >= at] == [visible(c) for c in HOSTILE if hidden(c)]
         app.query_one(AuditPane).action_search()
         app.query_one("#audit-search", Input).value = "kind:run_started"
         await pilot.press("enter", "enter")
