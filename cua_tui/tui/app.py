@@ -39,7 +39,7 @@ from .screen_text import (
 )
 from .signals import Signals, notification_escape
 from .source import RunSource
-from .takeover import PassthroughScreen
+from .takeover import KILL, PassthroughScreen
 from .themes import install_themes, project_themes_dir
 
 # a second q within this many seconds leaves what goes on (and kills it)
@@ -156,6 +156,8 @@ class CuaApp(App[Any]):
         Binding("n", "reject", "reject", id="reject"),
         Binding("k", "kill", "KILL SWITCH", id="kill", priority=True),
         Binding("ctrl+k", "kill('always')", "kill", id="kill_always", priority=True, show=False),
+        # the kill chord: the kill switch in passthrough too, where every other key is the desktop's
+        Binding(KILL, "kill_chord", "kill", id="kill_chord", priority=True, show=False),
         Binding("z", "zoom", "zoom", id="zoom"),
         Binding("t", "screen_text", "screen text", id="screen_text"),
         Binding("o", "open_screenshot", "screenshot", id="open_screenshot"),
@@ -224,8 +226,8 @@ class CuaApp(App[Any]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if isinstance(self.screen, PassthroughScreen):
-            # every key is the desktop's until ctrl+] leaves (the kill switch too)
-            return False
+            # every key is the desktop's until ctrl+] leaves, but the kill chord
+            return action == "kill_chord"
         if action not in VIEW_ACTIONS:
             return True
         view = self.view_screen
@@ -274,6 +276,11 @@ class CuaApp(App[Any]):
 
     def action_kill(self, how: str = "") -> None:
         self._on_view(lambda view: view.kill(how))
+
+    def action_kill_chord(self) -> None:
+        """``ctrl+\\``: the kill switch in every view and state, passthrough and typed fields included."""
+        if (view := self.view_screen) is not None and view.can("kill", ("always",)):
+            view.kill()
 
     def action_zoom(self) -> None:
         self._on_view(lambda view: view.zoom())

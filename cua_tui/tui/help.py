@@ -17,6 +17,7 @@ KEYS = [
     ("e", "edit it (the text, the point, the chord, the scroll), then Enter approves it as edited"),
     ("n", "reject it, with an optional reason the model hears: the batch halts"),
     ("k", "kill switch: nothing more runs, input released, desktop stopped, run ends killed (ctrl+k too)"),
+    ("ctrl+\\", "kill switch too, in passthrough as well (there every other key but ctrl+] is the desktop's)"),
     ("g", "the scoped approvals in force; Enter revokes the selected one"),
     ("x", "the alerts have been seen: the alert line goes until the next one"),
     ("z", "whole screen / zoom: at a decision the pane frames the target (for typing, the field clicked last)"),

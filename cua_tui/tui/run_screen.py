@@ -112,6 +112,7 @@ class RunScreen(HistoryActions, ViewScreen):
         # ``T``: a takeover asked for (the run pauses once nothing is in flight), and its panel; the
         # pixel the mouse is over (where a click lands) and the last one clicked
         self.asked = False
+        self.passthrough = False  # ``p``: every key the desktop's (the panel offers only what works there)
         self.takeover_panel = Static(id="takeover")
         self.hover: tuple[int, int] | None = None
         self.last_point: tuple[int, int] | None = None
@@ -562,8 +563,14 @@ class RunScreen(HistoryActions, ViewScreen):
         self.action_takeover()
 
     def action_passthrough(self) -> None:
-        """``p``: every key to the desktop until ctrl+]."""
-        self.app.push_screen(PassthroughScreen(self._send, self._not_sent))
+        """``p``: every key to the desktop until ctrl+] (the kill chord ctrl+\\ stays ours)."""
+        self.passthrough = True
+        self.app.push_screen(PassthroughScreen(self._send, self._not_sent), self._passthrough_left)
+        self._show_takeover(render=False)
+
+    def _passthrough_left(self, _result: None = None) -> None:
+        self.passthrough = False
+        self._show_takeover(render=False)
 
     def action_private(self) -> None:
         desk = self.source.desk
@@ -599,7 +606,8 @@ class RunScreen(HistoryActions, ViewScreen):
             asked = "the run pauses once nothing is in flight (a decision, between two actions, or after the model)"
             panel.update(panel_text("", asked=asked))
         else:
-            panel.update(panel_text(taken.operator or taken.by, private=self.view.private, lands=self._lands()))
+            operator, passthrough = taken.operator or taken.by, self.passthrough
+            panel.update(panel_text(operator, private=self.view.private, lands=self._lands(), passthrough=passthrough))
         self.app.refresh_bindings()
         if render:
             self.render_frame()
@@ -656,6 +664,8 @@ class RunScreen(HistoryActions, ViewScreen):
     def kill(self, how: str = "") -> None:
         if not self.running:
             return
+        if isinstance(self.app.screen, PassthroughScreen):
+            self.app.screen.dismiss()  # the desktop's keys end with the run
         if isinstance(self.app.screen, RejectReason | ScreenTextScreen):
             self.app.pop_screen()
         # returns at once; the run's own thread ends it and seals the log

@@ -1,5 +1,6 @@
 """A takeover in the TUI (``T``): the panel that says who has the desktop and how to use it, the keys of
-the terminal as the desktop's, and passthrough, where every key goes to the desktop until ``ctrl+]``."""
+the terminal as the desktop's, and passthrough, where every key goes to the desktop until ``ctrl+]``, but
+the kill chord ``ctrl+\\``."""
 
 from __future__ import annotations
 
@@ -17,6 +18,11 @@ from ..core.text import visible
 # the one chord that leaves passthrough: ctrl+] (telnet's escape), which no desktop program needs
 LEAVE = "ctrl+right_square_bracket"
 LEAVE_SHOWN = "ctrl+]"
+# The kill chord, bound in every view and the one key of ours in passthrough: ctrl+\ (a terminal's own
+# "quit" key, SIGQUIT in a cooked terminal; Textual's raw mode gives it as a key). No desktop program gets
+# it from us: passthrough has no desktop name for it (``key_action`` refuses it), so nothing is lost.
+KILL = "ctrl+backslash"
+KILL_SHOWN = "ctrl+\\"
 
 # Textual's names of keys that are not characters, as the desktop names them
 _NAMES = {
@@ -59,8 +65,11 @@ def key_action(key: str, character: str | None) -> Action | str:
         return exc.reason
 
 
-def panel_text(operator: str, *, asked: str = "", private: bool = False, lands: str = "") -> Text:
-    """The takeover panel: who has the desktop, what the keys and the mouse do, and where a click lands."""
+def panel_text(
+    operator: str, *, asked: str = "", private: bool = False, lands: str = "", passthrough: bool = False
+) -> Text:
+    """The takeover panel: who has the desktop, what the keys and the mouse do, and where a click lands; in
+    ``passthrough`` only the two chords that work there."""
     text = Text()
     if asked:
         text.append(" TAKEOVER ASKED ", style="bold reverse")
@@ -75,6 +84,14 @@ def panel_text(operator: str, *, asked: str = "", private: bool = False, lands: 
     if private:
         text.append(" PRIVATE ", style="bold reverse")
         text.append(" typed text stays out of what the model is told; its screens are never sent to it\n")
+    if passthrough:
+        text.append(" PASSTHROUGH ", style="bold reverse")
+        text.append(" every key goes to the desktop but these two; each character as it is typed\n")
+        for key, words in ((KILL_SHOWN, "kill switch"), (LEAVE_SHOWN, "leave passthrough")):
+            text.append(key, style="bold reverse")
+            text.append(f" {words}  ")
+        text.append("\ntyping is one action on record until a pause of 1 s or another key")
+        return text
     # the keys first: on a small terminal the frame cuts the last lines
     for key, words in (("T", "hand back"), ("k", "kill switch"), ("p", f"passthrough ({LEAVE_SHOWN} leaves)"),
                        ("s", "private"), ("z", "whole / zoom, a cell a pixel")):  # fmt: skip
@@ -87,7 +104,8 @@ def panel_text(operator: str, *, asked: str = "", private: bool = False, lands: 
 
 class PassthroughScreen(ModalScreen[None]):
     """Every key to the desktop, ``send`` turning each into an action, until ``ctrl+]``. The run's screen
-    stays visible beneath; the App's own keys (the kill switch too) wait until it is left."""
+    stays visible beneath; the App's own keys wait until it is left, but the kill chord (``ctrl+\\``, a
+    priority binding of the App's)."""
 
     DEFAULT_CSS = """
     PassthroughScreen {
@@ -108,7 +126,7 @@ class PassthroughScreen(ModalScreen[None]):
         self.send, self.refused = send, refused
 
     def compose(self) -> ComposeResult:
-        words = f" PASSTHROUGH · every key goes to the desktop · {LEAVE_SHOWN} leaves (then k is the kill switch)"
+        words = f" PASSTHROUGH · every key goes to the desktop · {KILL_SHOWN} kill switch · {LEAVE_SHOWN} leaves"
         yield Static(Text(words))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -120,6 +138,9 @@ class PassthroughScreen(ModalScreen[None]):
         event.prevent_default()
         if event.key == LEAVE:
             self.dismiss()
+            return
+        if event.key == KILL:
+            # the App's kill chord took it, unless the run has ended: never the desktop's
             return
         action = key_action(event.key, event.character)
         if isinstance(action, str):

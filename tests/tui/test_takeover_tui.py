@@ -16,7 +16,7 @@ from cua_tui.core.actions import text_sha256
 from cua_tui.core.takeover import BY_TAKEOVER, MSG_TAKEN_OVER
 from cua_tui.desktops.sim import PHRASE
 from cua_tui.tui.desktop_view import DesktopView
-from cua_tui.tui.takeover import LEAVE, PassthroughScreen, key_action
+from cua_tui.tui.takeover import KILL, KILL_SHOWN, LEAVE, LEAVE_SHOWN, PassthroughScreen, key_action
 
 SIZE = (160, 48)
 FIELD = {"type": "click", "button": "left", "x": 250, "y": 182}
@@ -98,6 +98,52 @@ async def test_t_at_a_decision_takes_the_desktop_and_t_hands_it_back(tmp_path: P
     assert run.supervisor.result is not None and run.supervisor.result.status == "passed"
 
 
+async def test_in_passthrough_the_kill_chord_kills_and_the_panel_offers_only_what_works(tmp_path: Path) -> None:
+    """Issue 34, point 7: in passthrough T and k are the desktop's, typed into the stretch; the panel and the
+    bar offer the kill chord and the way out, nothing else; the chord kills the run, the stretch on record."""
+    from textual.widgets import Static
+
+    run = sim_run(tmp_path, [{"actions": [FIELD, {"type": "type", "text": "wrong"}]}])
+    app = live_app(run)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = run_screen(app)
+        await until(pilot, lambda: screen.pending is not None, "the typing decision")
+        await pilot.press("T")
+        await until(pilot, lambda: screen.view.takeover is not None, "the desktop taken over")
+        assert "T hand back" in plain(screen.takeover_panel) and "k kill switch" in plain(screen.takeover_panel)
+        await pilot.press("p")
+        await until(pilot, lambda: isinstance(app.screen, PassthroughScreen), "passthrough")
+        panel = plain(screen.takeover_panel)
+        assert f"{KILL_SHOWN} kill switch" in panel and f"{LEAVE_SHOWN} leave passthrough" in panel
+        for offered in ("T hand back", "k kill switch", "p passthrough", "s private", "z whole", "click on the"):
+            assert offered not in panel, offered
+        bar = plain(app.screen.query_one(Static))
+        assert f"{KILL_SHOWN} kill switch" in bar and "then k" not in bar
+        # the App's keys are the desktop's here (T does not hand back, k does not kill), but the chord
+        assert possible(app, "kill") is False and app.check_action("kill_chord", ()) is True
+        await pilot.press("T", "k", "x")
+
+        def typed() -> int:
+            audit = records(run)
+            theirs = [r for r in audit if r["kind"] == "proposal" and r.get("by") == BY_TAKEOVER]
+            lengths = [r["text_len"] for r in audit if r["kind"] == "typed"]
+            return (lengths or [theirs[0]["action"]["text_len"] if theirs else 0])[-1]
+
+        await until(pilot, lambda: typed() == 3, "T, k and x typed on the desktop")
+        assert screen.running and screen.view.takeover is not None
+        await pilot.press(KILL)
+        await until_ended(pilot, app)
+        assert not isinstance(app.screen, PassthroughScreen)
+    audit = records(run)
+    assert [r["by"] for r in audit if r["kind"] == "kill"] == ["human (TUI)"]
+    (stretch,) = [r for r in audit if r["kind"] == "proposal" and r.get("by") == BY_TAKEOVER]
+    (outcome,) = [r for r in audit if r["kind"] == "outcome" and r["index"] == stretch["index"]]
+    assert outcome["status"] == "executed"
+    last = [r for r in audit if r["kind"] == "typed"][-1:] or [stretch["action"]]
+    assert last[0]["text_sha256"] == text_sha256("Tkx")
+    assert run.supervisor.result is not None and run.supervisor.result.status == "killed"
+
+
 def test_keys_become_the_desktops_actions() -> None:
     typed = key_action("a", "a")
     assert not isinstance(typed, str) and typed.text == "a"
@@ -107,6 +153,8 @@ def test_keys_become_the_desktops_actions() -> None:
         action = key_action(key, None)
         assert not isinstance(action, str) and action.chord == chord, key
     assert isinstance(key_action("ctrl+nonsense_key", None), str)
+    # the kill chord has no name on the desktop: no program there could get it from passthrough
+    assert isinstance(key_action(KILL, "\x1c"), str)
 
 
 async def test_the_palette_takes_over_and_hands_back(tmp_path: Path) -> None:
