@@ -18,6 +18,7 @@ from textual.command import CommandPalette
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widget import Widget
+from textual.widgets import Input
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from ..core.guard import DEFAULT_GUARD_S, DecisionGuard
@@ -49,6 +50,7 @@ VIEW_ACTIONS = (
     "approve", "approve_scope", "edit", "reject", "kill", "zoom", "screen_text", "open_screenshot", "help",
 )  # fmt: skip
 ANSWERS = ("approve", "approve_scope", "edit", "reject")
+LETTERS = ("edit", "reject", "kill")  # the view keys bound with priority (before the focused widget)
 FIRST = ("approve", "approve_scope", "edit", "reject", "kill")  # the footer's first keys
 LAST = ("leave", "quit", "quit_when_done")
 
@@ -87,8 +89,8 @@ class ViewScreen(Screen[None]):
         return None
 
     def approve(self, *, scope: bool = False) -> None: ...
-    def edit(self) -> None: ...
-    def reject(self) -> None: ...
+    async def edit(self) -> None: ...
+    async def reject(self) -> None: ...
     def kill(self, how: str = "") -> None: ...
     def zoom(self) -> None: ...
 
@@ -152,8 +154,10 @@ class CuaApp(App[Any]):
     BINDINGS = [
         Binding("y", "approve", "approve", id="approve"),
         Binding("a", "approve_scope", "approve scope", id="approve_scope"),
-        Binding("e", "edit", "edit", id="edit"),
-        Binding("n", "reject", "reject", id="reject"),
+        # e and n come first, as k does: the keys typed right after them must find the field they open
+        # focused, not be handled against the view as it was (a k there was the kill switch)
+        Binding("e", "edit", "edit", id="edit", priority=True),
+        Binding("n", "reject", "reject", id="reject", priority=True),
         Binding("k", "kill", "KILL SWITCH", id="kill", priority=True),
         Binding("ctrl+k", "kill('always')", "kill", id="kill_always", priority=True, show=False),
         # the kill chord: the kill switch in passthrough too, where every other key is the desktop's
@@ -225,6 +229,13 @@ class CuaApp(App[Any]):
         return any(not isinstance(screen, CommandPalette) for screen in above)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in LETTERS and parameters != ("always",) and isinstance(self.focused, Input):
+            # a letter typed into a field (a search, a reason, an edit, the palette) is the field's
+            return False
+        return self.possible(action, parameters)
+
+    def possible(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Whether ``action`` can be done now, whatever has the focus (the palette asks this)."""
         if isinstance(self.screen, PassthroughScreen):
             # every key is the desktop's until ctrl+] leaves, but the kill chord
             return action == "kill_chord"
@@ -260,14 +271,16 @@ class CuaApp(App[Any]):
         if (view := self.view_screen) is not None and view.can("approve_scope", ()) and not self.held("a"):
             view.approve(scope=True)
 
-    def action_edit(self) -> None:
-        # the editor shows what will run; opening it counts as an answer's first key
+    async def action_edit(self) -> None:
+        # the editor shows what will run; opening it counts as an answer's first key. Awaited: the keys
+        # typed after e wait until its field has the focus, so none reaches a binding (k kills) instead
         if (view := self.view_screen) is not None and view.can("edit", ()) and not self.held("e"):
-            view.edit()
+            await view.edit()
 
-    def action_reject(self) -> None:
+    async def action_reject(self) -> None:
+        # awaited, as e: the reason's box has its field focused before the next key is handled
         if (view := self.view_screen) is not None and not self.held("n"):
-            view.reject()
+            await view.reject()
 
     def _on_view(self, do: Callable[[ViewScreen], None]) -> None:
         """Do what a key asks of the topmost view (with none, nothing)."""

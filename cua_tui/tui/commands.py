@@ -67,14 +67,21 @@ class CuaCommands(Provider):
     def _possible(self) -> Iterator[tuple[str, str, str]]:
         for title, help_text, action in COMMANDS:
             _, name, params = parse(action)
-            owner = self._owner(name)
-            if owner is not None and owner.check_action(name, params):
+            if self._can(name, params):
                 yield title, help_text, action
+
+    def _can(self, name: str, params: tuple[object, ...]) -> bool:
+        """Whether the action is possible, the palette's own field aside (its letters are not our keys)."""
+        owner = self._owner(name)
+        if owner is None:
+            return False
+        app: CuaApp = self.app  # type: ignore[assignment]
+        return bool(app.possible(name, params) if owner is app else owner.check_action(name, params))
 
     async def _run(self, action: str) -> None:
         _, name, params = parse(action)
         owner = self._owner(name)
-        if owner is not None and owner.check_action(name, params):
+        if owner is not None and self._can(name, params):
             await self.app.run_action(action, owner)
         else:
             self.app.notify(f"{name.replace('_', ' ')}: not possible any more", severity="warning", markup=False)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rich.text import Text
 from textual import events
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
@@ -59,6 +61,14 @@ class RejectReason(ModalScreen[str | None]):
 
     def action_skip(self) -> None:
         self.dismiss(None)
+
+
+async def open_reason(app: App[object], done: Callable[[str | None], None]) -> None:
+    """The reason's box on top, its field focused when this returns: the keys typed right after ``n`` are
+    the reason's, in the order typed."""
+    box = RejectReason()
+    await app.push_screen(box, done)
+    box.set_focus(box.query_one(Input), scroll_visible=False)
 
 
 class GrantsScreen(ModalScreen[int | None]):

@@ -8,6 +8,7 @@ from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widgets import Input, Static
 
@@ -72,6 +73,7 @@ class ActionEditor(Vertical, can_focus=True):
         self.handle = len(self.ends) - 1  # a drag: the end moves first (where it drops)
         self.field: Input | None = None
         self.problem = ""
+        self._redraw = False  # a redraw of the draft's lines is due after the next refresh
 
     # ---------------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -154,8 +156,21 @@ class ActionEditor(Vertical, can_focus=True):
         return None
 
     def on_input_changed(self, message: Input.Changed) -> None:
+        # Coalesced: a burst of keys redraws the draft's lines and the pane's marker once, after the
+        # field has painted them, not once per key. Enter reads the field itself, never these lines.
         message.stop()
-        self._show()
+        if not self._redraw:
+            self._redraw = True
+            self.call_after_refresh(self._redrawn)
+
+    def _redrawn(self) -> None:
+        self._redraw = False
+        # the editor may have closed since (Enter, Esc, the decision gone): nothing left to redraw
+        if self.is_attached and not self._closing and not self._closed:
+            try:
+                self._show()
+            except NoMatches:
+                pass  # its lines are being removed with it
 
     def on_input_submitted(self, message: Input.Submitted) -> None:
         message.stop()

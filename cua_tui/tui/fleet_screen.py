@@ -48,7 +48,7 @@ from .app import LEAVE_WINDOW_S, CuaApp, ViewScreen
 from .audit_list import MAX_ENTRIES
 from .decision_panel import DecisionPanel
 from .desktop_view import DesktopView
-from .dialogs import RejectReason
+from .dialogs import RejectReason, open_reason
 from .messages import while_open
 from .row_table import RowTable
 from .run_screen import RunScreen
@@ -1033,7 +1033,7 @@ class FleetScreen(ViewScreen):
         if item is not None and (not scope or item.request.scope is not None):
             self._answer(item, Answer.APPROVE, grant=scope, group=self.selected_group)
 
-    def reject(self) -> None:
+    async def reject(self) -> None:
         """``n``: an optional one-line reason (Enter sends, Esc none), then reject that same request (or each
         run of that same group)."""
         item = self.selected
@@ -1050,7 +1050,7 @@ class FleetScreen(ViewScreen):
             # refused with a message if it closed meanwhile
             self._answer(item, Answer.REJECT, note=reason or "", seen=seen, group=group)
 
-        self.app.push_screen(RejectReason(), done)
+        await open_reason(self.app, done)
 
     def kill(self, how: str = "") -> None:
         task = self.selected_task()

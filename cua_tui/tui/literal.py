@@ -13,6 +13,7 @@ from rich.highlighter import Highlighter
 from rich.style import Style, StyleType
 from rich.text import Text
 from textual import events
+from textual.binding import BindingsMap
 from textual.widgets import Input
 
 from ..core.edits import written_escapes
@@ -45,7 +46,29 @@ class EscapeHighlighter(Highlighter):
 
 
 class LiteralInput(Input):
-    """Textual's Input, with the first line of a paste made visible before it is inserted."""
+    """Textual's Input, with the first line of a paste made visible before it is inserted, and every key
+    handled in the order it was typed.
+
+    Textual inserts a printable key in the Input's own message queue, but runs a bound key (BackSpace,
+    Delete, the arrows, Enter) only once its event has bubbled through every ancestor's queue up to the
+    App. When an ancestor is busy (a draft classified at each keystroke, a loaded machine), the
+    BackSpaces typed before a phrase run after it and eat its end: "cua-tui verif" approved for
+    "cua-tui verified". Here the Input's own bindings run where its letters do, in arrival order."""
+
+    # the editing keys Input itself binds (not the scrolling ones it inherits, which an ancestor may
+    # take first: the editor's arrows move a scroll's point)
+    EDITING_KEYS = BindingsMap(Input.BINDINGS).key_to_bindings
+
+    async def _on_key(self, event: events.Key) -> None:
+        if not event.is_printable:
+            bindings = self.EDITING_KEYS.get(event.key)
+            if bindings:
+                # as Textual would run it once bubbled up; the App's priority keys (the kill switch)
+                # were checked before the key reached this widget, as ever
+                event.stop()
+                event.prevent_default()
+                await self.run_action(bindings[0].action)
+        # else Textual goes on to Input's own handler (the handlers of a class's bases run after its own)
 
     def _on_paste(self, event: events.Paste) -> None:
         lines = event.text.splitlines()

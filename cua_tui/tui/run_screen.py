@@ -36,7 +36,7 @@ from .batch import BatchPane
 from .commands import HistoryActions
 from .decision_panel import DecisionPanel, compact_terminal
 from .desktop_view import DesktopView
-from .dialogs import GrantsScreen, RejectReason
+from .dialogs import GrantsScreen, RejectReason, open_reason
 from .editor import ActionEditor
 from .frames import Target
 from .goal import GoalBar
@@ -477,18 +477,22 @@ class RunScreen(HistoryActions, ViewScreen):
         except ValueError:
             return None
 
-    def edit(self) -> None:
-        """``e``: the editor in the panel's place, the desktop zoomed on the draft a cell a pixel."""
+    async def edit(self) -> None:
+        """``e``: the editor in the panel's place, the desktop zoomed on the draft a cell a pixel; returns
+        once its field has the focus (the App waits, so the keys typed next go to the field)."""
         found, policy = self._editable(), self.source.policy
         if found is None or policy is None or self.editor is not None:
             return
         request, size = found
-        self.editor = ActionEditor(request, size, policy, id="editor")
+        editor = self.editor = ActionEditor(request, size, policy, id="editor")
         self.panel.display = False
-        self.panel.parent.mount(self.editor, after=self.panel)  # type: ignore[union-attr]
         self.zoomed = True
         self.desktop.exact = True
         self.app.refresh_bindings()
+        await self.panel.parent.mount(editor, after=self.panel)  # type: ignore[union-attr]
+        if self.editor is editor:
+            # at once (focus() would wait behind the keys already queued)
+            self.set_focus(editor.field or editor, scroll_visible=False)
 
     def _close_editor(self, why: str = "") -> None:
         editor, self.editor = self.editor, None
@@ -644,7 +648,7 @@ class RunScreen(HistoryActions, ViewScreen):
             self.last_point = message.end
             self._send(Action(Kind.DRAG, path=(message.start, message.end)))
 
-    def reject(self) -> None:
+    async def reject(self) -> None:
         """``n``: ask for an optional reason first (Enter sends it, Esc skips), then reject."""
         request = self.pending
         if request is None:
@@ -659,7 +663,7 @@ class RunScreen(HistoryActions, ViewScreen):
                 # still the same decision (not killed or timed out meanwhile)
                 self._answer(Answer.REJECT, note=reason or "")
 
-        self.app.push_screen(RejectReason(), done)
+        await open_reason(self.app, done)
 
     def kill(self, how: str = "") -> None:
         if not self.running:

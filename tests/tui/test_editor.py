@@ -6,12 +6,15 @@ classifies again; Esc goes back. Live runs on the sim desktop through the TUI's 
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
 from pilot_helpers import answer, guard_of, live_app, plain, possible, run_screen, sim_run, until, until_ended
+from textual import events
+from textual.keys import _character_to_key
 from textual.widgets import Input, Static
 
 from cua_tui.build import Run
@@ -211,3 +214,76 @@ async def test_a_drags_ends_and_a_scrolls_notches_and_point_are_edited(tmp_path:
     first, second = decisions(run)
     assert first["edited"]["ran"]["path"] == [[50, 420], [301, 300]]
     assert (second["edited"]["ran"]["scroll_y"], second["edited"]["ran"]["y"]) == (-2, 419)
+
+
+def burst(*keys: str) -> list[events.Key]:
+    """Key events as a terminal delivers a fast typist's keys: named keys ("backspace", "enter") and
+    characters, posted to the App all at once, with no wait for any of them to be handled."""
+    out = []
+    for key in keys:
+        if len(key) == 1:
+            out.append(events.Key(_character_to_key(key), key))
+        else:
+            out.append(events.Key(key, "\r" if key == "enter" else None))
+    return out
+
+
+async def test_a_burst_of_keys_after_e_is_approved_exactly_as_typed(tmp_path: Path) -> None:
+    """The defect: Textual inserts a letter in the field's own queue but runs a BackSpace only once its event
+    has bubbled up to the App, so a burst of BackSpaces then a phrase lost the phrase's end ("cua-tui
+    verif" approved for "cua-tui verified"). And keys typed right after e, before the field had the focus,
+    went to the App's keys: a k there was the kill switch."""
+    proposed, typed = "cua-tui verifyd", "kay: yes, no, all verified"
+    run = run_of(tmp_path, [{"actions": [FIELD, {"type": "type", "text": proposed}]}])
+    app = live_app(run)
+    async with app.run_test(size=SIZE) as pilot:
+        await until_asked(pilot, app)
+        await until(pilot, guard_of(app).passed, "the input guard")
+        for key in burst("e", *["backspace"] * (len(proposed) + 1), *typed):
+            app.post_message(key)
+        await until(pilot, lambda: run_screen(app).editor is not None, "the editor")
+        field = editor_of(app).query_one(Input)
+        await until(pilot, lambda: field.value == typed, f"the field to read {typed!r}")
+        app.post_message(burst("enter")[0])
+        await until_ended(pilot, app)
+    (decision,) = decisions(run)
+    assert decision["decision"] == "approve"
+    assert decision["edited"]["ran"]["text_sha256"] == text_sha256(typed)
+
+
+async def test_bursts_of_backspaces_and_text_then_enter_approve_each_text_typed(tmp_path: Path) -> None:
+    """Thirty bursts into one open editor, each erasing what is there and typing a new text, then Enter at
+    once: what the field holds when Enter is handled is the last text, every time."""
+    proposed = "x" * 16
+    run = run_of(tmp_path, [{"actions": [FIELD, {"type": "type", "text": proposed}]}])
+    app = live_app(run)
+    async with app.run_test(size=SIZE) as pilot:
+        await until_asked(pilot, app)
+        await answer(pilot, "e")
+        field = editor_of(app).query_one(Input)
+        previous = field.value
+        for n in range(30):
+            text = f"burst {n:02d}: cua-tui verified"
+            for key in burst(*["backspace"] * (len(previous) + 1), *text):
+                app.post_message(key)
+            await until(pilot, partial(lambda want: field.value == want, text), f"burst {n} in the field")
+            previous = text
+        for key in burst(*["backspace"] * (len(previous) + 1), *"the last text", "enter"):
+            app.post_message(key)
+        await until_ended(pilot, app)
+    (decision,) = decisions(run)
+    assert decision["edited"]["ran"]["text_sha256"] == text_sha256("the last text")
+
+
+async def test_a_burst_into_the_reason_box_is_the_reason_recorded(tmp_path: Path) -> None:
+    run = run_of(tmp_path, [{"actions": [FIELD, {"type": "type", "text": "secret"}]}])
+    app = live_app(run)
+    async with app.run_test(size=SIZE) as pilot:
+        await until_asked(pilot, app)
+        await until(pilot, guard_of(app).passed, "the input guard")
+        reason = "use the search box, k is a letter"
+        for key in burst("n", *"wrong words", *["backspace"] * 12, *reason, "enter"):
+            app.post_message(key)
+        await until_ended(pilot, app)
+    (decision,) = decisions(run)
+    assert decision["decision"] == "reject" and decision["note"] == reason

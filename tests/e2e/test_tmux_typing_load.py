@@ -1,0 +1,99 @@
+"""What a fast typist types under load is what is approved (issue 34, point 4): the real binary in tmux,
+two busy Python processes at nice 0 beside it on this 2-CPU machine, and bursts of keys sent as a terminal
+sends them. Each burst opens the editor (``e``), erases the proposed text with BackSpaces, types a new
+one and presses Enter, all at once; another set rejects with a reason typed the same way. Every approved
+text (its SHA-256 in the audit log) and every reason must equal what was typed.
+
+Textual runs a bound key (BackSpace, Enter) only once it has bubbled up to the App, while a letter goes in
+at once: under load the BackSpaces ran after the phrase and ate its end (tui/literal.py says how it is
+kept in order now)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_tmux_decisions import audit, awaiting, run_command, script
+from test_tmux_demo import Tmux, decision
+
+from cua_tui.core.actions import text_sha256
+
+pytestmark = [pytest.mark.terminal, pytest.mark.alone, pytest.mark.timeout(420)]
+
+FIELD = {"type": "click", "button": "left", "x": 250, "y": 182}
+EDITS = 30
+REASONS = 10
+PROPOSED = "proposed text 0123"  # 18 characters: 19 BackSpaces erase it
+
+
+@pytest.fixture
+def busy() -> Iterator[None]:
+    """Two Python processes spinning at nice 0 for the test's length: the two CPUs are contended."""
+    spin = "import time\nend = time.monotonic() + 400\nwhile time.monotonic() < end: pass"
+    procs = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(2)]
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def asked(which: tuple[int, int], screen: str) -> bool:
+    return awaiting(screen) and decision(screen) == which
+
+
+def typed_text(n: int) -> str:
+    # letters that are our keys elsewhere (y, n, k, a, e, t) among them: here they are the text's
+    return f"cua-tui verified {n:02d} yank"
+
+
+def reason_text(n: int) -> str:
+    return f"not now {n:02d}: ask the analyst"
+
+
+def test_bursts_of_backspaces_and_text_then_enter_are_approved_as_typed(tmp_path: Path, busy: None) -> None:
+    turns: list[dict[str, Any]] = [{"actions": [FIELD, {"type": "type", "text": PROPOSED}]}]
+    turns += [{"actions": [{"type": "type", "text": PROPOSED}]} for _ in range(EDITS + REASONS - 1)]
+    command = run_command(tmp_path, "--max-turns", "50", "--agent", f"script:{script(tmp_path, turns)}")
+    tmux = Tmux(command, width=160, height=48)
+    try:
+        for n in range(EDITS + REASONS):
+            turn = n + 1
+            index = 2 if n == 0 else 1
+            tmux.wait_for(partial(asked, (turn, index)), f"decision {turn}", 60)
+            if n < EDITS:
+                # e, the erasing and the new text in one burst, then Enter at once
+                tmux.answer("e", *["BSpace"] * (len(PROPOSED) + 1))
+                tmux.keys("-l", typed_text(n))
+                tmux.keys("Enter")
+            else:
+                tmux.answer("n")
+                tmux.keys("-l", "wrong words")
+                tmux.keys(*["BSpace"] * len("wrong words"))
+                tmux.keys("-l", reason_text(n))
+                tmux.keys("Enter")
+        tmux.wait_for(lambda s: "finished:" in s, "the end of the run", 60)
+        tmux.keys("q")
+        tmux.wait_for(lambda s: "EXIT=" in s, "the exit", 30)
+    finally:
+        tmux.close()
+    records = audit(tmp_path)
+    made = [r for r in records if r["kind"] == "decision" and r["by"] == "human (TUI)"]
+    assert len(made) == EDITS + REASONS, json.dumps(made)[:2000]
+    for n, record in enumerate(made):
+        if n < EDITS:
+            assert record["decision"] == "approve", record
+            ran = record["edited"]["ran"]
+            assert (ran["text_len"], ran["text_sha256"]) == (len(typed_text(n)), text_sha256(typed_text(n))), (
+                f"burst {n}: approved {ran['text_len']} characters, typed {len(typed_text(n))}"
+            )
+        else:
+            assert record["decision"] == "reject" and record["note"] == reason_text(n), record
+    assert not [r for r in records if r["kind"] == "killed"]
