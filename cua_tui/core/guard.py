@@ -34,7 +34,9 @@ class DecisionGuard:
     """When the decision on screen was painted, and whether an answering key counts yet.
 
     ``arm(shown)`` is called whenever a view paints what it shows; the guard starts again only when
-    ``shown`` (a request, or a key naming it) is another than before."""
+    ``shown`` (a request, or a key naming it) is another than before. Armed with ``screen=True`` it
+    starts only once the view says the decision's own screenshot is on its pane (``screen_shown``): a key
+    pressed while the pane still shows an older picture, or none, is held."""
 
     def __init__(self, seconds: float = DEFAULT_GUARD_S, clock: Callable[[], float] = time.monotonic) -> None:
         if (why := check_guard(seconds)) is not None:
@@ -43,17 +45,28 @@ class DecisionGuard:
         self.clock = clock
         self.shown: object | None = None
         self.painted_at: float | None = None
+        # the decision is shown, its screenshot not yet: nothing counts until it is
+        self.waiting = False
 
-    def arm(self, shown: object | None) -> None:
-        """``shown`` is what the view shows now (None: no decision)."""
+    def arm(self, shown: object | None, *, screen: bool = False) -> None:
+        """``shown`` is what the view shows now (None: no decision); ``screen``: the guard waits for
+        ``screen_shown`` before it starts (the view's pane has yet to paint the decision's screenshot)."""
         if shown is None:
-            self.shown, self.painted_at = None, None
-        elif shown != self.shown or self.painted_at is None:
-            self.shown, self.painted_at = shown, self.clock()
+            self.shown, self.painted_at, self.waiting = None, None, False
+        elif shown != self.shown or (self.painted_at is None and not self.waiting):
+            self.shown = shown
+            self.painted_at = None if screen else self.clock()
+            self.waiting = screen
+
+    def screen_shown(self) -> None:
+        """The decision's own screenshot is on the pane now (or why it is not, or the layout has no pane):
+        the guard counts from now."""
+        if self.shown is not None and self.waiting:
+            self.waiting, self.painted_at = False, self.clock()
 
     def rearm(self) -> None:
         """The same decision painted again after something else covered the view (counts from now)."""
-        if self.shown is not None:
+        if self.shown is not None and not self.waiting:
             self.painted_at = self.clock()
 
     def age(self) -> float | None:
@@ -62,10 +75,15 @@ class DecisionGuard:
 
     def passed(self) -> bool:
         age = self.age()
-        return age is not None and age >= self.seconds
+        return not self.waiting and age is not None and age >= self.seconds
 
     def refusal(self, key: str) -> str | None:
         """Why ``key`` is ignored now (None: it counts)."""
+        if self.waiting:
+            return (
+                f"{key} held: this decision's screenshot is not on the desktop pane yet; keys count "
+                f"{self.seconds:.1f} s after it is"
+            )
         age = self.age()
         if age is None or age >= self.seconds:
             return None

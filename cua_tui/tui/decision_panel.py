@@ -61,6 +61,8 @@ class DecisionPanel(Static):
     left: float | None = None
     # the on-screen passage the model's words echo (core/injection.py): a hint beside its reason
     injection: Injection | None = None
+    # the layout shows no desktop pane (a narrow fleet): the panel says the screen is not shown
+    unseen = False
 
     def show_request(
         self,
@@ -96,8 +98,18 @@ class DecisionPanel(Static):
     def framed(self, parts: list[tuple[str, str]]) -> list[tuple[str, str]]:
         """The panel's parts as shown: as ``describe.request_panel`` words them, a fleet's run named."""
         if self.run_name or self.closed:
-            return fleet_parts(parts, self.run_name, self.closed, self.group)
+            parts = fleet_parts(parts, self.run_name, self.closed, self.group)
+        if self.unseen and parts:
+            note = "screen  not shown at this size: widen the terminal, or Enter opens the run's view\n"
+            parts = [parts[0], (note, describe.WARN), *parts[1:]]
         return parts
+
+    def set_unseen(self, unseen: bool) -> None:
+        """The desktop pane left the layout (or came back): the panel says whether the screen is shown."""
+        self.unseen = unseen
+        request, batch_size, task, field, model_text = self._shown
+        if request is not None:
+            self.show_request(request, batch_size, task, self._destination, field=field, model_text=model_text)
 
     def set_left(self, left: float | None) -> None:
         """The countdown moved (a second passed): the panel says the time left."""

@@ -16,6 +16,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual import events, work
 from textual.app import ComposeResult
+from textual.dom import NoScreen
 from textual.geometry import Size
 from textual.message import Message
 from textual.strip import Strip
@@ -30,6 +31,8 @@ from .messages import FrameRefused, FrameRendered
 
 # seconds without a resize event before the picture is redrawn for the new size
 RESIZE_SETTLE = 0.05
+# the smallest pane (cells) that shows a picture: below it the layout shows no screen at all
+READABLE_PANE = (16, 6)
 # rendered frames kept: the shown one, its zoom, a replay's neighbours
 FRAME_CACHE = 8
 
@@ -74,7 +77,8 @@ class DesktopView(Widget):
             self.reason = reason
 
     class Painted(Message):
-        """The newest frame asked for is on the pane (after the screen was refreshed)."""
+        """The newest frame asked for is on the pane, or why it could not be (after the screen was
+        refreshed)."""
 
     class Pointed(Message):
         """A click on the picture: the screen pixel under it (``point``), or why there is none."""
@@ -136,6 +140,21 @@ class DesktopView(Widget):
     def settled(self) -> bool:
         """The newest frame asked for is on the pane, or was refused."""
         return self.serial > 0 and self.shown == self.serial
+
+    def shows(self, sha: str) -> bool:
+        """Whether the pane has settled on the screenshot ``sha``, or on why the newest could not be shown
+        (a refusal is shown in its place)."""
+        return self.settled and (self.painted_sha == sha if self.painted_sha else self.refused is not None)
+
+    @property
+    def on_screen(self) -> bool:
+        """Whether the layout gives the pane room to show a picture a person can read (a narrow fleet
+        gives it none, or a sliver)."""
+        try:
+            region = self.region.intersection(self.screen.region)
+        except NoScreen:
+            return False
+        return bool(self.display) and region.width >= READABLE_PANE[0] and region.height >= READABLE_PANE[1]
 
     # ---------------------------------------------------------------------------------------------
     # What to show
@@ -269,6 +288,8 @@ class DesktopView(Widget):
         if reason != self.refused:
             self.refused = reason
             self.post_message(self.Refused(reason))
+        if message.serial == self.serial:
+            self.call_after_refresh(self.post_message, self.Painted())
 
     def _take(self, serial: int) -> str:
         """The screenshot of frame ``serial``, now on the pane (older frames on their way are dropped)."""

@@ -794,8 +794,10 @@ class FleetScreen(ViewScreen):
         (redrawn when the selection or its state changed, or with ``force``: the screen's text arrived)."""
         item = self.selected
         group = self.selected_group
-        # another request shown, or a group with other runs: the guard again
-        self.guard.arm((group.id, group.tickets) if group is not None else item.ticket if item is not None else None)
+        # another request shown, or a group with other runs: the guard again, once its screen is shown
+        self.guard.arm(
+            (group.id, group.tickets) if group is not None else item.ticket if item is not None else None, screen=True
+        )
         shown = (
             (item.ticket, item.ticket in self.pending_tickets, group.tickets if group else ())
             if item is not None
@@ -845,7 +847,28 @@ class FleetScreen(ViewScreen):
         )
         if (screen_shown := self.shown_screen()) is not None:
             self.reading.request(screen_shown)
+        self.call_after_refresh(self._screen_check)
         self.bindings_may_have_changed()
+
+    def on_desktop_view_painted(self, message: DesktopView.Painted) -> None:
+        message.stop()
+        self._screen_check()
+
+    def _screen_check(self) -> None:
+        """The input guard starts once the selected request's own screenshot is on the pane (or the pane
+        says why not); where the layout leaves no room for the pane, once the panel, which then says the
+        screen is not shown, is painted."""
+        item = self.selected
+        if item is None or not self.guard.waiting:
+            return
+        frame = item.request.frame
+        unseen = not self.desktop.on_screen
+        if self.panel.unseen != unseen:
+            self.panel.set_unseen(unseen)
+        if unseen or frame is None:
+            self.call_after_refresh(self.guard.screen_shown)
+        elif self.desktop.shows(frame.sha256):
+            self.guard.screen_shown()
 
     def _why_line(self, item: QueueItem, group: Group | None, pending: bool) -> Text:
         """The line under the queue: what the selected row is, and why it sits where it does."""
@@ -970,7 +993,7 @@ class FleetScreen(ViewScreen):
         guard, desktop = seen or (self.guard, self.desktop)
         shown = guard.shown_ms()
         details: AnswerDetails = {
-            "note": note, "grant": grant, "screen": desktop.painted_sha or "", "shown_ms": shown, "guard_ms": guard.ms,
+            "note": note, "grant": grant, "screen": desktop.painted_sha if desktop.on_screen else "", "shown_ms": shown, "guard_ms": guard.ms,
         }  # fmt: skip
         if group is not None:
             answered = self._answer_group(group, answer, details)

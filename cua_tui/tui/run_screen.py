@@ -293,8 +293,8 @@ class RunScreen(HistoryActions, ViewScreen):
         request = self.pending
         if self.editor is not None and request is not self.editor.request:
             self._close_editor("the decision you were editing closed: nothing was sent")
-        # a new decision on screen: its keys count after the guard
-        self.guard.arm(request)
+        # a new decision on screen: its keys count after the guard, from when its screenshot is on the pane
+        self.guard.arm(request, screen=True)
         # at a decision the pane frames the target (z: whole)
         self.zoomed = self._focus_target() is not None
         panel = self.panel
@@ -315,6 +315,7 @@ class RunScreen(HistoryActions, ViewScreen):
             self._read_screen()
         self.batch_pane.mark_pending(request.index if request is not None else None)
         self.render_frame()
+        self.call_after_refresh(self._screen_check)
         self.app.refresh_bindings()
         if request is not None and self.source.owned:
             what = request.action.describe() if request.action is not None else "model safety checks"
@@ -346,8 +347,9 @@ class RunScreen(HistoryActions, ViewScreen):
     # ----------------------------------------------------------------------------------------------
     @property
     def painted_sha(self) -> str:
-        """The SHA-256 of the screenshot the pane shows ("": none, refused, or none yet)."""
-        return self.desktop.painted_sha
+        """The SHA-256 of the screenshot the pane shows ("": none, refused, none yet, or no pane in the
+        layout: a picture painted where no one can see it was not shown)."""
+        return self.desktop.painted_sha if self.desktop.on_screen else ""
 
     def render_frame(self) -> None:
         shot = shot_of(self.view)
@@ -367,6 +369,25 @@ class RunScreen(HistoryActions, ViewScreen):
         # the zoom keeps the target's label in view
         target = labelled(self._focus_target(), self.reading, shot.sha)
         self.desktop.show_shot(shot, target, zoom=self.zoomed)
+
+    def on_desktop_view_painted(self, message: DesktopView.Painted) -> None:
+        message.stop()
+        self._screen_check()
+
+    def _screen_check(self) -> None:
+        """The input guard starts once the pending decision's own screenshot is on the pane (or the pane
+        says why not); where the layout shows no pane, once the panel is painted, which then says so."""
+        request = self.pending
+        if request is None or not self.guard.waiting or request is not self.guard.shown:
+            return
+        want = request.frame.sha256 if request.frame is not None else ""
+        unseen = not self.desktop.on_screen
+        if self.panel.unseen != unseen:
+            self.panel.set_unseen(unseen)
+        if unseen or not want:
+            self.call_after_refresh(self.guard.screen_shown)  # once the panel is on the terminal
+        elif self.desktop.shows(want):
+            self.guard.screen_shown()
 
     @while_open
     def on_desktop_view_refused(self, message: DesktopView.Refused) -> None:

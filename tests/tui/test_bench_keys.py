@@ -19,4 +19,4 @@ def test_groups_take_fewer_keys_and_no_answer_leaves_its_group(tmp_path: Path) -
     header, row = grouped["stats"]
     assert header.split()[0] == "OPERATOR" and row.split()[:2] == [ANALYST, "6"]
     lines = _keys_lines([grouped, single])
-    assert lines[0].startswith("keys, grouping on: 6 runs") and any("grouping off" in line for line in lines)
+    assert lines[0].startswith("keys, grouping on: 6 sim runs") and any("grouping off" in line for line in lines)

@@ -66,6 +66,31 @@ def test_the_guard_holds_a_new_decision_then_lets_its_keys_count() -> None:
     assert guard.refusal("y") is None and guard.shown_ms() is None
 
 
+def test_the_guard_waits_for_the_decisions_screenshot_then_counts_from_it() -> None:
+    clock = Clock()
+    guard = DecisionGuard(clock=clock)
+    guard.arm("first", screen=True)
+    clock.now += 5  # however long the picture takes, nothing counts before it is on the pane
+    assert not guard.passed() and guard.waiting and guard.shown_ms() is None
+    assert guard.refusal("y") == (
+        "y held: this decision's screenshot is not on the desktop pane yet; keys count 1.0 s after it is"
+    )
+    guard.arm("first", screen=True)  # painted again while waiting: still waiting
+    guard.rearm()  # uncovered while waiting: still waiting
+    assert guard.waiting
+    guard.screen_shown()
+    clock.now += 0.5
+    assert guard.refusal("y") == "y ignored: this decision appeared 0.5 s ago; keys count after 1.0 s"
+    clock.now += 0.5
+    assert guard.passed() and guard.shown_ms() == 500 + 500
+    guard.screen_shown()  # said again: the guard does not start over
+    assert guard.passed()
+    guard.arm("second", screen=True)  # the next decision waits for its own screenshot
+    assert guard.waiting and not guard.passed()
+    guard.arm(None)
+    assert not guard.waiting and guard.refusal("y") is None
+
+
 def test_the_guard_is_never_below_its_floor() -> None:
     assert GUARD_FLOOR_S == 0.5
     with pytest.raises(ValueError, match=r"at least 0\.5 s"):
@@ -144,7 +169,8 @@ def audit(path: Path) -> list[dict[str, Any]]:
 
 
 def ignored(app: Told, key: str) -> list[str]:
-    return [m for m in app.told if m.startswith(f"{key} ignored: this decision appeared ")]
+    """What the app said of ``key`` ignored: within the guard, or held while the screenshot is on its way."""
+    return [m for m in app.told if m.startswith((f"{key} ignored: this decision appeared ", f"{key} held: "))]
 
 
 async def test_keys_pressed_as_a_decision_appears_are_ignored_and_said_then_y_approves_what_was_seen(
@@ -160,7 +186,7 @@ async def test_keys_pressed_as_a_decision_appears_are_ignored_and_said_then_y_ap
         assert main.pending is first and app.screen is app.screen_stack[0]  # nothing answered, no reason asked
         for key in "yan":
             (said,) = ignored(app, key)
-            assert said.endswith("; keys count after 1.0 s")
+            assert said.endswith(("; keys count after 1.0 s", "; keys count 1.0 s after it is"))
         await until(pilot, lambda: main.painted_sha != "", "the screen painted with it")
         shown = main.painted_sha
         await until(pilot, main.guard.passed, "the guard to pass", timeout=5)
@@ -255,3 +281,77 @@ async def test_the_fleet_guards_each_request_shown_in_the_queue_and_in_a_runs_vi
         (decision,) = [r for r in records if r["kind"] == "decision" and r["by"] == "human (TUI)"]
         screens = {r["sha256"] for r in records if r["kind"] == "screen"}
         assert decision["screen"] in screens and decision["shown_ms"] >= 1000
+
+
+async def test_y_is_held_while_the_pane_shows_an_older_picture_and_counts_once_the_decisions_is_painted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The conversion worker is held on every screenshot after the first: at the decision the pane still
+    shows the picture before the click. A y then, however late, is held and said so; once the decision's
+    own picture lands, the guard starts."""
+    import threading
+
+    from cua_tui.tui.desktop_view import DesktopView
+
+    release = threading.Event()
+    frame = DesktopView._frame
+    first: list[str] = []
+    held: list[str] = []
+
+    def slow(self: DesktopView, shot: Any, key: Any) -> Any:
+        if not first:
+            first.append(shot.sha)
+        elif shot.sha != first[0]:
+            held.append(shot.sha)
+            release.wait(30)
+        return frame(self, shot, key)
+
+    monkeypatch.setattr(DesktopView, "_frame", slow)
+    # the click focuses the field: the decision's screenshot is another picture than the first
+    app, path = live(tmp_path, [{"actions": [FIELD, {"type": "type", "text": "one"}]}])
+    main = run_screen(app)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: main.pending is not None, "the typing decision")
+        request = main.pending
+        assert request is not None and request.frame is not None
+        asked = request.frame.sha256
+        assert first and asked != first[0]
+        await until(pilot, lambda: asked in held, "the worker holding the decision's screenshot")
+        assert main.guard.waiting and main.painted_sha == first[0]  # an older picture on the pane
+        await pilot.pause(1.2)  # longer than the guard: still nothing counts
+        await pilot.press("y")
+        said = [m for m in app.told if m.startswith("y held: ")]
+        assert said == [
+            "y held: this decision's screenshot is not on the desktop pane yet; keys count 1.0 s after it is"
+        ]
+        assert main.pending is request
+        release.set()
+        await until(pilot, lambda: main.painted_sha == asked, "the decision's screenshot painted")
+        await until(pilot, lambda: not main.guard.waiting, "the guard started")
+        await pilot.press("y")
+        assert main.pending is request  # within the guard, counted from the picture
+        await until(pilot, main.guard.passed, "the guard to pass", timeout=5)
+        await pilot.press("y")
+        await until_ended(pilot, app)
+    decision = next(r for r in audit(path) if r["kind"] == "decision" and r["by"] == "human (TUI)")
+    assert decision["decision"] == "approve" and decision["screen"] == asked
+
+
+async def test_a_fleet_too_narrow_for_its_desktop_pane_says_so_and_guards_from_the_panel(tmp_path: Path) -> None:
+    """At 60x20 the fleet's layout leaves the desktop pane no room: the guard starts when the panel is painted
+    (no screenshot will ever be), and the panel says that the screen is not shown."""
+    settings = Settings.load({"CUA_TUI_CONFIG": str(tmp_path / "no-config.toml")})
+    fleet = Fleet([FleetTask("form", opts(settings))], runs_dir=tmp_path / "runs", concurrency=2)
+    app = CuaApp(partial(FleetScreen, fleet=fleet))
+    main = fleet_screen(app)
+    async with app.run_test(size=(60, 20)) as pilot:
+        await until(pilot, lambda: main.selected is not None, "the request")
+        await until(pilot, lambda: not main.guard.waiting, "the guard started from the panel")
+        assert not main.desktop.on_screen and main.panel.unseen
+        assert "screen  not shown at this size" in str(main.panel.render())
+        await until(pilot, main.guard.passed, "the guard to pass", timeout=5)
+        await pilot.press("y")
+        await until(pilot, lambda: fleet.done, "the run to end")
+    (row,) = fleet.rows()
+    decision = next(r for r in audit(Path(row.path)) if r["kind"] == "decision" and r["by"] != "policy")
+    assert decision["decision"] == "approve" and decision["screen"] == ""  # no screen was shown
