@@ -85,8 +85,13 @@ class ActionEditor(Vertical, can_focus=True):
         yield Static(id="edit-draft")
         written = self._written()
         if written is not None:
-            highlighter = EscapeHighlighter() if self.proposed.kind is Kind.TYPE else None
-            self.field = LiteralInput(value=written, highlighter=highlighter, select_on_focus=False, id="edit-field")
+            typing = self.proposed.kind is Kind.TYPE
+            highlighter = EscapeHighlighter() if typing else None
+            # a paste is written as the field writes text, with its escapes: read back exactly as pasted
+            self.field = LiteralInput(
+                value=written, highlighter=highlighter, select_on_focus=False, id="edit-field",
+                pasted=escape_text if typing else visible,
+            )  # fmt: skip
             yield self.field
         yield Static(id="edit-verdict")
         yield Static(Text(self._help(kind), style="dim"), id="edit-help")

@@ -9,6 +9,9 @@ A paste goes through ``core.text.visible``, as every run string shown elsewhere 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from rich.highlighter import Highlighter
 from rich.style import Style, StyleType
 from rich.text import Text
@@ -59,6 +62,12 @@ class LiteralInput(Input):
     # take first: the editor's arrows move a scroll's point)
     EDITING_KEYS = BindingsMap(Input.BINDINGS).key_to_bindings
 
+    def __init__(self, *args: Any, pasted: Callable[[str], str] = visible, **kwargs: Any) -> None:
+        """``pasted`` writes a paste's first line as the field shows it (the editor's field: its escapes,
+        so that what is pasted is what runs)."""
+        super().__init__(*args, **kwargs)
+        self.pasted = pasted
+
     async def _on_key(self, event: events.Key) -> None:
         if not event.is_printable:
             bindings = self.EDITING_KEYS.get(event.key)
@@ -73,7 +82,7 @@ class LiteralInput(Input):
     def _on_paste(self, event: events.Paste) -> None:
         lines = event.text.splitlines()
         if lines:
-            line = visible(lines[0])
+            line = self.pasted(lines[0])
             selection = self.selection
             if selection.is_empty:
                 self.insert_text_at_cursor(line)

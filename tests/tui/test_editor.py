@@ -287,3 +287,23 @@ async def test_a_burst_into_the_reason_box_is_the_reason_recorded(tmp_path: Path
         await until_ended(pilot, app)
     (decision,) = decisions(run)
     assert decision["decision"] == "reject" and decision["note"] == reason
+
+
+async def test_a_paste_into_the_editor_runs_exactly_what_was_pasted(tmp_path: Path) -> None:
+    """A paste is written with the field's escapes: a real U+200B, an escape byte and the six characters
+    ``\\u200b`` pasted together run as exactly those characters (the literal text is not made a U+200B)."""
+    pasted = "pay\u200b\x1bnow \\u200b"
+    run = run_of(tmp_path, [{"actions": [FIELD, {"type": "type", "text": "x"}]}])
+    app = live_app(run)
+    async with app.run_test(size=SIZE) as pilot:
+        await until_asked(pilot, app)
+        await answer(pilot, "e")
+        field = editor_of(app).query_one(Input)
+        await pilot.press("backspace")
+        app.post_message(events.Paste(pasted + "\nsecond line, dropped"))
+        await until(pilot, lambda: field.value != "", "the paste in the field")
+        assert field.value == "pay\\u200b\\x1bnow \\\\u200b"
+        await pilot.press("enter")
+        await until_ended(pilot, app)
+    (decision,) = decisions(run)
+    assert decision["edited"]["ran"]["text_sha256"] == text_sha256(pasted)
