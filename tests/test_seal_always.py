@@ -159,8 +159,9 @@ def test_lone_surrogates_in_every_field_of_a_script_reach_the_records_escaped(tm
 
 
 def test_command_line_text_and_paths_that_are_not_utf8_are_recorded_escaped(tmp_path: Path) -> None:
-    """The task, the operator, the policy file's path and the runs directory come from argv, where a byte
-    that is not UTF-8 becomes a lone surrogate: run.json and result.json are written all the same."""
+    """The task, the policy file's path and the runs directory come from argv, where a byte that is not
+    UTF-8 becomes a lone surrogate: run.json and result.json are written all the same. (An operator's name
+    is refused at entry unless it is ASCII letters, digits and . - _ @: see the last lines.)"""
     folder = tmp_path / f"pol{NOT_UTF8}"
     folder.mkdir()
     policy = folder / "p.toml"
@@ -172,8 +173,6 @@ def test_command_line_text_and_paths_that_are_not_utf8_are_recorded_escaped(tmp_
         script(tmp_path, data),
         "--task",
         f"fill {NOT_UTF8}",
-        "--operator",
-        f"ann{NOT_UTF8}",
         "--policy",
         policy,
         "--on-confirm",
@@ -187,6 +186,8 @@ def test_command_line_text_and_paths_that_are_not_utf8_are_recorded_escaped(tmp_
     assert info["policy"]["source"] == str(policy).replace(NOT_UTF8, "\\udcff")
     started = next(r for r in audit(run_dir) if r["kind"] == "run_started")
     assert started["task"] == "fill \\udcff"
+    refused = cua("run", "--headless", "--backend", "dry", "--operator", f"ann{NOT_UTF8}", env=settings_env(tmp_path))
+    assert refused.code == 2 and "(U+DCFF)" in refused.stderr and "Traceback" not in refused.stderr
 
 
 def test_a_surrogate_escape_in_a_policy_file_is_refused_at_its_line(tmp_path: Path) -> None:
