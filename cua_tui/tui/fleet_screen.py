@@ -49,6 +49,7 @@ from .audit_list import MAX_ENTRIES
 from .decision_panel import DecisionPanel
 from .desktop_view import DesktopView
 from .dialogs import RejectReason, open_reason
+from .literal import literal
 from .messages import while_open
 from .row_table import RowTable
 from .run_screen import RunScreen
@@ -179,7 +180,7 @@ def group_line(group: Group) -> str:
     tasks = [visible(item.task, limit=40) for item in group.members]
     named = ", ".join(tasks[:4]) + (f" and {len(tasks) - 4} more" if len(tasks) > 4 else "")
     target = group.first.likeness.target if group.first.likeness is not None else ""
-    where = f", at {visible(target, limit=60)} with the same screen around it" if target else ""
+    where = f", at {visible(target, limit=60)} on the same screen" if target else ""
     return f"{group.size} runs ask this{where}: {named} · y / n / a answer each of them (each recorded as its own)"
 
 
@@ -498,12 +499,12 @@ class FleetScreen(ViewScreen):
         state_style = {RunState.WAITING: "bold reverse", RunState.RUNNING: "bold"}.get(row.state, "")
         status_style = "bold" if row.status in ("passed", "finished") else "bold reverse" if row.status else ""
         return [
-            Text(visible(row.task, limit=64)),
-            Text(visible(row.backend, limit=20)),
+            literal(row.task, limit=64),
+            literal(row.backend, limit=20),
             Text(row.state, style=state_style),
             Text(f"{row.turn}·{row.steps}" if row.run_id else ""),
             Text(waiting),
-            Text(visible(row.status, limit=20), style=status_style),
+            literal(row.status, limit=20, style=status_style),
             Text(verified, style="" if ours else "bold reverse"),
             Text(log, style="bold reverse" if row.intact is False else ""),
         ]
@@ -675,9 +676,11 @@ class FleetScreen(ViewScreen):
             return [
                 Text(str(position), style="bold"),
                 Text("INJECTION?", style="bold reverse"),
-                Text(visible(item.priority.rule, limit=40), style="bold"),
-                Text(visible(item.task, limit=64), style="bold"),
-                Text(f"t{request.turn} #{request.index + 1} " + visible(what, limit=WHAT_CHARS), style="bold"),
+                literal(item.priority.rule, limit=40, style="bold"),
+                literal(item.task, limit=64, style="bold"),
+                Text(f"t{request.turn} #{request.index + 1} ", style="bold").append_text(
+                    literal(what, limit=WHAT_CHARS, style="bold")
+                ),
                 waited_cell(item, now),
             ]
         if row.group is not None:
@@ -685,7 +688,7 @@ class FleetScreen(ViewScreen):
             return [
                 Text(str(position), style="bold"),
                 Text(item.priority.label, style="bold" if item.priority.tier == 0 else ""),
-                Text(visible(item.priority.rule, limit=40)),
+                literal(item.priority.rule, limit=40),
                 Text(f"{fold} ×{row.group.size} runs", style="bold reverse"),
                 Text(f"{visible(what, limit=WHAT_CHARS)} · same in {row.group.size} runs"),
                 waited_cell(item, now),
@@ -693,9 +696,11 @@ class FleetScreen(ViewScreen):
         return [
             Text(" ·" if row.member else str(position) if pending else "-", style=dim),
             Text(item.priority.label, style="bold" if item.priority.tier == 0 else dim),
-            Text(visible(item.priority.rule, limit=40), style=dim),
-            Text(visible(item.task, limit=64), style=dim),
-            Text(f"t{request.turn} #{request.index + 1} " + visible(what, limit=WHAT_CHARS), style=dim),
+            literal(item.priority.rule, limit=40, style=dim),
+            literal(item.task, limit=64, style=dim),
+            Text(f"t{request.turn} #{request.index + 1} ", style=dim).append_text(
+                literal(what, limit=WHAT_CHARS, style=dim)
+            ),
             waited_cell(item, now) if pending else Text("closed", style=dim),
         ]
 
@@ -992,8 +997,10 @@ class FleetScreen(ViewScreen):
         # what was seen, and how long, where it was
         guard, desktop = seen or (self.guard, self.desktop)
         shown = guard.shown_ms()
+        # a picture painted where the layout left no room for it was not shown
+        screen = desktop.painted_sha if desktop.on_screen else ""
         details: AnswerDetails = {
-            "note": note, "grant": grant, "screen": desktop.painted_sha if desktop.on_screen else "", "shown_ms": shown, "guard_ms": guard.ms,
+            "note": note, "grant": grant, "screen": screen, "shown_ms": shown, "guard_ms": guard.ms,
         }  # fmt: skip
         if group is not None:
             answered = self._answer_group(group, answer, details)

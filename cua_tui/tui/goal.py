@@ -8,6 +8,7 @@ from textual.widgets import Static
 
 from ..core.describe import scripted_note
 from ..core.text import visible
+from .literal import literal
 from .status import RunInfo
 
 
@@ -25,13 +26,19 @@ class GoalBar(Static):
         info = self.info
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(" TASK ", style="bold reverse")
-        text.append(" " + visible(info.task or "(none given)", limit=400) + "\n")
+        text.append(" ")
+        text.append_text(literal(info.task or "(none given)", limit=400))
+        text.append("\n")
         text.append(" on ", style="bold")
-        text.append(visible(info.target, limit=120))
+        text.append_text(literal(info.target, limit=120))
         text.append(" · may reach ", style="bold")
-        text.append(", ".join(visible(a, limit=60) for a in info.allowed) if info.allowed else "its own origin only")
+        for n, host in enumerate(info.allowed):
+            text.append(", " if n else "")
+            text.append_text(literal(host, limit=60))
+        if not info.allowed:
+            text.append("its own origin only")
         text.append(" · policy ", style="bold")
-        text.append(visible(info.policy, limit=80))
+        text.append_text(literal(info.policy, limit=80))
         note = scripted_note(info.agent)
         if note is not None and self.live:
             text.append("\n")

@@ -100,3 +100,43 @@ async def test_the_eighteen_characters_that_drew_as_hello_are_shown_whole(tmp_pa
         spans = field.highlighter(Text(field.value)).spans if field.highlighter else []
         marked = [field.value[span.start : span.end] for span in spans]
         assert len(marked) == 13 + 1 and marked[-2:] == ["\\ufff9", "\\u200b"]
+
+
+async def test_the_goal_bar_and_the_fleets_rows_draw_stand_ins_apart(tmp_path: Path) -> None:
+    """The task (the goal bar) and a fleet task's name (the runs table, the queue) are untrusted too: their
+    hidden characters are stand-ins, drawn apart from the same characters typed."""
+    from functools import partial
+
+    from fleet_cases import opts
+    from pilot_helpers import fleet_screen
+
+    from cua_tui.config import Settings
+    from cua_tui.fleet_runner import Fleet, FleetTask
+    from cua_tui.tui.app import CuaApp
+    from cua_tui.tui.fleet_screen import FleetScreen
+    from cua_tui.tui.goal import GoalBar
+    from cua_tui.tui.row_table import RowTable
+
+    task = "pay|\\u200b|\u200b"
+    run = sim_run(tmp_path, [{"actions": [FIELD, {"type": "type", "text": "x"}]}], task=task)
+    app = live_app(run)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: run_screen(app).pending is not None, "the decision")
+        goal = app.query_one(GoalBar)
+        nothing_hidden(goal)
+        assert drawn_apart(goal, "\\u200b", "|\\u200b|")
+        run.supervisor.kill()
+
+    settings = Settings.load({"CUA_TUI_CONFIG": str(tmp_path / "no-config.toml")})
+    fleet = Fleet([FleetTask(task, opts(settings))], runs_dir=tmp_path / "fleet", concurrency=1)
+    fleet_app = CuaApp(partial(FleetScreen, fleet=fleet))
+    main = fleet_screen(fleet_app)
+    async with fleet_app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: main.selected is not None, "the fleet's request")
+        await pilot.pause()
+        for table in fleet_app.query(RowTable):
+            nothing_hidden(table)
+        # the runs table has room for the name: the stand-in is drawn apart from the six characters typed
+        assert drawn_apart(fleet_app.query_one("#runs", RowTable), "\\u200b", "|\\u200b|")
+        fleet.kill_all()
+        await until(pilot, lambda: fleet.done, "the fleet to end")
