@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -29,7 +30,8 @@ pytestmark = [pytest.mark.terminal, pytest.mark.alone, pytest.mark.timeout(420)]
 FIELD = {"type": "click", "button": "left", "x": 250, "y": 182}
 EDITS = 30
 REASONS = 10
-PROPOSED = "proposed text 0123"  # 18 characters: 19 BackSpaces erase it
+PROPOSED = "proposed text 0123"
+GUARD_S = 0.5  # 18 characters: 19 BackSpaces erase it
 
 
 @pytest.fixture
@@ -43,6 +45,11 @@ def busy() -> Iterator[None]:
         for proc in procs:
             proc.kill()
             proc.wait(timeout=10)
+
+
+def past_guard(tmux: Tmux) -> None:
+    """Wait until the decision last seen has been on screen for its guard, and a little more."""
+    time.sleep(max(0.0, tmux.seen_at + GUARD_S + 0.1 - time.monotonic()))
 
 
 def asked(which: tuple[int, int], screen: str) -> bool:
@@ -61,7 +68,11 @@ def reason_text(n: int) -> str:
 def test_bursts_of_backspaces_and_text_then_enter_are_approved_as_typed(tmp_path: Path, busy: None) -> None:
     turns: list[dict[str, Any]] = [{"actions": [FIELD, {"type": "type", "text": PROPOSED}]}]
     turns += [{"actions": [{"type": "type", "text": PROPOSED}]} for _ in range(EDITS + REASONS - 1)]
-    command = run_command(tmp_path, "--max-turns", "50", "--agent", f"script:{script(tmp_path, turns)}")
+    # the shortest input guard the settings allow (0.5 s): the bursts, not the guard, are what is tested
+    config = tmp_path / "settings.toml"
+    config.write_text(f"decision_guard_s = {GUARD_S}\n")
+    agent = f"script:{script(tmp_path, turns)}"
+    command = run_command(tmp_path, "--max-turns", "50", "--agent", agent, env={"CUA_TUI_CONFIG": str(config)})
     tmux = Tmux(command, width=160, height=48)
     try:
         for n in range(EDITS + REASONS):
@@ -70,11 +81,13 @@ def test_bursts_of_backspaces_and_text_then_enter_are_approved_as_typed(tmp_path
             tmux.wait_for(partial(asked, (turn, index)), f"decision {turn}", 60)
             if n < EDITS:
                 # e, the erasing and the new text in one burst, then Enter at once
-                tmux.answer("e", *["BSpace"] * (len(PROPOSED) + 1))
+                past_guard(tmux)
+                tmux.keys("e", *["BSpace"] * (len(PROPOSED) + 1))
                 tmux.keys("-l", typed_text(n))
                 tmux.keys("Enter")
             else:
-                tmux.answer("n")
+                past_guard(tmux)
+                tmux.keys("n")
                 tmux.keys("-l", "wrong words")
                 tmux.keys(*["BSpace"] * len("wrong words"))
                 tmux.keys("-l", reason_text(n))
