@@ -117,6 +117,29 @@ def test_any_difference_but_the_caret_splits_a_group_a_clock_or_a_title_far_from
     assert not a.looks_like(b)
 
 
+def test_a_glyphs_stroke_in_the_field_is_not_a_caret_3_against_8() -> None:
+    """Inside the field, an amount reading $3 on one page and $8 on another differs only in the 8's left
+    strokes: 1 pixel wide, 15 tall, within 4 x 24. A caret is one solid colour over another solid colour;
+    these strokes cross the 3's middle bar, so the pages are two screens."""
+
+    def amount(eight: bool) -> Image.Image:
+        img = screen()
+        draw = ImageDraw.Draw(img)
+        for y in (170, 178, 186):
+            draw.line((300, y, 306, y), fill=(0, 0, 0))  # the 3's bars
+        draw.line((306, 170, 306, 186), fill=(0, 0, 0))  # its right side
+        if eight:
+            draw.line((300, 170, 300, 186), fill=(0, 0, 0))  # the 8's left side, across the middle bar
+        return img
+
+    three, eight = like(TYPING, "actions.type", amount(False)), like(TYPING, "actions.type", amount(True))
+    assert three.key == eight.key and not three.looks_like(eight) and not eight.looks_like(three)
+    # the caret drawn the same way, clear of any glyph, is one
+    caret = amount(False)
+    ImageDraw.Draw(caret).line((320, 170, 320, 186), fill=(0, 0, 0))
+    assert three.looks_like(like(TYPING, "actions.type", caret))
+
+
 def test_typing_differs_by_the_texts_sha256_and_lands_on_the_focused_field() -> None:
     a = like(TYPING, "actions.type")
     b = like({"type": "type", "text": "hellO"}, "actions.type")

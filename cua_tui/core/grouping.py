@@ -28,8 +28,11 @@ if TYPE_CHECKING:
     from .ports import DecisionRequest
 
 # the most two screens of one group may differ by: one box this wide and this tall (a text caret is 1 or
-# 2 pixels wide and about a line high), inside the focused field
+# 2 pixels wide and about a line high), inside the focused field, and drawn as a caret is: one solid
+# colour where the other screen has another solid colour (a glyph's stroke, 3 against 8, is not)
 CARET = (4, 24)
+# the field's pixels are kept (RGB) to check that, up to this many; a larger "field" allows no caret
+FIELD_PIXELS_KEPT = 640 * 64
 REGION_PREFIX = "regions."
 # bytes of each row's and column's digest: a screen's fingerprint is (width + height) x this many bytes
 _DIGEST = 16
@@ -49,6 +52,8 @@ class Likeness:
     rows: bytes = b""
     cols: bytes = b""
     field: Box | None = None
+    # the RGB pixels of ``field`` (empty: not kept, the field too large): where a caret may blink
+    field_rgb: bytes = b""
     target: str = ""  # the target, for people: "(250, 182) in region 'buy'", "the focused field at (…)"
     alone: str = ""
 
@@ -74,7 +79,25 @@ class Likeness:
         if x1 - x0 > CARET[0] or y1 - y0 > CARET[1]:
             return False
         fx0, fy0, fx1, fy1 = self.field
-        return fx0 <= x0 and x1 <= fx1 and fy0 <= y0 and y1 <= fy1
+        if not (fx0 <= x0 and x1 <= fx1 and fy0 <= y0 and y1 <= fy1):
+            return False
+        # a caret: the box is one solid colour in each screen, and not the same one
+        mine, theirs = self._box_colours(x0, y0, x1, y1), other._box_colours(x0, y0, x1, y1)
+        return len(mine) == 1 and len(theirs) == 1 and mine != theirs
+
+    def _box_colours(self, x0: int, y0: int, x1: int, y1: int) -> set[bytes]:
+        """The distinct RGB colours of the screen's box ``x0, y0, x1, y1`` (inside the field), from the field's
+        pixels kept (none kept: no colour, so no caret)."""
+        if self.field is None or not self.field_rgb:
+            return set()
+        fx0, fy0, fx1, _ = self.field
+        width = fx1 - fx0
+        colours: set[bytes] = set()
+        for y in range(y0, y1):
+            start = ((y - fy0) * width + (x0 - fx0)) * 3
+            row = self.field_rgb[start : start + (x1 - x0) * 3]
+            colours.update(row[i : i + 3] for i in range(0, len(row), 3))
+        return colours
 
 
 def _differing(a: bytes, b: bytes) -> tuple[int, int] | None:
@@ -175,8 +198,12 @@ def likeness(
         sort_keys=True,
     )
     rows, cols = prints if prints is not None else fingerprint(screen)
-    field = element_box(screen.convert("RGB") if screen.mode != "RGB" else screen, focused) if focused else None
-    return Likeness(key, request.frame.sha256, (screen.width, screen.height), rows, cols, field, target)
+    rgb = screen if screen.mode == "RGB" else screen.convert("RGB")
+    field = element_box(rgb, focused) if focused else None
+    kept = b""
+    if field is not None and (field[2] - field[0]) * (field[3] - field[1]) <= FIELD_PIXELS_KEPT:
+        kept = rgb.crop(field).tobytes()
+    return Likeness(key, request.frame.sha256, (screen.width, screen.height), rows, cols, field, kept, target)
 
 
 # a group's id as the fleet queue writes it, and the most runs one can hold
