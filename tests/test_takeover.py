@@ -121,7 +121,10 @@ def test_a_takeover_at_a_decision_does_the_persons_actions_on_record_and_tells_t
     assert agent.notes == [ended.told, ""]
     assert PHRASE not in (result.path / "audit.jsonl").read_text()
     typed = theirs[1].action
-    assert (typed["text_len"], typed["text_sha256"]) == (len(PHRASE), text_sha256(PHRASE))
+    # the proposal has the length; typed in a private stretch, the text has no hash on record at all
+    assert typed["text_len"] == len(PHRASE) and "text_sha256" not in typed
+    final = [t for t in of(events, ev.Typed) if t.index == theirs[1].index][-1]
+    assert (final.text_len, final.text_sha256) == (len(PHRASE), "")
     report = verify_run(result.path)
     assert report.finding is None and report.sealed
 
@@ -507,14 +510,19 @@ def test_sixteen_characters_typed_are_one_action_one_outcome_one_screen(tmp_path
     assert (outcome.status, outcome.message) == ("executed", "OK")
     assert len([s for s in run.of(ev.ScreenCaptured) if s.turn == 1 and s.index == 2]) == 1
     typed = run.of(ev.Typed)
-    assert [t.text_len for t in typed] == list(range(2, 17))
-    assert typed[-1].text_sha256 == text_sha256(text) and typed[0].text_sha256 == text_sha256(text[:2])
-    records = [json.loads(line) for line in (result.path / "audit.jsonl").read_text().splitlines()]
+    # a length a character after the first; at the end the whole text's length and its one SHA-256
+    assert [t.text_len for t in typed] == [*range(2, 17), 16]
+    assert [t.text_sha256 for t in typed] == [""] * 15 + [text_sha256(text)]
+    log = (result.path / "audit.jsonl").read_text()
+    records = [json.loads(line) for line in log.splitlines()]
     stretch = [r for r in records if r.get("index") == 2 and r.get("turn") == 1]
-    # proposal, verdict, decision, intent, one typed record a character after the first, outcome, screen
-    assert [r["kind"] for r in stretch] == ["proposal", "verdict", "decision", "executing", *["typed"] * 15,
+    # proposal, verdict, decision, intent, one typed record a character after the first, the whole
+    # text's, outcome, screen
+    assert [r["kind"] for r in stretch] == ["proposal", "verdict", "decision", "executing", *["typed"] * 16,
                                             "outcome", "screen"]  # fmt: skip
     assert text not in json.dumps(records)
+    # no hash of a part of it: each would give the text away a character at a time
+    assert not [n for n in range(1, len(text)) if text_sha256(text[:n]) in log]
     (ended,) = run.of(ev.TakeoverEnded)
     assert "did 1 action: type 16 characters." in ended.told and run.agent.notes[0] == ended.told
     report = verify_run(result.path)
@@ -652,8 +660,9 @@ def test_a_crash_mid_stretch_leaves_the_typed_part_on_record(tmp_path: Path) -> 
     assert len(theirs) == 1 and not [e for e in events if isinstance(e, ev.Outcome) and e.index == 2]
     lengths = [(e.text_len, e.text_sha256) for e in events if isinstance(e, ev.Typed)]
     first = theirs[0].action or {}
-    last = lengths[-1] if lengths else (first["text_len"], first["text_sha256"])
-    assert last == (reached, text_sha256("abcdefgh"[:reached]))
+    # how much was typed is on record; no hash of it (the stretch did not end)
+    last = lengths[-1] if lengths else (first["text_len"], "")
+    assert last == (reached, "") and "text_sha256" not in first
 
 
 def test_the_kill_switch_mid_stretch_closes_it_as_typed(tmp_path: Path) -> None:
@@ -667,6 +676,28 @@ def test_the_kill_switch_mid_stretch_closes_it_as_typed(tmp_path: Path) -> None:
     result = run.sup.result
     assert result is not None and result.status == "killed"
     assert [(o.status, o.message) for o in run.outcome(2)] == [("executed", "OK")]
-    assert run.of(ev.Typed)[-1].text_sha256 == text_sha256("abcd") and run.sent() in ("abc", "abcd")
+    # the stretch's one hash is of what was on record as typed (d: under way when the kill came)
+    final = run.of(ev.Typed)[-1]
+    assert run.sent() in ("abc", "abcd") and (final.text_len, final.text_sha256) == (4, text_sha256("abcd"))
     report = verify_run(result.path)
     assert report.finding is None and report.sealed
+
+
+def test_a_one_time_code_typed_in_a_private_stretch_leaves_no_hash_of_it(tmp_path: Path) -> None:
+    """A private stretch keeps its text's length only: the SHA-256 of a six-digit code is the code (a million
+    guesses), and one of each prefix would give away any text a character at a time."""
+    run = Driven(tmp_path)
+    code = "482913"
+    run.sup.takeover_private(True)
+    run.until(lambda: bool(run.of(ev.TakeoverPrivate)), "the private stretch")
+    for n, character in enumerate(code, 1):
+        run.type(character)
+        run.until(lambda n=n: run.sent() == code[:n], f"digit {n} on the desktop")  # type: ignore[misc]
+        run.clock.idle()
+    run.sup.takeover_private(False)
+    result = run.hand_back()
+    log = (result.path / "audit.jsonl").read_text()
+    assert not [n for n in range(1, len(code) + 1) if text_sha256(code[:n]) in log]
+    typed = run.of(ev.Typed)
+    assert typed and typed[-1].text_len == len(code) and {t.text_sha256 for t in typed} == {""}
+    assert verify_run(result.path).finding is None

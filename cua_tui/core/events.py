@@ -324,9 +324,10 @@ class Outcome(Event):
 @dataclass(frozen=True, slots=True)
 class Typed(Event):
     """A takeover's typing stretch so far (core/takeover.py): written before each further character (or burst
-    of characters already waiting) goes to the desktop, so the record always holds what was typed, the last
-    character possibly still in flight. The stretch is the action ``(turn, index)``, proposed at its first
-    character; its text is the last ``typed`` record's (length and SHA-256 of the whole stretch so far)."""
+    of characters already waiting) goes to the desktop, so the record always holds how much was typed, the
+    last character possibly still in flight; ``text_sha256`` is empty there (a hash of each prefix would
+    give the text away a character at a time). When the stretch ends, one more carries the whole text's
+    length and SHA-256. The stretch is the action ``(turn, index)``, proposed at its first character."""
 
     kind: ClassVar[str] = "typed"
     turn: int

@@ -221,6 +221,9 @@ class Supervisor:
         self._in_flight: int | None = None  # index of the action whose desktop call is running
         # actions that ran but whose outcome is not yet recorded
         self._performed: dict[int, str] = {}
+        # a takeover's typing stretch under way: its text on record so far, the last piece maybe still in
+        # flight (memory only), hashed once should the run end before the stretch does
+        self._stretch_text: dict[int, tuple[str, bool]] = {}  # and whether it is private
         # set when a record of the ending could not be written
         self._lost: str | None = None
         # set once the run is ending: only the finalizer may still write events
@@ -1080,7 +1083,10 @@ class Supervisor:
                 return stretch
             allowed, problem = self._allowed(stretch.text, piece)
             if allowed:
-                self._emit(ev.Typed(self.turn, stretch.index, call.call_id, *_typed(stretch.text + allowed)))
+                # its length only: a hash of each prefix would give the text away a character at a time
+                self._emit(ev.Typed(self.turn, stretch.index, call.call_id, len(stretch.text + allowed), ""))
+                # on record, the last piece maybe still in flight
+                self._stretch_text[stretch.index] = (stretch.text + allowed, stretch.private)
                 self._type_piece(call, stretch, allowed)
             if problem is not None and not stretch.closed:
                 self._stop_typing(call, stretch, operator, problem[1])
@@ -1090,7 +1096,10 @@ class Supervisor:
         allowed, problem = self._allowed("", piece)
         stretch = Stretch(index, private, now, now, proposed=allowed or piece[:1])
         action = Action(Kind.TYPE, text=stretch.proposed)
-        self._propose_one(ev.ActionProposed(self.turn, index, call.call_id, action.to_record(), action.describe(),
+        # the stretch's text is hashed once, whole, when it ends: a hash of its first character would be
+        # no secret at all
+        record = {k: v for k, v in action.to_record().items() if k != "text_sha256"}
+        self._propose_one(ev.ActionProposed(self.turn, index, call.call_id, record, action.describe(),
                                             parsed=action, by=BY_TAKEOVER))  # fmt: skip
         if not allowed:
             assert problem is not None
@@ -1104,6 +1113,7 @@ class Supervisor:
         self._set_phase(RunPhase.EXECUTING, TYPING)
         # the intent is on disk before the first character goes; each later one has its ``typed`` record
         self._emit(ev.Executing(self.turn, index, call.call_id, TYPING))
+        self._stretch_text[index] = (allowed, stretch.private)
         self._type_piece(call, stretch, allowed)
         if problem is not None and not stretch.closed:
             self._stop_typing(call, stretch, operator, problem[1])
@@ -1174,10 +1184,13 @@ class Supervisor:
         return stretch.done()
 
     def _close_stretch(self, call: Call, stretch: Stretch, operator: str) -> None:
-        """The stretch's one outcome (its text: the last ``typed`` record's, else the proposal's), then its
-        one screen."""
+        """The stretch's whole text on record (length and SHA-256), its one outcome, then its one screen."""
         stretch.closed = True
         took = self._clock() - stretch.started
+        self._stretch_text.pop(stretch.index, None)
+        if stretch.text:
+            # the one hash of what was typed, whole (each ``typed`` record before had its length only)
+            self._emit(ev.Typed(self.turn, stretch.index, call.call_id, *_typed(stretch.text, stretch.private)))
         self._outcome(call, stretch.index, stretch.index, OutcomeStatus.EXECUTED, MSG_OK, duration=took)
         self._capture("after_action", index=stretch.index)
         self._set_phase(RunPhase.TAKEN_OVER, f"the desktop is {operator}'s")
@@ -1454,6 +1467,10 @@ class Supervisor:
         """Give every proposal still owed an outcome its one outcome (the run ended before it ran)."""
         with self._emit_lock:
             for index, call_id in sorted(self._open.items()):
+                text, private = self._stretch_text.pop(index, ("", False))
+                if text and index in self._performed:
+                    # a typing stretch cut by the ending: its whole text's one hash, as at any end
+                    self._emit_safe(ev.Typed(self.turn, index, call_id, *_typed(text, private)), final=True)
                 if index in self._performed:
                     # it ran; the run ended before its outcome was recorded
                     status, message = OutcomeStatus.EXECUTED, self._performed[index]
@@ -1504,9 +1521,10 @@ class Supervisor:
         raise StorageFailure(reason)
 
 
-def _typed(text: str) -> tuple[int, str]:
-    """A typing stretch's text as it is recorded: its length and SHA-256."""
-    return len(text), text_sha256(text)
+def _typed(text: str, private: bool) -> tuple[int, str]:
+    """A typing stretch's text as it is recorded: its length and SHA-256; in a private stretch its length
+    only (a one-time code's hash is the code: a million guesses find six digits)."""
+    return len(text), "" if private else text_sha256(text)
 
 
 def _valid_ruling(ruling: object) -> Ruling:

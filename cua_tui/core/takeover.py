@@ -72,11 +72,13 @@ class Stretch:
 
 
 def typed_record(record: object, typed: Typed) -> dict[str, Any] | None:
-    """A typing stretch's action record as its ``typed`` record says the stretch is now (its text's length
-    and SHA-256); None when ``record`` is not one of typing."""
+    """A typing stretch's action record as its ``typed`` record says the stretch is now: its text's length,
+    and its SHA-256 once the stretch ended (a stretch under way, or cut by a crash, has none); None when
+    ``record`` is not one of typing."""
     if not isinstance(record, dict) or record.get("kind") != Kind.TYPE.value:
         return None
-    return record | {"text_len": typed.text_len, "text_sha256": typed.text_sha256}
+    out = {k: v for k, v in record.items() if k != "text_sha256"} | {"text_len": typed.text_len}
+    return out | {"text_sha256": typed.text_sha256} if typed.text_sha256 else out
 
 
 def typed_summary(typed: Typed) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..core import events as ev
 from ..core.actions import ActionError, chord_tokens
+from ..core.takeover import typed_so_far
 from .source import Run, key
 
 PLACEHOLDER = "not_replayable"
@@ -89,8 +90,16 @@ def build(run: Run) -> ScriptExport:
     """The script of ``run``: one turn per model turn that proposed actions (or was refused whole)."""
     turns: dict[Any, dict[str, Any]] = {}
     export = ScriptExport({})
+    # a reviewer's typing stretch: its text's length and hash are on its last typed record, not its proposal
+    stretches = {
+        (item.event.turn, item.event.index): item.event
+        for item in run.stamped
+        if isinstance(item.event, ev.Typed) and item.event.text_sha256
+    }
     for item in run.stamped:
         event = item.event
+        if isinstance(event, ev.ActionProposed) and (typed := stretches.get((event.turn, event.index))):
+            event = typed_so_far(event, typed) or event
         match event:
             case ev.ModelTurn():
                 turn = turns.setdefault(key(event.turn), {"actions": []})

@@ -85,7 +85,10 @@ def test_the_form_lab_is_taken_over_typed_by_the_person_and_handed_back(tmp_path
         assert abs(record["action"]["x"] - point[0]) <= 6 and abs(record["action"]["y"] - point[1]) <= 11
     decided = [r for r in audit if r["kind"] == "decision" and r["by"] == "human (takeover)"]
     assert len(decided) == len(theirs) and all(r["operator"] for r in decided)
-    # typed text as length and SHA-256 only (the phrase itself is on the page, and in the model's words)
-    assert all(set(r["action"]) == {"kind", "text_len", "text_sha256"} for r in theirs[1:-1])
+    # typed text as its length only in the proposal, and once as length and SHA-256 when the stretch
+    # ended: no hash of any part of it (the phrase itself is on the page, and in the model's words)
+    assert all(set(r["action"]) == {"kind", "text_len"} for r in theirs[1:-1])
+    log = (run_dir / "audit.jsonl").read_text()
+    assert not [n for n in range(1, len(PHRASE)) if text_sha256(PHRASE[:n]) in log]
     result = json.loads((run_dir / "result.json").read_text())
     assert result["status"] == "passed" and result["verified"] is True
