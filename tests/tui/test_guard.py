@@ -1,7 +1,8 @@
 """No approval is given unseen (issue 22, point 2): a decision just painted ignores y, a and n for its input
 guard, says so, and lets k through at once; the answer records the screen shown and how long it was shown.
 
-The Pilot tests here use the real clock and the shipped guard (1.0 s): the guard is what they test."""
+The Pilot tests here use the real clock and the shipped guard (1.0 s), or a longer one where keys must come
+"as the decision appears" on a loaded machine: the guard is what they test."""
 
 from __future__ import annotations
 
@@ -177,7 +178,8 @@ async def test_keys_pressed_as_a_decision_appears_are_ignored_and_said_then_y_ap
     tmp_path: Path,
 ) -> None:
     turns = [{"actions": [FIELD, {"type": "type", "text": "one"}, {"type": "type", "text": "two"}]}]
-    app, path = live(tmp_path, turns)
+    # 3 s: "as it appears" must hold on a loaded machine too, where a poll and a key press take a while
+    app, path = live(tmp_path, turns, guard_s=3.0)
     main = run_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: main.pending is not None and main.pending.index == 1, "the first typing decision")
@@ -186,16 +188,16 @@ async def test_keys_pressed_as_a_decision_appears_are_ignored_and_said_then_y_ap
         assert main.pending is first and app.screen is app.screen_stack[0]  # nothing answered, no reason asked
         for key in "yan":
             (said,) = ignored(app, key)
-            assert said.endswith(("; keys count after 1.0 s", "; keys count 1.0 s after it is"))
+            assert said.endswith(("; keys count after 3.0 s", "; keys count 3.0 s after it is"))
         await until(pilot, lambda: main.painted_sha != "", "the screen painted with it")
         shown = main.painted_sha
-        await until(pilot, main.guard.passed, "the guard to pass", timeout=5)
+        await until(pilot, main.guard.passed, "the guard to pass", timeout=10)
         await pilot.press("y")
         # A double tap: the second y lands right after the next decision appears, and is ignored.
         await until(pilot, lambda: main.pending is not None and main.pending.index == 2, "the second decision")
         await pilot.press("y")
         assert main.pending is not None and main.pending.index == 2 and len(ignored(app, "y")) == 2
-        await until(pilot, main.guard.passed, "the guard to pass", timeout=5)
+        await until(pilot, main.guard.passed, "the guard to pass", timeout=10)
         await pilot.press("n", "escape")
         await until_ended(pilot, app)
     records = audit(path)
@@ -205,7 +207,7 @@ async def test_keys_pressed_as_a_decision_appears_are_ignored_and_said_then_y_ap
     asked = next(i for i, r in enumerate(records) if r["kind"] == "decision_requested" and r["index"] == 1)
     screenshot = [r["sha256"] for r in records[:asked] if r["kind"] == "screen"][-1]
     assert decisions[0]["screen"] == shown == screenshot
-    assert all(d["shown_ms"] >= 1000 for d in decisions)  # nothing counted before the guard
+    assert all(d["shown_ms"] >= 3000 for d in decisions)  # nothing counted before the guard
 
 
 async def test_k_passes_at_once(tmp_path: Path) -> None:
