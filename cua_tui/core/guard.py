@@ -47,12 +47,15 @@ class DecisionGuard:
         self.painted_at: float | None = None
         # the decision is shown, its screenshot not yet: nothing counts until it is
         self.waiting = False
+        # when the guard last ignored a key: it holds until the keys stop that long (a phrase typed on
+        # after an ignored e must not have its a or y answer once the decision is a second old)
+        self.ignored_at: float | None = None
 
     def arm(self, shown: object | None, *, screen: bool = False) -> None:
         """``shown`` is what the view shows now (None: no decision); ``screen``: the guard waits for
         ``screen_shown`` before it starts (the view's pane has yet to paint the decision's screenshot)."""
         if shown is None:
-            self.shown, self.painted_at, self.waiting = None, None, False
+            self.shown, self.painted_at, self.waiting, self.ignored_at = None, None, False, None
         elif shown != self.shown or (self.painted_at is None and not self.waiting):
             self.shown = shown
             self.painted_at = None if screen else self.clock()
@@ -75,21 +78,43 @@ class DecisionGuard:
 
     def passed(self) -> bool:
         age = self.age()
-        return not self.waiting and age is not None and age >= self.seconds
+        return not self.waiting and age is not None and age >= self.seconds and self._quiet() is None
+
+    def _quiet(self) -> float | None:
+        """Seconds since the guard last ignored a key, while that is under the guard (None: not so)."""
+        if self.ignored_at is None:
+            return None
+        quiet = max(0.0, self.clock() - self.ignored_at)
+        return quiet if quiet < self.seconds else None
 
     def refusal(self, key: str) -> str | None:
-        """Why ``key`` is ignored now (None: it counts)."""
+        """Why ``key`` is ignored now (None: it counts). A key ignored holds the guard ``seconds`` more: the
+        keys count once they have stopped that long."""
+        why = self._why(key)
+        if why is not None:
+            self.ignored_at = self.clock()
+        return why
+
+    def _why(self, key: str) -> str | None:
         if self.waiting:
             return (
                 f"{key} held: this decision's screenshot is not on the desktop pane yet; keys count "
                 f"{self.seconds:.1f} s after it is"
             )
         age = self.age()
-        if age is None or age >= self.seconds:
+        if age is None:
             return None
-        # never "1.0 s ago" while a 1.0 s guard still holds
-        shown = math.floor(round(age, 6) * 10) / 10
-        return f"{key} ignored: this decision appeared {shown:.1f} s ago; keys count after {self.seconds:.1f} s"
+        if age < self.seconds:
+            # never "1.0 s ago" while a 1.0 s guard still holds
+            shown = math.floor(round(age, 6) * 10) / 10
+            return f"{key} ignored: this decision appeared {shown:.1f} s ago; keys count after {self.seconds:.1f} s"
+        quiet = self._quiet()
+        if quiet is not None:
+            ago = math.floor(round(quiet, 6) * 10) / 10
+            return (
+                f"{key} ignored: a key was ignored {ago:.1f} s ago; keys count after {self.seconds:.1f} s without one"
+            )
+        return None
 
     @property
     def ms(self) -> int:

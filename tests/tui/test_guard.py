@@ -57,7 +57,12 @@ def test_the_guard_holds_a_new_decision_then_lets_its_keys_count() -> None:
     assert guard.refusal("n") == "n ignored: this decision appeared 0.9 s ago; keys count after 1.0 s"
     guard.arm("first")  # painted again, the same decision: the guard does not start over
     clock.now += 0.01
-    assert guard.refusal("y") is None and guard.passed() and guard.shown_ms() == 1000
+    # a second old, but a key was ignored a moment ago: keys count once they stopped for the guard's length
+    assert guard.refusal("y") == "y ignored: a key was ignored 0.0 s ago; keys count after 1.0 s without one"
+    clock.now += 0.99
+    assert not guard.passed()
+    clock.now += 0.01
+    assert guard.refusal("y") is None and guard.passed() and guard.shown_ms() == 2000
     guard.arm("second")  # another decision: it starts over
     assert guard.refusal("a") is not None and guard.shown_ms() == 0
     clock.now += 5
@@ -82,14 +87,30 @@ def test_the_guard_waits_for_the_decisions_screenshot_then_counts_from_it() -> N
     guard.screen_shown()
     clock.now += 0.5
     assert guard.refusal("y") == "y ignored: this decision appeared 0.5 s ago; keys count after 1.0 s"
-    clock.now += 0.5
-    assert guard.passed() and guard.shown_ms() == 500 + 500
+    clock.now += 1.0  # a second after the screenshot, and after the key it ignored
+    assert guard.passed() and guard.shown_ms() == 500 + 1000
     guard.screen_shown()  # said again: the guard does not start over
     assert guard.passed()
     guard.arm("second", screen=True)  # the next decision waits for its own screenshot
     assert guard.waiting and not guard.passed()
     guard.arm(None)
     assert not guard.waiting and guard.refusal("y") is None
+
+
+def test_a_phrase_typed_on_after_an_ignored_e_answers_nothing_until_the_keys_stop() -> None:
+    """e pressed a moment early is ignored; the phrase typed after it reaches the App's keys (no editor
+    opened). Its a or y, however late, is ignored too while keys keep coming: an answer counts only once
+    the keys have stopped for the guard's length."""
+    clock = Clock()
+    guard = DecisionGuard(clock=clock)
+    guard.arm("decision")
+    clock.now += 0.8
+    assert guard.refusal("e") is not None
+    for _ in range(20):  # a key every 0.3 s, for 6 s
+        clock.now += 0.3
+        assert guard.refusal("a") is not None and not guard.passed()
+    clock.now += 1.0
+    assert guard.refusal("y") is None and guard.passed()
 
 
 def test_the_guard_is_never_below_its_floor() -> None:
