@@ -6,6 +6,7 @@ run goes on. Live runs on the sim desktop through the TUI's handshake."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,10 @@ def records(run: Any) -> list[dict[str, Any]]:
 
 
 async def test_t_at_a_decision_takes_the_desktop_and_t_hands_it_back(tmp_path: Path) -> None:
-    run = sim_run(tmp_path, [{"actions": [FIELD, {"type": "type", "text": "wrong"}]}, {"actions": [{"type": "wait"}]}])
+    # the run's clock at a tenth of the pace: its 1 s typing pause lasts 10 s, so that the phrase pressed
+    # key by key on a loaded machine stays one stretch (the BackSpace, not a pause, ends it here)
+    turns = [{"actions": [FIELD, {"type": "type", "text": "wrong"}]}, {"actions": [{"type": "wait"}]}]
+    run = sim_run(tmp_path, turns, clock=lambda: time.monotonic() / 10)
     app = live_app(run)
     async with app.run_test(size=SIZE) as pilot:
         screen = run_screen(app)
