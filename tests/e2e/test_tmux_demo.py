@@ -23,8 +23,9 @@ from cua_tui.core.guard import DEFAULT_GUARD_S
 pytestmark = [pytest.mark.terminal, pytest.mark.timeout(180)]
 
 DECISION = re.compile(r"DECISION NEEDED · turn (\d+) · action (\d+)")
-# A decision's y / a / n count once it has been on screen this long (its input guard), and a little more.
-GUARD_WAIT_S = DEFAULT_GUARD_S + 0.1
+# A decision's y / a / n count once its screenshot has been on the pane this long (its input guard); the
+# picture lands a moment after the panel, up to a second later on the loaded suite machine.
+GUARD_WAIT_S = DEFAULT_GUARD_S + 1.0
 
 
 def cua_tui_command() -> list[str]:

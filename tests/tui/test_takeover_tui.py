@@ -40,7 +40,10 @@ def records(run: Any) -> list[dict[str, Any]]:
 async def test_t_at_a_decision_takes_the_desktop_and_t_hands_it_back(tmp_path: Path) -> None:
     # the run's clock at a tenth of the pace: its 1 s typing pause lasts 10 s, so that the phrase pressed
     # key by key on a loaded machine stays one stretch (the BackSpace, not a pause, ends it here)
-    turns = [{"actions": [FIELD, {"type": "type", "text": "wrong"}]}, {"actions": [{"type": "wait"}]}]
+    turns: list[dict[str, Any]] = [
+        {"actions": [FIELD, {"type": "type", "text": "wrong"}]},
+        {"actions": [{"type": "wait"}]},
+    ]
     run = sim_run(tmp_path, turns, clock=lambda: time.monotonic() / 10)
     app = live_app(run)
     async with app.run_test(size=SIZE) as pilot:
