@@ -197,8 +197,8 @@ def likeness(
         },
         sort_keys=True,
     )
-    rows, cols = prints if prints is not None else fingerprint(screen)
     rgb = screen if screen.mode == "RGB" else screen.convert("RGB")
+    rows, cols = prints if prints is not None else fingerprint(rgb)
     field = element_box(rgb, focused) if focused else None
     kept = b""
     if field is not None and (field[2] - field[0]) * (field[3] - field[1]) <= FIELD_PIXELS_KEPT:
