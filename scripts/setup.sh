@@ -77,7 +77,11 @@ ensure_env() {
     py="$("$uv" python find 3.12)"
   fi
   log "python: $py ($("$py" -c 'import sys; print(sys.version.split()[0])'))"
-  "$uv" sync --frozen --quiet --python "$py"
+  # Bytecode compiled once here, as pip does at install: where PYTHONDONTWRITEBYTECODE is set (this project's
+  # machines set it) every process would otherwise compile every module it imports, the CLI's start twice
+  # as slow (a sim run: 0.55 s against 0.31 s); the checkout's own modules too, for every run.
+  "$uv" sync --frozen --quiet --compile-bytecode --python "$py"
+  .venv/bin/python -m compileall -q -j 0 cua_tui >/dev/null
   link_entry_point
 }
 
