@@ -307,6 +307,44 @@ def test_the_end_does_not_wait_on_a_collector_known_to_be_down(tmp_path: Path) -
     assert closing == [] and len(said) == 1  # one notice in all
 
 
+def test_a_refusing_collector_is_answered_at_once_not_retried(tmp_path: Path) -> None:
+    """A refused connection is final: the SDK's retry with backoff (1 s, then 2 s) is for a dropped pooled
+    connection, and would add seconds to every run whose collector is not running. The export comes back
+    before the SDK's first backoff could have ended, and says why; the run ends with its own status."""
+    from cua_tui.export import otel
+
+    exporter = otel._exporter(closed_port_url())
+    tracer = otel._provider().get_tracer("test")
+    span = tracer.start_span("one")
+    span.end()
+    waits: list[float] = []
+    client = exporter._client  # type: ignore[attr-defined]
+    real_wait = client._shutdown_event.wait
+    client._shutdown_event.wait = lambda timeout=None: waits.append(timeout) or real_wait(0)
+    try:
+        assert exporter.export([span]) is otel.SpanExportResult.FAILURE  # type: ignore[list-item]
+    finally:
+        exporter.shutdown()
+    assert waits == []  # no backoff was waited on
+    assert otel._cause(otel._REASONS.take()) == "connection refused"
+    # through the CLI: the run's own exit status, one line about the spans
+    script = tmp_path / "form.json"
+    script.write_text(json.dumps(FORM))
+    url = closed_port_url()
+    argv = [sys.executable, "-m", "cua_tui.cli", "run", "--backend", "sim", "--agent", f"script:{script}"]
+    proc = subprocess.run(
+        [*argv, "--headless", "--on-confirm", "approve", "--runs-dir", str(tmp_path / "runs"), "--otel", url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "CUA_TUI_CONFIG": str(tmp_path / "none.toml")},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert [line for line in proc.stderr.splitlines() if line.startswith("otel:")] == [
+        f"otel: spans not sent to {url}: connection refused (the run goes on; spans that cannot be sent are dropped)"
+    ]
+
+
 def test_bad_endpoints_are_usage_errors(tmp_path: Path) -> None:
     runner = CliRunner(env={"CUA_TUI_CONFIG": str(tmp_path / "none.toml")})
     base = ["run", "--backend", "sim", "--agent", "script:x.json", "--headless"]

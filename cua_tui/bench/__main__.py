@@ -1,5 +1,5 @@
-"""``python -m cua_tui.bench [core|supervisor|verify|local|tui|replay|runs|ocr|cwsandbox|docker|fleet|all] [--quick]
-[--check] [--json PATH] [--fleet-parts sim,idle,local,cwsandbox,tui,keys]``."""
+"""``python -m cua_tui.bench [core|supervisor|verify|local|tui|replay|runs|otel|ocr|cwsandbox|docker|fleet|all]
+[--quick] [--check] [--json PATH] [--fleet-parts sim,idle,local,cwsandbox,tui,keys]``."""
 
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ SUITES = (
     "tui",
     "replay",
     "runs",
+    "otel",
     "ocr",
     "cwsandbox",
     "docker",
@@ -149,6 +150,10 @@ def _run_in(
         from .runs import run as run_runs
 
         results["runs"] = run_runs(tmp, quick)
+    if suite in ("otel", "all"):
+        from .otel import run as run_otel
+
+        results["otel"] = run_otel(tmp, quick)
     if suite in ("ocr", "all"):
         from .ocr import TARGET_CACHED_MS, TARGET_OCR_S, bench_ocr
 
@@ -229,7 +234,7 @@ def _parser() -> argparse.ArgumentParser:
         choices=SUITES,
         help="what to run: core (the default: supervisor + verify), local (the real local desktop vs the seeds' "
         "tools), tui (UI-thread time per screenshot frame), replay (opening and stepping through recorded runs), "
-        "runs (listing thousands of verified runs), "
+        "runs (listing thousands of verified runs), otel (what a collector that refuses costs a run), "
         "ocr (a real lab page read as text with Tesseract, and the cached lookup), "
         "cwsandbox (requests and latency per step in a CoreWeave sandbox, ours vs the tutorial's, against a "
         "local service), docker (start time and step latency of the Docker backend vs the local desktop), fleet "
@@ -336,7 +341,7 @@ def _main_check(args: argparse.Namespace, argv: list[str] | None) -> int:
         for v in verdicts
     ]
     _finish(merged, args, argv)
-    if any(name in merged for name in ("supervisor", "local", "tui", "ocr", "cwsandbox", "docker")):
+    if any(name in merged for name in ("supervisor", "local", "tui", "ocr", "otel", "cwsandbox", "docker")):
         print(render(merged))
         print()
     print(check.render(verdicts))
