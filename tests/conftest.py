@@ -18,6 +18,14 @@ import pytest
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 # `cua-tui runs` remembers verdicts in this user's cache: the suite keeps its own, never the user's
 os.environ.setdefault("CUA_TUI_CACHE_DIR", tempfile.mkdtemp(prefix="cua-tui-test-cache-"))
+# nor the user's settings, runs or the cache's key (kept in the config folder): a folder of the suite's own
+# for each, whatever the user has set (the processes the tests start inherit them)
+os.environ.update(
+    {
+        name: tempfile.mkdtemp(prefix=f"cua-tui-test-{name[4:8].lower()}-")
+        for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME")
+    }
+)
 
 from cua_tui.agents.script import Script, ScriptAgent
 from cua_tui.core import events as ev
