@@ -144,13 +144,21 @@ def test_cua_tui_facts_per_action_and_for_the_run(trajectory: dict[str, Any], ru
         "rule": "actions.type",
         "reason": "typing counts as transmission: the text can leave the sandbox",
     }
-    assert [(d["decision"], d["by"]) for d in typing["decisions"]] == [("approve", "headless rule: approve")]
+    decided = [(d["decision"], d["by"], d["how"]) for d in typing["decisions"]]
+    assert decided == [("approve", "headless rule: approve", "rule")]
     assert typing["outcome"]["status"] == "executed" and typing["requests"][0]["subject"] == "action"
     assert typing["chain"]["head"] == heads(run_dir)[typing["chain"]["last_seq"]]
     blocked = cua(steps[2]["tool_calls"][2])
     assert blocked["verdict"]["rule"] == "keys.block:ctrl+alt+Delete" and blocked["outcome"]["status"] == "refused"
     assert blocked["decisions"] == [
-        {"decision": "reject", "by": "policy", "subject": "action", "note": blocked["verdict"]["reason"], "seq": 44}
+        {
+            "decision": "reject",
+            "by": "policy",
+            "how": "policy",
+            "subject": "action",
+            "note": blocked["verdict"]["reason"],
+            "seq": 44,
+        }
     ]
     facts = cua(trajectory)
     assert facts["verify"]["verdict"] == "intact" and facts["verify"]["head"] == heads(run_dir)[-1]

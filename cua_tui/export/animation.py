@@ -3,10 +3,10 @@ marked and a caption, bounded in frames, width and bytes.
 
 Frames: the initial screen, then for each step the screen after it (when it never ran, the screen it was
 decided on, from ``core.timeline.screens``, marked in red and captioned "not run"), its marker drawn as in
-the HTML export, and a caption line (step, turn, action, outcome). Caps: at most ``MAX_FRAMES`` frames
-(steps sampled evenly, the first and the last kept), at most ``MAX_WIDTH`` pixels wide, and at most
-``MAX_BYTES`` of output; past the byte cap the strip is encoded again with half the frames and three
-quarters of the width, and refused after ``_ATTEMPTS`` tries.
+the HTML export, and a caption line (step, turn, what ran and a person's hand in it, outcome). Caps: at
+most ``MAX_FRAMES`` frames (steps sampled evenly, the first and the last kept), at most ``MAX_WIDTH`` pixels
+wide, and at most ``MAX_BYTES`` of output; past the byte cap the strip is encoded again with half the frames
+and three quarters of the width, and refused after ``_ATTEMPTS`` tries.
 Every screenshot is decoded through ``core.imaging.decode_screen`` (header checked first against the run's
 own screen: a decompression bomb, or a picture larger than the run's screen, is refused, never decoded); a
 refused, missing or private (``core.private``, left out) screen becomes a grey frame that says so.
@@ -23,6 +23,7 @@ from typing import Any
 from PIL import Image, ImageDraw, ImageFont
 
 from ..core import timeline
+from ..core.hand import hand
 from ..core.imaging import ImageRefused, decode_screen
 from ..core.private import HAND_BACK, LEFT_OUT
 from ..core.text import visible
@@ -60,13 +61,17 @@ def _shots(run: Run) -> list[_Shot]:
         status = f"not run: {screens.not_run}" if screens.not_run else status
         verdict = str(step.verdict.verdict) if step.verdict is not None else "block"
         ran = screens.after is not None
-        summary = step.proposal.summary if isinstance(step.proposal.summary, str) else ""
-        what = summary or (f"malformed {step.proposal.raw_kind}" if step.proposal.error else step.kind)
+        said = hand(step)
+        # what ran, and the person's hand in it (core/hand.py), as the HTML report's timeline says it
+        marks = ["EDITED"] if said.edited else []
+        marks += [f"takeover #{said.takeover}"] if said.takeover else []
+        marks += [way.how for way in said.chosen if way.how not in ("person", "takeover")]
+        what = " · ".join([said.summary, *marks])
         caption = f"step {step.number + 1} · turn {step.turn} · {what} · {status}"
         colour = verdict if ran and verdict in _COLOURS else "block"
         # A step that never ran shows the screen it was decided on (the one its reviewer saw, when
-        # recorded).
-        shots.append(_Shot(screens.after if ran else screens.before, caption, step.proposal.action, colour))
+        # recorded); the marker is where it ran (a reviewer's edit moves it).
+        shots.append(_Shot(screens.after if ran else screens.before, caption, said.action, colour))
     return shots
 
 

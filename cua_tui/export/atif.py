@@ -20,6 +20,7 @@ from ..core import events as ev
 from ..core.actions import Kind
 from ..core.audit import VerifyExit
 from ..core.describe import agent_name
+from ..core.hand import Decided, hand
 from ..core.takeover import TAKEOVER_NOTE
 from ..core.timeline import Step, screens
 from .html import MAX_EMBEDDED, MAX_STEPS
@@ -257,7 +258,7 @@ def _agent_step(writer: _Writer, block: _Block) -> None:
         if not writer.room():
             continue
         call_id = writer.call_id(step)
-        arguments = _arguments(step.proposal.action)
+        arguments = _arguments(hand(step).action)  # what ran: a reviewer's edit, else the call as made
         calls.append({"tool_call_id": call_id, "function_name": TOOL, "arguments": arguments})
         calls[-1]["extra"] = {"cua_tui": _action_facts(writer, step)}
         results.append({"source_call_id": call_id, **_result(writer, step)})
@@ -312,14 +313,27 @@ def _action_facts(writer: _Writer, step: Step) -> dict[str, Any]:
     outcome, refused egress, errors, the screens and the stretch of the chain."""
     proposal = step.proposal
     shots = screens(step)
+    said = hand(step)
     facts: dict[str, Any] = {
         "step": step.number + 1,
         "turn": step.turn,
         "index": step.index,
         "call_id": proposal.call_id,
-        "summary": proposal.summary,
+        "summary": said.summary,
+    }
+    if said.edited:
+        # the reviewer changed it before it ran: the arguments are what ran, the model's call is here
+        facts["edited"] = {
+            "by": said.editor,
+            "proposed": _arguments(said.proposed_action),
+            "proposed_summary": said.proposed,
+        }
+    elif said.refused is not None:
+        gone = said.refused
+        facts["edit_refused"] = {"summary": gone.summary, "arguments": _arguments(gone.action), "why": gone.why}
+    facts |= {
         "verdict": None,
-        "decisions": [_decision(writer, d) for d in step.decisions],
+        "decisions": [_decision(writer, d) for d in said.decisions],
         "outcome": None,
         "screens": {"before": shots.before, "after": shots.after},
         "chain": writer.chain(step.first_seq, step.last_seq),
@@ -346,9 +360,12 @@ def _action_facts(writer: _Writer, step: Step) -> dict[str, Any]:
     return facts
 
 
-def _decision(writer: _Writer, decision: ev.DecisionMade) -> dict[str, Any]:
-    """Who decided (``by``; ``operator`` when a person did) and how (``note``: the rule or the reason)."""
-    out: dict[str, Any] = {"decision": decision.decision, "by": decision.by, "subject": decision.subject}
+def _decision(writer: _Writer, way: Decided) -> dict[str, Any]:
+    """Who decided (``by``; ``operator`` when a person did), how (``how``: a person, one key for a fleet
+    group, a deadline, a soft budget, ...) and why (``note``: the rule or the reason)."""
+    decision = way.decision
+    out: dict[str, Any] = {"decision": decision.decision, "by": decision.by, "how": way.how}
+    out["subject"] = decision.subject
     for name in ("operator", "note", "screen", "shown_ms", "guard_ms", "edited", "group"):
         value = getattr(decision, name)
         if value not in ("", None):
@@ -405,11 +422,13 @@ def _takeover_step(writer: _Writer, block: _Block) -> None:
     results: list[dict[str, Any]] = []
     for step in block.steps:
         if writer.room():
-            actions.append({"arguments": _arguments(step.proposal.action), **_action_facts(writer, step)})
+            actions.append({"arguments": _arguments(hand(step).action), **_action_facts(writer, step)})
             results.append(_result(writer, step))
     who = start.operator or start.by
     message = f"The reviewer ({who}) took over the desktop ({start.where}) and did {len(block.steps)} action(s)."
-    facts: dict[str, Any] = {"kind": "takeover", "by": start.by, "operator": start.operator, "where": start.where}
+    number = next((step.takeover_number for step in block.steps if step.takeover_number), 0)
+    facts: dict[str, Any] = {"kind": "takeover", "takeover": number, "by": start.by, "operator": start.operator}
+    facts["where"] = start.where
     facts["actions"] = actions
     if block.ended is not None:
         facts |= {"told": block.ended.told, "how": block.ended.how, "screen": block.ended.screen}

@@ -27,6 +27,7 @@ from opentelemetry.util.types import AttributeValue
 
 from .. import __version__
 from ..core import events as ev
+from ..core.hand import decider
 from ..core.text import visible
 from .source import Run, key
 
@@ -65,26 +66,6 @@ def _int(value: Any) -> int | None:
 def _put(target: Attributes, name: str, value: AttributeValue | None) -> None:
     if value is not None:
         target[name] = value
-
-
-def decided_how(by: str, operator: str) -> str:
-    """Which kind of decider a DecisionMade's ``by`` names (the words the supervisor and approvers write)."""
-    prefixes = (
-        ("policy", "policy"),
-        ("grant #", "grant"),
-        ("headless rule", "rule"),
-        ("approver command", "approver"),
-        ("deadline", "deadline"),
-        ("human (takeover)", "takeover"),
-        ("kill switch", "kill switch"),
-        ("no approver", "fail closed"),
-        ("fail closed", "fail closed"),
-        ("no answer", "no answer"),
-    )
-    for prefix, how in prefixes:
-        if by.startswith(prefix):
-            return how
-    return "person" if operator or by.startswith("human") else "other"
 
 
 class SpanMapper:
@@ -265,7 +246,8 @@ class SpanMapper:
         attrs: Attributes = dict(self._verdicts.get(where, {}))
         attrs["cua_tui.decision.answer"] = str(made.decision)[:16]
         attrs["cua_tui.decided_by"] = by[:TEXT_CAP]
-        attrs["cua_tui.decision.how"] = decided_how(by, operator)
+        # the decider, as the reviews name it (core/hand.py); the group is an attribute of its own
+        attrs["cua_tui.decision.how"] = decider(by, operator)
         attrs["cua_tui.decision.wait_s"] = round((now - start) / 1e9, 6)
         _put(attrs, "cua_tui.decision.subject", _text(made.subject, 32))
         _put(attrs, "cua_tui.turn", _int(made.turn))
