@@ -393,3 +393,47 @@ def test_demo_takes_no_script_of_the_callers_naming(value: str) -> None:
     code, out = invoke("demo", "--headless", "--script-variant", value)
     assert code == 2 and "No such option '--script-variant'" in out
     assert "Traceback" not in out and "script-variant" not in invoke("demo", "--help")[1]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Issue 35, point 4: one runs folder everywhere
+# ---------------------------------------------------------------------------------------------------
+def test_every_command_that_writes_or_reads_runs_takes_the_same_runs_dir() -> None:
+    takers = {
+        name: next(p for p in command.params if "--runs-dir" in getattr(p, "opts", ()))
+        for name, command in main.commands.items()
+        if any("--runs-dir" in getattr(p, "opts", ()) for p in command.params)
+    }
+    assert set(takers) >= {"demo", "run", "fleet", "replay", "verify", "export", "runs", "stats", "sandboxes"}
+    (help_text,) = {getattr(option, "help", None) for option in takers.values()}  # one wording, one option
+    assert help_text is not None and "CUA_TUI_RUNS_DIR" in help_text
+    assert {option.name for option in takers.values()} == {"runs_dir"}
+
+
+def test_a_run_id_is_looked_up_in_runs_dir_and_one_not_found_names_the_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs, elsewhere = tmp_path / "runs", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.setenv("CUA_TUI_CONFIG", str(tmp_path / "none.toml"))
+    monkeypatch.setenv("CUA_TUI_RUNS_DIR", str(elsewhere))
+    script = write(tmp_path, FORM)
+    made = ["run", "--headless", "--backend", "sim", "--agent", f"script:{script}", "--task", "t", "--runs-dir"]
+    assert invoke(*made, str(runs), "--on-confirm", "approve")[0] == 0
+    (run_dir,) = runs.iterdir()
+    run_id = run_dir.name
+    assert invoke("verify", run_id, "--runs-dir", str(runs))[0] == 0
+    assert invoke("verify", run_id[:15], "--runs-dir", str(runs))[0] == 0  # a unique beginning, too
+    html = tmp_path / "r.html"
+    assert invoke("export", run_id, "--runs-dir", str(runs), "--html", str(html))[0] == 0 and html.is_file()
+    hint = "; --runs-dir DIR or CUA_TUI_RUNS_DIR looks up run ids in another folder (`cua-tui runs` lists them)\n"
+    for command in ("verify", "replay", "export"):
+        # without --runs-dir, the settings' folder (CUA_TUI_RUNS_DIR here): the error names it, and the way out
+        result = CliRunner().invoke(main, [command, run_id, "--html", str(html)][: 2 + 2 * (command == "export")])
+        assert result.exit_code == 2, (command, result.output)
+        assert result.stderr == f"Error: no run {run_id} in {elsewhere}{hint}", command
+    result = CliRunner().invoke(main, ["replay", "1999", "--runs-dir", str(runs)])
+    assert result.exit_code == 2
+    assert result.stderr == f"Error: 1999: no such run directory, and no run id in {runs} starts so{hint}"
+    result = CliRunner().invoke(main, ["verify", "not-a-run", "--runs-dir", str(runs)])
+    assert result.stderr == f"Error: not-a-run: no such run directory, nor the beginning of a run id in {runs}{hint}"

@@ -100,13 +100,111 @@ def test_a_hostile_operator_name_is_shown_literally(tmp_path: Path) -> None:
     assert table.exit_code == 0 and "\x1b" not in table.stdout and "␛[31mmallory" in table.stdout
 
 
-@pytest.mark.parametrize("folder", ["missing", "file"])
-def test_an_empty_or_missing_folder_says_so_and_a_file_is_a_usage_error(tmp_path: Path, folder: str) -> None:
+@pytest.mark.parametrize("command", ["stats", "runs"])
+@pytest.mark.parametrize("folder", ["missing", "file", "empty"])
+def test_a_runs_folder_named_must_be_one_and_an_empty_one_says_so(tmp_path: Path, folder: str, command: str) -> None:
     path = tmp_path / "runs"
     if folder == "file":
         path.write_text("not a folder")
-    result = CliRunner().invoke(main, ["stats", "--runs-dir", str(path)])
-    if folder == "missing":
-        assert result.exit_code == 0 and "no decisions made by a person" in result.stdout
+    elif folder == "empty":
+        path.mkdir()
+    result = CliRunner().invoke(main, [command, "--runs-dir", str(path)])
+    if folder == "empty":
+        said = "no decisions made by a person in" if command == "stats" else "no runs in"
+        assert result.exit_code == 0 and result.stdout == f"{said} {path}\n"
+    elif folder == "missing":
+        # a typo in --runs-dir is not "no runs": the folder named, and where it comes from otherwise
+        assert result.exit_code == 2, result.output
+        assert result.stderr == (
+            f"Error: {path}: no such runs directory; --runs-dir names the folder of run directories (default: "
+            "CUA_TUI_RUNS_DIR, else the settings' runs_dir)\n"
+        )
     else:
         assert result.exit_code == 2 and "not a runs directory" in result.output
+
+
+def test_the_default_folder_not_made_yet_reads_no_runs_yet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUA_TUI_CONFIG", str(tmp_path / "none.toml"))
+    monkeypatch.setenv("CUA_TUI_RUNS_DIR", str(tmp_path / "not-yet"))
+    for command in ("stats", "runs"):
+        result = CliRunner().invoke(main, [command])
+        assert (result.exit_code, result.stdout) == (0, f"no runs yet in {tmp_path / 'not-yet'}\n"), command
+
+
+# ---------------------------------------------------------------------------------------------------
+# `runs` and `stats` count the same decisions the same way (core/decisions.py)
+# ---------------------------------------------------------------------------------------------------
+FIELD = {"type": "click", "button": "left", "x": 250, "y": 182}
+
+
+class TakesOverFirst:
+    """Takes the desktop at the first request (as ``T`` does), then approves; as a person, timed."""
+
+    def __init__(self) -> None:
+        self.supervisor: Any = None
+        self.asked = 0
+
+    def decide(self, request: DecisionRequest, cancel: threading.Event) -> Ruling:
+        self.asked += 1
+        if self.asked == 1:
+            assert self.supervisor.take_over() is None
+            return Ruling(Answer.REJECT, "human (TUI)", human=True, takeover=True, shown_ms=3000, guard_ms=1000)
+        return Ruling(Answer.APPROVE, "human (TUI)", human=True, shown_ms=2000, guard_ms=1000)
+
+
+def test_runs_and_stats_count_a_takeover_as_what_it_is(tmp_path: Path) -> None:
+    from cua_tui.core import events as ev
+    from cua_tui.core.actions import Action, Kind
+    from cua_tui.desktops.sim import PHRASE
+
+    approver = TakesOverFirst()
+    turns = [{"actions": [FIELD, {"type": "type", "text": "wrong words"}]}, {"actions": [FIELD, TYPING["actions"][1]]}]
+    sup, _events, _agent = make_supervisor(tmp_path, turns, approver=approver, operator="alice@desk-7")
+    approver.supervisor = sup
+    mine = [Action(Kind.CLICK, point=(250, 182)), Action(Kind.TYPE, text=PHRASE), Action(Kind.CLICK, point=(550, 182))]
+
+    def hand(stamped: ev.Stamped) -> None:
+        if isinstance(stamped.event, ev.TakeoverStarted):
+
+            def feed() -> None:
+                for action in mine:
+                    assert sup.takeover_input(action) is None
+                sup.hand_back()
+
+            threading.Thread(target=feed, daemon=True).start()
+
+    sup.subscribe(hand)
+    assert sup.run().status == "passed"  # the person typed the phrase and clicked Verify
+    runs = tmp_path / "runs"
+    (alice,) = stats(runs)
+    # one request taken over (not a rejection), one approved; the person's own three actions apart
+    assert (alice["decisions"], alice["approvals"], alice["rejections"]) == (2, 1, 0)
+    assert (alice["takeovers"], alice["takeover_actions"], alice["median_ms"]) == (1, 3, 2500)
+    listed = CliRunner().invoke(main, ["runs", "--runs-dir", str(runs), "--json"])
+    (run,) = json.loads(listed.stdout)
+    assert run["decisions"] == alice["decisions"]  # the same decisions, counted the same way
+    table = CliRunner().invoke(main, ["stats", "--runs-dir", str(runs)]).stdout.splitlines()
+    assert table[0].split()[:7] == ["OPERATOR", "DECISIONS", "APPROVED", "REJECTED", "TAKEOVERS", "OWN", "ACTIONS"]
+    assert table[1].split()[:6] == ["alice@desk-7", "2", "1", "0", "1", "3"]
+
+
+@pytest.mark.parametrize(
+    ("decision", "by", "note", "counted"),
+    [
+        ("approve", "human (TUI)", "", "approve"),
+        ("reject", "human (TUI)", "the reviewer took control of the desktop instead (T)", "takeover"),
+        ("reject", "human (TUI)", "too risky", "reject"),
+        ("approve", "human (takeover)", "approved by being done", "takeover_action"),
+        ("reject", "headless rule: reject", "", "reject"),
+        ("reject", "deadline (30 s)", "", "reject"),
+        ("kill", "approver command", "", "kill"),
+        ("reject", "policy", "blocked", None),  # nobody was asked
+        ("approve", "grant #2 (given by alice@desk-7)", "typing", None),  # the `a` that granted it counted once
+        ("maybe", "human (TUI)", "", None),  # a hostile log's values count as nothing
+        (["approve"], {"by": 1}, None, None),
+    ],
+)
+def test_what_a_decision_counts_as(decision: Any, by: Any, note: Any, counted: str | None) -> None:
+    from cua_tui.core.decisions import counted_as
+
+    assert counted_as(decision, by, note) == counted

@@ -26,6 +26,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 # One prefix for every error, click's own (a missing option, a bad choice) included.
 ERROR_PREFIX = "Error: "
 RUNS_HINT = "give a run directory or a run id (`cua-tui runs` lists them)"
+# after a run id not found in the runs folder (the reason names it): how to look in another
+LOOK_ELSEWHERE = "--runs-dir DIR or CUA_TUI_RUNS_DIR looks up run ids in another folder (`cua-tui runs` lists them)"
 # Click (8.2+) answers a bare `cua-tui` with the help as a usage error: that one stays the help.
 _HELP_AS_ERROR = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
@@ -75,8 +77,9 @@ def settings() -> Any:
 
 def run_directory(arg: str, runs_dir: Path | None = None) -> Path:
     """RUN as every command takes it (a run directory, a run id or a unique beginning of one in the runs
-    directory), checked to be a cua-tui run directory before anything else is looked at, so that the same
-    bad folder gets the same error from every command. The settings are read only to look up an id."""
+    directory: ``runs_dir``, else the settings'), checked to be a cua-tui run directory before anything else
+    is looked at, so that the same bad folder gets the same error from every command. The settings are read
+    only to look up an id."""
     from ..core.rundir import RunNotFound, resolve_run
     from ..core.safeio import RunFileError, RunFolder
 
@@ -88,7 +91,8 @@ def run_directory(arg: str, runs_dir: Path | None = None) -> Path:
         try:
             path = resolve_run(arg, (runs_dir or settings().runs_dir).expanduser())
         except RunNotFound as exc:
-            fail(str(exc), hint=RUNS_HINT)
+            # the reason names the folder looked in
+            fail(str(exc), hint=LOOK_ELSEWHERE)
     try:
         with RunFolder.open(path) as folder:
             has_log = folder.kind("audit.jsonl") is not None

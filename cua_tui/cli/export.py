@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from .base import fail, path_option, run_directory
-from .flags import otel_endpoint
+from .flags import flag, otel_endpoint
 
 EXIT_WRITTEN, EXIT_TAMPERED = 0, 1
 
@@ -60,7 +60,7 @@ EXIT_WRITTEN, EXIT_TAMPERED = 0, 1
     "by default, with a line saying how many).",
 )
 @path_option("--key", help="The audit key the run was signed with, to check the seal's signature (as `verify --key`).")
-@path_option("--runs-dir", help="Where to look up a run id.")
+@flag("runs_dir")
 def command(
     run: str,
     html_out: Path | None,

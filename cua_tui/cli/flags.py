@@ -1,5 +1,6 @@
-"""The flags of the commands that make runs (``run``, ``fleet``, ``demo``; ``replay`` takes ``--theme``),
-each declared once, and the one function that turns their parsed values into ``RunOptions``."""
+"""The flags of the commands that make runs (``run``, ``fleet``, ``demo``; ``replay`` takes ``--theme``, and
+every command that reads runs ``--runs-dir``), each declared once, and the one function that turns their
+parsed values into ``RunOptions``."""
 
 from __future__ import annotations
 
@@ -97,7 +98,17 @@ FLAGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
             "help": "Policy TOML file (default: the settings' policy, else the built-in policy).",
         },
     ),
-    "runs_dir": (("--runs-dir",), {"type": _PATH, "default": None, "help": "Where run directories go."}),
+    # one folder everywhere: every command that writes, lists or looks up runs takes it, worded alike
+    "runs_dir": (
+        ("--runs-dir",),
+        {
+            "type": _PATH,
+            "default": None,
+            "metavar": "DIR",
+            "help": "The folder of run directories, where runs are written and run ids looked up (default: "
+            "CUA_TUI_RUNS_DIR, else the settings' runs_dir; `cua-tui locate` prints it).",
+        },
+    ),
     "max_turns": (("--max-turns",), {"type": _COUNT, "default": None, "help": "Override the policy's turn limit."}),
     "max_steps": (("--max-steps",), {"type": _COUNT, "default": None, "help": "Override the policy's step limit."}),
     "deadline": (

@@ -4,6 +4,7 @@ being written)."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -15,7 +16,8 @@ from .flags import flag
 @click.argument("run")
 @click.option("--follow", is_flag=True, help="Follow a run still being written (by another process).")
 @flag("theme")
-def command(run: str, follow: bool, theme: str | None) -> None:
+@flag("runs_dir")
+def command(run: str, follow: bool, theme: str | None, runs_dir: Path | None) -> None:
     """Replay RUN (a run directory, or a run id as `cua-tui runs` prints it) in the TUI's panes, offline
     and read-only: step through its actions with the arrow keys, jump to decisions (d), refusals (r),
     errors (e) and refused egress (g), flip before/after screens (b), zoom (z); ? lists the keys.
@@ -28,7 +30,7 @@ def command(run: str, follow: bool, theme: str | None) -> None:
     from .session import check_theme
 
     where = settings()
-    path = run_directory(run, where.runs_dir)
+    path = run_directory(run, runs_dir or where.runs_dir)
     check_theme(theme, where)
     try:
         reader = RunReader(path)

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .base import fail, path_option, settings
+from .base import fail, settings
+from .flags import flag
 
 if TYPE_CHECKING:
     from ..core.audit import VerifyReport
@@ -82,6 +83,8 @@ HIDE_ORDER = ("BACKEND", "DECISIONS", "STEPS", "FLEET", "VERIFIER", "DURATION", 
 # the FLEET column (fleet id / task name), shown when a listed run belongs to a fleet
 FLEET_LIMIT = 48
 SHRINK_FLOOR = 12
+# where a runs directory named is none: where the folder comes from
+ELSEWHERE = "--runs-dir names the folder of run directories (default: CUA_TUI_RUNS_DIR, else the settings' runs_dir)"
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _LAST_EPOCH = 253402300799  # 9999-12-31: any later "start time" is not one
@@ -430,8 +433,9 @@ def read_runs(top: RunFolder, check: bool, cache: Cache | None = None) -> list[R
 
 
 def runs_in(runs_dir: Path | None, *, check: bool) -> tuple[Path, list[RunEntry] | None]:
-    """The runs directory (``--runs-dir``, else the settings') and its runs; None when there is no such
-    folder. Anything else that is not a readable folder (a file, a FIFO) is a usage error."""
+    """The runs directory (``--runs-dir``, else the settings') and its runs; None when the settings' folder
+    does not exist yet (no run was made). A ``--runs-dir`` that does not exist, or anything that is not a
+    readable folder (a file, a FIFO), is a usage error."""
     from ..core.safeio import RunFileError, RunFolder
     from ..core.text import visible
     from .verified import NAME, Cache, KeyRefused, cache_key
@@ -451,13 +455,12 @@ def runs_in(runs_dir: Path | None, *, check: bool) -> tuple[Path, list[RunEntry]
     try:
         top = RunFolder.open(folder, follow_link=True)
     except RunFileError as exc:
+        if exc.reason == "missing" and runs_dir is not None:
+            # a folder named on purpose: a typo must not read as "no runs"
+            fail("no such runs directory", path=folder, hint=ELSEWHERE)
         if exc.reason != "missing":
             # a file, a FIFO, a folder it may not read: not "no runs"
-            fail(
-                f"not a runs directory ({exc.detail})",
-                path=folder,
-                hint="--runs-dir names the folder of run directories",
-            )
+            fail(f"not a runs directory ({exc.detail})", path=folder, hint=ELSEWHERE)
         return folder, None
     with top:
         found = read_runs(top, check=check, cache=cache)
@@ -559,7 +562,7 @@ def layout(entries: list[RunEntry], width: int | None = None) -> tuple[list[str]
 
 
 @click.command("runs")
-@path_option("--runs-dir", help="Where run directories are.")
+@flag("runs_dir")
 @click.option(
     "--status",
     "statuses",
@@ -593,7 +596,8 @@ def command(
     since_at = since_option(since)
     folder, found = runs_in(runs_dir, check=not no_check)
     if found is None and not as_json:
-        click.echo(f"no runs in {visible(str(folder))}")
+        # the settings' folder, not made yet
+        click.echo(f"no runs yet in {visible(str(folder))}")
         return
     entries = found or []
     wanted = tuple(s.lower() for s in statuses)

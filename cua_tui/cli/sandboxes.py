@@ -11,7 +11,8 @@ from typing import Any
 import click
 
 from ..core.errors import CommandError
-from .base import RUNS_HINT, fail, path_option, settings
+from .base import RUNS_HINT, fail, settings
+from .flags import flag
 
 SANDBOX_ID_CAP = 256
 
@@ -69,7 +70,7 @@ BACKENDS = {"cwsandbox": _cwsandbox, "docker": _docker}
 )
 @click.option("--stop", "target", default=None, help="Stop one: a run directory, a run id or a sandbox id.")
 @click.option("--all", "stop_all", is_flag=True, help="Stop every sandbox tagged (or labelled) cua-tui.")
-@path_option("--runs-dir", help="Where run directories are.")
+@flag("runs_dir")
 def command(backend: str, target: str | None, stop_all: bool, runs_dir: Path | None) -> None:
     """List the sandboxes tagged cua-tui (CoreWeave: CWSANDBOX_API_KEY says whose; Docker: the containers
     and networks labelled cua-tui on this machine's engine), or stop leftovers.

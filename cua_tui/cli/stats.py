@@ -10,21 +10,27 @@ from typing import TYPE_CHECKING
 
 import click
 
-from .base import path_option
+from .flags import flag
 from .runs import runs_in, since_option
 
 if TYPE_CHECKING:
     from ..core.stats import OperatorStats
 
 COLUMNS = ("OPERATOR", "DECISIONS", "APPROVED", "REJECTED", "MEDIAN", "P10", "PER HOUR", "STREAK", "UNDER 1 S", "RUNS")
+# shown after REJECTED where anyone listed took over a desktop: requests answered by taking the desktop
+# (not rejections), and the actions they did themselves then (no request: not among DECISIONS)
+TAKEOVER_COLUMNS = ("TAKEOVERS", "OWN ACTIONS")
 
 
 def _table(found: list[OperatorStats]) -> list[str]:
     """The figures as aligned columns, each operator's name shown literally."""
     from ..core.text import shown_operator
 
-    rows = [COLUMNS] + [
-        (
+    took_over = any(s.counts.takeovers or s.counts.takeover_actions for s in found)
+    header: tuple[str, ...] = COLUMNS[:4] + TAKEOVER_COLUMNS + COLUMNS[4:] if took_over else COLUMNS
+    rows = [header]
+    for s in found:
+        row: tuple[str, ...] = (
             shown_operator(s.operator, limit=40),
             str(s.decisions),
             str(s.approvals),
@@ -36,9 +42,10 @@ def _table(found: list[OperatorStats]) -> list[str]:
             "-" if s.under_a_second is None else f"{s.under_a_second:.0%}",
             str(s.runs),
         )
-        for s in found
-    ]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+        if took_over:
+            row = (*row[:4], str(s.counts.takeovers), str(s.counts.takeover_actions), *row[4:])
+        rows.append(row)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     return ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
 
 
@@ -47,16 +54,18 @@ def _seconds(ms: int | None) -> str:
 
 
 @click.command("stats")
-@path_option("--runs-dir", help="Where run directories are.")
+@flag("runs_dir")
 @click.option(
     "--since", default=None, metavar="WHEN", help="Only runs started since WHEN: 30m, 2h, 3d, 1w or an ISO date/time."
 )
 @click.option("--operator", "operators", multiple=True, metavar="NAME", help="Only this operator (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array, one object per operator.")
 def command(runs_dir: Path | None, since: str | None, operators: tuple[str, ...], as_json: bool) -> None:
-    """Per operator, the decisions they made: how many, approved and rejected, the median and 10th
-    percentile of the time each was on screen before the answer, decisions per hour of supervision (the
-    runs' durations), the longest run of approvals in a row, and the share answered in under a second."""
+    """Per operator, the decisions they made, counted as `cua-tui runs` counts them: how many, approved and
+    rejected (taking the desktop instead, T, is neither: TAKEOVERS, with the actions they then did, OWN
+    ACTIONS), the median and 10th percentile of the time each was on screen before the answer, decisions
+    per hour of supervision (the runs' durations), the longest run of approvals in a row, and the share
+    answered in under a second."""
     from ..core.runlog import RunReader
     from ..core.safeio import RunFileError
     from ..core.stats import RunSamples, operator_stats, samples_of
@@ -64,6 +73,10 @@ def command(runs_dir: Path | None, since: str | None, operators: tuple[str, ...]
 
     since_at = since_option(since)
     folder, listed = runs_in(runs_dir, check=False)
+    if listed is None and not as_json:
+        # the settings' folder, not made yet
+        click.echo(f"no runs yet in {visible(str(folder))}")
+        return
     entries = [e for e in listed or [] if since_at is None or (e.started_at is not None and e.started_at >= since_at)]
     entries.sort(key=lambda e: (e.started_at or 0.0, e.id))
     runs, unreadable = [], 0

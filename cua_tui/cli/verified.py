@@ -28,8 +28,9 @@ import msgspec
 from .. import __version__
 
 NAME = "verified-runs.json"
-# 2: every entry carries its HMAC ("mac"); entries of format 1 are not taken
-FORMAT = 2
+# 2: every entry carries its HMAC ("mac"); entries of format 1 are not taken. 3: decisions counted as
+# core/decisions.py counts them (a takeover's own actions and a grant's approvals are not)
+FORMAT = 3
 # the key that authenticates the entries, in the user's config folder
 KEY_NAME = "cache-key"
 KEY_BYTES = 32

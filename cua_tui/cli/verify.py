@@ -8,14 +8,16 @@ from pathlib import Path
 import click
 
 from .base import fail, path_option, run_directory
+from .flags import flag
 
 
 @click.command("verify")
 @click.argument("run", metavar="RUN")
 @path_option("--key", help="The audit key the run was signed with (HMAC secret, or Ed25519 private/public PEM).")
-def command(run: str, key: Path | None) -> None:
+@flag("runs_dir")
+def command(run: str, key: Path | None, runs_dir: Path | None) -> None:
     """Check a run directory for tampering. RUN is its path, or a run id as `cua-tui runs` lists it (or a
-    unique beginning of one) in the runs directory.
+    unique beginning of one) in the runs directory (--runs-dir).
 
     Recomputes the hash chain of audit.jsonl, checks the seal in result.json (event count and head hash,
     so truncation shows), the seal's signature when --key is given (so a recomputed chain shows), and every
@@ -28,7 +30,7 @@ def command(run: str, key: Path | None) -> None:
     from ..core.audit import AuditKey, AuditKeyError, VerifyExit, verify_run
     from ..core.text import visible
 
-    run_dir = run_directory(run)
+    run_dir = run_directory(run, runs_dir)
     try:
         audit_key = AuditKey.load(key) if key else None
     except AuditKeyError as exc:

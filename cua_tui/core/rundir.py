@@ -45,7 +45,7 @@ def resolve_run(arg: str | Path, runs_dir: Path) -> Path:
             return candidate
         raise RunNotFound(f"no run {name} in {runs_dir}")
     if os.sep in name or not re.fullmatch(r"[0-9a-f-]{4,22}", name):
-        raise RunNotFound(f"{name}: no such run directory")
+        raise RunNotFound(f"{name}: no such run directory, nor the beginning of a run id in {runs_dir}")
     try:
         matches = sorted(e for e in os.listdir(runs_dir) if RUN_ID_RE.match(e) and e.startswith(name))
     except OSError:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import events as ev
-from .takeover import BY_TAKEOVER
+from .decisions import Counted, DecisionCounts, counted_as
 
 # a decision answered faster than this counts as "under a second"
 QUICK_MS = 1000
@@ -20,7 +20,8 @@ MAX_SHOWN_MS = 7 * 24 * 3600 * 1000
 
 @dataclass(frozen=True, slots=True)
 class Sample:
-    """One decision a person made: who, what, how long it was on screen, and the input guard in force."""
+    """One decision a person made: who, what it counts as (a ``Counted``: an answer, or an action of their
+    own in a takeover), how long it was on screen, and the input guard in force."""
 
     operator: str
     decision: str
@@ -37,13 +38,19 @@ class RunSamples:
 
 
 def samples_of(events: Iterable[ev.Event]) -> list[Sample]:
-    """The decisions a person made, from a run's events (a hostile run's odd values read as unknown)."""
+    """The decisions a person made, from a run's events, each as core/decisions.py counts it (a hostile run's
+    odd values read as unknown)."""
     found = []
     for event in events:
-        # a takeover's actions are the person's own doing, not answers to a request
-        if not isinstance(event, ev.DecisionMade) or not event.operator or event.by == BY_TAKEOVER:
+        if not isinstance(event, ev.DecisionMade) or not event.operator:
             continue
-        found.append(Sample(event.operator, str(event.decision), _ms(event.shown_ms), _ms(event.guard_ms)))
+        kind = counted_as(event.decision, event.by, event.note)
+        if kind is None:
+            continue
+        # a takeover's own actions were on no screen as a request: no time of their own
+        timed = kind is not Counted.TAKEOVER_ACTION
+        shown, guard = (_ms(event.shown_ms), _ms(event.guard_ms)) if timed else (None, None)
+        found.append(Sample(event.operator, kind.value, shown, guard))
     return found
 
 
@@ -53,13 +60,11 @@ def _ms(value: object) -> int | None:
 
 @dataclass
 class OperatorStats:
-    """One operator's figures (``as_json``'s keys are documented in docs/commands/stats.md)."""
+    """One operator's figures (``as_json``'s keys are documented in docs/commands/stats.md): their decisions
+    counted as ``cua-tui runs`` counts a run's."""
 
     operator: str
-    decisions: int = 0
-    approvals: int = 0
-    rejections: int = 0
-    kills: int = 0
+    counts: DecisionCounts = field(default_factory=DecisionCounts)
     runs: int = 0
     supervised_seconds: float = 0.0
     median_ms: int | None = None
@@ -68,6 +73,19 @@ class OperatorStats:
     under_a_second: float | None = None
     within_guard: int = 0
     timed: list[int] = field(default_factory=list, repr=False)
+
+    @property
+    def decisions(self) -> int:
+        """Requests answered (a takeover's own actions are not)."""
+        return self.counts.decisions
+
+    @property
+    def approvals(self) -> int:
+        return self.counts.approvals
+
+    @property
+    def rejections(self) -> int:
+        return self.counts.rejections
 
     @property
     def per_hour(self) -> float | None:
@@ -80,7 +98,9 @@ class OperatorStats:
             "decisions": self.decisions,
             "approvals": self.approvals,
             "rejections": self.rejections,
-            "kills": self.kills,
+            "kills": self.counts.kills,
+            "takeovers": self.counts.takeovers,
+            "takeover_actions": self.counts.takeover_actions,
             "runs": self.runs,
             "supervised_seconds": round(self.supervised_seconds, 1),
             "decisions_per_hour": None if self.per_hour is None else round(self.per_hour, 1),
@@ -105,15 +125,16 @@ def operator_stats(runs: Iterable[RunSamples]) -> list[OperatorStats]:
                 seen.add(sample.operator)
                 stats.runs += 1
                 stats.supervised_seconds += run.seconds or 0.0
-            stats.decisions += 1
-            if sample.decision == "approve":
-                stats.approvals += 1
+            kind = Counted(sample.decision) if sample.decision in Counted else None
+            stats.counts.add(kind)
+            if kind is Counted.TAKEOVER_ACTION or kind is None:
+                # their own doing, not an answer: neither an approval in a row nor a break of the row
+                continue
+            if kind is Counted.APPROVE:
                 streak[sample.operator] = streak.get(sample.operator, 0) + 1
                 stats.longest_approval_streak = max(stats.longest_approval_streak, streak[sample.operator])
             else:
                 streak[sample.operator] = 0
-                stats.rejections += sample.decision == "reject"
-                stats.kills += sample.decision == "kill"
             if sample.shown_ms is not None:
                 stats.timed.append(sample.shown_ms)
                 if sample.guard_ms is not None and sample.shown_ms < sample.guard_ms:

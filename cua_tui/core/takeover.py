@@ -7,16 +7,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from .actions import MAX_TEXT, Action, Kind
+from .decisions import BY_TAKEOVER as BY_TAKEOVER  # re-exported: where a takeover is named
+from .decisions import TAKEOVER_NOTE as TAKEOVER_NOTE
 from .edits import model_words
 from .events import ActionProposed, Typed
 from .geometry import Scaling, Size
 
-# who proposed, approved and ran an action of a takeover (the operator is named beside it)
-BY_TAKEOVER = "human (takeover)"
 # what the model hears for an action of its batch that the takeover stopped
 MSG_TAKEN_OVER = "Not executed: the reviewer took control of the desktop (what they did follows)."
-# the note of the decision a takeover answered
-TAKEOVER_NOTE = "the reviewer took control of the desktop instead (T)"
 # the most actions a hand-back describes one by one
 DESCRIBED = 20
 # A typing stretch (the characters a reviewer types one after another) ends after this long without a

@@ -53,7 +53,6 @@ class Envelope(msgspec.Struct):
     sha256: Any = None  # screen
     turn: Any = None  # proposal, executing, outcome
     index: Any = None
-    by: Any = None  # decision: who decided (counted by `cua-tui runs`)
     # screen: the size recorded, checked against the PNG's header
     width: Any = None
     height: Any = None
@@ -70,6 +69,16 @@ class Rare(msgspec.Struct):
     signature: Any = None
 
 
+class Decided(msgspec.Struct):
+    """A decision record's fields that say what it counts as (core/decisions.py), decoded apart: a decision is
+    one line in many."""
+
+    decision: Any = None
+    by: Any = None
+    note: Any = None
+
+
 decode_envelope = msgspec.json.Decoder(Envelope).decode
 decode_rare = msgspec.json.Decoder(Rare).decode
+decode_decided = msgspec.json.Decoder(Decided).decode
 BAD_RECORD = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)

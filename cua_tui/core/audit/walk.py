@@ -11,9 +11,10 @@ from typing import Any
 
 import msgspec
 
+from ..decisions import ANSWERS, counted_as
 from ..safeio import LINE_BAD_UTF8, LINE_CAP, LINE_INCOMPLETE, LineReader
 from .breaks import context, explain
-from .chain import BAD_RECORD, GENESIS, SHA_RE, Rare, decode_envelope, decode_rare
+from .chain import BAD_RECORD, GENESIS, SHA_RE, Rare, decode_decided, decode_envelope, decode_rare
 from .errors import UnusableInput
 from .findings import Finding, FindingKind, edited
 from .keys import ALGORITHMS, AuditKey, Checker, checkpoint_message
@@ -39,7 +40,7 @@ class Walk:
     # sha -> (width, height) first recorded
     sizes: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     proposals: int = 0  # proposed actions (the run's steps)
-    # decisions by someone other than the policy (a person, a headless rule, a command)
+    # requests answered, by a person, a headless rule, a command or a deadline (core/decisions.py)
     decisions: int = 0
     # proposed, no outcome: -> line
     pending: dict[tuple[int, int], int] = field(default_factory=dict)
@@ -149,7 +150,8 @@ def walk_chain(
                         break
                     executing.pop(slot, None)
             elif kind == "decision":
-                if env.by != "policy":
+                said = decode_decided(line)
+                if counted_as(said.decision, said.by, said.note) in ANSWERS:
                     decisions += 1
             elif kind == "checkpoint":
                 problem = check_checkpoint(decode_rare(line), walk, count, expected_prev, run_id, check, number)
