@@ -17,7 +17,8 @@ from .core.errors import UsageError
 from .core.geometry import Size
 from .core.policy import Policy
 from .core.ports import Agent, Desktop
-from .desktops import BACKENDS
+from .core.text import either
+from .desktops import BACKENDS, LAB_HOSTS
 
 if TYPE_CHECKING:
     from .config import Settings
@@ -46,8 +47,10 @@ def make_desktop(
         if lab is None and not url:
             raise UnavailableError("the local desktop needs --lab NAME or --url URL")
         return LocalDesktop(size, lab=lab, url=url, allow_domains=allow_domains)
-    if lab is not None or url:
-        raise UnavailableError(f"--lab and --url need the local desktop, not {name!r}")
+    if (lab is not None or url) and name not in LAB_HOSTS:
+        raise UnavailableError(
+            f"--lab and --url need a desktop with a browser (--backend {either(LAB_HOSTS)}), not {name!r}"
+        )
     if name == "dry":
         from .desktops.dry import DryDesktop
 

@@ -419,6 +419,71 @@ def test_fleet_usage_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert not (tmp_path / "r").exists()
 
 
+# ---------------------------------------------------------------------------------------------------
+# Issue 35, point 5: a fleet tried on the sim desktop works from the manual
+# ---------------------------------------------------------------------------------------------------
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def readme_fleet() -> tuple[str, list[str]]:
+    """The README's fleet section: its tasks-file example (the labs') and its `cua-tui fleet` lines."""
+    import re
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("\n## A fleet\n")
+    section = text[start : text.index("\n## ", start + 1)]
+    toml = re.search(r"^```toml\n(.*?)^```", section, re.MULTILINE | re.DOTALL)
+    assert toml is not None
+    return toml.group(1), re.findall(r"^cua-tui fleet .*$", section, re.MULTILINE)
+
+
+def test_the_readmes_sim_fleet_runs_headless_and_every_run_passes(tmp_path: Path) -> None:
+    import shlex
+
+    _labs, lines = readme_fleet()
+    on_sim = [line for line in lines if "--backend sim" in line]
+    (headless,) = [line for line in on_sim if "--headless" in line]
+    assert len(on_sim) == 2  # the fleet TUI's line, and this one
+    args = shlex.split(headless)[1:]
+    tasks = ROOT / args[args.index("--tasks") + 1]
+    assert "for --backend sim" in tasks.read_text().splitlines()[0]  # the file says what it is for
+    runs = tmp_path / "runs"
+    proc = subprocess.run(
+        [sys.executable, "-m", "cua_tui.cli", *args, "--runs-dir", str(runs)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,  # its paths are the README's, from the checkout
+        env={**os.environ, "CUA_TUI_CONFIG": str(tmp_path / "none.toml")},
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (manifest,) = json.loads((runs / "fleet.json").read_text())["fleets"].values()
+    assert len(manifest["runs"]) == 6 and "6 of 6 passed" in proc.stderr
+    for row in manifest["runs"]:
+        result = json.loads((runs / row["run_id"] / "result.json").read_text())
+        assert (result["status"], result["verified"]) == ("passed", True), row
+        assert verify_run(runs / row["run_id"]).intact
+
+
+@pytest.mark.parametrize("backend", ["sim", "dry"])
+def test_the_readmes_lab_fleet_on_a_desktop_without_a_browser_is_refused_at_submit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str
+) -> None:
+    monkeypatch.setenv("CUA_TUI_CONFIG", str(tmp_path / "none.toml"))
+    labs, _lines = readme_fleet()
+    smoke = tmp_path / "smoke.toml"
+    smoke.write_text(labs)
+    runs = tmp_path / "runs"
+    args = ["fleet", "--tasks", str(smoke), "--backend", backend, "--headless", "--runs-dir", str(runs)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"Error: tasks file {smoke}, line 6: tasks.0.lab: lab 'form' needs a desktop with a browser: "
+        f"--backend local, cwsandbox or docker, not {backend}\n"
+    )
+    assert not runs.exists()  # nothing started
+
+
 def test_fleet_json_keeps_every_fleet_of_the_runs_directory_and_sets_aside_what_it_cannot_read(tmp_path: Path) -> None:
     """DESIGN.md: a fleet adds fleet.json in the runs directory. Several fleets share one: each keeps its
     entry; a fleet.json that is not such an index (damaged, hostile) is set aside, never overwritten."""

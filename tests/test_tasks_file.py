@@ -140,6 +140,39 @@ def test_the_readme_example_parses_and_uses_every_key() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------
+# Issue 35, point 5: a lab on a desktop that cannot host one is refused at submit
+# ---------------------------------------------------------------------------------------------------
+def test_the_backends_that_host_a_lab_come_from_the_registry() -> None:
+    from cua_tui.desktops import BACKENDS, LAB_HOSTS, REGISTRY
+
+    assert tuple(b.name for b in REGISTRY) == BACKENDS and set(LAB_HOSTS) < set(BACKENDS)
+    assert set(BACKENDS) - set(LAB_HOSTS) == {"sim", "dry"}  # no browser: nothing to open a page in
+
+
+@pytest.mark.parametrize("backend", ["sim", "dry"])
+@pytest.mark.parametrize(
+    ("table", "said"),
+    [
+        ('lab = "form"', "line 5: tasks.1.lab: lab 'form' needs a desktop with a browser"),
+        ('task = "t"\nurl = "https://a.example/"', "line 6: tasks.1.url: a URL needs a desktop with a browser"),
+    ],
+)
+def test_a_lab_or_url_on_a_backend_without_a_browser_is_refused_naming_those_with_one(
+    backend: str, table: str, said: str
+) -> None:
+    from cua_tui.desktops import LAB_HOSTS
+
+    text = f'[[tasks]]\ntask = "fill"\n\n[[tasks]]\n{table}\n'
+    with pytest.raises(TasksError) as info:
+        parse_tasks(text, "suite.toml", labs=LAB_NAMES, backend=(backend, LAB_HOSTS))
+    message = str(info.value)
+    assert said in message and "\n" not in message
+    assert message.endswith(f": --backend local, cwsandbox or docker, not {backend}")
+    for host in LAB_HOSTS:
+        assert parse_tasks(text, "suite.toml", labs=LAB_NAMES, backend=(host, LAB_HOSTS)).tasks[1].name == "task-2"
+
+
+# ---------------------------------------------------------------------------------------------------
 # The queue's order
 # ---------------------------------------------------------------------------------------------------
 def request(kind: str = "action", index: int = 0, run: str = "r1") -> DecisionRequest:

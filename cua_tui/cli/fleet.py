@@ -68,11 +68,13 @@ def command(tasks_path: Path, concurrency: int | None, **values: Any) -> None:
     from dataclasses import replace
 
     from ..core.tasks import load_tasks
+    from ..desktops import LAB_HOSTS
     from ..fleet_runner import Fleet, concurrency_for, fleet_tasks
     from ..labs import LABS
 
     config = settings()
-    tasks = load_tasks(tasks_path, labs=LABS.keys())
+    # a lab on a desktop without a browser is refused here, not by each run at its first screen
+    tasks = load_tasks(tasks_path, labs=LABS.keys(), backend=(values["backend"], LAB_HOSTS))
     if not headless:
         from .session import check_theme
 

@@ -1,7 +1,7 @@
 """The fleet's tasks file (TOML): the runs ``cua-tui fleet`` makes, one table per task, validated strictly
-with errors that name the line. Which labs exist is the caller's to say (``parse_tasks(..., labs=names)``);
-paths are returned as written, and ``TaskSpec.path_of`` resolves them against the file's folder.
-The format: docs/files/tasks.md.
+with errors that name the line. Which labs exist, and which backends can host one, are the caller's to say
+(``parse_tasks(..., labs=names, backend=(name, hosts))``); paths are returned as written, and
+``TaskSpec.path_of`` resolves them against the file's folder. The format: docs/files/tasks.md.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import msgspec
 from . import tomlfile
 from .allowlist import AllowListError, parse_entry
 from .policy import MAX_LIMIT, check_decision_timeout
+from .text import either
 from .tomlfile import KeyPath, TomlDoc, TomlFileError
 
 MAX_TASKS_BYTES = 1024 * 1024
@@ -88,19 +89,26 @@ class TasksFile:
         return written if os.path.isabs(written) else os.path.join(self.folder, written)
 
 
-def load_tasks(path: str | Path, labs: Collection[str] | None = None) -> TasksFile:
+# the backend every run of the fleet gets, and the backends that can host a lab or a URL
+Backend = tuple[str, Collection[str]]
+
+
+def load_tasks(path: str | Path, labs: Collection[str] | None = None, backend: Backend | None = None) -> TasksFile:
     """Read (bounded) and validate a tasks file."""
     path = Path(path)
     label = f"tasks file {path}"
     data = tomlfile.read_bytes(path, label, cap=MAX_TASKS_BYTES, what="a tasks file", error=TasksError)
     text = tomlfile.decode(data, label, TasksError)
-    parsed = parse_tasks(text, str(path), labs=labs)
+    parsed = parse_tasks(text, str(path), labs=labs, backend=backend)
     folder = str(path.parent) if str(path.parent) else "."
     return TasksFile(parsed.source, parsed.name, parsed.tasks, hashlib.sha256(data).hexdigest(), folder)
 
 
-def parse_tasks(text: str, source: str = "<tasks>", labs: Collection[str] | None = None) -> TasksFile:
-    """Validate tasks file text. ``labs``: the lab names that exist (unchecked when None)."""
+def parse_tasks(
+    text: str, source: str = "<tasks>", labs: Collection[str] | None = None, backend: Backend | None = None
+) -> TasksFile:
+    """Validate tasks file text. ``labs``: the lab names that exist (unchecked when None); ``backend``: the
+    runs' backend and those that can host a lab or a URL (a task naming one on another is refused)."""
     doc = tomlfile.parse(text, f"tasks file {source}", cap=MAX_TASKS_BYTES, error=TasksError)
     tasks_value = doc.data.get("tasks")
     if isinstance(tasks_value, list) and len(tasks_value) > MAX_TASKS:
@@ -118,6 +126,8 @@ def parse_tasks(text: str, source: str = "<tasks>", labs: Collection[str] | None
     seen: dict[str, int] = {}
     for i, task in enumerate(parsed.tasks):
         spec = _task(doc, i, task, labs, lines[("tasks", i)])
+        if backend is not None:
+            _hosted(doc, i, spec, *backend)
         if spec.name in seen:
             problem = f"name {spec.name!r} is already used by task {seen[spec.name] + 1}: names must be unique"
             raise doc.error(("tasks", i, "name"), problem)
@@ -176,3 +186,13 @@ def _task(doc: TomlDoc, i: int, task: _Task, labs: Collection[str] | None, line:
             raise fail("allow_domains", f"{domain!r} {exc.problem}", item=n) from None
     settings = msgspec.structs.asdict(task) | {"name": name, "allow_domains": tuple(domains), "line": line}
     return TaskSpec(**settings)
+
+
+def _hosted(doc: TomlDoc, i: int, spec: TaskSpec, backend: str, hosts: Collection[str]) -> None:
+    """A task's lab or URL on a backend that cannot open it (sim, dry): refused before any run starts, in
+    one line naming the backends that can (each of its runs would fail at its first screen)."""
+    if backend in hosts or (spec.lab is None and spec.url is None):
+        return
+    key, what = ("lab", f"lab {spec.lab!r}") if spec.lab is not None else ("url", "a URL")
+    can = either(tuple(hosts)) if hosts else "none"
+    raise doc.error(("tasks", i, key), f"{what} needs a desktop with a browser: --backend {can}, not {backend}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 
 # Default_Ignorable_Code_Point, from DerivedCoreProperties.txt of this Unicode version (the same as
 # Python's ``unicodedata.unidata_version``; tests/test_visible_text.py pins it): the code points a
@@ -187,6 +188,12 @@ def failure(exc: BaseException, limit: int = 200) -> str:
     text = _REPR.sub(lambda m: m.group(2)[1:-1], text)
     text = _TEMP_PATH.sub("a temporary file", text)
     return one_line(text, limit)
+
+
+def either(names: Sequence[str]) -> str:
+    """Names as a sentence offers them: ``local, cwsandbox or docker``."""
+    *most, last = names
+    return f"{', '.join(most)} or {last}" if most else last
 
 
 def one_line(text: str, limit: int = 300) -> str:

@@ -521,7 +521,7 @@ async def test_a_fleet_that_ended_before_the_tui_listened_says_so_and_q_quits(
 ) -> None:
     """run_fleet_tui starts the fleet before the App subscribes: a fleet whose every task failed to build
     has ended by then, and the TUI must still know (the reason in full, q leaves at once)."""
-    fleet = fleet_of(tmp_path, {"unbuildable": opts(settings, lab="form")})  # a lab needs the local desktop
+    fleet = fleet_of(tmp_path, {"unbuildable": opts(settings, lab="form")})  # sim hosts no lab
     fleet.start()
     assert fleet.wait(15)
     app = App(fleet)
@@ -530,7 +530,7 @@ async def test_a_fleet_that_ended_before_the_tui_listened_says_so_and_q_quits(
         await until(pilot, lambda: main.finished, "the TUI to know the fleet ended")
         header = app.query_one("#fleet-header", TextLines).plain
         assert "1 run: " in header and "every run ended: q quits" in header
-        assert "need the local desktop" in app.query_one("#run-why", TextLines).plain
+        assert "need a desktop with a browser" in app.query_one("#run-why", TextLines).plain
         assert app.query_one("#queue-why", TextLines).plain == "Every run ended."
         await pilot.press("q")
         await until(pilot, lambda: not app.is_running, "q to quit at once")
