@@ -250,12 +250,13 @@ def test_replay_and_the_html_export_show_what_was_proposed_and_what_ran(tmp_path
     (step,) = build(_stamped(result.path)).steps
     assert step.edit is not None and step.ran == {"kind": "click", "x": 120, "y": 422, "button": "left"}
     panel = "".join(text for text, _role in describe.step_panel(step, 1))
-    said = "ran as the reviewer changed it: click at (120, 422); the model proposed: click at (45, 405)"
-    assert f"edited   {said}" in panel
+    ran = f"action   click at (120, 422) · EDITED by {OPERATOR} before it ran\n"
+    assert ran + "proposed click at (45, 405) (the model's" in panel  # what ran first, the proposal under it
     assert "the model heard: OK. The reviewer changed this action" in panel
     with open_run(result.path) as opened:
         page = html_export.render(opened)
-    assert "ran as the reviewer changed it: click at (120, 422); the model proposed: click at (45, 405)" in page
+    assert f"<strong>edited</strong> by {OPERATOR} before it ran: click at (120, 422)</dd>" in page
+    assert "<dt>proposed</dt><dd>the model's, not run: click at (45, 405)</dd>" in page
 
 
 def test_a_refused_edit_is_shown_as_refused_and_the_step_as_proposed(tmp_path: Path) -> None:
@@ -267,7 +268,16 @@ def test_a_refused_edit_is_shown_as_refused_and_the_step_as_proposed(tmp_path: P
     (step,) = build(_stamped(result.path)).steps
     assert step.edit is None and step.ran == step.proposal.action
     panel = "".join(text for text, _role in describe.step_panel(step, 1))
-    assert "the reviewer's edit to click at (650, 420) was refused (wipes)" in panel
+    assert "the reviewer's edit to click at (650, 420) was refused (wipes); the action did not run" in panel
+    assert panel.count("click at (60, 410)") == 1 and "EDITED" not in panel  # the proposal, never run
+    from cua_tui.export import html as html_export
+    from cua_tui.export import open_run
+
+    with open_run(result.path) as opened:
+        page = html_export.render(opened)
+    row = '<span class="ran">click at (60, 410)</span> <span class="badge edited">edit refused</span>'
+    assert row in page and "proposed:" not in page  # what was to run, the edit marked refused
+    assert "<dt>edit refused</dt>" in page and "was refused (wipes); the action did not run" in page
 
 
 def test_the_escaped_form_of_typed_text_goes_back_exactly() -> None:

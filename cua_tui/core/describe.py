@@ -16,8 +16,10 @@ from typing import Any
 from . import events as ev
 from .actions import Kind
 from .grouping import group_record
+from .hand import Decided, Hand, hand, typed
 from .injection import Injection
 from .ports import DecisionRequest, Gated, VerifierPlace
+from .takeover import TAKEOVER_NOTE
 from .text import one_line, truncate, visible, visible_parts
 from .timeline import Step, screens
 
@@ -412,15 +414,46 @@ WARN = "warn"
 
 
 def step_action(step: Step) -> str:
-    """The action as a person reads it; typed text only as its length and hash (it is never stored)."""
-    proposal = step.proposal
-    if proposal.error:
-        return f"malformed {visible(proposal.raw_kind or 'action')}: {visible(proposal.error, limit=300)}"
-    text = visible(proposal.summary or step.kind, limit=300)
-    record = proposal.action or {}
-    if "text_sha256" in record:
-        text += f" (sha256 {visible(str(record['text_sha256']))[:16]}…, the text itself is never stored)"
+    """What ran (a reviewer's edit, else the proposal) as a person reads it; typed text only as its length
+    and hash (it is never stored)."""
+    said = hand(step)
+    return action_words(said.summary, said.action)
+
+
+def action_words(summary: str, record: object, shown: Callable[..., str] = visible) -> str:
+    """An action's words with a typed text's SHA-256 beside them (the text is never stored). ``shown``
+    makes the summary visible (the HTML report passes its own)."""
+    text = shown(summary, limit=300)
+    typing = typed(record)
+    if typing is not None and typing[1]:
+        text += f" (sha256 {shown(typing[1], limit=64)[:16]}…, never stored)"
     return text
+
+
+_ANSWERED = {"approve": "approved", "reject": "rejected", "kill": "killed the run"}
+_BUDGET = {"approve": "go on", "reject": "stop the run"}
+
+
+def decided_words(said: Decided, shown: Callable[..., str] = visible) -> str:
+    """One decision in a few words, for a timeline's row: what was answered, by whom, and what made it
+    more than one person's key (one key for a fleet group, a deadline, a soft budget, a takeover)."""
+    made = said.decision
+    answer = str(made.decision)
+    who = shown(said.who, limit=80)
+    answered = _ANSWERED.get(answer, shown(answer, limit=20))
+    if said.how == "budget":
+        words = f"soft budget crossed: {_BUDGET.get(answer, answered)}, answered by {who}"
+    elif said.how == "group" and said.group is not None:
+        size, gid = said.group["size"], shown(said.group["id"], limit=64)
+        words = f"{answered} by {who} with one key for {size} runs (group {gid})"
+    elif said.how == "deadline":
+        words = f"{answered} by its {shown(made.by, limit=80)}: nobody answered in time"
+    elif said.how == "takeover":
+        stopped = made.note == TAKEOVER_NOTE
+        words = f"not run: {who} took the desktop instead" if stopped else f"done by {who} at the desktop"
+    else:
+        words = f"{answered} by {who}"
+    return words + (" (the safety checks)" if made.subject == "safety_check" else "")
 
 
 def step_panel(
@@ -430,10 +463,18 @@ def step_panel(
     and who made it, the outcome with the exact text the model heard and how long it took, and which
     screen is shown. ``live``: the run is still being written (``replay --follow``), so a step without an
     outcome is one still under way, not one the run ended on."""
-    parts = [(f" STEP {step.number + 1} of {total} · turn {step.turn} · action {step.index + 1} \n", TITLE)]
+    said = hand(step)
+    taken = f"· takeover #{said.takeover}, the reviewer's own " if said.takeover else ""
+    parts = [(f" STEP {step.number + 1} of {total} · turn {step.turn} · action {step.index + 1} {taken}\n", TITLE)]
     if untrusted:
         parts.append((" UNTRUSTED: recorded after the chain's first bad line \n", WARN))
-    parts += [("action   ", LABEL), (step_action(step) + "\n", "")]
+    parts += [("action   ", LABEL), (action_words(said.summary, said.action), "")]
+    if said.edited:
+        # what ran is the reviewer's: said on the action's own line, the model's proposal right under it
+        editor = visible(said.editor, limit=80) or "the reviewer"
+        parts += [(f" · EDITED by {editor} before it ran\n", WARN), ("proposed ", LABEL)]
+        parts += [(action_words(said.proposed, said.proposed_action) + " (the model's, not run)", WARN)]
+    parts.append(("\n", ""))
     if step.by_reviewer:
         parts += [("by       ", LABEL), (takeover_line(step) + "\n", WARN)]
     verdict = step.verdict
@@ -442,16 +483,21 @@ def step_panel(
         parts += [("verdict  ", LABEL), (f"{str(verdict.verdict).upper()} · rule ", role)]
         parts += [*shown_parts(verdict.rule, role), (" · ", role)]
         parts += shown_parts(verdict.reason, role, limit=300, end="\n")
-    for decision in step.decisions:
-        parts += [("decision ", LABEL), (f"{decision.decision} by ", ""), *shown_parts(decision.by, limit=80)]
+    for way in said.decisions:
+        decision = way.decision
+        parts.append(("decision ", LABEL))
+        if way.how not in ("person", "policy"):
+            # how it was decided when more than one person's key: a group, a deadline, a budget, ...
+            parts.append((f"[{way.how}] ", WARN))
+        parts += [(f"{decision.decision} by ", ""), *shown_parts(decision.by, limit=80)]
         if decision.subject != "action":
             parts += [(" (", ""), *shown_parts(decision.subject, end=")")]
         if decision.note:
             parts += [(" · ", ""), *shown_parts(decision.note, limit=200)]
-        line = "".join(f" · {said}" for said in (shown_for(decision), group_for(decision)) if said)
+        line = "".join(f" · {extra}" for extra in (shown_for(decision), group_for(decision)) if extra)
         parts.append((line + "\n", ""))
-        if isinstance(decision.edited, dict):
-            parts += [("edited   ", LABEL), (edit_line(step, decision.edited) + "\n", WARN)]
+    if said.refused is not None:
+        parts += [("edited   ", LABEL), (refused_edit_line(said) + "\n", WARN)]
     outcome = step.outcome
     if outcome is None:
         parts += [("outcome  ", LABEL), (_no_outcome(step, live) + "\n", WARN)]
@@ -484,19 +530,13 @@ def takeover_line(step: Step) -> str:
     return f"{visible(step.proposal.by, limit=40)}{number} · {visible(who, limit=80) or 'operator not recorded'}"
 
 
-def edit_line(step: Step, edited: dict[str, Any]) -> str:
-    """A reviewer's edit in one line: what the model proposed, what ran instead (or why it did not), and
-    typed text by the start of its SHA-256 (the text is never stored)."""
-    ran = edited.get("ran")
-    summary = edited.get("summary")
-    words = visible(summary, limit=160) if isinstance(summary, str) else "?"
-    if isinstance(ran, dict) and isinstance(ran.get("text_sha256"), str):
-        words += f" (sha256 {visible(ran['text_sha256'])[:16]}…)"
-    proposed = visible(step.proposal.summary or step.kind, limit=160)
-    refused = edited.get("refused")
-    if refused is not None:
-        return f"the reviewer's edit to {words} was refused ({visible(str(refused), limit=160)}); proposed: {proposed}"
-    return f"ran as the reviewer changed it: {words}; the model proposed: {proposed}"
+def refused_edit_line(said: Hand) -> str:
+    """A reviewer's edit the run refused, in one line (typed text by the start of its SHA-256)."""
+    if said.refused is None:
+        return ""
+    words = action_words(said.refused.summary, said.refused.action)
+    why = visible(said.refused.why, limit=160)
+    return f"the reviewer's edit to {words} was refused ({why}); the action did not run"
 
 
 def _no_outcome(step: Step, live: bool) -> str:

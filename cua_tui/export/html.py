@@ -8,13 +8,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
 from ..core import describe
 from ..core import events as ev
+from ..core.hand import Hand, hand, typed
 from ..core.ports import VerifierPlace
-from ..core.text import visible_parts
+from ..core.text import truncate, visible_parts
 from ..core.timeline import Step, screens
 from .marks import Marker, marker_of
 from .source import Run, key
@@ -62,6 +64,12 @@ text-align:left;vertical-align:top}
 .step.flag-refusal,.step.flag-error{border-left:5px solid var(--bad)}
 .step.flag-decision{border-left:5px solid var(--warn)}
 .step.flag-takeover{border-left:5px solid #8250df;background:#fbefff}
+.step.edited{border-left:5px solid var(--warn)}.badge.edited{border-color:var(--warn);color:var(--warn);font-weight:600}
+tr.edited td:nth-child(3){background:#fff8c5}.proposed{color:var(--muted)}
+tbody.takeover td{background:#fbefff}tbody.takeover tr.stretch th{background:#8250df;color:#fff;font-weight:600}
+tbody.takeover td:first-child{border-left:5px solid #8250df}
+.how{display:inline-block;border-radius:3px;padding:0 4px;font-size:12px;background:#eaeef2}
+.how-group,.how-deadline,.how-budget,.how-takeover{background:#8250df;color:#fff}
 .v-allow{color:var(--ok)}.v-confirm{color:var(--warn);font-weight:600}.v-block{color:var(--bad);font-weight:600}
 .o-executed{color:var(--ok)}
 .o-declined,.o-refused,.o-failed,.o-stale,.o-not_executed{color:var(--bad);font-weight:600}
@@ -253,24 +261,35 @@ def _verdict_of(step: Step) -> str:
 
 def _steps(page: _Page) -> None:
     steps = page.run.timeline.steps
+    hands = [hand(step) for step in steps[:MAX_STEPS]]
     page.add(f"<h2>Timeline</h2><p>{len(steps)} step(s).</p>")
-    page.add("<table><tr><th>step</th><th>turn</th><th>action</th><th>verdict</th><th>outcome</th><th></th></tr>")
-    for step in steps[:MAX_STEPS]:
+    page.add(
+        '<table class="timeline"><thead><tr><th>step</th><th>turn</th><th>action (what ran)</th><th>verdict</th>'
+        "<th>decided</th><th>outcome</th><th></th></tr></thead>"
+    )
+    sizes = Counter(said.takeover for said in hands)
+    stretch = -1  # the takeover whose rows are open (0: the model's)
+    for step, said in zip(steps, hands, strict=False):
+        if said.takeover != stretch:
+            # each takeover one marked stretch of rows, headed by who had the desktop
+            page.add("</tbody>" if stretch >= 0 else "", _stretch_head(step, said, sizes[said.takeover]))
+            stretch = said.takeover
         outcome = step.outcome.status if step.outcome is not None else "no outcome"
         flags = "".join(f'<span class="badge">{f}</span>' for f in sorted(step.flags))
+        edited = ' class="edited"' if said.edited else ""
         page.add(
-            f'<tr><td><a href="#step-{step.number + 1}">{step.number + 1}</a></td><td>{e(step.turn, 12)}</td>'
-            f'<td>{e(_action_text(step), 200)}</td><td class="v-{_verdict_of(step)}">{e(_verdict_of(step), 12)}</td>'
-            f'<td class="o-{e(outcome, 20)}">{e(outcome, 20)}</td><td>{flags}</td></tr>'
+            f'<tr{edited}><td><a href="#step-{step.number + 1}">{step.number + 1}</a></td><td>{e(step.turn, 12)}</td>'
+            f'<td>{_ran(said)}</td><td class="v-{_verdict_of(step)}">{e(_verdict_of(step), 12)}</td>'
+            f'<td>{_decided(said)}</td><td class="o-{e(outcome, 20)}">{e(outcome, 20)}</td><td>{flags}</td></tr>'
         )
-    page.add("</table>\n")
+    page.add("</tbody>" if stretch >= 0 else "", "</table>\n")
     refused = {key(s.turn): s for s in page.run.events(ev.TurnRefused)}
     checks: dict[Any, list[ev.SafetyChecksRaised]] = {}
     for raised in page.run.events(ev.SafetyChecksRaised):
         checks.setdefault(key(raised.turn), []).append(raised)
     last_turn: Any = None
     last_takeover = 0
-    for step in steps[:MAX_STEPS]:
+    for step, said in zip(steps, hands, strict=False):
         if step.turn != last_turn:
             last_turn = step.turn
             _turn_heading(page, step, checks.get(key(step.turn), []))
@@ -282,13 +301,57 @@ def _steps(page: _Page) -> None:
                 f"{e(step.takeover.operator or step.takeover.by, 200)}'s ({e(step.takeover.where, 200)}); "
                 "the steps below are the reviewer's actions, not the model's</h3>"
             )
-        _step(page, step)
+        _step(page, step, said)
     if len(steps) > MAX_STEPS:
         page.add(f"<p><strong>{len(steps) - MAX_STEPS} more step(s) not drawn</strong> (at most {MAX_STEPS}).</p>")
     for turn in refused.values():
         page.add(
             f"<h3>Turn {e(turn.turn, 12)} refused whole</h3><p>{e(turn.actions, 12)} action(s): {e(turn.reason)}</p>"
         )
+
+
+def _stretch_head(step: Step, said: Hand, size: int) -> str:
+    """A ``<tbody>`` for the model's rows, or one marked for a takeover's, headed by who had the desktop."""
+    if not said.takeover or step.takeover is None:
+        return "<tbody>"
+    who = e(step.takeover.operator or step.takeover.by, 200)
+    return (
+        f'<tbody class="takeover" id="takeover-{said.takeover}"><tr class="stretch"><th colspan="7">'
+        f"Takeover #{said.takeover} · {who} had the desktop ({e(step.takeover.where, 200)}) · {size} "
+        "action(s), the reviewer's own, not the model's</th></tr>"
+    )
+
+
+def _words(summary: str, record: object, limit: int = 200) -> str:
+    """An action's words and a typed text's SHA-256 beside them, escaped (``describe.action_words``)."""
+    return e(describe.action_words(summary, record, shown=_as_recorded), limit)
+
+
+def _as_recorded(text: object, *, limit: int | None = None) -> str:
+    """A recorded string cut to ``limit`` and left for ``e`` to make visible (its stand-ins marked)."""
+    text = text if isinstance(text, str) else str(text)
+    return truncate(text, limit) if limit is not None else text
+
+
+def _ran(said: Hand) -> str:
+    """What ran; beside it, when a reviewer changed it first, ``edited`` and the model's proposal."""
+    ran = f'<span class="ran">{_words(said.summary, said.action)}</span>'
+    if said.edited:
+        ran += ' <span class="badge edited">edited</span>'
+        ran += f'<br><span class="proposed">proposed: {_words(said.proposed, said.proposed_action)}</span>'
+    elif said.refused is not None:
+        ran += ' <span class="badge edited">edit refused</span>'
+    return ran
+
+
+def _decided(said: Hand) -> str:
+    """How it was decided: each decision but the policy's, its way first (person, group, deadline, budget,
+    grant, rule, takeover, ...); the policy's alone when it decided alone."""
+    chosen = said.chosen or said.decisions[-1:]
+    return "<br>".join(
+        f'<span class="how how-{e(way.how, 20)}">{e(way.how, 20)}</span> {e(describe.decided_words(way, _as_recorded))}'
+        for way in chosen
+    )
 
 
 def _turn_heading(page: _Page, step: Step, checks: Iterable[ev.SafetyChecksRaised]) -> None:
@@ -305,44 +368,50 @@ def _turn_heading(page: _Page, step: Step, checks: Iterable[ev.SafetyChecksRaise
             )
 
 
-def _action_text(step: Step) -> str:
-    proposal = step.proposal
-    if proposal.error:
-        return f"malformed {proposal.raw_kind or 'action'}: {proposal.error}"
-    return proposal.summary if isinstance(proposal.summary, str) and proposal.summary else step.kind
-
-
-def _decisions(page: _Page, step: Step) -> None:
-    """Who decided a step and how; a reviewer's edit beside the decision that carried it."""
-    for decision in step.decisions:
+def _decisions(page: _Page, said: Hand) -> None:
+    """Who decided a step and how; a reviewer's refused edit beside the decision that carried it."""
+    for way in said.decisions:
+        decision = way.decision
         note = f" · {e(decision.note)}" if decision.note and decision.by != "policy" else ""
         shown = describe.shown_for(decision)
         note += f" · {e(shown)}" if shown else ""
         group = describe.group_for(decision)
         note += f" · {e(group)}" if group else ""
         page.add(
-            f"<dt>decision</dt><dd><strong>{e(decision.decision, 20)}</strong> by {e(decision.by, 200)}{note}</dd>"
+            f'<dt>decision</dt><dd><span class="how how-{e(way.how, 20)}">{e(way.how, 20)}</span> '
+            f"<strong>{e(decision.decision, 20)}</strong> by {e(decision.by, 200)}{note}</dd>"
         )
-        if isinstance(decision.edited, dict):
-            page.add(f'<dt>edited</dt><dd class="v-confirm">{e(describe.edit_line(step, decision.edited))}</dd>')
+    if said.refused is not None:
+        page.add(f'<dt>edit refused</dt><dd class="v-confirm">{e(describe.refused_edit_line(said))}</dd>')
 
 
-def _step(page: _Page, step: Step) -> None:
-    """One step: what was proposed, judged, decided and done, and the screens before and after it."""
+def _typed_text(page: _Page, label: str, record: object) -> None:
+    typing = typed(record)
+    if typing is not None:
+        page.add(
+            f"<dt>{label}</dt><dd>{typing[0]} characters, never stored; SHA-256 <code>{e(typing[1], 64)}</code></dd>"
+        )
+
+
+def _step(page: _Page, step: Step, said: Hand) -> None:
+    """One step: what ran (and, when a reviewer changed it, what was proposed), judged, decided and done,
+    and the screens before and after it."""
     verdict = _verdict_of(step)
     flags = " ".join(f"flag-{f}" for f in sorted(step.flags))
     number = step.number + 1
-    page.add(f'<section class="step {flags}" id="step-{number}">')
-    page.add(
-        f"<h3>Step {number} · turn {e(step.turn, 12)} · action {e(_index(step), 12)} — {e(_action_text(step), 300)}"
-    )
+    page.add(f'<section class="step {flags}{" edited" if said.edited else ""}" id="step-{number}">')
+    page.add(f"<h3>Step {number} · turn {e(step.turn, 12)} · action {e(_index(step), 12)} — {_ran(said)}")
     page.add("".join(f'<span class="badge">{f}</span>' for f in sorted(step.flags)), "</h3><dl>")
-    action = step.proposal.action if isinstance(step.proposal.action, dict) else {}
-    if action.get("kind") == "type":
+    if said.edited:
+        editor = e(said.editor, 200) or "the reviewer"
         page.add(
-            f"<dt>typed text</dt><dd>{e(action.get('text_len', '?'), 12)} characters, never stored; SHA-256 "
-            f"<code>{e(action.get('text_sha256', ''), 64)}</code></dd>"
+            f'<dt>ran</dt><dd class="v-confirm"><strong>edited</strong> by {editor} before it ran: '
+            f"{_words(said.summary, said.action, 300)}</dd>"
+            f"<dt>proposed</dt><dd>the model's, not run: {_words(said.proposed, said.proposed_action, 300)}</dd>"
         )
+    _typed_text(page, "typed text", said.action)
+    if said.edited:
+        _typed_text(page, "proposed text", said.proposed_action)
     if step.by_reviewer:
         page.add(f"<dt>by</dt><dd><strong>{e(describe.takeover_line(step), 300)}</strong></dd>")
     if step.verdict is not None:
@@ -350,7 +419,7 @@ def _step(page: _Page, step: Step) -> None:
         page.add(f'<dt>verdict</dt><dd class="v-{verdict}">{e(verdict, 12)}: {e(step.verdict.reason)}{rule}</dd>')
     for request in step.requests:
         page.add(f"<dt>asked</dt><dd>{e(request.subject, 40)}: {e(request.reason)}</dd>")
-    _decisions(page, step)
+    _decisions(page, said)
     if step.outcome is not None:
         outcome = step.outcome
         duration = f" · {outcome.duration_ms:.1f} ms" if type(outcome.duration_ms) in (int, float) else ""
