@@ -313,6 +313,7 @@ def test_a_refusing_collector_is_answered_at_once_not_retried(tmp_path: Path) ->
     before the SDK's first backoff could have ended, and says why; the run ends with its own status."""
     from cua_tui.export import otel
 
+    otel._quiet_sdk()  # the SDK's complaints go to the reasons the sink reads, as a Sink has them
     exporter = otel._exporter(closed_port_url())
     tracer = otel._provider().get_tracer("test")
     span = tracer.start_span("one")
@@ -320,7 +321,12 @@ def test_a_refusing_collector_is_answered_at_once_not_retried(tmp_path: Path) ->
     waits: list[float] = []
     client = exporter._client  # type: ignore[attr-defined]
     real_wait = client._shutdown_event.wait
-    client._shutdown_event.wait = lambda timeout=None: waits.append(timeout) or real_wait(0)
+
+    def wait(timeout: float | None = None) -> bool:
+        waits.append(timeout or 0.0)
+        return bool(real_wait(0))
+
+    client._shutdown_event.wait = wait
     try:
         assert exporter.export([span]) is otel.SpanExportResult.FAILURE  # type: ignore[list-item]
     finally:

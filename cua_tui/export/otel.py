@@ -453,7 +453,7 @@ class _RefusalIsFinal(requests.Session):
     running is not running a second later. A refusal comes back as ``Refused``, which the SDK does not retry,
     so a run with a refusing collector ends as fast as one with none (docs/otel.md)."""
 
-    def request(self, *args: Any, **kwargs: Any) -> requests.Response:  # type: ignore[override]
+    def request(self, *args: Any, **kwargs: Any) -> requests.Response:
         try:
             return super().request(*args, **kwargs)
         except requests.exceptions.ConnectionError as exc:
