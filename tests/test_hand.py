@@ -216,13 +216,14 @@ def test_replay_and_atif_say_the_same_of_an_edited_step(edited: Path, tmp_path: 
     data = atif_of(edited, tmp_path)
     assert PROPOSED not in json.dumps(data) and CORRECTED not in json.dumps(data)
     call = calls(data)[1]
-    assert call["arguments"] == {"kind": "type", "text_len": len(CORRECTED), "text_sha256": sha(CORRECTED)}
+    # the call's arguments stay the model's (a trajectory is what the agent did); what ran is beside them
+    assert call["arguments"] == {"kind": "type", "text_len": len(PROPOSED), "text_sha256": sha(PROPOSED)}
     facts = cua(call)
-    assert facts["summary"] == f"type {len(CORRECTED)} characters"
+    assert facts["summary"] == f"type {len(PROPOSED)} characters"
     assert facts["edited"] == {
         "by": OPERATOR,
-        "proposed": {"kind": "type", "text_len": len(PROPOSED), "text_sha256": sha(PROPOSED)},
-        "proposed_summary": f"type {len(PROPOSED)} characters",
+        "ran": {"kind": "type", "text_len": len(CORRECTED), "text_sha256": sha(CORRECTED)},
+        "ran_summary": f"type {len(CORRECTED)} characters",
     }
     assert [d["how"] for d in facts["decisions"]] == ["person"]
     assert "edited" not in cua(calls(data)[0]) and "edited" not in cua(calls(data)[2])

@@ -258,7 +258,9 @@ def _agent_step(writer: _Writer, block: _Block) -> None:
         if not writer.room():
             continue
         call_id = writer.call_id(step)
-        arguments = _arguments(hand(step).action)  # what ran: a reviewer's edit, else the call as made
+        # the call as the model made it (a trajectory is what the agent did: a reviewer's edit, what ran, is
+        # under extra.cua_tui.edited, never passed off as the model's)
+        arguments = _arguments(step.proposal.action)
         calls.append({"tool_call_id": call_id, "function_name": TOOL, "arguments": arguments})
         calls[-1]["extra"] = {"cua_tui": _action_facts(writer, step)}
         results.append({"source_call_id": call_id, **_result(writer, step)})
@@ -319,15 +321,11 @@ def _action_facts(writer: _Writer, step: Step) -> dict[str, Any]:
         "turn": step.turn,
         "index": step.index,
         "call_id": proposal.call_id,
-        "summary": said.summary,
+        "summary": proposal.summary,
     }
     if said.edited:
-        # the reviewer changed it before it ran: the arguments are what ran, the model's call is here
-        facts["edited"] = {
-            "by": said.editor,
-            "proposed": _arguments(said.proposed_action),
-            "proposed_summary": said.proposed,
-        }
+        # the reviewer changed it before it ran: what ran, beside the model's call (the arguments)
+        facts["edited"] = {"by": said.editor, "ran": _arguments(said.action), "ran_summary": said.summary}
     elif said.refused is not None:
         gone = said.refused
         facts["edit_refused"] = {"summary": gone.summary, "arguments": _arguments(gone.action), "why": gone.why}
@@ -546,7 +544,7 @@ def _notes(run: Run, cut: list[str]) -> str:
     parts = [
         f"Exported by cua-tui {__version__} from run {run.run_id} as {SCHEMA_VERSION}; typed text appears only as "
         "its length and SHA-256; cua-tui's own facts are under extra.cua_tui (docs/atif.md).",
-        f"Audit log: {run.report.summary}.",
+        f"Record {run.report.summary}.",  # the audit log as verify finds it (core/ending.py's word)
     ]
     if run.report.code == VerifyExit.TAMPERED:
         parts.append("What follows is what the altered log says, not a trustworthy record of the run.")
