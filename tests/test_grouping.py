@@ -10,7 +10,7 @@ from PIL import Image, ImageDraw
 from cua_tui.core.actions import Point, parse_openai
 from cua_tui.core.fleet_queue import QueueItem, priority
 from cua_tui.core.geometry import Scaling, Size
-from cua_tui.core.grouping import Likeness, group_items, likeness
+from cua_tui.core.grouping import Likeness, group_items, likeness, look, why_apart
 from cua_tui.core.policy import Policy
 from cua_tui.core.ports import DecisionRequest, Frame, SafetyCheck
 
@@ -225,3 +225,76 @@ def test_replay_and_the_export_say_which_group_a_decision_was_answered_in() -> N
         assert group_for(made(hostile)) == ""
     # an id no fleet writes, a terminal escape in it, is never shown (the supervisor writes none such)
     assert group_for(made({"id": "\x1b[31mred", "size": 2})) == ""
+
+
+# ---------------------------------------------------------------------------------------------------
+# Why two requests that read alike are not one group (the fleet's panel says it)
+# ---------------------------------------------------------------------------------------------------
+def asked(
+    ticket: int,
+    action: dict,
+    rule: str = "actions.type",
+    img: Image.Image | None = None,
+    focused: Point | None = FOCUSED,
+    policy: Policy = POLICY,
+) -> QueueItem:
+    """A pending request of task ``task-TICKET``, its likeness worked out as the runner does."""
+    img = img if img is not None else screen()
+    req = request(action, img=img)
+    like = likeness(req, rule, 1, policy, focused, img)
+    return QueueItem(ticket, f"task-{ticket}", f"run-{ticket}", req, priority(req, rule), ticket, 0, like)
+
+
+# the same rules in another file: another policy by its SHA-256
+OTHER_POLICY = Policy.from_toml(POLICY.text + "\n# another file\n", source="other.toml").with_regions(
+    [{"name": "buy", "x": 600, "y": 300, "width": 120, "height": 40}]
+)
+
+
+def test_two_requests_that_read_alike_say_why_they_are_not_one_group() -> None:
+    first = asked(1, TYPING)
+    # one decision: no reason, whichever way round, a caret aside
+    assert why_apart(first, asked(2, TYPING)) is None
+    assert why_apart(asked(2, TYPING, img=screen(caret=True)), first) is None
+    # each reads "type 5 characters" in the queue, and each is another decision, for its own reason
+    apart = {
+        "the typed text differs (the same length, another SHA-256)": asked(2, {"type": "type", "text": "hellO"}),
+        "the typed text differs (5 and 6 characters)": asked(2, {"type": "type", "text": "hello!"}),
+        "a different focused field ((250, 182) and (251, 182))": asked(2, TYPING, focused=(251, 182)),
+        "their runs' policies differ": asked(2, TYPING, policy=OTHER_POLICY),
+        "the screens differ in size (1024x720 and 800x600)": asked(2, TYPING, img=Image.new("RGB", (800, 600))),
+        "the screens differ in the box (1023, 719)-(1023, 719), outside the focused field": asked(
+            2, TYPING, img=screen(mark=(1023, 719))
+        ),
+    }
+    for reason, other in apart.items():
+        assert look(first)[:2] == look(other)[:2]
+        assert why_apart(first, other) == reason, reason
+        assert [g.tickets for g in group_items([first, other])] == [(1,), (2,)]
+    wide = screen()
+    ImageDraw.Draw(wide).rectangle((190, 170, 194, 187), fill=(0, 0, 0))
+    assert why_apart(first, asked(2, TYPING, img=wide)) == (
+        "the screens differ in the box (190, 170)-(194, 187), larger than a caret (4 x 24 pixels)"
+    )
+    no_field = asked(1, CLICK, "actions.click", focused=None)
+    assert why_apart(no_field, asked(2, CLICK, "actions.click", img=screen(caret=True), focused=None)) == (
+        "the screens differ in the box (190, 170)-(190, 187); no field is focused, where only a caret may differ"
+    )
+    assert why_apart(asked(1, CLICK, "actions.click"), asked(2, CLICK, "regions.buy")) == (
+        "another rule asked (actions.click and regions.buy)"
+    )
+
+
+def test_a_request_held_apart_says_whose_and_why_and_joins_once_that_goes() -> None:
+    first, second = asked(1, TYPING), asked(2, TYPING)
+    held = {2: "its screen is not read as text yet (it joins once read)"}
+    assert why_apart(first, second, held) == "task-2: its screen is not read as text yet (it joins once read)"
+    assert [g.tickets for g in group_items([first, second], held)] == [(1,), (2,)]
+    # the reason gone (the screen read), they are one group, and nothing is said
+    assert why_apart(first, second, {}) is None
+    assert [g.tickets for g in group_items([first, second], {})] == [(1, 2)]
+    # a request never grouped says its own reason
+    sends = asked(3, {"type": "click", "x": 610, "y": 510}, "regions.send")
+    assert why_apart(sends, asked(4, {"type": "click", "x": 610, "y": 510}, "regions.send")) == (
+        "task-3: the region 'send' sends data out: each is decided alone"
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,7 @@ from PIL import Image
 from .actions import Kind, Point
 from .elements import element_box
 from .policy import Verdict
+from .text import visible
 
 if TYPE_CHECKING:
     from .fleet_queue import QueueItem
@@ -64,26 +65,39 @@ class Likeness:
     def looks_like(self, other: Likeness) -> bool:
         """Whether both were asked on the same screen: the same picture, or pictures that differ only inside
         one box of at most ``CARET`` pixels within the focused field (the same field in both)."""
+        return self.screen_apart(other) is None
+
+    def screen_apart(self, other: Likeness) -> str | None:
+        """Why the two were not asked on the same screen, and where the screens differ, for people (None:
+        the same screen, a caret aside)."""
         if self.screen and self.screen == other.screen:
-            return True
-        if self.size != other.size or not self.rows or not self.cols:
-            return False
-        if len(self.rows) != len(other.rows) or len(self.cols) != len(other.cols):
-            return False
+            return None
+        if not self.rows or not self.cols or not other.rows or not other.cols:
+            return "a screen was not read"
+        if self.size != other.size or len(self.rows) != len(other.rows) or len(self.cols) != len(other.cols):
+            (w, h), (w2, h2) = self.size, other.size
+            return f"the screens differ in size ({w}x{h} and {w2}x{h2})"
         rows, cols = _differing(self.rows, other.rows), _differing(self.cols, other.cols)
         if rows is None and cols is None:
-            return True  # the very same pixels, encoded differently
-        if rows is None or cols is None or self.field is None or self.field != other.field:
-            return False
+            return None  # the very same pixels, encoded differently
+        if rows is None or cols is None:
+            return "the screens differ"
         (y0, y1), (x0, x1) = rows, cols
+        where = f"the screens differ in the box ({x0}, {y0})-({x1 - 1}, {y1 - 1})"
+        if self.field is None:
+            return f"{where}; no field is focused, where only a caret may differ"
+        if self.field != other.field:
+            return f"{where}; the focused field's box is not the same in both"
         if x1 - x0 > CARET[0] or y1 - y0 > CARET[1]:
-            return False
+            return f"{where}, larger than a caret ({CARET[0]} x {CARET[1]} pixels)"
         fx0, fy0, fx1, fy1 = self.field
         if not (fx0 <= x0 and x1 <= fx1 and fy0 <= y0 and y1 <= fy1):
-            return False
+            return f"{where}, outside the focused field"
         # a caret: the box is one solid colour in each screen, and not the same one
         mine, theirs = self._box_colours(x0, y0, x1, y1), other._box_colours(x0, y0, x1, y1)
-        return len(mine) == 1 and len(theirs) == 1 and mine != theirs
+        if len(mine) == 1 and len(theirs) == 1 and mine != theirs:
+            return None
+        return f"{where}, inside the focused field but not as a caret does"
 
     def _box_colours(self, x0: int, y0: int, x1: int, y1: int) -> set[bytes]:
         """The distinct RGB colours of the screen's box ``x0, y0, x1, y1`` (inside the field), from the field's
@@ -252,10 +266,10 @@ class Group:
         return tuple(item.ticket for item in self.members)
 
 
-def group_items(items: Sequence[QueueItem], alone: frozenset[int] = frozenset()) -> list[Group]:
+def group_items(items: Sequence[QueueItem], alone: Collection[int] = frozenset()) -> list[Group]:
     """``items`` (in the queue's order) as groups, in the order of their first members: each request joins
     the first group with its key whose first member's screen is its own (a caret aside).
-    ``alone``: tickets never grouped (a possible injection, say)."""
+    ``alone``: tickets not grouped (a possible injection, a screen not read as text yet, say)."""
     groups: list[list[QueueItem]] = []
     open_by_key: dict[str, list[list[QueueItem]]] = {}
     for item in items:
@@ -283,3 +297,61 @@ def _group_id(members: list[QueueItem]) -> str:
     first = members[0]
     key = first.likeness.key if first.likeness is not None else str(first.ticket)
     return f"g{hashlib.sha256(key.encode()).hexdigest()[:6]}-{first.ticket}"
+
+
+# ------------------------------------------------------------------------------------------------
+# Why two requests that look alike are not one group
+# --------------------------------------------------------------------------------------------------
+def look(item: QueueItem) -> tuple[str, str, str]:
+    """What a person reads of a request in the queue: its kind, the rule that asked and the action in words
+    (``type 16 characters``, ``click at (250, 182)``). Two requests that read the same may still be two
+    decisions (another text of that length, another screen): ``why_apart`` says why."""
+    action = item.request.action
+    return item.request.kind, item.priority.rule, action.describe() if action is not None else ""
+
+
+def why_apart(item: QueueItem, other: QueueItem, alone: Mapping[int, str] | None = None) -> str | None:
+    """Why ``item`` and ``other`` are not one decision, for people (None: the rule makes them one, and they
+    are one group unless ``alone`` holds one). ``alone``: why a ticket is kept out of every group for now
+    (its screen not read as text yet, a possible injection); the reason names the task it is about."""
+    for one in (item, other):
+        held = (alone or {}).get(one.ticket)
+        if held:
+            return f"{visible(one.task, limit=64)}: {held}"
+    for one in (item, other):
+        if one.likeness is None:
+            return f"{visible(one.task, limit=64)}: not compared yet"
+        if one.likeness.alone:
+            return f"{visible(one.task, limit=64)}: {one.likeness.alone}"
+    mine, theirs = _likeness(item), _likeness(other)
+    if mine.key != theirs.key:
+        return _key_apart(mine.key, theirs.key)
+    return mine.screen_apart(theirs)
+
+
+def _key_apart(key: str, other: str) -> str:
+    """Which part of two keys (``likeness``'s JSON) differs, for people."""
+    a, b = json.loads(key), json.loads(other)
+    if a["rule"] != b["rule"]:
+        return f"another rule asked ({visible(a['rule'], limit=40)} and {visible(b['rule'], limit=40)})"
+    if a["focused"] != b["focused"]:
+        return f"a different focused field ({_point(a['focused'])} and {_point(b['focused'])})"
+    if a["action"] != b["action"]:
+        mine, theirs = a["action"], b["action"]
+        if mine.get("text_len") != theirs.get("text_len"):
+            return f"the typed text differs ({mine.get('text_len')} and {theirs.get('text_len')} characters)"
+        if mine.get("text_sha256") != theirs.get("text_sha256"):
+            return "the typed text differs (the same length, another SHA-256)"
+        fields = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
+        return f"the action differs ({', '.join(fields)})"
+    if a["checks"] != b["checks"]:
+        return "the model's safety checks differ"
+    if a["policy"] != b["policy"]:
+        return "their runs' policies differ"
+    return "another queue tier"
+
+
+def _point(point: object) -> str:
+    if isinstance(point, list) and len(point) == 2:
+        return f"({point[0]}, {point[1]})"
+    return "none known"
