@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -272,11 +273,21 @@ def field_destination(point: tuple[int, int] | None, shows: str, label: str, *, 
     """Where typed text will go, named by what was read from the field itself (``shows``: its content or
     placeholder) and the label beside it. Page text: made visible here."""
     where = f" at ({point[0]}, {point[1]})" if point is not None else ""
-    name = f"the field “{visible(shows, limit=80)}”" if shows else "the field"
+    name = f"the field “{visible(shows, limit=160)}”" if shows else "the field"
     if not boxed:
-        name = f"the field near “{visible(shows, limit=80)}”"
-    labelled = f", labelled “{visible(label, limit=80)}”" if label else ""
+        name = f"the field near “{visible(shows, limit=160)}”"
+    labelled = f", labelled “{visible(label, limit=160)}”" if label else ""
     return f"{name}{labelled}{where} (read from the screen)"
+
+
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """How long an approved text is shown whole in a panel (``chars``) and, past that, where the rest is
+    read: ``text`` for typed text, ``words`` for the words read at a target."""
+
+    chars: int
+    text: str
+    words: str
 
 
 def request_panel(
@@ -291,6 +302,7 @@ def request_panel(
     edit: bool = False,
     left: float | None = None,
     injection: Injection | None = None,
+    cut: Cut | None = None,
 ) -> list[tuple[str, str]]:
     """The decision panel as (text, role) parts, role "" for plain text: what is decided (typed text in
     full, shown and never stored), the words read at the target (``destination``: for typing the "goes to"
@@ -300,7 +312,9 @@ def request_panel(
     ``left`` before the run rejects it; a possible ``injection``, the on-screen passage the model's words echo,
     beside them. ``compact`` (a small terminal):
     the same facts in fewer lines, the keys first so that they are never cut, no task line (the goal bar
-    above holds it)."""
+    above holds it). ``cut`` (the fleet's panel): the typed text and the target's words, what a y approves,
+    in full up to its length and past it that many characters and how many more, with where to read
+    them all; the "goes to" line whole even when compact."""
     action = request.action
     parts = _title_parts(request, batch_size, injection)
     if compact:
@@ -312,16 +326,29 @@ def request_panel(
         parts += _safety_parts(request)
     if action is not None:
         said = visible(action.describe())
-        if action.kind is not Kind.TYPE and destination and " at (" in said:
-            # the words read at the target
-            said = said.replace(" at (", f" “{visible(destination, limit=60)}” at (", 1)
-        parts += [("action  ", LABEL), (said + "\n", "")]
+        if action.kind is not Kind.TYPE and destination and " at (" in said and cut is not None:
+            # the words read at the target, in full up to the cut
+            head, tail = said.split(" at (", 1)
+            parts += [("action  ", LABEL), (f"{head} “", ""), *shown_parts(destination[: cut.chars])]
+            parts += [(f"” at ({tail}\n", "")]
+            if len(destination) > cut.chars:
+                parts.append((f"        {len(destination) - cut.chars} more: {cut.words}\n", LABEL))
+        else:
+            if action.kind is not Kind.TYPE and destination and " at (" in said:
+                # the words read at the target
+                said = said.replace(" at (", f" “{visible(destination, limit=60)}” at (", 1)
+            parts += [("action  ", LABEL), (said + "\n", "")]
         if action.kind is Kind.TYPE:
             if not compact:
                 parts.append((f"text    ({len(action.text)} chars, shown here only, never stored)\n", LABEL))
-            parts += [("  ", TYPED), *shown_parts(action.text, TYPED, end="\n")]
+            shown = action.text if cut is None else action.text[: cut.chars]
+            parts += [("  ", TYPED), *shown_parts(shown, TYPED, end="\n")]
+            if cut is not None and len(action.text) > cut.chars:
+                # on a line of its own and not in the text's reverse video: no typed text can fake it
+                parts.append((f"  {len(action.text) - cut.chars} more: {cut.text}\n", LABEL))
             if destination is not None:
-                parts += [("goes to ", LABEL), ((one_line(destination, 80) if compact else destination) + "\n", "")]
+                whole = not compact or cut is not None
+                parts += [("goes to ", LABEL), ((destination if whole else one_line(destination, 80)) + "\n", "")]
     parts += [("why     ", LABEL), *shown_parts(request.reason, limit=400, end="\n")]
     if left is not None:
         # fails closed: what happens at the deadline is said, not only the time

@@ -50,6 +50,8 @@ class DecisionPanel(Static):
     run_name = ""
     # the fleet queue's group shown (the same decision in many runs): who is in it, and what y answers
     group = ""
+    # why the row shown is not one row with another of the queue that reads the same (core/grouping.py)
+    apart = ""
     # why the request shown is no longer pending (None: it is)
     closed: str | None = None
     _destination: str | None = None
@@ -63,6 +65,8 @@ class DecisionPanel(Static):
     injection: Injection | None = None
     # the layout shows no desktop pane (a narrow fleet): the panel says the screen is not shown
     unseen = False
+    # the fleet's: how much of the typed text and the target's words is shown, and where the rest is read
+    cut: describe.Cut | None = None
 
     def show_request(
         self,
@@ -89,7 +93,7 @@ class DecisionPanel(Static):
         text = Text()
         parts = describe.request_panel(
             request, batch_size, task, destination, field=field, model_text=model_text, compact=self.compact,
-            edit=self.can_edit, left=self.left, injection=self.injection,
+            edit=self.can_edit, left=self.left, injection=self.injection, cut=self.cut,
         )  # fmt: skip
         for part, role in self.framed(parts):
             text.append(part, style=role_style(role))
@@ -98,9 +102,9 @@ class DecisionPanel(Static):
     def framed(self, parts: list[tuple[str, str]]) -> list[tuple[str, str]]:
         """The panel's parts as shown: as ``describe.request_panel`` words them, a fleet's run named."""
         if self.run_name or self.closed:
-            parts = fleet_parts(parts, self.run_name, self.closed, self.group)
+            parts = fleet_parts(parts, self.run_name, self.closed, self.group, self.apart)
         if self.unseen and parts:
-            note = "screen  not shown at this size: widen the terminal, or Enter opens the run's view\n"
+            note = "screen  not shown at this size: widen the terminal or open the run (Enter)\n"
             parts = [parts[0], (note, describe.WARN), *parts[1:]]
         return parts
 
@@ -143,10 +147,11 @@ class DecisionPanel(Static):
 
 
 def fleet_parts(
-    parts: list[tuple[str, str]], run_name: str, closed: str | None, group: str = ""
+    parts: list[tuple[str, str]], run_name: str, closed: str | None, group: str = "", apart: str = ""
 ) -> list[tuple[str, str]]:
-    """The single run's panel parts with the run named under the title (and the group it stands for);
-    closed: the title says so and the keys that answer give way to why it closed."""
+    """The single run's panel parts with the run named under the title (and the group it stands for, and
+    why it is not one with another row that reads the same); closed: the title says so and the keys that
+    answer give way to why it closed."""
     title, rest = parts[0], parts[1:]
     out = [title]
     if closed is not None:
@@ -156,6 +161,8 @@ def fleet_parts(
         out += [("run     ", describe.LABEL), (run_name + "\n", "")]
     if group and closed is None:
         out += [("group   ", describe.LABEL), (group + "\n", "bold")]
+    if apart and closed is None:
+        out += [("apart   ", describe.LABEL), (apart + "\n", "")]
     if closed is None:
         return out + rest
     keys = next((i for i, (text, role) in enumerate(rest) if role == describe.KEY and text == "y"), len(rest))

@@ -15,15 +15,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
 from ..core import events as ev
-from ..core.describe import URGENT_S, verifier_place
+from ..core.actions import Kind
+from ..core.describe import URGENT_S, Cut, verifier_place
 from ..core.fleet_queue import (
     FleetControl,
     FleetEvent,
@@ -36,7 +38,7 @@ from ..core.fleet_queue import (
     RunRow,
     RunState,
 )
-from ..core.grouping import Group, group_items
+from ..core.grouping import Group, group_items, look, why_apart
 from ..core.guard import DEFAULT_GUARD_S, DecisionGuard
 from ..core.injection import Injection, find_injection
 from ..core.policy import Policy
@@ -46,7 +48,7 @@ from ..core.takeover import Desk
 from ..core.text import visible
 from .app import LEAVE_WINDOW_S, CuaApp, ViewScreen
 from .audit_list import MAX_ENTRIES
-from .decision_panel import DecisionPanel
+from .decision_panel import DecisionPanel, compact_terminal
 from .desktop_view import DesktopView
 from .dialogs import RejectReason, open_reason
 from .literal import literal
@@ -73,6 +75,15 @@ if TYPE_CHECKING:
 # leaving: how long the TUI waits for every run to be sealed before it closes anyway
 SEAL_WAIT_S = 60.0
 WHAT_CHARS = 60  # the queue's "what" column
+# What a y approves (typed text, the words read at a target) is shown whole up to this many characters;
+# past it, that many and how many more, and where the rest is read.
+SHOWN_CHARS = 160
+RUN_CUT = Cut(SHOWN_CHARS, "enter reads all", "t reads the screen")
+GROUP_CUT = Cut(SHOWN_CHARS, "enter lists the runs, enter on one reads all", "t reads the screen")
+# columns: a narrower terminal has no room for the desktop pane beside the queue (the panel says so)
+DESKTOP_FROM = 100
+# rows: a shorter terminal keeps its rows for the decision and the queue (one header line, no run detail)
+SHORT_BELOW = 36
 # at most one refresh of the queue this often: under load, many changes make one
 REFRESH_EVERY_S = 0.03
 # the table of runs (turn and step of every run) at most this often
@@ -87,7 +98,11 @@ KEYS = [
     ("a", "approve it and every later action of its scope, for that run only (where the panel offers it)"),
     ("n", "reject it, with an optional one-line reason the model hears"),
     ("y n a on a group", "answer each of its runs, each its own recorded decision naming the group and its size"),
-    ("enter", "on a group (×N): list its runs, or fold them again; else the run's full live view; Esc returns"),
+    (
+        "enter",
+        "on a group (×N): list its runs, or fold them again; on a request whose typed text the panel cut: all of "
+        "it (enter again: the run); else the run's full live view; Esc returns",
+    ),
     ("k", "kill the selected run (the queue's request's run, or the run table's row when it has the focus)"),
     ("K", "kill every run (asks first)"),
     ("tab", "move between the queue and the table of runs; up / down select"),
@@ -179,9 +194,45 @@ def group_line(group: Group) -> str:
     """Who a group stands for, and what its y does, for the decision panel."""
     tasks = [visible(item.task, limit=40) for item in group.members]
     named = ", ".join(tasks[:4]) + (f" and {len(tasks) - 4} more" if len(tasks) > 4 else "")
-    target = group.first.likeness.target if group.first.likeness is not None else ""
-    where = f", at {visible(target, limit=60)} on the same screen" if target else ""
-    return f"{group.size} runs ask this{where}: {named} · y / n / a answer each of them (each recorded as its own)"
+    # where it lands is said by the action's own lines (its point, where typing goes)
+    return f"{group.size} runs ask this on the same screen: {named} · y / n / a answer each, recorded as its own"
+
+
+def cut_text(item: QueueItem) -> str | None:
+    """The typed text of ``item`` when the panel shows only its first ``SHOWN_CHARS`` characters (else None)."""
+    action = item.request.action
+    if action is None or action.kind is not Kind.TYPE or len(action.text) <= SHOWN_CHARS:
+        return None
+    return action.text
+
+
+class AllText(ModalScreen[bool]):
+    """``enter`` on a request whose typed text the panel cut: all of it, literally, scrollable; ``esc`` returns
+    to the fleet, ``enter`` opens the run's view. Nothing here answers."""
+
+    BINDINGS = [
+        Binding("escape,q", "dismiss(False)", "back"),
+        Binding("enter", "dismiss(True)", "the run's view"),
+    ]
+
+    def __init__(self, item: QueueItem, text: str) -> None:
+        super().__init__()
+        self.item = item
+        self.text = text
+
+    def compose(self) -> ComposeResult:
+        request = self.item.request
+        with VerticalScroll(id="all-text") as body:
+            # a str border title is parsed as markup
+            body.border_title = Text(
+                f"{visible(self.item.task, limit=64)} · turn {request.turn} · action {request.index + 1}: "
+                f"the typed text, all {len(self.text)} characters"
+            )
+            body.border_subtitle = Text("shown here only, never stored · esc returns · enter opens the run's view")
+            yield Static(literal(self.text, style="reverse"), id="all-text-body")
+
+    async def action_dismiss(self, result: bool | None = None) -> None:
+        self.dismiss(bool(result))
 
 
 def run_info(row: RunRow, view: RunView) -> RunInfo:
@@ -285,7 +336,7 @@ RUN_COLUMNS = (
 APP_ACTIONS = ("approve", "approve_scope", "reject", "kill", "zoom", "screen_text")
 SCREEN_ACTIONS = ("kill_all", "open_run")
 # what: flex
-QUEUE_COLUMNS = (("#", 2), ("priority", 12), ("rule", 16), ("task", 12), ("what", 16), ("waited", 6))
+QUEUE_COLUMNS = (("#", 2), ("priority", 12), ("rule", 14), ("task", 12), ("what", 16), ("waited", 6))
 
 
 class FleetScreen(ViewScreen):
@@ -322,6 +373,8 @@ class FleetScreen(ViewScreen):
         # request goes first and alone (core/injection.py)
         self.hints: dict[int, Injection | None] = {}
         self.unreadable: set[int] = set()  # pending requests whose screen the engine could not read
+        # pending requests kept out of every group for now, and why (not read as text yet, say)
+        self.held: dict[int, str] = {}
         # what each group answer reached, beside what the group listed when it was answered (measure)
         self.group_answers: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
         # why recent requests left the queue (ticket -> why), bounded
@@ -343,7 +396,7 @@ class FleetScreen(ViewScreen):
         # what the queue table lists, and which are pending
         self._queue_shown: tuple[tuple[str, tuple[int, ...], bool], ...] = ()
         # the decision view shows (ticket, pending)
-        self._selected_shown: tuple[int, bool, tuple[int, ...]] | None = None
+        self._selected_shown: tuple[int, bool, tuple[int, ...], str] | None = None
         # the screen and the actions check_action allowed, when last told
         self._offered: tuple[object, ...] = ()
         # The two tables and the pane, held (not queried): check_action may run while another screen
@@ -360,7 +413,10 @@ class FleetScreen(ViewScreen):
 
     # ---------------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
+        # What a y approves across the top, the terminal's whole width: in full at every size (80x24 up);
+        # the queue and the runs below it, beside the desktop where there is room for one.
         yield TextLines(id="fleet-header")
+        yield self.panel
         with Horizontal(id="main"):
             with Vertical(id="fleet-side"):
                 yield self.queue_table
@@ -369,7 +425,6 @@ class FleetScreen(ViewScreen):
                 yield TextLines(id="run-detail")
                 yield TextLines(wrap=True, id="run-why")
             with Vertical(id="fleet-decision"):
-                yield self.panel
                 yield self.desktop
         yield Footer()
 
@@ -381,6 +436,7 @@ class FleetScreen(ViewScreen):
         self.desktop.border_title = "Desktop"
         self.desktop.placeholder = "no request selected"
         self.panel.show_request(None)
+        self._fit(self.app.size.width, self.app.size.height)
         for row in self.fleet.rows():
             self.fleet_rows[row.task] = row
         runs.set_rows([(task, self._run_cells(row)) for task, row in self.fleet_rows.items()])
@@ -398,6 +454,29 @@ class FleetScreen(ViewScreen):
         self._take_changes()
         queue.focus()
         self.set_interval(1.0, self._tick)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._fit(event.size.width, event.size.height)
+
+    def _fit(self, width: int, height: int) -> None:
+        """The layout for a terminal of ``width`` x ``height`` cells: the desktop pane only where it has room
+        beside the queue, the compact panel on a small terminal."""
+        self.set_class(width < DESKTOP_FROM, "narrow")
+        self.set_class(height < SHORT_BELOW, "short")
+        self.panel.set_compact(compact_terminal(width, height))
+        self.call_after_refresh(self._pane_moved)
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        # a short terminal gives its rows to the table with the focus
+        self.set_class(event.widget is self.runs_table, "runs-first")
+
+    def _pane_moved(self) -> None:
+        """The desktop pane left the layout or came back: the selected decision is shown again, saying
+        whether its screen is, and its keys count after the guard from then (once its screen is painted)."""
+        if self.selected is None or self.panel.unseen == (not self.desktop.on_screen):
+            return
+        self.guard.arm(None)
+        self._show_selected(force=True)
 
     def on_unmount(self) -> None:
         if self._unsubscribe is not None:
@@ -551,16 +630,8 @@ class FleetScreen(ViewScreen):
 
     def _regroup(self) -> None:
         """The groups of the pending requests (one each with grouping off), and the selected group again."""
-        # With an OCR engine, a request joins a group only once its screen was read and no possible
-        # injection found: one answer must never carry a marked request along unseen.
-        unread = (
-            set()
-            if self.reading.unavailable
-            else {i.ticket for i in self.items if i.ticket not in self.hints} | self.unreadable
-        )
-        hinted = {t for t, hint in self.hints.items() if hint is not None}
-        alone = frozenset(hinted | unread) if self.grouping else frozenset(self.pending_tickets)
-        self.groups = group_items(self.items, alone)
+        self.held = self._held()
+        self.groups = group_items(self.items, self.held)
         self.unfolded &= {g.id for g in self.groups}
         chosen = self.selected_group
         if chosen is None:
@@ -581,6 +652,38 @@ class FleetScreen(ViewScreen):
             self.selected = again.first
         elif self.selected is not None and self.selected.ticket not in self.pending_tickets:
             self.selected = self.items[0] if self.items else None
+
+    def _held(self) -> dict[int, str]:
+        """The pending requests kept out of every group for now, and why (the panel says it of a row that
+        reads like another: core/grouping.py, ``why_apart``)."""
+        if not self.grouping:
+            return {item.ticket: "grouping is off" for item in self.items}
+        held: dict[int, str] = {}
+        # With an OCR engine, a request joins a group only once its screen was read and no possible
+        # injection found: one answer must never carry a marked request along unseen.
+        if not self.reading.unavailable:
+            for item in self.items:
+                if item.ticket in self.unreadable:
+                    held[item.ticket] = "its screen could not be read as text, so it stays a row of its own"
+                elif item.ticket not in self.hints:
+                    held[item.ticket] = "its screen is not read as text yet (it joins once read)"
+        for ticket, hint in self.hints.items():
+            if hint is not None:
+                held[ticket] = "a possible injection is never grouped"
+        return held
+
+    def _apart(self, item: QueueItem) -> str:
+        """Why the selected row is not one row with another that reads the same in the queue (the same rule
+        and action in words), from ``why_apart``; "" when no other row does."""
+        if not self.grouping or item.ticket not in self.pending_tickets:
+            return ""
+        seen = look(item)
+        others = [g.first for g in self.groups if item.ticket not in g.tickets and look(g.first) == seen]
+        why = why_apart(item, others[0], self.held) if others else None
+        if why is None:
+            return ""
+        more = f" (and {len(others) - 1} more rows)" if len(others) > 1 else ""
+        return f"not one row with {visible(others[0].task, limit=40)}{more}, which reads the same: {why}"
 
     def _update_queue(self) -> None:
         items = self.fleet.queue()
@@ -606,8 +709,10 @@ class FleetScreen(ViewScreen):
 
     def _read_next(self) -> None:
         """Each pending request's screen read in turn (one at a time, while nothing else is read), so that a
-        possible injection is found and put first; an engine that is missing reads nothing."""
-        for item in self.items:
+        possible injection is found and put first; an engine that is missing reads nothing. Those that read
+        like the selected row go first: each joins it once read."""
+        seen = look(self.selected) if self.selected is not None else None
+        for item in sorted(self.items, key=lambda item: look(item) != seen):
             if item.ticket in self.hints:
                 continue
             frame = item.request.frame
@@ -690,7 +795,7 @@ class FleetScreen(ViewScreen):
                 Text(item.priority.label, style="bold" if item.priority.tier == 0 else ""),
                 literal(item.priority.rule, limit=40),
                 Text(f"{fold} ×{row.group.size} runs", style="bold reverse"),
-                Text(f"{visible(what, limit=WHAT_CHARS)} · same in {row.group.size} runs"),
+                Text(f"t{request.turn} #{request.index + 1} {visible(what, limit=WHAT_CHARS)}"),
                 waited_cell(item, now),
             ]
         return [
@@ -788,7 +893,19 @@ class FleetScreen(ViewScreen):
             self.unfolded ^= {group.id}
             self._rebuild_queue()
             return
+        item = self.selected
+        if message.table.id == "queue" and item is not None and (text := cut_text(item)) is not None:
+            # the panel showed the first SHOWN_CHARS and said "enter reads all": here it is, all of it
+            self.app.push_screen(AllText(item, text), self._read_all)
+            return
         self.action_open_run(task=message.key if message.table.id == "runs" else None)
+
+    def _read_all(self, opened: bool | None) -> None:
+        """Back from the whole text: the decision is painted again (its keys count after the guard), or the
+        run's view opens (enter there)."""
+        self.guard.rearm()
+        if opened:
+            self.action_open_run()
 
     @property
     def pending_tickets(self) -> set[int]:
@@ -803,8 +920,10 @@ class FleetScreen(ViewScreen):
         self.guard.arm(
             (group.id, group.tickets) if group is not None else item.ticket if item is not None else None, screen=True
         )
+        # why it is not one row with another that reads the same: said, and redrawn when that changes
+        apart = self._apart(item) if item is not None else ""
         shown = (
-            (item.ticket, item.ticket in self.pending_tickets, group.tickets if group else ())
+            (item.ticket, item.ticket in self.pending_tickets, group.tickets if group else (), apart)
             if item is not None
             else None
         )
@@ -814,7 +933,7 @@ class FleetScreen(ViewScreen):
         panel = self.panel
         desktop = self.desktop
         if item is None:
-            panel.run_name, panel.closed, panel.group = "", None, ""
+            panel.run_name, panel.closed, panel.group, panel.apart = "", None, "", ""
             panel.show_request(None)
             self._set("#queue-why", Text("No request waits." if not self.finished else "Every run ended.", style="dim"))
             desktop.border_title = "Desktop"
@@ -827,11 +946,13 @@ class FleetScreen(ViewScreen):
             self._view = self.fleet.view(item.task)
             self._view_of = item.ticket
         view, request = self._view, item.request
-        self._set("#queue-why", self._why_line(item, group, pending))
+        self._set("#queue-why", self._why_line(item, group, pending, apart))
         panel.border_title = None if pending else "CLOSED: no longer answerable"
         panel.set_class(not pending, "closed")
         panel.run_name = run_name(item.task, item.run_id)
         panel.group = group_line(group) if group is not None else ""
+        panel.cut = GROUP_CUT if group is not None else RUN_CUT
+        panel.apart = apart
         panel.closed = None if pending else visible(self.closed.get(item.ticket, "no longer pending"), limit=120)
         shot = shot_of(view)
         # not markup
@@ -842,6 +963,8 @@ class FleetScreen(ViewScreen):
             desktop.show_shot(shot, labelled(focus_target(request, view), self.reading, shot.sha))
         panel.left = self._left(item) if pending else None
         panel.injection = self.hints.get(item.ticket) if pending else None
+        # where the layout has no room for the screen, the panel says so from its first paint
+        panel.unseen = not desktop.on_screen
         panel.show_request(
             request,
             view.batch_size,
@@ -875,9 +998,13 @@ class FleetScreen(ViewScreen):
         elif self.desktop.shows(frame.sha256):
             self.guard.screen_shown()
 
-    def _why_line(self, item: QueueItem, group: Group | None, pending: bool) -> Text:
-        """The line under the queue: what the selected row is, and why it sits where it does."""
+    def _why_line(self, item: QueueItem, group: Group | None, pending: bool, apart: str = "") -> Text:
+        """The line under the queue: what the selected row is, and why it sits where it does (``apart``: why
+        it is not one row with another that reads the same, said first)."""
         text = Text()
+        if apart:
+            text.append(" APART ", style="bold reverse")
+            text.append(f" {apart} · ")
         if group is not None:
             text.append(f" {item.priority.label.upper()} ×{group.size} ", style="bold reverse")
             text.append(f" the same decision in {group.size} runs · rule {visible(item.priority.rule, limit=60)} · ")

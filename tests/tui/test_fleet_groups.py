@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -16,12 +17,16 @@ from pilot_helpers import answer, fleet_screen, quick_clock, until
 from textual.widgets import Input
 
 from cua_tui.config import Settings
+from cua_tui.core.imaging import ScreenLimit
+from cua_tui.core.screentext import ScreenText
 from cua_tui.desktops.sim import SimApp, SimDesktop
 from cua_tui.fleet_runner import Fleet, FleetTask
+from cua_tui.ocr import ScreenReader
 from cua_tui.tui.app import CuaApp
 from cua_tui.tui.dialogs import RejectReason
 from cua_tui.tui.fleet_screen import FleetScreen
 from cua_tui.tui.row_table import RowTable
+from cua_tui.tui.text_lines import TextLines
 
 SIZE = (200, 50)
 
@@ -90,7 +95,7 @@ def queue_keys(app: CuaApp) -> list[str]:
     return list(app.query_one("#queue", RowTable).keys)
 
 
-async def until_group(pilot: Any, app: App, size: int) -> None:
+async def until_group(pilot: Any, app: CuaApp, size: int) -> None:
     main = fleet_screen(app)
     await until(
         pilot,
@@ -110,8 +115,9 @@ async def test_the_same_decision_in_three_runs_is_one_row_and_y_answers_each_as_
         assert group is not None
         assert queue_keys(app) == [group.id]  # one row
         row = [c.plain for c in app.query_one("#queue", RowTable).get_row(group.id)]
-        assert "×3 runs" in row[3] and "same in 3 runs" in row[4]
-        assert "3 runs ask this" in main.panel.group and "the focused field" in main.panel.group
+        assert "×3 runs" in row[3] and "t1 #2 type" in row[4]
+        named = ", ".join(m.task for m in group.members)  # in the queue's order
+        assert f"3 runs ask this on the same screen: {named} · y / n / a answer each" in main.panel.group
         # Enter lists its runs, and folds them again
         await pilot.press("enter")
         await until(pilot, lambda: len(queue_keys(app)) == 4, "the group's runs listed")
@@ -161,6 +167,18 @@ async def test_requests_that_differ_in_text_or_around_the_target_are_not_grouped
         for page in ("other-page", "hostile-page"):
             other = like[page]
             assert other is not None and first.key == other.key and not first.looks_like(other)
+        # selected, such a row says why it is not the pair's: where its screen differs
+        queue = app.query_one("#queue", RowTable)
+        hostile = next(i for i in main.items if i.task == "hostile-page")
+        queue.move_cursor(row=queue.keys.index(str(hostile.ticket)))
+        await until(pilot, lambda: main.selected is hostile, "the hostile page's row selected")
+        assert (
+            main.panel.apart.startswith("not one row with ") and "the screens differ in the box (" in main.panel.apart
+        )
+        text = next(i for i in main.items if i.task == "other-text")
+        queue.move_cursor(row=queue.keys.index(str(text.ticket)))
+        await until(pilot, lambda: main.selected is text, "the other text's row selected")
+        assert main.panel.apart == ""  # "type 14 characters" reads otherwise than the rest: nothing to explain
         fleet.kill_all()
         await until(pilot, lambda: fleet.done, "every run to end")
 
@@ -248,3 +266,45 @@ async def test_a_request_selected_alone_that_others_join_becomes_their_groups_ro
         await answer(pilot, "y")
         await until(pilot, lambda: fleet.done, "every run to end")
     assert all(decisions(r.path)[0]["group"]["size"] == 2 for r in fleet.rows())
+
+
+class HeldReader(ScreenReader):
+    """The real OCR engine, each screen's read held until ``go`` is set: a loaded machine's slow read, on cue."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = threading.Event()
+
+    def read(self, png: bytes, digest: str | None = None, *, limit: ScreenLimit) -> ScreenText:
+        self.go.wait(30)
+        return super().read(png, digest, limit=limit)
+
+
+async def test_two_requests_that_read_alike_say_why_they_are_apart_and_join_once_the_reason_goes(
+    tmp_path: Path, settings: Settings
+) -> None:
+    """Issue 35, point 7: the same decision in two runs, their screens not read as text yet (a request joins a
+    group only once read): each is a row of its own, and the selected row says why; once read, one row."""
+    reader = HeldReader()
+    fleet = fleet_of(tmp_path, {"one": opts(settings), "two": opts(settings)})
+    app = CuaApp(partial(FleetScreen, fleet=fleet), guard_clock=quick_clock, screen_reader=reader)
+    main = fleet_screen(app)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: len(main.items) == 2 and main.selected is not None, "both requests")
+        await until(pilot, lambda: bool(main.panel.apart), "the selected row saying why it is apart")
+        selected = main.selected
+        assert selected is not None and [g.size for g in main.groups] == [1, 1]
+        other = next(item for item in main.items if item is not selected)
+        assert main.panel.apart == (
+            f"not one row with {other.task}, which reads the same: {selected.task}: its screen is not read as "
+            "text yet (it joins once read)"
+        )
+        assert "apart   not one row with" in str(main.panel.render())
+        assert app.query_one("#queue-why", TextLines).plain.startswith(" APART  not one row with")
+        reader.go.set()
+        await until_group(pilot, app, 2)
+        assert main.panel.apart == "" and queue_keys(app) == [main.selected_group.id]  # type: ignore[union-attr]
+        await answer(pilot, "y")
+        await until(pilot, lambda: fleet.done, "every run to end")
+    # the one y answered both, each its own decision naming the group
+    assert [decisions(r.path)[0]["group"]["size"] for r in fleet.rows()] == [2, 2]
