@@ -25,6 +25,7 @@ from ..core import events as ev
 from ..core.geometry import Size
 from ..core.ports import DesktopError, Verification
 from ..core.text import one_line, truncate
+from . import quiet
 from .remote.desktop import HelperDesktop
 from .remote.replies import STDERR_CAP, egress_events, verdict
 from .remote.sealed import new_key, seal
@@ -84,9 +85,9 @@ PROBED = (
     "python3",
 )
 # The tutorial's way, for the stock image: apt over HTTPS, verified with the CA bundle mounted
-# beside the helper.
+# beside the helper; then the browser's managed policies (quiet.py), as the built image has them.
 INSTALL = r"""set -eu
-ca=$1; go=$2; shift 2
+ca=$1; go=$2; policy=$3; policy_text=$4; shift 4
 export DEBIAN_FRONTEND=noninteractive
 for f in /etc/apt/sources.list /etc/apt/sources.list.d/*; do
   [ -f "$f" ] || continue
@@ -99,6 +100,9 @@ $apt update
 echo "cua-tui: install"
 $apt install -y --no-install-recommends "$@"
 rm -rf /var/lib/apt/lists/*
+mkdir -p "$(dirname "$policy")"
+printf '%s' "$policy_text" > "$policy"
+chmod 644 "$policy"
 mkdir -p "$(dirname "$go")" && : > "$go"
 echo "cua-tui: done"
 """
@@ -415,7 +419,7 @@ class CWSandboxDesktop(HelperDesktop):
         progress = InstallProgress(self._note)
         code, _out, err = self._run_script(
             INSTALL,
-            [self.files.ca, self.files.go, *INSTALL_PACKAGES],
+            [self.files.ca, self.files.go, quiet.POLICY_PATH, quiet.policy_json(), *INSTALL_PACKAGES],
             timeout=self.settings.install_timeout,
             what="installing the desktop's packages",
             on_line=progress.line,

@@ -28,10 +28,12 @@ ETC_ENTRIES = (
     "/etc/mime.types",
     "/etc/ssl/certs",
     "/etc/ssl/openssl.cnf",
-    # Debian's launcher script sources chromium.d and reads master_preferences
+    # Debian's launcher script sources chromium.d and reads master_preferences; the policies in
+    # /etc/chromium are the sandbox's own (``chromium_etc_args``)
     "/etc/chromium",
     "/etc/chromium.d",
 )
+CHROMIUM_ETC = "/etc/chromium"
 # without it fontconfig rescans every font at each start
 OTHER_ENTRIES = ("/var/cache/fontconfig",)
 # merged-/usr links, or directories
@@ -87,8 +89,9 @@ def _uids_running() -> set[int]:
     return owners
 
 
-def filesystem_args() -> list[str]:
-    """bwrap arguments for the host files the desktop needs, read-only; nothing else of the host."""
+def filesystem_args(chromium_policies: str | None = None) -> list[str]:
+    """bwrap arguments for the host files the desktop needs, read-only; nothing else of the host. The
+    browser's managed policies are ``chromium_policies`` (a folder), not the host's."""
     args = ["--ro-bind", "/usr", "/usr"]
     if os.path.isdir("/usr/local"):
         # what was installed by hand on this host: not the desktop's business
@@ -99,8 +102,29 @@ def filesystem_args() -> list[str]:
         elif os.path.isdir(top):
             args += ["--ro-bind", top, top]
     for path in (*ETC_ENTRIES, *OTHER_ENTRIES):
-        if os.path.lexists(path):
+        if path == CHROMIUM_ETC:
+            args += chromium_etc_args(chromium_policies)
+        elif os.path.lexists(path):
             args += ["--ro-bind", path, path]
+    return args
+
+
+def chromium_etc_args(policies: str | None) -> list[str]:
+    """/etc/chromium's entries but its policies, read-only, and ``policies`` bound in their place: the
+    host's policies never reach the sandbox (a ProxySettings there would outrank --proxy-server), the run's
+    quiet ones do (quiet.py)."""
+    try:
+        names = sorted(os.listdir(CHROMIUM_ETC))
+    except OSError:
+        names = []
+    args = [
+        arg
+        for name in names
+        if name != "policies"
+        for arg in ("--ro-bind", f"{CHROMIUM_ETC}/{name}", f"{CHROMIUM_ETC}/{name}")
+    ]
+    if policies is not None:
+        args += ["--ro-bind", policies, f"{CHROMIUM_ETC}/policies"]
     return args
 
 

@@ -29,6 +29,7 @@ from ..core.ports import BaseDesktop, DesktopError, Frame, StepResult, Verificat
 from ..core.stale import ScreenCheck
 from ..core.text import failure
 from ..procs import kill_group
+from . import quiet
 from .egress import AllowList, EgressProxy, EgressRecord, relay_command
 from .isolation import (
     NAMESPACES,
@@ -177,18 +178,8 @@ def chromium_flags(size: Size, profile: Path, url: str, *, sandbox: bool = True)
     return [
         *unsandboxed,
         "--kiosk",
-        "--no-first-run",
-        "--no-default-browser-check",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-quic",
-        "--disable-features=Translate,MediaRouter,OptimizationHints,AutofillServerCommunication,"
-        "OptimizationGuideModelDownloading,CertificateTransparencyComponentUpdater",
-        "--disable-client-side-phishing-detection",
-        "--disable-domain-reliability",
-        "--no-pings",
-        "--disable-breakpad",
+        # nothing asked on its own (quiet.py): a clean run's egress is the page's alone
+        *quiet.FLAGS,
         "--disable-dev-shm-usage",
         "--password-store=basic",
         f"--user-data-dir={profile}",
@@ -618,6 +609,9 @@ def _lay_out_workspace(ws: Path, uid: int) -> tuple[Path, Path, Path, Path]:
     etc.mkdir(mode=0o755)
     for name, text in etc_files(uid, str(home)).items():
         _write_readonly(etc / name, text)
+    # the browser's managed policies, bound at /etc/chromium/policies (quiet.py)
+    _write_readonly(run / "chromium-policies" / "managed" / quiet.POLICY_NAME, quiet.policy_json())
+    os.chmod(run / "chromium-policies", 0o755)
     return home, run, config, etc
 
 
@@ -704,7 +698,7 @@ def _bwrap_command(uid: int, home: Path, run: Path, etc: Path, x_dir: Path, init
         *(f"--unshare-{ns}" for ns in ("user", "pid", "net", "ipc", "uts", "cgroup")),
         "--die-with-parent",
         "--new-session",
-        *filesystem_args(),
+        *filesystem_args(chromium_policies=str(run / "chromium-policies")),
         *(arg for name in etc_files(uid, str(home)) for arg in ("--ro-bind", str(etc / name), f"/etc/{name}")),
         "--dev",
         "/dev",

@@ -34,6 +34,7 @@ from cua_tui.config import Settings
 from cua_tui.core import events as ev
 from cua_tui.core.audit import VerifyExit, verify_run
 from cua_tui.core.ports import VerifierPlace
+from cua_tui.desktops import quiet
 from cua_tui.desktops.cwsandbox_container import (
     SANDBOX_LABEL,
     SERVICE_LABEL,
@@ -137,6 +138,7 @@ class Inside:
         self.sandbox_id = ""
         self.inspect: dict[str, Any] = {}
         self.python = ""
+        self.policies = ""
 
     def __call__(self, stamped: ev.Stamped) -> None:
         if isinstance(stamped.event, ev.SandboxCreated):
@@ -147,6 +149,7 @@ class Inside:
             ).split()
             self.inspect = json.loads(docker("inspect", ident))[0]
             self.python = docker("exec", ident, "python3", "-c", "import platform; print(platform.python_version())")
+            self.policies = docker("exec", ident, "cat", quiet.POLICY_PATH, check=False)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -239,6 +242,10 @@ def check_lab_run(
     assert isolation["uid_per_run"] is True, lab  # the helper runs as root inside and leases a uid for the desktop
     (done,) = recorder.of(ev.VerificationDone)
     assert (done.where, done.user) == (VerifierPlace.SANDBOX, "root"), lab
+    # the browser's quiet policies, copied into the image or written by the install, and a clean run refused
+    # nothing: the browser asked nothing on its own
+    assert inside.policies == quiet.policy_json(), lab
+    assert [e for e in recorder.of(ev.Egress) if not e.allowed] == [], lab
     # one exec per step that reached the desktop, and nothing else between the start and the verdict
     log = [(r.rpc, r[2]) for r in service.service.requests if r[1] == sandbox_id]
     window = log[log.index(("StreamExec", "ready")) + 1 : log.index(("StreamExec", "verify"))]

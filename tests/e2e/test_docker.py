@@ -151,6 +151,8 @@ def test_every_lab_passes_in_the_container(engine: Engine, tmp_path: Path, lab: 
     # the controller's proxy saw the browser's requests (to the lab on this host's loopback) and wrote them
     allowed = [e for e in recorder.of(ev.Egress) if e.allowed]
     assert allowed and all(e.host == "127.0.0.1" for e in allowed)
+    # the image's browser asked nothing on its own (its policies and flags, desktops/quiet.py): 0 refused
+    assert [e for e in recorder.of(ev.Egress) if not e.allowed] == []
     if lab == "form":
         assert any(e.method == "POST" for e in allowed)
 

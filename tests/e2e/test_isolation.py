@@ -29,7 +29,7 @@ from PIL import Image
 
 from cua_tui.core.actions import parse_openai
 from cua_tui.core.geometry import Scaling, Size
-from cua_tui.desktops import isolation
+from cua_tui.desktops import isolation, quiet
 from cua_tui.desktops.local import FIRST_PAINT_QUIET, FLAT_PAGE_WAIT, FirstPaint, LocalDesktop, is_flat
 from cua_tui.labs import get_lab
 
@@ -307,6 +307,8 @@ def test_a_world_readable_host_file_is_not_visible_inside(form_desktop: LocalDes
     live), so none of them may be seen inside."""
     token = secrets.token_hex(6)
     places = ["/srv", "/opt", "/var/tmp", "/var/lib", "/etc", "/usr/local", "/root", "/home", "/mnt", "/tmp", "/"]
+    # the host's browser policies too (a ProxySettings there would outrank --proxy-server)
+    places += ["/etc/chromium", "/etc/chromium/policies", "/etc/chromium/policies/managed"]
     planted: list[Path] = []
     made: list[Path] = []
     try:
@@ -344,12 +346,15 @@ def test_a_world_readable_host_file_is_not_visible_inside(form_desktop: LocalDes
         assert etc <= allowed, etc - allowed
         for secret in ("shadow", "machine-id", "hostname", "resolv.conf", "subuid"):
             assert secret not in etc
+        # the browser's policies are the run's quiet ones alone (desktops/quiet.py)
+        policies = inside(desktop, f"ls -A /etc/chromium/policies/managed && cat {quiet.POLICY_PATH}").stdout
+        assert policies == f"{quiet.POLICY_NAME}\n{quiet.policy_json()}"
         # the root of the sandbox is read-only: nothing can be planted inside for later either
         assert inside(desktop, "touch /planted || touch /etc/planted || exit 0; exit 1").returncode == 0
     finally:
         for target in planted:
             target.unlink(missing_ok=True)
-        for folder in made:
+        for folder in reversed(made):
             folder.rmdir()
 
 

@@ -18,6 +18,7 @@ import pytest
 from cua_tui.agents.script import Script, ScriptAgent
 from cua_tui.core import events as ev
 from cua_tui.core.approvers import FixedApprover
+from cua_tui.core.attention import Attention
 from cua_tui.core.audit import verify_run
 from cua_tui.core.geometry import Size
 from cua_tui.core.policy import Policy
@@ -158,6 +159,8 @@ def test_each_lab_passes_end_to_end_with_approvals(tmp_path: Path, lab_name: str
     assert outcomes and all(o["status"] == "executed" for o in outcomes)
     allowed = [e for e in run.of("egress") if e["allowed"]]
     assert allowed and all(e["host"] == "127.0.0.1" for e in allowed)  # only the lab's own origin
+    # the browser asked nothing on its own (desktops/quiet.py): a clean run reads 0 refused
+    assert [e for e in run.of("egress") if not e["allowed"]] == []
     assert verify_run(result.path).code == 0
     assert_nothing_survives(run)
 
@@ -181,8 +184,14 @@ def test_a_send_to_an_outside_host_is_refused_by_the_proxy_and_audited(tmp_path:
     result = run.run()
     assert result.status == "failed"
     refused = [e for e in run.of("egress") if not e["allowed"]]
-    assert any(e["host"] == "collector.exfil.invalid" for e in refused), run.of("egress")
+    # the page's request is the run's only refusal (the browser asks nothing on its own), and it is an alert
+    assert {e["host"] for e in refused} == {"collector.exfil.invalid"}, run.of("egress")
     assert not any(e["allowed"] and e["host"] != "127.0.0.1" for e in run.of("egress"))
+    attention = Attention()
+    alerts = [attention.apply(ev.Stamped(seq, "", e)) for seq, e in enumerate(run.events) if isinstance(e, ev.Egress)]
+    (alert,) = [a.line for a in alerts if a is not None]
+    assert alert.startswith("egress refused: POST collector.exfil.invalid:80"), alert
+    assert attention.folded == 0 and attention.folded_line() == ""
     # the verdict waited for the browser's traffic to settle: the refusal is on record before it (a busy
     # machine's browser re-POSTed after the run had ended, and the refusal was never logged)
     kinds = [(r["kind"], r.get("host")) for r in run.audit()]

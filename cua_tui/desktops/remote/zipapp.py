@@ -31,6 +31,7 @@ SHIPPED = (
     "desktops/__init__.py",
     "desktops/isolation.py",
     "desktops/local.py",
+    "desktops/quiet.py",
     "desktops/x11.py",
     "desktops/remote/__init__.py",
     "desktops/remote/call.py",
