@@ -1043,6 +1043,17 @@ def test_sandbox_dying_while_the_approver_decides_still_answers_the_action(run_s
 # ---------------------------------------------------------------------------------------------------
 # Privacy: typed text is never stored
 # ---------------------------------------------------------------------------------------------------
+def test_the_decision_panel_says_the_screenshot_after_typing_may_show_the_text() -> None:
+    """The text is shown to the reviewer and never stored, but typed into a page it is on the next screen."""
+    from cua_tui.core import describe
+    from cua_tui.core.actions import Action, Kind
+
+    request = DecisionRequest("r", 1, 1, "c1", "action", "typing", action=Action(Kind.TYPE, text="hunter2"))
+    text = "".join(part for part, _role in describe.request_panel(request))
+    assert "text    (7 chars, never stored; the screenshot after may show it)\n" in text
+    assert "hunter2" in text  # the reviewer reads it in full
+
+
 def test_typed_text_never_reaches_the_run_directory(run_script) -> None:
     import hashlib
 

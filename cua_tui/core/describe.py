@@ -340,7 +340,10 @@ def request_panel(
             parts += [("action  ", LABEL), (said + "\n", "")]
         if action.kind is Kind.TYPE:
             if not compact:
-                parts.append((f"text    ({len(action.text)} chars, shown here only, never stored)\n", LABEL))
+                # the text itself is never written anywhere; the screen it lands on may show it
+                parts.append(
+                    (f"text    ({len(action.text)} chars, never stored; the screenshot after may show it)\n", LABEL)
+                )
             shown = action.text if cut is None else action.text[: cut.chars]
             parts += [("  ", TYPED), *shown_parts(shown, TYPED, end="\n")]
             if cut is not None and len(action.text) > cut.chars:
