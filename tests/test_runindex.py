@@ -9,9 +9,11 @@ hostile corpus.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -329,3 +331,70 @@ def test_a_verdict_on_more_lines_than_the_log_now_holds_is_not_this_log(tmp_path
         log.write_bytes(whole)  # the rest written after the pass ended (a run still going): as verified
         assert index.confirm(report.events, report.head) and index.untrusted is None
         assert index.lines == report.events
+
+
+def test_step_keys_give_each_key_its_first_step_in_order_or_not() -> None:
+    """A run proposes (turn, index) in increasing order (kept in arrays); an edited log may repeat one, go
+    back, or name a negative or huge turn (kept aside): each key still answers its first step's number."""
+    keys = runindex.StepKeys()
+    order = [(1, 0), (1, 1), (2, 0), (1, 1), (0, 5), (-1, 0), (1 << 40, 2), (2, 0), (3, 0), (0, 5)]
+    first: dict[tuple[int, int], int] = {}
+    for number, key in enumerate(order):
+        keys.add(key, number)
+        first.setdefault(key, number)
+    assert {key: keys.get(key) for key in first} == first
+    assert keys.get((4, 0)) is None and keys.get((1, 2)) is None and keys.get((-1, 1)) is None
+    assert len(keys) == len(first) and len(keys._odd) == 3  # (0, 5), (-1, 0) and the huge turn
+
+
+def test_turns_give_back_each_turns_context_without_the_models_words() -> None:
+    started = ev.TakeoverStarted(3, "human", "alice", "tui")
+    contexts = [
+        tl.Context(0, None, None, "first", None, 0),
+        tl.Context(4, "a" * 64, "b" * 64, "second", started, 1),
+        tl.Context(9, "b" * 64, "a" * 64, "third", None, 1),
+    ]
+    turns = runindex.Turns()
+    for n, context in enumerate(contexts):
+        turns.append(runindex.Turn(context.number, 10 * n, context, 10 * n - 1))
+    assert len(turns) == 3 and turns.firsts() == [0, 4, 9] and turns.first_step(-1) == 9
+    for n, context in enumerate(contexts):
+        turn = turns[n]
+        assert (turn.first_step, turn.first_seq, turn.text_seq) == (context.number, 10 * n, 10 * n - 1)
+        assert turn.context == tl.Context(context.number, context.observed, context.latest, "", context.takeover,
+                                          context.takeovers)  # fmt: skip
+    assert turns[-1] == turns[2] and turns._names == ["a" * 64, "b" * 64]  # each name held once
+
+
+def test_the_index_holds_under_250_bytes_a_step_and_none_of_the_models_words(tmp_path: Path) -> None:
+    """What the index keeps of a turn is where it begins, not what the model said there (read again with the
+    turn): a run whose model wrote 3,000 characters a turn costs it about what a run of a few words a turn
+    does (the checkpoints' views hold the turn's words at hand), and either under 250 bytes a step. A dict
+    of every step's (turn, index) and a list of the turns' contexts, the words in them, held 460 bytes a
+    step of the short run and 1,460 of the long one."""
+    words = "w" * 3000
+
+    def grown(text: str) -> Path:
+        turns = [{"text": f"{text} {n}", "actions": TURNS[0]["actions"]} for n in range(4)]
+        return grow_run(sim_run(tmp_path / f"runs-{len(text)}", turns), tmp_path / f"grown-{len(text)}", 3000)
+
+    def held(path: Path, text: str) -> int:
+        gc.collect()
+        tracemalloc.start()
+        try:
+            reader, index = _indexed(path)
+            gc.collect()
+            size = tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
+        with reader:
+            assert index.count == 3000
+            for number in (0, 1500, 2999):  # the words read again with the step's turn
+                assert index.step(number).model_text.startswith(f"{text} "), number
+        return size
+
+    short, long = grown("turn"), grown(words)
+    _indexed(short)[0].close()  # the readers' own first-use caches, outside the figures
+    small, large = held(short, "turn"), held(long, words)
+    assert small < 250 * 3000, small
+    assert large - small < 0.1 * len(words) * 1000, (small, large)  # 1,000 turns, each 3,000 characters

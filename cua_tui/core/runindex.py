@@ -12,6 +12,7 @@ to the head ``verify`` checked). Nothing holds the run's events: about 150 bytes
 from __future__ import annotations
 
 import copy
+import dataclasses
 import threading
 import time
 from array import array
@@ -27,7 +28,7 @@ from .runlog import LogChanged, RunLog
 # a RunView copy every so many lines (about 5 KB each): any line's state is at most this many folds away
 CHECKPOINT_EVERY = 512
 # read this much of the log per ``advance`` step while holding the lock (a few ms of work)
-ADVANCE_BYTES = 128 << 10
+ADVANCE_BYTES = 32 << 10
 # turns rebuilt in full, kept for the steps shown and their neighbours
 TURNS_KEPT = 6
 # steps of one turn held whole while it is read: a supervisor proposes at most 100 a turn, so only an
@@ -55,11 +56,104 @@ def _changed(number: int, seq: int) -> tl.Step:
 @dataclass(frozen=True, slots=True)
 class Turn:
     """The steps of one turn (consecutive proposals of one turn number): where they begin, and the builder's
-    context just before the first of them."""
+    context just before the first of them, without the model's words (``text_seq``: the line of the
+    model_turn that said them, -1 for none; read again with the turn, so that no turn's words are held)."""
 
     first_step: int
     first_seq: int
     context: tl.Context
+    text_seq: int = -1
+
+
+class Turns:
+    """The released turns, in order, in about 60 bytes each: each turn's first step and line, the line of its
+    model_turn, and the builder's context there with each screen a number into one table of names. A list of
+    ``Turn`` objects with their contexts cost about 300 bytes a turn, and a run may have as many turns as
+    steps (docs/benchmarks.md, replay)."""
+
+    def __init__(self) -> None:
+        self._first_step, self._first_seq, self._text_seq = array("q"), array("q"), array("q")
+        self._observed, self._latest, self._takeovers = array("q"), array("q"), array("q")
+        self._takeover: dict[int, ev.TakeoverStarted] = {}  # turns during a takeover (few)
+        self._names: list[str] = []
+        self._numbers: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._first_step)
+
+    def append(self, turn: Turn) -> None:
+        context = turn.context
+        if context.takeover is not None:
+            self._takeover[len(self)] = context.takeover
+        self._first_step.append(turn.first_step)
+        self._first_seq.append(turn.first_seq)
+        self._text_seq.append(turn.text_seq)
+        self._observed.append(self._number(context.observed))
+        self._latest.append(self._number(context.latest))
+        self._takeovers.append(context.takeovers)
+
+    def __getitem__(self, where: int) -> Turn:
+        """Turn ``where`` (its context without the model's words: ``text_seq`` says where they are)."""
+        first = self._first_step[where]
+        observed, latest = self._name(self._observed[where]), self._name(self._latest[where])
+        context = tl.Context(first, observed, latest, "", self._takeover.get(where), self._takeovers[where])
+        return Turn(first, self._first_seq[where], context, self._text_seq[where])
+
+    def first_step(self, where: int) -> int:
+        return self._first_step[where]
+
+    def firsts(self) -> list[int]:
+        """The first step of each turn."""
+        return self._first_step.tolist()
+
+    def _number(self, name: str | None) -> int:
+        if name is None:
+            return -1
+        number = self._numbers.get(name)
+        if number is None:
+            number = self._numbers[name] = len(self._names)
+            self._names.append(name)
+        return number
+
+    def _name(self, number: int) -> str | None:
+        return self._names[number] if number >= 0 else None
+
+
+class StepKeys:
+    """Each (turn, index) proposed, with the number of the first step proposed under it, in about 16 bytes a
+    step: a run proposes them in increasing order, kept in two arrays searched by bisection; one out of
+    order or out of range (only an edited log has them) is kept in a dict. A dict of every key cost about
+    170 bytes a step, the most of a 100,000-step run's index (docs/benchmarks.md, replay)."""
+
+    def __init__(self) -> None:
+        self._keys, self._numbers = array("q"), array("q")
+        self._odd: dict[tuple[int, int], int] = {}
+
+    def __len__(self) -> int:
+        return len(self._keys) + len(self._odd)
+
+    def add(self, key: tuple[int, int], number: int) -> None:
+        """``key`` proposed as step ``number``; its first number is kept."""
+        packed = _packed(key)
+        if packed is not None and (not self._keys or packed > self._keys[-1]):
+            self._keys.append(packed)
+            self._numbers.append(number)
+        elif self.get(key) is None:
+            self._odd[key] = number
+
+    def get(self, key: tuple[int, int]) -> int | None:
+        """The number of the first step proposed under ``key`` (None: none was)."""
+        packed = _packed(key)
+        if packed is not None:
+            at = bisect_left(self._keys, packed)
+            if at < len(self._keys) and self._keys[at] == packed:
+                return self._numbers[at]
+        return self._odd.get(key)
+
+
+def _packed(key: tuple[int, int]) -> int | None:
+    turn, index = key
+    return turn << 31 | index if 0 <= turn < 1 << 31 and 0 <= index < 1 << 31 else None
 
 
 class RunIndex:
@@ -70,7 +164,8 @@ class RunIndex:
         self.log = log
         self.lock = threading.RLock()
         self._recorded: dict[str, int] = {}  # screen -> the line that first recorded it
-        self._first_number: dict[tuple[int, int], int] = {}  # (turn, index) -> its first step's number
+        self._first_number = StepKeys()  # (turn, index) -> its first step's number
+        self._text_seq = -1  # the newest model_turn's line
         self._builder = tl.Builder(recorded=self._recorded, outside=self._released_key)
         self._view = RunView()
         self._checkpoints: list[RunView] = [RunView()]  # the state before line k * CHECKPOINT_EVERY
@@ -78,7 +173,7 @@ class RunIndex:
         self._first_seq, self._last_seq = array("q"), array("q")
         self._touched: dict[int, int] = {}  # open step's number -> the last line that touched it
         self._turn_of, self._flags = array("q"), bytearray()
-        self._turns: list[Turn] = []  # released turns, in order
+        self._turns = Turns()  # released turns, in order
         self._open: Turn | None = None  # the turn the builder holds now
         self._rebuilt: OrderedDict[int, list[tl.Step]] = OrderedDict()  # turn position -> its steps
         # the RunView shown and the one asked about, each with how many lines it has folded
@@ -123,8 +218,10 @@ class RunIndex:
             if not current or current[-1].turn != event.turn or len(current) >= MAX_OPEN_STEPS:
                 self._release()
                 context = self._builder.context()
-                self._open = Turn(context.number, stamped.seq, context)
-            self._first_number.setdefault((event.turn, event.index), context.number)
+                self._open = Turn(context.number, stamped.seq, context, self._text_seq)
+            self._first_number.add((event.turn, event.index), context.number)
+        elif isinstance(event, ev.ModelTurn):
+            self._text_seq = stamped.seq
         for step in self._builder.feed([stamped]):
             # the last line that says something of the step (an egress or a hand-back after its outcome
             # too): a rebuild of its turn reads up to there
@@ -214,7 +311,7 @@ class RunIndex:
     def turn_firsts(self) -> list[int]:
         """The number of the first step of each turn."""
         with self.lock:
-            firsts = [turn.first_step for turn in self._turns]
+            firsts = self._turns.firsts()
             if self._open is not None and self._open_steps():
                 firsts.append(self._open.first_step)
             return firsts
@@ -230,14 +327,15 @@ class RunIndex:
             if steps is None:
                 steps = self._rebuild(where)
             self._rebuilt.move_to_end(where)
-            return steps[number - self._turns[where].first_step]
+            return steps[number - self._turns.first_step(where)]
 
     def _rebuild(self, where: int) -> list[tl.Step]:
         turn = self._turns[where]
-        end = self._turns[where + 1].first_step if where + 1 < len(self._turns) else len(self._flags)
+        end = self._turns.first_step(where + 1) if where + 1 < len(self._turns) else len(self._flags)
         last = max(self._last_seq[n] for n in range(turn.first_step, end))
-        builder = tl.Builder(turn.context, self._recorded, outside=lambda key: self._before(key, turn.first_step))
         try:
+            context = dataclasses.replace(turn.context, text=self._words(turn.text_seq))
+            builder = tl.Builder(context, self._recorded, outside=lambda key: self._before(key, turn.first_step))
             for start in range(turn.first_seq, last + 1, CHECKPOINT_EVERY):  # never the whole span in memory
                 builder.feed(self._read(start, min(start + CHECKPOINT_EVERY, last + 1)))
         except LogChanged:
@@ -250,6 +348,11 @@ class RunIndex:
         while len(self._rebuilt) > TURNS_KEPT:
             self._rebuilt.popitem(last=False)
         return steps
+
+    def _words(self, seq: int) -> str:
+        """What the model said in the model_turn at line ``seq`` (read again, held to the chain)."""
+        said = self._read(seq, seq + 1) if seq >= 0 else []
+        return said[0].event.text if said and isinstance(said[0].event, ev.ModelTurn) else ""
 
     def _before(self, key: tuple[int, int], first_step: int) -> bool:
         number = self._first_number.get(key)

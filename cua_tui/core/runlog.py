@@ -115,7 +115,8 @@ class RunLog(FdOwner):
         self._carry = b""
         self._skipping = False
         self.lines = 0  # lines read so far (the next line's number, from 0)
-        self.offsets = array("q")  # where each line read so far begins
+        # where each line read so far begins: 4 bytes a line while the log is under 4 GiB (8 past it)
+        self.offsets = array("I")
         self.end = 0  # just past the last complete line (where the next one begins)
         self.head = GENESIS  # the hash of the last line read ("" when it could not be read)
         self.broken: int | None = None  # the first line whose ``prev`` does not name the line before
@@ -165,6 +166,8 @@ class RunLog(FdOwner):
         data = self._carry + chunk if self._carry else chunk
         end = data.rfind(b"\n") + 1
         body, self._carry = data[:end], data[end:]
+        if self.end + len(data) > _SMALL and self.offsets.typecode == "I":
+            self.offsets = array("q", self.offsets)
         start, offsets = self.end, self.offsets
         for line in body.split(b"\n")[:-1] if body else ():
             offsets.append(start)
@@ -256,6 +259,8 @@ class RunLog(FdOwner):
 
 # lines read again at once while a span is held to its kept hash
 _SPAN = 512
+# the largest offset a line's 4-byte entry holds
+_SMALL = (1 << 32) - 1
 
 
 def _record(seq: int, line: bytes) -> tuple[ev.Stamped, object]:

@@ -145,7 +145,7 @@ def build(events: list[ev.Stamped]) -> Timeline:
     return builder.timeline
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Context:
     """What the builder carries from one step to the next, besides the steps themselves: a builder
     started from it at a proposal (``Builder(context=...)``) groups the events from there exactly as one
