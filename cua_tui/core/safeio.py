@@ -23,12 +23,16 @@ from typing import Any, Self
 
 import msgspec
 
+from .threads import give_way
+
 MiB = 1 << 20
 JSON_CAP = 16 * MiB  # run.json, result.json: a few KB in practice
 # one PNG screenshot: well under 10 MB even for an 8K screen
 SCREEN_CAP = 64 * MiB
 LINE_CAP = 8 * MiB  # one audit record: a few hundred bytes in practice
 _BLOCK = 1 * MiB
+# a paced read's block (core/threads.give_way): a few ms of a verifier's work between two looks
+_PACED_BLOCK = 128 << 10
 
 # status of a line read from a JSONL file
 LINE_OK = 0
@@ -275,7 +279,8 @@ class LineReader(FdOwner):
         carry = b""
         skipping = False  # inside an over-long line, until its newline
         while True:
-            chunk = _pread(fd, self.name, offset)
+            # paced (a replay's background verification): a smaller block, and a wait while it is held
+            chunk = _pread(fd, self.name, offset, _PACED_BLOCK if give_way() else _BLOCK)
             offset += len(chunk)
             if not chunk:
                 if carry and not skipping:
@@ -328,9 +333,9 @@ def _block_lines(body: bytes, cap: int) -> tuple[list[bytes], dict[int, int] | N
     return lines, marks or None
 
 
-def _pread(fd: int, name: str, offset: int) -> bytes:
+def _pread(fd: int, name: str, offset: int, size: int = _BLOCK) -> bytes:
     try:
-        return os.pread(fd, _BLOCK, offset)
+        return os.pread(fd, size, offset)
     except OSError as exc:
         raise _os_error(name, exc) from None
 

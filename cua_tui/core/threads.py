@@ -12,7 +12,8 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 # seconds between looks at a cancel event that nobody can make wake the waiter
@@ -103,3 +104,64 @@ class Worker:
         """Let the thread end once idle (a thread still inside a hung job is left to it)."""
         if self._queue is not None and not self._busy:
             self._queue.put(None)
+
+
+class GiveWay:
+    """Background work that gives way to the thread a person watches. That thread ``hold``s it while it
+    shows something (a replay's step) and lets it ``go`` once that is on screen; background loops call
+    ``wait`` between slices of their work and block while it is held. In one process the background
+    threads share the interpreter with it: left running, they made a step of a replay still reading a
+    100,000-step log take several times as long, seconds at worst (docs/benchmarks.md, replay). A hold
+    lapses after ``lapse`` seconds, so a ``go`` that never comes never stops the work for good."""
+
+    def __init__(self, lapse: float = 1.0) -> None:
+        self.lapse = lapse
+        self._until = 0.0
+        self._changed = threading.Condition()
+        self.waits = 0  # slices that waited for a hold (the tests)
+
+    def hold(self) -> None:
+        with self._changed:
+            self._until = time.monotonic() + self.lapse
+
+    def go(self) -> None:
+        with self._changed:
+            self._until = 0.0
+            self._changed.notify_all()
+
+    @property
+    def held(self) -> bool:
+        return self._until > time.monotonic()
+
+    def wait(self) -> None:
+        """Return once nothing holds the work (at once when nothing does)."""
+        if not self.held:
+            return
+        with self._changed:
+            self.waits += 1
+            while (left := self._until - time.monotonic()) > 0:
+                self._changed.wait(left)
+
+
+_pacing = threading.local()
+
+
+@contextmanager
+def paced(way: GiveWay) -> Iterator[None]:
+    """Long reads in this thread (``give_way``: a verification's pass over a log) give way to ``way``
+    between blocks while the block runs."""
+    before = getattr(_pacing, "way", None)
+    _pacing.way = way
+    try:
+        yield
+    finally:
+        _pacing.way = before
+
+
+def give_way() -> bool:
+    """Wait while this thread's ``paced`` work is held (at once outside one); whether it is paced."""
+    way: GiveWay | None = getattr(_pacing, "way", None)
+    if way is None:
+        return False
+    way.wait()
+    return True

@@ -35,6 +35,7 @@ from ..core.run_view import RunView
 from ..core.runindex import RunIndex
 from ..core.runlog import RunReader
 from ..core.text import visible
+from ..core.threads import GiveWay, paced
 from .app import CuaApp, ViewScreen, desktop_beside
 from .audit_pane import AuditPane
 from .batch import BatchPane
@@ -204,6 +205,8 @@ class ReplayScreen(ViewScreen):
         self.events: Sequence[Stamped] = _Lazy(lambda: index.lines, index.events)
         self._steps: Sequence[tl.Step] = _Lazy(lambda: index.count, lambda a, b: [index.step(n) for n in range(a, b)])
         self._stop = threading.Event()
+        # the background reading and verification wait while a step is being shown
+        self.give_way = GiveWay()
         self._read_to = (0, 0, False)  # (lines, steps, at the end) the panes have been told of
         self._newest_told = 0
         self._background = False  # the log's reader and the chain's verifier have been started
@@ -309,13 +312,15 @@ class ReplayScreen(ViewScreen):
     def _read_log(self) -> None:
         """Read the log to its end (and on, when following a run still being written)."""
         while not self._stop.is_set():
+            self.give_way.wait()
             if not self.index.advance():
                 if self.index.done and not self.follow:
                     return
                 self._stop.wait(POLL_S)
 
     def _verify_chain(self, verify: Callable[[], ChainState]) -> None:
-        state = verify()
+        with paced(self.give_way):
+            state = verify()
         with contextlib.suppress(RuntimeError):  # the App has gone
             self.app.call_from_thread(self._verified, state)
 
@@ -414,6 +419,7 @@ class ReplayScreen(ViewScreen):
     # ----------------------------------------------------------------------------------------------
     def select(self, number: int) -> None:
         self.redraw_started = time.perf_counter()
+        self.give_way.hold()  # until the step's frame is painted
         steps = self.steps
         if not steps:
             self._show_empty()
@@ -559,6 +565,7 @@ class ReplayScreen(ViewScreen):
 
     def _redrawn(self) -> None:
         self.redraw_ms.append((time.perf_counter() - self.redraw_started) * 1000)
+        self.give_way.go()
         self._start_background()
 
     # ---------------------------------------------------------------------------------------------
