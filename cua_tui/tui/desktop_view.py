@@ -119,6 +119,8 @@ class DesktopView(Widget):
         self._cache: OrderedDict[FrameKey, Rendered] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._settle: Timer | None = None
+        self._sized = False  # the layout has given the pane its first size
+        self._ahead: list[tuple[Shot, Target | None]] = []  # frames to convert ahead once it has
         # where a press landed (a release elsewhere is a drag), and whether the last release was one
         self._pressed: tuple[int, int] | None = None
         self._dragged = False
@@ -192,8 +194,8 @@ class DesktopView(Widget):
 
     def redraw(self) -> None:
         """Convert the shown screenshot for the pane's size (a cached frame is shown at once)."""
-        if self.shot is None:
-            return
+        if self.shot is None or not self._sized:
+            return  # before the layout has sized the pane, a frame would be fitted to nothing: its first size draws
         self.serial += 1
         key = self._key(self.shot, self.target)
         self._shas[self.serial] = self.shot.sha
@@ -206,6 +208,9 @@ class DesktopView(Widget):
 
     def prefetch(self, shots: list[tuple[Shot, Target | None]]) -> None:
         """Convert these frames ahead into the cache (a replay's next and previous steps)."""
+        if not self._sized:
+            self._ahead = shots
+            return
         keys = [(shot, self._key(shot, target)) for shot, target in shots]
         self._prefetch(keys, self.serial)
 
@@ -301,6 +306,13 @@ class DesktopView(Widget):
     # Painting
     # ----------------------------------------------------------------------------------------------
     def on_resize(self) -> None:
+        if not self._sized:
+            # the first size the layout gives: drawn at once (no burst to wait out; the first screen)
+            self._sized = True
+            self._settled_size()
+            self.prefetch(self._ahead)
+            self._ahead = []
+            return
         # A drag of the terminal's corner sends a burst of resize events: redraw once it settles, so
         # the picture is re-rendered for the new size, never left cropped at the old one.
         if self._settle is not None:
