@@ -86,9 +86,10 @@ def test_headless_run_passes_with_approvals(tmp_path: Path) -> None:
         "fill the form",
     )
     assert code == 0, out
-    # The end line says who vouched for the verdict: the sim's form server is in this (the controller's) process.
-    vouched = f"verified by sim form server in the controller, as {process_user()}"
-    assert f"status: passed · the form server recorded the phrase (1 submission(s)) · {vouched}\n" in out
+    # The end line says who checked the status, and where: the sim's form server is in this (the controller's)
+    # process.
+    checked = f"checked by sim form server in the controller, as {process_user()}"
+    assert f"status: passed · the form server recorded the phrase (1 submission(s)) · {checked}\n" in out
     (run_dir,) = (tmp_path / "runs").iterdir()
     result = json.loads((run_dir / "result.json").read_text())
     assert result["status"] == "passed" and result["verified"] is True
@@ -107,8 +108,8 @@ def test_headless_default_rejects_and_run_fails(tmp_path: Path) -> None:
     assert "  #2 type 16 characters: decision: reject (by headless rule: reject)\n" in out
     assert "  #2 type 16 characters: declined · Declined by the user. Do not retry this action.\n" in out
     assert "  #3 click at (550, 182): not_executed · Not executed: an earlier action in this turn did not run." in out
-    assert f"! verification by sim form server in the controller, as {process_user()}: FAILED" in out  # stands apart
-    assert "status: failed" in out and f"verified by sim form server in the controller, as {process_user()}" in out
+    assert f"! checked by sim form server in the controller, as {process_user()}: failed" in out  # stands apart
+    assert "status: failed" in out and f"checked by sim form server in the controller, as {process_user()}" in out
 
 
 def test_dry_backend_finishes_without_verifier(tmp_path: Path) -> None:
@@ -128,7 +129,7 @@ def test_dry_backend_finishes_without_verifier(tmp_path: Path) -> None:
         "approve",
     )
     assert code == 0, out
-    assert "status: finished" in out and "verified by" not in out  # no verifier: nobody vouches
+    assert "status: finished" in out and "checked by" not in out  # no verifier: nobody checked it
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert json.loads((run_dir / "result.json").read_text())["verifier"] is None
 
@@ -260,9 +261,9 @@ def test_runs_lists_runs_with_status_and_audit(tmp_path: Path) -> None:
     code, out = invoke("runs", "--runs-dir", str(runs))
     assert code == 0
     header, row = out.splitlines()
-    assert header.split()[:4] == ["RUN", "STARTED", "DURATION", "TASK"]
-    assert header.split()[-6:] == ["STATUS", "VERIFIER", "REASON", "STEPS", "DECISIONS", "VERIFIED"]
-    assert f" passed  controller, as {process_user()}  the form server recorded" in row and row.endswith("intact")
+    assert header.split()[:6] == ["STATUS", "RECORD", "RUN", "STARTED", "DURATION", "TASK"]  # the verdict first
+    assert header.split()[-5:] == ["CHECKED", "IN", "REASON", "STEPS", "DECISIONS"]
+    assert row.startswith("passed  intact  ") and f"  controller, as {process_user()}  the form server recorded" in row
     assert "\x1b" not in out and "␛[2J" in out
 
 

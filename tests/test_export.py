@@ -9,6 +9,7 @@ import html as htmllib
 import io
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -64,7 +65,7 @@ def document(run_dir: Path, home: Path) -> str:
 def test_html_says_what_the_run_did(document: str, run_dir: Path) -> None:
     records = audit_records(run_dir)
     head = hashlib.sha256((run_dir / "audit.jsonl").read_bytes().splitlines()[-1]).hexdigest()
-    assert "Audit log intact" in document and head in document  # the verdict and the chain head
+    assert "record intact" in document and head in document  # the record's state and the chain head
     assert document.index(head) < document.index("<h2>Timeline")  # near the top
     steps = [r for r in records if r["kind"] == "proposal"]
     for number in range(1, len(steps) + 1):
@@ -134,7 +135,66 @@ def test_egress_refusals_and_a_tampered_verdict_are_shown(tmp_path: Path) -> Non
     with open_run(folder) as run:
         assert run.tampered
         page = html_export.render(run)
-    assert '<section class="verdict tampered"' in page and "TAMPERED" in page and "· line 2: " in page
+    assert '<section class="verdict claim"' in page and "<strong>record TAMPERED</strong>: line 2: edited" in page
+    # exported up to its first bad line: no end is shown, and nothing vouched for
+    assert '<strong class="tone-claim">no end before the bad line</strong>' in page
+
+
+# --------------------------------------------------------------------------------------------------
+# The verdict first (issue 35, point 2): the status, then the record, then who checked it where
+# --------------------------------------------------------------------------------------------------
+def body(page: str) -> str:
+    return page.split("</style>", 1)[1]
+
+
+def verdict_box(page: str) -> str:
+    return page.split('<section class="verdict', 1)[1].split("</section>", 1)[0]
+
+
+def test_the_report_leads_with_the_status_then_the_record_then_who_checked_it(document: str) -> None:
+    box = verdict_box(document)
+    assert document.index('<section class="verdict') < document.index("<h2>Run</h2>")  # before anything else
+    status, record, checked = box.index('class="status"'), box.index('class="record'), box.index('class="checked"')
+    assert status < record < checked
+    # a passed run on an intact, sealed record: the one green box
+    assert box.startswith(' good" id="verdict"><p class="status"><strong class="tone-good">passed</strong> · ')
+    assert re.search(r"<strong>record intact</strong> · \d+ events, sealed, unsigned, head [0-9a-f]{16}…</p>", box)
+    assert re.search(r'<p class="checked">checked by sim form server in the controller, as [^<]+: passed · ', box)
+
+
+def damaged(run_dir: Path, tmp_path: Path, how: str) -> Path:
+    """A copy of the passed sim run: its log edited, or its seal (result.json) gone."""
+    copy = tmp_path / run_dir.name
+    shutil.copytree(run_dir, copy)
+    if how == "tampered":
+        log = copy / "audit.jsonl"
+        log.write_bytes(log.read_bytes().replace(b'"turn":1', b'"turn":9', 1))
+    else:
+        (copy / "result.json").unlink()
+    return copy
+
+
+@pytest.mark.parametrize(("how", "record"), [("tampered", "record TAMPERED"), ("unsealed", "record unsealed")])
+def test_a_passed_run_whose_record_does_not_vouch_for_it_is_a_claim_never_green(
+    run_dir: Path, tmp_path: Path, how: str, record: str
+) -> None:
+    with open_run(damaged(run_dir, tmp_path, how)) as run:
+        page = html_export.render(run)
+    box = verdict_box(page)
+    assert box.startswith(' claim" id="verdict"><p class="status"><strong class="tone-claim">claimed: passed</strong>')
+    assert f"<strong>{record}</strong>" in box and box.index("claimed: passed") < box.index(record)
+    assert "tone-good" not in body(page) and "verdict good" not in body(page)
+
+
+def test_a_failed_run_never_opens_under_a_green_box(home: Path) -> None:
+    turns = [{"actions": [{"type": "click", "button": "left", "x": 250, "y": 182}]}]  # never submits: failed
+    failed = sim_run(home / "failed-runs", turns)
+    with open_run(failed) as run:
+        page = html_export.render(run)
+    box = verdict_box(page)
+    assert box.startswith(' bad" id="verdict"><p class="status"><strong class="tone-bad">failed</strong> · ')
+    assert "<strong>record intact</strong>" in box and "checked by sim form server" in box and ": failed · " in box
+    assert "tone-good" not in body(page)
 
 
 # --------------------------------------------------------------------------------------------------

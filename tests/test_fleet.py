@@ -358,7 +358,7 @@ def test_headless_fleet_with_one_approver_command_by_run_id(tmp_path: Path) -> N
     for task, row in by_task.items():
         info = json.loads((runs / row["run_id"] / "run.json").read_text())
         assert (info["fleet"], info["fleet_task"]) == (manifest["fleet"], task)
-        assert f"  {task:<5}  {row['status']:<8}  intact      {runs / row['run_id']}" in out
+        assert f"  {task:<5}  {row['status']:<8}  record intact      {runs / row['run_id']}" in out
     assert "2 of 3 passed" in out
     assert "[no-1] waits: turn 1 #2 type 16 characters" in out and "(transmission: actions.type)" in out
     assert "cua-tui verified" not in out  # typed text goes to the approver, never to the log lines

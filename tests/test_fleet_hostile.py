@@ -614,7 +614,7 @@ def test_a_fleet_says_whose_word_each_verdict_is(tmp_path: Path, hostile: Hostil
     code, err, _seconds = ended(fleet_command(tmp_path, hostile, ["a", "b"]), 60)
     assert code == 0, err
     lines = [line for line in err.splitlines() if line.strip().startswith(("a ", "b "))]
-    assert len(lines) == 2 and all("passed (the sandbox's verdict)" in line for line in lines), err
+    assert len(lines) == 2 and all("passed (checked inside the sandbox)" in line for line in lines), err
     assert_complete(tmp_path / "runs", hostile.hostile)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import calendar
 import json
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -16,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from click.testing import CliRunner
 from conftest import make_supervisor
@@ -23,7 +25,17 @@ from runlogs import UNSIGNED, interrupted_turn, write_run
 
 from cua_tui.build import RunOptions, build_run
 from cua_tui.cli import main
-from cua_tui.cli.runs import HEADER, JSON_KEYS, RunEntry, layout, parse_since, table
+from cua_tui.cli.runs import (
+    HEADER,
+    JSON_KEYS,
+    RunEntry,
+    fleet_cell,
+    fleet_forms,
+    hidden_note,
+    layout,
+    parse_since,
+    table,
+)
 from cua_tui.core.approvers import FixedApprover
 from cua_tui.core.ports import Answer
 from cua_tui.core.rundir import new_run_id
@@ -52,10 +64,23 @@ def runs_cli(runs: Path, tmp_path: Path) -> tuple[int, list[str], str]:
     return proc.returncode, proc.stdout.splitlines(), proc.stderr
 
 
-def rows_by_name(lines: list[str]) -> dict[str, str]:
+def rows_by_name(lines: list[str]) -> dict[str, dict[str, str]]:
+    """Each row's cells by column, keyed by its RUN cell."""
     header, *rows = lines
-    assert header.split() == list(HEADER)
-    return {row.split("  ")[0].strip(): row for row in rows}
+    assert named(header) == list(HEADER)
+    return {cells(header, row)["RUN"]: cells(header, row) for row in rows}
+
+
+def named(header: str) -> list[str]:
+    """The column names of a header line (CHECKED IN is two words)."""
+    return [name.replace("_", " ") for name in header.replace("CHECKED IN", "CHECKED_IN").split()]
+
+
+def cells(header: str, row: str) -> dict[str, str]:
+    """A table row cut at the header's column starts."""
+    names = named(header)
+    starts = [header.index(name) for name in names] + [None]
+    return {name: row[a:b].strip() for name, a, b in zip(names, starts, starts[1:], strict=False)}
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +89,28 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         tmp_path_factory.mktemp("runs-cli"), TURNS, approver=FixedApprover(Answer.APPROVE), task="a real task"
     )
     return sup.run().path
+
+
+# the sim form filled in: a run its verifier passes
+PASSING = [
+    {
+        "actions": [
+            {"type": "click", "x": 250, "y": 182},
+            {"type": "type", "text": "cua-tui verified"},
+            {"type": "click", "x": 550, "y": 182},
+        ]
+    }
+]
+
+
+@pytest.fixture(scope="module")
+def passed_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    sup, _events, _agent = make_supervisor(
+        tmp_path_factory.mktemp("passed"), PASSING, approver=FixedApprover(Answer.APPROVE), task="a passing task"
+    )
+    run = sup.run()
+    assert run.status == "passed"
+    return run.path
 
 
 def copy(real_run: Path, runs: Path, name: str) -> Path:
@@ -84,9 +131,9 @@ def test_escapes_in_a_directory_name_a_task_and_a_status_are_shown_literally(rea
     code, lines, _ = runs_cli(runs, tmp_path)
     assert code == 0
     (row,) = rows_by_name(lines).values()
-    assert "20261201-000000-aaaaaa␛]52;c;SGVsbG8=␇" in row
-    assert "passed␛]52" in row and "task␛]52;c;SGVsbG8=␇␍" in row
-    assert row.rstrip().endswith("intact")  # the seal covers the log, not the status line of result.json
+    assert row["RUN"] == "20261201-000000-aaaaaa␛]52;c;SGVsbG8=␇"
+    assert row["STATUS"].startswith("passed␛]52") and row["TASK"] == "task␛]52;c;SGVsbG8=␇␍"
+    assert row["RECORD"] == "intact"  # the seal covers the log, not the status line of result.json
 
 
 def test_the_cache_key_is_made_in_the_config_folder_and_a_shared_one_is_refused_in_one_line(
@@ -131,12 +178,12 @@ def test_hostile_run_directories_are_rows_never_a_hang_or_a_traceback(real_run: 
     assert code == 0
     rows = rows_by_name(lines)
     assert set(rows) == {good.name, zero.name, fifo.name, screens.name, odd.name, "20261201-000006-aaaaaa"}
-    assert rows[good.name].split()[-1] == "intact"
-    assert rows[zero.name].split()[-1] == "TAMPERED" and " ? " in rows[zero.name]
-    assert rows[fifo.name].split()[-1] == "unusable"
-    assert rows[screens.name].split()[-1] == "TAMPERED"
-    assert rows[odd.name].split()[-1] == "intact" and ' {"nested": [1]} ' in rows[odd.name]
-    assert rows["20261201-000006-aaaaaa"].split()[-1] == "unusable"
+    assert rows[good.name]["RECORD"] == "intact"
+    assert rows[zero.name]["RECORD"] == "TAMPERED" and rows[zero.name]["STATUS"] == "?"
+    assert rows[fifo.name]["RECORD"] == "unusable"
+    assert rows[screens.name]["RECORD"] == "TAMPERED"
+    assert rows[odd.name]["RECORD"] == "intact" and rows[odd.name]["STATUS"] == '{"nested": [1]}'
+    assert rows["20261201-000006-aaaaaa"]["RECORD"] == "unusable"
 
 
 def test_interrupted_run_counts_its_unknown_outcomes(tmp_path: Path) -> None:
@@ -145,8 +192,8 @@ def test_interrupted_run_counts_its_unknown_outcomes(tmp_path: Path) -> None:
     code, lines, _ = runs_cli(runs, tmp_path)
     assert code == 0
     (row,) = rows_by_name(lines).values()
-    assert row.endswith("unsealed, 1 unknown")
-    assert " unfinished " in row
+    assert row["RECORD"] == "unsealed, 1 unknown"
+    assert row["STATUS"] == "unfinished"  # no result.json: nothing claimed
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -194,17 +241,11 @@ def three_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return runs
 
 
-def cells(header: str, row: str) -> dict[str, str]:
-    """A table row cut at the header's column starts."""
-    starts = [header.index(name) for name in HEADER] + [None]
-    return {name: row[a:b].strip() for name, a, b in zip(HEADER, starts, starts[1:], strict=False)}
-
-
 def test_columns_newest_first_with_duration_agent_reason_and_decisions(three_runs: Path) -> None:
     code, out, _ = invoke("runs", "--runs-dir", three_runs)
     assert code == 0
     header, *lines = out.splitlines()
-    assert header.split() == list(HEADER)
+    assert named(header) == list(HEADER) and header.startswith("STATUS  RECORD  RUN ")  # how each ended, first
     rows = [cells(header, line) for line in lines]
     assert [r["TASK"] for r in rows] == ["task 1", "task 2", "task 5"]  # newest first
     assert [r["STATUS"] for r in rows] == ["passed", "failed", "killed"]
@@ -215,7 +256,7 @@ def test_columns_newest_first_with_duration_agent_reason_and_decisions(three_run
         assert row["STARTED"] == time.strftime("%Y-%m-%d %H:%M", time.localtime(item["started_at"]))  # local
     first = rows[0]
     assert (first["BACKEND"], first["AGENT"], first["STEPS"], first["DECISIONS"]) == ("sim", "script", "2", "1")
-    assert first["VERIFIED"] == "intact"
+    assert first["RECORD"] == "intact" and first["CHECKED IN"].startswith("controller, as ")
 
 
 def test_json_has_stable_keys_and_plain_values(three_runs: Path) -> None:
@@ -348,14 +389,159 @@ def test_the_table_fits_a_terminal_by_shrinking_task_and_reason() -> None:
     wide = table([entry])
     assert max(map(len, wide)) > 160 and "t" * 39 + "…" in wide[1]
     narrow = table([entry], width=160)  # every column: TASK, AGENT and REASON shrink, widest first
-    assert max(map(len, narrow)) <= 160 and narrow[0].split() == list(HEADER)
-    assert narrow[1].split()[-3:] == ["3", "1", "intact"] and "openai/gpt-5" in narrow[1]
+    assert max(map(len, narrow)) <= 160 and named(narrow[0]) == list(HEADER)
+    row = cells(narrow[0], narrow[1])
+    assert (row["STATUS"], row["RECORD"], row["STEPS"], row["DECISIONS"]) == ("failed", "intact", "3", "1")
+    assert row["AGENT"].startswith("openai/gpt-5")
     lines, hidden = layout([entry], width=80)  # twelve columns cannot fit: the least needed ones go
     assert max(map(len, lines)) <= 80 and hidden and "BACKEND" in hidden
-    assert lines[0].split() == ["RUN", "TASK", "STATUS", "REASON", "VERIFIED"]
-    assert "t" * 11 + "…" in lines[1] and "r" * 11 + "…" in lines[1] and lines[1].endswith("intact")
-    tiny = table([entry], width=40)  # cannot fit even so: RUN, TASK, STATUS and VERIFIED always stay
-    assert tiny[0].split() == ["RUN", "TASK", "STATUS", "VERIFIED"] and "t" * 11 + "…" in tiny[1]
+    assert named(lines[0]) == ["STATUS", "RECORD", "RUN", "TASK", "REASON"]
+    row = cells(lines[0], lines[1])
+    assert lines[1].startswith("failed  intact  20261201-000000-dddddd  ttt")
+    assert row["TASK"] == "t" * 18 + "…" and row["REASON"] == "r" * 18 + "…"  # shrunk evenly, to fit
+    for width in (60, 40, 20):  # too narrow even for what always stays: still no line wider
+        tiny = table([entry], width=width)
+        assert max(map(len, tiny)) <= width, (width, tiny)
+        assert tiny[1].startswith("failed  intact  20261201-000000-dddddd"[: width - 1]), (width, tiny)
+
+
+def entry_of(status: str, record: str | None, **more: Any) -> RunEntry:
+    return RunEntry("20261201-000000-dddddd", "/r", task="a task", status=status, verified=record, **more)
+
+
+@pytest.mark.parametrize(
+    ("status", "record", "shown", "tone"),
+    [
+        ("passed", "intact", "passed", "good"),  # the one green
+        ("failed", "intact", "failed", "bad"),
+        ("killed", "intact", "killed", "bad"),
+        ("finished", "intact", "finished", "plain"),  # no verifier: neither
+        ("passed", "tampered", "claimed: passed", "claim"),
+        ("passed", "unusable", "claimed: passed", "claim"),
+        ("failed", "tampered", "claimed: failed", "claim"),
+        ("passed", None, "claimed: passed", "claim"),  # --no-check: nothing vouches for it
+        ("unfinished", "unsealed", "unfinished", "claim"),  # no result.json: nothing claimed
+        ("?", "tampered", "?", "claim"),
+    ],
+)
+def test_the_status_leads_and_is_a_claim_unless_the_record_vouches_for_it(
+    status: str, record: str | None, shown: str, tone: str
+) -> None:
+    entry = entry_of(status, record)
+    lines = table([entry], width=80)
+    row = cells(lines[0], lines[1])
+    assert lines[0].startswith("STATUS") and lines[1].startswith(shown + " ")  # how it ended, first
+    assert row["STATUS"] == shown and row["RECORD"] == {"tampered": "TAMPERED", None: "-"}.get(record, record)
+    assert entry.headline().tone == tone
+    painted = layout([entry], width=80, colour=True)[0][1]
+    colour = {"good": "green", "bad": "red", "claim": "yellow"}.get(tone)
+    expected = shown if colour is None else click.style(shown, fg=colour, bold=tone != "good")
+    assert painted.startswith(expected + " ")
+    assert ("\x1b[32m" in painted) == (tone == "good")  # green only for a passed run on an intact, sealed record
+
+
+def test_a_fleet_id_loses_fleet_then_its_date_then_its_time_never_its_tail() -> None:
+    fleet = "fleet-20261206-202312-98570f"
+    assert fleet_forms(fleet) == [fleet, "20261206-202312-98570f", "202312-98570f", "98570f"]
+    assert fleet_cell(fleet, "checkout", 100) == f"{fleet}/checkout"
+    assert fleet_cell(fleet, "checkout", 31) == "20261206-202312-98570f/checkout"
+    assert fleet_cell(fleet, "checkout", 22) == "202312-98570f/checkout"
+    assert fleet_cell(fleet, "checkout", 15) == "98570f/checkout"
+    assert fleet_cell(fleet, "checkout-form-with-long-name", 20) == "98570f/checkout-for…"  # the name, last
+    assert fleet_cell(fleet, None, 10) == "98570f"
+    assert fleet_forms("my-own-fleet") == ["my-own-fleet", "…-fleet"]  # another shape: its last six stay
+    assert fleet_cell("my-own-fleet", "a", 9) == "…-fleet/a"
+
+
+def test_the_note_of_hidden_columns_fits_the_terminal() -> None:
+    hidden = ["BACKEND", "DECISIONS", "STEPS", "CHECKED IN", "DURATION", "AGENT", "STARTED", "REASON"]
+    for width in (200, 120, 80, 60, 40, 20, 8):
+        note = hidden_note(hidden, width)
+        assert len(note) <= width and note.startswith("note"), (width, note)
+    assert hidden_note(hidden, 200).startswith("note: BACKEND, DECISIONS, STEPS")
+    assert (
+        hidden_note(["BACKEND"], 80) == "note: BACKEND hidden to fit 80 columns; --json or a wider terminal shows them"
+    )
+
+
+def on_a_terminal(runs: Path, tmp_path: Path, columns: int, *args: str) -> tuple[list[str], list[str]]:
+    """`cua-tui runs` in a child process whose stdout is a terminal of ``columns`` columns (a pty): its
+    lines as drawn (colours taken out) and its stderr's."""
+    import pty
+
+    main_fd, child_fd = pty.openpty()
+    env = {
+        **os.environ,
+        "COLUMNS": str(columns),
+        "LINES": "40",
+        "CUA_TUI_CONFIG": str(tmp_path / "no-config.toml"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+    }
+    env.pop("NO_COLOR", None)
+    with subprocess.Popen(
+        [sys.executable, "-m", "cua_tui.cli", "runs", "--runs-dir", str(runs), *args],
+        stdout=child_fd,
+        stderr=subprocess.PIPE,
+        env=env,
+    ) as proc:
+        os.close(child_fd)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(main_fd, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+        err = proc.stderr.read() if proc.stderr is not None else b""
+        assert proc.wait(timeout=60) == 0, err
+    os.close(main_fd)
+    drawn = re.sub(r"\x1b\[[0-9;]*m", "", out.decode()).replace("\r\n", "\n").splitlines()
+    return drawn, err.decode().splitlines()
+
+
+def test_no_line_is_wider_than_an_80_column_terminal_and_a_fleet_keeps_its_task_names(
+    passed_run: Path, tmp_path: Path
+) -> None:
+    """Issue 35, point 3: at 80 columns the table and its note fit; a fleet's runs keep their task's
+    names, their fleet id shortened (`fleet-`, then the date, then the time dropped; its tail kept)."""
+    runs = tmp_path / "runs"
+    fleet = "fleet-20261206-202312-98570f"
+    for n, name in enumerate(("checkout-form", "search")):
+        path = copy(passed_run, runs, f"20261206-20231{n}-aaaaa{n}")
+        set_json(path / "run.json", fleet=fleet, fleet_task=name, task="Fill in the checkout form " * 4)
+    lines, err = on_a_terminal(runs, tmp_path, 80)
+    assert lines and err and all(len(line) <= 80 for line in lines + err), [*lines, *err]
+    assert named(lines[0]) == ["STATUS", "RECORD", "RUN", "TASK", "FLEET"]
+    rows = [cells(lines[0], line) for line in lines[1:]]
+    assert [row["FLEET"] for row in rows] == ["98570f/search", "98570f/checkout-form"]
+    assert all(row["STATUS"] == "passed" and row["RECORD"] == "intact" for row in rows)
+    assert err == ["note: 8 columns hidden to fit 80 columns; --json or a wider terminal shows them"]
+    wide, err = on_a_terminal(runs, tmp_path, 300)  # room for everything: the fleet id whole
+    assert not err and all(len(line) <= 300 for line in wide)
+    assert [cells(wide[0], line)["FLEET"] for line in wide[1:]] == [f"{fleet}/search", f"{fleet}/checkout-form"]
+
+
+def test_a_passed_run_is_green_only_while_its_record_is_intact(passed_run: Path, tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    copy(passed_run, runs, "20261201-000001-aaaaaa")
+    broken = copy(passed_run, runs, "20261201-000002-aaaaaa")
+    log = (broken / "audit.jsonl").read_bytes().replace(b'"turn":1', b'"turn":7', 1)
+    (broken / "audit.jsonl").write_bytes(log)
+    code, lines, _ = runs_cli(runs, tmp_path)  # not a terminal: no colour
+    rows = rows_by_name(lines)
+    assert code == 0 and rows["20261201-000002-aaaaaa"]["STATUS"] == "claimed: passed"
+    assert rows["20261201-000002-aaaaaa"]["RECORD"] == "TAMPERED"
+    assert rows["20261201-000001-aaaaaa"]["STATUS"] == "passed"
+    entries = [
+        entry_of("passed", "intact"),
+        entry_of("passed", "tampered"),
+    ]
+    green, claim = layout(entries, 80, colour=True)[0][1:]
+    assert green.startswith(click.style("passed", fg="green", bold=False))
+    assert claim.startswith(click.style("claimed: passed", fg="yellow", bold=True))
+    assert click.style("TAMPERED", fg="red", bold=True) in claim
 
 
 def test_200_runs_are_listed_quickly(real_run: Path, tmp_path: Path) -> None:
@@ -368,6 +554,7 @@ def test_200_runs_are_listed_quickly(real_run: Path, tmp_path: Path) -> None:
     code, lines, _ = runs_cli(runs, tmp_path)
     took = time.perf_counter() - started
     assert code == 0 and len(lines) == 201
-    assert all(line.endswith("intact") for line in lines[1:])
-    assert lines[1].startswith("20261201-000199-eeeeee")  # newest first (by start time, then id)
+    rows = [cells(lines[0], line) for line in lines[1:]]
+    assert all(row["RECORD"] == "intact" for row in rows)
+    assert rows[0]["RUN"] == "20261201-000199-eeeeee"  # newest first (by start time, then id)
     assert took < 20, f"{took:.1f} s for 200 runs"

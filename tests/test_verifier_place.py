@@ -10,6 +10,7 @@ verifier's tests write their runs), since no backend of this checkout records a 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from cua_tui.cli.session import end_line
 from cua_tui.core import describe
 from cua_tui.core import events as ev
 from cua_tui.core.audit import VerifyExit, verify_run
+from cua_tui.core.ending import checked_by
 from cua_tui.core.events import RunStatus
 from cua_tui.core.ports import Verification, VerifierPlace, process_user
 from cua_tui.core.runlog import event_of
@@ -57,8 +59,8 @@ def runs_rows(runs: Path, home: Path) -> dict[str, str]:
     code, out = invoke("runs", "--runs-dir", str(runs), home=home)
     assert code == 0, out
     header, *rows = out.splitlines()
-    assert header.split()[6:8] == ["STATUS", "VERIFIER"]
-    return {row.split("  ")[0]: row for row in rows}
+    assert header.split()[:3] == ["STATUS", "RECORD", "RUN"] and "  CHECKED IN  " in header
+    return {re.split(r"\s{2,}", row)[2]: row for row in rows}
 
 
 def export(folder: Path) -> str:
@@ -87,7 +89,7 @@ def test_the_event_round_trips_and_an_older_record_reads_as_unknown() -> None:
     older = event_of({"kind": "verification", "verifier": LAB, "passed": True, "detail": "ok"})
     assert isinstance(older, ev.VerificationDone)
     assert (older.where, older.user) == (VerifierPlace.UNKNOWN, "")
-    assert describe.verified_by(older) == f"verified by {LAB} in a place not recorded"
+    assert checked_by(older) == f"checked by {LAB} in a place not recorded"
     # a place of the wrong JSON type is no verdict's place: the record reads as a note saying so
     assert isinstance(event_of({**record, "where": 1}), ev.Note)
 
@@ -113,9 +115,9 @@ def test_a_run_records_the_controller_and_its_user_in_the_event_and_result_json(
     saved = json.loads((run.path / "result.json").read_text())
     assert saved["verifier"] == {"name": "sim form server", "where": "controller", "user": process_user()}
     assert result.verification is not None and result.verification.where == VerifierPlace.CONTROLLER
-    vouched = f"verified by sim form server in the controller, as {process_user()}"
-    assert end_line(result) == f"status: passed · {result.reason} · {vouched}"
-    assert f"<dt>verified by</dt><dd>{vouched}</dd>" in export(run.path)
+    checked = f"checked by sim form server in the controller, as {process_user()}"
+    assert end_line(result) == f"status: passed · {result.reason} · {checked}"
+    assert f'<p class="checked">{checked}: passed · {result.reason}</p>' in export(run.path)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -125,21 +127,22 @@ def test_a_verdict_from_inside_the_sandbox_reads_as_the_sandboxs_word_everywhere
     runs = tmp_path / "runs"
     folder = recorded(runs, "20261201-000000-aaaaaa", {**SANDBOX, "user": "root"})
     assert verify_run(folder).code is VerifyExit.INTACT
-    vouched = f"verified by {LAB} inside the sandbox, as root"
+    checked = f"checked by {LAB} inside the sandbox, as root"
     # headless: the event's line
     with open_run(folder) as run:
         (done,) = run.events(ev.VerificationDone)
-    line = f"verification by {LAB} inside the sandbox, as root: PASSED · the form server recorded the phrase"
+    line = f"{checked}: passed · the form server recorded the phrase"
     assert describe.event_line(done) == line
     # `run`'s end line
     result = RunResult("r", folder, RunStatus.PASSED, SANDBOX["detail"], True, 1, 0, 0, {}, done)
-    assert end_line(result) == f"status: passed · {SANDBOX['detail']} · {vouched}"
-    # `runs`: the VERIFIER column and the --json key
-    assert " passed  sandbox, as root  the form server" in runs_rows(runs, tmp_path)["20261201-000000-aaaaaa"]
+    assert end_line(result) == f"status: passed · {SANDBOX['detail']} · {checked}"
+    # `runs`: the CHECKED IN column and the --json key
+    row = runs_rows(runs, tmp_path)["20261201-000000-aaaaaa"]
+    assert row.startswith("passed  intact  ") and "  sandbox, as root  the form server" in row
     entry = runs_json(runs, tmp_path)["20261201-000000-aaaaaa"]
     assert entry["verifier"] == {"name": LAB, "where": "sandbox", "user": "root"}
     # the export: marked, not a footnote
-    assert f"<dt>verified by</dt><dd><strong>{vouched}</strong></dd>" in export(folder)
+    assert f"<strong>{checked}</strong>: passed" in export(folder)
 
 
 def test_a_run_recorded_before_the_field_verifies_and_reads_as_not_recorded(tmp_path: Path) -> None:
@@ -154,8 +157,8 @@ def test_a_run_recorded_before_the_field_verifies_and_reads_as_not_recorded(tmp_
         "where": "unknown",
         "user": None,
     }
-    assert " passed  not recorded  the form server" in runs_rows(runs, tmp_path)["20261201-000000-bbbbbb"]
-    assert f"<strong>verified by {LAB} in a place not recorded</strong>" in export(folder)
+    assert "  not recorded  the form server" in runs_rows(runs, tmp_path)["20261201-000000-bbbbbb"]
+    assert f"<strong>checked by {LAB} in a place not recorded</strong>" in export(folder)
 
 
 @pytest.mark.parametrize(
@@ -183,6 +186,6 @@ def test_a_hostile_place_or_user_in_the_log_is_shown_literally_and_never_as_the_
     folder = recorded(runs, "20261201-000000-dddddd", hostile)
     with open_run(folder) as run:
         (done,) = run.events(ev.VerificationDone)
-    assert describe.verified_by(done) == f"verified by {LAB} in a place not recorded"
+    assert checked_by(done) == f"checked by {LAB} in a place not recorded"
     sandboxed = ev.VerificationDone(LAB, True, "ok", VerifierPlace.SANDBOX, "root\x1b[2J")
-    assert describe.verified_by(sandboxed) == f"verified by {LAB} inside the sandbox, as root␛[2J"
+    assert checked_by(sandboxed) == f"checked by {LAB} inside the sandbox, as root␛[2J"

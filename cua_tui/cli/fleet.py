@@ -285,11 +285,12 @@ def _summary(fleet: Any, settings_runs: Path | None = None) -> int:
         # the runs are complete run directories; only the index is behind
         click.echo(f"warning: {visible(fleet.manifest_problem)}", err=True)
     for row in rows:
-        verified = {True: "intact", False: "NOT INTACT", None: "-"}[row.intact]
+        record = {True: "intact", False: "NOT INTACT", None: "-"}[row.intact]
         where = row.path or "(no run directory)"
-        vouched = {"sandbox": " (the sandbox's verdict)", "unknown": " (verdict from a place not recorded)"}
-        status = row.status + vouched.get(row.verifier, "")
-        click.echo(f"  {row.task:<{width}}  {status:<8}  {verified:<10}  {visible(where)}", err=True)
+        # where its status was checked, when not in the controller (docs/commands/run.md)
+        checked = {"sandbox": " (checked inside the sandbox)", "unknown": " (checked in a place not recorded)"}
+        status = row.status + checked.get(row.verifier, "")
+        click.echo(f"  {row.task:<{width}}  {status:<8}  record {record:<10}  {visible(where)}", err=True)
     passed = sum(1 for r in rows if r.status in ("passed", "finished"))
     click.echo(f"{passed} of {len(rows)} passed", err=True)
     made = [r for r in rows if r.path]

@@ -28,6 +28,7 @@ from .flags import flag
 
 if TYPE_CHECKING:
     from ..core.audit import VerifyReport
+    from ..core.ending import Headline
     from ..core.safeio import RunFolder
     from .verified import Cache, Verdict
 
@@ -58,31 +59,40 @@ JSON_KEYS = (
     "fleet",
     "fleet_task",
 )
+# How each run ended first, then whether its record vouches for it (core/ending.py: status, record,
+# checked in, one meaning each); then what every command takes (RUN).
 HEADER = (
+    "STATUS",
+    "RECORD",
     "RUN",
     "STARTED",
     "DURATION",
     "TASK",
     "BACKEND",
     "AGENT",
-    "STATUS",
-    "VERIFIER",
+    "CHECKED IN",
     "REASON",
     "STEPS",
     "DECISIONS",
-    "VERIFIED",
 )
 # widest a cell may be; the SHRINKABLE columns shrink further to fit a terminal, down to
 # SHRINK_FLOOR
-LIMITS = (40, 16, 9, 40, 12, 32, 16, 28, 48, 6, 9, 24)
+LIMITS = (26, 24, 40, 16, 9, 40, 12, 32, 28, 48, 6, 9)
 SHRINKABLE = ("TASK", "AGENT", "REASON", "FLEET")
-# Where shrinking is not enough (80 columns cannot hold them all), these go, first first; RUN (what
-# every command takes), TASK, STATUS and VERIFIED always stay. `--json` and a wider terminal show
-# them all.
-HIDE_ORDER = ("BACKEND", "DECISIONS", "STEPS", "FLEET", "VERIFIER", "DURATION", "AGENT", "STARTED", "REASON")
+# Where shrinking is not enough (80 columns cannot hold them all), these go, first first; STATUS,
+# RECORD, RUN (what every command takes) and TASK always stay, and FLEET (which task of its fleet a run
+# is) outlasts the others. `--json` and a wider terminal show them all.
+HIDE_ORDER = ("BACKEND", "DECISIONS", "STEPS", "CHECKED IN", "DURATION", "AGENT", "STARTED", "REASON", "FLEET")
 # the FLEET column (fleet id / task name), shown when a listed run belongs to a fleet
 FLEET_LIMIT = 48
 SHRINK_FLOOR = 12
+# A fleet id (`fleet-YYYYMMDD-HHMMSS-xxxxxx`) cut to fit: `fleet-` goes first, then the date, then the time;
+# the six-character tail that tells fleets apart stays.
+_FLEET_ID = re.compile(r"^(fleet-)?(\d{8}-)?(\d{6}-)?([0-9a-f]{6})$")
+FLEET_TAIL = 6
+FLEET_NAME_KEPT = 16  # a fleet's task's name is cut only past this many characters, and only when it must
+# the least a cell can be cut to and still say something ("ab…")
+MIN_CELL = 3
 # where a runs directory named is none: where the folder comes from
 ELSEWHERE = "--runs-dir names the folder of run directories (default: CUA_TUI_RUNS_DIR, else the settings' runs_dir)"
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
@@ -113,7 +123,7 @@ class RunEntry:
     verified: str | None = None
     unknown_outcomes: int = 0
     verify_summary: str | None = None
-    # Who vouched for the verdict (result.json's "verifier"): {"name", "where", "user"}, "where" one
+    # Who checked the status, and where (result.json's "verifier"): {"name", "where", "user"}, "where" one
     # of controller, sandbox, unknown; None when the run has no verdict.
     verifier: dict[str, str | None] | None = None
     # the fleet id from run.json, for a run made by `cua-tui fleet`
@@ -152,31 +162,47 @@ class RunEntry:
             "fleet_task": self.fleet_task,
         }
 
+    @property
+    def record(self) -> str:
+        """The record's state (core/ending.py): intact (and sealed), unsealed, tampered, unusable, or
+        unchecked (``--no-check``)."""
+        from ..core import ending
+
+        return self.verified if self.verified is not None else ending.UNCHECKED
+
+    def headline(self) -> Headline:
+        """The STATUS cell: how the run ended, a claim unless an intact, sealed record vouches for it."""
+        from ..core import ending
+
+        if self.status in ("?", "unfinished"):
+            # no result.json, or none that reads: nothing is claimed
+            return ending.headline(None, self.record, no_end=self.status)
+        return ending.headline(self.status, self.record)
+
     def cells(self) -> tuple[str, ...]:
         """The table row, before it is made literal and cut to width."""
-        from ..core.describe import verifier_place
+        from ..core.describe import agent_name
+        from ..core.ending import checked_in, record_words
 
         said = self.verifier
-        where = "-" if said is None else verifier_place(said["where"] or "", said["user"] or "", short=True)
-        from ..core.describe import agent_name
-
+        where = "-" if said is None else checked_in(said["where"] or "", said["user"] or "", short=True)
         agent = "/".join(part for part in (agent_name(self.agent), self.model) if part) or "-"
-        verified = {"tampered": "TAMPERED", None: "-"}.get(self.verified, self.verified or "-")
+        record = "-" if self.verified is None else record_words(self.verified)
         if self.verified == "unsealed" and self.unknown_outcomes:
-            verified = f"unsealed, {self.unknown_outcomes} unknown"
+            record = f"unsealed, {self.unknown_outcomes} unknown"
         return (
+            self.headline().text,
+            record,
             self.id,
             _local(self.started_at),
             _duration(self.duration),
             self.task if self.task is not None else "?",
             self.backend or "-",
             agent,
-            self.status,
             where,
             self.reason or "",
             "-" if self.steps is None else str(self.steps),
             "-" if self.decisions is None else str(self.decisions),
-            verified,
         )
 
 
@@ -245,7 +271,7 @@ def _read_json(run: RunFolder, name: str) -> dict[str, Any] | None:
 
 
 def _verifier(result: dict[str, Any]) -> dict[str, str | None] | None:
-    """Who vouched for the verdict, from result.json; a verdict recorded before runs said so (or said it
+    """Who checked the status and where, from result.json; a verdict recorded before runs said so (or said it
     in a shape this version does not read) is one from a place unknown, never the controller."""
     if type(result.get("verified")) is not bool:
         # no verdict: no verifier ran (or result.json does not say it did)
@@ -384,12 +410,6 @@ def _verify_path(path: str) -> tuple[Verdict, str | None]:
         return Verdict("unusable", f"{path}: not a run directory ({exc.detail})"), None
 
 
-def _fleet_cell(entry: RunEntry) -> str:
-    if entry.fleet is None:
-        return "-"
-    return f"{entry.fleet}/{entry.fleet_task}" if entry.fleet_task is not None else entry.fleet
-
-
 def _unusable(name: str, path: Path, why: str, check: bool) -> RunEntry:
     """A run's name on something that cannot be read as a run directory: a row saying so, never followed."""
     entry = RunEntry(name, str(path), started_at=_id_time(name))
@@ -514,21 +534,100 @@ def table(entries: list[RunEntry], width: int | None = None) -> list[str]:
     return layout(entries, width)[0]
 
 
-def layout(entries: list[RunEntry], width: int | None = None) -> tuple[list[str], list[str]]:
+def fleet_forms(fleet: str) -> list[str]:
+    """A fleet id (made visible), from whole to shortest: ``fleet-`` dropped, then the date, then the
+    time; never its six-character tail. An id of another shape keeps its last six characters."""
+    match = _FLEET_ID.match(fleet)
+    if match is None:
+        return [fleet, "…" + fleet[-FLEET_TAIL:]] if len(fleet) > FLEET_TAIL + 1 else [fleet]
+    _prefix, date, clock, tail = match.groups()
+    forms = [fleet, f"{date or ''}{clock or ''}{tail}", f"{clock or ''}{tail}", tail]
+    return list(dict.fromkeys(forms))  # in order, each once
+
+
+def fleet_cell(fleet: str, name: str | None, width: int, drop: int | None = None) -> str:
+    """The FLEET cell (``<fleet id>/<task's name>``, both made visible) in at most ``width`` characters:
+    the fleet id shortened first (``fleet_forms``; ``drop`` of its forms dropped, None: as few as fit),
+    the task's name kept whole while it can be, and cut only when the fleet's tail leaves it no room."""
+    from ..core.text import truncate
+
+    forms = fleet_forms(fleet)
+    if drop is None:
+        drop = next((k for k, form in enumerate(forms) if len(_joined(form, name)) <= width), len(forms))
+    form = forms[min(drop, len(forms) - 1)]
+    cell = _joined(form, name)
+    if len(cell) <= width:
+        return cell
+    if name is None or width - len(form) - 1 < MIN_CELL:
+        return truncate(cell, width)
+    return f"{form}/{truncate(name, width - len(form) - 1)}"
+
+
+def _joined(form: str, name: str | None) -> str:
+    return form if name is None else f"{form}/{name}"
+
+
+def fleet_drop(fleets: list[tuple[str, str | None]], width: int) -> int:
+    """How many of its forms every fleet id of a column drops, so that the column's cells fit ``width``
+    with their task's names whole (one form for the whole column: a fleet reads the same on every row)."""
+    most = max((len(fleet_forms(fleet)) for fleet, _name in fleets), default=1)
+    for drop in range(most):
+        if all(len(_joined(fleet_forms(f)[min(drop, len(fleet_forms(f)) - 1)], n)) <= width for f, n in fleets):
+            return drop
+    return most - 1
+
+
+def hidden_note(hidden: list[str], width: int) -> str:
+    """The note (on stderr) naming the columns hidden, in at most ``width`` characters: their names
+    where they fit, else how many."""
+    from ..core.text import truncate
+
+    count = f"{len(hidden)} column{'s' if len(hidden) != 1 else ''}"
+    for note in (
+        f"note: {', '.join(hidden)} hidden to fit {width} columns; --json or a wider terminal shows them",
+        f"note: {', '.join(hidden)} hidden; --json or a wider terminal shows them",
+        f"note: {count} hidden to fit ({', '.join(hidden)}); --json shows them",
+        f"note: {count} hidden to fit {width} columns; --json or a wider terminal shows them",
+        f"note: {count} hidden; --json shows them",
+    ):
+        if len(note) <= width:
+            return note
+    return truncate(f"note: {count} hidden", width)
+
+
+# the colour of a STATUS or RECORD cell's tone on a terminal (core/ending.py: green only for a passed run
+# on an intact, sealed record; a claim in the warning colour)
+_TONE_COLOUR = {"good": "green", "bad": "red", "claim": "yellow"}
+
+
+def _painted(cell: str, tone: str) -> str:
+    """A cell in its tone's colour (click.echo drops the colour where the output is not a terminal)."""
+    colour = _TONE_COLOUR.get(tone)
+    return click.style(cell, fg=colour, bold=tone != "good") if colour else cell
+
+
+def layout(entries: list[RunEntry], width: int | None = None, *, colour: bool = False) -> tuple[list[str], list[str]]:
     """The header and one line per run, every cell made literal (core/text.visible) and cut to its limit;
-    and the columns hidden. With ``width`` (a terminal's) a line never wraps: TASK, AGENT, REASON and FLEET
-    shrink (widest first, down to SHRINK_FLOOR), and where that is not enough the columns of HIDE_ORDER
-    go, first first, rather than every cell being cut to nothing."""
+    and the columns hidden. With ``width`` (a terminal's) no line is wider: TASK, AGENT, REASON and FLEET
+    shrink (widest first, down to SHRINK_FLOOR; FLEET by shortening the fleet id, keeping the task's
+    name), and where that is not enough the columns of HIDE_ORDER go, first first, rather than every cell
+    being cut to nothing; on a terminal too narrow even for the columns that stay, TASK is cut further
+    and then each line. ``colour``: STATUS and RECORD in their colours (``_painted``)."""
+    from ..core import ending
     from ..core.text import truncate, visible
 
     raw = [entry.cells() for entry in entries]
     limits = list(LIMITS)
     header: tuple[str, ...] = HEADER
+    fleets: list[tuple[str, str | None] | None] = []
     if any(entry.fleet is not None for entry in entries):
         # runs of a fleet: which one, and which task
         header = (*HEADER, "FLEET")
         limits.append(FLEET_LIMIT)
-        raw = [(*cells, _fleet_cell(entry)) for cells, entry in zip(raw, entries, strict=True)]
+        for entry in entries:
+            name = None if entry.fleet_task is None else visible(entry.fleet_task, limit=80)
+            fleets.append(None if entry.fleet is None else (visible(entry.fleet, limit=80), name))
+        raw = [(*cells, "-" if f is None else fleet_cell(*f, 10_000)) for cells, f in zip(raw, fleets, strict=True)]
     texts = [tuple(visible(c) for c in row) for row in raw]
     natural = [max([len(header[i]), *(min(len(r[i]), limits[i]) for r in texts)]) for i in range(len(header))]
     shown = list(range(len(header)))
@@ -536,6 +635,11 @@ def layout(entries: list[RunEntry], width: int | None = None) -> tuple[list[str]
     widths = dict(enumerate(natural))
     if width is not None:
         floor = {i: min(natural[i], SHRINK_FLOOR) if header[i] in SHRINKABLE else natural[i] for i in shown}
+        if fleets:
+            # the FLEET cell keeps the fleet's tail and the task's name (up to FLEET_NAME_KEPT)
+            kept = max((len(f[1] or "") for f in fleets if f is not None), default=0)
+            fleet_at = header.index("FLEET")
+            floor[fleet_at] = min(natural[fleet_at], max(len("FLEET"), FLEET_TAIL + 1 + min(kept, FLEET_NAME_KEPT)))
 
         def need(columns: list[int], sizes: dict[int, int]) -> int:
             return sum(sizes[i] for i in columns) + 2 * (len(columns) - 1)
@@ -555,9 +659,36 @@ def layout(entries: list[RunEntry], width: int | None = None) -> tuple[list[str]
                 break
             widths[max(cuttable, key=lambda i: widths[i])] -= 1
             excess -= 1
-    rows = [tuple(header[i] for i in shown)]
-    rows += [tuple(truncate(r[i], min(limits[i], widths[i])) for i in shown) for r in texts]
-    lines = ["  ".join(cell.ljust(widths[i]) for cell, i in zip(cells, shown, strict=True)).rstrip() for cells in rows]
+        task = header.index("TASK")
+        if excess > 0:
+            # narrower than the columns that always stay: TASK gives what it can, then each line is cut
+            cut = min(excess, widths[task] - max(len("TASK"), MIN_CELL))
+            widths[task] -= max(cut, 0)
+
+    drop = 0
+    if fleets:
+        room = min(limits[-1], widths[len(header) - 1])
+        drop = fleet_drop([f for f in fleets if f is not None], room)
+
+    def fit(row: tuple[str, ...], i: int, at: int) -> str:
+        room = min(limits[i], widths[i])
+        fleet = fleets[at] if header[i] == "FLEET" else None
+        return truncate(row[i], room) if fleet is None else fleet_cell(*fleet, room, drop)
+
+    # each row's tones: its STATUS cell's and its RECORD cell's
+    tones = [{0: e.headline().tone.value, 1: ending.record_tone(e.record).value} for e in entries]
+    rows: list[tuple[tuple[str, ...], dict[int, str]]] = [(tuple(header[i] for i in shown), {})]
+    rows += [(tuple(fit(r, i, at) for i in shown), tones[at]) for at, r in enumerate(texts)]
+    lines: list[str] = []
+    for cells, tone in rows:
+        columns = list(zip(cells, shown, strict=True))
+        line = "  ".join(cell.ljust(widths[i]) for cell, i in columns).rstrip()
+        if width is not None and len(line) > width:
+            lines.append(truncate(line, width))  # no room for even the columns that stay
+            continue
+        if colour:
+            line = "  ".join(_painted(cell, tone.get(i, "")) + " " * (widths[i] - len(cell)) for cell, i in columns)
+        lines.append(line.rstrip())
     return lines, hidden
 
 
@@ -575,7 +706,7 @@ def layout(entries: list[RunEntry], width: int | None = None) -> tuple[list[str]
 )
 @click.option("--fleet", "fleet_id", default=None, metavar="ID", help="Only the runs of this fleet (`cua-tui fleet`).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array (keys documented in the README).")
-@click.option("--no-check", is_flag=True, help="Skip checking each run's audit chain (VERIFIED and DECISIONS show -).")
+@click.option("--no-check", is_flag=True, help="Skip checking each run's record (RECORD and DECISIONS show -).")
 def command(
     runs_dir: Path | None,
     statuses: tuple[str, ...],
@@ -584,13 +715,15 @@ def command(
     as_json: bool,
     no_check: bool,
 ) -> None:
-    """List runs, newest first: id, start (local time), duration, task, backend, agent/model, status and
-    its reason, steps, decisions (not made by the policy) and whether the audit log verifies.
+    """List runs, newest first: how each ended (STATUS) and its record first, then its id, start (local
+    time), duration, task, backend, agent/model, where its status was checked, the reason, steps and
+    decisions (not made by the policy).
 
-    VERIFIED is intact, unsealed (interrupted; with the number of actions whose outcome is unknown),
-    TAMPERED or unusable (`cua-tui verify RUN` says why). VERIFIER says who vouched for the verdict:
-    in the controller or inside the sandbox (its own word), and as which user. FLEET (shown when a listed
-    run belongs to a fleet) is the fleet id and the task's name."""
+    RECORD is the audit log as `cua-tui verify` finds it: intact (and sealed), unsealed (interrupted;
+    with the number of actions whose outcome is unknown), TAMPERED or unusable. Unless it is intact the
+    STATUS is the run's claim (claimed: passed). CHECKED IN says where the task's verifier ran: the
+    controller or inside the sandbox (its own word), and as which user. FLEET (shown when a listed run
+    belongs to a fleet) is the fleet id and the task's name."""
     from ..core.text import visible
 
     since_at = since_option(since)
@@ -612,11 +745,10 @@ def command(
         # escaped
         click.echo(json.dumps([e.as_json() for e in entries], ensure_ascii=True, indent=2))
         return
-    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
-    lines, hidden = layout(entries, width)
+    terminal = sys.stdout.isatty()
+    width = shutil.get_terminal_size().columns if terminal else None
+    lines, hidden = layout(entries, width, colour=terminal and not os.environ.get("NO_COLOR"))
     for line in lines:
         click.echo(line)
-    if hidden:  # on stderr: stdout stays the table
-        click.echo(
-            f"note: {', '.join(hidden)} hidden to fit {width} columns; --json or a wider terminal shows them", err=True
-        )
+    if hidden and width is not None:  # on stderr: stdout stays the table
+        click.echo(hidden_note(hidden, width), err=True)

@@ -49,14 +49,14 @@ def execute(options: RunOptions, *, headless: bool, theme: str | None, otel: str
 
 
 def end_line(result: Any) -> str:
-    """The run's last word: its status, why, and who vouched for the verdict (the reason may be a
-    sandbox's verifier's words: shown literally)."""
-    from ..core.describe import verified_by
+    """The run's last word: its status, why, and who checked it where (the reason may be a sandbox's
+    verifier's words: shown literally). The run's own record, just sealed: its status is no claim."""
+    from ..core.ending import checked_by
     from ..core.text import visible
 
     line = f"status: {result.status} · {visible(result.reason)}"
-    vouched = verified_by(result.verification)
-    return f"{line} · {vouched}" if vouched else line
+    checked = checked_by(result.verification)
+    return f"{line} · {checked}" if checked else line
 
 
 def check_theme(theme: str | None, where: Any) -> None:

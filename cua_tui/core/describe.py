@@ -16,10 +16,11 @@ from typing import Any
 
 from . import events as ev
 from .actions import Kind
+from .ending import checked_in
 from .grouping import group_record
 from .hand import Decided, Hand, hand, typed
 from .injection import Injection
-from .ports import DecisionRequest, Gated, VerifierPlace
+from .ports import DecisionRequest, Gated
 from .takeover import TAKEOVER_NOTE
 from .text import one_line, truncate, visible, visible_parts
 from .timeline import Step, screens
@@ -81,9 +82,10 @@ def event_line(
         case ev.Egress() if not event.allowed:
             return f"  egress refused: {shown(event.method)} {shown(event.host)}:{event.port}"
         case ev.VerificationDone():
+            # the verifier's word is the run's status (docs/commands/run.md, "Status, record, checked in")
             return (
-                f"verification by {shown(event.verifier)} {verifier_place(event.where, event.user)}: "
-                f"{'PASSED' if event.passed else 'FAILED'} · {shown(event.detail)}"
+                f"checked by {shown(event.verifier)} {checked_in(event.where, event.user)}: "
+                f"{'passed' if event.passed else 'failed'} · {shown(event.detail)}"
             )
         case ev.Cleanup() if not event.ok:
             return f"cleanup problem: {shown(event.detail)}"
@@ -93,28 +95,6 @@ def event_line(
                 f"{event.steps} step(s), {event.executed} executed"
             )
     return None
-
-
-def verifier_place(where: str, user: str, *, short: bool = False) -> str:
-    """Where a verdict's verifier ran and as whom, as people read it ("inside the sandbox, as root"; short,
-    for a table's cell: "sandbox, as root"): the one wording for ``run``, ``runs``, replay, the TUI and the
-    export. ``where`` and ``user`` come from a record (untrusted): a value this version does not know reads
-    as not recorded."""
-    who = f", as {visible(user, limit=40)}" if user else ""
-    if where == VerifierPlace.CONTROLLER:
-        return f"{'' if short else 'in the '}controller{who}"
-    if where == VerifierPlace.SANDBOX:  # the sandbox's own word on what it did
-        return f"{'' if short else 'inside the '}sandbox{who}"
-    return "not recorded" if short else "in a place not recorded"
-
-
-def verified_by(verification: ev.VerificationDone | None) -> str:
-    """Who vouched for a run's verdict ("verified by lab:form (server-side) inside the sandbox, as root"),
-    or "" for a run without one."""
-    if verification is None:
-        return ""
-    place = verifier_place(verification.where, verification.user)
-    return f"verified by {visible(verification.verifier, limit=60)} {place}"
 
 
 def scripted_note(agent: str) -> tuple[str, str] | None:

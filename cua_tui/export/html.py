@@ -12,10 +12,10 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from ..core import describe
+from ..core import describe, ending
 from ..core import events as ev
+from ..core.audit import VerifyExit
 from ..core.hand import Hand, hand, typed
-from ..core.ports import VerifierPlace
 from ..core.text import truncate, visible_parts
 from ..core.timeline import Step, screens
 from .marks import Marker, marker_of
@@ -51,10 +51,13 @@ _BASE_CSS = """
 body{font:14px/1.45 system-ui,sans-serif;color:var(--fg);background:#fff;margin:0 auto;max-width:1040px;padding:16px}
 h1{font-size:22px;margin:0 0 8px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid var(--line)}
 h3{font-size:15px;margin:0 0 6px}code,.mono{font-family:ui-monospace,monospace;font-size:12.5px;overflow-wrap:anywhere}
-.verdict{border:2px solid;padding:10px 14px;border-radius:6px;margin:10px 0}
-.verdict.intact{border-color:var(--ok)}.verdict.tampered{border-color:var(--bad);background:#ffebe9}
-.verdict.unsealed{border-color:var(--warn);background:#fff8c5}
-.verdict strong{font-size:16px}.note{color:var(--muted)}
+.verdict{border:2px solid var(--line);padding:10px 14px;border-radius:6px;margin:10px 0}
+.verdict.good{border-color:var(--ok);background:#dafbe1}.verdict.bad{border-color:var(--bad);background:#ffebe9}
+.verdict.claim{border-color:var(--warn);background:#fff8c5}
+.verdict p{margin:4px 0}.verdict strong{font-size:16px}.verdict .status strong{font-size:20px}
+.tone-good{color:var(--ok)}.tone-bad{color:var(--bad)}.tone-claim{color:var(--warn)}
+.record-tampered strong,.record-unusable strong{color:var(--bad)}.record-unsealed strong{color:var(--warn)}
+.note{color:var(--muted)}
 mark.esc{background:var(--fg);color:#fff;padding:0 1px;border-radius:2px}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:6px 0}dt{color:var(--muted)}dd{margin:0}
 .pre{white-space:pre-wrap;overflow-wrap:anywhere}
@@ -194,11 +197,36 @@ def render(run: Run) -> str:
 
 
 def _header(page: _Page) -> None:
+    """The verdict first: how the run ended (a claim unless the record vouches for it), then its record,
+    then who checked it and where (core/ending.py: one word for each)."""
     run, report = page.run, page.run.report
-    state = "tampered" if run.tampered else "unsealed" if not report.sealed else "intact"
-    title = {"tampered": "TAMPERED", "unsealed": "UNSEALED", "intact": "Audit log intact"}[state]
+    record = (
+        ending.TAMPERED
+        if run.tampered
+        else ending.UNUSABLE
+        if report.code == VerifyExit.UNUSABLE
+        else ending.INTACT
+        if report.sealed
+        else ending.UNSEALED
+    )
+    ended = run.timeline.ended
+    broken = report.finding is not None
+    # a broken record is exported up to its first bad line: an end after it is not shown
+    no_end = "no end before the bad line" if broken else "no end recorded"
+    said = ending.headline(ended.status if ended is not None else None, record, no_end=no_end)
+    why = f" · {e(ended.reason, 500)}" if ended is not None else "" if broken else " (interrupted, or the log was cut)"
     page.add(f"<h1>cua-tui run {e(run.run_id, 80)}</h1>\n")
-    page.add(f'<section class="verdict {state}" id="verdict"><strong>{title}</strong> · {e(report.summary, 500)}')
+    page.add(f'<section class="verdict {said.tone}" id="verdict">')
+    page.add(f'<p class="status"><strong class="tone-{said.tone}">{e(said.text, 60)}</strong>{why}</p>')
+    # what verify found: where the record breaks, or what it covers
+    found = f": {report.finding}" if report.finding is not None else f" · {report.summary.removeprefix('intact: ')}"
+    page.add(f'<p class="record record-{record}"><strong>{ending.record_label(record)}</strong>{e(found, 500)}</p>')
+    for done in run.events(ev.VerificationDone):
+        # who checked it and where: the sandbox's own word (or a place not recorded) is marked
+        checked = e(ending.checked_by(done), 300)
+        checked = checked if ending.ours(done) else f"<strong>{checked}</strong>"
+        verdict = "passed" if done.passed is True else "failed"
+        page.add(f'<p class="checked">{checked}: {verdict} · {e(done.detail, 500)}</p>')
     page.add("<dl>", f"<dt>chain head</dt><dd><code>{e(report.head, 64)}</code></dd>")
     page.add(f"<dt>events</dt><dd>{report.events}</dd>")
     page.add(f"<dt>sealed</dt><dd>{'yes' if report.sealed else 'no'}</dd>")
@@ -234,19 +262,10 @@ def _summary(page: _Page) -> None:
     elif started is not None:
         rows.append(("policy", f"{e(started.policy, 100)} · sha256 <code>{e(started.policy_sha256, 64)}</code>"))
     if ended is not None:
-        rows.append(("status", f"<strong>{e(ended.status, 40)}</strong> · {e(ended.reason, 500)}"))
+        # its status, and who checked it, lead the page (``_header``)
         rows.append(("counts", e(f"{ended.turns} turn(s), {ended.steps} step(s), {ended.executed} executed", 200)))
         if ended.final_text:
             rows.append(("final text", f'<span class="pre">{e(ended.final_text, lines=True)}</span>'))
-    else:
-        rows.append(("status", "<strong>no end recorded</strong> (interrupted, or the log was cut)"))
-    for done in run.events(ev.VerificationDone):
-        verdict = "PASSED" if done.passed is True else "FAILED"
-        rows.append(("verification", f"{e(done.verifier, 200)}: <strong>{verdict}</strong> · {e(done.detail, 500)}"))
-        # who vouched for it: the sandbox's own word (or a place not recorded) is marked, not a
-        # footnote
-        place = e(describe.verified_by(done), 300)
-        rows.append(("verified by", place if done.where == VerifierPlace.CONTROLLER else f"<strong>{place}</strong>"))
     for kill in run.events(ev.Killed):
         rows.append(("kill switch", f"pressed by {e(kill.by, 200)} while {e(kill.during, 200)}"))
     page.add("<h2>Run</h2><dl>", *(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows), "</dl>\n")

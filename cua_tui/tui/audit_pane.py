@@ -76,7 +76,7 @@ class AuditPane(Vertical):
 
     def _show_chain(self) -> None:
         text = Text()
-        text.append("chain ", style="bold")
+        text.append("record ", style="bold")  # the audit log's state (core/ending.py)
         text.append(f"{self.state} · {self.events} events · head {self.head[:16]}…")
         self.query_one("#chain", Static).update(text)
         search = self.audit_list.search

@@ -23,9 +23,10 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
+from ..core import ending
 from ..core import events as ev
 from ..core.actions import Kind
-from ..core.describe import URGENT_S, Cut, verifier_place
+from ..core.describe import URGENT_S, Cut
 from ..core.fleet_queue import (
     FleetControl,
     FleetEvent,
@@ -329,8 +330,8 @@ RUN_COLUMNS = (
     ("turn·step", 9),
     ("waiting", 7),
     ("status", 8),
-    ("verified", 8),
-    ("log", 10),
+    ("checked in", 10),
+    ("record", 10),
 )
 # the App's, done here
 APP_ACTIONS = ("approve", "approve_scope", "reject", "kill", "zoom", "screen_text")
@@ -570,9 +571,9 @@ class FleetScreen(ViewScreen):
     def _run_cells(self, row: RunRow, now: float | None = None) -> list[Text]:
         now = self.fleet.now() if now is None else now
         waiting = f"{int(now - row.waiting_since)}s" if row.waiting_since is not None else ""
-        verified = {True: "yes", False: "NO", None: "-"}[row.verified] if row.ended else ""
-        # a verdict the sandbox gave (or from a place not recorded) is its word, not the
-        # controller's: it stands out here, and the run's detail line says whose it is
+        # where its status was checked: the sandbox's word (or from a place not recorded) is its
+        # own, not the controller's: it stands out here, and the run's detail line says so too
+        checked = ending.checked_in(row.verifier, "", short=True) if row.ended and row.verified is not None else ""
         ours = row.verifier in ("", VerifierPlace.CONTROLLER)
         log = {True: "intact", False: "NOT INTACT", None: "-"}[row.intact] if row.ended else ""
         state_style = {RunState.WAITING: "bold reverse", RunState.RUNNING: "bold"}.get(row.state, "")
@@ -584,7 +585,7 @@ class FleetScreen(ViewScreen):
             Text(f"{row.turn}·{row.steps}" if row.run_id else ""),
             Text(waiting),
             literal(row.status, limit=20, style=status_style),
-            Text(verified, style="" if ours else "bold reverse"),
+            Text(checked or ("-" if row.ended else ""), style="" if ours else "bold reverse"),
             Text(log, style="bold reverse" if row.intact is False else ""),
         ]
 
@@ -852,9 +853,9 @@ class FleetScreen(ViewScreen):
             if row.reason:  # why it ended, in full (two lines, wrapped)
                 why.append(visible(row.reason, limit=300), style="bold")
             if row.ended and row.verified is not None:
-                where = verifier_place(row.verifier, "")
+                where = ending.checked_in(row.verifier, "")
                 ours = row.verifier == VerifierPlace.CONTROLLER
-                why.append(f"{' · ' if row.reason else ''}verified {where}", style="" if ours else "bold reverse")
+                why.append(f"{' · ' if row.reason else ''}checked {where}", style="" if ours else "bold reverse")
         self._set("#run-detail", text)
         self._set("#run-why", why)
 

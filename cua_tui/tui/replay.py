@@ -26,11 +26,10 @@ from textual.binding import Binding
 from textual.reactive import reactive
 from textual.widgets import Footer, Static
 
-from ..core import describe
+from ..core import describe, ending
 from ..core import timeline as tl
 from ..core.events import Stamped
 from ..core.imaging import ScreenLimit
-from ..core.ports import VerifierPlace
 from ..core.run_view import RunView
 from ..core.runindex import RunIndex
 from ..core.runlog import RunReader
@@ -47,14 +46,14 @@ from .messages import while_open
 from .screen_text import (
     ShownScreen,
 )
-from .status import RunInfo, StatusBar
+from .status import RunInfo, StatusBar, tone_colour, tone_style
 
 # audit lines shown up to the selected step (the pane shows about 20)
 AUDIT_TAIL = 40
 # --follow: how often the run directory is read for new lines; also how often the panes learn how far
 # the background reading of a long log has got
 POLL_S = 0.1
-VERIFYING = "verifying"
+VERIFYING = ending.VERIFYING
 BACKGROUND_AFTER_S = 0.5
 
 KEYS = [
@@ -77,9 +76,10 @@ KEYS = [
 
 @dataclass(frozen=True)
 class ChainState:
-    """What ``verify`` said of the run, for the banner: ``state`` is intact, unsealed, tampered or
-    unusable; steps whose events come at or after ``bad_seq`` are untrusted. ``lines`` and ``head``: what
-    it checked (the first ``lines`` lines, the last hashing to ``head``), which the index is held to."""
+    """What ``verify`` said of the run's record, for the banner: ``state`` is intact (and sealed), unsealed,
+    tampered, unusable or verifying (core/ending.py), ``text`` what more it said; steps whose events come at
+    or after ``bad_seq`` are untrusted. ``lines`` and ``head``: what it checked (the first ``lines`` lines,
+    the last hashing to ``head``), which the index is held to."""
 
     state: str
     text: str
@@ -95,29 +95,30 @@ def changed_since(state: ChainState, line: int, why: str) -> ChainState:
         if state.bad_seq is None or line >= state.bad_seq:
             return state
         return ChainState(state.state, state.text, line, state.lines, state.head)
-    text = f"TAMPERED: line {line + 1}: {why} (steps from there on are untrusted)"
+    text = f"line {line + 1}: {why} (steps from there on are untrusted)"
     return ChainState("tampered", text, line, state.lines, state.head)
 
 
 def chain_state(path: Path, *, follow: bool = False) -> ChainState:
-    """What ``verify`` says of the run, for the banner; steps after a bad line are marked untrusted."""
+    """What ``verify`` says of the run's record, for the banner; steps after a bad line are marked untrusted."""
     from ..core.audit import VerifyExit, verify_run
 
     report = verify_run(path)
     if report.code == VerifyExit.INTACT:
         if report.sealed:
             how = "signed" if report.signed else "not signed"
-            text = f"chain intact and sealed ({how}) · head {report.head[:16]}…"
-            return ChainState("intact", text, lines=report.events, head=report.head)
+            text = f"sealed ({how}) · head {report.head[:16]}…"
+            return ChainState(ending.INTACT, text, lines=report.events, head=report.head)
         unknown = len(report.unknown_outcomes)
-        state = "live, unsealed so far" if follow else "unsealed (interrupted)"
+        state = "live, so far" if follow else "interrupted"
         extra = f" · {unknown} action(s) with outcome unknown" if unknown else ""
-        text = f"chain intact, {state}{extra} · head {report.head[:16]}…"
-        return ChainState("unsealed", text, lines=report.events, head=report.head)
+        text = f"{state}, the lines so far chained{extra} · head {report.head[:16]}…"
+        return ChainState(ending.UNSEALED, text, lines=report.events, head=report.head)
     finding = report.finding
     bad = finding.line - 1 if finding is not None and finding.line is not None else 0
-    state = "tampered" if report.code == VerifyExit.TAMPERED else "unusable"
-    return ChainState(state, f"{report.summary} (steps from there on are untrusted)", bad)
+    state = ending.TAMPERED if report.code == VerifyExit.TAMPERED else ending.UNUSABLE
+    said = str(finding) if finding is not None else report.summary
+    return ChainState(state, f"{said} (steps from there on are untrusted)", bad)
 
 
 class ReplayOptions(TypedDict, total=False):
@@ -196,7 +197,7 @@ class ReplayScreen(ViewScreen):
         self.cua = app
         self.reader = reader
         self._verify = None if isinstance(chain, ChainState) else chain
-        self.chain = chain if isinstance(chain, ChainState) else ChainState(VERIFYING, "verifying the chain…")
+        self.chain = chain if isinstance(chain, ChainState) else ChainState(VERIFYING, "")
         self.follow = options.get("follow", False)
         self.reverify = options.get("reverify")
         self.graphics = app.graphics
@@ -221,6 +222,9 @@ class ReplayScreen(ViewScreen):
         self.ended_seen = False
         self.sealed_seen = False
         self.reading = app.reading  # the shown screen as text (t; none: it says so)
+        # result.json's status: the run's claim until its end is read from a record verified intact
+        said = reader.result().get("status")
+        self.claimed: str | None = said if isinstance(said, str) and said else None
 
     # ---------------------------------------------------------------------------------------------
     @property
@@ -476,28 +480,49 @@ class ReplayScreen(ViewScreen):
             status.phase = label
             status.redraw()
         audit = self.audit
-        audit.state = self.chain.state
+        audit.state = ending.record_words(self.chain.state)
         audit.show_tail(events, upto, AUDIT_TAIL)
 
+    def status_of(self) -> tuple[str | None, str]:
+        """The run's status and the record state it stands on: its end as the log records it, once read;
+        until then result.json's word, which no seal covers (a claim whatever the record)."""
+        ended = self.timeline.ended
+        if ended is not None:
+            return str(ended.status), self.chain.state
+        if self.index.done:
+            return None, self.chain.state
+        return self.claimed, ending.UNCHECKED
+
     def _show_banner(self) -> None:
+        """How the run ended first (a claim in the warning colour unless the record vouches for it), then
+        its record, then who checked it where (core/ending.py)."""
         text = Text()
         state = self.chain.state
-        styles = {"intact": "bold reverse green", "unsealed": "bold reverse yellow", VERIFYING: "bold reverse"}
-        label = f" {state.upper()}… " if state == VERIFYING else f" {state.upper()} "
-        text.append(label, style=styles.get(state, "bold reverse red"))
-        text.append(" " + visible(self.chain.text, limit=200))
+        status, standing = self.status_of()
+        no_end = "not ended yet" if self.follow else "no end recorded"
+        said = ending.headline(status, standing, no_end=no_end)
+        text.append(f" {visible(said.text, limit=60)} ", style=tone_style(self, said.tone))
+        text.append(" · ")
+        text.append(ending.record_label(state), style=f"bold {tone_colour(self, ending.record_tone(state))}".strip())
+        if self.chain.text:
+            joint = ": " if state in (ending.TAMPERED, ending.UNUSABLE) else " · "
+            text.append(joint + visible(self.chain.text, limit=200))
         line = self.timeline
         text.append(f" · {len(self.steps):,} steps · {line.events:,} events")
         if not self.index.done:
             text.append(f" · reading the log… {self.index.progress():.0%}")
         if line.verification is not None:
-            # who vouched for the verdict: the sandbox's own word stands out
-            not_ours = line.verification.where != VerifierPlace.CONTROLLER
+            # who checked it where: the sandbox's own word stands out
             text.append(" · ")
-            text.append(describe.verified_by(line.verification), style="bold reverse" if not_ours else None)
+            checked = ending.checked_by(line.verification)
+            text.append(checked, style=None if ending.ours(line.verification) else "bold reverse")
         if self.follow:
             text.append(" · following" if line.ended is None else " · the run has ended")
         self.banner.update(text)
+        if self.status.record != state:
+            # the status bar's end reads as a claim too while the record does not vouch for it
+            self.status.record = state
+            self.status.redraw()
 
     def _show_empty(self) -> None:
         self.step_panel.update(Text("no action was proposed in this run"))

@@ -19,6 +19,7 @@ from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import Footer, Static
 
+from ..core import ending
 from ..core import events as ev
 from ..core.actions import Action, Kind
 from ..core.edits import editable
@@ -284,6 +285,7 @@ class RunScreen(HistoryActions, ViewScreen):
         reason = visible(message.reason or "the run ended without a result", limit=300)
         status = self.status
         status.final = f"{visible(message.status or 'error')} · {reason}"
+        status.record = ending.UNSEALED  # no seal vouches for that status: a claim
         status.ended = status.ended or self.cua.clock()
         status.show(self.view)
         self.notify(f"not sealed: {reason}", title="seal", severity="error", timeout=60, markup=False)

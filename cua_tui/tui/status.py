@@ -9,15 +9,38 @@ from typing import Any
 
 from rich.text import Text
 from textual.reactive import reactive
+from textual.widget import Widget
 from textual.widgets import Static
 
-from ..core.describe import PHASE_LABELS, isolation_label, verifier_place
+from ..core import ending
+from ..core.describe import PHASE_LABELS, isolation_label
 from ..core.events import RunPhase, VerificationDone
-from ..core.ports import VerifierPlace
 from ..core.run_view import RunView
 from ..core.text import visible
 
 PHASE_VALUES = frozenset(phase.value for phase in RunPhase if phase in PHASE_LABELS)
+# the theme's colour of each tone of a status (core/ending.py); plain has none
+TONE_COLOURS = {ending.Tone.GOOD: "success", ending.Tone.BAD: "error", ending.Tone.CLAIM: "warning"}
+
+
+# (theme, colour's name) -> the colour: the theme's variables take 1.5 ms to compute, on the UI thread
+_THEME_COLOURS: dict[tuple[str, str], str] = {}
+
+
+def tone_colour(widget: Widget, tone: ending.Tone) -> str:
+    """The colour of ``tone`` in ``widget``'s theme: its success, error or warning colour ("" for plain)."""
+    name = TONE_COLOURS.get(tone)
+    if name is None:
+        return ""
+    key = (widget.app.theme, name)
+    if key not in _THEME_COLOURS:
+        _THEME_COLOURS[key] = widget.app.get_css_variables().get(name, "")
+    return _THEME_COLOURS[key]
+
+
+def tone_style(widget: Widget, tone: ending.Tone) -> str:
+    """A status's style in ``widget``'s theme: reverse video in its tone's colour."""
+    return f"bold reverse {tone_colour(widget, tone)}".strip()
 
 
 @dataclass
@@ -55,6 +78,8 @@ class StatusBar(Static):
         self.final = ""
         self.isolation: dict[str, Any] | None = None
         self.verification: VerificationDone | None = None
+        # the record as verified (a replay's; a live run's own record is intact): what the status may claim
+        self.record = ending.INTACT
         # the browser's routine refused requests (core.attention), only counted
         self.folded = 0
 
@@ -139,16 +164,17 @@ class StatusBar(Static):
         if self.final:
             # "status · reason": the status stays to the last; the reason outlives the names
             status, _sep, reason = self.final.partition(" · ")
-            fields.append((0, Text(f"finished: {status}", style="bold reverse")))
+            said = ending.headline(status, self.record)
+            label = said.text if said.claimed else f"status: {said.text}"
+            fields.append((0, Text(label, style=tone_style(self, said.tone))))
             if reason:
                 fields.append((5, Text(reason, style="bold")))  # why it ended: outlives the names
             if self.verification is not None:
-                # who vouched for the verdict, kept with the status; the
-                # sandbox's own word (or a place not recorded) stands out
-                not_ours = self.verification.where != VerifierPlace.CONTROLLER
-                # the name is in the log
-                where = verifier_place(self.verification.where, self.verification.user)
-                fields.append((1, Text(f"verified {where}", style="bold reverse" if not_ours else "")))
+                # where it was checked, kept with the status; the sandbox's own word (or a place not
+                # recorded) stands out; the verifier's name is in the log
+                where = ending.checked_in(self.verification.where, self.verification.user)
+                style = "" if ending.ours(self.verification) else "bold reverse"
+                fields.append((1, Text(f"checked {where}", style=style)))
         else:
             # the phase as recorded, or a replay's own word for it
             label = PHASE_LABELS[RunPhase(self.phase)] if self.phase in PHASE_VALUES else self.phase

@@ -100,13 +100,13 @@ def test_each_decision_names_its_target_and_small_terminals_keep_the_decision(tm
         if lab == "injection":  # approving made the browser try the outside collector: refused, and said
             screen = tmux.wait_for(lambda s: "ALERT" in s and "collector.exfil.invalid" in s, "the egress alert", 60)
             assert "egress refused: POST collector.exfil.invalid:80" in screen
-            screen = tmux.wait_for(lambda s: "finished: failed" in s, "the run to fail (the key was sent)", 60)
+            screen = tmux.wait_for(lambda s: "status: failed" in s, "the run to fail (the key was sent)", 60)
             assert "ALERT" in screen  # it stays until seen
             tmux.keys("x")
             tmux.wait_for(lambda s: "ALERT" not in s, "the alert to go once seen", 10)
         else:
-            screen = tmux.wait_for(lambda s: "finished: passed" in s, "finished: passed in the status bar", 60)
-            status_bar = next(line for line in screen.splitlines() if "finished: passed" in line)
+            screen = tmux.wait_for(lambda s: "status: passed" in s, "status: passed in the status bar", 60)
+            status_bar = next(line for line in screen.splitlines() if "status: passed" in line)
             assert " run " in status_bar and "local" in status_bar
         tmux.keys("q")
         screen = tmux.wait_for(lambda s: "EXIT=" in s, "the demo to exit", 30)

@@ -67,8 +67,8 @@ def test_the_injection_notice_is_readable_as_text_in_tmux_at_160x48(tmp_path: Pa
         tmux.answer("n")
         tmux.wait_for(lambda s: "a reason for the model" in s, "the reason prompt")
         tmux.keys("Escape")
-        screen = tmux.wait_for(lambda s: "finished: passed" in s or "EXIT=" in s, "the end of the run", 90)
-        assert "finished: passed" in screen, screen
+        screen = tmux.wait_for(lambda s: "status: passed" in s or "EXIT=" in s, "the end of the run", 90)
+        assert "status: passed" in screen, screen
         tmux.keys("q")
         screen = tmux.wait_for(lambda s: "EXIT=" in s, "the TUI to exit", 30)
         assert "EXIT=0" in screen, screen

@@ -65,7 +65,7 @@ def test_the_form_lab_is_taken_over_typed_by_the_person_and_handed_back(tmp_path
         # the person's actions run in order, each followed by its screen, before the hand-back
         tmux.wait_for(lambda s: "Verified" in s or "verified" in s.lower(), "the page after Verify", 60)
         tmux.keys("T")
-        screen = tmux.wait_for(lambda s: "finished: passed" in s, "the run to pass after the hand-back", 90)
+        screen = tmux.wait_for(lambda s: "status: passed" in s, "the run to pass after the hand-back", 90)
         tmux.keys("q")
         screen = tmux.wait_for(lambda s: "EXIT=" in s, "the demo to exit", 30)
         assert "EXIT=0" in screen, screen

@@ -194,7 +194,7 @@ async def test_y_approves_the_typed_text_and_the_run_passes(tmp_path: Path) -> N
         decisions = [r for r in run.audit() if r["kind"] == "decision" and r["index"] == 1]
         assert [(d["decision"], d["by"]) for d in decisions] == [("approve", HUMAN)]
         assert run.result_json()["status"] == "passed"
-        assert "finished: passed" in plain(app.query_one(StatusBar))
+        assert "status: passed" in plain(app.query_one(StatusBar))
         # Shown to the reviewer, never stored in clear.
         for path in run.path.glob("*.json*"):
             assert PHRASE not in path.read_text(), path.name
@@ -241,7 +241,7 @@ async def test_k_at_a_decision_kills_the_run(tmp_path: Path) -> None:
         assert main.final_status == "killed"
         assert main.pending is None and not app.query_one(DecisionPanel).display
         assert row(app, 1).state == "not_executed" and row(app, 2).state == "not_executed"
-        assert "finished: killed" in plain(app.query_one(StatusBar))
+        assert "status: killed" in plain(app.query_one(StatusBar))
     assert run.result_json()["status"] == "killed"
     assert run.desktop.executed == executed_before  # nothing more ran after k
     assert run.desktop.app.values == {} and run.desktop.stopped
@@ -282,7 +282,7 @@ async def test_k_ends_the_run_while_a_desktop_command_hangs(tmp_path: Path) -> N
             # The run is over once its end is on screen (desktop stopped, every action closed); sealing the
             # log afterwards is disk-bound (fsync) and gets the generous deadline of until_ended.
             status = app.query_one(StatusBar)
-            await until(pilot, lambda: not main.running and "finished: killed" in plain(status), "the kill")
+            await until(pilot, lambda: not main.running and "status: killed" in plain(status), "the kill")
             took = time.monotonic() - pressed
             assert took < 2.0, f"the kill took {took:.2f} s"
             await until_ended(pilot, app)

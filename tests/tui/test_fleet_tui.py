@@ -347,14 +347,14 @@ async def test_k_kills_the_selected_run_and_the_others_go_on(tmp_path: Path, set
         await pilot.pause()
         await pilot.press("k")
         await until(pilot, lambda: run_cells(app, "b")["status"] == "killed", "b shown killed")
-        assert run_cells(app, "b")["log"] == "intact"
+        assert run_cells(app, "b")["record"] == "intact"
         assert {i.task for i in main.items} == {"a", "c"}
         assert [run_cells(app, t)["state"] for t in ("a", "c")] == [RunState.WAITING] * 2
         app.query_one("#queue", RowTable).focus()
         await approve_all(pilot, app)
         await until_done(pilot, app, fleet)
         assert [run_cells(app, t)["status"] for t in "abc"] == ["passed", "killed", "passed"]
-        assert run_cells(app, "a")["verified"] == "yes"
+        assert run_cells(app, "a")["checked in"] == "controller"
 
 
 async def test_K_kills_every_run_after_its_confirmation(tmp_path: Path, settings: Settings) -> None:
@@ -412,9 +412,9 @@ async def test_a_crashing_run_is_shown_as_error_while_the_others_go_on(tmp_path:
         await approve_all(pilot, app)
         await until_done(pilot, app, fleet)
         assert [run_cells(app, t)["status"] for t in ("ok", "raises", "ok-2")] == ["passed", "error", "passed"]
-        assert run_cells(app, "raises")["log"] == "intact"
+        assert run_cells(app, "raises")["record"] == "intact"
         runs.move_cursor(row=0)  # a passed run's detail says who vouched for its verdict: the controller
-        await until(pilot, lambda: "verified in the controller" in app.query_one("#run-why", TextLines).plain, "who")
+        await until(pilot, lambda: "checked in the controller" in app.query_one("#run-why", TextLines).plain, "who")
 
 
 async def test_enter_opens_the_runs_live_view_fed_by_watch_and_esc_returns(tmp_path: Path, settings: Settings) -> None:
@@ -441,7 +441,7 @@ async def test_enter_opens_the_runs_live_view_fed_by_watch_and_esc_returns(tmp_p
         assert before == list(range(live.view.seq + 1)) and audit.entries()[0].kind == "run_started"
         await answer(pilot, "y")  # answers this run's pending request
         await until(pilot, lambda: live.view.ended is not None, "the live view to see the run end")
-        assert "finished: passed" in plain(live.query_one(StatusBar))  # every later event, through watch
+        assert "status: passed" in plain(live.query_one(StatusBar))  # every later event, through watch
         assert [r.state for r in live.query_one(BatchPane).rows.values()] == ["executed"] * 3
         # every event of the run once, in the chain's order: what its audit log holds, line for line
         lines = (Path(fleet.row(task).path) / "audit.jsonl").read_bytes().splitlines()

@@ -207,7 +207,7 @@ async def test_y_approves_the_typing_and_the_model_run_passes(
         await until_ended(pilot, app)
         assert main.final_status == "passed", status_text(app)
         status = status_text(app)
-        assert "finished: passed" in status
+        assert "status: passed" in status
         assert "3150 tok" in status
         assert (f"${3 * cost_per_turn:.4f}" in status) if cost_per_turn is not None else ("$" not in status)
         assert "3150 tok" in drawn(app.query_one(StatusBar))
@@ -346,7 +346,7 @@ async def test_k_kills_the_run_while_the_model_request_hangs(tmp_path: Path, ser
         pressed = time.monotonic()
         await pilot.press("k")
         # Over once its end is on screen; sealing the log afterwards is disk-bound and waited for below.
-        await until(pilot, lambda: not main.running and "finished: killed" in status_text(app), "the kill")
+        await until(pilot, lambda: not main.running and "status: killed" in status_text(app), "the kill")
         took = time.monotonic() - pressed
         assert took < 2.0, f"the kill took {took:.2f} s"
         assert not server.closing.is_set() and len(server.received) == 1  # the request is still hanging
@@ -382,8 +382,8 @@ async def test_a_malformed_reply_ends_the_run_with_an_error_on_screen(
         assert main.final_status == "error"
         assert app.result is not None and app.result.status == "error"
         status = status_text(app)
-        assert "finished: error · agent: malformed reply from the model API: not JSON" in status
-        assert "finished: error" in drawn(app.query_one(StatusBar))
+        assert "status: error · agent: malformed reply from the model API: not JSON" in status
+        assert "status: error" in drawn(app.query_one(StatusBar))
         shown = [status, *(str(n.message) for n in app._notifications)]
         assert not any("Traceback" in s or 'File "' in s for s in shown), shown
         assert not any(n.title == "run failed" for n in app._notifications)  # the run ended; nothing crashed

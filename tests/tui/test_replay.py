@@ -82,7 +82,7 @@ async def test_replay_walks_the_steps_with_verdicts_decisions_and_outcomes(tmp_p
     app = replay(recorded(tmp_path))
     async with app.run_test(size=SIZE) as pilot:
         await shown(pilot, app)
-        assert "INTACT" in banner(app) and "sealed" in banner(app) and "6 steps" in banner(app)
+        assert banner(app).startswith(" passed  · record intact · sealed ") and "6 steps" in banner(app)
         text = panel(app)
         assert "STEP 1 of 6" in text and "click at (250, 182)" in text
         assert "ALLOW · rule actions.click" in text and "approve by policy" in text
@@ -148,7 +148,7 @@ async def test_a_tampered_run_opens_with_the_steps_after_the_bad_line_untrusted(
     app = replay(path)
     async with app.run_test(size=SIZE) as pilot:
         await shown(pilot, app)
-        assert "TAMPERED" in banner(app) and "line 21" in banner(app)
+        assert "record TAMPERED: line 21" in banner(app)
         assert "UNTRUSTED" not in panel(app)  # step 1 ends before the bad line
         await pilot.press("end")
         assert "UNTRUSTED" in panel(app)
@@ -188,10 +188,11 @@ async def test_follow_shows_a_run_another_process_is_still_writing(tmp_path: Pat
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, lambda: "following" in banner(app), "the banner says following", timeout=20)
             await until(pilot, lambda: len(main.steps) >= 2, "the first steps", timeout=20)
-            assert "unsealed" in banner(app).lower() or "UNSEALED" in banner(app)
+            assert banner(app).startswith(" not ended yet  · record unsealed · live")
             await until(pilot, lambda: "the run has ended" in banner(app), "the end of the run", timeout=30)
             assert main.selected == len(main.steps) - 1 == 5  # it followed to the newest step
-            await until(pilot, lambda: "INTACT" in banner(app), "verified again once sealed", timeout=5)
+            await until(pilot, lambda: "record intact" in banner(app), "verified again once sealed", timeout=5)
+            assert banner(app).startswith(" passed  · record intact")
     finally:
         proc.wait(30)
     assert proc.returncode == 0

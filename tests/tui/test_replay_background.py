@@ -58,7 +58,7 @@ async def test_the_banner_says_verifying_until_the_verifier_answers_and_the_run_
         async with app.run_test(size=SIZE) as pilot:
             await shown(pilot, app)
             await until(pilot, verifier.asked.is_set, "the verifier started in the background")
-            assert " VERIFYING… " in banner(app) and "INTACT" not in banner(app)
+            assert "record being verified…" in banner(app) and "record intact" not in banner(app)
             assert main.chain.state == VERIFYING
             for number in (2, 3, 4):
                 await pilot.press("right")
@@ -66,10 +66,10 @@ async def test_the_banner_says_verifying_until_the_verifier_answers_and_the_run_
                 assert f"STEP {number} of 6" in panel(app)
             await pilot.press("d", "D")  # the flags are there before the chain is checked
             assert "STEP 2 of 6" in panel(app)
-            assert "VERIFYING" in banner(app)
+            assert "record being verified…" in banner(app)
             verifier.released.set()
-            await until(pilot, lambda: "INTACT" in banner(app), "the verdict in the banner")
-            assert "VERIFYING" not in banner(app) and "sealed" in banner(app)
+            await until(pilot, lambda: "record intact" in banner(app), "the verdict in the banner")
+            assert "being verified" not in banner(app) and "sealed" in banner(app)
             assert main.verified_at > 0 and UNTRUSTED not in panel(app)
     finally:
         verifier.released.set()
@@ -98,7 +98,7 @@ async def test_a_tampered_run_is_verifying_then_tampered_with_the_later_steps_un
             await shown(pilot, app)
             await until(pilot, verifier.asked.is_set, "the verifier started in the background")
             # the reader's own pass sees the next line's link broken, before the verifier answers
-            assert "VERIFYING" not in banner(app) and f"TAMPERED: line {bad + 2}: its prev" in banner(app)
+            assert "being verified" not in banner(app) and f"TAMPERED: line {bad + 2}: its prev" in banner(app)
             await pilot.press("end")  # after the bad line
             assert main.steps[-1].last_seq >= bad and UNTRUSTED in panel(app)
             verifier.released.set()
@@ -150,7 +150,7 @@ async def test_a_long_run_shows_its_first_screen_before_its_log_is_read(tmp_path
             await until(pilot, lambda: main.index.done, "the whole log read")
             await until(pilot, lambda: "reading the log" not in banner(app), "the banner told")
             assert f"{LONG:,} steps" in banner(app)
-            await until(pilot, lambda: "INTACT" in banner(app), "the verdict")
+            await until(pilot, lambda: "record intact" in banner(app), "the verdict")
             await pilot.press("end")
             await shown(pilot, app)
             assert main.selected == LONG - 1 and f"STEP {LONG} of {LONG}" in panel(app)
@@ -190,7 +190,7 @@ def test_the_replay_command_verifies_the_chain_in_the_background(
     async def pilot_run(pilot: Pilot[Any]) -> None:
         app = pilot.app
         assert isinstance(app, CuaApp)
-        await until(pilot, lambda: "INTACT" in banner(app), "the verdict in the banner")
+        await until(pilot, lambda: "record intact" in banner(app), "the verdict in the banner")
         banners.append(banner(app))
         app.exit()
 
@@ -202,4 +202,4 @@ def test_the_replay_command_verifies_the_chain_in_the_background(
     result = CliRunner().invoke(cli_main, ["replay", str(path)], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert len(given) == 1 and callable(given[0]) and not isinstance(given[0], ChainState)
-    assert banners and "chain intact and sealed" in banners[0]
+    assert banners and "record intact · sealed" in banners[0]

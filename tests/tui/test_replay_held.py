@@ -55,7 +55,7 @@ async def test_a_blocked_step_edited_to_allow_after_intact_reads_tampered_not_al
     main = replay_screen(app)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: main.index.done and main.verified_at > 0, "the log read and verified")
-        assert banner(app).startswith(" INTACT ")
+        assert banner(app).startswith(" passed  · record intact ")
         edit_in_place(path / "audit.jsonl", BLOCK, ALLOW)
         assert verify_run(path).code == VerifyExit.TAMPERED
         for _ in range(blocked):
@@ -63,11 +63,12 @@ async def test_a_blocked_step_edited_to_allow_after_intact_reads_tampered_not_al
         await pilot.pause()
         assert main.selected == blocked
         assert "ALLOW" not in panel(app) and "UNTRUSTED" in panel(app)
-        assert banner(app).startswith(" TAMPERED ") and "changed after it was verified" in banner(app)
+        assert banner(app).startswith(" claimed: passed  · record TAMPERED: ")
+        assert "changed after it was verified" in banner(app)
         # walking back to the steps before the edit: they still read as verified
         await pilot.press("home")
         await pilot.pause()
-        assert "UNTRUSTED" not in panel(app) and banner(app).startswith(" TAMPERED ")
+        assert "UNTRUSTED" not in panel(app) and "record TAMPERED" in banner(app)
 
 
 async def test_a_log_rewritten_between_the_verdict_and_the_reading_is_tampered(tmp_path: Path) -> None:
@@ -80,5 +81,5 @@ async def test_a_log_rewritten_between_the_verdict_and_the_reading_is_tampered(t
     app = replay_app(RunReader(path), verdict)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-        await until(pilot, lambda: banner(app).startswith(" TAMPERED "), "the banner turned")
+        await until(pilot, lambda: "record TAMPERED" in banner(app), "the banner turned")
         assert replay_screen(app).chain.bad_seq is not None

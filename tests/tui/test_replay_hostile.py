@@ -15,6 +15,7 @@ from pilot_helpers import plain, replay_screen
 from textual.widgets import Static
 
 from cua_tui.cli import main
+from cua_tui.core import ending
 from cua_tui.core.runlog import RunReader
 from cua_tui.core.safeio import RunFileError
 from cua_tui.tui.replay import chain_state, replay_app
@@ -54,6 +55,6 @@ async def test_replay_survives_every_hostile_run_directory(case: Case, corpus_ru
             while not replay.desktop.settled and time.monotonic() < deadline:  # the last frame (or why not)
                 await pilot.pause(0.02)
             banner = plain(app.query_one("#banner", Static))
-            assert chain.state.upper() in banner
+            assert ending.record_label(chain.state) in banner
             assert plain(app.query_one("#step", Static))  # a step, or "no action was proposed"
     assert time.monotonic() - started < 30

@@ -43,9 +43,9 @@ async def test_a_run_whose_result_json_cannot_be_written_is_shown_not_sealed(tmp
         await until_ended(pilot, app)
         assert app.result is not None and not app.result.sealed and app.result.exit_code == 1
         assert main.final_status == "error"
-        assert chain(app).startswith("chain NOT sealed · ")
+        assert chain(app).startswith("record NOT sealed · ")
         status = plain(app.query_one(StatusBar))
-        assert "finished: error · storage: " in status  # the reason in full is in the notification
+        assert "claimed: error · storage: " in status  # not sealed: a claim; the reason in full is notified
         notes = [str(n.message) for n in app._notifications]
         assert any(n.startswith("not sealed: storage: could not write result.json: Is a directory") for n in notes)
     report = verify_run(source.run_dir)
@@ -63,6 +63,6 @@ async def test_a_sealed_run_is_shown_sealed_once_result_json_is_written(tmp_path
         await answer(pilot, "n", "escape")  # reject, without a reason
         await until_ended(pilot, app)
         assert app.result is not None and app.result.sealed
-        assert chain(app).startswith("chain sealed · ")
+        assert chain(app).startswith("record sealed · ")
         assert (source.run_dir / "result.json").is_file()
         assert not any("not sealed" in str(n.message) for n in app._notifications)

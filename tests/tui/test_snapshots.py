@@ -49,7 +49,7 @@ def test_refused_action_and_not_executed_rows(snap_compare: SnapCompare) -> None
 
 
 def test_finished_passed(snap_compare: SnapCompare) -> None:
-    """The run ended passed: status bar 'finished: passed', audit chain sealed, footer with q only."""
+    """The run ended passed: status bar 'status: passed', audit record sealed, footer with q only."""
     assert snap_scene(snap_compare, "finished")
 
 

@@ -65,10 +65,10 @@ async def test_the_live_end_line_names_the_controller_and_its_user(tmp_path: Pat
         await answer(pilot, "y")
         await until_ended(pilot, app)
         status = app.query_one(StatusBar)
-        # the status bar says where (the verifier's name is in the audit pane and the log)
-        vouched = f"verified in the controller, as {process_user()}"
-        assert "finished: passed" in plain(status) and vouched in plain(status)
-        assert field(status, "verified in").style == ""  # the controller's own verdict: plain
+        # the status bar says where it was checked (the verifier's name is in the audit pane and the log)
+        checked = f"checked in the controller, as {process_user()}"
+        assert "status: passed" in plain(status) and checked in plain(status)
+        assert field(status, "checked in").style == ""  # the controller's own check: plain
 
 
 def replay(path: Path) -> CuaApp:
@@ -78,8 +78,8 @@ def replay(path: Path) -> CuaApp:
 @pytest.mark.parametrize(
     ("verification", "said"),
     [
-        ({**SANDBOX, "user": "root"}, f"verified by {LAB} inside the sandbox, as root"),
-        ({k: v for k, v in SANDBOX.items() if k != "where"}, f"verified by {LAB} in a place not recorded"),
+        ({**SANDBOX, "user": "root"}, f"checked by {LAB} inside the sandbox, as root"),
+        ({k: v for k, v in SANDBOX.items() if k != "where"}, f"checked by {LAB} in a place not recorded"),
     ],
 )
 async def test_replay_says_who_vouched_and_marks_what_the_controller_did_not_judge(
@@ -90,12 +90,12 @@ async def test_replay_says_who_vouched_and_marks_what_the_controller_did_not_jud
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         banner = app.query_one("#banner", Static)
-        assert "INTACT" in plain(banner) and said in plain(banner)
+        assert "record intact" in plain(banner) and said in plain(banner)
         content = banner.content
         assert isinstance(content, Text)
         (part,) = [span for span in content.spans if content.plain[span.start : span.end] == said]
         assert str(part.style) == "bold reverse"
         status = app.query_one(StatusBar)  # a run without steps is shown at its end
         where = said.split(f"{LAB} ", 1)[1]
-        assert "finished: passed" in plain(status) and f"verified {where}" in plain(status)
-        assert field(status, f"verified {where}").style == "bold reverse"
+        assert "status: passed" in plain(status) and f"checked {where}" in plain(status)
+        assert field(status, f"checked {where}").style == "bold reverse"
