@@ -4,6 +4,8 @@ action of the shown turn became, and nothing but the stream changes it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from cua_tui.core import events as ev
 from cua_tui.core.actions import Kind
 from cua_tui.core.run_view import RunView
@@ -100,3 +102,40 @@ def test_values_this_version_does_not_know_claim_nothing() -> None:
         forged(ev.Outcome(view.batch_turn, 2, "c", "vanished", "msg", 0), head.seq + 3)  # type: ignore[arg-type]
     )
     assert view.actions[2].state is ActionState.WAITING
+
+
+def test_a_snapshot_is_left_as_it_was_by_every_event_applied_after_it(tmp_path: Path) -> None:
+    """Replay keeps a snapshot of the view every 512 lines and folds on from copies of them: whatever comes
+    later (outcomes, edits, grants granted and revoked, refused egress, alerts, a takeover, the end) must
+    leave each snapshot equal to the view folded from the start to its line."""
+    from runlogs import UNSIGNED, action_records, write_run
+
+    from cua_tui.core.runlog import RunLog
+    from cua_tui.core.safeio import RunFolder
+
+    records = action_records(3)
+    at = next(i for i, (kind, p) in enumerate(records) if kind == "model_turn" and p["turn"] == 2)
+    records[at:at] = [
+        ("grant", {"grant": 1, "scope": "chord", "key": "ctrl+l", "label": "ctrl+l", "by": "alice", "turn": 1,
+                   "index": 0}),
+        ("egress", {"host": "evil.example", "port": 80, "method": "GET", "allowed": False, "reason": "not listed"}),
+        ("egress", {"host": "clients2.google.com", "port": 443, "method": "CONNECT", "allowed": False}),
+        ("takeover", {"turn": 1, "by": "human", "operator": "alice", "where": "tui"}),
+        ("takeover_ended", {"turn": 1, "actions": 0, "told": "handed back"}),
+        ("grant_revoked", {"grant": 1, "by": "alice"}),
+    ]  # fmt: skip
+    path = write_run(tmp_path / "20261201-000000-abcdef", None, records, signed=UNSIGNED)
+    with RunFolder.open(path) as folder, RunLog(folder) as log:
+        logged = log.poll()
+    changed: set[str] = set()
+    for events in (logged, list(refused().events), list(finished().events)):
+        view, snapshots = RunView(), []
+        for stamped in events:
+            view.apply(stamped)
+            snapshots.append(view.snapshot())
+            changed |= {"alerts"} if view.attention.unseen else set()
+            changed |= {"grants"} if view.grants else set()
+            changed |= {"rows"} if any(row.state != "waiting" for row in view.actions.values()) else set()
+        for upto, snapshot in enumerate(snapshots, start=1):
+            assert snapshot == fold(events[:upto]), upto
+    assert changed == {"alerts", "grants", "rows"}  # each part apply changes in place was changed

@@ -108,6 +108,10 @@ class Attention:
         del self.unseen[: -self.MAX_UNSEEN]
         return alert
 
+    def copy(self) -> Attention:
+        """A copy that ``apply`` on this one leaves as it is (its alerts, frozen, shared)."""
+        return Attention(list(self.unseen), self.folded, list(self.folded_hosts), set(self._refused), dict(self._names))
+
     def seen(self) -> int:
         """The analyst has seen every alert: returns how many there were."""
         count = len(self.unseen)

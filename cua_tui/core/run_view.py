@@ -8,6 +8,7 @@ renders what this state says. It holds no Textual objects, so it is tested as pl
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -114,6 +115,13 @@ class RunView:
     @property
     def events(self) -> int:
         return self.seq + 1
+
+    def snapshot(self) -> RunView:
+        """A copy that ``apply`` on this view leaves as it is (replay's checkpoints, one every 512 lines): what
+        ``apply`` changes in place (the rows, the grants, the alerts) copied, the events it holds (frozen,
+        their records never changed) shared. A deep copy held about 5 KB a checkpoint, twice the time."""
+        rows = {index: dataclasses.replace(row) for index, row in self.actions.items()}
+        return dataclasses.replace(self, actions=rows, grants=dict(self.grants), attention=self.attention.copy())
 
     @property
     def running(self) -> bool:

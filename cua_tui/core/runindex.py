@@ -11,7 +11,6 @@ to the head ``verify`` checked). Nothing holds the run's events: about 150 bytes
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import threading
 import time
@@ -233,7 +232,7 @@ class RunIndex:
         if self._expected is not None and self._expected[0] == stamped.seq:
             self._confirm(stamped.seq, stamped.head, self._expected[1])
         if (stamped.seq + 1) % CHECKPOINT_EVERY == 0:
-            self._checkpoints.append(copy.deepcopy(self._view))
+            self._checkpoints.append(self._view.snapshot())
             self._marks += _digest(stamped.head)
 
     def _open_steps(self) -> list[tl.Step]:
@@ -463,12 +462,12 @@ class RunIndex:
             folded, folded_to = slot
             assert isinstance(folded, RunView) and isinstance(folded_to, int)
             if upto < folded_to or folded_to < base * CHECKPOINT_EVERY:
-                folded, folded_to = copy.deepcopy(self._checkpoints[base]), base * CHECKPOINT_EVERY
+                folded, folded_to = self._checkpoints[base].snapshot(), base * CHECKPOINT_EVERY
             try:
                 span = self._read(folded_to, upto)
             except LogChanged:
                 # nothing read since the checkpoint is shown: the state there, as first read
-                folded, upto = copy.deepcopy(self._checkpoints[base]), base * CHECKPOINT_EVERY
+                folded, upto = self._checkpoints[base].snapshot(), base * CHECKPOINT_EVERY
                 span = []
             for stamped in span:
                 folded.apply(stamped)
