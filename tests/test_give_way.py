@@ -36,6 +36,17 @@ def test_a_hold_keeps_the_work_waiting_until_it_is_let_go() -> None:
     thread.join(5)
 
 
+def test_a_hold_let_go_later_lets_the_work_go_then() -> None:
+    """A step's frame painted lets the work go a moment later (its output still being written)."""
+    way, done = GiveWay(lapse=30.0), threading.Event()
+    way.hold()
+    _in_thread(way, done)
+    started = time.monotonic()
+    way.go(after=0.3)
+    assert way.held and not done.wait(0.15)
+    assert done.wait(5) and 0.25 <= time.monotonic() - started < 5
+
+
 def test_a_hold_lapses_when_nothing_lets_it_go() -> None:
     way, done = GiveWay(lapse=0.3), threading.Event()
     way.hold()

@@ -124,9 +124,10 @@ class GiveWay:
         with self._changed:
             self._until = time.monotonic() + self.lapse
 
-    def go(self) -> None:
+    def go(self, after: float = 0.0) -> None:
+        """Let the work go, ``after`` seconds from now (at once by default)."""
         with self._changed:
-            self._until = 0.0
+            self._until = time.monotonic() + after if after > 0 else 0.0
             self._changed.notify_all()
 
     @property

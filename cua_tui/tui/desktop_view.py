@@ -120,7 +120,7 @@ class DesktopView(Widget):
         self._cache_lock = threading.Lock()
         self._settle: Timer | None = None
         self._sized = False  # the layout has given the pane its first size
-        self._ahead: list[tuple[Shot, Target | None]] = []  # frames to convert ahead once it has
+        self._ahead: list[tuple[Shot, Target | None]] = []  # frames to convert ahead once one is on it
         # where a press landed (a release elsewhere is a drag), and whether the last release was one
         self._pressed: tuple[int, int] | None = None
         self._dragged = False
@@ -208,9 +208,11 @@ class DesktopView(Widget):
 
     def prefetch(self, shots: list[tuple[Shot, Target | None]]) -> None:
         """Convert these frames ahead into the cache (a replay's next and previous steps)."""
-        if not self._sized:
+        if not (self._sized and self.settled):
+            # once the frame asked for is on the pane: converted beside it, they slowed it down
             self._ahead = shots
             return
+        self._ahead = []
         keys = [(shot, self._key(shot, target)) for shot, target in shots]
         self._prefetch(keys, self.serial)
 
@@ -280,6 +282,8 @@ class DesktopView(Widget):
         self.show(message.rendered)
         if message.serial == self.serial:
             self.call_after_refresh(self.post_message, self.Painted())
+            if self._ahead:
+                self.prefetch(self._ahead)
 
     def on_frame_refused(self, message: FrameRefused) -> None:
         message.stop()
@@ -295,6 +299,8 @@ class DesktopView(Widget):
             self.post_message(self.Refused(reason))
         if message.serial == self.serial:
             self.call_after_refresh(self.post_message, self.Painted())
+            if self._ahead:
+                self.prefetch(self._ahead)
 
     def _take(self, serial: int) -> str:
         """The screenshot of frame ``serial``, now on the pane (older frames on their way are dropped)."""
@@ -310,8 +316,6 @@ class DesktopView(Widget):
             # the first size the layout gives: drawn at once (no burst to wait out; the first screen)
             self._sized = True
             self._settled_size()
-            self.prefetch(self._ahead)
-            self._ahead = []
             return
         # A drag of the terminal's corner sends a burst of resize events: redraw once it settles, so
         # the picture is re-rendered for the new size, never left cropped at the old one.

@@ -55,6 +55,9 @@ AUDIT_TAIL = 40
 POLL_S = 0.1
 VERIFYING = ending.VERIFYING
 BACKGROUND_AFTER_S = 0.5
+# the background work waits this long after a step's frame is painted: Textual writes the frame to the
+# terminal on a thread of its own, which the busy background threads slowed by up to 0.4 s
+SETTLE_S = 0.1
 
 KEYS = [
     ("← →", "previous / next step (one proposed action)"),
@@ -323,6 +326,7 @@ class ReplayScreen(ViewScreen):
                 self._stop.wait(POLL_S)
 
     def _verify_chain(self, verify: Callable[[], ChainState]) -> None:
+        self.give_way.wait()  # its first imports and reads too
         with paced(self.give_way):
             state = verify()
         with contextlib.suppress(RuntimeError):  # the App has gone
@@ -590,7 +594,7 @@ class ReplayScreen(ViewScreen):
 
     def _redrawn(self) -> None:
         self.redraw_ms.append((time.perf_counter() - self.redraw_started) * 1000)
-        self.give_way.go()
+        self.give_way.go(after=SETTLE_S)
         self._start_background()
 
     # ---------------------------------------------------------------------------------------------

@@ -5,7 +5,9 @@ it so. Runs are real sim runs, a long one grown by the benchmark's ``grow_run``.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pilot_helpers import replay_screen, until
@@ -13,6 +15,7 @@ from test_replay import panel, recorded, shown
 
 from cua_tui.bench.replay import grow_run
 from cua_tui.core.runlog import RunReader
+from cua_tui.tui import desktop_view
 from cua_tui.tui.replay import VERIFYING, chain_state, replay_app
 
 pytestmark = pytest.mark.timeout(90)
@@ -29,7 +32,7 @@ async def test_the_background_reading_and_verification_wait_while_a_step_is_show
     main = replay_screen(app)
     way = main.give_way
     way.lapse = 60.0
-    way.go = lambda: None  # type: ignore[method-assign]  # the first frame does not let it go
+    way.go = lambda after=0.0: None  # type: ignore[method-assign]  # the first frame does not let it go
     way.hold()
     async with app.run_test(size=SIZE) as pilot:
         await shown(pilot, app)
@@ -47,16 +50,35 @@ async def test_the_background_reading_and_verification_wait_while_a_step_is_show
         assert main.index.count == LONG and not way.held
 
 
-async def test_the_first_frame_is_converted_at_the_panes_size_only(tmp_path: Path) -> None:
+async def test_the_first_frame_is_converted_alone_at_the_panes_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Before the layout gives the desktop pane a size, a frame would be fitted to nothing and converted
-    again once it has one: the first screen waited for both. Every frame made is for the pane's size."""
+    again once it has one, and the frames ahead were converted beside it: the first screen waited for all.
+    Every frame made is for the pane's size, and the first is made before any frame ahead begins."""
     path = recorded(tmp_path)
     app = replay_app(RunReader(path), chain_state(path))
     main = replay_screen(app)
+    made: list[tuple[str, object]] = []
+    real = desktop_view.prepare
+
+    def spy(png: bytes, *args: Any, **kwargs: Any) -> Any:
+        made.append(("begin", args[2] if len(args) > 2 else kwargs.get("target")))
+        if len(made) == 1:
+            time.sleep(0.3)  # a frame ahead converted beside the first would begin meanwhile
+        try:
+            return real(png, *args, **kwargs)
+        finally:
+            made.append(("end", None))
+
+    monkeypatch.setattr(desktop_view, "prepare", spy)
     async with app.run_test(size=SIZE) as pilot:
         await shown(pilot, app)
+        await until(pilot, lambda: len(made) >= 4, "a frame ahead converted too")
         frames = list(main.desktop._cache)
         assert frames and all(width > 0 and height > 0 for _sha, width, height, *_rest in frames), frames
+        first = main.desktop._key(main.desktop.shot, main.desktop.target)[3]  # type: ignore[arg-type]
+        assert made[:2] == [("begin", first), ("end", None)], made  # the shown step's frame, alone
         await pilot.press("right")
         await shown(pilot, app)
         assert all(width > 0 and height > 0 for _sha, width, height, *_rest in main.desktop._cache)
