@@ -7,6 +7,7 @@ cases that link outside would verify "intact", or block on a FIFO, if a link wer
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -73,10 +74,16 @@ def test_verify_by_run_id_answers_as_by_path(case: Case, corpus_run: Path, tmp_p
     check_answer(by_path.exit_code, by_path.stdout, by_path.stderr, case.exit, case.fragments(corpus_run))
 
 
-def table_rows(out: str) -> dict[str, str]:
+def table_rows(out: str) -> dict[str, dict[str, str]]:
+    """Each row's cells by column, read at the header's column starts (a name may hold a space: CHECKED
+    IN), keyed by the run's id."""
     header, *rows = out.splitlines()
-    assert header.split() == list(HEADER)
-    return {row.split("  ")[0]: row for row in rows}
+    names = re.split(r" {2,}", header.strip())
+    assert names == list(HEADER), header
+    starts = [header.index(name) for name in names]
+    ends = [*starts[1:], None]
+    table = [{n: row[a:b].strip() for n, a, b in zip(names, starts, ends, strict=True)} for row in rows]
+    return {cells["RUN"]: cells for cells in table}
 
 
 @pytest.mark.parametrize("case", ALL, ids=str)
@@ -89,8 +96,8 @@ def test_runs_shows_the_case_as_a_row(case: Case, corpus_run: Path, tmp_path: Pa
     assert not any(c in table.stdout for c in CONTROLS), repr(table.stdout)
     rows = table_rows(table.stdout)
     assert set(rows) == {run.name, good.name}
-    assert rows[run.name].endswith(case.cell), rows[run.name]
-    assert rows[good.name].endswith("intact")
+    assert rows[run.name]["RECORD"] == case.cell, rows[run.name]
+    assert rows[good.name]["RECORD"] == "intact"
     listed = invoke(["runs", "--runs-dir", str(run.parent), "--json"], tmp_path, run.parent)
     assert listed.exit_code == 0
     by_id = {item["id"]: item for item in json.loads(listed.stdout)}
@@ -119,7 +126,7 @@ def test_runs_over_the_whole_corpus_in_one_child(corpus_run: Path, tmp_path: Pat
     rows = table_rows(out)
     assert set(rows) == set(expected)
     for name, case in expected.items():
-        assert rows[name].endswith(case.cell), (case.name, rows[name])
+        assert rows[name]["RECORD"] == case.cell, (case.name, rows[name])
     code, out, err = cli(tmp_path, "runs", "--runs-dir", runs, "--json", cpu=10.0)
     assert code == 0 and err == ""
     assert {item["id"]: item["verified"] for item in json.loads(out)} == {n: c.verified for n, c in expected.items()}
