@@ -78,7 +78,7 @@ def test_a_resize_at_a_decision_keeps_it_in_view_and_redraws_the_picture(tmp_pat
         )
         assert abs(picture_width(screen) - wide) <= 1
         tmux.answer("y")
-        tmux.wait_for(lambda s: "finished:" in s, "the end of the run", 30)
+        tmux.wait_for(lambda s: "status: " in s, "the end of the run", 30)
         tmux.keys("q")
         tmux.wait_for(lambda s: "EXIT=" in s, "the exit", 30)
     finally:
@@ -100,7 +100,7 @@ def test_a_grants_a_scope_a_matching_action_is_not_asked_a_different_one_is(tmp_
         screen = tmux.wait_for(lambda s: awaiting(s) and decision(s) != (1, 2), "the next decision")
         assert decision(screen) == (3, 2), "the matching typing of turn 2 was asked again"
         tmux.answer("y")
-        tmux.wait_for(lambda s: "finished:" in s, "the end of the run", 30)
+        tmux.wait_for(lambda s: "status: " in s, "the end of the run", 30)
         tmux.keys("q")
         tmux.wait_for(lambda s: "EXIT=" in s, "the exit", 30)
     finally:
@@ -139,7 +139,7 @@ def test_a_reason_given_with_n_reaches_the_models_next_request(tmp_path: Path) -
             tmux.wait_for(lambda s: "a reason for the model" in s, "the reason box", 10)  # its own words
             tmux.keys("-l", "use the search box instead")
             tmux.keys("Enter")
-            tmux.wait_for(lambda s: "finished:" in s, "the end of the run", 30)
+            tmux.wait_for(lambda s: "status: " in s, "the end of the run", 30)
             tmux.keys("q")
             tmux.wait_for(lambda s: "EXIT=" in s, "the exit", 30)
         finally:
@@ -180,7 +180,7 @@ def test_a_double_tap_of_y_approves_only_the_first_decision(tmp_path: Path) -> N
         tmux.answer("n")
         tmux.wait_for(lambda s: "a reason for the model" in s, "the reason box", 10)
         tmux.keys("Escape")
-        tmux.wait_for(lambda s: "finished:" in s, "the end of the run", 30)
+        tmux.wait_for(lambda s: "status: " in s, "the end of the run", 30)
         tmux.keys("q")
         tmux.wait_for(lambda s: "EXIT=" in s, "the exit", 30)
     finally:

@@ -103,7 +103,7 @@ def test_bursts_of_backspaces_and_text_then_enter_are_approved_as_typed(tmp_path
                 tmux.keys(*["BSpace"] * (len("wrong words") + 3))
                 tmux.keys("-l", reason_text(n))
                 tmux.keys("Enter")
-        tmux.wait_for(lambda s: "finished:" in s, "the end of the run", 60)
+        tmux.wait_for(lambda s: "status: " in s, "the end of the run", 60)
         tmux.keys("q")
         tmux.wait_for(lambda s: "EXIT=" in s, "the exit", 30)
     finally:
