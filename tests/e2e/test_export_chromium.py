@@ -167,7 +167,7 @@ def test_a_reader_sees_the_steps_the_frames_and_nothing_else(exported: tuple[Pat
         proxy.close()
     # what a reader sees: the steps, their verdicts and decisions; hostile strings as text only
     text = dom.stdout
-    assert dom.returncode == 0 and "Audit log intact" in text
+    assert dom.returncode == 0 and "record intact" in text
     for number in range(1, 10):
         assert f'id="step-{number}"' in text and f"Step {number} · turn" in text
     assert "confirm" in text and "headless rule: approve" in text and "Refused by sandbox policy." in text
