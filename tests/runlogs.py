@@ -35,9 +35,11 @@ def write_run(
     signed: str = "key",
     seal: bool = True,
     every: int = 256,
+    ended: object = "finished",
 ) -> Path:
     """A run directory written the way a signed run is: run_started records the key (or not), and with
-    a key a checkpoint signs the chain every ``every`` events; sealed (and signed) unless ``seal`` is False."""
+    a key a checkpoint signs the chain every ``every`` events; sealed (and signed) unless ``seal`` is False,
+    its run_ended record and result.json giving the status ``ended``."""
     folder.mkdir(parents=True)
     writer = AuditWriter(folder / "audit.jsonl", folder.name, fsync=False)
     started: dict[str, Any] = {"task": "t", "backend": "dry"}
@@ -58,9 +60,9 @@ def write_run(
     for kind, payload in records:
         append(kind, payload)
     if seal:
-        append("run_ended", {"status": "finished", "reason": "done"})
+        append("run_ended", {"status": ended, "reason": "done"})
         sealed = writer.seal(key if signed == "key" else None)
-        write_json_atomic(folder / "result.json", {"status": "finished", "seal": sealed})
+        write_json_atomic(folder / "result.json", {"status": ended, "seal": sealed})
     else:
         writer.close()
     return folder

@@ -311,6 +311,7 @@ def test_real_run_is_intact_and_never_stores_typed_text(run_script: Callable[...
     assert "sealed" in report.summary and "unsigned" in report.summary
     assert report.events == run.result.seal["events"] == len(run.audit())
     assert not report.problems
+    assert report.ended == run.result.status == "failed"  # the run_ended record's, read in the one walk
 
     # the type action was approved and executed, so the secret reached the desktop ...
     assert (1, 1, "executed", "OK") in run.outcomes()
@@ -772,6 +773,32 @@ def test_interrupted_writer_without_seal(tmp_path: Path) -> None:
     writer.close()
     report = verify_run(tmp_path)
     assert report.code == 0 and "UNSEALED" in report.summary and report.events == 4
+    assert report.ended is None  # no run_ended record: the record says no end
+
+
+@pytest.mark.parametrize(
+    ("status", "ended"),
+    [
+        ("killed", "killed"),
+        ("passed", "passed"),
+        ("limit", "limit"),
+        ("passed\x1b]52;c;SGVsbG8=\x07", None),  # not a word the table could show as a status
+        ("passé", None),
+        ("passed, says the log", None),
+        ("p" * 33, None),
+        (7, None),
+        (["passed"], None),
+        (None, None),
+    ],
+    ids=str,
+)
+def test_the_walk_reads_the_status_of_the_run_ended_record(tmp_path: Path, status: Any, ended: str | None) -> None:
+    """The run's end as the sealed record gives it (`runs` shows it over result.json's, which the seal does
+    not cover); anything but a short ASCII word is no status."""
+    run = write_run(tmp_path / "run", None, action_records(1), signed=UNSIGNED, ended=status)
+    report = verify_run(run)
+    assert report.code == 0 and report.sealed, report.summary
+    assert report.ended == ended
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import pytest
 from export_runs import sim_run
 from hostile_runs import CASES, DAMAGED, Case, pristine_run
 
+from cua_tui import __version__
 from cua_tui.cli import runs as runs_cli
 from cua_tui.cli import verified
 from cua_tui.cli.runs import RunEntry, read_runs
@@ -50,7 +51,10 @@ def _list(folder: Path, cache: Cache | None) -> dict[str, RunEntry]:
 
 
 def _cells(entries: dict[str, RunEntry]) -> dict[str, tuple]:
-    return {k: (e.verified, e.verify_summary, e.unknown_outcomes, e.decisions, e.steps) for k, e in entries.items()}
+    return {
+        k: (e.verified, e.verify_summary, e.unknown_outcomes, e.decisions, e.steps, e.status, e.reason)
+        for k, e in entries.items()
+    }
 
 
 def _edit_in_place(path: Path, old: bytes, new: bytes) -> None:
@@ -232,6 +236,47 @@ def test_a_forged_entry_in_a_shared_cache_folder_cannot_make_a_tampered_run_inta
         verified._tag(KEY, str(victim), json.loads(store.read_text())["runs"][str(victim)]["identity"], claim),
     )
     assert _list(folder, Cache(store, KEY))[victim.name].verify_summary == "intact: forged"
+
+
+def test_a_verdict_remembered_by_format_3_is_not_taken(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Format 3 did not remember the record's end: its verdict, taken, would let result.json's status stand on
+    an intact record. The run is verified again, and its verdict remembered with the record's end."""
+    folder = _runs(tmp_path, 1)
+    run = folder / "20261201-000000-000000"
+    assert json.loads((run / "result.json").read_text())["status"] == "passed"
+    edited = json.loads((run / "result.json").read_text()) | {"status": "failed"}
+    (run / "result.json").write_text(json.dumps(edited))
+    honest = _list(folder, None)[run.name]
+    said = "result.json says failed; the record says passed"
+    assert (honest.status, honest.verified, honest.reason) == ("passed", "intact", said)
+    with RunFolder.open(run) as opened:
+        known = verified.fingerprint(opened.fd)
+    assert known is not None
+    # what format 3 wrote for the run as it is now: no "ended", tagged under format 3 with the user's key
+    old = {"verified": "intact", "summary": honest.verify_summary, "unknown_outcomes": 0}
+    old |= {"decisions": honest.decisions, "proposals": honest.steps}
+    current = verified.FORMAT
+    store = tmp_path / "cache" / verified.NAME
+    store.parent.mkdir()
+
+    def write(form: int) -> None:
+        monkeypatch.setattr(verified, "FORMAT", form)
+        entry = {"identity": known[0], **old, "mac": verified._tag(KEY, str(run), known[0], old)}
+        store.write_text(json.dumps({"format": form, "version": __version__, "runs": {str(run): entry}}))
+        monkeypatch.setattr(verified, "FORMAT", current)
+
+    write(3)
+    cache = Cache(store, KEY)
+    listed = _list(folder, cache)[run.name]
+    assert cache.hits == 0 and cache.misses == 1
+    assert (listed.status, listed.reason) == ("passed", said)
+    again = Cache(store, KEY)
+    assert _cells(_list(folder, again)) == _cells({run.name: honest}) and again.hits == 1  # remembered, whole
+    # the same entry under the current format is taken (its tag and shape are right): only the format keeps
+    # the old one out, and taken it would leave result.json's status standing
+    write(current)
+    taken = Cache(store, KEY)
+    assert _list(folder, taken)[run.name].status == "failed" and taken.hits == 1
 
 
 def test_without_a_key_nothing_is_remembered_or_written(tmp_path: Path) -> None:

@@ -122,18 +122,29 @@ def copy(real_run: Path, runs: Path, name: str) -> Path:
 def test_escapes_in_a_directory_name_a_task_and_a_status_are_shown_literally(real_run: Path, tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     hostile = copy(real_run, runs, f"20261201-000000-aaaaaa{OSC52}")
-    result = json.loads((hostile / "result.json").read_text())
-    result["status"] = f"passed{OSC52}"
-    (hostile / "result.json").write_text(json.dumps(result))
-    info = json.loads((hostile / "run.json").read_text())
-    info["task"] = f"task{OSC52}\r"
-    (hostile / "run.json").write_text(json.dumps(info))
+    set_json(hostile / "result.json", status=f"passed{OSC52}")
+    set_json(hostile / "run.json", task=f"task{OSC52}\r")
+    # the same claim on a record that no longer vouches for the run: the claim is the STATUS
+    tampered = copy(hostile, runs, "20261201-000001-aaaaaa")
+    log = (tampered / "audit.jsonl").read_bytes().replace(b'"turn":1', b'"turn":7', 1)
+    (tampered / "audit.jsonl").write_bytes(log)
     code, lines, _ = runs_cli(runs, tmp_path)
     assert code == 0
-    (row,) = rows_by_name(lines).values()
-    assert row["RUN"] == "20261201-000000-aaaaaa␛]52;c;SGVsbG8=␇"
-    assert row["STATUS"].startswith("passed␛]52") and row["TASK"] == "task␛]52;c;SGVsbG8=␇␍"
-    assert row["RECORD"] == "intact"  # the seal covers the log, not the status line of result.json
+    rows = rows_by_name(lines)
+    row = rows["20261201-000000-aaaaaa␛]52;c;SGVsbG8=␇"]
+    assert row["TASK"] == "task␛]52;c;SGVsbG8=␇␍"
+    # the seal covers the log, not result.json: the record's own end is the status, the edit the reason
+    assert row["RECORD"] == "intact" and row["STATUS"] == "failed"
+    assert row["REASON"] == "result.json says passed␛]52;c;SGVsbG8=␇; the re…"  # cut to its 48
+    claim = rows["20261201-000001-aaaaaa"]
+    assert claim["RECORD"] == "TAMPERED" and claim["STATUS"] == "claimed: passed␛]52;c;SGV…"
+    assert claim["REASON"].startswith("the form server has no submission")  # result.json's own
+    code, out, _ = invoke("runs", "--runs-dir", runs, "--json")
+    assert code == 0 and "\x1b" not in out and "\x07" not in out
+    by_id = {item["id"]: item for item in json.loads(out)}
+    item = by_id[f"20261201-000000-aaaaaa{OSC52}"]
+    assert (item["status"], item["reason"]) == ("failed", f"result.json says passed{OSC52}; the record says failed")
+    assert by_id["20261201-000001-aaaaaa"]["status"] == f"passed{OSC52}"
 
 
 def test_the_cache_key_is_made_in_the_config_folder_and_a_shared_one_is_refused_in_one_line(
@@ -167,9 +178,7 @@ def test_hostile_run_directories_are_rows_never_a_hang_or_a_traceback(real_run: 
     shutil.move(screens / "screens", outside / "screens")
     (screens / "screens").symlink_to(outside / "screens")
     odd = copy(real_run, runs, "20261201-000005-aaaaaa")
-    result = json.loads((odd / "result.json").read_text())
-    result.update(counts=5, verified="yes", status={"nested": [1]})
-    (odd / "result.json").write_text(json.dumps(result))
+    set_json(odd / "result.json", counts=5, verified="yes", status={"nested": [1]})
     copy(real_run, outside, "elsewhere")
     (runs / "20261201-000006-aaaaaa").symlink_to(outside / "elsewhere")  # a run's name, but a link
     (runs / "fleet.json").write_text("{}")  # not a run: not listed
@@ -182,7 +191,8 @@ def test_hostile_run_directories_are_rows_never_a_hang_or_a_traceback(real_run: 
     assert rows[zero.name]["RECORD"] == "TAMPERED" and rows[zero.name]["STATUS"] == "?"
     assert rows[fifo.name]["RECORD"] == "unusable"
     assert rows[screens.name]["RECORD"] == "TAMPERED"
-    assert rows[odd.name]["RECORD"] == "intact" and rows[odd.name]["STATUS"] == '{"nested": [1]}'
+    assert rows[odd.name]["RECORD"] == "intact" and rows[odd.name]["STATUS"] == "failed"  # the record's end
+    assert rows[odd.name]["REASON"].startswith('result.json says {"nested": [1]}; the record')
     assert rows["20261201-000006-aaaaaa"]["RECORD"] == "unusable"
 
 
@@ -199,8 +209,13 @@ def test_interrupted_run_counts_its_unknown_outcomes(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------------
 # Issue 10: columns, newest first, filters, --json, decisions, fitting a terminal, 200 runs
 # ---------------------------------------------------------------------------------------------------
+# an approver command that kills the run at its first decision
+KILL = """approver:printf '{"decision": "kill"}'"""
+
+
 def built_run(runs: Path, decisions: str, task: str, *, turns: list[dict[str, Any]] | None = None) -> Path:
-    """A real run made by the one builder on the sim desktop (typing needs a decision: the headless rule)."""
+    """A real run made by the one builder on the sim desktop (typing needs a decision: the headless rule);
+    without ``turns`` it types a wrong phrase and never submits it: it fails, unless a decision kills it."""
     script = {"turns": turns or [{"actions": [{"type": "click", "x": 250, "y": 182}, {"type": "type", "text": "x"}]}]}
     options = RunOptions(
         backend="sim",
@@ -228,15 +243,22 @@ def invoke(*args: str | Path) -> tuple[int, str, str]:
 
 @pytest.fixture(scope="module")
 def three_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Three runs started one, two and five days ago (ids and run.json agree), ended passed, failed, killed."""
+    """Three runs started one, two and five days ago (ids and run.json agree) that ended passed (the form
+    filled in), failed (a wrong phrase, rejected) and killed (by an approver command); their sealed records say so."""
     runs = tmp_path_factory.mktemp("three") / "runs"
     now = time.time()
-    for days, decisions, status in ((5, "reject", "killed"), (1, "approve", "passed"), (2, "approve", "failed")):
-        path = built_run(runs, decisions, f"task {days}")
+    for days, decisions, turns, status in (
+        (5, KILL, None, "killed"),
+        (1, "approve", PASSING, "passed"),
+        (2, "reject", None, "failed"),
+    ):
+        path = built_run(runs, decisions, f"task {days}", turns=turns)
+        assert json.loads((path / "result.json").read_text())["status"] == status
         started = now - days * 86400
         run_id = new_run_id(started)
+        # what the seal does not cover, moved in time; the status stays the run's own
         set_json(path / "run.json", started_at=started)
-        set_json(path / "result.json", status=status, ended_at=started + 75.5, reason=f"reason {days}")
+        set_json(path / "result.json", ended_at=started + 75.5, reason=f"reason {days}")
         path.rename(runs / run_id)
     return runs
 
@@ -255,7 +277,7 @@ def test_columns_newest_first_with_duration_agent_reason_and_decisions(three_run
         assert row["RUN"] == item["id"]
         assert row["STARTED"] == time.strftime("%Y-%m-%d %H:%M", time.localtime(item["started_at"]))  # local
     first = rows[0]
-    assert (first["BACKEND"], first["AGENT"], first["STEPS"], first["DECISIONS"]) == ("sim", "script", "2", "1")
+    assert (first["BACKEND"], first["AGENT"], first["STEPS"], first["DECISIONS"]) == ("sim", "script", "3", "1")
     assert first["RECORD"] == "intact" and first["CHECKED IN"].startswith("controller, as ")
 
 
@@ -267,13 +289,15 @@ def test_json_has_stable_keys_and_plain_values(three_runs: Path) -> None:
     assert [item["task"] for item in data] == ["task 1", "task 2", "task 5"]
     first = data[0]
     assert first["status"] == "passed" and first["verified"] == "intact" and first["decisions"] == 1
-    assert first["steps"] == 2 and first["duration_seconds"] == 75.5 and first["model"] is None
+    assert first["steps"] == 3 and first["duration_seconds"] == 75.5 and first["model"] is None
     assert first["started_at_iso"].endswith("+00:00") and first["ended_at_iso"].endswith("+00:00")
     assert datetime.fromisoformat(first["started_at_iso"]).timestamp() == pytest.approx(first["started_at"], abs=1e-3)
     assert first["verify_summary"].startswith("intact: ") and first["unknown_outcomes"] == 0
     assert Path(first["path"]).name == first["id"]
-    killed = data[2]
-    assert killed["status"] == "killed" and killed["decisions"] == 1  # a rejection is a decision too
+    failed, killed = data[1:]
+    assert failed["status"] == "failed" and failed["decisions"] == 1  # a rejection is a decision too
+    assert killed["status"] == "killed" and killed["decisions"] == 1  # and a kill
+    assert [item["reason"] for item in data] == ["reason 1", "reason 2", "reason 5"]  # result.json's: it agrees
 
 
 @pytest.mark.parametrize(
@@ -345,7 +369,11 @@ def test_json_values_from_a_hostile_run_are_plain_json(real_run: Path, tmp_path:
     assert out.isascii() and "\x1b" not in out  # every control and every non-ASCII character escaped
     (item,) = json.loads(out)
     assert item["task"] == f"task{OSC52}\x9b31m\u202e"  # the exact text, for a script to judge
-    assert item["model"] == '["not", "a", "name"]' and item["status"] == "7" and item["reason"] is None
+    assert item["model"] == '["not", "a", "name"]'
+    # the sealed record's end is the status; result.json's number comes as its JSON text, in the reason
+    assert item["status"] == "failed" and item["reason"] == "result.json says 7; the record says failed"
+    (unchecked,) = json.loads(invoke("runs", "--runs-dir", runs, "--json", "--no-check")[1])
+    assert unchecked["status"] == "7" and unchecked["reason"] is None  # nothing checked: result.json's claim
     assert item["started_at"] == calendar.timegm((2026, 12, 1, 0, 0, 0, 0, 0, 0))  # from the run id
     assert item["steps"] == 1  # counts.steps is not a count: the proposals the chain records
     code, out, _ = invoke("runs", "--runs-dir", runs)
@@ -464,9 +492,11 @@ def test_the_note_of_hidden_columns_fits_the_terminal() -> None:
     )
 
 
-def on_a_terminal(runs: Path, tmp_path: Path, columns: int, *args: str) -> tuple[list[str], list[str]]:
+def on_a_terminal(
+    runs: Path, tmp_path: Path, columns: int, *args: str, colours: bool = False
+) -> tuple[list[str], list[str]]:
     """`cua-tui runs` in a child process whose stdout is a terminal of ``columns`` columns (a pty): its
-    lines as drawn (colours taken out) and its stderr's."""
+    lines as drawn (colours taken out, unless ``colours``) and its stderr's."""
     import pty
 
     main_fd, child_fd = pty.openpty()
@@ -497,8 +527,8 @@ def on_a_terminal(runs: Path, tmp_path: Path, columns: int, *args: str) -> tuple
         err = proc.stderr.read() if proc.stderr is not None else b""
         assert proc.wait(timeout=60) == 0, err
     os.close(main_fd)
-    drawn = re.sub(r"\x1b\[[0-9;]*m", "", out.decode()).replace("\r\n", "\n").splitlines()
-    return drawn, err.decode().splitlines()
+    text = out.decode() if colours else re.sub(r"\x1b\[[0-9;]*m", "", out.decode())
+    return text.replace("\r\n", "\n").splitlines(), err.decode().splitlines()
 
 
 def test_no_line_is_wider_than_an_80_column_terminal_and_a_fleet_keeps_its_task_names(
@@ -542,6 +572,30 @@ def test_a_passed_run_is_green_only_while_its_record_is_intact(passed_run: Path,
     assert green.startswith(click.style("passed", fg="green", bold=False))
     assert claim.startswith(click.style("claimed: passed", fg="yellow", bold=True))
     assert click.style("TAMPERED", fg="red", bold=True) in claim
+
+
+def test_a_run_that_ended_failed_is_listed_failed_whatever_its_result_json_says(real_run: Path, tmp_path: Path) -> None:
+    """result.json is not sealed: a run whose record ended failed, its result.json edited to say passed, is
+    listed failed (red on a terminal, never green) on its intact record, the reason saying what result.json
+    says; --status follows the record."""
+    runs = tmp_path / "runs"
+    edited = copy(real_run, runs, "20261201-000001-aaaaaa")
+    assert json.loads((edited / "result.json").read_text())["status"] == "failed"
+    set_json(edited / "result.json", status="passed")
+    said = "result.json says passed; the record says failed"
+    code, lines, _ = runs_cli(runs, tmp_path)
+    (row,) = rows_by_name(lines).values()
+    assert code == 0 and (row["STATUS"], row["RECORD"], row["REASON"]) == ("failed", "intact", said)
+    code, out, _ = invoke("runs", "--runs-dir", runs, "--json")
+    (item,) = json.loads(out)
+    assert code == 0 and (item["status"], item["verified"], item["reason"]) == ("failed", "intact", said)
+    assert json.loads(invoke("runs", "--runs-dir", runs, "--json", "--status", "passed")[1]) == []
+    assert [i["id"] for i in json.loads(invoke("runs", "--runs-dir", runs, "--json", "--status", "failed")[1])] == [
+        edited.name
+    ]
+    painted, _err = on_a_terminal(runs, tmp_path, 200, colours=True)
+    assert painted[1].startswith(click.style("failed", fg="red", bold=True) + " ")
+    assert "\x1b[32m" not in painted[1] and "passed" not in painted[1].split("result.json says")[0]
 
 
 def test_200_runs_are_listed_quickly(real_run: Path, tmp_path: Path) -> None:

@@ -296,7 +296,9 @@ def _verdict(report: VerifyReport) -> Verdict:
         return Verdict("unusable", report.summary)
     # counted over the whole chain: only then is it the run's
     state = "intact" if report.sealed else "unsealed"
-    return Verdict(state, report.summary, len(report.unknown_outcomes), report.decisions, report.proposals)
+    return Verdict(
+        state, report.summary, len(report.unknown_outcomes), report.decisions, report.proposals, report.ended
+    )
 
 
 def _apply_verify(entry: RunEntry, verdict: Verdict) -> None:
@@ -306,6 +308,11 @@ def _apply_verify(entry: RunEntry, verdict: Verdict) -> None:
         entry.decisions = verdict.decisions
         if entry.steps is None:
             entry.steps = verdict.proposals
+    if verdict.verified == "intact" and verdict.ended and verdict.ended != entry.status:
+        # result.json is not sealed: the record's own end is the status, and the difference is said
+        said = entry.status
+        entry.status = verdict.ended
+        entry.reason = f"result.json says {said}; the record says {verdict.ended}"
 
 
 def _read_run(run: RunFolder, name: str, check: bool, later: list[Later] | None = None) -> RunEntry:

@@ -30,7 +30,7 @@ from .. import __version__
 NAME = "verified-runs.json"
 # 2: every entry carries its HMAC ("mac"); entries of format 1 are not taken. 3: decisions counted as
 # core/decisions.py counts them (a takeover's own actions and a grant's approvals are not)
-FORMAT = 3
+FORMAT = 4
 # the key that authenticates the entries, in the user's config folder
 KEY_NAME = "cache-key"
 KEY_BYTES = 32
@@ -52,6 +52,7 @@ class Verdict:
     unknown_outcomes: int = 0
     decisions: int | None = None
     proposals: int | None = None
+    ended: str | None = None  # the status the log's run_ended record gives
 
 
 def fingerprint(folder_fd: int) -> tuple[str, bool] | None:
@@ -273,4 +274,5 @@ def _well_formed(verdict: Verdict) -> bool:
         and type(verdict.unknown_outcomes) is int
         and count(verdict.decisions)
         and count(verdict.proposals)
+        and (verdict.ended is None or (isinstance(verdict.ended, str) and len(verdict.ended) <= 32))
     )

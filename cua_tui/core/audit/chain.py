@@ -78,7 +78,14 @@ class Decided(msgspec.Struct):
     note: Any = None
 
 
+class Ended(msgspec.Struct):
+    """The run_ended record's status, the run's end as the record has it (result.json's is not sealed)."""
+
+    status: Any = None
+
+
 decode_envelope = msgspec.json.Decoder(Envelope).decode
 decode_rare = msgspec.json.Decoder(Rare).decode
 decode_decided = msgspec.json.Decoder(Decided).decode
+decode_ended = msgspec.json.Decoder(Ended).decode
 BAD_RECORD = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)

@@ -46,6 +46,8 @@ class VerifyReport:
     not_executed: list[tuple[int, int]] = field(default_factory=list)
     proposals: int = 0
     decisions: int = 0
+    # the status the log's run_ended record gives: the run's end as its record has it
+    ended: str | None = None
 
     @property
     def finding(self) -> Finding | None:
@@ -122,7 +124,7 @@ def _verify(folder: RunFolder, key: AuditKey | None, check_screens: bool) -> Ver
         walk = walk_chain(reader, seal, key, findings, notes, run_dir)
     report = VerifyReport(findings, events=walk.count, head=walk.head, notes=notes, run_signed=walk.run_signed)
     report.checkpoint = walk.checkpoint
-    report.proposals, report.decisions = walk.proposals, walk.decisions
+    report.proposals, report.decisions, report.ended = walk.proposals, walk.decisions, walk.ended
     if not findings and seal is not None:
         report.sealed = True
         _check_sealed_run(seal, walk, key, report)

@@ -14,7 +14,7 @@ import msgspec
 from ..decisions import ANSWERS, counted_as
 from ..safeio import LINE_BAD_UTF8, LINE_CAP, LINE_INCOMPLETE, LineReader
 from .breaks import context, explain
-from .chain import BAD_RECORD, GENESIS, SHA_RE, Rare, decode_decided, decode_envelope, decode_rare
+from .chain import BAD_RECORD, GENESIS, SHA_RE, Rare, decode_decided, decode_ended, decode_envelope, decode_rare
 from .errors import UnusableInput
 from .findings import Finding, FindingKind, edited
 from .keys import ALGORITHMS, AuditKey, Checker, checkpoint_message
@@ -42,6 +42,8 @@ class Walk:
     proposals: int = 0  # proposed actions (the run's steps)
     # requests answered, by a person, a headless rule, a command or a deadline (core/decisions.py)
     decisions: int = 0
+    # the status the run_ended record gives (None: no such record, or not a word of ASCII letters)
+    ended: str | None = None
     # proposed, no outcome: -> line
     pending: dict[tuple[int, int], int] = field(default_factory=dict)
     # handed to the desktop: -> line
@@ -153,6 +155,11 @@ def walk_chain(
                 said = decode_decided(line)
                 if counted_as(said.decision, said.by, said.note) in ANSWERS:
                     decisions += 1
+            elif kind == "run_ended":
+                status = decode_ended(line).status
+                # a word (RunStatus's are): a control character or a sentence is no status
+                word = type(status) is str and len(status) <= 32 and status.isascii() and status.isalpha()
+                walk.ended = status if word else None
             elif kind == "checkpoint":
                 problem = check_checkpoint(decode_rare(line), walk, count, expected_prev, run_id, check, number)
                 if problem:
