@@ -12,6 +12,7 @@ within a poll interval, following the newest step until the run ends.
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -58,6 +59,11 @@ BACKGROUND_AFTER_S = 0.5
 # the background work waits this long after a step's frame is painted: Textual writes the frame to the
 # terminal on a thread of its own, which the busy background threads slowed by up to 0.4 s
 SETTLE_S = 0.1
+# While a replay reads and verifies in the background, the UI thread takes the interpreter back this soon
+# after asking (Python's default: 5 ms). A key passes through the event loop dozens of times before its
+# step is drawn, each time waiting for the busy threads: through tmux a step of a 100,000-step run still
+# being read took 150 ms at 5 ms, 56 ms at 0.2 ms (docs/benchmarks.md, replay), the reading no slower.
+SWITCH_S = 0.0002
 
 KEYS = [
     ("← →", "previous / next step (one proposed action)"),
@@ -211,6 +217,7 @@ class ReplayScreen(ViewScreen):
         self._stop = threading.Event()
         # the background reading and verification wait while a step is being shown
         self.give_way = GiveWay()
+        self._switch = sys.getswitchinterval()
         self._read_to = (0, 0, False)  # (lines, steps, at the end) the panes have been told of
         self._newest_told = 0
         self._background = False  # the log's reader and the chain's verifier have been started
@@ -290,6 +297,8 @@ class ReplayScreen(ViewScreen):
         return 0.0  # a recorded run: no clock runs
 
     def on_mount(self) -> None:
+        self._switch = sys.getswitchinterval()  # put back on unmount
+        sys.setswitchinterval(min(self._switch, SWITCH_S))
         self.desktop.border_title = "Recorded screen"
         self.batch_pane.border_title = "Turn"
         # the first block at once (the first steps), the rest in the background
@@ -315,6 +324,7 @@ class ReplayScreen(ViewScreen):
 
     def on_unmount(self) -> None:
         self._stop.set()
+        sys.setswitchinterval(self._switch)
 
     def _read_log(self) -> None:
         """Read the log to its end (and on, when following a run still being written)."""

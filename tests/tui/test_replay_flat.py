@@ -5,6 +5,7 @@ it so. Runs are real sim runs, a long one grown by the benchmark's ``grow_run``.
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from test_replay import panel, recorded, shown
 from cua_tui.bench.replay import grow_run
 from cua_tui.core.runlog import RunReader
 from cua_tui.tui import desktop_view
-from cua_tui.tui.replay import VERIFYING, chain_state, replay_app
+from cua_tui.tui.replay import SWITCH_S, VERIFYING, chain_state, replay_app
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -82,3 +83,16 @@ async def test_the_first_frame_is_converted_alone_at_the_panes_size(
         await pilot.press("right")
         await shown(pilot, app)
         assert all(width > 0 and height > 0 for _sha, width, height, *_rest in main.desktop._cache)
+
+
+async def test_the_ui_thread_takes_the_interpreter_back_sooner_while_a_replay_is_open(tmp_path: Path) -> None:
+    """Python hands the interpreter to a thread that asks for it after 5 ms by default: a key passing the
+    event loop dozens of times waited that long each time for the background threads. A replay lowers it
+    while it is open and puts it back when it closes."""
+    path = recorded(tmp_path)
+    before = sys.getswitchinterval()
+    app = replay_app(RunReader(path), chain_state(path))
+    async with app.run_test(size=SIZE) as pilot:
+        await shown(pilot, app)
+        assert sys.getswitchinterval() == pytest.approx(min(before, SWITCH_S))
+    assert sys.getswitchinterval() == before
