@@ -24,10 +24,11 @@ from . import timeline as tl
 from .run_view import RunView
 from .runlog import LogChanged, RunLog
 
-# a RunView copy every so many lines (about 5 KB each): any line's state is at most this many folds away
+# a RunView snapshot every so many lines (about 4 KB each): any line's state is at most this many folds away
 CHECKPOINT_EVERY = 512
-# read this much of the log per ``advance`` step while holding the lock (a few ms of work)
-ADVANCE_BYTES = 32 << 10
+# read this much of the log per ``advance`` step while holding the lock (a few ms of work; replay's first
+# block, its background reading asks for less at a time)
+ADVANCE_BYTES = 128 << 10
 # turns rebuilt in full, kept for the steps shown and their neighbours
 TURNS_KEPT = 6
 # steps of one turn held whole while it is read: a supervisor proposes at most 100 a turn, so only an

@@ -64,6 +64,11 @@ SETTLE_S = 0.1
 # step is drawn, each time waiting for the busy threads: through tmux a step of a 100,000-step run still
 # being read took 150 ms at 5 ms, 56 ms at 0.2 ms (docs/benchmarks.md, replay), the reading no slower.
 SWITCH_S = 0.0002
+# while a long log is read (not followed), how often the banner and the step panel say how far: each time
+# is UI-thread work a key arriving then waits for
+PROGRESS_S = 0.5
+# the background reader's slice of the log: the most a key waits for once its step holds the reading
+SLICE_BYTES = 8 << 10
 
 KEYS = [
     ("← →", "previous / next step (one proposed action)"),
@@ -220,6 +225,7 @@ class ReplayScreen(ViewScreen):
         self._switch = sys.getswitchinterval()
         self._read_to = (0, 0, False)  # (lines, steps, at the end) the panes have been told of
         self._newest_told = 0
+        self._told_at = 0.0  # when the panes were last told how far the reading has got
         self._background = False  # the log's reader and the chain's verifier have been started
         self.verified_at = 0.0  # when the background verification was done (time.monotonic)
         self.selected = options.get("start", 0)
@@ -330,7 +336,7 @@ class ReplayScreen(ViewScreen):
         """Read the log to its end (and on, when following a run still being written)."""
         while not self._stop.is_set():
             self.give_way.wait()
-            if not self.index.advance():
+            if not self.index.advance(SLICE_BYTES):
                 if self.index.done and not self.follow:
                     return
                 self._stop.wait(POLL_S)
@@ -395,6 +401,9 @@ class ReplayScreen(ViewScreen):
         lines, count, done = self.index.lines, self.index.count, self.index.done
         if (lines, count, done) == self._read_to:
             return
+        if told_steps and not (done or self.follow) and time.monotonic() - self._told_at < PROGRESS_S:
+            return
+        self._told_at = time.monotonic()
         self._read_to = (lines, count, done)
         if (lines, count) == (told_lines, told_steps):
             self._show_banner()  # the reading has got to the end
