@@ -10,6 +10,7 @@ from typing import Any
 
 from .local import TARGET_LOCAL_CLICK_X, TARGET_LOCAL_TYPE_X
 from .otel import TARGET_EXTRA_S
+from .replay import FIRST_SCREEN_TARGET_S, FLAT_TARGET, MEMORY_TARGET_MB, flat, under
 
 # A time ratio passes at (1 - MARGIN) of its target or above. A quick run takes 3 samples a side on
 # the desktops (7 on the local one: with 3, one slow sample of ours put typing at 3.66x against a floor
@@ -19,10 +20,12 @@ from .otel import TARGET_EXTRA_S
 # fails a change that loses a quarter of a ratio.
 MARGIN = 0.25
 
-# The suites that have a baseline to measure against, in the order the gate runs them. The replay,
-# resize and fleet figures are absolute times (no baseline runs beside them): the full report states
-# them.
+# The suites that have a baseline to measure against, in the order the gate runs them. The resize and
+# fleet figures are absolute times (no baseline runs beside them): the full report states them.
 CHECKED_SUITES = ("core", "local", "tui", "ocr", "otel", "cwsandbox", "docker")
+# Suites checked when named (`python -m cua_tui.bench replay --check`), not in the run of every suite: the
+# replay's holds a 100,000-step run to a 10,000-step one in a real terminal, minutes of work.
+NAMED_SUITES = ("replay",)
 
 Measure = Callable[[dict[str, Any]], float]
 
@@ -141,6 +144,27 @@ TARGETS: tuple[Target, ...] = (
     # the container costs a step at most half again of the local desktop's (local / docker >= 2/3)
     Target("docker", "click step: the container vs the local desktop", 2 / 3, _docker("click_ms", "local")),
     Target("docker", "typing step: the container vs the local desktop", 2 / 3, _docker("type_ms", "local")),
+    # replay in a terminal (tmux): the longer run's figures at most FLAT_TARGET times the shorter's, with no
+    # margin (FLAT_TARGET is the allowance); the first screen and the memory held to the targets themselves
+    Target(
+        "replay", "step while the log is read: shorter run / longer run", 1 / FLAT_TARGET, flat("step_ms_reading"), 0.0
+    ),
+    Target("replay", "step once the log is read: shorter run / longer run", 1 / FLAT_TARGET, flat("step_ms_read"), 0.0),
+    Target("replay", "peak RSS of the replay: shorter run / longer run", 1 / FLAT_TARGET, flat("peak_rss_mb"), 0.0),
+    Target(
+        "replay",
+        f"peak RSS: {MEMORY_TARGET_MB:.0f} MB / the larger peak",
+        1.0,
+        under("peak_rss_mb", MEMORY_TARGET_MB),
+        0.0,
+    ),
+    Target(
+        "replay",
+        f"first screen: {FIRST_SCREEN_TARGET_S:.0f} s / the slower median",
+        1.0,
+        under("first_screen_s", FIRST_SCREEN_TARGET_S),
+        0.0,
+    ),
 )
 
 

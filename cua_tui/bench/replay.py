@@ -1,5 +1,7 @@
 """Suite ``replay``: opening a long run, moving one step, and the memory a 10,000-step run costs, in the
-real replay app. ``python -m cua_tui.bench replay [--quick]``; docs/benchmarks.md, "replay".
+real replay app; and the same as a person meets it, ``cua-tui replay`` in a real terminal (tmux), a run of
+10,000 steps beside one of 100,000. ``python -m cua_tui.bench replay [--quick] [--check]``;
+docs/benchmarks.md, "replay".
 """
 
 from __future__ import annotations
@@ -8,20 +10,30 @@ import asyncio
 import json
 import os
 import resource
+import shlex
 import shutil
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .common import log, sim_run
+from .tmux import Terminal
 
 SIZE = (160, 48)
 FIRST_SCREEN_TARGET_S = 1.0
 STEP_TARGET_MS = 50.0
 MEMORY_TARGET_MB = 150.0
+# in the terminal: the longer run's step and peak memory at most this many times the shorter run's
+FLAT_TARGET = 1.5
+# what the pane shows of the step under way (core/describe.step_panel's title)
+_STEP = "STEP {} of"
+# a person glances at each step before the next key: meanwhile the background work goes on, and the key
+# meets a process busy with it
+GLANCE_S = 0.2
 
 
 def make_run(folder: Path, steps: int) -> Path:
@@ -182,6 +194,93 @@ def _in_child(path: Path, moves: int) -> dict[str, Any]:
     return result
 
 
+def replay_command() -> list[str]:
+    """How a person starts the replay: the installed ``cua-tui`` beside this Python, else the module."""
+    binary = Path(sys.executable).parent / "cua-tui"
+    return [str(binary)] if binary.exists() else [sys.executable, "-m", "cua_tui.cli"]
+
+
+def in_terminal(
+    path: Path, steps: int, moves: int, home: Path, launches: int = 3, glance: float = GLANCE_S
+) -> dict[str, Any]:
+    """``cua-tui replay PATH`` in a real terminal (tmux, 160x48), timed as a person meets it. The first
+    screen: from the command launched to the pane showing the first step with its picture (the median of
+    ``launches``, each in a tmux of its own). A step: from the key sent to the pane showing the next step,
+    as tmux got the output (bench/tmux.py), each key ``glance`` seconds after the step before it showed;
+    ``moves`` steps while the log is still read and verified in the background, then, once the banner says
+    it is read and intact, ``moves`` from its last step back. The peak RSS of the replay's own process
+    (VmHWM) at the end. ``home``: a folder for the command's (empty) settings."""
+    settings = {"CUA_TUI_CONFIG": str(home / "no-config.toml"), "XDG_CONFIG_HOME": str(home / "config")}
+    command = shlex.join(["env", "-u", "COLUMNS", "-u", "LINES", *(f"{k}={v}" for k, v in settings.items())])
+    command = f"exec {command} {shlex.join([*replay_command(), 'replay', str(path)])}"
+
+    def launch(term: Terminal) -> tuple[int, float]:
+        launched = time.monotonic()
+        term.run(command)
+        first = term.wait(lambda text: _STEP.format(1) in text and text.count("▀") > 1000, "the first step", 60)
+        pid = term.pid()  # the replay itself (exec'd by the pane's shell), not a shell around it
+        if b"replay" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+            raise RuntimeError(f"the pane's process {pid} is not the replay")
+        return pid, first.changed - launched
+
+    def step(term: Terminal, key: str, number: int) -> tuple[float, bool]:
+        time.sleep(glance)
+        sent = term.keys(key)
+        shot = term.wait(lambda text: _STEP.format(number) in text, f"step {number}", 120)
+        return (shot.changed - sent) * 1000, _reading(shot.text)
+
+    firsts = []
+    for _ in range(launches - 1):
+        term = Terminal(*SIZE)
+        try:
+            firsts.append(launch(term)[1])
+        finally:
+            term.close()
+    term = Terminal(*SIZE)
+    try:
+        pid, first = launch(term)
+        launched = time.monotonic() - first
+        early = [step(term, "Right", number) for number in range(2, moves + 2)]
+        done = term.wait(lambda text: _read_and_intact(text, steps), "the log read and verified intact", 900)
+        step(term, "End", steps)
+        late = [step(term, "Left", number) for number in range(steps - 1, steps - 1 - moves, -1)]
+        peak = _peak_rss_mb(pid)
+    finally:
+        term.close()
+    return {
+        "length": steps,
+        "first_screen_s": statistics.median([*firsts, first]),
+        "first_screen_all_s": [*firsts, first],
+        "read_s": done.changed - launched,
+        "step_ms_reading": sorted(ms for ms, _reading in early),
+        "reading": sum(reading for _ms, reading in early),  # of the early steps, shown while still reading
+        "step_ms_read": sorted(ms for ms, _reading in late),
+        "peak_rss_mb": peak,
+    }
+
+
+def _banner(text: str) -> str:
+    """The pane's first two rows: the banner, wrapped or not."""
+    return " ".join(text.split("\n", 2)[:2])
+
+
+def _reading(text: str) -> bool:
+    return "reading the log" in _banner(text)
+
+
+def _read_and_intact(text: str, steps: int) -> bool:
+    """The banner no longer reads the log and says the record is intact; the step panel counts every step."""
+    return not _reading(text) and "intact" in _banner(text).lower() and f" of {steps} " in text
+
+
+def _peak_rss_mb(pid: int) -> float:
+    """The process's peak resident memory so far (VmHWM), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text(encoding="ascii").splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmHWM for process {pid}")
+
+
 def run(tmp: Path, quick: bool) -> dict[str, Any]:
     """The suite: runs of 1,000, 10,000 and 100,000 steps (a real sim run, and two grown from it), each
     opened, stepped through and read to its end in a process of its own; smaller with quick."""
@@ -201,7 +300,11 @@ def run(tmp: Path, quick: bool) -> dict[str, Any]:
         rows.append(
             {**row, "length": steps, "log_mb": (path / "audit.jsonl").stat().st_size / 2**20, "dir_mb": disk / 2**20}
         )
-    return {"rows": rows}
+    terminal = []
+    for steps, path in zip(lengths[1:], paths[1:], strict=True):
+        log(f"replay: the {steps:,}-step run in a terminal (tmux), as a person meets it")
+        terminal.append(in_terminal(path, steps, moves, tmp, launches=1 if quick else 3))
+    return {"rows": rows, "terminal": terminal}
 
 
 def _p90(samples: list[float]) -> float:
@@ -239,7 +342,67 @@ def report(r: dict[str, Any]) -> list[str]:
         "show its first screen, with 51 MB of Python heap (docs/benchmarks.md, replay).",
         "-" * 100,
     ]
+    if r.get("terminal"):
+        out += terminal_report(r["terminal"])
     return out
+
+
+def terminal_report(rows: list[dict[str, Any]]) -> list[str]:
+    """The terminal measurement: the shorter run and the longer side by side, the longer over the shorter."""
+    short, long = rows
+
+    def line(label: str, key: str, unit: float = 1.0, target: str = "", fmt: str = ".0f") -> str:
+        a, b = _figure(short, key) * unit, _figure(long, key) * unit
+        return f"{label:<42}{a:>12{fmt}}{b:>12{fmt}}{f'{b / a:.2f}x':>10}  {target}"
+
+    head = f"{'':<42}{short['length']:>12,}{long['length']:>12,}{'ratio':>10}  target"
+    return [
+        f"Replay in a terminal, as a person meets it: `cua-tui replay RUN` in tmux at {SIZE[0]}x{SIZE[1]}",
+        "-" * 100,
+        head,
+        line(
+            f"first screen, median of {len(short['first_screen_all_s'])} launches (ms)",
+            "first_screen_s",
+            1000,
+            "< 1,000 ms",
+        ),
+        line(
+            "step while the log is read, median (ms)", "step_ms_reading", fmt=".1f", target=f"ratio <= {FLAT_TARGET}x"
+        ),
+        f"{'  of them shown while still reading':<42}{short['reading']:>12}{long['reading']:>12}",
+        line("step once it is read, median (ms)", "step_ms_read", fmt=".1f", target=f"ratio <= {FLAT_TARGET}x"),
+        line("log read and verified, after launch (s)", "read_s", fmt=".1f"),
+        line("peak RSS of the replay process (MB)", "peak_rss_mb", target=f"ratio <= {FLAT_TARGET}x, < 150 MB"),
+        "A step: from the key sent until tmux got the output that shows the next step (medians of "
+        f"{len(short['step_ms_read'])} a side);",
+        "peak RSS: the replay process's VmHWM. `python -m cua_tui.bench replay --check` holds these.",
+        "-" * 100,
+    ]
+
+
+def _figure(row: dict[str, Any], key: str) -> float:
+    """A row's figure: a median for the lists of steps."""
+    value = row[key]
+    return float(statistics.median(value)) if isinstance(value, list) else float(value)
+
+
+def flat(key: str) -> Callable[[dict[str, Any]], float]:
+    """The gate's measure of flatness: the shorter run's figure over the longer's (at least 1 / FLAT_TARGET)."""
+
+    def measure(results: dict[str, Any]) -> float:
+        short, long = results["replay"]["terminal"]
+        return _figure(short, key) / _figure(long, key)
+
+    return measure
+
+
+def under(key: str, target: float) -> Callable[[dict[str, Any]], float]:
+    """The gate's measure of an absolute target: the target over the worst run's figure (at least 1)."""
+
+    def measure(results: dict[str, Any]) -> float:
+        return target / max(_figure(row, key) for row in results["replay"]["terminal"])
+
+    return measure
 
 
 if __name__ == "__main__":
