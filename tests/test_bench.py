@@ -303,3 +303,14 @@ def test_the_replay_suite_times_the_replay_in_a_real_terminal(tmp_path: Path) ->
     verdicts = check.evaluate({"replay": {"terminal": rows}}, ("replay",), {})
     assert [v.target.suite for v in verdicts] == ["replay"] * 5
     assert all(v.measured is not None and _positive(v.measured) for v in verdicts)
+    # the longer run 1.6 times slower a step and heavier, its peak over 150 MB: those four targets fail
+    short, long = rows
+    slower = {
+        **long,
+        "step_ms_reading": [ms * 1.6 for ms in short["step_ms_reading"]],
+        "step_ms_read": [ms * 1.6 for ms in short["step_ms_read"]],
+        "peak_rss_mb": max(151.0, short["peak_rss_mb"] * 1.6),
+    }
+    failed = check.evaluate({"replay": {"terminal": [short, slower]}}, ("replay",), {})
+    assert [v.passed for v in failed][:4] == [False] * 4 and check.status(failed) == 1
+    assert "no margin" in check.render(failed)

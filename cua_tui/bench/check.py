@@ -211,6 +211,11 @@ def render(verdicts: list[Verdict]) -> str:
     lines = [
         "speed targets: each ratio is ours against a baseline measured in the same run (above 1.00x: ours is faster);",
         f"a time ratio passes at {1 - MARGIN:.0%} of its target or above (margin {MARGIN:.0%}); a count must meet it",
+        *(
+            ["replay: the shorter run's figure over the longer's, or the target over the figure; no margin"]
+            if any(v.target.suite == "replay" for v in verdicts)
+            else []
+        ),
         *(v.line() for v in verdicts),
         f"{len(verdicts)} targets: {len(verdicts) - failed - missing} pass, {failed} fail, {missing} not run",
     ]
