@@ -1,8 +1,8 @@
-"""Suite ``otel``: what ``--otel`` costs a run whose collector cannot take the spans. The same scripted sim
-run through the CLI, as a person starts it, with no collector configured (the baseline), with one that
-refuses the connection (nothing listens at its port), and with one that accepts and never answers; the
-three interleaved so that a busy machine slows each alike. ``python -m cua_tui.bench otel [--quick]``;
-docs/benchmarks.md.
+"""Suite ``otel``: what ``--otel`` costs a run whose collector cannot take the spans. The shipped sim
+script (``labs/scripts/sim-form.json``) run through the CLI, as a person starts it, with no collector
+configured (the baseline), with one that refuses the connection (nothing listens at its port), and with
+one that accepts and never answers; the three interleaved so that a busy machine slows each alike.
+``python -m cua_tui.bench otel [--quick]``; docs/benchmarks.md.
 
 The target: a refusing collector costs at most 0.2 s more than none (median against median). One that
 never answers may cost its stated timeout (``EXPORT_TIMEOUT_S``): that figure is reported, not held.
@@ -10,7 +10,6 @@ never answers may cost its stated timeout (``EXPORT_TIMEOUT_S``): that figure is
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import statistics
@@ -24,18 +23,8 @@ from .common import log
 
 # seconds a refusing collector may add to a run (median of ours against median of the baseline)
 TARGET_EXTRA_S = 0.2
-SCRIPT = {
-    "turns": [
-        {
-            "actions": [
-                {"type": "click", "x": 250, "y": 182},
-                {"type": "type", "text": "cua-tui verified"},
-                {"type": "click", "x": 550, "y": 182},
-            ]
-        }
-    ],
-    "final_text": "done",
-}
+# the shipped sim script (the README's sim fleet runs it): what a person would run on --backend sim
+SCRIPT = Path(__file__).resolve().parent.parent / "labs" / "scripts" / "sim-form.json"
 
 
 def _closed_port() -> int:
@@ -65,8 +54,7 @@ def _time(args: list[str], env: dict[str, str]) -> float:
 def run(tmp: Path, quick: bool) -> dict[str, Any]:
     """``repeats`` runs each way, interleaved; the medians, the extra time and the target."""
     repeats = 5 if quick else 11
-    script = tmp / "otel-script.json"
-    script.write_text(json.dumps(SCRIPT))
+    script = SCRIPT
     env = {**os.environ, "CUA_TUI_CONFIG": str(tmp / "no-config.toml")}
     env.pop("OTEL_EXPORTER_OTLP_HEADERS", None)
     base = [sys.executable, "-m", "cua_tui.cli", "run", "--backend", "sim", "--agent", f"script:{script}"]
