@@ -883,7 +883,7 @@ def cut(run_dir: Path, keep: int) -> None:
 
 def not_verified(report: Any, *fragments: str) -> None:
     assert report.code == 1, report.summary
-    assert report.summary.startswith("NOT VERIFIED: "), report.summary
+    assert report.summary.startswith("NOT VOUCHED FOR: "), report.summary
     for fragment in fragments:
         assert fragment in report.summary, f"{fragment!r} not in {report.summary!r}"
 

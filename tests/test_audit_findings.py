@@ -110,7 +110,7 @@ def test_unvouched_and_unusable_are_not_tampering(tmp_path: Path, key: AuditKey)
     run = write_run(tmp_path / "run", key, action_records(1), seal=False)
     report = verify_run(run, key)
     assert report.finding is not None and report.finding.kind is FindingKind.UNVOUCHED
-    assert report.code is VerifyExit.TAMPERED and report.summary.startswith("NOT VERIFIED: ")
+    assert report.code is VerifyExit.TAMPERED and report.summary.startswith("NOT VOUCHED FOR: ")
     assert report.problems == []
     report = verify_run(tmp_path / "nowhere")
     assert report.finding is not None and report.finding.kind is FindingKind.UNUSABLE_INPUT

@@ -298,7 +298,7 @@ def test_verify_signed_run_cut_short_fails_only_with_the_key(home: Path, tmp_pat
     keyed = invoke(["verify", run, "--key", home / "hmac.key"], home)
     assert keyed.exit_code == 1
     assert keyed.stdout == ""
-    assert keyed.stderr.startswith("NOT VERIFIED: signed run without a seal")
+    assert keyed.stderr.startswith("NOT VOUCHED FOR: signed run without a seal")
     assert "signed up to checkpoint at event 256 of 400" in keyed.stderr.splitlines()[0]
 
 

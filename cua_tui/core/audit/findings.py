@@ -75,7 +75,7 @@ class Finding:
         if self.kind is FindingKind.UNUSABLE_INPUT:
             return str(self)
         if self.kind is FindingKind.UNVOUCHED:
-            return f"NOT VERIFIED: {self}"
+            return f"NOT VOUCHED FOR: {self}"
         return f"TAMPERED: {self}"
 
 
