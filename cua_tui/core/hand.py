@@ -11,15 +11,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import events as ev
+from .decisions import BY_GRANT, BY_POLICY, BY_TAKEOVER, TAKEOVER_NOTE
 from .grouping import group_record
-from .takeover import BY_TAKEOVER, TAKEOVER_NOTE
 from .timeline import Step
 
 # The decider a DecisionMade's ``by`` names, by the words the supervisor and the approvers write
-# (the OpenTelemetry spans' ``cua_tui.decision.how``).
+# (the OpenTelemetry spans' ``cua_tui.decision.how``); the words are core/decisions.py's, which counts them.
 _DECIDERS = (
-    ("policy", "policy"),
-    ("grant #", "grant"),
+    (BY_POLICY, "policy"),
+    (BY_GRANT, "grant"),
     ("headless rule", "rule"),
     ("approver command", "approver"),
     ("deadline", "deadline"),
