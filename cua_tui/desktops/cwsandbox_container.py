@@ -13,6 +13,7 @@ import secrets
 import signal
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -236,9 +237,18 @@ class ContainerSandboxService(SandboxService):
         super().close()
         with contextlib.suppress(LaunchError):
             # whatever is left of this service's containers, by label
-            for ident in self._docker("ps", "--all", "--quiet", "--filter", f"label={self.label}").split():
+            for ident in self._left():
                 with contextlib.suppress(LaunchError):
-                    self._docker("rm", "--force", ident.decode())
+                    self._docker("rm", "--force", ident)
+            # a removal already under way (the watcher's, a stop's) answers the rm above at once and
+            # can take long: deleting a large written layer on a loaded disk
+            deadline = time.monotonic() + CONTROL_TIMEOUT
+            while self._left() and time.monotonic() < deadline:
+                time.sleep(0.2)
+
+    def _left(self) -> list[str]:
+        """This service's containers the engine still has, removal under way or not."""
+        return self._docker("ps", "--all", "--quiet", "--no-trunc", "--filter", f"label={self.label}").decode().split()
 
     # ---------------------------------------------------------------------------------- files,
     # inside ``_read_file``/``_write_file``: what either data path calls (the gateway's RPCs below,
