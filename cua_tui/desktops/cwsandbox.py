@@ -531,45 +531,29 @@ class CWSandboxDesktop(HelperDesktop):
         return {**request, "action": {**sealed, "text": "", "sealed_text": seal(self._text_key, action["text"])}}
 
     def _consume(self, process: Any, timeout: float) -> tuple[int, bytes, bytes]:
-        """The exec's stdout and stderr read as they stream, each against its cap, the exec cancelled the
-        moment one is passed (``Process.result()`` alone would hold all of a flood before anything is
-        checked); then its exit status. Returns the status, the reply (decoded) and stderr."""
+        """The exec's reply and stderr read against their caps (``read_capped``); then its exit status.
+        Returns the status, the reply (decoded) and stderr."""
         armored = _Armored(4 * -(-self.reply_cap // 3))  # the cap in base64 characters
         errors = _Stderr(STDERR_CAP)
-        cut: list[str] = []
-
-        def cut_off(why: str) -> None:
-            if not cut:
-                cut.append(why)
-            with contextlib.suppress(Exception):
-                process.cancel()
-
-        def drain_stderr() -> None:
-            with contextlib.suppress(Exception):
-                # the stream's own failure reaches ``result()`` below
-                for text in process.stderr:
-                    if not errors.add(text):
-                        cut_off(f"the sandbox's helper wrote more than {STDERR_CAP // 1024} KiB to stderr")
-                        return
-
-        reader = threading.Thread(target=drain_stderr, name="cwsandbox-stderr", daemon=True)
-        reader.start()
         asked = first = time.perf_counter()
-        try:
-            for text in process.stdout:
-                if armored.declared is None:
-                    first = time.perf_counter()
-                if problem := armored.feed(text):
-                    cut_off(problem)
-                    break
-        finally:
-            reader.join(5)
+
+        def reply(text: str) -> str | None:
+            nonlocal first
+            if armored.declared is None:
+                first = time.perf_counter()
+            return armored.feed(text)
+
+        def stderr(text: str) -> str | None:
+            over = not errors.add(text)
+            return f"the sandbox's helper wrote more than {STDERR_CAP // 1024} KiB to stderr" if over else None
+
+        cut = read_capped(process, reply, stderr, "cwsandbox-stderr")
         # where the step's time went on our side, for the benchmarks: until the reply began, and its
         # transfer
         self.wire_timing = {"to_reply": (first - asked) * 1000, "transfer": (time.perf_counter() - first) * 1000}
-        if cut:
+        if cut is not None:
             last = errors.last_line()  # a traceback's last line says what went wrong
-            raise DesktopError(one_line(cut[0] + (f": {truncate(last, 200)}" if last else "")), fatal=True)
+            raise DesktopError(one_line(cut + (f": {truncate(last, 200)}" if last else "")), fatal=True)
         result = process.result(timeout=timeout + 5)
         if result.returncode != 0:
             return result.returncode, b"", errors.data()
@@ -755,43 +739,67 @@ TAIL_CAP = 64 * 1024
 NOTE_EVERY = 10.0  # seconds between two progress notes of an install
 
 
-def _consume_lines(process: Any, timeout: float, on_line: Callable[[str], None] | None) -> tuple[int, str, str]:
-    """A script's stdout line by line as it streams, and its stderr on a thread, each kept to its last
-    ``TAIL_CAP`` characters; the exec is cancelled past ``INSTALL_OUTPUT_CAP`` in all. Returns the exit
-    status and the two tails."""
-    out, err = _Tail(TAIL_CAP), _Tail(TAIL_CAP)
-    total = [0]
+def read_capped(
+    process: Any, stdout: Callable[[str], str | None], stderr: Callable[[str], str | None], name: str
+) -> str | None:
+    """An exec's stdout (here) and stderr (on a thread named ``name``) read as they stream, each piece
+    handed to its reader, which answers a reason to cut the exec off or None. The exec is cancelled the
+    moment one does (``Process.result()`` alone would hold all of a flood before anything is checked).
+    Returns the first reason, or None when both streams ended within their caps."""
     cut: list[str] = []
 
-    def count(text: str) -> bool:
-        total[0] += len(text)
-        if total[0] > INSTALL_OUTPUT_CAP and not cut:
-            cut.append(f"the sandbox's script wrote more than {INSTALL_OUTPUT_CAP // (1024 * 1024)} MiB")
-            with contextlib.suppress(Exception):
-                process.cancel()
-        return not cut
+    def cut_off(why: str) -> None:
+        if not cut:
+            cut.append(why)
+        with contextlib.suppress(Exception):
+            process.cancel()
 
     def drain_stderr() -> None:
         with contextlib.suppress(Exception):
-            # the stream's own failure reaches ``result()`` below
+            # the stream's own failure reaches the caller's ``result()``
             for text in process.stderr:
-                err.add(text)
-                if not count(text):
+                if (why := stderr(text)) is not None:
+                    cut_off(why)
                     return
 
-    reader = threading.Thread(target=drain_stderr, name="cwsandbox-script-stderr", daemon=True)
+    reader = threading.Thread(target=drain_stderr, name=name, daemon=True)
     reader.start()
-    lines = _Lines(on_line or (lambda line: None))
     try:
         for text in process.stdout:
-            out.add(text)
-            if not count(text):
+            if (why := stdout(text)) is not None:
+                cut_off(why)
+            if cut:
                 break
-            lines.add(text)
     finally:
         reader.join(5)
-    if cut:
-        raise DesktopError(one_line(cut[0]), fatal=True)
+    return cut[0] if cut else None
+
+
+def _consume_lines(process: Any, timeout: float, on_line: Callable[[str], None] | None) -> tuple[int, str, str]:
+    """A script's stdout line by line as it streams, and its stderr, each kept to its last ``TAIL_CAP``
+    characters; the exec is cancelled past ``INSTALL_OUTPUT_CAP`` in all (``read_capped``). Returns the
+    exit status and the two tails."""
+    out, err = _Tail(TAIL_CAP), _Tail(TAIL_CAP)
+    lines = _Lines(on_line or (lambda line: None))
+    total = 0
+    lock = threading.Lock()
+
+    def counted(tail: _Tail, text: str) -> str | None:
+        nonlocal total
+        tail.add(text)
+        with lock:  # both streams count against one cap
+            total += len(text)
+            over = total > INSTALL_OUTPUT_CAP
+        return f"the sandbox's script wrote more than {INSTALL_OUTPUT_CAP // (1024 * 1024)} MiB" if over else None
+
+    def stdout(text: str) -> str | None:
+        if (why := counted(out, text)) is None:
+            lines.add(text)
+        return why
+
+    cut = read_capped(process, stdout, lambda text: counted(err, text), "cwsandbox-script-stderr")
+    if cut is not None:
+        raise DesktopError(one_line(cut), fatal=True)
     lines.end()
     result = process.result(timeout=timeout + 5)
     return result.returncode, out.text(), err.text()
