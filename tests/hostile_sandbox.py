@@ -1,4 +1,4 @@
-"""A hostile CoreWeave sandbox for the tests: the local service (``cua_tui/desktops/cwsandbox_local.py``) with
+"""A hostile CoreWeave sandbox for the tests: the local service (``tests/fakes/cwsandbox_local.py``) with
 nothing inside. Every exec is answered by the service itself with a behaviour chosen per helper request
 (``ready``, ``perform``, ``screenshot``, ``verify``, ...), as a sandbox whose helper was replaced would.
 
@@ -31,9 +31,9 @@ from recorder import Recorder
 
 from cua_tui.build import RunOptions, build_run
 from cua_tui.desktops.cwsandbox import INSTALL, PROBE, RUN_TAG_PREFIX, helper_request
-from cua_tui.desktops.cwsandbox_local import HOST_IMAGE, STDERR, STDOUT, LocalService, SandboxService
 from cua_tui.desktops.remote.wire import encode_reply
 from cua_tui.labs import get_lab
+from tests.fakes.cwsandbox_local import HOST_IMAGE, STDERR, STDOUT, LocalService, SandboxService
 
 # stdout or stderr, as the exec's output frames name it
 Stream = pb.ExecStreamOutput.Stream

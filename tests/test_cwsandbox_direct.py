@@ -1,5 +1,5 @@
 """The cwsandbox client's own data path (issue 21, point 3): the real client against the local service
-(``cua_tui/desktops/cwsandbox_local.py``) and its direct data plane (``cwsandbox_direct.py``), loopback only.
+(``tests/fakes/cwsandbox_local.py``) and its direct data plane (``cwsandbox_direct.py``), loopback only.
 
 In its default auto mode the client asks ``ConnectSandbox`` for a client certificate and runs execs and file
 requests over mTLS on the sandbox's data plane; it falls back to the gateway when direct connect is refused
@@ -27,8 +27,8 @@ from cwsandbox._proto import sandbox_pb2 as pb
 from cwsandbox._proto import sandbox_pb2_grpc as pb_grpc
 from cwsandbox.exceptions import CWSandboxError
 
-from cua_tui.desktops.cwsandbox_direct import READ_FILE, STREAM_EXEC, WRITE_FILE, CertificateAuthority, Grant
-from cua_tui.desktops.cwsandbox_local import Fault, LocalService, SandboxService
+from tests.fakes.cwsandbox_direct import READ_FILE, STREAM_EXEC, WRITE_FILE, CertificateAuthority, Grant
+from tests.fakes.cwsandbox_local import Fault, LocalService, SandboxService
 
 KEY = "cw-direct-key-5e21"
 AUTH = (("authorization", f"Bearer {KEY}"),)

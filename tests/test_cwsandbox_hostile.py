@@ -24,9 +24,9 @@ from cua_tui.core.audit import VerifyExit, verify_run
 from cua_tui.core.geometry import Size
 from cua_tui.desktops import cwsandbox as cwsandbox_desktop
 from cua_tui.desktops.cwsandbox import MAX_EGRESS_PER_RUN, _Armored
-from cua_tui.desktops.cwsandbox_local import HOST_IMAGE
 from cua_tui.desktops.remote.replies import egress_events, png_bound, reply_cap
 from cua_tui.desktops.remote.wire import MAX_EGRESS_PER_REPLY
+from tests.fakes.cwsandbox_local import HOST_IMAGE
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hostile_sandbox import HostileService, MiB, form_run, hostile_service

@@ -19,7 +19,7 @@ from cua_tui.config import Settings
 from cua_tui.core import events as ev
 from cua_tui.core.audit import VerifyExit, verify_run
 from cua_tui.desktops import cwsandbox as cw
-from cua_tui.desktops.cwsandbox_local import HOST_IMAGE
+from tests.fakes.cwsandbox_local import HOST_IMAGE
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hostile_sandbox import HostileService, form_run, hostile_service

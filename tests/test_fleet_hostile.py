@@ -35,10 +35,10 @@ from cua_tui.core import events as ev
 from cua_tui.core import fleet_queue as cf
 from cua_tui.core.audit import VerifyExit, verify_run
 from cua_tui.core.ports import Answer
-from cua_tui.desktops.cwsandbox_local import HOST_IMAGE, Fault
 from cua_tui.desktops.sim import SimDesktop
 from cua_tui.fleet_runner import Fleet, FleetTask
 from cua_tui.labs import get_lab
+from tests.fakes.cwsandbox_local import HOST_IMAGE, Fault
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -1,5 +1,5 @@
 """Suite ``cwsandbox``: requests and latency per step in a CoreWeave sandbox, ours (one exec) against the
-tutorial's four requests, through the real client and the local service (desktops/cwsandbox_local.py).
+tutorial's four requests, through the real client and the local service (tests/fakes/cwsandbox_local.py).
 How it is measured, and the figures: docs/benchmarks.md, "cwsandbox".
 """
 
@@ -79,10 +79,11 @@ class _Samples:
 def _at_delay(tmp: Path, samples: int, delay_ms: int) -> dict[str, Any]:
     import cwsandbox
 
+    from tests.fakes.cwsandbox_local import HOST_IMAGE, LocalService
+
     from ..core.geometry import Size
     from ..core.rundir import RunDir
     from ..desktops.cwsandbox import CWSandboxDesktop, SandboxSettings
-    from ..desktops.cwsandbox_local import HOST_IMAGE, LocalService
 
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     cwsandbox.disable_signal_handlers()

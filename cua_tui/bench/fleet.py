@@ -369,7 +369,8 @@ def bench_cwsandbox_fleet(tmp: Path, runs: int) -> dict[str, Any]:
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     import cwsandbox
 
-    from ..desktops.cwsandbox_local import HOST_IMAGE, LocalService
+    from tests.fakes.cwsandbox_local import HOST_IMAGE, LocalService
+
     from ..fleet_runner import Fleet, FleetTask
     from ..labs import get_lab
 

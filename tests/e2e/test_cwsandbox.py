@@ -1,5 +1,5 @@
 """End to end through ``--backend cwsandbox``: the real cwsandbox client, a local gRPC service built on the
-package's own stubs (cua_tui/desktops/cwsandbox_local.py), and inside each "sandbox" the project's own desktop (real
+package's own stubs (tests/fakes/cwsandbox_local.py), and inside each "sandbox" the project's own desktop (real
 Xvfb, openbox, Chromium, the egress proxy and the lab) started from the helper zipapp it was given.
 
 The service counts every request: each step is one exec and nothing else.
@@ -30,7 +30,7 @@ from cua_tui.labs import get_lab
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from recorder import Recorder
 
-from cua_tui.desktops.cwsandbox_local import HOST_IMAGE, Fault, LocalService
+from tests.fakes.cwsandbox_local import HOST_IMAGE, Fault, LocalService
 
 pytestmark = pytest.mark.e2e
 KEY = "cw-test-key-7f3a9c"  # a credential that must reach the service and nothing else

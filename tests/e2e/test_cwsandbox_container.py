@@ -1,5 +1,5 @@
 """End to end through ``--backend cwsandbox`` on the images a user would run: the real cwsandbox client, the
-local service in container mode (cua_tui/desktops/cwsandbox_container.py), and each sandbox a real container
+local service in container mode (tests/fakes/cwsandbox_container.py), and each sandbox a real container
 of the run's image on this machine's Docker engine, the helper inside it on the image's own python3.
 
 - Every lab on the project's desktop image (``cua-tui-desktop:latest``, the run's configured image), and on
@@ -35,7 +35,8 @@ from cua_tui.core import events as ev
 from cua_tui.core.audit import VerifyExit, verify_run
 from cua_tui.core.ports import VerifierPlace
 from cua_tui.desktops import quiet
-from cua_tui.desktops.cwsandbox_container import (
+from cua_tui.labs import get_lab
+from tests.fakes.cwsandbox_container import (
     SANDBOX_LABEL,
     SERVICE_LABEL,
     TAGS_LABEL,
@@ -43,7 +44,6 @@ from cua_tui.desktops.cwsandbox_container import (
     ContainerService,
     engine_problem,
 )
-from cua_tui.labs import get_lab
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from recorder import Recorder

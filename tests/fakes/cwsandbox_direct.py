@@ -1,5 +1,5 @@
 """The direct data plane of the local CoreWeave Sandboxes service (``cwsandbox_local.py``), for the tests and
-the benchmark: what the real cwsandbox client talks to after ``ConnectSandbox``, as a real run does.
+the benchmarks: what the real cwsandbox client talks to after ``ConnectSandbox``, as a real run does.
 
 A certificate authority made at start signs the data plane's server certificate (for 127.0.0.1, the address
 the client dials) and, per ``ConnectSandbox``, a short-lived client certificate for the key of the client's
@@ -16,7 +16,7 @@ import secrets
 from collections.abc import Callable, Iterable
 from concurrent import futures
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal, Protocol
 
 import grpc  # type: ignore[import-untyped]
 from cryptography import x509
@@ -25,9 +25,6 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from cwsandbox._proto import sandbox_data_plane_pb2_grpc as dp_grpc
 from cwsandbox._proto import sandbox_pb2 as pb
-
-if TYPE_CHECKING:
-    from .cwsandbox_local import SandboxService
 
 HOST = "127.0.0.1"
 CLIENT_LIFETIME = dt.timedelta(hours=1)  # the client renews 30 s before the end
@@ -45,6 +42,21 @@ SERVED = (STREAM_EXEC, READ_FILE, WRITE_FILE)
 
 # (sandbox id, gRPC context): returns, or aborts the request
 Admit = Callable[[str, Any], None]
+# which way a data call came: an RPC of the service (its gateway), or this data plane
+DataPath = Literal["gateway", "direct"]
+
+
+class Served(Protocol):
+    """What the data plane needs of the service (``cwsandbox_local.SandboxService``): its interceptors and
+    its data calls on either path. A protocol, so that the service imports this module and not the reverse."""
+
+    interceptors: list[Any]
+
+    def _stream_exec(self, request_iterator: Any, context: Any, path: DataPath, admit: Admit | None = None) -> Any: ...
+
+    def _read_file(self, request: Any, context: Any, path: DataPath, admit: Admit | None = None) -> Any: ...
+
+    def _write_file(self, request: Any, context: Any, path: DataPath, admit: Admit | None = None) -> Any: ...
 
 
 def _now() -> dt.datetime:
@@ -199,7 +211,7 @@ class DataPlaneService(dp_grpc.SandboxDataPlaneServiceServicer):
     """The data plane's RPCs: the service's own, recorded with ``path="direct"`` and admitted by certificate.
     Exec and StreamLogs stay UNIMPLEMENTED, as on the gateway."""
 
-    def __init__(self, service: SandboxService) -> None:
+    def __init__(self, service: Served) -> None:
         self.service = service
 
     def StreamExec(self, request_iterator: Any, context: Any) -> Any:
@@ -216,7 +228,7 @@ class DirectDataPlane:
     """The CA and the data-plane server (127.0.0.1, an ephemeral port, client certificates required), and
     ``connect``: ConnectSandbox's answer once the service has found the sandbox running."""
 
-    def __init__(self, service: SandboxService, *, workers: int = 64, lifetime: dt.timedelta = CLIENT_LIFETIME):
+    def __init__(self, service: Served, *, workers: int = 64, lifetime: dt.timedelta = CLIENT_LIFETIME):
         self.ca = CertificateAuthority()
         self.lifetime = lifetime
         self.endpoint_id = "local-runner-" + secrets.token_hex(4)

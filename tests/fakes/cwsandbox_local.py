@@ -1,4 +1,4 @@
-"""A local CoreWeave Sandboxes service, for the tests and the benchmark: the real cwsandbox client talks to it.
+"""A local CoreWeave Sandboxes service, for the tests and the benchmarks: the real cwsandbox client talks to it.
 
 Built on the package's own gRPC stubs; a sandbox is a local process group (a test double of the service,
 never a sandbox); every request is counted and faults can be injected. Design: docs/backends/cwsandbox.md,
@@ -19,14 +19,15 @@ import time
 from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import grpc  # type: ignore[import-untyped]
 from cwsandbox._proto import sandbox_pb2 as pb
 from cwsandbox._proto import sandbox_pb2_grpc as pb_grpc
 
-from .cwsandbox import STOCK_IMAGE, helper_request
-from .cwsandbox_direct import Admit, DirectDataPlane
+from cua_tui.desktops.cwsandbox import STOCK_IMAGE, helper_request
+
+from .cwsandbox_direct import Admit, DataPath, DirectDataPlane
 
 STATE = pb.State
 # The image a run names for this mode's sandboxes: this host's own programs (the helper runs with
@@ -34,7 +35,6 @@ STATE = pb.State
 HOST_IMAGE = "cua-tui-host"
 STDOUT = pb.ExecStreamOutput.Stream.STREAM_STDOUT
 STDERR = pb.ExecStreamOutput.Stream.STREAM_STDERR
-DataPath = Literal["gateway", "direct"]
 
 
 class Request(tuple[str, str, str]):

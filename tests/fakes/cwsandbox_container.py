@@ -22,8 +22,9 @@ from typing import Any
 import grpc  # type: ignore[import-untyped]
 from cwsandbox._proto import sandbox_pb2 as pb
 
+from cua_tui.desktops.docker_engine import EngineError, first_line, run_bounded
+
 from .cwsandbox_local import LocalSandbox, LocalService, SandboxService
-from .docker_engine import EngineError, first_line, run_bounded
 
 SERVICE_LABEL = "cua-tui-local.service"  # = the service's id, on every container it makes
 SANDBOX_LABEL = "cua-tui-local.sandbox"  # = the sandbox id
