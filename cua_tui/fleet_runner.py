@@ -30,8 +30,7 @@ from .core.policy import Policy
 from .core.ports import Answer, AnswerDetails, DecisionRequest
 from .core.run_view import RunView
 from .core.rundir import new_run_id, write_json_atomic
-from .core.stamps import iso_time
-from .core.supervisor import RunResult
+from .core.supervisor import RunResult, iso_time
 from .core.takeover import TAKEOVER_NOTE, Desk
 from .core.tasks import TasksFile, TaskSpec
 from .core.text import failure, one_line
@@ -56,7 +55,7 @@ LISTENER_GRACE = 2.0
 MANIFEST_LOCK_WAIT = 10.0
 
 # Local desktops: each counted as 300 MB (226-263 MB measured) and 3 per CPU, from `python -m
-# cua_tui.bench fleet` on two machines; the figures are in docs/benchmarks.md, "Local desktops at
+# bench fleet` on two machines; the figures are in docs/benchmarks.md, "Local desktops at
 # once".
 LOCAL_DESKTOP_BYTES = 300 * 1024 * 1024
 LOCAL_DESKTOPS_PER_CPU = 3

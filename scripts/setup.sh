@@ -219,7 +219,7 @@ case "$job" in
     deb_install "${DEB_TEST[@]}"
     ensure_env
     if [ "${1:-all}" = docker ] || [ "${1:-all}" = all ]; then ensure_docker; fi
-    exec .venv/bin/python -m cua_tui.bench "${@:-all}" ;;
+    exec .venv/bin/python -m bench "${@:-all}" ;;
   docker)
     ensure_env
     ensure_docker ;;

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from cua_tui.bench import fleet as bench_fleet
+from bench import fleet as bench_fleet
 from cua_tui.build import HANDSHAKE, RunOptions
 from cua_tui.config import Settings
 

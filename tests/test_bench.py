@@ -1,4 +1,4 @@
-"""The shipped benchmark. The speed gate (``python -m cua_tui.bench --quick --check``: every suite with a
+"""The shipped benchmark. The speed gate (``python -m bench --quick --check``: every suite with a
 baseline, in one child process) holds each ratio of ours to its same-run baseline to its target and
 reports sane numbers; the gate's arithmetic fails a ratio that falls short; the replay suite's smoke.
 Absolute times are reported, never asserted."""
@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from cua_tui.bench import __main__ as bench
-from cua_tui.bench import check
-from cua_tui.bench.common import SIZES
+from bench import __main__ as bench
+from bench import check
+from bench.common import SIZES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,7 +47,7 @@ def test_the_speed_gate_holds_every_ratio_to_its_target_and_every_suite_reports_
 ) -> None:
     out = tmp_path / "gate.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "cua_tui.bench", "--quick", "--check", "--json", str(out)],
+        [sys.executable, "-m", "bench", "--quick", "--check", "--json", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -237,7 +237,7 @@ def test_quick_replay_benchmark_writes_sane_json(tmp_path: Path) -> None:
     longer ones with `cua-tui replay` in a real terminal."""
     out = tmp_path / "replay.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "cua_tui.bench", "replay", "--quick", "--json", str(out)],
+        [sys.executable, "-m", "bench", "replay", "--quick", "--json", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -265,7 +265,7 @@ def test_quick_runs_benchmark_lists_real_runs_each_verified(tmp_path: Path) -> N
     the baseline, the first listing and the next ones, each a process of its own."""
     out = tmp_path / "runs.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "cua_tui.bench", "runs", "--quick", "--json", str(out)],
+        [sys.executable, "-m", "bench", "runs", "--quick", "--json", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -287,7 +287,7 @@ def test_the_replay_suite_times_the_replay_in_a_real_terminal(tmp_path: Path) ->
     """The replay suite's terminal part at a tiny length: `cua-tui replay` launched in tmux, its first screen,
     steps while the log is read and once it is, and the replay process's own peak memory, each figure
     sane; the report puts the two runs side by side and the gate measures every replay target from them."""
-    from cua_tui.bench.replay import grow_run, in_terminal, make_run, terminal_report
+    from bench.replay import grow_run, in_terminal, make_run, terminal_report
 
     real = make_run(tmp_path / "real", 20)
     runs = [(20, real), (60, grow_run(real, tmp_path / "grown", 60))]

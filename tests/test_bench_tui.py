@@ -12,7 +12,7 @@ from pathlib import Path
 def test_resize_benchmark_runs(tmp_path: Path) -> None:
     out = tmp_path / "resize.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "cua_tui.bench.resize", "--resizes", "4", "--json", str(out)],
+        [sys.executable, "-m", "bench.resize", "--resizes", "4", "--json", str(out)],
         capture_output=True,
         text=True,
         timeout=240,

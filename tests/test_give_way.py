@@ -80,7 +80,7 @@ def test_a_paced_verification_reads_small_blocks_and_waits_while_held(tmp_path: 
     one's, and the verdict is the one an unpaced pass gives."""
     from export_runs import TURNS, sim_run
 
-    from cua_tui.bench.replay import grow_run
+    from bench.replay import grow_run
 
     source = sim_run(tmp_path / "runs", [{"text": f"turn {n}", "actions": TURNS[0]["actions"]} for n in range(4)])
     run = grow_run(source, tmp_path / "grown", 1500)

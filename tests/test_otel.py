@@ -22,7 +22,7 @@ from hostile_runs import ALL, pristine_run
 from model_server import OPENAI_PATH, ModelServer, computer_call, message, openai_response
 from otlp_receiver import Receiver, Silent, Span, closed_port_url
 
-from cua_tui.bench.fleet import FORM
+from bench.fleet import FORM
 from cua_tui.build import RunOptions, build_run
 from cua_tui.cli import main
 from cua_tui.config import Settings

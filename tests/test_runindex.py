@@ -21,7 +21,7 @@ from export_runs import TURNS, sim_run
 from hostile_runs import CASES, DAMAGED, Case, pristine_run
 from runlogs import UNSIGNED, action_records, write_run
 
-from cua_tui.bench.replay import grow_run
+from bench.replay import grow_run
 from cua_tui.core import events as ev
 from cua_tui.core import runindex
 from cua_tui.core import timeline as tl

@@ -141,7 +141,7 @@ def test_a_signal_to_the_fleet_tui_kills_and_seals_every_run_and_leaves(tmp_path
     while both runs wait for a decision and a third waits for its turn: every run killed and sealed, the
     terminal given back, the summary printed, exit status 1. Sim desktops: the TUI and the signal are the
     point."""
-    from cua_tui.bench.fleet import FORM
+    from bench.fleet import FORM
 
     (tmp_path / "form.json").write_text(json.dumps(FORM))
     tasks = tmp_path / "tasks.toml"
@@ -183,7 +183,7 @@ def test_a_fleet_tui_whose_terminal_goes_away_seals_every_run_and_leaves(tmp_pat
     """The terminal itself goes (its tmux session killed) while both runs wait for a decision: every run is
     killed by SIGHUP and sealed, and the process leaves. Textual's shutdown could block for good on its
     output to the vanished terminal; the fleet then leaves on its own once every run is sealed."""
-    from cua_tui.bench.fleet import FORM
+    from bench.fleet import FORM
 
     (tmp_path / "form.json").write_text(json.dumps(FORM))
     tasks = tmp_path / "tasks.toml"

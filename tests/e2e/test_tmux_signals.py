@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.terminal, pytest.mark.timeout(120)]
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_a_signal_to_the_run_tui_kills_and_seals_the_run_and_leaves(tmp_path: Path, sig: signal.Signals) -> None:
-    from cua_tui.bench.fleet import FORM
+    from bench.fleet import FORM
 
     script = tmp_path / "form.json"
     script.write_text(json.dumps(FORM))

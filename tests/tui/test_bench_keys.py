@@ -1,11 +1,11 @@
-"""The fleet benchmark's keys part (cua_tui/bench/fleet.py) on a small fleet: the simulated analyst answers at
+"""The fleet benchmark's keys part (bench/fleet.py) on a small fleet: the simulated analyst answers at
 the keys, with the queue's groups and without, and the part's own checks hold."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from cua_tui.bench.fleet import ANALYST, _keys_lines, bench_fleet_keys
+from bench.fleet import ANALYST, _keys_lines, bench_fleet_keys
 
 
 def test_groups_take_fewer_keys_and_no_answer_leaves_its_group(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from pilot_helpers import SOON, replay_screen, until
 from test_replay import banner, panel, recorded, shown
 from textual.pilot import Pilot
 
-from cua_tui.bench.replay import grow_run
+from bench.replay import grow_run
 from cua_tui.cli import main as cli_main
 from cua_tui.core import timeline as tl
 from cua_tui.core.runlog import RunReader

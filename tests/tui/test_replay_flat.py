@@ -1,6 +1,6 @@
 """Replay as flat in a run's length as it can be: the log's background reading and the chain's verification
 give way while a step is shown (core/threads.GiveWay), and the first frame is converted once, at the pane's
-size. The benchmark times it in a real terminal (``python -m cua_tui.bench replay``); these hold what makes
+size. The benchmark times it in a real terminal (``python -m bench replay``); these hold what makes
 it so. Runs are real sim runs, a long one grown by the benchmark's ``grow_run``."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from pilot_helpers import replay_screen, until
 from test_replay import panel, recorded, shown
 
-from cua_tui.bench.replay import grow_run
+from bench.replay import grow_run
 from cua_tui.core.runlog import RunReader
 from cua_tui.tui import desktop_view
 from cua_tui.tui.replay import SWITCH_S, VERIFYING, chain_state, replay_app

@@ -1,5 +1,5 @@
 """The chain walk: follow audit.jsonl line by line, check every link and what each record must carry, and
-stop at the first finding. This is the verifier's hot loop (``python -m cua_tui.bench verify``)."""
+stop at the first finding. This is the verifier's hot loop (``python -m bench verify``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Suite ``fleet``: many runs at once through the fleet runner (cua_tui/fleet_runner.py), against its
 targets: 200 sim runs through one queue, memory per idle run, local desktops at once, 8 cwsandbox runs, and
-the fleet TUI at that load. ``python -m cua_tui.bench fleet [--quick]``; what each part measures:
+the fleet TUI at that load. ``python -m bench fleet [--quick]``; what each part measures:
 docs/benchmarks.md, "fleet".
 """
 
@@ -19,17 +19,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..build import HANDSHAKE, RunOptions
-from ..config import Settings
-from ..core import events as ev
-from ..core import fleet_queue as cf
-from ..core.ports import Answer
+from cua_tui.build import HANDSHAKE, RunOptions
+from cua_tui.config import Settings
+from cua_tui.core import events as ev
+from cua_tui.core import fleet_queue as cf
+from cua_tui.core.ports import Answer
+
 from .common import SCREEN, log
 
 if TYPE_CHECKING:
-    from ..fleet_runner import Fleet
-    from ..tui.app import CuaApp
-    from ..tui.fleet_screen import FleetScreen
+    from cua_tui.fleet_runner import Fleet
+    from cua_tui.tui.app import CuaApp
+    from cua_tui.tui.fleet_screen import FleetScreen
 
 # a new request shows in the queue within this of its decision request
 TARGET_QUEUE_MS = 100.0
@@ -72,7 +73,7 @@ def _stamped_sim_fleet(
     """``runs`` scripted form runs on the sim desktop (``backend`` "local": the form lab's own script on
     local desktops) in one fleet, and when each decision_requested event was written:
     ``written[(run id, seq)]`` (monotonic seconds), under the returned lock."""
-    from ..fleet_runner import Fleet, FleetTask
+    from cua_tui.fleet_runner import Fleet, FleetTask
 
     written: dict[tuple[str, int], float] = {}
     lock = threading.Lock()
@@ -84,7 +85,7 @@ def _stamped_sim_fleet(
 
     lab, script = None, FORM
     if backend == "local":
-        from ..labs import get_lab
+        from cua_tui.labs import get_lab
 
         lab, script = "form", get_lab("form").script(None)
     base = RunOptions(
@@ -176,7 +177,7 @@ def _rss() -> int:
 
 
 def bench_idle_memory(tmp: Path, runs: int) -> dict[str, Any]:
-    from ..fleet_runner import Fleet, FleetTask
+    from cua_tui.fleet_runner import Fleet, FleetTask
 
     base = RunOptions(
         backend="sim", agent=None, script=FORM, task="fill", decisions=HANDSHAKE, fsync=False, settings=_settings(tmp)
@@ -249,7 +250,7 @@ def _pss(pids: list[int]) -> int:
 
 def _step_latency(desktops: list[Any], steps: int) -> float:
     """Median milliseconds of a click and its screenshot while every one of ``desktops`` steps at once."""
-    from ..core.actions import Action, Kind
+    from cua_tui.core.actions import Action, Kind
 
     samples: list[float] = []
     lock = threading.Lock()
@@ -272,9 +273,9 @@ def _step_latency(desktops: list[Any], steps: int) -> float:
 
 def bench_local_desktops(counts: tuple[int, ...], steps: int) -> dict[str, Any]:
     """Start max(counts) local desktops; PSS per desktop; step latency with k of them stepping at once."""
-    from ..desktops.local import LocalDesktop
-    from ..fleet_runner import LOCAL_MEMORY_SHARE, memory_total
-    from ..labs import get_lab
+    from cua_tui.desktops.local import LocalDesktop
+    from cua_tui.fleet_runner import LOCAL_MEMORY_SHARE, memory_total
+    from cua_tui.labs import get_lab
 
     most = max(counts)
     before = _pss(_descendants(os.getpid()))
@@ -369,10 +370,9 @@ def bench_cwsandbox_fleet(tmp: Path, runs: int) -> dict[str, Any]:
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     import cwsandbox
 
+    from cua_tui.fleet_runner import Fleet, FleetTask
+    from cua_tui.labs import get_lab
     from tests.fakes.cwsandbox_local import HOST_IMAGE, LocalService
-
-    from ..fleet_runner import Fleet, FleetTask
-    from ..labs import get_lab
 
     cwsandbox.disable_signal_handlers()
     with LocalService(tmp / "fleet-cw-service") as service:
@@ -451,8 +451,8 @@ async def _drive(app: CuaApp, fleet: Fleet, screen: FleetScreen) -> dict[str, fl
 def bench_fleet_tui(tmp: Path, runs: int, concurrency: int) -> dict[str, Any]:
     import asyncio
 
-    from ..tui.fleet_screen import FleetScreen, fleet_app
-    from ..tui.signals import Signals
+    from cua_tui.tui.fleet_screen import FleetScreen, fleet_app
+    from cua_tui.tui.signals import Signals
 
     # ticket -> (run id, seq) of its decision_requested event
     asked: dict[int, tuple[str, int]] = {}
@@ -549,9 +549,9 @@ def bench_fleet_keys(
     import asyncio
     import random
 
-    from ..core.audit import verify_run
-    from ..tui.fleet_screen import FleetScreen, fleet_app
-    from ..tui.signals import Signals
+    from cua_tui.core.audit import verify_run
+    from cua_tui.tui.fleet_screen import FleetScreen, fleet_app
+    from cua_tui.tui.signals import Signals
 
     name = f"fleet-keys-{backend}-{'grouped' if grouping else 'single'}"
     fleet, _written, _lock = _stamped_sim_fleet(tmp, name, runs, concurrency, operator=ANALYST, backend=backend)

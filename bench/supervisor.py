@@ -15,16 +15,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..build import Run, RunOptions, build_run
-from ..config import Settings
-from ..core import events as ev
-from ..core.actions import parse_openai
-from ..core.audit import AuditClosed, AuditWriter, verify_run
-from ..core.geometry import Scaling
-from ..core.policy import Policy, Verdict
-from ..core.ports import Answer, OutcomeStatus
-from ..core.rundir import new_run_id
-from ..core.supervisor import Listener
+from cua_tui.build import Run, RunOptions, build_run
+from cua_tui.config import Settings
+from cua_tui.core import events as ev
+from cua_tui.core.actions import parse_openai
+from cua_tui.core.audit import AuditClosed, AuditWriter, verify_run
+from cua_tui.core.geometry import Scaling
+from cua_tui.core.policy import Policy, Verdict
+from cua_tui.core.ports import Answer, OutcomeStatus
+from cua_tui.core.rundir import new_run_id
+from cua_tui.core.supervisor import Listener
+
 from .common import ACTIONS_PER_TURN, SCREEN, WARMUP, action_mix, log, pn, summarize_ns
 
 # median supervisor overhead per action, without fsync

@@ -1,4 +1,4 @@
-"""``python -m cua_tui.bench [core|supervisor|verify|local|tui|replay|runs|otel|ocr|cwsandbox|docker|fleet|all]
+"""``python -m bench [core|supervisor|verify|local|tui|replay|runs|otel|ocr|cwsandbox|docker|fleet|all]
 [--quick] [--check] [--json PATH] [--fleet-parts sim,idle,local,cwsandbox,tui,keys]``."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..core.ports import DesktopError
+from cua_tui.core.ports import DesktopError
+
 from . import check
 from .common import SIZES, log, pn
 from .local import (
@@ -190,8 +191,8 @@ def missing_for(suite: str) -> str | None:
     if suite in ("cwsandbox", "all") and importlib.util.find_spec("cwsandbox") is None:
         return "the cwsandbox package is not installed (`bash scripts/setup.sh env`)"
     if suite in ("docker", "all"):
-        from ..desktops.docker import DockerSettings
-        from ..desktops.docker_engine import Engine
+        from cua_tui.desktops.docker import DockerSettings
+        from cua_tui.desktops.docker_engine import Engine
 
         return Engine().problem(DockerSettings().image)
     return None
@@ -224,7 +225,7 @@ def _check(suites: tuple[str, ...], quick: bool) -> tuple[dict[str, Any], list[c
 def _parser() -> argparse.ArgumentParser:
     """The command line's arguments, each with its help."""
     parser = argparse.ArgumentParser(
-        prog="python -m cua_tui.bench",
+        prog="python -m bench",
         description="Benchmark cua-tui's supervisor overhead per action, verify throughput and the local desktop's "
         "capture and input against baselines.",
     )
@@ -303,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _finish(results: dict[str, Any], args: argparse.Namespace, argv: list[str] | None) -> None:
     """The command that reproduces the run, and the JSON when asked for."""
-    results["command"] = shlex.join([sys.executable, "-m", "cua_tui.bench", *(sys.argv[1:] if argv is None else argv)])
+    results["command"] = shlex.join([sys.executable, "-m", "bench", *(sys.argv[1:] if argv is None else argv)])
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")

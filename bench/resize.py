@@ -6,9 +6,9 @@ the terminal is resized alternately between 160x48 and 80x24, and each time the 
 from the resize until the pane shows a frame fitted to its new size (the 50 ms settle, the conversion in a
 worker, the swap on the UI thread).
 
-    python -m cua_tui.bench.resize [--resizes N] [--json PATH]
+    python -m bench.resize [--resizes N] [--json PATH]
 
-The ``tui`` suite of ``python -m cua_tui.bench`` runs the same measurement and adds it to the report.
+The ``tui`` suite of ``python -m bench`` runs the same measurement and adds it to the report.
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ SIZES = ((80, 24), (160, 48))
 
 
 async def _measure(tmp: Path, resizes: int) -> list[float]:
-    from ..build import HANDSHAKE, RunOptions, build_run
-    from ..desktops.sim import SimDesktop
-    from ..ocr import ScreenReader
-    from ..tui.desktop_view import DesktopView
-    from ..tui.run_screen import supervisor_app
-    from ..tui.signals import Signals
-    from ..tui.source import LiveRun
+    from cua_tui.build import HANDSHAKE, RunOptions, build_run
+    from cua_tui.desktops.sim import SimDesktop
+    from cua_tui.ocr import ScreenReader
+    from cua_tui.tui.desktop_view import DesktopView
+    from cua_tui.tui.run_screen import supervisor_app
+    from cua_tui.tui.signals import Signals
+    from cua_tui.tui.source import LiveRun
 
     turns = [{"actions": [{"type": "click", "x": 250, "y": 182}, {"type": "type", "text": "benchmark"}]}]
     run = build_run(
@@ -109,8 +109,8 @@ def report(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m cua_tui.bench.resize``: measure, print the report, write the JSON when asked."""
-    return standalone("cua_tui.bench.resize", __doc__, "resizes", 20, run, report, argv)
+    """``python -m bench.resize``: measure, print the report, write the JSON when asked."""
+    return standalone("bench.resize", __doc__, "resizes", 20, run, report, argv)
 
 
 if __name__ == "__main__":

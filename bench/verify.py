@@ -12,14 +12,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..core import events as ev
-from ..core.actions import parse_openai
-from ..core.audit import GENESIS, AuditKey, AuditWriter, verify_run
-from ..core.geometry import Scaling, Size
-from ..core.imaging import blank_frame
-from ..core.policy import Policy, Verdict
-from ..core.ports import Answer, Frame, OutcomeStatus
-from ..core.rundir import RunDir, ScreenStore, write_json_atomic
+from cua_tui.core import events as ev
+from cua_tui.core.actions import parse_openai
+from cua_tui.core.audit import GENESIS, AuditKey, AuditWriter, verify_run
+from cua_tui.core.geometry import Scaling, Size
+from cua_tui.core.imaging import blank_frame
+from cua_tui.core.policy import Policy, Verdict
+from cua_tui.core.ports import Answer, Frame, OutcomeStatus
+from cua_tui.core.rundir import RunDir, ScreenStore, write_json_atomic
+
 from .common import ACTIONS_PER_TURN, SCREEN, action_mix, pn
 
 TARGET_VERIFY_EPS = 200_000.0  # events verified per second

@@ -1,5 +1,5 @@
 """Suite ``runs``: `cua-tui runs` over 200 and 2,000 run directories, every run verified, against the
-listing that verified each run in turn. ``python -m cua_tui.bench runs [--quick]``; docs/benchmarks.md.
+listing that verified each run in turn. ``python -m bench runs [--quick]``; docs/benchmarks.md.
 """
 
 from __future__ import annotations

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.actions import Action, parse_openai
-from ..core.geometry import Scaling
+from cua_tui.core.actions import Action, parse_openai
+from cua_tui.core.geometry import Scaling
+
 from .common import SCREEN, log, pn, summarize_ns
 
 # median of desktop.screenshot() (PNG bytes in memory)
@@ -40,7 +41,7 @@ LOCAL_WARMUP = 1
 
 def local_missing() -> list[str]:
     """Programs the ``local`` suite needs and this machine lacks."""
-    from ..desktops.local import missing_programs
+    from cua_tui.desktops.local import missing_programs
 
     return [*missing_programs(), *(name for name in LOCAL_TOOLS if shutil.which(name) is None)]
 
@@ -101,8 +102,8 @@ def _changed_box(png_a: bytes, png_b: bytes) -> list[int] | None:
 
 def bench_local(tmp: Path, n: int, checks: int) -> dict[str, Any]:
     """One LocalDesktop with the form lab; the seeds' way and ours timed sample by sample, alternately first."""
-    from ..desktops.local import LocalDesktop
-    from ..labs import get_lab
+    from cua_tui.desktops.local import LocalDesktop
+    from cua_tui.labs import get_lab
 
     acts = _Actions.parse()
     lab = get_lab("form")
@@ -153,7 +154,7 @@ class _Actions:
     @classmethod
     def parse(cls) -> _Actions:
         """Parse every action through ``parse_openai``, as a model's would be."""
-        from ..labs.form import INPUT, PHRASE, VERIFY
+        from cua_tui.labs.form import INPUT, PHRASE, VERIFY
 
         scaling = Scaling.identity(SCREEN)
 
@@ -191,7 +192,7 @@ def _stale_box(desktop: Any, png: bytes) -> list[int] | None:
 def _typing_check(desktop: Any, lab: Any, acts: _Actions, checks: int) -> dict[str, Any]:
     """Correctness first: typing at full speed (no delay) must arrive intact. The lab's server records
     a proof only for the exact phrase; count one new proof and no wrong attempt per round."""
-    from ..labs.form import PHRASE
+    from cua_tui.labs.form import PHRASE
 
     log(f"local: typing check, {checks} round(s) of {PHRASE!r} + Verify through desktop.perform")
     intact = 0

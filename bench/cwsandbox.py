@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from .common import log
 
 if TYPE_CHECKING:
-    from ..desktops.cwsandbox import CWSandboxDesktop
+    from cua_tui.desktops.cwsandbox import CWSandboxDesktop
 
 # a credential for the local service (it checks nothing; the client sends it as any)
 KEY = "bench-key"
@@ -79,11 +79,10 @@ class _Samples:
 def _at_delay(tmp: Path, samples: int, delay_ms: int) -> dict[str, Any]:
     import cwsandbox
 
+    from cua_tui.core.geometry import Size
+    from cua_tui.core.rundir import RunDir
+    from cua_tui.desktops.cwsandbox import CWSandboxDesktop, SandboxSettings
     from tests.fakes.cwsandbox_local import HOST_IMAGE, LocalService
-
-    from ..core.geometry import Size
-    from ..core.rundir import RunDir
-    from ..desktops.cwsandbox import CWSandboxDesktop, SandboxSettings
 
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     cwsandbox.disable_signal_handlers()
@@ -110,8 +109,9 @@ def _at_delay(tmp: Path, samples: int, delay_ms: int) -> dict[str, Any]:
 def _interleaved(ours: CWSandboxDesktop, theirs: Any, service: Any, samples: int, shot: str) -> _Samples:
     """``samples`` clicks on each side, one of ours then one of the tutorial's, after one pair warms up;
     ``service`` counts the requests."""
-    from ..core.actions import Action, Kind
-    from ..labs.form import INPUT
+    from cua_tui.core.actions import Action, Kind
+    from cua_tui.labs.form import INPUT
+
     from .local import BLANK_POINT, LOCAL_IDLE_S
 
     out = _Samples()

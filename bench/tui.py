@@ -1,7 +1,7 @@
 """Suite ``tui``: the UI thread's cost of a new screenshot frame, ours against textual-image's widgets.
 
 A 1024x720 screenshot in a 100x40-cell pane, in half-blocks and on the Sixel path. ``python -m
-cua_tui.bench.tui [--frames N] [--json PATH]``; how it is measured: docs/benchmarks.md, "tui".
+bench.tui [--frames N] [--json PATH]``; how it is measured: docs/benchmarks.md, "tui".
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ from PIL import Image, ImageDraw
 from textual.app import App, ComposeResult
 from textual.widget import Widget
 
-from ..core.imaging import ScreenLimit
-from ..tui.desktop_view import DesktopView
-from ..tui.frames import Rendered, Target, prepare
+from cua_tui.core.imaging import ScreenLimit
+from cua_tui.tui.desktop_view import DesktopView
+from cua_tui.tui.frames import Rendered, Target, prepare
+
 from .common import standalone
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ def _run_detached(count: int) -> dict[str, Any]:
     its own cell size, which wins over the pinned one."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "tui.json"
-        command = [sys.executable, "-m", "cua_tui.bench.tui", "--frames", str(count), "--json", str(out)]
+        command = [sys.executable, "-m", "bench.tui", "--frames", str(count), "--json", str(out)]
         subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, check=True)
         result: dict[str, Any] = json.loads(out.read_text())
         return result
@@ -169,7 +170,7 @@ def run(count: int) -> dict[str, Any]:
     pin_cell_size()
     from textual_image.widget import HalfcellImage, SixelImage
 
-    from ..tui.graphics import SixelPane
+    from cua_tui.tui.graphics import SixelPane
 
     pngs = frames(count + 3)
     ours = _Worker()
@@ -233,8 +234,8 @@ def report(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m cua_tui.bench.tui``: measure, print the report, write the JSON when asked."""
-    return standalone("cua_tui.bench.tui", __doc__, "frames", 30, run, report, argv)
+    """``python -m bench.tui``: measure, print the report, write the JSON when asked."""
+    return standalone("bench.tui", __doc__, "frames", 30, run, report, argv)
 
 
 if __name__ == "__main__":

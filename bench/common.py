@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..core.geometry import Size
+from cua_tui.core.geometry import Size
 
 SCREEN = Size(1024, 720)
 ACTIONS_PER_TURN = 5
@@ -123,8 +123,8 @@ def standalone(
 def sim_run(folder: Path, turns: list[dict[str, Any]], task: str, **options: Any) -> Any:
     """A real sim run of the scripted ``turns`` (the one builder, every decision approved, no fsync, no
     settings file), run to its end; the built run (``.path``) and its result."""
-    from ..build import RunOptions, build_run
-    from ..config import Settings
+    from cua_tui.build import RunOptions, build_run
+    from cua_tui.config import Settings
 
     run = build_run(
         RunOptions(

@@ -17,10 +17,10 @@ TEXT = "The quick brown fox!"
 
 
 def _desktop(side: str, tmp: Path) -> Any:
-    from ..core.rundir import RunDir
-    from ..desktops.docker import DockerDesktop, DockerSettings
-    from ..desktops.local import LocalDesktop
-    from ..labs import get_lab
+    from cua_tui.core.rundir import RunDir
+    from cua_tui.desktops.docker import DockerDesktop, DockerSettings
+    from cua_tui.desktops.local import LocalDesktop
+    from cua_tui.labs import get_lab
 
     if side == "local":
         return LocalDesktop(SCREEN, lab=get_lab("form"))
@@ -33,9 +33,9 @@ def _desktop(side: str, tmp: Path) -> Any:
 
 def run(tmp: Path, samples: int, starts: int) -> dict[str, Any]:
     """Start times (``starts`` each) and ``samples`` clicks and typings per side, interleaved."""
-    from ..core.ports import DesktopError
-    from ..desktops.docker import DockerSettings
-    from ..desktops.docker_engine import Engine
+    from cua_tui.core.ports import DesktopError
+    from cua_tui.desktops.docker import DockerSettings
+    from cua_tui.desktops.docker_engine import Engine
 
     problem = Engine().problem(DockerSettings().image)
     if problem:
@@ -76,9 +76,9 @@ def _start(tmp: Path, starts: int, start_s: dict[str, list[float]], kept: dict[s
 def _steps(desktops: dict[str, Any], samples: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """``samples`` clicks and typings on each desktop, side after side, after one round warms up; their
     milliseconds per side."""
-    from ..core.actions import Action, parse_openai
-    from ..core.geometry import Scaling
-    from ..labs.form import INPUT
+    from cua_tui.core.actions import Action, parse_openai
+    from cua_tui.core.geometry import Scaling
+    from cua_tui.labs.form import INPUT
 
     scaling = Scaling.identity(SCREEN)
 

@@ -1,6 +1,6 @@
 """Suite ``replay``: opening a long run, moving one step, and the memory a 10,000-step run costs, in the
 real replay app; and the same as a person meets it, ``cua-tui replay`` in a real terminal (tmux), a run of
-10,000 steps beside one of 100,000. ``python -m cua_tui.bench replay [--quick] [--check]``;
+10,000 steps beside one of 100,000. ``python -m bench replay [--quick] [--check]``;
 docs/benchmarks.md, "replay".
 """
 
@@ -56,8 +56,8 @@ def grow_run(source: Path, root: Path, steps: int) -> Path:
     """A run of ``steps`` steps grown from a real sim run: its turns repeated, renumbered, written through
     the real audit writer and sealed, its screens shared (hard links), so that a 100,000-step run takes
     seconds to make rather than the quarter of an hour the sim desktop would take. It verifies intact."""
-    from ..core.audit import AuditWriter
-    from ..core.rundir import RunDir, write_json_atomic
+    from cua_tui.core.audit import AuditWriter
+    from cua_tui.core.rundir import RunDir, write_json_atomic
 
     records = [json.loads(line) for line in (source / "audit.jsonl").read_bytes().splitlines()]
     turns = [i for i, r in enumerate(records) if r["kind"] == "model_turn" and r.get("actions")]
@@ -119,9 +119,9 @@ def _first_step(block: list[dict[str, Any]]) -> int:
 
 
 def _app(path: Path) -> Any:
-    from ..core.runlog import RunReader
-    from ..ocr import ScreenReader
-    from ..tui.replay import chain_state, replay_app
+    from cua_tui.core.runlog import RunReader
+    from cua_tui.ocr import ScreenReader
+    from cua_tui.tui.replay import chain_state, replay_app
 
     # as `cua-tui replay` opens it: the chain verified in the background
     return replay_app(RunReader(path), lambda: chain_state(path), screen_reader=ScreenReader())
@@ -148,7 +148,7 @@ async def _measure(path: Path, moves: int) -> dict[str, Any]:
     background, then at its end once everything is read and verified."""
     import textual.app  # noqa: F401 - the App's own imports are not the run's cost (as in a warm process)
 
-    from ..tui import replay  # noqa: F401
+    from cua_tui.tui import replay  # noqa: F401
 
     started, clock = time.perf_counter(), time.monotonic()
     app = _app(path)
@@ -182,7 +182,7 @@ async def _measure(path: Path, moves: int) -> dict[str, Any]:
 def _in_child(path: Path, moves: int) -> dict[str, Any]:
     """``_measure`` in a process of its own, so that its peak RSS is the replay's alone."""
     out = subprocess.run(
-        [sys.executable, "-m", "cua_tui.bench.replay", str(path), str(moves)],
+        [sys.executable, "-m", "bench.replay", str(path), str(moves)],
         capture_output=True,
         text=True,
         check=False,
@@ -375,7 +375,7 @@ def terminal_report(rows: list[dict[str, Any]]) -> list[str]:
         line("peak RSS of the replay process (MB)", "peak_rss_mb", target=f"ratio <= {FLAT_TARGET}x, < 150 MB"),
         "A step: from the key sent until tmux got the output that shows the next step (medians of "
         f"{len(short['step_ms_read'])} a side);",
-        "peak RSS: the replay process's VmHWM. `python -m cua_tui.bench replay --check` holds these.",
+        "peak RSS: the replay process's VmHWM. `python -m bench replay --check` holds these.",
         "-" * 100,
     ]
 

@@ -1,5 +1,5 @@
 """Suite ``ocr``: reading a real 1024x720 lab page as text, against the ``tesseract`` command line, and
-looking a read screen up again. ``python -m cua_tui.bench ocr [--quick]``; docs/benchmarks.md, "ocr".
+looking a read screen up again. ``python -m bench ocr [--quick]``; docs/benchmarks.md, "ocr".
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..core.imaging import ScreenLimit
-from ..core.screentext import ScreenText
+from cua_tui.core.imaging import ScreenLimit
+from cua_tui.core.screentext import ScreenText
+
 from .common import SCREEN, log, summarize_ns
 
 TARGET_OCR_S = 1.5
@@ -29,8 +30,8 @@ def ocr_missing() -> list[str]:
 
 def lab_screenshot(name: str = OCR_LAB) -> bytes:
     """A real screenshot of ``name``'s first page from a local desktop started for it."""
-    from ..desktops.local import LocalDesktop
-    from ..labs import get_lab
+    from cua_tui.desktops.local import LocalDesktop
+    from cua_tui.labs import get_lab
 
     desktop = LocalDesktop(SCREEN, lab=get_lab(name))
     try:
@@ -54,7 +55,7 @@ def _time_extractions(
 ) -> tuple[ScreenText, list[int], list[int], list[float]]:
     """Ours and the CLI interleaved, after one warm-up of each: the text read, ours and the CLI in
     nanoseconds, and the engine's CPU seconds (its child processes') per extraction of ours."""
-    from ..ocr import ScreenReader
+    from cua_tui.ocr import ScreenReader
 
     ours: list[int] = []
     cli: list[int] = []
@@ -82,7 +83,7 @@ def _time_extractions(
 
 def _time_cached(png: bytes, count: int, limit: ScreenLimit) -> list[int]:
     """Nanoseconds of ``count`` reads of a screen the reader has read already."""
-    from ..ocr import ScreenReader
+    from cua_tui.ocr import ScreenReader
 
     reader = ScreenReader()
     reader.read(png, limit=limit)
@@ -96,7 +97,7 @@ def _time_cached(png: bytes, count: int, limit: ScreenLimit) -> list[int]:
 
 def bench_ocr(samples: int) -> dict[str, Any]:
     """Extraction ``samples`` times (after one warm-up), the CLI baseline as often, and cached lookups."""
-    from ..labs.injection import NOTICE
+    from cua_tui.labs.injection import NOTICE
 
     # the desktop's screen, as a run records it
     limit = ScreenLimit(*SCREEN)

@@ -1,5 +1,5 @@
 """The shipped benchmark: supervisor overhead per action, ``verify`` throughput and the local desktop's
-capture and input, side by side with baselines: ``python -m cua_tui.bench [SUITE] [--quick] [--json PATH]``.
+capture and input, side by side with baselines: ``python -m bench [SUITE] [--quick] [--json PATH]``.
 
 Modules: one per suite, :mod:`.common` (sizes, statistics, the action mix), :mod:`.report` (the text
 report), :mod:`.check` (``--check``: each same-run ratio against its target, docs/benchmarks-gate.md)

@@ -2,7 +2,7 @@
 script (``labs/scripts/sim-form.json``) run through the CLI, as a person starts it, with no collector
 configured (the baseline), with one that refuses the connection (nothing listens at its port), and with
 one that accepts and never answers; the three interleaved so that a busy machine slows each alike.
-``python -m cua_tui.bench otel [--quick]``; docs/benchmarks.md.
+``python -m bench otel [--quick]``; docs/benchmarks.md.
 
 The target: a refusing collector costs at most 0.2 s more than none (median against median). One that
 never answers may cost its stated timeout (``EXPORT_TIMEOUT_S``): that figure is reported, not held.
@@ -89,7 +89,7 @@ def run(tmp: Path, quick: bool) -> dict[str, Any]:
 def report(result: dict[str, Any]) -> list[str]:
     """The suite's section of the report."""
     m = result["median_s"]
-    from ..export.otel import EXPORT_TIMEOUT_S
+    from cua_tui.export.otel import EXPORT_TIMEOUT_S
 
     return [
         f"otel: what --otel costs a sim run through the CLI, median of {result['repeats']} each (interleaved)",
@@ -110,7 +110,7 @@ if __name__ == "__main__":
     import argparse
     import tempfile
 
-    parser = argparse.ArgumentParser(prog="python -m cua_tui.bench.otel", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.otel", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="cua-tui-bench-otel-") as name:

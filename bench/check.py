@@ -1,4 +1,4 @@
-"""The speed gate (``python -m cua_tui.bench --quick --check``): each ratio of ours to a baseline measured
+"""The speed gate (``python -m bench --quick --check``): each ratio of ours to a baseline measured
 in the same run, held to its target with a stated margin. No absolute time is held to anything here: a
 shared or slower machine slows both sides of a ratio alike, while it would fail an absolute target."""
 
@@ -23,7 +23,7 @@ MARGIN = 0.25
 # The suites that have a baseline to measure against, in the order the gate runs them. The resize and
 # fleet figures are absolute times (no baseline runs beside them): the full report states them.
 CHECKED_SUITES = ("core", "local", "tui", "ocr", "otel", "cwsandbox", "docker")
-# Suites checked when named (`python -m cua_tui.bench replay --check`), not in the run of every suite: the
+# Suites checked when named (`python -m bench replay --check`), not in the run of every suite: the
 # replay's holds a 100,000-step run to a 10,000-step one in a real terminal, minutes of work.
 NAMED_SUITES = ("replay",)
 
