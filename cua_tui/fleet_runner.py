@@ -30,7 +30,8 @@ from .core.policy import Policy
 from .core.ports import Answer, AnswerDetails, DecisionRequest
 from .core.run_view import RunView
 from .core.rundir import new_run_id, write_json_atomic
-from .core.supervisor import RunResult, iso_time
+from .core.stamps import iso_time
+from .core.supervisor import RunResult
 from .core.takeover import TAKEOVER_NOTE, Desk
 from .core.tasks import TasksFile, TaskSpec
 from .core.text import failure, one_line

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from .actions import Action
 from .policy import Verdict
-from .ports import Answer, DecisionRequest, OutcomeStatus, VerifierPlace
+from .values import Answer, DecisionRequest, OutcomeStatus, VerifierPlace
 
 _MEMORY_ONLY = {"memory_only": True}
 

@@ -7,20 +7,26 @@ screenshot taken after it, so a remote sandbox spends one round trip per step.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, runtime_checkable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, runtime_checkable
 
 from .actions import Action
 from .geometry import Scaling, Size
+from .values import Answer as Answer
+from .values import DecisionRequest as DecisionRequest
+from .values import Frame as Frame
+from .values import Gated as Gated
+from .values import OutcomeStatus as OutcomeStatus
+from .values import SafetyCheck as SafetyCheck
+from .values import Scope as Scope
+from .values import VerifierPlace as VerifierPlace
 
 if TYPE_CHECKING:
-    # For annotations only: events and stale import this module, so a runtime import would be a
-    # cycle.
+    # for annotations only: neither imports this module (their values are in ``values``), and stale
+    # loads PIL, which a port's importer need not pay for
     from .events import Event
     from .stale import ScreenCheck
 
@@ -42,24 +48,6 @@ class LimitExceeded(AgentError):
 
 
 @dataclass(frozen=True, slots=True)
-class Frame:
-    """A screenshot: PNG bytes and their size. ``sha256`` names it in the audit log and screen store."""
-
-    png: bytes = field(repr=False)
-    width: int
-    height: int
-    sha256: str = ""
-
-    def __post_init__(self) -> None:
-        if not self.sha256:
-            object.__setattr__(self, "sha256", hashlib.sha256(self.png).hexdigest())
-
-    @property
-    def size(self) -> Size:
-        return Size(self.width, self.height)
-
-
-@dataclass(frozen=True, slots=True)
 class StepResult:
     """What one executed action gives back: an optional output (text or image) and the screen after it."""
 
@@ -68,18 +56,6 @@ class StepResult:
     image: Frame | None = None  # e.g. the zoomed region for zoom
     # the action's area had changed: nothing ran, ``frame`` is the screen now
     stale: bool = False
-
-
-class VerifierPlace(StrEnum):
-    """Where a verdict's verifier ran: who vouches for it (DESIGN.md, "A verdict records where its verifier
-    ran"). A verdict from inside the sandbox is the sandbox's own word, as untrusted as anything it sends."""
-
-    # in the controller's process (a lab server it runs, the sim's app)
-    CONTROLLER = "controller"
-    # inside the sandbox (the helper's lab server, a command run there)
-    SANDBOX = "sandbox"
-    # not recorded: a run from before the field, or an adapter that does not say
-    UNKNOWN = "unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,22 +171,15 @@ class BaseDesktop(ABC):
 # Agent
 # --------------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
-class SafetyCheck:
-    id: str
-    code: str
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
 class Call:
     """One tool call of a turn: a batch of raw actions exactly as the model sent them.
 
-    ``format`` says which parser reads them: "openai" (each raw is an action object) or "anthropic"
-    (each raw is ``{"name": member, "input": {...}, "toolset_name": "computer"}``).
+    ``format`` names the parser that reads them, a key of ``core.actions.FORMATS`` ("openai": each raw is an
+    action object; "anthropic": each raw is ``{"name": member, "input": {...}, "toolset_name": "computer"}``).
     """
 
     call_id: str
-    format: Literal["openai", "anthropic"]
+    format: str
     actions: tuple[Any, ...]
     safety_checks: tuple[SafetyCheck, ...] = ()
     scaling: Scaling | None = None  # model image -> display; None means identity
@@ -237,13 +206,12 @@ class Turn:
         return not self.calls
 
 
-class OutcomeStatus(StrEnum):
-    EXECUTED = "executed"
-    DECLINED = "declined"
-    REFUSED = "refused"
-    FAILED = "failed"
-    NOT_EXECUTED = "not_executed"
-    STALE = "stale"
+# what the model hears of an action (an ActionResult's message), word for word
+MSG_OK = "OK"
+MSG_DECLINED = "Declined by the user. Do not retry this action."
+MSG_REFUSED = "Refused by sandbox policy. Stop and report."
+MSG_NOT_EXECUTED = "Not executed: an earlier action in this turn did not run."
+MSG_STALE = "Not executed: the screen changed since the model's screenshot."
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,12 +250,6 @@ class Agent(Protocol):
 # ------------------------------------------------------------------------------------------------
 # Approver
 # --------------------------------------------------------------------------------------------------
-class Answer(StrEnum):
-    APPROVE = "approve"
-    REJECT = "reject"
-    KILL = "kill"
-
-
 @dataclass(frozen=True, slots=True)
 class Ruling:
     answer: Answer
@@ -328,86 +290,6 @@ class AnswerDetails(TypedDict, total=False):
     takeover: bool
     # answered with the others of a group in the fleet queue (core/grouping.py): its id and size
     group: tuple[str, int]
-
-
-@dataclass(frozen=True, slots=True)
-class Scope:
-    """What a scoped approval covers (core/grants.py): ``kind`` chord | typing | region, its ``key``, and a
-    label for people. Here, not in grants, so the ports import nothing beyond actions and geometry."""
-
-    kind: str
-    key: str
-    label: str
-
-
-@dataclass(frozen=True, slots=True)
-class Gated:
-    """An action of a call whose safety checks are being decided: what it is and what the policy says of it
-    (``verdict`` allow | confirm | block; ``covered``: a confirm that the same answer approves)."""
-
-    index: int
-    action: Action | None  # None: malformed (refused when its turn comes)
-    verdict: str
-    rule: str
-    reason: str
-
-    @property
-    def covered(self) -> bool:
-        return self.verdict == "confirm"
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"index": self.index, "verdict": self.verdict, "rule": self.rule, "reason": self.reason}
-        if self.action is not None:
-            data["action"] = self.action.to_record()
-            data["summary"] = self.action.describe()
-            if self.action.text:
-                data["action"]["text"] = self.action.text
-        return data
-
-
-@dataclass(frozen=True, slots=True)
-class DecisionRequest:
-    """What a reviewer decides on. ``action.text`` is the full typed text: shown, never stored."""
-
-    run_id: str
-    turn: int
-    index: int
-    call_id: str
-    # a soft budget's question has no action of its own
-    kind: Literal["action", "safety_check", "budget"]
-    reason: str
-    action: Action | None = None
-    safety_checks: tuple[SafetyCheck, ...] = ()
-    frame: Frame | None = None
-    # what ``a`` would approve for the rest of the run (None: not offered)
-    scope: Scope | None = None
-    # a safety check's: the call's actions, which its approval covers if confirm
-    gated: tuple[Gated, ...] = ()
-    # seconds it waits for an answer before the run rejects it (None: it waits)
-    deadline_s: float | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The request as sent to an ``approver:CMD`` process (the reviewer sees the text in full)."""
-        data: dict[str, Any] = {
-            "run": self.run_id,
-            "turn": self.turn,
-            "index": self.index,
-            "call_id": self.call_id,
-            "kind": self.kind,
-            "reason": self.reason,
-        }
-        if self.action is not None:
-            data["action"] = self.action.to_record()
-            data["summary"] = self.action.describe()
-            if self.action.text:
-                data["action"]["text"] = self.action.text
-        if self.safety_checks:
-            data["safety_checks"] = [{"id": c.id, "code": c.code, "message": c.message} for c in self.safety_checks]
-        if self.gated:
-            data["gated"] = [g.to_json() for g in self.gated]
-        if self.frame is not None:
-            data["screenshot_sha256"] = self.frame.sha256
-        return data
 
 
 class Approver(Protocol):

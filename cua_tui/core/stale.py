@@ -16,7 +16,7 @@ from typing import Any
 
 from PIL import Image, ImageChops
 
-from .ports import Frame
+from .values import Frame
 
 # a 64 x 64 crop's PNG is a few KB; a wire check larger than this is refused
 MAX_REFERENCE_BYTES = 256 * 1024
