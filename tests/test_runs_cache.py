@@ -17,10 +17,10 @@ from export_runs import sim_run
 from hostile_runs import CASES, DAMAGED, Case, pristine_run
 
 from cua_tui import __version__
-from cua_tui.cli import runs as runs_cli
 from cua_tui.cli import verified
 from cua_tui.cli.runs import RunEntry, read_runs
 from cua_tui.cli.verified import Cache
+from cua_tui.core import runlist
 from cua_tui.core.safeio import RunFolder
 
 # the user's cache key (cli/verified.cache_key makes and checks the real one: tested below)
@@ -30,7 +30,7 @@ KEY = bytes(range(32))
 @pytest.fixture(autouse=True)
 def settled_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     # runs made a moment ago count as settled (the rule for coarse clocks has its own test)
-    monkeypatch.setattr(verified, "SETTLED_S", 0.0)
+    monkeypatch.setattr(runlist, "SETTLED_S", 0.0)
 
 
 def _runs(tmp_path: Path, count: int = 3) -> Path:
@@ -50,7 +50,7 @@ def _list(folder: Path, cache: Cache | None) -> dict[str, RunEntry]:
     return {entry.id: entry for entry in entries}
 
 
-def _cells(entries: dict[str, RunEntry]) -> dict[str, tuple]:
+def _cells(entries: dict[str, RunEntry]) -> dict[str, tuple[object, ...]]:
     return {
         k: (e.verified, e.verify_summary, e.unknown_outcomes, e.decisions, e.steps, e.status, e.reason)
         for k, e in entries.items()
@@ -133,7 +133,7 @@ def test_a_run_swapped_for_another_directory_is_verified_again(tmp_path: Path) -
 
 
 def test_runs_changed_a_moment_ago_are_not_remembered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(verified, "SETTLED_S", 3600.0)
+    monkeypatch.setattr(runlist, "SETTLED_S", 3600.0)
     folder = _runs(tmp_path, 2)
     store = tmp_path / "cache" / verified.NAME
     _list(folder, Cache(store, KEY))
@@ -168,7 +168,7 @@ def test_a_run_with_more_files_than_any_run_writes_is_verified_not_remembered(
 ) -> None:
     folder = _runs(tmp_path, 2)
     crowded = folder / "20261201-000001-000001" / "screens"
-    monkeypatch.setattr(verified, "MAX_LISTED", len(list(crowded.iterdir())) + 2)
+    monkeypatch.setattr(runlist, "MAX_LISTED", len(list(crowded.iterdir())) + 2)
     for n in range(3):
         (crowded / f"extra-{n}").write_bytes(b"")  # one entry over the cap
     store = tmp_path / "cache" / verified.NAME
@@ -323,7 +323,7 @@ def test_a_key_file_that_is_not_the_users_private_file_is_refused(tmp_path: Path
 
 
 def test_worker_processes_give_the_verdicts_one_process_gives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runs_cli, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(runlist, "PARALLEL_FROM", 2)
     folder = _runs(tmp_path, 4)
     victim = folder / "20261201-000002-000002"
     _edit_in_place(victim / "audit.jsonl", b'"turn":1', b'"turn":8')

@@ -1,64 +1,29 @@
 """``cua-tui runs``: the runs in the runs directory, newest first, each with its chain checked.
 
-Every run directory is untrusted (it may come from another machine): it is read through core/safeio
-(regular files only, no link followed, sizes capped), its chain through core/audit's verifier (one walk,
-which also counts the steps and decisions), and every cell it supplies is shown literally.
+The runs are read by core/runlist.py (every run directory is untrusted: read through core/safeio, its chain
+through core/audit's verifier); here are the options, the table and its cells, each shown literally.
 """
 
 from __future__ import annotations
 
-import calendar
 import json
-import math
 import os
 import re
 import shutil
-import stat
 import sys
 import time
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..core.runlist import JSON_KEYS as JSON_KEYS
+from ..core.runlist import RunEntry as RunEntry
+from ..core.runlist import read_runs as read_runs
 from .base import fail, settings
 from .flags import flag
 
-if TYPE_CHECKING:
-    from ..core.audit import VerifyReport
-    from ..core.ending import Headline
-    from ..core.safeio import RunFolder
-    from .verified import Cache, Verdict
-
-    # a run listed, its name and identity (cli/verified.fingerprint), to be verified after the listing
-    Later = tuple["RunEntry", str, tuple[str, bool]]
-
 STATUSES = ("passed", "failed", "finished", "killed", "limit", "error", "unfinished")
-JSON_KEYS = (
-    "id",
-    "path",
-    "started_at",
-    "started_at_iso",
-    "ended_at",
-    "ended_at_iso",
-    "duration_seconds",
-    "task",
-    "backend",
-    "agent",
-    "model",
-    "status",
-    "reason",
-    "steps",
-    "decisions",
-    "verified",
-    "unknown_outcomes",
-    "verify_summary",
-    "verifier",
-    "fleet",
-    "fleet_task",
-)
 # How each run ended first, then whether its record vouches for it (core/ending.py: status, record,
 # checked in, one meaning each); then what every command takes (RUN).
 HEADER = (
@@ -97,146 +62,33 @@ MIN_CELL = 3
 ELSEWHERE = "--runs-dir names the folder of run directories (default: CUA_TUI_RUNS_DIR, else the settings' runs_dir)"
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_LAST_EPOCH = 253402300799  # 9999-12-31: any later "start time" is not one
-# runs to verify from which worker processes share them (fewer: one process is quicker), and how many
-PARALLEL_FROM = 48
-MAX_WORKERS = 4
 
 
-@dataclass
-class RunEntry:
-    """What ``runs`` knows of one run directory; every text field comes from the directory (untrusted)."""
+def row_cells(entry: RunEntry) -> tuple[str, ...]:
+    """A run's table row, before it is made literal and cut to width."""
+    from ..core.describe import agent_name
+    from ..core.ending import checked_in, record_words
 
-    id: str
-    path: str
-    started_at: float | None = None
-    ended_at: float | None = None
-    task: str | None = None
-    backend: str | None = None
-    agent: str | None = None
-    model: str | None = None
-    status: str = "?"
-    reason: str | None = None
-    steps: int | None = None
-    decisions: int | None = None
-    # intact, unsealed, tampered, unusable; None when not checked
-    verified: str | None = None
-    unknown_outcomes: int = 0
-    verify_summary: str | None = None
-    # Who checked the status, and where (result.json's "verifier"): {"name", "where", "user"}, "where" one
-    # of controller, sandbox, unknown; None when the run has no verdict.
-    verifier: dict[str, str | None] | None = None
-    # the fleet id from run.json, for a run made by `cua-tui fleet`
-    fleet: str | None = None
-    fleet_task: str | None = None  # its task's name in the tasks file
-
-    @property
-    def duration(self) -> float | None:
-        if self.started_at is None or self.ended_at is None or self.ended_at < self.started_at:
-            return None
-        return self.ended_at - self.started_at
-
-    def as_json(self) -> dict[str, Any]:
-        """The ``--json`` object (keys: ``JSON_KEYS``, documented in the README)."""
-        return {
-            "id": self.id,
-            "path": self.path,
-            "started_at": self.started_at,
-            "started_at_iso": _iso(self.started_at),
-            "ended_at": self.ended_at,
-            "ended_at_iso": _iso(self.ended_at),
-            "duration_seconds": None if self.duration is None else round(self.duration, 3),
-            "task": self.task,
-            "backend": self.backend,
-            "agent": self.agent,
-            "model": self.model,
-            "status": self.status,
-            "reason": self.reason,
-            "steps": self.steps,
-            "decisions": self.decisions,
-            "verified": self.verified,
-            "unknown_outcomes": self.unknown_outcomes,
-            "verify_summary": self.verify_summary,
-            "verifier": self.verifier,
-            "fleet": self.fleet,
-            "fleet_task": self.fleet_task,
-        }
-
-    @property
-    def record(self) -> str:
-        """The record's state (core/ending.py): intact (and sealed), unsealed, tampered, unusable, or
-        unchecked (``--no-check``)."""
-        from ..core import ending
-
-        return self.verified if self.verified is not None else ending.UNCHECKED
-
-    def headline(self) -> Headline:
-        """The STATUS cell: how the run ended, a claim unless an intact, sealed record vouches for it."""
-        from ..core import ending
-
-        if self.status in ("?", "unfinished"):
-            # no result.json, or none that reads: nothing is claimed
-            return ending.headline(None, self.record, no_end=self.status)
-        return ending.headline(self.status, self.record)
-
-    def cells(self) -> tuple[str, ...]:
-        """The table row, before it is made literal and cut to width."""
-        from ..core.describe import agent_name
-        from ..core.ending import checked_in, record_words
-
-        said = self.verifier
-        where = "-" if said is None else checked_in(said["where"] or "", said["user"] or "", short=True)
-        agent = "/".join(part for part in (agent_name(self.agent), self.model) if part) or "-"
-        record = "-" if self.verified is None else record_words(self.verified)
-        if self.verified == "unsealed" and self.unknown_outcomes:
-            record = f"unsealed, {self.unknown_outcomes} unknown"
-        return (
-            self.headline().text,
-            record,
-            self.id,
-            _local(self.started_at),
-            _duration(self.duration),
-            self.task if self.task is not None else "?",
-            self.backend or "-",
-            agent,
-            where,
-            self.reason or "",
-            "-" if self.steps is None else str(self.steps),
-            "-" if self.decisions is None else str(self.decisions),
-        )
-
-
-# ------------------------------------------------------------------------------------------------
-# Values from a run directory: anything that is not the expected type is absent
-# --------------------------------------------------------------------------------------------------
-def _epoch(value: Any) -> float | None:
-    if type(value) not in (int, float) or not math.isfinite(value) or not 0 < value <= _LAST_EPOCH:
-        return None
-    return float(value)
-
-
-def _count(value: Any) -> int | None:
-    return value if type(value) is int and value >= 0 else None
-
-
-def _text(value: Any) -> str | None:
-    """A text field as text: a string as it is, anything else (a hostile number, list, object) as written."""
-    if value is None:
-        return None
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=True)[:200]
-
-
-def _id_time(name: str) -> float | None:
-    """The start time a run id spells (``YYYYMMDD-HHMMSS-xxxxxx``, UTC), when run.json cannot say."""
-    try:
-        return float(calendar.timegm(time.strptime(name[:15], "%Y%m%d-%H%M%S")))
-    except ValueError:
-        return None
-
-
-def _iso(epoch: float | None) -> str | None:
-    """ISO 8601 in UTC, as run.json and result.json write it."""
-    return None if epoch is None else datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds")
+    said = entry.verifier
+    where = "-" if said is None else checked_in(said["where"] or "", said["user"] or "", short=True)
+    agent = "/".join(part for part in (agent_name(entry.agent), entry.model) if part) or "-"
+    record = "-" if entry.verified is None else record_words(entry.verified)
+    if entry.verified == "unsealed" and entry.unknown_outcomes:
+        record = f"unsealed, {entry.unknown_outcomes} unknown"
+    return (
+        entry.headline().text,
+        record,
+        entry.id,
+        _local(entry.started_at),
+        _duration(entry.duration),
+        entry.task if entry.task is not None else "?",
+        entry.backend or "-",
+        agent,
+        where,
+        entry.reason or "",
+        "-" if entry.steps is None else str(entry.steps),
+        "-" if entry.decisions is None else str(entry.decisions),
+    )
 
 
 def _local(epoch: float | None) -> str:
@@ -254,209 +106,6 @@ def _duration(seconds: float | None) -> str:
     if s < 86400:
         return f"{s // 3600}h {s % 3600 // 60:02d}m"
     return f"{s // 86400}d {s % 86400 // 3600:02d}h"
-
-
-# ------------------------------------------------------------------------------------------------
-# Reading
-# --------------------------------------------------------------------------------------------------
-def _read_json(run: RunFolder, name: str) -> dict[str, Any] | None:
-    """A run's JSON file through safeio: {} when absent, None when hostile or not an object."""
-    from ..core.safeio import RunFileError
-
-    try:
-        data = run.read_json(name)
-    except RunFileError as exc:
-        return {} if exc.reason == "missing" else None
-    return data if isinstance(data, dict) else None
-
-
-def _verifier(result: dict[str, Any]) -> dict[str, str | None] | None:
-    """Who checked the status and where, from result.json; a verdict recorded before runs said so (or said it
-    in a shape this version does not read) is one from a place unknown, never the controller."""
-    if type(result.get("verified")) is not bool:
-        # no verdict: no verifier ran (or result.json does not say it did)
-        return None
-    said = result.get("verifier")
-    said = said if isinstance(said, dict) else {}
-    where = said.get("where")
-    return {
-        "name": _text(said.get("name")),
-        "where": where if where in ("controller", "sandbox") else "unknown",
-        "user": _text(said.get("user")),
-    }
-
-
-def _verdict(report: VerifyReport) -> Verdict:
-    from ..core.audit import VerifyExit
-    from .verified import Verdict
-
-    if report.code == VerifyExit.TAMPERED:
-        return Verdict("tampered", report.summary)
-    if report.code == VerifyExit.UNUSABLE:
-        return Verdict("unusable", report.summary)
-    # counted over the whole chain: only then is it the run's
-    state = "intact" if report.sealed else "unsealed"
-    return Verdict(
-        state, report.summary, len(report.unknown_outcomes), report.decisions, report.proposals, report.ended
-    )
-
-
-def _apply_verify(entry: RunEntry, verdict: Verdict) -> None:
-    entry.verified, entry.verify_summary = verdict.verified, verdict.summary
-    if verdict.verified in ("intact", "unsealed"):
-        entry.unknown_outcomes = verdict.unknown_outcomes
-        entry.decisions = verdict.decisions
-        if entry.steps is None:
-            entry.steps = verdict.proposals
-    if verdict.verified == "intact" and verdict.ended and verdict.ended != entry.status:
-        # result.json is not sealed: the record's own end is the status, and the difference is said
-        said = entry.status
-        entry.status = verdict.ended
-        entry.reason = f"result.json says {said}; the record says {verdict.ended}"
-
-
-def _read_run(run: RunFolder, name: str, check: bool, later: list[Later] | None = None) -> RunEntry:
-    """One run directory (open): run.json and result.json, then the verifier's one walk of its log (or,
-    with ``later``, the run's identity put there to be looked up or verified after the listing)."""
-    entry = RunEntry(name, str(run.path), started_at=_id_time(name))
-    info, result = _read_json(run, "run.json"), _read_json(run, "result.json")
-    if info is not None:
-        entry.started_at = _epoch(info.get("started_at")) or entry.started_at
-        entry.task, entry.backend = _text(info.get("task")), _text(info.get("backend"))
-        entry.agent, entry.model = _text(info.get("agent")), _text(info.get("model"))
-        entry.fleet, entry.fleet_task = _text(info.get("fleet")), _text(info.get("fleet_task"))
-    if result is not None:
-        # {}: no result.json (still running, or interrupted); None: unreadable, "?"
-        entry.status = (_text(result.get("status")) or "?") if result else "unfinished"
-        entry.reason = _text(result.get("reason"))
-        entry.ended_at = _epoch(result.get("ended_at"))
-        entry.verifier = _verifier(result)
-        counts = result.get("counts")
-        entry.steps = _count(counts.get("steps")) if isinstance(counts, dict) else None
-    if check:
-        from .verified import fingerprint
-
-        known = fingerprint(run.fd) if later is not None else None
-        if later is not None and known is not None:
-            later.append((entry, name, known))
-        else:
-            from ..core.audit import verify_run
-
-            _apply_verify(entry, _verdict(verify_run(run)))
-    return entry
-
-
-def _verify_later(top: RunFolder, later: list[Later], cache: Cache) -> None:
-    """The verdicts of the runs listed: remembered ones as they were (none of their files changed), the
-    others verified, in worker processes when there are many (cli/verified; docs/commands/runs.md)."""
-    from ..core.audit import verify_run
-    from ..core.safeio import RunFileError
-    from .verified import fingerprint
-
-    verdicts: list[Verdict | None] = [cache.get(entry.path, known[0]) for entry, _name, known in later]
-    missing = [i for i, verdict in enumerate(verdicts) if verdict is None]
-    workers = min(os.cpu_count() or 1, MAX_WORKERS)
-    # verified by a worker (by path), with the identity of what it verified
-    checked: list[tuple[Verdict, str | None] | None] = [None] * len(later)
-    if len(missing) >= PARALLEL_FROM and workers > 1:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        paths = [later[i][0].path for i in missing]
-        # fork: the workers start at once, with everything imported; but only from a process of one
-        # thread (the command's), as a fork copies no other thread and any lock one of them holds
-        method = "fork" if _one_thread() else "forkserver"
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)) as pool:
-            for i, done in zip(missing, pool.map(_verify_path, paths, chunksize=16), strict=True):
-                checked[i] = done
-    for (entry, name, (identity, settled)), remembered, by_path in zip(later, verdicts, checked, strict=True):
-        if remembered is not None:
-            _apply_verify(entry, remembered)
-            continue
-        if by_path is not None and by_path[1] == identity:
-            # the worker verified the very files listed
-            verdict = by_path[0]
-        else:
-            # not verified yet, or something else than was listed: judged here, on what is there now
-            try:
-                run = top.subdir(name)
-            except RunFileError as exc:
-                entry.verified, entry.verify_summary = "unusable", f"{entry.path}: not a run directory ({exc.detail})"
-                continue
-            with run:
-                now = fingerprint(run.fd)
-                verdict = _verdict(verify_run(run))
-            if now is None or now[0] != identity:
-                _apply_verify(entry, verdict)
-                continue
-        if settled:
-            cache.put(entry.path, identity, verdict)
-        _apply_verify(entry, verdict)
-
-
-def _one_thread() -> bool:
-    """Whether this process runs one thread (Python's or not: a library may have started its own)."""
-    try:
-        return len(os.listdir("/proc/self/task")) == 1
-    except OSError:
-        return False
-
-
-def _verify_path(path: str) -> tuple[Verdict, str | None]:
-    """A worker's verification of one run directory, with the identity of the files it verified (the
-    parent takes the verdict only for the run it listed)."""
-    from ..core.audit import verify_run
-    from ..core.safeio import RunFileError, RunFolder
-    from .verified import Verdict, fingerprint
-
-    try:
-        with RunFolder.open(Path(path)) as folder:
-            known = fingerprint(folder.fd)
-            return _verdict(verify_run(folder)), known[0] if known is not None else None
-    except RunFileError as exc:
-        return Verdict("unusable", f"{path}: not a run directory ({exc.detail})"), None
-
-
-def _unusable(name: str, path: Path, why: str, check: bool) -> RunEntry:
-    """A run's name on something that cannot be read as a run directory: a row saying so, never followed."""
-    entry = RunEntry(name, str(path), started_at=_id_time(name))
-    if check:
-        entry.verified, entry.verify_summary = "unusable", f"{path}: not a run directory ({why})"
-    return entry
-
-
-def read_runs(top: RunFolder, check: bool, cache: Cache | None = None) -> list[RunEntry]:
-    """One entry per run directory under ``top``: a directory holding audit.jsonl, or anything named like
-    a run id (a link, a FIFO, an emptied directory: a row saying it is unusable, never followed). With a
-    ``cache``, the verdicts of unchanged runs are remembered ones, and the others are verified together."""
-    from ..core.rundir import RUN_ID_RE
-    from ..core.safeio import RunFileError, kind_of
-
-    later: list[Later] | None = [] if cache is not None and check else None
-    entries = []
-    for name, mode in top.entries():
-        named_as_run = bool(RUN_ID_RE.match(name))
-        if not stat.S_ISDIR(mode):
-            if named_as_run:
-                entries.append(_unusable(name, top.path / name, kind_of(mode), check))
-            continue
-        try:
-            run = top.subdir(name)
-        except RunFileError as exc:
-            if named_as_run:
-                entries.append(_unusable(name, top.path / name, exc.detail, check))
-            continue
-        with run:
-            try:
-                has_log = run.kind("audit.jsonl") is not None
-            except RunFileError as exc:
-                entries.append(_unusable(name, run.path, exc.detail, check))
-                continue
-            if has_log or named_as_run:
-                entries.append(_read_run(run, name, check, later))
-    if later and cache is not None:
-        _verify_later(top, later, cache)
-    return entries
 
 
 def runs_in(runs_dir: Path | None, *, check: bool) -> tuple[Path, list[RunEntry] | None]:
@@ -623,7 +272,7 @@ def layout(entries: list[RunEntry], width: int | None = None, *, colour: bool = 
     from ..core import ending
     from ..core.text import truncate, visible
 
-    raw = [entry.cells() for entry in entries]
+    raw = [row_cells(entry) for entry in entries]
     limits = list(LIMITS)
     header: tuple[str, ...] = HEADER
     fleets: list[tuple[str, str | None] | None] = []

@@ -18,14 +18,15 @@ import json
 import os
 import secrets
 import stat
-import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from .. import __version__
+from ..core.runlist import Verdict as Verdict
+from ..core.runlist import fingerprint as fingerprint
 
 NAME = "verified-runs.json"
 # 2: every entry carries its HMAC ("mac"); entries of format 1 are not taken. 3: decisions counted as
@@ -37,74 +38,6 @@ KEY_BYTES = 32
 # far beyond any runs directory listed at once; the oldest entries go first
 MAX_ENTRIES = 50_000
 MAX_BYTES = 64 << 20
-# entries of a run directory or its screens/ looked at: the verifier tracks at most 200,000 screenshots
-MAX_LISTED = 200_016
-# a run with a file changed this recently is verified every time (coarse file-system clocks)
-SETTLED_S = 2.0
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """What ``runs`` shows of a verification."""
-
-    verified: str  # intact, unsealed, tampered, unusable
-    summary: str
-    unknown_outcomes: int = 0
-    decisions: int | None = None
-    proposals: int | None = None
-    ended: str | None = None  # the status the log's run_ended record gives
-
-
-def fingerprint(folder_fd: int) -> tuple[str, bool] | None:
-    """The identity of a run directory's files (its fd open), and whether it has settled (nothing changed
-    in the last ``SETTLED_S``); None when it cannot be read whole (it is verified, not remembered)."""
-    digest = hashlib.sha256()
-    newest = 0
-    try:
-        own = os.fstat(folder_fd)
-        newest = _add(digest, ".", own)
-        listed = _listed(folder_fd)
-        for name, info in listed:
-            newest = max(newest, _add(digest, name, info))
-            if name == "screens" and stat.S_ISDIR(info.st_mode):
-                newest = max(newest, _screens(digest, folder_fd))
-    except (OSError, _TooMany):
-        return None
-    settled = newest < time.time_ns() - int(SETTLED_S * 1e9)
-    return digest.hexdigest(), settled
-
-
-def _screens(digest: Any, folder_fd: int) -> int:
-    fd = os.open("screens", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder_fd)
-    try:
-        listed = _listed(fd)
-        newest = _add(digest, "screens/", os.fstat(fd))
-        for name, info in listed:
-            newest = max(newest, _add(digest, "screens/" + name, info))
-        return newest
-    finally:
-        os.close(fd)
-
-
-class _TooMany(Exception):
-    """A folder with more entries than any run writes (a hostile one): verified each time, not remembered."""
-
-
-def _listed(fd: int) -> list[tuple[str, os.stat_result]]:
-    """A folder's entries and their identities, sorted; never more than ``MAX_LISTED`` held."""
-    listed: list[tuple[str, os.stat_result]] = []
-    with os.scandir(fd) as entries:
-        for entry in entries:
-            if len(listed) >= MAX_LISTED:
-                raise _TooMany()
-            listed.append((entry.name, entry.stat(follow_symlinks=False)))
-    return sorted(listed)
-
-
-def _add(digest: Any, name: str, info: os.stat_result) -> int:
-    fields = (info.st_mode, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
-    digest.update(f"{name}\0{fields}\n".encode("utf-8", "surrogateescape"))
-    return max(info.st_mtime_ns, info.st_ctime_ns)
 
 
 class KeyRefused(Exception):

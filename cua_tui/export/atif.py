@@ -11,7 +11,6 @@ import os
 import re
 import shutil
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from ..core.actions import Kind
 from ..core.audit import VerifyExit
 from ..core.describe import agent_name
 from ..core.hand import Decided, hand
+from ..core.stamps import iso_time
 from ..core.takeover import TAKEOVER_NOTE
 from ..core.timeline import Step, screens
 from .html import MAX_EMBEDDED, MAX_STEPS
@@ -225,7 +225,7 @@ def _blocks(run: Run) -> list[_Block]:
 
 
 def _iso(ts: float) -> str | None:
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds") if ts > 0 else None
+    return iso_time(ts) if ts > 0 else None
 
 
 def _timed(ts: float, step: dict[str, Any]) -> dict[str, Any]:
