@@ -14,9 +14,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cua_tui.scenes import SCENES, save
-
 ROOT = Path(__file__).resolve().parents[1]
+# the scenes live with the snapshot tests that use them (tests/scenes.py), not in the package
+sys.path.insert(0, str(ROOT / "tests"))
+from scenes import SCENES, save  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from scenes import awaiting_decision, finished, refused
+
 from cua_tui.core import events as ev
 from cua_tui.core.actions import Kind
 from cua_tui.core.run_view import RunView
-from cua_tui.scenes import awaiting_decision, finished, refused
 
 
 def fold(events: list[ev.Stamped]) -> RunView:

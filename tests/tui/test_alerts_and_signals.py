@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
 from pilot_helpers import answer, footer_actions, plain, quick_clock, run_screen, until, until_ended
+from scenes import SCENES
 
 from cua_tui.build import HANDSHAKE, RunOptions, build_run
 from cua_tui.core import events as ev
 from cua_tui.desktops.sim import SimDesktop
-from cua_tui.scenes import SCENES
 from cua_tui.tui.app import CuaApp
 from cua_tui.tui.run_screen import RunScreen, supervisor_app
 from cua_tui.tui.signals import AlertBar, Signals

@@ -29,6 +29,7 @@ from pilot_helpers import (
     until,
     until_ended,
 )
+from scenes import SCENES
 from textual.app import App
 from textual.message import Message
 from textual.pilot import Pilot
@@ -40,7 +41,6 @@ from cua_tui.core.actions import Kind
 from cua_tui.core.imaging import ScreenLimit
 from cua_tui.core.supervisor import MSG_DECLINED, Supervisor
 from cua_tui.desktops.sim import PHRASE, SimDesktop
-from cua_tui.scenes import SCENES
 from cua_tui.tui.app import CuaApp
 from cua_tui.tui.audit_list import AuditList
 from cua_tui.tui.batch import ActionRow, BatchPane

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
 from pilot_helpers import answer, live_app, palette_titles, plain, run_screen, sim_run, until, until_ended
+from scenes import SCENES
 from textual.command import CommandPalette
 from textual.events import MouseScrollDown, MouseScrollUp
 from textual.pilot import Pilot
@@ -25,7 +26,6 @@ from textual.widgets import Input, Static
 
 from cua_tui.core.supervisor import Supervisor
 from cua_tui.desktops.sim import PHRASE
-from cua_tui.scenes import SCENES
 from cua_tui.tui.app import CuaApp
 from cua_tui.tui.audit_list import AuditList
 from cua_tui.tui.audit_pane import AuditPane

@@ -304,7 +304,7 @@ async def test_the_injection_notice_can_be_read_at_a_decision_at_160x48(tmp_path
 
 
 async def test_t_in_replay_reads_the_shown_screenshot() -> None:
-    from cua_tui.scenes import SCENES, settle
+    from scenes import SCENES, settle
 
     app = SCENES["replay"].app()
     async with app.run_test(size=SIZE) as pilot:

@@ -1,6 +1,6 @@
 """SVG snapshots of the supervision TUI's main states (pytest-textual-snapshot), at a fixed 160x50 size.
 
-The scenes are recorded runs from ``cua_tui.scenes`` (fixed run id, frozen clock, screenshots drawn
+The scenes are recorded runs from ``tests/scenes.py`` (fixed run id, frozen clock, screenshots drawn
 by the sim desktop), the same ones ``scripts/screenshots.py`` draws for the README. ``snap_compare`` runs
 the App in its own event loop, so these tests are synchronous. Update after a deliberate change with
 ``pytest tests/tui/test_snapshots.py --snapshot-update`` and look at the pictures before committing.
@@ -13,8 +13,7 @@ from functools import partial
 from typing import Any
 
 import pytest
-
-from cua_tui.scenes import SCENES, SIZE, settle
+from scenes import SCENES, SIZE, settle
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -23,19 +23,19 @@ from typing import Any
 from textual.app import App
 from textual.pilot import Pilot
 
-from .build import HANDSHAKE, RunOptions, build_run
-from .core import events as ev
-from .core.approvers import HandshakeApprover
-from .core.ports import Answer
-from .core.runlog import RunReader
-from .desktops.sim import PHRASE, SimApp, SimDesktop
-from .ocr import ScreenReader
-from .tui.app import CuaApp
-from .tui.batch import ActionRow, BatchPane
-from .tui.decision_panel import DecisionPanel
-from .tui.desktop_view import DesktopView
-from .tui.run_screen import RunScreen, supervisor_app
-from .tui.source import RecordedRun, run_info
+from cua_tui.build import HANDSHAKE, RunOptions, build_run
+from cua_tui.core import events as ev
+from cua_tui.core.approvers import HandshakeApprover
+from cua_tui.core.ports import Answer
+from cua_tui.core.runlog import RunReader
+from cua_tui.desktops.sim import PHRASE, SimApp, SimDesktop
+from cua_tui.ocr import ScreenReader
+from cua_tui.tui.app import CuaApp
+from cua_tui.tui.batch import ActionRow, BatchPane
+from cua_tui.tui.decision_panel import DecisionPanel
+from cua_tui.tui.desktop_view import DesktopView
+from cua_tui.tui.run_screen import RunScreen, supervisor_app
+from cua_tui.tui.source import RecordedRun, run_info
 
 SIZE = (160, 50)  # terminal cells of every picture and snapshot
 RUN_ID = "20250301-101500-4f2a9c"
@@ -236,8 +236,8 @@ def recorded_dir(turns: Sequence[dict[str, Any]], answers: Sequence[Answer] = ()
 
 def replay_app(**kwargs: Any) -> App[Any]:
     """The replay of a real run (the form filled, a refused chord), opened on the refused chord's step."""
-    from .tui.replay import chain_state
-    from .tui.replay import replay_app as make_replay
+    from cua_tui.tui.replay import chain_state
+    from cua_tui.tui.replay import replay_app as make_replay
 
     path = recorded_dir([FORM_TURN, INJECTED_TURN, LOOK_TURN], (Answer.APPROVE, Answer.APPROVE))
     kwargs.pop("clock", None)
@@ -270,9 +270,9 @@ def fleet_app(**kwargs: Any) -> App[Any]:
     """The fleet TUI over a real fleet of four sim runs, three at a time (the fourth waits for a slot):
     a model safety check, a typed text and a save chord each wait on the analyst, so the queue holds one
     request of each tier in the runner's order. Fixed run ids and fleet id, frozen clocks."""
-    from .fleet_runner import Fleet, FleetTask
-    from .tui.fleet_screen import fleet_app as make_fleet
-    from .tui.signals import Signals
+    from cua_tui.fleet_runner import Fleet, FleetTask
+    from cua_tui.tui.fleet_screen import fleet_app as make_fleet
+    from cua_tui.tui.signals import Signals
 
     folder = Path(tempfile.mkdtemp(prefix="cua-scene-fleet-"))
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
@@ -310,7 +310,7 @@ def fleet_app(**kwargs: Any) -> App[Any]:
 
 async def _settle_fleet(pilot: Pilot[Any], timeout: float) -> None:
     """Every started run waits on its request, the selected one is drawn and its screen read."""
-    from .tui.fleet_screen import FleetScreen
+    from cua_tui.tui.fleet_screen import FleetScreen
 
     app = pilot.app.screen_stack[0]
     assert isinstance(app, FleetScreen)
