@@ -53,7 +53,7 @@ class RunOptions:
     task: str = ""
     backend: str = "local"
     screen: str = "1024x720"
-    agent: str | None = "openai"  # openai | anthropic | script:PATH
+    agent: str | None = "openai"  # a registered vendor's --agent value (agents/vendors.py)
     script: dict[str, Any] | None = None
     # typed texts for a script's placeholders (JSON: sha256 -> text), ``run --texts``
     texts: Path | None = None
@@ -302,7 +302,7 @@ def _approver(decisions: str) -> Approver:
 
 def _agent(options: RunOptions, policy: Policy, settings: Settings) -> tuple[Agent, str]:
     from .agents.script import Script, ScriptAgent, ScriptError, load_texts
-    from .agents.vendors import DEFAULT_MODELS
+    from .agents.vendors import models
     from .factory import UnavailableError, make_agent
 
     try:
@@ -318,7 +318,7 @@ def _agent(options: RunOptions, policy: Policy, settings: Settings) -> tuple[Age
         if options.agent is None:
             raise BuildError("no agent: give --agent, a script or an agent")
         # a model with nothing to do: the real reason, before the key it would need
-        if options.agent in DEFAULT_MODELS and not options.task.strip() and options.lab is None:
+        if options.agent in models() and not options.task.strip() and options.lab is None:
             raise BuildError(
                 "no task: the model has nothing to do; give --task TEXT (with --url URL for a page), "
                 "or --lab NAME, which brings its own task"

@@ -9,17 +9,22 @@ from __future__ import annotations
 
 import math
 import os
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import msgspec
 from platformdirs import user_cache_path, user_config_path, user_data_path
 
-from .agents.vendors import DEFAULT_RETRIES, DEFAULT_TIMEOUT, KEY_VARIABLES
+from .agents.vendors import DEFAULT_RETRIES, DEFAULT_TIMEOUT, VENDORS, UnknownVendor, Vendor, models
 from .core import tomlfile
 from .core.guard import DEFAULT_GUARD_S, check_guard
 from .core.policy import check_decision_timeout
-from .core.tomlfile import TomlDoc, TomlFileError
+from .core.text import one_line, visible
+from .core.tomlfile import TomlFileError
+from .desktops import BACKENDS, Backend, backend_named
 
 APP = "cua-tui"
 # A real settings file is a few lines; this bounds what a file that is not one costs.
@@ -30,24 +35,16 @@ class ConfigError(TomlFileError):
     """A settings file that cannot be used; the message names the file and, where known, the line."""
 
 
-class _File(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+class _Base(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The settings every install has; the vendors' and backends' tables are added to it by name (``_schema``)."""
+
     runs_dir: str | None = None
     theme: str | None = None
     policy: str | None = None
-    openai_api_key: str | None = None
-    anthropic_api_key: str | None = None
     model_timeout: float | None = None  # seconds per model request
     model_retries: int | None = None  # retries on 429, 5xx and connection errors
     # model -> [input, output] USD per million tokens
     model_prices: dict[str, list[float]] | None = None
-    cwsandbox_base_url: str | None = None
-    cwsandbox_api_key: str | None = None
-    cwsandbox_image: str | None = None
-    cwsandbox_cpu: str | None = None
-    cwsandbox_memory: str | None = None
-    cwsandbox_max_lifetime: int | None = None
-    cwsandbox_placement: str | None = None
-    docker_image: str | None = None
     # ring the terminal bell when a decision starts waiting
     bell: bool | None = None
     # and send a desktop notification escape where the terminal shows one
@@ -58,6 +55,27 @@ class _File(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     decision_timeout: float | None = None
     # where runs send their OpenTelemetry spans (OTLP over HTTP); absent: nowhere
     otel_endpoint: str | None = None
+
+
+class ModelTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """A model vendor's table (``[openai]``, ``[anthropic]``): its key and base URL, each optional. The key
+    is never in its repr."""
+
+    api_key: str | None = None
+    base_url: str | None = None
+
+    def __repr__(self) -> str:
+        return f"ModelTable(api_key={'set' if self.api_key else None}, base_url={self.base_url!r})"
+
+
+@dataclass(frozen=True)
+class _Table:
+    """One registered table of the settings file: its name, type, flat keys of old and environment."""
+
+    name: str
+    schema: type[Any]
+    flat_keys: tuple[str, ...]
+    environment: Mapping[str, str]
 
 
 @dataclass(frozen=True)
@@ -72,15 +90,9 @@ class Settings:
     # this user's cache (``runs`` remembers the verdicts of unchanged runs there); None: nothing kept
     cache_dir: Path | None = None
     policy: Path | None = None
-    openai_api_key: str | None = field(default=None, repr=False)
-    anthropic_api_key: str | None = field(default=None, repr=False)
     model_timeout: float = DEFAULT_TIMEOUT
     model_retries: int = DEFAULT_RETRIES
     model_prices: dict[str, tuple[float, float]] = field(default_factory=dict)
-    # the cwsandbox_* settings, without the key
-    cwsandbox: dict[str, str | int] = field(default_factory=dict)
-    cwsandbox_api_key: str | None = field(default=None, repr=False)
-    docker_image: str | None = None  # None: the backend's default
     bell: bool = True
     notify: bool = True
     # seconds a decision just painted ignores y / a / n (k passes)
@@ -88,20 +100,34 @@ class Settings:
     decision_timeout: float = 0.0
     # OTLP/HTTP endpoint for every run's spans (``--otel`` wins); None: no spans are sent
     otel_endpoint: str | None = None
+    # the vendors' and backends' tables as the file has them (keys among them: never in a repr)
+    tables: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
-    def sandbox_endpoint(self, env: dict[str, str] | None = None) -> tuple[str | None, str | None]:
-        """CoreWeave's endpoint and API key: the client's own variables first, then the settings file."""
-        env = dict(os.environ if env is None else env)
-        url = (env.get("CWSANDBOX_BASE_URL") or "").strip() or str(self.cwsandbox.get("base_url") or "") or None
-        key = (env.get("CWSANDBOX_API_KEY") or "").strip() or self.cwsandbox_api_key or None
-        return url, key
+    def vendor_table(self, vendor: str, env: Mapping[str, str] | None = None) -> ModelTable:
+        """A registered vendor's ``[vendor]`` table, its environment variables winning (key, base URL)."""
+        found = VENDORS.get(vendor)
+        if found is None or not found.key_variable:
+            raise UnknownVendor(f"vendor {vendor!r} has no settings; model vendors: {', '.join(models())}")
+        table: ModelTable = self._table(_vendor_table(found), env)
+        return table
 
-    def api_key(self, vendor: str, env: dict[str, str] | None = None) -> str | None:
-        """The API key for ``openai`` or ``anthropic``: the environment first, then the settings file."""
-        env = dict(os.environ if env is None else env)
-        name = KEY_VARIABLES["openai" if vendor == "openai" else "anthropic"]
-        stored = self.openai_api_key if vendor == "openai" else self.anthropic_api_key
-        return (env.get(name) or "").strip() or stored or None
+    def api_key(self, vendor: str, env: Mapping[str, str] | None = None) -> str | None:
+        """The API key of a registered vendor: the environment first, then the settings file."""
+        return self.vendor_table(vendor, env).api_key
+
+    def backend_table(self, backend: str, env: Mapping[str, str] | None = None) -> Any:
+        """A registered backend's ``[backend]`` table (None for one without a table), the environment's
+        variables winning."""
+        table = _backend_table(backend_named(backend))
+        return self._table(table, env) if table is not None else None
+
+    def _table(self, table: _Table, env: Mapping[str, str] | None) -> Any:
+        env = os.environ if env is None else env
+        found = self.tables.get(table.name) or table.schema()
+        given = {
+            name: value for name, variable in table.environment.items() if (value := (env.get(variable) or "").strip())
+        }
+        return msgspec.structs.replace(found, **given) if given else found
 
     @classmethod
     def load(cls, env: dict[str, str] | None = None) -> Settings:
@@ -114,7 +140,8 @@ class Settings:
             doc = tomlfile.load(config_file, label, cap=MAX_SETTINGS_BYTES, what="a settings file", error=ConfigError)
         else:
             doc = tomlfile.parse("", label, error=ConfigError)
-        data = doc.convert(_File)
+        tables = _present_tables(doc.data)
+        data: Any = doc.convert(_schema(tables))
         runs_dir = Path(env.get("CUA_TUI_RUNS_DIR") or data.runs_dir or user_data_path(APP) / "runs").expanduser()
         if data.model_timeout is not None and not (math.isfinite(data.model_timeout) and data.model_timeout > 0):
             raise doc.error(("model_timeout",), "must be a positive number of seconds")
@@ -139,21 +166,80 @@ class Settings:
             themes_dir=config_dir / "themes",
             theme=env.get("CUA_TUI_THEME") or data.theme or "cua-dark",
             policy=Path(data.policy).expanduser() if data.policy else None,
-            openai_api_key=(data.openai_api_key or "").strip() or None,
-            anthropic_api_key=(data.anthropic_api_key or "").strip() or None,
             model_timeout=data.model_timeout if data.model_timeout is not None else DEFAULT_TIMEOUT,
             model_retries=data.model_retries if data.model_retries is not None else DEFAULT_RETRIES,
             model_prices=prices,
-            cwsandbox=_sandbox_settings(doc, data, env),
-            cwsandbox_api_key=(data.cwsandbox_api_key or "").strip() or None,
-            docker_image=(env.get("CUA_TUI_DOCKER_IMAGE") or data.docker_image or "").strip() or None,
             bell=_switch(env, "CUA_TUI_BELL", data.bell),
             notify=_switch(env, "CUA_TUI_NOTIFY", data.notify),
             decision_guard_s=data.decision_guard_s if data.decision_guard_s is not None else DEFAULT_GUARD_S,
             decision_timeout=data.decision_timeout or 0.0,
             otel_endpoint=otel,
             cache_dir=Path(env.get("CUA_TUI_CACHE_DIR") or user_cache_path(APP)).expanduser(),
+            tables={table.name: _read_table(table, data, config_file) for table in tables},
         )
+
+
+# ------------------------------------------------------------------------------------------------
+# The tables of the registered vendors and backends: ``[name]``, and the flat ``name_key`` of old
+# --------------------------------------------------------------------------------------------------
+def _vendor_table(vendor: Vendor) -> _Table:
+    environment = {"api_key": vendor.key_variable, "base_url": vendor.base_url_variable}
+    return _Table(vendor.name, ModelTable, vendor.flat_keys, {k: v for k, v in environment.items() if v})
+
+
+def _backend_table(backend: Backend) -> _Table | None:
+    schema = backend.settings_type()
+    return _Table(backend.name, schema, backend.flat_keys, backend.environment) if schema is not None else None
+
+
+def _present_tables(data: Mapping[str, Any]) -> list[_Table]:
+    """The registered tables the file sets (by table or flat key): a backend's type is imported only then."""
+    tables: list[_Table] = []
+    for vendor in VENDORS.values():
+        if vendor.key_variable:
+            tables.append(_vendor_table(vendor))
+    for backend in BACKENDS.values():
+        named = backend.name in data or any(f"{backend.name}_{key}" in data for key in backend.flat_keys)
+        if backend.settings is not None and named and (table := _backend_table(backend)) is not None:
+            tables.append(table)
+    return [t for t in tables if t.name in data or any(f"{t.name}_{key}" in data for key in t.flat_keys)]
+
+
+def _schema(tables: list[_Table]) -> type[Any]:
+    """The settings file's schema: the fixed keys, and each table present with its flat keys of old (typed
+    as the table's own, so that every error names its line)."""
+    fields: list[tuple[str, Any, Any]] = []
+    for table in tables:
+        types = {f.name: f.type for f in msgspec.structs.fields(table.schema)}
+        fields.append((table.name, table.schema | None, None))
+        fields.extend((f"{table.name}_{key}", types[key], None) for key in table.flat_keys)
+    return msgspec.defstruct("_File", fields, bases=(_Base,), forbid_unknown_fields=True, kw_only=True)
+
+
+def _read_table(table: _Table, data: Any, config_file: Path) -> Any:
+    """A table as the file sets it: its own keys over the flat ones of old (said once, on stderr); text
+    trimmed, an empty string as absent."""
+    flat = {key: value for key in table.flat_keys if (value := getattr(data, f"{table.name}_{key}")) is not None}
+    if flat:
+        old = ", ".join(f"{table.name}_{key}" for key in flat)
+        deprecated(
+            f"{config_file}: {old}: deprecated, write {', '.join(flat)} under [{table.name}] "
+            "(the flat keys are read until the next release)"
+        )
+    found = getattr(data, table.name) or table.schema()
+    values = {**flat, **{f: v for f in found.__struct_fields__ if (v := getattr(found, f)) is not None}}
+    values = {k: v.strip() if isinstance(v, str) else v for k, v in values.items()}
+    return table.schema(**{k: v for k, v in values.items() if v != ""})
+
+
+_NOTED: set[str] = set()
+
+
+def deprecated(note: str) -> None:
+    """A deprecation note: one line on stderr, once per process (it names keys, never their values)."""
+    if note not in _NOTED:
+        _NOTED.add(note)
+        print(f"cua-tui: note: {visible(one_line(note, 400))}", file=sys.stderr)
 
 
 def check_otel_endpoint(url: str) -> str | None:
@@ -181,21 +267,3 @@ def _switch(env: dict[str, str], name: str, stored: bool | None) -> bool:
     if value is not None and value.strip():
         return value.strip().lower() not in ("0", "off", "false", "no")
     return True if stored is None else stored
-
-
-def _sandbox_settings(doc: TomlDoc, data: _File, env: dict[str, str]) -> dict[str, str | int]:
-    out: dict[str, str | int] = {}
-    for name in ("base_url", "image", "cpu", "memory", "placement"):
-        value = getattr(data, f"cwsandbox_{name}")
-        if value is not None and value.strip():
-            out[name] = value.strip()
-    if (env.get("CUA_TUI_CWSANDBOX_IMAGE") or "").strip():
-        # as CUA_TUI_DOCKER_IMAGE for the docker backend
-        out["image"] = env["CUA_TUI_CWSANDBOX_IMAGE"].strip()
-    if data.cwsandbox_max_lifetime is not None:
-        if not 60 <= data.cwsandbox_max_lifetime <= 86400:
-            raise doc.error(("cwsandbox_max_lifetime",), "must be 60 to 86400 seconds")
-        out["max_lifetime_seconds"] = data.cwsandbox_max_lifetime
-    if out.get("placement") not in (None, "serverless", "cks"):
-        raise doc.error(("cwsandbox_placement",), "must be serverless or cks")
-    return out

@@ -35,6 +35,7 @@ from .core.supervisor import RunResult
 from .core.takeover import TAKEOVER_NOTE, Desk
 from .core.tasks import TasksFile, TaskSpec
 from .core.text import failure, one_line
+from .desktops import runs_here
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -62,7 +63,6 @@ LOCAL_DESKTOP_BYTES = 300 * 1024 * 1024
 LOCAL_DESKTOPS_PER_CPU = 3
 # of the machine's memory, for desktops: the rest is the controller's and others'
 LOCAL_MEMORY_SHARE = 0.5
-SAME_MACHINE_BACKENDS = ("local", "docker")  # backends whose desktops run on this machine
 DEFAULT_CONCURRENCY = 8  # other backends (remote sandboxes, sim, dry)
 SCREENS_KEPT = 8  # decoded screens kept to work out requests' likeness (core/grouping.py)
 
@@ -126,7 +126,7 @@ def concurrency_for(backend: str, asked: int | None, tasks: int) -> tuple[int, s
     On backends whose desktops run on this machine, asking for more than fit is clamped, not refused:
     concurrency is a matter of throughput, and every task still runs, a few at a time, instead of all at
     once on a machine where their steps would slow down and their deadlines pass."""
-    if backend in SAME_MACHINE_BACKENDS:
+    if runs_here(backend):  # its record says its desktops run on this machine
         limit = local_desktop_limit()
         if asked is not None and asked > limit:
             return limit, (

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cua_tui.agents.vendors import DEFAULT_MODELS
+from cua_tui.agents.vendors import VENDORS
 from cua_tui.cli import main
 from cua_tui.core.ports import process_user
 from cua_tui.desktops import BACKENDS
@@ -57,7 +57,7 @@ def test_defaults_in_help_and_readme_are_the_code_defaults() -> None:
     help_text = " ".join(out.split())
     assert "[" + "|".join(BACKENDS) + "]" in help_text
     readme = " ".join(README.read_text().split())
-    openai, anthropic = DEFAULT_MODELS["openai"], DEFAULT_MODELS["anthropic"]
+    openai, anthropic = VENDORS["openai"].default_model, VENDORS["anthropic"].default_model
     assert f"default `{openai}` for OpenAI, `{anthropic}` for Anthropic" in readme
     # click wraps the help at hyphens: compare without line breaks and the spaces they leave
     assert f"default: {openai} for openai, {anthropic} for anthropic" in help_text.replace("- ", "-")

@@ -37,12 +37,12 @@ def hostile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Hostile
 
 def test_no_default_names_an_image_that_does_not_exist(tmp_path: Path) -> None:
     settings = Settings.load({"CUA_TUI_CONFIG": str(tmp_path / "none.toml")})
-    assert "image" not in settings.cwsandbox
+    assert settings.backend_table("cwsandbox", {}).image is None
     options = cw.SandboxSettings()
     assert options.installs and options.image_name == cw.STOCK_IMAGE == "debian:bookworm-slim"
     assert not cw.SandboxSettings(image="registry.example/cua-tui-desktop:1").installs
     env = {"CUA_TUI_CONFIG": str(tmp_path / "none.toml"), "CUA_TUI_CWSANDBOX_IMAGE": "my/desktop:2"}
-    assert Settings.load(env).cwsandbox["image"] == "my/desktop:2"
+    assert Settings.load(env).backend_table("cwsandbox", env).image == "my/desktop:2"
 
 
 def test_no_image_installs_on_the_stock_image_with_progress(tmp_path: Path, hostile: HostileService) -> None:

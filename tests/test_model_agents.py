@@ -41,6 +41,7 @@ from cua_tui.agents.anthropic_agent import OMITTED_IMAGE, AnthropicAgent, toolse
 from cua_tui.agents.images import ANTHROPIC_NEW, ANTHROPIC_OLD, OPENAI_ORIGINAL, image_limits
 from cua_tui.agents.openai_agent import OpenAIAgent
 from cua_tui.agents.prices import price_for
+from cua_tui.agents.vendors import VENDORS
 from cua_tui.core import events as ev
 from cua_tui.core.approvers import FixedApprover
 from cua_tui.core.audit import verify_run
@@ -662,9 +663,11 @@ def test_image_limits_and_prices_tables() -> None:
     assert image_limits("anthropic", "some-proxy-model") is ANTHROPIC_OLD  # unknown: the safe tier
     assert image_limits("openai", "gpt-5.6-sol") is OPENAI_ORIGINAL
     assert OPENAI_ORIGINAL.scaling(Size(1024, 720)).is_identity
-    assert price_for("claude-haiku-4-5-20251001") == (1.0, 5.0)
-    assert price_for("no-such-model") is None
-    assert price_for("no-such-model", {"no-such-model": (1.0, 2.0)}) == (1.0, 2.0)
+    listed = VENDORS["anthropic"].prices
+    assert price_for("claude-haiku-4-5-20251001", None, listed) == (1.0, 5.0)
+    assert price_for("claude-haiku-4-5", None, VENDORS["openai"].prices) is None  # each vendor its own table
+    assert price_for("no-such-model", None, listed) is None
+    assert price_for("no-such-model", {"no-such-model": (1.0, 2.0)}, listed) == (1.0, 2.0)
 
 
 # ---------------------------------------------------------------------------------------------------

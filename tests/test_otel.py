@@ -23,6 +23,7 @@ from model_server import OPENAI_PATH, ModelServer, computer_call, message, opena
 from otlp_receiver import Receiver, Silent, Span, closed_port_url
 
 from bench.fleet import FORM
+from cua_tui.agents.vendors import otel_systems
 from cua_tui.build import RunOptions, build_run
 from cua_tui.cli import main
 from cua_tui.config import Settings
@@ -435,7 +436,7 @@ def test_a_model_agent_s_spans_carry_the_gen_ai_model_and_usage(
                 settings=Settings.load({"CUA_TUI_CONFIG": str(tmp_path / "none.toml")}),
             )
         )
-        sink = Sink(receiver.url)
+        sink = Sink(receiver.url, systems=otel_systems())
         run.subscribe(sink.listener(run.run_id))
         result = run.run()
         sink.close()

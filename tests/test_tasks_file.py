@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from cua_tui.agents.vendors import VENDORS
 from cua_tui.core.actions import Action, Kind
 from cua_tui.core.fleet_queue import ApprovalQueue, QueueItem, Tier, priority
 from cua_tui.core.ports import DecisionRequest, SafetyCheck
@@ -18,11 +19,12 @@ from cua_tui.labs import LABS
 # The complete example moved from the README to the manual's page (the tests below still say README).
 README = Path(__file__).resolve().parents[1] / "docs" / "files" / "tasks.md"
 LAB_NAMES = tuple(LABS)
+AGENTS = tuple(vendor.spec for vendor in VENDORS.values())  # as `cua-tui fleet` gives them
 
 
 def error_of(text: str, labs: tuple[str, ...] | None = LAB_NAMES) -> str:
     with pytest.raises(TasksError) as info:
-        parse_tasks(text, "suite.toml", labs=labs)
+        parse_tasks(text, "suite.toml", labs=labs, agents=AGENTS)
     return str(info.value)
 
 
@@ -143,10 +145,10 @@ def test_the_readme_example_parses_and_uses_every_key() -> None:
 # Issue 35, point 5: a lab on a desktop that cannot host one is refused at submit
 # ---------------------------------------------------------------------------------------------------
 def test_the_backends_that_host_a_lab_come_from_the_registry() -> None:
-    from cua_tui.desktops import BACKENDS, LAB_HOSTS, REGISTRY
+    from cua_tui.desktops import BACKENDS, lab_hosts
 
-    assert tuple(b.name for b in REGISTRY) == BACKENDS and set(LAB_HOSTS) < set(BACKENDS)
-    assert set(BACKENDS) - set(LAB_HOSTS) == {"sim", "dry"}  # no browser: nothing to open a page in
+    assert set(lab_hosts()) < set(BACKENDS)
+    assert set(BACKENDS) - set(lab_hosts()) == {"sim", "dry"}  # no browser: nothing to open a page in
 
 
 @pytest.mark.parametrize("backend", ["sim", "dry"])
@@ -160,16 +162,17 @@ def test_the_backends_that_host_a_lab_come_from_the_registry() -> None:
 def test_a_lab_or_url_on_a_backend_without_a_browser_is_refused_naming_those_with_one(
     backend: str, table: str, said: str
 ) -> None:
-    from cua_tui.desktops import LAB_HOSTS
+    from cua_tui.desktops import lab_hosts
 
+    hosts = lab_hosts()
     text = f'[[tasks]]\ntask = "fill"\n\n[[tasks]]\n{table}\n'
     with pytest.raises(TasksError) as info:
-        parse_tasks(text, "suite.toml", labs=LAB_NAMES, backend=(backend, LAB_HOSTS))
+        parse_tasks(text, "suite.toml", labs=LAB_NAMES, backend=(backend, hosts))
     message = str(info.value)
     assert said in message and "\n" not in message
     assert message.endswith(f": --backend local, cwsandbox or docker, not {backend}")
-    for host in LAB_HOSTS:
-        assert parse_tasks(text, "suite.toml", labs=LAB_NAMES, backend=(host, LAB_HOSTS)).tasks[1].name == "task-2"
+    for host in hosts:
+        assert parse_tasks(text, "suite.toml", labs=LAB_NAMES, backend=(host, hosts)).tasks[1].name == "task-2"
 
 
 # ---------------------------------------------------------------------------------------------------

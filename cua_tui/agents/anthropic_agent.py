@@ -6,7 +6,7 @@ API is stateless) and every ``tool_use`` is answered. Wire format: docs/models.m
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Any, Self, Unpack
 
 from ..core.actions import ANTHROPIC_MEMBERS, ANTHROPIC_TO_KIND, Kind
 from ..core.geometry import OutOfRange, Scaling
@@ -15,14 +15,13 @@ from ..core.text import encodable, one_line
 from .images import b64, fit_png
 from .replies import encodable_tree, reply_id, reply_list
 from .vendor_agent import NO_RESULT, VendorAgent, VendorOptions, by_call
-from .vendors import DEFAULT_MODELS, KEY_VARIABLES
+from .vendors import VENDORS, AgentRequest
 
 if TYPE_CHECKING:
     # the client type of the base class below (a string there: the SDK loads when the agent is built)
     import anthropic  # noqa: F401
 
-DEFAULT_MODEL = DEFAULT_MODELS["anthropic"]
-ENV_KEY = KEY_VARIABLES["anthropic"]
+DEFAULT_MODEL = VENDORS["anthropic"].default_model or ""
 TOOLSET_TYPE = "computer_toolset_20260801"
 DEFAULT_MAX_TOKENS = 8192
 DEFAULT_KEEP_IMAGES = 8
@@ -66,6 +65,11 @@ class AnthropicAgent(VendorAgent["anthropic.Anthropic"]):
         # the tool_use blocks of the last reply, each owed a result
         self._pending: list[dict[str, Any]] = []
         self._scaling: Scaling | None = None
+
+    @classmethod
+    def from_request(cls, request: AgentRequest) -> Self:
+        """As every vendor's, with the policy's withheld kinds: the toolset disables those members."""
+        return cls(request.key or "", request.model or "", withheld=request.withheld, **cls.request_options(request))
 
     # ---------------------------------------------------------------------------------------------
     # Agent protocol

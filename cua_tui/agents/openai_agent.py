@@ -13,14 +13,13 @@ from ..core.text import encodable, one_line
 from .images import data_url, fit_png
 from .replies import reply_id, reply_list
 from .vendor_agent import NO_RESULT, VendorAgent, VendorOptions, by_call
-from .vendors import DEFAULT_MODELS, KEY_VARIABLES
+from .vendors import VENDORS
 
 if TYPE_CHECKING:
     # the client type of the base class below (a string there: the SDK loads when the agent is built)
     import openai  # noqa: F401
 
-DEFAULT_MODEL = DEFAULT_MODELS["openai"]
-ENV_KEY = KEY_VARIABLES["openai"]
+DEFAULT_MODEL = VENDORS["openai"].default_model or ""
 
 
 class OpenAIAgent(VendorAgent["openai.OpenAI"]):

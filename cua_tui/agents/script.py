@@ -10,12 +10,15 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core import strictjson
 from ..core.actions import text_sha256
 from ..core.ports import Call, CallResult, Frame, SafetyCheck, Turn
 from ..core.text import lone_surrogate, visible
+
+if TYPE_CHECKING:
+    from .vendors import AgentRequest
 
 MAX_SCRIPT_BYTES = 20 * 1024 * 1024
 
@@ -203,6 +206,11 @@ class ScriptAgent:
         self._next = 0
         self.received: list[tuple[CallResult, ...]] = []  # what the agent heard back, for tests
         self.notes: list[str] = []  # and what it was told besides (a takeover's account)
+
+    @classmethod
+    def from_request(cls, request: AgentRequest) -> ScriptAgent:
+        """``--agent script:PATH``: the script at PATH, its placeholders filled from ``--texts``."""
+        return cls(Script.load(Path(request.argument).expanduser(), request.texts))
 
     def start(self, task: str, frame: Frame) -> Turn:
         return self._turn()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar, Protocol, TypedDict
+from typing import Any, ClassVar, Protocol, Self, TypedDict
 
 from ..core.ports import AgentError, CallResult, Usage
 from ..core.text import one_line
@@ -18,7 +18,7 @@ from .images import image_limits
 from .prices import count, estimate_cost, price_for
 from .redaction import Redactor
 from .replies import decode_json
-from .vendors import DEFAULT_RETRIES, DEFAULT_TIMEOUT, INSTRUCTIONS, KEY_VARIABLES
+from .vendors import DEFAULT_RETRIES, DEFAULT_TIMEOUT, INSTRUCTIONS, VENDORS, AgentRequest
 
 NO_RESULT = "Not executed: no result was recorded for this call."
 
@@ -55,7 +55,8 @@ class VendorOptions(TypedDict, total=False):
 
 class VendorAgent[C: SdkClient]:
     """One run's conversation with a vendor's model. Not reusable across runs. A subclass names its vendor
-    (``name``: its SDK, key variable and image limits) and its SDK's client class (``client_class``)."""
+    (``name``: its SDK and its record in agents/vendors.py, with its key variable, image limits and prices)
+    and its SDK's client class (``client_class``)."""
 
     name: ClassVar[str]
     # the class in the SDK module ``name`` that makes a client ("OpenAI": ``openai.OpenAI``)
@@ -75,14 +76,14 @@ class VendorAgent[C: SdkClient]:
         # The SDK is imported only when its agent is built.
         sdk = importlib.import_module(self.name)
         if not api_key:
-            raise ValueError(f"the {self.name} agent needs an API key ({KEY_VARIABLES[self.name]})")
+            raise ValueError(f"the {self.name} agent needs an API key ({VENDORS[self.name].key_variable})")
         self._sdk = sdk
         self.model = model
         self.timeout = timeout
         self.max_retries = max_retries
         self.instructions = instructions
         self.limits = image_limits(self.name, model)
-        self.price = price_for(model, prices)
+        self.price = price_for(model, prices, VENDORS[self.name].prices)
         self._redact = Redactor([api_key])
         connect: Callable[..., C] = getattr(sdk, self.client_class)
         self._client = connect(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries)
@@ -92,6 +93,20 @@ class VendorAgent[C: SdkClient]:
         self.turns = 0
         # What was ignored in replies (items or blocks of unknown type), for the curious.
         self.notes: list[str] = []
+
+    @classmethod
+    def from_request(cls, request: AgentRequest) -> Self:
+        """The agent the builder asks for (its vendor's record names this class)."""
+        return cls(request.key or "", request.model or "", **cls.request_options(request))
+
+    @staticmethod
+    def request_options(request: AgentRequest) -> VendorOptions:
+        return {
+            "base_url": request.base_url,
+            "timeout": request.timeout,
+            "max_retries": request.retries,
+            "prices": dict(request.prices),
+        }
 
     def cancel(self) -> None:
         self._calls.cancel()

@@ -167,10 +167,11 @@ def _check_outputs(run_path: Path, outs: list[Path]) -> None:
 def _send_otel(run: Any, endpoint: str) -> None:
     """The run's spans to an OTLP/HTTP endpoint, with the times on record; a refusal is one line (exit 2)."""
     # Imported here: the OpenTelemetry SDK costs start-up time that only --otel should pay.
+    from ..agents.vendors import otel_systems
     from ..export import otel
 
     try:
-        sent = otel.send_run(run, endpoint)
+        sent = otel.send_run(run, endpoint, otel_systems())
     except otel.SendFailed as exc:
         fail(str(exc))
     except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from ..agents.vendors import DEFAULT_MODELS
+from ..agents.vendors import VENDORS
 from ..desktops import BACKENDS
 
 if TYPE_CHECKING:
@@ -34,9 +34,8 @@ FLAGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         {
             "default": "local",
             "show_default": True,
-            "type": click.Choice(BACKENDS),
-            "help": "Desktop: local Xvfb+Chromium (needs --lab or --url), CoreWeave sandbox, Docker, dry (executes "
-            "nothing, validates against a blank screen) or sim (in-process simulated form app).",
+            "type": click.Choice(tuple(BACKENDS)),
+            "help": "Desktop: " + ", ".join(backend.about for backend in BACKENDS.values()) + ".",
         },
     ),
     "screen": (("--screen",), {"default": "1024x720", "show_default": True, "help": "Screen size WIDTHxHEIGHT."}),
@@ -45,24 +44,27 @@ FLAGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         {
             "default": "openai",
             "show_default": True,
-            "help": "openai, anthropic, or script:PATH (recorded turns; no model, no key).",
+            "help": "; ".join(f"{v.spec}: {v.about}" for v in VENDORS.values()) + ".",
         },
     ),
     "model": (
         ("--model",),
         {
             "default": None,
-            "help": f"Model name for the openai/anthropic agents (default: {DEFAULT_MODELS['openai']} for openai, "
-            f"{DEFAULT_MODELS['anthropic']} for anthropic). Keys come from OPENAI_API_KEY / ANTHROPIC_API_KEY or "
-            "the settings file.",
+            "help": "Model name (default: "
+            + ", ".join(f"{v.default_model} for {v.name}" for v in VENDORS.values() if v.default_model)
+            + "). Keys come from "
+            + " / ".join(v.key_variable for v in VENDORS.values() if v.key_variable)
+            + " or the settings file.",
         },
     ),
     "base_url": (
         ("--base-url",),
         {
             "default": None,
-            "help": "API base URL for the model, any compatible server (default: OPENAI_BASE_URL / "
-            "ANTHROPIC_BASE_URL, else the vendor's).",
+            "help": "API base URL for the model, any compatible server (default: "
+            + " / ".join(v.base_url_variable for v in VENDORS.values() if v.base_url_variable)
+            + ", else the settings' base_url, else the vendor's).",
         },
     ),
     "lab": (

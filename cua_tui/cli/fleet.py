@@ -67,14 +67,16 @@ def command(tasks_path: Path, concurrency: int | None, **values: Any) -> None:
     # Imported here: the builder pulls in the core, and --help should start fast.
     from dataclasses import replace
 
+    from ..agents.vendors import VENDORS
     from ..core.tasks import load_tasks
-    from ..desktops import LAB_HOSTS
+    from ..desktops import lab_hosts
     from ..fleet_runner import Fleet, concurrency_for, fleet_tasks
     from ..labs import LABS
 
     config = settings()
     # a lab on a desktop without a browser is refused here, not by each run at its first screen
-    tasks = load_tasks(tasks_path, labs=LABS.keys(), backend=(values["backend"], LAB_HOSTS))
+    agents = [vendor.spec for vendor in VENDORS.values()]
+    tasks = load_tasks(tasks_path, labs=LABS.keys(), backend=(values["backend"], lab_hosts()), agents=agents)
     if not headless:
         from .session import check_theme
 

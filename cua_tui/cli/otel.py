@@ -18,9 +18,10 @@ def open_sink(flag: str | None, settings: Any, *, headless: bool) -> Sink | None
     endpoint = flag or settings.otel_endpoint
     if not endpoint:
         return None
+    from ..agents.vendors import otel_systems
     from ..export.otel import Sink
 
-    return Sink(endpoint, say=_say if headless else None)
+    return Sink(endpoint, say=_say if headless else None, systems=otel_systems())
 
 
 def close_sink(sink: Sink | None) -> None:

@@ -3,70 +3,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import click
 
 from ..core.errors import CommandError
+from ..desktops import BACKENDS
 from .base import RUNS_HINT, fail, settings
 from .flags import flag
 
 SANDBOX_ID_CAP = 256
 
 
-@dataclass(frozen=True)
-class Sandboxes:
-    """What the command needs of a backend: list them, stop one by id, and how to say so."""
-
-    list: Callable[[], list[dict[str, str]]]
-    stop: Callable[[str], object]
-    what: str  # "tagged cua-tui"
-    secret: str = ""  # never printed (the service's key)
-
-
-def _cwsandbox(config: Any) -> Sandboxes:
-    from ..factory import sandbox_settings
-
-    # a missing key or a bad endpoint is an UnavailableError: a usage error the command line says
-    options = sandbox_settings(config)
-    from ..desktops.cwsandbox import list_sandboxes, stop_sandbox
-
-    return Sandboxes(
-        lambda: list_sandboxes(options),
-        lambda ident: stop_sandbox(options, ident),
-        "tagged cua-tui",
-        options.api_key or "",
-    )
-
-
-def _docker(config: Any) -> Sandboxes:
-    from ..desktops.docker import DockerSettings, list_leftovers, remove_leftover
-    from ..desktops.docker_engine import Engine
-
-    options = DockerSettings()
-    problem = Engine(options.docker).problem()
-    if problem:
-        fail(problem)
-    return Sandboxes(
-        lambda: [{**row, "state": f"{row['kind']} {row['state']}"} for row in list_leftovers(options)],
-        lambda ident: remove_leftover(ident, options),
-        "labelled cua-tui",
-    )
-
-
-BACKENDS = {"cwsandbox": _cwsandbox, "docker": _docker}
+# the backends that leave sandboxes behind (their records say how to list and stop them)
+KINDS = tuple(name for name, backend in BACKENDS.items() if backend.leftovers)
 
 
 @click.command("sandboxes")
 @click.option(
     "--backend",
-    type=click.Choice(tuple(BACKENDS)),
-    default="cwsandbox",
+    type=click.Choice(KINDS),
+    default=KINDS[0],
     show_default=True,
-    help="Whose sandboxes: CoreWeave's, or this machine's Docker engine (containers and networks).",
+    help="Whose sandboxes: " + ", or ".join(BACKENDS[name].leftovers_about for name in KINDS) + ".",
 )
 @click.option("--stop", "target", default=None, help="Stop one: a run directory, a run id or a sandbox id.")
 @click.option("--all", "stop_all", is_flag=True, help="Stop every sandbox tagged (or labelled) cua-tui.")
@@ -86,7 +45,7 @@ def command(backend: str, target: str | None, stop_all: bool, runs_dir: Path | N
     config = settings()
     # the run directory's problem (if any) before the backend's: it is the real one
     sandbox_id = _sandbox_id(target, (runs_dir or config.runs_dir).expanduser()) if target else None
-    found = BACKENDS[backend](config)
+    found = BACKENDS[backend].leftovers_of(config)
     try:
         if sandbox_id is not None:
             found.stop(sandbox_id)

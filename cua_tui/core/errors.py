@@ -22,3 +22,8 @@ class UsageError(CommandError):
     tasks file, a folder that is no run directory), said before anything runs. Exit status 2."""
 
     exit_code = 2
+
+
+class Unavailable(ValueError, UsageError):
+    """A backend or agent that cannot be used as configured (no key, no engine, no image, an unknown name):
+    a usage error, said in one line before anything starts."""

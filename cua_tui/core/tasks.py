@@ -1,7 +1,7 @@
 """The fleet's tasks file (TOML): the runs ``cua-tui fleet`` makes, one table per task, validated strictly
-with errors that name the line. Which labs exist, and which backends can host one, are the caller's to say
-(``parse_tasks(..., labs=names, backend=(name, hosts))``); paths are returned as written, and
-``TaskSpec.path_of`` resolves them against the file's folder. The format: docs/files/tasks.md.
+with errors that name the line. Which labs and agents exist, and which backends can host a lab, are the
+caller's to say (``parse_tasks(..., labs=names, agents=forms, backend=(name, hosts))``); paths are returned
+as written, and ``TaskSpec.path_of`` resolves them against the file's folder. The format: docs/files/tasks.md.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ MAX_TASKS = 1000
 MAX_TASK_TEXT = 8000
 MAX_FIELD = 4096  # a path, a model name, a URL
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-AGENTS = ("openai", "anthropic")
 
 
 class TasksError(TomlFileError):
@@ -93,22 +92,33 @@ class TasksFile:
 Backend = tuple[str, Collection[str]]
 
 
-def load_tasks(path: str | Path, labs: Collection[str] | None = None, backend: Backend | None = None) -> TasksFile:
+def load_tasks(
+    path: str | Path,
+    labs: Collection[str] | None = None,
+    backend: Backend | None = None,
+    agents: Collection[str] | None = None,
+) -> TasksFile:
     """Read (bounded) and validate a tasks file."""
     path = Path(path)
     label = f"tasks file {path}"
     data = tomlfile.read_bytes(path, label, cap=MAX_TASKS_BYTES, what="a tasks file", error=TasksError)
     text = tomlfile.decode(data, label, TasksError)
-    parsed = parse_tasks(text, str(path), labs=labs, backend=backend)
+    parsed = parse_tasks(text, str(path), labs=labs, backend=backend, agents=agents)
     folder = str(path.parent) if str(path.parent) else "."
     return TasksFile(parsed.source, parsed.name, parsed.tasks, hashlib.sha256(data).hexdigest(), folder)
 
 
 def parse_tasks(
-    text: str, source: str = "<tasks>", labs: Collection[str] | None = None, backend: Backend | None = None
+    text: str,
+    source: str = "<tasks>",
+    labs: Collection[str] | None = None,
+    backend: Backend | None = None,
+    agents: Collection[str] | None = None,
 ) -> TasksFile:
     """Validate tasks file text. ``labs``: the lab names that exist (unchecked when None); ``backend``: the
-    runs' backend and those that can host a lab or a URL (a task naming one on another is refused)."""
+    runs' backend and those that can host a lab or a URL (a task naming one on another is refused);
+    ``agents``: the registered agents as ``--agent`` takes them ("openai", "script:PATH"; unchecked when
+    None)."""
     doc = tomlfile.parse(text, f"tasks file {source}", cap=MAX_TASKS_BYTES, error=TasksError)
     tasks_value = doc.data.get("tasks")
     if isinstance(tasks_value, list) and len(tasks_value) > MAX_TASKS:
@@ -126,6 +136,8 @@ def parse_tasks(
     seen: dict[str, int] = {}
     for i, task in enumerate(parsed.tasks):
         spec = _task(doc, i, task, labs, lines[("tasks", i)])
+        if agents is not None and spec.agent is not None and not _agent_known(spec.agent, agents):
+            raise doc.error(("tasks", i, "agent"), f"{spec.agent!r}: {either(tuple(agents))}")
         if backend is not None:
             _hosted(doc, i, spec, *backend)
         if spec.name in seen:
@@ -166,9 +178,6 @@ def _task(doc: TomlDoc, i: int, task: _Task, labs: Collection[str] | None, line:
             raise fail("url", f"{task.url!r}: an http:// or https:// URL with a host")
     if task.lab is None and not task.task.strip():
         raise fail("task", 'a task needs its text (task = "...") unless it names a lab, which has its own')
-    scripted = task.agent is not None and task.agent.startswith("script:") and task.agent[7:].strip()
-    if task.agent is not None and task.agent not in AGENTS and not scripted:
-        raise fail("agent", f"{task.agent!r}: openai, anthropic or script:PATH")
     for key in ("max_turns", "max_steps", "deadline_seconds"):
         value = getattr(task, key)
         if value is not None and not 1 <= value <= MAX_LIMIT:
@@ -186,6 +195,12 @@ def _task(doc: TomlDoc, i: int, task: _Task, labs: Collection[str] | None, line:
             raise fail("allow_domains", f"{domain!r} {exc.problem}", item=n) from None
     settings = msgspec.structs.asdict(task) | {"name": name, "allow_domains": tuple(domains), "line": line}
     return TaskSpec(**settings)
+
+
+def _agent_known(agent: str, forms: Collection[str]) -> bool:
+    """``agent`` is one of ``forms``, or a ``name:ARGUMENT`` form's name with an argument."""
+    name, colon, rest = agent.partition(":")
+    return agent in forms or (bool(colon) and bool(rest.strip()) and any(f.startswith(name + ":") for f in forms))
 
 
 def _hosted(doc: TomlDoc, i: int, spec: TaskSpec, backend: str, hosts: Collection[str]) -> None:

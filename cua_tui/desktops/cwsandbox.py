@@ -18,14 +18,17 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
+import msgspec
+
 from ..core import events as ev
+from ..core.errors import Unavailable
 from ..core.geometry import Size
-from ..core.ports import DesktopError, Verification
+from ..core.ports import DesktopError, Lab, Verification
 from ..core.text import one_line, truncate
-from . import quiet
+from . import Leftovers, quiet
 from .remote.desktop import HelperDesktop
 from .remote.replies import STDERR_CAP, egress_events, verdict
 from .remote.sealed import new_key, seal
@@ -48,7 +51,8 @@ INSTALL_PACKAGES = (
 # rewritten.
 INSTALL_HOSTS = ("deb.debian.org",)
 BUILD_HINT = (
-    "build the desktop image (docker build -t REGISTRY/cua-tui-desktop docker/desktop), push it and set cwsandbox_image"
+    "build the desktop image (docker build -t REGISTRY/cua-tui-desktop docker/desktop), push it and set image "
+    "under [cwsandbox] in the settings"
 )
 # an install's output, counted as it streams (apt writes about 200 KB)
 INSTALL_OUTPUT_CAP = 16 * 1024 * 1024
@@ -145,6 +149,78 @@ def helper_request(argv: list[str]) -> dict[str, Any] | None:
     except ValueError:
         return None
     return request if isinstance(request, dict) else None
+
+
+class CWSandboxTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """The settings file's ``[cwsandbox]`` table (each key optional: absent, the SandboxSettings default).
+    ``api_key`` is never in its repr."""
+
+    base_url: str | None = None
+    api_key: str | None = None
+    image: str | None = None  # None: the stock image, its packages installed at start
+    cpu: str | None = None
+    memory: str | None = None
+    max_lifetime: Annotated[int, msgspec.Meta(ge=60, le=86400)] | None = None  # seconds
+    placement: Literal["serverless", "cks"] | None = None
+
+    def __repr__(self) -> str:
+        key = "set" if self.api_key else None
+        return f"CWSandboxTable(base_url={self.base_url!r}, image={self.image!r}, api_key={key})"
+
+
+def sandbox_options(table: CWSandboxTable | None, config_file: object) -> SandboxSettings:
+    """The sandboxes' settings from the ``[cwsandbox]`` table (the environment applied): a missing key or an
+    endpoint that is no http(s) URL is refused here, in one line naming where to set it."""
+    table = table or CWSandboxTable()
+    if not table.api_key:
+        raise Unavailable(
+            "the cwsandbox backend needs an API key: set CWSANDBOX_API_KEY in the environment "
+            f"(or api_key under [cwsandbox] in {config_file})"
+        )
+    if table.base_url and not table.base_url.startswith(("http://", "https://")):
+        # not quoted: a URL can carry a user's credentials
+        raise Unavailable(
+            f"CWSANDBOX_BASE_URL (or base_url under [cwsandbox] in {config_file}) must be an http:// or https:// URL"
+        )
+    default = SandboxSettings()
+    return SandboxSettings(
+        base_url=table.base_url,
+        api_key=table.api_key,
+        image=table.image,
+        cpu=table.cpu or default.cpu,
+        memory=table.memory or default.memory,
+        max_lifetime_seconds=table.max_lifetime or default.max_lifetime_seconds,
+        placement=table.placement or default.placement,
+    )
+
+
+def build(
+    size: Size,
+    table: CWSandboxTable | None,
+    *,
+    lab: Lab | None,
+    url: str | None,
+    allow_domains: tuple[str, ...],
+    config_file: object,
+) -> CWSandboxDesktop:
+    """The backend's builder (desktops/__init__.py): the endpoint and key from cwsandbox's variables or the
+    settings' table."""
+    options = sandbox_options(table, config_file)
+    return CWSandboxDesktop(
+        size, options, lab=lab.name if lab is not None else None, url=url, allow_domains=allow_domains
+    )
+
+
+def leftovers(settings: Any) -> Leftovers:
+    """``cua-tui sandboxes --backend cwsandbox``: this key's sandboxes tagged cua-tui (``settings`` is the
+    program's, config.Settings)."""
+    options = sandbox_options(settings.backend_table("cwsandbox"), settings.config_file)
+    return Leftovers(
+        lambda: list_sandboxes(options),
+        lambda ident: stop_sandbox(options, ident),
+        "tagged cua-tui",
+        options.api_key or "",
+    )
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from ..core import events as ev
+from ..core.errors import Unavailable
 from ..core.geometry import Size
-from ..core.ports import DesktopError, Verification
+from ..core.ports import DesktopError, Lab, Verification
 from ..core.text import failure, truncate
+from . import Leftovers
 from .docker_engine import (
     LABEL,
     RUN_LABEL,
@@ -350,7 +354,7 @@ class DockerDesktop(HelperDesktop):
         size: Size,
         settings: DockerSettings | None = None,
         *,
-        lab: Any = None,
+        lab: Lab | None = None,
         url: str | None = None,
         allow_domains: tuple[str, ...] = (),
     ) -> None:
@@ -648,3 +652,40 @@ def list_leftovers(settings: DockerSettings | None = None) -> list[dict[str, str
 def remove_leftover(ident: str, settings: DockerSettings | None = None) -> bool:
     """Remove one by id or name; False when it was already gone (running it twice is harmless)."""
     return Engine((settings or DockerSettings()).docker).remove(ident)
+
+
+class DockerTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """The settings file's ``[docker]`` table."""
+
+    image: str | None = None  # None: DEFAULT_IMAGE (the one ``scripts/setup.sh docker`` builds)
+
+
+def build(
+    size: Size,
+    table: DockerTable | None,
+    *,
+    lab: Lab | None,
+    url: str | None,
+    allow_domains: tuple[str, ...],
+    **_: object,
+) -> DockerDesktop:
+    """The backend's builder (desktops/__init__.py): an engine that is missing, not running or without the
+    image is refused here, in one line, before anything starts."""
+    options = DockerSettings(image=table.image) if table is not None and table.image else DockerSettings()
+    problem = Engine(options.docker).problem(options.image)
+    if problem:
+        raise Unavailable(problem)
+    return DockerDesktop(size, options, lab=lab, url=url, allow_domains=allow_domains)
+
+
+def leftovers(settings: object) -> Leftovers:
+    """``cua-tui sandboxes --backend docker``: the containers and networks labelled cua-tui here."""
+    options = DockerSettings()
+    problem = Engine(options.docker).problem()
+    if problem:
+        raise Unavailable(problem)
+    return Leftovers(
+        lambda: [{**row, "state": f"{row['kind']} {row['state']}"} for row in list_leftovers(options)],
+        lambda ident: remove_leftover(ident, options),
+        "labelled cua-tui",
+    )

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 from ..core.actions import Action
 from ..core.geometry import Size
-from ..core.ports import BaseDesktop, DesktopError, Frame, StepResult, Verification
+from ..core.ports import BaseDesktop, DesktopError, Frame, Lab, StepResult, Verification
 from ..core.stale import ScreenCheck
 from ..core.text import failure
 from ..procs import kill_group
@@ -113,7 +113,7 @@ def url_allow_entry(url: str) -> tuple[str, str]:
     return url, entry
 
 
-def start_target(lab: Any, url: str | None, allow_domains: tuple[str, ...]) -> tuple[str, AllowList]:
+def start_target(lab: Lab | None, url: str | None, allow_domains: tuple[str, ...]) -> tuple[str, AllowList]:
     """Start the lab (if any); the URL the browser opens and the proxy's allow-list (its origin and
     ``allow_domains``)."""
     if lab is not None:
@@ -201,7 +201,7 @@ class LocalDesktop(BaseDesktop):
         size: Size,
         *,
         url: str | None = None,
-        lab: Any = None,
+        lab: Lab | None = None,
         allow_domains: tuple[str, ...] = (),
         start_timeout: float = 30.0,
         bubblewrap: bool = True,
@@ -764,3 +764,10 @@ def _descendant(pid: int, comm: str) -> int | None:
             return current
         todo += children.get(current, [])
     return None
+
+
+def build(
+    size: Size, table: None, *, lab: Lab | None, url: str | None, allow_domains: tuple[str, ...], **_: object
+) -> LocalDesktop:
+    """The backend's builder (desktops/__init__.py): the lab or page in a local Xvfb + Chromium."""
+    return LocalDesktop(size, lab=lab, url=url, allow_domains=allow_domains)

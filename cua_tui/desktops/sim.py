@@ -19,7 +19,7 @@ from PIL import Image, ImageDraw, ImageFont
 from ..core.actions import Action, Kind
 from ..core.geometry import Size
 from ..core.imaging import crop_frame, encode_png
-from ..core.ports import BaseDesktop, DesktopError, Frame, StepResult, Verification
+from ..core.ports import BaseDesktop, DesktopError, Frame, Lab, StepResult, Verification
 
 PHRASE = "cua-tui verified"
 DEFAULT_SIZE = Size(1024, 720)
@@ -287,3 +287,10 @@ class SimDesktop(BaseDesktop):
         if app.proofs:
             draw.text((40, 220 - app.scroll), f"Submitted: {len(app.proofs)}", fill=(0, 120, 0), font=font)
         return encode_png(img)
+
+
+def build(
+    size: Size, table: None, *, lab: Lab | None, url: str | None, allow_domains: tuple[str, ...], **_: object
+) -> SimDesktop:
+    """The backend's builder (desktops/__init__.py): the simulated form app at ``size``."""
+    return SimDesktop(size)

@@ -44,7 +44,6 @@ SCHEDULE_MS = 2000
 # characters of a string attribute (reasons, rules, ids): every value is ours or the policy's
 TEXT_CAP = 256
 TOOL = "computer"
-PROVIDERS = ("openai", "anthropic")
 OK_STATUSES = ("passed", "finished")
 
 Attributes = dict[str, AttributeValue]
@@ -74,15 +73,18 @@ class SpanMapper:
     ``invoke_agent`` is the run (a new trace); under it ``chat`` per model call and ``execute_tool`` per
     action (linked to the chat that proposed it); under an action, ``cua_tui.decision`` per decision.
     ``run_id`` and ``attributes`` may be functions, asked at the first event (a fleet's run has its id only
-    once built)."""
+    once built). ``systems``: each vendor's ``gen_ai.provider.name`` by its agent name (the vendors'
+    records, given by the command line: agents/vendors.py ``otel_systems``)."""
 
     def __init__(
         self,
         tracer: Tracer,
         run_id: str | Callable[[], str],
         attributes: Mapping[str, AttributeValue] | Callable[[], Mapping[str, AttributeValue]] | None = None,
+        systems: Mapping[str, str] | None = None,
     ) -> None:
         self._tracer = tracer
+        self._systems = systems or {}
         self._identity = (run_id, attributes)
         self.run_id = ""
         self.root: Span | None = None
@@ -160,7 +162,7 @@ class SpanMapper:
         self.run_id = run_id() if callable(run_id) else run_id
         label = started.agent if started is not None and isinstance(started.agent, str) else ""
         agent = (label.split(":", 1)[0].split() or ["agent"])[0][:64]
-        self._provider = agent if agent in PROVIDERS else None
+        self._provider = self._systems.get(agent)
         self._model = _text(started.model, 128) if started is not None else None
         attrs: Attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent}
         attrs.update(self._gen_ai())
@@ -551,9 +553,12 @@ class Sink:
     ``close`` waits at most ``FLUSH_S`` for what is left. One per process: a fleet's runs share it, each run
     its own trace."""
 
-    def __init__(self, endpoint: str, *, say: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, endpoint: str, *, say: Callable[[str], None] | None = None, systems: Mapping[str, str] | None = None
+    ) -> None:
         _quiet_sdk()
         self.endpoint = endpoint
+        self._systems = systems
         self._say = say
         self.held: list[str] = []
         self._noticed = False
@@ -583,7 +588,7 @@ class Sink:
             extra = attributes() if callable(attributes) else attributes
             return {"cua_tui.source": "live", **(extra or {})}
 
-        mapper = SpanMapper(self._tracer, run_id, about)
+        mapper = SpanMapper(self._tracer, run_id, about, self._systems)
         broken: list[bool] = []
 
         def listen(stamped: ev.Stamped) -> None:
@@ -672,7 +677,7 @@ class _Sending(SpanProcessor):
             self.failure = _cause(reason)
 
 
-def send_run(run: Run, endpoint: str) -> Sent:
+def send_run(run: Run, endpoint: str, systems: Mapping[str, str] | None = None) -> Sent:
     """Send a recorded run's spans, with its recorded times, and the verify verdict on the root span.
     Raises SendFailed (nothing more is sent after the first batch that fails)."""
     _quiet_sdk()
@@ -684,7 +689,7 @@ def send_run(run: Run, endpoint: str) -> Sent:
     attrs["cua_tui.audit.summary"] = run.report.summary[:TEXT_CAP]
     _put(attrs, "cua_tui.fleet.id", _text(run.info.get("fleet"), 128))
     _put(attrs, "cua_tui.fleet.task", _text(run.info.get("fleet_task"), 128))
-    mapper = SpanMapper(provider.get_tracer("cua_tui", __version__), run.run_id, attrs)
+    mapper = SpanMapper(provider.get_tracer("cua_tui", __version__), run.run_id, attrs, systems)
     try:
         for stamped in run.stamped:
             mapper.feed(stamped)

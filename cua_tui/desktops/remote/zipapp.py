@@ -28,6 +28,7 @@ SHIPPED = (
     "core/ports.py",
     "core/stale.py",
     "core/text.py",
+    "core/values.py",
     "desktops/__init__.py",
     "desktops/isolation.py",
     "desktops/local.py",
