@@ -86,8 +86,12 @@ def make_supervisor(
     return sup, events, agent
 
 
+RunScript = Callable[..., Run]
+"""The type of the ``run_script`` fixture."""
+
+
 @pytest.fixture
-def run_script(tmp_path: Path) -> Callable[..., Run]:
+def run_script(tmp_path: Path) -> RunScript:
     """Run turns to the end on a SimDesktop (or the given desktop) and return everything observed."""
 
     def runner(turns: list[dict[str, Any]], **kwargs: Any) -> Run:
@@ -127,16 +131,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture
 def opened(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Every image handed to Pillow's decoder by the project's imaging (none may be a refused screen)."""
-    from cua_tui.core import imaging
+    from PIL import Image  # what cua_tui.core.imaging decodes with
 
     calls: list[Any] = []
-    real = imaging.Image.open
+    real = Image.open
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         calls.append(args)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(imaging.Image, "open", spy)
+    monkeypatch.setattr(Image, "open", spy)
     return calls
 
 

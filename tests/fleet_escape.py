@@ -25,7 +25,7 @@ class Escaped(BaseException):
 def _escape() -> BaseException:
     name = os.environ["CUA_TEST_ESCAPE"]
     kind = Escaped if name == "Escaped" else getattr(builtins, name)
-    return kind(f"injected {name}")  # type: ignore[no-any-return]
+    return kind(f"injected {name}")
 
 
 def install() -> None:

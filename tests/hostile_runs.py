@@ -145,7 +145,8 @@ def pristine_run(folder: Path) -> Path:
 
 def a_screenshot(run: Path) -> str:
     lines = (run / "audit.jsonl").read_bytes().splitlines()
-    return next(json.loads(line)["sha256"] for line in lines if b'"kind":"screen"' in line)
+    sha: str = next(json.loads(line)["sha256"] for line in lines if b'"kind":"screen"' in line)
+    return sha
 
 
 def sparse(path: Path, size: int = BIG) -> Path:

@@ -137,7 +137,9 @@ class ModelServer:
 _ids = itertools.count(1)
 
 
-def openai_response(*output: dict[str, Any], rid: str | None = None, usage: tuple[int, int] = (1000, 50)) -> dict:
+def openai_response(
+    *output: dict[str, Any], rid: str | None = None, usage: tuple[int, int] = (1000, 50)
+) -> dict[str, Any]:
     return {
         "id": rid or f"resp_{next(_ids)}",
         "object": "response",

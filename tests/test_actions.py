@@ -6,6 +6,7 @@ import dataclasses
 import hashlib
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -325,7 +326,7 @@ def test_openai_non_objects_are_refused(raw: Any, reason: str) -> None:
 
 
 def test_openai_dict_subclass_is_not_a_json_object() -> None:
-    class Sneaky(dict):
+    class Sneaky(dict[str, Any]):
         pass
 
     assert openai_error(Sneaky(type="screenshot")).code == "bad_schema"
@@ -1361,13 +1362,14 @@ def test_every_reason_is_encodable_property(text: str, data: st.DataObject) -> N
     name = data.draw(st.sampled_from(ANTHROPIC_MEMBERS))
     base, optional = ANTHROPIC_MINIMAL[name]
     field = data.draw(st.sampled_from(sorted({*base, *optional, text or "x"})))
-    for call in (
+    calls: tuple[Callable[[], object], ...] = (
         lambda: parse_anthropic(name, {**base, field: text}, S),
         lambda: parse_anthropic(text, base, S),
         lambda: parse_anthropic(name, base, S, text),
         lambda: parse_openai({"type": text}, S),
         lambda: parse_openai({"type": "keypress", "keys": [text]}, S),
-    ):
+    )
+    for call in calls:
         try:
             call()
         except ActionError as err:

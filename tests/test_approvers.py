@@ -15,8 +15,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import pytest
 
@@ -92,7 +93,7 @@ def test_handshake_answer_from_another_thread_approves() -> None:
     decision = Decision(approver, req)
     assert approver.wait_for_request(5) is req
     assert approver.pending is req
-    answered = threading.Thread(target=lambda: seen.append(approver.answer(Answer.APPROVE, req)))  # type: ignore[arg-type]
+    answered = threading.Thread(target=lambda: seen.append(approver.answer(Answer.APPROVE, req)))
     answered.start()
     answered.join(2)
     ruling = decision.result()
@@ -169,8 +170,12 @@ def test_fixed_approver_names_its_rule() -> None:
 # ---------------------------------------------------------------------------------------------------
 # TerminalApprover (--on-confirm ask)
 # ---------------------------------------------------------------------------------------------------
+Terminal = tuple[TerminalApprover, TextIO, io.StringIO]
+"""The approver, the pipe feeding its input, and what it wrote."""
+
+
 @pytest.fixture
-def terminal():
+def terminal() -> Iterator[Terminal]:
     """A TerminalApprover reading a real pipe (so select() is used) and writing to a string."""
     read_fd, write_fd = os.pipe()
     stdin = os.fdopen(read_fd, "r", encoding="utf-8")
@@ -189,7 +194,7 @@ def terminal():
     ("typed", "answer"),
     [("y\n", Answer.APPROVE), ("yes\n", Answer.APPROVE), ("N\n", Answer.REJECT), ("k\n", Answer.KILL)],
 )
-def test_terminal_answers(terminal, typed: str, answer: Answer) -> None:
+def test_terminal_answers(terminal: Terminal, typed: str, answer: Answer) -> None:
     approver, feed, out = terminal
     feed.write(typed)
     feed.flush()
@@ -198,7 +203,7 @@ def test_terminal_answers(terminal, typed: str, answer: Answer) -> None:
     assert "Approve? [y]es / [n]o / [k]ill" in out.getvalue()
 
 
-def test_terminal_asks_again_after_garbage(terminal) -> None:
+def test_terminal_asks_again_after_garbage(terminal: Terminal) -> None:
     approver, feed, out = terminal
     feed.write("sure, whatever the page says\ny\n")  # both lines arrive in one chunk, as from a pipe
     feed.flush()
@@ -207,7 +212,7 @@ def test_terminal_asks_again_after_garbage(terminal) -> None:
     assert out.getvalue().count("Approve?") == 2
 
 
-def test_a_headless_run_refuses_takeover_and_edit_in_one_line(terminal) -> None:
+def test_a_headless_run_refuses_takeover_and_edit_in_one_line(terminal: Terminal) -> None:
     """Issue 24, point 5: T (and e) at the headless prompt: one line says why not, and it asks again."""
     approver, feed, out = terminal
     feed.write("T\ne\nn\n")
@@ -217,7 +222,7 @@ def test_a_headless_run_refuses_takeover_and_edit_in_one_line(terminal) -> None:
     assert "\n" not in NO_DESKTOP_PANE and "no desktop pane" in NO_DESKTOP_PANE
 
 
-def test_terminal_piped_answers_serve_consecutive_decisions(terminal) -> None:
+def test_terminal_piped_answers_serve_consecutive_decisions(terminal: Terminal) -> None:
     approver, feed, _out = terminal
     feed.write("y\nn\n")
     feed.flush()
@@ -225,14 +230,14 @@ def test_terminal_piped_answers_serve_consecutive_decisions(terminal) -> None:
     assert Decision(approver, request(1)).result().answer is Answer.REJECT
 
 
-def test_terminal_end_of_input_rejects(terminal) -> None:
+def test_terminal_end_of_input_rejects(terminal: Terminal) -> None:
     approver, feed, _out = terminal
     feed.close()
     ruling = Decision(approver).result()
     assert ruling.answer is Answer.REJECT and ruling.note == "end of input"
 
 
-def test_terminal_shows_typed_text_in_full_with_controls_visible(terminal) -> None:
+def test_terminal_shows_typed_text_in_full_with_controls_visible(terminal: Terminal) -> None:
     approver, feed, out = terminal
     feed.write("n\n")
     feed.flush()
@@ -244,7 +249,7 @@ def test_terminal_shows_typed_text_in_full_with_controls_visible(terminal) -> No
     assert "turn 2, action 1" in shown
 
 
-def test_terminal_cancel_returns_kill_promptly(terminal) -> None:
+def test_terminal_cancel_returns_kill_promptly(terminal: Terminal) -> None:
     approver, _feed, _out = terminal
     decision = Decision(approver)
     time.sleep(0.15)
@@ -424,7 +429,7 @@ def test_blanket_approve_does_not_claim_a_safety_check_reject() -> None:
     assert FixedApprover(Answer.REJECT).decide(safety_request(), threading.Event()).by == "headless rule: reject"
 
 
-def test_terminal_end_of_input_is_nobodys_answer(terminal) -> None:
+def test_terminal_end_of_input_is_nobodys_answer(terminal: Terminal) -> None:
     approver, feed, _out = terminal
     feed.write("y\n")
     feed.close()
@@ -434,7 +439,7 @@ def test_terminal_end_of_input_is_nobodys_answer(terminal) -> None:
     assert "human" not in ruling.by and not ruling.human
 
 
-def test_terminal_and_handshake_cancel_name_the_kill_switch(terminal) -> None:
+def test_terminal_and_handshake_cancel_name_the_kill_switch(terminal: Terminal) -> None:
     approver, _feed, _out = terminal
     decision = Decision(approver)
     time.sleep(0.1)
@@ -485,7 +490,9 @@ SCRIPT_WITH_SAFETY_CHECK = {
 SCRIPT_WITH_TYPING = {"turns": [{"actions": [{"type": "type", "text": "hello"}]}], "final_text": "done"}
 
 
-def _headless(tmp_path: Path, script: dict[str, Any], on_confirm: str, stdin: str = "") -> tuple[str, list[dict]]:
+def _headless(
+    tmp_path: Path, script: dict[str, Any], on_confirm: str, stdin: str = ""
+) -> tuple[str, list[dict[str, Any]]]:
     from click.testing import CliRunner
 
     from cua_tui.cli import main

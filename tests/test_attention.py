@@ -12,6 +12,7 @@ from cua_tui.config import Settings
 from cua_tui.core import events as ev
 from cua_tui.core.attention import BROWSER_BACKGROUND_HOSTS, Attention, routine_egress
 from cua_tui.core.policy import Verdict
+from cua_tui.core.values import OutcomeStatus
 from cua_tui.headless import printer
 from cua_tui.tui.signals import notification_escape, notification_protocol
 
@@ -78,7 +79,7 @@ def test_headless_lines_name_the_action_mark_alerts_and_fold_routine_egress() ->
         egress("update.googleapis.com"),
         ev.ModelTurn(turn=1, text="two clicks", calls=1, actions=2),
         ev.ActionProposed(turn=1, index=0, call_id="c", action=None, summary="click at (550, 182)"),
-        ev.Outcome(turn=1, index=0, call_id="c", status=ev.OutcomeStatus.EXECUTED, message="OK", step=1),
+        ev.Outcome(turn=1, index=0, call_id="c", status=OutcomeStatus.EXECUTED, message="OK", step=1),
         ev.ActionProposed(turn=1, index=1, call_id="c", action=None, summary="press ctrl+alt+delete"),
         ev.PolicyVerdict(turn=1, index=1, verdict=Verdict.BLOCK, reason="blocked chord", rule="keys"),
         egress("exfil.example", 443, "POST"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import threading
 from collections import Counter
@@ -29,7 +30,6 @@ from cua_tui.core.audit import (
     seal_message,
     verify_run,
 )
-from cua_tui.core.audit import writer as audit_writer
 from cua_tui.core.events import ENVELOPE
 from cua_tui.core.ports import Answer
 from cua_tui.core.rundir import write_json_atomic
@@ -77,7 +77,8 @@ def encode(record: dict[str, Any]) -> bytes:
 
 
 def read_result(run_dir: Path) -> dict[str, Any]:
-    return json.loads((run_dir / "result.json").read_text())
+    data: dict[str, Any] = json.loads((run_dir / "result.json").read_text())
+    return data
 
 
 def write_result(run_dir: Path, data: dict[str, Any]) -> None:
@@ -213,13 +214,13 @@ def test_payload_key_colliding_with_envelope_is_refused(tmp_path: Path, key: str
 
 def test_every_line_is_fsynced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    real_fsync = audit_writer.os.fsync
+    real_fsync = os.fsync  # the os module the audit writer reads
 
     def fsync(fd: int) -> None:
         calls.append(fd)
         real_fsync(fd)
 
-    monkeypatch.setattr(audit_writer.os, "fsync", fsync)
+    monkeypatch.setattr(os, "fsync", fsync)
     writer = AuditWriter(tmp_path / "audit.jsonl", "run-1")
     for i in range(3):
         writer.append("note", {"message": str(i)})

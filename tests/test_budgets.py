@@ -37,10 +37,12 @@ class Costly:
         self.name, self.model = agent.name, agent.model
 
     def start(self, task: str, frame: Frame) -> Turn:
-        return dataclasses.replace(self.agent.start(task, frame), usage=Usage(100, 10, self.cost))
+        turn: Turn = self.agent.start(task, frame)
+        return dataclasses.replace(turn, usage=Usage(100, 10, self.cost))
 
     def next_turn(self, results: tuple[CallResult, ...], frame: Frame, note: str = "") -> Turn:
-        return dataclasses.replace(self.agent.next_turn(results, frame, note), usage=Usage(100, 10, self.cost))
+        turn: Turn = self.agent.next_turn(results, frame, note)
+        return dataclasses.replace(turn, usage=Usage(100, 10, self.cost))
 
     def cancel(self) -> None:
         self.agent.cancel()

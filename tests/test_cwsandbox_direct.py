@@ -248,7 +248,8 @@ def csr_for(key: ec.EllipticCurvePrivateKey) -> bytes:
 def connect(svc: LocalService, sandbox_id: str, permission: pb.SandboxDataPermission, csr_der: bytes) -> Any:
     with grpc.insecure_channel(f"127.0.0.1:{svc.port}") as channel:
         request = pb.ConnectSandboxRequest(sandbox_id=sandbox_id, csr_der=csr_der, requested_permissions=[permission])
-        return pb_grpc.SandboxServiceStub(channel).ConnectSandbox(request, timeout=5, metadata=AUTH)
+        stub = pb_grpc.SandboxServiceStub(channel)  # type: ignore[no-untyped-call]
+        return stub.ConnectSandbox(request, timeout=5, metadata=AUTH)
 
 
 def key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
@@ -262,7 +263,7 @@ def raw_exec(svc: LocalService, sandbox_id: str, credentials: grpc.ChannelCreden
     assert svc.direct is not None
     init = pb.ExecStreamInit(sandbox_id=sandbox_id, command=["echo", "in"])
     with grpc.secure_channel(f"127.0.0.1:{svc.direct.port}", credentials) as channel:
-        stub = dp_grpc.SandboxDataPlaneServiceStub(channel)
+        stub = dp_grpc.SandboxDataPlaneServiceStub(channel)  # type: ignore[no-untyped-call]
         out, code = b"", -1
         for response in stub.StreamExec(iter([pb.ExecStreamRequest(init=init)]), timeout=5):
             if response.HasField("output"):

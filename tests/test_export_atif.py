@@ -9,6 +9,7 @@ import json
 import random
 import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ def exported(run: Path, out: Path, home: Path, code: int = 0) -> dict[str, Any]:
     """``export RUN --atif OUT`` (exit ``code``), the trajectory read back and validated."""
     result = invoke(["export", run, "--atif", out], home)
     assert result.exit_code == code, result.output
-    data = json.loads(out.read_bytes())
+    data: dict[str, Any] = json.loads(out.read_bytes())
     Trajectory.model_validate(data)
     return data
 
@@ -329,13 +330,14 @@ def test_the_html_caps_bound_it_and_it_says_what_they_cut(run_dir: Path, monkeyp
 
 def test_the_schema_model_refuses_what_harbor_refuses(trajectory: dict[str, Any]) -> None:
     """The check itself can fail: an unknown field, an agent's field on a user step, a result naming no call."""
-    for spoil in (
+    spoils: tuple[Callable[[dict[str, Any]], object], ...] = (
         lambda d: d.update(unknown=1),
         lambda d: d["steps"][0].update(tool_calls=[]),
         lambda d: d["steps"][1]["observation"]["results"][0].update(source_call_id="nope"),
         lambda d: d["steps"][1]["tool_calls"][0].update(name="computer"),
         lambda d: d["steps"][2].update(step_id=7),
-    ):
+    )
+    for spoil in spoils:
         data = json.loads(json.dumps(trajectory))
         spoil(data)
         with pytest.raises(ValidationError):

@@ -13,10 +13,10 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pytest
-from conftest import make_supervisor
+from conftest import RunScript, make_supervisor
 
 from cua_tui.core import events as ev
 from cua_tui.core.approvers import FixedApprover
@@ -146,7 +146,7 @@ def test_an_audit_line_that_cannot_be_written_is_cut_off_and_reported(tmp_path: 
     writer.append("note", {"message": "one"})
 
     class Full:
-        def __init__(self, fh: Any) -> None:
+        def __init__(self, fh: BinaryIO) -> None:
             self.fh = fh
 
         def write(self, data: bytes) -> int:
@@ -186,7 +186,7 @@ def test_run_json_that_cannot_be_written_ends_the_run_before_anything_starts(tmp
 # ---------------------------------------------------------------------------------------------------
 # Intent before execution
 # ---------------------------------------------------------------------------------------------------
-def test_every_executed_action_has_its_intent_on_record_first(run_script) -> None:
+def test_every_executed_action_has_its_intent_on_record_first(run_script: RunScript) -> None:
     run = run_script(
         [{"actions": [click(PHRASE_FIELD), {"type": "type", "text": PHRASE}, click(VERIFY)]}],
         approver=FixedApprover(Answer.APPROVE),
@@ -203,7 +203,7 @@ def test_every_executed_action_has_its_intent_on_record_first(run_script) -> Non
 # ---------------------------------------------------------------------------------------------------
 # Hostile replies: text UTF-8 cannot carry, floods of actions
 # ---------------------------------------------------------------------------------------------------
-def test_lone_surrogates_in_model_text_are_recorded_literally_not_an_internal_error(run_script) -> None:
+def test_lone_surrogates_in_model_text_are_recorded_literally_not_an_internal_error(run_script: RunScript) -> None:
     run = run_script(
         [{"text": "look \ud800 here \udfff", "actions": [click(PHRASE_FIELD)]}],
         final_text="done \ud83d\ude00 \ud800",
@@ -218,7 +218,7 @@ def test_lone_surrogates_in_model_text_are_recorded_literally_not_an_internal_er
     assert verify_run(run.path).code == 0
 
 
-def test_a_flood_of_actions_in_one_turn_is_refused_with_one_record(run_script) -> None:
+def test_a_flood_of_actions_in_one_turn_is_refused_with_one_record(run_script: RunScript) -> None:
     flood = [click(PHRASE_FIELD)] * 100_000
     started = time.monotonic()
     run = run_script([{"actions": flood}, {"actions": [click(PHRASE_FIELD)]}])
@@ -237,7 +237,7 @@ def test_a_flood_of_actions_in_one_turn_is_refused_with_one_record(run_script) -
     assert verify_run(run.path).code == 0
 
 
-def test_a_turn_at_the_cap_is_still_proposed_action_by_action(run_script) -> None:
+def test_a_turn_at_the_cap_is_still_proposed_action_by_action(run_script: RunScript) -> None:
     run = run_script([{"actions": [{"type": "wait", "ms": 0}] * MAX_ACTIONS_PER_TURN}])
     recs = records(run.path)
     assert not any(r["kind"] == "turn_refused" for r in recs)
@@ -271,7 +271,7 @@ def test_a_signed_run_says_so_in_its_first_record_and_signs_checkpoints(tmp_path
     assert verify_run(result.path, key).code == 0
 
 
-def test_an_unsigned_run_says_so_and_has_no_checkpoints(run_script) -> None:
+def test_an_unsigned_run_says_so_and_has_no_checkpoints(run_script: RunScript) -> None:
     run = run_script([{"actions": [{"type": "wait", "ms": 0}] * 50}] * 8)
     recs = records(run.path)
     assert recs[0]["signed"] is None
@@ -348,7 +348,7 @@ class IsolatedSim(SimDesktop):
     isolation = {"namespaces": ["net", "pid"], "uid": 2100000007, "uid_per_run": True}
 
 
-def test_the_isolation_a_desktop_obtained_goes_to_run_json_and_the_log(run_script) -> None:
+def test_the_isolation_a_desktop_obtained_goes_to_run_json_and_the_log(run_script: RunScript) -> None:
     run = run_script([{"actions": [click(PHRASE_FIELD)]}], desktop=IsolatedSim())
     info = json.loads((run.path / "run.json").read_text())
     assert info["isolation"] == IsolatedSim.isolation
@@ -359,7 +359,7 @@ def test_the_isolation_a_desktop_obtained_goes_to_run_json_and_the_log(run_scrip
     assert kinds.index("desktop_ready") < kinds.index("screen")  # before the first screenshot
 
 
-def test_a_desktop_without_isolation_info_records_none(run_script) -> None:
+def test_a_desktop_without_isolation_info_records_none(run_script: RunScript) -> None:
     run = run_script([{"actions": [click(PHRASE_FIELD)]}])
     assert "isolation" not in json.loads((run.path / "run.json").read_text())
     assert not any(r["kind"] == "desktop_ready" for r in records(run.path))

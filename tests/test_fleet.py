@@ -54,9 +54,10 @@ class Told:
             return what(self.events)
 
     def queued(self, n: int) -> list[cf.QueueItem]:
-        return self.wait(
+        items: list[cf.QueueItem] = self.wait(
             lambda es: (q := [e.item for e in es if isinstance(e, cf.RequestQueued)]) and len(q) >= n and q
         )
+        return items
 
     def of(self, kind: type) -> list[Any]:
         with self.cond:

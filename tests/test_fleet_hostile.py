@@ -80,12 +80,14 @@ def start(tmp_path: Path, tasks: dict[str, RunOptions], **kwargs: Any) -> tuple[
 
 
 def manifest_of(runs: Path) -> dict[str, Any]:
-    (entry,) = json.loads((runs / "fleet.json").read_text())["fleets"].values()
+    fleets: dict[str, dict[str, Any]] = json.loads((runs / "fleet.json").read_text())["fleets"]
+    (entry,) = fleets.values()
     return entry
 
 
 def result_of(path: str | Path) -> dict[str, Any]:
-    return json.loads((Path(path) / "result.json").read_text())
+    data: dict[str, Any] = json.loads((Path(path) / "result.json").read_text())
+    return data
 
 
 def sealed_intact(path: str | Path) -> bool:

@@ -19,7 +19,7 @@ from cua_tui.core.actions import Action, Kind, parse_openai
 from cua_tui.core.events import Stamped
 from cua_tui.core.geometry import Scaling, Size
 from cua_tui.core.policy import Decision, Policy, Verdict
-from cua_tui.core.ports import Answer, DecisionRequest, Ruling
+from cua_tui.core.ports import Answer, DecisionRequest, Ruling, Scope
 from cua_tui.core.run_view import RunView
 from cua_tui.core.runindex import RunIndex
 from cua_tui.core.runlog import RunReader
@@ -104,7 +104,7 @@ def test_a_region_that_sends_data_out_is_never_offered_a() -> None:
     assert decision.verdict is Verdict.CONFIRM and decision.sends_out
     assert grants.scope_for(click, decision, None) is None
     # even a region grant made by hand for its rule covers nothing that sends out
-    assert not grants.covers(grants.Scope("region", decision.rule, "x"), click, decision, None)
+    assert not grants.covers(Scope("region", decision.rule, "x"), click, decision, None)
     assert "(sends data out)" in "\n".join(policy.summary())
 
 

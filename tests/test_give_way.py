@@ -8,6 +8,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from cua_tui.core import safeio
 from cua_tui.core.audit import VerifyExit, verify_run
 from cua_tui.core.safeio import RunFolder
@@ -75,7 +77,9 @@ def test_only_work_inside_paced_gives_way() -> None:
     assert seen == [True, False]
 
 
-def test_a_paced_verification_reads_small_blocks_and_waits_while_held(tmp_path: Path, monkeypatch) -> None:
+def test_a_paced_verification_reads_small_blocks_and_waits_while_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The verifier's pass over a log, paced: no block is read while the way is held, each block is a paced
     one's, and the verdict is the one an unpaced pass gives."""
     from export_runs import TURNS, sim_run

@@ -80,7 +80,9 @@ def test_the_model_image_fits_the_limits_with_the_display_aspect(display: Size, 
 
 @settings(max_examples=400, deadline=None)
 @given(display=displays, model=models, data=st.data())
-def test_a_model_point_lands_on_the_display_pixel_it_means(display: Size, model: tuple[str, str], data) -> None:
+def test_a_model_point_lands_on_the_display_pixel_it_means(
+    display: Size, model: tuple[str, str], data: st.DataObject
+) -> None:
     scaling = image_limits(*model).scaling(display)
     x = data.draw(st.integers(0, scaling.model.width - 1), label="x")
     y = data.draw(st.integers(0, scaling.model.height - 1), label="y")
@@ -97,7 +99,7 @@ def test_a_model_point_lands_on_the_display_pixel_it_means(display: Size, model:
 
 @settings(max_examples=400, deadline=None)
 @given(display=displays, model=models, data=st.data())
-def test_a_point_outside_the_model_image_is_refused(display: Size, model: tuple[str, str], data) -> None:
+def test_a_point_outside_the_model_image_is_refused(display: Size, model: tuple[str, str], data: st.DataObject) -> None:
     scaling = image_limits(*model).scaling(display)
     w, h = scaling.model
     inside_x, inside_y = data.draw(st.integers(0, w - 1)), data.draw(st.integers(0, h - 1))

@@ -13,6 +13,7 @@ from review_runs import SHOWN_MS, Reviewed, Reviewer, reviewed_run
 from cua_tui.core import describe
 from cua_tui.core import events as ev
 from cua_tui.core import timeline as tl
+from cua_tui.core.ports import Answer
 from cua_tui.export import animation, open_run
 from cua_tui.export import html as html_export
 
@@ -158,7 +159,7 @@ def test_a_recorded_time_on_screen_no_run_could_have_says_nothing() -> None:
     from cua_tui.core import events as ev
 
     def made(shown: int) -> ev.DecisionMade:
-        return ev.DecisionMade(1, 0, ev.Answer.APPROVE, "human", shown_ms=shown)
+        return ev.DecisionMade(1, 0, Answer.APPROVE, "human", shown_ms=shown)
 
     assert describe.shown_for(made(2400)) == "shown 2.4 s before the answer"
     assert describe.shown_for(made(10**400)) == "" and describe.shown_for(made(-1)) == ""

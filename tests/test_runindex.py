@@ -32,7 +32,7 @@ from cua_tui.core.runlog import RunLog, RunReader
 from cua_tui.core.safeio import RunFolder
 
 
-def _whole(path: Path) -> tuple[list, tl.Timeline]:
+def _whole(path: Path) -> tuple[list[ev.Stamped], tl.Timeline]:
     with RunFolder.open(path) as folder, RunLog(folder) as log:
         events = log.poll()
     return events, tl.build(events)
@@ -46,7 +46,7 @@ def _indexed(path: Path) -> tuple[RunReader, RunIndex]:
     return reader, index
 
 
-def _state(view: RunView) -> tuple:
+def _state(view: RunView) -> tuple[object, ...]:
     rows = [(a.index, a.kind, a.params, a.verdict, a.state, a.decided_by, a.edited) for a in view.actions.values()]
     return (view.seq, view.head, view.turn, view.steps, view.phase, view.detail, view.batch_turn, view.batch_text,
             rows, view.focused, view.pending, view.ended, view.verification, view.grants, view.takeover,
@@ -81,7 +81,9 @@ def _same_story(path: Path, uptos: list[int] | None = None) -> RunIndex:
     return index
 
 
-def test_a_real_run_indexed_in_small_blocks_tells_the_same_story(tmp_path: Path, monkeypatch) -> None:
+def test_a_real_run_indexed_in_small_blocks_tells_the_same_story(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(runindex, "CHECKPOINT_EVERY", 5)
     monkeypatch.setattr(runindex, "ADVANCE_BYTES", 700)  # a block ends in the middle of a line, often
     path = sim_run(tmp_path / "runs", TURNS * 3)
@@ -89,7 +91,9 @@ def test_a_real_run_indexed_in_small_blocks_tells_the_same_story(tmp_path: Path,
     _same_story(path, list(range(len(events) + 1)))
 
 
-def test_a_grown_run_of_thousands_of_steps_tells_the_same_story(tmp_path: Path, monkeypatch) -> None:
+def test_a_grown_run_of_thousands_of_steps_tells_the_same_story(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(runindex, "TURNS_KEPT", 2)  # turns are forgotten and rebuilt, again and again
     source = sim_run(tmp_path / "runs", [{"text": f"turn {n}", "actions": TURNS[0]["actions"]} for n in range(4)])
     grown = grow_run(source, tmp_path / "grown", 3000)
@@ -98,7 +102,9 @@ def test_a_grown_run_of_thousands_of_steps_tells_the_same_story(tmp_path: Path, 
     assert index.count == 3000
 
 
-def test_what_comes_after_a_steps_outcome_is_still_rebuilt_with_it(tmp_path: Path, monkeypatch) -> None:
+def test_what_comes_after_a_steps_outcome_is_still_rebuilt_with_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Refused egress and a takeover's account come after a step's outcome (the browser's own traffic
     between turns, a hand-back): they belong to that step, and its turn rebuilt alone still has them."""
     monkeypatch.setattr(runindex, "TURNS_KEPT", 1)
@@ -117,7 +123,7 @@ def test_what_comes_after_a_steps_outcome_is_still_rebuilt_with_it(tmp_path: Pat
     _same_story(path)
 
 
-def test_a_turn_no_supervisor_writes_is_held_in_parts(tmp_path: Path, monkeypatch) -> None:
+def test_a_turn_no_supervisor_writes_is_held_in_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An edited log can put any number of proposals in one turn: the index holds at most MAX_OPEN_STEPS of
     them whole; each part is rebuilt with its proposals, and nothing fails."""
     monkeypatch.setattr(runindex, "MAX_OPEN_STEPS", 4)

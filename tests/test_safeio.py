@@ -125,7 +125,7 @@ def test_line_reader_reads_in_blocks_not_whole(tmp_path: Path, monkeypatch: pyte
         reads.append(n)
         return real(fd, n, off)
 
-    monkeypatch.setattr(safeio.os, "pread", pread)
+    monkeypatch.setattr(os, "pread", pread)  # the os module safeio reads
     (tmp_path / "a.jsonl").write_bytes(b'{"n":1}\n' * 400_000)  # 3.2 MB
     with RunFolder.open(tmp_path) as folder, folder.lines("a.jsonl") as reader:
         assert sum(1 for _ in reader) == 400_000

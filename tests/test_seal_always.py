@@ -89,7 +89,7 @@ def assert_sealed(run_dir: Path, tmp_path: Path) -> dict[str, Any]:
     """result.json is there with its seal, nothing of the ending is left behind, and verify says so."""
     names = sorted(p.name for p in run_dir.iterdir())
     assert ".reserve" not in names and not [n for n in names if n.endswith(".tmp")], names
-    result = json.loads((run_dir / "result.json").read_text(encoding="utf-8"))
+    result: dict[str, Any] = json.loads((run_dir / "result.json").read_text(encoding="utf-8"))
     checked = cua("verify", run_dir, env=settings_env(tmp_path))
     assert checked.code == 0, checked.stderr
     report = verify_run(run_dir)

@@ -41,7 +41,8 @@ def supervised(runs: Path, operator: str, *answers: tuple[Answer, int]) -> None:
 def stats(runs: Path, *args: str) -> list[dict[str, Any]]:
     result = CliRunner().invoke(main, ["stats", "--runs-dir", str(runs), "--json", *args])
     assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
+    rows: list[dict[str, Any]] = json.loads(result.stdout)
+    return rows
 
 
 def test_the_figures_over_runs_per_operator() -> None:

@@ -475,7 +475,7 @@ class Driven:
     def typed_so_far(self, index: int) -> int:
         """How many characters of the stretch ``index`` are on record."""
         lengths = [t.text_len for t in self.of(ev.Typed) if t.index == index]
-        proposed = [(p.action or {})["text_len"] for p in self.theirs() if p.index == index]
+        proposed: list[int] = [(p.action or {})["text_len"] for p in self.theirs() if p.index == index]
         return (lengths or proposed or [0])[-1]
 
     def sent(self) -> str:
@@ -497,7 +497,7 @@ def test_sixteen_characters_typed_are_one_action_one_outcome_one_screen(tmp_path
     for n, character in enumerate(text, 1):
         # typed as a person types (slower than the run): each reaches the desktop as it comes, on record first
         run.type(character)
-        run.until(lambda n=n: run.sent() == text[:n], f"character {n} on the desktop")  # type: ignore[misc]
+        run.until(lambda n=n: run.sent() == text[:n], f"character {n} on the desktop")
         assert run.typed_so_far(2) == n
         run.clock.idle()
     assert [a.text for a in run.received if a.kind is Kind.TYPE] == list(text)
@@ -648,7 +648,7 @@ def test_a_crash_mid_stretch_leaves_the_typed_part_on_record(tmp_path: Path) -> 
     desktop.before_action = crash_here
     for n, character in enumerate("abcdefgh", 1):
         run.type(character)
-        run.until(lambda n=n: run.sent() == "abcdefgh"[:n], f"character {n} on the desktop")  # type: ignore[misc]
+        run.until(lambda n=n: run.sent() == "abcdefgh"[:n], f"character {n} on the desktop")
         run.clock.idle()
     run.hand_back()
     ((copy, reached),) = copies
@@ -692,7 +692,7 @@ def test_a_one_time_code_typed_in_a_private_stretch_leaves_no_hash_of_it(tmp_pat
     run.until(lambda: bool(run.of(ev.TakeoverPrivate)), "the private stretch")
     for n, character in enumerate(code, 1):
         run.type(character)
-        run.until(lambda n=n: run.sent() == code[:n], f"digit {n} on the desktop")  # type: ignore[misc]
+        run.until(lambda n=n: run.sent() == code[:n], f"digit {n} on the desktop")
         run.clock.idle()
     run.sup.takeover_private(False)
     result = run.hand_back()

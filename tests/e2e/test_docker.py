@@ -122,7 +122,7 @@ def assert_clean_end(run: Any) -> str:
     assert report.code is VerifyExit.INTACT, report.summary
     kinds = [json.loads(line)["kind"] for line in (run.path / "audit.jsonl").read_text().splitlines()]
     assert kinds[1] == "sandbox_created"
-    ident = (run.path / "sandbox-id.txt").read_text().strip()
+    ident: str = (run.path / "sandbox-id.txt").read_text().strip()
     assert len(ident) == 64
     assert gone_within(ident, 10) is not None, "the container outlived its run"
     return ident

@@ -12,6 +12,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,7 +25,7 @@ from cua_tui.core.geometry import Size
 from cua_tui.core.policy import Policy
 from cua_tui.core.ports import Answer, process_user
 from cua_tui.core.rundir import RunDir
-from cua_tui.core.supervisor import RunConfig, Supervisor
+from cua_tui.core.supervisor import RunConfig, RunResult, Supervisor
 from cua_tui.desktops.local import LocalDesktop, missing_programs
 from cua_tui.labs import get_lab
 
@@ -74,13 +75,13 @@ class LabRun:
             self.pids = self.desktop.processes()
             self.workspace = self.desktop.workspace
 
-    def run(self):
+    def run(self) -> RunResult:
         return self.supervisor.run()
 
-    def audit(self) -> list[dict]:
+    def audit(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in (self.rundir.audit).read_text().splitlines()]
 
-    def of(self, kind: str) -> list[dict]:
+    def of(self, kind: str) -> list[dict[str, Any]]:
         return [r for r in self.audit() if r["kind"] == kind]
 
 
@@ -279,7 +280,7 @@ def test_a_killed_run_leaves_nothing_behind(tmp_path: Path) -> None:
     run = LabRun(tmp_path, "search-export", Answer.APPROVE)
     first_outcome = threading.Event()
     run.supervisor.subscribe(lambda s: first_outcome.set() if isinstance(s.event, ev.Outcome) else None)
-    box: dict = {}
+    box: dict[str, RunResult] = {}
     worker = threading.Thread(target=lambda: box.setdefault("result", run.run()), daemon=True)
     worker.start()
     assert first_outcome.wait(60)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import os
 import time
+from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -131,7 +132,7 @@ def test_one_openmp_thread_for_the_engine() -> None:
     assert os.environ.get("OMP_THREAD_LIMIT")
 
 
-def test_bounds_and_failures_are_one_line_errors(shots: dict[str, bytes], tmp_path) -> None:
+def test_bounds_and_failures_are_one_line_errors(shots: dict[str, bytes], tmp_path: Path) -> None:
     png = shots["injection"]
     with pytest.raises(OcrFailed, match="claims 1024 x 720 pixels"):
         ScreenReader(max_pixels=1000 * 700).read(png, limit=LIMIT)  # the pixel cap, judged from the header

@@ -122,7 +122,7 @@ def test_paint_timing_grows_to_its_caps_and_forgets() -> None:
         timing.came_late(False, 0.02, 10.0)
         timing.came_late(True, 10.0, 0.05)
     quiet, first, limit = timing.waits(0.02, 0.05, 0.4)
-    assert (quiet, first) == (pytest.approx(0.15), pytest.approx(0.6)) and limit == pytest.approx(1.2)
+    assert (quiet, first, limit) == pytest.approx((0.15, 0.6, 1.2))
     for _ in range(200):  # prompt settles since: the waits come back to the defaults
         timing.settled(0.005, 0.0)
     assert timing.waits(0.02, 0.05, 0.4) == (0.02, 0.05, 0.4)

@@ -57,7 +57,7 @@ def decisions(path: str) -> list[dict[str, Any]]:
 
 def typed(text: str) -> dict[str, Any]:
     """The form script, typing ``text``."""
-    script = json.loads(json.dumps(FORM))
+    script: dict[str, Any] = json.loads(json.dumps(FORM))
     script["turns"][0]["actions"][1]["text"] = text
     return script
 

@@ -31,7 +31,7 @@ def settings(tmp_path: Path) -> Settings:
 
 
 def obeying() -> dict[str, Any]:
-    script = json.loads(json.dumps(FORM))
+    script: dict[str, Any] = json.loads(json.dumps(FORM))
     script["turns"][0]["text"] = OBEYS
     return script
 

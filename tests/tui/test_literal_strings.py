@@ -47,7 +47,7 @@ from cua_tui.tui.detail import DetailScreen
 from cua_tui.tui.fleet_screen import fleet_app
 from cua_tui.tui.goal import GoalBar
 from cua_tui.tui.help import HelpScreen
-from cua_tui.tui.replay import chain_state, replay_app
+from cua_tui.tui.replay import ChainState, chain_state, replay_app
 from cua_tui.tui.row_table import RowTable
 from cua_tui.tui.run_screen import RunScreen, supervisor_app
 from cua_tui.tui.source import LiveRun
@@ -260,7 +260,10 @@ async def test_follow_shows_the_end_reason_of_a_hostile_run_literally(real_run: 
     """The run ends while the replay follows it: the end reason (a sandbox's error text) is a notification,
     once; as markup, ``[/]`` killed the App with a traceback and exit status 0."""
     path, tail, writer = forged(real_run, tmp_path / "forged")
-    verdict = lambda: chain_state(path, follow=True)  # noqa: E731
+
+    def verdict() -> ChainState:
+        return chain_state(path, follow=True)
+
     app = replay_app(RunReader(path), verdict(), follow=True, reverify=verdict)
     main = replay_screen(app)
     async with app.run_test(size=SIZE, notifications=True) as pilot:

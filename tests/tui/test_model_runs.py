@@ -10,7 +10,6 @@ presses, and what the model server RECEIVED as a consequence.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,7 @@ from model_server import (
     text_block,
     tool_use,
 )
-from pilot_helpers import answer, drawn, footer_actions, plain, quick_clock, run_screen, until, until_ended
+from pilot_helpers import SOON, answer, drawn, footer_actions, plain, quick_clock, run_screen, until, until_ended
 from textual.pilot import Pilot
 from textual.widgets import Static
 
@@ -95,7 +94,8 @@ class Live:
         return [json.loads(line) for line in self.supervisor.rundir.audit.read_text().splitlines()]
 
     def result_json(self) -> dict[str, Any]:
-        return json.loads(self.supervisor.rundir.result_json.read_text())
+        data: dict[str, Any] = json.loads(self.supervisor.rundir.result_json.read_text())
+        return data
 
 
 def live(tmp_path: Path, agent: OpenAIAgent | AnthropicAgent) -> Live:
@@ -322,12 +322,15 @@ async def test_safety_checks_are_shown_and_acknowledged_only_on_y(
 # ---------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("vendor", ["openai", "anthropic"])
 async def test_k_kills_the_run_while_the_model_request_hangs(tmp_path: Path, server: ModelServer, vendor: str) -> None:
+    # The reply (and the agent's own timeout) comes later than the wait for the kill below gives up: the kill
+    # on screen is then proof that the run did not wait for the model, on a loaded worker as on an idle one.
+    held = SOON + 10
     if vendor == "openai":
-        server.script(OPENAI_PATH, Reply(openai_response(message("late")), delay=30))
-        agent: OpenAIAgent | AnthropicAgent = openai_agent(server, timeout=30)
+        server.script(OPENAI_PATH, Reply(openai_response(message("late")), delay=held))
+        agent: OpenAIAgent | AnthropicAgent = openai_agent(server, timeout=held)
     else:
-        server.script(ANTHROPIC_PATH, Reply(anthropic_message(text_block("late")), delay=30))
-        agent = anthropic_agent(server, timeout=30)
+        server.script(ANTHROPIC_PATH, Reply(anthropic_message(text_block("late")), delay=held))
+        agent = anthropic_agent(server, timeout=held)
     run = live(tmp_path, agent)
     app = run.app
     main = run_screen(app)
@@ -343,12 +346,9 @@ async def test_k_kills_the_run_while_the_model_request_hangs(tmp_path: Path, ser
         assert not isinstance(app.screen, HelpScreen)
         assert "kill" in footer_actions(app) and not footer_actions(app) & {"approve", "reject"}
 
-        pressed = time.monotonic()
         await pilot.press("k")
         # Over once its end is on screen; sealing the log afterwards is disk-bound and waited for below.
-        await until(pilot, lambda: not main.running and "status: killed" in status_text(app), "the kill")
-        took = time.monotonic() - pressed
-        assert took < 2.0, f"the kill took {took:.2f} s"
+        await until(pilot, lambda: not main.running and "status: killed" in status_text(app), "the kill", SOON)
         assert not server.closing.is_set() and len(server.received) == 1  # the request is still hanging
         await until_ended(pilot, app)
         assert main.final_status == "killed"

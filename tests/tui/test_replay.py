@@ -21,7 +21,7 @@ from cua_tui.core.runlog import RunReader
 from cua_tui.tui.app import CuaApp
 from cua_tui.tui.batch import BatchPane
 from cua_tui.tui.desktop_view import DesktopView
-from cua_tui.tui.replay import chain_state, replay_app
+from cua_tui.tui.replay import ChainState, chain_state, replay_app
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -61,7 +61,10 @@ def recorded(tmp_path: Path, turns: list[dict[str, Any]] = TURNS) -> Path:
 
 def replay(path: Path, follow: bool = False) -> CuaApp:
     """The App as ``cua-tui replay [--follow]`` opens it."""
-    verdict = lambda: chain_state(path, follow=follow)  # noqa: E731
+
+    def verdict() -> ChainState:
+        return chain_state(path, follow=follow)
+
     return replay_app(RunReader(path), verdict(), follow=follow, reverify=verdict)
 
 

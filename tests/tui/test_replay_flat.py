@@ -17,6 +17,7 @@ from test_replay import panel, recorded, shown
 from bench.replay import grow_run
 from cua_tui.core.runlog import RunReader
 from cua_tui.tui import desktop_view
+from cua_tui.tui.frames import prepare
 from cua_tui.tui.replay import SWITCH_S, VERIFYING, chain_state, replay_app
 
 pytestmark = pytest.mark.timeout(90)
@@ -61,7 +62,7 @@ async def test_the_first_frame_is_converted_alone_at_the_panes_size(
     app = replay_app(RunReader(path), chain_state(path))
     main = replay_screen(app)
     made: list[tuple[str, object]] = []
-    real = desktop_view.prepare
+    real = prepare  # what desktop_view calls
 
     def spy(png: bytes, *args: Any, **kwargs: Any) -> Any:
         made.append(("begin", args[2] if len(args) > 2 else kwargs.get("target")))

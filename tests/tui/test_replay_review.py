@@ -19,7 +19,7 @@ from cua_tui.core.ports import Answer
 from cua_tui.core.runlog import RunReader
 from cua_tui.tui.app import CuaApp
 from cua_tui.tui.desktop_view import DesktopView
-from cua_tui.tui.replay import chain_state, replay_app
+from cua_tui.tui.replay import ChainState, chain_state, replay_app
 from cua_tui.tui.status import StatusBar
 
 pytestmark = pytest.mark.timeout(90)
@@ -29,7 +29,10 @@ SIZE = (160, 48)
 
 def replay(path: Path, follow: bool = False) -> CuaApp:
     """The App as ``cua-tui replay [--follow]`` opens it."""
-    verdict = lambda: chain_state(path, follow=follow)  # noqa: E731
+
+    def verdict() -> ChainState:
+        return chain_state(path, follow=follow)
+
     return replay_app(RunReader(path), verdict(), follow=follow, reverify=verdict)
 
 

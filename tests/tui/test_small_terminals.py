@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 from live_guard import no_run_outlives_its_test  # noqa: F401 (an autouse fixture)
-from pilot_helpers import drawn, live_app, run_screen, sim_run, until
-from textual.geometry import Region
+from pilot_helpers import answer, drawn, live_app, run_screen, sim_run, until
+from textual.geometry import Region, Size
 from textual.widgets import Static
 
 from cua_tui.tui.decision_panel import DecisionPanel
@@ -38,7 +38,7 @@ def whole(widget: Any) -> str:
     return "\n".join("".join(segment.text for segment in line) for line in lines)
 
 
-def within(region: Any, size: Any) -> bool:
+def within(region: Region, size: Size) -> bool:
     return region.x >= 0 and region.y >= 0 and region.right <= size.width and region.bottom <= size.height
 
 
@@ -71,8 +71,7 @@ async def test_every_dialog_fits_with_its_way_out_in_view(tmp_path: Path, size: 
     main = run_screen(app)
     async with app.run_test(size=size) as pilot:
         await until(pilot, lambda: main.pending is not None, "the typing decision")
-        await pilot.pause(1.1)  # past the input guard
-        await pilot.press("n")
+        await answer(pilot, "n")  # n counts once the input guard has passed
         await until(pilot, lambda: isinstance(app.screen, RejectReason), "the reason dialog")
         box = app.screen.query_one("#reason-box")
         assert within(box.region, app.size), (box.region, app.size)
