@@ -273,3 +273,69 @@ def test_the_wire_formats_are_one_table_in_the_core() -> None:
         "left_click",
         "",
     )
+
+
+# ---------------------------------------------------------------------------------------------------
+# The manual's tables of vendors, backends and settings tables say what the records say
+# ---------------------------------------------------------------------------------------------------
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def table_rows(page: str, header: str) -> list[list[str]]:
+    """The cells of the rows of the Markdown table whose header line starts with ``header``."""
+    lines = (DOCS / page).read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    return rows
+
+
+def test_the_vendors_table_of_the_manual_is_the_registry() -> None:
+    def code(value: str | None) -> str:
+        return f"`{value}`" if value else "none"
+
+    expected = [
+        [
+            code(v.spec),
+            code(v.key_variable),
+            code(v.base_url_variable),
+            code(v.default_model),
+            code(f"[{v.name}]" if v.settings_keys else None),
+            code(v.otel_system),
+        ]
+        for v in VENDORS.values()
+    ]
+    assert table_rows("models.md", "| `--agent` |") == expected
+
+
+def test_the_backends_table_of_the_manual_is_the_registry() -> None:
+    rows = table_rows("backends/index.md", "| backend |")
+    named = {row[0].split("`")[1]: row[1] for row in rows}
+    assert sorted(named) == sorted(BACKENDS)
+    for name, backend in BACKENDS.items():
+        assert named[name].startswith(backend.isolation), name
+
+
+def test_the_settings_tables_of_the_manual_are_the_registry() -> None:
+    from cua_tui.config import ModelTable
+
+    documented: dict[str, set[str]] = {}
+    variables: dict[str, set[str]] = {}
+    for table, keys, _what, env in table_rows("files/settings.md", "| table |"):
+        name = table.strip("`[]")
+        documented.setdefault(name, set()).update(k.strip("` ") for k in keys.split(","))
+        variables.setdefault(name, set()).update(v.strip("` ") for v in env.split(",") if v.strip())
+    registered: dict[str, tuple[set[str], set[str]]] = {}
+    for vendor in VENDORS.values():
+        if vendor.settings_keys:
+            wins = {vendor.key_variable or "", vendor.base_url_variable or ""} - {""}
+            registered[vendor.name] = (set(ModelTable.__struct_fields__), wins)
+    for backend in BACKENDS.values():
+        schema = backend.settings_type()
+        if schema is not None:
+            registered[backend.name] = (set(schema.__struct_fields__), set(backend.environment.values()))
+    assert documented == {name: keys for name, (keys, _) in registered.items()}
+    assert variables == {name: env for name, (_, env) in registered.items()}

@@ -31,7 +31,8 @@ class Backend:
     # "module:function" (size, table, *, lab, url, allow_domains, settings) -> Desktop; ``table`` is its
     # settings table as decoded (the environment applied), None for a backend without one
     builder: str
-    isolation: str  # what keeps the desktop in, in a few words (the manual's backends table)
+    # where its desktop runs and what keeps it in, in a few words: docs/backends/index.md's table (checked)
+    isolation: str
     # its desktops run on this machine: the fleet counts them against its memory and CPUs
     on_this_machine: bool = False
     # "module:Struct": the msgspec Struct of its [NAME] table in the settings file; None: no table
@@ -114,7 +115,7 @@ register(
         browser=True,
         about="local Xvfb+Chromium (needs --lab or --url)",
         builder=".local:build",
-        isolation="bubblewrap namespaces, a uid per run, the allow-list proxy its only way out",
+        isolation="this machine: Xvfb, openbox and Chromium in one bubblewrap sandbox per run",
         on_this_machine=True,
     )
 )
@@ -124,7 +125,7 @@ register(
         browser=True,
         about="CoreWeave sandbox",
         builder=".cwsandbox:build",
-        isolation="a CoreWeave sandbox (its own kernel boundary), the local desktop's confinement inside",
+        isolation="a CoreWeave serverless sandbox",
         settings=".cwsandbox:CWSandboxTable",
         environment=MappingProxyType(
             {"base_url": "CWSANDBOX_BASE_URL", "api_key": "CWSANDBOX_API_KEY", "image": "CUA_TUI_CWSANDBOX_IMAGE"}
@@ -140,7 +141,7 @@ register(
         browser=True,
         about="Docker",
         builder=".docker:build",
-        isolation="a hardened container: no capabilities, read-only root, network none, seccomp",
+        isolation="a hardened container on this machine's Docker engine",
         on_this_machine=True,
         settings=".docker:DockerTable",
         environment=MappingProxyType({"image": "CUA_TUI_DOCKER_IMAGE"}),
@@ -155,7 +156,7 @@ register(
         browser=False,
         about="dry (executes nothing, validates against a blank screen)",
         builder=".dry:build",
-        isolation="nothing runs",
+        isolation="nowhere: every action is validated and classified against a blank screen",
     )
 )
 register(
@@ -164,6 +165,6 @@ register(
         browser=False,
         about="sim (in-process simulated form app)",
         builder=".sim:build",
-        isolation="an in-process simulation: nothing runs",
+        isolation="in-process: a small form application with a server-side style verifier",
     )
 )
