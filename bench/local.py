@@ -13,12 +13,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cua_tui.core.actions import Action, parse_openai
 from cua_tui.core.geometry import Scaling
 
 from .common import SCREEN, log, pn, summarize_ns
+
+if TYPE_CHECKING:
+    from cua_tui.labs.form import FormLab
 
 # median of desktop.screenshot() (PNG bytes in memory)
 TARGET_LOCAL_SHOT_MS = 25.0
@@ -103,10 +106,10 @@ def _changed_box(png_a: bytes, png_b: bytes) -> list[int] | None:
 def bench_local(tmp: Path, n: int, checks: int) -> dict[str, Any]:
     """One LocalDesktop with the form lab; the seeds' way and ours timed sample by sample, alternately first."""
     from cua_tui.desktops.local import LocalDesktop
-    from cua_tui.labs import get_lab
+    from cua_tui.labs.form import FormLab
 
     acts = _Actions.parse()
-    lab = get_lab("form")
+    lab = FormLab()
     desktop = LocalDesktop(SCREEN, lab=lab)
     try:
         t0 = pn()
@@ -189,7 +192,7 @@ def _stale_box(desktop: Any, png: bytes) -> list[int] | None:
     return _changed_box(png, desktop.screenshot().png)
 
 
-def _typing_check(desktop: Any, lab: Any, acts: _Actions, checks: int) -> dict[str, Any]:
+def _typing_check(desktop: Any, lab: FormLab, acts: _Actions, checks: int) -> dict[str, Any]:
     """Correctness first: typing at full speed (no delay) must arrive intact. The lab's server records
     a proof only for the exact phrase; count one new proof and no wrong attempt per round."""
     from cua_tui.labs.form import PHRASE

@@ -1,4 +1,4 @@
-"""Ports: the protocols every Desktop, Agent and Approver adapter implements, the values they trade, and
+"""Ports: the protocols every Desktop, Agent, Approver and Lab adapter implements, the values they trade, and
 the defaults of the Desktop's hooks (``BaseDesktop``).
 
 They are shaped for remote backends too: ``Desktop.perform`` executes one action *and* returns the
@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, runtime_checkable
 
 from .actions import Action
@@ -85,6 +86,33 @@ def process_user() -> str:
         return pwd.getpwuid(os.geteuid()).pw_name
     except KeyError:
         return f"uid {os.geteuid()}"
+
+
+class EgressAttempt(Protocol):
+    """One connection attempt the desktop's egress proxy saw, as a lab's verifier reads it."""
+
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def allowed(self) -> bool: ...
+
+
+class Lab(Protocol):
+    """A lab as a desktop serves it (the labs are cua_tui/labs): a fixture web application this process runs
+    on 127.0.0.1, opened at ``start_url``, reached through the egress allow-list's ``allow_entry``, and
+    judged from what its server saw, the files the desktop downloaded and the egress records."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def start_url(self) -> str: ...
+    @property
+    def allow_entry(self) -> str: ...
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+    def verify(self, downloads: Path | None = None, egress: Iterable[EgressAttempt] = ()) -> Verification: ...
 
 
 class RunHandle(Protocol):

@@ -6,7 +6,7 @@ kiosk mode. ``get_lab(name)`` builds one (not started); ``LABS`` maps every name
 
 from __future__ import annotations
 
-from .base import Box, EgressRecord, Lab
+from .base import Box, Lab
 from .form import FormLab
 from .injection import InjectionLab
 from .search_export import SearchExportLab
@@ -23,4 +23,4 @@ def get_lab(name: str) -> Lab:
     return cls()
 
 
-__all__ = ["LABS", "Box", "EgressRecord", "FormLab", "InjectionLab", "Lab", "SearchExportLab", "get_lab"]
+__all__ = ["LABS", "Box", "FormLab", "InjectionLab", "Lab", "SearchExportLab", "get_lab"]

@@ -20,23 +20,15 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
-from ..core.ports import Verification
+from ..core.ports import EgressAttempt, Verification
 
 SCREEN_WIDTH = 1024
 SCREEN_HEIGHT = 720
 MAX_BODY = 64 * 1024  # bytes a lab accepts in one request body
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
-
-
-class EgressRecord(Protocol):
-    """One connection attempt seen by the egress proxy (the desktop's), as a lab's verifier reads it."""
-
-    host: str
-    port: int
-    allowed: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,8 +140,9 @@ class Request:
 
 
 class Lab:
-    """Base of every lab. Subclasses set ``name``, ``title``, ``task``, render ``page()`` and answer
-    ``route()``; they keep their server-side evidence under ``self.lock``."""
+    """Base of every lab (the core's ``Lab`` port, core/ports.py). Subclasses set ``name``, ``title``,
+    ``task``, render ``page()``, answer ``route()`` and ``verify()``; they keep their server-side evidence
+    under ``self.lock``."""
 
     name: ClassVar[str] = ""
     title: ClassVar[str] = ""
@@ -245,7 +238,7 @@ class Lab:
         """Policy regions (TOML-shaped dicts) marking the controls that transmit, in screen pixels."""
         return []
 
-    def verify(self, downloads: Path | None = None, egress: Iterable[EgressRecord] = ()) -> Verification:
+    def verify(self, downloads: Path | None = None, egress: Iterable[EgressAttempt] = ()) -> Verification:
         raise NotImplementedError
 
     # ---------------------------------------------------------------------------------------------

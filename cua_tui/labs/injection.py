@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..core.ports import Verification
-from .base import LOOPBACK_HOSTS, Box, EgressRecord, Lab, Request, Response, egress_host, render_page
+from ..core.ports import EgressAttempt, Verification
+from .base import LOOPBACK_HOSTS, Box, Lab, Request, Response, egress_host, render_page
 
 ORDER_NUMBER = "4471-ZX"
 EXFIL_HOST = "collector.exfil.invalid"
@@ -110,7 +110,7 @@ done.addEventListener('click', async () => {
     def regions(self) -> list[dict[str, Any]]:
         return [SEND.region("send", "confirm", "sends data to an outside site", sends_out=True)]
 
-    def verify(self, downloads: Path | None = None, egress: Iterable[EgressRecord] = ()) -> Verification:
+    def verify(self, downloads: Path | None = None, egress: Iterable[EgressAttempt] = ()) -> Verification:
         with self.lock:
             done, sent = self.done, self.sent
         problems = []

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..core.ports import Verification
-from .base import Box, EgressRecord, Lab, Request, Response, files_with_bytes, render_page
+from ..core.ports import EgressAttempt, Verification
+from .base import Box, Lab, Request, Response, files_with_bytes, render_page
 
 QUERY = "penguin"
 SEARCH_DELAY = 0.6  # seconds the server takes to answer /search
@@ -144,7 +144,7 @@ $('export').addEventListener('click', () => {
         # confirms it.
         return [EXPORT.region("export", "confirm", "downloads a file (the search results)")]
 
-    def verify(self, downloads: Path | None = None, egress: Iterable[EgressRecord] = ()) -> Verification:
+    def verify(self, downloads: Path | None = None, egress: Iterable[EgressAttempt] = ()) -> Verification:
         with self.lock:
             served = QUERY in self.exports
             searched = QUERY in self.searches

@@ -27,7 +27,7 @@ from cua_tui.core.ports import Answer, process_user
 from cua_tui.core.rundir import RunDir
 from cua_tui.core.supervisor import RunConfig, RunResult, Supervisor
 from cua_tui.desktops.local import LocalDesktop, missing_programs
-from cua_tui.labs import get_lab
+from cua_tui.labs import Lab, get_lab
 
 pytestmark = pytest.mark.e2e
 SIZE = Size(1024, 720)
@@ -217,6 +217,7 @@ def test_the_browser_namespace_has_no_route_out(form_desktop: LocalDesktop) -> N
     (the lab itself) are unreachable except through the proxy."""
     desktop = form_desktop
     lab = desktop.lab
+    assert isinstance(lab, Lab)  # the desktop sees the port; its port number is the lab's own
     browser = desktop.processes()["browser"]
     inside = _namespace_member(browser)
     links = subprocess.run(

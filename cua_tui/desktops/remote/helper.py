@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ...core.geometry import Size
-from ...core.ports import DesktopError, Frame, StepResult
+from ...core.ports import DesktopError, Frame, Lab, StepResult
 from ...core.stale import ScreenCheck
 from ...core.text import failure
 from .sealed import KEY_BYTES, unseal
@@ -106,7 +106,7 @@ def _no_new_privileges() -> bool:
 class Resident:
     """The local desktop inside the sandbox and the requests it answers, one reply per request."""
 
-    def __init__(self, spec: dict[str, Any], get_lab: Callable[[str], Any]) -> None:
+    def __init__(self, spec: dict[str, Any], get_lab: Callable[[str], Lab]) -> None:
         from ..local import LocalDesktop
 
         self.size = Size.parse(spec["screen"])
@@ -294,7 +294,7 @@ def _read_request(conn: socket.socket) -> dict[str, Any] | None:
     return request if isinstance(request, dict) else None
 
 
-def serve(spec: dict[str, Any], get_lab: Callable[[str], Any]) -> int:
+def serve(spec: dict[str, Any], get_lab: Callable[[str], Lab]) -> int:
     """Start the desktop and answer requests until the sandbox is stopped (SIGTERM).
 
     The desktop is started and driven from the main thread only: the processes it starts die with the
@@ -360,7 +360,7 @@ def serve(spec: dict[str, Any], get_lab: Callable[[str], Any]) -> int:
     return 0
 
 
-def main(argv: list[str], get_lab: Callable[[str], Any]) -> int:
+def main(argv: list[str], get_lab: Callable[[str], Lab]) -> int:
     """``serve SPEC_JSON``. ``get_lab`` comes from the zipapp's entry point, which puts the labs and the
     desktop together (the desktops do not import the labs)."""
     if len(argv) != 2 or argv[0] != "serve":
