@@ -316,7 +316,7 @@ def test_url_allow_entries() -> None:
     assert url_allow_entry("https://example.com/") == ("https://example.com/", "example.com:443")
     assert url_allow_entry("http://[::1]:8080/") == ("http://[::1]:8080/", "[::1]:8080")
     allow = AllowList.parse([url_allow_entry("http://[::1]:8080/")[1]])
-    assert allow.allows("::1", 8080)[0] and not allow.allows("::1", 80)[0]
+    assert allow.judge("::1", 8080).allowed and not allow.judge("::1", 80).allowed
 
 
 @pytest.mark.parametrize(

@@ -205,11 +205,6 @@ class AllowList:
     def __repr__(self) -> str:
         return f"AllowList({list(self.entries)!r})"
 
-    def allows(self, host: str, port: int) -> tuple[bool, str]:
-        """Whether a request to host:port may go out, and why (a reason a person understands)."""
-        j = self.judge(host, port)
-        return j.allowed, j.reason
-
     def judge(self, host: str, port: int) -> Judgement:
         if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
             return Judgement(False, f"invalid port {port!r}", None, False)

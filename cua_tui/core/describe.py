@@ -423,13 +423,6 @@ def _keys(request: DecisionRequest, field: bool, *, compact: bool, edit: bool = 
 WARN = "warn"
 
 
-def step_action(step: Step) -> str:
-    """What ran (a reviewer's edit, else the proposal) as a person reads it; typed text only as its length
-    and hash (it is never stored)."""
-    said = hand(step)
-    return action_words(said.summary, said.action)
-
-
 def action_words(summary: str, record: object, shown: Callable[..., str] = visible) -> str:
     """An action's words with a typed text's SHA-256 beside them (the text is never stored). ``shown``
     makes the summary visible (the HTML report passes its own)."""

@@ -415,12 +415,3 @@ def read_small_file(path: Path, cap: int, what: str = "file") -> bytes:
     if len(data) > cap:
         raise FileProblem(too_large)
     return bytes(data)
-
-
-def text_of(data: bytes) -> str:
-    """UTF-8 text with its line ends made ``\\n`` (as a text-mode read makes them)."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise FileProblem("not UTF-8 text") from None
-    return text.replace("\r\n", "\n").replace("\r", "\n")

@@ -92,11 +92,6 @@ class ScreenText:
         order = sorted(range(len(self.lines)), key=lambda i: (self.lines[i].distance(point), i))
         return [self.lines[i] for i in order[:limit]]
 
-    def nearest_words(self, point: Point, limit: int = 20) -> list[Word]:
-        """Up to ``limit`` words, nearest to ``point`` first (ties in reading order)."""
-        order = sorted(range(len(self.words)), key=lambda i: (self.words[i].distance(point), i))
-        return [self.words[i] for i in order[:limit]]
-
     def around(
         self, point: Point, *, radius: float = AROUND_RADIUS, gap: float = AROUND_GAP, limit: int = AROUND_WORDS
     ) -> str:

@@ -163,11 +163,6 @@ def few_colours(raw: bytes | bytearray, size: tuple[int, int]) -> set[tuple[int,
     return None if found is None else {colour for _count, colour in found if isinstance(colour, tuple)}
 
 
-def is_flat(raw: bytes | bytearray, size: tuple[int, int]) -> bool:
-    colours = few_colours(raw, size)
-    return colours is not None and len(colours) == 1
-
-
 def missing_programs() -> list[str]:
     return [name for name in REQUIRED if shutil.which(name) is None]
 
