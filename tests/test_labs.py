@@ -81,12 +81,23 @@ def started() -> Iterator[Any]:
 # Registry and lifecycle
 # ---------------------------------------------------------------------------------------------------
 def test_registry_names_and_unknown_lab() -> None:
-    assert set(LABS) == {"form", "search-export", "injection"}
+    assert {"form", "search-export", "injection"} <= set(LABS)
     for name, cls in LABS.items():
         lab = get_lab(name)
         assert isinstance(lab, cls) and lab.name == name and lab.title and lab.task
     with pytest.raises(ValueError, match=r"unknown lab 'nope'.*form.*search-export.*injection"):
         get_lab("nope")
+
+
+def test_every_lab_is_in_the_manual_and_in_the_lab_option() -> None:
+    """A registered lab is named where a user looks for one: a row of the manual's labs table and ``--lab``'s
+    help (run's and demo's, one text); the manual's table names no lab that is not registered."""
+    manual = (Path(__file__).parents[1] / "docs" / "backends" / "labs.md").read_text()
+    assert sorted(re.findall(r"^\| `([a-z0-9-]+)` \|", manual, re.MULTILINE)) == sorted(LABS)
+    from cua_tui.cli.flags import FLAGS
+
+    helped = FLAGS["lab"][1]["help"]
+    assert all(re.search(rf"\b{re.escape(name)}\b", helped) for name in LABS), helped
 
 
 @pytest.mark.parametrize("name", sorted(LABS))

@@ -12,7 +12,7 @@ from .flags import flag, run_flags, run_options
 
 
 @click.command("demo")
-@flag("lab", default="form", show_default=True, help="Which lab: form, search-export, injection.")
+@flag("lab", default="form", show_default=True)
 @run_flags("runs_dir", "screen", "headless", "theme", "operator", "otel")
 @flag(
     "on_confirm",
