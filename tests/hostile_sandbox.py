@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import grpc
+import grpc  # type: ignore[import-untyped]
 from cwsandbox._proto import sandbox_pb2 as pb
 from PIL import Image
 from recorder import Recorder

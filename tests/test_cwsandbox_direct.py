@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import cwsandbox
-import grpc
+import grpc  # type: ignore[import-untyped]
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization

@@ -20,10 +20,10 @@ from cua_tui.agents.images import (
     ANTHROPIC_NEW,
     ANTHROPIC_OLD,
     OPENAI_ORIGINAL,
-    ImageLimits,
     fit_png,
     image_limits,
 )
+from cua_tui.agents.vendors import ImageLimits
 from cua_tui.core.actions import ActionError, parse_anthropic, parse_openai
 from cua_tui.core.geometry import MAX_SIDE, MIN_SIDE, Scaling, Size
 from cua_tui.core.imaging import encode_png
