@@ -77,9 +77,10 @@ def make_agent(
     given = {"model": model, "base_url": base_url}
     unused = [name for name, value in given.items() if value and name not in vendor.options]
     if unused:
-        takers = [v.name for v in VENDORS.values() if unused[0] in v.options]
+        *most, last = [v.name for v in VENDORS.values() if unused[0] in v.options] or ["no"]
+        takers = f"{', '.join(most)} and {last}" if most else last
         flags = ", ".join(f"--{name.replace('_', '-')}" for name in unused)
-        raise UnavailableError(f"{flags}: only for the {' and '.join(takers) or 'no'} agents, not {spec}")
+        raise UnavailableError(f"{flags}: only for the {takers} agents, not {spec}")
     request = AgentRequest(vendor, argument, withheld=policy.withheld, texts=texts)
     if vendor.key_variable:
         table = settings.vendor_table(vendor.name)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cua_tui.agents.vendors import VENDORS
+from cua_tui.agents.vendors import VENDORS, specs
 from cua_tui.core.actions import Action, Kind
 from cua_tui.core.fleet_queue import ApprovalQueue, QueueItem, Tier, priority
 from cua_tui.core.ports import DecisionRequest, SafetyCheck
@@ -58,7 +58,7 @@ def test_a_valid_file_gives_its_tasks_in_order() -> None:
         ('[[tasks]]\nlab = "form"\nurl = "https://a.example/"\n', "line 3: tasks.0.url: give lab or url, not both"),
         ('[[tasks]]\ntask = "x"\nurl = "file:///etc/passwd"\n', "line 3: tasks.0.url: 'file:///etc/passwd': an http"),
         ('[[tasks]]\nurl = "https://a.example/"\n', "line 1: tasks.0.task: a task needs its text"),
-        ('[[tasks]]\ntask = "x"\nagent = "gpt"\n', "line 3: tasks.0.agent: 'gpt': openai, anthropic or script:PATH"),
+        ('[[tasks]]\ntask = "x"\nagent = "gpt"\n', f"line 3: tasks.0.agent: 'gpt': {specs()}"),
         ('[[tasks]]\ntask = "x"\nallow_domains = ["ok.example", "127.1"]\n', "line 3: tasks.0.allow_domains: '127.1'"),
         ('[[tasks]]\ntask = "x"\nmodel = ""\n', "line 3: tasks.0.model: must not be empty"),
         ("version = 2\n[[tasks]]\ntask = 'x'\n", "line 1: version: unsupported version 2 (expected 1)"),
