@@ -46,16 +46,9 @@ class Steps(Protocol):
     def capture(self, purpose: str = "after_action", index: int | None = None) -> Frame: ...
     def propose(self, proposed: ev.ActionProposed) -> None: ...
     def refuse(self, call: Call, index: int, position: int, rule: str, reason: str) -> ActionResult: ...
+    # (the Supervisor's takes a zoom's picture too: no input of a takeover brings one)
     def outcome(
-        self,
-        call: Call,
-        index: int,
-        position: int,
-        status: OutcomeStatus,
-        message: str,
-        *,
-        duration: float = 0.0,
-        image: Frame | None = None,
+        self, call: Call, index: int, position: int, status: OutcomeStatus, message: str, *, duration: float = 0.0
     ) -> ActionResult: ...
     def execute(
         self, call: Call, index: int, position: int, action: Action, check: ScreenCheck | None, note: str = ""
