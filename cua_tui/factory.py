@@ -23,8 +23,9 @@ if TYPE_CHECKING:
     from .config import Settings
 
 
-class UnavailableError(Unavailable):
-    """A backend or agent that this build cannot provide on this machine (a usage error: exit 2)."""
+# A backend or agent that this build cannot provide on this machine (a usage error: exit 2): the core's,
+# which the desktops' builders raise too.
+UnavailableError = Unavailable
 
 
 def make_desktop(
