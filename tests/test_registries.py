@@ -343,3 +343,21 @@ def test_the_settings_tables_of_the_manual_are_the_registry() -> None:
             registered[backend.name] = (set(schema.__struct_fields__), set(backend.environment.values()))
     assert documented == {name: keys for name, (keys, _) in registered.items()}
     assert variables == {name: env for name, (_, env) in registered.items()}
+
+
+def test_every_record_names_what_exists() -> None:
+    """Each record's lazy references resolve: its agent class, builder, settings table, leftovers lister and
+    wire format (a parser in the core's table)."""
+    from cua_tui.core.actions import FORMATS
+
+    for vendor in VENDORS.values():
+        assert vendor.wire_format in FORMATS, vendor.name
+        assert callable(vendor.agent_class().from_request), vendor.name
+        assert not vendor.default_model or vendor.limits_for(vendor.default_model) is not None
+    for backend in BACKENDS.values():
+        assert callable(backend.builder_function()), backend.name
+        schema = backend.settings_type()
+        assert schema is None or set(backend.environment) | set(backend.flat_keys) <= set(schema.__struct_fields__)
+        if backend.leftovers:
+            module, _, name = backend.leftovers.partition(":")
+            assert callable(getattr(__import__(f"cua_tui.desktops{module}", fromlist=[name]), name)), backend.name

@@ -35,6 +35,7 @@ INSTRUCTIONS = (
 )
 
 Price = tuple[float, float]  # USD per million tokens: (input, output)
+VENDORS: dict[str, Vendor] = {}  # by name, in the order registered (below)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,14 +138,10 @@ class UnknownVendor(ValueError, UsageError):
     """An ``--agent`` (or a tasks file's ``agent``) that names no registered vendor: a usage error."""
 
 
-VENDORS: dict[str, Vendor] = {}
-
-
 def register(vendor: Vendor) -> Vendor:
-    """Add a vendor to the registry (a name taken twice is a programming error)."""
-    if vendor.name in VENDORS or not vendor.name.isidentifier():
+    """Add a vendor to ``VENDORS``: a plain name, taken once (else a ValueError: a programming error)."""
+    if not vendor.name.isidentifier() or VENDORS.setdefault(vendor.name, vendor) is not vendor:
         raise ValueError(f"vendor {vendor.name!r}: taken, or not a plain name")
-    VENDORS[vendor.name] = vendor
     return vendor
 
 

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+BACKENDS: dict[str, Backend] = {}  # by name, in the order registered (below)
+
+
 @dataclass(frozen=True, slots=True)
 class Backend:
     """A desktop backend: everything the command line, the settings, the builder, the fleet and
@@ -75,14 +78,10 @@ def _resolve(ref: str) -> Any:
     return getattr(importlib.import_module(module, package=__package__), attr)
 
 
-BACKENDS: dict[str, Backend] = {}
-
-
 def register(backend: Backend) -> Backend:
-    """Add a backend to the registry (a name taken twice is a programming error)."""
-    if backend.name in BACKENDS or not backend.name.isidentifier():
+    """Add a backend to ``BACKENDS``: a plain name, taken once (else a ValueError: a programming error)."""
+    if not backend.name.isidentifier() or BACKENDS.setdefault(backend.name, backend) is not backend:
         raise ValueError(f"backend {backend.name!r}: taken, or not a plain name")
-    BACKENDS[backend.name] = backend
     return backend
 
 
