@@ -36,6 +36,7 @@ from .core.takeover import TAKEOVER_NOTE, Desk
 from .core.tasks import TasksFile, TaskSpec
 from .core.text import failure, one_line
 from .desktops import runs_here
+from .headless_approvers import InOrder
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -179,8 +180,9 @@ class Fleet:
     ``start()`` returns at once; ``wait()`` blocks until every task ended; ``run()`` does both. Each task's
     options are used as given (their ``decisions`` says who answers: ``tui``, the handshake, makes the
     queue answerable with ``answer``; a headless rule or ``approver:CMD`` answers by itself, and the queue
-    then only shows what waits). The fleet adds its id to every run's run.json (``fleet``, ``fleet_task``)
-    and keeps its entry in the manifest ``<runs-dir>/fleet.json`` (every fleet of the runs directory, by id)."""
+    then only shows what waits; ``in_order`` asks those approvers one at a time, in the queue's order). The
+    fleet adds its id to every run's run.json (``fleet``, ``fleet_task``) and keeps its entry in the
+    manifest ``<runs-dir>/fleet.json`` (every fleet of the runs directory, by id)."""
 
     def __init__(
         self,
@@ -197,6 +199,7 @@ class Fleet:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         check: bool = True,
+        in_order: InOrder | None = None,
     ) -> None:
         _check_tasks(tasks, concurrency)
         names = [t.name for t in tasks]
@@ -242,6 +245,10 @@ class Fleet:
         self._reaper: threading.Thread | None = None
         # stop_waiting: the runs still sealing are waited for no longer
         self._give_up = threading.Event()
+        # a headless fleet's: its runs' approvers asked one at a time, in the queue's order
+        self._in_order = in_order
+        if in_order is not None:
+            in_order.attach(self)
 
     # ---------------------------------------------------------------------------------------------
     # Life cycle
@@ -471,6 +478,9 @@ class Fleet:
             )
             try:
                 run = self._builder(options)
+                asked = run.supervisor.approver
+                if self._in_order is not None and run.handshake is None and asked is not None:
+                    run.supervisor.approver = self._in_order.approver(asked)
                 if entry.row.ended:
                     # the fleet stopped waiting while it was built: it never starts
                     self._quietly(run.supervisor.kill, "the fleet (stopped while the run was built)")

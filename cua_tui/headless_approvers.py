@@ -1,4 +1,6 @@
-"""Headless approvers: ``--on-confirm ask`` (a y/n/k prompt on a plain terminal) and ``approver:CMD``.
+"""Headless approvers: ``--on-confirm ask`` (a y/n/k prompt on a plain terminal) and ``approver:CMD``; and
+a headless fleet's order (``InOrder``): its runs' requests put to their approvers one at a time, in the queue's
+order.
 
 Both give way to the kill switch: they wait in short slices and return as soon as ``cancel`` is set.
 Untrusted text (typed text, reasons derived from model output) is printed with control characters made
@@ -22,7 +24,11 @@ from typing import TextIO
 
 from .core.approvers import KILL_SWITCH, FixedApprover
 from .core.describe import request_lines
+from .core.fleet_queue import FleetControl, QueueItem
+from .core.imaging import ScreenLimit
 from .core.ports import Answer, Approver, DecisionRequest, Ruling
+from .core.queue_rules import QueueRules
+from .core.screentext import ScreenText, ScreenTextReader, ScreenTextUnavailable
 from .core.threads import Job, spawn
 from .procs import kill_group
 
@@ -200,3 +206,106 @@ def headless_approver(spec: str) -> Approver:
     if spec.startswith("approver:"):
         return CommandApprover(spec.removeprefix("approver:"))
     raise ValueError(f"--on-confirm must be reject, approve, ask or approver:CMD, not {spec!r}")
+
+
+# ------------------------------------------------------------------------------------------------
+# A headless fleet: its runs' requests put to their approvers one at a time, in the queue's order
+# --------------------------------------------------------------------------------------------------
+class InOrder:
+    """A headless fleet's queue order: each run's request is put to its approver (the ``--on-confirm`` rule or
+    approver command) once every pending request's screen has been read (or the reader is missing or failed
+    on it), one request at a time, the first in the core's order first (core/queue_rules.py: a possible
+    injection before every tier, then safety checks, the tiers, age), as the fleet TUI lists its queue. The
+    threads that wait read the screens meanwhile, one at a time. ``attach`` it to the fleet, then wrap each
+    run's approver with ``approver``."""
+
+    def __init__(self, reader: ScreenTextReader | None) -> None:
+        self.reader = reader
+        self.rules = QueueRules(grouping=False, reading=reader is not None)
+        self.fleet: FleetControl | None = None
+        self._cond = threading.Condition()
+        self._asking: DecisionRequest | None = None
+        self._reading = False
+
+    def attach(self, fleet: FleetControl) -> None:
+        self.fleet = fleet
+        fleet.subscribe(self._changed)
+
+    def approver(self, inner: Approver) -> Approver:
+        """``inner``, asked only in its turn."""
+        return _InTurn(self, inner)
+
+    def _changed(self, event: object) -> None:
+        # a request queued or closed: the first to decide may be another now (the dispatcher thread)
+        with self._cond:
+            self._cond.notify_all()
+
+    def wait_turn(self, request: DecisionRequest, cancel: threading.Event) -> bool:
+        """Block until ``request`` is the first to decide and nobody else is being asked (True), or until
+        ``cancel`` (False). A request the queue does not hold (not a fleet's) is asked at once."""
+        fleet = self.fleet
+        if fleet is None:
+            return True
+        with self._cond:
+            while not cancel.is_set():
+                self.rules.pending(fleet.queue())
+                mine = next((item for item in self.rules.items if item.request is request), None)
+                if mine is None:
+                    return True
+                if not self._reading and (item := self.rules.to_read()) is not None:
+                    self._reading = True
+                    self._cond.release()
+                    try:
+                        text, model_text, allowed = self._read(fleet, item)
+                    finally:
+                        self._cond.acquire()
+                        self._reading = False
+                    self.rules.read(item, text, model_text, allowed)
+                    self._cond.notify_all()
+                    continue
+                if self._asking is None and self.rules.first() is mine:
+                    self._asking = request
+                    return True
+                self._cond.wait(0.1)
+        return False
+
+    def done(self, request: DecisionRequest) -> None:
+        with self._cond:
+            if self._asking is request:
+                self._asking = None
+            self._cond.notify_all()
+
+    def _read(self, fleet: FleetControl, item: QueueItem) -> tuple[ScreenText | None, str, tuple[str, ...]]:
+        """The text of ``item``'s screen (None: not read), the model's words for its turn, and the hosts its
+        task lets the browser reach (outside the lock: reading takes a while)."""
+        view = fleet.view(item.task)
+        allowed = fleet.row(item.task).allowed
+        frame, reader = item.request.frame, self.reader
+        if frame is None or reader is None:
+            return None, view.batch_text, allowed
+        limit = ScreenLimit.of_run(view.started.screen if view.started is not None else None)
+        try:
+            return reader.read(frame.png, frame.sha256, limit=limit), view.batch_text, allowed
+        except ScreenTextUnavailable:
+            # no engine: nothing more is tried, and no request waits to be read
+            self.reader = None
+            self.rules.reading = False
+        except Exception:  # this screen could not be read: its request is asked all the same
+            pass
+        return None, view.batch_text, allowed
+
+
+class _InTurn:
+    """An approver asked only in its turn (``InOrder``); the kill switch gives way as the approver's own."""
+
+    def __init__(self, order: InOrder, inner: Approver) -> None:
+        self.order = order
+        self.inner = inner
+
+    def decide(self, request: DecisionRequest, cancel: threading.Event) -> Ruling:
+        if not self.order.wait_turn(request, cancel):
+            return Ruling(Answer.KILL, KILL_SWITCH, "cancelled")
+        try:
+            return self.inner.decide(request, cancel)
+        finally:
+            self.order.done(request)

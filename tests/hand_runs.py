@@ -18,9 +18,9 @@ from cua_tui.config import Settings
 from cua_tui.core import events as ev
 from cua_tui.core import fleet_queue as fq
 from cua_tui.core.actions import Action, Kind
-from cua_tui.core.grouping import group_items
 from cua_tui.core.policy import Policy
 from cua_tui.core.ports import Answer, DecisionRequest, Ruling
+from cua_tui.core.queue_rules import group_items
 from cua_tui.core.rundir import RunDir
 from cua_tui.core.supervisor import RunConfig, Supervisor
 from cua_tui.desktops.sim import SimDesktop

@@ -4,15 +4,17 @@ the requests never grouped; the hostile fleets that broke the old rule."""
 from __future__ import annotations
 
 import io
+from typing import Any
 
 from PIL import Image, ImageDraw
 
 from cua_tui.core.actions import Point, parse_openai
 from cua_tui.core.fleet_queue import QueueItem, priority
 from cua_tui.core.geometry import Scaling, Size
-from cua_tui.core.grouping import Likeness, group_items, likeness, look, why_apart
+from cua_tui.core.grouping import Likeness, likeness
 from cua_tui.core.policy import Policy
 from cua_tui.core.ports import DecisionRequest, Frame, SafetyCheck
+from cua_tui.core.queue_rules import group_items, look, why_apart
 
 SCALE = Scaling(Size(1024, 720), Size(1024, 720))
 POLICY = Policy.default().with_regions(
@@ -45,7 +47,9 @@ def screen(
     return img
 
 
-def request(action: dict, kind: str = "action", img: Image.Image | None = None, **extra: object) -> DecisionRequest:
+def request(
+    action: dict[str, Any], kind: str = "action", img: Image.Image | None = None, **extra: object
+) -> DecisionRequest:
     frame = png_frame(img if img is not None else screen())
     return DecisionRequest("run", 1, 0, "c1", kind, "why", parse_openai(action, SCALE), frame=frame, **extra)  # type: ignore[arg-type]
 
@@ -60,7 +64,7 @@ FOCUSED = (250, 182)
 
 
 def like(
-    action: dict, rule: str = "actions.click", img: Image.Image | None = None, focused: Point | None = FOCUSED
+    action: dict[str, Any], rule: str = "actions.click", img: Image.Image | None = None, focused: Point | None = FOCUSED
 ) -> Likeness:
     img = img if img is not None else screen()
     return likeness(request(action, img=img), rule, 2, POLICY, focused, img)
@@ -232,7 +236,7 @@ def test_replay_and_the_export_say_which_group_a_decision_was_answered_in() -> N
 # ---------------------------------------------------------------------------------------------------
 def asked(
     ticket: int,
-    action: dict,
+    action: dict[str, Any],
     rule: str = "actions.type",
     img: Image.Image | None = None,
     focused: Point | None = FOCUSED,

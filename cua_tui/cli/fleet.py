@@ -2,9 +2,9 @@
 
 Without ``--headless`` the fleet TUI (cua_tui.tui.fleet_screen's ``run_fleet_tui``) answers the queue. Headless,
 every decision of every run goes to the same ``--on-confirm`` rule or approver command (whose JSON request
-carries the run id), the fleet's changes are printed as lines, and a summary lists each run's status and
-directory. Exit status: 0 when every run ended passed (or finished where no verifier exists), 1 otherwise,
-2 for bad usage or configuration.
+carries the run id), one at a time in the queue's order once its screen is read; the fleet's changes are
+printed as lines, and a summary lists each run's status and directory. Exit status: 0 when every run ended
+passed (or finished where no verifier exists), 1 otherwise, 2 for bad usage or configuration.
 """
 
 from __future__ import annotations
@@ -99,6 +99,7 @@ def command(tasks_path: Path, concurrency: int | None, **values: Any) -> None:
             tasks_source=str(tasks_path),
             tasks_sha256=tasks.sha256,
             name=tasks.name,
+            in_order=_in_order() if headless else None,
         )
     except ValueError as exc:
         fail(str(exc))
@@ -113,6 +114,15 @@ def command(tasks_path: Path, concurrency: int | None, **values: Any) -> None:
     finally:
         close_sink(sink)
     sys.exit(code)
+
+
+def _in_order() -> Any:
+    """A headless fleet's order: each request put to the approver once its screen is read, in the queue's
+    order (a possible injection first), as the fleet TUI lists it."""
+    from ..headless_approvers import InOrder
+    from ..ocr import ScreenReader
+
+    return InOrder(ScreenReader())
 
 
 def _traced(specs: list[Any], sink: Any, made: list[Any]) -> list[Any]:

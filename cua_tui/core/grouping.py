@@ -1,6 +1,6 @@
 """One answer for the same decision across runs: when two pending requests of a fleet are the same
-decision, and the groups the queue shows. The rule, stated for people: docs/commands/fleet.md, "Groups".
-Pure: the pixels come in decoded; no threads, no I/O.
+decision (their ``Likeness``); the groups the queue shows are core/queue_rules.py's. The rule, stated for
+people: docs/commands/fleet.md, "Groups". Pure: the pixels come in decoded; no threads, no I/O.
 
 Two requests are one group only if one answer means the same thing for both: the same action exactly
 (its point too, in a region as anywhere), the same rule and tier, and the same screen: the two
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,10 +20,8 @@ from PIL import Image
 from .actions import Kind, Point
 from .elements import element_box
 from .policy import Verdict
-from .text import visible
 
 if TYPE_CHECKING:
-    from .fleet_queue import QueueItem
     from .policy import Policy
     from .ports import DecisionRequest
 
@@ -240,118 +237,3 @@ def group_record(group: object) -> dict[str, Any] | None:
     if type(size) is not int or not 1 <= size <= MAX_GROUP:
         return None
     return {"id": gid, "size": size}
-
-
-# ------------------------------------------------------------------------------------------------
-# The groups the queue shows
-# --------------------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Group:
-    """Pending requests that are one decision, first to decide first. ``id`` names it while it lasts: its
-    key's hash and its first member's ticket (``g1a2b3c-17``). A single request is a group of one."""
-
-    id: str
-    members: tuple[QueueItem, ...]
-
-    @property
-    def first(self) -> QueueItem:
-        return self.members[0]
-
-    @property
-    def size(self) -> int:
-        return len(self.members)
-
-    @property
-    def tickets(self) -> tuple[int, ...]:
-        return tuple(item.ticket for item in self.members)
-
-
-def group_items(items: Sequence[QueueItem], alone: Collection[int] = frozenset()) -> list[Group]:
-    """``items`` (in the queue's order) as groups, in the order of their first members: each request joins
-    the first group with its key whose first member's screen is its own (a caret aside).
-    ``alone``: tickets not grouped (a possible injection, a screen not read as text yet, say)."""
-    groups: list[list[QueueItem]] = []
-    open_by_key: dict[str, list[list[QueueItem]]] = {}
-    for item in items:
-        like = item.likeness
-        if like is None or not like.groupable or item.ticket in alone:
-            groups.append([item])
-            continue
-        candidates = open_by_key.setdefault(like.key, [])
-        home = next((g for g in candidates if _likeness(g[0]).looks_like(like)), None)
-        if home is None:
-            home = [item]
-            candidates.append(home)
-            groups.append(home)
-        else:
-            home.append(item)
-    return [Group(_group_id(members), tuple(members)) for members in groups]
-
-
-def _likeness(item: QueueItem) -> Likeness:
-    assert item.likeness is not None
-    return item.likeness
-
-
-def _group_id(members: list[QueueItem]) -> str:
-    first = members[0]
-    key = first.likeness.key if first.likeness is not None else str(first.ticket)
-    return f"g{hashlib.sha256(key.encode()).hexdigest()[:6]}-{first.ticket}"
-
-
-# ------------------------------------------------------------------------------------------------
-# Why two requests that look alike are not one group
-# --------------------------------------------------------------------------------------------------
-def look(item: QueueItem) -> tuple[str, str, str]:
-    """What a person reads of a request in the queue: its kind, the rule that asked and the action in words
-    (``type 16 characters``, ``click at (250, 182)``). Two requests that read the same may still be two
-    decisions (another text of that length, another screen): ``why_apart`` says why."""
-    action = item.request.action
-    return item.request.kind, item.priority.rule, action.describe() if action is not None else ""
-
-
-def why_apart(item: QueueItem, other: QueueItem, alone: Mapping[int, str] | None = None) -> str | None:
-    """Why ``item`` and ``other`` are not one decision, for people (None: the rule makes them one, and they
-    are one group unless ``alone`` holds one). ``alone``: why a ticket is kept out of every group for now
-    (its screen not read as text yet, a possible injection); the reason names the task it is about."""
-    for one in (item, other):
-        held = (alone or {}).get(one.ticket)
-        if held:
-            return f"{visible(one.task, limit=64)}: {held}"
-    for one in (item, other):
-        if one.likeness is None:
-            return f"{visible(one.task, limit=64)}: not compared yet"
-        if one.likeness.alone:
-            return f"{visible(one.task, limit=64)}: {one.likeness.alone}"
-    mine, theirs = _likeness(item), _likeness(other)
-    if mine.key != theirs.key:
-        return _key_apart(mine.key, theirs.key)
-    return mine.screen_apart(theirs)
-
-
-def _key_apart(key: str, other: str) -> str:
-    """Which part of two keys (``likeness``'s JSON) differs, for people."""
-    a, b = json.loads(key), json.loads(other)
-    if a["rule"] != b["rule"]:
-        return f"another rule asked ({visible(a['rule'], limit=40)} and {visible(b['rule'], limit=40)})"
-    if a["focused"] != b["focused"]:
-        return f"a different focused field ({_point(a['focused'])} and {_point(b['focused'])})"
-    if a["action"] != b["action"]:
-        mine, theirs = a["action"], b["action"]
-        if mine.get("text_len") != theirs.get("text_len"):
-            return f"the typed text differs ({mine.get('text_len')} and {theirs.get('text_len')} characters)"
-        if mine.get("text_sha256") != theirs.get("text_sha256"):
-            return "the typed text differs (the same length, another SHA-256)"
-        fields = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
-        return f"the action differs ({', '.join(fields)})"
-    if a["checks"] != b["checks"]:
-        return "the model's safety checks differ"
-    if a["policy"] != b["policy"]:
-        return "their runs' policies differ"
-    return "another queue tier"
-
-
-def _point(point: object) -> str:
-    if isinstance(point, list) and len(point) == 2:
-        return f"({point[0]}, {point[1]})"
-    return "none known"

@@ -111,6 +111,15 @@ class RunView:
     # the reviewer has the desktop (until it is handed back), and whether a private stretch is on
     takeover: ev.TakeoverStarted | None = None
     private: bool = False
+    # The one thing a front end notes here itself: the pending request it has answered (or may no longer
+    # answer: the run was killed, or ended), until the stream records the decision; ``open_request`` is then
+    # None, so that the panel hides it and no second key goes to it.
+    answered: DecisionRequest | None = None
+
+    @property
+    def open_request(self) -> DecisionRequest | None:
+        """The request awaiting this front end: the run's pending one, unless answered here already."""
+        return None if self.pending is self.answered else self.pending
 
     @property
     def events(self) -> int:

@@ -13,7 +13,7 @@ from typing import Any
 
 from textual import work
 from textual.app import App, ComposeResult
-from textual.binding import ActiveBinding, Binding
+from textual.binding import ActiveBinding
 from textual.command import CommandPalette
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
@@ -29,6 +29,7 @@ from ..core.supervisor import RunResult
 from ..core.text import failure, visible
 from .commands import CuaCommands
 from .help import HelpScreen
+from .keys import APP, bindings, help_keys, keys_of
 from .messages import RunFinished, while_open
 from .screen_text import (
     ScreenReading,
@@ -40,7 +41,7 @@ from .screen_text import (
 )
 from .signals import Signals, notification_escape
 from .source import RunSource
-from .takeover import KILL, PassthroughScreen
+from .takeover import PassthroughScreen
 from .themes import install_themes, project_themes_dir
 
 # a second q within this many seconds leaves what goes on (and kills it)
@@ -68,6 +69,9 @@ class ViewScreen(Screen[None]):
     it can do now (``can``) and does them; the App checks that nothing covers it before a y counts."""
 
     cua: CuaApp  # the App, typed (each view is given it)
+    # where its keys are bound (tui/keys.py), and the App's actions it does
+    HOMES: tuple[str, ...] = (APP,)
+    APP_ACTIONS: tuple[str, ...] = (*VIEW_ACTIONS, "kill_chord")
 
     @property
     def active_bindings(self) -> dict[str, ActiveBinding]:
@@ -112,14 +116,17 @@ class ViewScreen(Screen[None]):
         if shown is not None:
             write_and_open(self.app, shown)
 
-    def help_lines(self) -> tuple[list[str], list[tuple[str, str]] | None]:
-        """The help screen's lines of policy, and its keys (None: a run's)."""
-        return [], None
+    def help_lines(self) -> list[str]:
+        """The help screen's lines beside the keys (the active policy)."""
+        return []
+
+    def key_lines(self) -> list[tuple[str, str]]:
+        """The help screen's keys: this view's bindings (tui/keys.py), each with its sentence."""
+        return help_keys(keys_of(self.HOMES, self.APP_ACTIONS))
 
     def show_help(self) -> None:
         if not isinstance(self.app.screen, HelpScreen):
-            lines, keys = self.help_lines()
-            self.app.push_screen(HelpScreen(lines) if keys is None else HelpScreen(lines, keys))
+            self.app.push_screen(HelpScreen(self.help_lines(), self.key_lines()))
 
     def refused(self, whose: str, turn: int, index: int, why: str) -> None:
         """An answer did not reach its request (it closed meanwhile): said, never applied to another."""
@@ -151,22 +158,7 @@ class CuaApp(App[Any]):
     CSS_PATH = Path(__file__).with_name("app.tcss")
     TITLE = "cua-tui"
     COMMANDS = App.COMMANDS | {CuaCommands}  # cua-tui's own commands in the palette (ctrl+p)
-    BINDINGS = [
-        Binding("y", "approve", "approve", id="approve"),
-        Binding("a", "approve_scope", "approve scope", id="approve_scope"),
-        # e and n come first, as k does: the keys typed right after them must find the field they open
-        # focused, not be handled against the view as it was (a k there was the kill switch)
-        Binding("e", "edit", "edit", id="edit", priority=True),
-        Binding("n", "reject", "reject", id="reject", priority=True),
-        Binding("k", "kill", "KILL SWITCH", id="kill", priority=True),
-        Binding("ctrl+k", "kill('always')", "kill", id="kill_always", priority=True, show=False),
-        # the kill chord: the kill switch in passthrough too, where every other key is the desktop's
-        Binding(KILL, "kill_chord", "kill", id="kill_chord", priority=True, show=False),
-        Binding("z", "zoom", "zoom", id="zoom"),
-        Binding("t", "screen_text", "screen text", id="screen_text"),
-        Binding("o", "open_screenshot", "screenshot", id="open_screenshot"),
-        Binding("question_mark", "help", "help", id="help"),
-    ]
+    BINDINGS = bindings(APP)  # the keys of every view (tui/keys.py)
 
     def __init__(
         self,

@@ -25,6 +25,7 @@ from textual.strip import Strip
 from ..core import events as ev
 from ..core.describe import audit_line
 from ..core.text import visible_parts
+from .keys import AUDIT, bindings
 from .literal import escape_style
 from .scrolling import set_virtual_size
 
@@ -145,7 +146,7 @@ class AuditList(ScrollView, can_focus=True):
         Binding("pagedown", "cursor(10)", show=False),
         Binding("home", "cursor_to(0)", show=False),
         Binding("end", "cursor_to(-1)", show=False),
-        Binding("enter", "open", "event in full", show=False),
+        *bindings(AUDIT),  # enter: the event in full (tui/keys.py)
     ]
 
     class Opened(Message):

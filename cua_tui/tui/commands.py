@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from textual import work
 from textual.actions import parse
@@ -22,35 +22,32 @@ from ..core.text import visible
 from .audit_pane import AuditPane
 from .batch import ActionRow, TurnSummary
 from .detail import action_detail, copy, text_screen, turn_detail
+from .keys import KEYS
 
 if TYPE_CHECKING:
     from ..core.audit import VerifyReport
-    from .app import CuaApp
     from .source import RunSource
 
-# (title, what it does, the action as a key binding names it)
+# (title, what it does, the action as a key binding names it): the keys' own first (their title, sentence and
+# key from tui/keys.py), then the commands that have no key
 COMMANDS: tuple[tuple[str, str, str], ...] = (
-    ("Approve", "approve the pending action (y)", "approve"),
-    ("Approve scope", "approve it and every later action of its scope for the run (a)", "approve_scope"),
-    ("Edit", "change the pending action, then approve it as changed (e)", "edit"),
-    ("Reject", "reject the pending action, with an optional reason (n)", "reject"),
-    ("Kill switch", "stop the run now: nothing more runs, it ends killed (k, ctrl+k, ctrl+\\)", "kill('always')"),
-    ("Take over", "take the desktop: the run pauses, your clicks and keys run as your own actions (T)", "takeover"),
-    ("Hand back", "give the desktop back to the model, told what you did (T)", "hand_back"),
-    ("Passthrough", "every key to the desktop until ctrl+] but the kill chord ctrl+\\ (p)", "passthrough"),
-    ("Private stretch", "on or off: typed text and screens kept from the model (s)", "private"),
-    ("Zoom", "zoom on the pending action's target (z)", "zoom"),
-    ("Screen text", "the words on the latest screenshot (t)", "screen_text"),
-    ("Open screenshot", "the latest screenshot at full resolution (o)", "open_screenshot"),
+    *((key.palette, f"{key.help} ({key.shown})", key.action) for key in KEYS if key.palette),
     ("Copy run directory", "put the run directory's path on the clipboard", "copy_run_dir"),
     ("Copy run id", "put the run id on the clipboard", "copy_run_id"),
     ("Copy chain head", "put the audit chain's head hash on the clipboard", "copy_head"),
     ("Verify now", "check the audit log as written so far, as cua-tui verify does", "verify_now"),
     ("Show policy", "the policy in effect", "show_policy"),
-    ("Grants", "the scoped approvals in force; Enter revokes one (g)", "grants"),
-    ("Search audit log", "filter the audit events by text and kind:NAME (/)", "search"),
-    ("Help", "the keys and the active policy (?)", "help"),
 )
+
+
+class PaletteHost(Protocol):
+    """What the palette asks of the App (tui/app.py's CuaApp): the view under it, and whether an action of
+    the App's is possible now."""
+
+    @property
+    def view_screen(self) -> Any: ...
+
+    def possible(self, action: str, parameters: tuple[object, ...]) -> bool | None: ...
 
 
 class CuaCommands(Provider):
@@ -58,7 +55,7 @@ class CuaCommands(Provider):
 
     def _owner(self, name: str) -> Any:
         """The App, or the screen under the palette, that has the action ``name`` (None: neither)."""
-        app: CuaApp = self.app  # type: ignore[assignment]  # the palette of cua-tui's one App
+        app = cast(PaletteHost, self.app)  # the palette of cua-tui's one App
         for owner in (app, app.view_screen):
             if owner is not None and callable(getattr(owner, f"action_{name}", None)):
                 return owner
@@ -75,7 +72,7 @@ class CuaCommands(Provider):
         owner = self._owner(name)
         if owner is None:
             return False
-        app: CuaApp = self.app  # type: ignore[assignment]
+        app = cast(PaletteHost, self.app)
         return bool(app.possible(name, params) if owner is app else owner.check_action(name, params))
 
     async def _run(self, action: str) -> None:

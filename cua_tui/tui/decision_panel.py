@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from rich.style import Style
 from rich.text import Text
+from textual.reactive import reactive
 from textual.widgets import Static
 
 from ..core import describe
 from ..core.injection import Injection
 from ..core.ports import DecisionRequest
+from ..core.run_view import RunView
 from .literal import escape_style
 
 # The wording is core/describe's; the panel only styles its parts (appended as text, never as
@@ -67,6 +69,37 @@ class DecisionPanel(Static):
     unseen = False
     # the fleet's: how much of the typed text and the target's words is shown, and where the rest is read
     cut: describe.Cut | None = None
+    # A run's screen binds its RunView here (data_bind, as the batch pane's): the panel shows the request the
+    # view has open, with the batch it is of; the screen says what the view does not (``facts``). The
+    # fleet's panel is told its request instead (``show_request``).
+    view: reactive[RunView | None] = reactive(None, init=False, always_update=True, layout=False, repaint=False)
+    run_task = ""
+    field = False
+    _from_view: tuple[DecisionRequest | None, int, str] = (None, 0, "")
+
+    def watch_view(self, view: RunView | None) -> None:
+        """Drawn again when the view's open request, or its batch, moved on."""
+        if view is None:
+            return
+        request, size, words = self._from_view
+        if view.open_request is not request or (view.batch_size, view.batch_text) != (size, words):
+            self.redraw()
+
+    def facts(self, *, task: str, destination: str | None, field: bool) -> None:
+        """What the bound view does not say of its request: the task, the words read at the target, whether
+        typing has a known field; drawn with it by ``redraw``."""
+        self.run_task, self._destination, self.field = task, destination, field
+
+    def redraw(self) -> None:
+        """The bound view's open request (None: the panel hides), as the facts last given say it."""
+        view = self.view
+        if view is None:
+            return
+        self._from_view = (view.open_request, view.batch_size, view.batch_text)
+        self.show_request(
+            view.open_request, view.batch_size, self.run_task, self._destination, field=self.field,
+            model_text=view.batch_text,
+        )  # fmt: skip
 
     def show_request(
         self,

@@ -1,4 +1,4 @@
-"""The help screen: keys and a summary of the active policy."""
+"""The help screen: the shown view's keys, as its bindings say them (tui/keys.py), and its active policy."""
 
 from __future__ import annotations
 
@@ -11,31 +11,11 @@ from textual.widgets import Static
 
 from ..core.text import visible
 
-KEYS = [
-    ("y", "approve the pending action (only while a decision is pending)"),
-    ("a", "approve it and every later action of its scope (shown in the panel) for the rest of the run"),
-    ("e", "edit it (the text, the point, the chord, the scroll), then Enter approves it as edited"),
-    ("n", "reject it, with an optional reason the model hears: the batch halts"),
-    ("k", "kill switch: nothing more runs, input released, desktop stopped, run ends killed (ctrl+k too)"),
-    ("ctrl+\\", "kill switch too, in passthrough as well (there every other key but ctrl+] is the desktop's)"),
-    ("g", "the scoped approvals in force; Enter revokes the selected one"),
-    ("x", "the alerts have been seen: the alert line goes until the next one"),
-    ("z", "whole screen / zoom: at a decision the pane frames the target (for typing, the field clicked last)"),
-    ("t", "the screen as text (OCR): the words nearest the target first, then the whole page; type to search"),
-    ("o", "write the full-resolution screenshot to a file (says where) and open it in the system viewer"),
-    ("/", "search the audit log: words, kind:NAME (Enter keeps the filter, Esc clears it)"),
-    ("enter", "in the audit log (up/down or a click selects): the event in full; c copies its hash"),
-    ("click", "a batch row or an earlier turn: its detail; the wheel scrolls the panes"),
-    ("?", "this help"),
-    ("ctrl+p", "command palette: approve, reject, kill, zoom, copy, verify now, show policy, themes, ..."),
-    ("q", "quit once the run has ended"),
-]
-
 
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,question_mark,q", "dismiss", "close")]
 
-    def __init__(self, policy_lines: list[str], keys: list[tuple[str, str]] = KEYS) -> None:
+    def __init__(self, policy_lines: list[str], keys: list[tuple[str, str]]) -> None:
         super().__init__()
         self.policy_lines = policy_lines
         self.keys = keys

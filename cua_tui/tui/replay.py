@@ -684,9 +684,12 @@ class ReplayScreen(ViewScreen):
             self.notify("no screenshot recorded for this step", timeout=3, markup=False)
         super().open_screenshot()
 
-    def help_lines(self) -> tuple[list[str], list[tuple[str, str]] | None]:
+    def help_lines(self) -> list[str]:
         policy = self.reader.info.get("policy")
-        return ([f"policy {visible(str(policy.get('name', '?')))}"] if isinstance(policy, dict) else []), KEYS
+        return [f"policy {visible(str(policy.get('name', '?')))}"] if isinstance(policy, dict) else []
+
+    def key_lines(self) -> list[tuple[str, str]]:
+        return KEYS
 
     def action_quit(self) -> None:
         self.app.exit()

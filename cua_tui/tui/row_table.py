@@ -18,6 +18,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from .keys import TABLE, bindings
 from .scrolling import set_virtual_size
 
 Cells = tuple[Text, ...]
@@ -54,13 +55,11 @@ class RowTable(ScrollView, can_focus=True):
     """
     COMPONENT_CLASSES: ClassVar[set[str]] = {"row-table--header", "row-table--cursor"}
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up", "cursor(-1)", "previous row", show=False),
-        Binding("down", "cursor(1)", "next row", show=False),
+        *bindings(TABLE),  # up, down, enter (tui/keys.py)
         Binding("pageup", f"cursor(-{PAGE})", show=False),
         Binding("pagedown", f"cursor({PAGE})", show=False),
         Binding("home,ctrl+home", "cursor_to(0)", show=False),
         Binding("end,ctrl+end", "cursor_to(-1)", show=False),
-        Binding("enter", "select", "choose", show=False),
     ]
 
     class RowMessage(Message):

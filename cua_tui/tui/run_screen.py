@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import events
+from textual.actions import parse as parse_action
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.message import Message
 from textual.reactive import reactive
 from textual.timer import Timer
@@ -41,6 +41,7 @@ from .dialogs import GrantsScreen, RejectReason, open_reason
 from .editor import ActionEditor
 from .frames import Target
 from .goal import GoalBar
+from .keys import APP, AUDIT, RUN, RUN_MOUSE, TAKEOVER_MOUSE, Key, bindings, help_keys, keys_of
 from .messages import RunEvent, RunFinished, while_open
 from .screen_text import ScreenReading, ScreenTextRead, ScreenTextScreen, ShownScreen
 from .signals import AlertBar
@@ -70,21 +71,8 @@ class AuditHistory(Message):
 class RunScreen(HistoryActions, ViewScreen):
     """desktop pane | decision + batch + audit panes, status bar, footer, for the run ``source`` tells."""
 
-    BINDINGS = [
-        Binding("g", "grants", "grants", id="grants"),
-        Binding("x", "alerts_seen", "alerts seen", id="alerts_seen"),
-        Binding("escape", "back", "back to the fleet", id="back"),
-        Binding("q", "quit_when_done", "quit", id="quit"),
-        # during a run: says what leaving means
-        Binding("q", "leave", "leave", id="leave", show=False),
-        # the audit log, by text and kind
-        Binding("slash", "search", "search", id="search", show=False),
-        # the desktop taken over, and handed back
-        Binding("T", "takeover", "take over", id="takeover"),
-        Binding("T", "hand_back", "hand back", id="hand_back"),
-        Binding("p", "passthrough", "passthrough", id="passthrough"),
-        Binding("s", "private", "private", id="private"),
-    ]
+    BINDINGS = bindings(RUN)  # tui/keys.py
+    HOMES = (APP, RUN, AUDIT)
     # The run's state, from its event stream alone: the panes are bound to it and render their part.
     view: reactive[RunView] = reactive(RunView, init=False, layout=False, repaint=False)
 
@@ -100,7 +88,6 @@ class RunScreen(HistoryActions, ViewScreen):
         self.batch_pane = BatchPane(id="batch", history=True)
         self.audit = AuditPane(id="audit")
         self.status = StatusBar(source.info, clock=app.clock, id="status")
-        self._answered: DecisionRequest | None = None
         self.running = True
         self.final_status = ""
         # the run's own result said whether its seal reached the disk
@@ -136,10 +123,14 @@ class RunScreen(HistoryActions, ViewScreen):
         self.set_reactive(RunScreen.view, self.source.attach(self._told))
         self.running = self.view.ended is None
         info = self.source.info
-        yield GoalBar(info, id="goal")
+        yield GoalBar(info, id="goal").data_bind(view=RunScreen.view)
         yield AlertBar(id="alerts").data_bind(view=RunScreen.view)
         yield from desktop_beside(
-            self.desktop, self.panel, self.takeover_panel, self.batch_pane.data_bind(view=RunScreen.view), self.audit
+            self.desktop,
+            self.panel.data_bind(view=RunScreen.view),
+            self.takeover_panel,
+            self.batch_pane.data_bind(view=RunScreen.view),
+            self.audit,
         )
         self.status.info = info
         yield self.status.data_bind(view=RunScreen.view)
@@ -216,11 +207,14 @@ class RunScreen(HistoryActions, ViewScreen):
     @property
     def pending(self) -> DecisionRequest | None:
         """The request awaiting the reviewer: the run's own (from the event stream, through the RunView),
-        unless this reviewer has already answered it and the stream has not yet said so."""
-        request = self.view.pending
-        if request is None or request is self._answered or not self.running:
-            return None
-        return request
+        unless this reviewer has already answered it and the stream has not yet said so (``open_request``)."""
+        return self.view.open_request if self.running else None
+
+    def _close_request(self) -> None:
+        """The pending request can no longer be answered here (answered, or the run stops): the view notes it,
+        and the panes bound to the view hide it."""
+        self.view.answered = self.view.pending
+        self.mutate_reactive(RunScreen.view)
 
     @while_open
     def on_run_event(self, message: RunEvent) -> None:
@@ -267,6 +261,8 @@ class RunScreen(HistoryActions, ViewScreen):
     def on_run_finished(self, message: RunFinished) -> None:
         message.stop()
         self.running = False
+        if self.view.pending is not None:
+            self._close_request()  # the run ended without saying so: nothing of it can be answered
         self.final_status = message.status
         self._sealed_known = True
         if self.source.live:
@@ -305,14 +301,9 @@ class RunScreen(HistoryActions, ViewScreen):
         self._count_down(request)
         started = self.view.started
         panel.injection = self._injection()
-        panel.show_request(
-            request,
-            self.view.batch_size,
-            self.source.info.task or (started.task if started else ""),
-            self._destination(),
-            field=self._field() is not None,
-            model_text=self.view.batch_text,
-        )
+        task = self.source.info.task or (started.task if started else "")
+        panel.facts(task=task, destination=self._destination(), field=self._field() is not None)
+        panel.redraw()
         if request is not None:
             self._read_screen()
         self.batch_pane.mark_pending(request.index if request is not None else None)
@@ -478,7 +469,7 @@ class RunScreen(HistoryActions, ViewScreen):
             return
         self.cua.paced(answer, shown)
         # answered: hidden until the stream records the decision
-        self._answered = request
+        self._close_request()
         self._show_pending()
 
     def approve(self, *, scope: bool = False) -> None:
@@ -698,7 +689,7 @@ class RunScreen(HistoryActions, ViewScreen):
         # returns at once; the run's own thread ends it and seals the log
         self.source.kill()
         if self.pending is not None:
-            self._answered = self.pending  # nobody may answer it any more
+            self._close_request()  # nobody may answer it any more
             self._show_pending()
         self.status.stopping()
         if not self.source.owned:
@@ -789,13 +780,38 @@ class RunScreen(HistoryActions, ViewScreen):
         if message.text is not None:
             self.render_frame()  # framed with the target's label in view
 
-    def help_lines(self) -> tuple[list[str], list[tuple[str, str]] | None]:
+    def help_lines(self) -> list[str]:
         grants = [f"grant #{g.grant}: {g.label} (given by {g.by})" for g in self.view.grants.values()]
-        lines = [
+        return [
             *self.source.policy_lines,
             *(["", "Scoped approvals in force (g revokes):", *grants] if grants else []),
         ]
-        return lines, None
+
+    def key_lines(self) -> list[tuple[str, str]]:
+        """A run's keys; during a takeover, those that work now (T hands back) and the mouse on the pane."""
+        keys = keys_of(self.HOMES, self.APP_ACTIONS)
+        if self.view.takeover is not None:
+            return help_keys([key for key in keys if self._works_now(key)], TAKEOVER_MOUSE)
+        return help_keys([key for key in keys if self._offers(key.action)], RUN_MOUSE)
+
+    def _works_now(self, key: Key) -> bool:
+        _, name, params = parse_action(key.action)
+        if key.textual:
+            return True
+        if key.home == APP:
+            return bool(self.cua.possible(name, params))
+        return bool(self.check_action(name, params))
+
+    def _offers(self, action: str) -> bool:
+        """Whether this run's view ever does ``action`` (a lone run has no fleet to go back to; only a lone
+        run's grants are revoked here; a run without a desktop to take has no takeover)."""
+        if action == "back":
+            return not self.source.owned
+        if action == "grants":
+            return self.source.owned
+        if action in ("takeover", "hand_back", "passthrough", "private"):
+            return self.source.live
+        return True
 
 
 def supervisor_app(source: RunSource, **settings: Any) -> CuaApp:

@@ -24,7 +24,8 @@ from cua_tui.core.ports import DecisionRequest
 from cua_tui.fleet_runner import Fleet, FleetTask
 from cua_tui.tui.app import CuaApp
 from cua_tui.tui.decision_panel import DecisionPanel
-from cua_tui.tui.fleet_screen import RUN_CUT, SHOWN_CHARS, AllText, FleetScreen
+from cua_tui.tui.fleet_parts import SHOWN_CHARS, AllText
+from cua_tui.tui.fleet_screen import RUN_CUT, FleetScreen
 from cua_tui.tui.row_table import RowTable
 
 pytestmark = pytest.mark.timeout(90)
@@ -66,7 +67,7 @@ def settings(tmp_path: Path) -> Settings:
 
 
 def typing(text: str) -> dict[str, Any]:
-    script = json.loads(json.dumps(FORM))
+    script: dict[str, Any] = json.loads(json.dumps(FORM))
     script["turns"][0]["actions"][1]["text"] = text
     return script
 

@@ -29,7 +29,9 @@ from cua_tui.tui.batch import BatchPane
 from cua_tui.tui.decision_panel import DecisionPanel
 from cua_tui.tui.desktop_view import DesktopView
 from cua_tui.tui.dialogs import RejectReason
-from cua_tui.tui.fleet_screen import FleetScreen, KillAllScreen, run_info, tail_path
+from cua_tui.tui.fleet_parts import KillAllScreen, run_info
+from cua_tui.tui.fleet_screen import FleetScreen
+from cua_tui.tui.fleet_tables import tail_path
 from cua_tui.tui.goal import GoalBar
 from cua_tui.tui.row_table import RowTable
 from cua_tui.tui.run_screen import RunScreen
