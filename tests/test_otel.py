@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from export_runs import HOSTILE_FINAL, HOSTILE_KIND, HOSTILE_SAYS, HOSTILE_TASK, TURNS, TYPED, audit_records, sim_run
 from hostile_runs import ALL, pristine_run
 from model_server import OPENAI_PATH, ModelServer, computer_call, message, openai_response
+from opentelemetry.sdk.trace.export import SpanExportResult
 from otlp_receiver import Receiver, Silent, Span, closed_port_url
 
 from bench.fleet import FORM
@@ -329,7 +330,7 @@ def test_a_refusing_collector_is_answered_at_once_not_retried(tmp_path: Path) ->
 
     client._shutdown_event.wait = wait
     try:
-        assert exporter.export([span]) is otel.SpanExportResult.FAILURE  # type: ignore[list-item]
+        assert exporter.export([span]) is SpanExportResult.FAILURE  # type: ignore[list-item]
     finally:
         exporter.shutdown()
     assert waits == []  # no backoff was waited on

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,7 +100,8 @@ class Live:
         return [json.loads(line) for line in self.supervisor.rundir.audit.read_text().splitlines()]
 
     def result_json(self) -> dict[str, Any]:
-        return json.loads(self.supervisor.rundir.result_json.read_text())
+        data: dict[str, Any] = json.loads(self.supervisor.rundir.result_json.read_text())
+        return data
 
     def outcomes(self) -> dict[int, str]:
         return {e.index: e.status for e in self.events if isinstance(e, ev.Outcome)}
@@ -249,7 +249,6 @@ async def test_k_at_a_decision_kills_the_run(tmp_path: Path) -> None:
     assert [k["by"] for k in kills] == [HUMAN]
 
 
-@pytest.mark.alone  # the kill is held to 2 s of wall clock: beside four workers on two CPUs it took 2.17
 async def test_k_ends_the_run_while_a_desktop_command_hangs(tmp_path: Path) -> None:
     """The first click blocks inside the desktop (as a dead sandbox connection would) and never returns
     on its own; k still ends the run at once, and the interface keeps answering meanwhile."""
@@ -258,7 +257,7 @@ async def test_k_ends_the_run_while_a_desktop_command_hangs(tmp_path: Path) -> N
     def hang(desktop: SimDesktop, action: Any) -> None:
         # Unlike ``desktop.hang`` (which ``stop()`` frees), this keeps hanging until the test lets it go.
         entered.set()
-        release.wait(30)
+        release.wait(2 * SOON)
         returned.set()
 
     desktop = SimDesktop()
@@ -277,14 +276,13 @@ async def test_k_ends_the_run_while_a_desktop_command_hangs(tmp_path: Path) -> N
             assert not isinstance(app.screen, HelpScreen)
             assert "kill" in footer_actions(app) and not footer_actions(app) & {"approve", "reject"}
 
-            pressed = time.monotonic()
             await pilot.press("k")
-            # The run is over once its end is on screen (desktop stopped, every action closed); sealing the
-            # log afterwards is disk-bound (fsync) and gets the generous deadline of until_ended.
+            # The run is over once its end is on screen (desktop stopped, every action closed), the command
+            # still hanging (held until the test lets it go, after the wait for the kill would give up): the
+            # kill waited for nothing. Sealing the log afterwards is disk-bound and waited for below.
             status = app.query_one(StatusBar)
-            await until(pilot, lambda: not main.running and "status: killed" in plain(status), "the kill")
-            took = time.monotonic() - pressed
-            assert took < 2.0, f"the kill took {took:.2f} s"
+            await until(pilot, lambda: not main.running and "status: killed" in plain(status), "the kill", SOON)
+            assert not returned.is_set(), "the kill waited for the desktop command"
             await until_ended(pilot, app)
             assert main.final_status == "killed"
             assert not returned.is_set(), "the desktop command was expected to still hang"

@@ -13,7 +13,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
@@ -22,6 +22,7 @@ from scenes import SCENES
 from textual.command import CommandPalette
 from textual.events import MouseScrollDown, MouseScrollUp
 from textual.pilot import Pilot
+from textual.widget import Widget
 from textual.widgets import Input, Static
 
 from cua_tui.core.supervisor import Supervisor
@@ -294,7 +295,7 @@ async def test_slash_filters_the_audit_list_by_kind_and_by_text(tmp_path: Path) 
         outcomes = [r for r in run.records() if r["kind"] == "outcome"]
         assert shown(app) == ["outcome"] * len(outcomes) and len(outcomes) == 3  # turn 1, turn 2, turn 3's first
         await pilot.press("enter")  # keeps the filter, back to the list
-        assert app.focused is log
+        assert app.focused is cast(Widget, log)  # (mypy keeps app.focused narrowed to the Input above)
         assert app.query_one(AuditPane).border_subtitle == f"filter: kind:outcome · 3 of {len(log.entries)}"
 
         await pilot.press("slash")
