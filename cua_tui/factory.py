@@ -17,7 +17,7 @@ from .core.geometry import Size
 from .core.policy import Policy
 from .core.ports import Agent, Desktop, Lab
 from .core.text import either
-from .desktops import backend_named, lab_hosts
+from .desktops import BACKENDS, backend_named, lab_hosts
 
 if TYPE_CHECKING:
     from .config import Settings
@@ -122,8 +122,10 @@ def make_agent(
 
 
 def versions() -> dict[str, str]:
+    """The versions run.json records: ours, the UI's, each vendor's and backend's SDK (their records')."""
+    sdks = [v.sdk for v in VENDORS.values() if v.sdk] + [b.sdk for b in BACKENDS.values() if b.sdk]
     out = {}
-    for name in ("cua-tui", "textual", "textual-image", "openai", "anthropic", "cwsandbox", "pillow"):
+    for name in ("cua-tui", "textual", "textual-image", *sdks, "pillow"):
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

@@ -24,7 +24,7 @@ from cua_tui.core.tasks import TasksError, parse_tasks
 from cua_tui.core.text import either
 from cua_tui.desktops import BACKENDS, Backend, Leftovers, lab_hosts
 from cua_tui.desktops.sim import SimDesktop
-from cua_tui.factory import UnavailableError, make_agent, make_desktop
+from cua_tui.factory import UnavailableError, make_agent, make_desktop, versions
 from cua_tui.fleet_runner import concurrency_for, local_desktop_limit
 
 ACME_KEY = "acme-file-key-7f3a"
@@ -92,6 +92,7 @@ ACME = Vendor(
     prices={"acme-1": (1.0, 2.0)},
     otel_system="acme.ai",
     options=frozenset({"model"}),
+    sdk="msgspec",  # (a distribution that is installed: its version goes to run.json)
 )
 TOY = Backend(
     "toy",
@@ -146,8 +147,9 @@ def test_a_fourth_vendor_brings_its_own_key_agent_limits_prices_options_and_syst
     only = r"^--base-url: only for the openai(, | and )anthropic.* agents, not acme$"
     with pytest.raises(UnavailableError, match=only):
         make_agent("acme", base_url="http://127.0.0.1:9", policy=Policy.default(), settings=settings)
-    # its OpenTelemetry system, its place in a tasks file
+    # its OpenTelemetry system, its SDK's version on record, its place in a tasks file
     assert otel_systems()["acme"] == "acme.ai"
+    assert versions()["msgspec"] == msgspec.__version__
     forms = [vendor.spec for vendor in VENDORS.values()]
     assert parse_tasks('[[tasks]]\ntask = "t"\nagent = "acme"\n', agents=forms).tasks[0].agent == "acme"
     # without a key: the usage error names its variable and its table

@@ -93,6 +93,7 @@ class Vendor:
     # its table's keys that were flat keys ``NAME_KEY`` before ("api_key": openai_api_key); read for one
     # release, with a note
     flat_keys: tuple[str, ...] = ()
+    sdk: str | None = None  # the distribution its agent needs, whose version run.json records
 
     @property
     def spec(self) -> str:
@@ -196,6 +197,7 @@ register(
         otel_system="openai",
         options=frozenset({"model", "base_url"}),
         flat_keys=("api_key",),
+        sdk="openai",
     )
 )
 register(
@@ -235,6 +237,7 @@ register(
         otel_system="anthropic",
         options=frozenset({"model", "base_url"}),
         flat_keys=("api_key",),
+        sdk="anthropic",
     )
 )
 register(

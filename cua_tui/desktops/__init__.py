@@ -47,6 +47,7 @@ class Backend:
     # "module:function" (config.Settings) -> Leftovers, for ``cua-tui sandboxes``; None: it leaves none
     leftovers: str | None = None
     leftovers_about: str = ""  # whose they are, for that command's --backend help
+    sdk: str | None = None  # the distribution its desktop needs, whose version run.json records
 
     def builder_function(self) -> Callable[..., Any]:
         return _resolve(self.builder)  # type: ignore[no-any-return]
@@ -132,6 +133,7 @@ register(
         flat_keys=("base_url", "api_key", "image", "cpu", "memory", "max_lifetime", "placement"),
         leftovers=".cwsandbox:leftovers",
         leftovers_about="CoreWeave's",
+        sdk="cwsandbox",
     )
 )
 register(
