@@ -24,30 +24,22 @@ from ..core.fleet_queue import (
     QueueItem,
     RunRow,
 )
-from ..core.guard import DEFAULT_GUARD_S, DecisionGuard
+from ..core.guard import DEFAULT_GUARD_S
 from ..core.injection import Injection
-from ..core.ports import Answer, AnswerDetails
 from ..core.queue_rules import Group, QueueRules
 from ..core.run_view import RunView
 from ..core.text import visible
-from .app import LEAVE_WINDOW_S, CuaApp, ViewScreen
+from .app import CuaApp, ViewScreen
 from .decision_panel import DecisionPanel, compact_terminal
 from .desktop_view import DesktopView
-from .dialogs import RejectReason, open_reason
+from .fleet_keys import LEFT_BY, FleetKeys
 from .fleet_parts import (
-    KILLED_BY,
     SHOWN_CHARS,
-    AllText,
     FleetInbox,
-    FleetRun,
-    KillAllScreen,
-    answer_group,
-    cut_text,
     group_line,
     run_name,
 )
 from .fleet_tables import (
-    ORDER_LINE,
     QueueTable,
     RunsTable,
     header_text,
@@ -60,8 +52,7 @@ from .fleet_tables import (
 from .keys import APP, FLEET, TABLE, bindings
 from .messages import while_open
 from .row_table import RowTable
-from .run_screen import RunScreen
-from .screen_text import ScreenTextRead, ScreenTextScreen, ShownScreen
+from .screen_text import ScreenTextRead, ShownScreen
 from .signals import Signals
 from .target_view import (
     destination,
@@ -77,8 +68,6 @@ from .text_lines import TextLines
 if TYPE_CHECKING:
     from ..core.screentext import ScreenTextReader
 
-# leaving: how long the TUI waits for every run to be sealed before it closes anyway
-SEAL_WAIT_S = 60.0
 RUN_CUT = Cut(SHOWN_CHARS, "enter reads all", "t reads the screen")
 GROUP_CUT = Cut(SHOWN_CHARS, "enter lists the runs, enter on one reads all", "t reads the screen")
 # columns: a narrower terminal has no room for the desktop pane beside the queue (the panel says so)
@@ -89,15 +78,13 @@ SHORT_BELOW = 36
 REFRESH_EVERY_S = 0.03
 # the table of runs (turn and step of every run) at most this often
 RUNS_EVERY_S = 0.25
-LEFT_BY = "human (left the fleet TUI)"
-SCREEN_ACTIONS = ("kill_all", "open_run")
 
 
 class FleetChanged(Message):
     """Something changed in the fleet (posted once until the UI thread has taken the changes)."""
 
 
-class FleetScreen(ViewScreen):
+class FleetScreen(FleetKeys, ViewScreen):
     """The fleet: ``fleet`` is the running fleet (started on mount if it is not yet)."""
 
     BINDINGS = bindings(FLEET)  # tui/keys.py
@@ -137,8 +124,6 @@ class FleetScreen(ViewScreen):
         self._view_of: int | None = None  # the ticket _view was taken for
         # the decision view shows (ticket, pending)
         self._selected_shown: tuple[int, bool, tuple[int, ...], str] | None = None
-        # the screen and the actions check_action allowed, when last told
-        self._offered: tuple[object, ...] = ()
         # The two tables and the pane, held (not queried): check_action may run while another screen
         # is on top, or as the App closes and its widgets are gone.
         self.desktop = DesktopView(graphics=app.graphics, id="desktop")
@@ -425,26 +410,6 @@ class FleetScreen(ViewScreen):
             self._rebuild_queue()  # the closed row the cursor left goes
         self._show_selected()
 
-    def on_row_table_selected(self, message: RowTable.Selected) -> None:
-        if message.table.id == "queue" and (group := self.selected_group) is not None:
-            # Enter on a group lists its runs (each can be opened, or answered alone), or folds them
-            self.unfolded ^= {group.id}
-            self._rebuild_queue()
-            return
-        item = self.selected
-        if message.table.id == "queue" and item is not None and (text := cut_text(item)) is not None:
-            # the panel showed the first SHOWN_CHARS and said "enter reads all": here it is, all of it
-            self.app.push_screen(AllText(item, text), self._read_all)
-            return
-        self.action_open_run(task=message.key if message.table.id == "runs" else None)
-
-    def _read_all(self, opened: bool | None) -> None:
-        """Back from the whole text: the decision is painted again (its keys count after the guard), or the
-        run's view opens (enter there)."""
-        self.guard.rearm()
-        if opened:
-            self.action_open_run()
-
     def _show_selected(self, *, force: bool = False) -> None:
         """The decision view of the selected request: the panel, the framed target, the screen's text
         (redrawn when the selection or its state changed, or with ``force``: the screen's text arrived)."""
@@ -574,179 +539,6 @@ class FleetScreen(ViewScreen):
         shot = self.desktop.shot
         if shot is not None and message.digest == shot.sha and self.selected is not None:
             self._show_selected(force=True)
-
-    # ---------------------------------------------------------------------------------------------
-    # Keys: y / a / n / k / z / t / ? are the App's, done here for the fleet's selection
-    # ----------------------------------------------------------------------------------------------
-    def selected_task(self) -> str | None:
-        """The run k kills and Enter opens: the run table's row when it has the focus, else the selected
-        request's run."""
-        if self.app.focused is self.runs_table:
-            return self._runs_cursor_task()
-        return self.selected.task if self.selected is not None else self._runs_cursor_task()
-
-    def bindings_may_have_changed(self) -> None:
-        """Refresh the footer's keys when what they would do changed. Not on every change of the fleet: each
-        refresh of the bindings makes the Footer compose itself again, a new layout of the whole screen."""
-        app = self.app
-        offered = (
-            id(app.screen),
-            *(app.check_action(action, ()) for action in self.APP_ACTIONS),
-            *(self.check_action(action, ()) for action in SCREEN_ACTIONS),
-        )
-        if offered != self._offered:
-            self._offered = offered
-            app.refresh_bindings()
-
-    def can(self, action: str, parameters: tuple[object, ...]) -> bool:
-        if action in ("approve", "reject", "approve_scope"):
-            item = self.selected
-            return item is not None and (action != "approve_scope" or item.request.scope is not None)
-        if action == "kill":
-            task = self.selected_task()
-            row = self.fleet_rows.get(task) if task else None
-            # While a reason or a search is typed, k is a letter of it (the Input takes it); ctrl+k
-            # kills.
-            return row is not None and not row.ended
-        if action in ("zoom", "screen_text"):
-            return self.desktop.shot is not None and self.selected is not None
-        return action == "help"
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "kill_all":
-            return not self.finished
-        return True
-
-    def guard_for(self) -> DecisionGuard:
-        return self.guard
-
-    def _answer(
-        self,
-        item: QueueItem,
-        answer: Answer,
-        *,
-        note: str = "",
-        grant: bool = False,
-        seen: tuple[DecisionGuard, DesktopView] | None = None,
-        group: Group | None = None,
-    ) -> None:
-        # what was seen, and how long, where it was
-        guard, desktop = seen or (self.guard, self.desktop)
-        shown = guard.shown_ms()
-        # a picture painted where the layout left no room for it was not shown
-        screen = desktop.painted_sha if desktop.on_screen else ""
-        details: AnswerDetails = {
-            "note": note, "grant": grant, "screen": screen, "shown_ms": shown, "guard_ms": guard.ms,
-        }  # fmt: skip
-        if group is not None:
-            answered = self._answer_group(group, answer, details)
-        else:
-            why = self.fleet.answer(item, answer, **details)
-            request = item.request
-            if why is not None:
-                self.refused(f" to {visible(item.task, limit=64)}", request.turn, request.index, why)
-                return
-            answered = [item.ticket]
-        if not answered:
-            return
-        self.cua.paced(answer, shown)
-        done = set(answered)
-        self.rules.answered(done)
-        for ticket in done:
-            self.closed[ticket] = "answered"
-        if self.selected is not None and (self.selected.ticket in done or group is not None):
-            self._regroup()
-            self._select_first()  # the next first to decide
-        else:
-            self._regroup()
-        self._rebuild_queue()
-        self._show_selected()
-        self._update_header()
-
-    def _answer_group(self, group: Group, answer: Answer, details: AnswerDetails) -> list[int]:
-        answered, message, left = answer_group(self.fleet, group, answer, details)
-        if self.measure:
-            self.group_answers.append((group.tickets, tuple(answered)))
-        self.notify(message, title="group", severity="warning" if left else "information", markup=False)
-        return answered
-
-    def approve(self, *, scope: bool = False) -> None:
-        """``y``; ``a``: it and every later action of its scope, for that run only (each run of a group)."""
-        item = self.selected
-        if item is not None and (not scope or item.request.scope is not None):
-            self._answer(item, Answer.APPROVE, grant=scope, group=self.selected_group)
-
-    async def reject(self) -> None:
-        """``n``: an optional one-line reason (Enter sends, Esc none), then reject that same request (or each
-        run of that same group)."""
-        item = self.selected
-        if item is None:
-            return
-        seen = (self.guard, self.desktop)  # the view under the reason's dialog
-        group = self.selected_group
-        if item.request.kind == "budget":
-            # no to a soft budget stops the run: there is no model to tell a reason to
-            self._answer(item, Answer.REJECT, seen=seen)
-            return
-
-        def done(reason: str | None) -> None:
-            # refused with a message if it closed meanwhile
-            self._answer(item, Answer.REJECT, note=reason or "", seen=seen, group=group)
-
-        await open_reason(self.app, done)
-
-    def kill(self, how: str = "") -> None:
-        task = self.selected_task()
-        if task is None:
-            return
-        if isinstance(self.app.screen, RejectReason | ScreenTextScreen):
-            self.app.pop_screen()
-        if self.fleet.kill(task, by=KILLED_BY):
-            self.notify(f"kill switch: {visible(task, limit=64)} stops (it is sealed as killed)", markup=False)
-
-    def action_kill_all(self) -> None:
-        going = sum(1 for row in self.fleet_rows.values() if not row.ended)
-
-        def done(kill: bool | None) -> None:
-            if kill:
-                self.fleet.kill_all(by=KILLED_BY)
-                self.notify(f"kill switch: every run stops ({going} not ended); each is sealed", markup=False)
-
-        self.app.push_screen(KillAllScreen(going), done)
-
-    def action_open_run(self, task: str | None = None) -> None:
-        task = task or self.selected_task()
-        if task is None or self.app.screen is not self:
-            return
-        # back from a run's view, the fleet's decision is painted again: its keys count after the
-        # guard
-        self.app.push_screen(RunScreen(self.cua, FleetRun(self.fleet, task)), lambda _: self.guard.rearm())
-
-    def zoom(self) -> None:
-        self.desktop.set_zoom(not self.desktop.zoom)
-
-    def help_lines(self) -> list[str]:
-        return [ORDER_LINE]
-
-    def action_leave(self) -> None:
-        self.cua.action_leave()
-
-    def leave_warning(self) -> str | None:
-        """Once every run ended, nothing: q quits. While runs go on, leaving kills them."""
-        if self.fleet.done or self.finished:
-            return None
-        going = sum(1 for row in self.fleet_rows.values() if not row.ended)
-        return (
-            f"{going} runs are still going: leaving kills every one (each is sealed as killed). Press q again "
-            f"within {LEAVE_WINDOW_S:g} s to leave; k kills the selected run, K every run."
-        )
-
-    def leave(self) -> None:
-        """Kill every run and leave once each is sealed (the command line waits for the seals in any case)."""
-        self.leaving = True
-        self.fleet.kill_all(by=LEFT_BY)
-        self.notify("leaving: every run is killed and sealed first…", severity="warning", markup=False)
-        self.set_timer(SEAL_WAIT_S, self.app.exit)
 
 
 def fleet_app(fleet: FleetControl, *, measure: bool = False, grouping: bool = True, **settings: Any) -> CuaApp:

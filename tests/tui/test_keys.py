@@ -1,4 +1,4 @@
-"""One key table (issue 36, point 3): the bindings are made from tui/keys.py, and the help screen, the command
+"""One key table (issue 36, point 3): the bindings are made from tui/keys.toml, and the help screen, the command
 palette, the decision panel's key line and the manual's key tables (docs/tui.md, docs/commands/fleet.md) say
 the keys they have, no more and no fewer. ``?`` in a live run lists T, p, s; in a fleet's run esc; during a
 takeover, the takeover's keys. Live runs on the sim desktop through the TUI's handshake."""
