@@ -19,7 +19,7 @@ from .takeover import KILL
 
 # where a key is bound: the App (every view that can do its action), a run's view and its audit list, the
 # fleet's and its two tables (the queue and the runs)
-APP, RUN, AUDIT, FLEET, TABLE = "app", "run", "audit", "fleet", "table"
+APP, RUN, AUDIT, FLEET, TABLE, REPLAY = "app", "run", "audit", "fleet", "table", "replay"
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,11 +39,13 @@ class Key:
     priority: bool = False
     palette: str = ""
     textual: bool = False
+    # how the help and the manual write it, where not as ``shown`` does (a replay's arrows)
+    display: str = ""
 
     @property
     def shown(self) -> str:
         """The key as the help screen, the palette and the manual write it."""
-        return shown(self.key)
+        return self.display or shown(self.key)
 
     def binding(self) -> Binding:
         return Binding(
@@ -60,7 +62,7 @@ def shown(key: str) -> str:
 
 
 TABLE_FILE = Path(__file__).with_name("keys.toml")
-HOMES = (APP, RUN, AUDIT, FLEET, TABLE)
+HOMES = (APP, RUN, AUDIT, FLEET, TABLE, REPLAY)
 
 
 def load(path: Path = TABLE_FILE) -> tuple[Key, ...]:
@@ -90,19 +92,19 @@ def bindings(home: str, *, only: Iterable[str] = ()) -> list[BindingType]:
     return [key.binding() for key in KEYS if key.home == home and not key.textual and (not ids or key.id in ids)]
 
 
-def keys_of(homes: Iterable[str], app_actions: Iterable[str] | None = None) -> list[Key]:
-    """The keys of a view made of ``homes``; of the App's, those whose action is in ``app_actions`` (None:
-    all) and Textual's own."""
-    wanted, actions = tuple(homes), set(app_actions) if app_actions is not None else None
+def keys_of(homes: Sequence[str], app_actions: Iterable[str] | None = None) -> list[Key]:
+    """The keys of a view made of ``homes``, in that order (the table's within each); of the App's, those whose
+    action is in ``app_actions`` (None: all) and Textual's own."""
+    actions = set(app_actions) if app_actions is not None else None
     chosen = []
     for key in KEYS:
-        if key.home not in wanted:
+        if key.home not in homes:
             continue
         name = key.action.partition("(")[0]
         if key.home == APP and not key.textual and actions is not None and name not in actions:
             continue
         chosen.append(key)
-    return chosen
+    return sorted(chosen, key=lambda key: homes.index(key.home))
 
 
 def help_keys(keys: Sequence[Key], mouse: Sequence[tuple[str, str]] = ()) -> list[tuple[str, str]]:

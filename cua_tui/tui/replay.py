@@ -23,7 +23,6 @@ from typing import Any, TypedDict, Unpack, overload
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.reactive import reactive
 from textual.widgets import Footer, Static
 
@@ -43,6 +42,7 @@ from .decision_panel import role_style
 from .desktop_view import DesktopView, Shot
 from .frames import Target
 from .goal import GoalBar
+from .keys import APP, REPLAY, bindings
 from .messages import while_open
 from .screen_text import (
     ShownScreen,
@@ -69,23 +69,6 @@ SWITCH_S = 0.0002
 PROGRESS_S = 0.5
 # the background reader's slice of the log: the most a key waits for once its step holds the reading
 SLICE_BYTES = 8 << 10
-
-KEYS = [
-    ("← →", "previous / next step (one proposed action)"),
-    ("↑ ↓", "previous / next turn"),
-    ("home end", "first / last step"),
-    ("d D", "next / previous decision made by a person, an approver or a headless rule"),
-    ("r R", "next / previous refusal (policy, declined, stale, malformed)"),
-    ("e E", "next / previous error or failure"),
-    ("g G", "next / previous refused egress"),
-    ("h H", "next / previous action of the reviewer's own, in a takeover"),
-    ("b", "flip between the screen before and after the selected action"),
-    ("z", "zoom on the action's target"),
-    ("t", "the shown screen as text (OCR): nearest the action's target first, then the whole page; searchable"),
-    ("o", "write the shown screenshot to a file (says where) and open it in the system viewer"),
-    ("?", "this help"),
-    ("q", "quit"),
-]
 
 
 @dataclass(frozen=True)
@@ -177,26 +160,10 @@ class ReplayScreen(ViewScreen):
     The log is read in the background too, a block at a time (core/runindex): the first step shows as
     soon as its lines are read, and the others as far as the reading has got."""
 
-    BINDINGS = [
-        Binding("right", "step(1)", "next", id="next", priority=True),
-        Binding("left", "step(-1)", "previous", id="previous", priority=True),
-        Binding("down", "turn(1)", "next turn", id="next_turn", priority=True),
-        Binding("up", "turn(-1)", "previous turn", id="previous_turn", priority=True),
-        Binding("home", "jump_to(0)", "start", show=False, priority=True),
-        Binding("end", "jump_to(-1)", "end", show=False, priority=True),
-        Binding("d", "find('decision', 1)", "decision", id="next_decision"),
-        Binding("D", "find('decision', -1)", show=False),
-        Binding("r", "find('refusal', 1)", "refusal", id="next_refusal"),
-        Binding("R", "find('refusal', -1)", show=False),
-        Binding("e", "find('error', 1)", "error", id="next_error"),
-        Binding("E", "find('error', -1)", show=False),
-        Binding("g", "find('egress', 1)", "egress", id="next_egress"),
-        Binding("G", "find('egress', -1)", show=False),
-        Binding("h", "find('takeover', 1)", "takeover", id="next_takeover", show=False),
-        Binding("H", "find('takeover', -1)", show=False),
-        Binding("b", "flip", "before/after", id="flip"),
-        Binding("q", "quit", "quit", id="quit"),
-    ]
+    BINDINGS = bindings(REPLAY)  # tui/keys.toml
+    HOMES = (REPLAY, APP)
+    # nothing is answered or killed here: y, n and k do not exist in a replay
+    APP_ACTIONS = ("zoom", "screen_text", "open_screenshot", "help")
     # The run at the selected step (folded from the nearest snapshot): the panes render from it.
     view: reactive[RunView] = reactive(RunView, init=False, layout=False, repaint=False)
 
@@ -647,8 +614,7 @@ class ReplayScreen(ViewScreen):
         self.render_frame()
 
     def can(self, action: str, parameters: tuple[object, ...]) -> bool:
-        # Nothing is answered or killed here: y, n and k do not exist in a replay.
-        return action in ("zoom", "screen_text", "open_screenshot", "help")
+        return action in self.APP_ACTIONS
 
     def zoom(self) -> None:
         self.zoomed = not self.zoomed
@@ -687,9 +653,6 @@ class ReplayScreen(ViewScreen):
     def help_lines(self) -> list[str]:
         policy = self.reader.info.get("policy")
         return [f"policy {visible(str(policy.get('name', '?')))}"] if isinstance(policy, dict) else []
-
-    def key_lines(self) -> list[tuple[str, str]]:
-        return KEYS
 
     def action_quit(self) -> None:
         self.app.exit()

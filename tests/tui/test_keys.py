@@ -1,7 +1,7 @@
 """One key table (issue 36, point 3): the bindings are made from tui/keys.toml, and the help screen, the command
-palette, the decision panel's key line and the manual's key tables (docs/tui.md, docs/commands/fleet.md) say
-the keys they have, no more and no fewer. ``?`` in a live run lists T, p, s; in a fleet's run esc; during a
-takeover, the takeover's keys. Live runs on the sim desktop through the TUI's handshake."""
+palette, the decision panel's key line and the manual's key tables (docs/tui.md, docs/commands/fleet.md and
+replay.md) say the keys they have, no more and no fewer. ``?`` in a live run lists T, p, s; in a fleet's run
+esc; during a takeover, the takeover's keys. Live runs on the sim desktop through the TUI's handshake."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from cua_tui.tui.commands import COMMANDS
 from cua_tui.tui.fleet_screen import FleetScreen
 from cua_tui.tui.help import HelpScreen
 from cua_tui.tui.keys import APP, KEYS, keys_of
+from cua_tui.tui.replay import ReplayScreen
 from cua_tui.tui.row_table import RowTable
 from cua_tui.tui.run_screen import RunScreen
 
@@ -35,20 +36,24 @@ FIELD = {"type": "click", "button": "left", "x": 250, "y": 182}
 
 def table_keys(page: Path, heading: str) -> set[str]:
     """The keys the first column of the table under ``heading`` names (in backticks; "click" is the mouse)."""
-    text = page.read_text(encoding="utf-8")
+    text = "\n" + page.read_text(encoding="utf-8")
     section = text.split(f"\n{heading}\n", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| `")]
     assert rows, f"no key table under {heading} in {page.name}"
     return {key.replace("\\\\", "\\") for row in rows for key in re.findall(r"`([^`]+)`", row.split(" | ")[0])}
 
 
-def view_keys(view: type[RunScreen] | type[FleetScreen]) -> set[str]:
+def view_keys(view: type[RunScreen] | type[FleetScreen] | type[ReplayScreen]) -> set[str]:
     return {key.shown for key in keys_of(view.HOMES, view.APP_ACTIONS)}
 
 
 @pytest.mark.parametrize(
     ("page", "heading", "view"),
-    [("tui.md", "## Keys", RunScreen), ("commands/fleet.md", "## The fleet TUI", FleetScreen)],
+    [
+        ("tui.md", "## Keys", RunScreen),
+        ("commands/fleet.md", "## The fleet TUI", FleetScreen),
+        ("commands/replay.md", "# cua-tui replay", ReplayScreen),
+    ],
 )
 def test_the_manuals_key_tables_name_the_keys_the_bindings_have(page: str, heading: str, view: Any) -> None:
     documented, bound = table_keys(DOCS / page, heading), view_keys(view)
