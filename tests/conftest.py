@@ -109,11 +109,11 @@ def screen() -> Size:
 
 # ---------------------------------------------------------------------------------------------------
 # The suite in three parts (scripts/setup.sh test), by what each test needs (its marks, pyproject.toml):
-# 1. the rest on two workers (pytest-xdist): in-process code, the sim desktop, a terminal alone;
-# 2. the tests needing a real desktop (e2e) or the Docker engine, two at a time: a desktop test keeps
-#    about one CPU busy, so two share a 2-CPU machine as one did alone; the engine's tests one after another
-#    (they count the containers labelled cua-tui);
-# 3. the tests needing the machine to itself (alone), one at a time.
+# 1. the rest on four workers (pytest-xdist): in-process code, the sim desktop, a terminal alone;
+# 2. beside it, the tests needing a real desktop (e2e) or the Docker engine, three at a time (they mostly
+#    wait on their desktops); the engine's tests one after another (they count the containers labelled
+#    cua-tui);
+# 3. then the tests needing the machine to itself (alone), one at a time.
 # ---------------------------------------------------------------------------------------------------
 AFTER = ("e2e", "engine", "alone")
 
