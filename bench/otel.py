@@ -1,5 +1,5 @@
 """Suite ``otel``: what ``--otel`` costs a run whose collector cannot take the spans. The shipped sim
-script (``labs/scripts/sim-form.json``) run through the CLI, as a person starts it, with no collector
+script (``cua_tui/labs/scripts/sim-form.json``) run through the CLI, as a person starts it, with no collector
 configured (the baseline), with one that refuses the connection (nothing listens at its port), and with
 one that accepts and never answers; the three interleaved so that a busy machine slows each alike.
 ``python -m bench otel [--quick]``; docs/benchmarks.md.
@@ -19,12 +19,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import cua_tui
+
 from .common import log
 
 # seconds a refusing collector may add to a run (median of ours against median of the baseline)
 TARGET_EXTRA_S = 0.2
 # the shipped sim script (the README's sim fleet runs it): what a person would run on --backend sim
-SCRIPT = Path(__file__).resolve().parent.parent / "labs" / "scripts" / "sim-form.json"
+SCRIPT = Path(cua_tui.__file__).resolve().parent / "labs" / "scripts" / "sim-form.json"
 
 
 def _closed_port() -> int:

@@ -35,8 +35,6 @@ def allows(allow: AllowList, host: str, port: int) -> tuple[bool, str]:
     return judged.allowed, judged.reason
 
 
-
-
 def test_exact_host_is_case_insensitive_ignores_trailing_dot_and_allows_80_and_443() -> None:
     allow = AllowList.parse(["Example.COM."])
     assert allow.entries == ("example.com",)

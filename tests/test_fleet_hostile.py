@@ -520,6 +520,11 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def requested(runs: Path) -> int:
+    """How many of the fleet's runs have asked for a decision (their audit logs say so)."""
+    return sum(b'"decision_requested"' in log.read_bytes() for log in runs.glob("*/audit.jsonl"))
+
+
 def waiting(svc: HostileService, what: Callable[[], bool], timeout: float = 45) -> None:
     deadline = time.monotonic() + timeout
     while not what():
@@ -546,10 +551,11 @@ def test_a_signal_ends_a_headless_cwsandbox_fleet_in_every_state(
     elif state == "mid-exec":  # one run's click never comes back; the other run has ended
         svc.per_sandbox = [{"perform": "hang"}]
         ready = lambda: svc.hanging == 1 and svc.count("DeleteSandbox") == 1  # noqa: E731
-    elif state == "deciding":  # both runs wait for the approver command, which never answers
+    elif state == "deciding":  # both runs wait: one for the approver command, which never answers, the
+        # other for its turn (a headless fleet asks one request at a time, in the queue's order)
         (tmp_path / "approver.py").write_text(APPROVER)
         on_confirm = f"approver:{sys.executable} {tmp_path / 'approver.py'} {asked}"
-        ready = lambda: len(list(asked.iterdir())) == 2  # noqa: E731
+        ready = lambda: len(list(asked.iterdir())) == 1 and requested(tmp_path / "runs") == 2  # noqa: E731
     else:  # one at a time: the first run's click hangs, two more wait for their turn
         names, concurrency = ["one", "two", "three"], 1
         svc.per_sandbox = [{"perform": "hang"}]

@@ -445,16 +445,24 @@ def test_a_fleet_of_eight_runs_each_in_its_own_container(tmp_path: Path, service
 
 
 def test_a_fleet_sent_sigterm_mid_run_leaves_no_container(tmp_path: Path, service: ContainerService) -> None:
-    """Three runs, each at its first decision (an approver that never answers), their desktops up in their
-    containers: SIGTERM ends the fleet, every run killed and sealed, every container removed."""
+    """Three runs, each at its first decision (one put to an approver that never answers, two waiting for
+    their turn: a headless fleet asks one at a time), their desktops up in their containers: SIGTERM ends the
+    fleet, every run killed and sealed, every container removed."""
     asked = tmp_path / "asked"
     asked.mkdir()
     (tmp_path / "approver.py").write_text(APPROVER)
     proc = fleet(tmp_path, service, 3, f"approver:{sys.executable} {tmp_path / 'approver.py'} {asked}")
     deadline = time.monotonic() + 120
-    while len(list(asked.iterdir())) < 3:
-        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+    logs = tmp_path / "runs"
+    while (
+        len(list(asked.iterdir())) < 1
+        or sum(b'"decision_requested"' in p.read_bytes() for p in logs.glob("*/audit.jsonl")) < 3
+    ):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(proc.communicate(timeout=30)[1][-3000:])
         time.sleep(0.1)
+    assert len(list(asked.iterdir())) == 1  # the others wait for their turn
     assert len(service.containers(running=True)) == 3
     proc.send_signal(signal.SIGTERM)
     started = time.monotonic()
