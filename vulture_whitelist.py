@@ -24,20 +24,12 @@ _.UNICODE_VERSION  # the Unicode version of the DEFAULT_IGNORABLE table (core/te
 _.wire_timing  # a cwsandbox step's wire parts, which bench/cwsandbox.py reports (desktops/cwsandbox.py)
 _.workspace, _.processes  # what a local desktop started, which bench/ and the tests check (desktops/local.py)
 
-# --- unused by the package (dead, or reached by the tests alone) in modules reworked under issue 36: each --
-# --- goes, or moves to the tests, with its module's rework, and its line here with it ----------------------
-_.settings_keys  # agents/vendors.py
-_.recorder  # build.py: a listener keeping every event (tests/scenes.py, the tests)
-_.hits, _.misses  # cli/verified.py: the verdict cache's counters
-_.wait_for_request  # core/approvers.py: HandshakeApprover's wait, for tests
-_.new_turn  # core/closing.py
-_.changed_in  # core/stale.py
-_.taken_over  # core/supervisor.py, core/takeover.py
-_.helper_request  # desktops/cwsandbox.py: used by tests/fakes/cwsandbox_local.py only
-_.MOUNTS  # desktops/docker.py
-_.LEAP  # tui/editor.py
-_.BY_ID  # tui/keys.py
-_.verified_at  # tui/replay.py
-_.row_count, _.get_row, _.get_row_at  # tui/row_table.py
-_.final_status  # tui/run_screen.py
-_.RecordedRun  # tui/source.py: the recorded runs of tests/scenes.py
+# --- the reading side of what the package writes, kept beside it so that the two cannot drift; and the --------
+# --- counters and state that the tests and the benchmarks observe (a test of behaviour, not of code) -------
+_.hits, _.misses  # cli/verified.py: the verdict cache's counters (test_runs_cache: an unchanged run is not re-verified)
+_.wait_for_request  # core/approvers.py: HandshakeApprover's wait for a request, for a front end driven by script
+_.helper_request  # desktops/cwsandbox.py: parses the helper request that module writes (services count them)
+_.verified_at  # tui/replay.py: when the background verification finished (bench/replay.py's clock)
+_.row_count, _.get_row, _.get_row_at  # tui/row_table.py: DataTable's reading API, which the RowTable keeps
+_.taken_over  # core/takeover.py Desk (Supervisor): a port member, whether the reviewer has the desktop now
+_.final_status  # tui/run_screen.py: the status the run ended with (the App's tests read it)

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .core import events as ev
 from .core.approvers import HandshakeApprover
 from .core.errors import UsageError
 from .core.ports import Agent, Approver, Desktop
@@ -355,8 +354,3 @@ def _rundir(runs: Path, run_id: str | None) -> RunDir:
         return RunDir.create(runs, run_id=run_id)
     except OSError as exc:
         raise BuildError(f"runs directory {runs}: {exc.strerror or exc}") from None
-
-
-def recorder(sink: list[ev.Stamped]) -> Listener:
-    """A listener that keeps every event as written (scenes, tests)."""
-    return sink.append

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from recorded_run import RecordedRun
 from textual.app import App
 from textual.pilot import Pilot
 
@@ -35,7 +36,7 @@ from cua_tui.tui.batch import ActionRow, BatchPane
 from cua_tui.tui.decision_panel import DecisionPanel
 from cua_tui.tui.desktop_view import DesktopView
 from cua_tui.tui.run_screen import RunScreen, supervisor_app
-from cua_tui.tui.source import RecordedRun, run_info
+from cua_tui.tui.source import run_info
 
 SIZE = (160, 50)  # terminal cells of every picture and snapshot
 RUN_ID = "20250301-101500-4f2a9c"

@@ -309,7 +309,7 @@ def test_the_vendors_table_of_the_manual_is_the_registry() -> None:
             code(v.key_variable),
             code(v.base_url_variable),
             code(v.default_model),
-            code(f"[{v.name}]" if v.settings_keys else None),
+            code(f"[{v.name}]" if v.key_variable else None),
             code(v.otel_system),
         ]
         for v in VENDORS.values()
@@ -336,7 +336,7 @@ def test_the_settings_tables_of_the_manual_are_the_registry() -> None:
         variables.setdefault(name, set()).update(v.strip("` ") for v in env.split(",") if v.strip())
     registered: dict[str, tuple[set[str], set[str]]] = {}
     for vendor in VENDORS.values():
-        if vendor.settings_keys:
+        if vendor.key_variable:  # a vendor with a key has a settings table
             wins = {vendor.key_variable or "", vendor.base_url_variable or ""} - {""}
             registered[vendor.name] = (set(ModelTable.__struct_fields__), wins)
     for backend in BACKENDS.values():

@@ -100,11 +100,6 @@ class Vendor:
         """How ``--agent`` names it: ``openai``, ``script:PATH``."""
         return f"{self.name}:{self.argument}" if self.argument else self.name
 
-    @property
-    def settings_keys(self) -> tuple[str, ...]:
-        """The keys of its settings table (none for a vendor without a key)."""
-        return ("api_key", "base_url") if self.key_variable else ()
-
     def limits_for(self, model: str) -> ImageLimits:
         name = model.lower()
         return next((limits for prefix, limits in self.image_limits if name.startswith(prefix)), self.default_limits)

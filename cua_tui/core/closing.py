@@ -145,10 +145,6 @@ class Owed:
     stretches: dict[int, tuple[str, bool]] = field(default_factory=dict)
     next_index: int = 0  # the turn's next index (a takeover's actions follow the batch's)
 
-    def new_turn(self) -> None:
-        self.performed.clear()
-        self.next_index = 0
-
     def take_index(self) -> int:
         index = self.next_index
         self.next_index += 1

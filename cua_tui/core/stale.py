@@ -59,11 +59,6 @@ class ScreenCheck:
                 return True
             return self.changed(img.convert("RGB").crop(self.box))
 
-    def changed_in(self, region: Frame) -> bool:
-        """The same question, asked of a capture of the box alone."""
-        with Image.open(io.BytesIO(region.png)) as img:
-            return self.changed(img)
-
     def to_wire(self) -> dict[str, Any]:
         return {
             "box": list(self.box),

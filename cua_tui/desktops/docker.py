@@ -53,8 +53,6 @@ SOCKET_DIR = "/run/cua-tui"
 SOCKET_PATH = f"{SOCKET_DIR}/helper.sock"
 # the proxy's socket alone: its folder is the read-only root
 EGRESS_SOCKET = "/run/cua-tui-egress/proxy.sock"
-# the only host paths in the container, both read-only
-MOUNTS = (HELPER_PATH, EGRESS_SOCKET)
 TMPFS = ("/tmp", HOME, SOCKET_DIR)  # the only writable places (memory, size-capped)
 APPARMOR_DEFAULT = "docker-default"
 # the isolation record's namespace modes (as ``hardening`` writes them) and the values that are its

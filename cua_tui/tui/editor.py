@@ -22,7 +22,7 @@ from .frames import Target
 from .literal import EscapeHighlighter, LiteralInput, literal
 
 # a press moves the point one screen pixel; with shift, ten
-STEP, LEAP = 1, 10
+STEP = 1
 
 
 class ActionEditor(Vertical, can_focus=True):

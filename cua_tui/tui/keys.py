@@ -80,7 +80,6 @@ def load(path: Path = TABLE_FILE) -> tuple[Key, ...]:
 
 
 KEYS = load()
-BY_ID = {key.id: key for key in KEYS}
 # what a view's help says beside its keys: the mouse
 RUN_MOUSE = (("click", "a batch row or an earlier turn: its detail; the wheel scrolls the panes"),)
 TAKEOVER_MOUSE = (("click", "on the desktop pane: a click on the desktop there (press and release apart: a drag)"),)

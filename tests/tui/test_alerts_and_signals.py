@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
 from pilot_helpers import answer, footer_actions, plain, quick_clock, run_screen, until, until_ended
+from recorded_run import RecordedRun
 from scenes import SCENES
 
 from cua_tui.build import HANDSHAKE, RunOptions, build_run
@@ -19,7 +20,7 @@ from cua_tui.desktops.sim import SimDesktop
 from cua_tui.tui.app import CuaApp
 from cua_tui.tui.run_screen import RunScreen, supervisor_app
 from cua_tui.tui.signals import AlertBar, Signals
-from cua_tui.tui.source import LiveRun, RecordedRun
+from cua_tui.tui.source import LiveRun
 from cua_tui.tui.status import RunInfo, StatusBar
 
 pytestmark = pytest.mark.timeout(60)

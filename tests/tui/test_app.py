@@ -28,6 +28,7 @@ from pilot_helpers import (
     until,
     until_ended,
 )
+from recorded_run import RecordedRun
 from scenes import SCENES
 from textual.app import App
 from textual.message import Message
@@ -49,7 +50,7 @@ from cua_tui.tui.frames import MARKER, prepare
 from cua_tui.tui.help import HelpScreen
 from cua_tui.tui.messages import FrameRendered
 from cua_tui.tui.run_screen import supervisor_app
-from cua_tui.tui.source import LiveRun, RecordedRun
+from cua_tui.tui.source import LiveRun
 from cua_tui.tui.status import StatusBar
 from cua_tui.tui.themes import BUILTIN, load_theme_file, load_themes, project_themes_dir
 

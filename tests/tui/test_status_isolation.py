@@ -4,11 +4,11 @@ plain data in tests/test_run_view.py)."""
 from __future__ import annotations
 
 from pilot_helpers import plain, run_screen, until
+from recorded_run import RecordedRun
 from scenes import make_app
 
 from cua_tui.core import events as ev
 from cua_tui.tui.run_screen import RunScreen
-from cua_tui.tui.source import RecordedRun
 from cua_tui.tui.status import RunInfo, StatusBar
 
 
