@@ -125,13 +125,14 @@ TARGETS: tuple[Target, ...] = (
         _median_ratio("ocr", "extraction", "cached_lookup", "median_us"),
     ),
     # a budget in seconds, held as a ratio: no collector's time plus the budget over ours (a refusing
-    # collector); no margin: the budget is the margin
+    # collector); a margin of 10% (about 0.07 s beside the suite's other parts) and no more: the refusal
+    # retried, as it once was, costs a second or more and fails it
     Target(
         "otel",
         f"sim run, --otel refused: no collector's time + {TARGET_EXTRA_S:g} s vs ours",
         1.0,
         lambda r: float(r["otel"]["refused_budget_ratio"]),
-        0.0,
+        0.1,
     ),
     Target("cwsandbox", "requests per step: the tutorial's vs ours", 4.0, _cwsandbox(0, "requests_ratio"), 0.0),
     Target("cwsandbox", "click + screenshot, no delay: the tutorial's vs ours", 2.0, _cwsandbox(0, "latency_ratio")),

@@ -55,7 +55,7 @@ def _time(args: list[str], env: dict[str, str]) -> float:
 
 def run(tmp: Path, quick: bool) -> dict[str, Any]:
     """``repeats`` runs each way, interleaved; the medians, the extra time and the target."""
-    repeats = 5 if quick else 11
+    repeats = 7 if quick else 11
     script = SCRIPT
     env = {**os.environ, "CUA_TUI_CONFIG": str(tmp / "no-config.toml")}
     env.pop("OTEL_EXPORTER_OTLP_HEADERS", None)
@@ -75,7 +75,9 @@ def run(tmp: Path, quick: bool) -> dict[str, Any]:
     finally:
         silent.close()
     medians = {way: statistics.median(values) for way, values in samples.items()}
-    extra = medians["refused"] - medians["none"]
+    # what --otel adds: the median of each interleaved pair's difference, which a load that comes and goes
+    # during the runs (the suite's other parts) moves far less than the difference of the two medians
+    extra = statistics.median(r - n for r, n in zip(samples["refused"], samples["none"], strict=True))
     return {
         "repeats": repeats,
         "samples_s": samples,
@@ -84,7 +86,7 @@ def run(tmp: Path, quick: bool) -> dict[str, Any]:
         "silent_extra_s": medians["silent"] - medians["none"] if "silent" in medians else None,
         "target_extra_s": TARGET_EXTRA_S,
         # the budget as a ratio for the gate: no collector's time plus the budget, over ours (>= 1 passes)
-        "refused_budget_ratio": (medians["none"] + TARGET_EXTRA_S) / medians["refused"],
+        "refused_budget_ratio": (medians["none"] + TARGET_EXTRA_S) / (medians["none"] + extra),
     }
 
 
@@ -97,7 +99,7 @@ def report(result: dict[str, Any]) -> list[str]:
         f"otel: what --otel costs a sim run through the CLI, median of {result['repeats']} each (interleaved)",
         f"  no collector (baseline)      {m['none']:7.3f} s",
         f"  collector refuses            {m['refused']:7.3f} s   +{result['refused_extra_s']:.3f} s  "
-        f"(target: at most +{result['target_extra_s']:.1f} s; ratio {m['refused'] / m['none']:.2f}x the baseline)",
+        f"(the pairs' median difference; target: at most +{result['target_extra_s']:.1f} s)",
     ] + (
         [
             f"  collector never answers      {m['silent']:7.3f} s   +{result['silent_extra_s']:.3f} s  "
