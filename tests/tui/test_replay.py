@@ -44,7 +44,7 @@ TURNS = [
 ]
 
 
-def recorded(tmp_path: Path, turns: list[dict[str, Any]] = TURNS) -> Path:
+def recorded(tmp_path: Path, turns: list[dict[str, Any]] = TURNS, status: str = "passed") -> Path:
     run = build_run(
         RunOptions(
             backend="sim",
@@ -55,7 +55,7 @@ def recorded(tmp_path: Path, turns: list[dict[str, Any]] = TURNS) -> Path:
             fsync=False,
         )
     )
-    assert run.run().status == "passed"
+    assert run.run().status == status
     return run.path
 
 

@@ -12,7 +12,6 @@ import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -156,7 +155,7 @@ async def test_a_passed_run_whose_record_does_not_vouch_for_it_reads_as_a_claim(
 
 async def test_a_failed_run_leads_with_failed_in_the_error_colour(tmp_path: Path) -> None:
     turns = [{"text": "looking", "actions": [{"type": "wait"}]}]  # never fills the form
-    path = recorded_failed(tmp_path, turns)
+    path = recorded(tmp_path, turns, status="failed")
     app = replay_app(RunReader(path), chain_state(path))
     async with app.run_test(size=SIZE) as pilot:
         await shown(pilot, app)
@@ -164,23 +163,6 @@ async def test_a_failed_run_leads_with_failed_in_the_error_colour(tmp_path: Path
         await pilot.pause()
         assert headline(app) == (" failed ", colour(app, "error"))
         assert banner(app).startswith(" failed  · record intact")
-
-
-def recorded_failed(tmp_path: Path, turns: list[dict[str, Any]]) -> Path:
-    from cua_tui.build import RunOptions, build_run
-
-    run = build_run(
-        RunOptions(
-            backend="sim",
-            agent=None,
-            script={"turns": turns, "final_text": "done"},
-            runs_dir=tmp_path / "runs",
-            decisions="approve",
-            fsync=False,
-        )
-    )
-    assert run.run().status == "failed"
-    return run.path
 
 
 async def test_each_meaning_has_one_word_in_every_view(passed: Path, tmp_path: Path) -> None:
