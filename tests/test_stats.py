@@ -52,12 +52,12 @@ def test_the_figures_over_runs_per_operator() -> None:
         RunSamples((Sample("a", "reject", 6000, 1000), Sample("a", "approve", None, None)), None),
     ]
     a, b = operator_stats(runs)
-    assert (a.operator, a.decisions, a.approvals, a.rejections, a.runs) == ("a", 5, 4, 1, 3)
+    assert (a.operator, a.counts.decisions, a.counts.approvals, a.counts.rejections, a.runs) == ("a", 5, 4, 1, 3)
     assert a.longest_approval_streak == 3  # it runs on across runs, as attention does
     assert (a.median_ms, a.p10_ms) == (1400, 400)
     assert a.under_a_second == 0.5 and a.within_guard == 2
     assert a.per_hour == 5 / 1.0  # two runs of half an hour; the third's length is unknown
-    assert (b.decisions, b.rejections, b.longest_approval_streak, b.under_a_second) == (1, 1, 0, 0.0)
+    assert (b.counts.decisions, b.counts.rejections, b.longest_approval_streak, b.under_a_second) == (1, 1, 0, 0.0)
 
 
 def test_the_pace_check_warns_once_after_a_run_of_fast_approvals() -> None:

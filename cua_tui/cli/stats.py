@@ -32,9 +32,9 @@ def _table(found: list[OperatorStats]) -> list[str]:
     for s in found:
         row: tuple[str, ...] = (
             shown_operator(s.operator, limit=40),
-            str(s.decisions),
-            str(s.approvals),
-            str(s.rejections),
+            str(s.counts.decisions),
+            str(s.counts.approvals),
+            str(s.counts.rejections),
             _seconds(s.median_ms),
             _seconds(s.p10_ms),
             "-" if s.per_hour is None else f"{s.per_hour:.0f}",

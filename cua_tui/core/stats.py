@@ -75,29 +75,16 @@ class OperatorStats:
     timed: list[int] = field(default_factory=list, repr=False)
 
     @property
-    def decisions(self) -> int:
-        """Requests answered (a takeover's own actions are not)."""
-        return self.counts.decisions
-
-    @property
-    def approvals(self) -> int:
-        return self.counts.approvals
-
-    @property
-    def rejections(self) -> int:
-        return self.counts.rejections
-
-    @property
     def per_hour(self) -> float | None:
         """Decisions per hour of supervision (None: no supervised time recorded)."""
-        return self.decisions / (self.supervised_seconds / 3600) if self.supervised_seconds > 0 else None
+        return self.counts.decisions / (self.supervised_seconds / 3600) if self.supervised_seconds > 0 else None
 
     def as_json(self) -> dict[str, Any]:
         return {
             "operator": self.operator,
-            "decisions": self.decisions,
-            "approvals": self.approvals,
-            "rejections": self.rejections,
+            "decisions": self.counts.decisions,
+            "approvals": self.counts.approvals,
+            "rejections": self.counts.rejections,
             "kills": self.counts.kills,
             "takeovers": self.counts.takeovers,
             "takeover_actions": self.counts.takeover_actions,
@@ -145,7 +132,7 @@ def operator_stats(runs: Iterable[RunSamples]) -> list[OperatorStats]:
             stats.median_ms = round(statistics.median(timed))
             stats.p10_ms = timed[max(0, math.ceil(len(timed) * 0.1) - 1)]
             stats.under_a_second = sum(ms < QUICK_MS for ms in timed) / len(timed)
-    return sorted(found.values(), key=lambda s: (-s.decisions, s.operator))
+    return sorted(found.values(), key=lambda s: (-s.counts.decisions, s.operator))
 
 
 # ------------------------------------------------------------------------------------------------
