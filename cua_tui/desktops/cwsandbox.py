@@ -299,11 +299,7 @@ class CWSandboxDesktop(HelperDesktop):
         self.lab = lab
         self.url = url
         self.allow_domains = tuple(allow_domains)
-        self._sandbox: Any = None
-        self._sandbox_id: str | None = None
         self._process: Any = None  # the exec in flight
-        self._lock = threading.Lock()
-        self._stopped = False
         self._egress_recorded = 0
         self.wire_timing: dict[str, float] = {}
         # typed text travels sealed under it (remote/sealed.py); it stays in memory
@@ -312,10 +308,6 @@ class CWSandboxDesktop(HelperDesktop):
         self._no_create.set()
 
     # ---------------------------------------------------------------------------------------------
-    @property
-    def sandbox_id(self) -> str | None:
-        return self._sandbox_id
-
     @property
     def tags(self) -> list[str]:
         return [TAG, run_tag(self.run_id)]
@@ -340,7 +332,7 @@ class CWSandboxDesktop(HelperDesktop):
         return {
             **self._isolation,
             "remote": "cwsandbox",
-            "sandbox_id": self._sandbox_id,
+            "sandbox_id": self.sandbox_id,
             "image": self.settings.image_name,
             "helper_sha256": helper_sha256(),
             "sandbox_network": self._network_note(),
@@ -419,13 +411,7 @@ class CWSandboxDesktop(HelperDesktop):
         except Exception as exc:
             self._find_lost(cwsandbox)
             raise self._error("creating the sandbox", exc) from None
-        self._adopt(sandbox, sandbox_id)
-
-    def _adopt(self, sandbox: Any, sandbox_id: str) -> None:
-        """Record the sandbox before anything else; stop it at once if a stop came during the create."""
-        with self._lock:
-            self._sandbox, self._sandbox_id = sandbox, sandbox_id
-        self._announce(sandbox_id, self.tags, self._stop_sandbox)
+        self._adopt(sandbox, sandbox_id, self.tags)
 
     def _find_lost(self, cwsandbox: Any) -> None:
         """The create failed, perhaps after the service made the sandbox: look for it by the run's tag."""
@@ -438,8 +424,8 @@ class CWSandboxDesktop(HelperDesktop):
             return
         for sandbox in found:
             if sandbox.sandbox_id:
-                self._adopt(sandbox, sandbox.sandbox_id)
-                self._stop_sandbox()
+                self._adopt(sandbox, sandbox.sandbox_id, self.tags)
+                self._discard_sandbox()
 
     def _mounted_files(self) -> list[dict[str, Any]]:
         files: list[dict[str, Any]] = [{"mount_path": self.files.helper, "file_content": helper_zipapp()}]
@@ -698,19 +684,13 @@ class CWSandboxDesktop(HelperDesktop):
         # that a stop that returned (a killed run, a fleet that then exits) leaves no sandbox
         # behind.
         self._no_create.wait(CREATE_WAIT)
-        self._stop_sandbox()
+        self._discard_sandbox()
 
-    def _stop_sandbox(self) -> None:
-        with self._lock:
-            sandbox = self._sandbox
-            if sandbox is None or self._stopped:
-                # no sandbox yet: the create's end (``_adopt``) stops it
-                return
-            self._stopped = True
+    def _discard(self, sandbox: Any) -> None:
         try:
             sandbox.stop(missing_ok=True).result(timeout=60)
         except Exception as exc:
-            message = one_line(f"cwsandbox: stopping sandbox {self._sandbox_id} failed: {type(exc).__name__}: {exc}")
+            message = one_line(f"cwsandbox: stopping sandbox {self.sandbox_id} failed: {type(exc).__name__}: {exc}")
             if self.settings.api_key:
                 message = message.replace(self.settings.api_key, "[redacted]")
             raise DesktopError(truncate(message, 300)) from None

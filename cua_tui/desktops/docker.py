@@ -368,22 +368,15 @@ class DockerDesktop(HelperDesktop):
         self._workspace: Path | None = None
         self._egress_socket: Path | None = None
         self._proxy: EgressProxy | None = None
-        self._container: str | None = None
         self._confinement: dict[str, Any] = {}
         self._channel: Channel | None = None
         self._process: subprocess.Popen[bytes] | None = None  # the docker command in flight
-        self._lock = threading.Lock()  # the container's id, the process in flight, removal
         self._requests = threading.Lock()  # one request at a time
-        self._removed = False
         self._stopped = False
         # ``docker start`` done: before it, nothing inside holds input (or runs)
         self._started = False
 
     # ---------------------------------------------------------------------------------------------
-    @property
-    def sandbox_id(self) -> str | None:
-        return self._container
-
     @property
     def labels(self) -> list[str]:
         return [LABEL, f"{RUN_LABEL}={self.run_id}"]
@@ -399,7 +392,7 @@ class DockerDesktop(HelperDesktop):
         inside = self._isolation
         return {
             "container": "docker",
-            "container_id": self._container,
+            "container_id": self.sandbox_id,
             "image": self.settings.image,
             "helper_sha256": helper_sha256(),
             **self._confinement,
@@ -460,11 +453,11 @@ class DockerDesktop(HelperDesktop):
         self._create(container_argv(self.settings, self.run_id, helper, self._egress_socket, spec))
         self._confine({HELPER_PATH: (str(helper), True), EGRESS_SOCKET: (str(self._egress_socket), True)})
         self._check_stopping()
-        self._docker("start", self._container or "")
+        self._docker("start", self.sandbox_id or "")
         self._started = True
         if self.settings.transport == "stream":
             self._channel = Channel(
-                [self.settings.docker, "exec", "-i", self._container or "", *self._helper("stream")],
+                [self.settings.docker, "exec", "-i", self.sandbox_id or "", *self._helper("stream")],
                 stderr_path=str(ws / "stream.log"),
             )
         wait = self.settings.start_timeout
@@ -481,28 +474,22 @@ class DockerDesktop(HelperDesktop):
             self._find_lost()
             self._check_stopping()
             raise DesktopError(f"docker: creating the container failed: {first_line(err)}", fatal=True)
-        self._adopt(ident)
-
-    def _adopt(self, ident: str) -> None:
-        """Record the container before it runs anything; remove it at once if a stop came meanwhile."""
-        with self._lock:
-            self._container = ident
-        self._announce(ident, self.labels, self._remove)
+        self._adopt(ident, ident, self.labels)
 
     def _find_lost(self) -> None:
         """The create failed or was cut off, perhaps after the engine made the container: find it by label."""
         with contextlib.suppress(EngineError):
             for row in self.engine.by_label(f"{RUN_LABEL}={self.run_id}"):
                 if row["kind"] == "container":
-                    self._adopt(row["id"])
-                    self._remove()
+                    self._adopt(row["id"], row["id"], self.labels)
+                    self._discard_sandbox()
 
     def _confine(self, mounts: dict[str, tuple[str, bool]]) -> None:
         """Inspect the container, created and not started: nothing in it has run yet. Refuse to start it
         unless it is confined as it should be (``mounts``: target -> host source, read-only)."""
         self._check_stopping()
         try:
-            info = self.engine.inspect(self._container or "")
+            info = self.engine.inspect(self.sandbox_id or "")
             engine = self.engine.security()
         except (EngineError, ValueError) as exc:
             self._check_stopping()
@@ -549,7 +536,7 @@ class DockerDesktop(HelperDesktop):
             if self._channel is not None:
                 code, out, err = 0, self._channel.ask(data, timeout=timeout, cap=REPLY_CAP), b""
             else:
-                argv = [self.settings.docker, "exec", "-i", self._container or "", *self._helper("call")]
+                argv = [self.settings.docker, "exec", "-i", self.sandbox_id or "", *self._helper("call")]
                 code, out, err = run_bounded(
                     argv, timeout=timeout, cap=REPLY_CAP, stdin=data + b"\n", started=self._track
                 )
@@ -611,7 +598,7 @@ class DockerDesktop(HelperDesktop):
             self._channel.kill()
         problem = None
         try:
-            self._remove()
+            self._discard_sandbox()
         except EngineError as exc:
             problem = str(exc)
         if self._proxy is not None:
@@ -631,14 +618,9 @@ class DockerDesktop(HelperDesktop):
         if problem:
             raise DesktopError(truncate(f"docker: removing the container failed: {problem}", 300))
 
-    def _remove(self) -> None:
-        """Remove the run's container, once; one not created yet is removed when its create ends."""
-        with self._lock:
-            ident = self._container
-            if ident is None or self._removed:
-                return
-            self._removed = True
-        self.engine.remove(ident)
+    def _discard(self, sandbox: Any) -> None:
+        """Remove the run's container (``sandbox`` is its id) and anything else of the run."""
+        self.engine.remove(sandbox)
         self.engine.remove_run(self.run_id)  # anything else carrying the run's label
 
 

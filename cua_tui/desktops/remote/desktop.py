@@ -39,6 +39,11 @@ class HelperDesktop(BaseDesktop):
         self._run: RunHandle | None = None
         self._sink: Callable[[ev.Event], None] | None = None
         self._stopping = threading.Event()
+        # the sandbox this run created (docker: its container's id), once its create ended; let go once
+        self._sandbox: Any = None
+        self.sandbox_id: str | None = None
+        self._discarded = False
+        self._lock = threading.Lock()  # the sandbox, the exec in flight, the discarding
         self.reply_cap = reply_cap(size)
         # the last step's parts as the helper measured them (benchmarks)
         self.timing: dict[str, float] = {}
@@ -51,9 +56,11 @@ class HelperDesktop(BaseDesktop):
     def bind_events(self, sink: Callable[[ev.Event], None]) -> None:
         self._sink = sink
 
-    def _announce(self, ident: str, tags: list[str], stop: Callable[[], None]) -> None:
-        """A new sandbox, before it runs anything: its id in the run's directory and on the event stream;
-        ``stop`` it at once if a stop came meanwhile."""
+    def _adopt(self, sandbox: Any, ident: str, tags: list[str]) -> None:
+        """A new sandbox, recorded before it runs anything: its id in the run's directory and on the event
+        stream; discarded at once if a stop came during the create."""
+        with self._lock:
+            self._sandbox, self.sandbox_id = sandbox, ident
         try:
             if self._run is not None:
                 self._run.write_sandbox_id(ident)
@@ -61,7 +68,21 @@ class HelperDesktop(BaseDesktop):
                 self._sink(ev.SandboxCreated(self.name, ident, tags))
         finally:
             if self._stopping.is_set():
-                stop()
+                self._discard_sandbox()
+
+    def _discard_sandbox(self) -> None:
+        """Stop or remove the sandbox, once, from any thread; one whose create is still under way is
+        discarded when the create ends (``_adopt``)."""
+        with self._lock:
+            sandbox = self._sandbox
+            if sandbox is None or self._discarded:
+                return
+            self._discarded = True
+        self._discard(sandbox)
+
+    def _discard(self, sandbox: Any) -> None:
+        """The backend's way of stopping or removing ``sandbox`` (called once)."""
+        raise NotImplementedError
 
     def _check_stopping(self) -> None:
         if self._stopping.is_set():
