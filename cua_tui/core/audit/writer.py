@@ -34,13 +34,11 @@ class AuditWriter:
         fsync: bool = True,
         clock: Any = time.time,
         key: AuditKey | None = None,
-        checkpoint_every: int = CHECKPOINT_EVERY,
     ) -> None:
         self.path = Path(path)
         self.run_id = run_id
         self.fsync = fsync
         self.key = key
-        self.checkpoint_every = checkpoint_every
         self._clock = clock
         self._lock = threading.Lock()
         self._fh = open(self.path, "ab", buffering=0)  # noqa: SIM115 - kept open for the run's lifetime
@@ -58,7 +56,7 @@ class AuditWriter:
             if self.closed:
                 raise AuditClosed("the audit log is sealed")
             seq, digest = self._write(kind, payload)
-            if self.key is not None and self.checkpoint_every and self.seq % self.checkpoint_every == 0:
+            if self.key is not None and self.seq % CHECKPOINT_EVERY == 0:
                 self._write(
                     "checkpoint",
                     {

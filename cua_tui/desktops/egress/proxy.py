@@ -41,6 +41,8 @@ log.addHandler(logging.NullHandler())
 
 _RECORD_HOST_MAX = 300
 _RECORD_METHOD_MAX = 40
+CONNECT_TIMEOUT = 10.0  # seconds for an allowed request's upstream to answer the connect
+HEADER_TIMEOUT = 30.0  # seconds for a client to send its request head
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,15 +92,11 @@ class EgressProxy:
         allow: AllowList,
         on_event: Callable[[EgressRecord], None] | None = None,
         *,
-        connect_timeout: float = 10.0,
-        header_timeout: float = 30.0,
         allow_private_resolution: bool = False,
     ) -> None:
         self.socket_path = Path(socket_path)
         self.allow = allow
         self._on_event = on_event
-        self._connect_timeout = connect_timeout
-        self._header_timeout = header_timeout
         self._allow_private = allow_private_resolution
         self._lock = threading.Lock()
         self._records: list[EgressRecord] = []
@@ -354,7 +352,7 @@ class EgressProxy:
     async def _read_request(self, reader: asyncio.StreamReader) -> Request | None:
         """The request head; None when nothing usable arrived in time, or the client closed without one."""
         try:
-            async with asyncio.timeout(self._header_timeout):
+            async with asyncio.timeout(HEADER_TIMEOUT):
                 lines = await read_head(reader)
         except TimeoutError:
             # Nothing usable arrived in time: just close.
@@ -403,7 +401,7 @@ class EgressProxy:
             await self._respond(client, 403, f"cua-tui egress proxy refused {shown}: {j.reason}")
             return None
         try:
-            async with asyncio.timeout(self._connect_timeout):
+            async with asyncio.timeout(CONNECT_TIMEOUT):
                 ureader, uwriter = await open_upstream(j.host, port, j.is_ip, self._allow_private)
         except NotPublic as exc:
             reason = f"refused: {exc}"
@@ -411,7 +409,7 @@ class EgressProxy:
             await self._respond(client, 403, f"cua-tui egress proxy refused {shown}: {reason}")
             return None
         except TimeoutError:
-            reason = f"{j.reason}; connection failed: no answer within {self._connect_timeout:g} s"
+            reason = f"{j.reason}; connection failed: no answer within {CONNECT_TIMEOUT:g} s"
         except OSError as exc:
             what = "DNS lookup failed" if isinstance(exc, socket.gaierror) else "connection failed"
             reason = f"{j.reason}; {what}: {exc.strerror or exc}"
