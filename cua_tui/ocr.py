@@ -12,6 +12,7 @@ import re
 import tempfile
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -70,27 +71,21 @@ def _keep[K, V](cache: OrderedDict[K, V], key: K, value: V, size: int) -> None:
         cache.popitem(last=False)
 
 
+@dataclass(kw_only=True, eq=False)
 class ScreenReader:
     """Reads screenshots as text with Tesseract; thread-safe (workers of the App call ``read``), cached by
     screen hash. A ``core.screentext.ScreenTextReader``."""
 
-    def __init__(
-        self,
-        *,
-        command: str = "tesseract",
-        timeout: float = TIMEOUT_S,
-        cache_size: int = CACHE_SIZE,
-        max_pixels: int = MAX_PIXELS,
-        language: str = LANGUAGE,
-    ) -> None:
-        self.command = command
-        self.timeout = timeout
-        self.cache_size = cache_size
-        self.max_pixels = max_pixels
-        self.language = language
-        self._cache: OrderedDict[str, ScreenText] = OrderedDict()
-        self._targets: OrderedDict[tuple[str, tuple[int, int]], TargetText] = OrderedDict()
-        self._lock = threading.Lock()
+    command: str = "tesseract"
+    timeout: float = TIMEOUT_S
+    cache_size: int = CACHE_SIZE
+    max_pixels: int = MAX_PIXELS
+    language: str = LANGUAGE
+    _cache: OrderedDict[str, ScreenText] = field(default_factory=OrderedDict, init=False, repr=False)
+    _targets: OrderedDict[tuple[str, tuple[int, int]], TargetText] = field(
+        default_factory=OrderedDict, init=False, repr=False
+    )
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def cached(self, digest: str) -> ScreenText | None:
         """The text of the screen whose PNG has SHA-256 ``digest``, if it was read already."""
