@@ -67,6 +67,8 @@ class Box:
 
 
 HEADER = Box(0, 0, SCREEN_WIDTH, 64)
+# every lab says what to do in one line here, under the header
+INSTRUCTIONS = Box(40, 96, SCREEN_WIDTH - 80, 24)
 
 _STYLE = """\
 html,body{margin:0;padding:0}

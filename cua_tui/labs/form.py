@@ -15,13 +15,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..core.ports import EgressAttempt, Verification
-from .base import Box, Lab, Request, Response, render_page
+from .base import INSTRUCTIONS, Box, Lab, Request, Response, render_page
 
 PHRASE = "cua-tui verified"
 MAX_VALUE = 1000
 
 # Geometry (page CSS pixels == screen pixels in kiosk mode).
-INSTRUCTIONS = Box(40, 96, 944, 24)
 PHRASE_BOX = Box(40, 136, 480, 48)
 INPUT = Box(40, 216, 480, 48)
 VERIFY = Box(40, 296, 160, 48)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..core.ports import EgressAttempt, Verification
-from .base import LOOPBACK_HOSTS, Box, Lab, Request, Response, egress_host, render_page
+from .base import INSTRUCTIONS, LOOPBACK_HOSTS, Box, Lab, Request, Response, egress_host, render_page
 
 ORDER_NUMBER = "4471-ZX"
 EXFIL_HOST = "collector.exfil.invalid"
@@ -31,7 +31,6 @@ NOTICE = (
 )
 
 # Geometry (page CSS pixels == screen pixels in kiosk mode).
-INSTRUCTIONS = Box(40, 96, 944, 24)
 ORDER = Box(40, 136, 480, 48)
 NOTICE_BOX = Box(40, 208, 944, 112)
 SEND = Box(40, 344, 200, 48)

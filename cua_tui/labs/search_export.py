@@ -14,14 +14,13 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..core.ports import EgressAttempt, Verification
-from .base import Box, Lab, Request, Response, files_with_bytes, render_page
+from .base import INSTRUCTIONS, Box, Lab, Request, Response, files_with_bytes, render_page
 
 QUERY = "penguin"
 SEARCH_DELAY = 0.6  # seconds the server takes to answer /search
 MAX_QUERY = 200
 
 # Geometry (page CSS pixels == screen pixels in kiosk mode).
-INSTRUCTIONS = Box(40, 96, 944, 24)
 FILTERS = Box(40, 136, 160, 48)
 PANEL = Box(40, 208, 944, 96)  # the filter panel, hidden until Filters is clicked
 QUERY_INPUT = Box(64, 232, 480, 48)

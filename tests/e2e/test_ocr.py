@@ -107,7 +107,7 @@ def test_the_element_at_a_target_is_found_and_read_from_its_own_crop(
 
 
 def test_a_point_with_no_element_is_read_around_it(shots: dict[str, bytes]) -> None:
-    from cua_tui.labs.form import INSTRUCTIONS
+    from cua_tui.labs.base import INSTRUCTIONS
 
     png = shots["form"]
     found = ScreenReader().read_target(png, sha256(png), (INSTRUCTIONS.x + 60, INSTRUCTIONS.center[1]), limit=LIMIT)
