@@ -99,3 +99,11 @@ def test_a_headless_fleet_asks_the_possible_injection_first(tmp_path: Path) -> N
     older = [item for item in pending if item.task in CALM and item.asked_at < mine.asked_at]
     assert len(older) == 2 and all(item.priority.tier == mine.priority.tier == Tier.RISKY for item in older)
     assert all(row.status == "passed" for row in fleet.rows()), [(r.task, r.status, r.reason) for r in fleet.rows()]
+
+
+def test_the_fleet_header_states_the_order_the_rules_keep() -> None:
+    """What the fleet's screen says under its first line is the order above: injections before every tier."""
+    from cua_tui.tui.fleet_tables import header_text
+
+    said = header_text("fleet-1", [], 0, False).plain
+    assert "Queue order: possible injections first, then the model's safety checks, then clicks" in said, said

@@ -19,6 +19,13 @@ from .injection import Injection, find_injection
 from .screentext import ScreenText
 from .text import visible
 
+# the order above, as the fleet's screen states it under the queue (``QueueRules.ordered`` and the tiers)
+ORDER_LINE = (
+    "Queue order: possible injections first, then the model's safety checks, then clicks in marked regions "
+    "and transmissions (typing, Return and the keys that send), then any other rule; the oldest first within "
+    "each."
+)
+
 
 class QueueRules:
     """The pending requests of a fleet (``items``, first to decide first) and what their order and groups

@@ -13,13 +13,13 @@ from textual.timer import Timer, TimerCallback
 from ..core.fleet_queue import FleetControl, QueueItem, RunRow
 from ..core.guard import DecisionGuard
 from ..core.ports import Answer, AnswerDetails
-from ..core.queue_rules import Group, QueueRules
+from ..core.queue_rules import ORDER_LINE, Group, QueueRules
 from ..core.text import visible
 from .app import LEAVE_WINDOW_S, CuaApp
 from .desktop_view import DesktopView
 from .dialogs import RejectReason, open_reason
 from .fleet_parts import KILLED_BY, AllText, FleetRun, KillAllScreen, answer_group, cut_text
-from .fleet_tables import ORDER_LINE, RunsTable
+from .fleet_tables import RunsTable
 from .row_table import RowTable
 from .run_screen import RunScreen
 from .screen_text import ScreenTextScreen

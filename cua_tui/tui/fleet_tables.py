@@ -15,7 +15,7 @@ from ..core.describe import URGENT_S
 from ..core.fleet_queue import QueueItem, RunRow, RunState
 from ..core.injection import Injection
 from ..core.ports import VerifierPlace
-from ..core.queue_rules import Group
+from ..core.queue_rules import ORDER_LINE, Group
 from ..core.text import visible
 from .literal import literal
 from .row_table import RowTable
@@ -32,10 +32,6 @@ RUN_COLUMNS = (
     ("status", 8),
     ("checked in", 10),
     ("record", 10),
-)
-ORDER_LINE = (
-    "Queue order: model safety checks first, then clicks in marked regions and transmissions (typing, "
-    "Return and the keys that send), then any other rule; the oldest first within each."
 )
 
 
