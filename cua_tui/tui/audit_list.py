@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from rich.style import Style
 from rich.text import Text
 from textual import events
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
@@ -139,15 +139,8 @@ class AuditList(ScrollView, can_focus=True):
     }
     """
     COMPONENT_CLASSES: ClassVar[set[str]] = {"audit-list--cursor"}
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up", "cursor(-1)", "previous event", show=False),
-        Binding("down", "cursor(1)", "next event", show=False),
-        Binding("pageup", "cursor(-10)", show=False),
-        Binding("pagedown", "cursor(10)", show=False),
-        Binding("home", "cursor_to(0)", show=False),
-        Binding("end", "cursor_to(-1)", show=False),
-        *bindings(AUDIT),  # enter: the event in full (tui/keys.py)
-    ]
+    # the moves, and enter: the event in full (tui/keys.toml)
+    BINDINGS: ClassVar[list[BindingType]] = bindings(AUDIT)
 
     class Opened(Message):
         """The reviewer asked to see ``entry`` in full (Enter, or a click on the selected line)."""

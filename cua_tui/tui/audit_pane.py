@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Input, Static
 
@@ -16,12 +15,13 @@ from ..core import events as ev
 from ..core.text import visible
 from .audit_list import KINDS, AuditList, Entry, Query
 from .detail import event_detail
+from .keys import RUN, bindings
 from .literal import LiteralInput
 
 
 class AuditPane(Vertical):
     can_focus = False
-    BINDINGS = [Binding("slash", "search", "search", show=False)]
+    BINDINGS = bindings(RUN, only=("search",))  # / also in a replay's audit pane (tui/keys.toml)
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)

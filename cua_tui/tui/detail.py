@@ -14,7 +14,6 @@ from typing import Any
 
 from rich.text import Text
 from textual.app import App, ComposeResult
-from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
@@ -22,6 +21,7 @@ from textual.widgets import Static
 from ..core import events as ev
 from ..core.text import visible
 from .audit_list import Entry
+from .keys import DETAIL, bindings
 
 # characters of one event's JSON shown (a model's text can be long)
 DETAIL_LIMIT = 200_000
@@ -43,12 +43,7 @@ class Copyable:
 class DetailScreen(ModalScreen[None]):
     """A scrollable, literal text over the TUI; ``c`` / ``j`` / ``r`` copy what the screen offers."""
 
-    BINDINGS = [
-        Binding("escape,q", "dismiss", "close"),
-        Binding("c", "copy('c')", "copy hash"),
-        Binding("j", "copy('j')", "copy JSON"),
-        Binding("r", "copy('r')", "copy"),
-    ]
+    BINDINGS = bindings(DETAIL)  # esc or q closes, c j r copy (tui/keys.toml)
 
     def __init__(self, title: str, body: Text, copies: Iterable[Copyable] = ()) -> None:
         super().__init__()

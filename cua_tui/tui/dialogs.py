@@ -7,7 +7,6 @@ from collections.abc import Callable
 from rich.text import Text
 from textual import events
 from textual.app import App, ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
@@ -15,6 +14,7 @@ from textual.widgets.option_list import Option
 
 from ..core import events as ev
 from ..core.text import visible
+from .keys import GRANTS, REASON, bindings
 from .literal import LiteralInput
 
 # characters: a one-line reason, as the model hears it after the fixed decline text
@@ -26,7 +26,7 @@ class RejectReason(ModalScreen[str | None]):
 
     While it is open, ``k`` types into the reason; the kill switch is ``ctrl+k`` (always bound)."""
 
-    BINDINGS = [Binding("escape", "skip", "reject without a reason")]
+    BINDINGS = bindings(REASON)  # tui/keys.toml
 
     def compose(self) -> ComposeResult:
         with Vertical(id="reason-box"):
@@ -74,7 +74,7 @@ async def open_reason(app: App[object], done: Callable[[str | None], None]) -> N
 class GrantsScreen(ModalScreen[int | None]):
     """The scoped approvals in force; Enter revokes the selected one, Esc closes."""
 
-    BINDINGS = [Binding("escape,g", "close", "close")]
+    BINDINGS = bindings(GRANTS)  # tui/keys.toml
 
     def __init__(self, grants: list[ev.GrantAdded]) -> None:
         super().__init__()

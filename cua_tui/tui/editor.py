@@ -6,7 +6,6 @@ from __future__ import annotations
 from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.css.query import NoMatches
 from textual.message import Message
@@ -19,6 +18,7 @@ from ..core.policy import Policy, Verdict
 from ..core.ports import DecisionRequest
 from ..core.text import visible
 from .frames import Target
+from .keys import EDITOR, bindings
 from .literal import EscapeHighlighter, LiteralInput, literal
 
 # a press moves the point one screen pixel; with shift, ten
@@ -30,19 +30,7 @@ class ActionEditor(Vertical, can_focus=True):
     lets it run), Esc goes back to the decision unchanged. ``policy`` classifies every draft as it is
     made, as the run will classify it again."""
 
-    BINDINGS = [
-        Binding("left", "nudge(-1, 0)", "left", show=False),
-        Binding("right", "nudge(1, 0)", "right", show=False),
-        Binding("up", "nudge(0, -1)", "up", show=False),
-        Binding("down", "nudge(0, 1)", "down", show=False),
-        Binding("shift+left", "nudge(-1, 0, 10)", show=False),
-        Binding("shift+right", "nudge(1, 0, 10)", show=False),
-        Binding("shift+up", "nudge(0, -1, 10)", show=False),
-        Binding("shift+down", "nudge(0, 1, 10)", show=False),
-        Binding("tab", "handle", "start / end", show=False),
-        Binding("enter", "confirm", "approve as edited"),
-        Binding("escape", "cancel", "back to the decision"),
-    ]
+    BINDINGS = bindings(EDITOR)  # the arrows (shift: 10 px), tab, enter, esc (tui/keys.toml)
 
     class Changed(Message):
         """The draft moved: the desktop pane marks where it lands."""

@@ -11,7 +11,6 @@ from typing import Unpack
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
@@ -35,6 +34,7 @@ from ..core.queue_rules import Group
 from ..core.run_view import RunView
 from ..core.takeover import Desk
 from ..core.text import visible
+from .keys import ALL_TEXT, KILL_ALL, bindings
 from .literal import literal
 from .status import RunInfo
 
@@ -47,10 +47,7 @@ SHOWN_CHARS = 160
 class KillAllScreen(ModalScreen[bool]):
     """``K``: kill every run? y kills, n or Esc keeps them going."""
 
-    BINDINGS = [
-        Binding("y", "answer(True)", "kill every run"),
-        Binding("n,escape", "answer(False)", "cancel"),
-    ]
+    BINDINGS = bindings(KILL_ALL)  # tui/keys.toml
 
     def __init__(self, going: int) -> None:
         super().__init__()
@@ -100,10 +97,7 @@ class AllText(ModalScreen[bool]):
     """``enter`` on a request whose typed text the panel cut: all of it, literally, scrollable; ``esc`` returns
     to the fleet, ``enter`` opens the run's view. Nothing here answers."""
 
-    BINDINGS = [
-        Binding("escape,q", "dismiss(False)", "back"),
-        Binding("enter", "dismiss(True)", "the run's view"),
-    ]
+    BINDINGS = bindings(ALL_TEXT)  # tui/keys.toml
 
     def __init__(self, item: QueueItem, text: str) -> None:
         super().__init__()

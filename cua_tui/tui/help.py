@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from ..core.text import visible
+from .keys import HELP, bindings
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "close")]
+    BINDINGS = bindings(HELP)  # esc, ? and q close it (tui/keys.toml)
 
     def __init__(self, policy_lines: list[str], keys: list[tuple[str, str]]) -> None:
         super().__init__()

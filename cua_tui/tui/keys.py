@@ -1,9 +1,10 @@
-"""The one table of keys, ``keys.toml`` beside this file: each key of the App, of a run's view and of the
-fleet's, with its action, the footer's word and the help screen's sentence. The App and the screens take their
-``BINDINGS`` from it (``bindings``); the footer shows those bindings, the help screen (``?``) lists them
-(``help_keys``), the command palette names their keys, and tests/tui/test_keys.py checks the decision panel's
-key line and the manual's key tables (docs/tui.md, docs/commands/fleet.md) against them. Adding a key:
-docs/contributing/key.md.
+"""The one table of keys, ``keys.toml`` beside this file: each key of the App, of a run's view, of the fleet's
+and a replay's, of the widgets (the audit list, the fleet's tables, the editor) and of the dialogs, with its
+action, the footer's word and the help screen's sentence. Everything that binds a key takes its ``BINDINGS``
+from it (``bindings``); the footer shows those bindings, the help screen (``?``) lists them (``help_keys``),
+the command palette names their keys, and tests/tui/test_keys.py checks that nothing binds a key of its own,
+and the decision panel's key line and the manual's key tables (docs/tui.md, docs/commands/fleet.md) against
+them. Adding a key: docs/contributing/key.md.
 """
 
 from __future__ import annotations
@@ -18,16 +19,22 @@ from textual.binding import Binding, BindingType
 from .takeover import KILL
 
 # where a key is bound: the App (every view that can do its action), a run's view and its audit list, the
-# fleet's and its two tables (the queue and the runs)
-APP, RUN, AUDIT, FLEET, TABLE, REPLAY = "app", "run", "audit", "fleet", "table", "replay"
+# fleet's and its two tables (the queue and the runs), a replay's, the editor e opens; then the dialogs: the
+# help, a detail (an event in full), the screen as text, a reject's reason, the grants, the fleet's kill-all
+# question and its typed text in full
+APP, RUN, AUDIT, FLEET, TABLE, REPLAY, EDITOR = "app", "run", "audit", "fleet", "table", "replay", "editor"
+HELP, DETAIL, SCREEN_TEXT, REASON, GRANTS, KILL_ALL, ALL_TEXT = (
+    "help", "detail", "screen_text", "reason", "grants", "kill_all", "all_text",
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
 class Key:
-    """One key: ``key`` as Textual names it, the ``action`` it runs, ``footer`` its word in the footer (shown
-    there unless ``show`` is False), ``help`` its sentence in the help screen (empty: another binding of the
-    same key says it), ``palette`` its title in the command palette (empty: not there); ``textual``: Textual
-    binds it itself (listed, not bound again)."""
+    """One key: ``key`` as Textual names it (comma-joined: each), the ``action`` it runs, ``footer`` its word
+    in the footer (shown there unless ``show`` is False), ``help`` its sentence in the help screen (empty:
+    not listed; another binding of the same key, a neighbour's sentence or the dialog's own lines say it),
+    ``palette`` its title in the command palette (empty: not there); ``textual``: Textual binds it itself
+    (listed, not bound again)."""
 
     id: str
     home: str
@@ -44,8 +51,13 @@ class Key:
 
     @property
     def shown(self) -> str:
-        """The key as the help screen, the palette and the manual write it."""
-        return self.display or shown(self.key)
+        """The key as the help screen, the palette and the manual write it (keys bound together: each)."""
+        return self.display or ", ".join(self.names)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Each key of a comma-joined ``key`` (Textual binds each), as ``shown`` writes it."""
+        return (self.display,) if self.display else tuple(shown(key) for key in self.key.split(","))
 
     def binding(self) -> Binding:
         return Binding(
@@ -62,7 +74,7 @@ def shown(key: str) -> str:
 
 
 TABLE_FILE = Path(__file__).with_name("keys.toml")
-HOMES = (APP, RUN, AUDIT, FLEET, TABLE, REPLAY)
+HOMES = (APP, RUN, AUDIT, FLEET, TABLE, REPLAY, EDITOR, HELP, DETAIL, SCREEN_TEXT, REASON, GRANTS, KILL_ALL, ALL_TEXT)
 
 
 def load(path: Path = TABLE_FILE) -> tuple[Key, ...]:
@@ -83,6 +95,7 @@ KEYS = load()
 # what a view's help says beside its keys: the mouse
 RUN_MOUSE = (("click", "a batch row or an earlier turn: its detail; the wheel scrolls the panes"),)
 TAKEOVER_MOUSE = (("click", "on the desktop pane: a click on the desktop there (press and release apart: a drag)"),)
+EDITOR_MOUSE = (("click", "on the desktop pane: the point there (a drag: the end being moved)"),)
 
 
 def bindings(home: str, *, only: Iterable[str] = ()) -> list[BindingType]:
@@ -108,10 +121,14 @@ def keys_of(homes: Sequence[str], app_actions: Iterable[str] | None = None) -> l
 
 def help_keys(keys: Sequence[Key], mouse: Sequence[tuple[str, str]] = ()) -> list[tuple[str, str]]:
     """The help screen's lines: each key once, in the table's order, with the sentence of its first binding
-    that has one (a view's own before the App's: the fleet's k kills the selected run); then the mouse's."""
+    that has one (a view's own before the App's: the fleet's k kills the selected run), keys saying the same
+    sentence on one line (the editor's arrows); then the mouse's."""
     lines: dict[str, Key] = {}
     for key in keys:
         known = lines.get(key.shown)
         if key.help and (known is None or (known.home == APP and key.home != APP)):
             lines[key.shown] = key
-    return [*((shown, key.help) for shown, key in lines.items()), *mouse]
+    said: dict[str, list[str]] = {}
+    for name, key in lines.items():
+        said.setdefault(key.help, []).append(name)
+    return [*((" ".join(names), sentence) for sentence, names in said.items()), *mouse]

@@ -11,7 +11,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.cache import LRUCache
 from textual.geometry import Region, Size
 from textual.message import Message
@@ -23,7 +23,6 @@ from .scrolling import set_virtual_size
 
 Cells = tuple[Text, ...]
 GAP = 1  # blank cells between two columns
-PAGE = 10  # rows page up / page down move
 CELL_CACHE = 4096  # rendered cells kept (by width and content)
 
 
@@ -54,13 +53,8 @@ class RowTable(ScrollView, can_focus=True):
     }
     """
     COMPONENT_CLASSES: ClassVar[set[str]] = {"row-table--header", "row-table--cursor"}
-    BINDINGS: ClassVar[list[BindingType]] = [
-        *bindings(TABLE),  # up, down, enter (tui/keys.py)
-        Binding("pageup", f"cursor(-{PAGE})", show=False),
-        Binding("pagedown", f"cursor({PAGE})", show=False),
-        Binding("home,ctrl+home", "cursor_to(0)", show=False),
-        Binding("end,ctrl+end", "cursor_to(-1)", show=False),
-    ]
+    # up, down, enter, a page up and down (10 rows), the first and last (tui/keys.toml)
+    BINDINGS: ClassVar[list[BindingType]] = bindings(TABLE)
 
     class RowMessage(Message):
         """About the row ``key`` at ``index`` of ``table``."""

@@ -41,7 +41,7 @@ from .dialogs import GrantsScreen, RejectReason, open_reason
 from .editor import ActionEditor
 from .frames import Target
 from .goal import GoalBar
-from .keys import APP, AUDIT, RUN, RUN_MOUSE, TAKEOVER_MOUSE, Key, bindings, help_keys, keys_of
+from .keys import APP, AUDIT, EDITOR, EDITOR_MOUSE, RUN, RUN_MOUSE, TAKEOVER_MOUSE, Key, bindings, help_keys, keys_of
 from .messages import RunEvent, RunFinished, while_open
 from .screen_text import ScreenReading, ScreenTextRead, ScreenTextScreen, ShownScreen
 from .signals import AlertBar
@@ -788,8 +788,13 @@ class RunScreen(HistoryActions, ViewScreen):
         ]
 
     def key_lines(self) -> list[tuple[str, str]]:
-        """A run's keys; during a takeover, those that work now (T hands back) and the mouse on the pane."""
+        """A run's keys; while editing or during a takeover, those that work now (T hands back, Enter
+        approves the edit) and the mouse on the pane."""
         keys = keys_of(self.HOMES, self.APP_ACTIONS)
+        if self.editor is not None:
+            # the editor's keys first (its enter and esc, not the audit list's or the view's)
+            now = [key for key in keys if self._works_now(key)]
+            return help_keys([*keys_of((EDITOR,)), *now], EDITOR_MOUSE)
         if self.view.takeover is not None:
             return help_keys([key for key in keys if self._works_now(key)], TAKEOVER_MOUSE)
         return help_keys([key for key in keys if self._offers(key.action)], RUN_MOUSE)

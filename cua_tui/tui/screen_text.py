@@ -25,7 +25,6 @@ from typing import Any
 
 from rich.text import Text
 from textual.app import App, ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen
@@ -42,6 +41,7 @@ from ..core.screentext import (
     search,
 )
 from ..core.text import visible
+from .keys import SCREEN_TEXT, bindings
 from .literal import LiteralInput
 
 NEAR_LINES = 6  # lines listed under "near the target"
@@ -263,7 +263,7 @@ def render_text(shown: ShownScreen, text: ScreenText | None, problem: str, query
 class ScreenTextScreen(ModalScreen[None]):
     """``t``: the screen as text. The search box filters the lines and highlights what matches."""
 
-    BINDINGS = [Binding("escape", "dismiss", "close"), Binding("ctrl+t", "dismiss", "close", show=False)]
+    BINDINGS = bindings(SCREEN_TEXT)  # esc, and ctrl+t again, close it (tui/keys.toml)
 
     def __init__(self, shown: ShownScreen, reading: ScreenReading) -> None:
         super().__init__()
