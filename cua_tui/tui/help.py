@@ -24,7 +24,7 @@ class HelpScreen(ModalScreen[None]):
         text = Text()
         text.append("Keys\n", style="bold underline")
         for key, what in self.keys:
-            text.append(f"  {key:<8}", style="bold")
+            text.append(f"  {key:<7} ", style="bold")  # a key longer than the column: still a space after
             text.append(what + "\n")
         text.append("\nActive policy\n", style="bold underline")
         for line in self.policy_lines:

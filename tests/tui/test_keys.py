@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from fleet_cases import opts
 from live_guard import no_run_outlives_its_test  # noqa: F401 (an autouse fixture)
-from pilot_helpers import answer, fleet_screen, live_app, quick_clock, run_screen, sim_run, until
+from pilot_helpers import answer, fleet_screen, live_app, plain, quick_clock, run_screen, sim_run, until
+from textual.widgets import Static
 
 from cua_tui.config import Settings
 from cua_tui.core.actions import Action, Kind
@@ -204,6 +205,7 @@ async def test_question_mark_in_the_editor_lists_the_editors_keys(tmp_path: Path
         assert {"← → ↑ ↓", "shift+← shift+→ shift+↑ shift+↓", "tab", "k", "click"} <= set(listed)
         assert listed["enter"].startswith("approve the action as edited") and "nothing is sent" in listed["esc"]
         assert not {"y", "a", "n", "e"} & set(listed)  # they wait while the edit is open
+        assert "  shift+← shift+→ shift+↑ shift+↓ move it ten" in plain(app.screen.query_one(Static))
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, HelpScreen), "the help closed")
         await pilot.press("right")
