@@ -120,6 +120,9 @@ AFTER = ("e2e", "engine", "alone")
 
 @pytest.hookimpl(tryfirst=True)  # before the mark plugin selects by ``-m``
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The long tests first (xdist hands the tests out in this order): one started last would hold its part
+    # open alone for its whole length (the type check, over a minute, did).
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
     for item in items:
         if any(item.get_closest_marker(name) for name in AFTER):
             item.add_marker(pytest.mark.desktops)

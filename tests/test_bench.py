@@ -202,6 +202,7 @@ def test_a_ratio_below_its_floor_fails_a_count_must_be_met_and_a_suite_not_run_i
     assert check.status([v for v in verdicts if v.passed]) == 0
 
 
+@pytest.mark.long
 def test_the_gate_on_a_real_core_run_exits_1_when_a_target_is_above_the_measured_ratio(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -230,6 +231,7 @@ def test_bench_rejects_an_unknown_suite_and_a_check_of_a_suite_without_baseline(
     assert "the runs suite has no baseline" in capsys.readouterr().err
 
 
+@pytest.mark.long
 @pytest.mark.terminal
 def test_quick_replay_benchmark_writes_sane_json(tmp_path: Path) -> None:
     """The replay suite opens a real sim run and two grown from it in the real replay screen, each in a
@@ -260,6 +262,7 @@ def test_quick_replay_benchmark_writes_sane_json(tmp_path: Path) -> None:
     assert "Replay in a terminal, as a person meets it" in proc.stdout
 
 
+@pytest.mark.long
 def test_quick_runs_benchmark_lists_real_runs_each_verified(tmp_path: Path) -> None:
     """The runs suite copies a real sim run into runs directories and times the real command over them:
     the baseline, the first listing and the next ones, each a process of its own."""
@@ -281,6 +284,7 @@ def test_quick_runs_benchmark_lists_real_runs_each_verified(tmp_path: Path) -> N
     assert result["run_lines"] > 100 and result["run_screens"] >= 1
 
 
+@pytest.mark.long
 @pytest.mark.terminal
 @pytest.mark.timeout(240)
 def test_the_replay_suite_times_the_replay_in_a_real_terminal(tmp_path: Path) -> None:

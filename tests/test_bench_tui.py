@@ -8,7 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 
+
+@pytest.mark.long
 def test_resize_benchmark_runs(tmp_path: Path) -> None:
     out = tmp_path / "resize.json"
     proc = subprocess.run(

@@ -164,6 +164,7 @@ def fast_dir(tmp_path: Path):  # type: ignore[no-untyped-def]
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.mark.long
 def test_sigkill_at_100_random_moments_leaves_only_intact_prefixes(fast_dir: Path) -> None:
     # the forks come from a fresh, single-threaded interpreter running kill_runs below
     done = subprocess.run(

@@ -9,6 +9,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 FORBIDDEN = ("textual", "textual_image", "rich", "openai", "anthropic", "cwsandbox", "docker", "grpc", "pytesseract")
 CORE = Path(__file__).resolve().parents[1] / "cua_tui" / "core"
 
@@ -51,6 +53,7 @@ def test_every_import_linter_contract_holds() -> None:
     assert "0 broken" in out.stdout
 
 
+@pytest.mark.long
 def test_the_package_the_benchmarks_and_the_tests_type_check_strictly() -> None:
     """cua_tui, bench/ and tests/, as pyproject.toml's [tool.mypy] says: strict, in one run (the tests import
     most of the package, which one run reads once); a failure names how many errors each file has, then the

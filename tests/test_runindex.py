@@ -91,6 +91,7 @@ def test_a_real_run_indexed_in_small_blocks_tells_the_same_story(
     _same_story(path, list(range(len(events) + 1)))
 
 
+@pytest.mark.long
 def test_a_grown_run_of_thousands_of_steps_tells_the_same_story(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -179,6 +179,7 @@ def test_a_signal_to_the_fleet_tui_kills_and_seals_every_run_and_leaves(tmp_path
         assert verify.returncode == 0, verify.stdout + verify.stderr
 
 
+@pytest.mark.long
 def test_a_fleet_tui_whose_terminal_goes_away_seals_every_run_and_leaves(tmp_path: Path) -> None:
     """The terminal itself goes (its tmux session killed) while both runs wait for a decision: every run is
     killed by SIGHUP and sealed, and the process leaves. Textual's shutdown could block for good on its

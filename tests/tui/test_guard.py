@@ -262,6 +262,7 @@ class FleetTold(CuaApp):
         super().notify(message, **kwargs)
 
 
+@pytest.mark.long
 async def test_the_fleet_guards_each_request_shown_in_the_queue_and_in_a_runs_view(tmp_path: Path) -> None:
     settings = Settings.load({"CUA_TUI_CONFIG": str(tmp_path / "no-config.toml")})
     fleet = Fleet(

@@ -387,6 +387,7 @@ async def test_verify_now_reports_the_chain_and_finds_an_edit(tmp_path: Path) ->
         await until_ended(pilot, app)
 
 
+@pytest.mark.long
 async def test_copy_run_directory_and_show_policy_from_the_palette(tmp_path: Path) -> None:
     run = live(tmp_path, [TYPE_TURN])
     app = run.app

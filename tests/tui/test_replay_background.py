@@ -121,6 +121,7 @@ async def test_a_tampered_run_is_verifying_then_tampered_with_the_later_steps_un
         verifier.released.set()
 
 
+@pytest.mark.long
 async def test_a_long_run_shows_its_first_screen_before_its_log_is_read(tmp_path: Path) -> None:
     path = grow_run(recorded(tmp_path), tmp_path / "long", LONG)
     with RunReader(path) as reader:

@@ -71,6 +71,7 @@ async def shown(pilot: Any, app: CuaApp) -> str:
     return view.placeholder
 
 
+@pytest.mark.long
 async def test_every_screen_is_refused_before_decoding_and_said_so(
     run: Path, opened: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -111,6 +112,7 @@ async def test_every_screen_is_refused_before_decoding_and_said_so(
     assert opened == []  # not one of the 13 screens was handed to the decoder
 
 
+@pytest.mark.long
 def test_the_walk_stays_small_in_memory(run: Path) -> None:
     started = time.monotonic()
     proc = subprocess.run(

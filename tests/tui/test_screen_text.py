@@ -103,6 +103,7 @@ def screen_shown(app: CuaApp) -> str:
 # ---------------------------------------------------------------------------------------------------
 # Typing: where the text goes, the field framed, z
 # ---------------------------------------------------------------------------------------------------
+@pytest.mark.long
 async def test_typing_says_where_the_text_goes_and_frames_the_field(tmp_path: Path) -> None:
     app, _ = live(tmp_path, [FORM_TURN])
     main = run_screen(app)
@@ -153,6 +154,7 @@ async def test_typing_before_any_click_says_the_field_is_unknown(tmp_path: Path)
 # ---------------------------------------------------------------------------------------------------
 # t: the screen as text
 # ---------------------------------------------------------------------------------------------------
+@pytest.mark.long
 async def test_t_lists_the_lines_nearest_the_target_then_the_page_and_searches(tmp_path: Path) -> None:
     app, _ = live(tmp_path, [{"actions": [click(SEND)]}], regions=(SEND_CONFIRM,))
     main = run_screen(app)

@@ -63,6 +63,7 @@ def test_replay_of_a_refused_step(snap_compare: SnapCompare) -> None:
     assert snap_scene(snap_compare, "replay")
 
 
+@pytest.mark.long
 def test_fleet_queue_and_decision_view(snap_compare: SnapCompare) -> None:
     """The fleet TUI over four real sim runs, three at a time: the queue in risk order (safety check,
     transmission, other) with the rule behind each place, the typed text's request selected in the decision

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
 from pilot_helpers import live_app, palette_titles, plain, possible, run_screen, sim_run, until, until_ended
 
@@ -37,6 +38,7 @@ def records(run: Any) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run.supervisor.rundir.path / "audit.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.long
 async def test_t_at_a_decision_takes_the_desktop_and_t_hands_it_back(tmp_path: Path) -> None:
     # the run's clock at a tenth of the pace: its 1 s typing pause lasts 10 s, so that the phrase pressed
     # key by key on a loaded machine stays one stretch (the BackSpace, not a pause, ends it here)
