@@ -33,6 +33,7 @@ from ..core.imaging import ScreenLimit
 from ..core.run_view import RunView
 from ..core.runindex import RunIndex
 from ..core.runlog import RunReader
+from ..core.safeio import RunFileError
 from ..core.text import visible
 from ..core.threads import GiveWay, paced
 from .app import CuaApp, ViewScreen, desktop_beside
@@ -69,6 +70,8 @@ SWITCH_S = 0.0002
 PROGRESS_S = 0.5
 # the background reader's slice of the log: the most a key waits for once its step holds the reading
 SLICE_BYTES = 8 << 10
+# leaving: how long the replay waits for the reader's slice under way (a slice is milliseconds)
+LEAVE_WAIT_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -194,6 +197,7 @@ class ReplayScreen(ViewScreen):
         self._newest_told = 0
         self._told_at = 0.0  # when the panes were last told how far the reading has got
         self._background = False  # the log's reader and the chain's verifier have been started
+        self._reading: threading.Thread | None = None  # the log's reader, joined as the replay leaves
         self.verified_at = 0.0  # when the background verification was done (time.monotonic)
         self.selected = options.get("start", 0)
         self.showing = "after"
@@ -291,19 +295,33 @@ class ReplayScreen(ViewScreen):
         if self._background:
             return
         self._background = True
-        threading.Thread(target=self._read_log, name="replay-index", daemon=True).start()
+        self._reading = threading.Thread(target=self._read_log, name="replay-index", daemon=True)
+        self._reading.start()
         if self._verify is not None:
             threading.Thread(target=self._verify_chain, args=(self._verify,), name="replay-verify", daemon=True).start()
 
     def on_unmount(self) -> None:
         self._stop.set()
+        self.give_way.go()
+        # the reader closes the log once the replay has left: a slice read meanwhile would find it closed
+        if self._reading is not None:
+            self._reading.join(timeout=LEAVE_WAIT_S)
         sys.setswitchinterval(self._switch)
 
     def _read_log(self) -> None:
-        """Read the log to its end (and on, when following a run still being written)."""
+        """Read the log to its end (and on, when following a run still being written). A read that fails
+        ends the reading and is said; the steps read so far stay."""
         while not self._stop.is_set():
             self.give_way.wait()
-            if not self.index.advance(SLICE_BYTES):
+            try:
+                more = self.index.advance(SLICE_BYTES)
+            except RunFileError as exc:
+                if not self._stop.is_set():
+                    said = f"the log could not be read further: {visible(str(exc))}"
+                    with contextlib.suppress(RuntimeError):  # the App has gone
+                        self.app.call_from_thread(self.notify, said, severity="error", markup=False)
+                return
+            if not more:
                 if self.index.done and not self.follow:
                     return
                 self._stop.wait(POLL_S)

@@ -204,3 +204,40 @@ def test_the_replay_command_verifies_the_chain_in_the_background(
     assert result.exit_code == 0, result.output
     assert len(given) == 1 and callable(given[0]) and not isinstance(given[0], ChainState)
     assert banners and "record intact · sealed" in banners[0]
+
+
+async def test_leaving_while_the_log_is_read_ends_the_reader_before_the_log_is_closed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """q while a long log is still read: the replay waits for the reader's slice under way, so that the log
+    closed after it (the command's ``with reader``) is never read closed (it was: a traceback on leaving)."""
+    path = grow_run(recorded(tmp_path), tmp_path / "long", LONG)
+    raised: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_value))
+    reader = RunReader(path)
+    app = replay_app(reader, lambda: chain_state(path))
+    main = replay_screen(app)
+    with reader:
+        async with app.run_test(size=SIZE) as pilot:
+            await shown(pilot, app)
+            await until(pilot, lambda: main._reading is not None, "the background reader started")
+            assert not main.index.done
+        thread = main._reading
+        assert thread is not None and not thread.is_alive()
+    assert not main.index.done and not raised, raised
+
+
+async def test_a_read_that_fails_in_the_background_ends_the_reading_and_is_said(tmp_path: Path) -> None:
+    path = grow_run(recorded(tmp_path), tmp_path / "long", LONG)
+    reader = RunReader(path)
+    app = replay_app(reader, lambda: chain_state(path))
+    main = replay_screen(app)
+    async with app.run_test(size=SIZE) as pilot:
+        await shown(pilot, app)
+        await until(pilot, lambda: main._reading is not None, "the background reader started")
+        reader.close()  # its file gone from under it: the next slice's read fails
+        said = "the log could not be read further: audit.jsonl: cannot read it"
+        await until(pilot, lambda: any(said in n.message for n in app._notifications), "the failure said")
+        assert main._reading is not None
+        main._reading.join(SOON)
+        assert not main._reading.is_alive() and not main.index.done
