@@ -43,7 +43,7 @@ from .frames import Target
 from .goal import GoalBar
 from .keys import APP, AUDIT, EDITOR, EDITOR_MOUSE, RUN, RUN_MOUSE, TAKEOVER_MOUSE, Key, bindings, help_keys, keys_of
 from .messages import RunEvent, RunFinished, while_open
-from .screen_text import ScreenReading, ScreenTextRead, ScreenTextScreen, ShownScreen
+from .screen_text import ScreenTextRead, ScreenTextScreen, ShownScreen
 from .signals import AlertBar
 from .source import RunSource
 from .status import StatusBar
@@ -80,6 +80,8 @@ class RunScreen(HistoryActions, ViewScreen):
         super().__init__()
         self.cua = app
         self.source = source
+        # the screen as text (OCR in a worker), the App's, shared with the fleet's screen
+        self.reading = app.reading
         # y / a / n count only once the decision was seen
         self.guard: DecisionGuard = app.new_guard()
         # The panes, held (not queried): the screen feeds them what the view does not say.
@@ -109,10 +111,6 @@ class RunScreen(HistoryActions, ViewScreen):
         self._due: float | None = None
         self._due_for: DecisionRequest | None = None
         self._countdown: Timer | None = None
-
-    @property
-    def reading(self) -> ScreenReading:
-        return self.cua.reading
 
     @property
     def run_task(self) -> str:
