@@ -337,10 +337,17 @@ class ReplayScreen(ViewScreen):
         self.verified_at = time.monotonic()
         self._take_chain(state)
         self._show_banner()
-        if self.steps:
-            # the steps after a bad line are marked now
+        self._show_again()  # the steps after a bad line are marked now
+
+    def _show_again(self) -> None:
+        """The selected step's panel and audit lines again (a verdict came, or lines were read since)."""
+        if not self.steps:
+            return
+        try:
             self._show_step(self.steps[self.selected])
             self._show_status_and_audit()
+        except RunFileError as exc:
+            self._unreadable(f"step {self.selected + 1}", exc)
 
     # ---------------------------------------------------------------------------------------------
     # Events in
@@ -372,9 +379,7 @@ class ReplayScreen(ViewScreen):
         if self._held():
             # lines read since (the background pass, --follow) do not chain to those verified
             self._show_banner()
-            if self.steps:
-                self._show_step(self.steps[self.selected])
-                self._show_status_and_audit()
+            self._show_again()
         if self.ended_seen and not self.sealed_seen and self.follow and self.reader.result():
             # The seal (result.json) is written after the last event: verify once more when it is
             # there.
@@ -430,6 +435,20 @@ class ReplayScreen(ViewScreen):
     # Showing a step
     # ----------------------------------------------------------------------------------------------
     def select(self, number: int) -> None:
+        """Show step ``number``. A step whose lines can no longer be read (the log gone or failing under the
+        replay) is said in one line; the step shown before stays selected."""
+        before = self.selected
+        try:
+            self._select(number)
+        except RunFileError as exc:
+            self.selected = before
+            self.give_way.go()
+            self._unreadable(f"step {number + 1}", exc)
+
+    def _unreadable(self, what: str, exc: RunFileError) -> None:
+        self.notify(f"{what} could not be read: {visible(str(exc))}", severity="error", timeout=5, markup=False)
+
+    def _select(self, number: int) -> None:
         self.redraw_started = time.perf_counter()
         self.give_way.hold()  # until the step's frame is painted
         steps = self.steps
@@ -628,7 +647,10 @@ class ReplayScreen(ViewScreen):
     def action_flip(self) -> None:
         self.showing = "before" if self.showing == "after" else "after"
         if self.steps:
-            self._show_step(self.steps[self.selected])
+            try:
+                self._show_step(self.steps[self.selected])
+            except RunFileError as exc:
+                self._unreadable(f"step {self.selected + 1}", exc)
         self.render_frame()
 
     def can(self, action: str, parameters: tuple[object, ...]) -> bool:
@@ -642,7 +664,11 @@ class ReplayScreen(ViewScreen):
         """The screenshot the pane shows (the selected step's, before or after), its action's target."""
         if not self.steps:
             return None
-        step = self.steps[self.selected]
+        try:
+            step = self.steps[self.selected]
+        except RunFileError as exc:
+            self._unreadable(f"step {self.selected + 1}", exc)
+            return None
         sha = tl.screens(step).pick(self.showing)
         if sha is None:
             return None

@@ -227,8 +227,15 @@ async def test_leaving_while_the_log_is_read_ends_the_reader_before_the_log_is_c
     assert not main.index.done and not raised, raised
 
 
-async def test_a_read_that_fails_in_the_background_ends_the_reading_and_is_said(tmp_path: Path) -> None:
+async def test_a_read_that_fails_in_the_background_ends_the_reading_and_is_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The log failing under a replay (here its file closed under the reader): the background reading ends
+    and says why, each step that cannot be read again is said when walked to, and nothing crashes, the App
+    or a thread (the verifier's verdict shows the selected step again)."""
     path = grow_run(recorded(tmp_path), tmp_path / "long", LONG)
+    raised: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_value))
     reader = RunReader(path)
     app = replay_app(reader, lambda: chain_state(path))
     main = replay_screen(app)
@@ -241,3 +248,13 @@ async def test_a_read_that_fails_in_the_background_ends_the_reading_and_is_said(
         assert main._reading is not None
         main._reading.join(SOON)
         assert not main._reading.is_alive() and not main.index.done
+        # walking on: each step that cannot be read again is said, and the replay stays up
+        shown_before = panel(app)
+        for key in ("right", "b", "end", "left", "home", "d", "T"):
+            await pilot.press(key)
+        await pilot.pause(0.3)  # the poll timer's turns too
+        assert app.is_running and app.return_code is None
+        unreadable = [n.message for n in app._notifications if "could not be read: audit.jsonl" in n.message]
+        assert any(m.startswith("step ") for m in unreadable), unreadable
+        assert "STEP 1 of" in shown_before and panel(app).startswith(shown_before.split(" of")[0])
+    assert not raised, raised
