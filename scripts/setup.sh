@@ -202,8 +202,10 @@ case "$job" in
       # run beside come after the first part's, each whole (a part of its own, a database's, fits the same
       # way).
       beside_log="$(mktemp)" desktops_log="$(mktemp)"
-      # At the lowest priority: it mostly waits on the network, and its unpacking must not slow the parts.
-      nice -n 19 .venv/bin/python -m pytest -m beside >"$beside_log" 2>&1 &
+      # At the lowest priority, on the CPU the parts leave (the first part leaves a tenth of it, the alone
+      # part two thirds): an install that mostly waits on the network, and the static checks (the type
+      # check, the dead code, the layers, the manual's build, the wheel), which measure nothing.
+      nice -n 19 .venv/bin/python -m pytest -n 2 --dist loadfile -m beside >"$beside_log" 2>&1 &
       beside=$!
       .venv/bin/python -m pytest -n 3 --dist loadgroup -m "desktops and not alone and not beside" \
         >"$desktops_log" 2>&1 &

@@ -10,10 +10,13 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 WHITELIST = ROOT / "vulture_whitelist.py"
 
 
+@pytest.mark.beside  # static: on the CPU the other parts leave
 def test_vulture_finds_no_dead_code() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["vulture"]
     assert config["min_confidence"] <= 60 and "cua_tui" in config["paths"]

@@ -150,6 +150,7 @@ def rel(path: Path) -> str:
 # ---------------------------------------------------------------------------------------------------
 # The manual builds, every link and anchor resolving
 # ---------------------------------------------------------------------------------------------------
+@pytest.mark.beside  # static: on the CPU the other parts leave
 def test_the_manual_builds_strict(tmp_path: Path) -> None:
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     site = tmp_path / "site"

@@ -44,6 +44,7 @@ def test_core_sources_do_not_import_ui_or_vendor_packages() -> None:
 ROOT = CORE.parents[1]
 
 
+@pytest.mark.beside  # static: on the CPU the other parts leave
 def test_every_import_linter_contract_holds() -> None:
     """The whole architecture (pyproject.toml [tool.importlinter]): layers, the pure core, the TUI on the
     core alone. ``lint-imports`` exits non-zero and names the import when a contract breaks."""
@@ -53,6 +54,7 @@ def test_every_import_linter_contract_holds() -> None:
     assert "0 broken" in out.stdout
 
 
+@pytest.mark.beside  # static: on the CPU the other parts leave
 @pytest.mark.long
 def test_the_package_the_benchmarks_and_the_tests_type_check_strictly() -> None:
     """cua_tui, bench/ and tests/, as pyproject.toml's [tool.mypy] says: strict, in one run (the tests import
