@@ -204,7 +204,7 @@ case "$job" in
       beside_log="$(mktemp)" desktops_log="$(mktemp)"
       # At the lowest priority, on the CPU the parts leave (the first part leaves a tenth of it, the alone
       # part two thirds): an install that mostly waits on the network, and the static checks (the type
-      # check, the dead code, the layers, the manual's build, the wheel), which measure nothing.
+      # check, the dead code, the layers, the manual's build), which measure nothing.
       nice -n 19 .venv/bin/python -m pytest -n 2 --dist loadfile -m beside >"$beside_log" 2>&1 &
       beside=$!
       .venv/bin/python -m pytest -n 3 --dist loadgroup -m "desktops and not alone and not beside" \

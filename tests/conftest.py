@@ -27,6 +27,8 @@ os.environ.update(
     }
 )
 
+from lanes import BESIDE_S
+
 from cua_tui.agents.script import Script, ScriptAgent
 from cua_tui.core import events as ev
 from cua_tui.core.geometry import Size
@@ -126,6 +128,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # open alone for its whole length (the type check, over a minute, did).
     items.sort(key=lambda item: item.get_closest_marker("long") is None)
     for item in items:
+        if item.get_closest_marker("beside") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(BESIDE_S))
         if any(item.get_closest_marker(name) for name in AFTER):
             item.add_marker(pytest.mark.desktops)
         if item.get_closest_marker("engine"):

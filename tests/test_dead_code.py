@@ -11,6 +11,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from lanes import BESIDE_S
 
 ROOT = Path(__file__).resolve().parents[1]
 WHITELIST = ROOT / "vulture_whitelist.py"
@@ -20,7 +21,7 @@ WHITELIST = ROOT / "vulture_whitelist.py"
 def test_vulture_finds_no_dead_code() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["vulture"]
     assert config["min_confidence"] <= 60 and "cua_tui" in config["paths"]
-    done = subprocess.run([sys.executable, "-m", "vulture"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-m", "vulture"], cwd=ROOT, capture_output=True, text=True, timeout=BESIDE_S)
     assert done.returncode == 0 and not done.stdout, "vulture found (remove it, or whitelist it with why):\n" + (
         done.stdout + done.stderr
     )

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import click
 import pytest
+from lanes import BESIDE_S
 
 from cua_tui.cli import main
 
@@ -157,7 +158,7 @@ def test_the_manual_builds_strict(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"),
          "--site-dir", str(site)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=BESIDE_S,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     # every page of docs/ is in the navigation (an omitted file is a warning, so strict fails) and built

@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from lanes import BESIDE_S
 
 FORBIDDEN = ("textual", "textual_image", "rich", "openai", "anthropic", "cwsandbox", "docker", "grpc", "pytesseract")
 CORE = Path(__file__).resolve().parents[1] / "cua_tui" / "core"
@@ -49,7 +50,7 @@ def test_every_import_linter_contract_holds() -> None:
     """The whole architecture (pyproject.toml [tool.importlinter]): layers, the pure core, the TUI on the
     core alone. ``lint-imports`` exits non-zero and names the import when a contract breaks."""
     lint = Path(sys.executable).with_name("lint-imports")
-    out = subprocess.run([str(lint)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    out = subprocess.run([str(lint)], capture_output=True, text=True, cwd=ROOT, timeout=BESIDE_S)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-1000:]
     assert "0 broken" in out.stdout
 
@@ -61,7 +62,7 @@ def test_the_package_the_benchmarks_and_the_tests_type_check_strictly() -> None:
     most of the package, which one run reads once); a failure names how many errors each file has, then the
     first of them."""
     out = subprocess.run(
-        [sys.executable, "-m", "mypy", "--no-incremental"], capture_output=True, text=True, cwd=ROOT, timeout=300
+        [sys.executable, "-m", "mypy", "--no-incremental"], capture_output=True, text=True, cwd=ROOT, timeout=BESIDE_S
     )
     errors = [line for line in out.stdout.splitlines() if ": error: " in line]
     per_file = Counter(line.split(":", 1)[0] for line in errors)

@@ -47,7 +47,6 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_wheel(tmp_path_factory.mktemp("dist"))
 
 
-@pytest.mark.beside  # static: on the CPU the other parts leave
 def test_the_wheel_holds_the_package_and_nothing_else(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     modules = sorted(n for n in names if n.endswith(".py"))
@@ -87,7 +86,6 @@ finally:
 """
 
 
-@pytest.mark.beside  # static: on the CPU the other parts leave
 def test_the_wheels_command_line_needs_no_test_double(wheel: Path, tmp_path: Path, service: LocalService) -> None:
     unpacked = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(unpacked)
