@@ -5,6 +5,7 @@ Absolute times are reported, never asserted."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -206,11 +207,16 @@ def test_a_ratio_below_its_floor_fails_a_count_must_be_met_and_a_suite_not_run_i
 def test_the_gate_on_a_real_core_run_exits_1_when_a_target_is_above_the_measured_ratio(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A real quick core run in this process, its targets held as shipped and then one raised past any
-    machine: the same measurement passes, then fails with exit status 1 and says which target."""
-    raised = tuple(
-        check.Target(t.suite, t.what, 1000.0, t.measure) if t.what.startswith("audit:") else t for t in check.TARGETS
-    )
+    """A real quick core run in this process, one target raised past any machine and the core's others held
+    to nothing (this test runs beside the suite's other tests, where a real ratio may dip below its target;
+    the speed gate holds them, alone): the gate exits 1 and names that target alone."""
+
+    def held(t: check.Target) -> check.Target:
+        if t.suite != "core":
+            return t
+        return dataclasses.replace(t, target=1000.0 if t.what.startswith("audit:") else 0.0)
+
+    raised = tuple(held(t) for t in check.TARGETS)
     monkeypatch.setattr(check, "TARGETS", raised)
     out = tmp_path / "core.json"
     assert bench.main(["core", "--quick", "--check", "--json", str(out)]) == 1
