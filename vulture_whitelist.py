@@ -12,6 +12,7 @@ _.tesseract_cmd  # pytesseract's module setting: the tesseract binary it runs (o
 _.on_end  # OpenTelemetry's SpanProcessor hook, called by the SDK (export/otel.py)
 _.primary, _.secondary, _.accent, _.success, _.foreground, _.surface  # a theme file's fields (tui/themes.py)
 _.param  # click's callback signature (ctx, param, value) (cli/export.py, cli/flags.py)
+_.bindings_changed  # Textual's Footer subscribes it to the screen's bindings signal (tui/footer.py overrides it)
 _.severity, _.markup, _.callback, _.delay, _.pause  # Textual's notify/set_timer parameters, as the Protocol
 # that types tui/fleet_keys.py's mixin spells them (a stub's parameters are never used)
 

@@ -15,7 +15,6 @@ from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.widgets import Footer
 
 from ..core.describe import Cut
 from ..core.fleet_queue import (
@@ -49,6 +48,7 @@ from .fleet_tables import (
     run_detail,
     why_line,
 )
+from .footer import KeysFooter
 from .keys import APP, FLEET, TABLE, bindings
 from .messages import while_open
 from .row_table import RowTable
@@ -151,7 +151,7 @@ class FleetScreen(FleetKeys, ViewScreen):
                 yield TextLines(wrap=True, id="run-why")
             with Vertical(id="fleet-decision"):
                 yield self.desktop
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         queue = self.queue_table

@@ -24,7 +24,7 @@ from typing import Any, TypedDict, Unpack, overload
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.reactive import reactive
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from ..core import describe, ending
 from ..core import timeline as tl
@@ -41,6 +41,7 @@ from .audit_pane import AuditPane
 from .batch import BatchPane
 from .decision_panel import role_style
 from .desktop_view import DesktopView, Shot
+from .footer import KeysFooter
 from .frames import Target
 from .goal import GoalBar
 from .keys import APP, REPLAY, bindings
@@ -234,7 +235,7 @@ class ReplayScreen(ViewScreen):
         batch = self.batch_pane.data_bind(view=ReplayScreen.view)
         yield from desktop_beside(self.desktop, self.step_panel, batch, self.audit)
         yield self.status.data_bind(view=ReplayScreen.view)
-        yield Footer()
+        yield KeysFooter()
 
     def _info(self) -> RunInfo:
         info = self.reader.info

@@ -17,7 +17,7 @@ from textual.app import ComposeResult
 from textual.message import Message
 from textual.reactive import reactive
 from textual.timer import Timer
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from ..core import ending
 from ..core import events as ev
@@ -39,6 +39,7 @@ from .decision_panel import DecisionPanel, compact_terminal
 from .desktop_view import DesktopView
 from .dialogs import GrantsScreen, RejectReason, open_reason
 from .editor import ActionEditor
+from .footer import KeysFooter
 from .frames import Target
 from .goal import GoalBar
 from .keys import APP, AUDIT, EDITOR, EDITOR_MOUSE, RUN, RUN_MOUSE, TAKEOVER_MOUSE, Key, bindings, help_keys, keys_of
@@ -132,7 +133,7 @@ class RunScreen(HistoryActions, ViewScreen):
         )
         self.status.info = info
         yield self.status.data_bind(view=RunScreen.view)
-        yield Footer()
+        yield KeysFooter()
 
     def _told(self, stamped: ev.Stamped) -> None:  # the run's thread: post, never wait
         self.post_message(RunEvent(stamped))

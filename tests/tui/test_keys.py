@@ -217,3 +217,32 @@ async def test_question_mark_in_the_editor_lists_the_editors_keys(tmp_path: Path
         listed = help_keys_shown(app)
         assert {"y", "e", "esc"} - set(listed) == {"esc"} and "tab" not in listed  # a lone run's keys again
         app.exit()
+
+
+async def test_the_footer_is_composed_again_only_when_its_keys_change(tmp_path: Path) -> None:
+    """A refresh of the bindings that changes none of the footer's keys leaves its keys as they are (Textual's
+    footer mounted and styled every key again at each); a decision answered changes them, and they change."""
+    from textual.widgets._footer import FooterKey
+
+    from cua_tui.tui.footer import KeysFooter
+
+    run = sim_run(tmp_path, [{"text": "I will type.", "actions": [FIELD, {"type": "type", "text": "hello"}]}])
+    app = live_app(run)
+    main = run_screen(app)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: main.pending is not None, "the decision")
+        footer = main.query_one(KeysFooter)
+
+        def offered() -> set[str]:
+            return {key.action for key in footer.query(FooterKey) if not key.has_class("-disabled")}
+
+        await until(pilot, lambda: "approve" in offered(), "y offered in the footer")
+        keys = list(footer.query(FooterKey))
+        for _ in range(3):
+            app.refresh_bindings()
+            await pilot.pause()
+        assert list(footer.query(FooterKey)) == keys  # the same widgets: nothing was composed again
+        await answer(pilot, "y")
+        await until(pilot, lambda: "approve" not in offered(), "y no longer offered once answered")
+        assert list(footer.query(FooterKey)) != keys
+        run.supervisor.kill(by="test")
