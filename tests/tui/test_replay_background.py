@@ -206,17 +206,25 @@ def test_the_replay_command_verifies_the_chain_in_the_background(
     assert banners and "record intact · sealed" in banners[0]
 
 
-async def test_leaving_while_the_log_is_read_ends_the_reader_before_the_log_is_closed(
+def long_replay(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """q while a long log is still read: the replay waits for the reader's slice under way, so that the log
-    closed after it (the command's ``with reader``) is never read closed (it was: a traceback on leaving)."""
+) -> tuple[RunReader, CuaApp, replay_module.ReplayScreen, list[BaseException | None]]:
+    """A replay of a long run (its log read in the background for a while), and the exceptions any thread
+    raises meanwhile."""
     path = grow_run(recorded(tmp_path), tmp_path / "long", LONG)
     raised: list[BaseException | None] = []
     monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_value))
     reader = RunReader(path)
     app = replay_app(reader, lambda: chain_state(path))
-    main = replay_screen(app)
+    return reader, app, replay_screen(app), raised
+
+
+async def test_leaving_while_the_log_is_read_ends_the_reader_before_the_log_is_closed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """q while a long log is still read: the replay waits for the reader's slice under way, so that the log
+    closed after it (the command's ``with reader``) is never read closed (it was: a traceback on leaving)."""
+    reader, app, main, raised = long_replay(tmp_path, monkeypatch)
     with reader:
         async with app.run_test(size=SIZE) as pilot:
             await shown(pilot, app)
@@ -233,12 +241,7 @@ async def test_a_read_that_fails_in_the_background_ends_the_reading_and_is_said(
     """The log failing under a replay (here its file closed under the reader): the background reading ends
     and says why, each step that cannot be read again is said when walked to, and nothing crashes, the App
     or a thread (the verifier's verdict shows the selected step again)."""
-    path = grow_run(recorded(tmp_path), tmp_path / "long", LONG)
-    raised: list[BaseException | None] = []
-    monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_value))
-    reader = RunReader(path)
-    app = replay_app(reader, lambda: chain_state(path))
-    main = replay_screen(app)
+    reader, app, main, raised = long_replay(tmp_path, monkeypatch)
     async with app.run_test(size=SIZE) as pilot:
         await shown(pilot, app)
         await until(pilot, lambda: main._reading is not None, "the background reader started")
