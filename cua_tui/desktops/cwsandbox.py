@@ -10,6 +10,7 @@ import base64
 import binascii
 import contextlib
 import functools
+import itertools
 import json
 import os
 import shlex
@@ -114,6 +115,8 @@ echo "cua-tui: done"
 MAX_EGRESS_PER_RUN = 20_000
 # seconds a stop waits for a create in flight, to stop the sandbox it makes (within the kill's 15)
 CREATE_WAIT = 10.0
+# after a lost create: the most sandboxes of the run's tag that the run itself stops
+LOST_MAX = 8
 
 
 def run_tag(run_id: str) -> str:
@@ -422,7 +425,9 @@ class CWSandboxDesktop(HelperDesktop):
         except Exception:
             # nothing found now; ``cua-tui sandboxes`` finds it later by the same tag
             return
-        for sandbox in found:
+        # the service's answer, bounded: a create makes one sandbox; a few more are a retry's, not a list to
+        # walk for ever (``cua-tui sandboxes`` stops any beyond, by the same tag)
+        for sandbox in list(itertools.islice(found, LOST_MAX)):
             if sandbox.sandbox_id:
                 self._adopt(sandbox, sandbox.sandbox_id, self.tags)
                 self._discard_sandbox()

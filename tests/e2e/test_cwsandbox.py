@@ -228,6 +228,28 @@ def test_lost_create_reply_found_by_tag_and_stopped(tmp_path: Path, service: Loc
     assert_clean_end(run, service)
 
 
+def test_a_lost_create_that_turns_up_two_sandboxes_stops_both(tmp_path: Path, service: LocalService) -> None:
+    """The run's tag finds two sandboxes after a lost create (one left by a retry, say): each is stopped, not
+    only the first (the stop is once per sandbox, not once per run)."""
+    import cwsandbox
+    from cwsandbox import AuthHeaders, SandboxDefaults
+
+    from cua_tui.desktops.cwsandbox import TAG, run_tag
+
+    cwsandbox.disable_signal_handlers()  # as the desktop does: SIGINT/SIGTERM stay the process's own
+    defaults = SandboxDefaults(
+        base_url=service.base_url, auth=AuthHeaders(headers={"Authorization": f"Bearer {KEY}"}, strategy="api_key")
+    )
+    earlier = cwsandbox.Sandbox.run(defaults=defaults, tags=[TAG, run_tag("lost-twice")])
+    earlier.wait(timeout=30)
+    service.service.inject(Fault("CreateSandbox", "lost_reply", grpc.StatusCode.UNAVAILABLE))
+    run, _recorder = desktop_run(tmp_path, service, run_id="lost-twice")
+    result = run.run()
+    assert result.status == "error"
+    assert len(service.service.sandboxes) == 2
+    assert service.service.live() == []
+
+
 def test_kill_during_create_stops_the_sandbox_once_it_exists(tmp_path: Path, service: LocalService) -> None:
     service.service.inject(Fault("CreateSandbox", "delay", seconds=3.0))
     run, _recorder = desktop_run(tmp_path, service)

@@ -39,10 +39,10 @@ class HelperDesktop(BaseDesktop):
         self._run: RunHandle | None = None
         self._sink: Callable[[ev.Event], None] | None = None
         self._stopping = threading.Event()
-        # the sandbox this run created (docker: its container's id), once its create ended; let go once
+        # the sandbox this run created (docker: its container's id), once its create ended; each let go once
         self._sandbox: Any = None
         self.sandbox_id: str | None = None
-        self._discarded = False
+        self._discarded: set[str] = set()
         self._lock = threading.Lock()  # the sandbox, the exec in flight, the discarding
         self.reply_cap = reply_cap(size)
         # the last step's parts as the helper measured them (benchmarks)
@@ -71,13 +71,14 @@ class HelperDesktop(BaseDesktop):
                 self._discard_sandbox()
 
     def _discard_sandbox(self) -> None:
-        """Stop or remove the sandbox, once, from any thread; one whose create is still under way is
-        discarded when the create ends (``_adopt``)."""
+        """Stop or remove the sandbox adopted last, once, from any thread; one whose create is still under
+        way is discarded when the create ends (``_adopt``). Once per sandbox, not per run: a lost create
+        can turn up more than one (each adopted, then discarded, in turn)."""
         with self._lock:
-            sandbox = self._sandbox
-            if sandbox is None or self._discarded:
+            sandbox, ident = self._sandbox, self.sandbox_id
+            if sandbox is None or ident is None or ident in self._discarded:
                 return
-            self._discarded = True
+            self._discarded.add(ident)
         self._discard(sandbox)
 
     def _discard(self, sandbox: Any) -> None:
