@@ -318,9 +318,8 @@ class ReplayScreen(ViewScreen):
                 more = self.index.advance(SLICE_BYTES)
             except RunFileError as exc:
                 if not self._stop.is_set():
-                    said = f"the log could not be read further: {visible(str(exc))}"
                     with contextlib.suppress(RuntimeError):  # the App has gone
-                        self.app.call_from_thread(self.notify, said, severity="error", markup=False)
+                        self.app.call_from_thread(self._unreadable, "the rest of the log", exc)
                 return
             if not more:
                 if self.index.done and not self.follow:

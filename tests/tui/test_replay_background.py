@@ -246,7 +246,7 @@ async def test_a_read_that_fails_in_the_background_ends_the_reading_and_is_said(
         await shown(pilot, app)
         await until(pilot, lambda: main._reading is not None, "the background reader started")
         reader.close()  # its file gone from under it: the next slice's read fails
-        said = "the log could not be read further: audit.jsonl: cannot read it"
+        said = "the rest of the log could not be read: audit.jsonl: cannot read it"
         await until(pilot, lambda: any(said in n.message for n in app._notifications), "the failure said")
         assert main._reading is not None
         main._reading.join(SOON)
