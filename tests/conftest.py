@@ -27,6 +27,7 @@ os.environ.update(
     }
 )
 
+from css_cache import share_parsed_css
 from lanes import BESIDE_S
 
 from cua_tui.agents.script import Script, ScriptAgent
@@ -37,6 +38,8 @@ from cua_tui.core.ports import Approver, Desktop
 from cua_tui.core.rundir import RunDir
 from cua_tui.core.supervisor import RunConfig, RunResult, Supervisor
 from cua_tui.desktops.sim import SimDesktop
+
+share_parsed_css()  # the Apps of this process parse each stylesheet once (tests/css_cache.py)
 
 
 @dataclass
