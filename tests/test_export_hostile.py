@@ -120,7 +120,7 @@ RECORDS: list[tuple[str, dict[str, object]]] = [
 ]
 
 
-@pytest.mark.long
+@pytest.mark.beside  # computes and measures nothing: on the CPU the other parts leave
 def test_records_of_any_shape_never_crash_an_export(tmp_path: Path) -> None:
     """A chain recomputed over fields of the wrong type (what a forger without the key can write): every
     export either renders it or says in one line that it cannot."""

@@ -91,7 +91,7 @@ def test_a_real_run_indexed_in_small_blocks_tells_the_same_story(
     _same_story(path, list(range(len(events) + 1)))
 
 
-@pytest.mark.long
+@pytest.mark.beside  # computes and measures nothing: on the CPU the other parts leave
 def test_a_grown_run_of_thousands_of_steps_tells_the_same_story(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -373,6 +373,7 @@ def test_turns_give_back_each_turns_context_without_the_models_words() -> None:
     assert turns[-1] == turns[2] and turns._names == ["a" * 64, "b" * 64]  # each name held once
 
 
+@pytest.mark.beside  # counts bytes, not time: on the CPU the other parts leave
 def test_the_index_holds_under_250_bytes_a_step_and_none_of_the_models_words(tmp_path: Path) -> None:
     """What the index keeps of a turn is where it begins, not what the model said there (read again with the
     turn): a run whose model wrote 3,000 characters a turn costs it about what a run of a few words a turn

@@ -89,7 +89,7 @@ def test_one_predicate_over_every_code_point() -> None:
     assert not any(hidden(c) for c in " az~é日😀✓␛\\")
 
 
-@pytest.mark.long
+@pytest.mark.beside  # computes and measures nothing: on the CPU the other parts leave
 def test_visible_shows_every_flagged_code_point_and_draws_nothing_hidden() -> None:
     for keep_newlines in (False, True):
         parts = visible_parts(EVERY, keep_newlines=keep_newlines)

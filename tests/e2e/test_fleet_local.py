@@ -15,7 +15,7 @@ from cua_tui.core.audit import verify_run
 from cua_tui.desktops.local import missing_programs
 from cua_tui.labs import get_lab
 
-pytestmark = [pytest.mark.e2e, pytest.mark.alone]  # three desktops at once
+pytestmark = [pytest.mark.e2e, pytest.mark.long]  # three desktops at once: started first in their part
 
 APPROVER = """\
 import json, pathlib, sys

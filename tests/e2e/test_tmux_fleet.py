@@ -56,7 +56,7 @@ def fleet_command(tmp_path: Path, tasks: Path) -> str:
 
 
 @pytest.mark.e2e
-@pytest.mark.alone
+@pytest.mark.long  # three desktops at once, beside the desktops part's other tests: started first
 def test_a_fleet_of_three_local_desktops_answered_with_y_in_tmux(tmp_path: Path) -> None:
     assert shutil.which("tmux"), "tmux is not installed (apt-get install tmux)"
     assert missing_programs() == [], "run `bash scripts/setup.sh env` as root"
