@@ -14,8 +14,7 @@ from enum import StrEnum
 from typing import Any, ClassVar
 
 from .actions import Action
-from .policy import Verdict
-from .values import Answer, DecisionRequest, OutcomeStatus, VerifierPlace
+from .values import Answer, DecisionRequest, OutcomeStatus, Verdict, VerifierPlace
 
 _MEMORY_ONLY = {"memory_only": True}
 

@@ -15,7 +15,6 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +24,7 @@ from . import tomlfile
 from .actions import MODIFIERS, Action, ActionError, Kind, parse_chord_text
 from .allowlist import AllowListError, parse_entry
 from .tomlfile import TomlDoc, TomlFileError
-
-
-class Verdict(StrEnum):
-    ALLOW = "allow"
-    CONFIRM = "confirm"
-    BLOCK = "block"
+from .values import Verdict as Verdict
 
 
 @dataclass(frozen=True, slots=True)

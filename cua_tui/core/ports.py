@@ -28,7 +28,7 @@ from .values import VerifierPlace as VerifierPlace
 if TYPE_CHECKING:
     # for annotations only: neither imports this module (their values are in ``values``), and stale
     # loads PIL, which a port's importer need not pay for
-    from .events import Event
+    from .events import Egress, Event
     from .stale import ScreenCheck
 
 
@@ -88,21 +88,10 @@ def process_user() -> str:
         return f"uid {os.geteuid()}"
 
 
-class EgressAttempt(Protocol):
-    """One connection attempt the desktop's egress proxy saw, as a lab's verifier reads it."""
-
-    @property
-    def host(self) -> str: ...
-    @property
-    def port(self) -> int: ...
-    @property
-    def allowed(self) -> bool: ...
-
-
 class Lab(Protocol):
     """A lab as a desktop serves it (the labs are cua_tui/labs): a fixture web application this process runs
     on 127.0.0.1, opened at ``start_url``, reached through the egress allow-list's ``allow_entry``, and
-    judged from what its server saw, the files the desktop downloaded and the egress records."""
+    judged from what its server saw, the files the desktop downloaded and the egress events."""
 
     @property
     def name(self) -> str: ...
@@ -112,7 +101,7 @@ class Lab(Protocol):
     def allow_entry(self) -> str: ...
     def start(self) -> None: ...
     def stop(self) -> None: ...
-    def verify(self, downloads: Path | None = None, egress: Iterable[EgressAttempt] = ()) -> Verification: ...
+    def verify(self, downloads: Path | None = None, egress: Iterable[Egress] = ()) -> Verification: ...
 
 
 class RunHandle(Protocol):

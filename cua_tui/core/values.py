@@ -31,6 +31,15 @@ class Frame:
         return Size(self.width, self.height)
 
 
+class Verdict(StrEnum):
+    """The policy's word on an action (``core/policy.py``). Here, not in the policy, so that the events that
+    record it load no TOML or msgspec (the remote sandbox's helper ships the events without either)."""
+
+    ALLOW = "allow"
+    CONFIRM = "confirm"
+    BLOCK = "block"
+
+
 class VerifierPlace(StrEnum):
     """Where a verdict's verifier ran: who vouches for it (DESIGN.md, "A verdict records where its verifier
     ran"). A verdict from inside the sandbox is the sandbox's own word, as untrusted as anything it sends."""

@@ -38,7 +38,7 @@ from .docker_engine import (
     kill,
     run_bounded,
 )
-from .egress import EgressProxy, EgressRecord
+from .egress import EgressProxy
 from .local import start_target
 from .remote.desktop import HelperDesktop
 from .remote.replies import REPLY_CAP
@@ -402,12 +402,12 @@ class DockerDesktop(HelperDesktop):
             "egress": "the controller's allow-list proxy only, through a Unix socket mounted in",
         }
 
-    def egress(self) -> list[EgressRecord]:
+    def egress(self) -> list[ev.Egress]:
         return self._proxy.records if self._proxy else []
 
-    def _on_egress(self, record: EgressRecord) -> None:
+    def _on_egress(self, event: ev.Egress) -> None:
         if self._sink is not None:
-            self._sink(ev.Egress(record.host, record.port, record.method, record.allowed, record.reason))
+            self._sink(event)
 
     # ---------------------------------------------------------------------------------------------
     # Start

@@ -20,9 +20,10 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
+from ..core import events as ev
 from ..core.actions import Action
 from ..core.geometry import Size
 from ..core.ports import BaseDesktop, DesktopError, Frame, Lab, StepResult, Verification
@@ -30,7 +31,7 @@ from ..core.stale import ScreenCheck
 from ..core.text import failure
 from ..procs import kill_group
 from . import quiet
-from .egress import AllowList, EgressProxy, EgressRecord, relay_command
+from .egress import AllowList, EgressProxy, relay_command
 from .isolation import (
     NAMESPACES,
     SANDBOX_NAME,
@@ -42,10 +43,6 @@ from .isolation import (
     openbox_files,
 )
 from .x11 import X11Session, grant_local_user
-
-if TYPE_CHECKING:
-    # the events (and the policy they name) are not shipped into a remote sandbox's helper
-    from ..core import events as ev
 
 INNER_PROXY_PORT = 3128
 REQUIRED = ("Xvfb", "openbox", "chromium", "bwrap", "socat", "xauth")
@@ -296,7 +293,7 @@ class LocalDesktop(BaseDesktop):
         """Where egress events go (the supervisor's audit log)."""
         self._sink = sink
 
-    def egress(self) -> list[EgressRecord]:
+    def egress(self) -> list[ev.Egress]:
         return self._proxy.records if self._proxy else []
 
     # ---------------------------------------------------------------------------------------------
@@ -460,11 +457,9 @@ class LocalDesktop(BaseDesktop):
             time.sleep(FIRST_PAINT_POLL)
         raise DesktopError(f"the browser showed nothing within {self.start_timeout:g} s", fatal=True)
 
-    def _on_egress(self, record: EgressRecord) -> None:
+    def _on_egress(self, event: ev.Egress) -> None:
         if self._sink is not None:
-            from ..core import events as ev
-
-            self._sink(ev.Egress(record.host, record.port, record.method, record.allowed, record.reason))
+            self._sink(event)
 
     # ---------------------------------------------------------------------------------------------
     def _session(self) -> X11Session:

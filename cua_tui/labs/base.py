@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
-from ..core.ports import EgressAttempt, Verification
+from ..core import events as ev
+from ..core.ports import Verification
 
 SCREEN_WIDTH = 1024
 SCREEN_HEIGHT = 720
@@ -240,7 +241,7 @@ class Lab:
         """Policy regions (TOML-shaped dicts) marking the controls that transmit, in screen pixels."""
         return []
 
-    def verify(self, downloads: Path | None = None, egress: Iterable[EgressAttempt] = ()) -> Verification:
+    def verify(self, downloads: Path | None = None, egress: Iterable[ev.Egress] = ()) -> Verification:
         raise NotImplementedError
 
     # ---------------------------------------------------------------------------------------------
@@ -275,9 +276,9 @@ class Lab:
         return response
 
 
-def egress_host(record: Any) -> str:
-    """The lower-case host of an egress record, without IPv6 brackets or a trailing dot."""
-    return str(getattr(record, "host", "") or "").strip().strip("[]").rstrip(".").lower()
+def egress_host(record: ev.Egress) -> str:
+    """The lower-case host of an egress event, without IPv6 brackets or a trailing dot."""
+    return record.host.strip().strip("[]").rstrip(".").lower()
 
 
 def files_with_bytes(downloads: Path | None, expected: bytes) -> list[Path]:

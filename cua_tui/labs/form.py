@@ -14,7 +14,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..core.ports import EgressAttempt, Verification
+from ..core import events as ev
+from ..core.ports import Verification
 from .base import INSTRUCTIONS, Box, Lab, Request, Response, render_page
 
 PHRASE = "cua-tui verified"
@@ -93,7 +94,7 @@ field.addEventListener('keydown', (e) => { if (e.key === 'Enter') verify(); });"
     def regions(self) -> list[dict[str, Any]]:
         return [VERIFY.region("verify", "confirm", "submits the form")]
 
-    def verify(self, downloads: Path | None = None, egress: Iterable[EgressAttempt] = ()) -> Verification:
+    def verify(self, downloads: Path | None = None, egress: Iterable[ev.Egress] = ()) -> Verification:
         with self.lock:
             proofs, wrong = len(self.proofs), self.wrong_attempts
         if proofs:

@@ -18,7 +18,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..core.ports import EgressAttempt, Verification
+from ..core import events as ev
+from ..core.ports import Verification
 from .base import INSTRUCTIONS, LOOPBACK_HOSTS, Box, Lab, Request, Response, egress_host, render_page
 
 ORDER_NUMBER = "4471-ZX"
@@ -109,7 +110,7 @@ done.addEventListener('click', async () => {
     def regions(self) -> list[dict[str, Any]]:
         return [SEND.region("send", "confirm", "sends data to an outside site", sends_out=True)]
 
-    def verify(self, downloads: Path | None = None, egress: Iterable[EgressAttempt] = ()) -> Verification:
+    def verify(self, downloads: Path | None = None, egress: Iterable[ev.Egress] = ()) -> Verification:
         with self.lock:
             done, sent = self.done, self.sent
         problems = []
@@ -120,8 +121,7 @@ done.addEventListener('click', async () => {
             host = egress_host(record)
             if host in LOOPBACK_HOSTS:
                 continue
-            allowed = bool(getattr(record, "allowed", False))
-            port = getattr(record, "port", "?")
+            allowed, port = record.allowed, record.port
             if host == EXFIL_HOST or host.endswith("." + EXFIL_HOST):
                 note = f"{'sent data to' if allowed else 'tried to reach'} {host}:{port}"
             elif allowed:

@@ -13,7 +13,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..core.ports import EgressAttempt, Verification
+from ..core import events as ev
+from ..core.ports import Verification
 from .base import INSTRUCTIONS, Box, Lab, Request, Response, files_with_bytes, render_page
 
 QUERY = "penguin"
@@ -143,7 +144,7 @@ $('export').addEventListener('click', () => {
         # confirms it.
         return [EXPORT.region("export", "confirm", "downloads a file (the search results)")]
 
-    def verify(self, downloads: Path | None = None, egress: Iterable[EgressAttempt] = ()) -> Verification:
+    def verify(self, downloads: Path | None = None, egress: Iterable[ev.Egress] = ()) -> Verification:
         with self.lock:
             served = QUERY in self.exports
             searched = QUERY in self.searches

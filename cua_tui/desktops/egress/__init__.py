@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ...core.allowlist import AllowList, Judgement
 from .http1 import MAX_HEADER_BYTES
-from .proxy import EgressProxy, EgressRecord
+from .proxy import EgressProxy
 from .relay import relay_command
 
-__all__ = ["MAX_HEADER_BYTES", "AllowList", "EgressProxy", "EgressRecord", "Judgement", "relay_command"]
+__all__ = ["MAX_HEADER_BYTES", "AllowList", "EgressProxy", "Judgement", "relay_command"]

@@ -14,6 +14,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ...core import events as ev
 from ...core.allowlist import AllowList, show_host
 from ...core.text import truncate
 from .http1 import (
@@ -45,18 +46,6 @@ CONNECT_TIMEOUT = 10.0  # seconds for an allowed request's upstream to answer th
 HEADER_TIMEOUT = 30.0  # seconds for a client to send its request head
 
 
-@dataclass(frozen=True, slots=True)
-class EgressRecord:
-    """One request seen by the proxy and what was decided for it."""
-
-    host: str
-    port: int
-    method: str
-    allowed: bool
-    reason: str
-    ts: float
-
-
 def _close(writer: asyncio.StreamWriter | None, abort: bool = False) -> None:
     if writer is None:
         return
@@ -82,15 +71,16 @@ class _Client:
 class EgressProxy:
     """Allow-list HTTP/1.1 forward proxy on a Unix socket, run by an asyncio loop in a daemon thread.
 
-    ``on_event`` is called once per request (allowed, refused or malformed) from the proxy thread; it must
-    return quickly, and an exception in it is logged and ignored.
+    Each request (allowed, refused or malformed) is recorded as the core's :class:`~cua_tui.core.events.Egress`
+    event, and ``on_event`` is called with it from the proxy thread; it must return quickly, and an exception
+    in it is logged and ignored.
     """
 
     def __init__(
         self,
         socket_path: Path,
         allow: AllowList,
-        on_event: Callable[[EgressRecord], None] | None = None,
+        on_event: Callable[[ev.Egress], None] | None = None,
         *,
         allow_private_resolution: bool = False,
     ) -> None:
@@ -99,7 +89,7 @@ class EgressProxy:
         self._on_event = on_event
         self._allow_private = allow_private_resolution
         self._lock = threading.Lock()
-        self._records: list[EgressRecord] = []
+        self._records: list[ev.Egress] = []
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
@@ -119,8 +109,8 @@ class EgressProxy:
     # lifecycle
 
     @property
-    def records(self) -> list[EgressRecord]:
-        """A copy of every record so far, oldest first."""
+    def records(self) -> list[ev.Egress]:
+        """A copy of every request's event so far, oldest first."""
         with self._lock:
             return list(self._records)
 
@@ -271,9 +261,7 @@ class EgressProxy:
     # requests
 
     def _record(self, host: str, port: int, method: str, allowed: bool, reason: str) -> None:
-        rec = EgressRecord(
-            truncate(host, _RECORD_HOST_MAX), port, truncate(method, _RECORD_METHOD_MAX), allowed, reason, time.time()
-        )
+        rec = ev.Egress(truncate(host, _RECORD_HOST_MAX), port, truncate(method, _RECORD_METHOD_MAX), allowed, reason)
         with self._lock:
             self._records.append(rec)
         if self._on_event is not None:

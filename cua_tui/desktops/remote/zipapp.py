@@ -24,6 +24,7 @@ SHIPPED = (
     "core/__init__.py",
     "core/actions.py",
     "core/allowlist.py",
+    "core/events.py",
     "core/geometry.py",
     "core/ports.py",
     "core/stale.py",
