@@ -82,13 +82,15 @@ def _at_delay(tmp: Path, samples: int, delay_ms: int) -> dict[str, Any]:
     from cua_tui.core.geometry import Size
     from cua_tui.core.rundir import RunDir
     from cua_tui.desktops.cwsandbox import CWSandboxDesktop, SandboxSettings
+    from cua_tui.desktops.target import Target
+    from cua_tui.labs import get_lab
     from tests.fakes.cwsandbox_local import HOST_IMAGE, LocalService
 
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     cwsandbox.disable_signal_handlers()
     with LocalService(tmp / "cw-service", delay=delay_ms / 1000) as service:
         settings = SandboxSettings(base_url=service.base_url, api_key=KEY, image=HOST_IMAGE)
-        ours = CWSandboxDesktop(Size(1024, 720), settings, lab="form")
+        ours = CWSandboxDesktop(Size(1024, 720), Target(get_lab("form")), settings)
         ours.bind_run(RunDir.create(tmp / "cw-runs"))
         ours.bind_events(lambda event: None)
         log(f"cwsandbox: {delay_ms} ms each way: starting our desktop in a sandbox of the local service")

@@ -20,12 +20,13 @@ def _desktop(side: str, tmp: Path) -> Any:
     from cua_tui.core.rundir import RunDir
     from cua_tui.desktops.docker import DockerDesktop, DockerSettings
     from cua_tui.desktops.local import LocalDesktop
+    from cua_tui.desktops.target import Target
     from cua_tui.labs import get_lab
 
     if side == "local":
-        return LocalDesktop(SCREEN, lab=get_lab("form"))
+        return LocalDesktop(SCREEN, Target(get_lab("form")))
     transport = "exec" if side == "docker_exec" else "stream"
-    desktop = DockerDesktop(SCREEN, DockerSettings(transport=transport), lab=get_lab("form"))
+    desktop = DockerDesktop(SCREEN, Target(get_lab("form")), DockerSettings(transport=transport))
     desktop.bind_run(RunDir.create(tmp / "docker-bench-runs"))
     desktop.bind_events(lambda event: None)
     return desktop

@@ -274,6 +274,7 @@ def _step_latency(desktops: list[Any], steps: int) -> float:
 def bench_local_desktops(counts: tuple[int, ...], steps: int) -> dict[str, Any]:
     """Start max(counts) local desktops; PSS per desktop; step latency with k of them stepping at once."""
     from cua_tui.desktops.local import LocalDesktop
+    from cua_tui.desktops.target import Target
     from cua_tui.fleet_runner import LOCAL_MEMORY_SHARE, memory_total
     from cua_tui.labs import get_lab
 
@@ -283,7 +284,7 @@ def bench_local_desktops(counts: tuple[int, ...], steps: int) -> dict[str, Any]:
     started: list[float] = []
     try:
         for i in range(most):
-            desktop = LocalDesktop(SCREEN, lab=get_lab("form"))
+            desktop = LocalDesktop(SCREEN, Target(get_lab("form")))
             t0 = time.perf_counter()
             desktop.start()
             started.append(time.perf_counter() - t0)

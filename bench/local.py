@@ -106,11 +106,12 @@ def _changed_box(png_a: bytes, png_b: bytes) -> list[int] | None:
 def bench_local(tmp: Path, n: int, checks: int) -> dict[str, Any]:
     """One LocalDesktop with the form lab; the seeds' way and ours timed sample by sample, alternately first."""
     from cua_tui.desktops.local import LocalDesktop
+    from cua_tui.desktops.target import Target
     from cua_tui.labs.form import FormLab
 
     acts = _Actions.parse()
     lab = FormLab()
-    desktop = LocalDesktop(SCREEN, lab=lab)
+    desktop = LocalDesktop(SCREEN, Target(lab))
     try:
         t0 = pn()
         desktop.start()

@@ -31,9 +31,10 @@ def ocr_missing() -> list[str]:
 def lab_screenshot(name: str = OCR_LAB) -> bytes:
     """A real screenshot of ``name``'s first page from a local desktop started for it."""
     from cua_tui.desktops.local import LocalDesktop
+    from cua_tui.desktops.target import Target
     from cua_tui.labs import get_lab
 
-    desktop = LocalDesktop(SCREEN, lab=get_lab(name))
+    desktop = LocalDesktop(SCREEN, Target(get_lab(name)))
     try:
         desktop.start()
         time.sleep(0.5)  # the page's fonts settle

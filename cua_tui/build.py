@@ -332,17 +332,13 @@ def _agent(options: RunOptions, policy: Policy, settings: Settings) -> tuple[Age
 
 
 def _desktop(options: RunOptions, size: Size, lab: Lab | None, policy: Policy, settings: Settings) -> Desktop:
+    from .desktops.target import Target
     from .factory import UnavailableError, make_desktop
 
+    # what it opens: the lab or the page, and the policy's domains and --allow-domain's beyond its origin
+    target = Target(lab, options.url, (*policy.allow_domains, *options.allow_domains))
     try:
-        return make_desktop(
-            options.backend,
-            size,
-            lab=lab,
-            url=options.url,
-            allow_domains=(*policy.allow_domains, *options.allow_domains),
-            settings=settings,
-        )
+        return make_desktop(options.backend, size, target=target, settings=settings)
     except (ValueError, UnavailableError) as exc:
         raise BuildError(str(exc)) from None
 

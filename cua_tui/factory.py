@@ -15,12 +15,13 @@ from .agents.vendors import VENDORS, AgentRequest, vendor_of
 from .core.errors import Unavailable
 from .core.geometry import Size
 from .core.policy import Policy
-from .core.ports import Agent, Desktop, Lab
+from .core.ports import Agent, Desktop
 from .core.text import either
 from .desktops import BACKENDS, backend_named, lab_hosts
 
 if TYPE_CHECKING:
     from .config import Settings
+    from .desktops.target import Target
 
 
 # A backend or agent that this build cannot provide on this machine (a usage error: exit 2): the core's,
@@ -28,33 +29,19 @@ if TYPE_CHECKING:
 UnavailableError = Unavailable
 
 
-def make_desktop(
-    name: str,
-    size: Size,
-    *,
-    lab: Lab | None = None,
-    url: str | None = None,
-    allow_domains: tuple[str, ...] = (),
-    settings: Settings,
-) -> Desktop:
+def make_desktop(name: str, size: Size, *, target: Target, settings: Settings) -> Desktop:
     """The desktop of the backend registered as ``name``, built by its record's builder with its settings
-    table; a lab or a URL only on a backend with a browser, which needs one of them."""
+    table; a lab or a URL (``target``) only on a backend with a browser, which needs one of them; empty,
+    ``Target()``, for one without."""
     backend = backend_named(name)
-    if backend.browser and lab is None and not url:
-        raise UnavailableError(f"the {name} desktop needs --lab NAME or --url URL")
-    if not backend.browser and (lab is not None or url):
+    if backend.browser:
+        target.require(name)
+    elif target.given:
         raise UnavailableError(
             f"--lab and --url need a desktop with a browser (--backend {either(lab_hosts())}), not {name!r}"
         )
     build = backend.builder_function()
-    desktop: Desktop = build(
-        size,
-        settings.backend_table(name),
-        lab=lab,
-        url=url,
-        allow_domains=allow_domains,
-        config_file=settings.config_file,
-    )
+    desktop: Desktop = build(size, settings.backend_table(name), target=target, config_file=settings.config_file)
     return desktop
 
 

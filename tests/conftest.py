@@ -161,9 +161,10 @@ def form_desktop() -> Iterator[Any]:
     """One local desktop on the form lab (Xvfb, openbox, Chromium in its sandbox), started once for the
     checks that only look at it (its processes, its sandbox from inside): none may act on its page."""
     from cua_tui.desktops.local import LocalDesktop
+    from cua_tui.desktops.target import Target
     from cua_tui.labs import get_lab
 
-    desktop = LocalDesktop(Size(1024, 720), lab=get_lab("form"))
+    desktop = LocalDesktop(Size(1024, 720), Target(get_lab("form")))
     desktop.start()
     yield desktop
     desktop.stop()

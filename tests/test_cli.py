@@ -310,13 +310,16 @@ def test_sigint_is_the_kill_switch(tmp_path: Path) -> None:
 
 def test_url_allow_entries() -> None:
     from cua_tui.desktops.egress import AllowList
-    from cua_tui.desktops.local import url_allow_entry
+    from cua_tui.desktops.target import Target, url_allow_entry
 
     assert url_allow_entry("http://localhost:8000/x") == ("http://127.0.0.1:8000/x", "127.0.0.1:8000")
     assert url_allow_entry("https://example.com/") == ("https://example.com/", "example.com:443")
     assert url_allow_entry("http://[::1]:8080/") == ("http://[::1]:8080/", "[::1]:8080")
     allow = AllowList.parse([url_allow_entry("http://[::1]:8080/")[1]])
     assert allow.judge("::1", 8080).allowed and not allow.judge("::1", 80).allowed
+    # a page's target: its origin and the domains beyond it; nothing started
+    start, allow = Target(url="http://localhost:8000/x", allow_domains=("docs.example.org",)).open()
+    assert start == "http://127.0.0.1:8000/x" and allow.entries == ("127.0.0.1:8000", "docs.example.org")
 
 
 @pytest.mark.parametrize(

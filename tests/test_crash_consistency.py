@@ -35,6 +35,7 @@ from cua_tui.core.supervisor import RunConfig, Supervisor
 from cua_tui.desktops.dry import DryDesktop
 from cua_tui.desktops.local import LocalDesktop
 from cua_tui.desktops.sim import PHRASE, SimDesktop
+from cua_tui.desktops.target import Target
 from cua_tui.labs import get_lab
 
 pytestmark = pytest.mark.timeout(240)
@@ -238,7 +239,7 @@ def alive(pid: int) -> bool:
 def local_child(runs: Path, ready: int) -> None:
     """Everything it needs is imported before the fork: a forked child must not take the import lock."""
     lab = get_lab("form")
-    desktop = LocalDesktop(Size(1024, 720), lab=lab)
+    desktop = LocalDesktop(Size(1024, 720), Target(lab))
     script = lab.script(None)
     # A first turn of moves and waits (3 s) keeps the desktop busy, so that each kill lands mid-run.
     busy = {"actions": [{"type": "move", "x": 100 + 40 * n, "y": 300} for n in range(4)] + [{"type": "wait"}] * 3}

@@ -242,11 +242,13 @@ def test_a_zoom_takes_only_a_picture_of_its_regions_size(tmp_path: Path, hostile
     from cua_tui.core.ports import DesktopError
     from cua_tui.core.rundir import RunDir
     from cua_tui.desktops.cwsandbox import CWSandboxDesktop, SandboxSettings
+    from cua_tui.desktops.target import Target
+    from cua_tui.labs import get_lab
 
     settings = SandboxSettings(
         api_key=KEY, base_url=os.environ["CWSANDBOX_BASE_URL"], step_timeout=10, image=HOST_IMAGE
     )
-    desktop = CWSandboxDesktop(Size(1024, 720), settings, lab="form")
+    desktop = CWSandboxDesktop(Size(1024, 720), Target(get_lab("form")), settings)
     desktop.bind_run(RunDir.create(tmp_path / "runs"))
     desktop.start()
     try:

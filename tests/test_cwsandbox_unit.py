@@ -25,6 +25,8 @@ from cua_tui.desktops.remote.wire import (
     parse_reply,
 )
 from cua_tui.desktops.remote.zipapp import helper_sha256, helper_zipapp
+from cua_tui.desktops.target import Target
+from cua_tui.labs import get_lab
 
 SIZE = Size(64, 48)
 
@@ -59,7 +61,21 @@ def test_a_reply_round_trips_and_every_length_is_checked() -> None:
 
 
 def desktop() -> CWSandboxDesktop:
-    return CWSandboxDesktop(SIZE, SandboxSettings(api_key="k"), lab="form")
+    return CWSandboxDesktop(SIZE, Target(get_lab("form")), SandboxSettings(api_key="k"))
+
+
+def test_the_target_travels_in_the_helper_spec_keys_it_always_had() -> None:
+    """The helper in the sandbox reads "lab" (by name: it serves the lab inside), "url" and "allow_domains",
+    each optional: a spec written before ``Target`` and the Docker backend's (its URL alone) read the same."""
+    spec = Target(get_lab("form"), None, ("docs.example.org",)).spec()
+    assert spec == {"lab": "form", "url": None, "allow_domains": ["docs.example.org"]}
+    read = Target.from_spec(spec, get_lab)
+    assert read.lab is not None and read.lab.name == "form" and read.allow_domains == ("docs.example.org",)
+    old = {"socket": "/run/s", "screen": "1024x720", "lab": None, "url": "http://localhost:8000/"}
+    assert Target.from_spec(old, get_lab) == Target(url="http://localhost:8000/")
+    assert Target.from_spec({"url": "http://127.0.0.1:9/"}, get_lab) == Target(url="http://127.0.0.1:9/")
+    with pytest.raises(ValueError, match=r"^the cwsandbox desktop needs --lab NAME or --url URL$"):
+        CWSandboxDesktop(SIZE, Target(allow_domains=("docs.example.org",)), SandboxSettings(api_key="k"))
 
 
 def test_screenshots_from_the_sandbox_are_checked_before_decoding() -> None:

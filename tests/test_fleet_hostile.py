@@ -597,6 +597,7 @@ def test_the_cwsandbox_client_never_takes_the_signals_from_the_command_line(
     from cua_tui.core.geometry import Size
     from cua_tui.core.rundir import RunDir
     from cua_tui.desktops.cwsandbox import CWSandboxDesktop, SandboxSettings
+    from cua_tui.desktops.target import Target
 
     def ours(signum: int, frame: Any) -> None:
         raise AssertionError("not to be called")
@@ -604,7 +605,7 @@ def test_the_cwsandbox_client_never_takes_the_signals_from_the_command_line(
     previous = {s: signal.signal(s, ours) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         settings = SandboxSettings(api_key=KEY, base_url=hostile.base_url, step_timeout=10, image=HOST_IMAGE)
-        desktop = CWSandboxDesktop(Size(1024, 720), settings, lab="form")
+        desktop = CWSandboxDesktop(Size(1024, 720), Target(get_lab("form")), settings)
         desktop.bind_run(RunDir.create(tmp_path / "runs"))
         desktop.start()  # on this, the main thread
         desktop.stop()

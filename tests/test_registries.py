@@ -24,6 +24,7 @@ from cua_tui.core.tasks import TasksError, parse_tasks
 from cua_tui.core.text import either
 from cua_tui.desktops import BACKENDS, Backend, Leftovers, lab_hosts
 from cua_tui.desktops.sim import SimDesktop
+from cua_tui.desktops.target import Target
 from cua_tui.factory import UnavailableError, make_agent, make_desktop, versions
 from cua_tui.fleet_runner import concurrency_for, local_desktop_limit
 
@@ -69,7 +70,7 @@ built: list[ToyTable | None] = []
 stopped: list[str] = []
 
 
-def build_toy(size: Size, table: ToyTable | None, *, lab: object, url: str | None, **_: object) -> SimDesktop:
+def build_toy(size: Size, table: ToyTable | None, *, target: Target, **_: object) -> SimDesktop:
     built.append(table)
     return SimDesktop(size, verifier=False)  # no verdict: the run ends "finished"
 
@@ -188,11 +189,11 @@ def test_a_throwaway_backend_brings_its_table_builder_memory_rule_and_leftovers(
     assert settings.backend_table("toy", {}).colour == "red"
     assert settings.backend_table("toy", {"TOY_COLOUR": "blue"}).colour == "blue"  # the environment wins
     assert "toy-secret" not in repr(settings)
-    desktop = make_desktop("toy", Size(640, 480), settings=settings)
+    desktop = make_desktop("toy", Size(640, 480), target=Target(), settings=settings)
     assert isinstance(desktop, SimDesktop) and built == [settings.backend_table("toy", {})]
     # no browser: a lab or a URL is refused naming the backends that have one
     with pytest.raises(UnavailableError, match=rf"--backend {either(lab_hosts())}\), not 'toy'"):
-        make_desktop("toy", Size(640, 480), url="https://example.org/", settings=settings)
+        make_desktop("toy", Size(640, 480), target=Target(url="https://example.org/"), settings=settings)
     assert "toy" not in lab_hosts()
     # its desktops run here: the fleet's memory rule clamps it as it does local
     assert concurrency_for("toy", 10_000, 10_000)[0] == local_desktop_limit()
@@ -221,7 +222,7 @@ def test_an_unknown_vendor_or_backend_is_one_usage_line_naming_the_registered(tm
     with pytest.raises(UnknownVendor):
         settings.api_key("nonesuch")  # never another vendor's key
     with pytest.raises(Unavailable) as backend:
-        make_desktop("nonesuch", Size(640, 480), settings=settings)
+        make_desktop("nonesuch", Size(640, 480), target=Target(), settings=settings)
     names = ", ".join(BACKENDS)
     assert str(backend.value) == f"unknown desktop backend 'nonesuch'; choose one of {names}"
     assert names.startswith("local, cwsandbox, docker, dry, sim")

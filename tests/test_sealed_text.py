@@ -14,6 +14,8 @@ from cua_tui.desktops.cwsandbox import CWSandboxDesktop, SandboxSettings
 from cua_tui.desktops.remote.call import _with_key
 from cua_tui.desktops.remote.sealed import SealError, new_key, seal, unseal
 from cua_tui.desktops.remote.wire import action_to_wire
+from cua_tui.desktops.target import Target
+from cua_tui.labs import get_lab
 
 
 @pytest.mark.parametrize("text", ["", "hello", "héllo\nwörld\t✓", "\ud800 lone", "x" * 100_000])
@@ -44,7 +46,7 @@ def test_two_seals_of_the_same_text_differ() -> None:
 
 
 def test_a_step_request_carries_the_text_sealed() -> None:
-    desktop = CWSandboxDesktop(Size(64, 48), SandboxSettings(api_key="k"), lab="form")
+    desktop = CWSandboxDesktop(Size(64, 48), Target(get_lab("form")), SandboxSettings(api_key="k"))
     request = {"op": "perform", "action": action_to_wire(Action(Kind.TYPE, text="correct horse"))}
     wire = desktop._sealed(request)
     assert "correct horse" not in json.dumps(wire)

@@ -31,8 +31,9 @@ class Backend:
     # it opens a lab or a page in a browser: what --lab, --url and a tasks file's lab and url need
     browser: bool
     about: str  # its words in --backend's help
-    # "module:function" (size, table, *, lab, url, allow_domains, settings) -> Desktop; ``table`` is its
-    # settings table as decoded (the environment applied), None for a backend without one
+    # "module:function" (size, table, *, target, config_file) -> Desktop; ``table`` is its settings table as
+    # decoded (the environment applied), None for a backend without one; ``target`` what it opens
+    # (target.py: empty for a backend without a browser)
     builder: str
     # where its desktop runs and what keeps it in, in a few words: docs/backends/index.md's table (checked)
     isolation: str

@@ -27,7 +27,7 @@ import msgspec
 from ..core import events as ev
 from ..core.errors import Unavailable
 from ..core.geometry import Size
-from ..core.ports import DesktopError, Lab, Verification
+from ..core.ports import DesktopError, Verification
 from ..core.text import one_line, truncate
 from . import Leftovers, quiet
 from .remote.desktop import HelperDesktop
@@ -35,6 +35,7 @@ from .remote.replies import STDERR_CAP, egress_events, verdict
 from .remote.sealed import new_key, seal
 from .remote.wire import MAX_EGRESS_PER_REPLY, Blobs
 from .remote.zipapp import helper_sha256, helper_zipapp
+from .target import Target
 
 TAG = "cua-tui"
 RUN_TAG_PREFIX = "cua-tui-run-"
@@ -197,21 +198,10 @@ def sandbox_options(table: CWSandboxTable | None, config_file: object) -> Sandbo
     )
 
 
-def build(
-    size: Size,
-    table: CWSandboxTable | None,
-    *,
-    lab: Lab | None,
-    url: str | None,
-    allow_domains: tuple[str, ...],
-    config_file: object,
-) -> CWSandboxDesktop:
+def build(size: Size, table: CWSandboxTable | None, *, target: Target, config_file: object) -> CWSandboxDesktop:
     """The backend's builder (desktops/__init__.py): the endpoint and key from cwsandbox's variables or the
     settings' table."""
-    options = sandbox_options(table, config_file)
-    return CWSandboxDesktop(
-        size, options, lab=lab.name if lab is not None else None, url=url, allow_domains=allow_domains
-    )
+    return CWSandboxDesktop(size, target, sandbox_options(table, config_file))
 
 
 def leftovers(settings: Any) -> Leftovers:
@@ -286,22 +276,12 @@ class CWSandboxDesktop(HelperDesktop):
 
     name = "cwsandbox"
 
-    def __init__(
-        self,
-        size: Size,
-        settings: SandboxSettings,
-        *,
-        lab: str | None = None,
-        url: str | None = None,
-        allow_domains: tuple[str, ...] = (),
-    ) -> None:
-        if not lab and not url:
-            raise ValueError("the cwsandbox desktop needs --lab NAME or --url URL")
+    def __init__(self, size: Size, target: Target, settings: SandboxSettings) -> None:
+        target.require(self.name)
         super().__init__(size, step_timeout=settings.step_timeout)
         self.settings = settings
-        self.lab = lab
-        self.url = url
-        self.allow_domains = tuple(allow_domains)
+        # the lab is served inside, by the helper: it travels by name (``Target.spec``)
+        self.target = target
         self._process: Any = None  # the exec in flight
         self._egress_recorded = 0
         self.wire_timing: dict[str, float] = {}
@@ -379,9 +359,7 @@ class CWSandboxDesktop(HelperDesktop):
         spec = {
             "socket": self.files.socket,
             "screen": str(self.size),
-            "lab": self.lab,
-            "url": self.url,
-            "allow_domains": list(self.allow_domains),
+            **self.target.spec(),
             "start_timeout": self.settings.start_timeout,
         }
         serve = ["python3", self.files.helper, "serve", json.dumps(spec)]
@@ -441,8 +419,8 @@ class CWSandboxDesktop(HelperDesktop):
 
     def _hosts(self) -> list[str]:
         hosts = list(INSTALL_HOSTS) if self.settings.installs else []
-        if self.url:
-            host = urlsplit(self.url).hostname
+        if self.target.url:
+            host = urlsplit(self.target.url).hostname
             if host and host not in ("localhost", "127.0.0.1", "::1") and host not in hosts:
                 hosts.append(host)
         return hosts

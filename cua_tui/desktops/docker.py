@@ -24,7 +24,7 @@ import msgspec
 from ..core import events as ev
 from ..core.errors import Unavailable
 from ..core.geometry import Size
-from ..core.ports import DesktopError, Lab, Verification
+from ..core.ports import DesktopError, Verification
 from ..core.text import failure, truncate
 from . import Leftovers
 from .docker_engine import (
@@ -39,11 +39,11 @@ from .docker_engine import (
     run_bounded,
 )
 from .egress import EgressProxy
-from .local import start_target
 from .remote.desktop import HelperDesktop
 from .remote.replies import REPLY_CAP
 from .remote.wire import Blobs
 from .remote.zipapp import helper_sha256, helper_zipapp
+from .target import Target
 
 DEFAULT_IMAGE = "cua-tui-desktop:latest"  # scripts/setup.sh docker builds and tags it
 UID = GID = 1000  # the image's ``agent``
@@ -347,24 +347,13 @@ class DockerDesktop(HelperDesktop):
 
     name = "docker"
 
-    def __init__(
-        self,
-        size: Size,
-        settings: DockerSettings | None = None,
-        *,
-        lab: Lab | None = None,
-        url: str | None = None,
-        allow_domains: tuple[str, ...] = (),
-    ) -> None:
-        if lab is None and not url:
-            raise ValueError("the docker desktop needs --lab NAME or --url URL")
+    def __init__(self, size: Size, target: Target, settings: DockerSettings | None = None) -> None:
+        target.require(self.name)
         settings = settings or DockerSettings()
         super().__init__(size, step_timeout=settings.step_timeout)
         self.settings = settings
         self.engine = Engine(settings.docker)
-        self.lab = lab
-        self.url = url
-        self.allow_domains = tuple(allow_domains)
+        self.target = target
         self._workspace: Path | None = None
         self._egress_socket: Path | None = None
         self._proxy: EgressProxy | None = None
@@ -433,7 +422,7 @@ class DockerDesktop(HelperDesktop):
         # this controller's: only the socket in it is mounted, read-only
         egress = ws / "egress"
         egress.mkdir(mode=0o700)
-        start_url, allow = start_target(self.lab, self.url, self.allow_domains)
+        start_url, allow = self.target.open()
         self._egress_socket = egress / "proxy.sock"
         self._proxy = EgressProxy(self._egress_socket, allow, on_event=self._on_egress)
         self._proxy.start()  # before the create: the mount's source must exist
@@ -548,7 +537,7 @@ class DockerDesktop(HelperDesktop):
 
     def verify(self) -> Verification | None:
         """The lab's verdict, here: from what its server saw, this proxy's records and the downloads."""
-        if self.lab is None:
+        if self.target.lab is None:
             return None
         _header, blobs = self._request({"op": "downloads"}, timeout=self.step_timeout)
         assert self._workspace is not None
@@ -564,8 +553,7 @@ class DockerDesktop(HelperDesktop):
             self._proxy.wait_quiet()
         # The lab's server and this proxy run in the controller: the container only handed over
         # files.
-        verdict: Verification = self.lab.verify(folder, self.egress())
-        return verdict.in_controller()
+        return self.target.verify(folder, self.egress())
 
     def release_all(self) -> None:
         """Release held input, unless a stop is under way (the container goes, input with it), the
@@ -603,9 +591,7 @@ class DockerDesktop(HelperDesktop):
             problem = str(exc)
         if self._proxy is not None:
             self._proxy.stop()
-        if self.lab is not None:
-            with contextlib.suppress(Exception):
-                self.lab.stop()
+        self.target.stop()
         if self._requests.acquire(timeout=5):
             # the request in flight has given up: close its pipes
             try:
@@ -640,22 +626,14 @@ class DockerTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, froz
     image: str | None = None  # None: DEFAULT_IMAGE (the one ``scripts/setup.sh docker`` builds)
 
 
-def build(
-    size: Size,
-    table: DockerTable | None,
-    *,
-    lab: Lab | None,
-    url: str | None,
-    allow_domains: tuple[str, ...],
-    **_: object,
-) -> DockerDesktop:
+def build(size: Size, table: DockerTable | None, *, target: Target, **_: object) -> DockerDesktop:
     """The backend's builder (desktops/__init__.py): an engine that is missing, not running or without the
     image is refused here, in one line, before anything starts."""
     options = DockerSettings(image=table.image) if table is not None and table.image else DockerSettings()
     problem = Engine(options.docker).problem(options.image)
     if problem:
         raise Unavailable(problem)
-    return DockerDesktop(size, options, lab=lab, url=url, allow_domains=allow_domains)
+    return DockerDesktop(size, target, options)
 
 
 def leftovers(settings: object) -> Leftovers:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..core.actions import Action, Kind
 from ..core.geometry import Size
 from ..core.imaging import blank_frame, crop_frame
-from ..core.ports import BaseDesktop, Frame, Lab, StepResult, Verification
+from ..core.ports import BaseDesktop, Frame, StepResult, Verification
 
 
 class DryDesktop(BaseDesktop):
@@ -45,8 +45,6 @@ class DryDesktop(BaseDesktop):
         return None
 
 
-def build(
-    size: Size, table: None, *, lab: Lab | None, url: str | None, allow_domains: tuple[str, ...], **_: object
-) -> DryDesktop:
+def build(size: Size, table: None, **_: object) -> DryDesktop:
     """The backend's builder (desktops/__init__.py): a blank screen of ``size``; no lab, no page."""
     return DryDesktop(size)

@@ -21,17 +21,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from ..core import events as ev
 from ..core.actions import Action
 from ..core.geometry import Size
-from ..core.ports import BaseDesktop, DesktopError, Frame, Lab, StepResult, Verification
+from ..core.ports import BaseDesktop, DesktopError, Frame, StepResult, Verification
 from ..core.stale import ScreenCheck
 from ..core.text import failure
 from ..procs import kill_group
 from . import quiet
-from .egress import AllowList, EgressProxy, relay_command
+from .egress import EgressProxy, relay_command
 from .isolation import (
     NAMESPACES,
     SANDBOX_NAME,
@@ -42,6 +41,7 @@ from .isolation import (
     openbox_env,
     openbox_files,
 )
+from .target import Target
 from .x11 import X11Session, grant_local_user
 
 INNER_PROXY_PORT = 3128
@@ -89,36 +89,6 @@ def sweep_stale_workspaces(root: Path | None = None) -> list[Path]:
                     link.unlink()
                     Path(f"/tmp/.{link.name}-lock").unlink(missing_ok=True)
     return removed
-
-
-def url_allow_entry(url: str) -> tuple[str, str]:
-    """The URL to open and the allow-list entry for its origin. ``localhost`` becomes 127.0.0.1: the proxy
-    refuses names that resolve to loopback or private addresses, but allows an explicit loopback IP."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise DesktopError(f"--url must be an http(s) URL, not {url!r}", fatal=True)
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        raise DesktopError(f"--url has an invalid port: {url!r}", fatal=True) from None
-    host = parts.hostname
-    if host == "localhost":
-        host = "127.0.0.1"
-        netloc = f"127.0.0.1:{port}" if parts.port else "127.0.0.1"
-        url = parts._replace(netloc=netloc).geturl()
-    entry = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    return url, entry
-
-
-def start_target(lab: Lab | None, url: str | None, allow_domains: tuple[str, ...]) -> tuple[str, AllowList]:
-    """Start the lab (if any); the URL the browser opens and the proxy's allow-list (its origin and
-    ``allow_domains``)."""
-    if lab is not None:
-        lab.start()
-        return lab.start_url, AllowList.parse([lab.allow_entry, *allow_domains])
-    assert url is not None
-    start_url, entry = url_allow_entry(url)
-    return start_url, AllowList.parse([entry, *allow_domains])
 
 
 class FirstPaint:
@@ -191,23 +161,18 @@ class LocalDesktop(BaseDesktop):
     def __init__(
         self,
         size: Size,
+        target: Target,
         *,
-        url: str | None = None,
-        lab: Lab | None = None,
-        allow_domains: tuple[str, ...] = (),
         start_timeout: float = 30.0,
         bubblewrap: bool = True,
         egress_socket: str | None = None,
         browser_sandbox: bool = True,
     ) -> None:
-        if lab is None and not url:
-            raise ValueError("the local desktop needs --lab NAME or --url URL")
-        if egress_socket is not None and (lab is not None or not url):
+        target.require(self.name)
+        if egress_socket is not None and target.lab is not None:
             raise ValueError("with an outside proxy the lab runs outside too: give its URL")
         self.size = size
-        self.lab = lab
-        self.url = url
-        self.allow_domains = tuple(allow_domains)
+        self.target = target
         self.start_timeout = start_timeout
         self.bubblewrap = bubblewrap
         self.egress_socket = egress_socket
@@ -377,11 +342,10 @@ class LocalDesktop(BaseDesktop):
 
     def _start_proxy(self, run: Path, uid: int) -> str:
         """Start the lab (if any) and the allow-list proxy on its socket in ``run``; return the start URL.
-        With an outside proxy (``egress_socket``) nothing starts here."""
+        With an outside proxy (``egress_socket``) nothing starts here: the target is a page."""
+        start_url, allow = self.target.open()
         if self.egress_socket is not None:
-            assert self.url is not None
-            return url_allow_entry(self.url)[0]
-        start_url, allow = start_target(self.lab, self.url, self.allow_domains)
+            return start_url
         self._proxy = EgressProxy(run / "proxy.sock", allow, on_event=self._on_egress)
         self._proxy.start()
         _own(run / "proxy.sock", uid, 0o600)
@@ -443,7 +407,7 @@ class LocalDesktop(BaseDesktop):
         """Wait until the browser painted its page and the screen settled (see ``FirstPaint``)."""
         assert self._x11 is not None
         # a lab's page has text: it waits for the text
-        watch = FirstPaint(flat_page=self.lab is None)
+        watch = FirstPaint(flat_page=self.target.lab is None)
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if self._procs["browser"].poll() is not None:
@@ -498,16 +462,10 @@ class LocalDesktop(BaseDesktop):
             self._x11.release_all()
 
     def verify(self) -> Verification | None:
-        if self.lab is None:
-            return None
-        if self._proxy is not None:
+        if self.target.lab is not None and self._proxy is not None:
             # a request the last action caused is judged (and logged) too
             self._proxy.wait_quiet()
-        # The lab's server is a thread of this process, so this process judged. Inside a remote
-        # sandbox's helper this process is the sandbox's: the helper sends only the verdict, the
-        # controller says where.
-        verdict: Verification = self.lab.verify(self.downloads, self.egress())
-        return verdict.in_controller()
+        return self.target.verify(self.downloads, self.egress())
 
     def stop(self) -> None:
         """Stop everything and delete the workspace. Idempotent; safe from any thread."""
@@ -523,9 +481,7 @@ class LocalDesktop(BaseDesktop):
             kill_group(proc)
         if self._proxy is not None:
             self._proxy.stop()
-        if self.lab is not None:
-            with contextlib.suppress(Exception):
-                self.lab.stop()
+        self.target.stop()
         if self._display:
             number = self._display.lstrip(":")
             for leftover in (Path(f"/tmp/.X{number}-lock"), Path(f"/tmp/.X11-unix/X{number}")):
@@ -756,8 +712,6 @@ def _descendant(pid: int, comm: str) -> int | None:
     return None
 
 
-def build(
-    size: Size, table: None, *, lab: Lab | None, url: str | None, allow_domains: tuple[str, ...], **_: object
-) -> LocalDesktop:
+def build(size: Size, table: None, *, target: Target, **_: object) -> LocalDesktop:
     """The backend's builder (desktops/__init__.py): the lab or page in a local Xvfb + Chromium."""
-    return LocalDesktop(size, lab=lab, url=url, allow_domains=allow_domains)
+    return LocalDesktop(size, target)

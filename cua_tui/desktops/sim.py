@@ -19,7 +19,7 @@ from PIL import Image, ImageDraw, ImageFont
 from ..core.actions import Action, Kind
 from ..core.geometry import Size
 from ..core.imaging import crop_frame, encode_png
-from ..core.ports import BaseDesktop, DesktopError, Frame, Lab, StepResult, Verification
+from ..core.ports import BaseDesktop, DesktopError, Frame, StepResult, Verification
 
 PHRASE = "cua-tui verified"
 DEFAULT_SIZE = Size(1024, 720)
@@ -289,8 +289,6 @@ class SimDesktop(BaseDesktop):
         return encode_png(img)
 
 
-def build(
-    size: Size, table: None, *, lab: Lab | None, url: str | None, allow_domains: tuple[str, ...], **_: object
-) -> SimDesktop:
+def build(size: Size, table: None, **_: object) -> SimDesktop:
     """The backend's builder (desktops/__init__.py): the simulated form app at ``size``."""
     return SimDesktop(size)

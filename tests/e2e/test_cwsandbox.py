@@ -25,6 +25,7 @@ from cua_tui.core.audit import VerifyExit, verify_run
 from cua_tui.core.geometry import Size
 from cua_tui.core.ports import process_user
 from cua_tui.desktops.cwsandbox import CWSandboxDesktop, SandboxSettings
+from cua_tui.desktops.target import Target
 from cua_tui.labs import get_lab
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -188,7 +189,7 @@ def test_injection_lab_without_bubblewrap_says_so(tmp_path: Path, monkeypatch: p
 # ---------------------------------------------------------------------------------------------------
 def desktop_run(tmp_path: Path, service: LocalService, *, step_timeout: float = 30.0, **run_options: Any) -> Any:
     settings = SandboxSettings(base_url=service.base_url, api_key=KEY, step_timeout=step_timeout, image="local")
-    desktop = CWSandboxDesktop(Size(1024, 720), settings, lab="form")
+    desktop = CWSandboxDesktop(Size(1024, 720), Target(get_lab("form")), settings)
     recorder = Recorder()
     options = RunOptions(
         backend="cwsandbox",
@@ -392,7 +393,9 @@ def test_a_failed_exec_never_records_the_typed_text(tmp_path: Path, service: Loc
             run.options,
             script=script,
             desktop=CWSandboxDesktop(
-                Size(1024, 720), SandboxSettings(base_url=service.base_url, api_key=KEY, image="local"), lab="form"
+                Size(1024, 720),
+                Target(get_lab("form")),
+                SandboxSettings(base_url=service.base_url, api_key=KEY, image="local"),
             ),
         )
     )

@@ -36,6 +36,7 @@ from cua_tui.core.ports import process_user
 from cua_tui.core.rundir import RunDir
 from cua_tui.desktops.docker import DEFAULT_IMAGE, TMPFS, DockerDesktop, DockerSettings, hardening
 from cua_tui.desktops.docker_engine import Engine, EngineSecurity
+from cua_tui.desktops.target import Target
 from cua_tui.labs import get_lab
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -159,7 +160,7 @@ def test_every_lab_passes_in_the_container(engine: Engine, tmp_path: Path, lab: 
 
 def test_the_exec_transport_runs_a_lab_too(engine: Engine, tmp_path: Path) -> None:
     """One ``docker exec`` per request (the benchmark's other side) drives the same run to its end."""
-    desktop = DockerDesktop(Size(1024, 720), DockerSettings(transport="exec"), lab=get_lab("form"))
+    desktop = DockerDesktop(Size(1024, 720), Target(get_lab("form")), DockerSettings(transport="exec"))
     run, _recorder = lab_run(tmp_path, "form", "approve", desktop=desktop)
     result = run.run()
     assert result.status == "passed", result.reason
@@ -171,7 +172,7 @@ def test_the_exec_transport_runs_a_lab_too(engine: Engine, tmp_path: Path) -> No
 # ---------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def running(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerDesktop]:
-    desktop = DockerDesktop(Size(1024, 720), lab=get_lab("form"))
+    desktop = DockerDesktop(Size(1024, 720), Target(get_lab("form")))
     desktop.bind_run(RunDir.create(tmp_path_factory.mktemp("docker-runs")))
     desktop.start()
     try:

@@ -31,6 +31,7 @@ from cua_tui.core.actions import parse_openai
 from cua_tui.core.geometry import Scaling, Size
 from cua_tui.desktops import isolation, quiet
 from cua_tui.desktops.local import FIRST_PAINT_QUIET, FLAT_PAGE_WAIT, FirstPaint, LocalDesktop
+from cua_tui.desktops.target import Target
 from cua_tui.labs import get_lab
 
 SIZE = Size(1024, 720)
@@ -180,7 +181,7 @@ def test_a_hijacked_window_manager_config_runs_nothing_and_nothing_reaches_the_h
     outside = Path(tempfile.mkdtemp(prefix="cua-outside-", dir="/tmp"))
     os.chmod(outside, 0o777)  # writable by the sandbox uid, were it ever able to see it
     try:
-        with running(LocalDesktop(SIZE, lab=get_lab("form"))) as desktop:
+        with running(LocalDesktop(SIZE, Target(get_lab("form")))) as desktop:
             assert desktop.workspace is not None
             home = desktop.workspace / "home"
             config = desktop.workspace / "run" / "openbox"
@@ -362,7 +363,7 @@ def test_a_world_readable_host_file_is_not_visible_inside(form_desktop: LocalDes
 @pytest.mark.e2e
 def test_two_desktops_get_their_own_uids_and_cannot_read_each_other(form_desktop: LocalDesktop) -> None:
     one = form_desktop
-    with running(LocalDesktop(SIZE, lab=get_lab("form"))) as two:
+    with running(LocalDesktop(SIZE, Target(get_lab("form")))) as two:
         assert one.workspace is not None and two.workspace is not None
         assert one.display is not None and two.display is not None
         uid_one, uid_two = one.isolation["uid"], two.isolation["uid"]
@@ -444,7 +445,7 @@ def test_without_root_the_sandbox_runs_as_the_callers_uid_and_says_so(
     lease = isolation.lease_uid(tmp_path / "locks")
     assert (lease.uid, lease.per_run) == (4242, False)
     assert not (tmp_path / "locks").exists()  # nothing to lock: no range to take from
-    desktop = LocalDesktop(SIZE, url="http://127.0.0.1:9/")
+    desktop = LocalDesktop(SIZE, Target(url="http://127.0.0.1:9/"))
     desktop._lease = lease
     info = desktop.isolation
     assert info["uid"] == 4242 and info["uid_per_run"] is False and "not root" in info["note"]
@@ -463,8 +464,9 @@ def test_a_killed_controllers_display_claim_is_swept() -> None:
         "import time\n"
         "from cua_tui.core.geometry import Size\n"
         "from cua_tui.desktops.local import LocalDesktop\n"
+        "from cua_tui.desktops.target import Target\n"
         "from cua_tui.labs import get_lab\n"
-        "d = LocalDesktop(Size(1024, 720), lab=get_lab('form'))\n"
+        "d = LocalDesktop(Size(1024, 720), Target(get_lab('form')))\n"
         "d.start()\n"
         "print(d.display, d.workspace, flush=True)\n"
         "time.sleep(60)\n"
@@ -506,7 +508,7 @@ def test_a_mostly_white_page_with_a_few_words_starts() -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Page)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        desktop = LocalDesktop(SIZE, url=f"http://127.0.0.1:{server.server_address[1]}/", start_timeout=20)
+        desktop = LocalDesktop(SIZE, Target(url=f"http://127.0.0.1:{server.server_address[1]}/"), start_timeout=20)
         started = time.monotonic()
         with running(desktop):
             took = time.monotonic() - started

@@ -27,6 +27,7 @@ from cua_tui.core.ports import Answer, process_user
 from cua_tui.core.rundir import RunDir
 from cua_tui.core.supervisor import RunConfig, RunResult, Supervisor
 from cua_tui.desktops.local import LocalDesktop, missing_programs
+from cua_tui.desktops.target import Target
 from cua_tui.labs import Lab, get_lab
 
 pytestmark = pytest.mark.e2e
@@ -48,7 +49,7 @@ class LabRun:
         policy: Policy | None = None,
     ) -> None:
         self.lab = get_lab(lab_name)
-        self.desktop = LocalDesktop(SIZE, lab=self.lab)
+        self.desktop = LocalDesktop(SIZE, Target(self.lab))
         script = Script.from_data(self.lab.script(variant))
         self.agent = ScriptAgent(script)
         policy = (policy or Policy.default()).with_regions(self.lab.regions())
@@ -216,7 +217,7 @@ def test_the_browser_namespace_has_no_route_out(form_desktop: LocalDesktop) -> N
     """Inside the browser's network namespace there is only lo: no route, and the host's loopback services
     (the lab itself) are unreachable except through the proxy."""
     desktop = form_desktop
-    lab = desktop.lab
+    lab = desktop.target.lab
     assert isinstance(lab, Lab)  # the desktop sees the port; its port number is the lab's own
     browser = desktop.processes()["browser"]
     inside = _namespace_member(browser)
@@ -316,7 +317,7 @@ def test_release_all_lets_go_of_held_keys_and_buttons(tmp_path: Path) -> None:
     from cua_tui.core.actions import parse_anthropic
     from cua_tui.core.geometry import Scaling
 
-    desktop = LocalDesktop(SIZE, lab=get_lab("form"))
+    desktop = LocalDesktop(SIZE, Target(get_lab("form")))
     desktop.start()
     try:
         scaling = Scaling.identity(SIZE)
@@ -353,8 +354,9 @@ def test_a_controller_killed_outright_leaves_no_desktop_behind(tmp_path: Path) -
         "import sys, time\n"
         "from cua_tui.core.geometry import Size\n"
         "from cua_tui.desktops.local import LocalDesktop\n"
+        "from cua_tui.desktops.target import Target\n"
         "from cua_tui.labs import get_lab\n"
-        "d = LocalDesktop(Size(1024, 720), lab=get_lab('form'))\n"
+        "d = LocalDesktop(Size(1024, 720), Target(get_lab('form')))\n"
         "d.start()\n"
         "print(' '.join(str(p) for p in d.processes().values()), d.workspace, flush=True)\n"
         "time.sleep(60)\n"

@@ -16,6 +16,7 @@ from cua_tui.core.geometry import Size
 from cua_tui.core.imaging import ScreenLimit, encode_png
 from cua_tui.core.screentext import ScreenTextUnavailable
 from cua_tui.desktops.local import LocalDesktop
+from cua_tui.desktops.target import Target
 from cua_tui.labs import get_lab
 from cua_tui.labs.base import Box
 from cua_tui.ocr import INSTALL, OcrFailed, OcrUnavailable, ScreenReader, sha256
@@ -33,7 +34,7 @@ def shots() -> dict[str, bytes]:
 
     out = {}
     for name in ("injection", "form", "search-export"):
-        desktop = LocalDesktop(Size(1024, 720), lab=get_lab(name))
+        desktop = LocalDesktop(Size(1024, 720), Target(get_lab(name)))
         try:
             desktop.start()
             if name == "search-export":  # the Query box shows once Filters is clicked

@@ -108,6 +108,7 @@ class Resident:
 
     def __init__(self, spec: dict[str, Any], get_lab: Callable[[str], Lab]) -> None:
         from ..local import LocalDesktop
+        from ..target import Target
 
         self.size = Size.parse(spec["screen"])
         wanted = spec.get("bubblewrap", "auto")
@@ -117,12 +118,9 @@ class Resident:
         sandboxed, self.browser_sandbox_note = (
             probe_browser_sandbox() if browser == "auto" else (browser is not False, "as the run's spec says")
         )
-        lab = get_lab(spec["lab"]) if spec.get("lab") else None
         self.desktop = LocalDesktop(
             self.size,
-            lab=lab,
-            url=spec.get("url"),
-            allow_domains=tuple(spec.get("allow_domains", ())),
+            Target.from_spec(spec, get_lab),
             bubblewrap=works,
             start_timeout=float(spec.get("start_timeout", 30.0)),
             egress_socket=spec.get("egress_socket"),
