@@ -79,8 +79,13 @@ ensure_env() {
   log "python: $py ($("$py" -c 'import sys; print(sys.version.split()[0])'))"
   # Bytecode compiled once here, as pip does at install: where PYTHONDONTWRITEBYTECODE is set (this project's
   # machines set it) every process would otherwise compile every module it imports, the CLI's start twice
-  # as slow (a sim run: 0.55 s against 0.31 s); the checkout's own modules too, for every run.
-  "$uv" sync --frozen --quiet --compile-bytecode --python "$py"
+  # as slow (a sim run: 0.55 s against 0.31 s); the checkout's own modules too, for every run. The test job
+  # (ensure_env lazy) lets its processes write what they import instead: the 8,500 files of every package
+  # took 8 s to compile on a fresh install, the suite imports a fraction of them; a later job compiles the
+  # rest.
+  local compile=--compile-bytecode
+  [ "${1:-}" != lazy ] || compile=
+  "$uv" sync --frozen --quiet ${compile:+"$compile"} --python "$py"
   .venv/bin/python -m compileall -q -j 0 cua_tui >/dev/null
   link_entry_point
 }
@@ -179,7 +184,7 @@ case "$job" in
     exec .venv/bin/cua-tui demo "$@" ;;
   test)
     deb_install "${DEB_TEST[@]}"
-    ensure_env
+    ensure_env lazy
     ensure_docker
     # pytest writes its rewritten test modules (and Python the bytecode of bench/ and the tests' helpers)
     # where PYTHONDONTWRITEBYTECODE would have every process compile them again: each pytest process then
