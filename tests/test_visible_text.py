@@ -42,8 +42,13 @@ from cua_tui.core.text import (
 # an inhibit-symmetric-swapping format character, two Hangul fillers and an interlinear annotation anchor.
 TAGS = "".join(chr(0xE0000 + ord(c)) for c in "evil")
 HELLO = "h\u200be\u00adl\u034fl\ufe0fo" + TAGS + "\u2028\u206a\u3164\uffa0\ufff9"
-EVERY = "".join(chr(c) for c in range(sys.maxunicode + 1))  # every code point, lone surrogates included
 IGNORABLE = frozenset(c for a, b in DEFAULT_IGNORABLE for c in range(a, b + 1))
+
+
+@functools.cache
+def every() -> str:
+    """Every code point, lone surrogates included (made once, when a test asks: not at collection)."""
+    return "".join(chr(c) for c in range(sys.maxunicode + 1))
 
 
 def is_hidden(code: int) -> bool:
@@ -92,9 +97,9 @@ def test_one_predicate_over_every_code_point() -> None:
 @pytest.mark.beside  # computes and measures nothing: on the CPU the other parts leave
 def test_visible_shows_every_flagged_code_point_and_draws_nothing_hidden() -> None:
     for keep_newlines in (False, True):
-        parts = visible_parts(EVERY, keep_newlines=keep_newlines)
+        parts = visible_parts(every(), keep_newlines=keep_newlines)
         shown = "".join(part for part, _ in parts)
-        assert shown == visible(EVERY, keep_newlines=keep_newlines)
+        assert shown == visible(every(), keep_newlines=keep_newlines)
         assert draws_nothing_hidden(shown, but="\n")
         stand_ins = [part for part, escaped in parts if escaped]
         newlines = 1 if keep_newlines else 0
@@ -134,9 +139,9 @@ def test_one_line_keeps_every_space_but_the_ascii_ones_for_visible_to_show() -> 
 # The editor's escaping: every flagged character, and back
 # ---------------------------------------------------------------------------------------------------
 def test_the_editors_form_goes_back_exactly_over_every_code_point() -> None:
-    written = escape_text(EVERY)
+    written = escape_text(every())
     assert draws_nothing_hidden(written)
-    assert unescape_text(written) == EVERY
+    assert unescape_text(written) == every()
     assert unescape_text("\\U000e0041\\u200b\\x1b") == "\U000e0041\u200b\x1b"
     with pytest.raises(ActionError, match="not a code point"):
         unescape_text("\\U00110000")
