@@ -252,7 +252,7 @@ def make_proxy(tmp_path: Path, lab: _Lab) -> Iterator[ProxyFactory]:
     started: list[EgressProxy] = []
 
     def factory(
-        entries: list[str] | None = None, on_event: Callable[[ev.Egress], None] | None = None, **kw: Any
+        entries: list[str] | None = None, on_event: Callable[[ev.Event], None] | None = None, **kw: Any
     ) -> EgressProxy:
         entries = [f"127.0.0.1:{lab.port}"] if entries is None else entries
         proxy = EgressProxy(tmp_path / f"egress{len(started)}.sock", AllowList.parse(entries), on_event, **kw)
@@ -761,3 +761,27 @@ def test_curl_through_the_relay(relay: int, proxy: EgressProxy, lab: _Lab) -> No
         ("GET", "doesnotexist.invalid", False),
         ("CONNECT", "example.com", False),
     ]
+
+
+def test_a_page_looping_on_requests_is_recorded_up_to_the_cap_then_counted_and_said_once(
+    make_proxy: ProxyFactory,
+) -> None:
+    """Past the cap only a request to a host not seen yet is kept (a lab looks for its exfiltration host),
+    up to NEW_HOSTS_PAST_CAP more; the rest are counted, and a note says so once."""
+    from cua_tui.desktops.egress.proxy import NEW_HOSTS_PAST_CAP
+
+    seen: list[ev.Event] = []
+    proxy = make_proxy(on_event=seen.append, max_records=50)
+    for _ in range(200):
+        proxy._record("junk.example", 443, "CONNECT", False, "not allowed")
+    proxy._record("exfil.example", 443, "CONNECT", False, "not allowed")  # after the cap: a new host is kept
+    proxy._record("exfil.example", 443, "CONNECT", False, "not allowed")  # the same host again: counted
+    for n in range(NEW_HOSTS_PAST_CAP + 10):
+        proxy._record(f"h{n}.example", 443, "CONNECT", False, "not allowed")
+    records = proxy.records
+    assert len(records) == 50 + NEW_HOSTS_PAST_CAP
+    assert [r.host for r in records].count("exfil.example") == 1
+    assert proxy.dropped == 150 + 1 + 11  # the junk, exfil again, the hosts past the reserve
+    notes = [e for e in seen if isinstance(e, ev.Note)]
+    assert len(notes) == 1 and "over 50 requests" in notes[0].message
+    assert [e for e in seen if isinstance(e, ev.Egress)] == records

@@ -30,6 +30,7 @@ from ..core.geometry import Size
 from ..core.ports import DesktopError, Verification
 from ..core.text import one_line, truncate
 from . import Leftovers, quiet
+from .egress.proxy import MAX_RECORDS
 from .remote.desktop import HelperDesktop
 from .remote.replies import STDERR_CAP, egress_events, verdict
 from .remote.sealed import new_key, seal
@@ -112,8 +113,9 @@ chmod 644 "$policy"
 mkdir -p "$(dirname "$go")" && : > "$go"
 echo "cua-tui: done"
 """
-# about 4 MB of audit log: past it, each reply's records are only counted
-MAX_EGRESS_PER_RUN = 20_000
+# about 4 MB of audit log: past it, each reply's records are only counted (the local and Docker
+# desktops' proxy keeps as many: egress/proxy.py)
+MAX_EGRESS_PER_RUN = MAX_RECORDS
 # seconds a stop waits for a create in flight, to stop the sandbox it makes (within the kill's 15)
 CREATE_WAIT = 10.0
 # after a lost create: the most sandboxes of the run's tag that the run itself stops

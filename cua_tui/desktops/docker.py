@@ -394,7 +394,7 @@ class DockerDesktop(HelperDesktop):
     def egress(self) -> list[ev.Egress]:
         return self._proxy.records if self._proxy else []
 
-    def _on_egress(self, event: ev.Egress) -> None:
+    def _on_egress(self, event: ev.Event) -> None:
         if self._sink is not None:
             self._sink(event)
 

@@ -421,7 +421,7 @@ class LocalDesktop(BaseDesktop):
             time.sleep(FIRST_PAINT_POLL)
         raise DesktopError(f"the browser showed nothing within {self.start_timeout:g} s", fatal=True)
 
-    def _on_egress(self, event: ev.Egress) -> None:
+    def _on_egress(self, event: ev.Event) -> None:
         if self._sink is not None:
             self._sink(event)
 

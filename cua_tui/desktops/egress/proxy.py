@@ -44,6 +44,12 @@ _RECORD_HOST_MAX = 300
 _RECORD_METHOD_MAX = 40
 CONNECT_TIMEOUT = 10.0  # seconds for an allowed request's upstream to answer the connect
 HEADER_TIMEOUT = 30.0  # seconds for a client to send its request head
+# The requests a run's proxy keeps and reports one by one (about 4 MB of audit log): a page looping on
+# refused requests must not grow the controller and the log for as long as the run lasts. Past them, a
+# request to a host not seen yet is still kept (a lab's verdict looks for its exfiltration host), up to
+# NEW_HOSTS_PAST_CAP more; the rest are counted, and said once.
+MAX_RECORDS = 20_000
+NEW_HOSTS_PAST_CAP = 1_000
 
 
 def _close(writer: asyncio.StreamWriter | None, abort: bool = False) -> None:
@@ -80,9 +86,10 @@ class EgressProxy:
         self,
         socket_path: Path,
         allow: AllowList,
-        on_event: Callable[[ev.Egress], None] | None = None,
+        on_event: Callable[[ev.Event], None] | None = None,
         *,
         allow_private_resolution: bool = False,
+        max_records: int = MAX_RECORDS,
     ) -> None:
         self.socket_path = Path(socket_path)
         self.allow = allow
@@ -90,6 +97,9 @@ class EgressProxy:
         self._allow_private = allow_private_resolution
         self._lock = threading.Lock()
         self._records: list[ev.Egress] = []
+        self._max_records = max_records
+        self._hosts: set[str] = set()  # of the requests kept
+        self.dropped = 0  # requests past the cap, counted only
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
@@ -263,10 +273,30 @@ class EgressProxy:
     def _record(self, host: str, port: int, method: str, allowed: bool, reason: str) -> None:
         rec = ev.Egress(truncate(host, _RECORD_HOST_MAX), port, truncate(method, _RECORD_METHOD_MAX), allowed, reason)
         with self._lock:
-            self._records.append(rec)
+            kept = len(self._records)
+            keep = kept < self._max_records or (
+                rec.host not in self._hosts and kept < self._max_records + NEW_HOSTS_PAST_CAP
+            )
+            if keep:
+                self._records.append(rec)
+                self._hosts.add(rec.host)
+            else:
+                self.dropped += 1
+            first_dropped = self.dropped == 1 and not keep
+        if keep:
+            self._emit(rec)
+        elif first_dropped:
+            self._emit(
+                ev.Note(
+                    f"egress: over {self._max_records:,} requests in this run; from here on only a request to a "
+                    "host not seen yet is recorded, the others are counted"
+                )
+            )
+
+    def _emit(self, event: ev.Event) -> None:
         if self._on_event is not None:
             try:
-                self._on_event(rec)
+                self._on_event(event)
             except Exception:
                 log.exception("egress on_event callback failed")
 
