@@ -35,6 +35,7 @@ from cua_tui.tui.app import CuaApp
 from cua_tui.tui.batch import ActionRow, BatchPane
 from cua_tui.tui.decision_panel import DecisionPanel
 from cua_tui.tui.desktop_view import DesktopView
+from cua_tui.tui.replay import ReplayScreen
 from cua_tui.tui.run_screen import RunScreen, supervisor_app
 from cua_tui.tui.source import run_info
 
@@ -393,14 +394,21 @@ async def settle(pilot: Pilot[Any], timeout: float = 10.0) -> None:
     if type(app).__name__ == "FleetScreen":
         await _settle_fleet(pilot, timeout)
         return
-    if not isinstance(app, RunScreen):  # a replay: its first step's frame on screen
+    if isinstance(app, ReplayScreen):  # a replay: its first step's frame on screen, its log read and said so
+        replay = app
+
+        def shown() -> bool:
+            banner = replay.banner.content
+            return replay.desktop.settled and replay.index.done and "reading the log" not in str(banner)
+
         deadline = time.monotonic() + timeout
-        while not app.desktop.settled:  # type: ignore[attr-defined]
+        while not shown():
             if time.monotonic() > deadline:
                 raise TimeoutError("the replay did not settle on screen")
             await pilot.pause(0.02)
         await pilot.pause()
         return
+    assert isinstance(app, RunScreen)
     source = app.source
     assert isinstance(source, RecordedRun)
     reading = pilot.app.reading  # type: ignore[attr-defined]
