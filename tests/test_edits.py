@@ -22,9 +22,8 @@ from cua_tui.core.audit import verify_run
 from cua_tui.core.edits import Edited, apply_edit, check_edit, edit_note, editable
 from cua_tui.core.geometry import Scaling, Size
 from cua_tui.core.policy import Policy
-from cua_tui.core.ports import Answer, DecisionRequest, Ruling
+from cua_tui.core.ports import MSG_DECLINED, Answer, DecisionRequest, Ruling
 from cua_tui.core.run_view import RunView
-from cua_tui.core.supervisor import MSG_DECLINED
 
 SCREEN = Size(1024, 720)
 OPERATOR = "alice@desk-7"

@@ -17,8 +17,7 @@ from cua_tui.core import events as ev
 from cua_tui.core import grants
 from cua_tui.core.actions import Action, Kind
 from cua_tui.core.policy import Decision, Policy, Verdict
-from cua_tui.core.ports import Answer, DecisionRequest, Ruling
-from cua_tui.core.supervisor import MSG_DECLINED
+from cua_tui.core.ports import MSG_DECLINED, Answer, DecisionRequest, Ruling
 
 FIELD = (250, 182)
 OTHER_FIELD = (250, 400)

@@ -47,12 +47,18 @@ from cua_tui.core.approvers import FixedApprover
 from cua_tui.core.audit import verify_run
 from cua_tui.core.geometry import Size
 from cua_tui.core.policy import Policy
-from cua_tui.core.ports import AgentError, Answer, DecisionRequest, Frame, Ruling
-from cua_tui.core.rundir import RunDir
-from cua_tui.core.supervisor import (
+from cua_tui.core.ports import (
     MSG_DECLINED,
     MSG_NOT_EXECUTED,
     MSG_REFUSED,
+    AgentError,
+    Answer,
+    DecisionRequest,
+    Frame,
+    Ruling,
+)
+from cua_tui.core.rundir import RunDir
+from cua_tui.core.supervisor import (
     RunConfig,
     RunResult,
     Supervisor,

@@ -30,6 +30,11 @@ from cua_tui.core.audit import verify_run
 from cua_tui.core.geometry import Size
 from cua_tui.core.policy import Policy
 from cua_tui.core.ports import (
+    MSG_DECLINED,
+    MSG_NOT_EXECUTED,
+    MSG_OK,
+    MSG_REFUSED,
+    MSG_STALE,
     Answer,
     Approver,
     Call,
@@ -41,11 +46,6 @@ from cua_tui.core.ports import (
     Turn,
 )
 from cua_tui.core.supervisor import (
-    MSG_DECLINED,
-    MSG_NOT_EXECUTED,
-    MSG_OK,
-    MSG_REFUSED,
-    MSG_STALE,
     RunResult,
     Supervisor,
 )

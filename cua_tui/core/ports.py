@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, runtime_checkable
 
 from .actions import Action
@@ -223,12 +224,22 @@ class Turn:
         return not self.calls
 
 
-# what the model hears of an action (an ActionResult's message), word for word
-MSG_OK = "OK"
-MSG_DECLINED = "Declined by the user. Do not retry this action."
-MSG_REFUSED = "Refused by sandbox policy. Stop and report."
-MSG_NOT_EXECUTED = "Not executed: an earlier action in this turn did not run."
-MSG_STALE = "Not executed: the screen changed since the model's screenshot."
+# what the model hears of an action (an ActionResult's message) by how it ended, word for word; a failed
+# action's words are the desktop's, and a few endings say more (a takeover, a stop, the reviewer's note)
+HEARD: Mapping[OutcomeStatus, str] = MappingProxyType(
+    {
+        OutcomeStatus.EXECUTED: "OK",
+        OutcomeStatus.DECLINED: "Declined by the user. Do not retry this action.",
+        OutcomeStatus.REFUSED: "Refused by sandbox policy. Stop and report.",
+        OutcomeStatus.NOT_EXECUTED: "Not executed: an earlier action in this turn did not run.",
+        OutcomeStatus.STALE: "Not executed: the screen changed since the model's screenshot.",
+    }
+)
+MSG_OK = HEARD[OutcomeStatus.EXECUTED]
+MSG_DECLINED = HEARD[OutcomeStatus.DECLINED]
+MSG_REFUSED = HEARD[OutcomeStatus.REFUSED]
+MSG_NOT_EXECUTED = HEARD[OutcomeStatus.NOT_EXECUTED]
+MSG_STALE = HEARD[OutcomeStatus.STALE]
 
 
 @dataclass(frozen=True, slots=True)

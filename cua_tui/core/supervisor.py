@@ -43,12 +43,8 @@ from .edits import Edited, edit_note
 from .events import RunPhase, RunStatus
 from .geometry import Scaling
 from .policy import Decision, Policy, Verdict
-from .ports import MSG_DECLINED as MSG_DECLINED
-from .ports import MSG_NOT_EXECUTED as MSG_NOT_EXECUTED
-from .ports import MSG_OK as MSG_OK
-from .ports import MSG_REFUSED as MSG_REFUSED
-from .ports import MSG_STALE as MSG_STALE
 from .ports import (
+    HEARD,
     ActionResult,
     Agent,
     AgentError,
@@ -436,7 +432,7 @@ class Supervisor:
             safety_ok = bool(acknowledged)
         for index, position, _raw, action, error in items:
             if halted:
-                call_results.append(self.outcome(call, index, position, OutcomeStatus.NOT_EXECUTED, MSG_NOT_EXECUTED))
+                call_results.append(self.outcome(call, index, position, OutcomeStatus.NOT_EXECUTED))
                 continue
             halted = True  # until the action proves otherwise
             if duplicate:
@@ -455,7 +451,7 @@ class Supervisor:
                         note="safety check rejected",
                     )
                 )
-                call_results.append(self.outcome(call, index, position, OutcomeStatus.DECLINED, MSG_DECLINED))
+                call_results.append(self.outcome(call, index, position, OutcomeStatus.DECLINED))
                 continue
             try:
                 call_results.append(self._handle(call, index, position, action, error))
@@ -557,7 +553,7 @@ class Supervisor:
         edited: Edited | None = None
         if decision.verdict is Verdict.BLOCK:
             self.emit(ev.DecisionMade(self.tally.turn, index, Answer.REJECT, "policy", note=decision.reason))
-            raise Halt(self.outcome(call, index, position, OutcomeStatus.REFUSED, MSG_REFUSED))
+            raise Halt(self.outcome(call, index, position, OutcomeStatus.REFUSED))
         if decision.verdict is Verdict.CONFIRM:
             edited = self._review(call, index, position, action, decision)
             reviewed = True
@@ -623,11 +619,11 @@ class Supervisor:
         if ruling.takeover and ruling.answer is Answer.REJECT:
             raise Halt(self.outcome(call, index, position, OutcomeStatus.DECLINED, MSG_TAKEN_OVER))
         if ruling.answer is not Answer.APPROVE:
-            message = MSG_DECLINED
+            message = HEARD[OutcomeStatus.DECLINED]
             if ruling.by.startswith(BY_DEADLINE):
                 message = ruling.note
             if ruling.human and ruling.note:
-                message = f"{MSG_DECLINED} The reviewer said: {one_line(ruling.note, 300)}"
+                message = f"{HEARD[OutcomeStatus.DECLINED]} The reviewer said: {one_line(ruling.note, 300)}"
             raise Halt(self.outcome(call, index, position, OutcomeStatus.DECLINED, message))
         if ruling.edit is not None:
             # an edit is a one-off: it grants nothing
@@ -676,7 +672,7 @@ class Supervisor:
                     self.check_abort()
                     # the model gets the screen as it is now
                     self._record_frame(frame, "stale_check", index=index)
-                    raise Halt(self.outcome(call, index, position, OutcomeStatus.STALE, MSG_STALE))
+                    raise Halt(self.outcome(call, index, position, OutcomeStatus.STALE))
                 if image is not None and not _asked_for(action, image):
                     raise DesktopError(
                         f"the desktop answered a {action.kind.value} with a {image.width} x {image.height} "
@@ -694,7 +690,7 @@ class Supervisor:
                 raise
             raise Halt(result) from None
         self.tally.executed += 1
-        said = f"{output or MSG_OK}. {note}" if note else output or MSG_OK
+        said = f"{output or HEARD[OutcomeStatus.EXECUTED]}. {note}" if note else output or HEARD[OutcomeStatus.EXECUTED]
         # it ran: an ending from here on records it as executed
         self.owed.performed[index] = said
         self.moved(action)
@@ -765,7 +761,7 @@ class Supervisor:
     def refuse(self, call: Call, index: int, position: int, rule: str, reason: str) -> ActionResult:
         self.emit(ev.PolicyVerdict(self.tally.turn, index, Verdict.BLOCK, reason, rule))
         self.emit(ev.DecisionMade(self.tally.turn, index, Answer.REJECT, "policy", note=reason))
-        return self.outcome(call, index, position, OutcomeStatus.REFUSED, MSG_REFUSED)
+        return self.outcome(call, index, position, OutcomeStatus.REFUSED)
 
     def outcome(
         self,
@@ -773,11 +769,15 @@ class Supervisor:
         index: int,
         position: int,
         status: OutcomeStatus,
-        message: str,
+        message: str | None = None,
         *,
         duration: float = 0.0,
         image: Frame | None = None,
     ) -> ActionResult:
+        """Record how action ``index`` ended; ``message`` (what the model hears) is by default the ending's
+        words (``HEARD``)."""
+        if message is None:
+            message = HEARD[status]
         with self._records.lock:
             self.emit(
                 ev.Outcome(

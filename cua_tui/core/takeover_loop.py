@@ -18,7 +18,7 @@ from .closing import Halt, Owed, Tally, typed_fields
 from .events import RunPhase
 from .geometry import Scaling
 from .policy import Policy, Verdict
-from .ports import MSG_OK, MSG_REFUSED, ActionResult, Answer, Call, Desktop, DesktopError, Frame, OutcomeStatus
+from .ports import HEARD, ActionResult, Answer, Call, Desktop, DesktopError, Frame, OutcomeStatus
 from .takeover import BY_TAKEOVER, TYPING, TYPING_PAUSE_S, TYPING_STOPPED, Done, Stretch, input_problem, takeover_note
 from .text import one_line
 
@@ -198,7 +198,7 @@ class _Turn:
         if decision.verdict is Verdict.BLOCK:
             # a blocked action stays blocked for the reviewer too
             steps.emit(ev.DecisionMade(turn, index, Answer.REJECT, "policy", note=decision.reason))
-            steps.outcome(call, index, index, OutcomeStatus.REFUSED, MSG_REFUSED)
+            steps.outcome(call, index, index, OutcomeStatus.REFUSED, HEARD[OutcomeStatus.REFUSED])
             return False
         self._approved(index, decision.verdict, decision.reason)
         try:
@@ -303,7 +303,7 @@ class _Turn:
         if first:
             steps.tally.executed += 1
             # it ran: an ending from here on records it as executed
-            owed.performed[stretch.index] = MSG_OK
+            owed.performed[stretch.index] = HEARD[OutcomeStatus.EXECUTED]
             steps.moved(Action(Kind.TYPE, text=piece))
         steps.check_abort()
 
@@ -330,6 +330,13 @@ class _Turn:
             # the one hash of what was typed, whole (each ``typed`` record before had its length only)
             fields = typed_fields(stretch.text, stretch.private)
             steps.emit(ev.Typed(steps.tally.turn, stretch.index, self.call.call_id, *fields))
-        steps.outcome(self.call, stretch.index, stretch.index, OutcomeStatus.EXECUTED, MSG_OK, duration=took)
+        steps.outcome(
+            self.call,
+            stretch.index,
+            stretch.index,
+            OutcomeStatus.EXECUTED,
+            HEARD[OutcomeStatus.EXECUTED],
+            duration=took,
+        )
         steps.capture("after_action", index=stretch.index)
         steps.set_phase(RunPhase.TAKEN_OVER, f"the desktop is {self.operator}'s")

@@ -39,7 +39,8 @@ from cua_tui.build import HANDSHAKE, RunOptions, build_run
 from cua_tui.core import events as ev
 from cua_tui.core.actions import Kind
 from cua_tui.core.imaging import ScreenLimit
-from cua_tui.core.supervisor import MSG_DECLINED, Supervisor
+from cua_tui.core.ports import MSG_DECLINED
+from cua_tui.core.supervisor import Supervisor
 from cua_tui.desktops.sim import PHRASE, SimDesktop
 from cua_tui.tui.app import CuaApp
 from cua_tui.tui.audit_list import AuditList

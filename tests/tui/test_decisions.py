@@ -14,7 +14,7 @@ from textual.widgets import Input
 
 from cua_tui.build import HANDSHAKE, RunOptions, build_run
 from cua_tui.core import events as ev
-from cua_tui.core.supervisor import MSG_DECLINED
+from cua_tui.core.ports import MSG_DECLINED
 from cua_tui.desktops.sim import SimDesktop
 from cua_tui.tui.app import CuaApp
 from cua_tui.tui.decision_panel import DecisionPanel

@@ -38,7 +38,8 @@ from cua_tui.agents.anthropic_agent import AnthropicAgent
 from cua_tui.agents.openai_agent import OpenAIAgent
 from cua_tui.build import HANDSHAKE, RunOptions, build_run
 from cua_tui.core.policy import Policy
-from cua_tui.core.supervisor import MSG_DECLINED, MSG_NOT_EXECUTED, Supervisor
+from cua_tui.core.ports import MSG_DECLINED, MSG_NOT_EXECUTED
+from cua_tui.core.supervisor import Supervisor
 from cua_tui.desktops.sim import PHRASE, SimDesktop
 from cua_tui.tui.app import CuaApp
 from cua_tui.tui.batch import BatchPane
