@@ -19,6 +19,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -153,30 +154,30 @@ def chromium_flags(size: Size, profile: Path, url: str, *, sandbox: bool = True)
     ]
 
 
+@dataclass(frozen=True)
+class Confinement:
+    """How a local desktop is shut in. On this machine: all of it. Inside a remote sandbox the helper
+    decides from probes (no user namespaces: no bubblewrap; Docker: no Chromium sandbox) and hands in
+    the socket of the proxy outside, where the lab runs too."""
+
+    bubblewrap: bool = True
+    browser_sandbox: bool = True
+    egress_socket: str | None = None  # None: the desktop runs its own egress proxy
+    start_timeout: float = 30.0  # seconds until the browser must show a page
+
+
 class LocalDesktop(BaseDesktop):
     """Xvfb + openbox + Chromium in bubblewrap, driven in-process. One instance per run."""
 
     name = "local"
 
-    def __init__(
-        self,
-        size: Size,
-        target: Target,
-        *,
-        start_timeout: float = 30.0,
-        bubblewrap: bool = True,
-        egress_socket: str | None = None,
-        browser_sandbox: bool = True,
-    ) -> None:
+    def __init__(self, size: Size, target: Target, confinement: Confinement = Confinement()) -> None:
         target.require(self.name)
-        if egress_socket is not None and target.lab is not None:
+        if confinement.egress_socket is not None and target.lab is not None:
             raise ValueError("with an outside proxy the lab runs outside too: give its URL")
         self.size = size
         self.target = target
-        self.start_timeout = start_timeout
-        self.bubblewrap = bubblewrap
-        self.egress_socket = egress_socket
-        self.browser_sandbox = browser_sandbox
+        self.confinement = confinement
         self._sink: Callable[[ev.Event], None] | None = None
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._workspace: Path | None = None
@@ -219,7 +220,7 @@ class LocalDesktop(BaseDesktop):
         lease = self._lease
         uid = lease.uid if lease is not None else None
         per_run = bool(lease and lease.per_run)
-        if not self.bubblewrap:
+        if not self.confinement.bubblewrap:
             return self._isolation_without_bubblewrap(uid, per_run)
         info: dict[str, Any] = {
             "namespaces": list(NAMESPACES),
@@ -249,7 +250,7 @@ class LocalDesktop(BaseDesktop):
             "relay": "as the run's uid, no namespaces",
             "x_socket": "this run's display, cookie required",
             "egress": "the controller's allow-list proxy, through a mounted socket"
-            if self.egress_socket
+            if self.confinement.egress_socket
             else "the browser's allow-list proxy; the network has no namespace of its own",
             "note": "no bubblewrap: the processes of the desktop share the sandbox's namespaces",
         }
@@ -263,7 +264,7 @@ class LocalDesktop(BaseDesktop):
 
     # ---------------------------------------------------------------------------------------------
     def start(self) -> None:
-        missing = [name for name in missing_programs() if self.bubblewrap or name != "bwrap"]
+        missing = [name for name in missing_programs() if self.confinement.bubblewrap or name != "bwrap"]
         if missing:
             raise DesktopError(
                 f"the local desktop needs {', '.join(missing)}: run `bash scripts/setup.sh env` as "
@@ -288,7 +289,7 @@ class LocalDesktop(BaseDesktop):
         home, run, config, etc = _lay_out_workspace(ws, uid)
         start_url = self._start_proxy(run, uid)
         x_dir = _x_socket_dir(ws, uid)
-        number = self._claim_display(x_dir if self.bubblewrap else None)
+        number = self._claim_display(x_dir if self.confinement.bubblewrap else None)
         display_name = self._display = f":{number}"
         cookie_file = _x_cookie(run, display_name, uid)
         env = {
@@ -298,8 +299,8 @@ class LocalDesktop(BaseDesktop):
             "PATH": "/usr/bin:/bin",
             "LANG": "C.UTF-8",
         }
-        relay_to = self.egress_socket or str(run / "proxy.sock")
-        if self.bubblewrap:
+        relay_to = self.confinement.egress_socket or str(run / "proxy.sock")
+        if self.confinement.bubblewrap:
             init = _write_init(run, config, self.size, display_name, cookie_file, relay_to)
             command = _bwrap_command(uid, home, run, etc, x_dir, init)
             x_socket = x_dir / f"X{number}"
@@ -316,11 +317,11 @@ class LocalDesktop(BaseDesktop):
             [
                 *_as_user(uid),
                 *command,
-                *chromium_flags(self.size, home / "profile", start_url, sandbox=self.browser_sandbox),
+                *chromium_flags(self.size, home / "profile", start_url, sandbox=self.confinement.browser_sandbox),
             ],
             env=env,
             log=run / "browser.log",
-            cwd=None if self.bubblewrap else home,
+            cwd=None if self.confinement.bubblewrap else home,
         )
         self._wait_for_x(x_socket)
         # As root, the controller is not mapped in the sandbox's user namespace: the X server sees
@@ -334,7 +335,7 @@ class LocalDesktop(BaseDesktop):
 
     def _controller_name(self, per_run: bool) -> str:
         """The name the X server knows this controller by (see ``_start``)."""
-        if not self.bubblewrap:  # no user namespace: the controller is who it is
+        if not self.confinement.bubblewrap:  # no user namespace: the controller is who it is
             import pwd
 
             return pwd.getpwuid(os.getuid()).pw_name
@@ -344,7 +345,7 @@ class LocalDesktop(BaseDesktop):
         """Start the lab (if any) and the allow-list proxy on its socket in ``run``; return the start URL.
         With an outside proxy (``egress_socket``) nothing starts here: the target is a page."""
         start_url, allow = self.target.open()
-        if self.egress_socket is not None:
+        if self.confinement.egress_socket is not None:
             return start_url
         self._proxy = EgressProxy(run / "proxy.sock", allow, on_event=self._on_egress)
         self._proxy.start()
@@ -408,7 +409,7 @@ class LocalDesktop(BaseDesktop):
         assert self._x11 is not None
         # a lab's page has text: it waits for the text
         watch = FirstPaint(flat_page=self.target.lab is None)
-        deadline = time.monotonic() + self.start_timeout
+        deadline = time.monotonic() + self.confinement.start_timeout
         while time.monotonic() < deadline:
             if self._procs["browser"].poll() is not None:
                 raise DesktopError(
@@ -419,7 +420,7 @@ class LocalDesktop(BaseDesktop):
             if watch.ready(shot.raw, shot.size, time.monotonic(), fetched=fetched):
                 return
             time.sleep(FIRST_PAINT_POLL)
-        raise DesktopError(f"the browser showed nothing within {self.start_timeout:g} s", fatal=True)
+        raise DesktopError(f"the browser showed nothing within {self.confinement.start_timeout:g} s", fatal=True)
 
     def _on_egress(self, event: ev.Event) -> None:
         if self._sink is not None:

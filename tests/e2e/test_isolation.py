@@ -30,7 +30,7 @@ from PIL import Image
 from cua_tui.core.actions import parse_openai
 from cua_tui.core.geometry import Scaling, Size
 from cua_tui.desktops import isolation, quiet
-from cua_tui.desktops.local import FIRST_PAINT_QUIET, FLAT_PAGE_WAIT, FirstPaint, LocalDesktop
+from cua_tui.desktops.local import FIRST_PAINT_QUIET, FLAT_PAGE_WAIT, Confinement, FirstPaint, LocalDesktop
 from cua_tui.desktops.target import Target
 from cua_tui.labs import get_lab
 
@@ -508,7 +508,9 @@ def test_a_mostly_white_page_with_a_few_words_starts() -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Page)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        desktop = LocalDesktop(SIZE, Target(url=f"http://127.0.0.1:{server.server_address[1]}/"), start_timeout=20)
+        desktop = LocalDesktop(
+            SIZE, Target(url=f"http://127.0.0.1:{server.server_address[1]}/"), Confinement(start_timeout=20)
+        )
         started = time.monotonic()
         with running(desktop):
             took = time.monotonic() - started

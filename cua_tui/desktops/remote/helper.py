@@ -107,7 +107,7 @@ class Resident:
     """The local desktop inside the sandbox and the requests it answers, one reply per request."""
 
     def __init__(self, spec: dict[str, Any], get_lab: Callable[[str], Lab]) -> None:
-        from ..local import LocalDesktop
+        from ..local import Confinement, LocalDesktop
         from ..target import Target
 
         self.size = Size.parse(spec["screen"])
@@ -121,10 +121,12 @@ class Resident:
         self.desktop = LocalDesktop(
             self.size,
             Target.from_spec(spec, get_lab),
-            bubblewrap=works,
-            start_timeout=float(spec.get("start_timeout", 30.0)),
-            egress_socket=spec.get("egress_socket"),
-            browser_sandbox=sandboxed,
+            Confinement(
+                bubblewrap=works,
+                browser_sandbox=sandboxed,
+                egress_socket=spec.get("egress_socket"),
+                start_timeout=float(spec.get("start_timeout", 30.0)),
+            ),
         )
         self._started = threading.Event()
         self._start_error: str | None = None
@@ -148,11 +150,11 @@ class Resident:
 
     def isolation(self) -> dict[str, Any]:
         info = dict(self.desktop.isolation)
-        info["bubblewrap"] = self.desktop.bubblewrap
-        if not self.desktop.bubblewrap:
+        info["bubblewrap"] = self.desktop.confinement.bubblewrap
+        if not self.desktop.confinement.bubblewrap:
             info["bubblewrap_note"] = self.bubblewrap_note
-        info["browser_sandbox"] = self.desktop.browser_sandbox
-        if not self.desktop.browser_sandbox:
+        info["browser_sandbox"] = self.desktop.confinement.browser_sandbox
+        if not self.desktop.confinement.browser_sandbox:
             info["browser_sandbox_note"] = self.browser_sandbox_note
         # the sandbox's own python3
         info["helper_python"] = f"{platform.python_version()} ({sys.executable})"
