@@ -22,7 +22,13 @@ from cua_tui.core.audit import verify_run
 from cua_tui.core.edits import Edited, apply_edit, check_edit, edit_note, editable
 from cua_tui.core.geometry import Scaling, Size
 from cua_tui.core.policy import Policy
-from cua_tui.core.ports import MSG_DECLINED, Answer, DecisionRequest, Ruling
+from cua_tui.core.ports import (
+    HEARD,
+    Answer,
+    DecisionRequest,
+    OutcomeStatus,
+    Ruling,
+)
 from cua_tui.core.run_view import RunView
 
 SCREEN = Size(1024, 720)
@@ -192,7 +198,7 @@ def test_an_edit_into_a_blocked_region_never_runs(tmp_path: Path) -> None:
     assert (decision.decision, decision.by) == (Answer.REJECT, "policy")
     assert decision.edited["refused"] == "wipes" and decision.edited["verdict"] == "block"
     (outcome,) = of(events, ev.Outcome)
-    assert (outcome.status, outcome.message) == ("declined", MSG_DECLINED)
+    assert (outcome.status, outcome.message) == ("declined", HEARD[OutcomeStatus.DECLINED])
 
 
 def test_an_edit_that_changes_what_it_may_not_is_refused_and_nothing_runs(tmp_path: Path) -> None:

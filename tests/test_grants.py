@@ -17,7 +17,13 @@ from cua_tui.core import events as ev
 from cua_tui.core import grants
 from cua_tui.core.actions import Action, Kind
 from cua_tui.core.policy import Decision, Policy, Verdict
-from cua_tui.core.ports import MSG_DECLINED, Answer, DecisionRequest, Ruling
+from cua_tui.core.ports import (
+    HEARD,
+    Answer,
+    DecisionRequest,
+    OutcomeStatus,
+    Ruling,
+)
 
 FIELD = (250, 182)
 OTHER_FIELD = (250, 400)
@@ -176,7 +182,7 @@ def test_a_rejections_reason_reaches_the_model_after_the_fixed_text_and_the_log(
     reviewer = Reviewer((Answer.REJECT, "wrong field: use the search box", False))
     sup, events, agent = make_supervisor(tmp_path, turns, approver=reviewer, operator=OPERATOR)
     sup.run()
-    message = f"{MSG_DECLINED} The reviewer said: wrong field: use the search box"
+    message = f"{HEARD[OutcomeStatus.DECLINED]} The reviewer said: wrong field: use the search box"
     assert [(o.status, o.message) for o in of(events, "outcome")][1] == ("declined", message)
     (decision,) = [d for d in of(events, "decision") if d.by == "human (TUI)"]
     assert decision.note == "wrong field: use the search box" and decision.operator == OPERATOR

@@ -48,13 +48,12 @@ from cua_tui.core.audit import verify_run
 from cua_tui.core.geometry import Size
 from cua_tui.core.policy import Policy
 from cua_tui.core.ports import (
-    MSG_DECLINED,
-    MSG_NOT_EXECUTED,
-    MSG_REFUSED,
+    HEARD,
     AgentError,
     Answer,
     DecisionRequest,
     Frame,
+    OutcomeStatus,
     Ruling,
 )
 from cua_tui.core.rundir import RunDir
@@ -227,8 +226,8 @@ def test_openai_batch_with_a_rejected_confirmation_reports_what_ran(tmp_path: Pa
     assert run.status == "failed"
     assert [o[2:] for o in run.outcomes()] == [
         ("executed", "OK"),
-        ("declined", MSG_DECLINED),
-        ("not_executed", MSG_NOT_EXECUTED),
+        ("declined", HEARD[OutcomeStatus.DECLINED]),
+        ("not_executed", HEARD[OutcomeStatus.NOT_EXECUTED]),
     ]
     assert run.desktop.app.values == {} and run.desktop.app.proofs == []
     assert [r.kind for r in approver.requests] == ["action"]
@@ -238,8 +237,8 @@ def test_openai_batch_with_a_rejected_confirmation_reports_what_ran(tmp_path: Pa
     assert report["role"] == "user"
     text = report["content"][0]["text"]
     assert "action 1: OK" in text
-    assert f"action 2: {MSG_DECLINED}" in text
-    assert f"action 3: {MSG_NOT_EXECUTED}" in text
+    assert f"action 2: {HEARD[OutcomeStatus.DECLINED]}" in text
+    assert f"action 3: {HEARD[OutcomeStatus.NOT_EXECUTED]}" in text
 
 
 def test_openai_several_calls_in_one_turn_get_one_output_each(tmp_path: Path, server: ModelServer) -> None:
@@ -292,7 +291,7 @@ def test_openai_safety_check_rejected_runs_nothing_and_acknowledges_nothing(
     output, report = server.bodies(OPENAI_PATH)[1]["input"]
     assert output["call_id"] == "call_1"
     assert "acknowledged_safety_checks" not in output
-    assert MSG_DECLINED in report["content"][0]["text"]
+    assert HEARD[OutcomeStatus.DECLINED] in report["content"][0]["text"]
 
 
 def test_openai_actions_reach_the_parser_exactly_as_sent(tmp_path: Path, server: ModelServer) -> None:
@@ -312,7 +311,7 @@ def test_openai_actions_reach_the_parser_exactly_as_sent(tmp_path: Path, server:
     assert "must be an integer, not bool" in errors[0]
     assert "does not take field(s): approved" in errors[1]
     assert "must be a JSON object" in errors[2]
-    assert [o[2:] for o in run.outcomes()] == [("refused", MSG_REFUSED)] * 3
+    assert [o[2:] for o in run.outcomes()] == [("refused", HEARD[OutcomeStatus.REFUSED])] * 3
 
 
 def test_openai_unknown_output_items_are_ignored(tmp_path: Path, server: ModelServer) -> None:
@@ -527,8 +526,12 @@ def test_anthropic_rejection_marks_later_results_not_executed(tmp_path: Path, se
     assert [b["type"] for b in blocks] == ["tool_result", "tool_result", "tool_result", "image"]
     ok, declined, skipped, _screen = blocks
     assert "is_error" not in ok and ok["content"][0]["text"] == "OK"
-    assert declined["is_error"] is True and declined["content"] == [{"type": "text", "text": MSG_DECLINED}]
-    assert skipped["is_error"] is True and skipped["content"] == [{"type": "text", "text": MSG_NOT_EXECUTED}]
+    assert declined["is_error"] is True and declined["content"] == [
+        {"type": "text", "text": HEARD[OutcomeStatus.DECLINED]}
+    ]
+    assert skipped["is_error"] is True and skipped["content"] == [
+        {"type": "text", "text": HEARD[OutcomeStatus.NOT_EXECUTED]}
+    ]
     assert all(b["toolset_name"] == "computer" for b in blocks[:3])
 
 
@@ -545,7 +548,7 @@ def test_anthropic_other_tools_and_withheld_members_are_refused_and_answered(
     run = supervise(tmp_path, anthropic_agent(server))
     assert run.status == "failed"
     assert run.desktop.executed == []
-    assert [o[2:] for o in run.outcomes()] == [("refused", MSG_REFUSED)] * 3
+    assert [o[2:] for o in run.outcomes()] == [("refused", HEARD[OutcomeStatus.REFUSED])] * 3
     bodies = server.bodies(ANTHROPIC_PATH)
     bash_result = bodies[1]["messages"][-1]["content"][0]
     assert bash_result["tool_use_id"] == "t1" and bash_result["is_error"] is True

@@ -30,17 +30,14 @@ from cua_tui.core.audit import verify_run
 from cua_tui.core.geometry import Size
 from cua_tui.core.policy import Policy
 from cua_tui.core.ports import (
-    MSG_DECLINED,
-    MSG_NOT_EXECUTED,
-    MSG_OK,
-    MSG_REFUSED,
-    MSG_STALE,
+    HEARD,
     Answer,
     Approver,
     Call,
     CallResult,
     DecisionRequest,
     Frame,
+    OutcomeStatus,
     Ruling,
     SafetyCheck,
     Turn,
@@ -298,7 +295,7 @@ def test_happy_path_passes_on_independent_verification(run_script: RunScript) ->
     assert run.result.status == "passed"
     assert run.result.verified is True
     assert run.desktop.app.proofs == [PHRASE]
-    assert recorded_outcomes(run.path) == [(1, i, "executed", MSG_OK) for i in range(3)]
+    assert recorded_outcomes(run.path) == [(1, i, "executed", HEARD[OutcomeStatus.EXECUTED]) for i in range(3)]
     assert_one_outcome_each(run.path)
     assert_model_heard_outcomes(run.path, run.agent.received)
     assert result_json(run.path)["status"] == "passed"
@@ -328,12 +325,12 @@ def test_batch_runs_in_order_and_a_policy_block_halts_it(run_script: RunScript) 
     assert app.proofs == []  # the Verify click after the block did not run
     assert app.values == {"phrase": PHRASE}
     expected = [
-        (1, 0, "executed", MSG_OK),
-        (1, 1, "executed", MSG_OK),
-        (1, 2, "refused", MSG_REFUSED),
-        (1, 3, "not_executed", MSG_NOT_EXECUTED),
-        (1, 4, "not_executed", MSG_NOT_EXECUTED),
-        (2, 0, "executed", MSG_OK),
+        (1, 0, "executed", HEARD[OutcomeStatus.EXECUTED]),
+        (1, 1, "executed", HEARD[OutcomeStatus.EXECUTED]),
+        (1, 2, "refused", HEARD[OutcomeStatus.REFUSED]),
+        (1, 3, "not_executed", HEARD[OutcomeStatus.NOT_EXECUTED]),
+        (1, 4, "not_executed", HEARD[OutcomeStatus.NOT_EXECUTED]),
+        (2, 0, "executed", HEARD[OutcomeStatus.EXECUTED]),
     ]
     assert recorded_outcomes(run.path) == expected
     assert run.outcomes() == expected  # the live view agrees with the log
@@ -356,9 +353,9 @@ def test_reject_halts_the_batch_with_declined(run_script: RunScript) -> None:
     assert [a.kind.value for a in run.desktop.executed] == ["click", "move"]
     assert app.values == {} and app.proofs == []
     assert recorded_outcomes(run.path)[:3] == [
-        (1, 0, "executed", MSG_OK),
-        (1, 1, "declined", MSG_DECLINED),
-        (1, 2, "not_executed", MSG_NOT_EXECUTED),
+        (1, 0, "executed", HEARD[OutcomeStatus.EXECUTED]),
+        (1, 1, "declined", HEARD[OutcomeStatus.DECLINED]),
+        (1, 2, "not_executed", HEARD[OutcomeStatus.NOT_EXECUTED]),
     ]
     assert (1, "action", "reject", "human") in decisions(run.path)
     assert_one_outcome_each(run.path)
@@ -375,8 +372,8 @@ def test_execution_failure_halts_with_failed_reason_and_the_run_goes_on(run_scri
     assert [a.kind.value for a in desktop.executed] == ["move"]
     assert recorded_outcomes(run.path) == [
         (1, 0, "failed", "Failed: xdotool: cannot open display :1"),
-        (1, 1, "not_executed", MSG_NOT_EXECUTED),
-        (2, 0, "executed", MSG_OK),
+        (1, 1, "not_executed", HEARD[OutcomeStatus.NOT_EXECUTED]),
+        (2, 0, "executed", HEARD[OutcomeStatus.EXECUTED]),
     ]
     assert_one_outcome_each(run.path)
     assert_model_heard_outcomes(run.path, run.agent.received)
@@ -400,7 +397,10 @@ def test_executed_action_returns_its_output(tmp_path: Path) -> None:
     sup, _events, _ = make_supervisor(tmp_path, [])
     sup.agent = agent
     result = sup.run()
-    assert recorded_outcomes(result.path) == [(1, 0, "executed", MSG_OK), (1, 1, "executed", "X=100,Y=200")]
+    assert recorded_outcomes(result.path) == [
+        (1, 0, "executed", HEARD[OutcomeStatus.EXECUTED]),
+        (1, 1, "executed", "X=100,Y=200"),
+    ]
     assert_model_heard_outcomes(result.path, agent.received)
     assert_intact(result.path)
 
@@ -426,10 +426,10 @@ def test_a_halt_in_one_call_answers_every_later_call_of_the_turn(tmp_path: Path)
     assert sim_of(sup).app.proofs == []
     assert approver.requests == []
     assert recorded_outcomes(result.path) == [
-        (1, 0, "executed", MSG_OK),
-        (1, 1, "refused", MSG_REFUSED),
-        (1, 2, "not_executed", MSG_NOT_EXECUTED),
-        (1, 3, "not_executed", MSG_NOT_EXECUTED),
+        (1, 0, "executed", HEARD[OutcomeStatus.EXECUTED]),
+        (1, 1, "refused", HEARD[OutcomeStatus.REFUSED]),
+        (1, 2, "not_executed", HEARD[OutcomeStatus.NOT_EXECUTED]),
+        (1, 3, "not_executed", HEARD[OutcomeStatus.NOT_EXECUTED]),
     ]
     (res_a, res_b) = agent.received[0]
     assert (res_a.call_id, res_b.call_id) == ("call_a", "call_b")
@@ -460,9 +460,9 @@ def test_confirmation_without_a_working_approver_is_rejected(
     assert app.values == {} and app.proofs == []
     assert [a.kind.value for a in run.desktop.executed] == ["click"]
     assert recorded_outcomes(run.path) == [
-        (1, 0, "executed", MSG_OK),
-        (1, 1, "declined", MSG_DECLINED),
-        (1, 2, "not_executed", MSG_NOT_EXECUTED),
+        (1, 0, "executed", HEARD[OutcomeStatus.EXECUTED]),
+        (1, 1, "declined", HEARD[OutcomeStatus.DECLINED]),
+        (1, 2, "not_executed", HEARD[OutcomeStatus.NOT_EXECUTED]),
     ]
     assert (1, "action", "reject", by) in decisions(run.path)
     if isinstance(approver, RaisingApprover):
@@ -479,7 +479,7 @@ def test_command_approver_decides_inside_a_run(run_script: RunScript) -> None:
     approver = CommandApprover(f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}", timeout=10)
     run = run_script([{"actions": [typing("hello")]}], approver=approver)
     assert run.desktop.executed == []
-    assert recorded_outcomes(run.path) == [(1, 0, "declined", MSG_DECLINED)]
+    assert recorded_outcomes(run.path) == [(1, 0, "declined", HEARD[OutcomeStatus.DECLINED])]
     assert (0, "action", "reject", "approver command") in decisions(run.path)
     assert_intact(run.path)
 
@@ -507,8 +507,8 @@ def test_unacknowledged_safety_check_stops_the_whole_call_before_anything_runs(
             SafetyCheck("sc1", "malicious_instructions", SAFETY_CHECK["message"]),
         )
     assert recorded_outcomes(run.path) == [
-        (1, 0, "declined", MSG_DECLINED),
-        (1, 1, "not_executed", MSG_NOT_EXECUTED),
+        (1, 0, "declined", HEARD[OutcomeStatus.DECLINED]),
+        (1, 1, "not_executed", HEARD[OutcomeStatus.NOT_EXECUTED]),
     ]
     (call_result,) = run.agent.received[0]
     assert call_result.acknowledged_safety_checks == ()
@@ -572,8 +572,8 @@ def test_a_safety_check_answer_covers_only_its_own_call_and_never_a_block(run_sc
     assert recorded_outcomes(run.path) == [
         (1, 0, "executed", "OK"),
         (1, 1, "executed", "OK"),
-        (1, 2, "refused", MSG_REFUSED),
-        (2, 0, "declined", MSG_DECLINED),
+        (1, 2, "refused", HEARD[OutcomeStatus.REFUSED]),
+        (2, 0, "declined", HEARD[OutcomeStatus.DECLINED]),
     ]
     (call_result,) = run.agent.received[0]
     assert [c.id for c in call_result.acknowledged_safety_checks] == ["sc1"]
@@ -644,8 +644,8 @@ def test_layout_change_before_an_approved_click_is_stale(tmp_path: Path) -> None
     assert approver.requests[0].reason == "the click lands on the Send button"
     assert desktop.executed == [] and desktop.app.clicks == [] and desktop.app.sent == []
     assert recorded_outcomes(result.path) == [
-        (1, 0, "stale", MSG_STALE),
-        (1, 1, "not_executed", MSG_NOT_EXECUTED),
+        (1, 0, "stale", HEARD[OutcomeStatus.STALE]),
+        (1, 1, "not_executed", HEARD[OutcomeStatus.NOT_EXECUTED]),
     ]
     # The model gets the fresh screenshot (Send moved down), not the one it acted on.
     stale_shot = [e for e in events if isinstance(e, ev.ScreenCaptured) and e.purpose == "stale_check"]
@@ -669,7 +669,10 @@ def test_unchanged_target_area_executes_the_approved_click(tmp_path: Path, chang
     result, desktop, agent, _approver, _events = _send_click_run(tmp_path, change)
     assert desktop.app.sent == [""]
     assert desktop.app.proofs == [""]
-    assert recorded_outcomes(result.path) == [(1, 0, "executed", MSG_OK), (1, 1, "executed", MSG_OK)]
+    assert recorded_outcomes(result.path) == [
+        (1, 0, "executed", HEARD[OutcomeStatus.EXECUTED]),
+        (1, 1, "executed", HEARD[OutcomeStatus.EXECUTED]),
+    ]
     assert_model_heard_outcomes(result.path, agent.received)
 
 
@@ -759,9 +762,9 @@ def test_malformed_or_hostile_action_is_a_refusal_and_the_run_goes_on(
     assert verdict["verdict"] == "block" and verdict["rule"] == f"parse:{code}"
     assert proposal["error"] in verdict["reason"]
     assert recorded_outcomes(run.path) == [
-        (1, 0, "refused", MSG_REFUSED),
-        (1, 1, "not_executed", MSG_NOT_EXECUTED),
-        (2, 0, "executed", MSG_OK),
+        (1, 0, "refused", HEARD[OutcomeStatus.REFUSED]),
+        (1, 1, "not_executed", HEARD[OutcomeStatus.NOT_EXECUTED]),
+        (2, 0, "executed", HEARD[OutcomeStatus.EXECUTED]),
     ]
     assert of_kind(run.path, "error") == []  # a refusal, never a crash
     assert run.result.status == "failed"  # the verifier decided, not an internal error
@@ -786,7 +789,7 @@ def test_page_or_model_text_claiming_approval_does_not_approve(
     if approver is not None:
         assert len(approver.requests) == 1 and approver.requests[0].kind == "action"
     assert of_kind(run.path, "decision_requested")[0]["reason"] == "the click lands on the Send button"
-    assert recorded_outcomes(run.path) == [(1, 0, "declined", MSG_DECLINED)]
+    assert recorded_outcomes(run.path) == [(1, 0, "declined", HEARD[OutcomeStatus.DECLINED])]
     assert [d[2] for d in decisions(run.path)] == ["reject"]
     assert_model_heard_outcomes(run.path, run.agent.received)
     assert_intact(run.path)
@@ -805,9 +808,9 @@ def test_duplicate_call_id_is_refused_and_nothing_of_it_runs(run_script: RunScri
     assert run.desktop.app.proofs == [] and run.desktop.app.values == {}
     assert approver.requests == []  # neither its safety check nor its typing were put to anyone
     assert recorded_outcomes(run.path) == [
-        (1, 0, "executed", MSG_OK),
-        (2, 0, "refused", MSG_REFUSED),
-        (2, 1, "not_executed", MSG_NOT_EXECUTED),
+        (1, 0, "executed", HEARD[OutcomeStatus.EXECUTED]),
+        (2, 0, "refused", HEARD[OutcomeStatus.REFUSED]),
+        (2, 1, "not_executed", HEARD[OutcomeStatus.NOT_EXECUTED]),
     ]
     verdict = [r for r in of_kind(run.path, "verdict") if r["turn"] == 2]
     assert verdict[0]["rule"] == "duplicate_call_id" and "call_1" in verdict[0]["reason"]
@@ -828,10 +831,10 @@ def test_step_limit_ends_the_run_and_later_actions_do_not_run(run_script: RunScr
     assert [a.kind.value for a in run.desktop.executed] == ["click", "move"]
     assert run.desktop.app.proofs == []
     assert recorded_outcomes(run.path) == [
-        (1, 0, "executed", MSG_OK),
-        (1, 1, "executed", MSG_OK),
-        (1, 2, "refused", MSG_REFUSED),
-        (1, 3, "not_executed", MSG_NOT_EXECUTED),
+        (1, 0, "executed", HEARD[OutcomeStatus.EXECUTED]),
+        (1, 1, "executed", HEARD[OutcomeStatus.EXECUTED]),
+        (1, 2, "refused", HEARD[OutcomeStatus.REFUSED]),
+        (1, 3, "not_executed", HEARD[OutcomeStatus.NOT_EXECUTED]),
     ]
     assert [r["rule"] for r in of_kind(run.path, "verdict")][-1] == "limits.max_steps"
     assert run.result.status == "limit" and "step limit of 2" in run.result.reason
@@ -849,7 +852,7 @@ def test_step_limit_counts_malformed_proposals_too(run_script: RunScript) -> Non
     assert len(run.desktop.executed) == 2
     assert run.result.status == "limit"
     assert len(run.of(ev.ModelTurn)) == 1
-    assert recorded_outcomes(run.path)[-1] == (1, 2, "refused", MSG_REFUSED)
+    assert recorded_outcomes(run.path)[-1] == (1, 2, "refused", HEARD[OutcomeStatus.REFUSED])
     assert_intact(run.path)
 
 
@@ -1035,7 +1038,7 @@ def test_sandbox_dying_mid_run_ends_error_with_a_clear_reason(run_script: RunScr
     assert desktop.app.proofs == []  # the click that met the dead sandbox did not land
     outcomes = recorded_outcomes(run.path)
     assert outcomes[:2] == [
-        (1, 0, "executed", MSG_OK),
+        (1, 0, "executed", HEARD[OutcomeStatus.EXECUTED]),
         (1, 1, "failed", "Failed: the sandbox is gone (connection lost)"),
     ]
     errors = of_kind(run.path, "error")

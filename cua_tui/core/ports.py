@@ -235,11 +235,6 @@ HEARD: Mapping[OutcomeStatus, str] = MappingProxyType(
         OutcomeStatus.STALE: "Not executed: the screen changed since the model's screenshot.",
     }
 )
-MSG_OK = HEARD[OutcomeStatus.EXECUTED]
-MSG_DECLINED = HEARD[OutcomeStatus.DECLINED]
-MSG_REFUSED = HEARD[OutcomeStatus.REFUSED]
-MSG_NOT_EXECUTED = HEARD[OutcomeStatus.NOT_EXECUTED]
-MSG_STALE = HEARD[OutcomeStatus.STALE]
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,7 +39,10 @@ from cua_tui.build import HANDSHAKE, RunOptions, build_run
 from cua_tui.core import events as ev
 from cua_tui.core.actions import Kind
 from cua_tui.core.imaging import ScreenLimit
-from cua_tui.core.ports import MSG_DECLINED
+from cua_tui.core.ports import (
+    HEARD,
+    OutcomeStatus,
+)
 from cua_tui.core.supervisor import Supervisor
 from cua_tui.desktops.sim import PHRASE, SimDesktop
 from cua_tui.tui.app import CuaApp
@@ -228,7 +231,7 @@ async def test_n_declines_halts_the_batch_and_nothing_is_typed(tmp_path: Path) -
     decisions = [(r["decision"], r["by"]) for r in run.audit() if r["kind"] == "decision" and r["index"] == 1]
     assert decisions == [("reject", HUMAN)]
     messages = [r["message"] for r in run.audit() if r["kind"] == "outcome" and r["index"] == 1]
-    assert messages == [MSG_DECLINED]
+    assert messages == [HEARD[OutcomeStatus.DECLINED]]
 
 
 async def test_k_at_a_decision_kills_the_run(tmp_path: Path) -> None:

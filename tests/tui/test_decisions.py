@@ -14,7 +14,10 @@ from textual.widgets import Input
 
 from cua_tui.build import HANDSHAKE, RunOptions, build_run
 from cua_tui.core import events as ev
-from cua_tui.core.ports import MSG_DECLINED
+from cua_tui.core.ports import (
+    HEARD,
+    OutcomeStatus,
+)
 from cua_tui.desktops.sim import SimDesktop
 from cua_tui.tui.app import CuaApp
 from cua_tui.tui.decision_panel import DecisionPanel
@@ -104,7 +107,7 @@ async def test_n_with_a_reason_reaches_the_model(tmp_path: Path) -> None:
         assert main.running
         await pilot.press("enter")
         await until_ended(pilot, app)
-    message = f"{MSG_DECLINED} The reviewer said: use the search box, k is a letter here"
+    message = f"{HEARD[OutcomeStatus.DECLINED]} The reviewer said: use the search box, k is a letter here"
     assert [e.message for e in events if isinstance(e, ev.Outcome)][1] == message
     assert run.supervisor.agent.received[0][0].results[1].message == message
     decision = next(e for e in events if isinstance(e, ev.DecisionMade) and e.by == "human (TUI)")

@@ -38,7 +38,10 @@ from cua_tui.agents.anthropic_agent import AnthropicAgent
 from cua_tui.agents.openai_agent import OpenAIAgent
 from cua_tui.build import HANDSHAKE, RunOptions, build_run
 from cua_tui.core.policy import Policy
-from cua_tui.core.ports import MSG_DECLINED, MSG_NOT_EXECUTED
+from cua_tui.core.ports import (
+    HEARD,
+    OutcomeStatus,
+)
 from cua_tui.core.supervisor import Supervisor
 from cua_tui.desktops.sim import PHRASE, SimDesktop
 from cua_tui.tui.app import CuaApp
@@ -262,14 +265,17 @@ async def test_n_declines_and_the_server_receives_the_declined_message(
         output, report = second["input"]
         assert output["type"] == "computer_call_output" and output["call_id"] == "call_1"
         text = report["content"][0]["text"]
-        assert f"action 2: {MSG_DECLINED}" in text and f"action 3: {MSG_NOT_EXECUTED}" in text
+        assert (
+            f"action 2: {HEARD[OutcomeStatus.DECLINED]}" in text
+            and f"action 3: {HEARD[OutcomeStatus.NOT_EXECUTED]}" in text
+        )
     else:
         results = server.bodies(ANTHROPIC_PATH)[1]["messages"][-1]["content"]
         ok, declined, skipped, _screen = results
         assert ok["tool_use_id"] == "t1" and "is_error" not in ok
         assert declined["tool_use_id"] == "t2" and declined["is_error"] is True
-        assert declined["content"] == [{"type": "text", "text": MSG_DECLINED}]
-        assert skipped["content"] == [{"type": "text", "text": MSG_NOT_EXECUTED}]
+        assert declined["content"] == [{"type": "text", "text": HEARD[OutcomeStatus.DECLINED]}]
+        assert skipped["content"] == [{"type": "text", "text": HEARD[OutcomeStatus.NOT_EXECUTED]}]
     decisions = [(r["index"], r["decision"], r["by"]) for r in run.audit() if r["kind"] == "decision"]
     assert (1, "reject", HUMAN) in decisions
 
@@ -312,7 +318,7 @@ async def test_safety_checks_are_shown_and_acknowledged_only_on_y(
         assert len(second["input"]) == 1  # everything ran: no report
     else:
         assert "acknowledged_safety_checks" not in output
-        assert MSG_DECLINED in second["input"][1]["content"][0]["text"]
+        assert HEARD[OutcomeStatus.DECLINED] in second["input"][1]["content"][0]["text"]
         assert run.desktop.executed == []
     subjects = [(r["subject"], r["decision"], r["by"]) for r in run.audit() if r["kind"] == "decision"]
     assert subjects[0] == ("safety_check", "approve" if key == "y" else "reject", HUMAN)
