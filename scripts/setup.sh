@@ -199,33 +199,34 @@ case "$job" in
       # needing a desktop, the Docker engine or the machine to itself on four workers (pytest-xdist: most
       # of them wait on a timer, a pipe or a thread, so four keep two CPUs busy; 4m12s against 5m07s on
       # two, measured on this project's 2-CPU machines); beside it, the desktop and engine ones three at a
-      # time (they mostly wait on their desktops, 80 to 100 CPU s in two minutes, so the first part fills
-      # the CPUs they leave: 9m08s for both together against 8m26s and 7m34s one after the other, on this
-      # machine shared with other work; the engine's in turn, on one worker); then the ones
-      # needing the machine to itself, alone (the speed gate among them). The tests marked beside (an
-      # install that mostly waits on the network) run on their own meanwhile. The reports of the parts
-      # run beside come after the first part's, each whole (a part of its own, a database's, fits the same
-      # way).
-      beside_log="$(mktemp)" desktops_log="$(mktemp)"
-      # At the lowest priority, on the CPU the parts leave (the first part leaves a tenth of it, the alone
-      # part two thirds): an install that mostly waits on the network, and the static checks (the type
-      # check, the dead code, the layers, the manual's build), which measure nothing.
+      # time (they mostly wait on their desktops, so the first part fills the CPUs they leave; the
+      # engine's in turn, on one worker); once those are done, the ones needing the machine's first call,
+      # one at a time (the speed gate among them), while the first part goes on at the lowest priority
+      # (scripts/step_aside.py): the alone part waits more than it computes, and the first part fills
+      # what it leaves (docs/development.md, "Where the suite's time goes"). The tests marked beside
+      # run on their own meanwhile. The reports of the parts run beside come after the first part's, each
+      # whole (a part of its own, a database's, fits the same way).
+      beside_log="$(mktemp)" desktops_log="$(mktemp)" alone_log="$(mktemp)"
+      # At the lowest priority, on the CPU the parts leave: an install that mostly waits on the network,
+      # and the static checks (the type check, the dead code, the layers, the manual's build), which
+      # measure nothing.
       nice -n 19 .venv/bin/python -m pytest -n 2 --dist loadfile -m beside >"$beside_log" 2>&1 &
       beside=$!
+      .venv/bin/python -m pytest -n 4 -m "not desktops" &
+      first=$!
       .venv/bin/python -m pytest -n 3 --dist loadgroup -m "desktops and not alone and not beside" \
-        >"$desktops_log" 2>&1 &
-      desktops=$!
-      .venv/bin/python -m pytest -n 4 -m "not desktops"
-      rc=$?
-      wait "$desktops"
+        >"$desktops_log" 2>&1
       rc2=$?
-      cat "$desktops_log"
-      .venv/bin/python -m pytest -m "alone and not beside"
+      .venv/bin/python scripts/step_aside.py 19 "$first" 2>>"$alone_log"
+      .venv/bin/python -m pytest -m "alone and not beside" >>"$alone_log" 2>&1
       rc3=$?
+      wait "$first"
+      rc=$?
+      cat "$desktops_log" "$alone_log"
       wait "$beside"
       rc4=$?
       cat "$beside_log"
-      rm -f "$beside_log" "$desktops_log"
+      rm -f "$beside_log" "$desktops_log" "$alone_log"
       [ "$rc" -ne 0 ] || rc=$rc2
       [ "$rc" -ne 0 ] || rc=$rc3
       [ "$rc" -ne 0 ] || rc=$rc4

@@ -118,7 +118,8 @@ def screen() -> Size:
 # 2. beside it, the tests needing a real desktop (e2e) or the Docker engine, three at a time (they mostly
 #    wait on their desktops); the engine's tests one after another (they count the containers labelled
 #    cua-tui);
-# 3. then the tests needing the machine to itself (alone), one at a time;
+# 3. once the second is done, the tests needing the machine's first call (alone), one at a time, while the
+#    first part goes on at the lowest priority (scripts/step_aside.py) and takes only the CPU they leave;
 # and all along, at the lowest priority, the tests that measure nothing and only need CPU or wait
 # (beside: the static checks, an install): on the CPU the other parts leave.
 # ---------------------------------------------------------------------------------------------------
