@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import tempfile
@@ -40,6 +41,11 @@ from cua_tui.core.supervisor import RunConfig, RunResult, Supervisor
 from cua_tui.desktops.sim import SimDesktop
 
 share_parsed_css()  # the Apps of this process parse each stylesheet once (tests/css_cache.py)
+# Textual makes many short-lived objects a frame (segments, strips, styles), and at Python's default the
+# collector's youngest generation ran thousands of times a test: 17% less CPU in the Pilot tests with
+# fewer, larger collections (docs/development.md, "Where the suite's time goes"). Only the suite's own
+# processes: what a test starts (a cua-tui in tmux, a controller) collects as a user's does.
+gc.set_threshold(50_000, 50, 100)
 
 
 @dataclass
