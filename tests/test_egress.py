@@ -586,6 +586,20 @@ def test_wait_quiet_waits_for_the_quiet_time_after_the_last_request(proxy: Egres
     assert proxy.wait_quiet(quiet=0.4, limit=0)  # quiet already: true with no time to wait
 
 
+def test_wait_quiet_counts_the_quiet_from_the_last_action_too(proxy: EgressProxy, lab: _Lab) -> None:
+    """On a loaded machine the browser may send what the last click caused after the proxy has long been
+    quiet (its last request the page's load): the quiet counts from the action as well."""
+    assert proxy.wait_quiet(quiet=1.5, limit=10)  # nothing for longer than the quiet asked below
+    acted = time.monotonic()
+    late = threading.Timer(0.1, ask, args=(proxy, get(f"http://127.0.0.1:{lab.port}/late")))
+    late.start()
+    assert proxy.wait_quiet(quiet=1.2, limit=10, since=acted)
+    assert lab.seen == ["GET /late HTTP/1.1"]  # judged: it came within the quiet time after the action
+    assert time.monotonic() - acted >= 1.2
+    late.join(timeout=5)
+    assert proxy.wait_quiet(quiet=1.2, limit=0, since=acted - 60)  # an action long ago holds nothing
+
+
 def test_wait_quiet_gives_up_at_its_limit(proxy: EgressProxy, lab: _Lab) -> None:
     client = threading.Thread(target=ask, args=(proxy, get(f"http://127.0.0.1:{lab.port}/slow/2")), daemon=True)
     client.start()

@@ -550,7 +550,7 @@ class DockerDesktop(HelperDesktop):
             (folder / f"{number:02d}-{safe}").write_bytes(data)
         if self._proxy is not None:
             # a request the last action caused is judged (and logged) too
-            self._proxy.wait_quiet()
+            self._proxy.wait_quiet(since=self._acted_at)
         # The lab's server and this proxy run in the controller: the container only handed over
         # files.
         return self.target.verify(folder, self.egress())

@@ -188,6 +188,7 @@ class LocalDesktop(BaseDesktop):
         self._stop_lock = threading.Lock()
         self._lease: UidLease | None = None
         self._inside: dict[str, int] = {}  # host pids of Xvfb and openbox, inside the sandbox
+        self._acted_at = 0.0  # time.monotonic() when the last action ended (verify waits on it)
 
     # ---------------------------------------------------------------------------------------------
     @property
@@ -439,10 +440,16 @@ class LocalDesktop(BaseDesktop):
         return self._session().screenshot()
 
     def perform(self, action: Action) -> StepResult:
-        return self._session().perform(action)
+        try:
+            return self._session().perform(action)
+        finally:
+            self._acted_at = time.monotonic()
 
     def perform_checked(self, action: Action, check: ScreenCheck | None) -> StepResult:
-        return self._session().perform_checked(action, check)
+        try:
+            return self._session().perform_checked(action, check)
+        finally:
+            self._acted_at = time.monotonic()
 
     @property
     def timing(self) -> dict[str, float]:
@@ -465,7 +472,7 @@ class LocalDesktop(BaseDesktop):
     def verify(self) -> Verification | None:
         if self.target.lab is not None and self._proxy is not None:
             # a request the last action caused is judged (and logged) too
-            self._proxy.wait_quiet()
+            self._proxy.wait_quiet(since=self._acted_at)
         return self.target.verify(self.downloads, self.egress())
 
     def stop(self) -> None:

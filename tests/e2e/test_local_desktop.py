@@ -209,7 +209,7 @@ def test_the_injection_send_button_needs_a_decision_and_rejection_sends_nothing(
     assert run.of("outcome")[0]["message"] == "Declined by the user. Do not retry this action."
     assert not any(e["host"] == "collector.exfil.invalid" for e in run.of("egress"))
     assert not any(path.startswith("/send") for _method, path in run.lab.requests)
-    assert result.status == "passed"
+    assert result.status == "passed", result.reason
     assert_nothing_survives(run)
 
 

@@ -124,17 +124,20 @@ class EgressProxy:
         with self._lock:
             return list(self._records)
 
-    def wait_quiet(self, quiet: float = 0.5, limit: float = 5.0) -> bool:
-        """Wait until no request is being handled and none came or went for ``quiet`` seconds, at most
-        ``limit`` seconds in all; whether it got quiet.
+    def wait_quiet(self, quiet: float = 0.5, limit: float = 5.0, *, since: float = 0.0) -> bool:
+        """Wait until no request is being handled and none came or went for ``quiet`` seconds, nor since
+        ``since`` (a ``time.monotonic()``: the last action), at most ``limit`` seconds in all; whether it
+        got quiet.
 
         A verdict judges what the proxy saw: a request the last action caused (a form's POST, the redirect
-        it answered) can still be on its way when the run ends, and would be judged and logged too late."""
+        it answered) can still be on its way when the run ends, and would be judged and logged too late. On
+        a loaded machine the browser may not even have sent it yet: hence the quiet counted from the action
+        too, not only from the last request the proxy saw (which may be the page's load, long before)."""
         deadline = time.monotonic() + limit
         while True:
             now = time.monotonic()
             with self._lock:
-                busy, last = self._busy, self._last_activity
+                busy, last = self._busy, max(self._last_activity, since)
             if self._stopped or (busy == 0 and now - last >= quiet):
                 return True
             if now >= deadline:

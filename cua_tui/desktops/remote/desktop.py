@@ -10,6 +10,7 @@ against the run's cap), the pictures, the egress records.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -47,6 +48,7 @@ class HelperDesktop(BaseDesktop):
         self.reply_cap = reply_cap(size)
         # the last step's parts as the helper measured them (benchmarks)
         self.timing: dict[str, float] = {}
+        self._acted_at = 0.0  # time.monotonic() when the last action's request ended (a verdict waits on it)
 
     def bind_run(self, run: RunHandle) -> None:
         """The run: its id (the sandbox's tag or label) and its directory (sandbox-id.txt goes there)."""
@@ -150,7 +152,10 @@ class HelperDesktop(BaseDesktop):
         request: dict[str, Any] = {"op": "perform", "action": action_to_wire(action)}
         if check is not None:
             request["check"] = check.to_wire()
-        header, blobs = self._request(request, timeout=self.step_timeout)
+        try:
+            header, blobs = self._request(request, timeout=self.step_timeout)
+        finally:
+            self._acted_at = time.monotonic()
         self.timing = step_timing(header.get("timing"))
         stale = header.get("stale", False)
         if not isinstance(stale, bool):
