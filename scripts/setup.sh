@@ -23,7 +23,7 @@ DEB_BASE=(ca-certificates)
 DEB_DESKTOP=(xvfb xauth x11-utils openbox chromium bubblewrap socat fonts-dejavu-core util-linux tesseract-ocr tesseract-ocr-eng)
 # Tests also drive the real binaries in tmux, and the seeds' way (xdotool, scrot) for the benchmark; xterm
 # (its VT340 mode speaks Sixel) is the real graphics terminal the Sixel path is tested in, under Xvfb.
-DEB_TEST=(tmux xdotool scrot iproute2 curl xterm)
+DEB_TEST=(tmux xdotool scrot iproute2 curl xterm postgresql)
 deb_install() {
   local missing=()
   for pkg in "$@"; do
