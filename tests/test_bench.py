@@ -42,7 +42,7 @@ def _check_latency(stats: dict[str, Any], where: str) -> None:
 # ---------------------------------------------------------------------------------------------------
 @pytest.mark.e2e
 @pytest.mark.engine
-@pytest.mark.alone  # it measures: nothing else may run meanwhile
+@pytest.mark.alone  # it measures: the machine's first call (what else runs steps aside to nice 19)
 @pytest.mark.timeout(420)
 def test_the_speed_gate_holds_every_ratio_to_its_target_and_every_suite_reports_sane_numbers(
     tmp_path: Path,

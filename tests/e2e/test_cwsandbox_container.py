@@ -423,7 +423,7 @@ def none_left(tmp_path: Path, svc: ContainerService) -> None:
     assert listed.stdout.strip().splitlines()[-1] == "0 sandbox(es) tagged cua-tui", listed.stdout
 
 
-@pytest.mark.alone  # eight Chromiums at once: the machine to itself
+@pytest.mark.alone  # eight Chromiums at once: no other desktop part beside it
 def test_a_fleet_of_eight_runs_each_in_its_own_container(tmp_path: Path, service: ContainerService) -> None:
     started = time.monotonic()
     proc = fleet(tmp_path, service, 8, "approve")
