@@ -196,7 +196,7 @@ case "$job" in
       # Once, before the parts start their workers together: the cache every worker then reads.
       .venv/bin/python -m pytest --collect-only -q >/dev/null 2>&1
       # The whole suite in three parts, by what each test needs (tests/conftest.py): every test but those
-      # needing a desktop, the Docker engine or the machine to itself on four workers (pytest-xdist: most
+      # needing a desktop, the Docker engine or the machine's first call on four workers (pytest-xdist: most
       # of them wait on a timer, a pipe or a thread, so four keep two CPUs busy; 4m12s against 5m07s on
       # two, measured on this project's 2-CPU machines); beside it, the desktop and engine ones three at a
       # time (they mostly wait on their desktops, so the first part fills the CPUs they leave; the

@@ -690,7 +690,9 @@ class Supervisor:
                 raise
             raise Halt(result) from None
         self.tally.executed += 1
-        said = f"{output or HEARD[OutcomeStatus.EXECUTED]}. {note}" if note else output or HEARD[OutcomeStatus.EXECUTED]
+        said = output or HEARD[OutcomeStatus.EXECUTED]
+        if note:
+            said = f"{said}. {note}"
         # it ran: an ending from here on records it as executed
         self.owed.performed[index] = said
         self.moved(action)

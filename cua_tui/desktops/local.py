@@ -440,10 +440,7 @@ class LocalDesktop(BaseDesktop):
         return self._session().screenshot()
 
     def perform(self, action: Action) -> StepResult:
-        try:
-            return self._session().perform(action)
-        finally:
-            self._acted_at = time.monotonic()
+        return self.perform_checked(action, None)
 
     def perform_checked(self, action: Action, check: ScreenCheck | None) -> StepResult:
         try:
