@@ -17,13 +17,15 @@ from pathlib import Path
 
 import click
 
+from ..core.events import RunStatus
 from ..core.runlist import JSON_KEYS as JSON_KEYS
 from ..core.runlist import RunEntry as RunEntry
 from ..core.runlist import read_runs as read_runs
 from .base import fail, settings
 from .flags import flag
 
-STATUSES = ("passed", "failed", "finished", "killed", "limit", "error", "unfinished")
+# every way a run ends, and ``unfinished`` (no result.json: running, or stopped before its seal)
+STATUSES = (*(status.value for status in RunStatus), "unfinished")
 # How each run ended first, then whether its record vouches for it (core/ending.py: status, record,
 # checked in, one meaning each); then what every command takes (RUN).
 HEADER = (

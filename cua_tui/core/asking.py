@@ -60,7 +60,10 @@ def timed_ruling(decide: Callable[[threading.Event], object], timeout: float | N
             if timer is not None:
                 timer.cancel()
     if timeout is not None and expired.is_set() and not (ruling.answer is Answer.KILL and ruling.human):
-        return Ruling(Answer.REJECT, f"{BY_DEADLINE} ({timeout:g} s)", deadline_message(timeout))
+        # an answer a team's queue committed too late is recorded as such: it was not taken
+        queue = ruling.queue
+        late = {**queue, "late": True} if queue and "answer" in queue else queue
+        return Ruling(Answer.REJECT, f"{BY_DEADLINE} ({timeout:g} s)", deadline_message(timeout), queue=late)
     return ruling
 
 
@@ -105,13 +108,14 @@ def decision_record(
         ruling.by,
         subject=request.kind,
         note=ruling.note,
-        operator=operator if ruling.human else "",
+        operator=(ruling.operator or operator) if ruling.human else "",
         screen=ruling.screen if is_sha256(ruling.screen) else "",
         shown_ms=ruling.shown_ms if ruling.human and type(ruling.shown_ms) is int else None,
         guard_ms=ruling.guard_ms if ruling.human and type(ruling.guard_ms) is int else None,
         edited=edited,
         ran=ruling.edit,
         group=group_record(ruling.group) if ruling.human else None,
+        queue=ruling.queue,
     )
 
 

@@ -85,6 +85,10 @@ class RunStatus(StrEnum):
     KILLED = "killed"
     LIMIT = "limit"
     ERROR = "error"
+    # a team's run whose worker stopped renewing its lease (the database says so; its folder may hold more)
+    LOST = "lost"
+    # a team's run whose worker found its lease taken: it executed nothing more and sealed the run
+    INTERRUPTED = "interrupted"
 
 
 class RunPhase(StrEnum):
@@ -257,6 +261,9 @@ class DecisionMade(Event):
     # answered with the others of a group in the fleet queue (one keypress, each run its own decision):
     # {"id": "g1a2b3c-17", "size": 12}
     group: dict[str, Any] | None = None
+    # answered through a team's queue (PostgreSQL): the request's and the answer's ids, the database role
+    # that answered (its session_user) and the answer's commit time; ``late``: committed, not applied
+    queue: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

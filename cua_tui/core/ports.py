@@ -296,6 +296,11 @@ class Ruling:
     takeover: bool = False
     # the fleet queue's group it was answered in: (id, size)
     group: tuple[str, int] | None = None
+    # who answered, when the approver knows it better than the run (a team queue's session_user); "" for
+    # the run's own operator
+    operator: str = ""
+    # answered through a team's queue: the decision's ``queue`` record (request, answer, role, committed)
+    queue: dict[str, Any] | None = None
 
 
 class AnswerDetails(TypedDict, total=False):

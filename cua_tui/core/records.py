@@ -3,7 +3,7 @@ the start (and its ``run_started`` event), a transcript line per turn, result.js
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +33,9 @@ class RunConfig:
     stop_timeout: float = 15.0
     # who reviews (user@host or --operator): recorded with every decision a person makes
     operator: str = ""
+    # asked before every action runs: None, or why nothing may run any more (a team worker's lapsed
+    # lease); the run then ends ``interrupted``
+    fence: Callable[[], str | None] | None = None
 
 
 def run_record(cfg: RunConfig, run_id: str, started: float) -> tuple[dict[str, Any], ev.RunStarted]:

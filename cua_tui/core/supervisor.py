@@ -179,6 +179,11 @@ class Supervisor:
         """The kill switch. Safe from any thread, at any moment, any number of times; returns at once."""
         self._abort(RunStatus.KILLED, f"killed by {by}", by=by)
 
+    def interrupt(self, reason: str) -> None:
+        """End the run ``interrupted`` from any thread, as the kill switch ends it: for a team's worker that
+        found its lease taken, which must execute nothing more (``reason`` says so in the log)."""
+        self._abort(RunStatus.INTERRUPTED, reason)
+
     def fail(self, reason: str) -> None:
         """End the run ``error`` from any thread, as the kill switch ends it (nothing further executes, the
         desktop stops, the log is sealed): for a caller whose thread driving ``run()`` failed past its loop."""
@@ -586,7 +591,7 @@ class Supervisor:
                     Answer.APPROVE,
                     ruling.by,
                     note="approved with the call's safety checks (one answer)",
-                    operator=self.config.operator if ruling.human else "",
+                    operator=(ruling.operator or self.config.operator) if ruling.human else "",
                     screen=ruling.screen if is_sha256(ruling.screen) else "",
                 )
             )
@@ -630,7 +635,9 @@ class Supervisor:
             return Edited(action, ruling.edit)
         if ruling.grant and scope is not None:
             with self._records.lock:
-                given = self._consent.grants.add(scope, self.config.operator or ruling.by, self.tally.turn, index)
+                given = self._consent.grants.add(
+                    scope, ruling.operator or self.config.operator or ruling.by, self.tally.turn, index
+                )
                 self.emit(ev.GrantAdded(given.id, scope.kind, scope.key, scope.label, given.by, self.tally.turn, index))
         return None
 
@@ -658,6 +665,10 @@ class Supervisor:
         """Run one approved action; ``note`` (a reviewer's edit) follows what the model hears of it."""
         self.set_phase(RunPhase.EXECUTING, action.describe())
         started = self._clock()
+        fenced = self.config.fence() if self.config.fence is not None else None
+        if fenced is not None:
+            self.interrupt(fenced)
+            raise Aborted()
         try:
             # The intent is on disk before the desktop gets the action: nothing runs unrecorded.
             self.emit(ev.Executing(self.tally.turn, index, call.call_id, action.describe()))
