@@ -63,6 +63,8 @@ class RunOptions:
     url: str | None = None
     allow_domains: tuple[str, ...] = ()
     policy_path: Path | None = None
+    # the policy's text itself (a team's task carries it) and the SHA-256 it must have
+    policy_text: tuple[str, str] | None = None
     regions: tuple[dict[str, Any], ...] = ()  # more confirmation regions on top of the policy's
     max_turns: int | None = None
     max_steps: int | None = None
@@ -80,6 +82,10 @@ class RunOptions:
     fsync: bool = True
     desktop: Desktop | None = None
     agent_impl: Agent | None = None
+    # a ready-made approver (a team's worker: the queue's), instead of ``decisions``
+    approver: Approver | None = None
+    # asked before every action runs: None, or why nothing may run any more (a worker's lapsed lease)
+    fence: Callable[[], str | None] | None = None
     clock: Callable[[], float] = time.monotonic
     wall_clock: Callable[[], float] = time.time
     settings: Any = None  # config.Settings; loaded when not given
@@ -123,7 +129,7 @@ def build_run(options: RunOptions) -> Run:
     policy = _policy(options, settings, lab)
     runs = (options.runs_dir or settings.runs_dir).expanduser()
     key = _audit_key(options.audit_key, runs)
-    approver = _approver(options.decisions)
+    approver = options.approver or _approver(options.decisions)
     agent, label = _agent(options, policy, settings)
     desktop = options.desktop or _desktop(options, size, lab, policy, settings)
     rundir = _rundir(runs, options.run_id)
@@ -144,6 +150,7 @@ def build_run(options: RunOptions) -> Run:
         extra=extra,
         versions=versions(),
         operator=options.operator or default_operator(),
+        fence=options.fence,
     )
     try:
         supervisor = Supervisor(
@@ -251,7 +258,10 @@ def _policy(options: RunOptions, settings: Settings, lab: Lab | None) -> Policy:
 
     try:
         path = options.policy_path or settings.policy
-        policy = Policy.load(path) if path else Policy.default()
+        if options.policy_text is not None:
+            policy = _given_policy(*options.policy_text)
+        else:
+            policy = Policy.load(path) if path else Policy.default()
         # the task's deadline for decisions, else the policy's, else the user's settings'
         timeout = options.decision_timeout
         if timeout is None and not policy.limits.decision_timeout and settings.decision_timeout:
@@ -265,6 +275,17 @@ def _policy(options: RunOptions, settings: Settings, lab: Lab | None) -> Policy:
     except PolicyError as exc:
         raise BuildError(str(exc)) from None
     return policy
+
+
+def _given_policy(text: str, sha256: str) -> Policy:
+    """A policy given as its text (a team's task), which must be the text its SHA-256 names."""
+    import hashlib
+
+    from .core.policy import Policy
+
+    if hashlib.sha256(text.encode()).hexdigest() != sha256:
+        raise BuildError("the task's policy text does not match its SHA-256: refused")
+    return Policy.from_toml(text, source=f"task policy {sha256[:12]}")
 
 
 def _audit_key(path: Path | None, runs: Path) -> AuditKey | None:

@@ -20,7 +20,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from typing import TextIO
+from typing import Any, TextIO
 
 from .core.approvers import KILL_SWITCH, FixedApprover
 from .core.describe import request_lines
@@ -151,9 +151,13 @@ class CommandApprover:
         self.timeout = timeout
 
     def decide(self, request: DecisionRequest, cancel: threading.Event) -> Ruling:
+        return self.ask(request.to_json(), cancel)
+
+    def ask(self, request: dict[str, Any], cancel: threading.Event) -> Ruling:
+        """The command's answer to ``request`` (its JSON on stdin): a local run's, or a team queue's row."""
         if shutil.which(self.argv[0]) is None:
             return Ruling(Answer.REJECT, APPROVER_FAILED, f"could not start: no executable {self.argv[0]!r}")
-        payload = json.dumps(request.to_json()).encode() + b"\n"
+        payload = json.dumps(request).encode() + b"\n"
         # both ends close on exec: only the guard gets ``watch``, through pass_fds
         watch, alive = os.pipe()
         try:

@@ -80,6 +80,14 @@ def _optional(holder: dict[str, Any], key: str, default: Any) -> Any:
     return default if value is None else value
 
 
+def read_script_data(path: Path) -> Any:
+    """A script file's JSON, read as ``Script.load`` reads it and checked the same way: for a caller that
+    sends the script elsewhere (a team's task) rather than playing it here."""
+    data = _json(_read_text(path, "script"), f"script {path}")
+    Script.from_data(data, source=str(path))
+    return data
+
+
 def _read_text(path: Path, what: str) -> str:
     """A small UTF-8 file named by the user, read as hostile input: non-blocking open (a FIFO cannot hang
     it), a regular file only, never more than the cap (a link to /dev/zero reports size 0 and never ends)."""
