@@ -55,6 +55,8 @@ class _Base(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     decision_timeout: float | None = None
     # where runs send their OpenTelemetry spans (OTLP over HTTP); absent: nowhere
     otel_endpoint: str | None = None
+    # a team's queue: the PostgreSQL URL that ``worker``, ``attach`` and ``fleet --queue`` use by default
+    queue: str | None = None
 
 
 class ModelTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
@@ -100,6 +102,8 @@ class Settings:
     decision_timeout: float = 0.0
     # OTLP/HTTP endpoint for every run's spans (``--otel`` wins); None: no spans are sent
     otel_endpoint: str | None = None
+    # a team's queue (a PostgreSQL URL, which may hold a password: never in a repr); CUA_TUI_QUEUE wins
+    queue: str | None = field(default=None, repr=False)
     # the vendors' and backends' tables as the file has them (keys among them: never in a repr)
     tables: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
@@ -174,6 +178,7 @@ class Settings:
             decision_guard_s=data.decision_guard_s if data.decision_guard_s is not None else DEFAULT_GUARD_S,
             decision_timeout=data.decision_timeout or 0.0,
             otel_endpoint=otel,
+            queue=(env.get("CUA_TUI_QUEUE") or data.queue or "").strip() or None,
             cache_dir=Path(env.get("CUA_TUI_CACHE_DIR") or user_cache_path(APP)).expanduser(),
             tables={table.name: _read_table(table, data, config_file) for table in tables},
         )

@@ -87,6 +87,7 @@ def task_options(spec: TaskSpec, tasks: TasksFile, base: RunOptions) -> RunOptio
     return replace(
         base,
         task=spec.task or base.task,
+        backend=spec.backend or base.backend,
         lab=spec.lab if spec.lab is not None or spec.url is not None else base.lab,
         url=spec.url if spec.url is not None or spec.lab is not None else base.url,
         agent=agent,

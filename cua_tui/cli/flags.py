@@ -20,7 +20,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # How a run is driven, not what it is made of: no RunOptions field of their own (``run_options``
 # turns --headless and --on-confirm into ``decisions``; the TUI takes --theme; --otel adds a listener).
-DRIVING = ("headless", "theme", "on_confirm", "otel")
+DRIVING = ("headless", "theme", "on_confirm", "otel", "queue")
 
 _COUNT = click.IntRange(1, 10**9)
 _PATH = click.Path(path_type=Path)
@@ -159,6 +159,16 @@ FLAGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
             "callback": lambda ctx, param, value: otel_endpoint(value),
             "help": "Send the run's OpenTelemetry spans to this OTLP/HTTP endpoint (e.g. http://localhost:4318; "
             "default: the settings' otel_endpoint). No message or typed text is ever in a span.",
+        },
+    ),
+    "queue": (
+        ("--queue",),
+        {
+            "metavar": "URL",
+            "default": None,
+            "help": "A team's queue: a PostgreSQL URL such as postgresql://alice@db.example/cua (default: "
+            "CUA_TUI_QUEUE, else the settings' queue). TLS is required unless the server is on this machine or "
+            "the URL sets sslmode; who you are is the role the server authenticates.",
         },
     ),
 }

@@ -26,7 +26,6 @@ from .otel import close_sink, open_sink
 @path_option(
     "--tasks",
     "tasks_path",
-    required=True,
     help="Tasks file (TOML): one [[tasks]] table per run (see the README's fleet section).",
 )
 @flag("backend", help="Desktop of every run.")
@@ -54,7 +53,25 @@ from .otel import close_sink, open_sink
     help="Headless decisions of every run: reject, approve or approver:CMD (one command for the whole fleet; "
     'its JSON request names the run in "run").',
 )
-def command(tasks_path: Path, concurrency: int | None, **values: Any) -> None:
+@flag(
+    "queue",
+    help="Put the fleet on a team's queue (a PostgreSQL URL; default: CUA_TUI_QUEUE, else the settings' "
+    "queue) for its workers to run: with --detach. TLS unless the server is on this machine.",
+)
+@click.option(
+    "--detach",
+    is_flag=True,
+    help="Submit the fleet to the queue, print its id and return: workers run it (`cua-tui worker`), analysts "
+    "answer it (`cua-tui attach`).",
+)
+@click.option(
+    "--retry",
+    metavar="RUN",
+    default=None,
+    help="With a queue: run an ended run's task again, as a new run of its fleet (a lost run is never re-run "
+    "by itself: a re-run repeats what it did outside).",
+)
+def command(tasks_path: Path | None, concurrency: int | None, **values: Any) -> None:
     """Run every task of a tasks file as its own supervised run, at most --concurrency at a time, with one
     approval queue across runs (risk first, then age).
 
@@ -62,21 +79,22 @@ def command(tasks_path: Path, concurrency: int | None, **values: Any) -> None:
     <runs-dir>/fleet.json lists them (under the fleet id) with the tasks file's SHA-256. Exit status: 0 when every
     run ended passed or finished, 1 otherwise, 2 for bad usage or configuration."""
     headless, theme = values["headless"], values["theme"]
+    teamed = values["detach"] or values["retry"] or values["queue"]
+    if teamed:
+        _on_queue(tasks_path, values)
+        return
+    if tasks_path is None:
+        fail("--tasks FILE is required", hint="a tasks file lists the fleet's runs (docs/files/tasks.md)")
     if values["on_confirm"] == "ask":
         fail("--on-confirm ask: one terminal prompt cannot serve many runs", hint="use approver:CMD")
     # Imported here: the builder pulls in the core, and --help should start fast.
     from dataclasses import replace
 
-    from ..agents.vendors import VENDORS
-    from ..core.tasks import load_tasks
-    from ..desktops import lab_hosts
     from ..fleet_runner import Fleet, concurrency_for, fleet_tasks
-    from ..labs import LABS
 
     config = settings()
     # a lab on a desktop without a browser is refused here, not by each run at its first screen
-    agents = [vendor.spec for vendor in VENDORS.values()]
-    tasks = load_tasks(tasks_path, labs=LABS.keys(), backend=(values["backend"], lab_hosts()), agents=agents)
+    tasks = _load(tasks_path, values["backend"])
     if not headless:
         from .session import check_theme
 
@@ -84,7 +102,12 @@ def command(tasks_path: Path, concurrency: int | None, **values: Any) -> None:
     base = run_options(values, settings=config)
     specs = fleet_tasks(tasks, base)
     _check_tasks(specs)
-    limit, message = concurrency_for(base.backend, concurrency, len(specs))
+    # a task may name its own backend: the machine's limit holds if any of them runs here
+    from ..desktops import runs_here
+
+    backends = [t.options.backend for t in specs]
+    local = next((b for b in backends if runs_here(b)), base.backend)
+    limit, message = concurrency_for(local, concurrency, len(specs))
     if message:
         click.echo(message, err=True)
     runs = (base.runs_dir or config.runs_dir).expanduser()
@@ -114,6 +137,65 @@ def command(tasks_path: Path, concurrency: int | None, **values: Any) -> None:
     finally:
         close_sink(sink)
     sys.exit(code)
+
+
+def _load(tasks_path: Path, backend: str) -> Any:
+    """The tasks file, checked against the labs, agents and backends this program has."""
+    from ..agents.vendors import VENDORS
+    from ..core.tasks import load_tasks
+    from ..desktops import BACKENDS, lab_hosts
+    from ..labs import LABS
+
+    agents = [vendor.spec for vendor in VENDORS.values()]
+    return load_tasks(
+        tasks_path, labs=LABS.keys(), backend=(backend, lab_hosts()), agents=agents, backends=tuple(BACKENDS)
+    )
+
+
+def _on_queue(tasks_path: Path | None, values: dict[str, Any]) -> None:
+    """``--queue``/``--detach``/``--retry``: the fleet goes to a team's queue, its workers run it."""
+    from ..team import db
+
+    if values["operator"] is not None:
+        fail(
+            "--operator: with a queue, who answers is the role the database authenticates (its session_user), "
+            "never a name given here"
+        )
+    config = settings()
+    url = db.queue_url(values["queue"], config.queue)
+    if values["retry"] is not None:
+        from ..team.submit import retry
+
+        fleet_id, run_id = retry(url, values["retry"])
+        click.echo(run_id)
+        click.echo(f"run {run_id} queued in {fleet_id}: a new run of the task of {values['retry']}", err=True)
+        return
+    if not values["detach"]:
+        fail(
+            "--queue: a fleet is put on a team's queue with --detach",
+            hint="then answer it with `cua-tui attach --queue URL FLEET --headless --on-confirm ...`",
+        )
+    if tasks_path is None:
+        fail("--tasks FILE is required", hint="a tasks file lists the fleet's runs (docs/files/tasks.md)")
+    if values["headless"]:
+        fail("--detach: the fleet runs on the workers; --headless belongs to `cua-tui attach`")
+    from ..fleet_runner import fleet_tasks
+    from ..team.payload import SpecError
+    from ..team.submit import specs_of, submit
+
+    tasks = _load(tasks_path, values["backend"])
+    base = run_options(values, settings=config)
+    try:
+        specs = specs_of(fleet_tasks(tasks, base), config.policy)
+    except SpecError as exc:
+        fail(str(exc))
+    done = submit(url, specs, tasks_sha256=tasks.sha256, name=tasks.name)
+    click.echo(done.fleet_id)
+    click.echo(
+        f"fleet {done.fleet_id}: {len(done.runs)} run{'s' if len(done.runs) != 1 else ''} queued on "
+        f"{db.shown(url)} by {done.role}; answer it with `{program()} attach {done.fleet_id}`",
+        err=True,
+    )
 
 
 def _in_order() -> Any:

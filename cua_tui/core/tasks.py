@@ -51,6 +51,8 @@ class _Settings(msgspec.Struct, frozen=True, kw_only=True):
     # this task's decisions are rejected after so many seconds without an answer (0: none)
     decision_timeout: float | None = None
     allow_domains: tuple[str, ...] = ()
+    # the desktop of this task's run (a registered backend); None: the command line's --backend
+    backend: str | None = None
 
 
 class _Task(_Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -97,13 +99,14 @@ def load_tasks(
     labs: Collection[str] | None = None,
     backend: Backend | None = None,
     agents: Collection[str] | None = None,
+    backends: Collection[str] | None = None,
 ) -> TasksFile:
     """Read (bounded) and validate a tasks file."""
     path = Path(path)
     label = f"tasks file {path}"
     data = tomlfile.read_bytes(path, label, cap=MAX_TASKS_BYTES, what="a tasks file", error=TasksError)
     text = tomlfile.decode(data, label, TasksError)
-    parsed = parse_tasks(text, str(path), labs=labs, backend=backend, agents=agents)
+    parsed = parse_tasks(text, str(path), labs=labs, backend=backend, agents=agents, backends=backends)
     folder = str(path.parent) if str(path.parent) else "."
     return TasksFile(parsed.source, parsed.name, parsed.tasks, hashlib.sha256(data).hexdigest(), folder)
 
@@ -114,11 +117,12 @@ def parse_tasks(
     labs: Collection[str] | None = None,
     backend: Backend | None = None,
     agents: Collection[str] | None = None,
+    backends: Collection[str] | None = None,
 ) -> TasksFile:
     """Validate tasks file text. ``labs``: the lab names that exist (unchecked when None); ``backend``: the
     runs' backend and those that can host a lab or a URL (a task naming one on another is refused);
     ``agents``: the registered agents as ``--agent`` takes them ("openai", "script:PATH"; unchecked when
-    None)."""
+    None); ``backends``: the registered backends a task may name (unchecked when None)."""
     doc = tomlfile.parse(text, f"tasks file {source}", cap=MAX_TASKS_BYTES, error=TasksError)
     tasks_value = doc.data.get("tasks")
     if isinstance(tasks_value, list) and len(tasks_value) > MAX_TASKS:
@@ -138,8 +142,10 @@ def parse_tasks(
         spec = _task(doc, i, task, labs, lines[("tasks", i)])
         if agents is not None and spec.agent is not None and not _agent_known(spec.agent, agents):
             raise doc.error(("tasks", i, "agent"), f"{spec.agent!r}: {either(tuple(agents))}")
+        if spec.backend is not None and backends is not None and spec.backend not in backends:
+            raise doc.error(("tasks", i, "backend"), f"{spec.backend!r}: {either(tuple(backends))}")
         if backend is not None:
-            _hosted(doc, i, spec, *backend)
+            _hosted(doc, i, spec, spec.backend or backend[0], backend[1])
         if spec.name in seen:
             problem = f"name {spec.name!r} is already used by task {seen[spec.name] + 1}: names must be unique"
             raise doc.error(("tasks", i, "name"), problem)
@@ -159,7 +165,7 @@ def _task(doc: TomlDoc, i: int, task: _Task, labs: Collection[str] | None, line:
         raise fail("name", f"{name!r}: 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit")
     if len(task.task) > MAX_TASK_TEXT:
         raise fail("task", f"task text of {len(task.task)} characters exceeds {MAX_TASK_TEXT}")
-    for key in ("lab", "url", "agent", "model", "policy"):
+    for key in ("lab", "url", "agent", "model", "policy", "backend"):
         value = getattr(task, key)
         if value is not None and not value.strip():
             raise fail(key, "must not be empty")
