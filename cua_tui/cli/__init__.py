@@ -9,10 +9,25 @@ Heavy and vendor imports happen inside the commands that need them, so ``--help`
 
 from __future__ import annotations
 
-from . import demo, export, fleet, locate, policy, replay, run, runs, sandboxes, stats, verify
+from . import attach, demo, export, fleet, locate, policy, queue, replay, run, runs, sandboxes, stats, verify, worker
 from .base import main
 
-for _module in (demo, run, fleet, replay, verify, export, runs, stats, sandboxes, locate, policy):
+for _module in (
+    demo,
+    run,
+    fleet,
+    worker,
+    attach,
+    queue,
+    replay,
+    verify,
+    export,
+    runs,
+    stats,
+    sandboxes,
+    locate,
+    policy,
+):
     main.add_command(_module.command)
 
 __all__ = ["main"]

@@ -1,0 +1,202 @@
+"""An analyst's side of a team's queue: answering a request (a compare-and-set the database commits before
+any worker acts on it, as the role the session authenticated as), a group of them in one transaction, and
+the headless analyst of ``cua-tui attach --headless``, which answers a fleet's requests through the same
+statement with a rule or an approver command, and can come and go while the fleet runs."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from ..core.ports import Answer, Ruling
+from ..core.text import one_line, visible
+from ..headless_approvers import APPROVER_COMMAND, CommandApprover
+from . import db, schema
+from . import requests as rq
+
+# a headless analyst reads the queue at least this often without a notification
+POLL_S = 1.0
+# open requests read per pass (the first ones in the queue's order)
+BATCH = 50
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What became of an answer: ``won``, or why not in one line (who answered what, when)."""
+
+    request_id: int
+    won: bool
+    line: str
+    answer_id: int | None = None
+
+
+def answer(conn: psycopg.Connection[Any], request_id: int, decision: Answer, *, how: str, note: str = "") -> Outcome:
+    """Answer one request, once: zero rows updated means someone else did (or it closed) first."""
+    with conn.transaction():
+        row = conn.execute(
+            "UPDATE cua_tui.requests SET answer = %s, how = %s, note = %s "
+            "WHERE id = %s AND answer IS NULL AND closed_at IS NULL RETURNING answer_id",
+            (decision.value, how[:100], note[:2000] or None, request_id),
+        ).fetchone()
+        if row is not None:
+            return Outcome(request_id, True, f"request {request_id}: {decision.value}d", int(row[0]))
+        return Outcome(request_id, False, _why_not(conn, request_id))
+
+
+def answer_group(
+    conn: psycopg.Connection[Any], request_ids: Sequence[int], decision: Answer, *, how: str, note: str = ""
+) -> list[Outcome]:
+    """Answer a group in one transaction: each member still open gets the answer; the others say why not."""
+    with conn.transaction():
+        won = {
+            int(r[0]): int(r[1])
+            for r in conn.execute(
+                "UPDATE cua_tui.requests SET answer = %s, how = %s, note = %s "
+                "WHERE id = ANY(%s) AND answer IS NULL AND closed_at IS NULL RETURNING id, answer_id",
+                (decision.value, how[:100], note[:2000] or None, list(request_ids)),
+            ).fetchall()
+        }
+        return [
+            Outcome(i, True, f"request {i}: {decision.value}d", won[i])
+            if i in won
+            else Outcome(i, False, _why_not(conn, i))
+            for i in request_ids
+        ]
+
+
+def _why_not(conn: psycopg.Connection[Any], request_id: int) -> str:
+    row = conn.execute(
+        "SELECT answer, answered_by, answered_at, closed_why, closed_at FROM cua_tui.requests WHERE id = %s",
+        (request_id,),
+    ).fetchone()
+    if row is None:
+        return f"request {request_id}: no such request"
+    answered, role, at, closed_why, closed_at = row
+    if answered is not None:
+        return f"request {request_id} was already answered: {visible(str(role), limit=64)} {answered}d it at {_at(at)}"
+    return f"request {request_id} is closed ({visible(str(closed_why), limit=120)}) since {_at(closed_at)}"
+
+
+def _at(when: datetime | None) -> str:
+    return when.astimezone().strftime("%H:%M:%S") if when is not None else "?"
+
+
+# ------------------------------------------------------------------------------------------------
+# The headless analyst
+# --------------------------------------------------------------------------------------------------
+class HeadlessAnalyst:
+    """Answers the open requests of ``fleet_id`` with ``on_confirm`` (``approve``, ``reject`` or
+    ``approver:CMD``), first in the queue's order first, until the fleet has ended or ``stop`` is set."""
+
+    def __init__(
+        self, url: str, fleet_id: str, on_confirm: str, say: Callable[[str], None], *, timeout: float = 60.0
+    ) -> None:
+        self.url = url
+        self.fleet_id = fleet_id
+        self.say = say
+        self.stop = threading.Event()
+        if on_confirm in ("approve", "reject"):
+            self._fixed: Answer | None = Answer(on_confirm)
+            self._command: CommandApprover | None = None
+            self.how = f"headless rule: {on_confirm}"
+        elif on_confirm.startswith("approver:"):
+            self._fixed = None
+            self._command = CommandApprover(on_confirm.removeprefix("approver:"), timeout=timeout)
+            self.how = APPROVER_COMMAND
+        else:
+            raise ValueError(f"--on-confirm must be approve, reject or approver:CMD, not {visible(on_confirm)!r}")
+        self.answered = 0
+        self.lost = 0
+
+    def run(self) -> int:
+        """Answer until the fleet ends; 0, or 1 when the fleet is not on the queue."""
+        backoff = db.Backoff(self.say)
+        conn: psycopg.Connection[Any] | None = None
+        first = True
+        while not self.stop.is_set():
+            try:
+                if conn is None or conn.closed:
+                    conn = db.connect(self.url, "cua-tui attach", check_schema=first)
+                    conn.execute(f"LISTEN {schema.POSTED}")
+                    backoff.ok()
+                    if first:
+                        role = db.session_user(conn)
+                        if not self._known(conn):
+                            raise db.QueueError(f"no fleet {visible(self.fleet_id, limit=100)} on the queue")
+                        self.say(f"attached to {self.fleet_id} as {visible(role, limit=64)} ({self.how})")
+                        first = False
+                conn.execute("SELECT cua_tui.reap()")
+                if self._pass(conn) == 0:
+                    if self._ended(conn):
+                        break
+                    for _ in conn.notifies(timeout=POLL_S, stop_after=1):
+                        pass
+            except db.QueueError:
+                raise
+            except db.LINK_ERRORS as exc:
+                if first:
+                    raise db.QueueError(f"queue {db.shown(self.url)}: {db.one_line_error(exc)}") from None
+                if conn is not None:
+                    conn.close()
+                conn = None
+                self.stop.wait(backoff.failed("answering", exc))
+        if conn is not None:
+            conn.close()
+        self.say(f"detached from {self.fleet_id}: {self.answered} answered, {self.lost} answered by others first")
+        return 0
+
+    def _known(self, conn: psycopg.Connection[Any]) -> bool:
+        return conn.execute("SELECT 1 FROM cua_tui.fleets WHERE id = %s", (self.fleet_id,)).fetchone() is not None
+
+    def _ended(self, conn: psycopg.Connection[Any]) -> bool:
+        row = conn.execute(
+            "SELECT count(*) FROM cua_tui.runs WHERE fleet_id = %s AND state <> 'ended'", (self.fleet_id,)
+        ).fetchone()
+        return row is not None and row[0] == 0
+
+    def _pass(self, conn: psycopg.Connection[Any]) -> int:
+        """Answer the open requests once, first in the queue's order first; how many were open."""
+        rows = conn.execute(
+            "SELECT id, body, texts FROM cua_tui.requests WHERE fleet_id = %s AND answer IS NULL AND closed_at IS NULL "
+            "ORDER BY tier, posted_at, id LIMIT %s",
+            (self.fleet_id, BATCH),
+        ).fetchall()
+        for request_id, body, texts in rows:
+            if self.stop.is_set():
+                break
+            ruling = self._decide(int(request_id), body, texts)
+            if ruling is None:
+                continue
+            done = answer(conn, int(request_id), ruling.answer, how=self.how, note=ruling.note)
+            if done.won:
+                self.answered += 1
+                self.say(f"{rq.summary(body)}: {ruling.answer.value} (answer {done.answer_id})")
+            else:
+                self.lost += 1
+                self.say(done.line)
+        return len(rows)
+
+    def _decide(self, request_id: int, body: Any, texts: Any) -> Ruling | None:
+        if self._fixed is not None:
+            return Ruling(self._fixed, self.how)
+        assert self._command is not None
+        try:
+            data = rq.approver_request(body, texts, request_id)
+        except rq.RowError as exc:
+            self.say(f"request {request_id}: {exc}; rejected")
+            return Ruling(Answer.REJECT, self.how, note=one_line(str(exc), 300))
+        ruling = self._command.ask(data, self.stop)
+        if self.stop.is_set():
+            return None
+        # a command's failure is a reject (fail closed), as for a local run; its reason goes with it
+        return Ruling(ruling.answer, self.how, note=ruling.note)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)

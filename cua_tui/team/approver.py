@@ -1,0 +1,252 @@
+"""The approver of a team's run: a decision request becomes a row every analyst sees, and the run goes on
+only with the one answer the database committed, read back and marked applied by this worker while it
+still holds its lease. No transaction is held while a person thinks; a lapsed lease applies nothing.
+
+An answer applies only to the request this worker posted: the row is found by its id, and its content's
+SHA-256 must be the one the worker computed when it posted it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from ..core.ports import Answer, DecisionRequest, Ruling
+from ..core.text import one_line
+from . import db
+from . import requests as rq
+from .link import Link, Stopped
+from .mirror import store_screens
+
+# how often a waiting request's row is read again when no notification came (the fallback)
+POLL_S = 1.0
+# what a row's ``how`` may say, and what the run records for it ("(team queue)" follows)
+HOW = {
+    "human": "human",
+    "approver command": "approver command",
+    "headless rule: approve": "headless rule: approve",
+    "headless rule: reject": "headless rule: reject",
+}
+# who answered what: the answers a waiting request is woken for (set by the worker's listener)
+Waiters = Callable[[int], threading.Event]
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What a worker holds of one run: the run, its fleet, and the fencing token it was claimed with."""
+
+    run_id: str
+    fleet_id: str
+    worker_id: str
+    token: int
+
+
+class QueueApprover:
+    """Posts each request of one run, waits for its committed answer, applies it (see the module)."""
+
+    def __init__(
+        self,
+        link: Link,
+        claim: Claim,
+        *,
+        seq_of: Callable[[DecisionRequest], tuple[int, str]],
+        waiter: Callable[[int], threading.Event],
+        forget: Callable[[int], None],
+        fenced: Callable[[str], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.link = link
+        self.claim = claim
+        self._seq_of = seq_of
+        self._waiter = waiter
+        self._forget = forget
+        self._fenced = fenced
+        self._clock = clock
+
+    def decide(self, request: DecisionRequest, cancel: threading.Event) -> Ruling:
+        asked = self._clock()
+        seq, rule = self._seq_of(request)
+        post = rq.posting(request, rule, self.claim.fleet_id, seq)
+        try:
+            request_id = self._post(request, post, seq)
+            woken = self._waiter(request_id)
+            try:
+                return self._wait(request_id, post, woken, cancel, asked, request.deadline_s)
+            finally:
+                self._forget(request_id)
+        except Fenced as exc:
+            # nothing more runs: the run ends interrupted (the reject below is never taken)
+            self._fenced(str(exc))
+            raise
+
+    # ---------------------------------------------------------------------------------------------
+    def _post(self, request: DecisionRequest, post: rq.Posting, seq: int) -> int:
+        claim = self.claim
+        png = {request.frame.sha256: request.frame.png} if request.frame is not None else {}
+
+        def insert(conn: psycopg.Connection[Any]) -> int:
+            store_screens(conn, claim.run_id, png)
+            row = conn.execute(
+                "INSERT INTO cua_tui.requests (run_id, fleet_id, turn, index, kind, seq, body, content_sha256, "
+                "texts, screen, tier, deadline_s) "
+                "SELECT %(run)s, %(fleet)s, %(turn)s, %(index)s, %(kind)s, %(seq)s, %(body)s, %(sha)s, %(texts)s, "
+                "%(screen)s, %(tier)s, %(deadline)s "
+                "WHERE EXISTS (SELECT 1 FROM cua_tui.runs WHERE id = %(run)s AND token = %(token)s "
+                "AND state = 'running') "
+                "ON CONFLICT (run_id, seq) DO NOTHING RETURNING id",
+                {
+                    "run": claim.run_id,
+                    "fleet": claim.fleet_id,
+                    "turn": request.turn,
+                    "index": request.index,
+                    "kind": request.kind,
+                    "seq": seq,
+                    "body": Jsonb(post.body),
+                    "sha": post.content_sha256,
+                    "texts": Jsonb(post.texts) if post.texts else None,
+                    "screen": request.frame.sha256 if request.frame is not None else None,
+                    "tier": post.tier,
+                    "deadline": request.deadline_s,
+                    "token": claim.token,
+                },
+            ).fetchone()
+            if row is not None:
+                return int(row[0])
+            # posted already (a commit whose acknowledgement was lost), or the run is no longer ours
+            found = conn.execute(
+                "SELECT id, content_sha256 FROM cua_tui.requests WHERE run_id = %s AND seq = %s",
+                (claim.run_id, seq),
+            ).fetchone()
+            if found is None or found[1] != post.content_sha256:
+                raise Fenced("the run is no longer this worker's: the request was not posted")
+            return int(found[0])
+
+        return self.link.call(insert, f"posting a request of run {claim.run_id}")
+
+    def _wait(
+        self,
+        request_id: int,
+        post: rq.Posting,
+        woken: threading.Event,
+        cancel: threading.Event,
+        asked: float,
+        deadline_s: float | None,
+    ) -> Ruling:
+        last_read = -POLL_S
+        while True:
+            if cancel.is_set():
+                return self._close(request_id, post, asked, deadline_s)
+            now = self._clock()
+            if woken.is_set() or now - last_read >= POLL_S:
+                woken.clear()
+                last_read = now
+                try:
+                    ruling = self._apply(request_id, post, cancel)
+                except db.LINK_ERRORS:
+                    continue  # cancelled while the server was away: closed above, or said so
+                if ruling is not None:
+                    return ruling
+            # the kill switch or the deadline sets ``cancel``; an answer sets ``woken``
+            woken.wait(0.05)
+
+    def _apply(self, request_id: int, post: rq.Posting, cancel: threading.Event) -> Ruling | None:
+        """The committed answer, marked applied (with this worker's lease still held); None while there is
+        none. A request closed without an answer (the run's worker was declared lost) stops the run."""
+        claim = self.claim
+
+        def apply(conn: psycopg.Connection[Any]) -> Ruling | None:
+            row = conn.execute(
+                "UPDATE cua_tui.requests q SET applied_at = clock_timestamp() "
+                "WHERE q.id = %(id)s AND q.run_id = %(run)s AND q.content_sha256 = %(sha)s "
+                "AND q.answer IS NOT NULL AND q.applied_at IS NULL AND q.not_applied IS NULL "
+                "AND EXISTS (SELECT 1 FROM cua_tui.runs r JOIN cua_tui.workers w ON w.id = r.worker_id "
+                "WHERE r.id = q.run_id AND r.state = 'running' AND r.token = %(token)s AND w.token = %(token)s "
+                "AND w.state = 'running' AND w.lease_until > now()) "
+                "RETURNING q.answer, q.answer_id, q.answered_by, q.answered_at, q.how, q.note",
+                {"id": request_id, "run": claim.run_id, "sha": post.content_sha256, "token": claim.token},
+            ).fetchone()
+            if row is not None:
+                return _ruling(request_id, *row)
+            state = conn.execute(
+                "SELECT q.answer, q.answer_id, q.answered_by, q.answered_at, q.how, q.note, q.applied_at, "
+                "q.closed_why, q.content_sha256, r.token, r.state "
+                "FROM cua_tui.requests q JOIN cua_tui.runs r ON r.id = q.run_id WHERE q.id = %s AND q.run_id = %s",
+                (request_id, claim.run_id),
+            ).fetchone()
+            if state is None or state[8] != post.content_sha256:
+                raise Fenced(f"request {request_id} is not the one this worker posted")
+            answer, applied, closed_why, token, run_state = state[0], state[6], state[7], state[9], state[10]
+            if answer is not None and applied is not None:
+                # applied by this very worker, whose acknowledgement was lost (only its worker applies it)
+                return _ruling(request_id, *state[:6])
+            if token != claim.token or run_state != "running":
+                raise Fenced("the worker's lease was taken: the answer is not applied")
+            if answer is not None:
+                # answered, but the lease is not shown held now: the heartbeat renews it, or the run is
+                # taken from this worker; either way the next read says
+                return None
+            if closed_why is not None:
+                raise Fenced(f"the request was closed ({one_line(str(closed_why), 120)})")
+            return None
+
+        return self.link.call(apply, f"reading the answer to request {request_id}", cancel=cancel)
+
+    def _close(self, request_id: int, post: rq.Posting, asked: float, deadline_s: float | None) -> Ruling:
+        """The run stopped waiting (its deadline, or the kill switch): the request closes unanswered, or, if an
+        answer won the race, that answer is marked not applied and returned for the record."""
+        due = deadline_s is not None and self._clock() - asked >= deadline_s
+        why = f"deadline ({deadline_s:g} s)" if due and deadline_s is not None else "the run stopped waiting"
+
+        def close(conn: psycopg.Connection[Any]) -> Ruling | None:
+            row = conn.execute(
+                "UPDATE cua_tui.requests SET closed_at = clock_timestamp(), closed_why = %s "
+                "WHERE id = %s AND run_id = %s AND answer IS NULL AND closed_at IS NULL RETURNING id",
+                (why, request_id, self.claim.run_id),
+            ).fetchone()
+            if row is not None:
+                return None
+            late = conn.execute(
+                "UPDATE cua_tui.requests SET not_applied = %s WHERE id = %s AND run_id = %s AND answer IS NOT NULL "
+                "AND applied_at IS NULL RETURNING answer, answer_id, answered_by, answered_at, how, note",
+                (why, request_id, self.claim.run_id),
+            ).fetchone()
+            return _ruling(request_id, *late) if late is not None else None
+
+        try:
+            ruling = self.link.call(close, f"closing request {request_id}", patience=10.0)
+        except Stopped:
+            raise
+        except Exception:
+            ruling = None  # the server is away: the run's own deadline has decided; the row stays open
+        return ruling or Ruling(
+            Answer.REJECT, "no answer (the run stopped waiting)", queue={"request": request_id, "closed": why}
+        )
+
+
+class Fenced(RuntimeError):
+    """This worker may not apply the answer: its lease is gone, or the row is not its own."""
+
+
+def _ruling(
+    request_id: int, answer: str, answer_id: int, role: str, committed: datetime, how: str | None, note: str | None
+) -> Ruling:
+    """The ruling a committed answer makes: who the database says answered, the answer's id and commit time
+    in the record; ``how`` (what the answering program said it is) only as one of the known words."""
+    said = HOW.get(how or "", "unknown")
+    human = said == "human"
+    record = {"request": request_id, "answer": answer_id, "role": role, "committed": committed.isoformat()}
+    return Ruling(
+        Answer(answer),
+        f"{said} (team queue)",
+        note=one_line(note or "", 2000),
+        human=human,
+        operator=role if human else "",
+        queue=record,
+    )

@@ -1,0 +1,304 @@
+"""The team queue's schema in PostgreSQL, versioned: ``cua-tui queue init`` / ``upgrade`` apply the
+migrations a database lacks, in order, each in one transaction (and a worker or a submitter does so at
+first use). The tables, their rules and why: docs/team/queue.md.
+
+The invariants that make an answer trustworthy are the server's, not the clients': a trigger sets who
+answered (``session_user``), when, and the answer's id, refuses a second answer or an answer to a closed
+request, and wipes the typed text in the same statement that answers or closes a request. Column
+privileges keep an analyst's role to the answer's own columns.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import psycopg
+
+SCHEMA = "cua_tui"
+# the role a team's workers are granted, and the one its analysts (and submitters) are
+WORKER_ROLE = "cua_tui_worker"
+ANALYST_ROLE = "cua_tui_analyst"
+# NOTIFY channels: a woken session then reads rows (a payload carries no data, only an id)
+ANSWERED = "cua_tui_answered"
+POSTED = "cua_tui_posted"
+QUEUED = "cua_tui_queued"
+# the advisory lock two migrating sessions take, so that one waits for the other
+_MIGRATION_LOCK = 0x63756174  # "cuat"
+
+_V1 = f"""
+CREATE SCHEMA IF NOT EXISTS {SCHEMA};
+SET LOCAL search_path = {SCHEMA};
+
+CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL);
+
+CREATE TABLE fleets (
+    id text PRIMARY KEY CHECK (id ~ '^[A-Za-z0-9._-]{{1,64}}$'),
+    name text NOT NULL DEFAULT '' CHECK (length(name) <= 200),
+    tasks_sha256 text NOT NULL CHECK (tasks_sha256 ~ '^[0-9a-f]{{64}}$'),
+    submitted_by text NOT NULL DEFAULT session_user,
+    submitted_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- the fencing token of a worker's lease: a new one for every registration, never reused
+CREATE SEQUENCE tokens;
+
+CREATE TABLE workers (
+    id text PRIMARY KEY CHECK (id ~ '^[A-Za-z0-9._-]{{1,100}}$'),
+    role text NOT NULL DEFAULT session_user,
+    host text NOT NULL CHECK (length(host) <= 255),
+    pid integer NOT NULL,
+    backends text[] NOT NULL,
+    concurrency integer NOT NULL,
+    runs_dir text NOT NULL CHECK (length(runs_dir) <= 4096),
+    token bigint NOT NULL DEFAULT nextval('tokens'),
+    lease_s double precision NOT NULL CHECK (lease_s > 0),
+    started_at timestamptz NOT NULL DEFAULT now(),
+    heartbeat_at timestamptz NOT NULL DEFAULT now(),
+    lease_until timestamptz NOT NULL,
+    state text NOT NULL DEFAULT 'running' CHECK (state IN ('running', 'stopped', 'lost')),
+    stopped_at timestamptz
+);
+
+CREATE TABLE runs (
+    id text PRIMARY KEY CHECK (id ~ '^[A-Za-z0-9._-]{{1,100}}$'),
+    fleet_id text NOT NULL REFERENCES fleets (id) ON DELETE CASCADE,
+    position integer NOT NULL,
+    task_name text NOT NULL CHECK (length(task_name) <= 64),
+    backend text NOT NULL CHECK (length(backend) <= 64),
+    -- everything the run needs (team/payload.py), and the SHA-256 of its canonical JSON
+    spec jsonb NOT NULL,
+    spec_sha256 text NOT NULL CHECK (spec_sha256 ~ '^[0-9a-f]{{64}}$'),
+    retry_of text,
+    submitted_at timestamptz NOT NULL DEFAULT now(),
+    state text NOT NULL DEFAULT 'queued' CHECK (state IN ('queued', 'running', 'ended')),
+    worker_id text REFERENCES workers (id),
+    token bigint,
+    claimed_at timestamptz,
+    phase text,
+    turn integer,
+    steps integer,
+    ended_at timestamptz,
+    status text,
+    reason text,
+    verified boolean,
+    -- result.json's seal {{"events", "head", "signature"?}} as the worker wrote it
+    seal jsonb,
+    -- the worker sealed the run's own folder (then the database is not its only copy)
+    sealed_locally boolean NOT NULL DEFAULT false,
+    -- audit lines mirrored so far, and when the mirror was pruned
+    mirrored bigint NOT NULL DEFAULT 0,
+    pruned_at timestamptz,
+    UNIQUE (fleet_id, position)
+);
+CREATE INDEX runs_claimable ON runs (submitted_at, fleet_id, position) WHERE state = 'queued';
+CREATE INDEX runs_of_worker ON runs (worker_id) WHERE state = 'running';
+
+CREATE SEQUENCE answer_ids;
+
+CREATE TABLE requests (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    run_id text NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    fleet_id text NOT NULL,
+    turn integer NOT NULL,
+    index integer NOT NULL,
+    kind text NOT NULL CHECK (kind IN ('action', 'safety_check', 'budget')),
+    -- the decision_requested line's place in the run's chain
+    seq bigint NOT NULL,
+    -- what the panel shows, typed text left out (team/requests.py)
+    body jsonb NOT NULL,
+    -- the SHA-256 of the request as the worker posted it (typed text included)
+    content_sha256 text NOT NULL CHECK (content_sha256 ~ '^[0-9a-f]{{64}}$'),
+    -- the typed text, only while the request is open: {{"action": text, "3": a gated action's}}
+    texts jsonb,
+    screen text CHECK (screen IS NULL OR screen ~ '^[0-9a-f]{{64}}$'),
+    tier integer NOT NULL,
+    posted_at timestamptz NOT NULL DEFAULT now(),
+    deadline_s double precision,
+    answer text CHECK (answer IN ('approve', 'reject', 'kill')),
+    answer_id bigint UNIQUE,
+    answered_by text,
+    -- how it was answered: a person, or which automated approver
+    how text CHECK (how IS NULL OR length(how) <= 100),
+    note text CHECK (note IS NULL OR length(note) <= 2000),
+    answered_at timestamptz,
+    closed_at timestamptz,
+    closed_why text,
+    applied_at timestamptz,
+    -- committed, and not taken by the run (after its deadline, or the run had ended)
+    not_applied text,
+    UNIQUE (run_id, seq)
+);
+CREATE INDEX requests_open ON requests (fleet_id, tier, posted_at) WHERE answer IS NULL AND closed_at IS NULL;
+
+-- every audit line of a run with its exact bytes, and its screens once by SHA-256
+CREATE TABLE events (
+    run_id text NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    seq bigint NOT NULL,
+    line bytea NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+CREATE TABLE screens (
+    sha256 text PRIMARY KEY CHECK (sha256 ~ '^[0-9a-f]{{64}}$'),
+    png bytea NOT NULL
+);
+CREATE TABLE run_screens (
+    run_id text NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    sha256 text NOT NULL REFERENCES screens (sha256),
+    PRIMARY KEY (run_id, sha256)
+);
+CREATE INDEX run_screens_by_screen ON run_screens (sha256);
+
+-- The rules of an answer, whoever sends the statement.
+CREATE FUNCTION guard_request() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF OLD.answer IS NOT NULL AND (
+        NEW.answer IS DISTINCT FROM OLD.answer OR NEW.answer_id IS DISTINCT FROM OLD.answer_id
+        OR NEW.answered_by IS DISTINCT FROM OLD.answered_by OR NEW.answered_at IS DISTINCT FROM OLD.answered_at
+        OR NEW.how IS DISTINCT FROM OLD.how OR NEW.note IS DISTINCT FROM OLD.note
+    ) THEN
+        RAISE EXCEPTION 'request % is already answered', OLD.id USING ERRCODE = 'check_violation';
+    END IF;
+    IF OLD.answer IS NULL AND NEW.answer IS NOT NULL THEN
+        IF OLD.closed_at IS NOT NULL THEN
+            RAISE EXCEPTION 'request % is closed (%)', OLD.id, OLD.closed_why USING ERRCODE = 'check_violation';
+        END IF;
+        NEW.answered_by := session_user;
+        NEW.answered_at := clock_timestamp();
+        NEW.answer_id := nextval('{SCHEMA}.answer_ids');
+        NEW.texts := NULL;
+    ELSIF OLD.answer IS NULL AND (NEW.answer_id IS NOT NULL OR NEW.answered_by IS NOT NULL
+                                  OR NEW.answered_at IS NOT NULL) THEN
+        RAISE EXCEPTION 'only an answer sets who answered' USING ERRCODE = 'check_violation';
+    END IF;
+    IF NEW.closed_at IS NOT NULL THEN
+        NEW.texts := NULL;
+    END IF;
+    IF NEW.body IS DISTINCT FROM OLD.body OR NEW.content_sha256 IS DISTINCT FROM OLD.content_sha256
+       OR NEW.run_id IS DISTINCT FROM OLD.run_id OR NEW.seq IS DISTINCT FROM OLD.seq THEN
+        RAISE EXCEPTION 'a request is not rewritten' USING ERRCODE = 'check_violation';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER guard_request BEFORE UPDATE ON requests FOR EACH ROW EXECUTE FUNCTION guard_request();
+
+CREATE FUNCTION announce_answer() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('{ANSWERED}', NEW.id::text);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER announce_answer AFTER UPDATE OF answer, closed_at ON requests FOR EACH ROW
+    WHEN (OLD.answer IS NULL AND (NEW.answer IS NOT NULL OR NEW.closed_at IS NOT NULL))
+    EXECUTE FUNCTION announce_answer();
+
+CREATE FUNCTION announce_request() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('{POSTED}', NEW.fleet_id);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER announce_request AFTER INSERT ON requests FOR EACH ROW EXECUTE FUNCTION announce_request();
+
+CREATE FUNCTION announce_run() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('{QUEUED}', NEW.backend);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER announce_run AFTER INSERT ON runs FOR EACH ROW EXECUTE FUNCTION announce_run();
+
+-- Workers whose lease lapsed are lost: their token is spent (fencing), their running runs read lost, and
+-- their open requests close with that reason. Any session may call it; it changes only what is due.
+CREATE FUNCTION reap() RETURNS integer LANGUAGE plpgsql SECURITY DEFINER SET search_path = {SCHEMA} AS $$
+DECLARE
+    gone text[];
+BEGIN
+    WITH lapsed AS (
+        UPDATE workers SET state = 'lost', token = nextval('tokens'), stopped_at = now()
+        WHERE state = 'running' AND lease_until < now()
+        RETURNING id
+    )
+    SELECT coalesce(array_agg(id), '{{}}') INTO gone FROM lapsed;
+    IF cardinality(gone) = 0 THEN
+        RETURN 0;
+    END IF;
+    UPDATE requests SET closed_at = now(), closed_why = 'lost: its worker stopped renewing its lease'
+    WHERE answer IS NULL AND closed_at IS NULL
+      AND run_id IN (SELECT id FROM runs WHERE worker_id = ANY (gone) AND state = 'running');
+    UPDATE runs SET state = 'ended', status = 'lost', ended_at = now(),
+                    reason = 'its worker stopped renewing its lease', token = NULL
+    WHERE worker_id = ANY (gone) AND state = 'running';
+    RETURN cardinality(gone);
+END $$;
+
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{WORKER_ROLE}') THEN
+        GRANT USAGE ON SCHEMA {SCHEMA} TO {WORKER_ROLE};
+        GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA {SCHEMA} TO {WORKER_ROLE};
+        GRANT USAGE ON ALL SEQUENCES IN SCHEMA {SCHEMA} TO {WORKER_ROLE};
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{ANALYST_ROLE}') THEN
+        GRANT USAGE ON SCHEMA {SCHEMA} TO {ANALYST_ROLE};
+        GRANT SELECT ON ALL TABLES IN SCHEMA {SCHEMA} TO {ANALYST_ROLE};
+        GRANT UPDATE (answer, how, note) ON requests TO {ANALYST_ROLE};
+        GRANT INSERT ON fleets TO {ANALYST_ROLE};
+        GRANT INSERT (id, fleet_id, position, task_name, backend, spec, spec_sha256, retry_of)
+            ON runs TO {ANALYST_ROLE};
+    END IF;
+END $$;
+"""
+
+# (version, SQL): applied in order, each once
+MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1),)
+LATEST = MIGRATIONS[-1][0]
+
+
+class SchemaError(RuntimeError):
+    """The database's schema cannot be used by this version (newer than it knows, or half made)."""
+
+
+def version(conn: psycopg.Connection[Any]) -> int:
+    """The schema version of the database ``conn`` is on (0: none yet)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT to_regclass(%s)", (f"{SCHEMA}.meta",))
+        row = cur.fetchone()
+        if row is None or row[0] is None:
+            return 0
+        cur.execute(f"SELECT value FROM {SCHEMA}.meta WHERE key = 'version'")
+        found = cur.fetchone()
+    if found is None or not isinstance(found[0], str) or not found[0].isdigit():
+        raise SchemaError(f"schema {SCHEMA} has no readable version: run `cua-tui queue upgrade` as its owner")
+    return int(found[0])
+
+
+def migrate(conn: psycopg.Connection[Any]) -> tuple[int, int]:
+    """Apply the migrations the database lacks; returns (version before, version after). Sessions that
+    migrate at once take turns (an advisory lock); each migration is one transaction."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        before = version(conn)
+        if before > LATEST:
+            raise SchemaError(
+                f"the queue's schema is version {before}, newer than this cua-tui knows ({LATEST}): upgrade cua-tui"
+            )
+        for number, sql in MIGRATIONS:
+            if number <= before:
+                continue
+            conn.execute(sql.encode())
+            conn.execute(
+                f"INSERT INTO {SCHEMA}.meta (key, value) VALUES ('version', %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                (str(number),),
+            )
+    return before, LATEST
+
+
+def ensure(conn: psycopg.Connection[Any]) -> None:
+    """At first use: the schema made or brought up to date, or a SchemaError saying why it cannot be."""
+    current = version(conn)
+    if current == LATEST:
+        return
+    if current > LATEST:
+        raise SchemaError(
+            f"the queue's schema is version {current}, newer than this cua-tui knows ({LATEST}): upgrade cua-tui"
+        )
+    migrate(conn)
