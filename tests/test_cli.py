@@ -385,7 +385,7 @@ def test_every_run_flag_fills_a_run_option_or_drives_the_run() -> None:
     # each command's own options: named arguments of its callback, or (the fleet's queue switches) among its
     # values beside the run flags
     own = {"run": set(), "fleet": {"tasks_path", "concurrency"}, "demo": set()}
-    switches = {"fleet": {"detach", "retry"}}
+    switches = {"fleet": {"detach", "retry", "queue"}}
     for command, extra in own.items():
         names = {p.name for p in main.commands[command].params if p.name != "help"}
         assert names - extra - switches.get(command, set()) <= set(FLAGS), command

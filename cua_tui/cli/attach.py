@@ -11,11 +11,11 @@ from typing import Any
 import click
 
 from .base import OnSignal, fail, settings
-from .flags import flag
+from .flags import queue_flag
 
 
 @click.command("attach")
-@flag("queue")
+@queue_flag()
 @click.argument("fleet_id", metavar="FLEET")
 @click.option("--headless", is_flag=True, help="No TUI: answer with --on-confirm and print one line per answer.")
 @click.option(

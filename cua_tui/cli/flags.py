@@ -20,7 +20,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # How a run is driven, not what it is made of: no RunOptions field of their own (``run_options``
 # turns --headless and --on-confirm into ``decisions``; the TUI takes --theme; --otel adds a listener).
-DRIVING = ("headless", "theme", "on_confirm", "otel", "queue")
+DRIVING = ("headless", "theme", "on_confirm", "otel")
 
 _COUNT = click.IntRange(1, 10**9)
 _PATH = click.Path(path_type=Path)
@@ -161,17 +161,22 @@ FLAGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
             "default: the settings' otel_endpoint). No message or typed text is ever in a span.",
         },
     ),
-    "queue": (
-        ("--queue",),
-        {
-            "metavar": "URL",
-            "default": None,
-            "help": "A team's queue: a PostgreSQL URL such as postgresql://alice@db.example/cua (default: "
-            "CUA_TUI_QUEUE, else the settings' queue). TLS is required unless the server is on this machine or "
-            "the URL sets sslmode; who you are is the role the server authenticates.",
-        },
-    ),
 }
+
+
+# A team's queue: not a run's flag (``run`` takes every one of those), but the commands that reach the
+# queue take it, worded alike.
+QUEUE_HELP = (
+    "A team's queue: a PostgreSQL URL such as postgresql://alice@db.example/cua (default: CUA_TUI_QUEUE, else the "
+    "settings' queue). TLS is required unless the server is on this machine or the URL sets sslmode; who you are "
+    "is the role the server authenticates."
+)
+
+
+def queue_flag(help: str = QUEUE_HELP) -> Callable[[F], F]:
+    """``--queue URL`` (its value reaches the command as ``queue``)."""
+    decorate: Callable[[F], F] = click.option("--queue", metavar="URL", default=None, help=help)
+    return decorate
 
 
 def otel_endpoint(value: str | None) -> str | None:

@@ -17,15 +17,17 @@ from typing import Any
 import click
 
 from ..core.errors import CommandError
-from .base import OnSignal, fail, next_steps, path_option, program, settings
-from .flags import flag, run_flags, run_options
+from .base import OnSignal, fail, next_steps, program, settings
+from .flags import flag, queue_flag, run_flags, run_options
 from .otel import close_sink, open_sink
 
 
 @click.command("fleet")
-@path_option(
+@click.option(
     "--tasks",
     "tasks_path",
+    type=click.Path(path_type=Path),
+    callback=lambda ctx, param, value: _needed(ctx, param, value),
     help="Tasks file (TOML): one [[tasks]] table per run (see the README's fleet section).",
 )
 @flag("backend", help="Desktop of every run.")
@@ -53,8 +55,7 @@ from .otel import close_sink, open_sink
     help="Headless decisions of every run: reject, approve or approver:CMD (one command for the whole fleet; "
     'its JSON request names the run in "run").',
 )
-@flag(
-    "queue",
+@queue_flag(
     help="Put the fleet on a team's queue (a PostgreSQL URL; default: CUA_TUI_QUEUE, else the settings' "
     "queue) for its workers to run: with --detach. TLS unless the server is on this machine.",
 )
@@ -68,6 +69,7 @@ from .otel import close_sink, open_sink
     "--retry",
     metavar="RUN",
     default=None,
+    is_eager=True,
     help="With a queue: run an ended run's task again, as a new run of its fleet (a lost run is never re-run "
     "by itself: a re-run repeats what it did outside).",
 )
@@ -83,8 +85,7 @@ def command(tasks_path: Path | None, concurrency: int | None, **values: Any) -> 
     if teamed:
         _on_queue(tasks_path, values)
         return
-    if tasks_path is None:
-        fail("--tasks FILE is required", hint="a tasks file lists the fleet's runs (docs/files/tasks.md)")
+    assert tasks_path is not None  # _needed
     if values["on_confirm"] == "ask":
         fail("--on-confirm ask: one terminal prompt cannot serve many runs", hint="use approver:CMD")
     # Imported here: the builder pulls in the core, and --help should start fast.
@@ -139,6 +140,13 @@ def command(tasks_path: Path | None, concurrency: int | None, **values: Any) -> 
     sys.exit(code)
 
 
+def _needed(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """``--tasks`` is required, except by ``--retry`` (parsed first: it is eager)."""
+    if value is None and not ctx.params.get("retry"):
+        raise click.MissingParameter(ctx=ctx, param=param)
+    return value
+
+
 def _load(tasks_path: Path, backend: str) -> Any:
     """The tasks file, checked against the labs, agents and backends this program has."""
     from ..agents.vendors import VENDORS
@@ -175,8 +183,7 @@ def _on_queue(tasks_path: Path | None, values: dict[str, Any]) -> None:
             "--queue: a fleet is put on a team's queue with --detach",
             hint="then answer it with `cua-tui attach --queue URL FLEET --headless --on-confirm ...`",
         )
-    if tasks_path is None:
-        fail("--tasks FILE is required", hint="a tasks file lists the fleet's runs (docs/files/tasks.md)")
+    assert tasks_path is not None  # _needed
     if values["headless"]:
         fail("--detach: the fleet runs on the workers; --headless belongs to `cua-tui attach`")
     from ..fleet_runner import fleet_tasks

@@ -1,5 +1,5 @@
-"""``cua-tui queue``: a team queue's schema (``init``, ``upgrade``: versioned migrations, each once, in one
-transaction) and its upkeep (``prune``)."""
+"""``cua-tui queue ACTION``: a team queue's schema (``init``, ``upgrade``: versioned migrations, each once, in
+one transaction)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,16 @@ from typing import Any
 import click
 
 from .base import settings
-from .flags import flag
+from .flags import queue_flag
+
+ACTIONS = ("init", "upgrade")
 
 
-@click.group("queue")
-def command() -> None:
-    """A team's queue in PostgreSQL: its schema and its upkeep."""
-
-
-def _migrate(values: dict[str, Any], verb: str) -> None:
+@click.command("queue")
+@click.argument("action", type=click.Choice(ACTIONS))
+@queue_flag()
+def command(action: str, **values: Any) -> None:
+    """A team's queue in PostgreSQL: `init` makes its schema, `upgrade` brings it to this version."""
     from ..team import db, schema
 
     url = db.queue_url(values["queue"], settings().queue)
@@ -28,18 +29,5 @@ def _migrate(values: dict[str, Any], verb: str) -> None:
     if before == after:
         click.echo(f"queue {db.shown(url)}: schema version {after}, up to date", err=True)
     else:
+        verb = "made" if before == 0 else "upgraded"
         click.echo(f"queue {db.shown(url)}: schema {verb}: version {before} -> {after}", err=True)
-
-
-@command.command("init")
-@flag("queue")
-def init(**values: Any) -> None:
-    """Make the queue's schema in the database (as a role that may create it)."""
-    _migrate(values, "made")
-
-
-@command.command("upgrade")
-@flag("queue")
-def upgrade(**values: Any) -> None:
-    """Bring the queue's schema up to this version (workers and submitters do it at first use too)."""
-    _migrate(values, "upgraded")

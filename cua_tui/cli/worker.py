@@ -13,11 +13,11 @@ from typing import Any
 import click
 
 from .base import OnSignal, settings
-from .flags import flag, run_flags
+from .flags import flag, queue_flag, run_flags
 
 
 @click.command("worker")
-@flag("queue")
+@queue_flag()
 @click.option(
     "--backend",
     "backends",

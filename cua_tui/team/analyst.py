@@ -6,7 +6,6 @@ statement with a rule or an approver command, and can come and go while the flee
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,6 +23,7 @@ from . import requests as rq
 POLL_S = 1.0
 # open requests read per pass (the first ones in the queue's order)
 BATCH = 50
+DONE = {"approve": "approved", "reject": "rejected", "kill": "killed the run of"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +45,7 @@ def answer(conn: psycopg.Connection[Any], request_id: int, decision: Answer, *, 
             (decision.value, how[:100], note[:2000] or None, request_id),
         ).fetchone()
         if row is not None:
-            return Outcome(request_id, True, f"request {request_id}: {decision.value}d", int(row[0]))
+            return Outcome(request_id, True, f"request {request_id}: {DONE[decision.value]}", int(row[0]))
         return Outcome(request_id, False, _why_not(conn, request_id))
 
 
@@ -63,7 +63,7 @@ def answer_group(
             ).fetchall()
         }
         return [
-            Outcome(i, True, f"request {i}: {decision.value}d", won[i])
+            Outcome(i, True, f"request {i}: {DONE[decision.value]}", won[i])
             if i in won
             else Outcome(i, False, _why_not(conn, i))
             for i in request_ids
@@ -79,7 +79,8 @@ def _why_not(conn: psycopg.Connection[Any], request_id: int) -> str:
         return f"request {request_id}: no such request"
     answered, role, at, closed_why, closed_at = row
     if answered is not None:
-        return f"request {request_id} was already answered: {visible(str(role), limit=64)} {answered}d it at {_at(at)}"
+        done = DONE.get(str(answered), "?")
+        return f"request {request_id} was already answered: {visible(str(role), limit=64)} {done} it at {_at(at)}"
     return f"request {request_id} is closed ({visible(str(closed_why), limit=120)}) since {_at(closed_at)}"
 
 
@@ -196,7 +197,3 @@ class HeadlessAnalyst:
             return None
         # a command's failure is a reject (fail closed), as for a local run; its reason goes with it
         return Ruling(ruling.answer, self.how, note=ruling.note)
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)

@@ -34,8 +34,6 @@ HOW = {
     "headless rule: approve": "headless rule: approve",
     "headless rule: reject": "headless rule: reject",
 }
-# who answered what: the answers a waiting request is woken for (set by the worker's listener)
-Waiters = Callable[[int], threading.Event]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +42,6 @@ class Claim:
 
     run_id: str
     fleet_id: str
-    worker_id: str
     token: int
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -138,8 +138,3 @@ class Backoff:
     @property
     def down(self) -> bool:
         return self._down_since is not None
-
-
-def row_dict(cursor: psycopg.Cursor[Any], row: tuple[Any, ...]) -> Mapping[str, Any]:
-    names = [d.name for d in cursor.description or ()]
-    return dict(zip(names, row, strict=False))

@@ -110,13 +110,15 @@ class Mirror:
         if tail.broken:
             tail.caught_up.set()
             return
+        # sealed before this read: then what the read finds is all there is
+        finishing = tail.done
         chunk = _read_from(RunDir(tail.path, tail.run_id).audit, tail.offset)
         end = chunk.rfind(b"\n") + 1
         if end == 0:
             if len(chunk) >= CHUNK:
                 tail.broken = f"a line longer than {CHUNK:,} bytes at offset {tail.offset}"
                 self.say(f"queue: run {tail.run_id} is not mirrored further: {tail.broken}")
-            if tail.done:
+            if finishing:
                 tail.caught_up.set()
             return
         rows: list[tuple[str, int, bytes]] = []
@@ -153,7 +155,7 @@ class Mirror:
 
             self.link.call(write, f"mirroring run {tail.run_id}")
             tail.offset += sum(len(r[2]) + 1 for r in rows)
-        if tail.done and (tail.broken or len(chunk) == end):
+        if finishing and (tail.broken or len(chunk) == end):
             # every line the run wrote is in
             tail.caught_up.set()
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..core.events import RunStatus
+
 if TYPE_CHECKING:
     import psycopg
 
@@ -150,7 +152,9 @@ CREATE TABLE run_screens (
 CREATE INDEX run_screens_by_screen ON run_screens (sha256);
 
 -- The rules of an answer, whoever sends the statement.
-CREATE FUNCTION guard_request() RETURNS trigger LANGUAGE plpgsql AS $$
+-- SECURITY DEFINER: it takes the answer's id from a sequence the analyst may not use; session_user is
+-- still the role that authenticated (only current_user changes)
+CREATE FUNCTION guard_request() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = {SCHEMA} AS $$
 BEGIN
     IF OLD.answer IS NOT NULL AND (
         NEW.answer IS DISTINCT FROM OLD.answer OR NEW.answer_id IS DISTINCT FROM OLD.answer_id
@@ -223,7 +227,7 @@ BEGIN
     UPDATE requests SET closed_at = now(), closed_why = 'lost: its worker stopped renewing its lease'
     WHERE answer IS NULL AND closed_at IS NULL
       AND run_id IN (SELECT id FROM runs WHERE worker_id = ANY (gone) AND state = 'running');
-    UPDATE runs SET state = 'ended', status = 'lost', ended_at = now(),
+    UPDATE runs SET state = 'ended', status = '{RunStatus.LOST.value}', ended_at = now(),
                     reason = 'its worker stopped renewing its lease', token = NULL
     WHERE worker_id = ANY (gone) AND state = 'running';
     RETURN cardinality(gone);

@@ -325,7 +325,7 @@ class Worker:
         if row is None:
             return None
         run_id, fleet_id, sha, size, text = row
-        item = _Active(Claim(str(run_id), str(fleet_id), self.id, self.lease.token))
+        item = _Active(Claim(str(run_id), str(fleet_id), self.lease.token))
         with self._lock:
             self._active[item.claim.run_id] = item
         thread = threading.Thread(target=self._drive, args=(item, sha, size, text), name=f"cua-team-{run_id}")

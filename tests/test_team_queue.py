@@ -1,0 +1,348 @@
+"""The team queue against a real PostgreSQL server (tests/pgserver.py; Debian's package, a Unix socket only):
+the schema's rules, exactly-once answers, a fleet run by a worker and answered by a headless analyst, and
+the faults a worker meets (killed, frozen past its lease, a database it cannot reach, a hostile row)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from pgserver import PgServer
+
+from cua_tui.config import Settings
+from cua_tui.core.ports import Answer
+from cua_tui.team import analyst, db, schema
+from cua_tui.team.analyst import HeadlessAnalyst
+from cua_tui.team.payload import Policy, Spec
+from cua_tui.team.submit import submit
+from cua_tui.team.worker import Worker, WorkerOptions
+
+FORM = {
+    "turns": [
+        {
+            "actions": [
+                {"type": "click", "x": 250, "y": 182},
+                {"type": "type", "text": "cua-tui verified"},
+                {"type": "click", "x": 550, "y": 182},
+            ]
+        }
+    ],
+    "final_text": "done",
+}
+CUA = [sys.executable, "-m", "cua_tui.cli"]
+WAIT_S = 60.0
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[PgServer]:
+    pg = PgServer().start()
+    with psycopg.connect(pg.url(), autocommit=True) as conn:
+        for role in ("alice", "bob"):
+            conn.execute(f"CREATE ROLE {role} LOGIN")
+        conn.execute("CREATE ROLE cua_tui_analyst NOLOGIN")
+        conn.execute("GRANT cua_tui_analyst TO alice, bob")
+        conn.execute('CREATE DATABASE "queue_template"')
+    with db.connect(pg.url("queue_template"), "test") as conn:
+        pass  # the schema, made once; each test gets a copy
+    yield pg
+    pg.stop()
+
+
+@pytest.fixture
+def url(server: PgServer) -> str:
+    return server.new_database("queue_template")
+
+
+def as_role(url: str, role: str) -> str:
+    return url.replace("postgresql://postgres@", f"postgresql://{role}@", 1)
+
+
+def spec(name: str, script: dict[str, Any] = FORM, **more: Any) -> Spec:
+    from cua_tui.core.policy import Policy as RunPolicy
+
+    policy = RunPolicy.default()
+    return Spec(
+        name=name, task="fill the form", backend="sim", agent="script", script=script,
+        policy=Policy(policy.text, policy.sha256), **more,
+    )  # fmt: skip
+
+
+def settings(tmp: Path) -> Settings:
+    return Settings.load({"CUA_TUI_CONFIG": str(tmp / "none.toml"), "CUA_TUI_RUNS_DIR": str(tmp / "runs")})
+
+
+def env(tmp: Path, url: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "CUA_TUI_CONFIG": str(tmp / "none.toml"),
+        "CUA_TUI_RUNS_DIR": str(tmp / "runs"),
+        "CUA_TUI_QUEUE": url,
+    }
+
+
+def wait_for(what: str, check: Any, timeout: float = WAIT_S) -> Any:
+    """Poll ``check`` (a database read) until it gives something truthy."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def one(url: str, sql: str, *args: Any) -> Any:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(sql, args).fetchone()
+    return row[0] if row is not None else None
+
+
+# ------------------------------------------------------------------------------------------------
+# The schema and its rules
+# --------------------------------------------------------------------------------------------------
+def test_the_schema_is_versioned_and_made_once(url: str) -> None:
+    with db.connect(url, "test", check_schema=False) as conn:
+        assert schema.version(conn) == schema.LATEST
+        assert schema.migrate(conn) == (schema.LATEST, schema.LATEST)
+        conn.execute("UPDATE cua_tui.meta SET value = '99' WHERE key = 'version'")
+        with pytest.raises(schema.SchemaError, match="newer than this cua-tui knows"):
+            schema.ensure(conn)
+
+
+def test_tls_is_required_beyond_this_machine() -> None:
+    # the rule only: no connection is made
+    remote = psycopg.conninfo.conninfo_to_dict(db.conninfo_for("postgresql://alice@db.example/cua", "t"))
+    assert remote["sslmode"] == "require"
+    said = psycopg.conninfo.conninfo_to_dict(db.conninfo_for("postgresql://a@db.example/cua?sslmode=verify-full", "t"))
+    assert said["sslmode"] == "verify-full"
+    for local in (
+        "postgresql://a@localhost/cua",
+        "postgresql://a@/cua?host=/run/postgresql",
+        "postgresql://a@127.0.0.1/c",
+    ):
+        assert "sslmode" not in psycopg.conninfo.conninfo_to_dict(db.conninfo_for(local, "t"))
+    assert "secret" not in db.shown("postgresql://alice:secret@db.example/cua")
+
+
+def _posted(url: str, texts: dict[str, str] | None = None) -> int:
+    """A run and one of its requests, written as a worker writes them."""
+    done = submit(url, [spec("a")], tasks_sha256="0" * 64, name="t")
+    run_id = done.runs[0][1]
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "INSERT INTO cua_tui.requests (run_id, fleet_id, turn, index, kind, seq, body, content_sha256, texts, "
+            "tier) VALUES (%s, %s, 1, 1, 'action', 7, '{}', repeat('a', 64), %s, 1) RETURNING id",
+            (run_id, done.fleet_id, json.dumps(texts) if texts else None),
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_who_answered_is_the_database_role_and_the_text_goes_with_the_answer(url: str) -> None:
+    request = _posted(url, {"action": "my secret text"})
+    assert one(url, "SELECT texts->>'action' FROM cua_tui.requests WHERE id = %s", request) == "my secret text"
+    with psycopg.connect(as_role(url, "alice"), autocommit=True) as conn:
+        # a client cannot say who answered: the trigger sets session_user
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("UPDATE cua_tui.requests SET answered_by = 'bob' WHERE id = %s", (request,))
+        won = analyst.answer(conn, request, Answer.APPROVE, how="human")
+    assert won.won
+    row = (
+        psycopg.connect(url)
+        .execute("SELECT answered_by, answer_id, texts FROM cua_tui.requests WHERE id = %s", (request,))
+        .fetchone()
+    )
+    assert row == ("alice", won.answer_id, None)
+    # the answer is final, even for the database's owner
+    with psycopg.connect(url, autocommit=True) as conn, pytest.raises(psycopg.errors.CheckViolation):
+        conn.execute("UPDATE cua_tui.requests SET answer = 'reject' WHERE id = %s", (request,))
+
+
+def test_two_analysts_at_once_one_wins_the_other_is_told_who(url: str) -> None:
+    for _ in range(5):
+        request = _posted(url)
+        results: dict[str, analyst.Outcome] = {}
+        start = threading.Barrier(2)
+
+        def press(
+            role: str, decision: Answer, request: int = request, start: threading.Barrier = start,
+            results: dict[str, analyst.Outcome] = results,
+        ) -> None:  # fmt: skip
+            with psycopg.connect(as_role(url, role), autocommit=True) as conn:
+                start.wait()
+                results[role] = analyst.answer(conn, request, decision, how="human")
+
+        threads = [
+            threading.Thread(target=press, args=("alice", Answer.APPROVE)),
+            threading.Thread(target=press, args=("bob", Answer.REJECT)),
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        winners = [r for r, o in results.items() if o.won]
+        assert len(winners) == 1
+        loser = "bob" if winners == ["alice"] else "alice"
+        verb = "approved" if winners == ["alice"] else "rejected"
+        assert f"already answered: {winners[0]} {verb} it at " in results[loser].line
+
+
+# ------------------------------------------------------------------------------------------------
+# A fleet on the queue
+# --------------------------------------------------------------------------------------------------
+def test_a_fleet_runs_on_a_worker_and_every_answer_is_in_exactly_one_chain(url: str, tmp_path: Path) -> None:
+    done = submit(url, [spec(f"t{i}") for i in range(3)], tasks_sha256="1" * 64, name="three")
+    lines: list[str] = []
+    worker = Worker(
+        WorkerOptions(url=url, runs_dir=tmp_path / "runs", backends=("sim",), concurrency=2, lease_s=5.0,
+                      settings=settings(tmp_path), max_runs=3),
+        lines.append,
+    )  # fmt: skip
+    working = threading.Thread(target=worker.run)
+    working.start()
+    person = HeadlessAnalyst(as_role(url, "alice"), done.fleet_id, "approve", lines.append)
+    assert person.run() == 0
+    working.join(WAIT_S)
+    assert not working.is_alive()
+    with psycopg.connect(url) as conn:
+        runs = conn.execute("SELECT id, status, sealed_locally, mirrored FROM cua_tui.runs").fetchall()
+        answers = conn.execute(
+            "SELECT id, run_id, answer_id, answered_by, applied_at IS NOT NULL, texts FROM cua_tui.requests"
+        ).fetchall()
+        mirrored = conn.execute("SELECT run_id, line FROM cua_tui.events ORDER BY run_id, seq").fetchall()
+    assert {r[1] for r in runs} == {"passed"} and all(r[2] for r in runs)
+    assert len(answers) == 3 and all(a[3] == "alice" and a[4] and a[5] is None for a in answers)
+    for run_id, _status, _sealed, count in runs:
+        local = (tmp_path / "runs" / run_id / "audit.jsonl").read_bytes().splitlines()
+        copied = [bytes(line) for rid, line in mirrored if rid == run_id]
+        assert copied == local and count == len(local)
+        decided = [json.loads(x) for x in local if b'"kind":"decision"' in x and b'"queue":{' in x]
+        (record,) = decided
+        (answer,) = [a for a in answers if a[1] == run_id]
+        assert record["queue"]["answer"] == answer[2] and record["queue"]["role"] == "alice"
+        # the typed text is nowhere in what was copied
+        assert not any(b"cua-tui verified" in bytes(line) for _rid, line in mirrored)
+
+
+def test_a_hostile_task_row_is_refused_in_one_line(url: str, tmp_path: Path) -> None:
+    done = submit(url, [spec("ok")], tasks_sha256="2" * 64, name="t")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE cua_tui.runs SET spec = jsonb_set(spec, '{task}', to_jsonb(%s::text))",
+            ("\x1b[31m" + "x" * 50 + "[/red]",),
+        )
+    lines: list[str] = []
+    worker = Worker(
+        WorkerOptions(url=url, runs_dir=tmp_path / "runs", backends=("sim",), concurrency=1, lease_s=5.0,
+                      settings=settings(tmp_path), max_runs=1),
+        lines.append,
+    )  # fmt: skip
+    assert worker.run() == 0
+    run_id = done.runs[0][1]
+    assert one(url, "SELECT status FROM cua_tui.runs WHERE id = %s", run_id) == "error"
+    assert "does not match its SHA-256" in one(url, "SELECT reason FROM cua_tui.runs WHERE id = %s", run_id)
+    assert not (tmp_path / "runs" / run_id).exists()
+
+
+# ------------------------------------------------------------------------------------------------
+# The command line and the faults
+# --------------------------------------------------------------------------------------------------
+def test_operator_is_refused_with_a_queue(tmp_path: Path) -> None:
+    (tmp_path / "t.toml").write_text('[[tasks]]\ntask = "x"\nagent = "script:f.json"\n')
+    out = subprocess.run(
+        [*CUA, "fleet", "--tasks", str(tmp_path / "t.toml"), "--detach", "--operator", "alice"],
+        env=env(tmp_path, "postgresql://a@/db?host=/nonexistent"), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1 and "session_user" in out.stderr
+
+
+def test_a_worker_that_cannot_reach_the_database_says_so_in_one_line(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [*CUA, "worker", "--queue", f"postgresql://a@/db?host={tmp_path}/no-socket"],
+        env=env(tmp_path, ""), capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 2
+    assert out.stderr.startswith("Error: queue ") and "cannot connect" in out.stderr and out.stderr.count("\n") == 1
+
+
+def _worker(tmp_path: Path, url: str, lease: float) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*CUA, "worker", "--backend", "sim", "--lease", str(lease), "--concurrency", "1"],
+        env=env(tmp_path, url), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def test_a_killed_worker_is_declared_lost_and_its_request_closes(url: str, tmp_path: Path) -> None:
+    done = submit(url, [spec("a")], tasks_sha256="3" * 64, name="t")
+    run_id = done.runs[0][1]
+    proc = _worker(tmp_path, url, lease=2.0)
+    try:
+        wait_for("the request", lambda: one(url, "SELECT id FROM cua_tui.requests WHERE run_id = %s", run_id))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        started = time.monotonic()
+
+        def reaped() -> Any:
+            one(url, "SELECT cua_tui.reap()")
+            return one(url, "SELECT status FROM cua_tui.runs WHERE id = %s", run_id) == "lost"
+
+        wait_for("the run to read lost", reaped, timeout=10)
+        # within the lease (2 s) of its last renewal, plus the poll
+        assert time.monotonic() - started < 4.0
+        why = one(url, "SELECT closed_why FROM cua_tui.requests WHERE run_id = %s", run_id)
+        assert why.startswith("lost")
+        # nothing is re-run by itself; --retry makes a new run of the task
+        out = subprocess.run(
+            [*CUA, "fleet", "--retry", run_id], env=env(tmp_path, url), capture_output=True, text=True, check=True
+        )
+        new = out.stdout.strip()
+        assert one(url, "SELECT retry_of FROM cua_tui.runs WHERE id = %s", new) == run_id
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+def test_a_frozen_worker_past_its_lease_executes_nothing_and_ends_interrupted(url: str, tmp_path: Path) -> None:
+    done = submit(url, [spec("a")], tasks_sha256="4" * 64, name="t")
+    run_id = done.runs[0][1]
+    proc = _worker(tmp_path, url, lease=2.0)
+    try:
+        request = wait_for("the request", lambda: one(url, "SELECT id FROM cua_tui.requests WHERE run_id = %s", run_id))
+        proc.send_signal(signal.SIGSTOP)
+
+        def reaped() -> Any:
+            one(url, "SELECT cua_tui.reap()")
+            return one(url, "SELECT status FROM cua_tui.runs WHERE id = %s", run_id) == "lost"
+
+        wait_for("the frozen worker to be declared lost", reaped, timeout=10)
+        # an analyst's answer now finds the request closed
+        with psycopg.connect(as_role(url, "alice"), autocommit=True) as conn:
+            late = analyst.answer(conn, int(request), Answer.APPROVE, how="human")
+        assert not late.won and "closed" in late.line
+        proc.send_signal(signal.SIGCONT)
+        _out, err = proc.communicate(timeout=WAIT_S)
+        assert proc.returncode == 1, err
+        result = json.loads((tmp_path / "runs" / run_id / "result.json").read_text())
+        assert result["status"] == "interrupted" and result["seal"]
+        audit = (tmp_path / "runs" / run_id / "audit.jsonl").read_text()
+        # the typing it asked about never ran
+        assert '"kind":"executing","turn":1,"index":1' not in audit.replace(" ", "")
+        assert one(url, "SELECT status FROM cua_tui.runs WHERE id = %s", run_id) == "interrupted"
+        verified = subprocess.run(
+            [*CUA, "verify", str(tmp_path / "runs" / run_id)], capture_output=True, text=True, check=False
+        )
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+    finally:
+        proc.kill()
+        proc.wait(10)
