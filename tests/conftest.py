@@ -126,10 +126,11 @@ def screen() -> Size:
 #    cua-tui);
 # 3. once the second is done, the tests needing the machine's first call (alone), one at a time, while the
 #    first part goes on at the lowest priority (scripts/step_aside.py) and takes only the CPU they leave;
+# (the tests of a throwaway PostgreSQL server go with the second: the first is the suite's longest);
 # and all along, at the lowest priority, the tests that measure nothing and only need CPU or wait
 # (beside: the static checks, an install): on the CPU the other parts leave.
 # ---------------------------------------------------------------------------------------------------
-AFTER = ("e2e", "engine", "alone", "beside")
+AFTER = ("e2e", "engine", "alone", "beside", "pgserver")
 
 
 @pytest.hookimpl(tryfirst=True)  # before the mark plugin selects by ``-m``

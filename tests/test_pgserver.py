@@ -11,6 +11,9 @@ import psycopg
 import pytest
 from pgserver import PgServer
 
+# a server of its own per worker process: with the desktops' part, beside the longest (tests/conftest.py)
+pytestmark = pytest.mark.pgserver
+
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[PgServer]:

@@ -27,6 +27,9 @@ from cua_tui.team.payload import Policy, Spec
 from cua_tui.team.submit import submit
 from cua_tui.team.worker import Worker, WorkerOptions
 
+# a server of its own per worker process: with the desktops' part, beside the longest (tests/conftest.py)
+pytestmark = pytest.mark.pgserver
+
 FORM = {
     "turns": [
         {
