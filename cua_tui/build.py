@@ -369,5 +369,7 @@ def _rundir(runs: Path, run_id: str | None) -> RunDir:
 
     try:
         return RunDir.create(runs, run_id=run_id)
+    except ValueError as exc:
+        raise BuildError(f"run id: {exc}") from None
     except OSError as exc:
         raise BuildError(f"runs directory {runs}: {exc.strerror or exc}") from None

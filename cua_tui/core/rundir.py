@@ -57,6 +57,10 @@ def resolve_run(arg: str | Path, runs_dir: Path) -> Path:
     raise RunNotFound(f"{name}: {len(matches)} runs in {runs_dir} start so ({', '.join(matches[:3])}, ...)")
 
 
+# a run directory's name when one is given (RUN_ID_RE is new_run_id's form): one folder, never a path
+RUN_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
 def new_run_id(now: float | None = None) -> str:
     """Sortable, unique: ``YYYYMMDD-HHMMSS-<6 hex>`` (UTC)."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now if now is not None else time.time()))
@@ -161,6 +165,10 @@ class RunDir:
 
     @classmethod
     def create(cls, runs_dir: str | Path, run_id: str | None = None) -> RunDir:
+        """A new run directory in ``runs_dir``, named ``run_id`` (ValueError for a name that is not a run id:
+        one a team's queue hands a worker is someone else's writing) or a fresh id."""
+        if run_id is not None and not RUN_NAME_RE.fullmatch(run_id):
+            raise ValueError(f"{run_id[:120]!r} is not a run id (letters, digits, '.', '_', '-'; not a path)")
         runs = Path(runs_dir).expanduser()
         runs.mkdir(parents=True, exist_ok=True)
         for _ in range(20):

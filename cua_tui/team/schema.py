@@ -63,7 +63,7 @@ CREATE TABLE workers (
 );
 
 CREATE TABLE runs (
-    id text PRIMARY KEY CHECK (id ~ '^[A-Za-z0-9._-]{{1,100}}$'),
+    id text PRIMARY KEY CHECK (id ~ '^[A-Za-z0-9][A-Za-z0-9._-]{{0,99}}$'),
     fleet_id text NOT NULL REFERENCES fleets (id) ON DELETE CASCADE,
     position integer NOT NULL,
     task_name text NOT NULL CHECK (length(task_name) <= 64),
