@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from fleet_cases import FORM
 from pgserver import PgServer
 
 from cua_tui.config import Settings
@@ -30,18 +31,6 @@ from cua_tui.team.worker import Worker, WorkerOptions
 # a server of its own per worker process: with the desktops' part, beside the longest (tests/conftest.py)
 pytestmark = pytest.mark.pgserver
 
-FORM = {
-    "turns": [
-        {
-            "actions": [
-                {"type": "click", "x": 250, "y": 182},
-                {"type": "type", "text": "cua-tui verified"},
-                {"type": "click", "x": 550, "y": 182},
-            ]
-        }
-    ],
-    "final_text": "done",
-}
 CUA = [sys.executable, "-m", "cua_tui.cli"]
 WAIT_S = 60.0
 
@@ -102,6 +91,12 @@ def wait_for(what: str, check: Any, timeout: float = WAIT_S) -> Any:
             return found
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def reaped(url: str, run_id: str) -> bool:
+    """Any session may declare lapsed workers lost: this one does, then looks at the run."""
+    one(url, "SELECT cua_tui.reap()")
+    return bool(one(url, "SELECT status FROM cua_tui.runs WHERE id = %s", run_id) == "lost")
 
 
 def one(url: str, sql: str, *args: Any) -> Any:
@@ -241,16 +236,26 @@ def test_a_hostile_task_row_is_refused_in_one_line(url: str, tmp_path: Path) -> 
     done = submit(url, [spec("ok")], tasks_sha256="2" * 64, name="t")
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
-            "UPDATE cua_tui.runs SET spec = jsonb_set(spec, '{task}', to_jsonb(%s::text))",
-            ("\x1b[31m" + "x" * 50 + "[/red]",),
+            "UPDATE cua_tui.runs SET spec = jsonb_set(spec, '{task}', to_jsonb(%s::text)) WHERE id = %s",
+            ("\x1b[31m" + "x" * 50 + "[/red]", done.runs[0][1]),
+        )
+    # a row whose id is a path: the schema's check is the owner's to drop, the worker checks again
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ALTER TABLE cua_tui.runs DROP CONSTRAINT runs_id_check")
+        conn.execute(
+            "INSERT INTO cua_tui.runs (id, fleet_id, position, task_name, backend, spec, spec_sha256) "
+            "SELECT '../escape', id, 1, 'ok', 'sim', %s::jsonb, %s FROM cua_tui.fleets",
+            (spec("ok").encode().decode(), spec("ok").sha256),
         )
     lines: list[str] = []
     worker = Worker(
         WorkerOptions(url=url, runs_dir=tmp_path / "runs", backends=("sim",), concurrency=1, lease_s=5.0,
-                      settings=settings(tmp_path), max_runs=1),
+                      settings=settings(tmp_path), max_runs=2),
         lines.append,
     )  # fmt: skip
     assert worker.run() == 0
+    assert one(url, "SELECT reason FROM cua_tui.runs WHERE id = '../escape'").startswith("refused: run id:")
+    assert not (tmp_path / "escape").exists()
     run_id = done.runs[0][1]
     assert one(url, "SELECT status FROM cua_tui.runs WHERE id = %s", run_id) == "error"
     assert "does not match its SHA-256" in one(url, "SELECT reason FROM cua_tui.runs WHERE id = %s", run_id)
@@ -295,12 +300,7 @@ def test_a_killed_worker_is_declared_lost_and_its_request_closes(url: str, tmp_p
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
         started = time.monotonic()
-
-        def reaped() -> Any:
-            one(url, "SELECT cua_tui.reap()")
-            return one(url, "SELECT status FROM cua_tui.runs WHERE id = %s", run_id) == "lost"
-
-        wait_for("the run to read lost", reaped, timeout=10)
+        wait_for("the run to read lost", lambda: reaped(url, run_id), timeout=10)
         # within the lease (2 s) of its last renewal, plus the poll
         assert time.monotonic() - started < 4.0
         why = one(url, "SELECT closed_why FROM cua_tui.requests WHERE run_id = %s", run_id)
@@ -323,12 +323,7 @@ def test_a_frozen_worker_past_its_lease_executes_nothing_and_ends_interrupted(ur
     try:
         request = wait_for("the request", lambda: one(url, "SELECT id FROM cua_tui.requests WHERE run_id = %s", run_id))
         proc.send_signal(signal.SIGSTOP)
-
-        def reaped() -> Any:
-            one(url, "SELECT cua_tui.reap()")
-            return one(url, "SELECT status FROM cua_tui.runs WHERE id = %s", run_id) == "lost"
-
-        wait_for("the frozen worker to be declared lost", reaped, timeout=10)
+        wait_for("the frozen worker to be declared lost", lambda: reaped(url, run_id), timeout=10)
         # an analyst's answer now finds the request closed
         with psycopg.connect(as_role(url, "alice"), autocommit=True) as conn:
             late = analyst.answer(conn, int(request), Answer.APPROVE, how="human")

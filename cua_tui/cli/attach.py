@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from .base import OnSignal, fail, settings
+from .base import OnSignal, fail, say, settings
 from .flags import queue_flag
 
 
@@ -28,7 +28,6 @@ from .flags import queue_flag
 @click.option("--operator", default=None, hidden=True)
 def command(fleet_id: str, headless: bool, on_confirm: str, operator: str | None, **values: Any) -> None:
     """Answer a team fleet's requests (as your database role)."""
-    from ..core.text import visible
     from ..team import db
     from ..team.analyst import HeadlessAnalyst
 
@@ -41,10 +40,6 @@ def command(fleet_id: str, headless: bool, on_confirm: str, operator: str | None
         fail("attach without --headless: the fleet TUI on a team's queue is not in this version", hint="add --headless")
     config = settings()
     url = db.queue_url(values["queue"], config.queue)
-
-    def say(line: str) -> None:
-        sys.stderr.write(visible(line, limit=2000) + "\n")
-        sys.stderr.flush()
 
     try:
         analyst = HeadlessAnalyst(url, fleet_id, on_confirm, say)

@@ -68,6 +68,14 @@ def _exit_with(text: str, exit_code: int) -> NoReturn:
     sys.exit(exit_code)
 
 
+def say(line: str) -> None:
+    """One line on stderr, written whole (several threads report), untrusted text made visible."""
+    from ..core.text import visible
+
+    sys.stderr.write(visible(line, limit=2000) + "\n")
+    sys.stderr.flush()
+
+
 def settings() -> Any:
     """The user's settings (config file + environment); a broken file is a usage error (ConfigError)."""
     from ..config import Settings

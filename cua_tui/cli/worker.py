@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from .base import OnSignal, settings
+from .base import OnSignal, say, settings
 from .flags import flag, queue_flag, run_flags
 
 
@@ -48,7 +48,6 @@ def command(
     **values: Any,
 ) -> None:
     """Claim tasks from a team's queue and run them, at most --concurrency at a time."""
-    from ..core.text import visible
     from ..desktops import BACKENDS, runs_here
     from ..fleet_runner import concurrency_for
     from ..team import db
@@ -66,10 +65,6 @@ def command(
     limit, message = concurrency_for(local, concurrency, 10**6)
     if message:
         click.echo(message, err=True)
-
-    def say(line: str) -> None:
-        sys.stderr.write(visible(line, limit=2000) + "\n")
-        sys.stderr.flush()
 
     options = WorkerOptions(
         url=url,

@@ -6,7 +6,7 @@ statement with a rule or an approver command, and can come and go while the flee
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -49,30 +49,10 @@ def answer(conn: psycopg.Connection[Any], request_id: int, decision: Answer, *, 
         return Outcome(request_id, False, _why_not(conn, request_id))
 
 
-def answer_group(
-    conn: psycopg.Connection[Any], request_ids: Sequence[int], decision: Answer, *, how: str, note: str = ""
-) -> list[Outcome]:
-    """Answer a group in one transaction: each member still open gets the answer; the others say why not."""
-    with conn.transaction():
-        won = {
-            int(r[0]): int(r[1])
-            for r in conn.execute(
-                "UPDATE cua_tui.requests SET answer = %s, how = %s, note = %s "
-                "WHERE id = ANY(%s) AND answer IS NULL AND closed_at IS NULL RETURNING id, answer_id",
-                (decision.value, how[:100], note[:2000] or None, list(request_ids)),
-            ).fetchall()
-        }
-        return [
-            Outcome(i, True, f"request {i}: {DONE[decision.value]}", won[i])
-            if i in won
-            else Outcome(i, False, _why_not(conn, i))
-            for i in request_ids
-        ]
-
-
 def _why_not(conn: psycopg.Connection[Any], request_id: int) -> str:
     row = conn.execute(
-        "SELECT answer, answered_by, answered_at, closed_why, closed_at FROM cua_tui.requests WHERE id = %s",
+        "SELECT answer, left(answered_by, 64), answered_at, left(closed_why, 200), closed_at FROM cua_tui.requests "
+        "WHERE id = %s",
         (request_id,),
     ).fetchone()
     if row is None:
@@ -164,14 +144,22 @@ class HeadlessAnalyst:
     def _pass(self, conn: psycopg.Connection[Any]) -> int:
         """Answer the open requests once, first in the queue's order first; how many were open."""
         rows = conn.execute(
-            "SELECT id, body, texts FROM cua_tui.requests WHERE fleet_id = %s AND answer IS NULL AND closed_at IS NULL "
-            "ORDER BY tier, posted_at, id LIMIT %s",
-            (self.fleet_id, BATCH),
+            "SELECT id, CASE WHEN octet_length(body::text) <= %s THEN body END, "
+            "CASE WHEN octet_length(texts::text) <= %s THEN texts END, octet_length(body::text), "
+            "octet_length(texts::text) FROM cua_tui.requests "
+            "WHERE fleet_id = %s AND answer IS NULL AND closed_at IS NULL ORDER BY tier, posted_at, id LIMIT %s",
+            (rq.MAX_BODY_BYTES, rq.MAX_TEXTS_BYTES, self.fleet_id, BATCH),
         ).fetchall()
-        for request_id, body, texts in rows:
+        for request_id, body, texts, body_len, texts_len in rows:
             if self.stop.is_set():
                 break
-            ruling = self._decide(int(request_id), body, texts)
+            if body is None or (texts is None and texts_len is not None):
+                # too large to hold: refused unread (the server cut it, not this process)
+                size = f"{body_len:,} + {texts_len or 0:,} bytes"
+                ruling: Ruling | None = Ruling(Answer.REJECT, self.how, note=f"a request of {size}: refused unread")
+                self.say(f"request {request_id}: {size}, larger than a request may be; rejected unread")
+            else:
+                ruling = self._decide(int(request_id), body, texts)
             if ruling is None:
                 continue
             done = answer(conn, int(request_id), ruling.answer, how=self.how, note=ruling.note)

@@ -27,13 +27,10 @@ from .mirror import store_screens
 
 # how often a waiting request's row is read again when no notification came (the fallback)
 POLL_S = 1.0
-# what a row's ``how`` may say, and what the run records for it ("(team queue)" follows)
-HOW = {
-    "human": "human",
-    "approver command": "approver command",
-    "headless rule: approve": "headless rule: approve",
-    "headless rule: reject": "headless rule: reject",
-}
+# what a row's ``how`` may say (the run records "unknown" for anything else; "(team queue)" follows)
+HOW = frozenset({"human", "approver command", "headless rule: approve", "headless rule: reject"})
+# an answer's columns as read back, cut by the server: a row is someone else's writing
+ANSWER_COLUMNS = "q.answer, q.answer_id, left(q.answered_by, 64), q.answered_at, left(q.how, 100), left(q.note, 2000)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,14 +163,13 @@ class QueueApprover:
                 "AND EXISTS (SELECT 1 FROM cua_tui.runs r JOIN cua_tui.workers w ON w.id = r.worker_id "
                 "WHERE r.id = q.run_id AND r.state = 'running' AND r.token = %(token)s AND w.token = %(token)s "
                 "AND w.state = 'running' AND w.lease_until > now()) "
-                "RETURNING q.answer, q.answer_id, q.answered_by, q.answered_at, q.how, q.note",
+                f"RETURNING {ANSWER_COLUMNS}",
                 {"id": request_id, "run": claim.run_id, "sha": post.content_sha256, "token": claim.token},
             ).fetchone()
             if row is not None:
                 return _ruling(request_id, *row)
             state = conn.execute(
-                "SELECT q.answer, q.answer_id, q.answered_by, q.answered_at, q.how, q.note, q.applied_at, "
-                "q.closed_why, q.content_sha256, r.token, r.state "
+                f"SELECT {ANSWER_COLUMNS}, q.applied_at, left(q.closed_why, 200), q.content_sha256, r.token, r.state "
                 "FROM cua_tui.requests q JOIN cua_tui.runs r ON r.id = q.run_id WHERE q.id = %s AND q.run_id = %s",
                 (request_id, claim.run_id),
             ).fetchone()
@@ -210,8 +206,8 @@ class QueueApprover:
             if row is not None:
                 return None
             late = conn.execute(
-                "UPDATE cua_tui.requests SET not_applied = %s WHERE id = %s AND run_id = %s AND answer IS NOT NULL "
-                "AND applied_at IS NULL RETURNING answer, answer_id, answered_by, answered_at, how, note",
+                "UPDATE cua_tui.requests q SET not_applied = %s WHERE q.id = %s AND q.run_id = %s "
+                f"AND q.answer IS NOT NULL AND q.applied_at IS NULL RETURNING {ANSWER_COLUMNS}",
                 (why, request_id, self.claim.run_id),
             ).fetchone()
             return _ruling(request_id, *late) if late is not None else None
@@ -236,7 +232,7 @@ def _ruling(
 ) -> Ruling:
     """The ruling a committed answer makes: who the database says answered, the answer's id and commit time
     in the record; ``how`` (what the answering program said it is) only as one of the known words."""
-    said = HOW.get(how or "", "unknown")
+    said = how if how in HOW else "unknown"
     human = said == "human"
     record = {"request": request_id, "answer": answer_id, "role": role, "committed": committed.isoformat()}
     return Ruling(

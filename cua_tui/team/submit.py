@@ -6,16 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import psycopg
-from psycopg.types.json import Jsonb
 
 from ..core.rundir import new_run_id
 from ..core.text import visible
 from ..fleet_runner import FleetTask
 from . import db
-from .payload import Spec, SpecError, decode, spec_of
+from .payload import MAX_SPEC_BYTES, Spec, SpecError, decode, spec_of
 
 
 @dataclass(frozen=True)
@@ -54,9 +50,9 @@ def submit(url: str, specs: Sequence[Spec], *, tasks_sha256: str, name: str) -> 
         with conn.cursor() as cur:
             cur.executemany(
                 "INSERT INTO cua_tui.runs (id, fleet_id, position, task_name, backend, spec, spec_sha256) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                "VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s)",
                 [
-                    (rid, fleet_id, i, spec.name, spec.backend, Jsonb(_json(spec)), spec.sha256)
+                    (rid, fleet_id, i, spec.name, spec.backend, spec.encode().decode(), spec.sha256)
                     for i, (rid, spec) in enumerate(zip(ids, specs, strict=True))
                 ],
             )
@@ -67,16 +63,18 @@ def retry(url: str, run_id: str) -> tuple[str, str]:
     """A new run of an ended run's task, in the same fleet (``retry_of`` names the old one); (fleet, run)."""
     with db.connect(url, "cua-tui fleet") as conn, conn.transaction():
         row = conn.execute(
-            "SELECT fleet_id, task_name, backend, spec::text, spec_sha256, state, status FROM cua_tui.runs "
-            "WHERE id = %s FOR UPDATE",
-            (run_id,),
+            "SELECT fleet_id, task_name, backend, CASE WHEN octet_length(spec::text) <= %s THEN spec::text END, "
+            "spec_sha256, state FROM cua_tui.runs WHERE id = %s FOR UPDATE",
+            (MAX_SPEC_BYTES, run_id),
         ).fetchone()
         if row is None:
             raise db.QueueError(f"--retry {visible(run_id, limit=100)}: no such run on the queue")
-        fleet_id, task, backend, text, sha, state, status = row
+        fleet_id, task, backend, text, sha, state = row
         if state != "ended":
             raise db.QueueError(f"--retry {run_id}: the run is {state}, not ended; only an ended run is retried")
         try:
+            if text is None:
+                raise SpecError(f"its spec is larger than {MAX_SPEC_BYTES:,} bytes")
             spec = decode(text)
         except SpecError as exc:
             raise db.QueueError(f"--retry {run_id}: {exc}") from None
@@ -85,17 +83,8 @@ def retry(url: str, run_id: str) -> tuple[str, str]:
         new_id = _run_ids(1)[0]
         conn.execute(
             "INSERT INTO cua_tui.runs (id, fleet_id, position, task_name, backend, spec, spec_sha256, retry_of) "
-            "SELECT %s, %s, coalesce(max(position), -1) + 1, %s, %s, %s, %s, %s FROM cua_tui.runs WHERE fleet_id = %s",
-            (new_id, fleet_id, task, backend, Jsonb(_json(spec)), sha, run_id, fleet_id),
+            "SELECT %s, %s, coalesce(max(position), -1) + 1, %s, %s, %s::jsonb, %s, %s FROM cua_tui.runs "
+            "WHERE fleet_id = %s",
+            (new_id, fleet_id, task, backend, spec.encode().decode(), sha, run_id, fleet_id),
         )
-    del status
     return str(fleet_id), new_id
-
-
-def _json(spec: Spec) -> Any:
-    import msgspec
-
-    return msgspec.json.decode(spec.encode())
-
-
-__all__ = ["SpecError", "Submitted", "psycopg", "retry", "specs_of", "submit"]

@@ -83,7 +83,7 @@ class _Active:
     claim: Claim
     run: Run | None = None
     thread: threading.Thread | None = None
-    # (turn, index, kind) -> (seq of its decision_requested line, its verdict's rule)
+    # (turn, index, kind) -> the seq of its decision_requested line; (turn, index) -> its verdict's rule
     asked: dict[tuple[int, int, str], int] = field(default_factory=dict)
     rules: dict[tuple[int, int], str] = field(default_factory=dict)
 
@@ -170,11 +170,13 @@ class Worker:
             return
         self.stopping.set()
         self._wake.set()
+        for run in self._runs():
+            run.supervisor.kill(by=f"worker {why}")
+
+    def _runs(self) -> list[Run]:
+        """The runs going now (built; a claimed task not yet built checks ``stopping`` before it starts)."""
         with self._lock:
-            active = list(self._active.values())
-        for item in active:
-            if item.run is not None:
-                item.run.supervisor.kill(by=f"worker {why}")
+            return [item.run for item in self._active.values() if item.run is not None]
 
     def _wind_down(self) -> int:
         """Every run sealed and copied, then the worker's row says how it stopped."""
@@ -234,11 +236,8 @@ class Worker:
         self.lease.take(why)
         self.stopping.set()
         self._wake.set()
-        with self._lock:
-            active = list(self._active.values())
-        for item in active:
-            if item.run is not None:
-                item.run.supervisor.interrupt(self.lease.why_not() or why)
+        for run in self._runs():
+            run.supervisor.interrupt(self.lease.why_not() or why)
 
     # ---------------------------------------------------------------------------------------------
     # Notifications: a request answered, a task queued
