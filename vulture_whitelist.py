@@ -8,6 +8,7 @@ _: object = object()
 # --- set for a library that reads them -------------------------------------------------------------------
 _.maxlevel, _.maxlist, _.maxdict, _.maxstring, _.maxother, _.maxlong  # reprlib.Repr's limits (core/actions.py)
 _.compress_type, _.external_attr  # zipfile.ZipInfo's, read by ZipFile.writestr (desktops/remote/zipapp.py)
+_.itersize, _.isolation_level  # psycopg's server-side cursor batch and a session's isolation (team/verify.py)
 _.tesseract_cmd  # pytesseract's module setting: the tesseract binary it runs (ocr.py)
 _.on_end  # OpenTelemetry's SpanProcessor hook, called by the SDK (export/otel.py)
 _.primary, _.secondary, _.accent, _.success, _.foreground, _.surface  # a theme file's fields (tui/themes.py)

@@ -158,7 +158,7 @@ def since_option(since: str | None) -> float | None:
 # ------------------------------------------------------------------------------------------------
 # Filters
 # --------------------------------------------------------------------------------------------------
-def parse_since(text: str, now: float | None = None) -> float:
+def parse_since(text: str, now: float | None = None, option: str = "--since") -> float:
     """``--since``: a relative age (``90s``, ``30m``, ``2h``, ``3d``, ``1w``) or an ISO 8601 date or date
     and time (``2026-12-01``, ``2026-12-01T14:00``, ``2026-12-01 14:00+01:00``; local time when no offset
     is given). Returns epoch seconds; ValueError with a one-line reason otherwise."""
@@ -170,7 +170,7 @@ def parse_since(text: str, now: float | None = None) -> float:
         when = datetime.fromisoformat(text)
     except ValueError:
         raise ValueError(
-            f"--since {text!r}: expected an age such as 30m, 2h, 3d or 1w, or an ISO date/time such as "
+            f"{option} {text!r}: expected an age such as 30m, 2h, 3d or 1w, or an ISO date/time such as "
             f"2026-12-01 or 2026-12-01T14:00"
         ) from None
     return when.timestamp() if when.tzinfo else when.astimezone().timestamp()
