@@ -1,4 +1,4 @@
-"""``python -m bench [core|supervisor|verify|local|tui|replay|runs|otel|ocr|cwsandbox|docker|fleet|all]
+"""``python -m bench [core|supervisor|verify|local|tui|replay|runs|otel|ocr|cwsandbox|docker|fleet|team|all]
 [--quick] [--check] [--json PATH] [--fleet-parts sim,idle,local,cwsandbox,tui,keys]``."""
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ SUITES = (
     "cwsandbox",
     "docker",
     "fleet",
+    "team",
     "all",
 )
 FLEET_PARTS = ("sim", "idle", "local", "cwsandbox", "tui", "keys")
@@ -142,6 +143,12 @@ def _run_in(
         results["targets"]["fleet_queue_ms"] = TARGET_QUEUE_MS
         if "tui" in fleet_parts:
             results["targets"]["fleet_tui_refresh_ms"] = TARGET_REFRESH_MS
+    if suite in ("team", "all"):
+        from .team import TARGET_P99_MS
+        from .team import run as run_team
+
+        results["team"] = run_team(tmp, quick)
+        results["targets"]["team_answer_to_execution_ms_p99"] = TARGET_P99_MS
     if suite in ("replay", "all"):
         # imports Textual: only for the suites that measure it
         from .replay import run as run_replay
@@ -188,6 +195,8 @@ def missing_for(suite: str) -> str | None:
                 "it installs the local desktop's programs (Xvfb, openbox, Chromium, bubblewrap, socat, xauth, "
                 "Tesseract) and the seeds' xdotool and scrot."
             )
+    if suite in ("team", "all") and not any(Path("/usr/lib/postgresql").glob("*/bin/initdb")):
+        return "no PostgreSQL server on this machine: `bash scripts/setup.sh test` installs Debian's postgresql"
     if suite in ("cwsandbox", "all") and importlib.util.find_spec("cwsandbox") is None:
         return "the cwsandbox package is not installed (`bash scripts/setup.sh env`)"
     if suite in ("docker", "all"):

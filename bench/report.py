@@ -9,7 +9,7 @@ from .supervisor import TARGET_ACTION_US
 from .verify import TARGET_VERIFY_EPS
 
 # The suites whose modules render their own part of the report, in the report's order.
-SUITE_REPORTS = ("tui", "cwsandbox", "docker", "fleet", "resize", "replay", "runs", "otel", "ocr")
+SUITE_REPORTS = ("tui", "cwsandbox", "docker", "fleet", "team", "resize", "replay", "runs", "otel", "ocr")
 
 
 def _us(value: float) -> str:

@@ -1,4 +1,4 @@
-"""The tests' PostgreSQL server (tests/pgserver.py) and the two database facts the team queue stands on:
+"""The tests' PostgreSQL server (tests/fakes/pgserver.py) and the two database facts the team queue stands on:
 ``FOR UPDATE SKIP LOCKED`` hands a row to one claimant, and a compare-and-set answers a request once."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from pgserver import PgServer
+
+from tests.fakes.pgserver import PgServer
 
 # a server of its own per worker process: with the desktops' part, beside the longest (tests/conftest.py)
 pytestmark = pytest.mark.pgserver

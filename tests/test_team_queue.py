@@ -1,4 +1,4 @@
-"""The team queue against a real PostgreSQL server (tests/pgserver.py; Debian's package, a Unix socket only):
+"""The team queue against a real PostgreSQL server (tests/fakes/pgserver.py; Debian's package, a Unix socket only):
 the schema's rules, exactly-once answers, a fleet run by a worker and answered by a headless analyst, and
 the faults a worker meets (killed, frozen past its lease, a database it cannot reach, a hostile row)."""
 
@@ -19,7 +19,6 @@ from typing import Any
 import psycopg
 import pytest
 from fleet_cases import FORM
-from pgserver import PgServer
 
 from cua_tui.config import Settings
 from cua_tui.core.audit import VerifyExit
@@ -29,6 +28,7 @@ from cua_tui.team.analyst import HeadlessAnalyst
 from cua_tui.team.payload import Policy, Spec
 from cua_tui.team.submit import Submitted, submit
 from cua_tui.team.worker import Worker, WorkerOptions
+from tests.fakes.pgserver import PgServer
 
 # a server of its own per worker process: with the desktops' part, beside the longest (tests/conftest.py)
 pytestmark = pytest.mark.pgserver

@@ -1,4 +1,4 @@
-"""A throwaway PostgreSQL server of Debian's ``postgresql`` package, for the tests of the team queue.
+"""A throwaway PostgreSQL server of Debian's ``postgresql`` package, for the team queue's tests and benchmark.
 
 ``initdb`` in a temporary folder, a Unix socket only (no TCP port at all), durability off (a test server
 loses nothing worth keeping); a database per test copied from a template, so tests share no state.
