@@ -138,6 +138,11 @@ def test_tls_is_required_beyond_this_machine() -> None:
     ):
         assert "sslmode" not in psycopg.conninfo.conninfo_to_dict(db.conninfo_for(local, "t"))
     assert "secret" not in db.shown("postgresql://alice:secret@db.example/cua")
+    # a URL libpq cannot read is quoted in its message: never its password
+    for broken in ("postgresql://alice:s3cret@[::1/cua", "host=db.example password=s3cret dbname"):
+        with pytest.raises(db.QueueError) as refused:
+            db.conninfo_for(broken, "t")
+        assert "s3cret" not in str(refused.value)
 
 
 def _posted(url: str, texts: dict[str, str] | None = None) -> int:

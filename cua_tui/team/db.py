@@ -5,6 +5,7 @@ every long-lived session reconnects with (a restarting server is said once, not 
 from __future__ import annotations
 
 import random
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -68,10 +69,20 @@ def shown(url: str) -> str:
     return visible(f"postgresql://{user}{'@' if user else ''}{host}{port}/{db}", limit=200)
 
 
+# what a driver's message may quote of a connection string it could not read: a password, in either form
+_SECRETS = (
+    re.compile(r"(://[^:/@\s\"']*):[^@\s\"']*@"),
+    re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE),
+)
+
+
 def one_line_error(exc: BaseException) -> str:
-    """A driver's error as one line (libpq's are several, with hints)."""
+    """A driver's error as one line (libpq's are several, with hints), any password it quotes cut out."""
     text = str(exc).strip().splitlines()
-    return visible(text[0] if text else type(exc).__name__, limit=300)
+    line = text[0] if text else type(exc).__name__
+    for pattern in _SECRETS:
+        line = pattern.sub(lambda m: m.group(1) + (":***@" if m.group(0).endswith("@") else "***"), line)
+    return visible(line, limit=300)
 
 
 def connect(
