@@ -339,6 +339,60 @@ def test_a_hostile_task_row_is_refused_in_one_line(url: str, tmp_path: Path) -> 
     assert not (tmp_path / "runs" / run_id).exists()
 
 
+def test_a_hostile_answer_is_cut_by_the_server_before_the_worker_holds_it(url: str, tmp_path: Path) -> None:
+    done = submit(url, [spec("a")], tasks_sha256="7" * 64, name="t")
+    run_id = done.runs[0][1]
+    worker = Worker(
+        WorkerOptions(url=url, runs_dir=tmp_path / "runs", backends=("sim",), concurrency=1, lease_s=5.0,
+                      settings=settings(tmp_path), max_runs=1),
+        lambda line: None,
+    )  # fmt: skip
+    working = threading.Thread(target=worker.run)
+    working.start()
+    try:
+        request = wait_for("the request", lambda: one(url, "SELECT id FROM cua_tui.requests WHERE run_id = %s", run_id))
+        with psycopg.connect(url, autocommit=True) as conn:  # the owner lifts the schema's bound
+            conn.execute("ALTER TABLE cua_tui.requests DROP CONSTRAINT requests_note_check")
+        note = "\x1b]0;pwned\x07[red]x[/red]" + "n" * (5 * 2**20)
+        with psycopg.connect(as_role(url, "alice"), autocommit=True) as conn:
+            assert analyst.answer(conn, int(request), Answer.REJECT, how="human", note=note).won
+        HeadlessAnalyst(as_role(url, "bob"), done.fleet_id, "reject", lambda line: None).run()
+    finally:
+        working.join(WAIT_S)
+    records = [json.loads(x) for x in (tmp_path / "runs" / run_id / "audit.jsonl").read_text().splitlines()]
+    (decided,) = [r for r in records if r["kind"] == "decision" and (r.get("queue") or {}).get("request") == request]
+    assert decided["decision"] == "reject" and decided["operator"] == "alice"
+    assert len(decided["note"]) <= 2000 and decided["note"].startswith("\x1b]0;pwned")
+    heard = [r["message"] for r in records if r["kind"] == "outcome" and r["index"] == 1]
+    assert len(heard[0]) < 400  # what the model hears of the reviewer's words is bounded too
+
+
+def test_oversized_rows_are_refused_unread_in_one_line(url: str, tmp_path: Path) -> None:
+    done = submit(url, [spec("a")], tasks_sha256="8" * 64, name="t")
+    run_id = done.runs[0][1]
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("UPDATE cua_tui.runs SET state = 'ended', status = 'error' WHERE id = %s", (run_id,))
+        conn.execute(
+            "INSERT INTO cua_tui.requests (run_id, fleet_id, turn, index, kind, seq, body, content_sha256, tier) "
+            "VALUES (%s, %s, 1, 0, 'action', 3, jsonb_build_object('pad', repeat('x', 3 * 1024 * 1024)), "
+            "repeat('a', 64), 1)",
+            (run_id, done.fleet_id),
+        )
+        # a line larger than any record this program writes
+        conn.execute(
+            "INSERT INTO cua_tui.events VALUES (%s, 0, convert_to(repeat('x', 9 * 1024 * 1024), 'UTF8'))", (run_id,)
+        )
+    said: list[str] = []
+    asked = tmp_path / "asked"
+    command = f'approver:sh -c \'touch {asked}; echo {{"decision": "approve"}}\''
+    assert HeadlessAnalyst(url, done.fleet_id, command, said.append).run() == 0
+    assert any("larger than a request may be; rejected unread" in line for line in said), said
+    assert not asked.exists()  # the command never saw it
+    assert one(url, "SELECT answer FROM cua_tui.requests WHERE run_id = %s", run_id) == "reject"
+    check = subprocess.run([*CUA, "verify", "--queue", url, run_id], capture_output=True, text=True, check=False)
+    assert check.returncode == 2 and check.stderr.count("\n") == 1 and "more than" in check.stderr
+
+
 # ------------------------------------------------------------------------------------------------
 # The command line and the faults
 # --------------------------------------------------------------------------------------------------
