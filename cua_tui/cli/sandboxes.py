@@ -27,7 +27,13 @@ KINDS = tuple(name for name, backend in BACKENDS.items() if backend.leftovers)
     show_default=True,
     help="Whose sandboxes: " + ", or ".join(BACKENDS[name].leftovers_about for name in KINDS) + ".",
 )
-@click.option("--stop", "target", default=None, help="Stop one: a run directory, a run id or a sandbox id.")
+@click.option(
+    "--stop",
+    "target",
+    default=None,
+    help="Stop one: a run directory, a run id (its folder here, else the sandboxes tagged with it, as a team's "
+    "worker on another machine leaves them) or a sandbox id.",
+)
 @click.option("--all", "stop_all", is_flag=True, help="Stop every sandbox tagged (or labelled) cua-tui.")
 @flag("runs_dir")
 def command(backend: str, target: str | None, stop_all: bool, runs_dir: Path | None) -> None:
@@ -48,8 +54,11 @@ def command(backend: str, target: str | None, stop_all: bool, runs_dir: Path | N
     found = BACKENDS[backend].leftovers_of(config)
     try:
         if sandbox_id is not None:
-            found.stop(sandbox_id)
-            click.echo(f"stopped {visible(sandbox_id)}")
+            # a run id whose folder is on another machine (a team's worker): the sandboxes tagged with it
+            tagged = [row["id"] for row in found.list() if row["run"] == sandbox_id]
+            for one in tagged or [sandbox_id]:
+                found.stop(one)
+                click.echo(f"stopped {visible(one)}")
             return
         rows = found.list()
         if stop_all:

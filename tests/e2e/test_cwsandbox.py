@@ -419,3 +419,67 @@ def test_form_lab_passes_on_the_gateway_path(tmp_path: Path, monkeypatch: pytest
         assert_clean_end(run, svc)
         assert_one_exec_per_step(svc, recorder)
         assert svc.service.count("ConnectSandbox") >= 1 and set(svc.service.paths()) == {"gateway"}
+
+
+def test_a_killed_team_worker_leaves_its_sandbox_listed_from_any_machine(tmp_path: Path, service: LocalService) -> None:
+    """A worker running a CoreWeave run is killed (SIGKILL): its run reads lost on the queue once its lease
+    lapses, and `cua-tui sandboxes`, run elsewhere (another process, no run folder), lists and stops the
+    sandbox by the run id it is tagged with."""
+    import os
+    import signal
+    import subprocess
+
+    import psycopg
+    from click.testing import CliRunner
+
+    from cua_tui.cli import main
+    from cua_tui.core.policy import Policy as RunPolicy
+    from cua_tui.team.payload import Policy, Spec
+    from cua_tui.team.submit import submit
+    from tests.fakes.pgserver import PgServer
+
+    server = PgServer().start()
+    try:
+        url = server.new_database()
+        policy = RunPolicy.default()
+        spec = Spec(
+            name="form", backend="cwsandbox", agent="script", script=get_lab("form").script(), lab="form",
+            policy=Policy(policy.text, policy.sha256),
+        )  # fmt: skip
+        run_id = submit(url, [spec], tasks_sha256="9" * 64, name="cw").runs[0][1]
+        env = {
+            **os.environ,
+            "CWSANDBOX_BASE_URL": service.base_url,
+            "CWSANDBOX_API_KEY": KEY,
+            "CUA_TUI_CWSANDBOX_IMAGE": HOST_IMAGE,
+            "CUA_TUI_CONFIG": str(tmp_path / "none.toml"),
+            "CUA_TUI_RUNS_DIR": str(tmp_path / "worker-runs"),
+        }
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "cua_tui.cli", "worker", "--queue", url, "--backend", "cwsandbox", "--lease", "2"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        with psycopg.connect(url, autocommit=True) as conn:
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline and conn.execute(
+                "SELECT count(*) FROM cua_tui.requests WHERE run_id = %s", (run_id,)
+            ).fetchone() == (0,):
+                time.sleep(0.1)
+            worker.send_signal(signal.SIGKILL)
+            worker.wait(10)
+            while time.monotonic() < deadline:
+                conn.execute("SELECT cua_tui.reap()")
+                if conn.execute("SELECT status FROM cua_tui.runs WHERE id = %s", (run_id,)).fetchone() == ("lost",):
+                    break
+                time.sleep(0.1)
+            assert conn.execute("SELECT status FROM cua_tui.runs WHERE id = %s", (run_id,)).fetchone() == ("lost",)
+        (sandbox,) = service.service.live()
+        elsewhere = {**env, "CUA_TUI_RUNS_DIR": str(tmp_path / "another-machine")}
+        listed = CliRunner().invoke(main, ["sandboxes"], env=elsewhere)
+        assert listed.exit_code == 0 and run_id in listed.output, listed.output
+        stopped = CliRunner().invoke(main, ["sandboxes", "--stop", run_id], env=elsewhere)
+        assert stopped.exit_code == 0, stopped.output
+        assert service.service.live() == [] and KEY not in listed.output + stopped.output
+        del sandbox
+    finally:
+        server.stop()
