@@ -4,6 +4,7 @@ the faults a worker meets (killed, frozen past its lease, a database it cannot r
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -249,6 +250,64 @@ def test_a_fleet_runs_on_a_worker_and_every_answer_is_in_exactly_one_chain(url: 
         assert record["queue"]["answer"] == answer[2] and record["queue"]["role"] == "alice"
         # the typed text is nowhere in what was copied
         assert not any(b"cua-tui verified" in bytes(line) for _rid, line in mirrored)
+
+
+def test_detach_sends_each_task_whole_and_no_key_and_a_worker_takes_only_its_backends(url: str, tmp_path: Path) -> None:
+    from cua_tui.core.policy import DEFAULT_POLICY_TOML
+
+    (tmp_path / "form.json").write_text(json.dumps(FORM))
+    (tmp_path / "policy.toml").write_text(DEFAULT_POLICY_TOML.replace('name = "default"', 'name = "team"'))
+    (tmp_path / "tasks.toml").write_text(
+        'name = "mixed"\n'
+        '[[tasks]]\nname = "on-sim"\ntask = "fill the form"\nagent = "script:form.json"\npolicy = "policy.toml"\n'
+        '[[tasks]]\nname = "on-dry"\ntask = "fill the form"\nagent = "script:form.json"\nbackend = "dry"\n'
+    )
+    keys = {
+        "OPENAI_API_KEY": "sk-sentinel-4d1f",
+        "ANTHROPIC_API_KEY": "ak-sentinel-9c2e",
+        "CWSANDBOX_API_KEY": "cw-s-77",
+    }
+    out = subprocess.run(
+        [*CUA, "fleet", "--tasks", str(tmp_path / "tasks.toml"), "--detach", "--backend", "sim"],
+        env={**env(tmp_path, url), **keys}, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    fleet_id = out.stdout.strip()
+    with psycopg.connect(url) as conn:
+        rows: dict[str, Any] = dict(
+            conn.execute("SELECT task_name, spec FROM cua_tui.runs WHERE fleet_id = %s", (fleet_id,))
+        )
+        everything = " ".join(
+            str(r) for table in ("fleets", "runs", "workers", "requests")
+            for r in conn.execute(f"SELECT * FROM cua_tui.{table}").fetchall()
+        )  # fmt: skip
+    assert rows["on-sim"]["backend"] == "sim" and rows["on-dry"]["backend"] == "dry"
+    assert rows["on-sim"]["script"] == FORM and rows["on-sim"]["agent"] == "script"
+    text = (tmp_path / "policy.toml").read_text()
+    assert rows["on-sim"]["policy"] == {"text": text, "sha256": hashlib.sha256(text.encode()).hexdigest()}
+    assert rows["on-dry"]["policy"]["text"] == DEFAULT_POLICY_TOML  # the task names none: the built-in one
+    assert not any(key in everything for key in keys.values())
+    # a worker that offers dry only takes the dry task, and leaves the other queued
+    worker = Worker(
+        WorkerOptions(url=url, runs_dir=tmp_path / "runs", backends=("dry",), concurrency=2, lease_s=5.0,
+                      settings=settings(tmp_path), max_runs=1),
+        lambda line: None,
+    )  # fmt: skip
+    working = threading.Thread(target=worker.run)
+    working.start()
+    deadline = time.monotonic() + WAIT_S
+    while working.is_alive() and time.monotonic() < deadline:
+        with psycopg.connect(url, autocommit=True) as conn:
+            for (open_id,) in conn.execute(
+                "SELECT id FROM cua_tui.requests WHERE answer IS NULL AND closed_at IS NULL"
+            ).fetchall():
+                analyst.answer(conn, int(open_id), Answer.APPROVE, how="human")
+        working.join(0.2)
+    assert not working.is_alive()
+    states: dict[str, str] = dict(
+        psycopg.connect(url).execute("SELECT task_name, coalesce(status, state) FROM cua_tui.runs")
+    )
+    assert states == {"on-dry": "finished", "on-sim": "queued"}
 
 
 def test_a_run_and_a_fleet_verify_from_the_database_alone(url: str, tmp_path: Path) -> None:
