@@ -209,6 +209,36 @@ def test_two_analysts_at_once_one_wins_the_other_is_told_who(url: str) -> None:
         assert f"already answered: {winners[0]} {verb} it at " in results[loser].line
 
 
+def test_a_group_answer_is_one_transaction_and_each_chain_names_the_group(url: str, tmp_path: Path) -> None:
+    done = submit(url, [spec(f"t{i}") for i in range(2)], tasks_sha256="a" * 64, name="group")
+    worker = Worker(
+        WorkerOptions(url=url, runs_dir=tmp_path / "runs", backends=("sim",), concurrency=2, lease_s=5.0,
+                      settings=settings(tmp_path), max_runs=2),
+        lambda line: None,
+    )  # fmt: skip
+    working = threading.Thread(target=worker.run)
+    working.start()
+    try:
+        count = "SELECT count(*) FROM cua_tui.requests WHERE fleet_id = %s"
+        wait_for("both runs waiting", lambda: one(url, count, done.fleet_id) == 2)
+        with psycopg.connect(url) as conn:
+            ids = [int(r[0]) for r in conn.execute("SELECT id FROM cua_tui.requests ORDER BY id").fetchall()]
+        with psycopg.connect(as_role(url, "alice"), autocommit=True) as conn:
+            answered = analyst.answer_group(conn, ids, Answer.APPROVE, how="human", group_id="g-typing-1")
+            assert all(o.won for o in answered)
+        with psycopg.connect(as_role(url, "bob"), autocommit=True) as conn:
+            again = analyst.answer_group(conn, ids, Answer.REJECT, how="human", group_id="g-typing-2")
+        assert not any(o.won for o in again) and all("alice approved it at" in o.line for o in again)
+        # the rest of each run approved one by one
+        HeadlessAnalyst(url, done.fleet_id, "approve", lambda line: None).run()
+    finally:
+        working.join(WAIT_S)
+    for _task, run_id in done.runs:
+        records = [json.loads(x) for x in (tmp_path / "runs" / run_id / "audit.jsonl").read_text().splitlines()]
+        (decided,) = [r for r in records if r["kind"] == "decision" and (r.get("queue") or {}).get("request") in ids]
+        assert decided["group"] == {"id": "g-typing-1", "size": 2} and decided["operator"] == "alice"
+
+
 # ------------------------------------------------------------------------------------------------
 # A fleet on the queue
 # --------------------------------------------------------------------------------------------------

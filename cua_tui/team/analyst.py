@@ -6,7 +6,7 @@ statement with a rule or an approver command, and can come and go while the flee
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -47,6 +47,34 @@ def answer(conn: psycopg.Connection[Any], request_id: int, decision: Answer, *, 
         if row is not None:
             return Outcome(request_id, True, f"request {request_id}: {DONE[decision.value]}", int(row[0]))
         return Outcome(request_id, False, _why_not(conn, request_id))
+
+
+def answer_group(
+    conn: psycopg.Connection[Any],
+    request_ids: Sequence[int],
+    decision: Answer,
+    *,
+    how: str,
+    group_id: str,
+    note: str = "",
+) -> list[Outcome]:
+    """One answer to a group (the fleet TUI's, through the core's grouping rules), in one transaction: each
+    member still open gets it, naming the group and its size; the others say why not, in one line each."""
+    with conn.transaction():
+        won = {
+            int(r[0]): int(r[1])
+            for r in conn.execute(
+                "UPDATE cua_tui.requests SET answer = %s, how = %s, note = %s, group_id = %s, group_size = %s "
+                "WHERE id = ANY(%s) AND answer IS NULL AND closed_at IS NULL RETURNING id, answer_id",
+                (decision.value, how[:100], note[:2000] or None, group_id, len(request_ids), list(request_ids)),
+            ).fetchall()
+        }
+        return [
+            Outcome(i, True, f"request {i}: {DONE[decision.value]} with group {group_id}", won[i])
+            if i in won
+            else Outcome(i, False, _why_not(conn, i))
+            for i in request_ids
+        ]
 
 
 def _why_not(conn: psycopg.Connection[Any], request_id: int) -> str:

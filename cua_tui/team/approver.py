@@ -30,7 +30,10 @@ POLL_S = 1.0
 # what a row's ``how`` may say (the run records "unknown" for anything else; "(team queue)" follows)
 HOW = frozenset({"human", "approver command", "headless rule: approve", "headless rule: reject"})
 # an answer's columns as read back, cut by the server: a row is someone else's writing
-ANSWER_COLUMNS = "q.answer, q.answer_id, left(q.answered_by, 64), q.answered_at, left(q.how, 100), left(q.note, 2000)"
+ANSWER_COLUMNS = (
+    "q.answer, q.answer_id, left(q.answered_by, 64), q.answered_at, left(q.how, 100), left(q.note, 2000), "
+    "left(q.group_id, 64), q.group_size"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,12 +176,15 @@ class QueueApprover:
                 "FROM cua_tui.requests q JOIN cua_tui.runs r ON r.id = q.run_id WHERE q.id = %s AND q.run_id = %s",
                 (request_id, claim.run_id),
             ).fetchone()
-            if state is None or state[8] != post.content_sha256:
+            if state is None:
                 raise Fenced(f"request {request_id} is not the one this worker posted")
-            answer, applied, closed_why, token, run_state = state[0], state[6], state[7], state[9], state[10]
+            *answered, applied, closed_why, content, token, run_state = state
+            if content != post.content_sha256:
+                raise Fenced(f"request {request_id} is not the one this worker posted")
+            answer = answered[0]
             if answer is not None and applied is not None:
                 # applied by this very worker, whose acknowledgement was lost (only its worker applies it)
-                return _ruling(request_id, *state[:6])
+                return _ruling(request_id, *answered)
             if token != claim.token or run_state != "running":
                 raise Fenced("the worker's lease was taken: the answer is not applied")
             if answer is not None:
@@ -228,7 +234,15 @@ class Fenced(RuntimeError):
 
 
 def _ruling(
-    request_id: int, answer: str, answer_id: int, role: str, committed: datetime, how: str | None, note: str | None
+    request_id: int,
+    answer: str,
+    answer_id: int,
+    role: str,
+    committed: datetime,
+    how: str | None,
+    note: str | None,
+    group_id: str | None = None,
+    group_size: int | None = None,
 ) -> Ruling:
     """The ruling a committed answer makes: who the database says answered, the answer's id and commit time
     in the record; ``how`` (what the answering program said it is) only as one of the known words."""
@@ -242,4 +256,6 @@ def _ruling(
         human=human,
         operator=role if human else "",
         queue=record,
+        # the record keeps only a group a fleet could have made (core/grouping.py's group_record)
+        group=(group_id, group_size) if group_id is not None and group_size is not None else None,
     )

@@ -123,6 +123,9 @@ CREATE TABLE requests (
     -- how it was answered: a person, or which automated approver
     how text CHECK (how IS NULL OR length(how) <= 100),
     note text CHECK (note IS NULL OR length(note) <= 2000),
+    -- answered with others in one transaction: the group's id and how many requests it held
+    group_id text CHECK (group_id IS NULL OR group_id ~ '^[A-Za-z0-9._-]{{1,64}}$'),
+    group_size integer CHECK (group_size IS NULL OR group_size BETWEEN 1 AND 100000),
     answered_at timestamptz,
     closed_at timestamptz,
     closed_why text,
@@ -160,6 +163,7 @@ BEGIN
         NEW.answer IS DISTINCT FROM OLD.answer OR NEW.answer_id IS DISTINCT FROM OLD.answer_id
         OR NEW.answered_by IS DISTINCT FROM OLD.answered_by OR NEW.answered_at IS DISTINCT FROM OLD.answered_at
         OR NEW.how IS DISTINCT FROM OLD.how OR NEW.note IS DISTINCT FROM OLD.note
+        OR NEW.group_id IS DISTINCT FROM OLD.group_id OR NEW.group_size IS DISTINCT FROM OLD.group_size
     ) THEN
         RAISE EXCEPTION 'request % is already answered', OLD.id USING ERRCODE = 'check_violation';
     END IF;
@@ -172,7 +176,7 @@ BEGIN
         NEW.answer_id := nextval('{SCHEMA}.answer_ids');
         NEW.texts := NULL;
     ELSIF OLD.answer IS NULL AND (NEW.answer_id IS NOT NULL OR NEW.answered_by IS NOT NULL
-                                  OR NEW.answered_at IS NOT NULL) THEN
+                                  OR NEW.answered_at IS NOT NULL OR NEW.group_id IS NOT NULL) THEN
         RAISE EXCEPTION 'only an answer sets who answered' USING ERRCODE = 'check_violation';
     END IF;
     IF NEW.closed_at IS NOT NULL THEN
@@ -243,7 +247,7 @@ BEGIN
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{ANALYST_ROLE}') THEN
         GRANT USAGE ON SCHEMA {SCHEMA} TO {ANALYST_ROLE};
         GRANT SELECT ON ALL TABLES IN SCHEMA {SCHEMA} TO {ANALYST_ROLE};
-        GRANT UPDATE (answer, how, note) ON requests TO {ANALYST_ROLE};
+        GRANT UPDATE (answer, how, note, group_id, group_size) ON requests TO {ANALYST_ROLE};
         GRANT INSERT ON fleets TO {ANALYST_ROLE};
         GRANT INSERT (id, fleet_id, position, task_name, backend, spec, spec_sha256, retry_of)
             ON runs TO {ANALYST_ROLE};
