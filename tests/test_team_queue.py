@@ -126,6 +126,20 @@ def test_the_schema_is_versioned_and_made_once(url: str) -> None:
             schema.ensure(conn)
 
 
+def test_queue_init_and_upgrade_from_the_command_line(server: PgServer, tmp_path: Path) -> None:
+    empty = server.new_database()  # no schema yet
+
+    def queue(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*CUA, "queue", *argv, "--queue", empty], capture_output=True, text=True, check=False)
+
+    made = queue("init")
+    assert made.returncode == 0 and f"schema made: version 0 -> {schema.LATEST}" in made.stderr
+    again = queue("upgrade")
+    assert again.returncode == 0 and f"schema version {schema.LATEST}, up to date" in again.stderr
+    for wrong in (queue("init", "--older-than", "1d"), queue("prune")):
+        assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1
+
+
 def test_tls_is_required_beyond_this_machine() -> None:
     # the rule only: no connection is made
     remote = psycopg.conninfo.conninfo_to_dict(db.conninfo_for("postgresql://alice@db.example/cua", "t"))
@@ -370,6 +384,39 @@ def test_a_run_and_a_fleet_verify_from_the_database_alone(url: str, tmp_path: Pa
         [*CUA, "verify", "--queue", url, done.runs[1][1]], capture_output=True, text=True, check=False
     )
     assert check.returncode == 1, check.stdout + check.stderr
+
+
+def test_the_mirror_copies_every_line_but_never_a_private_stretch_screen(url: str, tmp_path: Path) -> None:
+    from cua_tui.team.link import Link
+    from cua_tui.team.mirror import Mirror
+
+    run_id = submit(url, [spec("a")], tasks_sha256="b" * 64, name="t").runs[0][1]
+    folder = tmp_path / run_id
+    (folder / "screens").mkdir(parents=True)
+    shown, private = "1" * 64, "2" * 64
+    for sha in (shown, private):
+        (folder / "screens" / f"{sha}.png").write_bytes(sha.encode())
+    kinds: list[dict[str, Any]] = [
+        {"kind": "screen", "sha256": shown},
+        {"kind": "takeover_private", "turn": 1, "private": True},
+        {"kind": "screen", "sha256": private},
+        {"kind": "takeover_private", "turn": 1, "private": False},
+    ]
+    lines = [json.dumps({"seq": n, **k}, separators=(",", ":")).encode() for n, k in enumerate(kinds)]
+    (folder / "audit.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    link = Link(url, "test", size=2, say=lambda line: None)
+    link.open()
+    mirror = Mirror(link, lambda line: None)
+    mirror.start()
+    try:
+        mirror.add(run_id, folder)
+        assert mirror.close(run_id, WAIT_S)
+    finally:
+        link.close()
+    with psycopg.connect(url) as conn:
+        copied = [bytes(r[0]) for r in conn.execute("SELECT line FROM cua_tui.events ORDER BY seq").fetchall()]
+        screens = [r[0] for r in conn.execute("SELECT sha256 FROM cua_tui.screens").fetchall()]
+    assert copied == lines and screens == [shown]
 
 
 def test_prune_removes_old_finished_fleets_but_never_a_last_copy_unless_told(url: str, tmp_path: Path) -> None:
