@@ -14,13 +14,16 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from click.testing import CliRunner
 from fleet_cases import FORM
 
+from cua_tui.cli import main
 from cua_tui.config import Settings
 from cua_tui.core.audit import VerifyExit
 from cua_tui.core.ports import Answer
@@ -85,6 +88,19 @@ def env(tmp: Path, url: str) -> dict[str, str]:
     }
 
 
+@dataclass(frozen=True)
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def cli(*argv: str, environ: dict[str, str] | None = None) -> Ran:
+    """A cua-tui command run in this process (a process of its own only where a signal is the point)."""
+    done = CliRunner().invoke(main, list(argv), env=environ)
+    return Ran(done.exit_code, done.stdout, done.stderr)
+
+
 def wait_for(what: str, check: Any, timeout: float = WAIT_S) -> Any:
     """Poll ``check`` (a database read) until it gives something truthy."""
     end = time.monotonic() + timeout
@@ -129,8 +145,8 @@ def test_the_schema_is_versioned_and_made_once(url: str) -> None:
 def test_queue_init_and_upgrade_from_the_command_line(server: PgServer, tmp_path: Path) -> None:
     empty = server.new_database()  # no schema yet
 
-    def queue(*argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*CUA, "queue", *argv, "--queue", empty], capture_output=True, text=True, check=False)
+    def queue(*argv: str) -> Ran:
+        return cli("queue", *argv, "--queue", empty)
 
     made = queue("init")
     assert made.returncode == 0 and f"schema made: version 0 -> {schema.LATEST}" in made.stderr
@@ -311,9 +327,9 @@ def test_detach_sends_each_task_whole_and_no_key_and_a_worker_takes_only_its_bac
         "ANTHROPIC_API_KEY": "ak-sentinel-9c2e",
         "CWSANDBOX_API_KEY": "cw-s-77",
     }
-    out = subprocess.run(
-        [*CUA, "fleet", "--tasks", str(tmp_path / "tasks.toml"), "--detach", "--backend", "sim"],
-        env={**env(tmp_path, url), **keys}, capture_output=True, text=True, check=False,
+    out = cli(
+        "fleet", "--tasks", str(tmp_path / "tasks.toml"), "--detach", "--backend", "sim",
+        environ={**env(tmp_path, url), **keys},
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     fleet_id = out.stdout.strip()
@@ -359,9 +375,9 @@ def test_a_run_and_a_fleet_verify_from_the_database_alone(url: str, tmp_path: Pa
     run_id = done.runs[0][1]
     # the worker's folders are gone: the database is all there is
     shutil.rmtree(tmp_path / "runs")
-    check = subprocess.run([*CUA, "verify", "--queue", url, run_id], capture_output=True, text=True, check=False)
+    check = cli("verify", "--queue", url, run_id)
     assert check.returncode == 0 and check.stdout.startswith("intact: "), check.stdout + check.stderr
-    check = subprocess.run([*CUA, "verify", "--queue", url, done.fleet_id], capture_output=True, text=True, check=False)
+    check = cli("verify", "--queue", url, done.fleet_id)
     assert check.returncode == 0, check.stdout + check.stderr
     assert "2 committed answers, each in exactly one chain" in check.stderr + check.stdout
     # an answer changed behind the trigger's back (the owner may disable it): the chains disagree
@@ -380,9 +396,7 @@ def test_a_run_and_a_fleet_verify_from_the_database_alone(url: str, tmp_path: Pa
             "'UTF8') WHERE run_id = %s AND convert_from(line, 'UTF8') LIKE '%%run_ended%%'",
             (done.runs[1][1],),
         )
-    check = subprocess.run(
-        [*CUA, "verify", "--queue", url, done.runs[1][1]], capture_output=True, text=True, check=False
-    )
+    check = cli("verify", "--queue", url, done.runs[1][1])
     assert check.returncode == 1, check.stdout + check.stderr
 
 
@@ -430,10 +444,9 @@ def test_prune_removes_old_finished_fleets_but_never_a_last_copy_unless_told(url
         conn.execute("INSERT INTO cua_tui.events VALUES (%s, 0, 'x')", (lost,))
 
     def prune(*more: str) -> str:
-        out = subprocess.run(
-            [*CUA, "queue", "prune", "--queue", url, *more], capture_output=True, text=True, check=True
-        )
-        return out.stderr
+        ran = cli("queue", "prune", "--queue", url, *more)
+        assert ran.returncode == 0, ran.stderr
+        return ran.stderr
 
     assert "pruned 0 runs of 0 finished fleets" in prune("--older-than", "1h")
     said = prune("--older-than", "0s")
@@ -525,7 +538,7 @@ def test_oversized_rows_are_refused_unread_in_one_line(url: str, tmp_path: Path)
     assert any("larger than a request may be; rejected unread" in line for line in said), said
     assert not asked.exists()  # the command never saw it
     assert one(url, "SELECT answer FROM cua_tui.requests WHERE run_id = %s", run_id) == "reject"
-    check = subprocess.run([*CUA, "verify", "--queue", url, run_id], capture_output=True, text=True, check=False)
+    check = cli("verify", "--queue", url, run_id)
     assert check.returncode == 2 and check.stderr.count("\n") == 1 and "more than" in check.stderr
 
 
@@ -534,9 +547,9 @@ def test_oversized_rows_are_refused_unread_in_one_line(url: str, tmp_path: Path)
 # --------------------------------------------------------------------------------------------------
 def test_operator_is_refused_with_a_queue(tmp_path: Path) -> None:
     (tmp_path / "t.toml").write_text('[[tasks]]\ntask = "x"\nagent = "script:f.json"\n')
-    out = subprocess.run(
-        [*CUA, "fleet", "--tasks", str(tmp_path / "t.toml"), "--detach", "--operator", "alice"],
-        env=env(tmp_path, "postgresql://a@/db?host=/nonexistent"), capture_output=True, text=True, check=False,
+    out = cli(
+        "fleet", "--tasks", str(tmp_path / "t.toml"), "--detach", "--operator", "alice",
+        environ=env(tmp_path, "postgresql://a@/db?host=/nonexistent"),
     )  # fmt: skip
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and "session_user" in out.stderr
@@ -573,9 +586,8 @@ def test_a_killed_worker_is_declared_lost_and_its_request_closes(url: str, tmp_p
         why = one(url, "SELECT closed_why FROM cua_tui.requests WHERE run_id = %s", run_id)
         assert why.startswith("lost")
         # nothing is re-run by itself; --retry makes a new run of the task
-        out = subprocess.run(
-            [*CUA, "fleet", "--retry", run_id], env=env(tmp_path, url), capture_output=True, text=True, check=True
-        )
+        out = cli("fleet", "--retry", run_id, environ=env(tmp_path, url))
+        assert out.returncode == 0, out.stderr
         new = out.stdout.strip()
         assert one(url, "SELECT retry_of FROM cua_tui.runs WHERE id = %s", new) == run_id
     finally:
@@ -630,9 +642,7 @@ def test_a_frozen_worker_past_its_lease_executes_nothing_and_ends_interrupted(ur
         # the typing it asked about never ran
         assert executed(tmp_path / "runs" / run_id, turn=1, index=1) == 0
         assert one(url, "SELECT status FROM cua_tui.runs WHERE id = %s", run_id) == "interrupted"
-        verified = subprocess.run(
-            [*CUA, "verify", str(tmp_path / "runs" / run_id)], capture_output=True, text=True, check=False
-        )
+        verified = cli("verify", str(tmp_path / "runs" / run_id))
         assert verified.returncode == 0, verified.stdout + verified.stderr
     finally:
         proc.kill()
