@@ -143,6 +143,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.timeout(BESIDE_S))
         if any(item.get_closest_marker(name) for name in AFTER):
             item.add_marker(pytest.mark.desktops)
+        if item.get_closest_marker("pgserver"):
+            # one worker runs them all, on one server (the session's ``pg_server``)
+            item.add_marker(pytest.mark.xdist_group("pgserver"))
         if item.get_closest_marker("engine"):
             # one worker runs them all, in turn (xdist's --dist loadgroup)
             item.add_marker(pytest.mark.xdist_group("engine"))
@@ -176,3 +179,13 @@ def form_desktop() -> Iterator[Any]:
     desktop.start()
     yield desktop
     desktop.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Any]:
+    """A throwaway PostgreSQL server for the process's tests that need one (tests/fakes/pgserver.py)."""
+    from tests.fakes.pgserver import PgServer
+
+    server = PgServer().start()
+    yield server
+    server.stop()

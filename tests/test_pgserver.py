@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -16,11 +15,9 @@ from tests.fakes.pgserver import PgServer
 pytestmark = pytest.mark.pgserver
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[PgServer]:
-    pg = PgServer().start()
-    yield pg
-    pg.stop()
+@pytest.fixture
+def server(pg_server: PgServer) -> PgServer:
+    return pg_server
 
 
 @pytest.fixture

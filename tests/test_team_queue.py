@@ -13,7 +13,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,18 +41,16 @@ WAIT_S = 60.0
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[PgServer]:
-    pg = PgServer().start()
-    with psycopg.connect(pg.url(), autocommit=True) as conn:
+def server(pg_server: PgServer) -> PgServer:
+    with psycopg.connect(pg_server.url(), autocommit=True) as conn:
         for role in ("alice", "bob"):
             conn.execute(f"CREATE ROLE {role} LOGIN")
         conn.execute("CREATE ROLE cua_tui_analyst NOLOGIN")
         conn.execute("GRANT cua_tui_analyst TO alice, bob")
         conn.execute('CREATE DATABASE "queue_template"')
-    with db.connect(pg.url("queue_template"), "test") as conn:
+    with db.connect(pg_server.url("queue_template"), "test"):
         pass  # the schema, made once; each test gets a copy
-    yield pg
-    pg.stop()
+    return pg_server
 
 
 @pytest.fixture

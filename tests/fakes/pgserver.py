@@ -69,7 +69,8 @@ class PgServer:
     def _pg_ctl(self, action: str, *more: str) -> None:
         options = (
             f"-k {self.socket_dir} -p {PORT} -c listen_addresses='' -c fsync=off -c synchronous_commit=off "
-            "-c full_page_writes=off"
+            # nothing of a throwaway server's is worth background work: no vacuum, no WAL for replicas
+            "-c full_page_writes=off -c autovacuum=off -c wal_level=minimal -c max_wal_senders=0"
         )
         argv = [str(self.bin / "pg_ctl"), action, "-D", str(self.data), "-l", str(self.log), "-w", "-t", "30"]
         self._run([*argv, *more, "-o", options])
