@@ -1,7 +1,8 @@
 """Suite ``team``: a fleet on a team's queue (cua_tui/team/) against a throwaway PostgreSQL server: sim runs
 of the form task by 4 worker processes, 5 headless analysts racing on the same requests, and the in-process
 fleet answering the same requests at once for comparison. ``python -m bench team [--quick]`` (1,000 runs;
-quick: 100); what it measures: docs/benchmarks.md, "team".
+quick: 40 runs, 2 workers, 3 analysts: still races on both sides, at a fifth of the CPU); what it measures:
+docs/benchmarks.md, "team".
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ from tests.fakes.pgserver import PgServer
 from .common import log
 from .fleet import FORM, _percentile, _settings
 
-WORKERS = 4
-ANALYSTS = 5
+# (runs, worker processes, headless analysts) of a full run and a quick one
+SIZES = {False: (1000, 4, 5), True: (40, 2, 3)}
 # runs at once per worker: the sim desktop is in-process, so a worker's runs share its one CPU's worth
 WORKER_CONCURRENCY = 8
 # answer (its commit) to the action's execution, 99th percentile: the target this machine is held to
@@ -46,14 +47,14 @@ _ANSWERED = re.compile(r": (\d+) answered, (\d+) answered by others first")
 
 
 def run(tmp: Path, quick: bool) -> dict[str, Any]:
-    runs = 100 if quick else 1000
+    runs, workers, analysts = SIZES[quick]
     server = PgServer().start()
     try:
         url = server.new_database()
-        team = bench_team(tmp, url, runs)
+        team = bench_team(tmp, url, runs, workers, analysts)
     finally:
         server.stop()
-    team["in_process"] = bench_in_process(tmp, runs, WORKERS * WORKER_CONCURRENCY)
+    team["in_process"] = bench_in_process(tmp, runs, workers * WORKER_CONCURRENCY)
     team["ratio_p99_in_process"] = team["answer_to_execution_ms_p99"] / max(
         team["in_process"]["answer_to_execution_ms_p99"], 1e-6
     )
@@ -76,16 +77,16 @@ def _cli(*argv: str, url: str, tmp: Path) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
-def bench_team(tmp: Path, url: str, runs: int) -> dict[str, Any]:
+def bench_team(tmp: Path, url: str, runs: int, n_workers: int, n_analysts: int) -> dict[str, Any]:
     with db.connect(url, "bench") as conn:
         empty = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]  # type: ignore[index]
     done = submit(url, [_spec(i) for i in range(runs)], tasks_sha256="0" * 64, name="bench team")
-    log(f"team: {runs} sim runs by {WORKERS} workers ({WORKER_CONCURRENCY} each), {ANALYSTS} analysts racing")
+    log(f"team: {runs} sim runs by {n_workers} workers ({WORKER_CONCURRENCY} each), {n_analysts} analysts racing")
     t0 = time.perf_counter()
     workers = [_cli("worker", "--backend", "sim", "--concurrency", str(WORKER_CONCURRENCY), url=url, tmp=tmp)
-               for _ in range(WORKERS)]  # fmt: skip
+               for _ in range(n_workers)]  # fmt: skip
     analysts = [_cli("attach", done.fleet_id, "--headless", "--on-confirm", "approve", url=url, tmp=tmp)
-                for _ in range(ANALYSTS)]  # fmt: skip
+                for _ in range(n_analysts)]  # fmt: skip
     said = [a.communicate(timeout=DONE_S)[1] for a in analysts]
     wall = time.perf_counter() - t0
     for w in workers:
@@ -103,8 +104,8 @@ def bench_team(tmp: Path, url: str, runs: int) -> dict[str, Any]:
     out.update(
         {
             "runs": runs,
-            "workers": WORKERS,
-            "analysts": ANALYSTS,
+            "workers": n_workers,
+            "analysts": n_analysts,
             "wall_s": wall,
             "runs_per_s": runs / wall,
             "answers_by_analysts": answered,
