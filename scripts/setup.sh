@@ -213,10 +213,10 @@ case "$job" in
       # two, measured on this project's 2-CPU machines); beside it, the desktop and engine ones three at a
       # time (they mostly wait on their desktops, so the first part fills the CPUs they leave; the
       # engine's in turn, on one worker); once those are done, the ones needing the machine's first call,
-      # one at a time (the speed gate among them), while the first part goes on at the lowest priority
-      # (scripts/step_aside.py): the alone part waits more than it computes, and the first part fills
-      # what it leaves (docs/development.md, "Where the suite's time goes"). The tests marked beside
-      # run on their own meanwhile. The reports of the parts run beside come after the first part's, each
+      # one at a time (the speed gate among them), while the first part and the beside lane go on at the
+      # lowest priority, in the idle class (scripts/step_aside.py): the alone part waits more than it
+      # computes, and the others fill what it leaves (docs/development.md, "Where the suite's time
+      # goes"). The tests marked beside run on their own all along. The reports of the parts run beside come after the first part's, each
       # whole (a part of its own, a database's, fits the same way).
       beside_log="$(mktemp)" desktops_log="$(mktemp)" alone_log="$(mktemp)"
       # At the lowest priority, on the CPU the parts leave: an install that mostly waits on the network,
@@ -229,7 +229,7 @@ case "$job" in
       .venv/bin/python -m pytest -n 3 --dist loadgroup -m "desktops and not alone and not beside" \
         >"$desktops_log" 2>&1
       rc2=$?
-      .venv/bin/python scripts/step_aside.py 19 "$first" 2>>"$alone_log"
+      .venv/bin/python scripts/step_aside.py 19 "$first" "$beside" 2>>"$alone_log"
       .venv/bin/python -m pytest -m "alone and not beside" >>"$alone_log" 2>&1
       rc3=$?
       wait "$first"
