@@ -285,6 +285,12 @@ class Fleet:
         """The fleet's clock (monotonic seconds): what ``QueueItem.asked_at`` is measured on."""
         return self._clock()
 
+    # the runs are this process's: leaving its TUI kills them
+    owns_runs = True
+
+    def link(self) -> str:
+        return ""  # in this process: always reachable
+
     # ---------------------------------------------------------------------------------------------
     # What a front end reads
     # ----------------------------------------------------------------------------------------------
@@ -350,6 +356,12 @@ class Fleet:
     # ---------------------------------------------------------------------------------------------
     # What a front end does
     # ----------------------------------------------------------------------------------------------
+    def answer_many(
+        self, items: Sequence[QueueItem], answer: Answer, **details: Unpack[AnswerDetails]
+    ) -> list[str | None]:
+        """Each item answered as its own decision, in order."""
+        return [self.answer(item, answer, **details) for item in items]
+
     def answer(self, item: QueueItem, answer: Answer, **details: Unpack[AnswerDetails]) -> str | None:
         """Answer the request of ``item``, and only it. None when the answer was taken; otherwise why it
         was refused (the request is no longer pending: answered, decided, its run killed or ended), and

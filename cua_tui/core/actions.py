@@ -866,3 +866,80 @@ def raw_kind(wire_format: str, raw: Any) -> str:
     found = FORMATS.get(wire_format)
     value = raw.get(found.kind_field) if found is not None and isinstance(raw, dict) else None
     return value[:40] if isinstance(value, str) else ""
+
+
+# ------------------------------------------------------------------------------------------------
+# A record read back (a team queue's request row): to_record's inverse, as strict as a parser
+# --------------------------------------------------------------------------------------------------
+_RECORD_FIELDS = frozenset(
+    {"kind", "x", "y", "button", "path", "scroll_x", "scroll_y", "keys", "repeat", "hold", "text_len",
+     "text_sha256", "moves_focus", "duration_ms", "region"}
+)  # fmt: skip
+# display coordinates a record may hold (a display is at most this wide or tall)
+_MAX_DISPLAY = 1 << 16
+
+
+def action_of_record(record: Any, text: str = "") -> Action:
+    """The Action that ``to_record`` described, typed text given beside it (a record holds only its length
+    and SHA-256, and the text must match both). ActionError for anything ``to_record`` would not have
+    written: someone else wrote the record."""
+    if not isinstance(record, dict):
+        raise ActionError("bad_type", f"an action record must be an object, not {_type_name(record)}")
+    _fields(record, set(_RECORD_FIELDS), "an action record")
+    try:
+        kind = Kind(str(record.get("kind")))
+    except ValueError:
+        raise ActionError("unknown_kind", f"unknown action kind {_clip(record.get('kind'))}") from None
+
+    def coord(value: Any, name: str) -> int:
+        return _int(value, name, 0, _MAX_DISPLAY)
+
+    point = None
+    if "x" in record or "y" in record:
+        point = (coord(record.get("x"), "x"), coord(record.get("y"), "y"))
+    button = record.get("button", "left")
+    if button not in BUTTONS:
+        raise ActionError("bad_button", f"unknown button {_clip(button)}")
+    path: tuple[Point, ...] = ()
+    if "path" in record:
+        raw_path = record["path"]
+        if not isinstance(raw_path, list) or not 2 <= len(raw_path) <= MAX_PATH_POINTS:
+            raise ActionError("bad_path", f"path must be a list of 2 to {MAX_PATH_POINTS} points")
+        for p in raw_path:
+            if not isinstance(p, list) or len(p) != 2:
+                raise ActionError("bad_path", "each point of a path is [x, y]")
+        path = tuple((coord(p[0], "path.x"), coord(p[1], "path.y")) for p in raw_path)
+    hold = record.get("hold", [])
+    if not isinstance(hold, list) or len(hold) > MAX_KEYS_PER_CHORD or any(h not in MODIFIERS for h in hold):
+        raise ActionError("bad_hold", "hold must list modifiers")
+    chord = ""
+    if "keys" in record:
+        if type(record["keys"]) is not str:
+            raise ActionError("bad_type", "keys must be a string")
+        chord = parse_chord_text(record["keys"])
+    region = None
+    if "region" in record:
+        raw_region = record["region"]
+        if not isinstance(raw_region, list) or len(raw_region) != 4:
+            raise ActionError("bad_region", "region is [x0, y0, x1, y1]")
+        x0, y0, x1, y1 = (coord(v, "region") for v in raw_region)
+        region = (x0, y0, x1, y1)
+    if kind is Kind.TYPE:
+        if not text:
+            raise ActionError("no_text", "a typing record needs its text beside it")
+        if record.get("text_len") != len(text) or record.get("text_sha256") != text_sha256(text):
+            raise ActionError("text_mismatch", "the text given does not match the record's length and SHA-256")
+        _text(text)
+    elif text or "text_len" in record or "text_sha256" in record:
+        raise ActionError("bad_field", f"a {kind.value} types no text")
+    action = Action(
+        kind, point=point, button=button, path=path,
+        scroll_x=_int(record.get("scroll_x", 0), "scroll_x", -MAX_SCROLL_NOTCHES, MAX_SCROLL_NOTCHES),
+        scroll_y=_int(record.get("scroll_y", 0), "scroll_y", -MAX_SCROLL_NOTCHES, MAX_SCROLL_NOTCHES),
+        chord=chord, hold=tuple(hold), text=text,
+        duration_ms=_int(record.get("duration_ms", 0), "duration_ms", 0, MAX_WAIT_MS),
+        repeat=_int(record.get("repeat", 1), "repeat", 1, MAX_REPEAT), region=region,
+    )  # fmt: skip
+    if action.to_record() != record:
+        raise ActionError("not_canonical", "the record is not one this version writes for that action")
+    return action

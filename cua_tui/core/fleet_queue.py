@@ -5,7 +5,7 @@ The order and its tiers: docs/commands/fleet.md, "The queue".
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Protocol, Unpack
@@ -175,6 +175,8 @@ class RunRow:
     target: str = ""
     # hosts the task lets the browser reach besides its target
     allowed: tuple[str, ...] = ()
+    # the worker process that runs it, on a team's queue ("" in a fleet of this process)
+    worker: str = ""
 
     @property
     def ended(self) -> bool:
@@ -198,6 +200,16 @@ class RequestClosed:
 
 
 @dataclass(frozen=True, slots=True)
+class AnswerRefused:
+    """An answer ``FleetControl.answer`` took (it returned None) did not count after all: on a team's queue,
+    another analyst answered first, or the request closed, or the link dropped before the commit. ``line``
+    says who answered what and when, or why not, in one line."""
+
+    item: QueueItem
+    line: str
+
+
+@dataclass(frozen=True, slots=True)
 class RunChanged:
     """A row changed (state, phase, turn, steps, waiting time)."""
 
@@ -218,7 +230,7 @@ class FleetFinished:
     rows: tuple[RunRow, ...]
 
 
-FleetEvent = RequestQueued | RequestClosed | RunChanged | RunFinished | FleetFinished
+FleetEvent = RequestQueued | RequestClosed | AnswerRefused | RunChanged | RunFinished | FleetFinished
 FleetListener = Callable[[FleetEvent], None]
 
 
@@ -230,14 +242,24 @@ class FleetControl(Protocol):
     quickly (post a message to the UI thread; do not wait for it)."""
 
     fleet_id: str
+    # the runs live in this process and end with it (leaving the TUI kills them); False on a team's queue,
+    # where leaving detaches and the workers go on
+    owns_runs: bool
 
     # returns at once; a second call does nothing; OSError: the runs dir
     def start(self) -> None: ...
+    # "" while the fleet can be reached; else one line (a team's queue reconnecting), which the keys that
+    # need it say when pressed
+    def link(self) -> str: ...
     def subscribe(self, listener: FleetListener) -> Callable[[], None]: ...
     def rows(self) -> list[RunRow]: ...
     def row(self, task: str) -> RunRow: ...  # KeyError for a task not in the fleet
     def queue(self) -> list[QueueItem]: ...
     def answer(self, item: QueueItem, answer: Answer, **details: Unpack[AnswerDetails]) -> str | None: ...
+    # a group's answer: each item's refusal or None, in order (on a team's queue, one transaction)
+    def answer_many(
+        self, items: Sequence[QueueItem], answer: Answer, **details: Unpack[AnswerDetails]
+    ) -> list[str | None]: ...
     def kill(self, task: str, by: str = ...) -> bool: ...
     def kill_all(self, by: str = ...) -> None: ...
     def revoke(self, task: str, grant_id: int) -> bool: ...

@@ -275,6 +275,12 @@ def _record(seq: int, line: bytes) -> tuple[ev.Stamped, object]:
     return ev.Stamped(seq, head, event_of(record), _ts(record.get("ts"))), record.get("prev")
 
 
+def line_event(seq: int, line: bytes) -> ev.Stamped:
+    """Line ``seq`` of a run's log (without its newline) as the event it records: a line that cannot be
+    read is a note saying so (a mirrored copy read back, as a log's own lines are)."""
+    return _record(seq, line)[0]
+
+
 def _unreadable(seq: int, why: str) -> ev.Stamped:
     return ev.Stamped(seq, "", ev.Note(f"line {seq + 1}: unreadable ({why})"))
 

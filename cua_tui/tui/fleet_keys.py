@@ -28,6 +28,7 @@ from .screen_text import ScreenTextScreen
 SEAL_WAIT_S = 60.0
 LEFT_BY = "human (left the fleet TUI)"
 SCREEN_ACTIONS = ("kill_all", "open_run")
+TEAM_KILL = "the kill switch on a team's queue is not in this version: stop the worker, or answer with n"
 
 
 class FleetHost(Protocol):
@@ -232,12 +233,18 @@ class FleetKeys:
         task = self.selected_task()
         if task is None:
             return
+        if not self.fleet.owns_runs:
+            self.notify(TEAM_KILL, severity="warning", markup=False)
+            return
         if isinstance(self.app.screen, RejectReason | ScreenTextScreen):
             self.app.pop_screen()
         if self.fleet.kill(task, by=KILLED_BY):
             self.notify(f"kill switch: {visible(task, limit=64)} stops (it is sealed as killed)", markup=False)
 
     def action_kill_all(self: FleetHost) -> None:
+        if not self.fleet.owns_runs:
+            self.notify(TEAM_KILL, severity="warning", markup=False)
+            return
         going = sum(1 for row in self.fleet_rows.values() if not row.ended)
 
         def done(kill: bool | None) -> None:
@@ -265,8 +272,8 @@ class FleetKeys:
         self.cua.action_leave()
 
     def leave_warning(self: FleetHost) -> str | None:
-        """Once every run ended, nothing: q quits. While runs go on, leaving kills them."""
-        if self.fleet.done or self.finished:
+        """Once every run ended, nothing: q quits. While runs go on, leaving kills them; a team's go on."""
+        if self.fleet.done or self.finished or not self.fleet.owns_runs:
             return None
         going = sum(1 for row in self.fleet_rows.values() if not row.ended)
         return (
@@ -275,7 +282,11 @@ class FleetKeys:
         )
 
     def leave(self: FleetHost) -> None:
-        """Kill every run and leave once each is sealed (the command line waits for the seals in any case)."""
+        """Kill every run and leave once each is sealed (the command line waits for the seals in any case); a
+        team's fleet is left as it is, its runs going on on their workers."""
+        if not self.fleet.owns_runs:
+            self.app.exit()
+            return
         self.leaving = True
         self.fleet.kill_all(by=LEFT_BY)
         self.notify("leaving: every run is killed and sealed first…", severity="warning", markup=False)

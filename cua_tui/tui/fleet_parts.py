@@ -18,6 +18,7 @@ from textual.widgets import Static
 from ..core import events as ev
 from ..core.actions import Kind
 from ..core.fleet_queue import (
+    AnswerRefused,
     FleetControl,
     FleetEvent,
     FleetFinished,
@@ -217,10 +218,15 @@ class FleetInbox:
         self._woken = False
         self.closed: dict[int, str] = {}
         self.finished = False
+        # answers that did not count after all (a team's queue): said once each
+        self._refused: list[str] = []
 
     def told(self, event: FleetEvent) -> bool:
         with self._lock:
-            if isinstance(event, RequestClosed):
+            if isinstance(event, AnswerRefused):
+                self._refused.append(event.line)
+                self._queue = True
+            elif isinstance(event, RequestClosed):
                 self.closed[event.item.ticket] = event.why
                 self._queue = True
             elif isinstance(event, RequestQueued):
@@ -241,6 +247,12 @@ class FleetInbox:
             self._tasks.update(tasks)
             self._queue |= queue
             self.finished |= finished
+
+    def refused(self) -> list[str]:
+        """The lines of answers that did not count, since the last time."""
+        with self._lock:
+            lines, self._refused = self._refused, []
+        return lines
 
     def take(self) -> tuple[set[str], bool]:
         """The tasks whose rows changed and whether the queue did, since the last time."""
@@ -268,8 +280,7 @@ def answer_group(
     answered: list[int] = []
     refusals: list[str] = []
     tagged: AnswerDetails = {**details, "group": (group.id, len(members))}
-    for member in members:
-        why = fleet.answer(member, answer, **tagged)
+    for member, why in zip(members, fleet.answer_many(members, answer, **tagged), strict=True):
         if why is None:
             answered.append(member.ticket)
         else:

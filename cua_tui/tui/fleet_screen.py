@@ -203,8 +203,9 @@ class FleetScreen(FleetKeys, ViewScreen):
     def on_unmount(self) -> None:
         if self._unsubscribe is not None:
             self._unsubscribe()
-        if not self.fleet.done:
-            # leaving the fleet TUI however it happens kills every run (each is sealed)
+        if not self.fleet.done and self.fleet.owns_runs:
+            # leaving the fleet TUI however it happens kills every run of this process (each is sealed); a
+            # team's runs go on on their workers
             self.fleet.kill_all(by=LEFT_BY)
 
     # ---------------------------------------------------------------------------------------------
@@ -250,6 +251,8 @@ class FleetScreen(FleetKeys, ViewScreen):
         elif tasks:
             self._last_runs = self._last_refresh
             self._update_runs(tasks)
+        for line in self.inbox.refused():
+            self.notify(visible(line, limit=300), title="not answered", severity="warning", markup=False)
         if queue_dirty:
             self._update_queue()
         self._update_header()
@@ -268,7 +271,12 @@ class FleetScreen(FleetKeys, ViewScreen):
     def _update_runs(self, tasks: set[str]) -> None:
         table = self.runs_table
         now = self.fleet.now()
-        for row in self.fleet.rows():
+        rows = self.fleet.rows()
+        if any(row.task not in self.fleet_rows for row in rows):
+            # a team's fleet is read after the screen opens: its runs join the table as they are read
+            self.fleet_rows.update((row.task, row) for row in rows)
+            table.set_rows([(row.task, run_cells(row, now)) for row in rows])
+        for row in rows:
             if row.task not in tasks:
                 continue
             old = self.fleet_rows.get(row.task)
@@ -280,8 +288,9 @@ class FleetScreen(FleetKeys, ViewScreen):
 
     @while_open
     def _tick(self) -> None:
-        """Each second: the waiting times."""
+        """Each second: the waiting times, and the header (a team's link may have gone or come back)."""
         now = self.fleet.now()
+        self._update_header()
         self.runs_table.tick(self.fleet_rows.values(), now)
         self.queue_table.tick(now, self.pending_tickets)
         selected = self.selected
@@ -371,7 +380,9 @@ class FleetScreen(FleetKeys, ViewScreen):
         )  # fmt: skip
 
     def _update_header(self) -> None:
-        header = header_text(self.fleet.fleet_id, self.fleet_rows.values(), len(self.items), self.finished)
+        header = header_text(
+            self.fleet.fleet_id, self.fleet_rows.values(), len(self.items), self.finished, self.fleet.link()
+        )
         self._set("#fleet-header", header)
 
     def _show_run_detail(self) -> None:

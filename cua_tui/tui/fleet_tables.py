@@ -251,7 +251,8 @@ def run_cells(row: RunRow, now: float) -> list[Text]:
     status_style = "bold" if row.status in ("passed", "finished") else "bold reverse" if row.status else ""
     return [
         literal(row.task, limit=64),
-        literal(row.backend, limit=20),
+        # on a team's queue, the worker that runs it too
+        literal(f"{row.backend} @ {row.worker}" if row.worker else row.backend, limit=60),
         Text(row.state, style=state_style),
         Text(f"{row.turn}·{row.steps}" if row.run_id else ""),
         Text(waiting),
@@ -297,8 +298,9 @@ def run_detail(row: RunRow | None, width: int) -> tuple[Text, Text]:
     return text, why
 
 
-def header_text(fleet_id: str, rows: Collection[RunRow], waiting: int, finished: bool) -> Text:
-    """The fleet's first line (its runs by state, how many requests wait) and the queue's order."""
+def header_text(fleet_id: str, rows: Collection[RunRow], waiting: int, finished: bool, link: str = "") -> Text:
+    """The fleet's first line (its runs by state, how many requests wait, a team queue's link when it is
+    down) and the queue's order."""
     counts: dict[str, int] = {}
     ended: dict[str, int] = {}
     for row in rows:
@@ -319,5 +321,8 @@ def header_text(fleet_id: str, rows: Collection[RunRow], waiting: int, finished:
     text.append(f"{waiting} waiting for you", style="bold" if waiting else "")
     if finished:
         text.append(" · every run ended: q quits", style="bold")
+    if link:
+        text.append(" · ")
+        text.append(visible(link, limit=120), style="bold reverse")
     text.append("\n " + ORDER_LINE, style="dim")
     return text
