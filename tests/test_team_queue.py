@@ -21,14 +21,13 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 from fleet_cases import FORM
+from team_cases import TEMPLATE, WAIT_S, as_role, one, ready, settings, spec, wait_for
 
 from cua_tui.cli import main
-from cua_tui.config import Settings
 from cua_tui.core.audit import VerifyExit
 from cua_tui.core.ports import Answer
 from cua_tui.team import analyst, db, schema, verify
 from cua_tui.team.analyst import HeadlessAnalyst
-from cua_tui.team.payload import Policy, Spec
 from cua_tui.team.submit import Submitted, submit
 from cua_tui.team.worker import Worker, WorkerOptions
 from tests.fakes.pgserver import PgServer
@@ -37,43 +36,16 @@ from tests.fakes.pgserver import PgServer
 pytestmark = pytest.mark.pgserver
 
 CUA = [sys.executable, "-m", "cua_tui.cli"]
-WAIT_S = 60.0
 
 
 @pytest.fixture(scope="module")
 def server(pg_server: PgServer) -> PgServer:
-    with psycopg.connect(pg_server.url(), autocommit=True) as conn:
-        for role in ("alice", "bob"):
-            conn.execute(f"CREATE ROLE {role} LOGIN")
-        conn.execute("CREATE ROLE cua_tui_analyst NOLOGIN")
-        conn.execute("GRANT cua_tui_analyst TO alice, bob")
-        conn.execute('CREATE DATABASE "queue_template"')
-    with db.connect(pg_server.url("queue_template"), "test"):
-        pass  # the schema, made once; each test gets a copy
-    return pg_server
+    return ready(pg_server)
 
 
 @pytest.fixture
 def url(server: PgServer) -> str:
-    return server.new_database("queue_template")
-
-
-def as_role(url: str, role: str) -> str:
-    return url.replace("postgresql://postgres@", f"postgresql://{role}@", 1)
-
-
-def spec(name: str, script: dict[str, Any] = FORM, **more: Any) -> Spec:
-    from cua_tui.core.policy import Policy as RunPolicy
-
-    policy = RunPolicy.default()
-    return Spec(
-        name=name, task="fill the form", backend="sim", agent="script", script=script,
-        policy=Policy(policy.text, policy.sha256), **more,
-    )  # fmt: skip
-
-
-def settings(tmp: Path) -> Settings:
-    return Settings.load({"CUA_TUI_CONFIG": str(tmp / "none.toml"), "CUA_TUI_RUNS_DIR": str(tmp / "runs")})
+    return server.new_database(TEMPLATE)
 
 
 def env(tmp: Path, url: str) -> dict[str, str]:
@@ -98,17 +70,6 @@ def cli(*argv: str, environ: dict[str, str] | None = None) -> Ran:
     return Ran(done.exit_code, done.stdout, done.stderr)
 
 
-def wait_for(what: str, check: Any, timeout: float = WAIT_S) -> Any:
-    """Poll ``check`` (a database read) until it gives something truthy."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def reaped(url: str, run_id: str) -> bool:
     """Any session may declare lapsed workers lost: this one does, then looks at the run."""
     one(url, "SELECT cua_tui.reap()")
@@ -119,12 +80,6 @@ def executed(run_dir: Path, *, turn: int, index: int) -> int:
     """How many times the run's log says the action at (turn, index) was handed to the desktop."""
     records = [json.loads(line) for line in (run_dir / "audit.jsonl").read_text().splitlines()]
     return sum(1 for r in records if r["kind"] == "executing" and (r["turn"], r["index"]) == (turn, index))
-
-
-def one(url: str, sql: str, *args: Any) -> Any:
-    with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute(sql, args).fetchone()
-    return row[0] if row is not None else None
 
 
 # ------------------------------------------------------------------------------------------------

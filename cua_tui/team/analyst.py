@@ -46,7 +46,7 @@ def answer(conn: psycopg.Connection[Any], request_id: int, decision: Answer, *, 
         ).fetchone()
         if row is not None:
             return Outcome(request_id, True, f"request {request_id}: {DONE[decision.value]}", int(row[0]))
-        return Outcome(request_id, False, _why_not(conn, request_id))
+        return Outcome(request_id, False, why_not(conn, request_id))
 
 
 def answer_group(
@@ -72,12 +72,13 @@ def answer_group(
         return [
             Outcome(i, True, f"request {i}: {DONE[decision.value]} with group {group_id}", won[i])
             if i in won
-            else Outcome(i, False, _why_not(conn, i))
+            else Outcome(i, False, why_not(conn, i))
             for i in request_ids
         ]
 
 
-def _why_not(conn: psycopg.Connection[Any], request_id: int) -> str:
+def why_not(conn: psycopg.Connection[Any], request_id: int) -> str:
+    """Why ``request_id`` takes no answer now, in one line: who answered what and when, or why it closed."""
     row = conn.execute(
         "SELECT answer, left(answered_by, 64), answered_at, left(closed_why, 200), closed_at FROM cua_tui.requests "
         "WHERE id = %s",

@@ -1,0 +1,558 @@
+"""A team's fleet as the fleet TUI sees it (``core.fleet_queue.FleetControl``): every run of the fleet on every
+worker, its open requests in the queue, each run's view from the lines its worker mirrors, and answers
+through the same compare-and-set as any analyst's, as the role the database authenticated.
+
+Two threads of its own, each with its own session: one reads (the fleet's rows, its open requests, the
+mirrored lines of its running runs; woken by the schema's notifications, at least every ``POLL_S``), and
+tells the listeners on that thread, in order; one writes the answers. Nothing here runs a statement on the
+caller's thread: the UI thread reads snapshots, and ``answer`` only hands the answer over (or says at once
+why not, when the link is down). What a row holds is someone else's writing: every read is bounded, and a
+row that cannot be used is set aside with one line (``unreadable``), never shown half.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Unpack
+
+import psycopg
+
+from ..core import events as ev
+from ..core.fleet_queue import (
+    AnswerRefused,
+    FleetEvent,
+    FleetFinished,
+    FleetListener,
+    QueueItem,
+    RequestClosed,
+    RequestQueued,
+    RunChanged,
+    RunFinished,
+    RunRow,
+    RunState,
+    priority,
+)
+from ..core.imaging import ImageRefused, png_size
+from ..core.policy import Policy
+from ..core.ports import Answer, AnswerDetails, Frame
+from ..core.run_view import RunView
+from ..core.runlog import line_event
+from ..core.takeover import Desk
+from ..core.text import one_line, visible
+from . import analyst, db, schema
+from . import requests as rq
+from .mirror import LINE_CAP, SCREEN_CAP
+
+# the reader's pass at least this often without a notification (a run's turn and step have none)
+POLL_S = 0.5
+# open requests held (the first in the queue's order), mirrored lines folded per pass
+MAX_OPEN = 500
+LINES_PER_PASS = 5000
+# a request whose screen the worker's mirror has not brought yet waits this long before it is shown without
+SCREEN_WAIT_S = 3.0
+# screens kept in memory (each run's newest, and the requests')
+SCREENS_KEPT = 64
+# why recent requests closed, kept
+CLOSED_KEPT = 10_000
+HOW = "human"
+
+
+@dataclass
+class _Run:
+    """A run of the fleet as read: its row, its view folded from the mirrored lines, who watches it."""
+
+    row: RunRow
+    view: RunView
+    seq: int = -1  # the last mirrored line folded
+    watchers: list[Callable[[ev.Stamped], None]] | None = None
+    finished_told: bool = False
+
+
+class TeamFleet:
+    """``fleet_id`` on the queue at ``url``, for the fleet TUI (``attach --queue URL FLEET``)."""
+
+    owns_runs = False
+
+    def __init__(self, url: str, fleet_id: str, *, poll_s: float = POLL_S) -> None:
+        self.url = url
+        self.fleet_id = fleet_id
+        self.poll_s = poll_s
+        self.role = ""
+        self._lock = threading.Lock()
+        self._runs: dict[str, _Run] = {}  # by task (as shown)
+        self._task_of: dict[str, str] = {}  # run id -> task
+        self._items: dict[int, QueueItem] = {}  # open requests by ticket (the request's id)
+        self._answering: set[int] = set()  # handed to the writer, its commit not yet known
+        self._waiting_screen: dict[int, float] = {}  # request id -> when first seen without its screen
+        self._screens: dict[str, bytes] = {}
+        self._listeners: list[FleetListener] = []
+        self._link = "connecting to the queue"
+        self._offset = 0.0  # the server's clock less this machine's, seconds
+        self._done = threading.Event()
+        self._finished_told = False
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._answers: queue.Queue[tuple[list[QueueItem], Answer, AnswerDetails] | None] = queue.Queue()
+        self._threads: list[threading.Thread] = []
+        # request id -> why it was set aside unread (a row someone else wrote that cannot be used)
+        self.unreadable: dict[int, str] = {}
+        # request id -> who answered it or why it closed, for an answer pressed a moment late
+        self._closed: dict[int, str] = {}
+
+    # ---------------------------------------------------------------------------------------------
+    # FleetControl
+    # ----------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._threads:
+            return
+        self._threads = [
+            threading.Thread(target=self._read_loop, name="team-read", daemon=True),
+            threading.Thread(target=self._write_loop, name="team-answer", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def close(self) -> None:
+        """Stop both threads (the fleet goes on on its workers)."""
+        self._stop.set()
+        self._wake.set()
+        self._answers.put(None)
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+    def link(self) -> str:
+        """The link when it is down; else the requests set aside unread, if any (each would wait unseen)."""
+        with self._lock:
+            if self._link or not self.unreadable:
+                return self._link
+            count = len(self.unreadable)
+            first = next(iter(self.unreadable.values()))
+            return f"{count} request{'s' if count != 1 else ''} set aside unread: {visible(first, limit=160)}"
+
+    def subscribe(self, listener: FleetListener) -> Callable[[], None]:
+        with self._lock:
+            self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return unsubscribe
+
+    def rows(self) -> list[RunRow]:
+        with self._lock:
+            return [run.row for run in self._runs.values()]
+
+    def row(self, task: str) -> RunRow:
+        with self._lock:
+            return self._runs[task].row
+
+    def queue(self) -> list[QueueItem]:
+        with self._lock:
+            items = [item for ticket, item in self._items.items() if ticket not in self._answering]
+        return sorted(items, key=lambda item: item.order)
+
+    def answer(self, item: QueueItem, answer: Answer, **details: Unpack[AnswerDetails]) -> str | None:
+        refused = self._refuse(details)
+        if refused is not None:
+            return refused
+        with self._lock:
+            if self._link:  # the connection's, not the rows set aside
+                return f"not answered: {self._link}"
+            if self._items.get(item.ticket) is not item or item.ticket in self._answering:
+                return self._closed.get(item.ticket, "it is no longer pending")
+            self._answering.add(item.ticket)
+        self._answers.put(([item], answer, details))
+        return None
+
+    def answer_many(
+        self, items: Sequence[QueueItem], answer: Answer, **details: Unpack[AnswerDetails]
+    ) -> list[str | None]:
+        """A group's answer: one transaction for every member still open (the others say why not)."""
+        refused = self._refuse(details)
+        if refused is not None:
+            return [refused] * len(items)
+        out: list[str | None] = []
+        taken: list[QueueItem] = []
+        with self._lock:
+            for item in items:
+                if self._link:
+                    out.append(f"not answered: {self._link}")
+                elif self._items.get(item.ticket) is not item or item.ticket in self._answering:
+                    out.append(self._closed.get(item.ticket, "it is no longer pending"))
+                else:
+                    self._answering.add(item.ticket)
+                    taken.append(item)
+                    out.append(None)
+        if taken:
+            self._answers.put((taken, answer, details))
+        return out
+
+    def kill(self, task: str, by: str = "") -> bool:
+        return False  # a team run's kill switch: the next step of this issue
+
+    def kill_all(self, by: str = "") -> None:
+        return None
+
+    def revoke(self, task: str, grant_id: int) -> bool:
+        return False
+
+    def view(self, task: str) -> RunView:
+        with self._lock:
+            run = self._runs.get(task)
+            return run.view.snapshot() if run is not None else RunView()
+
+    def watch(self, task: str, listener: Callable[[ev.Stamped], None]) -> tuple[RunView, Callable[[], None]]:
+        with self._lock:
+            run = self._runs[task]
+            if run.watchers is None:
+                run.watchers = []
+            run.watchers.append(listener)
+            snapshot = run.view.snapshot()
+
+        def unwatch() -> None:
+            with self._lock:
+                if run.watchers is not None and listener in run.watchers:
+                    run.watchers.remove(listener)
+
+        return snapshot, unwatch
+
+    def policy(self, task: str) -> Policy | None:
+        return None
+
+    def desk(self, task: str) -> Desk | None:
+        return None  # a takeover needs the desktop: it is on the worker's machine
+
+    def now(self) -> float:
+        """The server's clock (epoch seconds, as estimated here): what a request's ``asked_at`` is on."""
+        return time.time() + self._offset
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    @staticmethod
+    def _refuse(details: AnswerDetails) -> str | None:
+        if details.get("grant"):
+            return "a (the scope) is not on a team's queue in this version: y approves this action alone"
+        if details.get("edit") is not None:
+            return "an edit is not on a team's queue in this version: y approves the action as proposed"
+        return None
+
+    # ---------------------------------------------------------------------------------------------
+    # The reader
+    # ----------------------------------------------------------------------------------------------
+    def _read_loop(self) -> None:
+        backoff = db.Backoff(lambda line: None)
+        conn: psycopg.Connection[Any] | None = None
+        while not self._stop.is_set():
+            try:
+                if conn is None or conn.closed:
+                    conn = db.connect(self.url, "cua-tui attach")
+                    conn.execute(f"LISTEN {schema.POSTED}")
+                    conn.execute(f"LISTEN {schema.ANSWERED}")
+                    self.role = db.session_user(conn)
+                    if conn.execute("SELECT 1 FROM cua_tui.fleets WHERE id = %s", (self.fleet_id,)).fetchone() is None:
+                        self._set_link(f"no fleet {visible(self.fleet_id, limit=64)} on the queue")
+                        return
+                    backoff.ok()
+                    self._set_link("")
+                conn.execute("SELECT cua_tui.reap()")
+                self._pass(conn)
+                if self._done.is_set() and not self._pending_watchers():
+                    # every run ended: nothing more will change
+                    self._stop.wait(self.poll_s * 4)
+                    continue
+                for _ in conn.notifies(timeout=self.poll_s, stop_after=1):
+                    pass
+            except db.QueueError as exc:
+                self._set_link(f"reconnecting to the queue: {one_line(str(exc), 200)}")
+                conn = None
+                self._stop.wait(backoff.failed("reading", exc))
+            except db.LINK_ERRORS as exc:
+                self._set_link(f"reconnecting to the queue: {db.one_line_error(exc)}")
+                if conn is not None:
+                    conn.close()
+                conn = None
+                self._stop.wait(backoff.failed("reading", exc))
+        if conn is not None:
+            conn.close()
+
+    def _set_link(self, line: str) -> None:
+        """The link's state, which the fleet screen's header reads each second."""
+        with self._lock:
+            self._link = line
+
+    def _pending_watchers(self) -> bool:
+        with self._lock:
+            return any(run.watchers for run in self._runs.values())
+
+    def _pass(self, conn: psycopg.Connection[Any]) -> None:
+        before = time.time()
+        server = conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()
+        if server is not None:
+            self._offset = float(server[0]) - (before + time.time()) / 2
+        told: list[FleetEvent] = []
+        rows = self._read_runs(conn)
+        with self._lock:
+            for task, row in rows.items():
+                if task not in self._runs:
+                    self._runs[task] = _Run(row, RunView())
+                    told.append(RunChanged(row))
+        # the lines first: a request is shown once its run's view has its line (and the screen before it)
+        self._read_lines(conn)
+        items = self._read_requests(conn, told)
+        with self._lock:
+            waiting: dict[str, float] = {}
+            for item in items.values():
+                waiting[item.task] = min(waiting.get(item.task, item.asked_at), item.asked_at)
+            for task, row in rows.items():
+                if row.state == RunState.RUNNING and task in waiting:
+                    row = replace(row, state=RunState.WAITING, waiting_since=waiting[task])
+                run = self._runs.get(task)
+                if run is None:
+                    self._runs[task] = run = _Run(row, RunView())
+                    told.append(RunChanged(row))
+                elif run.row != row:
+                    run.row = row
+                    told.append(RunChanged(row))
+                if row.ended and not run.finished_told:
+                    run.finished_told = True
+                    told.append(RunFinished(row))
+            every_row = tuple(run.row for run in self._runs.values())
+            if every_row and all(r.ended for r in every_row) and not self._finished_told:
+                self._finished_told = True
+                self._done.set()
+                told.append(FleetFinished(every_row))
+        self._tell(told)
+
+    def _read_runs(self, conn: psycopg.Connection[Any]) -> dict[str, RunRow]:
+        found = conn.execute(
+            "SELECT id, left(task_name, 64), left(backend, 64), state, left(worker_id, 100), left(phase, 40), "
+            "turn, steps, left(status, 40), left(reason, 500), verified, left(spec->>'lab', 64), "
+            "left(spec->>'url', 500), position FROM cua_tui.runs WHERE fleet_id = %s ORDER BY position LIMIT 100000",
+            (self.fleet_id,),
+        ).fetchall()
+        rows: dict[str, RunRow] = {}
+        for rid, name, backend, state, worker, phase, turn, steps, status, reason, verified, lab, url, pos in found:
+            task = self._task_of.get(rid)
+            if task is None:
+                task = str(name) if str(name) not in rows else f"{name}~{pos}"
+                self._task_of[rid] = task
+            shown = {"queued": RunState.QUEUED, "running": RunState.RUNNING}.get(str(state), RunState.ENDED)
+            rows[task] = RunRow(
+                task=task, backend=str(backend), state=shown, run_id=str(rid), phase=str(phase or ""),
+                turn=int(turn or 0), steps=int(steps or 0), status=str(status or "") if shown == RunState.ENDED else "",
+                reason=str(reason or ""), verified=verified, target=f"lab {lab}" if lab else str(url or ""),
+                worker=str(worker or ""),
+            )  # fmt: skip
+        return rows
+
+    def _read_requests(self, conn: psycopg.Connection[Any], told: list[FleetEvent]) -> dict[int, QueueItem]:
+        found = conn.execute(
+            "SELECT id, run_id, seq, extract(epoch FROM posted_at)::float8, screen, left(body->>'rule', 200), "
+            "CASE WHEN octet_length(body::text) <= %s THEN body END, "
+            "CASE WHEN octet_length(texts::text) <= %s THEN texts END, texts IS NOT NULL "
+            "FROM cua_tui.requests WHERE fleet_id = %s AND answer IS NULL AND closed_at IS NULL "
+            "ORDER BY tier, posted_at, id LIMIT %s",
+            (rq.MAX_BODY_BYTES, rq.MAX_TEXTS_BYTES, self.fleet_id, MAX_OPEN),
+        ).fetchall()
+        open_ids = {int(r[0]) for r in found}
+        with self._lock:
+            known = dict(self._items)
+        fresh: dict[int, QueueItem] = {}
+        for rid, run_id, seq, posted, screen, rule, body, texts, has_texts in found:
+            request_id = int(rid)
+            if request_id in known:
+                fresh[request_id] = known[request_id]
+                continue
+            if request_id in self.unreadable:
+                continue
+            task = self._task_of.get(str(run_id))
+            if task is None:
+                continue  # its run is read next pass
+            if body is None or (texts is None and has_texts):
+                self.unreadable[request_id] = f"request {request_id}: larger than a request may be; not shown"
+                continue
+            frame = self._frame(conn, screen) if screen else None
+            with self._lock:
+                run = self._runs.get(task)
+                behind = run is None or run.view.seq < int(seq)
+            if (screen and frame is None) or behind:
+                # the worker's mirror brings the screen and the request's line in a moment: shown with
+                # them, as a run of this process shows it (its screen painted before the guard counts)
+                first = self._waiting_screen.setdefault(request_id, time.monotonic())
+                if time.monotonic() - first < SCREEN_WAIT_S:
+                    continue
+            try:
+                request = rq.request_of_row(body, texts, frame, request_id)
+            except rq.RowError as exc:
+                self.unreadable[request_id] = str(exc)
+                continue
+            self._waiting_screen.pop(request_id, None)
+            item = QueueItem(
+                ticket=request_id, task=task, run_id=str(run_id), request=request,
+                priority=priority(request, str(rule or "")), asked_at=float(posted), seq=int(seq),
+            )  # fmt: skip
+            fresh[request_id] = item
+            told.append(RequestQueued(item))
+        gone = [known[i] for i in known if i not in open_ids]
+        whys = self._why_closed(conn, [item.ticket for item in gone]) if gone else {}
+        with self._lock:
+            self._items = fresh
+            for item in gone:
+                if item.ticket not in self._answering:
+                    told.append(RequestClosed(item, whys.get(item.ticket, "closed")))
+        return fresh
+
+    def _why_closed(self, conn: psycopg.Connection[Any], ids: list[int]) -> dict[int, str]:
+        """Who answered each of ``ids`` and when, or why it closed; kept, for an answer to one of them."""
+        out = {i: analyst.why_not(conn, i) for i in ids[:MAX_OPEN]}
+        with self._lock:
+            self._closed.update(out)
+            while len(self._closed) > CLOSED_KEPT:
+                self._closed.pop(next(iter(self._closed)))
+        return out
+
+    def _frame(self, conn: psycopg.Connection[Any], sha: str) -> Frame | None:
+        png = self._screen(conn, sha)
+        if png is None:
+            return None
+        try:
+            width, height = png_size(png)
+        except ImageRefused:
+            return None
+        return Frame(png, width, height, sha)
+
+    def _screen(self, conn: psycopg.Connection[Any], sha: str) -> bytes | None:
+        """A screen by its SHA-256, bounded, and only if its bytes are that screen."""
+        with self._lock:
+            png = self._screens.get(sha)
+        if png is not None:
+            return png
+        row = conn.execute(
+            "SELECT CASE WHEN octet_length(png) <= %s THEN png END FROM cua_tui.screens WHERE sha256 = %s",
+            (SCREEN_CAP, sha),
+        ).fetchone()
+        if row is None or row[0] is None:
+            return None
+        png = bytes(row[0])
+        if hashlib.sha256(png).hexdigest() != sha:
+            return None
+        with self._lock:
+            self._screens[sha] = png
+            while len(self._screens) > SCREENS_KEPT:
+                self._screens.pop(next(iter(self._screens)))
+        return png
+
+    def _read_lines(self, conn: psycopg.Connection[Any]) -> None:
+        """Each running run's mirrored lines since the last pass, folded into its view and told to its
+        watchers; the newest screen of each, with its pixels."""
+        with self._lock:
+            cursors = {run.row.run_id: run.seq for run in self._runs.values() if not run.row.ended or run.watchers}
+            cursors |= {run.row.run_id: run.seq for run in self._runs.values() if run.seq < 0 and run.row.run_id}
+        if not cursors:
+            return
+        found = conn.execute(
+            "SELECT e.run_id, e.seq, CASE WHEN octet_length(e.line) <= %s THEN e.line END FROM cua_tui.events e "
+            "JOIN unnest(%s::text[], %s::bigint[]) AS c(run_id, after) ON c.run_id = e.run_id "
+            "WHERE e.seq > c.after ORDER BY e.run_id, e.seq LIMIT %s",
+            (LINE_CAP, list(cursors), list(cursors.values()), LINES_PER_PASS),
+        ).fetchall()
+        by_run: dict[str, list[ev.Stamped]] = {}
+        for run_id, seq, line in found:
+            stamped = (
+                line_event(int(seq), bytes(line))
+                if line is not None
+                else ev.Stamped(int(seq), "", ev.Note(f"line {int(seq) + 1}: larger than a line may be; not read"))
+            )
+            by_run.setdefault(str(run_id), []).append(stamped)
+        for run_id, lines in by_run.items():
+            newest = max((i for i, s in enumerate(lines) if isinstance(s.event, ev.ScreenCaptured)), default=None)
+            if newest is not None:
+                shot = lines[newest]
+                assert isinstance(shot.event, ev.ScreenCaptured)
+                png = self._screen(conn, shot.event.sha256)
+                if png is not None:
+                    lines[newest] = replace(shot, event=replace(shot.event, png=png))
+            with self._lock:
+                task = self._task_of.get(run_id)
+                run = self._runs.get(task) if task is not None else None
+                if run is None:
+                    continue
+                for stamped in lines:
+                    run.view.apply(stamped)
+                run.seq = lines[-1].seq
+                watchers = list(run.watchers or ())
+            for watcher in watchers:
+                for stamped in lines:
+                    watcher(stamped)
+
+    def _tell(self, told: list[FleetEvent]) -> None:
+        if not told:
+            return
+        with self._lock:
+            listeners = list(self._listeners)
+        for event in told:
+            for listener in listeners:
+                listener(event)
+
+    # ---------------------------------------------------------------------------------------------
+    # The writer
+    # ----------------------------------------------------------------------------------------------
+    def _write_loop(self) -> None:
+        conn: psycopg.Connection[Any] | None = None
+        while True:
+            job = self._answers.get()
+            if job is None or self._stop.is_set():
+                break
+            items, answer, details = job
+            try:
+                if conn is None or conn.closed:
+                    conn = db.connect(self.url, "cua-tui attach", check_schema=False)
+                outcomes = self._commit(conn, items, answer, details)
+            except (db.QueueError, psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                if conn is not None:
+                    conn.close()
+                conn = None
+                why = exc if isinstance(exc, db.QueueError) else db.one_line_error(exc)
+                outcomes = [analyst.Outcome(item.ticket, False, f"request {item.ticket}: not answered ({why}); "
+                                            "it is still open") for item in items]  # fmt: skip
+                with self._lock:
+                    self._answering.difference_update(item.ticket for item in items)
+                self._tell([RequestQueued(item) for item in items])
+            self._settle(items, outcomes)
+        if conn is not None:
+            conn.close()
+
+    def _commit(
+        self, conn: psycopg.Connection[Any], items: list[QueueItem], answer: Answer, details: AnswerDetails
+    ) -> list[analyst.Outcome]:
+        note = details.get("note", "")
+        group = details.get("group")
+        if group is not None and len(items) > 0:
+            return analyst.answer_group(
+                conn, [item.ticket for item in items], answer, how=HOW, group_id=group[0], note=note
+            )
+        return [analyst.answer(conn, item.ticket, answer, how=HOW, note=note) for item in items]
+
+    def _settle(self, items: list[QueueItem], outcomes: list[analyst.Outcome]) -> None:
+        told: list[FleetEvent] = []
+        with self._lock:
+            for item, outcome in zip(items, outcomes, strict=True):
+                self._answering.discard(item.ticket)
+                if outcome.won:
+                    if self._items.pop(item.ticket, None) is not None:
+                        told.append(RequestClosed(item, "answered"))
+                elif "still open" not in outcome.line:
+                    self._items.pop(item.ticket, None)
+                    told.append(AnswerRefused(item, outcome.line))
+                else:
+                    told.append(AnswerRefused(item, outcome.line))
+        self._tell(told)

@@ -1,0 +1,72 @@
+"""What the team queue's tests share (tests/test_team_queue.py, tests/tui/test_fleet_team.py): the session's
+PostgreSQL server made ready once (the analysts' roles, a database with the schema to copy for each test),
+sessions as a role, a fleet's spec and settings, and a wait on a database read."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from fleet_cases import FORM
+
+from cua_tui.config import Settings
+from cua_tui.team import db
+from cua_tui.team.payload import Policy, Spec
+from tests.fakes.pgserver import PgServer
+
+WAIT_S = 60.0
+TEMPLATE = "queue_template"
+ANALYSTS = ("alice", "bob")
+
+
+def ready(server: PgServer) -> PgServer:
+    """The server with the analysts' login roles (members of cua_tui_analyst) and a database holding the
+    schema, which each test copies (``server.new_database(TEMPLATE)``). Once per server, whoever asks."""
+    with psycopg.connect(server.url(), autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (TEMPLATE,)).fetchone() is not None:
+            return server
+        for role in ANALYSTS:
+            conn.execute(f"CREATE ROLE {role} LOGIN")
+        conn.execute("CREATE ROLE cua_tui_analyst NOLOGIN")
+        conn.execute(f"GRANT cua_tui_analyst TO {', '.join(ANALYSTS)}")
+        conn.execute(f'CREATE DATABASE "{TEMPLATE}"')
+    with db.connect(server.url(TEMPLATE), "test"):
+        pass  # the schema, made once
+    return server
+
+
+def as_role(url: str, role: str) -> str:
+    return url.replace("postgresql://postgres@", f"postgresql://{role}@", 1)
+
+
+def spec(name: str, script: dict[str, Any] = FORM, **more: Any) -> Spec:
+    from cua_tui.core.policy import Policy as RunPolicy
+
+    policy = RunPolicy.default()
+    return Spec(
+        name=name, task="fill the form", backend="sim", agent="script", script=script,
+        policy=Policy(policy.text, policy.sha256), **more,
+    )  # fmt: skip
+
+
+def settings(tmp: Path) -> Settings:
+    return Settings.load({"CUA_TUI_CONFIG": str(tmp / "none.toml"), "CUA_TUI_RUNS_DIR": str(tmp / "runs")})
+
+
+def wait_for(what: str, check: Any, timeout: float = WAIT_S) -> Any:
+    """Poll ``check`` (a database read) until it gives something truthy."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def one(url: str, sql: str, *args: Any) -> Any:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(sql, args).fetchone()
+    return row[0] if row is not None else None

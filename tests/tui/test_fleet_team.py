@@ -1,0 +1,221 @@
+"""The fleet TUI on either control (issue 38, point 1): the same FleetScreen answering a fleet of this process
+(``fleet_runner.Fleet``) and a team's fleet on PostgreSQL (``team.control.TeamFleet``: a real server, a real
+worker in this process's threads, an analyst as her own login role). The same keys, the same queue; on the
+queue, who answered is the database's role, a request answered by someone else first is said in one line,
+and leaving detaches while the workers go on."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from fleet_cases import opts
+from pilot_helpers import answer, fleet_screen, quick_clock, until
+from psycopg.types.json import Jsonb
+from team_cases import TEMPLATE, WAIT_S, as_role, one, ready, settings, spec, wait_for
+
+from cua_tui.core.fleet_queue import FleetControl, QueueItem, priority
+from cua_tui.core.ports import Answer, DecisionRequest
+from cua_tui.fleet_runner import Fleet, FleetTask
+from cua_tui.team import analyst
+from cua_tui.team.analyst import HeadlessAnalyst
+from cua_tui.team.control import TeamFleet
+from cua_tui.team.submit import submit
+from cua_tui.team.worker import Worker, WorkerOptions
+from cua_tui.tui.app import CuaApp
+from cua_tui.tui.fleet_screen import FleetScreen
+from cua_tui.tui.row_table import RowTable
+from cua_tui.tui.text_lines import TextLines
+from tests.fakes.pgserver import PgServer
+
+pytestmark = pytest.mark.timeout(120)
+
+SIZE = (200, 50)
+
+
+class App(CuaApp):
+    """The fleet TUI, keeping what it told the analyst."""
+
+    def __init__(self, fleet: FleetControl) -> None:
+        super().__init__(partial(FleetScreen, fleet=fleet, grouping=False), guard_clock=quick_clock)
+        self.told: list[tuple[str, str]] = []
+
+    def notify(self, message: str, *, title: str = "", severity: Any = "information", **kw: Any) -> None:
+        self.told.append((title, message))
+        super().notify(message, title=title, severity=severity, **kw)
+
+
+@dataclass
+class Team:
+    """A fleet on the queue, its worker running in this process's threads."""
+
+    url: str
+    fleet_id: str
+    runs: list[tuple[str, str]]
+    worker: Worker
+    thread: threading.Thread
+
+
+@pytest.fixture
+def team(pg_server: PgServer, tmp_path: Path) -> Iterator[Team]:
+    url = ready(pg_server).new_database(TEMPLATE)
+    done = submit(url, [spec(f"t{i}") for i in range(2)], tasks_sha256="2" * 64, name="team tui")
+    worker = Worker(
+        WorkerOptions(url=url, runs_dir=tmp_path / "runs", backends=("sim",), concurrency=2, lease_s=5.0,
+                      settings=settings(tmp_path), max_runs=2),
+        lambda line: None,
+    )  # fmt: skip
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    yield Team(url, done.fleet_id, list(done.runs), worker, thread)
+    worker.stop()
+    thread.join(WAIT_S)
+
+
+def control(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> tuple[FleetControl, Team | None]:
+    if kind == "team":
+        team: Team = request.getfixturevalue("team")
+        return TeamFleet(as_role(team.url, "alice"), team.fleet_id, poll_s=0.1), team
+    tasks = [FleetTask(f"t{i}", opts(settings(tmp_path))) for i in range(2)]
+    return Fleet(tasks, runs_dir=tmp_path / "runs", concurrency=2, tasks_sha256="ab" * 32), None
+
+
+def queue_keys(app: CuaApp) -> list[str]:
+    return list(app.query_one("#queue", RowTable).keys)
+
+
+@pytest.mark.parametrize("kind", ["process", pytest.param("team", marks=pytest.mark.pgserver)])
+async def test_y_answers_the_selected_request_on_either_control(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    fleet, team = control(kind, tmp_path, request)
+    app = App(fleet)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            main = fleet_screen(app)
+            await until(pilot, lambda: len(main.items) == 2 and main.selected is not None, "both runs asking")
+            rows = {row.task: row for row in fleet.rows()}
+            assert set(rows) == {"t0", "t1"} and all(row.state == "waiting" for row in rows.values())
+            if team is not None:
+                # each row says which worker runs it
+                assert {row.worker for row in rows.values()} == {team.worker.id}
+            for left in (1, 0):
+                await until(pilot, lambda: main.selected in main.items, "a pending request selected")
+                await answer(pilot, "y")
+                await until(pilot, partial(lambda n: len(main.items) == n, left), f"{left} left in the queue")
+            await until(pilot, lambda: fleet.done, "every run ended", timeout=WAIT_S)
+            assert {row.status for row in fleet.rows()} == {"passed"}
+            assert not [t for t in app.told if t[0] == "not answered"]
+    finally:
+        if isinstance(fleet, TeamFleet):
+            fleet.close()
+    if team is not None:
+        # who answered is the database's role
+        assert one(team.url, "SELECT array_agg(DISTINCT answered_by) FROM cua_tui.requests") == ["alice"]
+
+
+@pytest.mark.pgserver
+@pytest.mark.parametrize("seen", [True, False], ids=["seen-closing", "lost-the-race"])
+async def test_a_request_answered_by_another_analyst_first_is_said_in_one_line(
+    team: Team, seen: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bob answers the request on alice's panel; alice's n then either meets it closed (her screen was told)
+    or loses the compare-and-set (it was not yet). Either way she is told in one line who answered what, and
+    when; the request keeps bob's answer."""
+    fleet = TeamFleet(as_role(team.url, "alice"), team.fleet_id, poll_s=0.1)
+    app = App(fleet)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            main = fleet_screen(app)
+            await until(pilot, lambda: len(main.items) == 2 and main.selected is not None, "both runs asking")
+            if not seen:
+                # her reader slow to see the queue change (a loaded machine, a far server): its view holds
+                monkeypatch.setattr(fleet, "_read_requests", lambda conn, told: dict(fleet._items))
+            shown = main.selected
+            assert shown is not None
+            with psycopg.connect(as_role(team.url, "bob"), autocommit=True) as conn:
+                assert analyst.answer(conn, shown.ticket, Answer.APPROVE, how="human").won
+            said = f"request {shown.ticket} was already answered: bob approved it at "
+            if seen:
+                # the panel still shows it, closed, saying who answered it and when: n has nothing to answer
+                await until(pilot, lambda: said in (main.panel.closed or ""), "alice's panel saying who")
+            else:
+                await answer(pilot, "n")  # the reason's dialog
+                await pilot.pause()
+                await pilot.press("enter")
+                await until(pilot, lambda: any(said in message for _, message in app.told), "alice told who")
+                (title,) = [t for t, message in app.told if said in message]
+                assert title == "not answered"
+            assert one(team.url, "SELECT answer FROM cua_tui.requests WHERE id = %s", shown.ticket) == "approve"
+    finally:
+        fleet.close()
+    HeadlessAnalyst(team.url, team.fleet_id, "approve", lambda line: None).run()
+
+
+@pytest.mark.pgserver
+async def test_leaving_detaches_and_the_runs_go_on(team: Team) -> None:
+    fleet = TeamFleet(as_role(team.url, "alice"), team.fleet_id, poll_s=0.1)
+    app = App(fleet)
+    async with app.run_test(size=SIZE) as pilot:
+        main = fleet_screen(app)
+        await until(pilot, lambda: len(main.items) == 2, "both runs asking")
+        assert main.leave_warning() is None  # nothing ends when this analyst goes
+        await pilot.press("k")  # not on a team's queue yet: said in one line, nothing happens
+        await until(pilot, lambda: any("kill switch on a team's queue" in m for _, m in app.told), "k said")
+        await pilot.press("q")
+        await pilot.pause()
+    fleet.close()
+    # nothing was killed: both requests still open, the runs waiting on their worker
+    assert one(team.url, "SELECT count(*) FROM cua_tui.requests WHERE answer IS NULL AND closed_at IS NULL") == 2
+    HeadlessAnalyst(as_role(team.url, "bob"), team.fleet_id, "approve", lambda line: None).run()
+    wait_for("every run passed", lambda: one(team.url, "SELECT bool_and(status = 'passed') FROM cua_tui.runs"))
+
+
+async def test_an_unreachable_queue_is_said_on_the_header_never_with_its_password(tmp_path: Path) -> None:
+    url = f"postgresql://alice:sekret@/queue?host={tmp_path}"  # a socket folder with no server in it
+    fleet = TeamFleet(url, "fleet-x", poll_s=0.1)
+    app = App(fleet)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            header = app.query_one("#fleet-header", TextLines)
+            await until(pilot, lambda: "reconnecting to the queue" in header.plain, "the header saying it")
+            assert "sekret" not in header.plain + fleet.link()
+            asked = DecisionRequest("run-1", 1, 0, "c1", "action", "why")
+            item = QueueItem(1, "t0", "run-1", asked, priority(asked, ""), 0.0, 0)
+            assert fleet.answer(item, Answer.APPROVE).startswith("not answered: reconnecting")  # type: ignore[union-attr]
+    finally:
+        fleet.close()
+
+
+@pytest.mark.pgserver
+async def test_a_hostile_request_row_is_set_aside_unread_and_said_on_the_header(team: Team) -> None:
+    wait_for("both runs asking", lambda: one(team.url, "SELECT count(*) FROM cua_tui.requests") == 2)
+    run_id = team.runs[0][1]
+    with psycopg.connect(team.url, autocommit=True) as conn:  # someone with the worker's rights
+        hostile = {"kind": "action", "run": run_id, "turn": 9, "index": 0, "call_id": "x", "reason": "[red]hi\x1b[2J",
+                   "action": {"kind": "type", "text_len": 3, "text_sha256": "0" * 64}}  # fmt: skip
+        conn.execute(
+            "INSERT INTO cua_tui.requests (run_id, fleet_id, turn, index, kind, seq, body, content_sha256, tier, "
+            "texts) VALUES (%s, %s, 9, 0, 'action', 999, %s, %s, 1, %s)",
+            (run_id, team.fleet_id, Jsonb(hostile), "0" * 64, Jsonb({"action": "abc"})),
+        )
+    fleet = TeamFleet(as_role(team.url, "alice"), team.fleet_id, poll_s=0.1)
+    app = App(fleet)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            main = fleet_screen(app)
+            await until(pilot, lambda: len(main.items) == 2 and bool(fleet.unreadable), "the two good ones shown")
+            (line,) = fleet.unreadable.values()
+            assert "does not match the record's length and SHA-256; refused" in line
+            assert fleet.link().startswith("1 request set aside unread: request ")
+            header = app.query_one("#fleet-header", TextLines)
+            await until(pilot, lambda: "set aside unread" in header.plain, "the header saying it")
+    finally:
+        fleet.close()
+    HeadlessAnalyst(team.url, team.fleet_id, "approve", lambda line: None).run()
