@@ -104,4 +104,5 @@ def _tui(url: str, fleet_id: str, theme: str | None, config: Any) -> None:
             run_fleet_tui(fleet, theme=theme, settings=config, screen_reader=ScreenReader(), on_start=apps.append)
     finally:
         fleet.close()
-    say(f"detached from {fleet_id}: its runs go on on their workers")
+    going = "every run ended" if fleet.done else "its runs go on on their workers"
+    say(f"detached from {fleet_id}: {going}")

@@ -461,6 +461,12 @@ class FleetScreen(FleetKeys, ViewScreen):
         panel.border_title = None if pending else "CLOSED: no longer answerable"
         panel.set_class(not pending, "closed")
         panel.run_name = run_name(item.task, item.run_id)
+        try:
+            worker = self.fleet.row(item.task).worker  # the control's row: the table's may lag
+        except KeyError:
+            worker = ""
+        if worker:  # a team's: which worker's run a y lets go on
+            panel.run_name += f" · on {visible(worker, limit=100)}"
         panel.group = group_line(group) if group is not None else ""
         panel.cut = GROUP_CUT if group is not None else RUN_CUT
         panel.apart = apart

@@ -251,8 +251,7 @@ def run_cells(row: RunRow, now: float) -> list[Text]:
     status_style = "bold" if row.status in ("passed", "finished") else "bold reverse" if row.status else ""
     return [
         literal(row.task, limit=64),
-        # on a team's queue, the worker that runs it too
-        literal(f"{row.backend} @ {row.worker}" if row.worker else row.backend, limit=60),
+        literal(row.backend, limit=20),
         Text(row.state, style=state_style),
         Text(f"{row.turn}·{row.steps}" if row.run_id else ""),
         Text(waiting),
@@ -285,6 +284,8 @@ def run_detail(row: RunRow | None, width: int) -> tuple[Text, Text]:
         text.append(f" · run {visible(row.run_id)}")
     if row.phase and not row.ended:
         text.append(f" · {visible(row.phase, limit=40)}")
+    if row.worker:  # on a team's queue: the worker process that runs it
+        text.append(f" · on {visible(row.worker, limit=100)}")
     if row.path:
         # where it is, by its last folders when the line is short: they tell runs apart
         path = visible(row.path, limit=300)

@@ -103,8 +103,9 @@ async def test_y_answers_the_selected_request_on_either_control(
             rows = {row.task: row for row in fleet.rows()}
             assert set(rows) == {"t0", "t1"} and all(row.state == "waiting" for row in rows.values())
             if team is not None:
-                # each row says which worker runs it
+                # each run says which worker runs it, and so does the decision's run line
                 assert {row.worker for row in rows.values()} == {team.worker.id}
+                assert main.panel.run_name.endswith(f" · on {team.worker.id}")
             for left in (1, 0):
                 await until(pilot, lambda: main.selected in main.items, "a pending request selected")
                 await answer(pilot, "y")
