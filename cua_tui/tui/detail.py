@@ -25,12 +25,16 @@ from .keys import DETAIL, bindings
 
 # characters of one event's JSON shown (a model's text can be long)
 DETAIL_LIMIT = 200_000
+# characters of a copied value the notification shows
+COPIED_SHOWN = 400
 
 
 def copy(app: App[Any], label: str, value: str) -> None:
     """Put ``value`` on the clipboard (OSC 52: the terminal's own clipboard, over ssh too) and say what."""
     app.copy_to_clipboard(value)
-    app.notify(f"copied {label}: {visible(value, limit=100)}", title="clipboard", markup=False)
+    # whole up to a long path's length (a run directory under a deep temporary folder passed 100): the person
+    # checks what went to the clipboard; a model's long text is still cut
+    app.notify(f"copied {label}: {visible(value, limit=COPIED_SHOWN)}", title="clipboard", markup=False)
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from cua_tui.tui.audit_pane import AuditPane
 from cua_tui.tui.batch import BatchPane
 from cua_tui.tui.decision_panel import DecisionPanel
 from cua_tui.tui.desktop_view import DesktopView
-from cua_tui.tui.detail import DetailScreen
+from cua_tui.tui.detail import COPIED_SHOWN, DetailScreen
 from cua_tui.tui.fleet_screen import fleet_app
 from cua_tui.tui.goal import GoalBar
 from cua_tui.tui.help import HelpScreen
@@ -200,7 +200,8 @@ async def test_the_live_run_the_palette_and_its_notifications_show_run_strings_l
         await pilot.press("j")
         record = next(e for e in app.query_one(AuditList).entries if e.kind == "model_turn").record()
         copied = json.dumps(record, ensure_ascii=False, default=str)
-        await until(pilot, lambda: toast_shows(app, f"copied event JSON: {visible(copied, limit=100)}"), "copied")
+        shown = visible(copied, limit=COPIED_SHOWN)
+        await until(pilot, lambda: toast_shows(app, f"copied event JSON: {shown}"), "copied")
         check_screen(app)
         alive(app)
 
