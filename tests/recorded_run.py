@@ -47,6 +47,7 @@ class RecordedRun:
     owned = True
     run_name = ""
     label = ""
+    no_desk = ""
 
     def __post_init__(self) -> None:
         self._on_event: Callable[[ev.Stamped], None] | None = None

@@ -40,6 +40,9 @@ from .literal import literal
 from .status import RunInfo
 
 KILLED_BY = "human (fleet TUI)"
+NO_TEAM_TAKEOVER = (
+    "a takeover needs the run's desktop, which is on its worker's machine: not on a team's queue in this version"
+)
 # What a y approves (typed text, the words read at a target) is shown whole up to this many characters;
 # past it, that many and how many more, and where the rest is read.
 SHOWN_CHARS = 160
@@ -158,6 +161,7 @@ class FleetRun:
     def __init__(self, fleet: FleetControl, task: str) -> None:
         self.fleet = fleet
         self.task = self.label = task
+        self.no_desk = "" if fleet.owns_runs else NO_TEAM_TAKEOVER
         # The runner's row as it is now, not the table's copy: that one is refreshed on a timer and
         # may not have the run's directory yet, whose audit log the earlier events are read back
         # from.

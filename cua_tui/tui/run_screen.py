@@ -426,7 +426,8 @@ class RunScreen(HistoryActions, ViewScreen):
             taken = self.view.takeover is not None or self.asked
             # a soft budget's question is go on or stop: a takeover is no answer to it
             budget = self.pending is not None and self.pending.kind == "budget"
-            offered = self.running and self.source.desk is not None and self.editor is None and not budget
+            has_desk = self.source.desk is not None or bool(self.source.no_desk)  # or it says why not
+            offered = self.running and has_desk and self.editor is None and not budget
             return offered and taken == (action == "hand_back")
         if action in ("passthrough", "private"):
             return self.running and self.view.takeover is not None
@@ -557,6 +558,8 @@ class RunScreen(HistoryActions, ViewScreen):
         answered by it: its action does not run); ``T`` again hands it back, or cancels the ask."""
         desk = self.source.desk
         if desk is None:
+            if self.source.no_desk:
+                self.notify(self.source.no_desk, title="takeover", severity="warning", markup=False)
             return
         if self.view.takeover is not None or self.asked:
             desk.hand_back()

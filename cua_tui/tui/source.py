@@ -28,6 +28,8 @@ class RunSource(Protocol):
     owned: bool
     run_name: str
     label: str  # the fleet task's name ("" for a lone run)
+    # why ``T`` cannot take this run's desktop, said when pressed ("" where the run has one, or none is asked)
+    no_desk: str
 
     @property
     def policy(self) -> Policy | None:
@@ -86,6 +88,7 @@ class LiveRun:
 
     live = True
     owned = True
+    no_desk = ""
     run_name = ""
     label = ""
 
