@@ -94,6 +94,20 @@ def test_the_schema_is_versioned_and_made_once(url: str) -> None:
             schema.ensure(conn)
 
 
+def test_a_database_of_an_older_version_is_upgraded_in_place_keeping_its_fleets(
+    server: PgServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = server.new_database()
+    monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:1])
+    monkeypatch.setattr(schema, "LATEST", 1)
+    done = submit(old, [spec("t0")], tasks_sha256="4" * 64, name="from v1")
+    monkeypatch.undo()
+    with db.connect(old, "test") as conn:  # at first use: brought up to date
+        assert schema.version(conn) == schema.LATEST > 1
+        row = conn.execute("SELECT state, kill_at FROM cua_tui.runs WHERE id = %s", (done.runs[0][1],)).fetchone()
+    assert row == ("queued", None)
+
+
 def test_queue_init_and_upgrade_from_the_command_line(server: PgServer, tmp_path: Path) -> None:
     empty = server.new_database()  # no schema yet
 

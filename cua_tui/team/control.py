@@ -39,7 +39,7 @@ from ..core.fleet_queue import (
 )
 from ..core.imaging import ImageRefused, png_size
 from ..core.policy import Policy
-from ..core.ports import Answer, AnswerDetails, Frame
+from ..core.ports import Answer, AnswerDetails, DecisionRequest, Frame
 from ..core.run_view import RunView
 from ..core.runlog import line_event
 from ..core.takeover import Desk
@@ -89,6 +89,8 @@ class TeamFleet:
         self._items: dict[int, QueueItem] = {}  # open requests by ticket (the request's id)
         self._answering: set[int] = set()  # handed to the writer, its commit not yet known
         self._waiting_screen: dict[int, float] = {}  # request id -> when first seen without its screen
+        self._line_wait: dict[tuple[str, int], float] = {}  # a decision_requested line whose row is not yet in
+        self._decoded: dict[int, DecisionRequest] = {}  # request id -> its request, as first read
         self._screens: dict[str, bytes] = {}
         self._listeners: list[FleetListener] = []
         self._link = "connecting to the queue"
@@ -97,7 +99,8 @@ class TeamFleet:
         self._finished_told = False
         self._stop = threading.Event()
         self._wake = threading.Event()
-        self._answers: queue.Queue[tuple[list[QueueItem], Answer, AnswerDetails] | None] = queue.Queue()
+        # the writer's work: an answer (its items, the answer, its details), or runs to kill (their ids)
+        self._answers: queue.Queue[tuple[list[QueueItem], Answer, AnswerDetails] | list[str] | None] = queue.Queue()
         self._threads: list[threading.Thread] = []
         # request id -> why it was set aside unread (a row someone else wrote that cannot be used)
         self.unreadable: dict[int, str] = {}
@@ -195,10 +198,22 @@ class TeamFleet:
         return out
 
     def kill(self, task: str, by: str = "") -> bool:
-        return False  # a team run's kill switch: the next step of this issue
+        """The kill switch on one run, wherever its worker is: who pressed it is the database's role (``by``
+        is this process's word, not used). False when the run ended or the queue cannot be reached."""
+        with self._lock:
+            run = self._runs.get(task)
+            if run is None or run.row.ended or self._link:
+                return False
+            ids = [run.row.run_id]
+        self._answers.put(ids)
+        return True
 
     def kill_all(self, by: str = "") -> None:
-        return None
+        """Every run of the fleet not ended, on every worker; queued ones never start."""
+        with self._lock:
+            ids = [run.row.run_id for run in self._runs.values() if not run.row.ended]
+        if ids:
+            self._answers.put(ids)
 
     def revoke(self, task: str, grant_id: int) -> bool:
         return False
@@ -391,7 +406,7 @@ class TeamFleet:
                 if time.monotonic() - first < SCREEN_WAIT_S:
                     continue
             try:
-                request = rq.request_of_row(body, texts, frame, request_id)
+                request = self._decode(conn, request_id, body, texts, screen)
             except rq.RowError as exc:
                 self.unreadable[request_id] = str(exc)
                 continue
@@ -473,7 +488,11 @@ class TeamFleet:
                 else ev.Stamped(int(seq), "", ev.Note(f"line {int(seq) + 1}: larger than a line may be; not read"))
             )
             by_run.setdefault(str(run_id), []).append(stamped)
+        asked = self._requests_of(conn, by_run)
         for run_id, lines in by_run.items():
+            lines = self._with_requests(run_id, lines, asked)
+            if not lines:
+                continue
             newest = max((i for i, s in enumerate(lines) if isinstance(s.event, ev.ScreenCaptured)), default=None)
             if newest is not None:
                 shot = lines[newest]
@@ -494,6 +513,68 @@ class TeamFleet:
                 for stamped in lines:
                     watcher(stamped)
 
+    def _requests_of(
+        self, conn: psycopg.Connection[Any], by_run: dict[str, list[ev.Stamped]]
+    ) -> dict[tuple[str, int], DecisionRequest | str]:
+        """The request rows the ``decision_requested`` lines among ``by_run`` posted, as their requests (or
+        why a row cannot be used): a line read back holds no request, a run of this process's does."""
+        wanted = [(r, s.seq) for r, lines in by_run.items() for s in lines if isinstance(s.event, ev.DecisionRequested)]
+        if not wanted:
+            return {}
+        out: dict[tuple[str, int], DecisionRequest | str] = {}
+        for rid, run_id, seq, screen, body, texts, has_texts in conn.execute(
+            "SELECT q.id, q.run_id, q.seq, q.screen, CASE WHEN octet_length(q.body::text) <= %s THEN q.body END, "
+            "CASE WHEN octet_length(q.texts::text) <= %s THEN q.texts END, q.texts IS NOT NULL "
+            "FROM cua_tui.requests q JOIN unnest(%s::text[], %s::bigint[]) AS w(run_id, seq) "
+            "ON w.run_id = q.run_id AND w.seq = q.seq",
+            (rq.MAX_BODY_BYTES, rq.MAX_TEXTS_BYTES, [w[0] for w in wanted], [w[1] for w in wanted]),
+        ):
+            key = (str(run_id), int(seq))
+            if body is None or (texts is None and has_texts):
+                out[key] = f"request {int(rid)}: larger than a request may be; not shown"
+                continue
+            try:
+                out[key] = self._decode(conn, int(rid), body, texts, screen)
+            except rq.RowError as exc:
+                out[key] = str(exc)
+        return out
+
+    def _decode(
+        self, conn: psycopg.Connection[Any], request_id: int, body: Any, texts: Any, screen: Any
+    ) -> DecisionRequest:
+        """A request row as its request, once: the queue's item and the run's view hold the same object (an
+        answer from the run's view finds its item by it)."""
+        with self._lock:
+            known = self._decoded.get(request_id)
+        if known is not None:
+            return known
+        request = rq.request_of_row(body, texts, self._frame(conn, screen) if screen else None, request_id)
+        with self._lock:
+            self._decoded[request_id] = request
+            while len(self._decoded) > CLOSED_KEPT:
+                self._decoded.pop(next(iter(self._decoded)))
+        return request
+
+    def _with_requests(
+        self, run_id: str, lines: list[ev.Stamped], asked: dict[tuple[str, int], DecisionRequest | str]
+    ) -> list[ev.Stamped]:
+        """``lines`` with each ``decision_requested`` holding its request; up to one whose row is not posted
+        yet (the worker posts it as the line is written), held back a moment, then folded without it."""
+        out: list[ev.Stamped] = []
+        for stamped in lines:
+            event = stamped.event
+            if isinstance(event, ev.DecisionRequested):
+                found = asked.get((run_id, stamped.seq))
+                if found is None:
+                    first = self._line_wait.setdefault((run_id, stamped.seq), time.monotonic())
+                    if time.monotonic() - first < SCREEN_WAIT_S:
+                        return out  # read again from here next pass
+                elif not isinstance(found, str):  # a row that cannot be used: folded as read (the queue says it)
+                    stamped = replace(stamped, event=replace(event, request=found))
+                self._line_wait.pop((run_id, stamped.seq), None)
+            out.append(stamped)
+        return out
+
     def _tell(self, told: list[FleetEvent]) -> None:
         if not told:
             return
@@ -508,10 +589,27 @@ class TeamFleet:
     # ----------------------------------------------------------------------------------------------
     def _write_loop(self) -> None:
         conn: psycopg.Connection[Any] | None = None
+        backoff = db.Backoff(lambda line: None)
         while True:
             job = self._answers.get()
             if job is None or self._stop.is_set():
                 break
+            if isinstance(job, list):
+                # a kill switch is never dropped: tried again until the server takes it (it is idempotent)
+                while not self._stop.is_set():
+                    try:
+                        if conn is None or conn.closed:
+                            conn = db.connect(self.url, "cua-tui attach", check_schema=False)
+                        conn.execute("SELECT cua_tui.kill_runs(%s)", (job,))
+                        backoff.ok()
+                        break
+                    except (db.QueueError, psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                        if conn is not None:
+                            conn.close()
+                        conn = None
+                        self._stop.wait(backoff.failed("killing", exc))
+                self._wake.set()
+                continue
             items, answer, details = job
             try:
                 if conn is None or conn.closed:

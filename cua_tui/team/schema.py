@@ -25,6 +25,7 @@ ANALYST_ROLE = "cua_tui_analyst"
 ANSWERED = "cua_tui_answered"
 POSTED = "cua_tui_posted"
 QUEUED = "cua_tui_queued"
+KILL = "cua_tui_kill"
 # the advisory lock two migrating sessions take, so that one waits for the other
 _MIGRATION_LOCK = 0x63756174  # "cuat"
 
@@ -255,8 +256,44 @@ BEGIN
 END $$;
 """
 
+# Version 2: the kill switch from any analyst's terminal. Who pressed it is the session's role, set by the
+# server; a queued run ends killed at once, a running one is ended by its worker, which is told.
+_V2 = f"""
+SET LOCAL search_path = {SCHEMA};
+
+ALTER TABLE runs ADD COLUMN kill_by text, ADD COLUMN kill_at timestamptz;
+
+CREATE FUNCTION kill_runs(ids text[]) RETURNS integer LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = {SCHEMA} AS $$
+DECLARE
+    queued integer;
+    running integer;
+BEGIN
+    UPDATE runs SET state = 'ended', status = '{RunStatus.KILLED.value}', ended_at = now(), token = NULL,
+                    reason = 'killed by ' || session_user || ' (a team''s kill switch) before it started',
+                    kill_by = session_user, kill_at = now()
+    WHERE id = ANY (ids) AND state = 'queued';
+    GET DIAGNOSTICS queued = ROW_COUNT;
+    UPDATE runs SET kill_by = session_user, kill_at = now()
+    WHERE id = ANY (ids) AND state = 'running' AND kill_at IS NULL;
+    GET DIAGNOSTICS running = ROW_COUNT;
+    IF running > 0 THEN
+        PERFORM pg_notify('{KILL}', '');
+    END IF;
+    RETURN queued + running;
+END $$;
+REVOKE EXECUTE ON FUNCTION kill_runs(text[]) FROM PUBLIC;
+
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{ANALYST_ROLE}') THEN
+        GRANT EXECUTE ON FUNCTION kill_runs(text[]) TO {ANALYST_ROLE};
+    END IF;
+END $$;
+"""
+
 # (version, SQL): applied in order, each once
-MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1),)
+MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2))
 LATEST = MIGRATIONS[-1][0]
 
 

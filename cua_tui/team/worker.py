@@ -229,6 +229,7 @@ class Worker:
                 return
             if held:
                 self.lease.renewed(sent)
+                self._obey_kills()
             self.link.stop.wait(max(0.0, every - (time.monotonic() - sent)))
 
     def _fenced(self, why: str) -> None:
@@ -249,6 +250,7 @@ class Worker:
                 with psycopg.connect(self.link.info, autocommit=True) as conn:
                     conn.execute(f"LISTEN {schema.ANSWERED}")
                     conn.execute(f"LISTEN {schema.QUEUED}")
+                    conn.execute(f"LISTEN {schema.KILL}")
                     backoff.ok()
                     # anything missed while the link was down: every waiter reads its row again
                     self._wake_all()
@@ -262,6 +264,8 @@ class Worker:
     def _notified(self, channel: str, text: str) -> None:
         if channel == schema.QUEUED:
             self._wake.set()
+        elif channel == schema.KILL:
+            self._obey_kills()
         elif channel == schema.ANSWERED and text.isdigit() and len(text) < 20:
             with self._lock:
                 event = self._waiters.get(int(text))
@@ -274,6 +278,32 @@ class Worker:
         for event in events:
             event.set()
         self._wake.set()
+        self._obey_kills()
+
+    def _obey_kills(self) -> None:
+        """A team's kill switch pressed on runs of this worker: each ends killed, naming who pressed it (the
+        database's role). Read again after a notification, a reconnection and every heartbeat."""
+        with self._lock:
+            going = [run_id for run_id, item in self._active.items() if item.run is not None]
+        if not going:
+            return
+        try:
+            rows = self.link.call(
+                lambda conn: conn.execute(
+                    "SELECT id, left(kill_by, 64) FROM cua_tui.runs WHERE id = ANY(%s) AND worker_id = %s "
+                    "AND kill_at IS NOT NULL",
+                    (going, self.id),
+                ).fetchall(),
+                "reading the kill switch",
+                patience=0,
+            )
+        except Exception:
+            return  # the server is away: the next heartbeat reads it again
+        for run_id, by in rows:
+            with self._lock:
+                item = self._active.get(str(run_id))
+            if item is not None and item.run is not None:
+                item.run.supervisor.kill(by=f"{visible(str(by), limit=64)} (a team's kill switch)")
 
     def _waiter(self, request_id: int) -> threading.Event:
         with self._lock:

@@ -28,7 +28,6 @@ from .screen_text import ScreenTextScreen
 SEAL_WAIT_S = 60.0
 LEFT_BY = "human (left the fleet TUI)"
 SCREEN_ACTIONS = ("kill_all", "open_run")
-TEAM_KILL = "the kill switch on a team's queue is not in this version: stop the worker, or answer with n"
 
 
 class FleetHost(Protocol):
@@ -233,18 +232,14 @@ class FleetKeys:
         task = self.selected_task()
         if task is None:
             return
-        if not self.fleet.owns_runs:
-            self.notify(TEAM_KILL, severity="warning", markup=False)
-            return
         if isinstance(self.app.screen, RejectReason | ScreenTextScreen):
             self.app.pop_screen()
         if self.fleet.kill(task, by=KILLED_BY):
             self.notify(f"kill switch: {visible(task, limit=64)} stops (it is sealed as killed)", markup=False)
+        elif link := self.fleet.link():
+            self.notify(f"not killed: {visible(link, limit=200)}", severity="error", markup=False)
 
     def action_kill_all(self: FleetHost) -> None:
-        if not self.fleet.owns_runs:
-            self.notify(TEAM_KILL, severity="warning", markup=False)
-            return
         going = sum(1 for row in self.fleet_rows.values() if not row.ended)
 
         def done(kill: bool | None) -> None:

@@ -6,6 +6,7 @@ and leaving detaches while the workers go on."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from pilot_helpers import answer, fleet_screen, quick_clock, until
 from psycopg.types.json import Jsonb
 from team_cases import TEMPLATE, WAIT_S, as_role, one, ready, settings, spec, wait_for
 
+from cua_tui.core.audit import verify_run
 from cua_tui.core.fleet_queue import FleetControl, QueueItem, priority
 from cua_tui.core.ports import Answer, DecisionRequest
 from cua_tui.fleet_runner import Fleet, FleetTask
@@ -29,8 +31,10 @@ from cua_tui.team.control import TeamFleet
 from cua_tui.team.submit import submit
 from cua_tui.team.worker import Worker, WorkerOptions
 from cua_tui.tui.app import CuaApp
+from cua_tui.tui.fleet_parts import NO_TEAM_TAKEOVER, KillAllScreen
 from cua_tui.tui.fleet_screen import FleetScreen
 from cua_tui.tui.row_table import RowTable
+from cua_tui.tui.run_screen import RunScreen
 from cua_tui.tui.text_lines import TextLines
 from tests.fakes.pgserver import PgServer
 
@@ -167,8 +171,6 @@ async def test_leaving_detaches_and_the_runs_go_on(team: Team) -> None:
         main = fleet_screen(app)
         await until(pilot, lambda: len(main.items) == 2, "both runs asking")
         assert main.leave_warning() is None  # nothing ends when this analyst goes
-        await pilot.press("k")  # not on a team's queue yet: said in one line, nothing happens
-        await until(pilot, lambda: any("kill switch on a team's queue" in m for _, m in app.told), "k said")
         await pilot.press("q")
         await pilot.pause()
     fleet.close()
@@ -176,6 +178,84 @@ async def test_leaving_detaches_and_the_runs_go_on(team: Team) -> None:
     assert one(team.url, "SELECT count(*) FROM cua_tui.requests WHERE answer IS NULL AND closed_at IS NULL") == 2
     HeadlessAnalyst(as_role(team.url, "bob"), team.fleet_id, "approve", lambda line: None).run()
     wait_for("every run passed", lambda: one(team.url, "SELECT bool_and(status = 'passed') FROM cua_tui.runs"))
+
+
+@pytest.mark.pgserver
+async def test_k_and_K_kill_runs_on_their_worker_each_recording_who_pressed_it(team: Team, tmp_path: Path) -> None:
+    """k kills the selected run on the worker that runs it; K, once confirmed, every run of the fleet. Who
+    pressed it is the database's role, in the row and in each run's sealed chain."""
+    fleet = TeamFleet(as_role(team.url, "alice"), team.fleet_id, poll_s=0.1)
+    app = App(fleet)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            main = fleet_screen(app)
+            await until(pilot, lambda: len(main.items) == 2 and main.selected is not None, "both runs asking")
+            first = main.selected
+            assert first is not None
+            await pilot.press("k")
+            await until(pilot, lambda: fleet.row(first.task).status == "killed", "the selected run killed")
+            assert one(team.url, "SELECT kill_by FROM cua_tui.runs WHERE id = %s", first.run_id) == "alice"
+            await pilot.press("K")
+            assert isinstance(app.screen, KillAllScreen)
+            await pilot.press("y")
+            await until(pilot, lambda: fleet.done, "every run ended", timeout=WAIT_S)
+            assert {row.status for row in fleet.rows()} == {"killed"}
+    finally:
+        fleet.close()
+    team.thread.join(WAIT_S)
+    for _task, run_id in team.runs:
+        run_dir = tmp_path / "runs" / run_id
+        assert verify_run(run_dir).intact
+        reasons = [r.get("reason", "") for r in map(json.loads, (run_dir / "audit.jsonl").read_text().splitlines())]
+        assert any("killed by alice (a team's kill switch)" in reason for reason in reasons), reasons
+
+
+@pytest.mark.pgserver
+async def test_enter_opens_a_runs_view_from_its_mirrored_lines_and_T_says_why_not(team: Team) -> None:
+    fleet = TeamFleet(as_role(team.url, "alice"), team.fleet_id, poll_s=0.1)
+    app = App(fleet)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            main = fleet_screen(app)
+            await until(pilot, lambda: len(main.items) == 2 and main.selected is not None, "both runs asking")
+            shown = main.selected
+            assert shown is not None
+            main.action_open_run()
+            await until(pilot, lambda: isinstance(app.screen, RunScreen), "the run's view")
+            view = app.screen
+            assert isinstance(view, RunScreen)
+            # the same panes as a local run: its pending request, its newest screen, from the database
+            await until(pilot, lambda: view.pending is not None, "the run's pending request")
+            assert view.view.screen is not None and view.view.screen.png is not None
+            await pilot.press("T")
+            await until(pilot, lambda: any(t == "takeover" for t, _ in app.told), "T said why not")
+            assert [m for t, m in app.told if t == "takeover"] == [NO_TEAM_TAKEOVER]
+            # y in the run's view answers the same row, as alice
+            await answer(pilot, "y")
+            answered = "SELECT answered_by FROM cua_tui.requests WHERE id = %s"
+            await until(pilot, lambda: one(team.url, answered, shown.ticket) == "alice", "the view's y committed")
+    finally:
+        fleet.close()
+    HeadlessAnalyst(team.url, team.fleet_id, "approve", lambda line: None).run()
+
+
+@pytest.mark.pgserver
+def test_only_an_analyst_may_kill_and_a_queued_run_never_starts(pg_server: PgServer) -> None:
+    url = ready(pg_server).new_database(TEMPLATE)
+    done = submit(url, [spec("t0")], tasks_sha256="3" * 64, name="kill")
+    with psycopg.connect(url, autocommit=True) as conn:
+        # a login role of the cluster that is not in cua_tui_analyst (roles outlive a test's database)
+        conn.execute("DO $$ BEGIN CREATE ROLE mallory LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$")
+        conn.execute("GRANT USAGE ON SCHEMA cua_tui TO mallory")
+    with (
+        psycopg.connect(as_role(url, "mallory"), autocommit=True) as conn,
+        pytest.raises(psycopg.errors.InsufficientPrivilege),
+    ):
+        conn.execute("SELECT cua_tui.kill_runs(%s)", ([done.runs[0][1]],))
+    with psycopg.connect(as_role(url, "bob"), autocommit=True) as conn:
+        assert conn.execute("SELECT cua_tui.kill_runs(%s)", ([done.runs[0][1]],)).fetchone() == (1,)
+    row = one(url, "SELECT array[state, status, kill_by, reason] FROM cua_tui.runs")
+    assert row == ["ended", "killed", "bob", "killed by bob (a team's kill switch) before it started"]
 
 
 async def test_an_unreachable_queue_is_said_on_the_header_never_with_its_password(tmp_path: Path) -> None:
