@@ -366,6 +366,44 @@ def test_a_run_and_a_fleet_verify_from_the_database_alone(url: str, tmp_path: Pa
     assert check.returncode == 1, check.stdout + check.stderr
 
 
+async def test_replay_and_export_read_a_run_whose_workers_folder_is_gone(url: str, tmp_path: Path) -> None:
+    """On a machine that never had the run's folder: the run made from its mirrored bytes alone, its chain
+    checked as a folder's; a changed line says TAMPERED there as it does in a folder."""
+    from cua_tui.core.runlog import RunReader
+    from cua_tui.team.verify import run_folder
+    from cua_tui.tui.replay import chain_state, replay_app
+
+    done = run_fleet(url, tmp_path, 1)
+    run_id = done.runs[0][1]
+    shutil.rmtree(tmp_path / "runs")
+    html = tmp_path / "out" / "run.html"
+    html.parent.mkdir()
+    made = cli("export", "--queue", url, run_id, "--html", str(html))
+    assert made.returncode == 0, made.stdout + made.stderr
+    page = html.read_text(encoding="utf-8")
+    assert run_id in page and "INTACT" in page.upper() and "data:image/png;base64," in page
+    with run_folder(url, run_id) as path:
+        assert chain_state(path).state == "intact"
+        with RunReader(path) as reader:
+            app = replay_app(reader, lambda: chain_state(path))
+            async with app.run_test(size=(160, 48)) as pilot:
+                await pilot.press("end", "home", "right")
+                await pilot.pause()
+                assert not app.return_code
+        folder = path
+    assert not folder.exists()  # nothing of it is left behind
+    gone = cli("replay", "--queue", url, "no-such-run")
+    assert gone.returncode == 2 and gone.stderr.count("\n") == 1 and "no run no-such-run on the queue" in gone.stderr
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE cua_tui.events SET line = convert_to(replace(convert_from(line, 'UTF8'), 'passed', 'failed'), "
+            "'UTF8') WHERE run_id = %s AND convert_from(line, 'UTF8') LIKE '%%run_ended%%'",
+            (run_id,),
+        )
+    tampered = cli("export", "--queue", url, run_id, "--html", str(html))
+    assert tampered.returncode == 1 and "TAMPERED" in tampered.stderr, tampered.stderr
+
+
 def test_the_mirror_copies_every_line_but_never_a_private_stretch_screen(url: str, tmp_path: Path) -> None:
     from cua_tui.team.link import Link
     from cua_tui.team.mirror import Mirror

@@ -223,3 +223,18 @@ class OnSignal:
             pass
         time.sleep(HANGUP_GRACE_S)
         os._exit(1)
+
+
+@contextmanager
+def queued_run(queue: str | None, run: str) -> Iterator[Path]:
+    """RUN on a team's queue (``--queue URL``, or the settings'), as a folder made from the database alone
+    for as long as the command reads it; one line and exit 2 when it cannot be."""
+    from ..team import db
+    from ..team.verify import run_folder
+
+    url = db.queue_url(queue, settings().queue)
+    try:
+        with run_folder(url, run) as path:
+            yield path
+    except db.QueueError as exc:
+        fail(str(exc))

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
-from .base import fail, path_option, run_directory
-from .flags import flag, otel_endpoint
+from .base import fail, path_option, queued_run, run_directory
+from .flags import flag, otel_endpoint, queue_flag
 
 EXIT_WRITTEN, EXIT_TAMPERED = 0, 1
 
@@ -61,6 +61,7 @@ EXIT_WRITTEN, EXIT_TAMPERED = 0, 1
 )
 @path_option("--key", help="The audit key the run was signed with, to check the seal's signature (as `verify --key`).")
 @flag("runs_dir")
+@queue_flag("A team's queue (postgresql://...): RUN is a run id there, read from the database alone.")
 def command(
     run: str,
     html_out: Path | None,
@@ -72,6 +73,7 @@ def command(
     include_private: bool,
     key: Path | None,
     runs_dir: Path | None,
+    queue: str | None,
 ) -> None:
     """Export the run RUN (a run directory, a run id or a unique beginning of one).
 
@@ -96,14 +98,22 @@ def command(
     outputs = {"html": html_out, "gif": gif_out, "webp": webp_out, "script": script_out, "atif": atif_out}
     if not any(outputs.values()) and otel is None:
         fail("nothing to export", hint="give --html, --gif, --webp, --script, --atif or --otel")
+    if queue is not None:
+        with queued_run(queue, run) as path:
+            _export(path, outputs, otel, include_private, key)
     # The run directory before the outputs: a folder that is none gets that error, wherever they go.
-    path = run_directory(run, runs_dir)
+    _export(run_directory(run, runs_dir), outputs, otel, include_private, key)
+
+
+def _export(
+    path: Path, outputs: dict[str, Path | None], otel: str | None, include_private: bool, key: Path | None
+) -> NoReturn:
     # Imported here, not at the top: the exporters pull in the core and Pillow, and --help should
     # start fast.
     from ..core.text import visible
 
     _check_outputs(path, [p for p in outputs.values() if p is not None])
-    if atif_out is not None:
+    if (atif_out := outputs["atif"]) is not None:
         _check_atif(atif_out)
     with _open(path, key) as opened:
         opened.include_private = include_private

@@ -8,9 +8,11 @@ refused above the run folder's own cap, and what is said of a row is made visibl
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -76,29 +78,49 @@ def check_run(conn: psycopg.Connection[Any], run_id: str, key: AuditKey | None) 
 
 
 def _check_run(conn: psycopg.Connection[Any], run_id: str, key: AuditKey | None) -> RunCheck:
+    with tempfile.TemporaryDirectory(prefix="cua-tui-verify-") as tmp:
+        folder, status, taken = _materialize(conn, run_id, tmp)
+        report = verify_run(folder.path, key)
+    return RunCheck(run_id, status, report, taken)
+
+
+@contextlib.contextmanager
+def run_folder(url: str, run_id: str) -> Iterator[Path]:
+    """A team's run as a folder made from the database alone (its mirrored lines as they were, its seal and
+    screens), in a temporary folder removed afterwards: what ``replay`` and ``export`` read, and verify as
+    they verify any folder. QueueError when the queue or the run cannot be read."""
+    with db.connect(url, "cua-tui") as conn, tempfile.TemporaryDirectory(prefix="cua-tui-queue-") as tmp:
+        try:
+            with conn.transaction():
+                folder, _status, _taken = _materialize(conn, run_id, tmp)
+        except db.LINK_ERRORS as exc:
+            raise db.QueueError(f"queue {db.shown(url)}: {db.one_line_error(exc)}") from None
+        yield folder.path
+
+
+def _materialize(conn: psycopg.Connection[Any], run_id: str, parent: str) -> tuple[RunDir, str, list[Any]]:
+    """The run's folder under ``parent``, its status, and the decisions its chain took from the queue."""
     row = conn.execute(
         "SELECT left(coalesce(status, state), 32), seal FROM cua_tui.runs WHERE id = %s", (run_id,)
     ).fetchone()
     if row is None:
         raise db.QueueError(f"no run {run_id} on the queue")
     status, seal = row
-    with tempfile.TemporaryDirectory(prefix="cua-tui-verify-") as tmp:
-        try:
-            folder = RunDir.create(tmp, run_id=run_id)
-        except ValueError as exc:
-            raise db.QueueError(str(exc)) from None
-        taken: list[tuple[Any, Any, str, Any, bool]] = []
-        with open(folder.audit, "wb") as out:
-            for line in _lines(conn, run_id):
-                out.write(line + b"\n")
-                if b'"queue":{' in line:
-                    taken.extend(_taken(line))
-        if isinstance(seal, dict):
-            write_json_atomic(folder.result_json, {"status": status, "seal": seal})
-        for sha, png in _screens(conn, run_id):
-            folder.screens.put(sha, png)
-        report = verify_run(folder.path, key)
-    return RunCheck(run_id, str(status), report, taken)
+    try:
+        folder = RunDir.create(parent, run_id=run_id)
+    except ValueError as exc:
+        raise db.QueueError(str(exc)) from None
+    taken: list[tuple[Any, Any, str, Any, bool]] = []
+    with open(folder.audit, "wb") as out:
+        for line in _lines(conn, run_id):
+            out.write(line + b"\n")
+            if b'"queue":{' in line:
+                taken.extend(_taken(line))
+    if isinstance(seal, dict):
+        write_json_atomic(folder.result_json, {"status": status, "seal": seal})
+    for sha, png in _screens(conn, run_id):
+        folder.screens.put(sha, png)
+    return folder, str(status), taken
 
 
 def _lines(conn: psycopg.Connection[Any], run_id: str) -> Iterator[bytes]:
