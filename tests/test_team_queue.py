@@ -366,9 +366,10 @@ def test_a_run_and_a_fleet_verify_from_the_database_alone(url: str, tmp_path: Pa
     assert check.returncode == 1, check.stdout + check.stderr
 
 
-async def test_replay_and_export_read_a_run_whose_workers_folder_is_gone(url: str, tmp_path: Path) -> None:
-    """On a machine that never had the run's folder: the run made from its mirrored bytes alone, its chain
-    checked as a folder's; a changed line says TAMPERED there as it does in a folder."""
+async def test_runs_replay_and_export_read_a_run_whose_workers_folder_is_gone(url: str, tmp_path: Path) -> None:
+    """On a machine that never had the run's folder: ``runs`` lists it from the database; the run made from
+    its mirrored bytes alone, its chain checked as a folder's; a changed line says TAMPERED there as it does
+    in a folder."""
     from cua_tui.core.runlog import RunReader
     from cua_tui.team.verify import run_folder
     from cua_tui.tui.replay import chain_state, replay_app
@@ -376,6 +377,15 @@ async def test_replay_and_export_read_a_run_whose_workers_folder_is_gone(url: st
     done = run_fleet(url, tmp_path, 1)
     run_id = done.runs[0][1]
     shutil.rmtree(tmp_path / "runs")
+    other = submit(url, [spec("later")], tasks_sha256="5" * 64, name="not run")  # queued, no worker
+    listed = cli("runs", "--queue", url, "--json")
+    assert listed.returncode == 0, listed.stderr
+    runs = {r["id"]: r for r in json.loads(listed.stdout)}
+    assert runs[run_id]["status"] == "passed" and runs[run_id]["fleet"] == done.fleet_id
+    assert runs[run_id]["decisions"] == 1 and runs[run_id]["task"] == "fill the form"
+    assert runs[other.runs[0][1]]["status"] == "unfinished"
+    only = cli("runs", "--queue", url, "--fleet", done.fleet_id, "--status", "passed")
+    assert only.returncode == 0 and run_id in only.stdout and other.runs[0][1] not in only.stdout
     html = tmp_path / "out" / "run.html"
     html.parent.mkdir()
     made = cli("export", "--queue", url, run_id, "--html", str(html))

@@ -22,7 +22,7 @@ from ..core.runlist import JSON_KEYS as JSON_KEYS
 from ..core.runlist import RunEntry as RunEntry
 from ..core.runlist import read_runs as read_runs
 from .base import fail, settings
-from .flags import flag
+from .flags import flag, queue_flag
 
 # every way a run ends, and ``unfinished`` (no result.json: running, or stopped before its seal)
 STATUSES = (*(status.value for status in RunStatus), "unfinished")
@@ -108,6 +108,19 @@ def _duration(seconds: float | None) -> str:
     if s < 86400:
         return f"{s // 3600}h {s % 3600 // 60:02d}m"
     return f"{s // 86400}d {s % 86400 // 3600:02d}h"
+
+
+def _queued(queue: str, fleet_id: str | None) -> tuple[Path, list[RunEntry]]:
+    """A team's runs (``--queue``), as the table's entries; one line and exit 2 when the queue cannot be read."""
+    from ..team import db
+    from ..team.listing import team_runs
+
+    url = db.queue_url(queue, settings().queue)
+    try:
+        with db.connect(url, "cua-tui runs") as conn:
+            return Path(db.shown(url)), team_runs(conn, fleet_id)
+    except db.LINK_ERRORS as exc:
+        fail(f"queue {db.shown(url)}: {db.one_line_error(exc)}")
 
 
 def runs_in(runs_dir: Path | None, *, check: bool) -> tuple[Path, list[RunEntry] | None]:
@@ -365,6 +378,7 @@ def layout(entries: list[RunEntry], width: int | None = None, *, colour: bool = 
 @click.option("--fleet", "fleet_id", default=None, metavar="ID", help="Only the runs of this fleet (`cua-tui fleet`).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array (keys documented in the README).")
 @click.option("--no-check", is_flag=True, help="Skip checking each run's record (RECORD and DECISIONS show -).")
+@queue_flag("A team's queue (postgresql://...): its runs, on every worker, from the database (RECORD is -).")
 def command(
     runs_dir: Path | None,
     statuses: tuple[str, ...],
@@ -372,6 +386,7 @@ def command(
     fleet_id: str | None,
     as_json: bool,
     no_check: bool,
+    queue: str | None,
 ) -> None:
     """List runs, newest first: how each ended (STATUS) and its record first, then its id, start (local
     time), duration, task, backend, agent/model, where its status was checked, the reason, steps and
@@ -385,7 +400,11 @@ def command(
     from ..core.text import visible
 
     since_at = since_option(since)
-    folder, found = runs_in(runs_dir, check=not no_check)
+    found: list[RunEntry] | None
+    if queue is not None:
+        folder, found = _queued(queue, fleet_id)
+    else:
+        folder, found = runs_in(runs_dir, check=not no_check)
     if found is None and not as_json:
         # the settings' folder, not made yet
         click.echo(f"no runs yet in {visible(str(folder))}")
