@@ -622,10 +622,15 @@ def test_a_server_restart_mid_fleet_loses_no_answer_and_applies_none_twice(
         person = HeadlessAnalyst(as_role(url, "alice"), done.fleet_id, "approve", lambda line: None)
         assert person.run() == 0 and person.answered == 2
         wait_for("the runs to end", lambda: one(url, "SELECT bool_and(state = 'ended') FROM cua_tui.runs"))
+        # its listener back too (its backoff may wait seconds more than the pool's): then it says so
+        listening = f"SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN {schema.KILL}'"
+        wait_for("the worker listening again", lambda: one(url, listening) > 0)
     finally:
         proc.send_signal(signal.SIGTERM)
         _out, err = proc.communicate(timeout=WAIT_S)
     assert "reconnecting" in err and "reconnected after" in err, err
+    # said once each, in one line: not the pool's own attempts
+    assert "error connecting" not in err and "Is the server running" not in err, err
     statuses = {one(url, "SELECT status FROM cua_tui.runs WHERE id = %s", run_id) for _task, run_id in done.runs}
     assert statuses == {"passed"}
     with db.connect(url, "test") as conn:

@@ -59,6 +59,8 @@ SCREEN_WAIT_S = 3.0
 SCREENS_KEPT = 64
 # why recent requests closed, kept
 CLOSED_KEPT = 10_000
+# requests decoded, kept (each holds its screen): more than the open requests held
+DECODED_KEPT = 2 * MAX_OPEN
 HOW = "human"
 
 
@@ -91,6 +93,7 @@ class TeamFleet:
         self._waiting_screen: dict[int, float] = {}  # request id -> when first seen without its screen
         self._line_wait: dict[tuple[str, int], float] = {}  # a decision_requested line whose row is not yet in
         self._decoded: dict[int, DecisionRequest] = {}  # request id -> its request, as first read
+        self._mirrored: dict[str, int] = {}  # run id -> lines its worker has mirrored
         self._screens: dict[str, bytes] = {}
         self._listeners: list[FleetListener] = []
         self._link = "connecting to the queue"
@@ -351,11 +354,29 @@ class TeamFleet:
         found = conn.execute(
             "SELECT id, left(task_name, 64), left(backend, 64), state, left(worker_id, 100), left(phase, 40), "
             "turn, steps, left(status, 40), left(reason, 500), verified, left(spec->>'lab', 64), "
-            "left(spec->>'url', 500), position FROM cua_tui.runs WHERE fleet_id = %s ORDER BY position LIMIT 100000",
+            "left(spec->>'url', 500), position, mirrored FROM cua_tui.runs WHERE fleet_id = %s "
+            "ORDER BY position LIMIT 100000",
             (self.fleet_id,),
         ).fetchall()
         rows: dict[str, RunRow] = {}
-        for rid, name, backend, state, worker, phase, turn, steps, status, reason, verified, lab, url, pos in found:
+        for (
+            rid,
+            name,
+            backend,
+            state,
+            worker,
+            phase,
+            turn,
+            steps,
+            status,
+            reason,
+            verified,
+            lab,
+            url,
+            pos,
+            mirrored,
+        ) in found:
+            self._mirrored[str(rid)] = int(mirrored or 0)
             task = self._task_of.get(rid)
             if task is None:
                 task = str(name) if str(name) not in rows else f"{name}~{pos}"
@@ -418,6 +439,17 @@ class TeamFleet:
             fresh[request_id] = item
             told.append(RequestQueued(item))
         gone = [known[i] for i in known if i not in open_ids]
+        if gone and len(found) >= MAX_OPEN:
+            # past the first MAX_OPEN in the queue's order is not closed: those still open stay
+            still = {
+                int(r[0])
+                for r in conn.execute(
+                    "SELECT id FROM cua_tui.requests WHERE id = ANY(%s) AND answer IS NULL AND closed_at IS NULL",
+                    ([item.ticket for item in gone],),
+                )
+            }
+            fresh.update((item.ticket, item) for item in gone if item.ticket in still)
+            gone = [item for item in gone if item.ticket not in still]
         whys = self._why_closed(conn, [item.ticket for item in gone]) if gone else {}
         with self._lock:
             self._items = fresh
@@ -470,8 +502,12 @@ class TeamFleet:
         """Each running run's mirrored lines since the last pass, folded into its view and told to its
         watchers; the newest screen of each, with its pixels."""
         with self._lock:
-            cursors = {run.row.run_id: run.seq for run in self._runs.values() if not run.row.ended or run.watchers}
-            cursors |= {run.row.run_id: run.seq for run in self._runs.values() if run.seq < 0 and run.row.run_id}
+            # every run with lines mirrored past its view (an ended run's too: Enter opens it whole)
+            cursors = {
+                run.row.run_id: run.seq
+                for run in self._runs.values()
+                if run.row.run_id and run.seq + 1 < self._mirrored.get(run.row.run_id, 0)
+            }
         if not cursors:
             return
         found = conn.execute(
@@ -551,7 +587,7 @@ class TeamFleet:
         request = rq.request_of_row(body, texts, self._frame(conn, screen) if screen else None, request_id)
         with self._lock:
             self._decoded[request_id] = request
-            while len(self._decoded) > CLOSED_KEPT:
+            while len(self._decoded) > DECODED_KEPT:  # each holds its screen's bytes
                 self._decoded.pop(next(iter(self._decoded)))
         return request
 

@@ -3,6 +3,7 @@ server that may restart (retried with backoff, said once, for statements that ar
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -11,6 +12,10 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import db
+
+# The pool logs every failed attempt (several lines each, the socket path in them) through Python's
+# last-resort handler, on stderr: a restarting server is said once, by the link's own backoff, instead.
+logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
 
 T = TypeVar("T")
 
