@@ -171,9 +171,22 @@ def test_who_answered_is_the_database_role_and_the_text_goes_with_the_answer(url
         .fetchone()
     )
     assert row == ("alice", won.answer_id, None)
-    # the answer is final, even for the database's owner
+    # the answer is final, even for the database's owner, and so is what was shown with it
     with psycopg.connect(url, autocommit=True) as conn, pytest.raises(psycopg.errors.CheckViolation):
         conn.execute("UPDATE cua_tui.requests SET answer = 'reject' WHERE id = %s", (request,))
+    with psycopg.connect(url, autocommit=True) as conn, pytest.raises(psycopg.errors.CheckViolation):
+        conn.execute("UPDATE cua_tui.requests SET shown_ms = 1 WHERE id = %s", (request,))
+    # what was shown is set with an answer only
+    other = _posted(url)
+    with psycopg.connect(as_role(url, "bob"), autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.CheckViolation):
+            conn.execute("UPDATE cua_tui.requests SET screen_shown = repeat('b', 64) WHERE id = %s", (other,))
+        shown = analyst.answer(conn, other, Answer.REJECT, how="human", screen="c" * 64, shown_ms=1234)
+    assert shown.won
+    assert one(url, "SELECT array[screen_shown, shown_ms::text] FROM cua_tui.requests WHERE id = %s", other) == [
+        "c" * 64,
+        "1234",
+    ]
 
 
 def test_two_analysts_at_once_one_wins_the_other_is_told_who(url: str) -> None:

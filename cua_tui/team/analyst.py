@@ -36,17 +36,31 @@ class Outcome:
     answer_id: int | None = None
 
 
-def answer(conn: psycopg.Connection[Any], request_id: int, decision: Answer, *, how: str, note: str = "") -> Outcome:
-    """Answer one request, once: zero rows updated means someone else did (or it closed) first."""
+def answer(
+    conn: psycopg.Connection[Any],
+    request_id: int,
+    decision: Answer,
+    *,
+    how: str,
+    note: str = "",
+    screen: str = "",
+    shown_ms: int | None = None,
+) -> Outcome:
+    """Answer one request, once: zero rows updated means someone else did (or it closed) first. ``screen`` and
+    ``shown_ms``: what a person was shown with it, and for how long (recorded in the run's chain)."""
     with conn.transaction():
         row = conn.execute(
-            "UPDATE cua_tui.requests SET answer = %s, how = %s, note = %s "
+            "UPDATE cua_tui.requests SET answer = %s, how = %s, note = %s, screen_shown = %s, shown_ms = %s "
             "WHERE id = %s AND answer IS NULL AND closed_at IS NULL RETURNING answer_id",
-            (decision.value, how[:100], note[:2000] or None, request_id),
+            (decision.value, how[:100], note[:2000] or None, screen or None, _ms(shown_ms), request_id),
         ).fetchone()
         if row is not None:
             return Outcome(request_id, True, f"request {request_id}: {DONE[decision.value]}", int(row[0]))
         return Outcome(request_id, False, why_not(conn, request_id))
+
+
+def _ms(shown_ms: int | None) -> int | None:
+    return None if shown_ms is None else max(0, min(int(shown_ms), 864_000_000))
 
 
 def answer_group(
@@ -57,6 +71,8 @@ def answer_group(
     how: str,
     group_id: str,
     note: str = "",
+    screen: str = "",
+    shown_ms: int | None = None,
 ) -> list[Outcome]:
     """One answer to a group (the fleet TUI's, through the core's grouping rules), in one transaction: each
     member still open gets it, naming the group and its size; the others say why not, in one line each."""
@@ -64,9 +80,19 @@ def answer_group(
         won = {
             int(r[0]): int(r[1])
             for r in conn.execute(
-                "UPDATE cua_tui.requests SET answer = %s, how = %s, note = %s, group_id = %s, group_size = %s "
+                "UPDATE cua_tui.requests SET answer = %s, how = %s, note = %s, group_id = %s, group_size = %s, "
+                "screen_shown = %s, shown_ms = %s "
                 "WHERE id = ANY(%s) AND answer IS NULL AND closed_at IS NULL RETURNING id, answer_id",
-                (decision.value, how[:100], note[:2000] or None, group_id, len(request_ids), list(request_ids)),
+                (
+                    decision.value,
+                    how[:100],
+                    note[:2000] or None,
+                    group_id,
+                    len(request_ids),
+                    screen or None,
+                    _ms(shown_ms),
+                    list(request_ids),
+                ),
             ).fetchall()
         }
         return [

@@ -32,7 +32,7 @@ HOW = frozenset({"human", "approver command", "headless rule: approve", "headles
 # an answer's columns as read back, cut by the server: a row is someone else's writing
 ANSWER_COLUMNS = (
     "q.answer, q.answer_id, left(q.answered_by, 64), q.answered_at, left(q.how, 100), left(q.note, 2000), "
-    "left(q.group_id, 64), q.group_size"
+    "left(q.group_id, 64), q.group_size, q.screen_shown, q.shown_ms"
 )
 
 
@@ -243,6 +243,8 @@ def _ruling(
     note: str | None,
     group_id: str | None = None,
     group_size: int | None = None,
+    screen: str | None = None,
+    shown_ms: int | None = None,
 ) -> Ruling:
     """The ruling a committed answer makes: who the database says answered, the answer's id and commit time
     in the record; ``how`` (what the answering program said it is) only as one of the known words."""
@@ -256,6 +258,9 @@ def _ruling(
         human=human,
         operator=role if human else "",
         queue=record,
+        # what the person was shown (the schema holds it to a SHA-256 and a number of milliseconds)
+        screen=(screen or "") if human else "",
+        shown_ms=shown_ms if human else None,
         # the record keeps only a group a fleet could have made (core/grouping.py's group_record)
         group=(group_id, group_size) if group_id is not None and group_size is not None else None,
     )

@@ -670,11 +670,17 @@ class TeamFleet:
     ) -> list[analyst.Outcome]:
         note = details.get("note", "")
         group = details.get("group")
+        # what this analyst was shown, for the run's chain (the screen's SHA-256, how long)
+        screen, shown_ms = details.get("screen", ""), details.get("shown_ms")
         if group is not None and len(items) > 0:
+            ids = [item.ticket for item in items]
             return analyst.answer_group(
-                conn, [item.ticket for item in items], answer, how=HOW, group_id=group[0], note=note
+                conn, ids, answer, how=HOW, group_id=group[0], note=note, screen=screen, shown_ms=shown_ms
             )
-        return [analyst.answer(conn, item.ticket, answer, how=HOW, note=note) for item in items]
+        return [
+            analyst.answer(conn, item.ticket, answer, how=HOW, note=note, screen=screen, shown_ms=shown_ms)
+            for item in items
+        ]
 
     def _settle(self, items: list[QueueItem], outcomes: list[analyst.Outcome]) -> None:
         told: list[FleetEvent] = []

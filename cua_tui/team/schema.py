@@ -29,6 +29,50 @@ KILL = "cua_tui_kill"
 # the advisory lock two migrating sessions take, so that one waits for the other
 _MIGRATION_LOCK = 0x63756174  # "cuat"
 
+
+def _guard(more: tuple[str, ...], *, replace: bool = False) -> str:
+    """The trigger function that holds an answer to its rules: who answered, when and its id set by the
+    server; the columns an answer sets (``more`` beyond version 1's) set with it only, never changed after."""
+    changed = "".join(f"\n        OR NEW.{c} IS DISTINCT FROM OLD.{c}" for c in more)
+    set_ = "".join(f" OR NEW.{c} IS NOT NULL" for c in more)
+    return _GUARD.format(create="CREATE OR REPLACE" if replace else "CREATE", changed=changed, set=set_, schema=SCHEMA)
+
+
+_GUARD = """{create} FUNCTION guard_request() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = {schema} AS $$
+BEGIN
+    IF OLD.answer IS NOT NULL AND (
+        NEW.answer IS DISTINCT FROM OLD.answer OR NEW.answer_id IS DISTINCT FROM OLD.answer_id
+        OR NEW.answered_by IS DISTINCT FROM OLD.answered_by OR NEW.answered_at IS DISTINCT FROM OLD.answered_at
+        OR NEW.how IS DISTINCT FROM OLD.how OR NEW.note IS DISTINCT FROM OLD.note
+        OR NEW.group_id IS DISTINCT FROM OLD.group_id OR NEW.group_size IS DISTINCT FROM OLD.group_size{changed}
+    ) THEN
+        RAISE EXCEPTION 'request % is already answered', OLD.id USING ERRCODE = 'check_violation';
+    END IF;
+    IF OLD.answer IS NULL AND NEW.answer IS NOT NULL THEN
+        IF OLD.closed_at IS NOT NULL THEN
+            RAISE EXCEPTION 'request % is closed (%)', OLD.id, OLD.closed_why USING ERRCODE = 'check_violation';
+        END IF;
+        NEW.answered_by := session_user;
+        NEW.answered_at := clock_timestamp();
+        NEW.answer_id := nextval('{schema}.answer_ids');
+        NEW.texts := NULL;
+    ELSIF OLD.answer IS NULL AND (NEW.answer_id IS NOT NULL OR NEW.answered_by IS NOT NULL
+                                  OR NEW.answered_at IS NOT NULL OR NEW.group_id IS NOT NULL{set}) THEN
+        RAISE EXCEPTION 'only an answer sets who answered' USING ERRCODE = 'check_violation';
+    END IF;
+    IF NEW.closed_at IS NOT NULL THEN
+        NEW.texts := NULL;
+    END IF;
+    IF NEW.body IS DISTINCT FROM OLD.body OR NEW.content_sha256 IS DISTINCT FROM OLD.content_sha256
+       OR NEW.run_id IS DISTINCT FROM OLD.run_id OR NEW.seq IS DISTINCT FROM OLD.seq THEN
+        RAISE EXCEPTION 'a request is not rewritten' USING ERRCODE = 'check_violation';
+    END IF;
+    RETURN NEW;
+END $$;
+"""
+
+
 _V1 = f"""
 CREATE SCHEMA IF NOT EXISTS {SCHEMA};
 SET LOCAL search_path = {SCHEMA};
@@ -158,38 +202,7 @@ CREATE INDEX run_screens_by_screen ON run_screens (sha256);
 -- The rules of an answer, whoever sends the statement.
 -- SECURITY DEFINER: it takes the answer's id from a sequence the analyst may not use; session_user is
 -- still the role that authenticated (only current_user changes)
-CREATE FUNCTION guard_request() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = {SCHEMA} AS $$
-BEGIN
-    IF OLD.answer IS NOT NULL AND (
-        NEW.answer IS DISTINCT FROM OLD.answer OR NEW.answer_id IS DISTINCT FROM OLD.answer_id
-        OR NEW.answered_by IS DISTINCT FROM OLD.answered_by OR NEW.answered_at IS DISTINCT FROM OLD.answered_at
-        OR NEW.how IS DISTINCT FROM OLD.how OR NEW.note IS DISTINCT FROM OLD.note
-        OR NEW.group_id IS DISTINCT FROM OLD.group_id OR NEW.group_size IS DISTINCT FROM OLD.group_size
-    ) THEN
-        RAISE EXCEPTION 'request % is already answered', OLD.id USING ERRCODE = 'check_violation';
-    END IF;
-    IF OLD.answer IS NULL AND NEW.answer IS NOT NULL THEN
-        IF OLD.closed_at IS NOT NULL THEN
-            RAISE EXCEPTION 'request % is closed (%)', OLD.id, OLD.closed_why USING ERRCODE = 'check_violation';
-        END IF;
-        NEW.answered_by := session_user;
-        NEW.answered_at := clock_timestamp();
-        NEW.answer_id := nextval('{SCHEMA}.answer_ids');
-        NEW.texts := NULL;
-    ELSIF OLD.answer IS NULL AND (NEW.answer_id IS NOT NULL OR NEW.answered_by IS NOT NULL
-                                  OR NEW.answered_at IS NOT NULL OR NEW.group_id IS NOT NULL) THEN
-        RAISE EXCEPTION 'only an answer sets who answered' USING ERRCODE = 'check_violation';
-    END IF;
-    IF NEW.closed_at IS NOT NULL THEN
-        NEW.texts := NULL;
-    END IF;
-    IF NEW.body IS DISTINCT FROM OLD.body OR NEW.content_sha256 IS DISTINCT FROM OLD.content_sha256
-       OR NEW.run_id IS DISTINCT FROM OLD.run_id OR NEW.seq IS DISTINCT FROM OLD.seq THEN
-        RAISE EXCEPTION 'a request is not rewritten' USING ERRCODE = 'check_violation';
-    END IF;
-    RETURN NEW;
-END $$;
-CREATE TRIGGER guard_request BEFORE UPDATE ON requests FOR EACH ROW EXECUTE FUNCTION guard_request();
+{_guard(())}CREATE TRIGGER guard_request BEFORE UPDATE ON requests FOR EACH ROW EXECUTE FUNCTION guard_request();
 
 CREATE FUNCTION announce_answer() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -263,6 +276,11 @@ SET LOCAL search_path = {SCHEMA};
 
 ALTER TABLE runs ADD COLUMN kill_by text, ADD COLUMN kill_at timestamptz;
 
+-- what an analyst was shown with an answer (as a run of one machine records it): the screen's SHA-256 and
+-- how long it was on screen; set with the answer only, never changed after
+ALTER TABLE requests ADD COLUMN screen_shown text CHECK (screen_shown IS NULL OR screen_shown ~ '^[0-9a-f]{{64}}$'),
+    ADD COLUMN shown_ms integer CHECK (shown_ms IS NULL OR shown_ms BETWEEN 0 AND 864000000);
+{_guard(("screen_shown", "shown_ms"), replace=True)}
 CREATE FUNCTION kill_runs(ids text[]) RETURNS integer LANGUAGE plpgsql SECURITY DEFINER
     SET search_path = {SCHEMA} AS $$
 DECLARE
@@ -288,6 +306,7 @@ DO $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{ANALYST_ROLE}') THEN
         GRANT EXECUTE ON FUNCTION kill_runs(text[]) TO {ANALYST_ROLE};
+        GRANT UPDATE (screen_shown, shown_ms) ON requests TO {ANALYST_ROLE};
     END IF;
 END $$;
 """

@@ -121,8 +121,15 @@ async def test_y_answers_the_selected_request_on_either_control(
         if isinstance(fleet, TeamFleet):
             fleet.close()
     if team is not None:
-        # who answered is the database's role
+        # who answered is the database's role; what she was shown, and how long, in each run's chain
         assert one(team.url, "SELECT array_agg(DISTINCT answered_by) FROM cua_tui.requests") == ["alice"]
+        for _task, run_id in team.runs:
+            lines = (tmp_path / "runs" / run_id / "audit.jsonl").read_text().splitlines()
+            (decided,) = [r for r in map(json.loads, lines) if r["kind"] == "decision" and r.get("queue")]
+            asked = [r for r in map(json.loads, lines) if r["kind"] == "decision_requested"][-1]
+            screens = [r["sha256"] for r in map(json.loads, lines) if r["kind"] == "screen"]
+            assert decided["operator"] == "alice" and decided["shown_ms"] > 0, decided
+            assert decided["screen"] in screens and asked["turn"] == decided["turn"]
 
 
 @pytest.mark.pgserver
