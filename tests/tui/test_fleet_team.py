@@ -6,9 +6,10 @@ and leaving detaches while the workers go on."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -90,6 +91,29 @@ def control(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> tuple[
     return Fleet(tasks, runs_dir=tmp_path / "runs", concurrency=2, tasks_sha256="ab" * 32), None
 
 
+@dataclass
+class Attached:
+    """alice's fleet TUI on the team's fleet, both of its runs asking."""
+
+    fleet: TeamFleet
+    app: App
+    pilot: Any
+    main: FleetScreen
+
+
+@contextlib.asynccontextmanager
+async def attached(team: Team) -> AsyncIterator[Attached]:
+    fleet = TeamFleet(as_role(team.url, "alice"), team.fleet_id, poll_s=0.1)
+    app = App(fleet)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            main = fleet_screen(app)
+            await until(pilot, lambda: len(main.items) == 2 and main.selected is not None, "both runs asking")
+            yield Attached(fleet, app, pilot, main)
+    finally:
+        fleet.close()
+
+
 def queue_keys(app: CuaApp) -> list[str]:
     return list(app.query_one("#queue", RowTable).keys)
 
@@ -140,33 +164,27 @@ async def test_a_request_answered_by_another_analyst_first_is_said_in_one_line(
     """bob answers the request on alice's panel; alice's n then either meets it closed (her screen was told)
     or loses the compare-and-set (it was not yet). Either way she is told in one line who answered what, and
     when; the request keeps bob's answer."""
-    fleet = TeamFleet(as_role(team.url, "alice"), team.fleet_id, poll_s=0.1)
-    app = App(fleet)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            main = fleet_screen(app)
-            await until(pilot, lambda: len(main.items) == 2 and main.selected is not None, "both runs asking")
-            if not seen:
-                # her reader slow to see the queue change (a loaded machine, a far server): its view holds
-                monkeypatch.setattr(fleet, "_read_requests", lambda conn, told: dict(fleet._items))
-            shown = main.selected
-            assert shown is not None
-            with psycopg.connect(as_role(team.url, "bob"), autocommit=True) as conn:
-                assert analyst.answer(conn, shown.ticket, Answer.APPROVE, how="human").won
-            said = f"request {shown.ticket} was already answered: bob approved it at "
-            if seen:
-                # the panel still shows it, closed, saying who answered it and when: n has nothing to answer
-                await until(pilot, lambda: said in (main.panel.closed or ""), "alice's panel saying who")
-            else:
-                await answer(pilot, "n")  # the reason's dialog
-                await pilot.pause()
-                await pilot.press("enter")
-                await until(pilot, lambda: any(said in message for _, message in app.told), "alice told who")
-                (title,) = [t for t, message in app.told if said in message]
-                assert title == "not answered"
-            assert one(team.url, "SELECT answer FROM cua_tui.requests WHERE id = %s", shown.ticket) == "approve"
-    finally:
-        fleet.close()
+    async with attached(team) as on:
+        fleet, app, pilot, main = on.fleet, on.app, on.pilot, on.main
+        if not seen:
+            # her reader slow to see the queue change (a loaded machine, a far server): its view holds
+            monkeypatch.setattr(fleet, "_read_requests", lambda conn, told: dict(fleet._items))
+        shown = main.selected
+        assert shown is not None
+        with psycopg.connect(as_role(team.url, "bob"), autocommit=True) as conn:
+            assert analyst.answer(conn, shown.ticket, Answer.APPROVE, how="human").won
+        said = f"request {shown.ticket} was already answered: bob approved it at "
+        if seen:
+            # the panel still shows it, closed, saying who answered it and when: n has nothing to answer
+            await until(pilot, lambda: said in (main.panel.closed or ""), "alice's panel saying who")
+        else:
+            await answer(pilot, "n")  # the reason's dialog
+            await pilot.pause()
+            await pilot.press("enter")
+            await until(pilot, lambda: any(said in message for _, message in app.told), "alice told who")
+            (title,) = [t for t, message in app.told if said in message]
+            assert title == "not answered"
+        assert one(team.url, "SELECT answer FROM cua_tui.requests WHERE id = %s", shown.ticket) == "approve"
     HeadlessAnalyst(team.url, team.fleet_id, "approve", lambda line: None).run()
 
 
@@ -191,24 +209,18 @@ async def test_leaving_detaches_and_the_runs_go_on(team: Team) -> None:
 async def test_k_and_K_kill_runs_on_their_worker_each_recording_who_pressed_it(team: Team, tmp_path: Path) -> None:
     """k kills the selected run on the worker that runs it; K, once confirmed, every run of the fleet. Who
     pressed it is the database's role, in the row and in each run's sealed chain."""
-    fleet = TeamFleet(as_role(team.url, "alice"), team.fleet_id, poll_s=0.1)
-    app = App(fleet)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            main = fleet_screen(app)
-            await until(pilot, lambda: len(main.items) == 2 and main.selected is not None, "both runs asking")
-            first = main.selected
-            assert first is not None
-            await pilot.press("k")
-            await until(pilot, lambda: fleet.row(first.task).status == "killed", "the selected run killed")
-            assert one(team.url, "SELECT kill_by FROM cua_tui.runs WHERE id = %s", first.run_id) == "alice"
-            await pilot.press("K")
-            assert isinstance(app.screen, KillAllScreen)
-            await pilot.press("y")
-            await until(pilot, lambda: fleet.done, "every run ended", timeout=WAIT_S)
-            assert {row.status for row in fleet.rows()} == {"killed"}
-    finally:
-        fleet.close()
+    async with attached(team) as on:
+        fleet, app, pilot, main = on.fleet, on.app, on.pilot, on.main
+        first = main.selected
+        assert first is not None
+        await pilot.press("k")
+        await until(pilot, lambda: fleet.row(first.task).status == "killed", "the selected run killed")
+        assert one(team.url, "SELECT kill_by FROM cua_tui.runs WHERE id = %s", first.run_id) == "alice"
+        await pilot.press("K")
+        assert isinstance(app.screen, KillAllScreen)
+        await pilot.press("y")
+        await until(pilot, lambda: fleet.done, "every run ended", timeout=WAIT_S)
+        assert {row.status for row in fleet.rows()} == {"killed"}
     team.thread.join(WAIT_S)
     for _task, run_id in team.runs:
         run_dir = tmp_path / "runs" / run_id
@@ -219,30 +231,24 @@ async def test_k_and_K_kill_runs_on_their_worker_each_recording_who_pressed_it(t
 
 @pytest.mark.pgserver
 async def test_enter_opens_a_runs_view_from_its_mirrored_lines_and_T_says_why_not(team: Team) -> None:
-    fleet = TeamFleet(as_role(team.url, "alice"), team.fleet_id, poll_s=0.1)
-    app = App(fleet)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            main = fleet_screen(app)
-            await until(pilot, lambda: len(main.items) == 2 and main.selected is not None, "both runs asking")
-            shown = main.selected
-            assert shown is not None
-            main.action_open_run()
-            await until(pilot, lambda: isinstance(app.screen, RunScreen), "the run's view")
-            view = app.screen
-            assert isinstance(view, RunScreen)
-            # the same panes as a local run: its pending request, its newest screen, from the database
-            await until(pilot, lambda: view.pending is not None, "the run's pending request")
-            assert view.view.screen is not None and view.view.screen.png is not None
-            await pilot.press("T")
-            await until(pilot, lambda: any(t == "takeover" for t, _ in app.told), "T said why not")
-            assert [m for t, m in app.told if t == "takeover"] == [NO_TEAM_TAKEOVER]
-            # y in the run's view answers the same row, as alice
-            await answer(pilot, "y")
-            answered = "SELECT answered_by FROM cua_tui.requests WHERE id = %s"
-            await until(pilot, lambda: one(team.url, answered, shown.ticket) == "alice", "the view's y committed")
-    finally:
-        fleet.close()
+    async with attached(team) as on:
+        app, pilot, main = on.app, on.pilot, on.main
+        shown = main.selected
+        assert shown is not None
+        main.action_open_run()
+        await until(pilot, lambda: isinstance(app.screen, RunScreen), "the run's view")
+        view = app.screen
+        assert isinstance(view, RunScreen)
+        # the same panes as a local run: its pending request, its newest screen, from the database
+        await until(pilot, lambda: view.pending is not None, "the run's pending request")
+        assert view.view.screen is not None and view.view.screen.png is not None
+        await pilot.press("T")
+        await until(pilot, lambda: any(t == "takeover" for t, _ in app.told), "T said why not")
+        assert [m for t, m in app.told if t == "takeover"] == [NO_TEAM_TAKEOVER]
+        # y in the run's view answers the same row, as alice
+        await answer(pilot, "y")
+        answered = "SELECT answered_by FROM cua_tui.requests WHERE id = %s"
+        await until(pilot, lambda: one(team.url, answered, shown.ticket) == "alice", "the view's y committed")
     HeadlessAnalyst(team.url, team.fleet_id, "approve", lambda line: None).run()
 
 
