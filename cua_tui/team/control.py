@@ -585,6 +585,8 @@ class TeamFleet:
         if known is not None:
             return known
         request = rq.request_of_row(body, texts, self._frame(conn, screen) if screen else None, request_id)
+        # a scope's grant (a) is not on a team's queue in this version: not offered, rather than refused
+        request = replace(request, scope=None)
         with self._lock:
             self._decoded[request_id] = request
             while len(self._decoded) > DECODED_KEPT:  # each holds its screen's bytes

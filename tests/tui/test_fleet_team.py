@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 from fleet_cases import opts
-from pilot_helpers import answer, fleet_screen, quick_clock, until
+from pilot_helpers import answer, fleet_screen, possible, quick_clock, until
 from psycopg.types.json import Jsonb
 from team_cases import TEMPLATE, WAIT_S, as_role, one, ready, settings, spec, wait_for
 
@@ -134,6 +134,8 @@ async def test_y_answers_the_selected_request_on_either_control(
                 # each run says which worker runs it, and so does the decision's run line
                 assert {row.worker for row in rows.values()} == {team.worker.id}
                 assert main.panel.run_name.endswith(f" · on {team.worker.id}")
+                # a (a scope's grant) is not on the queue in this version: not offered
+                assert possible(app, "approve_scope") is False
             for left in (1, 0):
                 await until(pilot, lambda: main.selected in main.items, "a pending request selected")
                 await answer(pilot, "y")
