@@ -582,6 +582,16 @@ def test_operator_is_refused_with_a_queue(tmp_path: Path) -> None:
     assert out.stderr.count("\n") == 1 and "session_user" in out.stderr
 
 
+def test_attach_names_a_fleet_on_the_queue_or_says_in_one_line_why_not(url: str, tmp_path: Path) -> None:
+    """Before any TUI opens: a fleet that is not on the queue, or none running to pick, is one line, exit 2."""
+    environ = env(tmp_path, as_role(url, "alice"))
+    gone = cli("attach", "fleet-nope", environ=environ)
+    assert gone.returncode == 2 and gone.stderr.count("\n") == 1 and "no fleet fleet-nope on the queue" in gone.stderr
+    idle = cli("attach", environ=environ)
+    assert idle.returncode == 2 and "no fleet is running on the queue" in idle.stderr, idle.stderr
+    assert "cua-tui attach FLEET" in idle.stderr  # the hint
+
+
 def test_a_worker_that_cannot_reach_the_database_says_so_in_one_line(tmp_path: Path) -> None:
     out = subprocess.run(
         [*CUA, "worker", "--queue", f"postgresql://a@/db?host={tmp_path}/no-socket"],
