@@ -46,13 +46,18 @@ from ..core.takeover import Desk
 from ..core.text import one_line, visible
 from . import analyst, db, schema
 from . import requests as rq
-from .mirror import LINE_CAP, SCREEN_CAP
+from .mirror import LINE_CAP
 
 # the reader's pass at least this often without a notification (a run's turn and step have none)
 POLL_S = 0.5
 # open requests held (the first in the queue's order), mirrored lines folded per pass
 MAX_OPEN = 500
 LINES_PER_PASS = 5000
+LINE_BYTES_PER_PASS = 4 * LINE_CAP  # at least one line of the largest size, so each pass moves on
+# a screen held here: far above a desktop's screenshot (a 4K PNG is a few MB), far below the mirror's cap
+HELD_SCREEN_CAP = 16 * 1024 * 1024
+# the screens kept, in bytes at most (each run's newest, and the requests')
+SCREEN_BYTES_KEPT = 128 * 1024 * 1024
 # a request whose screen the worker's mirror has not brought yet waits this long before it is shown without
 SCREEN_WAIT_S = 3.0
 # screens kept in memory (each run's newest, and the requests')
@@ -485,7 +490,7 @@ class TeamFleet:
             return png
         row = conn.execute(
             "SELECT CASE WHEN octet_length(png) <= %s THEN png END FROM cua_tui.screens WHERE sha256 = %s",
-            (SCREEN_CAP, sha),
+            (HELD_SCREEN_CAP, sha),
         ).fetchone()
         if row is None or row[0] is None:
             return None
@@ -494,7 +499,7 @@ class TeamFleet:
             return None
         with self._lock:
             self._screens[sha] = png
-            while len(self._screens) > SCREENS_KEPT:
+            while len(self._screens) > SCREENS_KEPT or sum(map(len, self._screens.values())) > SCREEN_BYTES_KEPT:
                 self._screens.pop(next(iter(self._screens)))
         return png
 
@@ -510,12 +515,18 @@ class TeamFleet:
             }
         if not cursors:
             return
+        # at most LINES_PER_PASS lines and LINE_BYTES_PER_PASS bytes (each line capped): a worker's rows are
+        # not trusted to be the few hundred bytes an audit line is
         found = conn.execute(
-            "SELECT e.run_id, e.seq, CASE WHEN octet_length(e.line) <= %s THEN e.line END FROM cua_tui.events e "
-            "JOIN unnest(%s::text[], %s::bigint[]) AS c(run_id, after) ON c.run_id = e.run_id "
-            "WHERE e.seq > c.after ORDER BY e.run_id, e.seq LIMIT %s",
-            (LINE_CAP, list(cursors), list(cursors.values()), LINES_PER_PASS),
-        ).fetchall()
+            "SELECT run_id, seq, line FROM (SELECT run_id, seq, line, sum(size) OVER (ORDER BY run_id, seq) AS upto "
+            "FROM (SELECT e.run_id, e.seq, CASE WHEN octet_length(e.line) <= %(cap)s THEN e.line END AS line, "
+            "least(octet_length(e.line), %(cap)s) AS size FROM cua_tui.events e "
+            "JOIN unnest(%(runs)s::text[], %(after)s::bigint[]) AS c(run_id, after) ON c.run_id = e.run_id "
+            "WHERE e.seq > c.after ORDER BY e.run_id, e.seq LIMIT %(n)s) AS due) AS counted "
+            "WHERE upto <= %(budget)s ORDER BY run_id, seq",
+            {"cap": LINE_CAP, "runs": list(cursors), "after": list(cursors.values()), "n": LINES_PER_PASS,
+             "budget": LINE_BYTES_PER_PASS},
+        ).fetchall()  # fmt: skip
         by_run: dict[str, list[ev.Stamped]] = {}
         for run_id, seq, line in found:
             stamped = (
