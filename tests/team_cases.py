@@ -4,6 +4,7 @@ sessions as a role, a fleet's spec and settings, and a wait on a database read."
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from fleet_cases import FORM
 from cua_tui.config import Settings
 from cua_tui.team import db
 from cua_tui.team.payload import Policy, Spec
+from cua_tui.team.submit import submit
 from tests.fakes.pgserver import PgServer
 
 WAIT_S = 60.0
@@ -70,3 +72,17 @@ def one(url: str, sql: str, *args: Any) -> Any:
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute(sql, args).fetchone()
     return row[0] if row is not None else None
+
+
+def posted(url: str, texts: dict[str, str] | None = None) -> int:
+    """A run and one of its requests, written as a worker writes them."""
+    done = submit(url, [spec("a")], tasks_sha256="0" * 64, name="t")
+    run_id = done.runs[0][1]
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "INSERT INTO cua_tui.requests (run_id, fleet_id, turn, index, kind, seq, body, content_sha256, texts, "
+            "tier) VALUES (%s, %s, 1, 1, 'action', 7, '{}', repeat('a', 64), %s, 1) RETURNING id",
+            (run_id, done.fleet_id, json.dumps(texts) if texts else None),
+        ).fetchone()
+    assert row is not None
+    return int(row[0])

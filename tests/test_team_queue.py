@@ -21,7 +21,7 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 from fleet_cases import FORM
-from team_cases import TEMPLATE, WAIT_S, as_role, one, ready, settings, spec, wait_for
+from team_cases import TEMPLATE, WAIT_S, as_role, one, posted, ready, settings, spec, wait_for
 
 from cua_tui.cli import main
 from cua_tui.core.audit import VerifyExit
@@ -142,22 +142,8 @@ def test_tls_is_required_beyond_this_machine() -> None:
         assert "s3cret" not in str(refused.value)
 
 
-def _posted(url: str, texts: dict[str, str] | None = None) -> int:
-    """A run and one of its requests, written as a worker writes them."""
-    done = submit(url, [spec("a")], tasks_sha256="0" * 64, name="t")
-    run_id = done.runs[0][1]
-    with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute(
-            "INSERT INTO cua_tui.requests (run_id, fleet_id, turn, index, kind, seq, body, content_sha256, texts, "
-            "tier) VALUES (%s, %s, 1, 1, 'action', 7, '{}', repeat('a', 64), %s, 1) RETURNING id",
-            (run_id, done.fleet_id, json.dumps(texts) if texts else None),
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
-
-
 def test_who_answered_is_the_database_role_and_the_text_goes_with_the_answer(url: str) -> None:
-    request = _posted(url, {"action": "my secret text"})
+    request = posted(url, {"action": "my secret text"})
     assert one(url, "SELECT texts->>'action' FROM cua_tui.requests WHERE id = %s", request) == "my secret text"
     with psycopg.connect(as_role(url, "alice"), autocommit=True) as conn:
         # a client cannot say who answered: the trigger sets session_user
@@ -177,7 +163,7 @@ def test_who_answered_is_the_database_role_and_the_text_goes_with_the_answer(url
     with psycopg.connect(url, autocommit=True) as conn, pytest.raises(psycopg.errors.CheckViolation):
         conn.execute("UPDATE cua_tui.requests SET shown_ms = 1 WHERE id = %s", (request,))
     # what was shown is set with an answer only
-    other = _posted(url)
+    other = posted(url)
     with psycopg.connect(as_role(url, "bob"), autocommit=True) as conn:
         with pytest.raises(psycopg.errors.CheckViolation):
             conn.execute("UPDATE cua_tui.requests SET screen_shown = repeat('b', 64) WHERE id = %s", (other,))
@@ -191,7 +177,7 @@ def test_who_answered_is_the_database_role_and_the_text_goes_with_the_answer(url
 
 def test_two_analysts_at_once_one_wins_the_other_is_told_who(url: str) -> None:
     for _ in range(5):
-        request = _posted(url)
+        request = posted(url)
         results: dict[str, analyst.Outcome] = {}
         start = threading.Barrier(2)
 

@@ -12,7 +12,9 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+from psycopg.types.json import Jsonb
 
+from ..core.actions import Action, Kind
 from ..core.ports import Answer, Ruling
 from ..core.text import one_line, visible
 from ..headless_approvers import APPROVER_COMMAND, CommandApprover
@@ -45,17 +47,28 @@ def answer(
     note: str = "",
     screen: str = "",
     shown_ms: int | None = None,
+    grant: bool = False,
+    edit: Action | None = None,
 ) -> Outcome:
     """Answer one request, once: zero rows updated means someone else did (or it closed) first. ``screen`` and
-    ``shown_ms``: what a person was shown with it, and for how long (recorded in the run's chain)."""
+    ``shown_ms``: what a person was shown with it, and for how long (recorded in the run's chain); ``grant``
+    (``a``): the run approves later actions of the request's scope too; ``edit`` (``e``): the action to run
+    instead, its typed text held by the row only until the run's worker reads it."""
+    if decision is not Answer.APPROVE and (grant or edit is not None):
+        raise ValueError("only an approval grants a scope or carries an edit")
+    record = Jsonb(edit.to_record()) if edit is not None else None
+    text = edit.text if edit is not None and edit.kind is Kind.TYPE else None
     with conn.transaction():
         row = conn.execute(
-            "UPDATE cua_tui.requests SET answer = %s, how = %s, note = %s, screen_shown = %s, shown_ms = %s "
+            "UPDATE cua_tui.requests SET answer = %s, how = %s, note = %s, screen_shown = %s, shown_ms = %s, "
+            "scope_grant = %s, edit = %s, edit_text = %s "
             "WHERE id = %s AND answer IS NULL AND closed_at IS NULL RETURNING answer_id",
-            (decision.value, how[:100], note[:2000] or None, screen or None, _ms(shown_ms), request_id),
-        ).fetchone()
+            (decision.value, how[:100], note[:2000] or None, screen or None, _ms(shown_ms), grant or None,
+             record, text, request_id),
+        ).fetchone()  # fmt: skip
         if row is not None:
-            return Outcome(request_id, True, f"request {request_id}: {DONE[decision.value]}", int(row[0]))
+            done = DONE[decision.value] + (" as edited" if edit is not None else " and its scope" if grant else "")
+            return Outcome(request_id, True, f"request {request_id}: {done}", int(row[0]))
         return Outcome(request_id, False, why_not(conn, request_id))
 
 
@@ -73,28 +86,24 @@ def answer_group(
     note: str = "",
     screen: str = "",
     shown_ms: int | None = None,
+    grant: bool = False,
 ) -> list[Outcome]:
     """One answer to a group (the fleet TUI's, through the core's grouping rules), in one transaction: each
-    member still open gets it, naming the group and its size; the others say why not, in one line each."""
+    member still open gets it, naming the group and its size; the others say why not, in one line each.
+    ``grant``: each member's run grants its own request's scope (a group is never edited: one run's view)."""
+    if decision is not Answer.APPROVE and grant:
+        raise ValueError("only an approval grants a scope")
     with conn.transaction():
         won = {
             int(r[0]): int(r[1])
             for r in conn.execute(
                 "UPDATE cua_tui.requests SET answer = %s, how = %s, note = %s, group_id = %s, group_size = %s, "
-                "screen_shown = %s, shown_ms = %s "
+                "screen_shown = %s, shown_ms = %s, scope_grant = %s "
                 "WHERE id = ANY(%s) AND answer IS NULL AND closed_at IS NULL RETURNING id, answer_id",
-                (
-                    decision.value,
-                    how[:100],
-                    note[:2000] or None,
-                    group_id,
-                    len(request_ids),
-                    screen or None,
-                    _ms(shown_ms),
-                    list(request_ids),
-                ),
+                (decision.value, how[:100], note[:2000] or None, group_id, len(request_ids), screen or None,
+                 _ms(shown_ms), grant or None, list(request_ids)),
             ).fetchall()
-        }
+        }  # fmt: skip
         return [
             Outcome(i, True, f"request {i}: {DONE[decision.value]} with group {group_id}", won[i])
             if i in won

@@ -18,8 +18,9 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from ..core.actions import MAX_TEXT, Action, ActionError, action_of_record
 from ..core.ports import Answer, DecisionRequest, Ruling
-from ..core.text import one_line
+from ..core.text import one_line, visible
 from . import db
 from . import requests as rq
 from .link import Link, Stopped
@@ -29,11 +30,22 @@ from .mirror import store_screens
 POLL_S = 1.0
 # what a row's ``how`` may say (the run records "unknown" for anything else; "(team queue)" follows)
 HOW = frozenset({"human", "approver command", "headless rule: approve", "headless rule: reject"})
-# an answer's columns as read back, cut by the server: a row is someone else's writing
-ANSWER_COLUMNS = (
-    "q.answer, q.answer_id, left(q.answered_by, 64), q.answered_at, left(q.how, 100), left(q.note, 2000), "
-    "left(q.group_id, 64), q.group_size, q.screen_shown, q.shown_ms"
-)
+# an edit's record, read back (the schema holds it to this; a row is someone else's writing)
+EDIT_BYTES = 8192
+
+
+def answer_columns(text: str = "q") -> str:
+    """An answer's columns as read back, cut by the server; ``text``: the row the edited text is read from
+    (the guard wipes it in the statement that marks the answer applied: read from the row as it was)."""
+    return (
+        "q.answer, q.answer_id, left(q.answered_by, 64), q.answered_at, left(q.how, 100), left(q.note, 2000), "
+        "left(q.group_id, 64), q.group_size, q.screen_shown, q.shown_ms, q.scope_grant, "
+        f"CASE WHEN octet_length(q.edit::text) <= {EDIT_BYTES} THEN q.edit END, octet_length(q.edit::text), "
+        f"left({text}.edit_text, {MAX_TEXT + 1})"
+    )
+
+
+ANSWER_COLUMNS = answer_columns()
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,13 +172,13 @@ class QueueApprover:
 
         def apply(conn: psycopg.Connection[Any]) -> Ruling | None:
             row = conn.execute(
-                "UPDATE cua_tui.requests q SET applied_at = clock_timestamp() "
-                "WHERE q.id = %(id)s AND q.run_id = %(run)s AND q.content_sha256 = %(sha)s "
+                "UPDATE cua_tui.requests q SET applied_at = clock_timestamp() FROM cua_tui.requests o "
+                "WHERE o.id = q.id AND q.id = %(id)s AND q.run_id = %(run)s AND q.content_sha256 = %(sha)s "
                 "AND q.answer IS NOT NULL AND q.applied_at IS NULL AND q.not_applied IS NULL "
                 "AND EXISTS (SELECT 1 FROM cua_tui.runs r JOIN cua_tui.workers w ON w.id = r.worker_id "
                 "WHERE r.id = q.run_id AND r.state = 'running' AND r.token = %(token)s AND w.token = %(token)s "
                 "AND w.state = 'running' AND w.lease_until > now()) "
-                f"RETURNING {ANSWER_COLUMNS}",
+                f"RETURNING {answer_columns('o')}",
                 {"id": request_id, "run": claim.run_id, "sha": post.content_sha256, "token": claim.token},
             ).fetchone()
             if row is not None:
@@ -183,7 +195,8 @@ class QueueApprover:
                 raise Fenced(f"request {request_id} is not the one this worker posted")
             answer = answered[0]
             if answer is not None and applied is not None:
-                # applied by this very worker, whose acknowledgement was lost (only its worker applies it)
+                # applied by this very worker, whose acknowledgement was lost (only its worker applies it);
+                # an edit's text is wiped by then: that answer is refused below, never run as proposed
                 return _ruling(request_id, *answered)
             if token != claim.token or run_state != "running":
                 raise Fenced("the worker's lease was taken: the answer is not applied")
@@ -212,8 +225,9 @@ class QueueApprover:
             if row is not None:
                 return None
             late = conn.execute(
-                "UPDATE cua_tui.requests q SET not_applied = %s WHERE q.id = %s AND q.run_id = %s "
-                f"AND q.answer IS NOT NULL AND q.applied_at IS NULL RETURNING {ANSWER_COLUMNS}",
+                "UPDATE cua_tui.requests q SET not_applied = %s FROM cua_tui.requests o WHERE o.id = q.id "
+                "AND q.id = %s AND q.run_id = %s AND q.answer IS NOT NULL AND q.applied_at IS NULL "
+                f"RETURNING {answer_columns('o')}",
                 (why, request_id, self.claim.run_id),
             ).fetchone()
             return _ruling(request_id, *late) if late is not None else None
@@ -245,12 +259,28 @@ def _ruling(
     group_size: int | None = None,
     screen: str | None = None,
     shown_ms: int | None = None,
+    scope_grant: bool | None = None,
+    edit: Any = None,
+    edit_bytes: int | None = None,
+    edit_text: str | None = None,
 ) -> Ruling:
     """The ruling a committed answer makes: who the database says answered, the answer's id and commit time
-    in the record; ``how`` (what the answering program said it is) only as one of the known words."""
+    in the record; ``how`` (what the answering program said it is) only as one of the known words. An edit
+    (``e``) is the action that runs instead, as the run's own checks let it (core/asking.py); one that cannot
+    be read as written, its text included, rejects: never the action as proposed."""
     said = how if how in HOW else "unknown"
     human = said == "human"
     record = {"request": request_id, "answer": answer_id, "role": role, "committed": committed.isoformat()}
+    ran: Action | None = None
+    if edit is not None or edit_bytes is not None:
+        try:
+            if edit is None:
+                raise ActionError("too_long", f"its record is {edit_bytes:,} bytes, more than {EDIT_BYTES:,}")
+            ran = action_of_record(rq.read_json(edit, EDIT_BYTES, "the edit"), edit_text or "")
+        except (rq.RowError, ActionError) as exc:
+            why = exc.reason if isinstance(exc, ActionError) else str(exc)
+            note = f"the edit by {visible(role, limit=64)} could not be read ({one_line(why, 200)}): nothing ran"
+            return Ruling(Answer.REJECT, "edit check (fail closed)", note=note, queue=record)
     return Ruling(
         Answer(answer),
         f"{said} (team queue)",
@@ -263,4 +293,7 @@ def _ruling(
         shown_ms=shown_ms if human else None,
         # the record keeps only a group a fleet could have made (core/grouping.py's group_record)
         group=(group_id, group_size) if group_id is not None and group_size is not None else None,
+        # a's grant is a person's; an edit is checked by the run (only a person's is taken)
+        grant=bool(scope_grant) and human,
+        edit=ran,
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..core.actions import MAX_TEXT
 from ..core.events import RunStatus
 
 if TYPE_CHECKING:
@@ -28,14 +29,27 @@ QUEUED = "cua_tui_queued"
 KILL = "cua_tui_kill"
 # the advisory lock two migrating sessions take, so that one waits for the other
 _MIGRATION_LOCK = 0x63756174  # "cuat"
+# the requests one analyst's panel may mark "read by" at once (a group's), and a mark's longest lease
+MAX_LOOKS = 100
+MAX_LOOK_S = 60
 
 
-def _guard(more: tuple[str, ...], *, replace: bool = False) -> str:
+def _guard(more: tuple[str, ...], *, replace: bool = False, wiped: tuple[str, ...] = ()) -> str:
     """The trigger function that holds an answer to its rules: who answered, when and its id set by the
-    server; the columns an answer sets (``more`` beyond version 1's) set with it only, never changed after."""
+    server; the columns an answer sets (``more`` beyond version 1's) set with it only, never changed after.
+    ``wiped``: columns an answer sets that are then only cleared, and are wiped once the request is applied,
+    not applied or closed (an edit's typed text: held only until its worker reads it)."""
     changed = "".join(f"\n        OR NEW.{c} IS DISTINCT FROM OLD.{c}" for c in more)
-    set_ = "".join(f" OR NEW.{c} IS NOT NULL" for c in more)
-    return _GUARD.format(create="CREATE OR REPLACE" if replace else "CREATE", changed=changed, set=set_, schema=SCHEMA)
+    changed += "".join(f"\n        OR (NEW.{c} IS NOT NULL AND NEW.{c} IS DISTINCT FROM OLD.{c})" for c in wiped)
+    set_ = "".join(f" OR NEW.{c} IS NOT NULL" for c in (*more, *wiped))
+    wipe = "".join(
+        f"\n    IF NEW.applied_at IS NOT NULL OR NEW.not_applied IS NOT NULL OR NEW.closed_at IS NOT NULL THEN"
+        f"\n        NEW.{c} := NULL;\n    END IF;"
+        for c in wiped
+    )
+    return _GUARD.format(
+        create="CREATE OR REPLACE" if replace else "CREATE", changed=changed, set=set_, wipe=wipe, schema=SCHEMA
+    )
 
 
 _GUARD = """{create} FUNCTION guard_request() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
@@ -63,7 +77,7 @@ BEGIN
     END IF;
     IF NEW.closed_at IS NOT NULL THEN
         NEW.texts := NULL;
-    END IF;
+    END IF;{wipe}
     IF NEW.body IS DISTINCT FROM OLD.body OR NEW.content_sha256 IS DISTINCT FROM OLD.content_sha256
        OR NEW.run_id IS DISTINCT FROM OLD.run_id OR NEW.seq IS DISTINCT FROM OLD.seq THEN
         RAISE EXCEPTION 'a request is not rewritten' USING ERRCODE = 'check_violation';
@@ -71,6 +85,41 @@ BEGIN
     RETURN NEW;
 END $$;
 """
+
+
+def _reap(*, create: str, more: str = "") -> str:
+    """The reaper: workers whose lease lapsed are lost (``more``: what else it does to their running runs'
+    requests before those runs end, in later versions)."""
+    return _REAP.format(create=create, more=more, schema=SCHEMA, lost=RunStatus.LOST.value)
+
+
+# version 3's reaper: answers its lost worker had not applied are marked so
+_NOT_APPLIED = """    UPDATE requests SET not_applied = 'lost: its worker stopped renewing its lease'
+    WHERE answer IS NOT NULL AND applied_at IS NULL AND not_applied IS NULL
+      AND run_id IN (SELECT id FROM runs WHERE worker_id = ANY (gone) AND state = 'running');
+"""
+
+_REAP = """{create} FUNCTION reap() RETURNS integer LANGUAGE plpgsql SECURITY DEFINER SET search_path = {schema} AS $$
+DECLARE
+    gone text[];
+BEGIN
+    WITH lapsed AS (
+        UPDATE workers SET state = 'lost', token = nextval('tokens'), stopped_at = now()
+        WHERE state = 'running' AND lease_until < now()
+        RETURNING id
+    )
+    SELECT coalesce(array_agg(id), '{{}}') INTO gone FROM lapsed;
+    IF cardinality(gone) = 0 THEN
+        RETURN 0;
+    END IF;
+    UPDATE requests SET closed_at = now(), closed_why = 'lost: its worker stopped renewing its lease'
+    WHERE answer IS NULL AND closed_at IS NULL
+      AND run_id IN (SELECT id FROM runs WHERE worker_id = ANY (gone) AND state = 'running');
+{more}    UPDATE runs SET state = 'ended', status = '{lost}', ended_at = now(),
+                    reason = 'its worker stopped renewing its lease', token = NULL
+    WHERE worker_id = ANY (gone) AND state = 'running';
+    RETURN cardinality(gone);
+END $$;"""
 
 
 _V1 = f"""
@@ -229,27 +278,7 @@ CREATE TRIGGER announce_run AFTER INSERT ON runs FOR EACH ROW EXECUTE FUNCTION a
 
 -- Workers whose lease lapsed are lost: their token is spent (fencing), their running runs read lost, and
 -- their open requests close with that reason. Any session may call it; it changes only what is due.
-CREATE FUNCTION reap() RETURNS integer LANGUAGE plpgsql SECURITY DEFINER SET search_path = {SCHEMA} AS $$
-DECLARE
-    gone text[];
-BEGIN
-    WITH lapsed AS (
-        UPDATE workers SET state = 'lost', token = nextval('tokens'), stopped_at = now()
-        WHERE state = 'running' AND lease_until < now()
-        RETURNING id
-    )
-    SELECT coalesce(array_agg(id), '{{}}') INTO gone FROM lapsed;
-    IF cardinality(gone) = 0 THEN
-        RETURN 0;
-    END IF;
-    UPDATE requests SET closed_at = now(), closed_why = 'lost: its worker stopped renewing its lease'
-    WHERE answer IS NULL AND closed_at IS NULL
-      AND run_id IN (SELECT id FROM runs WHERE worker_id = ANY (gone) AND state = 'running');
-    UPDATE runs SET state = 'ended', status = '{RunStatus.LOST.value}', ended_at = now(),
-                    reason = 'its worker stopped renewing its lease', token = NULL
-    WHERE worker_id = ANY (gone) AND state = 'running';
-    RETURN cardinality(gone);
-END $$;
+{_reap(create="CREATE")}
 
 DO $$
 BEGIN
@@ -311,8 +340,66 @@ BEGIN
 END $$;
 """
 
+# Version 3: a scope's grant (a) and an edit (e) travel in the answer; who has a request on their panel.
+_V3 = f"""
+SET LOCAL search_path = {SCHEMA};
+
+-- a: the run grants the request's scope; e: the action as it will run (its record, typed text as length and
+-- SHA-256), and the edited text itself only until the run's worker reads it (wiped then, by the guard)
+ALTER TABLE requests ADD COLUMN scope_grant boolean,
+    ADD COLUMN edit jsonb CHECK (edit IS NULL OR octet_length(edit::text) <= 8192),
+    ADD COLUMN edit_text text CHECK (edit_text IS NULL OR length(edit_text) <= {MAX_TEXT}),
+    ADD CONSTRAINT only_an_approval_grants_or_edits
+        CHECK ((scope_grant IS NULL AND edit IS NULL AND edit_text IS NULL) OR answer = 'approve'),
+    ADD CONSTRAINT an_edits_text_with_its_edit CHECK (edit_text IS NULL OR edit IS NOT NULL);
+{_guard(("screen_shown", "shown_ms", "scope_grant", "edit"), replace=True, wiped=("edit_text",))}
+-- an answer its lost worker never read is not applied (and its edited text goes with that)
+{_reap(create="CREATE OR REPLACE", more=_NOT_APPLIED)}
+
+-- "read by alice": the requests on an analyst's panel, a short lease renewed while they stay there. A mark
+-- counts only while its session lives (pg_stat_activity): a closed terminal's lapse at once.
+CREATE TABLE looks (
+    request_id bigint NOT NULL REFERENCES requests (id) ON DELETE CASCADE,
+    role text NOT NULL,
+    pid integer NOT NULL,
+    until timestamptz NOT NULL,
+    PRIMARY KEY (request_id, role, pid)
+);
+CREATE FUNCTION look(ids bigint[], lease_s double precision) RETURNS integer LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = {SCHEMA} AS $$
+DECLARE
+    marked integer;
+BEGIN
+    IF cardinality(ids) > {MAX_LOOKS} THEN
+        RAISE EXCEPTION 'a panel shows at most {MAX_LOOKS} requests' USING ERRCODE = 'check_violation';
+    END IF;
+    DELETE FROM looks WHERE until < clock_timestamp()
+        OR (role = session_user AND pid = pg_backend_pid() AND NOT (request_id = ANY (ids)));
+    INSERT INTO looks (request_id, role, pid, until)
+    SELECT id, session_user, pg_backend_pid(),
+           clock_timestamp() + make_interval(secs => least(greatest(lease_s, 1), {MAX_LOOK_S}))
+    FROM requests WHERE id = ANY (ids) AND answer IS NULL AND closed_at IS NULL
+    ON CONFLICT (request_id, role, pid) DO UPDATE SET until = EXCLUDED.until;
+    GET DIAGNOSTICS marked = ROW_COUNT;
+    RETURN marked;
+END $$;
+REVOKE EXECUTE ON FUNCTION look(bigint[], double precision) FROM PUBLIC;
+
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{WORKER_ROLE}') THEN
+        GRANT SELECT, INSERT, UPDATE ON looks TO {WORKER_ROLE};
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{ANALYST_ROLE}') THEN
+        GRANT EXECUTE ON FUNCTION look(bigint[], double precision) TO {ANALYST_ROLE};
+        GRANT SELECT ON looks TO {ANALYST_ROLE};
+        GRANT UPDATE (scope_grant, edit, edit_text) ON requests TO {ANALYST_ROLE};
+    END IF;
+END $$;
+"""
+
 # (version, SQL): applied in order, each once
-MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2))
+MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3))
 LATEST = MIGRATIONS[-1][0]
 
 
