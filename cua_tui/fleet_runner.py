@@ -15,7 +15,7 @@ import queue
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
@@ -317,6 +317,12 @@ class Fleet:
         """The pending requests of every run, first to decide first (risk, then age)."""
         with self._lock:
             return self._queue.items()
+
+    def looking(self, tickets: Collection[int]) -> None:
+        """One analyst's fleet: nobody else to tell what is on the panel."""
+
+    def readers(self) -> Mapping[int, tuple[str, ...]]:
+        return {}
 
     def run_of(self, task: str) -> Run | None:
         """The task's built run (None before it started): its supervisor, approver and run directory."""

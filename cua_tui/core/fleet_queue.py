@@ -5,7 +5,7 @@ The order and its tiers: docs/commands/fleet.md, "The queue".
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Protocol, Unpack
@@ -230,7 +230,12 @@ class FleetFinished:
     rows: tuple[RunRow, ...]
 
 
-FleetEvent = RequestQueued | RequestClosed | AnswerRefused | RunChanged | RunFinished | FleetFinished
+@dataclass(frozen=True, slots=True)
+class ReadersChanged:
+    """On a team's queue: who else has which request on their panel changed (``FleetControl.readers``)."""
+
+
+FleetEvent = RequestQueued | RequestClosed | AnswerRefused | RunChanged | RunFinished | FleetFinished | ReadersChanged
 FleetListener = Callable[[FleetEvent], None]
 
 
@@ -255,6 +260,11 @@ class FleetControl(Protocol):
     def rows(self) -> list[RunRow]: ...
     def row(self, task: str) -> RunRow: ...  # KeyError for a task not in the fleet
     def queue(self) -> list[QueueItem]: ...
+    # the requests on this analyst's panel now: on a team's queue the others see them "read by <role>" (a short
+    # lease, renewed while they stay there); () when none is
+    def looking(self, tickets: Collection[int]) -> None: ...
+    # who else has each request on their panel (ticket -> roles); never blocks an answer; {} in this process
+    def readers(self) -> Mapping[int, tuple[str, ...]]: ...
     def answer(self, item: QueueItem, answer: Answer, **details: Unpack[AnswerDetails]) -> str | None: ...
     # a group's answer: each item's refusal or None, in order (on a team's queue, one transaction)
     def answer_many(

@@ -23,7 +23,7 @@ from .text import visible
 ORDER_LINE = (
     "Queue order: possible injections first, then the model's safety checks, then clicks in marked regions "
     "and transmissions (typing, Return and the keys that send), then any other rule; the oldest first within "
-    "each."
+    "each. On a team's queue, a request on another analyst's panel (read by them) comes after the others."
 )
 
 
@@ -32,7 +32,8 @@ class QueueRules:
     depend on: ``hints``, a possible injection per request whose screen was read (None: none found, or
     nothing to read); ``unreadable``, those whose screen the engine could not read; ``held``, those kept
     out of every group for now, and why; ``groups``. ``reading``: an engine reads screens (without one, no
-    request waits to be read before it joins a group)."""
+    request waits to be read before it joins a group). ``read_by``: on a team's queue, who else has a request
+    on their panel now; those come after the unread ones (a possible injection stays first)."""
 
     def __init__(self, *, grouping: bool = True, reading: bool = True) -> None:
         self.grouping = grouping
@@ -42,6 +43,7 @@ class QueueRules:
         self.unreadable: set[int] = set()
         self.held: dict[int, str] = {}
         self.groups: list[Group] = []
+        self.read_by: Mapping[int, tuple[str, ...]] = {}
 
     @property
     def tickets(self) -> set[int]:
@@ -62,8 +64,16 @@ class QueueRules:
         self.regroup()
 
     def ordered(self, items: Iterable[QueueItem]) -> list[QueueItem]:
-        """The fleet's order (tier, then age), with the possible injections before every tier."""
-        return sorted(items, key=lambda item: (self.hints.get(item.ticket) is None, item.order))
+        """The fleet's order (tier, then age), with the possible injections before every tier, and on a team's
+        queue those another analyst reads after those nobody else does."""
+        return sorted(
+            items,
+            key=lambda item: (
+                self.hints.get(item.ticket) is None,
+                bool(self.read_by.get(item.ticket)) and self.hints.get(item.ticket) is None,
+                item.order,
+            ),
+        )
 
     def settle(self) -> None:
         """The order and the groups again, after a screen was read or the queue changed."""

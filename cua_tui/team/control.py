@@ -12,11 +12,12 @@ row that cannot be used is set aside with one line (``unreadable``), never shown
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Unpack
 
@@ -29,6 +30,7 @@ from ..core.fleet_queue import (
     FleetFinished,
     FleetListener,
     QueueItem,
+    ReadersChanged,
     RequestClosed,
     RequestQueued,
     RunChanged,
@@ -38,7 +40,7 @@ from ..core.fleet_queue import (
     priority,
 )
 from ..core.imaging import ImageRefused, png_size
-from ..core.policy import Policy
+from ..core.policy import MAX_POLICY_BYTES, Policy, PolicyError
 from ..core.ports import Answer, AnswerDetails, DecisionRequest, Frame
 from ..core.run_view import RunView
 from ..core.runlog import line_event
@@ -67,6 +69,12 @@ CLOSED_KEPT = 10_000
 # requests decoded, kept (each holds its screen): more than the open requests held
 DECODED_KEPT = 2 * MAX_OPEN
 HOW = "human"
+# "read by": a mark's lease, renewed this often while its request stays on the panel (and it counts only
+# while this session lives: a closed terminal's marks lapse at once)
+LOOK_LEASE_S = 10.0
+LOOK_RENEW_S = 3.0
+# who else looks at a request: the first few roles named
+READERS_NAMED = 5
 
 
 @dataclass
@@ -78,6 +86,9 @@ class _Run:
     seq: int = -1  # the last mirrored line folded
     watchers: list[Callable[[ev.Stamped], None]] | None = None
     finished_told: bool = False
+    # the policy it runs under, from its spec (what e's editor checks a draft by; the worker checks again)
+    policy: Policy | None = None
+    policy_read: bool = False
 
 
 class TeamFleet:
@@ -114,6 +125,11 @@ class TeamFleet:
         self.unreadable: dict[int, str] = {}
         # request id -> who answered it or why it closed, for an answer pressed a moment late
         self._closed: dict[int, str] = {}
+        # "read by": what this analyst's panel shows (written by the reader), and who else looks at what
+        self._looking: tuple[int, ...] = ()
+        self._looked: tuple[int, ...] | None = None  # as last written on this session (None: not yet)
+        self._look_due = 0.0
+        self._readers: dict[int, tuple[str, ...]] = {}
 
     # ---------------------------------------------------------------------------------------------
     # FleetControl
@@ -169,10 +185,15 @@ class TeamFleet:
             items = [item for ticket, item in self._items.items() if ticket not in self._answering]
         return sorted(items, key=lambda item: item.order)
 
+    def looking(self, tickets: Collection[int]) -> None:
+        with self._lock:
+            self._looking = tuple(sorted(set(tickets)))[: schema.MAX_LOOKS]
+
+    def readers(self) -> Mapping[int, tuple[str, ...]]:
+        with self._lock:
+            return dict(self._readers)
+
     def answer(self, item: QueueItem, answer: Answer, **details: Unpack[AnswerDetails]) -> str | None:
-        refused = self._refuse(details)
-        if refused is not None:
-            return refused
         with self._lock:
             if self._link:  # the connection's, not the rows set aside
                 return f"not answered: {self._link}"
@@ -186,9 +207,8 @@ class TeamFleet:
         self, items: Sequence[QueueItem], answer: Answer, **details: Unpack[AnswerDetails]
     ) -> list[str | None]:
         """A group's answer: one transaction for every member still open (the others say why not)."""
-        refused = self._refuse(details)
-        if refused is not None:
-            return [refused] * len(items)
+        if details.get("edit") is not None:
+            return ["an edit is one run's: e from that run's view"] * len(items)
         out: list[str | None] = []
         taken: list[QueueItem] = []
         with self._lock:
@@ -247,7 +267,10 @@ class TeamFleet:
         return snapshot, unwatch
 
     def policy(self, task: str) -> Policy | None:
-        return None
+        """The run's policy once read (the reader reads it for a run whose view is open)."""
+        with self._lock:
+            run = self._runs.get(task)
+            return run.policy if run is not None else None
 
     def desk(self, task: str) -> Desk | None:
         return None  # a takeover needs the desktop: it is on the worker's machine
@@ -259,14 +282,6 @@ class TeamFleet:
     @property
     def done(self) -> bool:
         return self._done.is_set()
-
-    @staticmethod
-    def _refuse(details: AnswerDetails) -> str | None:
-        if details.get("grant"):
-            return "a (the scope) is not on a team's queue in this version: y approves this action alone"
-        if details.get("edit") is not None:
-            return "an edit is not on a team's queue in this version: y approves the action as proposed"
-        return None
 
     # ---------------------------------------------------------------------------------------------
     # The reader
@@ -281,6 +296,7 @@ class TeamFleet:
                     conn.execute(f"LISTEN {schema.POSTED}")
                     conn.execute(f"LISTEN {schema.ANSWERED}")
                     self.role = db.session_user(conn)
+                    self._looked = None  # a new session: its marks are made again
                     if conn.execute("SELECT 1 FROM cua_tui.fleets WHERE id = %s", (self.fleet_id,)).fetchone() is None:
                         self._set_link(f"no fleet {visible(self.fleet_id, limit=64)} on the queue")
                         return
@@ -305,6 +321,9 @@ class TeamFleet:
                 conn = None
                 self._stop.wait(backoff.failed("reading", exc))
         if conn is not None:
+            if self._looked:
+                with contextlib.suppress(*db.LINK_ERRORS):
+                    conn.execute("SELECT cua_tui.look('{}', 0)")  # the session's end lapses them too
             conn.close()
 
     def _set_link(self, line: str) -> None:
@@ -331,7 +350,13 @@ class TeamFleet:
         # the lines first: a request is shown once its run's view has its line (and the screen before it)
         self._read_lines(conn)
         items = self._read_requests(conn, told)
+        self._mark(conn)
+        readers = self._read_readers(conn)
+        self._read_policies(conn)
         with self._lock:
+            if readers != self._readers:
+                self._readers = readers
+                told.append(ReadersChanged())
             waiting: dict[str, float] = {}
             for item in items.values():
                 waiting[item.task] = min(waiting.get(item.task, item.asked_at), item.asked_at)
@@ -354,6 +379,52 @@ class TeamFleet:
                 self._done.set()
                 told.append(FleetFinished(every_row))
         self._tell(told)
+
+    def _mark(self, conn: psycopg.Connection[Any]) -> None:
+        """This analyst's "read by" marks: written when the panel changed, renewed before they lapse."""
+        with self._lock:
+            looking = self._looking
+        now = time.monotonic()
+        if looking == self._looked and (not looking or now < self._look_due):
+            return
+        conn.execute("SELECT cua_tui.look(%s::bigint[], %s)", (list(looking), LOOK_LEASE_S))
+        self._looked, self._look_due = looking, now + LOOK_RENEW_S
+
+    def _read_readers(self, conn: psycopg.Connection[Any]) -> dict[int, tuple[str, ...]]:
+        """Who else has each open request of the fleet on their panel: a mark in its lease, of a session that
+        lives (another terminal of the same role counts; this one does not)."""
+        found = conn.execute(
+            "SELECT l.request_id, (array_agg(DISTINCT left(l.role, 64)))[1:%s] FROM cua_tui.looks l "
+            "JOIN cua_tui.requests q ON q.id = l.request_id WHERE q.fleet_id = %s AND q.answer IS NULL "
+            "AND q.closed_at IS NULL AND l.until > clock_timestamp() AND l.pid <> pg_backend_pid() "
+            "AND l.pid IN (SELECT pid FROM pg_stat_activity) GROUP BY l.request_id LIMIT %s",
+            (READERS_NAMED, self.fleet_id, MAX_OPEN),
+        ).fetchall()
+        return {int(rid): tuple(visible(str(r), limit=64) for r in roles or ()) for rid, roles in found}
+
+    def _read_policies(self, conn: psycopg.Connection[Any]) -> None:
+        """The policy of each run whose view is open, once: its spec's text, bounded, and only if it is the
+        text its SHA-256 names (a row is someone else's writing; one that cannot be read leaves e unoffered)."""
+        with self._lock:
+            due = [run.row.run_id for run in self._runs.values() if run.watchers and not run.policy_read]
+        if not due:
+            return
+        found = conn.execute(
+            "SELECT id, CASE WHEN octet_length(spec->'policy'->>'text') <= %s THEN spec->'policy'->>'text' END, "
+            "left(spec->'policy'->>'sha256', 64) FROM cua_tui.runs WHERE id = ANY(%s)",
+            (MAX_POLICY_BYTES, due),
+        ).fetchall()
+        read: dict[str, Policy | None] = {}
+        for rid, text, sha in found:
+            policy = None
+            if isinstance(text, str) and hashlib.sha256(text.encode()).hexdigest() == sha:
+                with contextlib.suppress(PolicyError):
+                    policy = Policy.from_toml(text, source=f"run {rid}'s spec")
+            read[str(rid)] = policy
+        with self._lock:
+            for run in self._runs.values():
+                if run.row.run_id in read:
+                    run.policy, run.policy_read = read[run.row.run_id], True
 
     def _read_runs(self, conn: psycopg.Connection[Any]) -> dict[str, RunRow]:
         found = conn.execute(
@@ -596,8 +667,6 @@ class TeamFleet:
         if known is not None:
             return known
         request = rq.request_of_row(body, texts, self._frame(conn, screen) if screen else None, request_id)
-        # a scope's grant (a) is not on a team's queue in this version: not offered, rather than refused
-        request = replace(request, scope=None)
         with self._lock:
             self._decoded[request_id] = request
             while len(self._decoded) > DECODED_KEPT:  # each holds its screen's bytes
@@ -685,15 +754,20 @@ class TeamFleet:
         group = details.get("group")
         # what this analyst was shown, for the run's chain (the screen's SHA-256, how long)
         screen, shown_ms = details.get("screen", ""), details.get("shown_ms")
+        # a: each run grants its request's scope; e: the action to run instead (one run's view only)
+        grant = bool(details.get("grant")) and answer is Answer.APPROVE
+        edit = details.get("edit") if answer is Answer.APPROVE else None
         if group is not None and len(items) > 0:
             ids = [item.ticket for item in items]
             return analyst.answer_group(
-                conn, ids, answer, how=HOW, group_id=group[0], note=note, screen=screen, shown_ms=shown_ms
-            )
+                conn, ids, answer, how=HOW, group_id=group[0], note=note, screen=screen, shown_ms=shown_ms,
+                grant=grant,
+            )  # fmt: skip
         return [
-            analyst.answer(conn, item.ticket, answer, how=HOW, note=note, screen=screen, shown_ms=shown_ms)
+            analyst.answer(conn, item.ticket, answer, how=HOW, note=note, screen=screen, shown_ms=shown_ms,
+                           grant=grant, edit=edit)
             for item in items
-        ]
+        ]  # fmt: skip
 
     def _settle(self, items: list[QueueItem], outcomes: list[analyst.Outcome]) -> None:
         told: list[FleetEvent] = []

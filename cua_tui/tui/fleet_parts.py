@@ -23,6 +23,7 @@ from ..core.fleet_queue import (
     FleetEvent,
     FleetFinished,
     QueueItem,
+    ReadersChanged,
     RequestClosed,
     RequestQueued,
     RunChanged,
@@ -233,7 +234,7 @@ class FleetInbox:
             elif isinstance(event, RequestClosed):
                 self.closed[event.item.ticket] = event.why
                 self._queue = True
-            elif isinstance(event, RequestQueued):
+            elif isinstance(event, RequestQueued | ReadersChanged):
                 self._queue = True
             elif isinstance(event, FleetFinished):
                 self._tasks.update(r.task for r in event.rows)

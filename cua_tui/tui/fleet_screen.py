@@ -123,7 +123,7 @@ class FleetScreen(FleetKeys, ViewScreen):
         self._view: RunView = RunView()  # the selected request's run, when it was selected
         self._view_of: int | None = None  # the ticket _view was taken for
         # the decision view shows (ticket, pending)
-        self._selected_shown: tuple[int, bool, tuple[int, ...], str] | None = None
+        self._selected_shown: tuple[int, bool, tuple[int, ...], str, tuple[str, ...]] | None = None
         # The two tables and the pane, held (not queried): check_action may run while another screen
         # is on top, or as the App closes and its widgets are gone.
         self.desktop = DesktopView(graphics=app.graphics, id="desktop")
@@ -201,6 +201,7 @@ class FleetScreen(FleetKeys, ViewScreen):
         self._show_selected(force=True)
 
     def on_unmount(self) -> None:
+        self.fleet.looking(())
         if self._unsubscribe is not None:
             self._unsubscribe()
         if not self.fleet.done and self.fleet.owns_runs:
@@ -331,6 +332,7 @@ class FleetScreen(FleetKeys, ViewScreen):
 
     def _update_queue(self) -> None:
         items = self.fleet.queue()
+        self.rules.read_by = self.fleet.readers()
         self.rules.pending(items)
         new = [item for item in items if item.ticket not in self.seen]
         now_wall = time.monotonic()
@@ -376,7 +378,7 @@ class FleetScreen(FleetKeys, ViewScreen):
         rows = queue_rows(self.groups, self.unfolded, selected, group)
         self.queue_table.show(
             rows, self.pending_tickets, self.hints, self.unfolded, self.fleet.now(),
-            cursor=cursor, only_if_changed=only_if_changed,
+            cursor=cursor, only_if_changed=only_if_changed, readers=self.rules.read_by,
         )  # fmt: skip
 
     def _update_header(self) -> None:
@@ -432,11 +434,11 @@ class FleetScreen(FleetKeys, ViewScreen):
         )
         # why it is not one row with another that reads the same: said, and redrawn when that changes
         apart = self.rules.apart(item) if item is not None else ""
-        shown = (
-            (item.ticket, item.ticket in self.pending_tickets, group.tickets if group else (), apart)
-            if item is not None
-            else None
-        )
+        pending = item is not None and item.ticket in self.pending_tickets
+        # on a team's queue the others see it "read by" this analyst while it is on this panel
+        self.fleet.looking((group.tickets if group is not None else (item.ticket,)) if item and pending else ())
+        read_by = self.rules.read_by.get(item.ticket, ()) if item is not None else ()
+        shown = (item.ticket, pending, group.tickets if group else (), apart, read_by) if item is not None else None
         if shown == self._selected_shown and not force and item is not None:
             return
         self._selected_shown = shown
@@ -450,14 +452,14 @@ class FleetScreen(FleetKeys, ViewScreen):
             desktop.blank("no request selected")
             self.bindings_may_have_changed()
             return
-        pending = item.ticket in self.pending_tickets
         self._show_run_of(item)
         if self._view_of != item.ticket:
             self._view = self.fleet.view(item.task)
             self._view_of = item.ticket
         view, request = self._view, item.request
         closed = self.closed.get(item.ticket, "no longer pending")
-        self._set("#queue-why", why_line(item, group, pending, self.hints.get(item.ticket), closed, apart))
+        hint = self.hints.get(item.ticket)
+        self._set("#queue-why", why_line(item, group, pending, hint, closed, apart, read_by))
         panel.border_title = None if pending else "CLOSED: no longer answerable"
         panel.set_class(not pending, "closed")
         panel.run_name = run_name(item.task, item.run_id)

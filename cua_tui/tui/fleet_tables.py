@@ -108,7 +108,7 @@ class QueueTable(RowTable):
         super().__init__(QUEUE_COLUMNS, flex="what", id=id)
         self.rows: list[QueueRow] = []
         # what the table lists, and which are pending
-        self._shown: tuple[tuple[str, tuple[int, ...], bool], ...] = ()
+        self._shown: tuple[tuple[str, tuple[int, ...], bool, tuple[str, ...] | None], ...] = ()
 
     def row_of(self, key: str | None) -> QueueRow | None:
         return next((row for row in self.rows if row.key == key), None)
@@ -123,9 +123,15 @@ class QueueTable(RowTable):
         *,
         cursor: str | None,
         only_if_changed: bool = False,
+        readers: Mapping[int, tuple[str, ...]] | None = None,
     ) -> None:
-        """List ``rows`` (numbered, a group's runs under it), the cursor on the row ``cursor``."""
-        shown = tuple((row.key, row.group.tickets if row.group else (), row.item.ticket in pending) for row in rows)
+        """List ``rows`` (numbered, a group's runs under it), the cursor on the row ``cursor``; ``readers``: on a
+        team's queue, who else has each request on their panel."""
+        readers = readers or {}
+        shown = tuple(
+            (row.key, row.group.tickets if row.group else (), row.item.ticket in pending, readers.get(row.item.ticket))
+            for row in rows
+        )
         if only_if_changed and shown == self._shown:
             return  # each rebuild redraws the table: not for nothing
         self._shown = shown
@@ -137,7 +143,8 @@ class QueueTable(RowTable):
                 place += 1
             alive = row.item.ticket in pending
             marked = alive and hints.get(row.item.ticket) is not None
-            lines.append((row.key, queue_cells(row, place, now, alive, marked, unfolded)))
+            read_by = readers.get(row.item.ticket, ()) if alive else ()
+            lines.append((row.key, queue_cells(row, place, now, alive, marked, unfolded, read_by)))
         self.set_rows(lines)
         index = next((i for i, row in enumerate(rows) if row.key == cursor), None)
         if index is not None:
@@ -150,8 +157,19 @@ class QueueTable(RowTable):
                 self.update_cell(row.key, "waited", waited_cell(row.item, now))
 
 
+def read_by_line(roles: Sequence[str]) -> str:
+    """Who else has a request on their panel, as a queue row and the line under the queue say it."""
+    return "read by " + ", ".join(visible(role, limit=32) for role in roles)
+
+
 def queue_cells(
-    row: QueueRow, position: int, now: float, pending: bool, injection: bool, unfolded: Collection[str]
+    row: QueueRow,
+    position: int,
+    now: float,
+    pending: bool,
+    injection: bool,
+    unfolded: Collection[str],
+    read_by: Sequence[str] = (),
 ) -> list[Text]:
     item = row.item
     request = item.request
@@ -184,12 +202,14 @@ def queue_cells(
             Text(f"t{request.turn} #{request.index + 1} {visible(what, limit=WHAT_CHARS)}"),
             waited_cell(item, now),
         ]
+    # another analyst has it on their panel: said first, where a narrow terminal still shows it
+    seen = Text(f"{read_by_line(read_by)} · ", style="italic") if read_by else Text()
     return [
         Text(" ·" if row.member else str(position) if pending else "-", style=dim),
         Text(item.priority.label, style="bold" if item.priority.tier == 0 else dim),
         literal(item.priority.rule, limit=40, style=dim),
         literal(item.task, limit=64, style=dim),
-        Text(f"t{request.turn} #{request.index + 1} ", style=dim).append_text(
+        seen.append_text(Text(f"t{request.turn} #{request.index + 1} ", style=dim)).append_text(
             literal(what, limit=WHAT_CHARS, style=dim)
         ),
         waited_cell(item, now) if pending else Text("closed", style=dim),
@@ -197,11 +217,21 @@ def queue_cells(
 
 
 def why_line(
-    item: QueueItem, group: Group | None, pending: bool, hint: Injection | None, closed: str, apart: str = ""
+    item: QueueItem,
+    group: Group | None,
+    pending: bool,
+    hint: Injection | None,
+    closed: str,
+    apart: str = "",
+    read_by: Sequence[str] = (),
 ) -> Text:
     """The line under the queue: what the selected row is, and why it sits where it does (``apart``: why it is
-    not one row with another that reads the same, said first; ``closed``: why it left the queue)."""
+    not one row with another that reads the same, said first; ``closed``: why it left the queue; ``read_by``:
+    who else has it on their panel, which never stops an answer)."""
     text = Text()
+    if pending and read_by:
+        text.append(f" {read_by_line(read_by)} ", style="reverse")
+        text.append("(on their panel now; you may still answer) · ")
     if apart:
         text.append(" APART ", style="bold reverse")
         text.append(f" {apart} · ")

@@ -7,6 +7,7 @@ and leaving detaches while the workers go on."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -21,6 +22,7 @@ from fleet_cases import opts
 from pilot_helpers import answer, fleet_screen, possible, quick_clock, until
 from psycopg.types.json import Jsonb
 from team_cases import TEMPLATE, WAIT_S, as_role, one, ready, settings, spec, wait_for
+from textual.widgets import Input
 
 from cua_tui.core.audit import verify_run
 from cua_tui.core.fleet_queue import FleetControl, QueueItem, priority
@@ -29,6 +31,7 @@ from cua_tui.fleet_runner import Fleet, FleetTask
 from cua_tui.team import analyst
 from cua_tui.team.analyst import HeadlessAnalyst
 from cua_tui.team.control import TeamFleet
+from cua_tui.team.payload import Spec
 from cua_tui.team.submit import submit
 from cua_tui.team.worker import Worker, WorkerOptions
 from cua_tui.tui.app import CuaApp
@@ -67,20 +70,29 @@ class Team:
     thread: threading.Thread
 
 
-@pytest.fixture
-def team(pg_server: PgServer, tmp_path: Path) -> Iterator[Team]:
+@contextlib.contextmanager
+def team_of(pg_server: PgServer, tmp_path: Path, specs: list[Spec]) -> Iterator[Team]:
+    """``specs`` submitted as one fleet, and a worker running them all at once."""
     url = ready(pg_server).new_database(TEMPLATE)
-    done = submit(url, [spec(f"t{i}") for i in range(2)], tasks_sha256="2" * 64, name="team tui")
+    done = submit(url, specs, tasks_sha256="2" * 64, name="team tui")
     worker = Worker(
-        WorkerOptions(url=url, runs_dir=tmp_path / "runs", backends=("sim",), concurrency=2, lease_s=5.0,
-                      settings=settings(tmp_path), max_runs=2),
+        WorkerOptions(url=url, runs_dir=tmp_path / "runs", backends=("sim",), concurrency=len(specs), lease_s=5.0,
+                      settings=settings(tmp_path), max_runs=len(specs)),
         lambda line: None,
     )  # fmt: skip
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
-    yield Team(url, done.fleet_id, list(done.runs), worker, thread)
-    worker.stop()
-    thread.join(WAIT_S)
+    try:
+        yield Team(url, done.fleet_id, list(done.runs), worker, thread)
+    finally:
+        worker.stop()
+        thread.join(WAIT_S)
+
+
+@pytest.fixture
+def team(pg_server: PgServer, tmp_path: Path) -> Iterator[Team]:
+    with team_of(pg_server, tmp_path, [spec(f"t{i}") for i in range(2)]) as made:
+        yield made
 
 
 def control(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> tuple[FleetControl, Team | None]:
@@ -134,8 +146,8 @@ async def test_y_answers_the_selected_request_on_either_control(
                 # each run says which worker runs it, and so does the decision's run line
                 assert {row.worker for row in rows.values()} == {team.worker.id}
                 assert main.panel.run_name.endswith(f" · on {team.worker.id}")
-                # a (a scope's grant) is not on the queue in this version: not offered
-                assert possible(app, "approve_scope") is False
+            # a (the typing's scope) is offered on either
+            assert possible(app, "approve_scope") is True
             for left in (1, 0):
                 await until(pilot, lambda: main.selected in main.items, "a pending request selected")
                 await answer(pilot, "y")
@@ -314,4 +326,110 @@ async def test_a_hostile_request_row_is_set_aside_unread_and_said_on_the_header(
             await until(pilot, lambda: "set aside unread" in header.plain, "the header saying it")
     finally:
         fleet.close()
+    HeadlessAnalyst(team.url, team.fleet_id, "approve", lambda line: None).run()
+
+
+def audit_of(tmp_path: Path, run_id: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (tmp_path / "runs" / run_id / "audit.jsonl").read_text().splitlines()]
+
+
+# the same field typed into twice: a on the first grants the field's typing, and the second is not asked
+TWICE = {
+    "turns": [
+        {
+            "actions": [
+                {"type": "click", "x": 250, "y": 182},
+                {"type": "type", "text": "cua-tui"},
+                {"type": "type", "text": " verified"},
+                {"type": "click", "x": 550, "y": 182},
+            ]
+        }
+    ],
+    "final_text": "done",
+}
+
+
+@pytest.mark.pgserver
+async def test_a_grants_its_scope_and_e_runs_the_edit_on_the_runs_worker(pg_server: PgServer, tmp_path: Path) -> None:
+    """a travels in the answer to the worker, whose run grants the scope (its next typing in the field is
+    approved by the grant, naming alice); e in a run's view travels as the action to run, checked again by the
+    run, its text held by the row only until the worker read it."""
+    with team_of(pg_server, tmp_path, [spec("granted", TWICE), spec("edited")]) as team:
+        fleet = TeamFleet(as_role(team.url, "alice"), team.fleet_id, poll_s=0.1)
+        app = App(fleet)
+        try:
+            async with app.run_test(size=SIZE) as pilot:
+                main = fleet_screen(app)
+                await until(pilot, lambda: len(main.items) == 2 and main.selected is not None, "both runs asking")
+                if main.selected is not None and main.selected.task != "granted":
+                    await pilot.press("down")
+                await until(pilot, lambda: main.selected is not None and main.selected.task == "granted", "granted")
+                await answer(pilot, "a")
+                await until(pilot, lambda: fleet.row("granted").ended, "the granted run to end", timeout=WAIT_S)
+                await until(pilot, lambda: [i.task for i in main.items] == ["edited"], "the other request alone")
+                await pilot.press("enter")
+                live = app.screen
+                assert isinstance(live, RunScreen)
+                await until(pilot, lambda: live.pending is not None and possible(app, "edit") is True, "e offered")
+                await answer(pilot, "e")
+                editor = live.editor
+                assert editor is not None
+                field = editor.query_one(Input)
+                assert field.value == "cua-tui verified"
+                field.value = "cua-tui edited"
+                await pilot.pause()
+                await pilot.press("enter")
+                await until(pilot, lambda: fleet.row("edited").ended, "the edited run to end", timeout=WAIT_S)
+        finally:
+            fleet.close()
+        runs = dict(team.runs)
+        granted = audit_of(tmp_path, runs["granted"])
+        decided = [r for r in granted if r["kind"] == "decision" and r["subject"] == "action" and r["by"] != "policy"]
+        assert decided[0]["operator"] == "alice" and decided[0]["decision"] == "approve"
+        (added,) = [r for r in granted if r["kind"] == "grant"]
+        assert added["by"] == "alice" and added["scope"] == "typing"
+        assert decided[1]["by"] == f"grant #{added['grant']} (given by alice)"
+        assert sum(1 for r in granted if r["kind"] == "executing" and r["summary"].startswith("type ")) == 2
+        edited = audit_of(tmp_path, runs["edited"])
+        (decision,) = [r for r in edited if r["kind"] == "decision" and r.get("queue")]
+        text = "cua-tui edited"
+        assert decision["operator"] == "alice" and decision["edited"]["ran"]["text_len"] == len(text)
+        assert decision["edited"]["ran"]["text_sha256"] == hashlib.sha256(text.encode()).hexdigest()
+        typed = [r["summary"] for r in edited if r["kind"] == "executing" and r["summary"].startswith("type ")]
+        assert typed == [f"type {len(text)} characters"]
+        # the database holds the edit as its length and SHA-256 alone once the worker read it
+        row = one(team.url, "SELECT array[edit->>'text_len', edit_text] FROM cua_tui.requests WHERE edit IS NOT NULL")
+        assert row == [str(len(text)), None]
+        assert one(team.url, "SELECT count(*) FROM cua_tui.events WHERE position(%s in line) > 0", text.encode()) == 0
+
+
+@pytest.mark.pgserver
+async def test_a_request_on_another_analysts_panel_reads_so_sorts_after_and_still_answers(team: Team) -> None:
+    bob = TeamFleet(as_role(team.url, "bob"), team.fleet_id, poll_s=0.05)
+    bob.start()
+    try:
+        async with attached(team) as on:
+            app, pilot, main = on.app, on.pilot, on.main
+            first = main.selected
+            (second,) = [i for i in main.items if i is not first]
+            assert first is not None
+            # alice's panel shows it: bob sees it read by her, within a second
+            wait_for("bob to see alice's mark", lambda: bob.readers().get(first.ticket) == ("alice",), 5)
+            bob.looking([first.ticket])  # bob opens it too
+            await until(pilot, lambda: [i.ticket for i in main.items] == [second.ticket, first.ticket], "it goes last")
+            why = app.query_one("#queue-why", TextLines)
+            await until(pilot, lambda: "read by bob (on their panel now; you may still answer)" in why.plain, "said")
+            row = app.query_one("#queue", RowTable).get_row(str(first.ticket))
+            assert "read by bob · t1" in str(row[4])
+            assert main.selected is first  # the cursor stays with what the panel shows
+            await answer(pilot, "y")  # a mark never stops an answer
+            answered = "SELECT answered_by FROM cua_tui.requests WHERE id = %s"
+            await until(pilot, lambda: one(team.url, answered, first.ticket) == "alice", "alice's y committed")
+            await until(pilot, lambda: main.selected is second, "the next request on her panel")
+            wait_for("bob to see her move", lambda: bob.readers() == {second.ticket: ("alice",)}, 5)
+            await pilot.press("q")
+        # she left: her marks go with her, at once
+        wait_for("alice's marks to lapse", lambda: bob.readers() == {}, 3)
+    finally:
+        bob.close()
     HeadlessAnalyst(team.url, team.fleet_id, "approve", lambda line: None).run()
