@@ -27,7 +27,8 @@ from cua_tui.core import events as ev
 from cua_tui.core import fleet_queue as cf
 from cua_tui.core.policy import Policy as RunPolicy
 from cua_tui.core.ports import Answer
-from cua_tui.team import db
+from cua_tui.team import analyst, db
+from cua_tui.team.control import TeamFleet
 from cua_tui.team.payload import Policy, Spec
 from cua_tui.team.submit import submit
 from cua_tui.team.verify import check_fleet
@@ -42,6 +43,8 @@ SIZES = {False: (1000, 4, 5), True: (40, 2, 3)}
 WORKER_CONCURRENCY = 8
 # answer (its commit) to the action's execution, 99th percentile: the target this machine is held to
 TARGET_P99_MS = 250.0
+# an answer seen by another attached analyst (the fleet TUI's control), 99th percentile: "within a second"
+TARGET_SEEN_P99_MS = 1000.0
 DONE_S = 1800.0
 _ANSWERED = re.compile(r": (\d+) answered, (\d+) answered by others first")
 
@@ -52,6 +55,7 @@ def run(tmp: Path, quick: bool) -> dict[str, Any]:
     try:
         url = server.new_database()
         team = bench_team(tmp, url, runs, workers, analysts)
+        team["seen"] = bench_seen(tmp, url, max(10, runs // 10))
     finally:
         server.stop()
     team["in_process"] = bench_in_process(tmp, runs, workers * WORKER_CONCURRENCY)
@@ -123,6 +127,71 @@ def bench_team(tmp: Path, url: str, runs: int, n_workers: int, n_analysts: int) 
         and out["sealed"] == runs and out["database_and_chains_agree"] and answered == out["requests"]
     )  # fmt: skip
     return out
+
+
+def bench_seen(tmp: Path, url: str, runs: int) -> dict[str, Any]:
+    """Two analysts attached to one fleet: alice as the fleet TUI is (``TeamFleet``), bob answering each
+    request once it is on alice's screen, from a session of his own. How soon each request reached alice, and
+    how soon bob's answer did (the server's clock for both ends)."""
+    done = submit(url, [_spec(i) for i in range(runs)], tasks_sha256="1" * 64, name="bench seen")
+    log(f"team: {runs} runs, one analyst answering what another sees")
+    alice = _Watch(url, done.fleet_id)
+    worker = _cli("worker", "--backend", "sim", "--concurrency", str(WORKER_CONCURRENCY), url=url, tmp=tmp)
+    answered: set[int] = set()
+    try:
+        with db.connect(url, "bench bob") as bob:
+            end = time.monotonic() + DONE_S
+            while not alice.fleet.done and time.monotonic() < end:
+                for item in alice.fleet.queue():
+                    if item.ticket not in answered:
+                        answered.add(item.ticket)
+                        analyst.answer(bob, item.ticket, Answer.APPROVE, how="human")
+                time.sleep(0.01)
+            figures = alice.figures(bob)
+    finally:
+        alice.fleet.close()
+        worker.send_signal(signal.SIGTERM)
+        worker.communicate(timeout=60)
+    return {"runs": runs, "answered_by_bob": len(answered), **figures}
+
+
+class _Watch:
+    """An analyst attached to the fleet as the fleet TUI is (``TeamFleet``, in this process): when each request
+    reached it, and when each answer given elsewhere did (the server's clock)."""
+
+    def __init__(self, url: str, fleet_id: str) -> None:
+        self.fleet = TeamFleet(url, fleet_id)
+        self.shown: dict[int, float] = {}
+        self.closed: dict[int, float] = {}
+        self.fleet.subscribe(self._told)
+        self.fleet.start()
+
+    def _told(self, event: cf.FleetEvent) -> None:
+        if isinstance(event, cf.RequestQueued):
+            self.shown.setdefault(event.item.ticket, self.fleet.now())
+        elif isinstance(event, cf.RequestClosed):
+            self.closed.setdefault(event.item.ticket, self.fleet.now())
+
+    def figures(self, conn: psycopg.Connection[Any]) -> dict[str, Any]:
+        times = {
+            int(i): (float(posted), float(answered))
+            for i, posted, answered in conn.execute(
+                "SELECT id, extract(epoch FROM posted_at), extract(epoch FROM answered_at) FROM cua_tui.requests "
+                "WHERE fleet_id = %s AND answered_at IS NOT NULL",
+                (self.fleet.fleet_id,),
+            )
+        }
+        shown = [(at - times[i][0]) * 1000 for i, at in self.shown.items() if i in times]
+        seen = [(at - times[i][1]) * 1000 for i, at in self.closed.items() if i in times]
+        return {
+            "requests_shown": len(shown),
+            "answers_seen": len(seen),
+            "posted_to_shown_ms_p50": statistics.median(shown) if shown else None,
+            "posted_to_shown_ms_p99": _percentile(shown, 0.99) if shown else None,
+            "answer_seen_by_another_ms_p50": statistics.median(seen) if seen else None,
+            "answer_seen_by_another_ms_p99": _percentile(seen, 0.99) if seen else None,
+            "target_seen_p99_ms": TARGET_SEEN_P99_MS,
+        }
 
 
 def _figures(conn: psycopg.Connection[Any], fleet_id: str, runs: int, empty: int) -> dict[str, Any]:
@@ -235,4 +304,17 @@ def report(r: dict[str, Any]) -> list[str]:
         f"{ip['answer_to_execution_ms_p50']:.1f}, p99 {ip['answer_to_execution_ms_p99']:.1f} ms "
         f"(the queue's p99 is {r['ratio_p99_in_process']:.1f}x it)",
         f"  database: {r['database_bytes_per_1000_runs'] / 2**20:.1f} MiB per 1,000 runs",
+        *_seen(r["seen"]),
+    ]
+
+
+def _seen(r: dict[str, Any]) -> list[str]:
+    if r.get("answer_seen_by_another_ms_p99") is None or r.get("posted_to_shown_ms_p99") is None:
+        return ["  two analysts: none of bob's answers reached alice"]
+    ratio = r["target_seen_p99_ms"] / r["answer_seen_by_another_ms_p99"]
+    return [
+        f"  two analysts ({r['runs']} runs): bob's answer on alice's screen p50 "
+        f"{r['answer_seen_by_another_ms_p50']:.0f} ms, p99 {r['answer_seen_by_another_ms_p99']:.0f} ms "
+        f"(target {r['target_seen_p99_ms']:g}, ratio {ratio:.2f}x; {r['answers_seen']} answers); a request "
+        f"posted to on her screen p50 {r['posted_to_shown_ms_p50']:.0f} ms, p99 {r['posted_to_shown_ms_p99']:.0f} ms",
     ]

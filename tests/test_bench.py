@@ -330,7 +330,8 @@ def test_the_replay_suite_times_the_replay_in_a_real_terminal(tmp_path: Path) ->
 @pytest.mark.beside  # times reported, never held: on the CPU the other parts leave
 def test_quick_team_benchmark_answers_each_request_once_and_every_chain_agrees(tmp_path: Path) -> None:
     """The team suite on a throwaway PostgreSQL server: 40 sim runs by two worker processes, three headless
-    analysts racing on the same requests; then the same runs in one process, for the comparison."""
+    analysts racing on the same requests; then the same runs in one process, for the comparison; and 10 runs
+    answered by one analyst as another sees them."""
     out = tmp_path / "team.json"
     proc = subprocess.run(
         [sys.executable, "-m", "bench", "team", "--quick", "--json", str(out)],
@@ -349,4 +350,8 @@ def test_quick_team_benchmark_answers_each_request_once_and_every_chain_agrees(t
     assert team["worker_exit_codes"] == [0, 0] and not team["worker_errors"]
     assert _positive(team["answer_to_execution_ms_p99"]) and _positive(team["claims_per_s"])
     assert team["in_process"]["passed"] == 40 and _positive(team["in_process"]["answer_to_execution_ms_p99"])
-    assert "answer to execution p50" in proc.stdout
+    # two analysts: bob answers what is on alice's screen; his answer reaches it, as the fleet TUI reads it
+    seen = team["seen"]
+    assert seen["answered_by_bob"] == seen["answers_seen"] == seen["requests_shown"] == 10
+    assert _positive(seen["answer_seen_by_another_ms_p99"]) and _positive(seen["posted_to_shown_ms_p99"])
+    assert "answer to execution p50" in proc.stdout and "bob's answer on alice's screen" in proc.stdout
