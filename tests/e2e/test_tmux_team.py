@@ -184,9 +184,9 @@ def test_two_analysts_in_two_terminals_answer_one_fleet_of_two_workers(pg_server
             time.sleep(1.5)
         alice.wait_for(lambda s: "2 ended" in s, "every run ended", 60)
     finally:
-        for tmux in (alice, bob, again):
-            if tmux is not None:
-                tmux.close()
+        for terminal in (alice, bob, again):
+            if terminal is not None:
+                terminal.close()
         for worker in workers:
             worker.terminate()
             worker.wait(30)
