@@ -375,6 +375,7 @@ async def test_runs_replay_and_export_read_a_run_whose_workers_folder_is_gone(ur
 
     done = run_fleet(url, tmp_path, 1)
     run_id = done.runs[0][1]
+    written = (tmp_path / "runs" / run_id / "run.json").read_bytes()
     shutil.rmtree(tmp_path / "runs")
     other = submit(url, [spec("later")], tasks_sha256="5" * 64, name="not run")  # queued, no worker
     listed = cli("runs", "--queue", url, "--json")
@@ -391,9 +392,13 @@ async def test_runs_replay_and_export_read_a_run_whose_workers_folder_is_gone(ur
     assert made.returncode == 0, made.stdout + made.stderr
     page = html.read_text(encoding="utf-8")
     assert run_id in page and "INTACT" in page.upper() and "data:image/png;base64," in page
+    assert "fill the form" in page and "run.json" not in page  # its task, and no note of a missing file
     with run_folder(url, run_id) as path:
         assert chain_state(path).state == "intact"
+        # run.json as the worker's run wrote it: the replay's header has its task, policy and limits
+        assert (path / "run.json").read_bytes() == written
         with RunReader(path) as reader:
+            assert reader.info["task"] == "fill the form" and reader.info["policy"]["name"] == "default"
             app = replay_app(reader, lambda: chain_state(path))
             async with app.run_test(size=(160, 48)) as pilot:
                 await pilot.press("end", "home", "right")

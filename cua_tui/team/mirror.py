@@ -26,6 +26,8 @@ CHUNK = 4 * 1024 * 1024
 # an audit line longer than this is not a record this program wrote: the run is not mirrored further
 LINE_CAP = 8 * 1024 * 1024
 SCREEN_CAP = 64 * 1024 * 1024
+# run.json as the run wrote it (its task, policy, limits, versions): far above its few kilobytes
+RUN_JSON_CAP = 1024 * 1024
 PASS_S = 0.25
 
 
@@ -52,6 +54,7 @@ class _Tail:
     turn: int = 0
     steps: int = 0
     done: bool = False  # the run sealed: once caught up, dropped
+    info_sent: bool = False  # run.json copied (with the first lines: the run writes it before them)
     broken: str = ""
     caught_up: threading.Event = field(default_factory=threading.Event)
 
@@ -139,9 +142,13 @@ class Mirror:
             self.say(f"queue: run {tail.run_id} is not mirrored further: {tail.broken}")
         if rows:
             pngs = {sha: png for sha in dict.fromkeys(screens) if (png := _screen(tail.path, sha)) is not None}
+            info = None if tail.info_sent else _run_json(tail.path)
 
             def write(conn: psycopg.Connection[Any]) -> None:
                 store_screens(conn, tail.run_id, pngs)
+                if info is not None:
+                    # its exact bytes, as the folder has them: replay and export read it as they read a folder's
+                    conn.execute("UPDATE cua_tui.runs SET run_json = %s WHERE id = %s", (info, tail.run_id))
                 with conn.cursor() as cur:
                     cur.executemany(
                         "INSERT INTO cua_tui.events (run_id, seq, line) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
@@ -155,6 +162,7 @@ class Mirror:
 
             self.link.call(write, f"mirroring run {tail.run_id}")
             tail.offset += sum(len(r[2]) + 1 for r in rows)
+            tail.info_sent = True
         if finishing and (tail.broken or len(chunk) == end):
             # every line the run wrote is in
             tail.caught_up.set()
@@ -197,6 +205,15 @@ def _read_from(path: Path, offset: int) -> bytes:
             return fh.read(CHUNK)
     except FileNotFoundError:
         return b""
+
+
+def _run_json(run_dir: Path) -> bytes | None:
+    with contextlib.suppress(OSError):
+        with open(RunDir(run_dir, run_dir.name).run_json, "rb") as fh:
+            data = fh.read(RUN_JSON_CAP + 1)
+        if len(data) <= RUN_JSON_CAP:
+            return data
+    return None
 
 
 def _screen(run_dir: Path, sha: str) -> bytes | None:

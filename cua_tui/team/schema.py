@@ -352,6 +352,9 @@ ALTER TABLE requests ADD COLUMN scope_grant boolean,
     ADD CONSTRAINT only_an_approval_grants_or_edits
         CHECK ((scope_grant IS NULL AND edit IS NULL AND edit_text IS NULL) OR answer = 'approve'),
     ADD CONSTRAINT an_edits_text_with_its_edit CHECK (edit_text IS NULL OR edit IS NOT NULL);
+
+-- run.json as the run wrote it (exact bytes): a replay or an export from the database has its folder whole
+ALTER TABLE runs ADD COLUMN run_json bytea CHECK (run_json IS NULL OR octet_length(run_json) <= 1048576);
 {_guard(("screen_shown", "shown_ms", "scope_grant", "edit"), replace=True, wiped=("edit_text",))}
 -- an answer its lost worker never read is not applied (and its edited text goes with that)
 {_reap(create="CREATE OR REPLACE", more=_NOT_APPLIED)}

@@ -22,6 +22,7 @@ from ..core.audit import AuditKey, VerifyExit, VerifyReport, verify_run
 from ..core.rundir import RunDir, write_json_atomic
 from ..core.safeio import LINE_CAP, SCREEN_CAP
 from . import db
+from .mirror import RUN_JSON_CAP
 
 # the runs of one fleet checked at most (a fleet file holds at most 1,000 tasks; retries add some)
 MAX_RUNS = 10_000
@@ -118,6 +119,13 @@ def _materialize(conn: psycopg.Connection[Any], run_id: str, parent: str) -> tup
                 taken.extend(_taken(line))
     if isinstance(seal, dict):
         write_json_atomic(folder.result_json, {"status": status, "seal": seal})
+    info = conn.execute(
+        "SELECT CASE WHEN octet_length(run_json) <= %s THEN run_json END FROM cua_tui.runs WHERE id = %s",
+        (RUN_JSON_CAP, run_id),
+    ).fetchone()
+    if info is not None and info[0] is not None:
+        # as the worker's run wrote it; a reader bounds and checks it as it does a folder's
+        folder.run_json.write_bytes(bytes(info[0]))
     for sha, png in _screens(conn, run_id):
         folder.screens.put(sha, png)
     return folder, str(status), taken
