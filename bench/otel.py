@@ -4,8 +4,10 @@ configured (the baseline), with one that refuses the connection (nothing listens
 one that accepts and never answers; the three interleaved so that a busy machine slows each alike.
 ``python -m bench otel [--quick]``; docs/benchmarks.md.
 
-The target: a refusing collector costs at most 0.2 s more than none (median against median). One that
-never answers may cost its stated timeout (``EXPORT_TIMEOUT_S``): that figure is reported, not held.
+The target: a refusing collector costs at most 0.2 s more than none (the fastest run against the fastest:
+the least disturbed by a load that comes and goes; a cost of --otel's own is in every run, the fastest
+too). One that never answers may cost its stated timeout (``EXPORT_TIMEOUT_S``): that figure is reported,
+not held.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ def _time(args: list[str], env: dict[str, str]) -> float:
 
 def run(tmp: Path, quick: bool) -> dict[str, Any]:
     """``repeats`` runs each way, interleaved; the medians, the extra time and the target."""
-    repeats = 7 if quick else 11
+    repeats = 9 if quick else 11
     script = SCRIPT
     env = {**os.environ, "CUA_TUI_CONFIG": str(tmp / "no-config.toml")}
     env.pop("OTEL_EXPORTER_OTLP_HEADERS", None)
@@ -68,21 +70,24 @@ def run(tmp: Path, quick: bool) -> dict[str, Any]:
     log(f"otel: a sim run through the CLI, {repeats} times each way: {', '.join(ways)} (collector)")
     samples: dict[str, list[float]] = {way: [] for way in ways}
     try:
-        _time(ways["none"], env)  # warm the file cache, untimed
+        for args in ways.values():
+            _time(args, env)  # warm the file cache, untimed: the SDK's modules too, not only the baseline's
         for _ in range(repeats):
             for way, args in ways.items():
                 samples[way].append(_time(args, env))
     finally:
         silent.close()
     medians = {way: statistics.median(values) for way, values in samples.items()}
-    # what --otel adds: the median of each interleaved pair's difference, which a load that comes and goes
-    # during the runs (the suite's other parts) moves far less than the difference of the two medians
-    extra = statistics.median(r - n for r, n in zip(samples["refused"], samples["none"], strict=True))
+    # what --otel adds: the fastest run of each way, the one the least disturbed by a load that comes and goes
+    # (the suite's other parts); beside it, the median of each interleaved pair's difference, reported
+    paired = statistics.median(r - n for r, n in zip(samples["refused"], samples["none"], strict=True))
+    extra = min(samples["refused"]) - min(samples["none"])
     return {
         "repeats": repeats,
         "samples_s": samples,
         "median_s": medians,
         "refused_extra_s": extra,
+        "refused_extra_paired_s": paired,
         "silent_extra_s": medians["silent"] - medians["none"] if "silent" in medians else None,
         "target_extra_s": TARGET_EXTRA_S,
         # the budget as a ratio for the gate: no collector's time plus the budget, over ours (>= 1 passes)
@@ -99,7 +104,8 @@ def report(result: dict[str, Any]) -> list[str]:
         f"otel: what --otel costs a sim run through the CLI, median of {result['repeats']} each (interleaved)",
         f"  no collector (baseline)      {m['none']:7.3f} s",
         f"  collector refuses            {m['refused']:7.3f} s   +{result['refused_extra_s']:.3f} s  "
-        f"(the pairs' median difference; target: at most +{result['target_extra_s']:.1f} s)",
+        f"(fastest against fastest; target: at most +{result['target_extra_s']:.1f} s; the pairs' median "
+        f"difference +{result['refused_extra_paired_s']:.3f} s)",
     ] + (
         [
             f"  collector never answers      {m['silent']:7.3f} s   +{result['silent_extra_s']:.3f} s  "

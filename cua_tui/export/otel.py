@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -505,6 +506,14 @@ class _Noticing(SpanExporter):
         with self.lock:
             return time.monotonic() < self.down_until
 
+    def refused(self) -> None:
+        """Nothing listens at the collector (the sink's probe found it): down, as after a refused export."""
+        with self.lock:
+            first = self.down_until == 0.0 and self.failed == 0
+            self.down_until = time.monotonic() + DOWN_S
+        if first:
+            self.notice("connection refused")
+
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if self.down:
             with self.lock:
@@ -576,6 +585,24 @@ class Sink:
             )
         )
         self._tracer = self._provider.get_tracer("cua_tui", __version__)
+        threading.Thread(target=self._probe, name="cua-otel-probe", daemon=True).start()
+
+    def _probe(self) -> None:
+        """One TCP connect to the collector as the sink opens, off the run's threads: when nothing listens
+        there it is down from the start, as after a refused export (said once; its spans dropped at once), so
+        the end of a short run does not wait on a first export that can only be refused. Any other failure is
+        the exporter's to find and say."""
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(traces_url(self.endpoint))
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            with socket.create_connection((parts.hostname or "", port), timeout=EXPORT_TIMEOUT_S):
+                pass
+        except ConnectionRefusedError:
+            self._exporter.refused()
+        except (OSError, ValueError):
+            pass
 
     def listener(
         self,
