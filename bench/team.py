@@ -1,7 +1,7 @@
 """Suite ``team``: a fleet on a team's queue (cua_tui/team/) against a throwaway PostgreSQL server: sim runs
 of the form task by 4 worker processes, 5 headless analysts racing on the same requests, and the in-process
 fleet answering the same requests at once for comparison. ``python -m bench team [--quick]`` (1,000 runs;
-quick: 40 runs, 2 workers, 3 analysts: still races on both sides, at a fifth of the CPU); what it measures:
+quick: 24 runs, 2 workers, 3 analysts: still races on both sides, at a tenth of the CPU); what it measures:
 docs/benchmarks.md, "team".
 """
 
@@ -38,7 +38,7 @@ from .common import log
 from .fleet import FORM, _percentile, _settings
 
 # (runs, worker processes, headless analysts) of a full run and a quick one
-SIZES = {False: (1000, 4, 5), True: (40, 2, 3)}
+SIZES = {False: (1000, 4, 5), True: (24, 2, 3)}
 # runs at once per worker: the sim desktop is in-process, so a worker's runs share its one CPU's worth
 WORKER_CONCURRENCY = 8
 # answer (its commit) to the action's execution, 99th percentile: the target this machine is held to
@@ -55,7 +55,7 @@ def run(tmp: Path, quick: bool) -> dict[str, Any]:
     try:
         url = server.new_database()
         team = bench_team(tmp, url, runs, workers, analysts)
-        team["seen"] = bench_seen(tmp, url, max(10, runs // 10))
+        team["seen"] = bench_seen(tmp, url, max(6, runs // 10))
     finally:
         server.stop()
     team["in_process"] = bench_in_process(tmp, runs, workers * WORKER_CONCURRENCY)
