@@ -20,7 +20,10 @@ from tests.fakes.pgserver import PgServer
 
 WAIT_S = 60.0
 TEMPLATE = "queue_template"
-ANALYSTS = ("alice", "bob")
+ANALYSTS = ("alice", "bob", "carol")
+# alice and bob may approve payments; carol is an analyst who is not in that group; root an admin
+GROUPS = {"payments": ("alice", "bob")}
+ADMINS = ("root_admin",)
 
 
 def ready(server: PgServer) -> PgServer:
@@ -29,10 +32,15 @@ def ready(server: PgServer) -> PgServer:
     with psycopg.connect(server.url(), autocommit=True) as conn:
         if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (TEMPLATE,)).fetchone() is not None:
             return server
-        for role in ANALYSTS:
+        for role in (*ANALYSTS, *ADMINS):
             conn.execute(f"CREATE ROLE {role} LOGIN")
         conn.execute("CREATE ROLE cua_tui_analyst NOLOGIN")
+        conn.execute("CREATE ROLE cua_tui_admin NOLOGIN")
         conn.execute(f"GRANT cua_tui_analyst TO {', '.join(ANALYSTS)}")
+        conn.execute(f"GRANT cua_tui_admin TO {', '.join(ADMINS)}")
+        for group, members in GROUPS.items():
+            conn.execute(f"CREATE ROLE {group} NOLOGIN")
+            conn.execute(f"GRANT {group} TO {', '.join(members)}")
         conn.execute(f'CREATE DATABASE "{TEMPLATE}"')
     with db.connect(server.url(TEMPLATE), "test"):
         pass  # the schema, made once
@@ -74,15 +82,26 @@ def one(url: str, sql: str, *args: Any) -> Any:
     return row[0] if row is not None else None
 
 
-def posted(url: str, texts: dict[str, str] | None = None) -> int:
-    """A run and one of its requests, written as a worker writes them."""
+def posted(
+    url: str,
+    texts: dict[str, str] | None = None,
+    *,
+    rule: str = "",
+    label: str = "",
+    approvers: list[str] | None = None,
+    quorum: int | None = None,
+) -> int:
+    """A run and one of its requests, written as a worker writes them (``rule`` and ``label``: its policy
+    rule and tier in its body; ``approvers`` and ``quorum``: what its task's policy narrows them to)."""
     done = submit(url, [spec("a")], tasks_sha256="0" * 64, name="t")
     run_id = done.runs[0][1]
+    body = json.dumps({"rule": rule, "label": label} if rule or label else {})
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute(
             "INSERT INTO cua_tui.requests (run_id, fleet_id, turn, index, kind, seq, body, content_sha256, texts, "
-            "tier) VALUES (%s, %s, 1, 1, 'action', 7, '{}', repeat('a', 64), %s, 1) RETURNING id",
-            (run_id, done.fleet_id, json.dumps(texts) if texts else None),
+            "tier, approvers, quorum) VALUES (%s, %s, 1, 1, 'action', 7, %s, repeat('a', 64), %s, 1, %s, %s) "
+            "RETURNING id",
+            (run_id, done.fleet_id, body, json.dumps(texts) if texts else None, approvers, quorum or 1),
         ).fetchone()
     assert row is not None
     return int(row[0])

@@ -210,6 +210,15 @@ class AnswerRefused:
 
 
 @dataclass(frozen=True, slots=True)
+class AnswerRecorded:
+    """An answer ``FleetControl.answer`` took counted without closing the request: on a team's queue, an
+    approval under a two-person rule, which waits for another role's. ``line`` says so in one line."""
+
+    item: QueueItem
+    line: str
+
+
+@dataclass(frozen=True, slots=True)
 class RunChanged:
     """A row changed (state, phase, turn, steps, waiting time)."""
 
@@ -235,7 +244,16 @@ class ReadersChanged:
     """On a team's queue: who else has which request on their panel changed (``FleetControl.readers``)."""
 
 
-FleetEvent = RequestQueued | RequestClosed | AnswerRefused | RunChanged | RunFinished | FleetFinished | ReadersChanged
+FleetEvent = (
+    RequestQueued
+    | RequestClosed
+    | AnswerRefused
+    | AnswerRecorded
+    | RunChanged
+    | RunFinished
+    | FleetFinished
+    | ReadersChanged
+)
 FleetListener = Callable[[FleetEvent], None]
 
 

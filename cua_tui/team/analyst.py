@@ -36,6 +36,10 @@ class Outcome:
     won: bool
     line: str
     answer_id: int | None = None
+    # an approval counted under a two-person rule (a quorum): recorded, and the request stays open
+    pending: bool = False
+    # the request is still open after this (not answered here, and nobody else's answer or a closing either)
+    open: bool = False
 
 
 def answer(
@@ -58,18 +62,32 @@ def answer(
         raise ValueError("only an approval grants a scope or carries an edit")
     record = Jsonb(edit.to_record()) if edit is not None else None
     text = edit.text if edit is not None and edit.kind is Kind.TYPE else None
-    with conn.transaction():
-        row = conn.execute(
-            "UPDATE cua_tui.requests SET answer = %s, how = %s, note = %s, screen_shown = %s, shown_ms = %s, "
-            "scope_grant = %s, edit = %s, edit_text = %s "
-            "WHERE id = %s AND answer IS NULL AND closed_at IS NULL RETURNING answer_id",
-            (decision.value, how[:100], note[:2000] or None, screen or None, _ms(shown_ms), grant or None,
-             record, text, request_id),
-        ).fetchone()  # fmt: skip
-        if row is not None:
-            done = DONE[decision.value] + (" as edited" if edit is not None else " and its scope" if grant else "")
-            return Outcome(request_id, True, f"request {request_id}: {done}", int(row[0]))
-        return Outcome(request_id, False, why_not(conn, request_id))
+    try:
+        with conn.transaction():
+            row = conn.execute(
+                "UPDATE cua_tui.requests SET answer = %s, how = %s, note = %s, screen_shown = %s, shown_ms = %s, "
+                "scope_grant = %s, edit = %s, edit_text = %s "
+                "WHERE id = %s AND answer IS NULL AND closed_at IS NULL RETURNING answer_id, approvals, quorum",
+                (decision.value, how[:100], note[:2000] or None, screen or None, _ms(shown_ms), grant or None,
+                 record, text, request_id),
+            ).fetchone()  # fmt: skip
+    except (psycopg.errors.InsufficientPrivilege, psycopg.errors.UniqueViolation) as exc:
+        # the server's rule for this request: a role it does not name, or the same role approving twice
+        return Outcome(request_id, False, f"not answered: {refusal(exc)}", open=True)
+    if row is None:
+        return _not_won(conn, request_id)
+    answer_id, approvals, quorum = row
+    if answer_id is None:
+        line = f"request {request_id}: approval {approvals} of {quorum} recorded; another role must approve it too"
+        return Outcome(request_id, False, line, pending=True, open=True)
+    done = DONE[decision.value] + (" as edited" if edit is not None else " and its scope" if grant else "")
+    return Outcome(request_id, True, f"request {request_id}: {done}", int(answer_id))
+
+
+def refusal(exc: psycopg.Error) -> str:
+    """The server's refusal of an answer, in one line (its own words, shown literally)."""
+    said = exc.diag.message_primary or str(exc)
+    return visible(one_line(said, 300), limit=300)
 
 
 def _ms(shown_ms: int | None) -> int | None:
@@ -99,7 +117,9 @@ def answer_group(
             for r in conn.execute(
                 "UPDATE cua_tui.requests SET answer = %s, how = %s, note = %s, group_id = %s, group_size = %s, "
                 "screen_shown = %s, shown_ms = %s, scope_grant = %s "
-                "WHERE id = ANY(%s) AND answer IS NULL AND closed_at IS NULL RETURNING id, answer_id",
+                # only what this role may answer alone: the others stay pending, each saying why
+                "WHERE id = ANY(%s) AND answer IS NULL AND closed_at IS NULL AND quorum = 1 "
+                "AND cua_tui.may_answer(approvers) RETURNING id, answer_id",
                 (decision.value, how[:100], note[:2000] or None, group_id, len(request_ids), screen or None,
                  _ms(shown_ms), grant or None, list(request_ids)),
             ).fetchall()
@@ -107,25 +127,49 @@ def answer_group(
         return [
             Outcome(i, True, f"request {i}: {DONE[decision.value]} with group {group_id}", won[i])
             if i in won
-            else Outcome(i, False, why_not(conn, i))
+            else _not_won(conn, i)
             for i in request_ids
         ]
 
 
+def _not_won(conn: psycopg.Connection[Any], request_id: int) -> Outcome:
+    line, still = _why(conn, request_id)
+    return Outcome(request_id, False, line, open=still)
+
+
 def why_not(conn: psycopg.Connection[Any], request_id: int) -> str:
     """Why ``request_id`` takes no answer now, in one line: who answered what and when, or why it closed."""
+    return _why(conn, request_id)[0]
+
+
+def _why(conn: psycopg.Connection[Any], request_id: int) -> tuple[str, bool]:
+    """``why_not``'s line, and whether the request is still open (a rule kept this answer from it)."""
     row = conn.execute(
-        "SELECT answer, left(answered_by, 64), answered_at, left(closed_why, 200), closed_at FROM cua_tui.requests "
-        "WHERE id = %s",
+        "SELECT answer, left(answered_by, 64), answered_at, left(closed_why, 200), closed_at, approvers[1:10], "
+        "quorum, cua_tui.may_answer(approvers) FROM cua_tui.requests WHERE id = %s",
         (request_id,),
     ).fetchone()
     if row is None:
-        return f"request {request_id}: no such request"
-    answered, role, at, closed_why, closed_at = row
+        return f"request {request_id}: no such request", False
+    answered, role, at, closed_why, closed_at, approvers, quorum, may = row
     if answered is not None:
         done = DONE.get(str(answered), "?")
-        return f"request {request_id} was already answered: {visible(str(role), limit=64)} {done} it at {_at(at)}"
-    return f"request {request_id} is closed ({visible(str(closed_why), limit=120)}) since {_at(closed_at)}"
+        who = visible(str(role), limit=64)
+        return f"request {request_id} was already answered: {who} {done} it at {_at(at)}", False
+    if closed_at is not None:
+        return f"request {request_id} is closed ({visible(str(closed_why), limit=120)}) since {_at(closed_at)}", False
+    if not may:
+        return f"request {request_id}: only {who_may(approvers)} may answer it", True
+    if quorum > 1:
+        return f"request {request_id} needs {quorum} different roles' approvals: answered alone, never in a group", True
+    return f"request {request_id} is still open", True
+
+
+def who_may(approvers: Sequence[str] | None) -> str:
+    """The roles a rule names, for people (none: nobody; the task's policy named none of the rule's)."""
+    if approvers is None:
+        return "any analyst"
+    return ", ".join(visible(str(r), limit=63) for r in approvers) if approvers else "nobody"
 
 
 def _at(when: datetime | None) -> str:

@@ -25,6 +25,7 @@ import psycopg
 
 from ..core import events as ev
 from ..core.fleet_queue import (
+    AnswerRecorded,
     AnswerRefused,
     FleetEvent,
     FleetFinished,
@@ -739,7 +740,7 @@ class TeamFleet:
                 conn = None
                 why = exc if isinstance(exc, db.QueueError) else db.one_line_error(exc)
                 outcomes = [analyst.Outcome(item.ticket, False, f"request {item.ticket}: not answered ({why}); "
-                                            "it is still open") for item in items]  # fmt: skip
+                                            "it is still open", open=True) for item in items]  # fmt: skip
                 with self._lock:
                     self._answering.difference_update(item.ticket for item in items)
                 self._tell([RequestQueued(item) for item in items])
@@ -777,9 +778,11 @@ class TeamFleet:
                 if outcome.won:
                     if self._items.pop(item.ticket, None) is not None:
                         told.append(RequestClosed(item, "answered"))
-                elif "still open" not in outcome.line:
-                    self._items.pop(item.ticket, None)
+                elif outcome.pending:
+                    told.append(AnswerRecorded(item, outcome.line))  # open, for another role's approval
+                elif outcome.open:
                     told.append(AnswerRefused(item, outcome.line))
                 else:
+                    self._items.pop(item.ticket, None)
                     told.append(AnswerRefused(item, outcome.line))
         self._tell(told)

@@ -22,11 +22,18 @@ SCHEMA = "cua_tui"
 # the role a team's workers are granted, and the one its analysts (and submitters) are
 WORKER_ROLE = "cua_tui_worker"
 ANALYST_ROLE = "cua_tui_analyst"
+# the role that sets who may decide what (version 4's rules); neither analysts nor workers may
+ADMIN_ROLE = "cua_tui_admin"
+# a rule's keys beside policy rules: a tier (the queue's labels, core/fleet_queue.py), and its bounds
+TIER_KEYS = "safety_check|region|transmission|budget|other"
+MAX_QUORUM = 5
+MAX_ASIDE_MIN = 1440
 # NOTIFY channels: a woken session then reads rows (a payload carries no data, only an id)
 ANSWERED = "cua_tui_answered"
 POSTED = "cua_tui_posted"
 QUEUED = "cua_tui_queued"
 KILL = "cua_tui_kill"
+ESCALATED = "cua_tui_escalated"
 # the advisory lock two migrating sessions take, so that one waits for the other
 _MIGRATION_LOCK = 0x63756174  # "cuat"
 # the requests one analyst's panel may mark "read by" at once (a group's), and a mark's longest lease
@@ -34,11 +41,14 @@ MAX_LOOKS = 100
 MAX_LOOK_S = 60
 
 
-def _guard(more: tuple[str, ...], *, replace: bool = False, wiped: tuple[str, ...] = ()) -> str:
+def _guard(
+    more: tuple[str, ...], *, replace: bool = False, wiped: tuple[str, ...] = (), first: str = "", answering: str = ""
+) -> str:
     """The trigger function that holds an answer to its rules: who answered, when and its id set by the
     server; the columns an answer sets (``more`` beyond version 1's) set with it only, never changed after.
     ``wiped``: columns an answer sets that are then only cleared, and are wiped once the request is applied,
-    not applied or closed (an edit's typed text: held only until its worker reads it)."""
+    not applied or closed (an edit's typed text: held only until its worker reads it). ``first``: checks before
+    any other; ``answering``: what an answer passes before it stands (version 4: who may answer, a quorum)."""
     changed = "".join(f"\n        OR NEW.{c} IS DISTINCT FROM OLD.{c}" for c in more)
     changed += "".join(f"\n        OR (NEW.{c} IS NOT NULL AND NEW.{c} IS DISTINCT FROM OLD.{c})" for c in wiped)
     set_ = "".join(f" OR NEW.{c} IS NOT NULL" for c in (*more, *wiped))
@@ -48,13 +58,14 @@ def _guard(more: tuple[str, ...], *, replace: bool = False, wiped: tuple[str, ..
         for c in wiped
     )
     return _GUARD.format(
-        create="CREATE OR REPLACE" if replace else "CREATE", changed=changed, set=set_, wipe=wipe, schema=SCHEMA
-    )
+        create="CREATE OR REPLACE" if replace else "CREATE", changed=changed, set=set_, wipe=wipe, schema=SCHEMA,
+        first=first, answering=answering,
+    )  # fmt: skip
 
 
 _GUARD = """{create} FUNCTION guard_request() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
     SET search_path = {schema} AS $$
-BEGIN
+BEGIN{first}
     IF OLD.answer IS NOT NULL AND (
         NEW.answer IS DISTINCT FROM OLD.answer OR NEW.answer_id IS DISTINCT FROM OLD.answer_id
         OR NEW.answered_by IS DISTINCT FROM OLD.answered_by OR NEW.answered_at IS DISTINCT FROM OLD.answered_at
@@ -66,7 +77,7 @@ BEGIN
     IF OLD.answer IS NULL AND NEW.answer IS NOT NULL THEN
         IF OLD.closed_at IS NOT NULL THEN
             RAISE EXCEPTION 'request % is closed (%)', OLD.id, OLD.closed_why USING ERRCODE = 'check_violation';
-        END IF;
+        END IF;{answering}
         NEW.answered_by := session_user;
         NEW.answered_at := clock_timestamp();
         NEW.answer_id := nextval('{schema}.answer_ids');
@@ -401,8 +412,238 @@ BEGIN
 END $$;
 """
 
+# Version 4 (issue 39): who may decide what. The rules are an admin's; each request takes its rule as it is
+# posted (narrowed by its task's policy, never widened); the guard holds every answer to it.
+_REWRITE_V4 = """
+    IF TG_OP = 'UPDATE' AND (NEW.approvers IS DISTINCT FROM OLD.approvers OR NEW.quorum IS DISTINCT FROM OLD.quorum
+        OR NEW.rule_key IS DISTINCT FROM OLD.rule_key OR NEW.escalate_at IS DISTINCT FROM OLD.escalate_at
+        OR NEW.escalate_to IS DISTINCT FROM OLD.escalate_to OR NEW.body IS DISTINCT FROM OLD.body
+        OR NEW.content_sha256 IS DISTINCT FROM OLD.content_sha256 OR NEW.run_id IS DISTINCT FROM OLD.run_id
+        OR NEW.seq IS DISTINCT FROM OLD.seq) THEN
+        RAISE EXCEPTION 'a request is not rewritten' USING ERRCODE = 'check_violation';
+    END IF;"""
+# an answer: from a role the request's rule names (as it is a member now), and under a quorum each approval
+# of another role counted until the quorum is met (any reject ends it); an approval that carries an edit
+# of its own starts the count again with it, one without approves the edit pending
+_ANSWERING_V4 = """
+        IF NOT may_answer(OLD.approvers) THEN
+            RAISE EXCEPTION 'role % may not answer request %: only % may', session_user, OLD.id,
+                coalesce(nullif(array_to_string(OLD.approvers, ', '), ''), 'nobody')
+                USING ERRCODE = 'insufficient_privilege';
+        END IF;
+        IF OLD.quorum > 1 AND NEW.answer = 'approve' THEN
+            DECLARE
+                pending jsonb;
+                pending_text text;
+                counted integer;
+            BEGIN
+                IF EXISTS (SELECT 1 FROM approvals WHERE request_id = OLD.id AND role = session_user
+                           AND NOT superseded) THEN
+                    RAISE EXCEPTION 'request %: % has approved it already; the same role twice counts once', OLD.id,
+                        session_user USING ERRCODE = 'unique_violation';
+                END IF;
+                SELECT a.edit, a.edit_text INTO pending, pending_text FROM approvals a
+                WHERE a.request_id = OLD.id AND NOT a.superseded ORDER BY a.id LIMIT 1;
+                IF NEW.edit IS NOT NULL AND NEW.edit IS DISTINCT FROM pending THEN
+                    UPDATE approvals SET superseded = true, edit_text = NULL WHERE request_id = OLD.id
+                        AND NOT superseded;
+                ELSIF pending IS NOT NULL THEN
+                    NEW.edit := pending;
+                    NEW.edit_text := pending_text;
+                END IF;
+                INSERT INTO approvals (request_id, role, how, note, screen_shown, shown_ms, scope_grant, edit,
+                                       edit_text)
+                VALUES (OLD.id, session_user, NEW.how, NEW.note, NEW.screen_shown, NEW.shown_ms, NEW.scope_grant,
+                        NEW.edit, NEW.edit_text);
+                SELECT count(*) INTO counted FROM approvals WHERE request_id = OLD.id AND NOT superseded;
+                NEW.approvals := counted;
+                IF counted < OLD.quorum THEN
+                    -- recorded; the request stays open for another role's approval
+                    NEW.answer := NULL; NEW.how := NULL; NEW.note := NULL; NEW.screen_shown := NULL;
+                    NEW.shown_ms := NULL; NEW.scope_grant := NULL; NEW.edit := NULL; NEW.edit_text := NULL;
+                    NEW.group_id := NULL; NEW.group_size := NULL;
+                    RETURN NEW;
+                END IF;
+                -- the quorum is met: the last approval is the answer, carrying the edit; no text kept beside it
+                UPDATE approvals SET edit_text = NULL WHERE request_id = OLD.id;
+            END;
+        END IF;"""
+
+_V4 = f"""
+SET LOCAL search_path = {SCHEMA};
+
+CREATE TABLE rules (
+    key text PRIMARY KEY
+        CHECK (key ~ '^tier:({TIER_KEYS})$' OR (key !~ '^tier:' AND key ~ '^[A-Za-z0-9_.:+-]{{1,200}}$')),
+    -- the roles that may answer (a member of one may); NULL: any analyst
+    approvers text[] CHECK (approvers IS NULL OR cardinality(approvers) BETWEEN 1 AND 50),
+    quorum integer NOT NULL DEFAULT 1 CHECK (quorum BETWEEN 1 AND {MAX_QUORUM}),
+    escalate_after_s double precision CHECK (escalate_after_s IS NULL OR escalate_after_s > 0),
+    escalate_to text CHECK (escalate_to IS NULL OR length(escalate_to) <= 63),
+    set_by text NOT NULL DEFAULT session_user,
+    set_at timestamptz NOT NULL DEFAULT now(),
+    CHECK ((escalate_after_s IS NULL) = (escalate_to IS NULL))
+);
+CREATE FUNCTION stamp_rule() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.set_by := session_user;
+    NEW.set_at := now();
+    RETURN NEW;
+END $$;
+CREATE TRIGGER stamp_rule BEFORE INSERT OR UPDATE ON rules FOR EACH ROW EXECUTE FUNCTION stamp_rule();
+
+ALTER TABLE requests ADD COLUMN rule_key text,
+    ADD COLUMN approvers text[] CHECK (approvers IS NULL OR cardinality(approvers) <= 50),
+    ADD COLUMN quorum integer NOT NULL DEFAULT 1 CHECK (quorum BETWEEN 1 AND {MAX_QUORUM}),
+    ADD COLUMN approvals integer NOT NULL DEFAULT 0,
+    ADD COLUMN escalate_at timestamptz,
+    ADD COLUMN escalate_to text,
+    ADD COLUMN escalated_at timestamptz;
+
+-- each approval of a request under a quorum (the final one is the answer's too)
+CREATE TABLE approvals (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    request_id bigint NOT NULL REFERENCES requests (id) ON DELETE CASCADE,
+    role text NOT NULL,
+    at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    how text,
+    note text,
+    screen_shown text,
+    shown_ms integer,
+    scope_grant boolean,
+    edit jsonb,
+    -- an edit's typed text while the request is open; wiped when the quorum is met or the request closes
+    edit_text text,
+    -- an approval of another edit came after it: it no longer counts
+    superseded boolean NOT NULL DEFAULT false
+);
+CREATE INDEX approvals_of ON approvals (request_id);
+
+-- "set aside" (not an answer): the request leaves that role's view until the time
+CREATE TABLE asides (
+    request_id bigint NOT NULL REFERENCES requests (id) ON DELETE CASCADE,
+    role text NOT NULL,
+    at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    until timestamptz NOT NULL
+);
+CREATE INDEX asides_of ON asides (request_id);
+
+CREATE FUNCTION may_answer(approvers text[]) RETURNS boolean LANGUAGE sql STABLE AS $$
+    SELECT approvers IS NULL OR EXISTS (
+        SELECT 1 FROM pg_roles r WHERE r.rolname = ANY (approvers) AND pg_has_role(session_user, r.oid, 'MEMBER'))
+$$;
+
+-- a request takes its rule as it is posted: the rule of its policy rule, else of its tier; the task's policy
+-- (what the worker sends in approvers and quorum) only narrows it: its roles kept only where they are one of
+-- the rule's (or a member of one), its quorum only raised
+CREATE FUNCTION rule_request() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = {SCHEMA} AS $$
+DECLARE
+    r rules%ROWTYPE;
+    matched boolean;
+    narrowed text[] := NEW.approvers;
+BEGIN
+    SELECT * INTO r FROM rules WHERE key = NEW.body->>'rule';
+    matched := FOUND;
+    IF NOT matched THEN
+        SELECT * INTO r FROM rules WHERE key = 'tier:' || replace(coalesce(NEW.body->>'label', ''), ' ', '_');
+        matched := FOUND;
+    END IF;
+    NEW.quorum := greatest(coalesce(NEW.quorum, 1), CASE WHEN matched THEN r.quorum ELSE 1 END);
+    NEW.approvals := 0;
+    NEW.escalated_at := NULL;
+    IF NOT matched THEN
+        NEW.rule_key := NULL;
+        NEW.escalate_at := NULL;
+        NEW.escalate_to := NULL;
+        RETURN NEW;
+    END IF;
+    NEW.rule_key := r.key;
+    IF r.approvers IS NULL THEN
+        NEW.approvers := narrowed;
+    ELSIF narrowed IS NULL THEN
+        NEW.approvers := r.approvers;
+    ELSE
+        NEW.approvers := ARRAY(
+            SELECT p.rolname FROM pg_roles p WHERE p.rolname = ANY (narrowed) AND EXISTS (
+                SELECT 1 FROM pg_roles a WHERE a.rolname = ANY (r.approvers) AND pg_has_role(p.oid, a.oid, 'MEMBER')));
+    END IF;
+    IF r.escalate_after_s IS NOT NULL THEN
+        NEW.escalate_at := coalesce(NEW.posted_at, now()) + make_interval(secs => r.escalate_after_s);
+        NEW.escalate_to := r.escalate_to;
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER rule_request BEFORE INSERT ON requests FOR EACH ROW EXECUTE FUNCTION rule_request();
+
+{
+    _guard(
+        ("screen_shown", "shown_ms", "scope_grant", "edit"),
+        replace=True,
+        wiped=("edit_text",),
+        first=_REWRITE_V4,
+        answering=_ANSWERING_V4,
+    )
+}
+-- a closed request's pending edits go with it
+CREATE FUNCTION wipe_approvals() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = {SCHEMA} AS $$
+BEGIN
+    UPDATE approvals SET edit_text = NULL WHERE request_id = NEW.id AND edit_text IS NOT NULL;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER wipe_approvals AFTER UPDATE OF closed_at ON requests FOR EACH ROW
+    WHEN (OLD.closed_at IS NULL AND NEW.closed_at IS NOT NULL) EXECUTE FUNCTION wipe_approvals();
+
+-- escalation: any reader marks what is due (as reap() declares lapsed workers), and its group is told
+CREATE FUNCTION escalate() RETURNS integer LANGUAGE plpgsql SECURITY DEFINER SET search_path = {SCHEMA} AS $$
+DECLARE
+    marked integer;
+BEGIN
+    UPDATE requests SET escalated_at = clock_timestamp()
+    WHERE escalate_at <= clock_timestamp() AND escalated_at IS NULL AND answer IS NULL AND closed_at IS NULL;
+    GET DIAGNOSTICS marked = ROW_COUNT;
+    IF marked > 0 THEN
+        PERFORM pg_notify('{ESCALATED}', '');
+    END IF;
+    RETURN marked;
+END $$;
+
+CREATE FUNCTION set_aside(request bigint, minutes double precision) RETURNS timestamptz LANGUAGE plpgsql
+    SECURITY DEFINER SET search_path = {SCHEMA} AS $$
+DECLARE
+    back timestamptz;
+BEGIN
+    IF minutes IS NULL OR NOT minutes BETWEEN 0.01 AND {MAX_ASIDE_MIN} THEN
+        RAISE EXCEPTION 'a request is set aside for 1 s to {MAX_ASIDE_MIN} minutes' USING ERRCODE = 'check_violation';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM requests WHERE id = request AND answer IS NULL AND closed_at IS NULL) THEN
+        RAISE EXCEPTION 'request % is not open', request USING ERRCODE = 'check_violation';
+    END IF;
+    INSERT INTO asides (request_id, role, until)
+    VALUES (request, session_user, clock_timestamp() + make_interval(secs => minutes * 60)) RETURNING until INTO back;
+    RETURN back;
+END $$;
+REVOKE EXECUTE ON FUNCTION set_aside(bigint, double precision) FROM PUBLIC;
+
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{WORKER_ROLE}') THEN
+        GRANT SELECT ON rules TO {WORKER_ROLE};
+        GRANT SELECT, INSERT, UPDATE ON approvals, asides TO {WORKER_ROLE};
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{ANALYST_ROLE}') THEN
+        GRANT SELECT ON rules, approvals, asides TO {ANALYST_ROLE};
+        GRANT EXECUTE ON FUNCTION set_aside(bigint, double precision) TO {ANALYST_ROLE};
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{ADMIN_ROLE}') THEN
+        GRANT USAGE ON SCHEMA {SCHEMA} TO {ADMIN_ROLE};
+        GRANT SELECT ON meta TO {ADMIN_ROLE};
+        GRANT SELECT, INSERT, UPDATE, DELETE ON rules TO {ADMIN_ROLE};
+    END IF;
+END $$;
+"""
+
 # (version, SQL): applied in order, each once
-MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3))
+MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4))
 LATEST = MIGRATIONS[-1][0]
 
 

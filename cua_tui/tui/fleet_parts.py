@@ -18,6 +18,7 @@ from textual.widgets import Static
 from ..core import events as ev
 from ..core.actions import Kind
 from ..core.fleet_queue import (
+    AnswerRecorded,
     AnswerRefused,
     FleetControl,
     FleetEvent,
@@ -223,13 +224,18 @@ class FleetInbox:
         self._woken = False
         self.closed: dict[int, str] = {}
         self.finished = False
-        # answers that did not count after all (a team's queue): said once each
+        # answers that did not count after all (a team's queue), and those that counted without closing their
+        # request (an approval under a two-person rule): said once each
         self._refused: list[str] = []
+        self._recorded: list[str] = []
 
     def told(self, event: FleetEvent) -> bool:
         with self._lock:
             if isinstance(event, AnswerRefused):
                 self._refused.append(event.line)
+                self._queue = True
+            elif isinstance(event, AnswerRecorded):
+                self._recorded.append(event.line)
                 self._queue = True
             elif isinstance(event, RequestClosed):
                 self.closed[event.item.ticket] = event.why
@@ -257,6 +263,12 @@ class FleetInbox:
         """The lines of answers that did not count, since the last time."""
         with self._lock:
             lines, self._refused = self._refused, []
+        return lines
+
+    def recorded(self) -> list[str]:
+        """The lines of approvals recorded without closing their request, since the last time."""
+        with self._lock:
+            lines, self._recorded = self._recorded, []
         return lines
 
     def take(self) -> tuple[set[str], bool]:

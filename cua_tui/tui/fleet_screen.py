@@ -254,6 +254,8 @@ class FleetScreen(FleetKeys, ViewScreen):
             self._update_runs(tasks)
         for line in self.inbox.refused():
             self.notify(visible(line, limit=300), title="not answered", severity="warning", markup=False)
+        for line in self.inbox.recorded():
+            self.notify(visible(line, limit=300), title="recorded", markup=False)
         if queue_dirty:
             self._update_queue()
         self._update_header()
