@@ -234,3 +234,45 @@ def test_set_aside_is_not_an_answer_and_escalation_is_marked_on_time(url: str) -
         assert conn.execute("SELECT cua_tui.escalate()").fetchone() == (1,)
         assert [n.channel for n in conn.notifies(timeout=2, stop_after=1)] == ["cua_tui_escalated"]
     assert one(url, "SELECT escalate_to FROM cua_tui.requests WHERE escalated_at IS NOT NULL") == "payments"
+
+
+def test_a_runs_chain_records_each_approval_the_quorum_and_the_times_set_aside(url: str, tmp_path: Path) -> None:
+    """End to end on a worker: a two-person rule on typing; carol sets the request aside, alice and bob approve.
+    The decision in the run's chain names both approvers, the quorum and the aside; verify agrees."""
+    import json
+
+    from team_cases import settings, spec, wait_for
+
+    from cua_tui.core.audit import verify_run
+    from cua_tui.team.submit import submit
+    from cua_tui.team.worker import Worker, WorkerOptions
+
+    rule(url, "actions.type", ("payments",), 2)
+    done = submit(url, [spec("t0")], tasks_sha256="6" * 64, name="two persons")
+    worker = Worker(
+        WorkerOptions(url=url, runs_dir=tmp_path / "runs", backends=("sim",), concurrency=1, lease_s=5.0,
+                      settings=settings(tmp_path), max_runs=1),
+        lambda line: None,
+    )  # fmt: skip
+    working = threading.Thread(target=worker.run)
+    working.start()
+    try:
+        request = wait_for("the typing's request", lambda: one(url, "SELECT id FROM cua_tui.requests"))
+        with psycopg.connect(as_role(url, "carol"), autocommit=True) as conn:
+            conn.execute("SELECT cua_tui.set_aside(%s, 10)", (request,))
+        assert answer(url, "alice", request).pending
+        time.sleep(0.3)  # the worker reads the row meanwhile: an approval alone applies nothing
+        assert one(url, "SELECT applied_at FROM cua_tui.requests WHERE id = %s", request) is None
+        assert answer(url, "bob", request).won
+        working.join(60)
+    finally:
+        worker.stop()
+        working.join(60)
+    run_dir = tmp_path / "runs" / done.runs[0][1]
+    records = [json.loads(line) for line in (run_dir / "audit.jsonl").read_text().splitlines()]
+    (decided,) = [r for r in records if r["kind"] == "decision" and r.get("queue")]
+    queue = decided["queue"]
+    assert decided["decision"] == "approve" and decided["operator"] == "bob"
+    assert queue["quorum"] == 2 and [a["role"] for a in queue["approvals"]] == ["alice", "bob"]
+    assert queue["set_aside"] == 1 and queue["role"] == "bob"
+    assert verify_run(run_dir).intact

@@ -182,7 +182,7 @@ class QueueApprover:
                 {"id": request_id, "run": claim.run_id, "sha": post.content_sha256, "token": claim.token},
             ).fetchone()
             if row is not None:
-                return _ruling(request_id, *row)
+                return _ruling(request_id, *row, more=_what_else(conn, request_id))
             state = conn.execute(
                 f"SELECT {ANSWER_COLUMNS}, q.applied_at, left(q.closed_why, 200), q.content_sha256, r.token, r.state "
                 "FROM cua_tui.requests q JOIN cua_tui.runs r ON r.id = q.run_id WHERE q.id = %s AND q.run_id = %s",
@@ -243,6 +243,35 @@ class QueueApprover:
         )
 
 
+def _what_else(conn: psycopg.Connection[Any], request_id: int) -> dict[str, Any]:
+    """What the run's chain records beside an answer that the rules made (schema version 4): a quorum's
+    approvals (who, when), how often the request was set aside before, whether it had escalated."""
+    row = conn.execute(
+        "SELECT q.quorum, q.escalated_at IS NOT NULL, "
+        "(SELECT count(*) FROM cua_tui.asides s WHERE s.request_id = q.id), "
+        "(SELECT coalesce(json_agg(json_build_object('role', left(a.role, 64), 'at', a.at) ORDER BY a.id), '[]') "
+        " FROM (SELECT * FROM cua_tui.approvals a WHERE a.request_id = q.id AND NOT a.superseded ORDER BY a.id "
+        " LIMIT 10) a) FROM cua_tui.requests q WHERE q.id = %s",
+        (request_id,),
+    ).fetchone()
+    if row is None:
+        return {}
+    quorum, escalated, asides, approvals = row
+    more: dict[str, Any] = {}
+    if quorum > 1:
+        more["quorum"] = int(quorum)
+        more["approvals"] = [
+            {"role": visible(str(a.get("role")), limit=64), "at": str(a.get("at"))[:40]}
+            for a in (approvals if isinstance(approvals, list) else [])
+            if isinstance(a, dict)
+        ]
+    if asides:
+        more["set_aside"] = int(asides)
+    if escalated:
+        more["escalated"] = True
+    return more
+
+
 class Fenced(RuntimeError):
     """This worker may not apply the answer: its lease is gone, or the row is not its own."""
 
@@ -263,6 +292,8 @@ def _ruling(
     edit: Any = None,
     edit_bytes: int | None = None,
     edit_text: str | None = None,
+    *,
+    more: dict[str, Any] | None = None,
 ) -> Ruling:
     """The ruling a committed answer makes: who the database says answered, the answer's id and commit time
     in the record; ``how`` (what the answering program said it is) only as one of the known words. An edit
@@ -271,6 +302,7 @@ def _ruling(
     said = how if how in HOW else "unknown"
     human = said == "human"
     record = {"request": request_id, "answer": answer_id, "role": role, "committed": committed.isoformat()}
+    record |= more or {}
     ran: Action | None = None
     if edit is not None or edit_bytes is not None:
         try:
