@@ -51,10 +51,13 @@ def as_role(url: str, role: str) -> str:
     return url.replace("postgresql://postgres@", f"postgresql://{role}@", 1)
 
 
-def spec(name: str, script: dict[str, Any] = FORM, **more: Any) -> Spec:
+def spec(name: str, script: dict[str, Any] = FORM, *, extra_policy: str = "", **more: Any) -> Spec:
+    """A sim run of ``script`` under the built-in policy (``extra_policy``: TOML added to its text)."""
     from cua_tui.core.policy import Policy as RunPolicy
 
     policy = RunPolicy.default()
+    if extra_policy:
+        policy = RunPolicy.from_toml(policy.text + "\n" + extra_policy, source="test")
     return Spec(
         name=name, task="fill the form", backend="sim", agent="script", script=script,
         policy=Policy(policy.text, policy.sha256), **more,

@@ -982,3 +982,38 @@ def test_an_unknown_key_is_located_wherever_it_is_written(parts: list[str], blan
         Policy.from_toml(text, source="p.toml")
     except PolicyError as exc:
         assert str(exc).startswith(f"policy file p.toml, line {blank + 2}: "), str(exc)
+
+
+def test_approvers_narrow_a_teams_rule_by_rule_then_tier_and_bad_entries_say_where() -> None:
+    """``[[approvers]]`` (issue 39): a task's narrowing of a team's rules, found by its policy rule first, then
+    its tier; a key that is neither, a role that is not a name, a quorum out of range or a rule listed twice is
+    an error that names the line."""
+    text = textwrap.dedent(
+        """
+        [[approvers]]
+        rule = "actions.type"
+        roles = ["alice", "payments", "alice"]
+        quorum = 2
+
+        [[approvers]]
+        rule = "tier:transmission"
+        quorum = 3
+        """
+    )
+    made = Policy.from_toml(text)
+    assert made.approvers_for("actions.type", "transmission") == policy_module.Approvers(
+        "actions.type", ("alice", "payments"), 2
+    )
+    assert made.approvers_for("keys.confirm:Return", "transmission") == policy_module.Approvers(
+        "tier:transmission", None, 3
+    )
+    assert made.approvers_for("actions.click", "other") is None
+    for bad, says in (
+        ('rule = "tier:everything"', "is neither a policy rule"),
+        ('rule = "actions.type"\nroles = ["alice; DROP TABLE"]', "is not one"),
+        ('rule = "actions.type"\nquorum = 9', "quorum is 1 to 5"),
+        ('rule = "actions.type"\n[[approvers]]\nrule = "actions.type"', "listed twice"),
+    ):
+        with pytest.raises(PolicyError, match=says) as caught:
+            Policy.from_toml(f"[[approvers]]\n{bad}\n", source="team.toml")
+        assert "team.toml" in str(caught.value)

@@ -276,3 +276,37 @@ def test_a_runs_chain_records_each_approval_the_quorum_and_the_times_set_aside(u
     assert queue["quorum"] == 2 and [a["role"] for a in queue["approvals"]] == ["alice", "bob"]
     assert queue["set_aside"] == 1 and queue["role"] == "bob"
     assert verify_run(run_dir).intact
+
+
+def test_a_submitter_whose_task_policy_tries_to_widen_the_approvers_gets_nobody(url: str, tmp_path: Path) -> None:
+    """The rule says payments; the task's policy names carol (not one of them) and a quorum of 1 under the
+    rule's 2: the request the worker posts may be answered by nobody, and its quorum is the rule's."""
+    from team_cases import settings, spec, wait_for
+
+    from cua_tui.team.submit import submit
+    from cua_tui.team.worker import Worker, WorkerOptions
+
+    rule(url, "actions.type", ("payments",), 2)
+    widen = '[[approvers]]\nrule = "actions.type"\nroles = ["carol"]\nquorum = 1\n'
+    done = submit(as_role(url, "carol"), [spec("t0", extra_policy=widen)], tasks_sha256="7" * 64, name="widen")
+    worker = Worker(
+        WorkerOptions(url=url, runs_dir=tmp_path / "runs", backends=("sim",), concurrency=1, lease_s=5.0,
+                      settings=settings(tmp_path), max_runs=1),
+        lambda line: None,
+    )  # fmt: skip
+    working = threading.Thread(target=worker.run)
+    working.start()
+    try:
+        request = wait_for("the typing's request", lambda: one(url, "SELECT id FROM cua_tui.requests"))
+        row = one(url, "SELECT array[approvers::text, quorum::text] FROM cua_tui.requests WHERE id = %s", request)
+        assert row == ["{}", "2"]
+        for role in ("carol", "alice"):
+            said = answer(url, role, request)
+            assert not said.won and "only nobody may" in said.line
+        with psycopg.connect(as_role(url, "bob"), autocommit=True) as conn:
+            conn.execute("SELECT cua_tui.kill_runs(%s)", (list(dict(done.runs).values()),))
+        working.join(60)
+    finally:
+        worker.stop()
+        working.join(60)
+    assert one(url, "SELECT status FROM cua_tui.runs") == "killed"

@@ -14,6 +14,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,12 @@ class _Network(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     allow_domains: list[str] = msgspec.field(default_factory=list)
 
 
+class _Approvers(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    rule: str
+    roles: list[str] | None = None
+    quorum: int = 1
+
+
 class _PolicyFile(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     version: int = 1
     name: str = "custom"
@@ -131,6 +138,7 @@ class _PolicyFile(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     keys: _Keys | None = None
     regions: list[_Region] = msgspec.field(default_factory=list)
     network: _Network = msgspec.field(default_factory=_Network)
+    approvers: list[_Approvers] = msgspec.field(default_factory=list)
 
 
 DEFAULT_ALLOWED = (
@@ -204,6 +212,29 @@ class Region:
         return self.x <= px < self.x + self.width and self.y <= py < self.y + self.height
 
 
+# A team's queue (schema version 4) sets who may answer what per policy rule or per tier; a task's policy
+# may only narrow that (fewer roles, a higher quorum): ``[[approvers]]``, docs/team/rules.md
+APPROVER_TIERS = ("safety_check", "region", "transmission", "budget", "other")
+APPROVER_KEY_RE = re.compile(rf"^(tier:({'|'.join(APPROVER_TIERS)})|(?!tier:)[A-Za-z0-9_.:+-]{{1,200}})$")
+APPROVER_ROLE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_$-]{0,62}$")
+MAX_QUORUM = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Approvers:
+    """A task's narrowing of a team's rule for one policy rule or tier (``tier:transmission``): the roles
+    (None: as the team's rule says) and the quorum (at least the rule's). On one machine it does nothing."""
+
+    rule: str
+    roles: tuple[str, ...] | None = None
+    quorum: int = 1
+
+
+def approvers_key(rule: str, tier_label: str) -> tuple[str, str]:
+    """The keys a request's rule is found by: its policy rule, then its tier (the queue's label)."""
+    return rule, f"tier:{tier_label.replace(' ', '_')}"
+
+
 @dataclass(frozen=True)
 class Policy:
     """An immutable, validated policy. Build with ``Policy.default()``, ``load`` or ``from_toml``."""
@@ -219,6 +250,7 @@ class Policy:
     regions: tuple[Region, ...] = ()
     allow_domains: tuple[str, ...] = ()
     description: str = ""
+    approvers: tuple[Approvers, ...] = ()
     _key_cache: dict[str, Decision | None] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -360,6 +392,7 @@ class Policy:
         # Checked before the keys: errors come in that order.
         regions = _regions(doc, parsed.regions)
         domains = _domains(doc, parsed.network.allow_domains)
+        approvers = _approvers(doc, parsed.approvers)
         lim = parsed.limits
         return cls(
             name=parsed.name if source != "built-in" else "default",
@@ -373,7 +406,14 @@ class Policy:
             regions=regions,
             allow_domains=domains,
             description=parsed.description,
+            approvers=approvers,
         )
+
+    def approvers_for(self, rule: str, tier_label: str) -> Approvers | None:
+        """This policy's narrowing for a request of ``rule`` in the tier ``tier_label`` (None: none)."""
+        by_rule, by_tier = approvers_key(rule, tier_label)
+        found = {a.rule: a for a in self.approvers}
+        return found.get(by_rule) or found.get(by_tier)
 
     def with_limits(self, **changes: Any) -> Policy:
         """A copy with some limits overridden (command-line flags)."""
@@ -484,6 +524,31 @@ def _regions(doc: TomlDoc, regions: list[_Region]) -> tuple[Region, ...]:
             Region(reg.name, reg.x, reg.y, reg.width, reg.height, Verdict(reg.verdict), reason, sends_out=reg.sends_out)
         )
     return tuple(out)
+
+
+def _approvers(doc: TomlDoc, entries: list[_Approvers]) -> tuple[Approvers, ...]:
+    out: dict[str, Approvers] = {}
+    for i, entry in enumerate(entries):
+        if not APPROVER_KEY_RE.fullmatch(entry.rule):
+            tiers = ", ".join(f"tier:{t}" for t in APPROVER_TIERS)
+            problem = f"approvers: {entry.rule[:80]!r} is neither a policy rule (actions.type) nor a tier ({tiers})"
+            raise doc.error(("approvers", i, "rule"), problem)
+        if entry.rule in out:
+            raise doc.error(("approvers", i, "rule"), f"approvers: {entry.rule!r} is listed twice")
+        if entry.roles is not None:
+            bad = [r for r in entry.roles if not APPROVER_ROLE_RE.fullmatch(r)]
+            if bad or not entry.roles or len(entry.roles) > 50:
+                problem = (
+                    f"approvers: roles are 1 to 50 role names ({bad[0][:80]!r} is not one)"
+                    if bad
+                    else ("approvers: roles are 1 to 50 role names")
+                )
+                raise doc.error(("approvers", i, "roles"), problem)
+        if not 1 <= entry.quorum <= MAX_QUORUM:
+            raise doc.error(("approvers", i, "quorum"), f"approvers: quorum is 1 to {MAX_QUORUM}")
+        roles = tuple(dict.fromkeys(entry.roles)) if entry.roles is not None else None
+        out[entry.rule] = Approvers(entry.rule, roles, entry.quorum)
+    return tuple(out.values())
 
 
 def _domains(doc: TomlDoc, names: list[str]) -> tuple[str, ...]:

@@ -19,6 +19,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from ..core.actions import MAX_TEXT, Action, ActionError, action_of_record
+from ..core.policy import Approvers
 from ..core.ports import Answer, DecisionRequest, Ruling
 from ..core.text import one_line, visible
 from . import db
@@ -70,6 +71,7 @@ class QueueApprover:
         forget: Callable[[int], None],
         fenced: Callable[[str], None],
         clock: Callable[[], float] = time.monotonic,
+        narrowed: Callable[[str, str], Approvers | None] = lambda rule, tier: None,
     ) -> None:
         self.link = link
         self.claim = claim
@@ -78,6 +80,8 @@ class QueueApprover:
         self._forget = forget
         self._fenced = fenced
         self._clock = clock
+        # the task's policy's narrowing of the team's rule (``[[approvers]]``): the server keeps only what narrows
+        self._narrowed = narrowed
 
     def decide(self, request: DecisionRequest, cancel: threading.Event) -> Ruling:
         asked = self._clock()
@@ -99,14 +103,15 @@ class QueueApprover:
     def _post(self, request: DecisionRequest, post: rq.Posting, seq: int) -> int:
         claim = self.claim
         png = {request.frame.sha256: request.frame.png} if request.frame is not None else {}
+        narrowed = self._narrowed(str(post.body.get("rule", "")), str(post.body.get("label", "")))
 
         def insert(conn: psycopg.Connection[Any]) -> int:
             store_screens(conn, claim.run_id, png)
             row = conn.execute(
                 "INSERT INTO cua_tui.requests (run_id, fleet_id, turn, index, kind, seq, body, content_sha256, "
-                "texts, screen, tier, deadline_s) "
+                "texts, screen, tier, deadline_s, approvers, quorum) "
                 "SELECT %(run)s, %(fleet)s, %(turn)s, %(index)s, %(kind)s, %(seq)s, %(body)s, %(sha)s, %(texts)s, "
-                "%(screen)s, %(tier)s, %(deadline)s "
+                "%(screen)s, %(tier)s, %(deadline)s, %(approvers)s, %(quorum)s "
                 "WHERE EXISTS (SELECT 1 FROM cua_tui.runs WHERE id = %(run)s AND token = %(token)s "
                 "AND state = 'running') "
                 "ON CONFLICT (run_id, seq) DO NOTHING RETURNING id",
@@ -124,6 +129,8 @@ class QueueApprover:
                     "tier": post.tier,
                     "deadline": request.deadline_s,
                     "token": claim.token,
+                    "approvers": list(narrowed.roles) if narrowed is not None and narrowed.roles is not None else None,
+                    "quorum": narrowed.quorum if narrowed is not None else 1,
                 },
             ).fetchone()
             if row is not None:

@@ -7,19 +7,19 @@ server holds every answer to it (schema.py). The trust model and the rules, for 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import psycopg
 
+from ..core.policy import APPROVER_KEY_RE, APPROVER_ROLE_RE, APPROVER_TIERS, MAX_QUORUM
 from ..core.text import visible
 from . import db, schema
 
-KEY_RE = re.compile(rf"^(tier:({schema.TIER_KEYS})|(?!tier:)[A-Za-z0-9_.:+-]{{1,200}})$")
+KEY_RE = APPROVER_KEY_RE
 # a role as PostgreSQL names one (63 bytes), without quoting
-ROLE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_$-]{0,62}$")
+ROLE_RE = APPROVER_ROLE_RE
 MAX_APPROVERS = 50
 
 
@@ -51,7 +51,7 @@ def check(
 ) -> str | None:
     """Why a rule cannot be set (one line), or None."""
     if not KEY_RE.fullmatch(key):
-        tiers = ", ".join(f"tier:{t}" for t in schema.TIER_KEYS.split("|"))
+        tiers = ", ".join(f"tier:{t}" for t in APPROVER_TIERS)
         return f"{visible(key, limit=80)!r} is neither a policy rule (such as actions.type) nor a tier ({tiers})"
     if approvers is not None:
         if not approvers or len(approvers) > MAX_APPROVERS:
@@ -59,8 +59,8 @@ def check(
         bad = [r for r in approvers if not ROLE_RE.fullmatch(r)]
         if bad:
             return f"{visible(bad[0], limit=80)!r} is not a role name"
-    if not 1 <= quorum <= schema.MAX_QUORUM:
-        return f"--quorum is 1 to {schema.MAX_QUORUM}"
+    if not 1 <= quorum <= MAX_QUORUM:
+        return f"--quorum is 1 to {MAX_QUORUM}"
     if (escalate_after_s is None) != (escalate_to is None):
         return "--escalate-after and --escalate-to go together"
     if escalate_to is not None and not ROLE_RE.fullmatch(escalate_to):

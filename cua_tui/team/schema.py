@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.actions import MAX_TEXT
 from ..core.events import RunStatus
+from ..core.policy import APPROVER_TIERS, MAX_QUORUM
 
 if TYPE_CHECKING:
     import psycopg
@@ -25,8 +26,7 @@ ANALYST_ROLE = "cua_tui_analyst"
 # the role that sets who may decide what (version 4's rules); neither analysts nor workers may
 ADMIN_ROLE = "cua_tui_admin"
 # a rule's keys beside policy rules: a tier (the queue's labels, core/fleet_queue.py), and its bounds
-TIER_KEYS = "safety_check|region|transmission|budget|other"
-MAX_QUORUM = 5
+TIER_KEYS = "|".join(APPROVER_TIERS)
 MAX_ASIDE_MIN = 1440
 # NOTIFY channels: a woken session then reads rows (a payload carries no data, only an id)
 ANSWERED = "cua_tui_answered"

@@ -28,6 +28,8 @@ from psycopg.types.json import Jsonb
 from ..build import BuildError, Run, build_run
 from ..core import events as ev
 from ..core.events import RunStatus
+from ..core.policy import Policy as RunPolicy
+from ..core.policy import PolicyError
 from ..core.ports import DecisionRequest
 from ..core.text import failure, one_line, visible
 from . import db, payload, schema
@@ -415,6 +417,12 @@ class Worker:
 
     def _build(self, item: _Active, spec: payload.Spec) -> Run:
         claim = item.claim
+        # the policy the run classifies by (its spec's text): its [[approvers]] narrow the team's rules (a text
+        # that does not parse fails the run's own build below, saying why)
+        try:
+            policy: RunPolicy | None = RunPolicy.from_toml(spec.policy.text, source="task policy")
+        except PolicyError:
+            policy = None
         approver = QueueApprover(
             self.link,
             claim,
@@ -422,6 +430,7 @@ class Worker:
             waiter=self._waiter,
             forget=self._forget,
             fenced=lambda why: self._fenced(why),
+            narrowed=policy.approvers_for if policy is not None else lambda rule, tier: None,
         )
 
         def listen(stamped: ev.Stamped) -> None:
