@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -113,7 +114,7 @@ def test_a_role_removed_from_the_group_while_its_answer_is_in_flight_is_refused(
 def test_a_task_policy_narrows_the_rule_and_never_widens_it(url: str) -> None:
     rule(url, "actions.type", ("payments",), 2)
 
-    def taken(approvers: list[str] | None, quorum: int | None) -> list[str]:
+    def taken(approvers: list[str] | None, quorum: int | None) -> Any:
         request = posted(url, rule="actions.type", approvers=approvers, quorum=quorum)
         return one(url, "SELECT array[approvers::text, quorum::text] FROM cua_tui.requests WHERE id = %s", request)
 

@@ -61,6 +61,35 @@ def priority(request: DecisionRequest, rule: str) -> Priority:
 
 
 @dataclass(frozen=True, slots=True)
+class Deciders:
+    """On a team's queue: who may answer a request and how many must approve it (the rule it took as it was
+    posted, the server's to enforce), as this analyst sees it now."""
+
+    approvers: tuple[str, ...] | None = None  # None: any analyst; (): nobody
+    quorum: int = 1
+    approved_by: tuple[str, ...] = ()  # the approvals counted so far, in order
+    mine: bool = True  # this analyst's role may answer it
+    edited_by: str = ""  # the action shown is this approver's edit, which another approval approves
+    escalated: bool = False  # it escalated to a group this analyst is in
+    asides: int = 0  # how often someone set it aside
+
+    @property
+    def approvals_line(self) -> str:
+        """``1 of 2 approvals, by alice``, or ``""`` where one answer decides."""
+        if self.quorum <= 1:
+            return ""
+        line = f"{len(self.approved_by)} of {self.quorum} approvals"
+        return line + (f", by {', '.join(self.approved_by)}" if self.approved_by else "")
+
+    @property
+    def who(self) -> str:
+        """Who may answer, in words."""
+        if self.approvers is None:
+            return "any analyst"
+        return ", ".join(self.approvers) if self.approvers else "nobody"
+
+
+@dataclass(frozen=True, slots=True)
 class QueueItem:
     """One pending decision of one run of the fleet.
 
@@ -78,6 +107,8 @@ class QueueItem:
     seq: int
     # what makes it the same decision as another run's (core/grouping.py); None: not worked out
     likeness: Likeness | None = None
+    # on a team's queue: who may answer it and how many must approve (None: a fleet of this process)
+    deciders: Deciders | None = None
 
     @property
     def order(self) -> tuple[int, float, int]:

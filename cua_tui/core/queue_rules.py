@@ -69,6 +69,7 @@ class QueueRules:
         return sorted(
             items,
             key=lambda item: (
+                not (item.deciders is not None and item.deciders.escalated),
                 self.hints.get(item.ticket) is None,
                 bool(self.read_by.get(item.ticket)) and self.hints.get(item.ticket) is None,
                 item.order,
@@ -129,6 +130,9 @@ class QueueRules:
         for ticket, hint in self.hints.items():
             if hint is not None:
                 held[ticket] = "a possible injection is never grouped"
+        for item in self.items:
+            if item.deciders is not None and item.deciders.quorum > 1:
+                held[item.ticket] = f"it needs {item.deciders.quorum} approvals: never grouped"
         return held
 
     def apart(self, item: QueueItem) -> str:

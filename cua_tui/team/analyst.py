@@ -23,6 +23,8 @@ from . import requests as rq
 
 # a headless analyst reads the queue at least this often without a notification
 POLL_S = 1.0
+# an attached analyst's sessions, as the server's views name them (who is attached: team/control.py)
+ATTACH = "cua-tui attach"
 # open requests read per pass (the first ones in the queue's order)
 BATCH = 50
 DONE = {"approve": "approved", "reject": "rejected", "kill": "killed the run of"}
@@ -211,7 +213,7 @@ class HeadlessAnalyst:
         while not self.stop.is_set():
             try:
                 if conn is None or conn.closed:
-                    conn = db.connect(self.url, "cua-tui attach", check_schema=first)
+                    conn = db.connect(self.url, ATTACH, check_schema=first)
                     conn.execute(f"LISTEN {schema.POSTED}")
                     backoff.ok()
                     if first:

@@ -24,9 +24,11 @@ from typing import Any, Unpack
 import psycopg
 
 from ..core import events as ev
+from ..core.actions import MAX_TEXT, Action, ActionError, action_of_record
 from ..core.fleet_queue import (
     AnswerRecorded,
     AnswerRefused,
+    Deciders,
     FleetEvent,
     FleetFinished,
     FleetListener,
@@ -49,6 +51,7 @@ from ..core.takeover import Desk
 from ..core.text import one_line, visible
 from . import analyst, db, schema
 from . import requests as rq
+from .approver import EDIT_BYTES
 from .mirror import LINE_CAP
 
 # the reader's pass at least this often without a notification (a run's turn and step have none)
@@ -70,6 +73,7 @@ CLOSED_KEPT = 10_000
 # requests decoded, kept (each holds its screen): more than the open requests held
 DECODED_KEPT = 2 * MAX_OPEN
 HOW = "human"
+ATTACH = analyst.ATTACH
 # "read by": a mark's lease, renewed this often while its request stays on the panel (and it counts only
 # while this session lives: a closed terminal's marks lapse at once)
 LOOK_LEASE_S = 10.0
@@ -90,6 +94,41 @@ class _Run:
     # the policy it runs under, from its spec (what e's editor checks a draft by; the worker checks again)
     policy: Policy | None = None
     policy_read: bool = False
+
+
+# who may answer an open request, as this session's role sees it (schema version 4): its approvers, its quorum,
+# whether this role may answer, escalated to a group of this role's, the approvals so far, the pending edit
+# (its approver, its record, its text, each bounded) and how often it was set aside
+_DECIDERS = (
+    "q.approvers[1:10], q.quorum, cua_tui.may_answer(q.approvers), q.escalated_at IS NOT NULL AND EXISTS ("
+    "SELECT 1 FROM pg_roles r WHERE r.rolname = q.escalate_to AND pg_has_role(session_user, r.oid, 'MEMBER')), "
+    "(SELECT array_agg(left(a.role, 64) ORDER BY a.id) FROM (SELECT a.role, a.id FROM cua_tui.approvals a "
+    "WHERE a.request_id = q.id AND NOT a.superseded ORDER BY a.id LIMIT 10) a), "
+    "(SELECT array[left(a.role, 64), CASE WHEN octet_length(a.edit::text) <= %(edit)s THEN a.edit::text END, "
+    "left(a.edit_text, %(text)s)] FROM cua_tui.approvals a WHERE a.request_id = q.id AND NOT a.superseded "
+    "AND a.edit IS NOT NULL ORDER BY a.id LIMIT 1), "
+    "(SELECT count(*) FROM cua_tui.asides s WHERE s.request_id = q.id)"
+)
+
+
+def _deciders(ruled: Sequence[Any]) -> tuple[Deciders, Action | None]:
+    """A row's rule as this role sees it, and the action a pending edit makes of it (None: as proposed);
+    RowError for a pending edit that cannot be read whole (it would be approved unseen)."""
+    approvers, quorum, mine, escalated, approved, pending, asides = ruled
+    roles = tuple(visible(str(r), limit=63) for r in approvers) if approvers is not None else None
+    edited: Action | None = None
+    by = ""
+    if pending is not None:
+        by, record, text = [*pending, None, None, None][:3]
+        try:
+            edited = action_of_record(rq.read_json(record, EDIT_BYTES, "a pending edit"), text or "")
+        except (rq.RowError, ActionError, TypeError) as exc:
+            raise rq.RowError(f"its pending edit cannot be read ({one_line(str(exc), 120)}); not shown") from None
+        by = visible(str(by), limit=63)
+    return Deciders(
+        approvers=roles, quorum=int(quorum or 1), approved_by=tuple(visible(str(r), limit=63) for r in approved or ()),
+        mine=bool(mine), edited_by=by, escalated=bool(escalated), asides=int(asides or 0),
+    ), edited  # fmt: skip
 
 
 class TeamFleet:
@@ -131,6 +170,8 @@ class TeamFleet:
         self._looked: tuple[int, ...] | None = None  # as last written on this session (None: not yet)
         self._look_due = 0.0
         self._readers: dict[int, tuple[str, ...]] = {}
+        # open requests whose rule names no role of any attached analyst (headless ones count)
+        self._orphans = 0
 
     # ---------------------------------------------------------------------------------------------
     # FleetControl
@@ -154,13 +195,20 @@ class TeamFleet:
             thread.join(timeout=5)
 
     def link(self) -> str:
-        """The link when it is down; else the requests set aside unread, if any (each would wait unseen)."""
+        """The link when it is down; else the requests set aside unread, if any (each would wait unseen), and
+        those no attached analyst may answer (each would wait for its deadline)."""
         with self._lock:
-            if self._link or not self.unreadable:
+            if self._link:
                 return self._link
-            count = len(self.unreadable)
-            first = next(iter(self.unreadable.values()))
-            return f"{count} request{'s' if count != 1 else ''} set aside unread: {visible(first, limit=160)}"
+            said = []
+            if self.unreadable:
+                count = len(self.unreadable)
+                first = next(iter(self.unreadable.values()))
+                said.append(f"{count} request{'s' if count != 1 else ''} set aside unread: {visible(first, limit=160)}")
+            if self._orphans:
+                count = self._orphans
+                said.append(f"{count} request{'s' if count != 1 else ''} no attached analyst may answer")
+            return " · ".join(said)
 
     def subscribe(self, listener: FleetListener) -> Callable[[], None]:
         with self._lock:
@@ -194,7 +242,21 @@ class TeamFleet:
         with self._lock:
             return dict(self._readers)
 
+    def _not_yours(self, item: QueueItem, answer: Answer) -> str | None:
+        """Why this role's answer cannot count, before it is sent (the server holds the same rule)."""
+        rule = item.deciders
+        if rule is None:
+            return None
+        if not rule.mine:
+            return f"not answered: only {rule.who} may answer request {item.ticket}; you are {self.role or '?'}"
+        if answer is Answer.APPROVE and self.role and self.role in rule.approved_by:
+            return f"not answered: you approved request {item.ticket} already; another role's approval must follow"
+        return None
+
     def answer(self, item: QueueItem, answer: Answer, **details: Unpack[AnswerDetails]) -> str | None:
+        refused = self._not_yours(item, answer)
+        if refused is not None:
+            return refused
         with self._lock:
             if self._link:  # the connection's, not the rows set aside
                 return f"not answered: {self._link}"
@@ -216,6 +278,8 @@ class TeamFleet:
             for item in items:
                 if self._link:
                     out.append(f"not answered: {self._link}")
+                elif (why := self._not_yours(item, answer)) is not None:
+                    out.append(why)
                 elif self._items.get(item.ticket) is not item or item.ticket in self._answering:
                     out.append(self._closed.get(item.ticket, "it is no longer pending"))
                 else:
@@ -293,7 +357,7 @@ class TeamFleet:
         while not self._stop.is_set():
             try:
                 if conn is None or conn.closed:
-                    conn = db.connect(self.url, "cua-tui attach")
+                    conn = db.connect(self.url, ATTACH)
                     conn.execute(f"LISTEN {schema.POSTED}")
                     conn.execute(f"LISTEN {schema.ANSWERED}")
                     self.role = db.session_user(conn)
@@ -351,6 +415,7 @@ class TeamFleet:
         # the lines first: a request is shown once its run's view has its line (and the screen before it)
         self._read_lines(conn)
         items = self._read_requests(conn, told)
+        self._orphans = self._read_orphans(conn)
         self._mark(conn)
         readers = self._read_readers(conn)
         self._read_policies(conn)
@@ -380,6 +445,19 @@ class TeamFleet:
                 self._done.set()
                 told.append(FleetFinished(every_row))
         self._tell(told)
+
+    def _read_orphans(self, conn: psycopg.Connection[Any]) -> int:
+        """How many open requests of the fleet no attached analyst's role may answer (attached: a session of
+        ``cua-tui attach`` on this database, as ``pg_stat_activity`` shows its role to any role)."""
+        row = conn.execute(
+            "SELECT count(*) FROM cua_tui.requests q WHERE q.fleet_id = %s AND q.answer IS NULL "
+            "AND q.closed_at IS NULL AND q.approvers IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_stat_activity s "
+            "JOIN pg_roles u ON u.rolname = s.usename WHERE s.application_name = %s AND s.datname = "
+            "current_database() AND EXISTS (SELECT 1 FROM pg_roles r WHERE r.rolname = ANY (q.approvers) "
+            "AND pg_has_role(u.oid, r.oid, 'MEMBER')))",
+            (self.fleet_id, ATTACH),
+        ).fetchone()
+        return int(row[0]) if row is not None else 0
 
     def _mark(self, conn: psycopg.Connection[Any]) -> None:
         """This analyst's "read by" marks: written when the panel changed, renewed before they lapse."""
@@ -469,21 +547,36 @@ class TeamFleet:
 
     def _read_requests(self, conn: psycopg.Connection[Any], told: list[FleetEvent]) -> dict[int, QueueItem]:
         found = conn.execute(
-            "SELECT id, run_id, seq, extract(epoch FROM posted_at)::float8, screen, left(body->>'rule', 200), "
-            "CASE WHEN octet_length(body::text) <= %s THEN body END, "
-            "CASE WHEN octet_length(texts::text) <= %s THEN texts END, texts IS NOT NULL "
-            "FROM cua_tui.requests WHERE fleet_id = %s AND answer IS NULL AND closed_at IS NULL "
-            "ORDER BY tier, posted_at, id LIMIT %s",
-            (rq.MAX_BODY_BYTES, rq.MAX_TEXTS_BYTES, self.fleet_id, MAX_OPEN),
-        ).fetchall()
+            "SELECT q.id, q.run_id, q.seq, extract(epoch FROM q.posted_at)::float8, q.screen, "
+            "left(q.body->>'rule', 200), CASE WHEN octet_length(q.body::text) <= %(body)s THEN q.body END, "
+            "CASE WHEN octet_length(q.texts::text) <= %(texts)s THEN q.texts END, q.texts IS NOT NULL, "
+            f"{_DECIDERS} FROM cua_tui.requests q WHERE q.fleet_id = %(fleet)s AND q.answer IS NULL "
+            "AND q.closed_at IS NULL AND NOT EXISTS (SELECT 1 FROM cua_tui.asides s WHERE s.request_id = q.id "
+            "AND s.role = session_user AND s.until > clock_timestamp()) "
+            "ORDER BY q.tier, q.posted_at, q.id LIMIT %(n)s",
+            {"body": rq.MAX_BODY_BYTES, "texts": rq.MAX_TEXTS_BYTES, "fleet": self.fleet_id, "n": MAX_OPEN,
+             "edit": EDIT_BYTES, "text": MAX_TEXT + 1},
+        ).fetchall()  # fmt: skip
         open_ids = {int(r[0]) for r in found}
         with self._lock:
             known = dict(self._items)
         fresh: dict[int, QueueItem] = {}
-        for rid, run_id, seq, posted, screen, rule, body, texts, has_texts in found:
+        for rid, run_id, seq, posted, screen, rule, body, texts, has_texts, *ruled in found:
             request_id = int(rid)
+            try:
+                deciders, edited = _deciders(ruled)
+            except rq.RowError as exc:
+                self.unreadable[request_id] = f"request {request_id}: {exc}"
+                continue
             if request_id in known:
-                fresh[request_id] = known[request_id]
+                item = known[request_id]
+                if (item.deciders, item.request.action) != (deciders, edited or self._proposed(item)):
+                    # its approvals, its pending edit or its escalation changed: a new item, which an answer
+                    # pressed on the one before (another screen) no longer matches
+                    item = replace(item, deciders=deciders, request=replace(item.request, action=edited or
+                                   self._proposed(item)))  # fmt: skip
+                    told.append(RequestQueued(item))
+                fresh[request_id] = item
                 continue
             if request_id in self.unreadable:
                 continue
@@ -510,8 +603,9 @@ class TeamFleet:
                 continue
             self._waiting_screen.pop(request_id, None)
             item = QueueItem(
-                ticket=request_id, task=task, run_id=str(run_id), request=request,
-                priority=priority(request, str(rule or "")), asked_at=float(posted), seq=int(seq),
+                ticket=request_id, task=task, run_id=str(run_id),
+                request=replace(request, action=edited) if edited is not None else request,
+                priority=priority(request, str(rule or "")), asked_at=float(posted), seq=int(seq), deciders=deciders,
             )  # fmt: skip
             fresh[request_id] = item
             told.append(RequestQueued(item))
@@ -534,6 +628,12 @@ class TeamFleet:
                 if item.ticket not in self._answering:
                     told.append(RequestClosed(item, whys.get(item.ticket, "closed")))
         return fresh
+
+    def _proposed(self, item: QueueItem) -> Any:
+        """The action as its model proposed it (the row as first read), before any approver's edit."""
+        with self._lock:
+            first = self._decoded.get(item.ticket)
+        return first.action if first is not None else item.request.action
 
     def _why_closed(self, conn: psycopg.Connection[Any], ids: list[int]) -> dict[int, str]:
         """Who answered each of ``ids`` and when, or why it closed; kept, for an answer to one of them."""
@@ -718,7 +818,7 @@ class TeamFleet:
                 while not self._stop.is_set():
                     try:
                         if conn is None or conn.closed:
-                            conn = db.connect(self.url, "cua-tui attach", check_schema=False)
+                            conn = db.connect(self.url, ATTACH, check_schema=False)
                         conn.execute("SELECT cua_tui.kill_runs(%s)", (job,))
                         backoff.ok()
                         break
@@ -732,7 +832,7 @@ class TeamFleet:
             items, answer, details = job
             try:
                 if conn is None or conn.closed:
-                    conn = db.connect(self.url, "cua-tui attach", check_schema=False)
+                    conn = db.connect(self.url, ATTACH, check_schema=False)
                 outcomes = self._commit(conn, items, answer, details)
             except (db.QueueError, psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 if conn is not None:

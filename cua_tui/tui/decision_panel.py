@@ -54,6 +54,8 @@ class DecisionPanel(Static):
     group = ""
     # why the row shown is not one row with another of the queue that reads the same (core/grouping.py)
     apart = ""
+    # on a team's queue: who may answer it, its approvals, whose edit it shows (fleet_parts.who_line)
+    who = ""
     # why the request shown is no longer pending (None: it is)
     closed: str | None = None
     _destination: str | None = None
@@ -135,7 +137,7 @@ class DecisionPanel(Static):
     def framed(self, parts: list[tuple[str, str]]) -> list[tuple[str, str]]:
         """The panel's parts as shown: as ``describe.request_panel`` words them, a fleet's run named."""
         if self.run_name or self.closed:
-            parts = fleet_parts(parts, self.run_name, self.closed, self.group, self.apart)
+            parts = fleet_parts(parts, self.run_name, self.closed, self.group, self.apart, self.who)
         if self.unseen and parts:
             note = "screen  not shown at this size: widen the terminal or open the run (Enter)\n"
             parts = [parts[0], (note, describe.WARN), *parts[1:]]
@@ -180,7 +182,7 @@ class DecisionPanel(Static):
 
 
 def fleet_parts(
-    parts: list[tuple[str, str]], run_name: str, closed: str | None, group: str = "", apart: str = ""
+    parts: list[tuple[str, str]], run_name: str, closed: str | None, group: str = "", apart: str = "", who: str = ""
 ) -> list[tuple[str, str]]:
     """The single run's panel parts with the run named under the title (and the group it stands for, and
     why it is not one with another row that reads the same); closed: the title says so and the keys that
@@ -196,6 +198,8 @@ def fleet_parts(
         out += [("group   ", describe.LABEL), (group + "\n", "bold")]
     if apart and closed is None:
         out += [("apart   ", describe.LABEL), (apart + "\n", "")]
+    if who and closed is None:
+        out += [("who     ", describe.LABEL), (who + "\n", "bold")]
     if closed is None:
         return out + rest
     keys = next((i for i, (text, role) in enumerate(rest) if role == describe.KEY and text == "y"), len(rest))

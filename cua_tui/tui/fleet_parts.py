@@ -20,6 +20,7 @@ from ..core.actions import Kind
 from ..core.fleet_queue import (
     AnswerRecorded,
     AnswerRefused,
+    Deciders,
     FleetControl,
     FleetEvent,
     FleetFinished,
@@ -89,6 +90,27 @@ def group_line(group: Group) -> str:
     named = ", ".join(tasks[:4]) + (f" and {len(tasks) - 4} more" if len(tasks) > 4 else "")
     # where it lands is said by the action's own lines (its point, where typing goes)
     return f"{group.size} runs ask this on the same screen: {named} · y / n / a answer each, recorded as its own"
+
+
+def who_line(rule: Deciders) -> str:
+    """On a team's queue: who may answer the request shown, its approvals so far, whose edit the action shown
+    is, and whether this analyst may answer it (each name shown literally)."""
+    parts = [f"{visible(rule.who, limit=120)} may answer"]
+    if rule.approvals_line:
+        parts.append(visible(rule.approvals_line, limit=160))
+    if rule.edited_by:
+        parts.append(f"the action as {visible(rule.edited_by, limit=63)} edited it: y approves the edit")
+    if rule.escalated:
+        parts.append("ESCALATED to your group")
+    if rule.asides:
+        parts.append(f"set aside {_times(rule.asides)} before")
+    if not rule.mine:
+        parts.append("not you: y and n say why not")
+    return " · ".join(parts)
+
+
+def _times(count: int) -> str:
+    return {1: "once", 2: "twice"}.get(count, f"{count} times")
 
 
 def cut_text(item: QueueItem) -> str | None:

@@ -18,6 +18,7 @@ from textual.message import Message
 
 from ..core.describe import Cut
 from ..core.fleet_queue import (
+    Deciders,
     FleetControl,
     FleetEvent,
     QueueItem,
@@ -37,6 +38,7 @@ from .fleet_parts import (
     FleetInbox,
     group_line,
     run_name,
+    who_line,
 )
 from .fleet_tables import (
     QueueTable,
@@ -123,7 +125,7 @@ class FleetScreen(FleetKeys, ViewScreen):
         self._view: RunView = RunView()  # the selected request's run, when it was selected
         self._view_of: int | None = None  # the ticket _view was taken for
         # the decision view shows (ticket, pending)
-        self._selected_shown: tuple[int, bool, tuple[int, ...], str, tuple[str, ...]] | None = None
+        self._selected_shown: tuple[int, bool, tuple[int, ...], str, tuple[str, ...], Deciders | None] | None = None
         # The two tables and the pane, held (not queried): check_action may run while another screen
         # is on top, or as the App closes and its widgets are gone.
         self.desktop = DesktopView(graphics=app.graphics, id="desktop")
@@ -336,6 +338,10 @@ class FleetScreen(FleetKeys, ViewScreen):
         items = self.fleet.queue()
         self.rules.read_by = self.fleet.readers()
         self.rules.pending(items)
+        # a team's request whose approvals, pending edit or escalation changed is a new item: the panel shows it,
+        # and y answers it (the one before, another screen, no longer counts)
+        if self.selected is not None and self.selected_group is None:
+            self.selected = next((i for i in items if i.ticket == self.selected.ticket), self.selected)
         new = [item for item in items if item.ticket not in self.seen]
         now_wall = time.monotonic()
         for item in new:
@@ -430,17 +436,26 @@ class FleetScreen(FleetKeys, ViewScreen):
         (redrawn when the selection or its state changed, or with ``force``: the screen's text arrived)."""
         item = self.selected
         group = self.selected_group
-        # another request shown, or a group with other runs: the guard again, once its screen is shown
-        self.guard.arm(
-            (group.id, group.tickets) if group is not None else item.ticket if item is not None else None, screen=True
+        # another request shown, or a group with other runs, or a team's request that changed under its rule (an
+        # approval, a pending edit): the guard again, once its screen is shown
+        shown_key = (
+            (item.ticket, item.deciders)
+            if item is not None and item.deciders is not None
+            else (item.ticket if item is not None else None)
         )
+        self.guard.arm((group.id, group.tickets) if group is not None else shown_key, screen=True)
         # why it is not one row with another that reads the same: said, and redrawn when that changes
         apart = self.rules.apart(item) if item is not None else ""
         pending = item is not None and item.ticket in self.pending_tickets
         # on a team's queue the others see it "read by" this analyst while it is on this panel
         self.fleet.looking((group.tickets if group is not None else (item.ticket,)) if item and pending else ())
         read_by = self.rules.read_by.get(item.ticket, ()) if item is not None else ()
-        shown = (item.ticket, pending, group.tickets if group else (), apart, read_by) if item is not None else None
+        deciders = item.deciders if item is not None else None
+        shown = (
+            (item.ticket, pending, group.tickets if group else (), apart, read_by, deciders)
+            if item is not None
+            else None
+        )
         if shown == self._selected_shown and not force and item is not None:
             return
         self._selected_shown = shown
@@ -472,6 +487,7 @@ class FleetScreen(FleetKeys, ViewScreen):
         if worker:  # a team's: which worker's run a y lets go on
             panel.run_name += f" · on {visible(worker, limit=100)}"
         panel.group = group_line(group) if group is not None else ""
+        panel.who = who_line(item.deciders) if item.deciders is not None else ""
         panel.cut = GROUP_CUT if group is not None else RUN_CUT
         panel.apart = apart
         panel.closed = None if pending else visible(self.closed.get(item.ticket, "no longer pending"), limit=120)

@@ -10,7 +10,7 @@ import contextlib
 import hashlib
 import json
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -71,9 +71,14 @@ class Team:
 
 
 @contextlib.contextmanager
-def team_of(pg_server: PgServer, tmp_path: Path, specs: list[Spec]) -> Iterator[Team]:
-    """``specs`` submitted as one fleet, and a worker running them all at once."""
+def team_of(
+    pg_server: PgServer, tmp_path: Path, specs: list[Spec], setup: Callable[[str], None] | None = None
+) -> Iterator[Team]:
+    """``specs`` submitted as one fleet, and a worker running them all at once (``setup``: done to the new
+    database first, such as an admin's rules)."""
     url = ready(pg_server).new_database(TEMPLATE)
+    if setup is not None:
+        setup(url)
     done = submit(url, specs, tasks_sha256="2" * 64, name="team tui")
     worker = Worker(
         WorkerOptions(url=url, runs_dir=tmp_path / "runs", backends=("sim",), concurrency=len(specs), lease_s=5.0,

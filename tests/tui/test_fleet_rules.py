@@ -1,0 +1,130 @@
+"""The fleet TUI on a team's queue under the admin's rules (issue 39, points 2 and 3): a request shows who may
+answer it and its approvals so far; y and n of a role the rule does not name say in one line why not; a
+two-person rule records the first approval and waits for another role, whose screen shows the first's
+edit; the queue's header says what no attached analyst may answer. A real PostgreSQL server, a real worker
+in this process's threads, each analyst as her own login role."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+import pytest
+from pilot_helpers import answer, fleet_screen, until
+from team_cases import WAIT_S, as_role, one, spec, wait_for
+from test_fleet_team import TWICE, App, Team, team_of
+
+from cua_tui.core.actions import Action, Kind
+from cua_tui.core.ports import Answer
+from cua_tui.team import analyst, db, rules
+from cua_tui.team.control import TeamFleet
+from cua_tui.tui.text_lines import TextLines
+from tests.fakes.pgserver import PgServer
+
+pytestmark = [pytest.mark.pgserver, pytest.mark.timeout(120)]
+
+SIZE = (200, 50)
+
+
+def two_persons(url: str) -> None:
+    """The admin's rule: typing needs two approvals of payments' members."""
+    with db.connect(as_role(url, "root_admin"), "test") as conn:
+        rules.set_rule(conn, "actions.type", ("payments",), 2)
+
+
+def stop(team: Team) -> None:
+    """The fleet's runs killed (each request left would need two of payments)."""
+    with psycopg.connect(as_role(team.url, "bob"), autocommit=True) as conn:
+        conn.execute("SELECT cua_tui.kill_runs(%s)", ([run_id for _, run_id in team.runs],))
+
+
+async def test_a_two_person_request_waits_for_a_second_role_and_others_are_told_why_not(
+    pg_server: PgServer, tmp_path: Path
+) -> None:
+    with team_of(pg_server, tmp_path, [spec("t0", TWICE)], setup=two_persons) as team:
+        carol = TeamFleet(as_role(team.url, "carol"), team.fleet_id, poll_s=0.1)
+        carol.start()
+        fleet = TeamFleet(as_role(team.url, "alice"), team.fleet_id, poll_s=0.1)
+        app = App(fleet)
+        try:
+            async with app.run_test(size=SIZE) as pilot:
+                main = fleet_screen(app)
+                await until(pilot, lambda: main.selected is not None, "the request on alice's panel", WAIT_S)
+                first = main.selected
+                assert first is not None and first.deciders is not None
+                assert main.panel.who == "payments may answer · 0 of 2 approvals"
+                await answer(pilot, "y")
+                said = f"request {first.ticket}: approval 1 of 2 recorded; another role must approve it too"
+                await until(pilot, lambda: ("recorded", said) in app.told, "alice told it waits for another role")
+
+                def approved() -> bool:
+                    found = [i for i in main.items if i.ticket == first.ticket]
+                    return bool(found) and found[0].deciders is not None and found[0].deciders.approved_by == ("alice",)
+
+                # the request stays in the queue, showing her approval; her second y is refused before it is sent
+                await until(pilot, approved, "her approval on the row")
+                await pilot.press("home")
+                await until(pilot, lambda: main.selected is not None and main.selected.ticket == first.ticket, "it")
+                await until(pilot, lambda: main.panel.who == "payments may answer · 1 of 2 approvals, by alice", "who")
+                await answer(pilot, "y")
+                again = (
+                    f"not answered: you approved request {first.ticket} already; another role's approval must follow"
+                )
+                await until(pilot, lambda: any(again in m for _, m in app.told), "her second y refused")
+                # carol, outside the group, is told why not (the server would refuse her anyway)
+                wait_for("carol to see it", lambda: carol.queue(), 10)
+                (item,) = carol.queue()
+                assert item.deciders is not None and not item.deciders.mine
+                assert carol.answer(item, Answer.APPROVE) == (
+                    f"not answered: only payments may answer request {first.ticket}; you are carol"
+                )
+                # bob approves: the request closes, its run goes on
+                with psycopg.connect(as_role(team.url, "bob"), autocommit=True) as conn:
+                    assert analyst.answer(conn, first.ticket, Answer.APPROVE, how="human").won
+                await until(pilot, lambda: first.ticket not in main.pending_tickets, "the request closed")
+        finally:
+            fleet.close()
+            carol.close()
+            stop(team)
+
+
+async def test_the_first_approvers_edit_is_what_the_second_sees_and_the_header_counts_the_unanswerable(
+    pg_server: PgServer, tmp_path: Path
+) -> None:
+    edited = Action(Kind.TYPE, text="alice's words")
+    with team_of(pg_server, tmp_path, [spec("t0", TWICE)], setup=two_persons) as team:
+        # carol alone is attached: nobody attached may answer the run's typing, and her header says so
+        fleet = TeamFleet(as_role(team.url, "carol"), team.fleet_id, poll_s=0.1)
+        app = App(fleet)
+        try:
+            async with app.run_test(size=SIZE) as pilot:
+                main = fleet_screen(app)
+                await until(pilot, lambda: main.selected is not None, "the request on carol's panel", WAIT_S)
+                header = app.query_one("#fleet-header", TextLines)
+                await until(pilot, lambda: "1 request no attached analyst may answer" in header.plain, "said")
+                ticket = main.selected.ticket if main.selected else 0
+                with psycopg.connect(as_role(team.url, "alice"), autocommit=True) as conn:
+                    assert analyst.answer(conn, ticket, Answer.APPROVE, how="human", edit=edited).pending
+                bob = TeamFleet(as_role(team.url, "bob"), team.fleet_id, poll_s=0.1)
+                bob.start()
+                try:
+
+                    def shown() -> list[object]:
+                        return [i for i in bob.queue() if i.ticket == ticket and i.deciders and i.deciders.edited_by]
+
+                    (item,) = wait_for("bob's view of alice's edit", shown, 10)
+                    # bob's screen shows the action as alice edited it, and says whose edit it is
+                    assert item.request.action == edited
+                    assert item.deciders.approved_by == ("alice",)
+                    await until(pilot, lambda: "no attached analyst" not in header.plain, "bob attached now")
+                    assert bob.answer(item, Answer.APPROVE) is None
+                    answered = "SELECT answer FROM cua_tui.requests WHERE id = %s"
+                    wait_for("the answer", lambda: one(team.url, answered, ticket), 10)
+                finally:
+                    bob.close()
+        finally:
+            fleet.close()
+            stop(team)
+    assert one(team.url, "SELECT edit->>'text_len' FROM cua_tui.requests WHERE id = %s", ticket) == str(
+        len(edited.text)
+    )
