@@ -324,6 +324,9 @@ class Fleet:
     def readers(self) -> Mapping[int, tuple[str, ...]]:
         return {}
 
+    def set_aside(self, item: QueueItem, minutes: float) -> str | None:
+        return "set aside is a team's queue's: one analyst's fleet has nobody else to take the request meanwhile"
+
     def run_of(self, task: str) -> Run | None:
         """The task's built run (None before it started): its supervisor, approver and run directory."""
         return self._entry(task).run

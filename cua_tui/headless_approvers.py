@@ -136,6 +136,10 @@ while True:
 """
 
 
+# the longest a team's request is set aside for (the queue's bound)
+ASIDE_MAX_MIN = 1440
+
+
 class CommandApprover:
     """``approver:CMD``: runs CMD once per decision, JSON request on stdin, ``{"decision": ...}`` on stdout.
 
@@ -155,6 +159,13 @@ class CommandApprover:
 
     def ask(self, request: dict[str, Any], cancel: threading.Event) -> Ruling:
         """The command's answer to ``request`` (its JSON on stdin): a local run's, or a team queue's row."""
+        ruling = self.ask_team(request, cancel, aside=False)
+        assert isinstance(ruling, Ruling)
+        return ruling
+
+    def ask_team(self, request: dict[str, Any], cancel: threading.Event, *, aside: bool = True) -> Ruling | float:
+        """As ``ask``; on a team's queue the command may also answer ``{"decision": "aside", "minutes": N}``
+        (0 < N <= 1440): the minutes it sets the request aside for, which answers nothing."""
         if shutil.which(self.argv[0]) is None:
             return Ruling(Answer.REJECT, APPROVER_FAILED, f"could not start: no executable {self.argv[0]!r}")
         payload = json.dumps(request).encode() + b"\n"
@@ -174,11 +185,13 @@ class CommandApprover:
                 return Ruling(Answer.REJECT, APPROVER_FAILED, f"could not start: {exc.strerror or exc}")
             finally:
                 os.close(watch)
-            return self._converse(proc, payload, cancel)
+            return self._converse(proc, payload, cancel, aside)
         finally:
             os.close(alive)
 
-    def _converse(self, proc: subprocess.Popen[bytes], payload: bytes, cancel: threading.Event) -> Ruling:
+    def _converse(
+        self, proc: subprocess.Popen[bytes], payload: bytes, cancel: threading.Event, aside: bool
+    ) -> Ruling | float:
         talk = Job(proc.communicate, payload)
         spawn(talk, "cua-approver-command")
         if not talk.wait(cancel, self.timeout):
@@ -192,6 +205,11 @@ class CommandApprover:
         try:
             out, _ = talk.result()
             answer = json.loads(out.decode("utf-8"))
+            if aside and answer["decision"] == "aside":
+                minutes = answer["minutes"]
+                if type(minutes) in (int, float) and 0 < minutes <= ASIDE_MAX_MIN:
+                    return float(minutes)
+                raise ValueError("minutes")
             decision = Answer(answer["decision"])
         except Exception:
             # a broken pipe, no output, not JSON, not one of the three answers

@@ -256,8 +256,10 @@ class HeadlessAnalyst:
         rows = conn.execute(
             "SELECT id, CASE WHEN octet_length(body::text) <= %s THEN body END, "
             "CASE WHEN octet_length(texts::text) <= %s THEN texts END, octet_length(body::text), "
-            "octet_length(texts::text) FROM cua_tui.requests "
-            "WHERE fleet_id = %s AND answer IS NULL AND closed_at IS NULL ORDER BY tier, posted_at, id LIMIT %s",
+            "octet_length(texts::text) FROM cua_tui.requests q "
+            "WHERE fleet_id = %s AND answer IS NULL AND closed_at IS NULL AND NOT EXISTS (SELECT 1 FROM "
+            "cua_tui.asides s WHERE s.request_id = q.id AND s.role = session_user AND s.until > clock_timestamp()) "
+            "ORDER BY tier, posted_at, id LIMIT %s",
             (rq.MAX_BODY_BYTES, rq.MAX_TEXTS_BYTES, self.fleet_id, BATCH),
         ).fetchall()
         for request_id, body, texts, body_len, texts_len in rows:
@@ -266,10 +268,19 @@ class HeadlessAnalyst:
             if body is None or (texts is None and texts_len is not None):
                 # too large to hold: refused unread (the server cut it, not this process)
                 size = f"{body_len:,} + {texts_len or 0:,} bytes"
-                ruling: Ruling | None = Ruling(Answer.REJECT, self.how, note=f"a request of {size}: refused unread")
+                note = f"a request of {size}: refused unread"
+                ruling: Ruling | float | None = Ruling(Answer.REJECT, self.how, note=note)
                 self.say(f"request {request_id}: {size}, larger than a request may be; rejected unread")
             else:
                 ruling = self._decide(int(request_id), body, texts)
+            if isinstance(ruling, float):
+                # the command set it aside: out of this analyst's reads for that long, not answered
+                try:
+                    conn.execute("SELECT cua_tui.set_aside(%s, %s)", (int(request_id), ruling))
+                    self.say(f"{rq.summary(body)}: set aside for {ruling:g} min")
+                except psycopg.errors.CheckViolation as exc:
+                    self.say(f"request {request_id}: not set aside ({refusal(exc)})")
+                continue
             if ruling is None:
                 continue
             done = answer(conn, int(request_id), ruling.answer, how=self.how, note=ruling.note)
@@ -281,7 +292,7 @@ class HeadlessAnalyst:
                 self.say(done.line)
         return len(rows)
 
-    def _decide(self, request_id: int, body: Any, texts: Any) -> Ruling | None:
+    def _decide(self, request_id: int, body: Any, texts: Any) -> Ruling | float | None:
         if self._fixed is not None:
             return Ruling(self._fixed, self.how)
         assert self._command is not None
@@ -290,8 +301,10 @@ class HeadlessAnalyst:
         except rq.RowError as exc:
             self.say(f"request {request_id}: {exc}; rejected")
             return Ruling(Answer.REJECT, self.how, note=one_line(str(exc), 300))
-        ruling = self._command.ask(data, self.stop)
+        ruling = self._command.ask_team(data, self.stop)
         if self.stop.is_set():
             return None
+        if isinstance(ruling, float):
+            return ruling
         # a command's failure is a reject (fail closed), as for a local run; its reason goes with it
         return Ruling(ruling.answer, self.how, note=ruling.note)

@@ -159,7 +159,9 @@ class TeamFleet:
         self._stop = threading.Event()
         self._wake = threading.Event()
         # the writer's work: an answer (its items, the answer, its details), or runs to kill (their ids)
-        self._answers: queue.Queue[tuple[list[QueueItem], Answer, AnswerDetails] | list[str] | None] = queue.Queue()
+        self._answers: queue.Queue[
+            tuple[list[QueueItem], Answer, AnswerDetails] | tuple[str, QueueItem, float] | list[str] | None
+        ] = queue.Queue()
         self._threads: list[threading.Thread] = []
         # request id -> why it was set aside unread (a row someone else wrote that cannot be used)
         self.unreadable: dict[int, str] = {}
@@ -289,6 +291,19 @@ class TeamFleet:
         if taken:
             self._answers.put((taken, answer, details))
         return out
+
+    def set_aside(self, item: QueueItem, minutes: float) -> str | None:
+        """Out of this analyst's view for ``minutes`` (the others' stays): a row the server keeps, which this
+        role's reads skip until the time; it answers nothing. At once here; None, or why not."""
+        with self._lock:
+            if self._link:
+                return f"not set aside: {self._link}"
+            if self._items.get(item.ticket) is not item or item.ticket in self._answering:
+                return self._closed.get(item.ticket, "it is no longer pending")
+            self._items.pop(item.ticket, None)
+        self._answers.put(("aside", item, minutes))
+        self._tell([RequestClosed(item, f"set aside by you for {minutes:g} min")])
+        return None
 
     def kill(self, task: str, by: str = "") -> bool:
         """The kill switch on one run, wherever its worker is: who pressed it is the database's role (``by``
@@ -828,6 +843,25 @@ class TeamFleet:
                         conn = None
                         self._stop.wait(backoff.failed("killing", exc))
                 self._wake.set()
+                continue
+            if len(job) == 3 and isinstance(job[0], str):
+                _, item, minutes = job
+                line: str | None = None
+                try:
+                    if conn is None or conn.closed:
+                        conn = db.connect(self.url, ATTACH, check_schema=False)
+                    conn.execute("SELECT cua_tui.set_aside(%s, %s)", (item.ticket, minutes))
+                except psycopg.errors.CheckViolation as exc:
+                    line = f"not set aside: {analyst.refusal(exc)}"
+                except (db.QueueError, psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                    if conn is not None:
+                        conn.close()
+                    conn = None
+                    line = f"not set aside ({exc if isinstance(exc, db.QueueError) else db.one_line_error(exc)})"
+                if line is not None:
+                    with self._lock:
+                        self._items[item.ticket] = item  # back in view: the aside was not recorded
+                    self._tell([RequestQueued(item), AnswerRefused(item, line)])
                 continue
             items, answer, details = job
             try:

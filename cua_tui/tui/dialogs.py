@@ -14,11 +14,14 @@ from textual.widgets.option_list import Option
 
 from ..core import events as ev
 from ..core.text import visible
-from .keys import GRANTS, REASON, bindings
+from .keys import ASIDE, GRANTS, REASON, bindings
 from .literal import LiteralInput
 
 # characters: a one-line reason, as the model hears it after the fixed decline text
 REASON_MAX = 300
+# minutes a request is set aside for, unless the analyst says otherwise; the most the queue takes
+ASIDE_DEFAULT_MIN = 10.0
+ASIDE_MAX_MIN = 1440.0
 
 
 class RejectReason(ModalScreen[str | None]):
@@ -60,6 +63,41 @@ class RejectReason(ModalScreen[str | None]):
         self.dismiss(" ".join(message.value.split()))
 
     def action_skip(self) -> None:
+        self.dismiss(None)
+
+
+class SetAside(ModalScreen[float | None]):
+    """After ``l`` on a team's queue: for how many minutes the request leaves this analyst's view (Enter: 10)."""
+
+    BINDINGS = bindings(ASIDE)  # tui/keys.toml
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="aside-box"):
+            yield Static(
+                Text.assemble(
+                    ("Set aside", "bold"),
+                    f" · for how many minutes (Enter: {ASIDE_DEFAULT_MIN:g}; up to {ASIDE_MAX_MIN:g}): it leaves your "
+                    "view, not the others', comes back after, and is not answered. Esc keeps it.",
+                )
+            )
+            yield LiteralInput(placeholder=f"{ASIDE_DEFAULT_MIN:g}", max_length=8, select_on_focus=False)
+            yield Static("", id="aside-why")
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+
+    def on_input_submitted(self, message: Input.Submitted) -> None:
+        text = message.value.strip() or f"{ASIDE_DEFAULT_MIN:g}"
+        try:
+            minutes = float(text)
+        except ValueError:
+            minutes = -1.0
+        if not (0 < minutes <= ASIDE_MAX_MIN):
+            self.query_one("#aside-why", Static).update(Text(f"a number of minutes, up to {ASIDE_MAX_MIN:g}"))
+            return
+        self.dismiss(minutes)
+
+    def action_keep(self) -> None:
         self.dismiss(None)
 
 

@@ -17,7 +17,7 @@ from ..core.queue_rules import ORDER_LINE, Group, QueueRules
 from ..core.text import visible
 from .app import LEAVE_WINDOW_S, CuaApp
 from .desktop_view import DesktopView
-from .dialogs import RejectReason, open_reason
+from .dialogs import RejectReason, SetAside, open_reason
 from .fleet_parts import KILLED_BY, AllText, FleetRun, KillAllScreen, answer_group, cut_text
 from .fleet_tables import RunsTable
 from .row_table import RowTable
@@ -27,7 +27,7 @@ from .screen_text import ScreenTextScreen
 # leaving: how long the TUI waits for every run to be sealed before it closes anyway
 SEAL_WAIT_S = 60.0
 LEFT_BY = "human (left the fleet TUI)"
-SCREEN_ACTIONS = ("kill_all", "open_run")
+SCREEN_ACTIONS = ("kill_all", "open_run", "set_aside")
 
 
 class FleetHost(Protocol):
@@ -148,6 +148,9 @@ class FleetKeys:
     def check_action(self: FleetHost, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "kill_all":
             return not self.finished
+        if action == "set_aside":
+            # a team's queue only: on one machine nobody else would take it meanwhile
+            return not self.fleet.owns_runs and self.selected is not None
         return True
 
     def guard_for(self: FleetHost) -> DecisionGuard:
@@ -238,6 +241,23 @@ class FleetKeys:
             self.notify(f"kill switch: {visible(task, limit=64)} stops (it is sealed as killed)", markup=False)
         elif link := self.fleet.link():
             self.notify(f"not killed: {visible(link, limit=200)}", severity="error", markup=False)
+
+    def action_set_aside(self: FleetHost) -> None:
+        """``l`` (a team's queue): the selected request leaves this analyst's view for a while; never answered."""
+        item = self.selected
+        if item is None or item.ticket not in self.rules.tickets:
+            return
+
+        def done(minutes: float | None) -> None:
+            if minutes is None:
+                return
+            why = self.fleet.set_aside(item, minutes)
+            if why is not None:
+                self.notify(visible(why, limit=300), title="not set aside", severity="warning", markup=False)
+            else:
+                self.notify(f"request {item.ticket} set aside for {minutes:g} min: it comes back then", markup=False)
+
+        self.app.push_screen(SetAside(), done)
 
     def action_kill_all(self: FleetHost) -> None:
         going = sum(1 for row in self.fleet_rows.values() if not row.ended)

@@ -23,8 +23,8 @@ from .takeover import KILL
 # help, a detail (an event in full), the screen as text, a reject's reason, the grants, the fleet's kill-all
 # question and its typed text in full
 APP, RUN, AUDIT, FLEET, TABLE, REPLAY, EDITOR = "app", "run", "audit", "fleet", "table", "replay", "editor"
-HELP, DETAIL, SCREEN_TEXT, REASON, GRANTS, KILL_ALL, ALL_TEXT = (
-    "help", "detail", "screen_text", "reason", "grants", "kill_all", "all_text",
+HELP, DETAIL, SCREEN_TEXT, REASON, GRANTS, KILL_ALL, ALL_TEXT, ASIDE = (
+    "help", "detail", "screen_text", "reason", "grants", "kill_all", "all_text", "aside",
 )  # fmt: skip
 
 
@@ -74,7 +74,9 @@ def shown(key: str) -> str:
 
 
 TABLE_FILE = Path(__file__).with_name("keys.toml")
-HOMES = (APP, RUN, AUDIT, FLEET, TABLE, REPLAY, EDITOR, HELP, DETAIL, SCREEN_TEXT, REASON, GRANTS, KILL_ALL, ALL_TEXT)
+HOMES = (
+    APP, RUN, AUDIT, FLEET, TABLE, REPLAY, EDITOR, HELP, DETAIL, SCREEN_TEXT, REASON, GRANTS, KILL_ALL, ALL_TEXT, ASIDE,
+)  # fmt: skip
 
 
 def load(path: Path = TABLE_FILE) -> tuple[Key, ...]:

@@ -6,6 +6,7 @@ in this process's threads, each analyst as her own login role."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import psycopg
@@ -128,3 +129,64 @@ async def test_the_first_approvers_edit_is_what_the_second_sees_and_the_header_c
     assert one(team.url, "SELECT edit->>'text_len' FROM cua_tui.requests WHERE id = %s", ticket) == str(
         len(edited.text)
     )
+
+
+async def test_l_sets_a_request_aside_for_this_analyst_only_and_it_comes_back(
+    pg_server: PgServer, tmp_path: Path
+) -> None:
+    """Set aside is not reject: it leaves alice's view (bob's keeps it), comes back after the time, is recorded
+    by the server, and answers nothing. On one machine's fleet l is not offered."""
+    from pilot_helpers import possible
+
+    with team_of(pg_server, tmp_path, [spec("t0")]) as team:
+        bob = TeamFleet(as_role(team.url, "bob"), team.fleet_id, poll_s=0.1)
+        bob.start()
+        fleet = TeamFleet(as_role(team.url, "alice"), team.fleet_id, poll_s=0.1)
+        app = App(fleet)
+        try:
+            async with app.run_test(size=SIZE) as pilot:
+                main = fleet_screen(app)
+                await until(pilot, lambda: main.selected is not None, "the request on alice's panel", WAIT_S)
+                ticket = main.selected.ticket if main.selected else 0
+                assert possible(app, "set_aside") is True
+                await pilot.press("l")
+                await pilot.press(*"0.03", "enter")  # about 2 s
+                await until(pilot, lambda: ticket not in main.pending_tickets, "it left alice's view")
+                assert [i.ticket for i in bob.queue()] == [ticket]  # not bob's
+                asides = (
+                    "SELECT array[role, answer] FROM cua_tui.asides s JOIN cua_tui.requests q ON q.id = s.request_id"
+                )
+                assert one(team.url, asides) == ["alice", None]
+                await until(pilot, lambda: ticket in main.pending_tickets, "it came back", 15)
+                await pilot.press("l", "escape")  # Esc keeps it in view
+                await pilot.pause()
+                assert ticket in main.pending_tickets
+                await answer(pilot, "y")
+                await until(pilot, lambda: fleet.done, "the run ended", WAIT_S)
+        finally:
+            fleet.close()
+            bob.close()
+    runs = [json.loads(line) for line in (tmp_path / "runs" / team.runs[0][1] / "audit.jsonl").read_text().splitlines()]
+    (decided,) = [r for r in runs if r["kind"] == "decision" and r.get("queue")]
+    assert decided["queue"]["set_aside"] == 1 and decided["operator"] == "alice"
+
+
+def test_a_headless_approver_may_set_aside_and_answer_later(pg_server: PgServer, tmp_path: Path) -> None:
+    """``{"decision": "aside", "minutes": N}`` from an approver command sets the request aside for its role;
+    once it is back, the same command's approve answers it."""
+    from cua_tui.team.analyst import HeadlessAnalyst
+
+    state = tmp_path / "asked-once"
+    command = tmp_path / "approver.sh"
+    command.write_text(
+        f'#!/bin/sh\ncat >/dev/null\nif [ -e "{state}" ]; then echo \'{{"decision": "approve"}}\'; '
+        f'else : > "{state}"; echo \'{{"decision": "aside", "minutes": 0.02}}\'; fi\n'
+    )
+    command.chmod(0o755)
+    lines: list[str] = []
+    with team_of(pg_server, tmp_path, [spec("t0")]) as team:
+        person = HeadlessAnalyst(as_role(team.url, "carol"), team.fleet_id, f"approver:{command}", lines.append)
+        assert person.run() == 0
+    assert any(line.endswith("set aside for 0.02 min") for line in lines), lines
+    assert one(team.url, "SELECT array[answer, answered_by] FROM cua_tui.requests") == ["approve", "carol"]
+    assert one(team.url, "SELECT count(*) FROM cua_tui.asides") == 1
