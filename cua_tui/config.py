@@ -57,6 +57,7 @@ class _Base(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     otel_endpoint: str | None = None
     # a team's queue: the PostgreSQL URL that ``worker``, ``attach`` and ``fleet --queue`` use by default
     queue: str | None = None
+    on_escalate: str | None = None
 
 
 class ModelTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
@@ -104,6 +105,9 @@ class Settings:
     otel_endpoint: str | None = None
     # a team's queue (a PostgreSQL URL, which may hold a password: never in a repr); CUA_TUI_QUEUE wins
     queue: str | None = field(default=None, repr=False)
+    # run when a request escalates to this analyst's group (``attach``): read from this file only, never from
+    # the environment, a task, a policy or the database; it gets the request and can never answer it
+    on_escalate: str | None = None
     # the vendors' and backends' tables as the file has them (keys among them: never in a repr)
     tables: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
@@ -158,6 +162,9 @@ class Settings:
         otel = (data.otel_endpoint or "").strip() or None
         if otel is not None and (why := check_otel_endpoint(otel)) is not None:
             raise doc.error(("otel_endpoint",), why)
+        on_escalate = (data.on_escalate or "").strip() or None
+        if on_escalate is not None and (why := check_command(on_escalate)) is not None:
+            raise doc.error(("on_escalate",), why)
         prices: dict[str, tuple[float, float]] = {}
         for model, pair in (data.model_prices or {}).items():
             if len(pair) != 2 or not all(math.isfinite(p) and p >= 0 for p in pair):
@@ -179,6 +186,7 @@ class Settings:
             decision_timeout=data.decision_timeout or 0.0,
             otel_endpoint=otel,
             queue=(env.get("CUA_TUI_QUEUE") or data.queue or "").strip() or None,
+            on_escalate=on_escalate,
             cache_dir=Path(env.get("CUA_TUI_CACHE_DIR") or user_cache_path(APP)).expanduser(),
             tables={table.name: _read_table(table, data, config_file) for table in tables},
         )
@@ -245,6 +253,17 @@ def deprecated(note: str) -> None:
     if note not in _NOTED:
         _NOTED.add(note)
         print(f"cua-tui: note: {visible(one_line(note, 400))}", file=sys.stderr)
+
+
+def check_command(command: str) -> str | None:
+    """Why ``command`` cannot be run as a command line (None: it can)."""
+    import shlex
+
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        return f"is not a command line ({exc})"
+    return None if argv else "is an empty command"
 
 
 def check_otel_endpoint(url: str) -> str | None:

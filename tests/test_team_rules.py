@@ -311,3 +311,15 @@ def test_a_submitter_whose_task_policy_tries_to_widen_the_approvers_gets_nobody(
         worker.stop()
         working.join(60)
     assert one(url, "SELECT status FROM cua_tui.runs") == "killed"
+
+
+def test_on_escalate_comes_from_the_settings_file_alone_and_must_be_a_command(tmp_path: Path) -> None:
+    from cua_tui.config import ConfigError, Settings
+
+    config = tmp_path / "config.toml"
+    config.write_text('on_escalate = "notify-send \'escalated\'"\n')
+    env = {"CUA_TUI_CONFIG": str(config), "CUA_TUI_ON_ESCALATE": "rm -rf /"}
+    assert Settings.load(env).on_escalate == "notify-send 'escalated'"  # no variable sets it
+    config.write_text("on_escalate = \"unclosed 'quote\"\n")
+    with pytest.raises(ConfigError, match="on_escalate.*is not a command line"):
+        Settings.load(env)

@@ -91,7 +91,7 @@ def _tui(url: str, fleet_id: str, theme: str | None, config: Any) -> None:
     from ..team.control import TeamFleet
     from ..tui.fleet_screen import run_fleet_tui
 
-    fleet = TeamFleet(url, fleet_id)
+    fleet = TeamFleet(url, fleet_id, on_escalate=settings().on_escalate)
     apps: list[Any] = []
 
     class Detach(OnSignal):

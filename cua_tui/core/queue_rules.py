@@ -23,7 +23,8 @@ from .text import visible
 ORDER_LINE = (
     "Queue order: possible injections first, then the model's safety checks, then clicks in marked regions "
     "and transmissions (typing, Return and the keys that send), then any other rule; the oldest first within "
-    "each. On a team's queue, a request on another analyst's panel (read by them) comes after the others."
+    "each. On a team's queue, a request escalated to your group comes first, and one on another analyst's panel "
+    "(read by them) after the others."
 )
 
 

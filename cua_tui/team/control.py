@@ -49,6 +49,7 @@ from ..core.run_view import RunView
 from ..core.runlog import line_event
 from ..core.takeover import Desk
 from ..core.text import one_line, visible
+from ..headless_approvers import CommandApprover
 from . import analyst, db, schema
 from . import requests as rq
 from .approver import EDIT_BYTES
@@ -78,6 +79,8 @@ ATTACH = analyst.ATTACH
 # while this session lives: a closed terminal's marks lapse at once)
 LOOK_LEASE_S = 10.0
 LOOK_RENEW_S = 3.0
+# seconds the on_escalate command may take (then it is killed, as an approver command is)
+ESCALATE_TIMEOUT_S = 30.0
 # who else looks at a request: the first few roles named
 READERS_NAMED = 5
 
@@ -136,10 +139,13 @@ class TeamFleet:
 
     owns_runs = False
 
-    def __init__(self, url: str, fleet_id: str, *, poll_s: float = POLL_S) -> None:
+    def __init__(self, url: str, fleet_id: str, *, poll_s: float = POLL_S, on_escalate: str | None = None) -> None:
         self.url = url
         self.fleet_id = fleet_id
         self.poll_s = poll_s
+        # the settings file's command run when a request escalates to this role's group (never an answer)
+        self.on_escalate = on_escalate
+        self._escalated: set[int] = set()
         self.role = ""
         self._lock = threading.Lock()
         self._runs: dict[str, _Run] = {}  # by task (as shown)
@@ -382,7 +388,7 @@ class TeamFleet:
                         return
                     backoff.ok()
                     self._set_link("")
-                conn.execute("SELECT cua_tui.reap()")
+                conn.execute("SELECT cua_tui.reap(), cua_tui.escalate()")
                 self._pass(conn)
                 if self._done.is_set() and not self._pending_watchers():
                     # every run ended: nothing more will change
@@ -583,6 +589,9 @@ class TeamFleet:
             except rq.RowError as exc:
                 self.unreadable[request_id] = f"request {request_id}: {exc}"
                 continue
+            if deciders.escalated and request_id not in self._escalated:
+                self._escalated.add(request_id)
+                self._escalate(request_id, body)
             if request_id in known:
                 item = known[request_id]
                 if (item.deciders, item.request.action) != (deciders, edited or self._proposed(item)):
@@ -643,6 +652,19 @@ class TeamFleet:
                 if item.ticket not in self._answering:
                     told.append(RequestClosed(item, whys.get(item.ticket, "closed")))
         return fresh
+
+    def _escalate(self, request_id: int, body: Any) -> None:
+        """A request escalated to this role's group: the settings' ``on_escalate`` command, if any, gets it as
+        JSON on stdin (the panel's body: typed text as length and SHA-256 only), bounded and timed out as an
+        approver command is, on a thread of its own; whatever it answers is ignored."""
+        if self.on_escalate is None or not isinstance(body, dict):
+            return
+        data = {**body, "request_id": request_id, "escalated": True, "fleet": self.fleet_id}
+        try:
+            command = CommandApprover(self.on_escalate, timeout=ESCALATE_TIMEOUT_S)
+        except ValueError:
+            return
+        threading.Thread(target=command.ask, args=(data, self._stop), name="cua-on-escalate", daemon=True).start()
 
     def _proposed(self, item: QueueItem) -> Any:
         """The action as its model proposed it (the row as first read), before any approver's edit."""

@@ -125,6 +125,8 @@ class FleetScreen(FleetKeys, ViewScreen):
         self._view: RunView = RunView()  # the selected request's run, when it was selected
         self._view_of: int | None = None  # the ticket _view was taken for
         # the decision view shows (ticket, pending)
+        # a team's requests escalated to this analyst's group, rung once each
+        self._rang: set[int] = set()
         self._selected_shown: tuple[int, bool, tuple[int, ...], str, tuple[str, ...], Deciders | None] | None = None
         # The two tables and the pane, held (not queried): check_action may run while another screen
         # is on top, or as the App closes and its widgets are gone.
@@ -355,7 +357,21 @@ class FleetScreen(FleetKeys, ViewScreen):
         self._rebuild_queue(only_if_changed=True)
         if new:
             self._signal(new[0], len(new))
+        self._ring_escalated(items)
         self._show_selected()
+
+    def _ring_escalated(self, items: list[QueueItem]) -> None:
+        """A request escalated to this analyst's group (a team's rule): first in the queue already; the bell
+        and a notification once, here."""
+        fresh = [i for i in items if i.deciders is not None and i.deciders.escalated and i.ticket not in self._rang]
+        if not fresh:
+            return
+        self._rang.update(i.ticket for i in fresh)
+        first = fresh[0]
+        line = f"request {first.ticket} of {visible(first.task, limit=64)} escalated to your group: it is first"
+        line += f" (+{len(fresh) - 1} more)" if len(fresh) > 1 else ""
+        self.cua.signal("cua-tui: escalated to your group", line)
+        self.notify(line, title="escalated", severity="warning", markup=False)
 
     def _read_next(self) -> None:
         """Each pending request's screen read in turn (one at a time, while nothing else is read), so that a

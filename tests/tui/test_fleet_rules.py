@@ -190,3 +190,48 @@ def test_a_headless_approver_may_set_aside_and_answer_later(pg_server: PgServer,
     assert any(line.endswith("set aside for 0.02 min") for line in lines), lines
     assert one(team.url, "SELECT array[answer, answered_by] FROM cua_tui.requests") == ["approve", "carol"]
     assert one(team.url, "SELECT count(*) FROM cua_tui.asides") == 1
+
+
+async def test_an_escalated_request_goes_first_for_its_group_rings_once_and_its_command_cannot_answer(
+    pg_server: PgServer, tmp_path: Path
+) -> None:
+    """A rule's --escalate-after: on time the request is marked escalated; for payments' members it goes to the
+    top and rings once, and the analyst's own on_escalate command gets it (no typed text), whatever it says
+    answering nothing; carol, outside the group, sees no escalation."""
+    seen = tmp_path / "escalated.json"
+    command = tmp_path / "page.sh"
+    command.write_text(f'#!/bin/sh\ncat > "{seen}"\necho \'{{"decision": "approve"}}\'\n')
+    command.chmod(0o755)
+
+    def escalating(url: str) -> None:
+        with db.connect(as_role(url, "root_admin"), "test") as conn:
+            rules.set_rule(conn, "actions.type", None, 1, escalate_after_s=1.0, escalate_to="payments")
+
+    with team_of(pg_server, tmp_path, [spec("t0")], setup=escalating) as team:
+        carol = TeamFleet(as_role(team.url, "carol"), team.fleet_id, poll_s=0.1)
+        carol.start()
+        fleet = TeamFleet(as_role(team.url, "alice"), team.fleet_id, poll_s=0.1, on_escalate=str(command))
+        app = App(fleet)
+        try:
+            async with app.run_test(size=SIZE) as pilot:
+                main = fleet_screen(app)
+                await until(pilot, lambda: main.selected is not None, "the request on alice's panel", WAIT_S)
+                ticket = main.selected.ticket if main.selected else 0
+                await until(pilot, lambda: any(t == "escalated" for t, _ in app.told), "the escalation rung", 15)
+                assert [m for t, m in app.told if t == "escalated"] == [
+                    f"request {ticket} of t0 escalated to your group: it is first"
+                ]
+                assert "ESCALATED to your group" in main.panel.who
+                data = wait_for("the command's input", lambda: seen.exists() and seen.read_text(), 10)
+                assert f'"request_id": {ticket}' in data and "cua-tui verified" not in data
+                await pilot.pause(0.5)
+                # the command said approve: nothing was answered
+                assert one(team.url, "SELECT answer FROM cua_tui.requests WHERE id = %s", ticket) is None
+                (theirs,) = carol.queue()
+                assert theirs.deciders is not None and not theirs.deciders.escalated
+                await answer(pilot, "y")
+                await until(pilot, lambda: fleet.done, "the run ended", WAIT_S)
+                assert len([t for t, _ in app.told if t == "escalated"]) == 1  # rung once
+        finally:
+            fleet.close()
+            carol.close()
