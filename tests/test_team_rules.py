@@ -317,9 +317,9 @@ def test_on_escalate_comes_from_the_settings_file_alone_and_must_be_a_command(tm
     from cua_tui.config import ConfigError, Settings
 
     config = tmp_path / "config.toml"
-    config.write_text('on_escalate = "notify-send \'escalated\'"\n')
+    config.write_text("on_escalate = \"notify-send 'escalated'\"\n")
     env = {"CUA_TUI_CONFIG": str(config), "CUA_TUI_ON_ESCALATE": "rm -rf /"}
     assert Settings.load(env).on_escalate == "notify-send 'escalated'"  # no variable sets it
-    config.write_text("on_escalate = \"unclosed 'quote\"\n")
-    with pytest.raises(ConfigError, match="on_escalate.*is not a command line"):
+    config.write_text('on_escalate = "unclosed \'quote"\n')
+    with pytest.raises(ConfigError, match=r"on_escalate.*is not a command line"):
         Settings.load(env)
