@@ -277,6 +277,13 @@ def test_a_runs_chain_records_each_approval_the_quorum_and_the_times_set_aside(u
     assert queue["quorum"] == 2 and [a["role"] for a in queue["approvals"]] == ["alice", "bob"]
     assert queue["set_aside"] == 1 and queue["role"] == "bob"
     assert verify_run(run_dir).intact
+    # the team's record: bob's decision met the quorum; carol set it aside (and decided nothing)
+    done_stats = CliRunner().invoke(main, ["stats", "--queue", url, "--fleet", done.fleet_id, "--json"])
+    assert done_stats.exit_code == 0, done_stats.output
+    figures = {row["operator"]: row for row in json.loads(done_stats.stdout)}
+    assert figures["bob"]["decisions"] == 1 and figures["bob"]["second_approvals"] == 1
+    table = CliRunner().invoke(main, ["stats", "--queue", url])
+    assert table.exit_code == 0 and "SECOND" in table.stdout and "ESCALATED" in table.stdout
 
 
 def test_a_submitter_whose_task_policy_tries_to_widen_the_approvers_gets_nobody(url: str, tmp_path: Path) -> None:

@@ -235,3 +235,12 @@ async def test_an_escalated_request_goes_first_for_its_group_rings_once_and_its_
         finally:
             fleet.close()
             carol.close()
+    # the record: alice (in payments) received the escalation and answered it; bob received it too
+    from click.testing import CliRunner
+
+    from cua_tui.cli import main as cli
+
+    out = CliRunner().invoke(cli, ["stats", "--queue", team.url, "--fleet", team.fleet_id, "--json"])
+    assert out.exit_code == 0, out.output
+    (alice,) = json.loads(out.stdout)
+    assert alice["operator"] == "alice" and (alice["escalations_received"], alice["escalations_answered"]) == (1, 1)
