@@ -212,8 +212,13 @@ class FleetRun:
         self.fleet.kill(self.task, by=KILLED_BY)
 
     def answer(self, answer: Answer, request: DecisionRequest, **details: Unpack[AnswerDetails]) -> str | None:
-        item = next((item for item in self.fleet.queue() if item.request is request), None)
+        queued = self.fleet.queue()
+        item = next((item for item in queued if item.request is request), None)
         if item is None:
+            same = (request.run_id, request.turn, request.index, request.kind)
+            if any((i.run_id, i.request.turn, i.request.index, i.request.kind) == same for i in queued):
+                # a team's request another analyst approved or edited since: this view shows it as it was
+                return "it changed since (another analyst's approval or edit): answer it in the queue, as it is now"
             return "it is no longer pending"
         return self.fleet.answer(item, answer, **details)
 

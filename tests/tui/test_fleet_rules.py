@@ -244,3 +244,35 @@ async def test_an_escalated_request_goes_first_for_its_group_rings_once_and_its_
     assert out.exit_code == 0, out.output
     (alice,) = json.loads(out.stdout)
     assert alice["operator"] == "alice" and (alice["escalations_received"], alice["escalations_answered"]) == (1, 1)
+
+
+def test_a_runs_view_never_answers_a_request_that_changed_under_it() -> None:
+    """The run's view holds the request as it was posted; on a team's queue another analyst's approval or edit
+    makes a new item of it: y there is refused in one line, never applied to what the view does not show."""
+    from dataclasses import replace
+
+    from cua_tui.core.fleet_queue import Deciders, QueueItem, RunRow, priority
+    from cua_tui.core.ports import DecisionRequest
+    from cua_tui.tui.fleet_parts import FleetRun
+
+    asked = DecisionRequest("run-1", 1, 1, "c1", "action", "typing", action=Action(Kind.TYPE, text="proposed"))
+    now = replace(asked, action=Action(Kind.TYPE, text="alice's edit"))
+    item = QueueItem(7, "t0", "run-1", now, priority(now, "actions.type"), 0.0, 3, deciders=Deciders(quorum=2))
+    answered: list[object] = []
+
+    class Queue:
+        owns_runs = False
+
+        def row(self, task: str) -> RunRow:
+            return RunRow(task=task, backend="sim", run_id="run-1")
+
+        def queue(self) -> list[QueueItem]:
+            return [item]
+
+        def answer(self, *args: object, **kwargs: object) -> None:
+            answered.append(args)
+
+    run = FleetRun(Queue(), "t0")  # type: ignore[arg-type]
+    said = run.answer(Answer.APPROVE, asked)
+    assert said == "it changed since (another analyst's approval or edit): answer it in the queue, as it is now"
+    assert answered == []
