@@ -144,8 +144,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if any(item.get_closest_marker(name) for name in AFTER):
             item.add_marker(pytest.mark.desktops)
         if item.get_closest_marker("pgserver"):
-            # one worker runs them all, on one server (the session's ``pg_server``)
-            item.add_marker(pytest.mark.xdist_group("pgserver"))
+            # one worker runs a file's, on its one server (the worker's session ``pg_server``): the files spread
+            # over the part's workers, so that no one worker's chain of them is the part's longest
+            item.add_marker(pytest.mark.xdist_group(f"pgserver-{item.path.stem}"))
         if item.get_closest_marker("engine"):
             # one worker runs them all, in turn (xdist's --dist loadgroup)
             item.add_marker(pytest.mark.xdist_group("engine"))

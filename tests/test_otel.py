@@ -272,14 +272,18 @@ def test_an_unreachable_endpoint_never_slows_or_fails_a_run(tmp_path: Path, wher
     silent = Silent() if where == "silent" else None
     url = silent.url if silent is not None else closed_port_url()
     try:
-        began = time.monotonic()
-        alone, _ = live_run(tmp_path / "alone", None, BUSY)
-        alone_s = time.monotonic() - began
         said: list[str] = []
         sink = Sink(url, say=said.append)
-        began = time.monotonic()
-        result, path = live_run(tmp_path / "runs", sink, BUSY)
-        run_s = time.monotonic() - began
+        # each way twice, interleaved, the faster of each compared: a load that comes and goes beside the test
+        # (the suite's other parts) slows one run of a pair, not the way itself
+        alone_s, run_s = [], []
+        for n in range(2):
+            began = time.monotonic()
+            alone, _ = live_run(tmp_path / f"alone{n}", None, BUSY)
+            alone_s.append(time.monotonic() - began)
+            began = time.monotonic()
+            result, path = live_run(tmp_path / f"runs{n}", sink, BUSY)
+            run_s.append(time.monotonic() - began)
         began = time.monotonic()
         closing = sink.close()
         close_s = time.monotonic() - began
@@ -287,7 +291,7 @@ def test_an_unreachable_endpoint_never_slows_or_fails_a_run(tmp_path: Path, wher
         if silent is not None:
             silent.close()
     assert (result.status, result.exit_code) == (alone.status, alone.exit_code)
-    assert run_s < alone_s + 1.5, (run_s, alone_s)
+    assert min(run_s) < min(alone_s) + 1.5, (run_s, alone_s)
     assert close_s < FLUSH_S + 1.0
     lines = said + closing
     assert len(lines) == 1 and lines[0].startswith(f"otel: spans not sent to {url}"), lines
