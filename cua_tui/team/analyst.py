@@ -222,7 +222,7 @@ class HeadlessAnalyst:
                             raise db.QueueError(f"no fleet {visible(self.fleet_id, limit=100)} on the queue")
                         self.say(f"attached to {self.fleet_id} as {visible(role, limit=64)} ({self.how})")
                         first = False
-                conn.execute("SELECT cua_tui.reap()")
+                conn.execute("SELECT cua_tui.reap(), cua_tui.escalate()")
                 if self._pass(conn) == 0:
                     if self._ended(conn):
                         break

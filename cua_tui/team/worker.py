@@ -217,7 +217,7 @@ class Worker:
                     "WHERE id = %s AND token = %s AND state = 'running' RETURNING 1",
                     (self.options.lease_s, self.id, self.lease.token),
                 ).fetchone()
-                conn.execute("SELECT cua_tui.reap()")
+                conn.execute("SELECT cua_tui.reap(), cua_tui.escalate()")
                 return row is not None
 
             try:
