@@ -228,7 +228,25 @@ def _check(suites: tuple[str, ...], quick: bool) -> tuple[dict[str, Any], list[c
             continue
         merged.setdefault("targets", {}).update(results.pop("targets"))
         merged.update(results)
-    return merged, check.evaluate(merged, suites, not_run), failed
+    verdicts = check.evaluate(merged, suites, not_run)
+    # A time ratio that misses is measured once more before it counts: a load that comes and goes beside the
+    # gate (the suite's other parts) once put the local typing ratio at 3.5x where the same tree reads 5.8x
+    # on a quiet machine. A change that costs the ratio misses twice; the first figures stay in the report.
+    missed = [v for v in verdicts if not v.passed and v.target.margin > 0 and v.target.suite not in not_run]
+    again = dict.fromkeys(v.target.suite for v in missed)
+    for suite in again:
+        first = {v.target.what: v.measured for v in verdicts if v.target.suite == suite}
+        log(f"check: the {suite} suite again (a ratio missed: measured once more before it counts)")
+        try:
+            results = run(suite, quick, resize=False)
+        except Exception:
+            continue
+        merged["targets"].update(results.pop("targets"))
+        merged.update(results)
+        merged.setdefault("measured_again", {})[suite] = first
+    if again:
+        verdicts = check.evaluate(merged, suites, not_run)
+    return merged, verdicts, failed
 
 
 def _parser() -> argparse.ArgumentParser:
