@@ -225,7 +225,11 @@ def test_the_gate_on_a_real_core_run_exits_1_when_a_target_is_above_the_measured
     (failed,) = [line for line in lines if "FAIL" in line]
     assert failed.startswith("core       audit: 4 x AuditWriter.append") and "FAIL (below 750.00x)" in failed
     assert lines[-1] == "3 targets: 2 pass, 1 fail, 0 not run"
-    assert [v["passed"] for v in json.loads(out.read_text())["check"]] == [False, True, True]
+    report = json.loads(out.read_text())
+    assert [v["passed"] for v in report["check"]] == [False, True, True]
+    # the miss was measured once more before it counted, its first figure kept
+    (first,) = [v for k, v in report["measured_again"]["core"].items() if k.startswith("audit:")]
+    assert 0 < first < 750
 
 
 def test_bench_rejects_an_unknown_suite_and_a_check_of_a_suite_without_baseline(
