@@ -57,7 +57,7 @@ def _time(args: list[str], env: dict[str, str]) -> float:
 
 def run(tmp: Path, quick: bool) -> dict[str, Any]:
     """``repeats`` runs each way, interleaved; the medians, the extra time and the target."""
-    repeats = 9 if quick else 11
+    repeats = 7 if quick else 11
     script = SCRIPT
     env = {**os.environ, "CUA_TUI_CONFIG": str(tmp / "no-config.toml")}
     env.pop("OTEL_EXPORTER_OTLP_HEADERS", None)
