@@ -340,10 +340,6 @@ class FleetScreen(FleetKeys, ViewScreen):
         items = self.fleet.queue()
         self.rules.read_by = self.fleet.readers()
         self.rules.pending(items)
-        # a team's request whose approvals, pending edit or escalation changed is a new item: the panel shows it,
-        # and y answers it (the one before, another screen, no longer counts)
-        if self.selected is not None and self.selected_group is None:
-            self.selected = next((i for i in items if i.ticket == self.selected.ticket), self.selected)
         new = [item for item in items if item.ticket not in self.seen]
         now_wall = time.monotonic()
         for item in new:
@@ -452,6 +448,12 @@ class FleetScreen(FleetKeys, ViewScreen):
         (redrawn when the selection or its state changed, or with ``force``: the screen's text arrived)."""
         item = self.selected
         group = self.selected_group
+        if item is not None and group is None:
+            # a team's request whose approvals or pending edit changed is a new item: the panel shows it as it
+            # is now, however the cursor came to the row (y answers that one, under its guard again)
+            current = next((i for i in self.items if i.ticket == item.ticket), None)
+            if current is not None and current is not item:
+                self.selected = item = current
         # another request shown, or a group with other runs, or a team's request that changed under its rule (an
         # approval, a pending edit): the guard again, once its screen is shown
         shown_key = (
