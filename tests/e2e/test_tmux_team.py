@@ -132,9 +132,11 @@ def start_worker(url: str, tmp_path: Path, number: int, env: dict[str, str]) -> 
 
 
 def queue_runs(screen: str) -> set[str]:
-    """The tasks the queue table lists."""
+    """The tasks whose requests the queue table lists as pending (a row that closed under the cursor stays,
+    marked closed, until the cursor moves: not pending)."""
     box = screen.split("Approval queue", 1)[1].split("╰", 1)[0]
-    return {task for task in TASKS if task in box}
+    rows = [line for line in box.splitlines() if "closed" not in line]
+    return {task for task in TASKS if any(task in row for row in rows)}
 
 
 def test_two_analysts_in_two_terminals_answer_one_fleet_of_two_workers(pg_server: PgServer, tmp_path: Path) -> None:
