@@ -25,6 +25,22 @@ ANALYSTS = ("alice", "bob", "carol")
 GROUPS = {"payments": ("alice", "bob")}
 ADMINS = ("root_admin",)
 
+# the same field typed into twice, each asked: a on the first grants the field's typing (the second is not
+# asked then); under a two-person rule, two requests of one run
+TWICE = {
+    "turns": [
+        {
+            "actions": [
+                {"type": "click", "x": 250, "y": 182},
+                {"type": "type", "text": "cua-tui"},
+                {"type": "type", "text": " verified"},
+                {"type": "click", "x": 550, "y": 182},
+            ]
+        }
+    ],
+    "final_text": "done",
+}
+
 
 def ready(server: PgServer) -> PgServer:
     """The server with the analysts' login roles (members of cua_tui_analyst) and a database holding the

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from team_cases import TEMPLATE, as_role, one, ready, spec, wait_for
+from team_cases import TEMPLATE, TWICE, as_role, one, ready, spec, wait_for
 from test_tmux_demo import GUARD_WAIT_S, Tmux, cua_tui_command, cua_tui_shell
 from test_tmux_fleet import children
 
@@ -26,20 +26,6 @@ from tests.fakes.pgserver import PgServer
 
 pytestmark = [pytest.mark.terminal, pytest.mark.pgserver, pytest.mark.timeout(180)]
 
-# each run types into its field twice, each asked: four requests for the two runs
-TWICE = {
-    "turns": [
-        {
-            "actions": [
-                {"type": "click", "x": 250, "y": 182},
-                {"type": "type", "text": "cua-tui"},
-                {"type": "type", "text": " verified"},
-                {"type": "click", "x": 550, "y": 182},
-            ]
-        }
-    ],
-    "final_text": "done",
-}
 RUN_LINE = re.compile(r"run\s+(\S+) · run (\S+)")
 TASKS = ("form-a", "form-b")
 

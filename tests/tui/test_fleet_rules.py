@@ -12,8 +12,8 @@ from pathlib import Path
 import psycopg
 import pytest
 from pilot_helpers import answer, fleet_screen, until
-from team_cases import WAIT_S, as_role, one, spec, wait_for
-from test_fleet_team import TWICE, App, Team, team_of
+from team_cases import TWICE, WAIT_S, as_role, one, spec, wait_for
+from test_fleet_team import App, Team, team_of
 
 from cua_tui.core.actions import Action, Kind
 from cua_tui.core.ports import Answer

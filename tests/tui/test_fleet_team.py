@@ -21,7 +21,7 @@ import pytest
 from fleet_cases import opts
 from pilot_helpers import answer, fleet_screen, possible, quick_clock, until
 from psycopg.types.json import Jsonb
-from team_cases import TEMPLATE, WAIT_S, as_role, one, ready, settings, spec, wait_for
+from team_cases import TEMPLATE, TWICE, WAIT_S, as_role, one, ready, settings, spec, wait_for
 from textual.widgets import Input
 
 from cua_tui.core.audit import verify_run
@@ -336,22 +336,6 @@ async def test_a_hostile_request_row_is_set_aside_unread_and_said_on_the_header(
 
 def audit_of(tmp_path: Path, run_id: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (tmp_path / "runs" / run_id / "audit.jsonl").read_text().splitlines()]
-
-
-# the same field typed into twice: a on the first grants the field's typing, and the second is not asked
-TWICE = {
-    "turns": [
-        {
-            "actions": [
-                {"type": "click", "x": 250, "y": 182},
-                {"type": "type", "text": "cua-tui"},
-                {"type": "type", "text": " verified"},
-                {"type": "click", "x": 550, "y": 182},
-            ]
-        }
-    ],
-    "final_text": "done",
-}
 
 
 @pytest.mark.pgserver
