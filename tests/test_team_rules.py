@@ -173,16 +173,22 @@ def test_the_first_approvers_edit_is_what_the_second_approves(url: str) -> None:
     rule(url, "actions.type", ("payments",), 2)
     request = posted(url, {"action": "wire 500"}, rule="actions.type")
     assert answer(url, "alice", request, edit=EDITED).pending
-    # bob's y approves the edit pending (his screen shows it): the answer carries it
-    assert answer(url, "bob", request).won
+    # bob's y on the edit his screen shows names it: the quorum is met, the answer carries it
+    assert answer(url, "bob", request, edit=EDITED).won
     row = one(url, "SELECT array[edit->>'text_len', edit_text] FROM cua_tui.requests WHERE id = %s", request)
     assert row == [str(len(EDITED.text)), EDITED.text]  # for the worker to read once, then wiped
     assert one(url, "SELECT count(*) FROM cua_tui.approvals WHERE edit_text IS NOT NULL") == 0
+    # a y on the action as proposed, from a screen a moment behind alice's edit, never approves her edit: it
+    # counts only with approvals of what it saw, and starts the count again
+    behind = posted(url, {"action": "wire 500"}, rule="actions.type")
+    assert answer(url, "alice", behind, edit=EDITED).pending
+    assert answer(url, "bob", behind).pending
+    assert one(url, "SELECT array[answer, approvals::text] FROM cua_tui.requests WHERE id = %s", behind) == [None, "1"]
     # an approval with an edit of its own starts the count again with it
     changed = posted(url, {"action": "wire 500"}, rule="actions.type")
     assert answer(url, "alice", changed).pending
     assert answer(url, "bob", changed, edit=EDITED).pending  # alice's approval was of the other action
-    assert answer(url, "alice", changed).won
+    assert answer(url, "alice", changed, edit=EDITED).won  # her y on bob's edit, as her screen shows it
     assert one(url, "SELECT edit_text FROM cua_tui.requests WHERE id = %s", changed) == EDITED.text
 
 

@@ -914,6 +914,12 @@ class TeamFleet:
         # a: each run grants its request's scope; e: the action to run instead (one run's view only)
         grant = bool(details.get("grant")) and answer is Answer.APPROVE
         edit = details.get("edit") if answer is Answer.APPROVE else None
+        if edit is None and answer is Answer.APPROVE and len(items) == 1:
+            rule = items[0].deciders
+            if rule is not None and rule.edited_by:
+                # y on an approver's edit, as the screen showed it: the approval names that action (the server
+                # counts it only with the approvals of the same one)
+                edit = items[0].request.action
         if group is not None and len(items) > 0:
             ids = [item.ticket for item in items]
             return analyst.answer_group(

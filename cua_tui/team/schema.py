@@ -423,8 +423,9 @@ _REWRITE_V4 = """
         RAISE EXCEPTION 'a request is not rewritten' USING ERRCODE = 'check_violation';
     END IF;"""
 # an answer: from a role the request's rule names (as it is a member now), and under a quorum each approval
-# of another role counted until the quorum is met (any reject ends it); an approval that carries an edit
-# of its own starts the count again with it, one without approves the edit pending
+# of another role counted until the quorum is met (any reject ends it); an approval counts only with the
+# approvals of the same action: one of another (an edit, or the action as proposed where an edit is
+# pending, as a screen a moment behind would show it) starts the count again with its own
 _ANSWERING_V4 = """
         IF NOT may_answer(OLD.approvers) THEN
             RAISE EXCEPTION 'role % may not answer request %: only % may', session_user, OLD.id,
@@ -434,7 +435,6 @@ _ANSWERING_V4 = """
         IF OLD.quorum > 1 AND NEW.answer = 'approve' THEN
             DECLARE
                 pending jsonb;
-                pending_text text;
                 counted integer;
             BEGIN
                 IF EXISTS (SELECT 1 FROM approvals WHERE request_id = OLD.id AND role = session_user
@@ -442,14 +442,11 @@ _ANSWERING_V4 = """
                     RAISE EXCEPTION 'request %: % has approved it already; the same role twice counts once', OLD.id,
                         session_user USING ERRCODE = 'unique_violation';
                 END IF;
-                SELECT a.edit, a.edit_text INTO pending, pending_text FROM approvals a
+                SELECT a.edit INTO pending FROM approvals a
                 WHERE a.request_id = OLD.id AND NOT a.superseded ORDER BY a.id LIMIT 1;
-                IF NEW.edit IS NOT NULL AND NEW.edit IS DISTINCT FROM pending THEN
+                IF NEW.edit IS DISTINCT FROM pending THEN
                     UPDATE approvals SET superseded = true, edit_text = NULL WHERE request_id = OLD.id
                         AND NOT superseded;
-                ELSIF pending IS NOT NULL THEN
-                    NEW.edit := pending;
-                    NEW.edit_text := pending_text;
                 END IF;
                 INSERT INTO approvals (request_id, role, how, note, screen_shown, shown_ms, scope_grant, edit,
                                        edit_text)
