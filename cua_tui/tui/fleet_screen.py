@@ -296,6 +296,8 @@ class FleetScreen(FleetKeys, ViewScreen):
     @while_open
     def _tick(self) -> None:
         """Each second: the waiting times, and the header (a team's link may have gone or come back)."""
+        if not self.runs_table.is_attached:
+            return  # as in _take_changes: the screen's widgets go first as it is taken away
         now = self.fleet.now()
         self._update_header()
         self.runs_table.tick(self.fleet_rows.values(), now)

@@ -658,12 +658,16 @@ async def test_a_workers_message_queued_as_the_app_closes_is_dropped(scene: str)
             FleetChanged(),
         )
 
+    screens: list[object] = []
+
     def fire_timers() -> None:
-        for timer in ("_poll", "_tick", "_take_changes", "_runs_due"):  # the Apps' timers, firing then
-            getattr(app, timer, lambda: None)()
+        for owner in (app, *screens):  # the Apps' and their screens' timers, firing then
+            for timer in ("_poll", "_tick", "_take_changes", "_runs_due", "_tick_deadline"):
+                getattr(owner, timer, lambda: None)()
 
     async def close_then_post() -> None:
         # as while a screen is taken away: still on the stack, its widgets gone; each message handled now
+        screens.extend(app.screen_stack)
         await app.screen.remove_children()
         for message in late():
             await app._dispatch_message(message)
