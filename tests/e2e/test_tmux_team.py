@@ -156,9 +156,9 @@ def test_two_analysts_in_two_terminals_answer_one_fleet_of_two_workers(pg_server
         # bob attaches again, from another terminal: the same state as alice's
         again = attach(tmp_path, url, "bob", fleet.fleet_id, (80, 24))
         on_a_request(again, "bob")
-        screen = again.screen()
-        mine = alice.screen()
-        assert queue_runs(screen) == queue_runs(mine) != set(), (screen, mine)
+        # the fleet goes on meanwhile (a worker may post its next request between two captures): the two
+        # terminals agree once each has read the queue since
+        again.wait_for(lambda s: queue_runs(s) == queue_runs(alice.screen()) != set(), "bob's queue to be alice's", 10)
         # every request left answered by whoever's panel it is on
         for _ in range(4):
             if one(url, "SELECT count(*) FROM cua_tui.runs WHERE state <> 'ended'") == 0:
