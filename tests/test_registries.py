@@ -15,13 +15,14 @@ from cua_tui.agents.images import image_limits
 from cua_tui.agents.vendors import VENDORS, AgentRequest, ImageLimits, UnknownVendor, Vendor, otel_systems, specs
 from cua_tui.build import RunOptions, build_run
 from cua_tui.config import ConfigError, Settings
-from cua_tui.core.actions import ActionError, Kind, parse_wire, raw_kind
+from cua_tui.core.actions import ActionError, Kind
 from cua_tui.core.errors import Unavailable, UsageError
 from cua_tui.core.geometry import Scaling, Size
 from cua_tui.core.policy import Policy
 from cua_tui.core.ports import Call, CallResult, Frame, Turn
 from cua_tui.core.tasks import TasksError, parse_tasks
 from cua_tui.core.text import either
+from cua_tui.core.wire import parse_wire, raw_kind
 from cua_tui.desktops import BACKENDS, Backend, Leftovers, lab_hosts
 from cua_tui.desktops.sim import SimDesktop
 from cua_tui.desktops.target import Target
@@ -339,7 +340,7 @@ def test_the_settings_tables_of_the_manual_are_the_registry() -> None:
     for vendor in VENDORS.values():
         if vendor.key_variable:  # a vendor with a key has a settings table
             wins = {vendor.key_variable or "", vendor.base_url_variable or ""} - {""}
-            registered[vendor.name] = (set(ModelTable.__struct_fields__), wins)
+            registered[vendor.name] = (set((vendor.settings_type() or ModelTable).__struct_fields__), wins)
     for backend in BACKENDS.values():
         schema = backend.settings_type()
         if schema is not None:
@@ -351,7 +352,7 @@ def test_the_settings_tables_of_the_manual_are_the_registry() -> None:
 def test_every_record_names_what_exists() -> None:
     """Each record's lazy references resolve: its agent class, builder, settings table, leftovers lister and
     wire format (a parser in the core's table)."""
-    from cua_tui.core.actions import FORMATS
+    from cua_tui.core.wire import FORMATS
 
     for vendor in VENDORS.values():
         assert vendor.wire_format in FORMATS, vendor.name

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import math
 import reprlib
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -823,49 +822,6 @@ def _anthropic_zoom(region: Any, scaling: Scaling) -> tuple[int, int, int, int]:
     dx0, dx1 = _display_span(region[0], region[2], scaling.model.width, scaling.display.width)
     dy0, dy1 = _display_span(region[1], region[3], scaling.model.height, scaling.display.height)
     return dx0, dy0, dx1, dy1
-
-
-# ------------------------------------------------------------------------------------------------
-# Wire formats: a vendor's record (agents/vendors.py) names one; its parser stays here, behind the
-# trust boundary, and a new format is one more entry of FORMATS
-# --------------------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class WireFormat:
-    """How one format's raw actions are read: ``parse`` (raw, scaling) gives an Action or raises
-    ActionError; ``kind_field`` names the field that says a raw action's kind (recorded for one that
-    could not be read)."""
-
-    parse: Callable[[Any, Scaling], Action]
-    kind_field: str
-
-
-def _parse_toolset_block(raw: Any, scaling: Scaling) -> Action:
-    if not isinstance(raw, dict):
-        raise ActionError("bad_schema", "a toolset call is an object {name, input, toolset_name}")
-    return parse_anthropic(raw.get("name"), raw.get("input"), scaling, raw.get("toolset_name"))
-
-
-# "openai": each raw is an action object; "anthropic": each raw is ``{"name": member, "input": {...},
-# "toolset_name": "computer"}``
-FORMATS: dict[str, WireFormat] = {
-    "openai": WireFormat(parse_openai, "type"),
-    "anthropic": WireFormat(_parse_toolset_block, "name"),
-}
-
-
-def parse_wire(wire_format: str, raw: Any, scaling: Scaling) -> Action:
-    """One raw action of a call in ``wire_format``; a format with no parser is refused like a bad action."""
-    found = FORMATS.get(wire_format)
-    if found is None:
-        raise ActionError("bad_schema", f"cannot read a {_clip(wire_format)!r} action")
-    return found.parse(raw, scaling)
-
-
-def raw_kind(wire_format: str, raw: Any) -> str:
-    """The kind a raw action claims (its format's kind field), cut to 40 characters; "" where none."""
-    found = FORMATS.get(wire_format)
-    value = raw.get(found.kind_field) if found is not None and isinstance(raw, dict) else None
-    return value[:40] if isinstance(value, str) else ""
 
 
 # ------------------------------------------------------------------------------------------------

@@ -180,6 +180,15 @@ class ModelTurn(Event):
     cost_usd: float | None = None
     total_tokens: int = 0
     total_cost_usd: float | None = None
+    # the screenshot the model was shown: sizes sent and seen, its coordinates' space (ports.Shown); an agent
+    # that sends the screen as it is says nothing, and its record has no such key (as before it existed)
+    shown: dict[str, str] | None = None
+
+    def to_record(self) -> dict[str, Any]:
+        record = Event.to_record(self)
+        if record["shown"] is None:
+            del record["shown"]
+        return record
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,10 +61,18 @@ class Scaling:
 
     display: Size
     model: Size
+    # a relative grid (an open-weight model's 0-1000 or 0-999 coordinates): ``model`` is the grid, not an image,
+    # and its far edge (the value equal to its side, 1000 on 0-1000) is on screen too, in the last cell
+    relative: bool = False
 
     @classmethod
     def identity(cls, size: Size) -> Scaling:
         return cls(size, size)
+
+    @classmethod
+    def grid(cls, display: Size, side: int) -> Scaling:
+        """A relative grid of ``side`` units on each axis (0-1000: 1000), mapped onto the display."""
+        return cls(display, Size(side, side), relative=True)
 
     @classmethod
     def fit(cls, display: Size, max_long_edge: int | None = None, max_pixels: int | None = None) -> Scaling:
@@ -84,12 +92,22 @@ class Scaling:
         return cls(display, Size(width, height))
 
     @property
+    def space(self) -> str:
+        """The model's coordinates as a record names them: "1036x728" (that image's pixels) or "0-1000"."""
+        return f"0-{self.model.width}" if self.relative else str(self.model)
+
+    @property
     def is_identity(self) -> bool:
-        return self.display == self.model
+        return self.display == self.model and not self.relative
 
     def to_display(self, x: int, y: int) -> tuple[int, int]:
         """Map a model pixel to a display pixel; raise OutOfRange outside the model image."""
-        if not self.model.contains(x, y):
+        if self.relative:
+            side = self.model.width
+            if not (0 <= x <= side and 0 <= y <= self.model.height):
+                raise OutOfRange(f"point ({x}, {y}) is outside the 0-{side} grid")
+            x, y = min(x, side - 1), min(y, self.model.height - 1)
+        elif not self.model.contains(x, y):
             raise OutOfRange(f"point ({x}, {y}) is outside the {self.model} screenshot")
         if self.is_identity:
             return x, y

@@ -211,17 +211,41 @@ class Usage:
 
 
 @dataclass(frozen=True, slots=True)
+class Shown:
+    """The screenshot a turn's model was shown: the size sent, the size the model's processor makes of it
+    (what it saw: the same when the image was sent at a size the processor keeps) and the space its
+    coordinates are in ("1036x728": that image's pixels; "0-1000": a relative grid)."""
+
+    sent: Size
+    seen: Size
+    space: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"sent": str(self.sent), "seen": str(self.seen), "space": self.space}
+
+
+@dataclass(frozen=True, slots=True)
 class Turn:
-    """What the agent proposes next. No calls means the agent is done (``text`` is its final answer)."""
+    """What the agent proposes next. No calls means the agent is done (``text`` is its final answer), unless
+    the turn asks for the person, was refused, or goes on without an action (a text grammar's controls:
+    agents/compat)."""
 
     calls: tuple[Call, ...] = ()
     text: str = ""
     response_id: str = ""
     usage: Usage | None = None
+    # the model asks for the person (UI-TARS' call_user): put to the reviewer before the model's next turn;
+    # what it said, possibly ""
+    asks: str | None = None
+    # the reply could not be read (why, in one line): one refusal on record, and the model hears why
+    refused: str = ""
+    # nothing to run, and the run goes on (a fact the model memorized)
+    goes_on: bool = False
+    shown: Shown | None = None
 
     @property
     def done(self) -> bool:
-        return not self.calls
+        return not self.calls and self.asks is None and not self.refused and not self.goes_on
 
 
 # what the model hears of an action (an ActionResult's message) by how it ended, word for word; a failed

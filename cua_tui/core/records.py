@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import events as ev
-from .actions import Action, ActionError, raw_kind
+from .actions import Action, ActionError
 from .audit import AuditKey
 from .closing import Tally
 from .events import RunStatus
@@ -16,6 +16,7 @@ from .geometry import Size
 from .policy import Policy
 from .ports import Call, CallResult, Turn
 from .stamps import iso_time
+from .wire import raw_kind
 
 
 @dataclass

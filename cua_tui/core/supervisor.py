@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from . import events as ev
 from . import focus, grants
-from .actions import Action, ActionError, Kind, parse_wire, raw_kind
+from .actions import Action, ActionError, Kind
 from .asking import BY_DEADLINE, checked_edit, decision_record, gated_by, is_sha256, timed_ruling
 from .asking import deadline_message as deadline_message
 from .audit import AuditClosed, AuditWriteError, AuditWriter
@@ -70,6 +70,7 @@ from .takeover import MSG_TAKEN_OVER, TAKEOVER_NOTE
 from .takeover_loop import Takeover
 from .text import failure, one_line, truncate
 from .threads import Job, Worker
+from .wire import parse_wire, raw_kind
 
 T = TypeVar("T")
 
@@ -77,6 +78,10 @@ T = TypeVar("T")
 # action): no computer-use model batches anywhere near this many, and a flood must not flood the
 # audit log.
 MAX_ACTIONS_PER_TURN = 100
+# What the model hears after a turn with nothing to run: its reply refused whole, or its call for the person
+# answered "go on" (a takeover's own words follow a takeover)
+REPLY_REFUSED = "Your last reply could not be read: {reason}. Nothing of it ran. Answer again in the documented format."
+ASK_DECLINED = "The user did not step in. Go on with the task by yourself."
 # Room kept free in the run directory so that the end of a run can still be recorded on a full disk.
 RESERVE_BYTES = 512 * 1024
 
@@ -274,7 +279,10 @@ class Supervisor:
             if turn.done:
                 self.tally.final_text = turn.text
                 break
-            results = self._execute_turn(turn)
+            if turn.calls:
+                results, said = self._execute_turn(turn), ""
+            else:
+                results, said = (), self._without_actions(turn)
             self.check_abort()
             if self._switch.pending is not None:
                 self._finish(*self._switch.pending)
@@ -283,6 +291,7 @@ class Supervisor:
                 self._finish(RunStatus.LIMIT, f"turn limit of {limits.max_turns} reached")
                 return
             note = self._take_over_here("before the model's next turn") if self._takeover.by is not None else ""
+            note = " ".join(words for words in (said, note) if words)
             frame = self._seen.latest or self.capture()
             self.set_phase(RunPhase.WAITING_MODEL, "waiting for the model")
             self._seen.observed = frame
@@ -359,6 +368,7 @@ class Supervisor:
                 usage.cost_usd if usage else None,
                 self.tally.tokens,
                 self.tally.cost,
+                turn.shown.to_json() if turn.shown else None,
             )
         )
         lim = self.policy.limits
@@ -383,6 +393,30 @@ class Supervisor:
         parsed = [(call, [(raw, a, e) for _, _, raw, a, e in items]) for call, items in plan]
         self._append_transcript(turn_record(self.tally.turn, turn, parsed, results))
         return tuple(results)
+
+    def _without_actions(self, turn: Turn) -> str:
+        """A turn with nothing to run that does not end the run (agents/compat's text grammars): a reply that
+        could not be read is one refusal on record; a model that asks for the person is put to the reviewer
+        (``T`` takes the desktop, any other answer lets the model go on); a memorized fact is in the turn's
+        words. Returns what the model hears of it besides a takeover."""
+        if turn.refused:
+            reason = f"the model's reply could not be read: {one_line(turn.refused, 300)}"
+            self.emit(ev.TurnRefused(self.tally.turn, 0, reason))
+            self._append_transcript(
+                {"turn": self.tally.turn, "response_id": turn.response_id, "text": turn.text, "refused": reason}
+            )
+            return REPLY_REFUSED.format(reason=one_line(turn.refused, 300))
+        if turn.asks is None:
+            return ""
+        said = one_line(turn.asks, 300)
+        request = DecisionRequest(
+            self.run_id, self.tally.turn, 0, "", "ask",
+            f"the model asks for you: {said}" if said else "the model asks for you", frame=self._seen.latest,
+        )  # fmt: skip
+        ruling = self._ask(request)
+        self._append_transcript({"turn": self.tally.turn, "response_id": turn.response_id, "text": turn.text,
+                                 "asked": said, "answer": "takeover" if ruling.takeover else "go on"})  # fmt: skip
+        return "" if ruling.takeover else ASK_DECLINED
 
     def _plan(self, turn: Turn) -> list[tuple[Call, list[_Planned]]]:
         """Parse and propose every action of the turn first: the reviewer sees the whole batch, and each

@@ -117,8 +117,8 @@ class DecisionRequest:
     turn: int
     index: int
     call_id: str
-    # a soft budget's question has no action of its own
-    kind: Literal["action", "safety_check", "budget"]
+    # a soft budget's question, and a model's call for the person ("ask"), have no action of their own
+    kind: Literal["action", "safety_check", "budget", "ask"]
     reason: str
     action: Action | None = None
     safety_checks: tuple[SafetyCheck, ...] = ()
