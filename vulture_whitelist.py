@@ -18,7 +18,12 @@ _.severity, _.markup, _.callback, _.delay, _.pause  # Textual's notify/set_timer
 # that types tui/fleet_keys.py's mixin spells them (a stub's parameters are never used)
 
 # --- named by a string, read by a record, or data a test checks against the standard library --------------
-_.OpenAIAgent, _.AnthropicAgent  # loaded by name from their vendor record ("module:Class", agents/vendors.py)
+(
+    _.OpenAIAgent,
+    _.AnthropicAgent,
+    _.CompatAgent,
+)  # loaded by name from their vendor record ("module:Class", agents/vendors.py)
+_.CompatTable  # the openai-compatible vendor's settings table, loaded by name from its record (agents/vendors.py)
 _.controls  # a lab's named control boxes, read by the tests and the docs' pictures (labs/)
 _.UNICODE_VERSION  # the Unicode version of the DEFAULT_IGNORABLE table (core/text.py), which a test pins
 

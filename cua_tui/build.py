@@ -59,6 +59,7 @@ class RunOptions:
     agent_label: str | None = None
     model: str | None = None
     base_url: str | None = None
+    grammar: str | None = None  # an open-weight model's (--agent openai-compatible); None: from its name
     lab: str | None = None
     url: str | None = None
     allow_domains: tuple[str, ...] = ()
@@ -194,6 +195,7 @@ def _extra(options: RunOptions, agent: Agent, lab: Lab | None, desktop: Desktop)
 
     return {
         "model_base_url": public_url(agent.base_url) if isinstance(agent, VendorAgent) else None,
+        **(agent.run_facts if isinstance(agent, VendorAgent) else {}),
         "lab": options.lab,
         "url": options.url,
         "allow_domains": list(options.allow_domains),
@@ -344,8 +346,9 @@ def _agent(options: RunOptions, policy: Policy, settings: Settings) -> tuple[Age
                 "or --lab NAME, which brings its own task"
             )
         return make_agent(
-            options.agent, model=options.model, base_url=options.base_url, policy=policy, settings=settings, texts=texts
-        )
+            options.agent, model=options.model, base_url=options.base_url, policy=policy, settings=settings,
+            texts=texts, grammar=options.grammar,
+        )  # fmt: skip
     except (ValueError, ScriptError, UnavailableError) as exc:
         if isinstance(exc, BuildError):
             raise

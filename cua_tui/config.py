@@ -111,17 +111,18 @@ class Settings:
     # the vendors' and backends' tables as the file has them (keys among them: never in a repr)
     tables: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
-    def vendor_table(self, vendor: str, env: Mapping[str, str] | None = None) -> ModelTable:
-        """A registered vendor's ``[vendor]`` table, its environment variables winning (key, base URL)."""
+    def vendor_table(self, vendor: str, env: Mapping[str, str] | None = None) -> Any:
+        """A registered vendor's ``[vendor]`` table (a ModelTable, or the vendor's own type), its environment
+        variables winning (key, base URL)."""
         found = VENDORS.get(vendor)
         if found is None or not found.key_variable:
             raise UnknownVendor(f"vendor {vendor!r} has no settings; model vendors: {', '.join(models())}")
-        table: ModelTable = self._table(_vendor_table(found), env)
-        return table
+        return self._table(_vendor_table(found), env)
 
     def api_key(self, vendor: str, env: Mapping[str, str] | None = None) -> str | None:
         """The API key of a registered vendor: the environment first, then the settings file."""
-        return self.vendor_table(vendor, env).api_key
+        key: str | None = self.vendor_table(vendor, env).api_key
+        return key
 
     def backend_table(self, backend: str, env: Mapping[str, str] | None = None) -> Any:
         """A registered backend's ``[backend]`` table (None for one without a table), the environment's
@@ -197,7 +198,8 @@ class Settings:
 # --------------------------------------------------------------------------------------------------
 def _vendor_table(vendor: Vendor) -> _Table:
     environment = {"api_key": vendor.key_variable, "base_url": vendor.base_url_variable}
-    return _Table(vendor.name, ModelTable, vendor.flat_keys, {k: v for k, v in environment.items() if v})
+    schema = vendor.settings_type() or ModelTable
+    return _Table(vendor.name, schema, vendor.flat_keys, {k: v for k, v in environment.items() if v})
 
 
 def _backend_table(backend: Backend) -> _Table | None:
@@ -224,22 +226,30 @@ def _schema(tables: list[_Table]) -> type[Any]:
     fields: list[tuple[str, Any, Any]] = []
     for table in tables:
         types = {f.name: f.type for f in msgspec.structs.fields(table.schema)}
-        fields.append((table.name, table.schema | None, None))
-        fields.extend((f"{table.name}_{key}", types[key], None) for key in table.flat_keys)
-    return msgspec.defstruct("_File", fields, bases=(_Base,), forbid_unknown_fields=True, kw_only=True)
+        fields.append((_attr(table.name), table.schema | None, None))
+        fields.extend((f"{_attr(table.name)}_{key}", types[key], None) for key in table.flat_keys)
+    # a table named with a hyphen ([openai-compatible]) is an attribute with an underscore, read by its name
+    rename = {_attr(t.name): t.name for t in tables if _attr(t.name) != t.name}
+    return msgspec.defstruct(
+        "_File", fields, bases=(_Base,), forbid_unknown_fields=True, kw_only=True, rename=rename or None
+    )
+
+
+def _attr(name: str) -> str:
+    return name.replace("-", "_")
 
 
 def _read_table(table: _Table, data: Any, config_file: Path) -> Any:
     """A table as the file sets it: its own keys over the flat ones of old (said once, on stderr); text
     trimmed, an empty string as absent."""
-    flat = {key: value for key in table.flat_keys if (value := getattr(data, f"{table.name}_{key}")) is not None}
+    flat = {key: value for key in table.flat_keys if (value := getattr(data, f"{_attr(table.name)}_{key}")) is not None}
     if flat:
         old = ", ".join(f"{table.name}_{key}" for key in flat)
         deprecated(
             f"{config_file}: {old}: deprecated, write {', '.join(flat)} under [{table.name}] "
             "(the flat keys are read until the next release)"
         )
-    found = getattr(data, table.name) or table.schema()
+    found = getattr(data, _attr(table.name)) or table.schema()
     values = {**flat, **{f: v for f in found.__struct_fields__ if (v := getattr(found, f)) is not None}}
     values = {k: v.strip() if isinstance(v, str) else v for k, v in values.items()}
     return table.schema(**{k: v for k, v in values.items() if v != ""})

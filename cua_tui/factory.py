@@ -5,6 +5,7 @@ Vendor packages are imported here lazily, only for the backend or agent chosen."
 
 from __future__ import annotations
 
+import os
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -53,6 +54,7 @@ def make_agent(
     policy: Policy,
     settings: Settings,
     texts: dict[str, str] | None = None,
+    grammar: str | None = None,
 ) -> tuple[Agent, str]:
     """Build the agent named by ``--agent``; return it with a label for run.json.
 
@@ -62,7 +64,7 @@ def make_agent(
     withheld kinds (the Anthropic toolset disables those members). ``texts`` fills a script's typed-text
     placeholders (``run --texts``)."""
     vendor, argument = vendor_of(spec)
-    given = {"model": model, "base_url": base_url}
+    given = {"model": model, "base_url": base_url, "grammar": grammar}
     unused = [name for name, value in given.items() if value and name not in vendor.options]
     if unused:
         *most, last = [v.name for v in VENDORS.values() if unused[0] in v.options] or ["no"]
@@ -72,7 +74,8 @@ def make_agent(
     request = AgentRequest(vendor, argument, withheld=policy.withheld, texts=texts)
     if vendor.key_variable:
         table = settings.vendor_table(vendor.name)
-        if not table.api_key:
+        key = table.api_key or _named_key(table)
+        if not key and not vendor.key_optional:
             raise UnavailableError(
                 f"the {vendor.name} agent needs an API key: set {vendor.key_variable} in the environment "
                 f"(or api_key under [{vendor.name}] in {settings.config_file})"
@@ -80,11 +83,14 @@ def make_agent(
         base_url = base_url or table.base_url
         if base_url and not base_url.startswith(("http://", "https://")):
             raise UnavailableError(f"--base-url must be an http:// or https:// URL, not {public_url(base_url)!r}")
-        model = model or vendor.default_model
+        model = model or getattr(table, "model", None) or vendor.default_model
+        grammar = grammar or getattr(table, "grammar", None)
+        if "grammar" in vendor.options:
+            _check_open_weight(vendor.name, model, base_url, grammar, settings)
         request = AgentRequest(
             vendor,
             argument,
-            key=table.api_key,
+            key=key,
             model=model,
             base_url=base_url,
             withheld=policy.withheld,
@@ -92,8 +98,15 @@ def make_agent(
             retries=settings.model_retries,
             prices=settings.model_prices,
             texts=texts,
+            grammar=grammar,
         )
-    if model and policy.limits.max_cost_usd and price_for(model, settings.model_prices, vendor.prices) is None:
+    free = vendor.free and model is not None
+    if (
+        model
+        and policy.limits.max_cost_usd
+        and not free
+        and price_for(model, settings.model_prices, vendor.prices) is None
+    ):
         raise UnavailableError(
             f"the policy caps the cost at ${policy.limits.max_cost_usd:g}, but no price is known for model "
             f"{model!r}: cap max_tokens instead, or add the model under [model_prices] in {settings.config_file}"
@@ -106,6 +119,32 @@ def make_agent(
         raise UnavailableError(
             f"the {vendor.name} agent needs the {exc.name or vendor.name!r} package, which is not installed"
         ) from None
+
+
+def _named_key(table: object) -> str | None:
+    """The key in the environment variable a vendor's table names (``api_key_variable``), if any."""
+    variable = getattr(table, "api_key_variable", None)
+    return (os.environ.get(variable) or "").strip() or None if variable else None
+
+
+def _check_open_weight(
+    name: str, model: str | None, base_url: str | None, grammar: str | None, settings: Settings
+) -> None:
+    """An open-weight model's run names its server and model, and its grammar is known (given, or inferred
+    from the model's name; never a default): each missing one a one-line usage error."""
+    from .core.grammars import UnknownGrammar, grammar_for
+
+    if not base_url:
+        raise UnavailableError(
+            f"the {name} agent needs --base-url: the address of your vLLM or SGLang server (e.g. "
+            f"http://127.0.0.1:8000/v1; or base_url under [{name}] in {settings.config_file})"
+        )
+    if not model:
+        raise UnavailableError(f"the {name} agent needs --model: the name the server serves the model under")
+    try:
+        grammar_for(model, grammar)
+    except UnknownGrammar as exc:
+        raise UnavailableError(str(exc)) from None
 
 
 def versions() -> dict[str, str]:

@@ -355,7 +355,10 @@ def test_every_layers_usage_error_takes_the_one_form(env: dict[str, str], tmp_pa
         "settings": (["locate"], f"Error: settings file {broken_settings}"),
         # build's BuildError and factory's UnavailableError, as a run meets them
         "screen": (["run", "--backend", "sim", "--agent", script, "--screen", "huge"], "is not WIDTHxHEIGHT"),
-        "model": (["run", "--agent", script, "--model", "m"], "Error: --model: only for the openai and anthropic"),
+        "model": (
+            ["run", "--agent", script, "--model", "m"],
+            "Error: --model: only for the openai, anthropic and openai-compatible",
+        ),
         "key": (["sandboxes"], "Error: the cwsandbox backend needs an API key"),
     }
     for name, (args, said) in cases.items():

@@ -805,7 +805,7 @@ def test_cli_model_flags_are_refused_for_script_agents(tmp_path: Path) -> None:
         text=True,
         timeout=30,
     )
-    assert proc.returncode == 2 and "only for the openai and anthropic agents" in proc.stderr
+    assert proc.returncode == 2 and "only for the openai, anthropic and openai-compatible agents" in proc.stderr
 
 
 def test_importing_the_cli_does_not_import_the_sdks() -> None:

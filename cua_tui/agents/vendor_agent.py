@@ -59,8 +59,11 @@ class VendorAgent[C: SdkClient]:
     and its SDK's client class (``client_class``)."""
 
     name: ClassVar[str]
-    # the class in the SDK module ``name`` that makes a client ("OpenAI": ``openai.OpenAI``)
+    # the class in the SDK module (``sdk``, else ``name``) that makes a client ("OpenAI": ``openai.OpenAI``)
     client_class: ClassVar[str]
+    sdk: ClassVar[str] = ""
+    # a server that wants no key (a model on the user's own GPU) is sent none
+    key_required: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -74,8 +77,8 @@ class VendorAgent[C: SdkClient]:
         prices: dict[str, tuple[float, float]] | None = None,
     ) -> None:
         # The SDK is imported only when its agent is built.
-        sdk = importlib.import_module(self.name)
-        if not api_key:
+        sdk = importlib.import_module(self.sdk or self.name)
+        if not api_key and self.key_required:
             raise ValueError(f"the {self.name} agent needs an API key ({VENDORS[self.name].key_variable})")
         self._sdk = sdk
         self.model = model
@@ -86,13 +89,25 @@ class VendorAgent[C: SdkClient]:
         self.price = price_for(model, prices, VENDORS[self.name].prices)
         self._redact = Redactor([api_key])
         connect: Callable[..., C] = getattr(sdk, self.client_class)
-        self._client = connect(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries)
+        self._client = connect(
+            api_key=api_key or "unused", base_url=base_url, timeout=timeout, max_retries=max_retries,
+            **self._client_options(sdk, api_key),
+        )  # fmt: skip
         # The effective base URL: the argument, the vendor's BASE_URL variable or the SDK's default.
         self.base_url = str(self._client.base_url)
         self._calls = Cancellable(overall_deadline(timeout, max_retries), on_cancel=self._client.close)
         self.turns = 0
         # What was ignored in replies (items or blocks of unknown type), for the curious.
         self.notes: list[str] = []
+
+    def _client_options(self, sdk: Any, api_key: str) -> dict[str, Any]:
+        """More of the client's options (the headers it sends), for a vendor that needs them."""
+        return {}
+
+    @property
+    def run_facts(self) -> dict[str, Any]:
+        """What run.json records of this agent beyond its vendor and model (a grammar, ...)."""
+        return {}
 
     @classmethod
     def from_request(cls, request: AgentRequest) -> Self:

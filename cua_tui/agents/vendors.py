@@ -10,6 +10,7 @@ docs/contributing/vendor.md.
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -73,7 +74,7 @@ class Vendor:
     # "module:Class", the module under cua_tui.agents when it starts with "." (imported when a run is
     # built); the class makes its agent with ``from_request(AgentRequest)``
     agent: str
-    # the parser of its actions: a key of core.actions.FORMATS (the parser stays in the core)
+    # the parser of its actions: a key of core.wire.FORMATS (the parser stays in the core)
     wire_format: str
     about: str  # a few words for ``--agent``'s help
     default_model: str | None = None  # None: no model (and no --model)
@@ -94,6 +95,12 @@ class Vendor:
     # release, with a note
     flat_keys: tuple[str, ...] = ()
     sdk: str | None = None  # the distribution its agent needs, whose version run.json records
+    # its models cost nothing unless the settings' [model_prices] says (a model on one's own GPU)
+    free: bool = False
+    # the server may want no key: none set, none is sent (key_variable still names where one is read)
+    key_optional: bool = False
+    # "module:Class" of its settings table's type (None: config's ModelTable: api_key, base_url)
+    settings: str | None = None
 
     @property
     def spec(self) -> str:
@@ -105,8 +112,15 @@ class Vendor:
         return next((limits for prefix, limits in self.image_limits if name.startswith(prefix)), self.default_limits)
 
     def agent_class(self) -> Any:
-        module, _, attr = self.agent.partition(":")
-        return getattr(importlib.import_module(module, package=__package__), attr)
+        return _resolve(self.agent)
+
+    def settings_type(self) -> Any:
+        return _resolve(self.settings) if self.settings else None
+
+
+def _resolve(name: str) -> Any:
+    module, _, attr = name.partition(":")
+    return getattr(importlib.import_module(module, package=__package__), attr)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +138,7 @@ class AgentRequest:
     retries: int = DEFAULT_RETRIES
     prices: Mapping[str, Price] = field(default_factory=dict)
     texts: dict[str, str] | None = field(default=None, repr=False)
+    grammar: str | None = None  # an open-weight model's grammar (``--grammar``; None: from the model's name)
 
     def build(self) -> Agent:
         agent: Agent = self.vendor.agent_class().from_request(self)
@@ -134,9 +149,13 @@ class UnknownVendor(ValueError, UsageError):
     """An ``--agent`` (or a tasks file's ``agent``) that names no registered vendor: a usage error."""
 
 
+NAME = re.compile(r"[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*")
+
+
 def register(vendor: Vendor) -> Vendor:
-    """Add a vendor to ``VENDORS``: a plain name, taken once (else a ValueError: a programming error)."""
-    if not vendor.name.isidentifier() or VENDORS.setdefault(vendor.name, vendor) is not vendor:
+    """Add a vendor to ``VENDORS``: a plain name (lowercase words joined by - or _, as a TOML table may be
+    named), taken once (else a ValueError: a programming error)."""
+    if not NAME.fullmatch(vendor.name) or VENDORS.setdefault(vendor.name, vendor) is not vendor:
         raise ValueError(f"vendor {vendor.name!r}: taken, or not a plain name")
     return vendor
 
@@ -233,6 +252,23 @@ register(
         options=frozenset({"model", "base_url"}),
         flat_keys=("api_key",),
         sdk="anthropic",
+    )
+)
+register(
+    Vendor(
+        "openai-compatible",
+        agent=".compat_agent:CompatAgent",
+        wire_format="grammar",
+        about="an open-weight model (UI-TARS, Qwen3-VL, Fara, GLM-V, OpenCUA) on vLLM or SGLang: --base-url, "
+        "--model and --grammar",
+        key_variable="CUA_TUI_COMPAT_API_KEY",
+        base_url_variable="CUA_TUI_COMPAT_BASE_URL",
+        otel_system="openai-compatible",
+        options=frozenset({"model", "base_url", "grammar"}),
+        sdk="openai",
+        free=True,
+        key_optional=True,
+        settings=".compat_settings:CompatTable",
     )
 )
 register(

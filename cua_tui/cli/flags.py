@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from ..agents.vendors import VENDORS
+from ..core.grammars import GRAMMARS
 from ..desktops import BACKENDS
 
 if TYPE_CHECKING:
@@ -65,6 +66,17 @@ FLAGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
             "help": "API base URL for the model, any compatible server (default: "
             + " / ".join(v.base_url_variable for v in VENDORS.values() if v.base_url_variable)
             + ", else the settings' base_url, else the vendor's).",
+        },
+    ),
+    "grammar": (
+        ("--grammar",),
+        {
+            "default": None,
+            "type": click.Choice(tuple(GRAMMARS)),
+            "help": "With --agent openai-compatible: the model family's text grammar (default: from the model's "
+            "name; a name none is known by needs it). "
+            + "; ".join(f"{g.name}: {g.family}" for g in GRAMMARS.values())
+            + ".",
         },
     ),
     "lab": (

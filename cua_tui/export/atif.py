@@ -457,7 +457,7 @@ def _agent(run: Run) -> dict[str, Any]:
     facts = {"supervisor": "cua-tui", "versions": versions}
     if isinstance(agent, str) and agent_name(agent) != agent:
         facts["agent_label"] = agent
-    for name in ("backend", "screen", "lab", "url", "model_base_url"):
+    for name in ("backend", "screen", "lab", "url", "model_base_url", "grammar"):
         value = info.get(name, _started(run, name))
         if value not in (None, "", []):
             facts[name] = value
