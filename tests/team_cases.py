@@ -109,18 +109,20 @@ def posted(
     label: str = "",
     approvers: list[str] | None = None,
     quorum: int | None = None,
+    kind: str = "action",
 ) -> int:
     """A run and one of its requests, written as a worker writes them (``rule`` and ``label``: its policy
-    rule and tier in its body; ``approvers`` and ``quorum``: what its task's policy narrows them to)."""
+    rule and tier in its body; ``approvers`` and ``quorum``: what its task's policy narrows them to; ``kind``
+    what is asked)."""
     done = submit(url, [spec("a")], tasks_sha256="0" * 64, name="t")
     run_id = done.runs[0][1]
     body = json.dumps({"rule": rule, "label": label} if rule or label else {})
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute(
             "INSERT INTO cua_tui.requests (run_id, fleet_id, turn, index, kind, seq, body, content_sha256, texts, "
-            "tier, approvers, quorum) VALUES (%s, %s, 1, 1, 'action', 7, %s, repeat('a', 64), %s, 1, %s, %s) "
+            "tier, approvers, quorum) VALUES (%s, %s, 1, 1, %s, 7, %s, repeat('a', 64), %s, 1, %s, %s) "
             "RETURNING id",
-            (run_id, done.fleet_id, body, json.dumps(texts) if texts else None, approvers, quorum or 1),
+            (run_id, done.fleet_id, kind, body, json.dumps(texts) if texts else None, approvers, quorum or 1),
         ).fetchone()
     assert row is not None
     return int(row[0])

@@ -151,3 +151,14 @@ def test_an_answer_never_waits_on_a_mark(url: str, tmp_path: Path) -> None:
             assert analyst.answer(conn, request, Answer.REJECT, how="human").won
     finally:
         marker.kill()
+
+
+def test_a_models_call_for_the_person_is_a_request_the_queue_holds_and_an_analyst_answers(url: str) -> None:
+    """Version 5: an open-weight model's call_user() is a request of kind "ask" (no action), answered n."""
+    request = posted(url, kind="ask")
+    with psycopg.connect(as_role(url, "alice"), autocommit=True) as conn:
+        won = analyst.answer(conn, request, Answer.REJECT, how="human")
+    assert won.won
+    assert one(url, "SELECT answer FROM cua_tui.requests WHERE id = %s", request) == "reject"
+    with pytest.raises(psycopg.errors.CheckViolation):
+        posted(url, kind="shell")

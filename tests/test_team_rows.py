@@ -112,7 +112,10 @@ SAFETY = request(
 )
 
 
-@pytest.mark.parametrize("asked", [request(), SAFETY, request(kind="budget", action=None, scope=None)], ids=str)
+ASK = request(kind="ask", action=None, scope=None, reason="the model asks for you: log me in, [b]please[/b]")
+
+
+@pytest.mark.parametrize("asked", [request(), SAFETY, request(kind="budget", action=None, scope=None), ASK], ids=str)
 def test_every_request_a_worker_posts_comes_back_as_it_was(asked: DecisionRequest) -> None:
     posted = rq.posting(asked, "actions.type", "fleet-1", 12)
     assert "hello" not in str(posted.body)  # the typed text is not in what every panel reads

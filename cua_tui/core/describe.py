@@ -352,6 +352,8 @@ def _title_parts(request: DecisionRequest, batch_size: int, injection: Injection
     """What is asked, of which turn and action; a possible injection, loud, at the top (the passage itself
     is shown beside the model's words below)."""
     of = f" of {batch_size}" if batch_size else ""
+    if request.kind == "ask":
+        return [(f" THE MODEL ASKS FOR YOU · turn {request.turn} \n", TITLE)]
     what = "SOFT BUDGET" if request.kind == "budget" else "DECISION NEEDED"
     where = "before action" if request.kind == "budget" else "action"
     parts = [(f" {what} · turn {request.turn} · {where} {request.index + 1}{of} \n", TITLE)]
@@ -394,6 +396,10 @@ def _keys(request: DecisionRequest, field: bool, *, compact: bool, edit: bool = 
     """The keys that answer a decision; a scope is named before ``a`` can be pressed."""
     action = request.action
     gap = "  " if compact else "   "
+    if request.kind == "ask":
+        # the model called for the person: take the desktop, or let it go on; nothing to approve
+        return [("T", KEY), (f" take over{gap}", ""), ("n", KEY), (f" let it go on{gap}", ""), ("k", KEY),
+                (" kill switch", "")]  # fmt: skip
     parts = [("y", KEY), (f" approve{gap}", "")]
     if edit:
         parts += [("e", KEY), (f" edit{gap}", "")]
@@ -419,6 +425,9 @@ def _keys(request: DecisionRequest, field: bool, *, compact: bool, edit: bool = 
 # ------------------------------------------------------------------------------------------------
 # A step of a recorded run (replay, export)
 # --------------------------------------------------------------------------------------------------
+ASK_NOT_APPROVED = "the model asks for you: T takes the desktop, n lets it go on by itself, k stops the run"
+
+
 # a role for what a reviewer must not miss (untrusted steps, refusals)
 WARN = "warn"
 

@@ -51,6 +51,9 @@ def priority(request: DecisionRequest, rule: str) -> Priority:
         return Priority(Tier.SAFETY_CHECK, "safety check", "safety_check", "the model raised safety checks: first")
     if request.kind == "budget":
         return Priority(Tier.OTHER, "budget", "soft budget", "a soft budget was crossed: after the risky actions")
+    if request.kind == "ask":
+        # a run waits on a person here, with nothing to approve: with the risky actions
+        return Priority(Tier.RISKY, "other", "model.asks", "the model asks for a person: second")
     if rule.startswith(REGION_PREFIX):
         name = rule.removeprefix(REGION_PREFIX)
         return Priority(Tier.RISKY, "region", rule, f"a click in the marked region {name!r}: second")

@@ -134,7 +134,7 @@ def summary(body: Any) -> str:
     return visible(f"{body.get('run', '?')} turn {body.get('turn', '?')} #{number}: {what}", limit=200)
 
 
-_KINDS = ("action", "safety_check", "budget")
+_KINDS = ("action", "safety_check", "budget", "ask")
 
 
 def _str(data: dict[str, Any], key: str, limit: int, what: str) -> str:

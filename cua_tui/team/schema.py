@@ -639,8 +639,16 @@ BEGIN
 END $$;
 """
 
+# version 5: an open-weight model's call for the person (its request has no action) is a request too
+_V5 = f"""
+SET LOCAL search_path = {SCHEMA};
+
+ALTER TABLE requests DROP CONSTRAINT requests_kind_check,
+    ADD CONSTRAINT requests_kind_check CHECK (kind IN ('action', 'safety_check', 'budget', 'ask'));
+"""
+
 # (version, SQL): applied in order, each once
-MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4))
+MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5))
 LATEST = MIGRATIONS[-1][0]
 
 

@@ -10,6 +10,7 @@ from textual.app import App
 from textual.notifications import SeverityLevel
 from textual.timer import Timer, TimerCallback
 
+from ..core.describe import ASK_NOT_APPROVED
 from ..core.fleet_queue import FleetControl, QueueItem, RunRow
 from ..core.guard import DecisionGuard
 from ..core.ports import Answer, AnswerDetails
@@ -209,6 +210,9 @@ class FleetKeys:
     def approve(self: FleetHost, *, scope: bool = False) -> None:
         """``y``; ``a``: it and every later action of its scope, for that run only (each run of a group)."""
         item = self.selected
+        if item is not None and item.request.kind == "ask":
+            self.notify(ASK_NOT_APPROVED, title="nothing to approve", severity="warning", markup=False)
+            return
         if item is not None and (not scope or item.request.scope is not None):
             self._answer(item, Answer.APPROVE, grant=scope, group=self.selected_group)
 
@@ -220,8 +224,8 @@ class FleetKeys:
             return
         seen = (self.guard, self.desktop)  # the view under the reason's dialog
         group = self.selected_group
-        if item.request.kind == "budget":
-            # no to a soft budget stops the run: there is no model to tell a reason to
+        if item.request.kind in ("budget", "ask"):
+            # no to a soft budget stops the run, to a model's call lets it go on: no reason to tell it
             self._answer(item, Answer.REJECT, seen=seen)
             return
 

@@ -178,6 +178,8 @@ def queue_cells(
         if request.action is not None
         else "a soft budget: go on?"
         if request.kind == "budget"
+        else "the model asks for you"
+        if request.kind == "ask"
         else "the model's safety checks"
     )
     dim = "" if pending else "dim strike"

@@ -22,6 +22,7 @@ from textual.widgets import Static
 from ..core import ending
 from ..core import events as ev
 from ..core.actions import Action, Kind
+from ..core.describe import ASK_NOT_APPROVED
 from ..core.edits import editable
 from ..core.geometry import Size
 from ..core.guard import DecisionGuard
@@ -312,6 +313,8 @@ class RunScreen(HistoryActions, ViewScreen):
         if request is not None and self.source.owned:
             what = request.action.describe() if request.action is not None else "model safety checks"
             body = f"turn {request.turn}, action {request.index + 1}: {what} · {request.reason}"
+            if request.kind == "ask":
+                body = f"turn {request.turn}: {request.reason}"
             self.cua.signal("cua-tui: decision needed", body)
 
     def _count_down(self, request: DecisionRequest | None) -> None:
@@ -474,6 +477,9 @@ class RunScreen(HistoryActions, ViewScreen):
 
     def approve(self, *, scope: bool = False) -> None:
         """``y``; ``a``: this action and every later one of its scope (shown in the panel) for the run."""
+        if self.pending is not None and self.pending.kind == "ask":
+            self.notify(ASK_NOT_APPROVED, title="nothing to approve", severity="warning", markup=False)
+            return
         if not scope or (self.pending is not None and self.pending.scope is not None):
             self._answer(Answer.APPROVE, grant=scope)
 
@@ -669,8 +675,8 @@ class RunScreen(HistoryActions, ViewScreen):
         request = self.pending
         if request is None:
             return
-        if request.kind == "budget":
-            # no to a soft budget stops the run: there is no model to tell a reason to
+        if request.kind in ("budget", "ask"):
+            # no to a soft budget stops the run, to a model's call lets it go on: no reason to tell it
             self._answer(Answer.REJECT)
             return
 
