@@ -434,3 +434,15 @@ def test_units_are_parsed_strictly_whatever_handed_them() -> None:
         parse_unit({"name": "x", "do": "click", "button": "left", "count": 3, "at": [5, 5]}, scaling).kind
         is Kind.TRIPLE_CLICK
     )
+
+
+def test_no_prompt_tells_a_model_a_password_whatever_its_published_example_does() -> None:
+    """GLM's published desktop prompt and OpenCUA's OSWorld prompt hand the model passwords: not ours."""
+    from cua_tui.agents.compat_prompts import DIALECTS, Step
+
+    now = Step("data:image/png;base64,AA==", note="Action 1: Declined by the user.")
+    past = [Step("data:image/png;base64,AA==", reply="Thought: t\nAction: wait()", thought="t", written="wait()")]
+    for name, dialect in DIALECTS.items():
+        text = str(dialect.build("fill the form", past, now, Size(1036, 728)))
+        assert "password" not in text.lower() and "osworld-public-evaluation" not in text, name
+        assert "fill the form" in text and "Declined by the user." in text, name

@@ -114,6 +114,21 @@ def test_the_key_is_the_compat_variables_never_openais(tmp_path: Path, monkeypat
         result = built.supervisor.run()
     assert not conversation.problems and result.status == "passed"
     assert "vllm-key-1" not in (result.path / "run.json").read_text() + (result.path / "audit.jsonl").read_text()
+    # the ATIF trajectory names the model and the grammar, and says what each turn was shown
+    from atif_schema import Trajectory
+    from click.testing import CliRunner
+
+    from cua_tui.cli import main
+
+    out = tmp_path / "trajectory.json"
+    exported = CliRunner().invoke(main, ["export", str(result.path), "--atif", str(out)], catch_exceptions=False)
+    assert exported.exit_code == 0, exported.output
+    data = json.loads(out.read_bytes())
+    Trajectory.model_validate(data)
+    assert data["agent"]["model_name"] == "Qwen/Qwen3-VL-8B-Instruct"
+    assert data["agent"]["extra"]["cua_tui"]["grammar"] == "qwen3"
+    turns = [s for s in data["steps"] if s["source"] == "agent"]
+    assert turns[0]["extra"]["cua_tui"]["shown"] == {"sent": "1024x704", "seen": "1024x704", "space": "0-1000"}
 
 
 def test_a_key_in_the_variable_the_settings_name(tmp_path: Path, monkeypatch: Any) -> None:

@@ -275,6 +275,10 @@ def _agent_step(writer: _Writer, block: _Block) -> None:
         results.append({"content": f"Turn refused whole: {refused.reason}"})
     if turn is not None:
         facts |= {"turn": turn.turn, "calls": turn.calls, "actions": turn.actions, "response_id": turn.response_id}
+        if isinstance(turn.shown, dict):
+            # what the model saw (an open-weight model: the size sent, its coordinates' space); the calls'
+            # arguments are in display pixels
+            facts["shown"] = {k: str(v)[:40] for k, v in list(turn.shown.items())[:3]}
     if block.checks:
         facts["safety_checks"] = [c for raised in block.checks for c in raised.checks[:20] if isinstance(c, dict)]
     facts["chain"] = writer.chain(block.seq, last)
