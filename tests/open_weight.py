@@ -223,7 +223,9 @@ class Conversation:
             assert secret not in raw and secret not in json.dumps(received.headers), "a secret reached the server"
         assert PROMPT_MARK[self.grammar] in texts(body), "not the family's prompt"
         shots = images(body)
-        assert 1 <= len(shots) <= MOST_IMAGES[self.grammar], f"{len(shots)} screenshots"
+        # the history the family expects: every screenshot so far, up to its number (the current one last)
+        expected = min(len(self.requests), MOST_IMAGES[self.grammar])
+        assert len(shots) == expected, f"{len(shots)} screenshots, not {expected}"
         current = shots[-1]  # every family sends the current screenshot last
         assert current.size == self.sent, f"the screenshot is {current.size}, not {self.sent}"
         # typed text reaches the server only as the model's own past reply, replayed as its history: never in

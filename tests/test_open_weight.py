@@ -248,3 +248,48 @@ def test_a_refused_action_and_a_memorized_fact_are_heard_and_kept(tmp_path: Path
     turns = [r for r in every if r["kind"] == "model_turn"]
     assert "Memorized: no search here" in turns[1]["text"]
     assert final_text(result) == "gave up: Stop."
+
+
+LOOK = {
+    "ui-tars": ("Thought: I look around.\nAction: click(start_box='(900,600)')",
+                "Thought: Done.\nAction: finished(content='looked')"),
+    "qwen3": ('<tool_call>\n{"name": "computer_use", "arguments": {"action": "left_click", "coordinate": [880, 830]}}'
+              "\n</tool_call>",
+              '<tool_call>\n{"name": "computer_use", "arguments": {"action": "terminate", "status": "success"}}'
+              "\n</tool_call>"),
+    "fara": ('Look.\n<tool_call>\n{"name": "computer_use", '
+             '"arguments": {"action": "left_click", "coordinate": [900, 600]}}\n</tool_call>',
+             'Done.\n<tool_call>\n{"name": "computer_use", "arguments": {"action": "terminate", "status": "success"}}'
+             "\n</tool_call>"),
+    "glm": ("I look. <|begin_of_box|>left_click(start_box='[880,830]')<|end_of_box|>\nMemory:\n[]",
+            "Done. <|begin_of_box|>DONE()<|end_of_box|>\nMemory:\n[]"),
+    "opencua": ("## Thought:\nI look.\n\n## Action:\nClick the page.\n\n"
+                "## Code:\n```python\npyautogui.click(x=900, y=600)\n```",
+                "## Thought:\nDone.\n\n## Action:\nStop.\n\n"
+                "## Code:\n```code\ncomputer.terminate(status='success')\n```"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("grammar", "most"), [("ui-tars", 5), ("qwen3", 3), ("fara", 3), ("glm", 5), ("opencua", 3)])
+def test_the_history_holds_as_many_screenshots_as_the_family_expects(
+    grammar: str, most: int, tmp_path: Path, monkeypatch: Any
+) -> None:
+    from open_weight import images
+
+    look, done = LOOK[grammar]
+    result, _, sent = run_replies(tmp_path, monkeypatch, grammar, [look] * 6 + [done])
+    assert final_text(result) and len(sent) == 7
+    assert [len(images(body)) for body in sent] == [min(k, most) for k in range(1, 8)]
+    full = sent_size(grammar)
+    last = images(sent[-1])
+    assert last[-1].size == full  # the current screenshot, at the size the processor keeps
+    if grammar == "glm":  # the history's screenshots at half size, in one user turn
+        assert {shot.size for shot in last[:-1]} == {(full[0] // 2, full[1] // 2)}
+        assert [m["role"] for m in sent[-1]["messages"]] == ["user"]
+        assert "step 1: Screenshot:(Omitted in context.)" in texts(sent[-1])
+    if grammar == "opencua":  # the older steps as one assistant message of their ## Action: lines
+        assert "# Step 1:\n## Action:\nClick the page." in texts(sent[-1])
+    # every past reply is in the history (the families that replay them whole)
+    if grammar in ("ui-tars", "qwen3", "fara"):
+        replies = [m for m in sent[-1]["messages"] if m["role"] == "assistant"]
+        assert len(replies) == 6
