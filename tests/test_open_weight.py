@@ -100,18 +100,23 @@ def test_every_grammar_fills_the_form_through_the_real_openai_client(
     assert len(conversation.requests) == len(turns)
 
 
+def serve(conversation: Conversation, tmp_path: Path, model: str) -> Any:
+    """A run of ``model`` on the sim desktop against ``conversation``, as the environment has it set up."""
+    with ModelServer() as server:
+        server.script(CHAT_PATH, *[conversation] * 4)
+        built = build_run(
+            RunOptions(task="t", backend="sim", agent="openai-compatible", model=model, base_url=f"{server.url}/v1",
+                       runs_dir=tmp_path / "runs", decisions="approve", fsync=False)
+        )  # fmt: skip
+        return built.supervisor.run()
+
+
 def test_the_key_is_the_compat_variables_never_openais(tmp_path: Path, monkeypatch: Any) -> None:
     monkeypatch.setenv("CUA_TUI_COMPAT_API_KEY", "vllm-key-1")
     conversation = Conversation("qwen3", sent_size("qwen3"), PHRASE, key="vllm-key-1", never=(OPENAI_KEY,))
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
     monkeypatch.setenv("CUA_TUI_CONFIG", str(tmp_path / "none.toml"))
-    with ModelServer() as server:
-        server.script(CHAT_PATH, *[conversation] * 4)
-        built = build_run(
-            RunOptions(task="t", backend="sim", agent="openai-compatible", model="Qwen/Qwen3-VL-8B-Instruct",
-                       base_url=f"{server.url}/v1", runs_dir=tmp_path / "runs", decisions="approve", fsync=False)
-        )  # fmt: skip
-        result = built.supervisor.run()
+    result = serve(conversation, tmp_path, "Qwen/Qwen3-VL-8B-Instruct")
     assert not conversation.problems and result.status == "passed"
     assert "vllm-key-1" not in (result.path / "run.json").read_text() + (result.path / "audit.jsonl").read_text()
     # the ATIF trajectory names the model and the grammar, and says what each turn was shown
@@ -138,13 +143,7 @@ def test_a_key_in_the_variable_the_settings_name(tmp_path: Path, monkeypatch: An
     monkeypatch.setenv("MY_VLLM_KEY", "from-my-variable")
     monkeypatch.delenv("CUA_TUI_COMPAT_API_KEY", raising=False)
     monkeypatch.setenv("CUA_TUI_CONFIG", str(settings))
-    with ModelServer() as server:
-        server.script(CHAT_PATH, *[conversation] * 4)
-        built = build_run(
-            RunOptions(task="t", backend="sim", agent="openai-compatible", model="my-own-finetune",
-                       base_url=f"{server.url}/v1", runs_dir=tmp_path / "runs", decisions="approve", fsync=False)
-        )  # fmt: skip
-        result = built.supervisor.run()
+    result = serve(conversation, tmp_path, "my-own-finetune")
     assert not conversation.problems and result.status == "passed"
     info = json.loads((result.path / "run.json").read_text())
     assert (info["grammar"], info["grammar_inferred"]) == ("opencua", False)

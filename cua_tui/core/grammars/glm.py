@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from .pycall import PyCall, read_call
-from .reply import Reply, ReplyError, bounded, check_units, words
+from .reply import Reply, ReplyError, bounded, check_units, no_arguments, text_argument, words
 from .units import refused, unit
 
 THINK = re.compile(r"^.*?</think>", re.DOTALL)
@@ -59,10 +59,10 @@ def read(text: Any, cursor: tuple[float, float] | None = None) -> Reply:
     said = words(LABEL.sub("", thought.replace("<|begin_of_box|>", "").replace("<|end_of_box|>", "")), [])
     name = call.name.upper()
     if name == "DONE":
-        _no_args(call)
+        no_arguments(call)
         return Reply(said, end=said, memory=memory, written=action)
     if name == "FAIL":
-        _no_args(call)
+        no_arguments(call)
         return Reply(said, end=said, gave_up=True, memory=memory, written=action)
     units = check_units(_units(call))
     return Reply(words(said, units), units, memory=memory, written=action)
@@ -107,15 +107,15 @@ def _units(call: PyCall) -> list[dict[str, Any]]:
     if name == "left_drag":
         return [unit(name, "drag", **{"from": _point(args, name, "start_box"), "to": _point(args, name, "end_box")})]
     if name == "key":
-        keys = _string(args, name, "keys", "key")
+        keys = text_argument(args, name, "keys", "key")
         tokens = [k for k in keys.strip().split("+") if k] if keys.strip() != "+" else ["+"]
         if not tokens:
             raise ReplyError("bad_key", "key() names no key")
         return [unit(name, "key", keys=tokens)]
     if name == "type":
-        return [unit(name, "type", text=_string(args, name, "content"))]
+        return [unit(name, "type", text=text_argument(args, name, "content"))]
     if name == "scroll":
-        direction = _string(args, name, "direction").strip().lower()
+        direction = text_argument(args, name, "direction").strip().lower()
         if direction not in ("up", "down"):
             raise ReplyError("bad_field", "scroll()'s direction is up or down")
         step = args.get("step", DEFAULT_STEP)
@@ -127,23 +127,9 @@ def _units(call: PyCall) -> list[dict[str, Any]]:
             unit(name, "scroll", at=_point(args, name, "start_box"), dx=0, dy=step if direction == "down" else -step)
         ]
     if name.upper() == "WAIT":
-        _no_args(call)
+        no_arguments(call)
         return [unit(name, "wait", ms=WAIT_MS)]
     return [refused(name, "unknown_action", f"{name}() is not an action of GLM-V's desktop action space")]
-
-
-def _no_args(call: PyCall) -> None:
-    if call.args or call.kwargs:
-        raise ReplyError("bad_argument", f"{call.name}() takes no arguments")
-
-
-def _string(args: dict[str, Any], name: str, *keys: str) -> str:
-    for key in keys:
-        if key in args:
-            if not isinstance(args[key], str):
-                raise ReplyError("bad_argument", f"{name}()'s {key} is text in quotes")
-            return str(args[key])
-    raise ReplyError("missing_field", f"{name}() needs {keys[0]}=")
 
 
 def _point(args: dict[str, Any], name: str, key: str) -> list[float]:

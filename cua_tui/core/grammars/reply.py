@@ -10,6 +10,7 @@ from typing import Any
 
 from ..actions import ActionError
 from ..text import encodable
+from .pycall import PyCall
 
 # a reply's text is bounded before anything reads it (the server's bytes are bounded before that)
 MAX_REPLY_CHARS = 64 * 1024
@@ -80,3 +81,20 @@ def memo(value: Any, name: str) -> str:
     if len(value) > MAX_MEMO:
         raise ReplyError("too_long", f"{name}: a fact of {len(value)} characters; at most {MAX_MEMO}")
     return value.strip()
+
+
+def no_arguments(call: PyCall) -> None:
+    """A call that takes no arguments (``wait()``, ``call_user()``, ``DONE()``) was given none."""
+    if call.args or call.kwargs:
+        raise ReplyError("bad_argument", f"{call.name}() takes no arguments")
+
+
+def text_argument(args: dict[str, Any], name: str, *keys: str) -> str:
+    """The first of ``keys`` a call names, which must be text in quotes."""
+    for key in keys:
+        if key in args:
+            value = args[key]
+            if not isinstance(value, str):
+                raise ReplyError("bad_argument", f"{name}()'s {key} is text in quotes")
+            return value
+    raise ReplyError("missing_field", f"{name}() needs {keys[0]}=")

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..actions import ActionError
 from .pycall import PyCall, read_call
-from .reply import Reply, ReplyError, bounded, check_units, words
+from .reply import Reply, ReplyError, bounded, check_units, no_arguments, text_argument, words
 from .units import refused, unit
 
 ACTION = re.compile(r"(?:^|\n|\s)Action[:：]\s*")
@@ -66,7 +66,7 @@ def read(text: Any, cursor: tuple[float, float] | None = None) -> Reply:
         if call.name == "finished":
             end = _text_arg(call, "content", optional=True) or ""
         elif call.name == "call_user":
-            _no_args(call)
+            no_arguments(call)
             asks = ""
         else:
             units.extend(_units(call))
@@ -115,13 +115,13 @@ def _units(call: PyCall) -> list[dict[str, Any]]:
         end = _where(args, name, "end_box", "end_point")
         return [unit(name, "drag", **{"from": start, "to": end})]
     if name == "hotkey":
-        keys = _string(args, name, "key", "keys")
+        keys = text_argument(args, name, "key", "keys")
         tokens = [k for k in re.split(r"[\s+]+", keys.strip()) if k]
         if not tokens:
             raise ReplyError("bad_key", "hotkey() names no key")
         return [unit(name, "key", keys=tokens)]
     if name == "type":
-        text = _string(args, name, "content")
+        text = text_argument(args, name, "content")
         # "\n" at the end submits: Return, a key of its own (the policy weighs it as one)
         submit = text.endswith("\n")
         body = text[:-1] if submit else text
@@ -132,14 +132,14 @@ def _units(call: PyCall) -> list[dict[str, Any]]:
             raise ReplyError("bad_field", "type() has no content")
         return out
     if name == "scroll":
-        direction = _string(args, name, "direction").strip().lower()
+        direction = text_argument(args, name, "direction").strip().lower()
         if direction not in SCROLLS:
             raise ReplyError("bad_field", "scroll()'s direction is up, down, left or right")
         dx, dy = SCROLLS[direction]
         at = _where(args, name, "start_box", "point", optional=True)
         return [unit(name, "scroll", dx=dx, dy=dy, **({"at": at} if at is not None else {}))]
     if name == "wait":
-        _no_args(call)
+        no_arguments(call)
         return [unit(name, "wait", ms=WAIT_MS)]
     if name in ELSEWHERE:
         return [refused(name, "unsupported", f"{name}() is not available on this desktop")]
@@ -152,26 +152,11 @@ def _named(call: PyCall) -> dict[str, Any]:
     return call.kwargs
 
 
-def _no_args(call: PyCall) -> None:
-    if call.args or call.kwargs:
-        raise ReplyError("bad_argument", f"{call.name}() takes no arguments")
-
-
-def _string(args: dict[str, Any], name: str, *keys: str) -> str:
-    for key in keys:
-        if key in args:
-            value = args[key]
-            if not isinstance(value, str):
-                raise ReplyError("bad_argument", f"{name}()'s {key} is text in quotes")
-            return value
-    raise ReplyError("missing_field", f"{name}() needs {keys[0]}=")
-
-
 def _text_arg(call: PyCall, key: str, *, optional: bool = False) -> str | None:
     args = _named(call)
     if key not in args and optional:
         return None
-    return _string(args, call.name, key)
+    return text_argument(args, call.name, key)
 
 
 def _where(args: dict[str, Any], name: str, *keys: str, optional: bool = False) -> list[float] | None:
