@@ -22,6 +22,7 @@ from .core.supervisor import Listener, RunConfig, RunResult, Supervisor
 if TYPE_CHECKING:
     from .config import Settings
     from .core.audit import AuditKey
+    from .core.drills import DrillPlan
     from .core.geometry import Size
     from .core.policy import Policy
     from .core.rundir import RunDir
@@ -60,6 +61,12 @@ class RunOptions:
     model: str | None = None
     base_url: str | None = None
     grammar: str | None = None  # an open-weight model's (--agent openai-compatible); None: from its name
+    # drills before real requests (a tasks file's setting, which wins over the settings file's); the seed of
+    # their random source (None: the system's)
+    drill_rate: float | None = None
+    drill_seed: int | None = None
+    drill_library: Path | None = None  # the library's folder (None: the settings')
+    drills: bool = True  # False: none, whatever the settings say (a team's worker: its queue is shared)
     lab: str | None = None
     url: str | None = None
     allow_domains: tuple[str, ...] = ()
@@ -152,6 +159,7 @@ def build_run(options: RunOptions) -> Run:
         versions=versions(),
         operator=options.operator or default_operator(),
         fence=options.fence,
+        drills=_drills(options, settings),
     )
     try:
         supervisor = Supervisor(
@@ -168,6 +176,29 @@ def build_run(options: RunOptions) -> Run:
     except OSError as exc:
         raise BuildError(f"run directory {rundir.path}: cannot write it ({exc.strerror or exc})", 1) from None
     return Run(supervisor, approver, options)
+
+
+def _drills(options: RunOptions, settings: Settings) -> DrillPlan | None:
+    """The run's drills: the task's rate, else the settings'; the library of the settings' folder. None when
+    off, and for a team's worker, whose requests go to a shared queue (drills are each analyst's own)."""
+    import random
+
+    from .core.drills import DrillError, DrillPlan, load_library
+
+    rate = options.drill_rate if options.drill_rate is not None else settings.drill_rate
+    if not rate or not options.drills:
+        return None
+    folder = options.drill_library or settings.drill_library
+    try:
+        library = load_library(folder) if folder is not None else ()
+    except DrillError as exc:
+        raise BuildError(str(exc)) from None
+    if not library:
+        raise BuildError(
+            f"drills are on (drill_rate {rate:g}) but the library {folder} holds none: make some with "
+            "`cua-tui drill add`, or set drill_library"
+        )
+    return DrillPlan(rate, library, random.Random(options.drill_seed))
 
 
 def _settings(options: RunOptions) -> Settings:

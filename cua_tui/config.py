@@ -20,6 +20,7 @@ from platformdirs import user_cache_path, user_config_path, user_data_path
 
 from .agents.vendors import DEFAULT_RETRIES, DEFAULT_TIMEOUT, VENDORS, UnknownVendor, Vendor, models
 from .core import tomlfile
+from .core.drills import DrillError, rate_of
 from .core.guard import DEFAULT_GUARD_S, check_guard
 from .core.policy import check_decision_timeout
 from .core.text import one_line, visible
@@ -58,6 +59,11 @@ class _Base(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     # a team's queue: the PostgreSQL URL that ``worker``, ``attach`` and ``fleet --queue`` use by default
     queue: str | None = None
     on_escalate: str | None = None
+    # drills (core/drills.py): the chance of one before each real request, or one every N on average
+    drill_rate: float | None = None
+    drill_every: float | None = None
+    # the drill library (a folder with drills.json); absent: the user data folder's drills/
+    drill_library: str | None = None
 
 
 class ModelTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
@@ -108,6 +114,9 @@ class Settings:
     # run when a request escalates to this analyst's group (``attach``): read from this file only, never from
     # the environment, a task, a policy or the database; it gets the request and can never answer it
     on_escalate: str | None = None
+    # drills before real requests: the chance of one (0: off), and the library's folder
+    drill_rate: float = 0.0
+    drill_library: Path | None = None
     # the vendors' and backends' tables as the file has them (keys among them: never in a repr)
     tables: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
@@ -166,6 +175,11 @@ class Settings:
         on_escalate = (data.on_escalate or "").strip() or None
         if on_escalate is not None and (why := check_command(on_escalate)) is not None:
             raise doc.error(("on_escalate",), why)
+        try:
+            drill_rate = rate_of(data.drill_rate, data.drill_every, f"settings file {config_file}")
+        except DrillError as exc:
+            which = "drill_rate" if data.drill_rate is not None else "drill_every"
+            raise doc.error((which,), str(exc).split(": ", 1)[-1]) from None
         prices: dict[str, tuple[float, float]] = {}
         for model, pair in (data.model_prices or {}).items():
             if len(pair) != 2 or not all(math.isfinite(p) and p >= 0 for p in pair):
@@ -190,6 +204,8 @@ class Settings:
             on_escalate=on_escalate,
             cache_dir=Path(env.get("CUA_TUI_CACHE_DIR") or user_cache_path(APP)).expanduser(),
             tables={table.name: _read_table(table, data, config_file) for table in tables},
+            drill_rate=drill_rate,
+            drill_library=Path(data.drill_library or user_data_path(APP) / "drills").expanduser(),
         )
 
 

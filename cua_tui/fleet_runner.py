@@ -98,7 +98,17 @@ def task_options(spec: TaskSpec, tasks: TasksFile, base: RunOptions) -> RunOptio
         deadline=spec.deadline_seconds if spec.deadline_seconds is not None else base.deadline,
         decision_timeout=spec.decision_timeout if spec.decision_timeout is not None else base.decision_timeout,
         allow_domains=(*base.allow_domains, *spec.allow_domains),
+        drill_rate=drill_rate if (drill_rate := _drill_rate(spec)) is not None else base.drill_rate,
     )
+
+
+def _drill_rate(spec: TaskSpec) -> float | None:
+    """The task's own drill rate (None: it sets none, and the analyst's settings apply)."""
+    from .core.drills import rate_of
+
+    if spec.drill_rate is None and spec.drill_every is None:
+        return None
+    return rate_of(spec.drill_rate, spec.drill_every, spec.name)
 
 
 def local_desktop_limit(mem_total: int | None = None, cpus: int | None = None) -> int:

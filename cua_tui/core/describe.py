@@ -161,6 +161,13 @@ def audit_line(event: ev.Event) -> str:
             return f"cleanup {'ok' if event.ok else 'PROBLEM'}: {event.detail}"
         case ev.Egress():
             return f"egress {'allowed' if event.allowed else 'REFUSED'} {event.method} {event.host}:{event.port}"
+        case ev.DrillShown():
+            # as a request's line reads while it is up: nothing tells a drill from a real request
+            return f"decision requested #{event.index + 1} ({event.subject})"
+        case ev.DrillAnswered():
+            result = "caught" if event.caught else "missed" if event.caught is False else ""
+            result = result or ("false alarm" if event.false_alarm else "right")
+            return f"drill {event.drill} before #{event.index + 1}: {event.answer} (right: {event.right}) · {result}"
     return (event_line(event, shown=_raw) or event.kind).strip()
 
 

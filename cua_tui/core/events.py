@@ -245,6 +245,47 @@ class DecisionRequested(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class DrillShown(Event):
+    """A drill put before the real request at ``turn``/``index`` (not yet asked): shown to the reviewer as a
+    request is. A live view shows it as it shows a request (its line too); a replay shows it as a drill."""
+
+    kind: ClassVar[str] = "drill_shown"
+    turn: int
+    index: int
+    call_id: str
+    subject: str
+    reason: str
+    drill: str
+    deadline_s: float | None = None
+    request: DecisionRequest | None = memory_only()
+
+
+@dataclass(frozen=True, slots=True)
+class DrillAnswered(Event):
+    """A drill (core/drills.py) shown before the real request at ``turn``/``index`` and answered: which, what
+    was shown (its screen's SHA-256, its action's record: typed text as length and SHA-256), the answer given
+    and the right one, whether a threat was caught or a safe one rejected, by whom, how long it was on screen.
+    Nothing of it ran. Kept apart from the run's own decisions: no count of decisions includes it."""
+
+    kind: ClassVar[str] = "drill"
+    turn: int
+    index: int
+    drill: str
+    subject: str  # action | safety_check
+    answer: str  # approve | reject | takeover | none (its deadline passed)
+    right: str  # approve | reject
+    caught: bool | None = None  # a threat: rejected (None: a benign drill)
+    false_alarm: bool | None = None  # a benign drill: rejected (None: a threat)
+    by: str = ""
+    operator: str = ""
+    screen: str = ""
+    action: dict[str, Any] | None = None
+    shown_ms: int | None = None
+    why: str = ""
+    missed: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class DecisionMade(Event):
     kind: ClassVar[str] = "decision"
     turn: int
@@ -478,6 +519,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
         PolicyVerdict,
         DecisionRequested,
         DecisionMade,
+        DrillShown,
+        DrillAnswered,
         GrantAdded,
         GrantRevoked,
         Executing,

@@ -11,6 +11,7 @@ from . import events as ev
 from .actions import Action, ActionError
 from .audit import AuditKey
 from .closing import Tally
+from .drills import DrillPlan
 from .events import RunStatus
 from .geometry import Size
 from .policy import Policy
@@ -37,6 +38,8 @@ class RunConfig:
     # asked before every action runs: None, or why nothing may run any more (a team worker's lapsed
     # lease); the run then ends ``interrupted``
     fence: Callable[[], str | None] | None = None
+    # drills put before real requests (core/drills.py); None: none
+    drills: DrillPlan | None = None
 
 
 def run_record(cfg: RunConfig, run_id: str, started: float) -> tuple[dict[str, Any], ev.RunStarted]:

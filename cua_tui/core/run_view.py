@@ -115,6 +115,10 @@ class RunView:
     # answer: the run was killed, or ended), until the stream records the decision; ``open_request`` is then
     # None, so that the panel hides it and no second key goes to it.
     answered: DecisionRequest | None = None
+    # a drill up (core/drills.py): the real row and screen it stands in front of, put back once it is
+    # answered; ``revealed``: the last drill answered, which a live view tells its reviewer
+    held: tuple[int, ActionView | None, ev.ScreenCaptured | None] | None = None
+    revealed: ev.DrillAnswered | None = None
 
     @property
     def open_request(self) -> DecisionRequest | None:
@@ -174,6 +178,10 @@ class RunView:
                     self.pending = event.request
             case ev.DecisionMade():
                 self._decision(event)
+            case ev.DrillShown():
+                self._drill_shown(event)
+            case ev.DrillAnswered():
+                self._drill_answered(event)
             case ev.Outcome():
                 if (row := self.actions.get(event.index)) is not None:
                     # an unknown status claims nothing
@@ -214,6 +222,35 @@ class RunView:
         else:
             # the agent is done: the last batch stays in view with its final words
             self.final_text = event.text
+
+    def _drill_shown(self, event: ev.DrillShown) -> None:
+        """A drill is pending as a request is: its action the batch's pending row, its screen on the pane,
+        until it is answered (a recorded run's drill has no request in memory: nothing is pending)."""
+        request = event.request
+        if request is None or self.ended is not None or self.killed:
+            return
+        self.held = (event.index, self.actions.get(event.index), self.screen)
+        action = request.action
+        if action is not None:
+            row = ActionView(event.index, action.kind.value, action.describe(), "", action, action.to_record())
+            row.verdict, row.reason = Verdict.CONFIRM, request.reason
+            self.actions[event.index] = row
+        frame = request.frame
+        if frame is not None:
+            self.screen = ev.ScreenCaptured(frame.sha256, frame.width, frame.height, len(frame.png), event.turn,
+                                            self.steps, index=event.index, png=frame.png)  # fmt: skip
+        self.pending = request
+
+    def _drill_answered(self, event: ev.DrillAnswered) -> None:
+        if self.held is not None:
+            index, row, screen = self.held
+            if row is not None:
+                self.actions[index] = row
+            else:
+                self.actions.pop(index, None)
+            self.screen = screen or self.screen
+            self.held = None
+        self.pending, self.revealed = None, event
 
     def _decision(self, event: ev.DecisionMade) -> None:
         row = self.actions.get(event.index)

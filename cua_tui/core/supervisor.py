@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
+from . import drills, focus, grants
 from . import events as ev
-from . import focus, grants
 from .actions import Action, ActionError, Kind
 from .asking import BY_DEADLINE, checked_edit, decision_record, gated_by, is_sha256, timed_ruling
 from .asking import deadline_message as deadline_message
@@ -112,6 +112,7 @@ class _Seen:
     observed: Frame | None = None  # the screenshot the model acted on
     scaling: Scaling | None = None  # the last call's: a takeover is told in the model's coordinates
     call_ids: set[str] = field(default_factory=set)  # every call id used so far
+    drill: str = ""  # the drill shown last (the next is another, where the library has one)
 
 
 @dataclass(slots=True)
@@ -756,6 +757,10 @@ class Supervisor:
         timeout = self.policy.limits.decision_timeout or None
         if timeout is not None:
             request = replace(request, deadline_s=timeout)
+        if self.config.drills is not None and self.approver is not None:
+            # before the real request is on record: nothing of it shows while the drill is up, and its
+            # deadline has not started
+            self._drill_before(request, timeout)
         self.emit(
             ev.DecisionRequested(
                 request.turn, request.index, request.call_id, request.kind, request.reason, timeout, request=request
@@ -776,6 +781,32 @@ class Supervisor:
             self.kill(by=ruling.by)
             raise Aborted()
         return ruling
+
+    def _drill_before(self, real: DecisionRequest, timeout: float | None) -> None:
+        """A drill, if one is due before ``real``: shown as a request is, answered, revealed and recorded. It
+        has no path to the desktop: its answer is compared, never acted on (the kill switch alone is real)."""
+        plan, approver = self.config.drills, self.approver
+        assert plan is not None and approver is not None
+        drill = plan.before(real, self._seen.drill)
+        if drill is None:
+            return
+        self._seen.drill = drill.id
+        shown = drill.shown(real)
+        if drill.action is not None:  # offered the scope a real request of that action would offer
+            verdict = self.policy.classify(drill.action)
+            shown = replace(shown, scope=grants.scope_for(drill.action, verdict, self._consent.focused))
+        self.emit(ev.DrillShown(real.turn, real.index, real.call_id, shown.kind, shown.reason, drill.id,
+                                timeout, request=shown))  # fmt: skip
+        self.set_phase(RunPhase.AWAITING_DECISION, shown.reason)
+        ruling = timed_ruling(lambda stop: self._call(approver.decide, shown, stop), timeout, self._switch)
+        self.check_abort()
+        answer = "none" if ruling.by.startswith(BY_DEADLINE) else "takeover" if ruling.takeover else ruling.answer.value
+        shown_ms = ruling.shown_ms if ruling.human and type(ruling.shown_ms) is int else None
+        operator = (ruling.operator or self.config.operator) if ruling.human else ""
+        self.emit(drills.answered(drill, real, answer, ruling.by, operator, shown_ms))
+        if ruling.answer is Answer.KILL:
+            self.kill(by=ruling.by)
+            raise Aborted()
 
     def _soft_budgets(self, call: Call, index: int) -> str | None:
         """Before an action: each soft budget crossed is put to the reviewer (go on, or stop); the run's end

@@ -19,6 +19,7 @@ import msgspec
 
 from . import tomlfile
 from .allowlist import AllowListError, parse_entry
+from .drills import DrillError, rate_of
 from .policy import MAX_LIMIT, check_decision_timeout
 from .text import either
 from .tomlfile import KeyPath, TomlDoc, TomlFileError
@@ -53,6 +54,10 @@ class _Settings(msgspec.Struct, frozen=True, kw_only=True):
     allow_domains: tuple[str, ...] = ()
     # the desktop of this task's run (a registered backend); None: the command line's --backend
     backend: str | None = None
+    # drills before this task's real requests (core/drills.py): a chance, or one every N on average; they
+    # win over the analyst's settings
+    drill_rate: float | None = None
+    drill_every: float | None = None
 
 
 class _Task(_Settings, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -193,6 +198,12 @@ def _task(doc: TomlDoc, i: int, task: _Task, labs: Collection[str] | None, line:
         why = "decision_timeout must be a finite number" if not math.isfinite(timeout) else None
         if (why := why or check_decision_timeout(timeout)) is not None:
             raise fail("decision_timeout", why)
+    try:
+        rate_of(task.drill_rate, task.drill_every, "drills")
+    except DrillError as exc:
+        raise fail(
+            "drill_rate" if task.drill_rate is not None else "drill_every", str(exc).split(": ", 1)[-1]
+        ) from None
     domains: dict[str, None] = {}
     for n, domain in enumerate(task.allow_domains):
         try:

@@ -450,6 +450,8 @@ class Worker:
             audit_key=self.options.audit_key,
             settings=self.options.settings,
             extra={"fleet": claim.fleet_id, "fleet_task": spec.name, "queue_worker": self.id},
+            # drills are each analyst's own, never a shared queue's request
+            drills=False,
         )
         return build_run(options)
 
