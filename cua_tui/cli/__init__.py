@@ -9,7 +9,23 @@ Heavy and vendor imports happen inside the commands that need them, so ``--help`
 
 from __future__ import annotations
 
-from . import attach, demo, export, fleet, locate, policy, queue, replay, run, runs, sandboxes, stats, verify, worker
+from . import (
+    attach,
+    demo,
+    drill,
+    export,
+    fleet,
+    locate,
+    policy,
+    queue,
+    replay,
+    run,
+    runs,
+    sandboxes,
+    stats,
+    verify,
+    worker,
+)
 from .base import main
 
 for _module in (
@@ -22,6 +38,7 @@ for _module in (
     replay,
     verify,
     export,
+    drill,
     runs,
     stats,
     sandboxes,

@@ -5,8 +5,9 @@ it supplies is shown literally."""
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -14,6 +15,7 @@ from .flags import flag, queue_flag
 from .runs import runs_in, since_option
 
 if TYPE_CHECKING:
+    from ..core.drills import DrillScore
     from ..core.stats import OperatorStats
     from ..team.stats import TeamFigures
 
@@ -58,6 +60,44 @@ def _table(found: list[OperatorStats], team: dict[str, TeamFigures] | None = Non
     return ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
 
 
+DRILL_COLUMNS = ("DRILLED", "SHOWN", "CAUGHT", "MISSED", "CATCH RATE (95%)", "FALSE ALARMS", "DRILL MEDIAN",
+                 "REAL MEDIAN")  # fmt: skip
+
+
+def _drill_table(scores: dict[str, DrillScore], real: dict[str, OperatorStats]) -> list[str]:
+    """Drills per operator (a person, or an approver by its name): caught and missed threats, the catch rate
+    with its Wilson 95 % interval, false alarms on benign drills, and the time on drills against real ones."""
+    from ..core.text import shown_operator
+
+    rows: list[tuple[str, ...]] = [DRILL_COLUMNS]
+    for who, score in sorted(scores.items()):
+        rate, interval = score.catch_rate, score.catch_interval
+        catch = "-" if rate is None or interval is None else f"{rate:.0%} [{interval[0]:.0%}, {interval[1]:.0%}]"
+        alarms = f"{score.false_alarms} of {score.benign}" if score.benign else "-"
+        drill_ms = round(statistics.median(score.drill_ms)) if score.drill_ms else None
+        mine = real.get(who)
+        rows.append((shown_operator(who, limit=40), str(score.shown), str(score.caught), str(score.missed), catch,
+                     alarms, _seconds(drill_ms), _seconds(mine.median_ms if mine is not None else None)))  # fmt: skip
+    widths = [max(len(row[i]) for row in rows) for i in range(len(DRILL_COLUMNS))]
+    return ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
+
+
+def drill_json(score: DrillScore | None, real: OperatorStats | None) -> dict[str, Any] | None:
+    """One operator's drills as ``--json`` gives them (None: never drilled)."""
+    if score is None:
+        return None
+    interval = score.catch_interval
+    return {
+        "shown": score.shown, "threats": score.threats, "caught": score.caught, "missed": score.missed,
+        "catch_rate": None if score.catch_rate is None else round(score.catch_rate, 4),
+        "catch_interval_95": None if interval is None else [round(interval[0], 4), round(interval[1], 4)],
+        "benign": score.benign, "false_alarms": score.false_alarms,
+        "false_alarm_rate": None if score.false_alarm_rate is None else round(score.false_alarm_rate, 4),
+        "drill_median_ms": round(statistics.median(score.drill_ms)) if score.drill_ms else None,
+        "real_median_ms": real.median_ms if real is not None else None,
+    }  # fmt: skip
+
+
 def _seconds(ms: int | None) -> str:
     return "-" if ms is None else f"{ms / 1000:.1f}s"
 
@@ -84,6 +124,8 @@ def command(
     ACTIONS), the median and 10th percentile of the time each was on screen before the answer, decisions
     per hour of supervision (the runs' durations), the longest run of approvals in a row, and the share
     answered in under a second."""
+    from ..core import events as ev
+    from ..core.drills import drill_scores
     from ..core.runlog import RunReader
     from ..core.safeio import RunFileError
     from ..core.stats import RunSamples, operator_stats, samples_of
@@ -104,27 +146,36 @@ def command(
         return
     entries = [e for e in listed or [] if since_at is None or (e.started_at is not None and e.started_at >= since_at)]
     entries.sort(key=lambda e: (e.started_at or 0.0, e.id))
-    runs, unreadable = [], 0
+    runs, unreadable, drilled = [], 0, list[ev.DrillAnswered]()
     for entry in entries:
         try:
             with RunReader(entry.path) as reader:
-                samples = samples_of(stamped.event for stamped in reader.poll())
+                events = [stamped.event for stamped in reader.poll()]
         except (OSError, RunFileError):
             unreadable += 1
             continue
+        samples = samples_of(events)
         if operators:
             samples = [s for s in samples if s.operator in operators]
         runs.append(RunSamples(tuple(samples), entry.duration))
+        drilled.extend(e for e in events if isinstance(e, ev.DrillAnswered))
     found = operator_stats(runs)
+    scores = {who: score for who, score in drill_scores(drilled).items() if not operators or who in operators}
     if as_json:
-        click.echo(json.dumps([s.as_json() for s in found], ensure_ascii=True, indent=2))
-    elif not found:
+        rows = [{**s.as_json(), "drills": drill_json(scores.pop(s.operator, None), s)} for s in found]
+        rows += [{"operator": who, "drills": drill_json(score, None)} for who, score in scores.items()]
+        click.echo(json.dumps(rows, ensure_ascii=True, indent=2))
+    elif not found and not scores:
         click.echo(
             f"no decisions made by a person in {visible(str(folder))}" + (" that match" if since or operators else "")
         )
     else:
-        for line in _table(found):
+        for line in _table(found) if found else []:
             click.echo(line)
+        if scores:
+            click.echo("")
+            for line in _drill_table(scores, {s.operator: s for s in found}):
+                click.echo(line)
     if unreadable:
         click.echo(f"note: {unreadable} run director{'y' if unreadable == 1 else 'ies'} could not be read", err=True)
 

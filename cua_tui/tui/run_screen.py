@@ -23,6 +23,7 @@ from ..core import ending
 from ..core import events as ev
 from ..core.actions import Action, Kind
 from ..core.describe import ASK_NOT_APPROVED
+from ..core.drills import revealed
 from ..core.edits import editable
 from ..core.geometry import Size
 from ..core.guard import DecisionGuard
@@ -243,6 +244,12 @@ class RunScreen(HistoryActions, ViewScreen):
                 audit.set_state("sealing…" if sealing else "sealed")
             case ev.Killed() if self.source.owned:
                 self.notify("kill switch: run stopped", severity="error", markup=False)
+            case ev.DrillAnswered() if self.source.live:
+                # revealed at once: what was right and why, and whether it was caught
+                missed = event.caught is False or bool(event.false_alarm)
+                self.notify(revealed(event), title="a drill", severity="warning" if missed else "information",
+                            timeout=20, markup=False)  # fmt: skip
+                self.render_frame()
         if view.alert is not None:
             self.refresh_bindings()
         if isinstance(event, ev.ScreenCaptured) and event.png is not None:
