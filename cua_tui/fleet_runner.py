@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 import os
 import queue
 import threading
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Unpack
 from .build import BuildError, Run, RunOptions, build_run
 from .core import events as ev
 from .core import fleet_queue as fq
+from .core.drills import revealed
 from .core.fleet_queue import ApprovalQueue, FleetListener, QueueItem, RunRow, RunState, priority
 from .core.grouping import Likeness, fingerprint, likeness, never
 from .core.imaging import ImageRefused, ScreenLimit, decode_screen
@@ -237,6 +239,8 @@ class Fleet:
         self._manifest_lock = threading.Lock()
         self._queue = ApprovalQueue()
         self._closed: dict[int, str] = {}
+        # the drills up, by run, turn and position: their reveal closes them, answered or not
+        self._drills: dict[tuple[str, int, int], QueueItem] = {}
         self._tickets = itertools.count(1)
         # decoded screens and their row and column digests (core/grouping.py), by SHA-256
         self._screens: OrderedDict[str, tuple[Image.Image, tuple[bytes, bytes]]] = OrderedDict()
@@ -733,6 +737,30 @@ class Fleet:
                 )
                 self._queue.add(item)
             posts.append(fq.RequestQueued(item))
+        elif isinstance(event, ev.DrillShown) and event.request is not None:
+            # a row of its own, as a request of its rule is, and never grouped: its likeness is its own
+            request = event.request
+            rank = priority(request, event.rule)
+            like = self._likeness(entry, request, event.rule, int(rank.tier))
+            with self._lock:
+                ticket = next(self._tickets)
+                if like.key:  # compared as a request is, and like no other: its key is its own
+                    like = replace(like, key=json.dumps({**json.loads(like.key), "drill": ticket}, sort_keys=True))
+                item = QueueItem(ticket, entry.name, run_id, request, rank, self._clock(), stamped.seq, like)
+                self._queue.add(item)
+                self._drills[(run_id, event.turn, event.index)] = item
+            posts.append(fq.RequestQueued(item))
+        elif isinstance(event, ev.DrillAnswered):
+            # revealed at once: the row closes saying it was a drill, what was right, and whether it was caught
+            why = revealed(event)
+            with self._lock:
+                drilled = self._drills.pop((run_id, event.turn, event.index), None)
+                if drilled is not None:
+                    if drilled in self._queue.of_run(run_id):
+                        self._queue.remove(drilled)
+                    self._closed[drilled.ticket] = why
+            if drilled is not None:
+                posts.append(fq.RequestClosed(drilled, why))
         elif isinstance(event, ev.DecisionMade) and event.by != "policy":
             why = TAKEN_OVER if event.note == TAKEOVER_NOTE else f"decided by {event.by}"
             with self._lock:

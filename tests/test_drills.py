@@ -223,3 +223,42 @@ def test_the_settings_turn_drills_on_and_a_broken_value_names_its_line(tmp_path:
 
     with pytest.raises(BuildError, match="holds none"):
         sim_run(tmp_path / "empty", drill_rate=0.5, drill_library=tmp_path / "no-drills")
+
+
+def test_in_a_fleet_a_drill_is_a_row_of_its_own_never_grouped_and_closed_by_its_reveal(
+    library: Path, tmp_path: Path
+) -> None:
+    from test_fleet import fleet_of
+
+    from cua_tui.config import Settings
+    from cua_tui.core import fleet_queue as cf
+    from cua_tui.core.ports import Answer
+
+    settings = Settings.load({"CUA_TUI_CONFIG": str(tmp_path / "none.toml")})
+    tasks = {
+        name: RunOptions(task="fill the form", backend="sim", agent=None, script=SIM_FORM, decisions="tui",
+                         fsync=False, desktop=SimDesktop(), drill_rate=1.0, drill_seed=11, drill_library=library)
+        for name in ("a", "b")
+    }  # fmt: skip
+    fleet, told = fleet_of(tmp_path, tasks)
+    first = told.queued(2)
+    # both runs show the same drill at once, yet no group holds them: each is a row of its own
+    assert {i.task for i in first} == {"a", "b"}
+    one, other = (i.likeness for i in first)
+    assert one is not None and other is not None
+    assert one.alone or other.alone or one.key != other.key
+    assert "drill" not in one.alone + other.alone  # why it is alone, as a request of its kind would say
+    for item in first:
+        assert fleet.answer(item, Answer.REJECT) is None
+
+    def reveals(events: list[Any]) -> list[Any]:
+        return [e for e in events if isinstance(e, cf.RequestClosed) and "That was a drill" in e.why]
+
+    told.wait(lambda es: len(reveals(es)) >= 2)  # each drill's row closes saying what it was
+    real = told.queued(4)[2:]
+    assert all(i.request.action is not None and i.request.action.text == "cua-tui verified" for i in real)
+    for item in real:
+        assert fleet.answer(item, Answer.APPROVE) is None
+    assert fleet.wait(30)
+    assert all(row.status == "passed" for row in fleet.rows())
+    del settings

@@ -257,6 +257,7 @@ class DrillShown(Event):
     reason: str
     drill: str
     deadline_s: float | None = None
+    rule: str = ""  # the policy rule the drill shows (a queue sorts it as it would a request of that rule)
     request: DecisionRequest | None = memory_only()
 
 
