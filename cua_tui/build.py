@@ -161,6 +161,9 @@ def build_run(options: RunOptions) -> Run:
         fence=options.fence,
         drills=_drills(options, settings),
     )
+    if config.drills is not None:
+        # stated in run.json: a reader of the record knows drills may be among its requests
+        extra["drills"] = {"rate": config.drills.rate, "library": len(config.drills.library)}
     try:
         supervisor = Supervisor(
             config,

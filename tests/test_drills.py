@@ -71,6 +71,7 @@ def test_drills_at_rate_one_never_reach_the_desktop_and_each_real_request_follow
         assert drill.caught is False if drill.right == "reject" else drill.false_alarm is False
         assert PHRASE not in json.dumps(drill.to_record())
     assert verify_run(result.path).code == 0
+    assert json.loads((result.path / "run.json").read_text())["drills"] == {"rate": 1.0, "library": 2}
 
 
 def test_a_kill_at_a_drill_kills_the_run_as_anywhere(library: Path, tmp_path: Path) -> None:

@@ -61,6 +61,9 @@ class GoalBar(Static):
             text.append("its own origin only")
         text.append(" · policy ", style="bold")
         text.append_text(literal(info.policy, limit=80))
+        if info.drills:
+            # said, never which request is one: drills look like any other
+            text.append(" · drills on", style="bold")
         note = scripted_note(info.agent)
         if note is not None and self.live:
             text.append("\n")

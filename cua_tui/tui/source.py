@@ -80,6 +80,7 @@ def run_info(config: RunConfig, run_id: str) -> RunInfo:
         target=target,
         allowed=tuple(str(a) for a in allowed),
         policy=f"{config.policy.name} ({config.policy.sha256[:12]})",
+        drills=config.drills is not None,
     )
 
 

@@ -58,6 +58,7 @@ class RunInfo:
     target: str = ""  # "lab form", or the URL the desktop opened
     allowed: tuple[str, ...] = ()  # hosts the browser may reach besides its own target
     policy: str = ""  # name and the start of its SHA-256
+    drills: bool = False  # drills may come before real requests (core/drills.py)
 
 
 class StatusBar(Static):

@@ -13,6 +13,7 @@ from pilot_helpers import live_app, plain, run_screen, until, until_ended
 
 from cua_tui.build import HANDSHAKE, RunOptions, build_run
 from cua_tui.desktops.sim import PHRASE, SimDesktop
+from cua_tui.tui.goal import GoalBar
 
 SIZE = (160, 48)
 
@@ -34,6 +35,7 @@ async def test_a_drill_is_answered_like_a_request_revealed_and_the_real_one_foll
         assert drill is not None and drill.action is not None
         panel = plain(screen.panel)
         assert "DECISION NEEDED" in panel and "drill" not in panel.lower()
+        assert "drills on" in plain(app.query_one(GoalBar))  # said, never which request is one
         await pilot.pause(0.3)  # past the input guard
         await pilot.press("n")
         await pilot.press("enter")  # no reason
