@@ -411,14 +411,19 @@ class FleetScreen(FleetKeys, ViewScreen):
 
     def _show_run_detail(self) -> None:
         task = self._runs_cursor_task()
-        width = self.query_one("#run-detail", TextLines).size.width
+        found = list(self.query("#run-detail").results(TextLines))
+        if not found:
+            return  # the screen is being taken away
+        width = found[0].size.width
         text, why = run_detail(self.fleet_rows.get(task) if task else None, width)
         self._set("#run-detail", text)
         self._set("#run-why", why)
 
     def _set(self, selector: str, text: Text) -> None:
-        """A header or detail line's text (repainted only where it changed)."""
-        self.query_one(selector, TextLines).update(text)
+        """A header or detail line's text (repainted only where it changed); none while the screen is taken
+        away (its widgets go first, one by one, as the App closes)."""
+        for lines in self.query(selector).results(TextLines):
+            lines.update(text)
 
     def _runs_cursor_task(self) -> str | None:
         return self.runs_table.cursor_key

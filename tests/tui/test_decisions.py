@@ -194,7 +194,9 @@ async def test_a_resize_redraws_the_picture_and_the_decision_stays_in_view(tmp_p
             started = time.monotonic()
             await pilot.resize_terminal(*size)
             await until(pilot, fitted, f"the picture redrawn for {size}")
-            assert time.monotonic() - started < 2.0  # 50 ms of settling plus one conversion, on a loaded machine
+            # 50 ms of settling plus one conversion; the bound is a hang's, not a speed target (bench/ has those):
+            # the suite's own load once stretched it to 2.3 s
+            assert time.monotonic() - started < 8.0
             if size == (80, 24):
                 assert "AWAITING YOUR DECISION" in plain(app.query_one(StatusBar))
                 batch = app.query_one(BatchPane)
