@@ -258,6 +258,7 @@ class DrillShown(Event):
     drill: str
     deadline_s: float | None = None
     rule: str = ""  # the policy rule the drill shows (a queue sorts it as it would a request of that rule)
+    words: str = ""  # the model's words the drill shows with its action (of the moment it was made from)
     request: DecisionRequest | None = memory_only()
 
 

@@ -117,7 +117,7 @@ class RunView:
     answered: DecisionRequest | None = None
     # a drill up (core/drills.py): the real row and screen it stands in front of, put back once it is
     # answered; ``revealed``: the last drill answered, which a live view tells its reviewer
-    held: tuple[int, ActionView | None, ev.ScreenCaptured | None] | None = None
+    held: tuple[int, ActionView | None, ev.ScreenCaptured | None, str] | None = None
     revealed: ev.DrillAnswered | None = None
 
     @property
@@ -229,7 +229,8 @@ class RunView:
         request = event.request
         if request is None or self.ended is not None or self.killed:
             return
-        self.held = (event.index, self.actions.get(event.index), self.screen)
+        self.held = (event.index, self.actions.get(event.index), self.screen, self.batch_text)
+        self.batch_text = event.words if isinstance(event.words, str) else ""
         action = request.action
         if action is not None:
             row = ActionView(event.index, action.kind.value, action.describe(), "", action, action.to_record())
@@ -243,7 +244,7 @@ class RunView:
 
     def _drill_answered(self, event: ev.DrillAnswered) -> None:
         if self.held is not None:
-            index, row, screen = self.held
+            index, row, screen, self.batch_text = self.held
             if row is not None:
                 self.actions[index] = row
             else:

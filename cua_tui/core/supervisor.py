@@ -796,7 +796,7 @@ class Supervisor:
             verdict = self.policy.classify(drill.action)
             shown = replace(shown, scope=grants.scope_for(drill.action, verdict, self._consent.focused))
         self.emit(ev.DrillShown(real.turn, real.index, real.call_id, shown.kind, shown.reason, drill.id,
-                                timeout, drill.rule, request=shown))  # fmt: skip
+                                timeout, drill.rule, drill.words, request=shown))  # fmt: skip
         self.set_phase(RunPhase.AWAITING_DECISION, shown.reason)
         ruling = timed_ruling(lambda stop: self._call(approver.decide, shown, stop), timeout, self._switch)
         self.check_abort()
