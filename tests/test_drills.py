@@ -263,3 +263,27 @@ def test_in_a_fleet_a_drill_is_a_row_of_its_own_never_grouped_and_closed_by_its_
     assert fleet.wait(30)
     assert all(row.status == "passed" for row in fleet.rows())
     del settings
+
+
+def test_replay_html_and_atif_show_drills_apart_from_the_runs_own_steps(library: Path, tmp_path: Path) -> None:
+    from atif_schema import Trajectory
+
+    from cua_tui.core.describe import audit_line
+
+    home = tmp_path / "drilled"
+    result, _ = sim_run(home, drill_rate=1.0, drill_seed=3, drill_library=library)
+    with RunReader(result.path) as reader:
+        events = [s.event for s in reader.poll()]
+    shown = next(e for e in events if isinstance(e, ev.DrillShown))
+    # a replay's audit pane says it was a drill; a live one reads it as the request it stands for
+    assert audit_line(shown).startswith(f"drill {shown.drill} shown before #2")
+    assert audit_line(shown, live=True) == "decision requested #2 (action)"
+    html, atif = tmp_path / "run.html", tmp_path / "run.json"
+    assert cli(["export", result.path, "--html", html, "--atif", atif], home).exit_code == 0
+    page = html.read_text()
+    assert "<h2>Drills</h2>" in page and "none of them acted" in page
+    data = json.loads(atif.read_text())
+    Trajectory.model_validate(data)
+    (drill,) = data["extra"]["cua_tui"]["drills"]
+    assert drill["drill"] == shown.drill and drill["answer"] == "approve"
+    assert "drill" not in json.dumps(data["steps"])  # the run's own steps hold none

@@ -142,9 +142,10 @@ _ACTION_LINES: dict[type[ev.Event], str] = {
 }
 
 
-def audit_line(event: ev.Event) -> str:
+def audit_line(event: ev.Event, *, live: bool = False) -> str:
     """A compact one-line form of every audit event. Not yet made visible: the caller does that once, for
-    the whole line, with its own limit."""
+    the whole line, with its own limit. ``live``: a live run's pane, where a drill shown reads as a request
+    does until it is answered (its answer's line says what it was)."""
     match event:
         case ev.ScreenCaptured():
             return f"screen {event.sha256[:12]} {event.width}x{event.height} ({event.purpose})"
@@ -161,9 +162,11 @@ def audit_line(event: ev.Event) -> str:
             return f"cleanup {'ok' if event.ok else 'PROBLEM'}: {event.detail}"
         case ev.Egress():
             return f"egress {'allowed' if event.allowed else 'REFUSED'} {event.method} {event.host}:{event.port}"
-        case ev.DrillShown():
+        case ev.DrillShown() if live:
             # as a request's line reads while it is up: nothing tells a drill from a real request
             return f"decision requested #{event.index + 1} ({event.subject})"
+        case ev.DrillShown():
+            return f"drill {event.drill} shown before #{event.index + 1} ({event.subject}): not the run's own"
         case ev.DrillAnswered():
             result = "caught" if event.caught else "missed" if event.caught is False else ""
             result = result or ("false alarm" if event.false_alarm else "right")

@@ -513,6 +513,23 @@ def _verify(run: Run) -> dict[str, Any]:
     }
 
 
+def _drill(drill: ev.DrillAnswered) -> dict[str, Any]:
+    """A drill's answer as the chain recorded it (strings cut: the record is untrusted)."""
+
+    def cut(value: Any, limit: int = 200) -> Any:
+        return (
+            value[:limit]
+            if isinstance(value, str)
+            else value
+            if isinstance(value, int | bool) or value is None
+            else None
+        )
+
+    names = ("drill", "turn", "index", "subject", "answer", "right", "caught", "false_alarm", "by", "operator",
+             "screen", "shown_ms", "why")  # fmt: skip
+    return {name: cut(getattr(drill, name)) for name in names}
+
+
 def _run_facts(run: Run, writer: _Writer, cut: list[str]) -> dict[str, Any]:
     """The root's ``extra``: the verdict, how the run ended and who verified it, what belongs to no step."""
     ended, done = run.timeline.ended, run.timeline.verification
@@ -534,6 +551,8 @@ def _run_facts(run: Run, writer: _Writer, cut: list[str]) -> dict[str, Any]:
         "private_screens": {"count": len(run.private), "included": run.include_private, "note": run.private_line()},
         "cut": cut,
         "notes": run.notes[:MAX_FINDINGS],
+        # planted decisions shown before real requests, none of which acted: apart from the steps
+        "drills": [_drill(d) for d in run.events(ev.DrillAnswered)[:MAX_EGRESS]],
     }
     if ended is not None:
         ends = ("status", "reason", "turns", "steps", "executed", "verified", "final_text")

@@ -480,12 +480,29 @@ def _egress(egress: ev.Egress) -> str:
     return f"<code>{e(egress.method, 20)} {e(egress.host, 300)}:{e(egress.port, 12)}</code>{reason}"
 
 
+def _drill(drill: ev.DrillAnswered) -> str:
+    """One drill's answer: before which request, what was right, the answer, caught or not (all as recorded)."""
+    result = "caught" if drill.caught is True else "missed" if drill.caught is False else ""
+    result = result or ("a false alarm" if drill.false_alarm else "right")
+    index = drill.index + 1 if isinstance(drill.index, int) else "?"
+    return (
+        f"drill {e(drill.drill, 80)} before turn {e(drill.turn, 12)} #{e(index, 12)}: "
+        f"{e(drill.answer, 20)} by {e(drill.operator or drill.by, 80)} (right: {e(drill.right, 20)}), "
+        f"{e(result, 20)} · {e(drill.why, 300)}"
+    )
+
+
 def _others(page: _Page) -> None:
     """What belongs to no step: every refused egress request, errors, notes."""
     refused = [g for g in page.run.events(ev.Egress) if g.allowed is not True]
     if refused:
         page.add(f"<h2>Refused egress</h2><p>{len(refused)} request(s) from the sandbox refused by the proxy.</p><ul>")
         page.add(*(f"<li>{_egress(g)}</li>" for g in refused[:500]), "</ul>\n")
+    drills = page.run.events(ev.DrillAnswered)
+    if drills:
+        # apart from the run's own steps: planted decisions, none of which acted (docs/drills.md)
+        page.add(f"<h2>Drills</h2><p>{len(drills)} drill(s) shown before real requests; none of them acted.</p><ul>")
+        page.add(*(f"<li>{_drill(d)}</li>" for d in drills[:500]), "</ul>\n")
     errors = page.run.events(ev.ErrorRaised)
     if errors:
         page.add("<h2>Errors</h2><ul>")

@@ -154,6 +154,8 @@ class AuditList(ScrollView, can_focus=True):
         self.entries: deque[Entry] = deque(maxlen=max_entries)
         self.search = Query()
         self._shown: list[Entry] | None = None  # the entries matching the query; None: all of them
+        # a live run's pane: a drill's line reads as a request's while it is up (a replay says it was a drill)
+        self.live = False
         # index into ``shown``; None follows the newest event
         self.cursor: int | None = None
         self._widest = 0
@@ -171,7 +173,7 @@ class AuditList(ScrollView, can_focus=True):
         return shown[self.cursor] if self.cursor is not None and self.cursor < len(shown) else shown[-1]
 
     def add(self, seq: int, head: str, event: ev.Event, prev: str | None = None) -> Entry:
-        entry = Entry(seq, head, event, prev, *marked(f"{seq:>4} ", audit_line(event)))
+        entry = Entry(seq, head, event, prev, *marked(f"{seq:>4} ", audit_line(event, live=self.live)))
         follow = self.cursor is None and self.scroll_offset.y >= self.max_scroll_y
         evicted = self.entries[0] if len(self.entries) == self.entries.maxlen else None
         self.entries.append(entry)

@@ -148,6 +148,7 @@ class RunScreen(HistoryActions, ViewScreen):
         self.desktop.border_title = Text(title)
         panel = self.panel
         panel.run_name = source.run_name
+        self.audit.audit_list.live = source.live
         if self.view.ended is not None:
             self.audit.set_state("sealed")
         if self.view.seq >= 0 and source.run_dir is not None:
