@@ -11,6 +11,7 @@ from ..core import describe
 from ..core.injection import Injection
 from ..core.ports import DecisionRequest
 from ..core.run_view import RunView
+from ..core.text import visible
 from .literal import escape_style
 
 # The wording is core/describe's; the panel only styles its parts (appended as text, never as
@@ -71,6 +72,9 @@ class DecisionPanel(Static):
     unseen = False
     # the fleet's: how much of the typed text and the target's words is shown, and where the rest is read
     cut: describe.Cut | None = None
+    # the drill just answered, revealed (core/drills.py): said above the request that follows it, until
+    # that one is answered
+    revealed = ""
     # A run's screen binds its RunView here (data_bind, as the batch pane's): the panel shows the request the
     # view has open, with the batch it is of; the screen says what the view does not (``facts``). The
     # fleet's panel is told its request instead (``show_request``).
@@ -141,6 +145,8 @@ class DecisionPanel(Static):
         if self.unseen and parts:
             note = "screen  not shown at this size: widen the terminal or open the run (Enter)\n"
             parts = [parts[0], (note, describe.WARN), *parts[1:]]
+        if self.revealed and parts:
+            parts = [(visible(self.revealed, limit=600) + "\n", describe.WARN), *parts]
         return parts
 
     def set_unseen(self, unseen: bool) -> None:

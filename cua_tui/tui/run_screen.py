@@ -246,11 +246,15 @@ class RunScreen(HistoryActions, ViewScreen):
             case ev.Killed() if self.source.owned:
                 self.notify("kill switch: run stopped", severity="error", markup=False)
             case ev.DrillAnswered() if self.source.live:
-                # revealed at once: what was right and why, and whether it was caught
+                # revealed at once: what was right and why, and whether it was caught, in the panel above the
+                # request that follows (and a toast, should none follow)
                 missed = event.caught is False or bool(event.false_alarm)
+                self.panel.revealed = revealed(event)
                 self.notify(revealed(event), title="a drill", severity="warning" if missed else "information",
                             timeout=20, markup=False)  # fmt: skip
                 self.render_frame()
+            case ev.DecisionMade() | ev.DrillShown() if self.panel.revealed:
+                self.panel.revealed = ""  # the request after the drill is answered, or another drill is up
         if view.alert is not None:
             self.refresh_bindings()
         if isinstance(event, ev.ScreenCaptured) and event.png is not None:

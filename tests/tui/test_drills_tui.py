@@ -43,70 +43,64 @@ async def test_a_drill_is_answered_like_a_request_revealed_and_the_real_one_foll
         await until(pilot, lambda: screen.pending is not None and screen.pending is not drill, "the real request")
         real = screen.pending
         assert real is not None and real.action is not None and real.action.text == PHRASE
+        # the panel says it, above the request that follows, until that one is answered
+        await until(pilot, lambda: "That was a drill" in plain(screen.panel), "the reveal in the panel")
         await pilot.pause(0.3)
         await pilot.press("y")
         await until_ended(pilot, app)
+        assert not screen.panel.revealed
     # the desktop got the script's own actions only, the phrase typed once
     assert desktop.app.values.get("phrase") == PHRASE and desktop.app.proofs == [PHRASE]
 
 
 async def test_a_drill_looks_exactly_like_the_real_request_it_was_made_from(tmp_path: Path) -> None:
-    """The indistinguishability check: a drill made from this very run's decision (same screen, action, reason
-    and words), and the real request after it, compared part by part on the same screen: the panel, the batch
-    pane, the desktop pane, the goal bar, the footer's keys, the audit pane's request line, the bell and what
-    the signal says. The test lists every difference; there is none."""
+    """The indistinguishability check: a drill made from a run's decision (same screen, action, reason and
+    words), shown in one run, and the real request shown in another run of the same script with drills on
+    but none due: compared part by part on the same screen (the panel, the batch pane, the desktop pane, the
+    goal bar, the footer's keys, the audit pane's request line, the bell and what the signal says). The test
+    lists every difference; there is none."""
     from pilot_helpers import drawn, footer_actions
 
-    library = tmp_path / "one"
-    made = make_library(tmp_path / "made")
-    # the typing decision, made a drill on its own, from a run like this one
     from cua_tui.core.drills import load_library
     from cua_tui.export.drill import add_to_library
 
+    made = make_library(tmp_path / "made")
+    library = tmp_path / "one"  # the typing decision, made a drill on its own
     typed = next(d for d in load_library(made) if d.id == "typed-secret")
     add_to_library(library, typed, typed.frame.png)
-    desktop = SimDesktop()
-    run = build_run(
-        RunOptions(task="fill the form", backend="sim", agent=None, script=SIM_FORM, runs_dir=tmp_path / "runs",
-                   decisions=HANDSHAKE, fsync=False, desktop=desktop, drill_rate=1.0, drill_seed=5,
-                   drill_library=library)
-    )  # fmt: skip
-    track(run.supervisor)
-    app = live_app(run)
-    signals: list[tuple[str, str]] = []
-    app.signal = lambda title, body: signals.append((title, body))  # type: ignore[method-assign]
 
-    def parts() -> dict[str, object]:
-        screen = run_screen(app)
-        audit = drawn(screen.audit.query_one("#audit-log")).splitlines()
-        return {
-            "panel": drawn(screen.panel),
-            "batch": drawn(screen.batch_pane),
-            "desktop": drawn(screen.desktop),
-            "goal": drawn(app.query_one(GoalBar)),
-            "footer": sorted(footer_actions(app)),
-            # its words, not its place in the chain (the drill's own records come before the real request's)
-            "audit request line": next(
-                (line.split(None, 1)[1].strip() for line in reversed(audit) if "decision requested" in line), ""
-            ),
-            "signal": signals[-1] if signals else None,
-        }
+    async def first_request(rate: float, name: str) -> dict[str, object]:
+        run = build_run(
+            RunOptions(task="fill the form", backend="sim", agent=None, script=SIM_FORM,
+                       runs_dir=tmp_path / name, decisions=HANDSHAKE, fsync=False, desktop=SimDesktop(),
+                       drill_rate=rate, drill_seed=5, drill_library=library)
+        )  # fmt: skip
+        track(run.supervisor)
+        app = live_app(run)
+        signals: list[tuple[str, str]] = []
+        app.signal = lambda title, body: signals.append((title, body))  # type: ignore[method-assign]
+        async with app.run_test(size=SIZE) as pilot:
+            screen = run_screen(app)
+            await until(pilot, lambda: screen.pending is not None, "the first request")
+            await until(pilot, lambda: screen.desktop.settled, "the desktop pane")
+            await pilot.pause(0.3)
+            audit = drawn(screen.audit.query_one("#audit-log")).splitlines()
+            seen: dict[str, object] = {
+                "panel": drawn(screen.panel),
+                "batch": drawn(screen.batch_pane),
+                "desktop": drawn(screen.desktop),
+                "goal": drawn(app.query_one(GoalBar)),
+                "footer": sorted(footer_actions(app)),
+                # its words, not its place in the chain (a drill's own records come before the request's)
+                "audit request line": next(
+                    (line.split(None, 1)[1].strip() for line in reversed(audit) if "decision requested" in line), ""
+                ),
+                "signals": list(signals),
+            }
+            run.supervisor.kill()
+        return seen
 
-    async with app.run_test(size=SIZE) as pilot:
-        screen = run_screen(app)
-        await until(pilot, lambda: screen.pending is not None, "the drill")
-        drill = screen.pending
-        await until(pilot, lambda: screen.desktop.settled, "the desktop pane")
-        await pilot.pause(0.3)
-        at_drill = parts()
-        await pilot.press("y")  # a miss: approved
-        await until(pilot, lambda: screen.pending is not None and screen.pending is not drill, "the real request")
-        await until(pilot, lambda: screen.desktop.settled, "the desktop pane")
-        await pilot.pause(0.3)
-        at_real = parts()
-        assert at_drill["audit request line"] == "decision requested #2 (action)"
-        differences = [name for name in at_drill if at_drill[name] != at_real[name]]
-        assert differences == [], {name: (at_drill[name], at_real[name]) for name in differences}
-        await pilot.press("y")
-        await until_ended(pilot, app)
-    assert len(signals) == 2 and desktop.app.proofs == [PHRASE]
+    drill, real = await first_request(1.0, "drilled"), await first_request(1e-12, "real")
+    assert drill["audit request line"] == "decision requested #2 (action)" and "drills on" in str(real["goal"])
+    differences = [name for name in drill if drill[name] != real[name]]
+    assert differences == [], {name: (drill[name], real[name]) for name in differences}
