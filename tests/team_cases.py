@@ -96,7 +96,8 @@ def wait_for(what: str, check: Any, timeout: float = WAIT_S) -> Any:
 
 
 def one(url: str, sql: str, *args: Any) -> Any:
-    with psycopg.connect(url, autocommit=True) as conn:
+    # a statement waiting on another session's locks gives up, as the project's own sessions do
+    with psycopg.connect(url, autocommit=True, options="-c statement_timeout=15000") as conn:
         row = conn.execute(sql, args).fetchone()
     return row[0] if row is not None else None
 

@@ -71,8 +71,12 @@ def cli(*argv: str, environ: dict[str, str] | None = None) -> Ran:
 
 
 def reaped(url: str, run_id: str) -> bool:
-    """Any session may declare lapsed workers lost: this one does, then looks at the run."""
-    one(url, "SELECT cua_tui.reap()")
+    """Any session may declare lapsed workers lost: this one does, then looks at the run (a reap that waited
+    past its statement timeout on a frozen session's locks has not happened yet)."""
+    try:
+        one(url, "SELECT cua_tui.reap()")
+    except psycopg.errors.QueryCanceled:
+        return False
     return bool(one(url, "SELECT status FROM cua_tui.runs WHERE id = %s", run_id) == "lost")
 
 
@@ -662,7 +666,8 @@ def test_a_frozen_worker_past_its_lease_executes_nothing_and_ends_interrupted(ur
     try:
         request = wait_for("the request", lambda: one(url, "SELECT id FROM cua_tui.requests WHERE run_id = %s", run_id))
         proc.send_signal(signal.SIGSTOP)
-        wait_for("the frozen worker to be declared lost", lambda: reaped(url, run_id), timeout=10)
+        # frozen, perhaps mid-transaction: the server ends that transaction after 10 s idle, freeing its locks
+        wait_for("the frozen worker to be declared lost", lambda: reaped(url, run_id), timeout=40)
         # an analyst's answer now finds the request closed
         with psycopg.connect(as_role(url, "alice"), autocommit=True) as conn:
             late = analyst.answer(conn, int(request), Answer.APPROVE, how="human")
@@ -680,3 +685,25 @@ def test_a_frozen_worker_past_its_lease_executes_nothing_and_ends_interrupted(ur
     finally:
         proc.kill()
         proc.wait(10)
+
+
+def test_a_session_of_ours_frozen_inside_a_transaction_gives_its_locks_back(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker frozen mid-transaction (SIGSTOP, a suspended VM) holds its row locks: the server ends a
+    session of ours idle in a transaction past IDLE_IN_TRANSACTION_MS, so the lock's waiter goes on."""
+    from cua_tui.team import db
+
+    monkeypatch.setattr(db, "IDLE_IN_TRANSACTION_MS", 1000)
+    frozen = db.connect(url, "frozen-worker")
+    with pytest.raises(psycopg.Error, match="idle-in-transaction"), frozen.transaction():
+        frozen.execute("SELECT id FROM cua_tui.fleets FOR UPDATE")
+        frozen.execute("LOCK TABLE cua_tui.meta IN ACCESS EXCLUSIVE MODE")
+        started = time.monotonic()
+        # the waiter: blocked by the lock until the server ends the frozen transaction
+        assert one(url, "SELECT count(*) FROM cua_tui.meta") >= 1
+        waited = time.monotonic() - started
+        time.sleep(0.1)
+        frozen.execute("SELECT 1")  # the session was ended under it
+    assert 0.5 <= waited < 10
+    frozen.close()

@@ -22,6 +22,11 @@ from . import schema
 CONNECT_TIMEOUT_S = 5
 # the longest one statement may run (a row lock held by someone else, a wedged server)
 STATEMENT_TIMEOUT_MS = 15_000
+# the longest a session of ours may sit inside a transaction without a statement: the server then ends it
+# and frees its row locks (a worker frozen mid-transaction, SIGSTOP or a suspended VM, would otherwise hold
+# them for ever, and the reaper that declares it lost would wait on them); no transaction of ours waits
+# on anything but the database
+IDLE_IN_TRANSACTION_MS = 10_000
 _LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
@@ -96,6 +101,7 @@ def connect(
         raise QueueError(f"queue {shown(url)}: cannot connect: {one_line_error(exc)}") from None
     try:
         conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
+        conn.execute(f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS}")
         if check_schema:
             schema.ensure(conn)
     except schema.SchemaError as exc:

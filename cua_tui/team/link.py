@@ -94,3 +94,4 @@ class Link:
 
 def _configure(conn: psycopg.Connection[Any]) -> None:
     conn.execute(f"SET statement_timeout = {db.STATEMENT_TIMEOUT_MS}")
+    conn.execute(f"SET idle_in_transaction_session_timeout = {db.IDLE_IN_TRANSACTION_MS}")
