@@ -7,6 +7,7 @@ anything is created; a problem is a BuildError naming the option (the command li
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -22,7 +23,7 @@ from .core.supervisor import Listener, RunConfig, RunResult, Supervisor
 if TYPE_CHECKING:
     from .config import Settings
     from .core.audit import AuditKey
-    from .core.drills import DrillPlan
+    from .core.drills import Drill, DrillPlan
     from .core.geometry import Size
     from .core.policy import Policy
     from .core.rundir import RunDir
@@ -186,14 +187,14 @@ def _drills(options: RunOptions, settings: Settings) -> DrillPlan | None:
     off, and for a team's worker, whose requests go to a shared queue (drills are each analyst's own)."""
     import random
 
-    from .core.drills import DrillError, DrillPlan, load_library
+    from .core.drills import DrillError, DrillPlan
 
     rate = options.drill_rate if options.drill_rate is not None else settings.drill_rate
     if not rate or not options.drills:
         return None
     folder = options.drill_library or settings.drill_library
     try:
-        library = load_library(folder) if folder is not None else ()
+        library = _library(folder) if folder is not None else ()
     except DrillError as exc:
         raise BuildError(str(exc)) from None
     if not library:
@@ -202,6 +203,26 @@ def _drills(options: RunOptions, settings: Settings) -> DrillPlan | None:
             "`cua-tui drill add`, or set drill_library"
         )
     return DrillPlan(rate, library, random.Random(options.drill_seed))
+
+
+def _library(folder: Path) -> tuple[Drill, ...]:
+    """A drill library read once for the runs that share it (a fleet's: each would hold its screens), read
+    again when its drills.json changes."""
+    from .core.drills import LIBRARY_FILE
+
+    try:
+        info = (folder / LIBRARY_FILE).stat()
+        stamp = (info.st_mtime_ns, info.st_size, info.st_ino)
+    except OSError:
+        stamp = (0, 0, 0)
+    return _read_library(str(folder), stamp)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_library(folder: str, stamp: tuple[int, int, int]) -> tuple[Drill, ...]:
+    from .core.drills import load_library
+
+    return load_library(Path(folder))
 
 
 def _settings(options: RunOptions) -> Settings:

@@ -287,3 +287,14 @@ def test_replay_html_and_atif_show_drills_apart_from_the_runs_own_steps(library:
     (drill,) = data["extra"]["cua_tui"]["drills"]
     assert drill["drill"] == shown.drill and drill["answer"] == "approve"
     assert "drill" not in json.dumps(data["steps"])  # the run's own steps hold none
+
+
+def test_a_librarys_screens_are_bounded_together(library: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import cua_tui.core.drills as drills
+
+    size = sum(p.stat().st_size for p in library.glob("*.png"))
+    monkeypatch.setattr(drills, "MAX_SCREENS_BYTES", size - 1)
+    with pytest.raises(DrillError, match="its screens pass"):
+        load_library(library)
+    monkeypatch.setattr(drills, "MAX_SCREENS_BYTES", size)
+    assert len(load_library(library)) == 2

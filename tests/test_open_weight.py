@@ -201,7 +201,7 @@ def run_replies(tmp_path: Path, monkeypatch: Any, grammar: str, replies: list[st
         built = build_run(
             RunOptions(task="fill the form", backend="sim", agent="openai-compatible", model=MODELS[grammar],
                        base_url=f"{server.url}/v1", runs_dir=tmp_path / "runs", decisions=decisions, fsync=False,
-                       max_turns=8)
+                       max_turns=12)
         )  # fmt: skip
         result = built.supervisor.run()
     return result, records(result.path), sent
@@ -276,9 +276,9 @@ def test_the_history_holds_as_many_screenshots_as_the_family_expects(
     from open_weight import images
 
     look, done = LOOK[grammar]
-    result, _, sent = run_replies(tmp_path, monkeypatch, grammar, [look] * 6 + [done])
-    assert final_text(result) and len(sent) == 7
-    assert [len(images(body)) for body in sent] == [min(k, most) for k in range(1, 8)]
+    result, _, sent = run_replies(tmp_path, monkeypatch, grammar, [look] * 9 + [done])
+    assert final_text(result) and len(sent) == 10
+    assert [len(images(body)) for body in sent] == [min(k, most) for k in range(1, 11)]
     full = sent_size(grammar)
     last = images(sent[-1])
     assert last[-1].size == full  # the current screenshot, at the size the processor keeps
@@ -291,4 +291,4 @@ def test_the_history_holds_as_many_screenshots_as_the_family_expects(
     # every past reply is in the history (the families that replay them whole)
     if grammar in ("ui-tars", "qwen3", "fara"):
         replies = [m for m in sent[-1]["messages"] if m["role"] == "assistant"]
-        assert len(replies) == 6
+        assert len(replies) == 9

@@ -19,6 +19,7 @@ from PIL import Image
 
 from ..core.geometry import Scaling, Size
 from ..core.grammars import Grammar, Reply, ReplyError
+from ..core.grammars.reply import MAX_REPLY_CHARS
 from ..core.ports import AgentError, Call, CallResult, Frame, OutcomeStatus, Shown, Turn, Usage
 from ..core.text import encodable, one_line
 from .compat_prompts import DIALECTS, Step
@@ -29,6 +30,10 @@ from .vendors import AgentRequest
 
 if TYPE_CHECKING:
     import openai  # noqa: F401
+
+
+# more past screenshots than any family's history replays (UI-TARS' 5 at most)
+KEPT_SCREENSHOTS = 8
 
 
 @dataclass(slots=True)
@@ -122,7 +127,11 @@ class CompatAgent(VendorAgent["openai.OpenAI"]):
         usage = self._compat_usage(data)
         shown = Shown(sent, self.grammar.resize(sent), scaling.space)
         self._past.append(now)
-        now.reply = text
+        # what the history replays of it: bounded as the reader bounds it (a refused 10 MB reply is not sent
+        # back whole each turn), and only the screenshots a family can still replay kept in memory
+        now.reply = text[:MAX_REPLY_CHARS]
+        for old in self._past[:-KEPT_SCREENSHOTS]:
+            old.image = old.half = ""
         try:
             reply = self.grammar.read(text, self._cursor)
         except ReplyError as exc:

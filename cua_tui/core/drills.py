@@ -14,7 +14,7 @@ import hashlib
 import math
 import random
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -29,7 +29,10 @@ from .values import Answer, DecisionRequest, Frame, SafetyCheck
 LIBRARY_FILE = "drills.json"
 MAX_LIBRARY_BYTES = 1024 * 1024
 MAX_DRILLS = 500
-MAX_SCREEN_BYTES = 4 * 1024 * 1024
+MiB = 1024 * 1024
+MAX_SCREEN_BYTES = 4 * MiB
+# all of a library's screens together (each run holds its library's in memory)
+MAX_SCREENS_BYTES = 64 * MiB
 ID = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
 # the answer a reviewer gave a drill, as its record names it
 ANSWERS = ("approve", "reject", "takeover", "kill", "none")
@@ -221,7 +224,20 @@ def load_library(folder: Path) -> tuple[Drill, ...]:
     entries = data.get("drills") if isinstance(data, dict) else None
     if not isinstance(entries, list) or len(entries) > MAX_DRILLS:
         raise DrillError(f"drill library {visible(str(manifest), limit=200)}: drills is a list of at most {MAX_DRILLS}")
-    drills = [drill_of(entry, folder, f"{manifest.name} drill {n + 1}") for n, entry in enumerate(entries)]
+    held = 0
+
+    def read_screen(name: str) -> bytes:
+        # every screen is held in memory for the run: the library's are bounded together, not only each
+        nonlocal held
+        data = safeio.read_small_file(folder / name, MAX_SCREEN_BYTES, "a drill's screen")
+        held += len(data)
+        if held > MAX_SCREENS_BYTES:
+            raise DrillError(
+                f"drill library {visible(str(folder), limit=200)}: its screens pass {MAX_SCREENS_BYTES // MiB} MiB"
+            )
+        return data
+
+    drills = [drill_of(entry, f"{manifest.name} drill {n + 1}", read_screen) for n, entry in enumerate(entries)]
     ids = [d.id for d in drills]
     if len(set(ids)) != len(ids):
         raise DrillError(f"drill library {visible(str(manifest), limit=200)}: a drill id is used twice")
@@ -232,8 +248,8 @@ _FIELDS = {"id", "kind", "answer", "why", "missed", "reason", "rule", "words", "
            "checks", "source"}  # fmt: skip
 
 
-def drill_of(entry: Any, folder: Path, where: str) -> Drill:
-    """One drill of a library, every field checked."""
+def drill_of(entry: Any, where: str, read_screen: Callable[[str], bytes]) -> Drill:
+    """One drill of a library, every field checked; ``read_screen`` gives the bytes of the PNG it names."""
     if not isinstance(entry, dict):
         raise DrillError(f"{where}: not an object")
     extra = set(entry) - _FIELDS
@@ -275,16 +291,16 @@ def drill_of(entry: Any, folder: Path, where: str) -> Drill:
         checks.append(SafetyCheck(check["id"][:80], check["code"][:80], check["message"][:500]))
     if kind == "safety_check" and not checks:
         raise DrillError(f"{where}: a safety-check drill needs its checks")
-    frame = _screen(folder, entry.get("screen"), where)
+    frame = _screen(entry.get("screen"), where, read_screen)
     return Drill(drill_id, kind, answer, texts["why"], texts["reason"], texts["rule"], texts["words"], frame,
                  action, tuple(checks), texts["missed"], texts["source"])  # fmt: skip
 
 
-def _screen(folder: Path, name: Any, where: str) -> Frame:
+def _screen(name: Any, where: str, read_screen: Callable[[str], bytes]) -> Frame:
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,100}\.png", name):
         raise DrillError(f"{where}: screen names a PNG in the library's folder")
     try:
-        data = safeio.read_small_file(folder / name, MAX_SCREEN_BYTES, "a drill's screen")
+        data = read_screen(name)
         width, height = png_size(data)
     except (safeio.FileProblem, ValueError) as exc:
         raise DrillError(f"{where}: screen {name}: {one_line(str(exc), 160)}") from None

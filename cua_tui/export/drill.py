@@ -123,16 +123,9 @@ def make_drill(
         entry["action"], entry["text"] = action.to_record(), text
     if decision.checks:
         entry["checks"] = [{k: str(c.get(k, ""))[:500] for k in ("id", "code", "message")} for c in decision.checks]
-    return _checked(entry, screen.png), screen.png
-
-
-def _checked(entry: dict[str, Any], png: bytes) -> Drill:
-    """The entry read back as the library reads it (every field checked), from a folder holding its PNG."""
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as folder:
-        (Path(folder) / entry["screen"]).write_bytes(png)
-        return drill_of(entry, Path(folder), "the new drill")
+    png = screen.png
+    # read back as the library reads a drill, every field checked
+    return drill_of(entry, "the new drill", lambda _name: png), png
 
 
 def add_to_library(folder: Path, drill: Drill, png: bytes) -> Path:
