@@ -121,7 +121,10 @@ def queue_runs(screen: str) -> set[str]:
     """The tasks whose requests the queue table lists as pending (a row that closed under the cursor stays,
     marked closed, until the cursor moves: not pending)."""
     box = screen.split("Approval queue", 1)[1].split("╰", 1)[0]
-    rows = [line for line in box.splitlines() if "closed" not in line]
+    # only the queue's own column: a wide terminal puts the desktop pane beside it, titled by the task its
+    # panel shows (the run of a closed request too)
+    rows = [cells[1] for line in box.splitlines()[1:] if len(cells := line.split("│")) > 2]
+    rows = [row for row in rows if "closed" not in row]
     return {task for task in TASKS if any(task in row for row in rows)}
 
 
