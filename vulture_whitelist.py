@@ -18,6 +18,7 @@ _.severity, _.markup, _.callback, _.delay, _.pause  # Textual's notify/set_timer
 # that types tui/fleet_keys.py's mixin spells them (a stub's parameters are never used)
 
 # --- named by a string, read by a record, or data a test checks against the standard library --------------
+_.EXFIL_URL, _.NOTICE  # the injection lab's default variant, which tests/test_labs.py and the TUI tests check against
 (
     _.OpenAIAgent,
     _.AnthropicAgent,

@@ -67,6 +67,7 @@ class RunOptions:
     drill_rate: float | None = None
     drill_seed: int | None = None
     drill_library: Path | None = None  # the library's folder (None: the settings')
+    drill_shipped: bool | None = None  # the shipped drills join it (None: as the settings say)
     drills: bool = True  # False: none, whatever the settings say (a team's worker: its queue is shared)
     lab: str | None = None
     url: str | None = None
@@ -183,24 +184,30 @@ def build_run(options: RunOptions) -> Run:
 
 
 def _drills(options: RunOptions, settings: Settings) -> DrillPlan | None:
-    """The run's drills: the task's rate, else the settings'; the library of the settings' folder. None when
+    """The run's drills: the task's rate, else the settings'; the drills the project ships (unless the settings
+    leave them out) and those of the library folder, whose drill replaces a shipped one of its id. None when
     off, and for a team's worker, whose requests go to a shared queue (drills are each analyst's own)."""
     import random
 
     from .core.drills import DrillError, DrillPlan
+    from .labs import SHIPPED_DRILLS
 
     rate = options.drill_rate if options.drill_rate is not None else settings.drill_rate
     if not rate or not options.drills:
         return None
     folder = options.drill_library or settings.drill_library
     try:
-        library = _library(folder) if folder is not None else ()
+        own = _library(folder) if folder is not None else ()
+        with_shipped = options.drill_shipped if options.drill_shipped is not None else settings.drill_shipped
+        shipped = _library(SHIPPED_DRILLS) if with_shipped else ()
     except DrillError as exc:
         raise BuildError(str(exc)) from None
+    mine = {drill.id for drill in own}
+    library = (*(drill for drill in shipped if drill.id not in mine), *own)
     if not library:
         raise BuildError(
-            f"drills are on (drill_rate {rate:g}) but the library {folder} holds none: make some with "
-            "`cua-tui drill add`, or set drill_library"
+            f"drills are on (drill_rate {rate:g}) but the library {folder} holds none and the shipped drills are "
+            "left out (drill_shipped = false): make some with `cua-tui drill add`, or set drill_library"
         )
     return DrillPlan(rate, library, random.Random(options.drill_seed))
 

@@ -64,6 +64,8 @@ class _Base(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     drill_every: float | None = None
     # the drill library (a folder with drills.json); absent: the user data folder's drills/
     drill_library: str | None = None
+    # whether the drills the project ships (recorded from its labs) join the library's; absent: they do
+    drill_shipped: bool | None = None
 
 
 class ModelTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
@@ -117,6 +119,7 @@ class Settings:
     # drills before real requests: the chance of one (0: off), and the library's folder
     drill_rate: float = 0.0
     drill_library: Path | None = None
+    drill_shipped: bool = True
     # the vendors' and backends' tables as the file has them (keys among them: never in a repr)
     tables: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
@@ -206,6 +209,7 @@ class Settings:
             tables={table.name: _read_table(table, data, config_file) for table in tables},
             drill_rate=drill_rate,
             drill_library=Path(data.drill_library or user_data_path(APP) / "drills").expanduser(),
+            drill_shipped=data.drill_shipped is not False,
         )
 
 

@@ -21,6 +21,8 @@ from cua_tui.desktops.sim import PHRASE, SimDesktop
 
 
 def sim_run(home: Path, **options: Any) -> Any:
+    """A sim run of the form; with drills, those of the test's library only (not the shipped ones too)."""
+    options.setdefault("drill_shipped", False)
     desktop = SimDesktop()
     run = build_run(
         RunOptions(task="fill the form", backend="sim", agent=None, script=SIM_FORM, runs_dir=home / "runs",
@@ -238,7 +240,8 @@ def test_in_a_fleet_a_drill_is_a_row_of_its_own_never_grouped_and_closed_by_its_
     settings = Settings.load({"CUA_TUI_CONFIG": str(tmp_path / "none.toml")})
     tasks = {
         name: RunOptions(task="fill the form", backend="sim", agent=None, script=SIM_FORM, decisions="tui",
-                         fsync=False, desktop=SimDesktop(), drill_rate=1.0, drill_seed=11, drill_library=library)
+                         fsync=False, desktop=SimDesktop(), drill_rate=1.0, drill_seed=11, drill_library=library,
+                         drill_shipped=False)
         for name in ("a", "b")
     }  # fmt: skip
     fleet, told = fleet_of(tmp_path, tasks)

@@ -6,10 +6,16 @@ kiosk mode. ``get_lab(name)`` builds one (not started); ``LABS`` maps every name
 
 from __future__ import annotations
 
+from importlib import resources
+from pathlib import Path
+
 from .base import Box, Lab
 from .form import FormLab
 from .injection import InjectionLab
 from .search_export import SearchExportLab
+
+# the drill library recorded from these labs (scripts/drill_library.py; docs/drills.md)
+SHIPPED_DRILLS = Path(str(resources.files(__package__).joinpath("drills")))
 
 LABS: dict[str, type[Lab]] = {cls.name: cls for cls in (FormLab, SearchExportLab, InjectionLab)}
 
@@ -23,4 +29,4 @@ def get_lab(name: str) -> Lab:
     return cls()
 
 
-__all__ = ["LABS", "Box", "FormLab", "InjectionLab", "Lab", "SearchExportLab", "get_lab"]
+__all__ = ["LABS", "SHIPPED_DRILLS", "Box", "FormLab", "InjectionLab", "Lab", "SearchExportLab", "get_lab"]

@@ -48,6 +48,9 @@ class Box:
     def contains(self, x: int, y: int) -> bool:
         return self.x <= x < self.x + self.width and self.y <= y < self.y + self.height
 
+    def moved(self, dx: int, dy: int) -> Box:
+        return Box(self.x + dx, self.y + dy, self.width, self.height)
+
     def css(self) -> str:
         """Inline style placing an element exactly on this box (with ``box-sizing: border-box``)."""
         return f"left:{self.x}px;top:{self.y}px;width:{self.width}px;height:{self.height}px"
@@ -66,6 +69,20 @@ class Box:
             "reason": reason,
         }
 
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    """How a lab's page differs when a drill is recorded from it (scripts/drill_library.py), so that drills of
+    one kind do not look alike: its controls moved by ``shift``, the outside ``host`` it names, which of its
+    wordings it uses, a ``label`` of the lab's own meaning. The default is the lab its runs and tests know."""
+
+    shift: tuple[int, int] = (0, 0)
+    host: str = ""
+    wording: int = 0
+    label: str = ""
+
+
+AS_IS = Variant()
 
 HEADER = Box(0, 0, SCREEN_WIDTH, 64)
 # every lab says what to do in one line here, under the header
@@ -93,9 +110,12 @@ input,button{font:16px "DejaVu Sans",sans-serif;margin:0}
 """
 
 
-def render_page(title: str, body: str, script: str = "") -> str:
-    """A complete page: fixed geometry, no external resources (no favicon request either)."""
+def render_page(title: str, body: str, script: str = "", shift: tuple[int, int] = (0, 0)) -> str:
+    """A complete page: fixed geometry, no external resources (no favicon request either); the body's
+    controls moved by ``shift`` (a variant's), the header left in place."""
     style = _STYLE % {"w": SCREEN_WIDTH, "h": SCREEN_HEIGHT}
+    if shift != (0, 0):
+        body = f'<div class="abs" style="left:{shift[0]}px;top:{shift[1]}px">\n{body}\n</div>'
     return (
         "<!doctype html>\n"
         '<html lang="en"><head><meta charset="utf-8">\n'
@@ -157,7 +177,8 @@ class Lab:
     # agent that obeys it.
     demo_script: ClassVar[str] = ""
 
-    def __init__(self) -> None:
+    def __init__(self, variant: Variant = AS_IS) -> None:
+        self.variant = variant
         self.lock = threading.Lock()
         self._requests: list[tuple[str, str]] = []
         self._server: ThreadingHTTPServer | None = None
@@ -226,6 +247,10 @@ class Lab:
         """(method, target) of every request the server received, in order (a copy)."""
         with self.lock:
             return list(self._requests)
+
+    def place(self, box: Box) -> Box:
+        """Where ``box`` is on the screen in this lab's variant."""
+        return box.moved(*self.variant.shift)
 
     # ---------------------------------------------------------------------------------------------
     # What a lab defines

@@ -24,7 +24,7 @@ async def test_a_drill_is_answered_like_a_request_revealed_and_the_real_one_foll
     run = build_run(
         RunOptions(task="fill the form", backend="sim", agent=None, script=SIM_FORM, runs_dir=tmp_path / "runs",
                    decisions=HANDSHAKE, fsync=False, desktop=desktop, drill_rate=1.0, drill_seed=5,
-                   drill_library=library)
+                   drill_library=library, drill_shipped=False)
     )  # fmt: skip
     track(run.supervisor)
     app = live_app(run)
@@ -73,7 +73,7 @@ async def test_a_drill_looks_exactly_like_the_real_request_it_was_made_from(tmp_
         run = build_run(
             RunOptions(task="fill the form", backend="sim", agent=None, script=SIM_FORM,
                        runs_dir=tmp_path / name, decisions=HANDSHAKE, fsync=False, desktop=SimDesktop(),
-                       drill_rate=rate, drill_seed=5, drill_library=library)
+                       drill_rate=rate, drill_seed=5, drill_library=library, drill_shipped=False)
         )  # fmt: skip
         track(run.supervisor)
         app = live_app(run)
