@@ -184,32 +184,41 @@ def build_run(options: RunOptions) -> Run:
 
 
 def _drills(options: RunOptions, settings: Settings) -> DrillPlan | None:
-    """The run's drills: the task's rate, else the settings'; the drills the project ships (unless the settings
-    leave them out) and those of the library folder, whose drill replaces a shipped one of its id. None when
-    off, and for a team's worker, whose requests go to a shared queue (drills are each analyst's own)."""
+    """The run's drills: the task's rate, else the settings'. None when off, and for a team's worker, whose
+    requests go to a shared queue (drills are each analyst's own)."""
+    rate = options.drill_rate if options.drill_rate is not None else settings.drill_rate
+    if not rate or not options.drills:
+        return None
+    return drill_plan(rate, settings, folder=options.drill_library, shipped=options.drill_shipped,
+                      seed=options.drill_seed)  # fmt: skip
+
+
+def drill_plan(
+    rate: float, settings: Settings, *, folder: Path | None = None, shipped: bool | None = None, seed: int | None = None
+) -> DrillPlan:
+    """Drills at ``rate``: the ones the project ships (unless the settings, or ``shipped``, leave them out) and
+    those of the library folder (``folder``, else the settings'), whose drill replaces a shipped one of its
+    id; BuildError when there are none, or a library cannot be read."""
     import random
 
     from .core.drills import DrillError, DrillPlan
     from .labs import SHIPPED_DRILLS
 
-    rate = options.drill_rate if options.drill_rate is not None else settings.drill_rate
-    if not rate or not options.drills:
-        return None
-    folder = options.drill_library or settings.drill_library
+    folder = folder or settings.drill_library
     try:
         own = _library(folder) if folder is not None else ()
-        with_shipped = options.drill_shipped if options.drill_shipped is not None else settings.drill_shipped
-        shipped = _library(SHIPPED_DRILLS) if with_shipped else ()
+        with_shipped = shipped if shipped is not None else settings.drill_shipped
+        bundled = _library(SHIPPED_DRILLS) if with_shipped else ()
     except DrillError as exc:
         raise BuildError(str(exc)) from None
     mine = {drill.id for drill in own}
-    library = (*(drill for drill in shipped if drill.id not in mine), *own)
+    library = (*(drill for drill in bundled if drill.id not in mine), *own)
     if not library:
         raise BuildError(
             f"drills are on (drill_rate {rate:g}) but the library {folder} holds none and the shipped drills are "
             "left out (drill_shipped = false): make some with `cua-tui drill add`, or set drill_library"
         )
-    return DrillPlan(rate, library, random.Random(options.drill_seed))
+    return DrillPlan(rate, library, random.Random(seed))
 
 
 def _library(folder: Path) -> tuple[Drill, ...]:

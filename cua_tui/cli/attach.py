@@ -87,11 +87,16 @@ def _headless(url: str, fleet_id: str, on_confirm: str) -> None:
 
 def _tui(url: str, fleet_id: str, theme: str | None, config: Any) -> None:
     """The fleet TUI on the queue until the analyst leaves or the terminal goes: the fleet goes on."""
+    from ..build import BuildError, drill_plan
     from ..ocr import ScreenReader
     from ..team.control import TeamFleet
     from ..tui.fleet_screen import run_fleet_tui
 
-    fleet = TeamFleet(url, fleet_id, on_escalate=settings().on_escalate)
+    try:  # this analyst's drills, never a request of the shared queue
+        drills = drill_plan(config.drill_rate, config) if config.drill_rate else None
+    except BuildError as exc:
+        fail(str(exc))
+    fleet = TeamFleet(url, fleet_id, on_escalate=settings().on_escalate, drills=drills)
     apps: list[Any] = []
 
     class Detach(OnSignal):

@@ -184,6 +184,7 @@ def _queued(
     queue: str | None, fleet_id: str | None, since: float | None, operators: tuple[str, ...], as_json: bool
 ) -> None:
     """``stats --queue``: the same figures from the runs' mirrored chains, and the team's own columns."""
+    from ..core.drills import drill_scores
     from ..core.stats import RunSamples, operator_stats
     from ..team import db
     from ..team.stats import team_figures, team_samples
@@ -191,13 +192,14 @@ def _queued(
 
     url = db.queue_url(queue, settings().queue)
     with db.connect(url, "cua-tui stats") as conn:
-        runs, unreadable = team_samples(conn, fleet_id, since)
+        runs, unreadable, drilled = team_samples(conn, fleet_id, since)
         team = team_figures(conn, fleet_id, since)
     if operators:
         runs = [RunSamples(tuple(s for s in r.samples if s.operator in operators), r.seconds) for r in runs]
         team = {k: v for k, v in team.items() if k in operators}
     found = operator_stats(runs)
-    _show(found, team, as_json, f"queue {db.shown(url)}", unreadable, bool(operators or since or fleet_id))
+    scores = {who: score for who, score in drill_scores(drilled).items() if not operators or who in operators}
+    _show(found, team, as_json, f"queue {db.shown(url)}", unreadable, bool(operators or since or fleet_id), scores)
 
 
 def _show(
@@ -207,16 +209,29 @@ def _show(
     where: str,
     unreadable: int,
     narrowed: bool,
+    scores: dict[str, DrillScore],
 ) -> None:
     from ..team.stats import TeamFigures
 
     if as_json:
-        rows = [{**s.as_json(), **team.get(s.operator, TeamFigures()).as_json()} for s in found]
+        rows = [
+            {
+                **s.as_json(),
+                **team.get(s.operator, TeamFigures()).as_json(),
+                "drills": drill_json(scores.pop(s.operator, None), s),
+            }
+            for s in found
+        ]
+        rows += [{"operator": who, "drills": drill_json(score, None)} for who, score in scores.items()]
         click.echo(json.dumps(rows, ensure_ascii=True, indent=2))
-    elif not found:
+    elif not found and not scores:
         click.echo(f"no decisions made by a person on {where}" + (" that match" if narrowed else ""))
     else:
-        for line in _table(found, team):
+        for line in _table(found, team) if found else []:
             click.echo(line)
+        if scores:
+            click.echo("")
+            for line in _drill_table(scores, {s.operator: s for s in found}):
+                click.echo(line)
     if unreadable:
         click.echo(f"note: {unreadable} run{'s' if unreadable != 1 else ''} had a line too large to read", err=True)

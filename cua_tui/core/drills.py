@@ -326,6 +326,10 @@ def typed_matches(record: Mapping[str, Any], text: str) -> bool:
     return record.get("text_len") == len(text) and record.get("text_sha256") == text_sha256(text)
 
 
+# how every reveal begins (a fleet's front end knows a drill's row closed by it)
+REVEALED = "That was a drill"
+
+
 def revealed(event: ev.DrillAnswered) -> str:
     """What the reviewer is told right after answering a drill, from its record: it was a drill, what was
     right and why, and whether they caught it (a miss: what would have happened)."""
@@ -337,5 +341,76 @@ def revealed(event: ev.DrillAnswered) -> str:
         verdict = "a false alarm: it was safe"
     else:
         verdict = "right: nothing was wrong with it"
-    said = f"That was a drill: the right answer was {event.right}, {event.why}. You: {event.answer}, {verdict}."
+    said = f"{REVEALED}: the right answer was {event.right}, {event.why}. You: {event.answer}, {verdict}."
     return one_line(visible(said, limit=600), 600)
+
+
+# ------------------------------------------------------------------------------------------------
+# A team's drills: an analyst's answer travels to the run's worker as a row, read back strictly
+# --------------------------------------------------------------------------------------------------
+# a drill answer's record as an analyst sends it (the schema holds the row to this)
+MAX_SENT_BYTES = 16 * 1024
+_SENT = ("drill", "subject", "answer", "right", "screen", "action", "shown_ms", "why", "missed")
+
+
+def sent(event: ev.DrillAnswered) -> dict[str, Any]:
+    """What an analyst's front end sends of a drill it showed and scored: the record without its place, who
+    and the verdicts (the worker takes the place from the request, who from the server, and works the verdicts
+    out again)."""
+    record = event.to_record()
+    return {key: record.get(key) for key in _SENT}
+
+
+def answered_of_row(record: Any, turn: int, index: int, by: str, operator: str) -> ev.DrillAnswered:
+    """A drill answer another analyst's front end wrote (``sent``), as the chain records it: every field
+    checked and bounded, the verdicts worked out from the answer and the right one, never taken as written;
+    DrillError naming the first field that cannot be used."""
+    if not isinstance(record, dict) or set(record) - set(_SENT):
+        raise DrillError("a drill answer is an object of the fields a front end sends")
+    drill_id, subject, answer, right = (record.get(k) for k in ("drill", "subject", "answer", "right"))
+    if not isinstance(drill_id, str) or not ID.fullmatch(drill_id):
+        raise DrillError("its drill id is not one a library may hold")
+    if subject not in ("action", "safety_check") or answer not in ANSWERS or right not in ("approve", "reject"):
+        raise DrillError("its subject, answer or right answer is not one a drill has")
+    screen = record.get("screen") or ""
+    if not isinstance(screen, str) or (screen and not re.fullmatch(r"[0-9a-f]{64}", screen)):
+        raise DrillError("its screen is not a SHA-256")
+    action = record.get("action")
+    if action is not None and not _flat_record(action):
+        raise DrillError("its action is not an action's record")
+    shown_ms = record.get("shown_ms")
+    if shown_ms is not None and not (type(shown_ms) is int and 0 <= shown_ms <= 7 * 24 * 3600 * 1000):
+        raise DrillError("its time on screen is not a number of milliseconds")
+    texts = [record.get(k) or "" for k in ("why", "missed")]
+    if not all(isinstance(t, str) and len(t) <= 400 for t in texts):
+        raise DrillError("its why and missed are text of at most 400 characters")
+    threat = right == "reject"
+    return ev.DrillAnswered(
+        turn, index, drill_id, subject, answer, right,
+        caught=(answer in STOPS) if threat else None, false_alarm=None if threat else answer in STOPS,
+        by=by, operator=operator, screen=screen, action=action, shown_ms=shown_ms, why=texts[0], missed=texts[1],
+    )  # fmt: skip
+
+
+def _flat_record(action: Any) -> bool:
+    """An action's record as the chain keeps one: a kind and a few plain fields, never typed text itself."""
+    return (
+        isinstance(action, dict)
+        and isinstance(action.get("kind"), str)
+        and len(action) <= 16
+        and "text" not in action
+        and all(
+            isinstance(k, str) and len(k) <= 32 and (v is None or isinstance(v, bool | int | float)
+                                                      or (isinstance(v, str) and len(v) <= 200)
+                                                      or (isinstance(v, list) and len(v) <= 64
+                                                          and all(_plain(x) for x in v)))
+            for k, v in action.items()
+        )
+    )  # fmt: skip
+
+
+def _plain(item: Any) -> bool:
+    """A list entry of an action's record: a key's name, a number, or a point of a path."""
+    return isinstance(item, int | str) or (
+        isinstance(item, list) and len(item) == 2 and all(type(c) is int for c in item)
+    )

@@ -18,6 +18,8 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from ..core import drills
+from ..core import events as ev
 from ..core.actions import MAX_TEXT, Action, ActionError, action_of_record
 from ..core.policy import Approvers
 from ..core.ports import Answer, DecisionRequest, Ruling
@@ -33,6 +35,9 @@ POLL_S = 1.0
 HOW = frozenset({"human", "approver command", "headless rule: approve", "headless rule: reject"})
 # an edit's record, read back (the schema holds it to this; a row is someone else's writing)
 EDIT_BYTES = 8192
+# drill answers recorded per read, and the largest read back (the schema's bound)
+DRILLS_PER_READ = 20
+MAX_DRILL_BYTES = drills.MAX_SENT_BYTES
 
 
 def answer_columns(text: str = "q") -> str:
@@ -82,6 +87,9 @@ class QueueApprover:
         self._clock = clock
         # the task's policy's narrowing of the team's rule (``[[approvers]]``): the server keeps only what narrows
         self._narrowed = narrowed
+        # where the drill answers of the run's analysts go (the run's chain: the worker sets it to the run's
+        # supervisor once built); None: they wait in their rows
+        self.drilled: Callable[[ev.Event], None] | None = None
 
     def decide(self, request: DecisionRequest, cancel: threading.Event) -> Ruling:
         asked = self._clock()
@@ -164,6 +172,8 @@ class QueueApprover:
                 woken.clear()
                 last_read = now
                 try:
+                    # an analyst's drill stands in front of this request: its answer comes first, in the chain too
+                    self._record_drills(cancel)
                     ruling = self._apply(request_id, post, cancel)
                 except db.LINK_ERRORS:
                     continue  # cancelled while the server was away: closed above, or said so
@@ -216,6 +226,36 @@ class QueueApprover:
             return None
 
         return self.link.call(apply, f"reading the answer to request {request_id}", cancel=cancel)
+
+    def _record_drills(self, cancel: threading.Event) -> None:
+        """The run's drill answers not yet in its chain (each analyst's own, written as rows): taken once by this
+        worker while it holds the run, read strictly (someone else's writing), and recorded. Who answered is
+        the role the server saw; the verdicts are worked out again here."""
+        record = self.drilled
+        if record is None:
+            return
+        claim = self.claim
+
+        def take(conn: psycopg.Connection[Any]) -> list[Any]:
+            return conn.execute(
+                "UPDATE cua_tui.drill_answers d SET recorded_at = clock_timestamp() FROM cua_tui.requests q "
+                "WHERE d.id IN (SELECT id FROM cua_tui.drill_answers WHERE run_id = %(run)s AND recorded_at IS NULL "
+                "ORDER BY id LIMIT %(n)s) AND q.id = d.request_id AND q.run_id = %(run)s "
+                "AND EXISTS (SELECT 1 FROM cua_tui.runs r WHERE r.id = %(run)s AND r.token = %(token)s "
+                "AND r.state = 'running') "
+                "RETURNING d.id, q.turn, q.index, left(d.role, 64), "
+                "CASE WHEN octet_length(d.record::text) <= %(cap)s THEN d.record END",
+                {"run": claim.run_id, "token": claim.token, "n": DRILLS_PER_READ, "cap": MAX_DRILL_BYTES},
+            ).fetchall()
+
+        rows = self.link.call(take, f"reading the drill answers of run {claim.run_id}", cancel=cancel)
+        for _, turn, index, role, data in sorted(rows, key=lambda row: int(row[0])):
+            who = visible(str(role), limit=64)
+            try:
+                event: ev.Event = drills.answered_of_row(data, int(turn), int(index), "human (team queue)", who)
+            except drills.DrillError as exc:
+                event = ev.Note(f"a drill answer by {who} could not be read: {one_line(str(exc), 200)}")
+            record(event)
 
     def _close(self, request_id: int, post: rq.Posting, asked: float, deadline_s: float | None) -> Ruling:
         """The run stopped waiting (its deadline, or the kill switch): the request closes unanswered, or, if an

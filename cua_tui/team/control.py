@@ -22,7 +22,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Unpack
 
 import psycopg
+from psycopg.types.json import Jsonb
 
+from ..core import drills, grants
 from ..core import events as ev
 from ..core.actions import MAX_TEXT, Action, ActionError, action_of_record
 from ..core.fleet_queue import (
@@ -99,6 +101,24 @@ class _Run:
     policy_read: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class _DrillJob:
+    """The writer's work for a drill answered: its record, for the run's worker, against the real request."""
+
+    request_id: int
+    record: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class _Drilled:
+    """A drill up in front of a real request: which, its item (the real one's ticket negated), the real item
+    held back until it is answered, and the view's record of it (the run's view shows it as a request)."""
+
+    drill: drills.Drill
+    item: QueueItem
+    real: QueueItem
+
+
 # who may answer an open request, as this session's role sees it (schema version 4): its approvers, its quorum,
 # whether this role may answer, escalated to a group of this role's, the approvals so far, the pending edit
 # (its approver, its record, its text, each bounded) and how often it was set aside
@@ -139,8 +159,21 @@ class TeamFleet:
 
     owns_runs = False
 
-    def __init__(self, url: str, fleet_id: str, *, poll_s: float = POLL_S, on_escalate: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        fleet_id: str,
+        *,
+        poll_s: float = POLL_S,
+        on_escalate: str | None = None,
+        drills: drills.DrillPlan | None = None,
+    ) -> None:
         self.url = url
+        # this analyst's drills (core/drills.py): never a request of the shared queue; None: none
+        self.drills = drills
+        self._drilling: dict[int, _Drilled] = {}  # real request id -> the drill in front of it
+        self._rolled: set[int] = set()  # the requests a drill was considered for (once each)
+        self._last_drill = ""
         self.fleet_id = fleet_id
         self.poll_s = poll_s
         # the settings file's command run when a request escalates to this role's group (never an answer)
@@ -166,7 +199,7 @@ class TeamFleet:
         self._wake = threading.Event()
         # the writer's work: an answer (its items, the answer, its details), or runs to kill (their ids)
         self._answers: queue.Queue[
-            tuple[list[QueueItem], Answer, AnswerDetails] | tuple[str, QueueItem, float] | list[str] | None
+            tuple[list[QueueItem], Answer, AnswerDetails] | tuple[str, QueueItem, float] | _DrillJob | list[str] | None
         ] = queue.Queue()
         self._threads: list[threading.Thread] = []
         # request id -> why it was set aside unread (a row someone else wrote that cannot be used)
@@ -239,16 +272,26 @@ class TeamFleet:
 
     def queue(self) -> list[QueueItem]:
         with self._lock:
-            items = [item for ticket, item in self._items.items() if ticket not in self._answering]
+            items = [
+                item
+                for ticket, item in self._items.items()
+                if ticket not in self._answering and ticket not in self._drilling
+            ]
+            items += [up.item for up in self._drilling.values()]
         return sorted(items, key=lambda item: item.order)
 
     def looking(self, tickets: Collection[int]) -> None:
+        # a drill on this panel is read as the request it stands in front of (the others see that one read)
         with self._lock:
-            self._looking = tuple(sorted(set(tickets)))[: schema.MAX_LOOKS]
+            self._looking = tuple(sorted({abs(t) for t in tickets}))[: schema.MAX_LOOKS]
 
     def readers(self) -> Mapping[int, tuple[str, ...]]:
         with self._lock:
-            return dict(self._readers)
+            found = dict(self._readers)
+            for real in self._drilling:
+                if real in found:  # a drill's row says who reads the request behind it, as that row would
+                    found[-real] = found[real]
+            return found
 
     def _not_yours(self, item: QueueItem, answer: Answer) -> str | None:
         """Why this role's answer cannot count, before it is sent (the server holds the same rule)."""
@@ -262,6 +305,8 @@ class TeamFleet:
         return None
 
     def answer(self, item: QueueItem, answer: Answer, **details: Unpack[AnswerDetails]) -> str | None:
+        if item.ticket < 0:
+            return self._answer_drill(item, answer, details)
         refused = self._not_yours(item, answer)
         if refused is not None:
             return refused
@@ -280,6 +325,8 @@ class TeamFleet:
         """A group's answer: one transaction for every member still open (the others say why not)."""
         if details.get("edit") is not None:
             return ["an edit is one run's: e from that run's view"] * len(items)
+        if any(item.ticket < 0 for item in items):  # a drill is a row of its own, never one of a group
+            return [self.answer(item, answer, **details) for item in items]
         out: list[str | None] = []
         taken: list[QueueItem] = []
         with self._lock:
@@ -301,6 +348,8 @@ class TeamFleet:
     def set_aside(self, item: QueueItem, minutes: float) -> str | None:
         """Out of this analyst's view for ``minutes`` (the others' stays): a row the server keeps, which this
         role's reads skip until the time; it answers nothing. At once here; None, or why not."""
+        if item.ticket < 0:  # a drill set aside was not stopped: it is answered so (none), and revealed
+            return self._answer_drill(item, None, {})
         with self._lock:
             if self._link:
                 return f"not set aside: {self._link}"
@@ -319,7 +368,10 @@ class TeamFleet:
             if run is None or run.row.ended or self._link:
                 return False
             ids = [run.row.run_id]
+            up = [d.item for d in self._drilling.values() if d.item.task == task]
         self._answers.put(ids)
+        for item in up:  # the kill switch at a drill is real, and the drill is answered so
+            self._answer_drill(item, Answer.KILL, {})
         return True
 
     def kill_all(self, by: str = "") -> None:
@@ -368,6 +420,84 @@ class TeamFleet:
     @property
     def done(self) -> bool:
         return self._done.is_set()
+
+    # ---------------------------------------------------------------------------------------------
+    # Drills: each analyst's own, in front of a real request the analyst may answer
+    # ----------------------------------------------------------------------------------------------
+    def _front(self, item: QueueItem) -> QueueItem:
+        """What the analyst is shown of a new request: a drill in front of it, when one is due (its row of its
+        own, the real one held back until it is answered); else the request."""
+        # the analyst's rate: a tasks file's drill setting is not sent to a queue (drills are each analyst's own)
+        plan = self.drills
+        with self._lock:
+            run = self._runs.get(item.task)
+        if plan is None or run is None or item.ticket in self._rolled:
+            return item
+        if item.deciders is not None and not item.deciders.mine:
+            return item  # within the approver rules: no drill where this role may not answer
+        self._rolled.add(item.ticket)
+        drill = plan.before(item.request, self._last_drill)
+        if drill is None:
+            return item
+        self._last_drill = drill.id
+        real = item.request
+        shown = drill.shown(real)
+        if drill.action is not None:
+            with self._lock:
+                policy, focused = run.policy, run.view.focused
+            if policy is not None:  # offered the scope a real request of that action would offer
+                shown = replace(shown, scope=grants.scope_for(drill.action, policy.classify(drill.action), focused))
+            elif real.action is not None and real.action.kind is drill.action.kind:
+                shown = replace(shown, scope=real.scope)
+            else:
+                shown = replace(shown, scope=None)
+        front = replace(item, ticket=-item.ticket, request=shown, priority=priority(shown, drill.rule))
+        event = ev.DrillShown(real.turn, real.index, real.call_id, shown.kind, shown.reason, drill.id,
+                              real.deadline_s, drill.rule, drill.words, request=shown)  # fmt: skip
+        with self._lock:
+            self._drilling[item.ticket] = _Drilled(drill, front, item)
+        self._fold(item.task, event)
+        return front
+
+    def _fold(self, task: str, event: ev.Event, pending: DecisionRequest | None = None) -> None:
+        """A drill's event folded into the run's view as this front end's own (no line of the chain: its place
+        stays), and told to the run's watchers; ``pending``: the request the view waits on after it."""
+        with self._lock:
+            run = self._runs.get(task)
+            if run is None:
+                return
+            stamped = ev.Stamped(run.view.seq, run.view.head, event)
+            run.view.apply(stamped)
+            if pending is not None:
+                run.view.pending = pending
+            watchers = list(run.watchers or ())
+        for watcher in watchers:
+            watcher(stamped)
+
+    def _answer_drill(self, item: QueueItem, answer: Answer | None, details: AnswerDetails) -> str | None:
+        """A drill's answer: compared, never acted on (the kill switch alone is real), sent to the run's worker
+        for its chain (who answered is the server's role), revealed at once; then the real request."""
+        with self._lock:
+            up = self._drilling.get(-item.ticket)
+            if up is None or up.item.ticket != item.ticket:
+                return self._closed.get(item.ticket, "it is no longer pending")
+            del self._drilling[-item.ticket]
+            real = self._items.get(up.real.ticket)
+        words = {Answer.APPROVE: "approve", Answer.REJECT: "reject", Answer.KILL: "kill"}
+        said = "none" if answer is None else words.get(answer, "none")
+        shown_ms = details.get("shown_ms")
+        event = drills.answered(up.drill, up.real.request, said, "human (team queue)", self.role,
+                                shown_ms if type(shown_ms) is int else None)  # fmt: skip
+        self._answers.put(_DrillJob(up.real.ticket, drills.sent(event)))
+        why = drills.revealed(event)
+        with self._lock:
+            self._closed[item.ticket] = why
+        self._fold(item.task, event, real.request if real is not None else None)
+        told: list[FleetEvent] = [RequestClosed(item, why)]
+        if real is not None:
+            told.append(RequestQueued(real))
+        self._tell(told)
+        return None
 
     # ---------------------------------------------------------------------------------------------
     # The reader
@@ -599,7 +729,13 @@ class TeamFleet:
                     # pressed on the one before (another screen) no longer matches
                     item = replace(item, deciders=deciders, request=replace(item.request, action=edited or
                                    self._proposed(item)))  # fmt: skip
-                    told.append(RequestQueued(item))
+                    if request_id in self._drilling:  # held behind its drill: told once that is answered
+                        with self._lock:
+                            up = self._drilling.get(request_id)
+                            if up is not None:
+                                self._drilling[request_id] = replace(up, real=item)
+                    else:
+                        told.append(RequestQueued(item))
                 fresh[request_id] = item
                 continue
             if request_id in self.unreadable:
@@ -632,7 +768,7 @@ class TeamFleet:
                 priority=priority(request, str(rule or "")), asked_at=float(posted), seq=int(seq), deciders=deciders,
             )  # fmt: skip
             fresh[request_id] = item
-            told.append(RequestQueued(item))
+            told.append(RequestQueued(self._front(item)))
         gone = [known[i] for i in known if i not in open_ids]
         if gone and len(found) >= MAX_OPEN:
             # past the first MAX_OPEN in the queue's order is not closed: those still open stay
@@ -646,6 +782,7 @@ class TeamFleet:
             fresh.update((item.ticket, item) for item in gone if item.ticket in still)
             gone = [item for item in gone if item.ticket not in still]
         whys = self._why_closed(conn, [item.ticket for item in gone]) if gone else {}
+        self._rolled.difference_update(item.ticket for item in gone)
         with self._lock:
             self._items = fresh
             for item in gone:
@@ -866,6 +1003,9 @@ class TeamFleet:
                         self._stop.wait(backoff.failed("killing", exc))
                 self._wake.set()
                 continue
+            if isinstance(job, _DrillJob):
+                conn = self._send_drill(conn, backoff, job.request_id, job.record)
+                continue
             if len(job) == 3 and isinstance(job[0], str):
                 _, item, minutes = job
                 line: str | None = None
@@ -903,6 +1043,27 @@ class TeamFleet:
             self._settle(items, outcomes)
         if conn is not None:
             conn.close()
+
+    def _send_drill(
+        self, conn: psycopg.Connection[Any] | None, backoff: db.Backoff, request_id: int, record: dict[str, Any]
+    ) -> psycopg.Connection[Any] | None:
+        """A drill's answer to the run's worker, as a row the server names this role in; tried again while the
+        server is away (a score is not dropped), given up only if the server refuses it."""
+        while not self._stop.is_set():
+            try:
+                if conn is None or conn.closed:
+                    conn = db.connect(self.url, ATTACH, check_schema=False)
+                conn.execute("SELECT cua_tui.drill_answered(%s, %s)", (request_id, Jsonb(record)))
+                backoff.ok()
+                return conn
+            except psycopg.errors.CheckViolation:
+                return conn  # its request is gone, or not this role's: nothing to record it against
+            except (db.QueueError, psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                if conn is not None:
+                    conn.close()
+                conn = None
+                self._stop.wait(backoff.failed("recording a drill", exc))
+        return conn
 
     def _commit(
         self, conn: psycopg.Connection[Any], items: list[QueueItem], answer: Answer, details: AnswerDetails

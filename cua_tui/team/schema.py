@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..core.actions import MAX_TEXT
+from ..core.drills import MAX_SENT_BYTES
 from ..core.events import RunStatus
 from ..core.policy import APPROVER_TIERS, MAX_QUORUM
 
@@ -39,6 +40,8 @@ _MIGRATION_LOCK = 0x63756174  # "cuat"
 # the requests one analyst's panel may mark "read by" at once (a group's), and a mark's longest lease
 MAX_LOOKS = 100
 MAX_LOOK_S = 60
+# an analyst's drill answer as it travels to the run's worker (core/drills.py, ``sent``)
+MAX_DRILL_BYTES = MAX_SENT_BYTES
 
 
 def _guard(
@@ -647,8 +650,57 @@ ALTER TABLE requests DROP CONSTRAINT requests_kind_check,
     ADD CONSTRAINT requests_kind_check CHECK (kind IN ('action', 'safety_check', 'budget', 'ask'));
 """
 
+# version 6: drills are each analyst's own, never a request of the queue; an analyst's answer to one travels
+# to the run's worker as a row (who answered is the server's role), which the worker records in the run's chain
+_V6 = f"""
+SET LOCAL search_path = {SCHEMA};
+
+CREATE TABLE drill_answers (
+    id bigserial PRIMARY KEY,
+    request_id bigint NOT NULL REFERENCES requests (id) ON DELETE CASCADE,
+    run_id text NOT NULL,
+    role text NOT NULL,
+    at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    record jsonb NOT NULL CHECK (jsonb_typeof(record) = 'object' AND octet_length(record::text) <= {MAX_DRILL_BYTES}),
+    recorded_at timestamptz
+);
+CREATE INDEX drill_answers_due ON drill_answers (run_id) WHERE recorded_at IS NULL;
+
+-- a drill shown in front of a request the role may answer (the approver rules hold for drills too)
+CREATE FUNCTION drill_answered(request bigint, record jsonb) RETURNS bigint LANGUAGE plpgsql
+    SECURITY DEFINER SET search_path = {SCHEMA} AS $$
+DECLARE
+    run text;
+    made bigint;
+BEGIN
+    IF record IS NULL OR jsonb_typeof(record) <> 'object' OR octet_length(record::text) > {MAX_DRILL_BYTES} THEN
+        RAISE EXCEPTION 'a drill answer is an object of at most {MAX_DRILL_BYTES} bytes'
+            USING ERRCODE = 'check_violation';
+    END IF;
+    SELECT q.run_id INTO run FROM requests q WHERE q.id = request AND may_answer(q.approvers);
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'request % is not one this role may answer', request USING ERRCODE = 'check_violation';
+    END IF;
+    INSERT INTO drill_answers (request_id, run_id, role, record) VALUES (request, run, session_user, record)
+        RETURNING id INTO made;
+    PERFORM pg_notify('{ANSWERED}', request::text);
+    RETURN made;
+END $$;
+REVOKE EXECUTE ON FUNCTION drill_answered(bigint, jsonb) FROM PUBLIC;
+
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{WORKER_ROLE}') THEN
+        GRANT SELECT, UPDATE ON drill_answers TO {WORKER_ROLE};
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{ANALYST_ROLE}') THEN
+        GRANT EXECUTE ON FUNCTION drill_answered(bigint, jsonb) TO {ANALYST_ROLE};
+    END IF;
+END $$;
+"""
+
 # (version, SQL): applied in order, each once
-MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5))
+MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5), (6, _V6))
 LATEST = MIGRATIONS[-1][0]
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import psycopg
 
+from ..core import events as ev
 from ..core.runlog import line_event
 from ..core.stats import RunSamples, samples_of
 from ..core.text import visible
@@ -40,9 +41,10 @@ class TeamFigures:
 
 def team_samples(
     conn: psycopg.Connection[Any], fleet_id: str | None, since: float | None
-) -> tuple[list[RunSamples], int]:
+) -> tuple[list[RunSamples], int, list[ev.DrillAnswered]]:
     """Each run's decisions by a person (of ``fleet_id``, started since ``since``), oldest first, read from its
-    mirrored lines; and how many runs had a line that could not be read (counted, not guessed)."""
+    mirrored lines; how many runs had a line that could not be read (counted, not guessed); and the drills its
+    analysts answered, as the run's worker recorded them."""
     runs = conn.execute(
         "SELECT id, extract(epoch FROM ended_at - claimed_at)::float8 FROM cua_tui.runs "
         "WHERE (%(fleet)s::text IS NULL OR fleet_id = %(fleet)s) AND claimed_at IS NOT NULL "
@@ -51,6 +53,7 @@ def team_samples(
         {"fleet": fleet_id, "since": since, "n": MAX_RUNS},
     ).fetchall()
     out: list[RunSamples] = []
+    drilled: list[ev.DrillAnswered] = []
     unreadable = 0
     for run_id, seconds in runs:
         events = []
@@ -59,7 +62,8 @@ def team_samples(
             cur.itersize = 1000
             cur.execute(
                 "SELECT seq, CASE WHEN octet_length(line) <= %s THEN line END FROM cua_tui.events WHERE run_id = %s "
-                "AND position('\"kind\":\"decision\"' in convert_from(line, 'UTF8')) > 0 ORDER BY seq LIMIT %s",
+                "AND (position('\"kind\":\"decision\"' in convert_from(line, 'UTF8')) > 0 "
+                "OR position('\"kind\":\"drill\"' in convert_from(line, 'UTF8')) > 0) ORDER BY seq LIMIT %s",
                 (LINE_CAP, run_id, MAX_LINES),
             )
             for seq, line in cur:
@@ -68,8 +72,9 @@ def team_samples(
                     continue
                 events.append(line_event(int(seq), bytes(line)).event)
         unreadable += broken
+        drilled.extend(e for e in events if isinstance(e, ev.DrillAnswered))
         out.append(RunSamples(tuple(samples_of(events)), float(seconds) if seconds is not None else None))
-    return out, unreadable
+    return out, unreadable, drilled
 
 
 def team_figures(conn: psycopg.Connection[Any], fleet_id: str | None, since: float | None) -> dict[str, TeamFigures]:

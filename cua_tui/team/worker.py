@@ -27,6 +27,7 @@ from psycopg.types.json import Jsonb
 
 from ..build import BuildError, Run, build_run
 from ..core import events as ev
+from ..core.closing import Aborted
 from ..core.events import RunStatus
 from ..core.policy import Policy as RunPolicy
 from ..core.policy import PolicyError
@@ -450,10 +451,19 @@ class Worker:
             audit_key=self.options.audit_key,
             settings=self.options.settings,
             extra={"fleet": claim.fleet_id, "fleet_task": spec.name, "queue_worker": self.id},
-            # drills are each analyst's own, never a shared queue's request
+            # drills are each analyst's own, never a shared queue's request: their answers come back as rows,
+            # which the approver records in the run's chain
             drills=False,
         )
-        return build_run(options)
+        run = build_run(options)
+        supervisor = run.supervisor
+
+        def drilled(event: ev.Event) -> None:
+            with contextlib.suppress(Aborted):  # the run is ending: its chain takes nothing more
+                supervisor.emit(event)
+
+        approver.drilled = drilled
+        return run
 
     @staticmethod
     def _seq_of(item: _Active, request: DecisionRequest) -> tuple[int, str]:

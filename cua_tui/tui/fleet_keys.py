@@ -17,6 +17,7 @@ from ..core.ports import Answer, AnswerDetails
 from ..core.queue_rules import ORDER_LINE, Group, QueueRules
 from ..core.text import visible
 from .app import LEAVE_WINDOW_S, CuaApp
+from .decision_panel import DecisionPanel
 from .desktop_view import DesktopView
 from .dialogs import RejectReason, SetAside, open_reason
 from .fleet_parts import KILLED_BY, AllText, FleetRun, KillAllScreen, answer_group, cut_text
@@ -43,6 +44,7 @@ class FleetHost(Protocol):
     fleet: FleetControl
     guard: DecisionGuard
     desktop: DesktopView
+    panel: DecisionPanel
     rules: QueueRules
     fleet_rows: dict[str, RunRow]
     runs_table: RunsTable
@@ -191,6 +193,7 @@ class FleetKeys:
         self.rules.answered(done)
         for ticket in done:
             self.closed[ticket] = "answered"
+        self.panel.revealed = ""  # a drill's reveal stood above this request: answered now
         if self.selected is not None and (self.selected.ticket in done or group is not None):
             self._regroup()
             self._select_first()  # the next first to decide

@@ -17,6 +17,7 @@ from textual.widgets import Static
 
 from ..core import events as ev
 from ..core.actions import Kind
+from ..core.drills import REVEALED
 from ..core.fleet_queue import (
     AnswerRecorded,
     AnswerRefused,
@@ -255,6 +256,8 @@ class FleetInbox:
         # request (an approval under a two-person rule): said once each
         self._refused: list[str] = []
         self._recorded: list[str] = []
+        # drills just answered, each revealed once (what was right and why, whether it was caught)
+        self._revealed: list[str] = []
 
     def told(self, event: FleetEvent) -> bool:
         with self._lock:
@@ -266,6 +269,8 @@ class FleetInbox:
                 self._queue = True
             elif isinstance(event, RequestClosed):
                 self.closed[event.item.ticket] = event.why
+                if event.why.startswith(REVEALED):
+                    self._revealed.append(event.why)
                 self._queue = True
             elif isinstance(event, RequestQueued | ReadersChanged):
                 self._queue = True
@@ -290,6 +295,12 @@ class FleetInbox:
         """The lines of answers that did not count, since the last time."""
         with self._lock:
             lines, self._refused = self._refused, []
+        return lines
+
+    def revealed(self) -> list[str]:
+        """The drills answered since the last time, as each was revealed."""
+        with self._lock:
+            lines, self._revealed = self._revealed, []
         return lines
 
     def recorded(self) -> list[str]:

@@ -260,6 +260,13 @@ class FleetScreen(FleetKeys, ViewScreen):
             self.notify(visible(line, limit=300), title="not answered", severity="warning", markup=False)
         for line in self.inbox.recorded():
             self.notify(visible(line, limit=300), title="recorded", markup=False)
+        for line in self.inbox.revealed():
+            # a drill answered: said above the request that follows it, and in a toast should none follow
+            self.panel.revealed = line
+            missed = ", missed." in line or "a false alarm" in line
+            self.notify(visible(line, limit=600), title="a drill", severity="warning" if missed else "information",
+                        timeout=20, markup=False)  # fmt: skip
+            self._show_selected(force=True)
         if queue_dirty:
             self._update_queue()
         self._update_header()
