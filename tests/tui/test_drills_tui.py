@@ -104,3 +104,57 @@ async def test_a_drill_looks_exactly_like_the_real_request_it_was_made_from(tmp_
     assert drill["audit request line"] == "decision requested #2 (action)" and "drills on" in str(real["goal"])
     differences = [name for name in drill if drill[name] != real[name]]
     assert differences == [], {name: (drill[name], real[name]) for name in differences}
+
+
+async def test_in_a_fleet_a_drills_row_and_panel_look_as_the_real_requests_would(tmp_path: Path) -> None:
+    """The fleet screen of this process: the first request of a one-run fleet at drill_rate 1.0 (a drill made
+    from that very moment) and at ~0 (the real one). The queue row, the panel and the footer's keys: the test
+    lists any difference; there is none."""
+    import difflib
+    import re
+    from functools import partial
+
+    from fleet_cases import opts
+    from pilot_helpers import drawn, fleet_screen, footer_actions, quick_clock
+
+    from cua_tui.config import Settings
+    from cua_tui.core.drills import load_library
+    from cua_tui.export.drill import add_to_library
+    from cua_tui.fleet_runner import Fleet, FleetTask
+    from cua_tui.tui.app import CuaApp
+    from cua_tui.tui.fleet_screen import FleetScreen
+    from cua_tui.tui.row_table import RowTable
+
+    made = make_library(tmp_path / "made")
+    library = tmp_path / "one"
+    typed = next(d for d in load_library(made) if d.id == "typed-secret")
+    add_to_library(library, typed, typed.frame.png)
+    settings = Settings.load({"CUA_TUI_CONFIG": str(tmp_path / "none.toml"), "CUA_TUI_RUNS_DIR": str(tmp_path)})
+
+    async def first(rate: float, name: str) -> dict[str, object]:
+        task = FleetTask("form", opts(settings, SIM_FORM, drill_rate=rate, drill_seed=5, drill_library=library,
+                                      drill_shipped=False, desktop=SimDesktop()))  # fmt: skip
+        fleet = Fleet([task], runs_dir=tmp_path / name, concurrency=1, tasks_sha256="ab" * 32)
+        app = CuaApp(partial(FleetScreen, fleet=fleet, grouping=False), guard_clock=quick_clock)
+        async with app.run_test(size=(200, 50)) as pilot:
+            main = fleet_screen(app)
+            await until(pilot, lambda: main.selected is not None, "the first request")
+            await pilot.pause(0.3)
+            rows = drawn(app.query_one("#queue", RowTable)).splitlines()
+            seen: dict[str, object] = {
+                "row": [" ".join(r.split()[:-2]) for r in rows if "form" in r],  # its waited time left out
+                "panel": re.sub(r"run \d{8}-\d{6}-[0-9a-f]{6}", "run (its id)", drawn(main.panel)),
+                "keys": sorted(footer_actions(app)),
+            }
+            fleet.kill_all()
+        return seen
+
+    drill, real = await first(1.0, "drilled"), await first(1e-12, "real")
+    assert drill["row"] and "DECISION NEEDED" in str(drill["panel"])
+    differences = {name: (drill[name], real[name]) for name in drill if drill[name] != real[name]}
+    told = [
+        line
+        for a, b in differences.values()
+        for line in difflib.unified_diff(str(a).splitlines(), str(b).splitlines(), "drill", "real", lineterm="")
+    ]
+    assert differences == {}, "\n".join(told)
