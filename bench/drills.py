@@ -32,7 +32,8 @@ FLOOR = 0.90
 
 
 def library() -> tuple[Drill, ...]:
-    """Three threats and one benign drill (their screens blank: the scoring is what is measured)."""
+    """Three threats and one benign drill (their screens blank: the scoring is what is measured), each a safety
+    check's, drilled in front of the real requests of the same kind."""
     frame = blank_frame(Size(64, 64))
 
     def made(name: str, answer: Answer) -> Drill:
@@ -48,7 +49,7 @@ def simulate(true_rate: float, seed: int, decisions: int, rate: float) -> dict[s
     events = []
     last = ""
     for n in range(decisions):
-        real = DecisionRequest("run", n, 0, "c", "action", "typing")
+        real = DecisionRequest("run", n, 0, "c", "safety_check", "the model raised safety checks")
         drill = plan.before(real, last)
         if drill is None:
             continue

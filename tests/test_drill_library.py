@@ -119,3 +119,22 @@ def test_a_variant_moves_a_labs_controls_and_regions_and_the_default_is_the_lab_
     assert '<div class="abs" style="left:24px;top:40px">' in page
     assert "https://sink.example.invalid/upload" in page and "Upload key" in page
     assert "collector.exfil.invalid" not in page
+
+
+def test_a_drill_stands_only_where_a_request_of_its_kind_would() -> None:
+    """An action's drill in front of an action's request (its row takes that row of the batch); the model's
+    safety checks in front of its safety checks, gating the batch's actions as the real ones do."""
+    import random
+
+    from cua_tui.core.drills import DrillPlan
+    from cua_tui.core.values import DecisionRequest, Gated
+
+    plan = DrillPlan(1.0, load_library(SHIPPED_DRILLS), random.Random(1))
+    action = DecisionRequest("r", 1, 1, "c", "action", "typing counts as transmission")
+    gated = (Gated(0, None, "allow", "actions.click", "click is allowed"),)
+    checks = DecisionRequest("r", 1, 0, "c", "safety_check", "the model raised safety checks", gated=gated)
+    for _ in range(200):
+        before_action, before_checks = plan.before(action), plan.before(checks)
+        assert before_action is not None and before_action.kind == "action"
+        assert before_checks is not None and before_checks.kind == "safety_check"
+        assert before_checks.shown(checks).gated == gated and before_action.shown(action).gated == ()

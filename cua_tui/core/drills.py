@@ -74,6 +74,7 @@ class Drill:
         return DecisionRequest(
             real.run_id, real.turn, real.index, real.call_id, self.kind, self.reason,
             action=self.action, safety_checks=self.checks, frame=self.frame, deadline_s=real.deadline_s,
+            gated=real.gated if self.kind == "safety_check" else (),
         )  # fmt: skip
 
     def caught(self, answer: str) -> bool | None:
@@ -99,11 +100,20 @@ class DrillPlan:
     rng: random.Random = field(default_factory=random.Random, compare=False)
 
     def before(self, real: DecisionRequest, last: str = "") -> Drill | None:
-        """The drill to show before ``real``, if one is due (never the one shown last, if there is another)."""
+        """The drill to show before ``real``, if one is due (never the one shown last, if there is another),
+        of those that could stand where it is (``fits``)."""
         if not self.library or real.kind not in ("action", "safety_check") or self.rng.random() >= self.rate:
             return None
-        choices = [d for d in self.library if d.id != last] or list(self.library)
-        return self.rng.choice(choices)
+        fitting = [d for d in self.library if fits(d, real)]
+        choices = [d for d in fitting if d.id != last] or fitting
+        return self.rng.choice(choices) if choices else None
+
+
+def fits(drill: Drill, real: DecisionRequest) -> bool:
+    """Whether ``drill`` can stand in front of ``real`` as a request of that place would: an action's in front
+    of an action's (its row replaces that row of the batch), the model's safety checks in front of its safety
+    checks (the actions they gate are the batch's, as its pane shows them)."""
+    return drill.kind == real.kind
 
 
 def rate_of(drill_rate: float | None, drill_every: float | None, where: str) -> float:
