@@ -122,19 +122,25 @@ def test_a_variant_moves_a_labs_controls_and_regions_and_the_default_is_the_lab_
 
 
 def test_a_drill_stands_only_where_a_request_of_its_kind_would() -> None:
-    """An action's drill in front of an action's request (its row takes that row of the batch); the model's
+    """An action's drill in front of an action of its kind (its row takes that row of the batch); the model's
     safety checks in front of its safety checks, gating the batch's actions as the real ones do."""
     import random
 
+    from cua_tui.core.actions import Action
     from cua_tui.core.drills import DrillPlan
     from cua_tui.core.values import DecisionRequest, Gated
 
     plan = DrillPlan(1.0, load_library(SHIPPED_DRILLS), random.Random(1))
-    action = DecisionRequest("r", 1, 1, "c", "action", "typing counts as transmission")
+    typing = Action(Kind.TYPE, text="cua-tui verified")
+    action = DecisionRequest("r", 1, 1, "c", "action", "typing counts as transmission", action=typing)
+    clicking = DecisionRequest("r", 1, 2, "c", "action", "submits the form", action=Action(Kind.CLICK, (10, 20)))
     gated = (Gated(0, None, "allow", "actions.click", "click is allowed"),)
     checks = DecisionRequest("r", 1, 0, "c", "safety_check", "the model raised safety checks", gated=gated)
     for _ in range(200):
         before_action, before_checks = plan.before(action), plan.before(checks)
-        assert before_action is not None and before_action.kind == "action"
+        assert before_action is not None and before_action.action is not None
+        assert before_action.action.kind is Kind.TYPE  # typing for typing: the batch's proposal is typing
+        before_click = plan.before(clicking)
+        assert before_click is not None and before_click.action is not None and before_click.action.kind is Kind.CLICK
         assert before_checks is not None and before_checks.kind == "safety_check"
         assert before_checks.shown(checks).gated == gated and before_action.shown(action).gated == ()

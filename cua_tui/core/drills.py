@@ -111,9 +111,14 @@ class DrillPlan:
 
 def fits(drill: Drill, real: DecisionRequest) -> bool:
     """Whether ``drill`` can stand in front of ``real`` as a request of that place would: an action's in front
-    of an action's (its row replaces that row of the batch), the model's safety checks in front of its safety
-    checks (the actions they gate are the batch's, as its pane shows them)."""
-    return drill.kind == real.kind
+    of an action of its kind (its row replaces that row of the batch, whose proposals the audit pane lists: a
+    click for a click, typing for typing), the model's safety checks in front of its safety checks (the
+    actions they gate are the batch's, as its pane shows them)."""
+    if drill.kind != real.kind:
+        return False
+    if drill.action is None or real.action is None:
+        return drill.action is None and real.action is None
+    return drill.action.kind is real.action.kind
 
 
 def rate_of(drill_rate: float | None, drill_every: float | None, where: str) -> float:

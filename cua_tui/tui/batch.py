@@ -50,6 +50,11 @@ class ActionRow(Static):
     def on_mount(self) -> None:
         self.redraw()
 
+    def set_action(self, kind: str, params: str) -> None:
+        """Another action in this row's place (a drill's, then the real one's back)."""
+        self.kind, self.params = kind, params
+        self.redraw()
+
     def set_edited(self, params: str, proposed: str) -> None:
         self.params, self.proposed = params, proposed
         self.redraw()
@@ -169,6 +174,7 @@ class BatchPane(VerticalScroll):
         self.following = True
         # the current turn's widgets: its words, its rows, its end
         self._current: list[Widget] = []
+        self._words: Static | None = None  # the model's words above the current turn's rows
         self._final: str | None = None
         self._elided: Static | None = None
         self.pending: int | None = None
@@ -183,11 +189,15 @@ class BatchPane(VerticalScroll):
             return
         if view.batch_turn != self.turn:
             self.start_turn(view.batch_turn, view.batch_text)
+        elif view.batch_text != self.text:
+            self._say(view.batch_text)  # a drill's words in the turn's place while it is up, then the turn's
         for index in sorted(view.actions):
             action = view.actions[index]
             row = self.rows.get(index)
             if row is None:
                 row = self.add(index, action.kind, action.params, error=action.error)
+            elif (row.kind, row.params) != (action.kind, action.params) and not action.proposed:
+                row.set_action(action.kind, action.params)
             if action.verdict is not None and (row.verdict, row.reason) != (action.verdict, action.reason):
                 row.set_verdict(action.verdict, action.reason)
             if (row.state, row.decided_by) != (action.state, action.decided_by or row.decided_by):
@@ -215,10 +225,25 @@ class BatchPane(VerticalScroll):
         self._current = []
         self._final = None
         self.following = True
-        self.turn, self.text = turn, text
+        self.turn, self.text = turn, ""
+        self._words = None
         self.border_title = Text(f"Turn {turn} batch")  # Text: a str title is parsed as markup
-        if text:
-            self._put(Static(Text.assemble("model: ", literal(text, limit=400)), classes="model-text"))
+        self._say(text)
+
+    def _say(self, text: str) -> None:
+        """The model's words for the shown turn, above its rows (none: no line)."""
+        self.text = text
+        words = Text.assemble("model: ", literal(text, limit=400))
+        if self._words is not None:
+            self._words.update(words)
+            self._words.display = bool(text)
+        elif text:
+            self._words = Static(words, classes="model-text")
+            if self._current:
+                self._current.insert(0, self._words)
+                self.mount(self._words, before=self._current[1])
+            else:
+                self._put(self._words)
 
     def _keep_turn(self) -> None:
         """The turn shown so far becomes one compact section above the next one."""
