@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 from drill_cases import SIM_FORM, make_library
-from pilot_helpers import answer, drawn, fleet_screen, until
+from pilot_helpers import answer, drawn, fleet_screen, guard_of, until
 from team_cases import TEMPLATE, WAIT_S, as_role, one, ready, spec, wait_for
 from test_fleet_team import SIZE, App, team_of
 
@@ -169,7 +169,9 @@ async def test_a_drills_row_and_panel_look_as_the_real_requests_do_on_another_an
                 async with app.run_test(size=SIZE) as pilot:
                     main = fleet_screen(app)
                     await until(pilot, partial(lambda m: m.selected is not None, main), f"{role}'s request", WAIT_S)
-                    await pilot.pause(0.5)
+                    # drawn once its screen is painted and the input guard passed (the keys are the same then)
+                    await until(pilot, guard_of(app).passed, f"{role}'s input guard", WAIT_S)
+                    await pilot.pause()
                     item = main.selected
                     assert item is not None
                     table = app.query_one("#queue", RowTable)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from drill_cases import SIM_FORM, make_library
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
-from pilot_helpers import live_app, plain, run_screen, until, until_ended
+from pilot_helpers import answer, live_app, plain, run_screen, until, until_ended
 
 from cua_tui.build import HANDSHAKE, RunOptions, build_run
 from cua_tui.desktops.sim import PHRASE, SimDesktop
@@ -36,8 +36,7 @@ async def test_a_drill_is_answered_like_a_request_revealed_and_the_real_one_foll
         panel = plain(screen.panel)
         assert "DECISION NEEDED" in panel and "drill" not in panel.lower()
         assert "drills on" in plain(app.query_one(GoalBar))  # said, never which request is one
-        await pilot.pause(0.3)  # past the input guard
-        await pilot.press("n")
+        await answer(pilot, "n")  # once past the input guard
         await pilot.press("enter")  # no reason
         await until(pilot, lambda: any("That was a drill" in n.message for n in app._notifications), "the reveal")
         await until(pilot, lambda: screen.pending is not None and screen.pending is not drill, "the real request")
@@ -45,8 +44,7 @@ async def test_a_drill_is_answered_like_a_request_revealed_and_the_real_one_foll
         assert real is not None and real.action is not None and real.action.text == PHRASE
         # the panel says it, above the request that follows, until that one is answered
         await until(pilot, lambda: "That was a drill" in plain(screen.panel), "the reveal in the panel")
-        await pilot.pause(0.3)
-        await pilot.press("y")
+        await answer(pilot, "y")
         await until_ended(pilot, app)
         assert not screen.panel.revealed
     # the desktop got the script's own actions only, the phrase typed once
@@ -115,7 +113,7 @@ async def test_in_a_fleet_a_drills_row_and_panel_look_as_the_real_requests_would
     from functools import partial
 
     from fleet_cases import opts
-    from pilot_helpers import drawn, fleet_screen, footer_actions, quick_clock
+    from pilot_helpers import drawn, fleet_screen, footer_actions, guard_of, quick_clock
 
     from cua_tui.config import Settings
     from cua_tui.core.drills import load_library
@@ -139,7 +137,8 @@ async def test_in_a_fleet_a_drills_row_and_panel_look_as_the_real_requests_would
         async with app.run_test(size=(200, 50)) as pilot:
             main = fleet_screen(app)
             await until(pilot, lambda: main.selected is not None, "the first request")
-            await pilot.pause(0.3)
+            await until(pilot, guard_of(app).passed, "its input guard")  # its screen painted, its keys live
+            await pilot.pause()
             rows = drawn(app.query_one("#queue", RowTable)).splitlines()
             seen: dict[str, object] = {
                 "row": [" ".join(r.split()[:-2]) for r in rows if "form" in r],  # its waited time left out
