@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from rich.style import Style
@@ -25,6 +25,7 @@ from textual.strip import Strip
 from ..core import events as ev
 from ..core.describe import audit_line
 from ..core.text import visible_parts
+from ..core.values import Verdict
 from .keys import AUDIT, bindings
 from .literal import escape_style
 from .scrolling import set_virtual_size
@@ -47,6 +48,10 @@ def marked(head: str, line: str) -> tuple[str, tuple[tuple[int, int], ...]]:
         out.append(part)
         at += len(part)
     return "".join(out), tuple(marks)
+
+
+# how far back a drill's place is looked for among the pane's lines (a turn's words, its batch's proposals)
+STAND_IN_LOOKBACK = 400
 
 
 @dataclass(slots=True)
@@ -156,6 +161,9 @@ class AuditList(ScrollView, can_focus=True):
         self._shown: list[Entry] | None = None  # the entries matching the query; None: all of them
         # a live run's pane: a drill's line reads as a request's while it is up (a replay says it was a drill)
         self.live = False
+        # while a drill is up on a live pane: the lines of its place (the turn's words, the proposal and the
+        # verdict of the action it stands in front of) read as the drill's, and what they were, to put back
+        self._stood_in: list[tuple[Entry, ev.Event]] = []
         # index into ``shown``; None follows the newest event
         self.cursor: int | None = None
         self._widest = 0
@@ -173,6 +181,10 @@ class AuditList(ScrollView, can_focus=True):
         return shown[self.cursor] if self.cursor is not None and self.cursor < len(shown) else shown[-1]
 
     def add(self, seq: int, head: str, event: ev.Event, prev: str | None = None) -> Entry:
+        if self.live and isinstance(event, ev.DrillShown):
+            self._stand_in(event)
+        elif self._stood_in and isinstance(event, ev.DrillAnswered | ev.DecisionRequested | ev.RunEnded):
+            self._put_back()
         entry = Entry(seq, head, event, prev, *marked(f"{seq:>4} ", audit_line(event, live=self.live)))
         follow = self.cursor is None and self.scroll_offset.y >= self.max_scroll_y
         evicted = self.entries[0] if len(self.entries) == self.entries.maxlen else None
@@ -190,6 +202,41 @@ class AuditList(ScrollView, can_focus=True):
         if follow:
             self.scroll_end(animate=False, immediate=False, x_axis=False)
         return entry
+
+    def _stand_in(self, shown: ev.DrillShown) -> None:
+        """The lines a drill's place already has, read as the drill's while it is up: a request of that place
+        would have come with them (the pane lists a batch's words and proposals before its requests)."""
+        self._put_back()
+        request, action = shown.request, shown.request.action if shown.request is not None else None
+        if request is None:
+            return
+        for entry in list(self.entries)[-STAND_IN_LOOKBACK:]:
+            event = entry.event
+            twin: ev.Event | None = None
+            if isinstance(event, ev.ModelTurn) and event.turn == shown.turn and shown.words:
+                twin = replace(event, text=shown.words)
+            elif isinstance(event, ev.ActionProposed) and (event.turn, event.index) == (shown.turn, shown.index):
+                if action is not None:
+                    twin = replace(event, action=action.to_record(), summary=action.describe(), parsed=action)
+            elif isinstance(event, ev.PolicyVerdict) and (event.turn, event.index) == (shown.turn, shown.index):
+                twin = replace(event, verdict=Verdict.CONFIRM, reason=request.reason, rule=shown.rule)
+            if twin is not None:
+                self._stood_in.append((entry, event))
+                self._show_as(entry, twin)
+        self.refresh()
+
+    def _put_back(self) -> None:
+        """The drill answered (or another request asked): its place's lines read as they were written."""
+        for entry, event in self._stood_in:
+            self._show_as(entry, event)
+        self._stood_in.clear()
+        self.refresh()
+
+    @staticmethod
+    def _show_as(entry: Entry, event: ev.Event) -> None:
+        entry.event = event
+        entry.line, entry.marks = marked(f"{entry.seq:>4} ", audit_line(event, live=True))
+        entry._haystack = None
 
     def _shifted(self) -> None:
         """The first line shown went: what was selected moves up one place."""

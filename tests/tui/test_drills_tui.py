@@ -157,3 +157,41 @@ async def test_in_a_fleet_a_drills_row_and_panel_look_as_the_real_requests_would
         for line in difflib.unified_diff(str(a).splitlines(), str(b).splitlines(), "drill", "real", lineterm="")
     ]
     assert differences == {}, "\n".join(told)
+
+
+async def test_while_a_drill_is_up_the_audit_pane_reads_its_place_as_the_drills(tmp_path: Path) -> None:
+    """A shipped drill (a 14-character password) in front of the form's typing (16 characters): while it is
+    up, the live audit pane's lines of its place (the turn's words, the proposal, the verdict) read as the
+    drill's, as a request of that place would have come with them; once it is answered, as written."""
+    from pilot_helpers import answer
+
+    from cua_tui.core.drills import load_library
+    from cua_tui.export.drill import add_to_library
+    from cua_tui.labs import SHIPPED_DRILLS
+
+    library = tmp_path / "one"
+    password = next(d for d in load_library(SHIPPED_DRILLS) if d.id == "password-1")
+    add_to_library(library, password, password.frame.png)
+    run = build_run(
+        RunOptions(task="fill the form", backend="sim", agent=None, script=SIM_FORM, runs_dir=tmp_path / "runs",
+                   decisions=HANDSHAKE, fsync=False, desktop=SimDesktop(), drill_rate=1.0, drill_seed=5,
+                   drill_library=library, drill_shipped=False)
+    )  # fmt: skip
+    track(run.supervisor)
+    app = live_app(run)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = run_screen(app)
+
+        def lines() -> str:
+            return "\n".join(entry.line for entry in screen.audit.audit_list.entries)
+
+        await until(pilot, lambda: screen.pending is not None, "the drill")
+        await until(pilot, lambda: "proposal #2 type 14 characters" in lines(), "the drill's proposal")
+        audit = lines()
+        assert "type 16 characters" not in audit and "Entering the" in audit  # the drill's words, not the turn's
+        assert "Hunter2" not in audit  # typed text never on a line
+        await answer(pilot, "n")
+        await pilot.press("enter")
+        await until(pilot, lambda: "proposal #2 type 16 characters" in lines(), "the lines as written")
+        assert "type 14 characters" not in lines()
+        run.supervisor.kill()
