@@ -305,6 +305,13 @@ class Fleet:
     def link(self) -> str:
         return ""  # in this process: always reachable
 
+    @property
+    def drills_on(self) -> bool:
+        """A run of the fleet was built with drills (its task's rate, else the settings')."""
+        with self._lock:
+            runs = [entry.run for entry in self._entries.values()]
+        return any(run is not None and run.supervisor.config.drills is not None for run in runs)
+
     # ---------------------------------------------------------------------------------------------
     # What a front end reads
     # ----------------------------------------------------------------------------------------------

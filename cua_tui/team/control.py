@@ -251,6 +251,11 @@ class TeamFleet:
                 said.append(f"{count} request{'s' if count != 1 else ''} no attached analyst may answer")
             return " · ".join(said)
 
+    @property
+    def drills_on(self) -> bool:
+        """This analyst's drills are on (their settings' rate)."""
+        return self.drills is not None and self.drills.rate > 0
+
     def subscribe(self, listener: FleetListener) -> Callable[[], None]:
         with self._lock:
             self._listeners.append(listener)

@@ -412,8 +412,9 @@ class FleetScreen(FleetKeys, ViewScreen):
 
     def _update_header(self) -> None:
         header = header_text(
-            self.fleet.fleet_id, self.fleet_rows.values(), len(self.items), self.finished, self.fleet.link()
-        )
+            self.fleet.fleet_id, self.fleet_rows.values(), len(self.items), self.finished, self.fleet.link(),
+            drills=self.fleet.drills_on,
+        )  # fmt: skip
         self._set("#fleet-header", header)
 
     def _show_run_detail(self) -> None:

@@ -331,9 +331,11 @@ def run_detail(row: RunRow | None, width: int) -> tuple[Text, Text]:
     return text, why
 
 
-def header_text(fleet_id: str, rows: Collection[RunRow], waiting: int, finished: bool, link: str = "") -> Text:
-    """The fleet's first line (its runs by state, how many requests wait, a team queue's link when it is
-    down) and the queue's order."""
+def header_text(
+    fleet_id: str, rows: Collection[RunRow], waiting: int, finished: bool, link: str = "", *, drills: bool = False
+) -> Text:
+    """The fleet's first line (its runs by state, how many requests wait, whether drills are on, a team
+    queue's link when it is down) and the queue's order."""
     counts: dict[str, int] = {}
     ended: dict[str, int] = {}
     for row in rows:
@@ -352,6 +354,8 @@ def header_text(fleet_id: str, rows: Collection[RunRow], waiting: int, finished:
         text.append(" (" + ", ".join(f"{n} {visible(s, limit=20)}" for s, n in sorted(ended.items())) + ")")
     text.append(" · ")
     text.append(f"{waiting} waiting for you", style="bold" if waiting else "")
+    if drills:  # said, never which request is one
+        text.append(" · drills on", style="bold")
     if finished:
         text.append(" · every run ended: q quits", style="bold")
     if link:

@@ -51,6 +51,7 @@ async def test_a_drill_is_each_analysts_own_recorded_in_the_runs_chain_by_its_wo
                 assert one(team.url, "SELECT count(*) FROM cua_tui.requests") == 1
                 # the screen and the action are the drill's; the real one is held back, not shown
                 assert [i.ticket for i in main.items] == [item.ticket]
+                assert "drills on" in drawn(app.query_one("#fleet-header"))  # hers: said, never which
                 view = alice.view(item.task)
                 assert view.pending is item.request and view.screen is not None
                 assert view.screen.sha256 == item.request.frame.sha256  # type: ignore[union-attr]
