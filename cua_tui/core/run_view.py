@@ -243,6 +243,12 @@ class RunView:
         self.pending = request
 
     def _drill_answered(self, event: ev.DrillAnswered) -> None:
+        self.drill_withdrawn()
+        self.revealed = event
+
+    def drill_withdrawn(self) -> None:
+        """The drill up is taken down: the real row, screen and words of its place back, nothing pending (a
+        team's analyst's drill whose request another answered is never answered)."""
         if self.held is not None:
             index, row, screen, self.batch_text = self.held
             if row is not None:
@@ -251,7 +257,7 @@ class RunView:
                 self.actions.pop(index, None)
             self.screen = screen or self.screen
             self.held = None
-        self.pending, self.revealed = None, event
+        self.pending = None
 
     def _decision(self, event: ev.DecisionMade) -> None:
         row = self.actions.get(event.index)

@@ -111,8 +111,8 @@ class _DrillJob:
 
 @dataclass(frozen=True, slots=True)
 class _Drilled:
-    """A drill up in front of a real request: which, its item (the real one's ticket negated), the real item
-    held back until it is answered, and the view's record of it (the run's view shows it as a request)."""
+    """A drill up in front of a real request: which, its item (the real one's ticket negated), and the real
+    item held back until it is answered."""
 
     drill: drills.Drill
     item: QueueItem
@@ -791,8 +791,19 @@ class TeamFleet:
         with self._lock:
             self._items = fresh
             for item in gone:
-                if item.ticket not in self._answering:
-                    told.append(RequestClosed(item, whys.get(item.ticket, "closed")))
+                why = whys.get(item.ticket, "closed")
+                up = self._drilling.pop(item.ticket, None)
+                if up is not None:
+                    # answered by another analyst, or its run ended, while this one's drill stood in front of
+                    # it: the row closes as the request's would (saying who answered it), and the drill goes
+                    # unanswered, unscored; the run's view shows the request's place as written
+                    self._closed[up.item.ticket] = why
+                    told.append(RequestClosed(up.item, why))
+                    run = self._runs.get(item.task)
+                    if run is not None:
+                        run.view.drill_withdrawn()
+                elif item.ticket not in self._answering:
+                    told.append(RequestClosed(item, why))
         return fresh
 
     def _escalate(self, request_id: int, body: Any) -> None:

@@ -262,7 +262,9 @@ class FleetKeys:
             if why is not None:
                 self.notify(visible(why, limit=300), title="not set aside", severity="warning", markup=False)
             else:
-                self.notify(f"request {item.ticket} set aside for {minutes:g} min: it comes back then", markup=False)
+                self.notify(
+                    f"request {abs(item.ticket)} set aside for {minutes:g} min: it comes back then", markup=False
+                )
 
         self.app.push_screen(SetAside(), done)
 

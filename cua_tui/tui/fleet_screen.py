@@ -373,7 +373,7 @@ class FleetScreen(FleetKeys, ViewScreen):
             return
         self._rang.update(i.ticket for i in fresh)
         first = fresh[0]
-        line = f"request {first.ticket} of {visible(first.task, limit=64)} escalated to your group: it is first"
+        line = f"request {abs(first.ticket)} of {visible(first.task, limit=64)} escalated to your group: it is first"
         line += f" (+{len(fresh) - 1} more)" if len(fresh) > 1 else ""
         self.cua.signal("cua-tui: escalated to your group", line)
         self.notify(line, title="escalated", severity="warning", markup=False)

@@ -212,3 +212,34 @@ def _without_time(value: Any) -> Any:
 
     text = json.dumps(value)
     return re.sub(r"\b\d+s\b", "Ns", re.sub(r"read by \w+ · ", "", text))
+
+
+async def test_a_drill_whose_request_another_analyst_answers_closes_as_that_request_would(
+    pg_server: PgServer, tmp_path: Path
+) -> None:
+    """bob answers the real request while alice's drill stands in front of it: her row closes saying who
+    answered, as the request's row would; the drill goes unanswered and unscored."""
+    from cua_tui.core.ports import Answer
+    from cua_tui.team import analyst
+
+    library = make_library(tmp_path / "made")
+    with team_of(pg_server, tmp_path, [spec("t0")]) as team:
+        plan = DrillPlan(1.0, load_library(library), random.Random(3))
+        alice = TeamFleet(as_role(team.url, "alice"), team.fleet_id, poll_s=0.1, drills=plan)
+        app = App(alice)
+        try:
+            async with app.run_test(size=SIZE) as pilot:
+                main = fleet_screen(app)
+                await until(pilot, lambda: main.selected is not None, "alice's drill", timeout=WAIT_S)
+                drill = main.selected
+                assert drill is not None and drill.ticket < 0
+                with psycopg.connect(as_role(team.url, "bob"), autocommit=True) as conn:
+                    assert analyst.answer(conn, -drill.ticket, Answer.APPROVE, how="human").won
+                said = f"request {-drill.ticket} was already answered: bob approved it at "
+                await until(pilot, lambda: said in (main.panel.closed or ""), "her row closed, saying who")
+                assert drill not in alice.queue() and not alice.view(drill.task).held
+                # y on it now answers nothing: not the drill, not the request
+                assert alice.answer(drill, Answer.APPROVE) is not None
+        finally:
+            alice.close()
+        assert one(team.url, "SELECT count(*) FROM cua_tui.drill_answers") == 0
