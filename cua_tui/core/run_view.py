@@ -117,7 +117,7 @@ class RunView:
     answered: DecisionRequest | None = None
     # a drill up (core/drills.py): the real row and screen it stands in front of, put back once it is
     # answered; ``revealed``: the last drill answered, which a live view tells its reviewer
-    held: tuple[int, ActionView | None, ev.ScreenCaptured | None, str] | None = None
+    held: tuple[int, ActionView | None, ev.ScreenCaptured | None, str, DecisionRequest | None, str] | None = None
     revealed: ev.DrillAnswered | None = None
 
     @property
@@ -229,7 +229,16 @@ class RunView:
         request = event.request
         if request is None or self.ended is not None or self.killed:
             return
-        self.held = (event.index, self.actions.get(event.index), self.screen, self.batch_text)
+        # what was pending then comes back with it: nothing in a run (its real request is asked after the drill),
+        # the real request on a team's queue (asked before, held back on this analyst's screen only)
+        self.held = (
+            event.index,
+            self.actions.get(event.index),
+            self.screen,
+            self.batch_text,
+            self.pending,
+            event.drill,
+        )
         self.batch_text = event.words if isinstance(event.words, str) else ""
         action = request.action
         if action is not None:
@@ -243,21 +252,29 @@ class RunView:
         self.pending = request
 
     def _drill_answered(self, event: ev.DrillAnswered) -> None:
-        self.drill_withdrawn()
+        if self.held is None or self.held[5] != event.drill:
+            return  # not the drill up in this view (a recorded one, another analyst's on a team's queue)
+        self.pending = self._put_back()
         self.revealed = event
 
     def drill_withdrawn(self) -> None:
-        """The drill up is taken down: the real row, screen and words of its place back, nothing pending (a
-        team's analyst's drill whose request another answered is never answered)."""
-        if self.held is not None:
-            index, row, screen, self.batch_text = self.held
-            if row is not None:
-                self.actions[index] = row
-            else:
-                self.actions.pop(index, None)
-            self.screen = screen or self.screen
-            self.held = None
+        """The drill up is taken down unanswered (a team analyst's, whose request another answered): the real
+        row, screen and words of its place back, nothing pending."""
+        self._put_back()
         self.pending = None
+
+    def _put_back(self) -> DecisionRequest | None:
+        """The place a drill stood in, as it was; what was pending then."""
+        if self.held is None:
+            return None
+        index, row, screen, self.batch_text, pending, _drill = self.held
+        if row is not None:
+            self.actions[index] = row
+        else:
+            self.actions.pop(index, None)
+        self.screen = screen or self.screen
+        self.held = None
+        return pending
 
     def _decision(self, event: ev.DecisionMade) -> None:
         row = self.actions.get(event.index)

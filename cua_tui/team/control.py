@@ -464,20 +464,18 @@ class TeamFleet:
         self._fold(item.task, event)
         return front
 
-    def _fold(self, task: str, event: ev.Event, pending: DecisionRequest | None = None) -> None:
+    def _fold(self, task: str, event: ev.Event) -> None:
         """A drill's event folded into the run's view as this front end's own (no line of the chain: its place
-        stays), and told to the run's watchers; ``pending``: the request the view waits on after it."""
+        stays), and told to the run's watchers. Answered, the view waits on the real request again."""
         with self._lock:
             run = self._runs.get(task)
             if run is None:
                 return
             stamped = ev.Stamped(run.view.seq, run.view.head, event)
             run.view.apply(stamped)
-            if pending is not None:
-                run.view.pending = pending
             watchers = list(run.watchers or ())
-        for watcher in watchers:
-            watcher(stamped)
+        for watcher in watchers:  # no head: not a line of the chain (a run's view folds it all the same)
+            watcher(replace(stamped, head=""))
 
     def _answer_drill(self, item: QueueItem, answer: Answer | None, details: AnswerDetails) -> str | None:
         """A drill's answer: compared, never acted on (the kill switch alone is real), sent to the run's worker
@@ -497,7 +495,7 @@ class TeamFleet:
         why = drills.revealed(event)
         with self._lock:
             self._closed[item.ticket] = why
-        self._fold(item.task, event, real.request if real is not None else None)
+        self._fold(item.task, event)
         told: list[FleetEvent] = [RequestClosed(item, why)]
         if real is not None:
             told.append(RequestQueued(real))

@@ -263,6 +263,8 @@ class FleetScreen(FleetKeys, ViewScreen):
         for line in self.inbox.revealed():
             # a drill answered: said above the request that follows it, and in a toast should none follow
             self.panel.revealed = line
+            if not self.is_current:
+                continue  # a run's view on top says it itself
             missed = ", missed." in line or "a false alarm" in line
             self.notify(visible(line, limit=600), title="a drill", severity="warning" if missed else "information",
                         timeout=20, markup=False)  # fmt: skip

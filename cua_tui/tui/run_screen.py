@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -222,7 +223,12 @@ class RunScreen(HistoryActions, ViewScreen):
     def on_run_event(self, message: RunEvent) -> None:
         message.stop()
         stamped = message.stamped
-        if stamped.seq <= self.view.seq:
+        # a team analyst's own drill, folded by the fleet's control (no line of the chain: its place is the
+        # last line's, its head unsaid)
+        own = not stamped.head and isinstance(stamped.event, ev.DrillShown | ev.DrillAnswered)
+        if own:
+            stamped = replace(stamped, head=self.view.head)
+        elif stamped.seq <= self.view.seq:
             return  # already in the copy the view started from
         event = stamped.event
         view = self.view
@@ -245,7 +251,7 @@ class RunScreen(HistoryActions, ViewScreen):
                 audit.set_state("sealing…" if sealing else "sealed")
             case ev.Killed() if self.source.owned:
                 self.notify("kill switch: run stopped", severity="error", markup=False)
-            case ev.DrillAnswered() if self.source.live:
+            case ev.DrillAnswered() if self.source.live and view.revealed is event:  # the drill up here, not a record
                 # revealed at once: what was right and why, and whether it was caught, in the panel above the
                 # request that follows (and a toast, should none follow)
                 missed = event.caught is False or bool(event.false_alarm)

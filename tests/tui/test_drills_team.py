@@ -243,3 +243,36 @@ async def test_a_drill_whose_request_another_analyst_answers_closes_as_that_requ
         finally:
             alice.close()
         assert one(team.url, "SELECT count(*) FROM cua_tui.drill_answers") == 0
+
+
+async def test_a_drill_answered_from_its_runs_view_is_revealed_and_the_real_request_follows_there(
+    pg_server: PgServer, tmp_path: Path
+) -> None:
+    """Enter on a drill opens its run's view with the drill pending there, as a request is; y in that view
+    answers the drill (never the request), and the view then waits on the real request."""
+    from cua_tui.tui.run_screen import RunScreen
+
+    library = make_library(tmp_path / "made")
+    with team_of(pg_server, tmp_path, [spec("t0")]) as team:
+        plan = DrillPlan(1.0, load_library(library), random.Random(3))
+        alice = TeamFleet(as_role(team.url, "alice"), team.fleet_id, poll_s=0.1, drills=plan)
+        app = App(alice)
+        try:
+            async with app.run_test(size=SIZE) as pilot:
+                main = fleet_screen(app)
+                await until(pilot, lambda: main.selected is not None, "alice's drill", timeout=WAIT_S)
+                drill = main.selected
+                assert drill is not None and drill.ticket < 0
+                main.action_open_run()
+                await until(pilot, lambda: isinstance(app.screen, RunScreen), "the run's view")
+                view = app.screen
+                assert isinstance(view, RunScreen)
+                await until(pilot, lambda: view.pending is not None, "a request pending in the run's view")
+                assert view.pending is drill.request  # the drill, as the fleet's row showed it
+                await answer(pilot, "y")
+                await until(pilot, lambda: view.panel.revealed.startswith("That was a drill"), "the reveal there")
+                await until(pilot, lambda: view.pending is not None and view.pending is not drill.request, "the real")
+                assert view.pending is not None and view.pending.turn == drill.request.turn
+                assert one(team.url, "SELECT answer FROM cua_tui.requests WHERE id = %s", -drill.ticket) is None
+        finally:
+            alice.close()
