@@ -54,6 +54,10 @@ def test_the_shipped_library_holds_each_kind_in_several_variants_within_2_mb() -
         assert len({d.words for d in same}) == len(same) and len({d.why for d in same}) == len(same), kind
     passwords = [d.action.text for d in drills if d.id.startswith("password") and d.action is not None]
     assert len(set(passwords)) == 3
+    # a typing drill knows the field its typing goes to on its screen (its moment's focus)
+    typing = [d for d in drills if d.action is not None and d.action.kind is Kind.TYPE]
+    assert typing and all(d.focus is not None for d in typing)
+    assert all(d.focus is None for d in drills if d not in typing)
     assert all(d.kind == "safety_check" and d.checks for d in drills if d.id.startswith("safety-check"))
     size = sum(f.stat().st_size for f in SHIPPED_DRILLS.iterdir())
     assert size <= 2_000_000, size

@@ -62,6 +62,8 @@ class Drill:
     checks: tuple[SafetyCheck, ...] = ()
     missed: str = ""
     source: str = ""  # where it was made from (a lab, a run)
+    # the field its typing goes to on its screen (its moment's focus), so that the reviewer reads that field
+    focus: tuple[int, int] | None = None
 
     @property
     def benign(self) -> bool:
@@ -260,7 +262,7 @@ def load_library(folder: Path) -> tuple[Drill, ...]:
 
 
 _FIELDS = {"id", "kind", "answer", "why", "missed", "reason", "rule", "words", "screen", "action", "text",
-           "checks", "source"}  # fmt: skip
+           "checks", "source", "focus"}  # fmt: skip
 
 
 def drill_of(entry: Any, where: str, read_screen: Callable[[str], bytes]) -> Drill:
@@ -307,8 +309,14 @@ def drill_of(entry: Any, where: str, read_screen: Callable[[str], bytes]) -> Dri
     if kind == "safety_check" and not checks:
         raise DrillError(f"{where}: a safety-check drill needs its checks")
     frame = _screen(entry.get("screen"), where, read_screen)
+    focus = entry.get("focus")
+    if focus is not None:
+        if not (isinstance(focus, list) and len(focus) == 2 and all(type(c) is int for c in focus)
+                and 0 <= focus[0] < frame.width and 0 <= focus[1] < frame.height):  # fmt: skip
+            raise DrillError(f"{where}: focus is [x, y] on its screen")
+        focus = (focus[0], focus[1])
     return Drill(drill_id, kind, answer, texts["why"], texts["reason"], texts["rule"], texts["words"], frame,
-                 action, tuple(checks), texts["missed"], texts["source"])  # fmt: skip
+                 action, tuple(checks), texts["missed"], texts["source"], focus)  # fmt: skip
 
 
 def _screen(name: Any, where: str, read_screen: Callable[[str], bytes]) -> Frame:
@@ -333,6 +341,8 @@ def entry_of(drill: Drill, screen: str, text: str = "") -> dict[str, Any]:
             entry["text"] = drill.action.text
     if drill.checks:
         entry["checks"] = [{"id": c.id, "code": c.code, "message": c.message} for c in drill.checks]
+    if drill.focus is not None:
+        entry["focus"] = list(drill.focus)
     return entry
 
 

@@ -259,6 +259,8 @@ class DrillShown(Event):
     deadline_s: float | None = None
     rule: str = ""  # the policy rule the drill shows (a queue sorts it as it would a request of that rule)
     words: str = ""  # the model's words the drill shows with its action (of the moment it was made from)
+    # where its typing goes on its own screen (the field its moment had focused); None: the run's own focus
+    focus: list[int] | None = None
     request: DecisionRequest | None = memory_only()
 
 

@@ -117,7 +117,12 @@ class RunView:
     answered: DecisionRequest | None = None
     # a drill up (core/drills.py): the real row and screen it stands in front of, put back once it is
     # answered; ``revealed``: the last drill answered, which a live view tells its reviewer
-    held: tuple[int, ActionView | None, ev.ScreenCaptured | None, str, DecisionRequest | None, str] | None = None
+    held: (
+        tuple[
+            int, ActionView | None, ev.ScreenCaptured | None, str, DecisionRequest | None, str, tuple[int, int] | None
+        ]
+        | None
+    ) = None
     revealed: ev.DrillAnswered | None = None
 
     @property
@@ -238,7 +243,10 @@ class RunView:
             self.batch_text,
             self.pending,
             event.drill,
+            self.focused,
         )
+        if isinstance(event.focus, list) and len(event.focus) == 2 and all(type(c) is int for c in event.focus):
+            self.focused = (event.focus[0], event.focus[1])  # where its typing goes, on its own screen
         self.batch_text = event.words if isinstance(event.words, str) else ""
         action = request.action
         if action is not None:
@@ -267,7 +275,7 @@ class RunView:
         """The place a drill stood in, as it was; what was pending then."""
         if self.held is None:
             return None
-        index, row, screen, self.batch_text, pending, _drill = self.held
+        index, row, screen, self.batch_text, pending, _drill, self.focused = self.held
         if row is not None:
             self.actions[index] = row
         else:

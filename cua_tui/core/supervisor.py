@@ -794,9 +794,10 @@ class Supervisor:
         shown = drill.shown(real)
         if drill.action is not None:  # offered the scope a real request of that action would offer
             verdict = self.policy.classify(drill.action)
-            shown = replace(shown, scope=grants.scope_for(drill.action, verdict, self._consent.focused))
+            shown = replace(shown, scope=grants.scope_for(drill.action, verdict, drill.focus or self._consent.focused))
+        focus = list(drill.focus) if drill.focus is not None else None
         self.emit(ev.DrillShown(real.turn, real.index, real.call_id, shown.kind, shown.reason, drill.id,
-                                timeout, drill.rule, drill.words, request=shown))  # fmt: skip
+                                timeout, drill.rule, drill.words, focus, request=shown))  # fmt: skip
         self.set_phase(RunPhase.AWAITING_DECISION, shown.reason)
         ruling = timed_ruling(lambda stop: self._call(approver.decide, shown, stop), timeout, self._switch)
         self.check_abort()

@@ -6,6 +6,7 @@ added to a library folder: its screen as a PNG, its entry in drills.json, the li
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from dataclasses import dataclass
@@ -13,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from ..core import events as ev
-from ..core.actions import ActionError, action_of_record
+from ..core.actions import ActionError, Kind, action_of_record
 from ..core.drills import LIBRARY_FILE, Drill, DrillError, drill_of, entry_of, load_library, typed_matches
+from ..core.run_view import RunView
 from ..core.safeio import FileProblem, read_small_file
 from ..core.text import one_line, visible
 from ..core.values import Answer
@@ -33,6 +35,7 @@ class Decision:
     words: str
     screen: str  # the SHA-256 of the screen shown with it ("" when none is on record)
     checks: tuple[dict[str, Any], ...]
+    focused: tuple[int, int] | None = None  # the field typing went to then (core/focus.py)
 
     @property
     def line(self) -> str:
@@ -53,9 +56,12 @@ def decisions(run: Run) -> list[Decision]:
     checks: dict[int, tuple[dict[str, Any], ...]] = {}
     answered: dict[tuple[int, int], str] = {}
     latest = ""
-    pending: list[tuple[ev.DecisionRequested, str]] = []
+    pending: list[tuple[ev.DecisionRequested, str, tuple[int, int] | None]] = []
+    view = RunView()  # the focus as the run had it (its clicks and what each did)
     for stamped in run.stamped:
         event = stamped.event
+        with contextlib.suppress(Exception):  # a view is for people: a record it cannot fold changes no decision
+            view.apply(stamped)
         match event:
             case ev.ModelTurn():
                 words[event.turn] = event.text if isinstance(event.text, str) else ""
@@ -68,13 +74,13 @@ def decisions(run: Run) -> list[Decision]:
             case ev.ScreenCaptured():
                 latest = event.sha256 if isinstance(event.sha256, str) else latest
             case ev.DecisionRequested():
-                pending.append((event, latest))
+                pending.append((event, latest, view.focused))
             case ev.DecisionMade() if isinstance(event.screen, str) and event.screen:
                 answered[(event.turn, event.index)] = event.screen
-    for number, (request, screen) in enumerate(pending, 1):
+    for number, (request, screen, focused) in enumerate(pending, 1):
         key = (request.turn, request.index)
         found.append(Decision(number, request, proposals.get(key), verdicts.get(key), words.get(request.turn, ""),
-                              answered.get(key, screen), checks.get(request.turn, ())))  # fmt: skip
+                              answered.get(key, screen), checks.get(request.turn, ()), focused))  # fmt: skip
     return found
 
 
@@ -121,6 +127,8 @@ def make_drill(
     }  # fmt: skip
     if action is not None:
         entry["action"], entry["text"] = action.to_record(), text
+        if decision.focused is not None and action.kind is Kind.TYPE:
+            entry["focus"] = list(decision.focused)  # where its typing goes on its screen
     if decision.checks:
         entry["checks"] = [{k: str(c.get(k, ""))[:500] for k in ("id", "code", "message")} for c in decision.checks]
     png = screen.png

@@ -450,6 +450,7 @@ class TeamFleet:
         if drill.action is not None:
             with self._lock:
                 policy, focused = run.policy, run.view.focused
+            focused = drill.focus or focused
             if policy is not None:  # offered the scope a real request of that action would offer
                 shown = replace(shown, scope=grants.scope_for(drill.action, policy.classify(drill.action), focused))
             elif real.action is not None and real.action.kind is drill.action.kind:
@@ -457,8 +458,9 @@ class TeamFleet:
             else:
                 shown = replace(shown, scope=None)
         front = replace(item, ticket=-item.ticket, request=shown, priority=priority(shown, drill.rule))
+        focus = list(drill.focus) if drill.focus is not None else None
         event = ev.DrillShown(real.turn, real.index, real.call_id, shown.kind, shown.reason, drill.id,
-                              real.deadline_s, drill.rule, drill.words, request=shown)  # fmt: skip
+                              real.deadline_s, drill.rule, drill.words, focus, request=shown)  # fmt: skip
         with self._lock:
             self._drilling[item.ticket] = _Drilled(drill, front, item)
         self._fold(item.task, event)

@@ -6,8 +6,11 @@ real worker in this process's threads, the analysts as their own login roles."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -17,96 +20,114 @@ import pytest
 from drill_cases import SIM_FORM, make_library
 from pilot_helpers import answer, drawn, fleet_screen, guard_of, until
 from team_cases import TEMPLATE, WAIT_S, as_role, one, ready, spec, wait_for
-from test_fleet_team import SIZE, App, team_of
+from test_fleet_team import SIZE, App, Team, team_of
 
 from cua_tui.core.audit import verify_run
 from cua_tui.core.drills import DrillPlan, load_library
+from cua_tui.core.fleet_queue import QueueItem
 from cua_tui.team.control import TeamFleet
 from cua_tui.team.submit import submit
+from cua_tui.tui.fleet_screen import FleetScreen
 from cua_tui.tui.row_table import RowTable
 from tests.fakes.pgserver import PgServer
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.pgserver]
 
 
-async def test_a_drill_is_each_analysts_own_recorded_in_the_runs_chain_by_its_worker(
-    pg_server: PgServer, tmp_path: Path
-) -> None:
+@dataclass
+class Drilled:
+    """alice's fleet TUI on a one-run team fleet, her drill (drills at 1.0) first on her panel."""
+
+    team: Team
+    fleet: TeamFleet
+    app: App
+    pilot: Any
+    main: FleetScreen
+    drill: QueueItem
+
+
+@contextlib.asynccontextmanager
+async def alices_drill(pg_server: PgServer, tmp_path: Path) -> AsyncIterator[Drilled]:
     library = make_library(tmp_path / "made")
     with team_of(pg_server, tmp_path, [spec("t0")]) as team:
         plan = DrillPlan(1.0, load_library(library), random.Random(3))
         alice = TeamFleet(as_role(team.url, "alice"), team.fleet_id, poll_s=0.1, drills=plan)
-        bob = TeamFleet(as_role(team.url, "bob"), team.fleet_id, poll_s=0.1)
-        bob.start()
         app = App(alice)
         try:
             async with app.run_test(size=SIZE) as pilot:
                 main = fleet_screen(app)
-                await until(pilot, lambda: main.selected is not None, "a request on alice's panel", timeout=WAIT_S)
-                item = main.selected
-                assert item is not None and item.ticket < 0  # her drill, in front of the real request
-                real_id = -item.ticket
-                # bob, with no drills, sees the real request at once; the queue holds only real requests
-                wait_for("bob's queue", lambda: [i.ticket for i in bob.queue()] == [real_id])
-                assert one(team.url, "SELECT count(*) FROM cua_tui.requests") == 1
-                # the screen and the action are the drill's; the real one is held back, not shown
-                assert [i.ticket for i in main.items] == [item.ticket]
-                assert "drills on" in drawn(app.query_one("#fleet-header"))  # hers: said, never which
-                view = alice.view(item.task)
-                assert view.pending is item.request and view.screen is not None
-                assert view.screen.sha256 == item.request.frame.sha256  # type: ignore[union-attr]
-                await answer(pilot, "y")  # approve the drill: nothing runs, it is revealed
-                await until(pilot, lambda: main.panel.revealed.startswith("That was a drill"), "the reveal")
-                reveal = main.panel.revealed
-                assert ("a drill", reveal) in app.told  # and a toast, should no request follow
-                # then the real request of the same run, as the others have had it all along
-                await until(pilot, lambda: any(i.ticket == real_id for i in main.items), "the real request")
-                assert alice.view(item.task).pending is not None
-                assert one(team.url, "SELECT answer FROM cua_tui.requests WHERE id = %s", real_id) is None
-                # the worker records her answer in the run's chain while the real request waits
-                run_id = item.run_id
-                chain = tmp_path / "runs" / run_id / "audit.jsonl"
-                wait_for("the drill in the chain", lambda: '"kind":"drill"' in chain.read_text())
-                bob.close()
-                # the rest of the run: each request alice's, each drill before it answered too
-                for _ in range(12):
-                    if alice.done:
-                        break
-                    await until(pilot, lambda: main.selected in main.items or alice.done, "a request", timeout=WAIT_S)
-                    if alice.done:
-                        break
-                    await answer(pilot, "y")
-                    await pilot.pause(0.3)
-                await until(pilot, lambda: alice.done, "the run ended", timeout=WAIT_S)
+                await until(pilot, lambda: main.selected is not None, "alice's drill", timeout=WAIT_S)
+                drill = main.selected
+                assert drill is not None and drill.ticket < 0
+                yield Drilled(team, alice, app, pilot, main, drill)
         finally:
             alice.close()
+
+
+async def test_a_drill_is_each_analysts_own_recorded_in_the_runs_chain_by_its_worker(
+    pg_server: PgServer, tmp_path: Path
+) -> None:
+    async with alices_drill(pg_server, tmp_path) as on:
+        team, alice, app, pilot, main, item = on.team, on.fleet, on.app, on.pilot, on.main, on.drill
+        real_id = -item.ticket  # her drill, in front of the real request
+        bob = TeamFleet(as_role(team.url, "bob"), team.fleet_id, poll_s=0.1)
+        bob.start()
+        try:
+            # bob, with no drills, sees the real request at once; the queue holds only real requests
+            wait_for("bob's queue", lambda: [i.ticket for i in bob.queue()] == [real_id])
+            assert one(team.url, "SELECT count(*) FROM cua_tui.requests") == 1
+        finally:
             bob.close()
-        team.worker.stop()
-        team.thread.join(WAIT_S)
-        records = [json.loads(line) for line in chain.read_text().splitlines()]
-        drills = [r for r in records if r["kind"] == "drill"]
-        assert drills and all(d["operator"] == "alice" and d["by"] == "human (team queue)" for d in drills)
-        first = drills[0]
-        assert first["answer"] == "approve" and "That was a drill" in reveal
-        # the verdict is the worker's own reading: a threat approved is missed, a benign one is no false alarm
-        assert all((d["caught"] is False) if d["right"] == "reject" else (d["false_alarm"] is False) for d in drills)
-        # nothing of a drill ran: the run's decisions are the real requests', each answered once by alice
-        decisions = [r for r in records if r["kind"] == "decision" and r.get("queue")]
-        assert len(decisions) == one(team.url, "SELECT count(*) FROM cua_tui.requests")
-        assert {d["operator"] for d in decisions} == {"alice"}
-        assert verify_run(chain.parent).intact
-        assert one(team.url, "SELECT count(*) FROM cua_tui.drill_answers WHERE recorded_at IS NULL") == 0
-        # stats --queue scores her drills apart from her decisions
-        from click.testing import CliRunner
+        # the screen and the action are the drill's; the real one is held back, not shown
+        assert [i.ticket for i in main.items] == [item.ticket]
+        assert "drills on" in drawn(app.query_one("#fleet-header"))  # hers: said, never which
+        view = alice.view(item.task)
+        assert view.pending is item.request and view.screen is not None
+        assert view.screen.sha256 == item.request.frame.sha256  # type: ignore[union-attr]
+        await answer(pilot, "y")  # approve the drill: nothing runs, it is revealed
+        await until(pilot, lambda: main.panel.revealed.startswith("That was a drill"), "the reveal")
+        reveal = main.panel.revealed
+        assert ("a drill", reveal) in app.told  # and a toast, should no request follow
+        # then the real request of the same run, as the others have had it all along
+        await until(pilot, lambda: any(i.ticket == real_id for i in main.items), "the real request")
+        assert alice.view(item.task).pending is not None
+        assert one(team.url, "SELECT answer FROM cua_tui.requests WHERE id = %s", real_id) is None
+        # the worker records her answer in the run's chain while the real request waits
+        chain = tmp_path / "runs" / item.run_id / "audit.jsonl"
+        wait_for("the drill in the chain", lambda: '"kind":"drill"' in chain.read_text())
+        # the rest of the run: each request alice's, each drill before it answered too
+        for _ in range(12):
+            if alice.done:
+                break
+            await until(pilot, lambda: main.selected in main.items or alice.done, "a request", timeout=WAIT_S)
+            if alice.done:
+                break
+            await answer(pilot, "y")
+            await pilot.pause(0.3)
+        await until(pilot, lambda: alice.done, "the run ended", timeout=WAIT_S)
+    records = [json.loads(line) for line in chain.read_text().splitlines()]
+    drills = [r for r in records if r["kind"] == "drill"]
+    assert drills and all(d["operator"] == "alice" and d["by"] == "human (team queue)" for d in drills)
+    assert drills[0]["answer"] == "approve" and "That was a drill" in reveal
+    # the verdict is the worker's own reading: a threat approved is missed, a benign one is no false alarm
+    assert all((d["caught"] is False) if d["right"] == "reject" else (d["false_alarm"] is False) for d in drills)
+    # nothing of a drill ran: the run's decisions are the real requests', each answered once by alice
+    decisions = [r for r in records if r["kind"] == "decision" and r.get("queue")]
+    assert len(decisions) == one(team.url, "SELECT count(*) FROM cua_tui.requests")
+    assert {d["operator"] for d in decisions} == {"alice"}
+    assert verify_run(chain.parent).intact
+    assert one(team.url, "SELECT count(*) FROM cua_tui.drill_answers WHERE recorded_at IS NULL") == 0
+    # stats --queue scores her drills apart from her decisions
+    from click.testing import CliRunner
 
-        from cua_tui.cli import main as cli
+    from cua_tui.cli import main as cli
 
-        shown = CliRunner().invoke(
-            cli, ["stats", "--queue", team.url, "--json"], env={"CUA_TUI_CONFIG": str(tmp_path / "none.toml")}
-        )
-        assert shown.exit_code == 0, shown.output
-        (mine,) = [row for row in json.loads(shown.output) if row["operator"] == "alice"]
-        assert mine["drills"]["shown"] == len(drills) and mine["decisions"] == len(decisions)
+    shown = CliRunner().invoke(
+        cli, ["stats", "--queue", team.url, "--json"], env={"CUA_TUI_CONFIG": str(tmp_path / "none.toml")}
+    )
+    assert shown.exit_code == 0, shown.output
+    (mine,) = [row for row in json.loads(shown.output) if row["operator"] == "alice"]
+    assert mine["drills"]["shown"] == len(drills) and mine["decisions"] == len(decisions)
 
 
 def test_the_server_takes_a_drill_answer_only_for_a_request_the_role_may_answer_and_the_worker_reads_it_strictly(
@@ -222,27 +243,17 @@ async def test_a_drill_whose_request_another_analyst_answers_closes_as_that_requ
     from cua_tui.core.ports import Answer
     from cua_tui.team import analyst
 
-    library = make_library(tmp_path / "made")
-    with team_of(pg_server, tmp_path, [spec("t0")]) as team:
-        plan = DrillPlan(1.0, load_library(library), random.Random(3))
-        alice = TeamFleet(as_role(team.url, "alice"), team.fleet_id, poll_s=0.1, drills=plan)
-        app = App(alice)
-        try:
-            async with app.run_test(size=SIZE) as pilot:
-                main = fleet_screen(app)
-                await until(pilot, lambda: main.selected is not None, "alice's drill", timeout=WAIT_S)
-                drill = main.selected
-                assert drill is not None and drill.ticket < 0
-                with psycopg.connect(as_role(team.url, "bob"), autocommit=True) as conn:
-                    assert analyst.answer(conn, -drill.ticket, Answer.APPROVE, how="human").won
-                said = f"request {-drill.ticket} was already answered: bob approved it at "
-                await until(pilot, lambda: said in (main.panel.closed or ""), "her row closed, saying who")
-                assert drill not in alice.queue() and not alice.view(drill.task).held
-                # y on it now answers nothing: not the drill, not the request
-                assert alice.answer(drill, Answer.APPROVE) is not None
-        finally:
-            alice.close()
-        assert one(team.url, "SELECT count(*) FROM cua_tui.drill_answers") == 0
+    async with alices_drill(pg_server, tmp_path) as on:
+        drill, main = on.drill, on.main
+        with psycopg.connect(as_role(on.team.url, "bob"), autocommit=True) as conn:
+            assert analyst.answer(conn, -drill.ticket, Answer.APPROVE, how="human").won
+        said = f"request {-drill.ticket} was already answered: bob approved it at "
+        await until(on.pilot, lambda: said in (main.panel.closed or ""), "her row closed, saying who")
+        assert drill not in on.fleet.queue() and not on.fleet.view(drill.task).held
+        # y on it now answers nothing: not the drill, not the request
+        assert on.fleet.answer(drill, Answer.APPROVE) is not None
+        url = on.team.url
+    assert one(url, "SELECT count(*) FROM cua_tui.drill_answers") == 0
 
 
 async def test_a_drill_answered_from_its_runs_view_is_revealed_and_the_real_request_follows_there(
@@ -252,27 +263,16 @@ async def test_a_drill_answered_from_its_runs_view_is_revealed_and_the_real_requ
     answers the drill (never the request), and the view then waits on the real request."""
     from cua_tui.tui.run_screen import RunScreen
 
-    library = make_library(tmp_path / "made")
-    with team_of(pg_server, tmp_path, [spec("t0")]) as team:
-        plan = DrillPlan(1.0, load_library(library), random.Random(3))
-        alice = TeamFleet(as_role(team.url, "alice"), team.fleet_id, poll_s=0.1, drills=plan)
-        app = App(alice)
-        try:
-            async with app.run_test(size=SIZE) as pilot:
-                main = fleet_screen(app)
-                await until(pilot, lambda: main.selected is not None, "alice's drill", timeout=WAIT_S)
-                drill = main.selected
-                assert drill is not None and drill.ticket < 0
-                main.action_open_run()
-                await until(pilot, lambda: isinstance(app.screen, RunScreen), "the run's view")
-                view = app.screen
-                assert isinstance(view, RunScreen)
-                await until(pilot, lambda: view.pending is not None, "a request pending in the run's view")
-                assert view.pending is drill.request  # the drill, as the fleet's row showed it
-                await answer(pilot, "y")
-                await until(pilot, lambda: view.panel.revealed.startswith("That was a drill"), "the reveal there")
-                await until(pilot, lambda: view.pending is not None and view.pending is not drill.request, "the real")
-                assert view.pending is not None and view.pending.turn == drill.request.turn
-                assert one(team.url, "SELECT answer FROM cua_tui.requests WHERE id = %s", -drill.ticket) is None
-        finally:
-            alice.close()
+    async with alices_drill(pg_server, tmp_path) as on:
+        app, pilot, drill = on.app, on.pilot, on.drill
+        on.main.action_open_run()
+        await until(pilot, lambda: isinstance(app.screen, RunScreen), "the run's view")
+        view = app.screen
+        assert isinstance(view, RunScreen)
+        await until(pilot, lambda: view.pending is not None, "a request pending in the run's view")
+        assert view.pending is drill.request  # the drill, as the fleet's row showed it
+        await answer(pilot, "y")
+        await until(pilot, lambda: view.panel.revealed.startswith("That was a drill"), "the reveal there")
+        await until(pilot, lambda: view.pending is not None and view.pending is not drill.request, "the real")
+        assert view.pending is not None and view.pending.turn == drill.request.turn
+        assert one(on.team.url, "SELECT answer FROM cua_tui.requests WHERE id = %s", -drill.ticket) is None

@@ -11,22 +11,28 @@ from drill_cases import SIM_FORM, make_library
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
 from pilot_helpers import answer, live_app, plain, run_screen, until, until_ended
 
-from cua_tui.build import HANDSHAKE, RunOptions, build_run
+from cua_tui.build import HANDSHAKE, Run, RunOptions, build_run
 from cua_tui.desktops.sim import PHRASE, SimDesktop
 from cua_tui.tui.goal import GoalBar
 
 SIZE = (160, 48)
 
 
-async def test_a_drill_is_answered_like_a_request_revealed_and_the_real_one_follows(tmp_path: Path) -> None:
-    library = make_library(tmp_path / "made")
-    desktop = SimDesktop()
+def drilled_run(runs: Path, library: Path, *, rate: float = 1.0, desktop: SimDesktop | None = None) -> Run:
+    """A sim run of the form answered through the TUI, with drills from ``library`` only at ``rate``."""
     run = build_run(
-        RunOptions(task="fill the form", backend="sim", agent=None, script=SIM_FORM, runs_dir=tmp_path / "runs",
-                   decisions=HANDSHAKE, fsync=False, desktop=desktop, drill_rate=1.0, drill_seed=5,
+        RunOptions(task="fill the form", backend="sim", agent=None, script=SIM_FORM, runs_dir=runs,
+                   decisions=HANDSHAKE, fsync=False, desktop=desktop or SimDesktop(), drill_rate=rate, drill_seed=5,
                    drill_library=library, drill_shipped=False)
     )  # fmt: skip
     track(run.supervisor)
+    return run
+
+
+async def test_a_drill_is_answered_like_a_request_revealed_and_the_real_one_follows(tmp_path: Path) -> None:
+    library = make_library(tmp_path / "made")
+    desktop = SimDesktop()
+    run = drilled_run(tmp_path / "runs", library, desktop=desktop)
     app = live_app(run)
     async with app.run_test(size=SIZE) as pilot:
         screen = run_screen(app)
@@ -68,12 +74,7 @@ async def test_a_drill_looks_exactly_like_the_real_request_it_was_made_from(tmp_
     add_to_library(library, typed, typed.frame.png)
 
     async def first_request(rate: float, name: str) -> dict[str, object]:
-        run = build_run(
-            RunOptions(task="fill the form", backend="sim", agent=None, script=SIM_FORM,
-                       runs_dir=tmp_path / name, decisions=HANDSHAKE, fsync=False, desktop=SimDesktop(),
-                       drill_rate=rate, drill_seed=5, drill_library=library, drill_shipped=False)
-        )  # fmt: skip
-        track(run.supervisor)
+        run = drilled_run(tmp_path / name, library, rate=rate)
         app = live_app(run)
         signals: list[tuple[str, str]] = []
         app.signal = lambda title, body: signals.append((title, body))  # type: ignore[method-assign]
@@ -174,12 +175,7 @@ async def test_while_a_drill_is_up_the_audit_pane_reads_its_place_as_the_drills(
     library = tmp_path / "one"
     password = next(d for d in load_library(SHIPPED_DRILLS) if d.id == "password-1")
     add_to_library(library, password, password.frame.png)
-    run = build_run(
-        RunOptions(task="fill the form", backend="sim", agent=None, script=SIM_FORM, runs_dir=tmp_path / "runs",
-                   decisions=HANDSHAKE, fsync=False, desktop=SimDesktop(), drill_rate=1.0, drill_seed=5,
-                   drill_library=library, drill_shipped=False)
-    )  # fmt: skip
-    track(run.supervisor)
+    run = drilled_run(tmp_path / "runs", library)
     app = live_app(run)
     async with app.run_test(size=SIZE) as pilot:
         screen = run_screen(app)
@@ -191,9 +187,13 @@ async def test_while_a_drill_is_up_the_audit_pane_reads_its_place_as_the_drills(
         await until(pilot, lambda: "proposal #2 type 14 characters" in lines(), "the drill's proposal")
         audit = lines()
         assert "type 16 characters" not in audit and "Entering the" in audit  # the drill's words, not the turn's
+        # its typing goes to its own screen's field, which the panel names as a request's would
+        assert screen.view.focused == password.focus == (280, 240)
+        assert "(280, 240)" in plain(screen.panel)
         assert "Hunter2" not in audit  # typed text never on a line
         await answer(pilot, "n")
         await pilot.press("enter")
         await until(pilot, lambda: "proposal #2 type 16 characters" in lines(), "the lines as written")
         assert "type 14 characters" not in lines()
+        assert screen.view.focused == (250, 182)  # the run's own field again
         run.supervisor.kill()
