@@ -570,11 +570,11 @@ class TeamFleet:
                     told.append(RunChanged(row))
         # the lines first: a request is shown once its run's view has its line (and the screen before it)
         self._read_lines(conn)
+        self._read_policies(conn)  # a drill's scope is its run policy's, as a request's is
         items = self._read_requests(conn, told)
         self._orphans = self._read_orphans(conn)
         self._mark(conn)
         readers = self._read_readers(conn)
-        self._read_policies(conn)
         with self._lock:
             if readers != self._readers:
                 self._readers = readers
@@ -638,10 +638,13 @@ class TeamFleet:
         return {int(rid): tuple(visible(str(r), limit=64) for r in roles or ()) for rid, roles in found}
 
     def _read_policies(self, conn: psycopg.Connection[Any]) -> None:
-        """The policy of each run whose view is open, once: its spec's text, bounded, and only if it is the
-        text its SHA-256 names (a row is someone else's writing; one that cannot be read leaves e unoffered)."""
+        """The policy of each run whose view is open (every run's, with drills on), once: its spec's text,
+        bounded, and only if it is the text its SHA-256 names (a row is someone else's writing; one that cannot
+        be read leaves e unoffered)."""
         with self._lock:
-            due = [run.row.run_id for run in self._runs.values() if run.watchers and not run.policy_read]
+            # with drills on, every run's: a drill offers the scope its run's policy would give its action
+            drilling = self.drills is not None
+            due = [r.row.run_id for r in self._runs.values() if (r.watchers or drilling) and not r.policy_read]
         if not due:
             return
         found = conn.execute(

@@ -47,8 +47,8 @@ class Drilled:
 
 
 @contextlib.asynccontextmanager
-async def alices_drill(pg_server: PgServer, tmp_path: Path) -> AsyncIterator[Drilled]:
-    library = make_library(tmp_path / "made")
+async def alices_drill(pg_server: PgServer, tmp_path: Path, library: Path | None = None) -> AsyncIterator[Drilled]:
+    library = library or make_library(tmp_path / "made")
     with team_of(pg_server, tmp_path, [spec("t0")]) as team:
         plan = DrillPlan(1.0, load_library(library), random.Random(3))
         alice = TeamFleet(as_role(team.url, "alice"), team.fleet_id, poll_s=0.1, drills=plan)
@@ -276,3 +276,19 @@ async def test_a_drill_answered_from_its_runs_view_is_revealed_and_the_real_requ
         await until(pilot, lambda: view.pending is not None and view.pending is not drill.request, "the real")
         assert view.pending is not None and view.pending.turn == drill.request.turn
         assert one(on.team.url, "SELECT answer FROM cua_tui.requests WHERE id = %s", -drill.ticket) is None
+
+
+async def test_a_typing_drill_names_its_own_field_and_offers_its_scope(pg_server: PgServer, tmp_path: Path) -> None:
+    """A shipped typing drill whose field sits elsewhere than the run's: the panel reads its own field, and
+    `a` offers typing into that field, as a real request of its screen would."""
+    from cua_tui.export.drill import add_to_library
+    from cua_tui.labs import SHIPPED_DRILLS
+
+    phrase = next(d for d in load_library(SHIPPED_DRILLS) if d.id == "benign-phrase-2")
+    assert phrase.focus == (360, 288)
+    add_to_library(tmp_path / "one", phrase, phrase.frame.png)
+    async with alices_drill(pg_server, tmp_path, tmp_path / "one") as on:
+        scope = on.drill.request.scope
+        assert scope is not None and scope.key == "360,288"
+        await until(on.pilot, lambda: "(360, 288)" in drawn(on.main.panel), "its own field on the panel")
+        assert "(250, 182)" not in drawn(on.main.panel)  # the run's own field is nowhere on it
