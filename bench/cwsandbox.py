@@ -23,25 +23,53 @@ if TYPE_CHECKING:
 KEY = "bench-key"
 
 
-def _tutorial_sandbox(settings: Any, display: int) -> Any:
-    """A sandbox running a bare X server, as the tutorial's container does."""
+def _tutorial_sandbox(settings: Any, tries: int = 3) -> Any:
+    """A sandbox running a bare X server, as the tutorial's container does, on a display number no other X
+    server holds. An X server answering there may still be another's (the sandbox's own then failed to
+    start): the sandbox must be running its own, else it is tried again on another number."""
     import cwsandbox
 
-    sandbox = cwsandbox.Sandbox.run(
-        "sh",
-        "-c",
-        f"exec Xvfb :{display} -screen 0 1024x720x24 -nolisten tcp",
-        environment_variables={"DISPLAY": f":{display}"},
-        tags=["cua-tui-bench"],
-        **settings.client_options(),
-    )
-    sandbox.wait(timeout=60)
-    deadline = time.monotonic() + 30
+    for _ in range(tries):
+        display = _free_display()
+        sandbox = cwsandbox.Sandbox.run(
+            "sh",
+            "-c",
+            f"exec Xvfb :{display} -screen 0 1024x720x24 -nolisten tcp",
+            environment_variables={"DISPLAY": f":{display}"},
+            tags=["cua-tui-bench"],
+            **settings.client_options(),
+        )
+        try:
+            sandbox.wait(timeout=60)
+            answered = _x_answers(sandbox)
+            time.sleep(0.2)  # an X server that lost its display number to another has exited by now
+            if answered and sandbox.get_status() == cwsandbox.SandboxStatus.RUNNING:
+                return sandbox
+        except cwsandbox.exceptions.SandboxError:
+            pass  # its X server exited (the number was taken after all), and the sandbox with it
+        sandbox.stop(missing_ok=True).result()
+    raise RuntimeError(f"the tutorial's X server did not start on a display of its own in {tries} tries")
+
+
+def _x_answers(sandbox: Any, timeout: float = 30.0) -> bool:
+    """Whether an X server answers on the sandbox's display within ``timeout``."""
+    deadline = time.monotonic() + timeout
     while sandbox.exec(["xdpyinfo"], timeout_seconds=10).result().returncode != 0:
         if time.monotonic() > deadline:
-            raise RuntimeError("the tutorial's X server did not start")
+            return False
         time.sleep(0.2)
-    return sandbox
+    return True
+
+
+def _free_display(low: int = 170, high: int = 400) -> int:
+    """A display number with no X server's lock file or socket on this machine, at random (the local desktops
+    take theirs from :90 up)."""
+    numbers = list(range(low, high))
+    random.shuffle(numbers)
+    for number in numbers:
+        if not Path(f"/tmp/.X{number}-lock").exists() and not Path(f"/tmp/.X11-unix/X{number}").exists():
+            return number
+    raise RuntimeError(f"no free X display number between :{low} and :{high - 1}")
 
 
 def _tutorial_step(sandbox: Any, x: int, y: int, shot: str) -> bytes:
@@ -95,7 +123,7 @@ def _at_delay(tmp: Path, samples: int, delay_ms: int) -> dict[str, Any]:
         ours.bind_events(lambda event: None)
         log(f"cwsandbox: {delay_ms} ms each way: starting our desktop in a sandbox of the local service")
         ours.start()
-        theirs = _tutorial_sandbox(settings, 170 + random.randrange(60))
+        theirs = _tutorial_sandbox(settings)
         shot = str(tmp / "cw-service" / "tutorial-shot.png")
         log(f"cwsandbox: {samples} clicks each, ours and the tutorial's interleaved")
         try:
