@@ -152,11 +152,8 @@ def _ui_tars(prompt: str) -> Callable[[str, list[Step], Step, Size], list[Messag
 # screenshots are kept (as Fara, trained on Qwen2.5-VL, does).
 # --------------------------------------------------------------------------------------------------
 QWEN_IMAGES = 3
-FN_CALL_TEMPLATE = """# Tools
-
-You may call one or more functions to assist with the user query.
-
-You are provided with function signatures within <tools></tools> XML tags:
+# the function signatures' part, word for word in Qwen-Agent's template and in Fara's own
+_FN_SIGNATURES = """You are provided with function signatures within <tools></tools> XML tags:
 <tools>
 {tool_descs}
 </tools>
@@ -165,14 +162,24 @@ For each function call, return a json object with function name and arguments wi
 <tool_call>
 {{"name": <function-name>, "arguments": <args-json-object>}}
 </tool_call>"""
+FN_CALL_TEMPLATE = (
+    """# Tools
 
-_QWEN_DESCRIPTION = """Use a mouse and keyboard to interact with a computer, and take screenshots.
+You may call one or more functions to assist with the user query.
+
+"""
+    + _FN_SIGNATURES
+)
+
+# the computer's description both Qwen's cookbook and Fara give, word for word, up to where they part
+_SCREEN_BULLETS = """Use a mouse and keyboard to interact with a computer, and take screenshots.
 * This is an interface to a desktop GUI. You do not have access to a terminal or applications menu. You must click on desktop icons to start applications.
 * Some applications may take time to start or process actions, so you may need to wait and take successive screenshots to see the results of your actions. E.g. if you click on Firefox and a window doesn't open, try wait and taking another screenshot.
 * The screen's resolution is {width}x{height}.
 * Whenever you intend to move the cursor to click on an element like an icon, you should consult a screenshot to determine the coordinates of the element before moving the cursor.
 * If you tried clicking on a program or link but it failed to load, even after waiting, try adjusting your cursor position so that the tip of the cursor visually falls on the element that you want to click.
-* Make sure to click any buttons, links, icons, etc with the cursor tip in the center of the element. Don't click boxes on their edges{unless}."""
+* Make sure to click any buttons, links, icons, etc with the cursor tip in the center of the element. Don't click boxes on their edges"""
+_QWEN_DESCRIPTION = _SCREEN_BULLETS + """{unless}."""
 _QWEN3_ACTIONS = """The action to perform. The available actions are:
 * `key`: Performs key down presses on the arguments passed in order, then performs key releases in reverse order.
 * `type`: Type a string of text on the keyboard.
@@ -269,33 +276,25 @@ def _qwen(qwen3: bool) -> Callable[[str, list[Step], Step, Size], list[Message]]
 # --------------------------------------------------------------------------------------------------
 FARA_IMAGES = 3
 FARA_NEXT = "Here is the next screenshot. Think about what to do next."
-FARA_TEMPLATE = """You are a web automation agent that performs actions on websites to fulfill user requests by calling various tools.
+FARA_TEMPLATE = (
+    """You are a web automation agent that performs actions on websites to fulfill user requests by calling various tools.
 * You should stop execution at Critical Points. A Critical Point would be encountered in tasks like 'Checkout', 'Book', 'Purchase', 'Call', 'Email', 'Order', etc where a binding transaction/agreement would require the user's permission/personal or sensitive information (name, email, credit card, address, payment information, resume, etc) in order to complete a transaction (purchase, reservation, sign-up etc), or to communicate in a way that a human would be expected to do (call, email, apply to a job, etc).
 * Solve the task as far as you can up until a Critical Point:
     - For example, if the task is to "call a restaurant to make a reservation", you should not actually make the call but should navigate to the restaurant's page and find the phone number.
     - Similarly, if the task is to "order new size 12 running shoes" you should not actually place the order but should instead search for the right shoes that meet the criteria and add them to the cart.
     - Some tasks, like answering questions, may not encounter a Critical Point at all.
 
-You are provided with function signatures within <tools></tools> XML tags:
-<tools>
-{tool_descs}
-</tools>
-
-For each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:
-<tool_call>
-{{"name": <function-name>, "arguments": <args-json-object>}}
-</tool_call>"""
-_FARA_DESCRIPTION = """Use a mouse and keyboard to interact with a computer, and take screenshots.
-* This is an interface to a desktop GUI. You do not have access to a terminal or applications menu. You must click on desktop icons to start applications.
-* Some applications may take time to start or process actions, so you may need to wait and take successive screenshots to see the results of your actions. E.g. if you click on Firefox and a window doesn't open, try wait and taking another screenshot.
-* The screen's resolution is {width}x{height}.
-* Whenever you intend to move the cursor to click on an element like an icon, you should consult a screenshot to determine the coordinates of the element before moving the cursor.
-* If you tried clicking on a program or link but it failed to load, even after waiting, try adjusting your cursor position so that the tip of the cursor visually falls on the element that you want to click.
-* Make sure to click any buttons, links, icons, etc with the cursor tip in the center of the element. Don't click boxes on their edges unless asked.
+"""
+    + _FN_SIGNATURES
+)
+_FARA_DESCRIPTION = (
+    _SCREEN_BULLETS
+    + """ unless asked.
 * When a separate scrollable container prominently overlays the webpage, if you want to scroll within it, you typically need to mouse_move() over it first and then scroll().
 * If a popup window appears that you want to close, if left_click() on the 'X' or close button doesn't work, try key(keys=['Escape']) to close it.
 * On some search bars, when you type(), you may need to press_enter=False and instead separately call left_click() on the search button to submit the search query. This is especially true of search bars that have auto-suggest popups for e.g. locations
 * For calendar widgets, you usually need to left_click() on arrows to move between months and left_click() on dates to select them; type() is not typically used to input dates there."""
+)
 _FARA_ACTIONS = """The action to perform. The available actions are:
 * `key`: Performs key down presses on the arguments passed in order, then performs key releases in reverse order. Includes "Enter", "Alt", "Shift", "Tab", "Control", "Backspace", "Delete", "Escape", "ArrowUp", "ArrowDown", "ArrowLeft", "ArrowRight", "PageDown", "PageUp", "Shift", etc.
 * `type`: Type a string of text on the keyboard.
