@@ -5,11 +5,13 @@ hears what the person did when they hand it back. Live runs on the sim desktop t
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from live_guard import no_run_outlives_its_test, track  # noqa: F401 (an autouse fixture)
-from pilot_helpers import live_app, plain, run_screen, until, until_ended
+from pilot_helpers import guard_of, live_app, plain, run_screen, until, until_ended
 
 from cua_tui.build import HANDSHAKE, RunOptions, build_run
 from cua_tui.core.ports import CallResult, Frame, Turn
@@ -40,26 +42,29 @@ class AskingAgent:
         pass
 
 
-def asking_run(tmp_path: Path, agent: AskingAgent) -> Any:
+@contextlib.asynccontextmanager
+async def asking(tmp_path: Path) -> AsyncIterator[tuple[AskingAgent, Any, Any, Any]]:
+    """A run whose model asks for the person, in the TUI, its call on the panel past the input guard: the
+    agent (what it heard), the app, the pilot and the run's screen."""
+    agent = AskingAgent()
     run = build_run(
         RunOptions(task="log in", backend="sim", agent=None, agent_impl=agent, agent_label="asking",
                    runs_dir=tmp_path / "runs", decisions=HANDSHAKE, fsync=False, desktop=SimDesktop())
     )  # fmt: skip
     track(run.supervisor)
-    return run
-
-
-async def test_the_panel_says_the_model_asks_and_y_approves_nothing_n_lets_it_go_on(tmp_path: Path) -> None:
-    agent = AskingAgent()
-    run = asking_run(tmp_path, agent)
     app = live_app(run)
     async with app.run_test(size=SIZE) as pilot:
         screen = run_screen(app)
         await until(pilot, lambda: screen.pending is not None, "the model's call")
+        await until(pilot, guard_of(app).passed, "its input guard")
+        yield agent, app, pilot, screen
+
+
+async def test_the_panel_says_the_model_asks_and_y_approves_nothing_n_lets_it_go_on(tmp_path: Path) -> None:
+    async with asking(tmp_path) as (agent, app, pilot, screen):
         panel = plain(screen.panel)
         assert "THE MODEL ASKS FOR YOU" in panel and "[b]the password[/b]" in panel
         assert "take over" in panel and "let it go on" in panel and "approve" not in panel
-        await pilot.pause(0.3)  # past the input guard
         await pilot.press("y")
         await until(pilot, lambda: any("T takes the desktop" in n.message for n in app._notifications), "one line")
         assert screen.pending is not None  # y answered nothing
@@ -69,13 +74,7 @@ async def test_the_panel_says_the_model_asks_and_y_approves_nothing_n_lets_it_go
 
 
 async def test_t_at_the_models_call_takes_the_desktop_and_the_model_hears_of_it(tmp_path: Path) -> None:
-    agent = AskingAgent()
-    run = asking_run(tmp_path, agent)
-    app = live_app(run)
-    async with app.run_test(size=SIZE) as pilot:
-        screen = run_screen(app)
-        await until(pilot, lambda: screen.pending is not None, "the model's call")
-        await pilot.pause(0.3)
+    async with asking(tmp_path) as (agent, app, pilot, screen):
         await pilot.press("T")
         await until(pilot, lambda: screen.view.takeover is not None, "the desktop taken over")
         assert "YOU HAVE THE DESKTOP" in plain(screen.takeover_panel)
