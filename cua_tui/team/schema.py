@@ -665,6 +665,8 @@ CREATE TABLE drill_answers (
     recorded_at timestamptz
 );
 CREATE INDEX drill_answers_due ON drill_answers (run_id) WHERE recorded_at IS NULL;
+-- one drill per analyst in front of a request, as the front end shows it: a role cannot flood a run's chain
+CREATE UNIQUE INDEX drill_answers_once ON drill_answers (request_id, role);
 
 -- a drill shown in front of a request the role may answer (the approver rules hold for drills too)
 CREATE FUNCTION drill_answered(request bigint, record jsonb) RETURNS bigint LANGUAGE plpgsql
@@ -682,7 +684,11 @@ BEGIN
         RAISE EXCEPTION 'request % is not one this role may answer', request USING ERRCODE = 'check_violation';
     END IF;
     INSERT INTO drill_answers (request_id, run_id, role, record) VALUES (request, run, session_user, record)
-        RETURNING id INTO made;
+        ON CONFLICT (request_id, role) DO NOTHING RETURNING id INTO made;
+    IF made IS NULL THEN
+        RAISE EXCEPTION 'this role answered a drill in front of request % already', request
+            USING ERRCODE = 'check_violation';
+    END IF;
     PERFORM pg_notify('{ANSWERED}', request::text);
     RETURN made;
 END $$;

@@ -144,6 +144,19 @@ def test_the_server_takes_a_drill_answer_only_for_a_request_the_role_may_answer_
             (fleet.runs[0][1], fleet.fleet_id, "0" * 64),
         )
         (request_id,) = conn.execute("SELECT id FROM cua_tui.requests").fetchone()  # type: ignore[misc]
+    # one drill per analyst in front of a request: a second answer cannot flood the run's chain
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO cua_tui.requests (run_id, fleet_id, turn, index, kind, seq, body, content_sha256, tier) "
+            "VALUES (%s, %s, 1, 1, 'action', 6, '{}', %s, 3)",
+            (fleet.runs[0][1], fleet.fleet_id, "1" * 64),
+        )
+        (open_id,) = conn.execute("SELECT max(id) FROM cua_tui.requests").fetchone()  # type: ignore[misc]
+    with psycopg.connect(as_role(url, "alice"), autocommit=True) as conn:
+        conn.execute("SELECT cua_tui.drill_answered(%s, %s)", (open_id, json.dumps({"drill": "x"})))
+        with pytest.raises(psycopg.errors.CheckViolation, match="answered a drill in front of request"):
+            conn.execute("SELECT cua_tui.drill_answered(%s, %s)", (open_id, json.dumps({"drill": "y"})))
+    assert one(url, "SELECT count(*) FROM cua_tui.drill_answers") == 1
     with psycopg.connect(as_role(url, "carol"), autocommit=True) as conn:
         with pytest.raises(psycopg.errors.CheckViolation, match="not one this role may answer"):
             conn.execute("SELECT cua_tui.drill_answered(%s, %s)", (request_id, json.dumps({"drill": "x"})))
